@@ -1,0 +1,428 @@
+//! The [`Agent`] trait, its object-safe companion [`DynAgent`], agent metadata ([`AgentSpec`]) and the
+//! [`InvocationContext`] an agent runs with.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::AgentError;
+use crate::error_handler::ErrorHandler;
+use crate::run::RunContext;
+use crate::scope::{ScopeHandle, ScopeView, TokenUsage, merge_delta};
+use crate::value::ValueType;
+
+/// One input an agent reads from the scope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputSpec {
+    /// State key.
+    pub key: String,
+    /// Declared type: the value is coerced to it when read.
+    #[serde(default)]
+    pub value_type: ValueType,
+    /// Value used when the key is absent (then the input is never "missing").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+}
+
+impl InputSpec {
+    /// An untyped input with no default.
+    pub fn new(key: impl Into<String>) -> Self {
+        InputSpec { key: key.into(), value_type: ValueType::Any, default: None }
+    }
+
+    /// Declares the type.
+    pub fn typed(mut self, value_type: ValueType) -> Self {
+        self.value_type = value_type;
+        self
+    }
+
+    /// Sets the default.
+    pub fn default_value(mut self, default: Value) -> Self {
+        self.default = Some(default);
+        self
+    }
+}
+
+impl From<&str> for InputSpec {
+    fn from(key: &str) -> Self {
+        InputSpec::new(key)
+    }
+}
+
+impl From<String> for InputSpec {
+    fn from(key: String) -> Self {
+        InputSpec::new(key)
+    }
+}
+
+/// Metadata of an agent: what planners, supervisors and reports know about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    /// Human name (unique within a spec; not necessarily within a Rust-built system).
+    pub name: String,
+    /// What it does (read by supervisors and routers). Default `""`.
+    pub description: String,
+    /// Kind for topology and reports (`compute`, `closure`, `sequence`, ...).
+    pub kind: String,
+    /// State keys read. Default none.
+    pub inputs: Vec<InputSpec>,
+    /// State key the result is written to. Default none (the result is only recorded in the history).
+    pub output_key: Option<String>,
+    /// Declared type of the output key, checked for conflicts when the system is built.
+    pub output_type: ValueType,
+    /// Skip silently (no invocation, no write) when an input is missing. Default false.
+    pub optional: bool,
+    /// Run without blocking the planner; readers of the output wait for it. Default false.
+    pub is_async: bool,
+    /// Fail the invocation with [`AgentError::Timeout`] after this long. Default none.
+    #[serde(with = "opt_millis")]
+    pub timeout: Option<Duration>,
+}
+
+mod opt_millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}
+
+impl AgentSpec {
+    /// Metadata for an agent named `name` of kind `kind`, with every other field at its default.
+    pub fn new(name: impl Into<String>, kind: impl Into<String>) -> Self {
+        AgentSpec {
+            name: name.into(),
+            description: String::new(),
+            kind: kind.into(),
+            inputs: Vec::new(),
+            output_key: None,
+            output_type: ValueType::Any,
+            optional: false,
+            is_async: false,
+            timeout: None,
+        }
+    }
+
+    /// The input spec for `key`, if declared.
+    pub fn input(&self, key: &str) -> Option<&InputSpec> {
+        self.inputs.iter().find(|i| i.key == key)
+    }
+}
+
+/// Builder methods shared by every agent builder for the common metadata fields.
+///
+/// Implemented by leaf and composite builders; each method documents its default on [`AgentSpec`].
+pub trait SpecBuilder: Sized {
+    /// Mutable access to the metadata being built.
+    fn spec_mut(&mut self) -> &mut AgentSpec;
+
+    /// Sets the description (default `""`).
+    fn description(mut self, description: impl Into<String>) -> Self {
+        self.spec_mut().description = description.into();
+        self
+    }
+
+    /// Sets the output key (default none).
+    fn output_key(mut self, key: impl Into<String>) -> Self {
+        self.spec_mut().output_key = Some(key.into());
+        self
+    }
+
+    /// Declares the output key's type (default any).
+    fn output_type(mut self, value_type: ValueType) -> Self {
+        self.spec_mut().output_type = value_type;
+        self
+    }
+
+    /// Adds an input (a key name, or an [`InputSpec`] with type/default).
+    fn input(mut self, input: impl Into<InputSpec>) -> Self {
+        let input = input.into();
+        let inputs = &mut self.spec_mut().inputs;
+        if let Some(existing) = inputs.iter_mut().find(|i| i.key == input.key) {
+            *existing = input;
+        } else {
+            inputs.push(input);
+        }
+        self
+    }
+
+    /// Replaces the inputs.
+    fn inputs<I: Into<InputSpec>>(mut self, inputs: impl IntoIterator<Item = I>) -> Self {
+        self.spec_mut().inputs = inputs.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Marks the agent optional (default false): skipped when an input is missing.
+    fn optional(mut self, optional: bool) -> Self {
+        self.spec_mut().optional = optional;
+        self
+    }
+
+    /// Marks the agent async (default false).
+    fn is_async(mut self, is_async: bool) -> Self {
+        self.spec_mut().is_async = is_async;
+        self
+    }
+
+    /// Sets a timeout (default none).
+    fn timeout(mut self, timeout: Duration) -> Self {
+        self.spec_mut().timeout = Some(timeout);
+        self
+    }
+}
+
+/// An agent: reads its inputs, does its work, returns its result.
+///
+/// The engine resolves inputs before calling [`Agent::invoke`] (so `ctx.input(key)` is always present for
+/// declared non-optional inputs) and writes the returned value to `output_key` afterwards (a `null` result
+/// removes the key).
+///
+/// Native async; store agents as [`AgentRef`] (`Arc<dyn DynAgent>`).
+pub trait Agent: Send + Sync + 'static {
+    /// The agent's metadata.
+    fn spec(&self) -> &AgentSpec;
+
+    /// Runs one invocation.
+    ///
+    /// # Errors
+    /// Any [`AgentError`]; use [`InvocationContext::fail`] for the agent's own failures.
+    fn invoke(&self, ctx: &InvocationContext) -> impl Future<Output = Result<Value, AgentError>> + Send;
+}
+
+/// Object-safe companion of [`Agent`], implemented for every `Agent`; composites implement it directly.
+pub trait DynAgent: Send + Sync + 'static {
+    /// The agent's metadata.
+    fn spec(&self) -> &AgentSpec;
+
+    /// Runs one invocation (boxed future).
+    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>>;
+
+    /// Sub-agents of a composite, in declaration order (empty for leaves).
+    fn sub_agents(&self) -> &[AgentRef] {
+        &[]
+    }
+
+    /// Whether the engine writes the returned value to `output_key` (composites write their own).
+    fn engine_writes_output(&self) -> bool {
+        true
+    }
+
+    /// Extra topology details for reports (planner settings, expressions).
+    fn topology_details(&self) -> Value {
+        Value::Null
+    }
+
+    /// For composites that inherit their error handler: `true`. Their failures were already through the
+    /// inherited handler at their own level, so the parent does not handle them again.
+    fn inherits_error_handler(&self) -> bool {
+        false
+    }
+}
+
+impl<A: Agent> DynAgent for A {
+    fn spec(&self) -> &AgentSpec {
+        Agent::spec(self)
+    }
+
+    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> {
+        Box::pin(self.invoke(ctx))
+    }
+}
+
+/// A shared reference to an agent: what builders take and return, and what you invoke.
+#[derive(Clone)]
+pub struct AgentRef(pub Arc<dyn DynAgent>);
+
+impl std::fmt::Debug for AgentRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AgentRef({} `{}`)", self.0.spec().kind, self.0.spec().name)
+    }
+}
+
+impl AgentRef {
+    /// Wraps an agent.
+    pub fn new(agent: impl DynAgent) -> Self {
+        AgentRef(Arc::new(agent))
+    }
+
+    /// The agent's metadata.
+    pub fn spec(&self) -> &AgentSpec {
+        self.0.spec()
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.0.spec().name
+    }
+
+    /// The agent tree rooted here, with stable path ids (`root`, `root/0`, `root/1/2`).
+    pub fn topology(&self) -> TopologyNode {
+        TopologyNode::build(self, "root".to_string())
+    }
+}
+
+/// One node of a system's agent tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopologyNode {
+    /// Stable path id.
+    pub path: String,
+    /// Metadata.
+    pub spec: AgentSpec,
+    /// Planner settings or expressions, when the agent reports them.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub details: Value,
+    /// Sub-agents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<TopologyNode>,
+}
+
+impl TopologyNode {
+    fn build(agent: &AgentRef, path: String) -> Self {
+        let children =
+            agent.0.sub_agents().iter().enumerate().map(|(i, c)| Self::build(c, format!("{path}/{i}"))).collect();
+        TopologyNode { spec: agent.spec().clone(), details: agent.0.topology_details(), children, path }
+    }
+
+    /// A stable 64-bit fingerprint (FNV-1a over the canonical JSON of the tree), as 16 hex digits.
+    ///
+    /// Two builds of the same workflow have the same fingerprint; any change of structure, keys or settings
+    /// changes it. Used to refuse resuming a run with a changed workflow.
+    pub fn fingerprint(&self) -> String {
+        let text = serde_json::to_string(self).unwrap_or_default();
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in text.as_bytes() {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("{h:016x}")
+    }
+
+    /// Depth-first iterator over the tree.
+    pub fn walk(&self) -> Vec<&TopologyNode> {
+        let mut out = vec![self];
+        for c in &self.children {
+            out.extend(c.walk());
+        }
+        out
+    }
+}
+
+/// Everything an invocation runs with: its resolved inputs, the run's scope and identity.
+pub struct InvocationContext {
+    pub(crate) run: Arc<RunContext>,
+    pub(crate) path: Arc<str>,
+    pub(crate) name: Arc<str>,
+    pub(crate) inputs: Map<String, Value>,
+    pub(crate) attempt: u32,
+    pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
+    pub(crate) writes: Mutex<Vec<(String, Value)>>,
+    pub(crate) tokens: Mutex<Option<TokenUsage>>,
+}
+
+impl InvocationContext {
+    /// The resolved (coerced) value of input `key`.
+    pub fn input(&self, key: &str) -> Option<&Value> {
+        self.inputs.get(key)
+    }
+
+    /// Input `key` deserialised to `T`.
+    ///
+    /// # Errors
+    /// [`AgentError::Coercion`] when absent or not deserialisable, naming the key.
+    pub fn input_as<T: DeserializeOwned>(&self, key: &str) -> Result<T, AgentError> {
+        let v = self.inputs.get(key).cloned().unwrap_or(Value::Null);
+        T::deserialize(&v).map_err(|e| AgentError::Coercion {
+            agent: self.name.to_string(),
+            path: self.path.to_string(),
+            key: key.to_string(),
+            value: v.to_string(),
+            expected: e.to_string(),
+        })
+    }
+
+    /// All resolved inputs.
+    pub fn inputs(&self) -> &Map<String, Value> {
+        &self.inputs
+    }
+
+    /// A snapshot of the whole state.
+    pub fn view(&self) -> ScopeView {
+        self.run.scope.view()
+    }
+
+    /// The run's scope, for agents that read or write several keys (scope actions).
+    pub fn scope(&self) -> &ScopeHandle {
+        &self.run.scope
+    }
+
+    /// Writes `key` = `value` now (recorded in this step's state delta). Prefer returning the result and
+    /// letting the engine write `output_key`.
+    ///
+    /// # Errors
+    /// The scope actor is gone.
+    pub async fn write(&self, key: impl Into<String>, value: Value) -> Result<(), AgentError> {
+        let key = key.into();
+        self.run.scope.write(vec![(key.clone(), value.clone())]).await?;
+        if let Ok(mut w) = self.writes.lock() {
+            merge_delta(&mut w, key, value);
+        }
+        Ok(())
+    }
+
+    /// The run id (memory id).
+    pub fn run_id(&self) -> &str {
+        &self.run.run_id
+    }
+
+    /// The agent's stable path id.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The agent's name.
+    pub fn agent_name(&self) -> &str {
+        &self.name
+    }
+
+    /// Attempt number, 1-based.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// `run id/agent path/attempt`: a key for side-effecting tools to deduplicate at-least-once execution.
+    pub fn idempotency_key(&self) -> String {
+        format!("{}/{}/{}", self.run.run_id, self.path, self.attempt)
+    }
+
+    /// Adds model token usage to this invocation's record.
+    pub fn add_tokens(&self, usage: TokenUsage) {
+        if let Ok(mut t) = self.tokens.lock() {
+            let acc = t.get_or_insert_with(TokenUsage::default);
+            acc.input += usage.input;
+            acc.output += usage.output;
+        }
+    }
+
+    /// Whether the run has been cancelled (long agents may poll it; they are also aborted).
+    pub fn is_cancelled(&self) -> bool {
+        self.run.cancel.is_cancelled()
+    }
+
+    /// An [`AgentError::Failed`] naming this agent.
+    pub fn fail(&self, message: impl Into<String>) -> AgentError {
+        AgentError::failed(self.name.to_string(), self.path.to_string(), message)
+    }
+}

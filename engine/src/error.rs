@@ -1,0 +1,185 @@
+//! Error types of the engine, split by operation.
+//!
+//! [`AgentError`] is the one error type every invocation returns, at every nesting level: a failure inside a
+//! parallel branch surfaces with the same variant as the same failure in a sequence.
+
+use std::sync::Arc;
+
+/// Why an agent invocation (leaf or composite) failed.
+///
+/// Cloneable so that the error of an async agent can be handed to every reader that waited for its output.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// A required input key was absent from the scope (and the agent is not optional).
+    #[error("agent `{agent}` ({path}): missing argument `{key}`")]
+    MissingArgument {
+        /// Agent name.
+        agent: String,
+        /// Agent path id (`root/1/0`).
+        path: String,
+        /// The missing state key.
+        key: String,
+    },
+    /// An input value could not be coerced to the declared type.
+    #[error("agent `{agent}` ({path}): input `{key}` = {value} cannot be coerced to {expected}")]
+    Coercion {
+        /// Agent name.
+        agent: String,
+        /// Agent path id.
+        path: String,
+        /// The state key.
+        key: String,
+        /// The offending value, as JSON text.
+        value: String,
+        /// The declared type.
+        expected: String,
+    },
+    /// The agent's own code reported a failure.
+    #[error("agent `{agent}` ({path}) failed: {message}")]
+    Failed {
+        /// Agent name.
+        agent: String,
+        /// Agent path id.
+        path: String,
+        /// What went wrong, as the agent said it.
+        message: String,
+    },
+    /// The invocation exceeded its `timeout_ms`.
+    #[error("agent `{agent}` ({path}) timed out after {timeout_ms} ms")]
+    Timeout {
+        /// Agent name.
+        agent: String,
+        /// Agent path id.
+        path: String,
+        /// The configured timeout in milliseconds.
+        timeout_ms: u64,
+    },
+    /// Evaluating an expression or an output function failed.
+    #[error("agent `{agent}` ({path}): {what} failed: {message}")]
+    Expression {
+        /// Agent name.
+        agent: String,
+        /// Agent path id.
+        path: String,
+        /// Which expression (`exit condition`, `output`, `branch 2 condition`, ...).
+        what: String,
+        /// The evaluator's message.
+        message: String,
+    },
+    /// A value in the scope had the wrong shape for what a planner needed (e.g. mapper items not a list).
+    #[error("agent `{agent}` ({path}): key `{key}` must be {expected}, found {found}")]
+    WrongType {
+        /// Agent name.
+        agent: String,
+        /// Agent path id.
+        path: String,
+        /// The state key.
+        key: String,
+        /// What was expected (`a list`).
+        expected: String,
+        /// The JSON type found (`string`).
+        found: String,
+    },
+    /// A planner returned "nothing to do" while nothing was in flight: it would wait forever.
+    #[error("planner of `{agent}` ({path}) stalled: nothing to do and no agent in flight")]
+    PlannerStalled {
+        /// Composite agent name.
+        agent: String,
+        /// Composite agent path id.
+        path: String,
+    },
+    /// A planner reported an error of its own (bad agent index, invalid state, ...).
+    #[error("planner of `{agent}` ({path}): {message}")]
+    Planner {
+        /// Composite agent name.
+        agent: String,
+        /// Composite agent path id.
+        path: String,
+        /// The planner's message.
+        message: String,
+    },
+    /// The run was cancelled before this invocation finished.
+    #[error("run cancelled")]
+    Cancelled,
+    /// An engine-internal failure (actor could not start, journal write failed, ...).
+    #[error("engine: {0}")]
+    Internal(Arc<str>),
+}
+
+impl AgentError {
+    /// Builds an [`AgentError::Failed`] for the agent at `path` named `agent`.
+    pub fn failed(agent: impl Into<String>, path: impl Into<String>, message: impl Into<String>) -> Self {
+        AgentError::Failed { agent: agent.into(), path: path.into(), message: message.into() }
+    }
+
+    /// Builds an [`AgentError::Internal`].
+    pub fn internal(message: impl std::fmt::Display) -> Self {
+        AgentError::Internal(Arc::from(message.to_string()))
+    }
+
+    /// The path id of the agent that failed, when the error names one.
+    pub fn agent_path(&self) -> Option<&str> {
+        match self {
+            AgentError::MissingArgument { path, .. }
+            | AgentError::Coercion { path, .. }
+            | AgentError::Failed { path, .. }
+            | AgentError::Timeout { path, .. }
+            | AgentError::Expression { path, .. }
+            | AgentError::WrongType { path, .. }
+            | AgentError::PlannerStalled { path, .. }
+            | AgentError::Planner { path, .. } => Some(path),
+            AgentError::Cancelled | AgentError::Internal(_) => None,
+        }
+    }
+}
+
+/// Why a system could not be built (caught before anything runs).
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// Two agents declare different types for the same state key.
+    #[error("key `{key}` is declared as {first} by `{first_agent}` and as {second} by `{second_agent}`")]
+    ConflictingTypes {
+        /// The state key.
+        key: String,
+        /// First declared type.
+        first: String,
+        /// Agent that declared it first.
+        first_agent: String,
+        /// Conflicting type.
+        second: String,
+        /// Agent that declared the conflicting type.
+        second_agent: String,
+    },
+    /// A builder was missing a required part or had an invalid one.
+    #[error("`{agent}`: {message}")]
+    Invalid {
+        /// The agent being built.
+        agent: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Why a journal or checkpoint store operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store backend failed (I/O, database).
+    #[error("store backend: {0}")]
+    Backend(Arc<str>),
+    /// Stored data could not be decoded.
+    #[error("run `{run_id}`: record {record} is corrupt: {message}")]
+    Corrupt {
+        /// The run the record belongs to.
+        run_id: String,
+        /// Which record (`step 12`, `run record`).
+        record: String,
+        /// The decoder's message.
+        message: String,
+    },
+    /// No run with that id.
+    #[error("no run `{0}` in the store")]
+    UnknownRun(String),
+}

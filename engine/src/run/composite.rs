@@ -1,0 +1,226 @@
+//! [`Composite`]: an agent whose work is to run sub-agents under a planner. Every workflow is one, so
+//! nesting is recursion: a composite invocation starts a supervisor actor for its planner and waits for it.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use ractor::{Actor, ActorRef};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::supervisor::{PlannerActor, SupervisorArgs, SupervisorMsg};
+use crate::agent::{AgentRef, AgentSpec, DynAgent, InvocationContext, SpecBuilder};
+use crate::error::{AgentError, BuildError};
+use crate::error_handler::ErrorHandler;
+use crate::planner::Planner;
+use crate::scope::ScopeView;
+use crate::value::ValueType;
+
+/// Computes a composite's result from the final state (the spec's `output` expression, or a Rust closure).
+pub type OutputFn = Arc<dyn Fn(&ScopeView) -> Result<Value, String> + Send + Sync>;
+
+type PlannerFactory = Arc<dyn Fn() -> Box<dyn Planner> + Send + Sync>;
+
+pub(crate) struct CompositeInner {
+    pub(crate) spec: AgentSpec,
+    pub(crate) sub_agents: Vec<AgentRef>,
+    pub(crate) factory: PlannerFactory,
+    pub(crate) output: Option<OutputFn>,
+    pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
+    pub(crate) details: Value,
+}
+
+/// A composite agent: sub-agents driven by a planner. Build one with [`Composite::builder`]; the built-in
+/// planners' builders (`Sequence::builder()`, ...) in `agentic-planners` build these.
+pub struct Composite {
+    inner: Arc<CompositeInner>,
+}
+
+impl Composite {
+    /// Starts a builder for a composite named `name` of kind `kind` whose planner is made by `planner` (called
+    /// once per invocation, so each invocation has fresh planner state).
+    pub fn builder<P, F>(name: impl Into<String>, kind: impl Into<String>, planner: F) -> CompositeBuilder
+    where
+        P: Planner,
+        F: Fn() -> P + Send + Sync + 'static,
+    {
+        CompositeBuilder {
+            spec: AgentSpec::new(name, kind),
+            sub_agents: Vec::new(),
+            factory: Arc::new(move || Box::new(planner()) as Box<dyn Planner>),
+            output: None,
+            handler: None,
+            details: Value::Null,
+        }
+    }
+
+}
+
+/// Builder of a [`Composite`]. Defaults: no sub-agents, no output key, no output function (the result is the
+/// value at `output_key`, else null), error handler inherited from the enclosing composite.
+pub struct CompositeBuilder {
+    spec: AgentSpec,
+    sub_agents: Vec<AgentRef>,
+    factory: PlannerFactory,
+    output: Option<OutputFn>,
+    handler: Option<Arc<dyn ErrorHandler>>,
+    details: Value,
+}
+
+impl SpecBuilder for CompositeBuilder {
+    fn spec_mut(&mut self) -> &mut AgentSpec {
+        &mut self.spec
+    }
+}
+
+impl CompositeBuilder {
+    /// Sets the sub-agents, in declaration order (the planner refers to them by index).
+    pub fn sub_agents(mut self, agents: impl IntoIterator<Item = AgentRef>) -> Self {
+        self.sub_agents = agents.into_iter().collect();
+        self
+    }
+
+    /// Sets the output function: the composite's result is computed from the final state and also written
+    /// to `output_key`.
+    pub fn output(mut self, f: impl Fn(&ScopeView) -> Result<Value, String> + Send + Sync + 'static) -> Self {
+        self.output = Some(Arc::new(f));
+        self
+    }
+
+    /// Sets an already shared output function.
+    pub fn output_fn(mut self, f: OutputFn) -> Self {
+        self.output = Some(f);
+        self
+    }
+
+    /// Sets the error handler for failures of the sub-agents (inherited by nested composites without one).
+    pub fn error_handler(mut self, handler: impl ErrorHandler) -> Self {
+        self.handler = Some(Arc::new(handler));
+        self
+    }
+
+    /// Sets an already shared error handler.
+    pub fn error_handler_arc(mut self, handler: Arc<dyn ErrorHandler>) -> Self {
+        self.handler = Some(handler);
+        self
+    }
+
+    /// Planner settings shown in the topology and reports.
+    pub fn details(mut self, details: Value) -> Self {
+        self.details = details;
+        self
+    }
+
+    /// Builds the composite.
+    ///
+    /// # Errors
+    /// [`BuildError::ConflictingTypes`] when two agents in the tree declare different types for one key.
+    pub fn build(self) -> Result<AgentRef, BuildError> {
+        let agent = AgentRef::new(Composite {
+            inner: Arc::new(CompositeInner {
+                spec: self.spec,
+                sub_agents: self.sub_agents,
+                factory: self.factory,
+                output: self.output,
+                handler: self.handler,
+                details: self.details,
+            }),
+        });
+        check_types(&agent)?;
+        Ok(agent)
+    }
+}
+
+/// Rejects a tree in which two agents declare different (non-`any`) types for the same key.
+pub(crate) fn check_types(root: &AgentRef) -> Result<(), BuildError> {
+    let mut seen: std::collections::HashMap<String, (ValueType, String)> = std::collections::HashMap::new();
+    let topology = root.topology();
+    for node in topology.walk() {
+        let spec = &node.spec;
+        let declared = spec
+            .inputs
+            .iter()
+            .map(|i| (&i.key, i.value_type))
+            .chain(spec.output_key.iter().map(|k| (k, spec.output_type)));
+        for (key, ty) in declared {
+            if ty == ValueType::Any {
+                continue;
+            }
+            match seen.get(key) {
+                Some((first, first_agent)) if *first != ty => {
+                    return Err(BuildError::ConflictingTypes {
+                        key: key.clone(),
+                        first: first.to_string(),
+                        first_agent: first_agent.clone(),
+                        second: ty.to_string(),
+                        second_agent: spec.name.clone(),
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(key.clone(), (ty, spec.name.clone()));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+struct StopOnDrop(ActorRef<SupervisorMsg>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop(None);
+    }
+}
+
+impl DynAgent for Composite {
+    fn spec(&self) -> &AgentSpec {
+        &self.inner.spec
+    }
+
+    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> {
+        Box::pin(async move {
+            let handler = self.inner.handler.clone().or_else(|| ctx.handler.clone());
+            let (tx, rx) = oneshot::channel();
+            let args = SupervisorArgs {
+                inner: self.inner.clone(),
+                run: ctx.run.clone(),
+                path: ctx.path.clone(),
+                handler,
+                reply: tx,
+            };
+            let (actor, _join) = Actor::spawn(None, PlannerActor, args)
+                .await
+                .map_err(|e| AgentError::internal(format!("supervisor of `{}` failed to start: {e}", ctx.path)))?;
+            let guard = StopOnDrop(actor);
+            let result = rx.await.map_err(|_| {
+                AgentError::internal(format!("supervisor of `{}` stopped without a result", ctx.path))
+            })?;
+            drop(guard);
+            let (value, write) = result?;
+            if write {
+                if let Some(key) = &self.inner.spec.output_key {
+                    ctx.write(key.clone(), value.clone()).await?;
+                }
+            }
+            Ok(value)
+        })
+    }
+
+    fn sub_agents(&self) -> &[AgentRef] {
+        &self.inner.sub_agents
+    }
+
+    fn engine_writes_output(&self) -> bool {
+        false
+    }
+
+    fn inherits_error_handler(&self) -> bool {
+        self.inner.handler.is_none()
+    }
+
+    fn topology_details(&self) -> Value {
+        self.inner.details.clone()
+    }
+}

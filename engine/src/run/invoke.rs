@@ -1,0 +1,215 @@
+//! One invocation of one agent (leaf or composite): resolve inputs, invoke, write the output, record it.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+
+use futures::FutureExt;
+use serde_json::{Map, Value};
+
+use super::{RunContext, now_us};
+use crate::agent::{AgentRef, InvocationContext};
+use crate::error::AgentError;
+use crate::error_handler::ErrorHandler;
+use crate::scope::{InvocationRecord, merge_delta};
+use crate::store::StepRecord;
+
+/// What a finished child invocation hands back to its supervisor.
+#[derive(Debug, Default)]
+pub(crate) struct ChildOutcome {
+    /// The agent's result.
+    pub(crate) output: Value,
+    /// Keys written by this invocation itself.
+    pub(crate) delta: Vec<(String, Value)>,
+    /// The invocation record (absent when skipped or started async).
+    pub(crate) record: Option<InvocationRecord>,
+    /// True when an optional agent was skipped.
+    pub(crate) skipped: bool,
+}
+
+/// How to invoke one agent.
+pub(crate) struct InvokeOptions<'a> {
+    pub(crate) bindings: Option<&'a Map<String, Value>>,
+    pub(crate) write_output: bool,
+    pub(crate) attempt: u32,
+    pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
+}
+
+/// Invokes `agent` at `path`: resolves its inputs (waiting for async producers), runs it (with its timeout,
+/// catching panics), writes its output and records the invocation in the scope history.
+pub(crate) async fn invoke_agent(
+    agent: &AgentRef,
+    run: &Arc<RunContext>,
+    path: Arc<str>,
+    opts: InvokeOptions<'_>,
+) -> Result<ChildOutcome, AgentError> {
+    let spec = agent.spec();
+    let Some(inputs) = resolve_inputs(agent, run, &path, opts.bindings).await? else {
+        return Ok(ChildOutcome { skipped: true, ..Default::default() });
+    };
+    let write_key = if opts.write_output && agent.0.engine_writes_output() { spec.output_key.clone() } else { None };
+    if spec.is_async {
+        if let Some(key) = &write_key {
+            run.scope.mark_pending(key).await?;
+        }
+        let (agent, run2) = (agent.clone(), run.clone());
+        let handler = opts.handler.clone();
+        let attempt = opts.attempt;
+        let task = tokio::spawn(async move {
+            let r = execute(&agent, &run2, path.clone(), inputs, None, attempt, handler).await;
+            let r = r.map(|mut o| {
+                if let Some(k) = &write_key {
+                    merge_delta(&mut o.delta, k.clone(), o.output.clone());
+                }
+                o
+            });
+            match &write_key {
+                Some(key) => {
+                    let delta = r.as_ref().map(|o| o.delta.clone()).map_err(Clone::clone);
+                    run2.scope.finish_async(key, delta).await?;
+                }
+                None => {
+                    if let Ok(o) = &r {
+                        if !o.delta.is_empty() {
+                            run2.scope.write(o.delta.clone()).await?;
+                        }
+                    }
+                }
+            }
+            let outcome = r?;
+            if run2.journaling() {
+                let record = StepRecord {
+                    run_id: run2.run_id.to_string(),
+                    seq: run2.next_seq(),
+                    agent_path: path.to_string(),
+                    delta: outcome.delta,
+                    planner_states: Vec::new(),
+                    invocation: outcome.record,
+                };
+                run2.journal_step(record).await?;
+            }
+            Ok(())
+        });
+        if let Ok(mut t) = run.async_tasks.lock() {
+            t.push(task);
+        }
+        return Ok(ChildOutcome::default());
+    }
+    execute(agent, run, path, inputs, write_key.as_deref(), opts.attempt, opts.handler).await
+}
+
+/// Resolves declared inputs: bindings first, then the scope (waiting while an async agent produces the key),
+/// then the default. `Ok(None)` means "skip" (optional agent with a missing input).
+async fn resolve_inputs(
+    agent: &AgentRef,
+    run: &RunContext,
+    path: &str,
+    bindings: Option<&Map<String, Value>>,
+) -> Result<Option<Map<String, Value>>, AgentError> {
+    let spec = agent.spec();
+    let mut inputs = Map::new();
+    if spec.inputs.is_empty() && bindings.is_none() {
+        return Ok(Some(inputs));
+    }
+    let view = run.scope.view();
+    for input in &spec.inputs {
+        let raw = match bindings.and_then(|b| b.get(&input.key)) {
+            Some(v) => Some(v.clone()),
+            None if view.is_pending(&input.key) || view.has_async_error(&input.key) => {
+                run.scope.read_waiting(&input.key).await?
+            }
+            None => view.get(&input.key).cloned(),
+        };
+        let Some(raw) = raw.or_else(|| input.default.clone()) else {
+            if spec.optional {
+                return Ok(None);
+            }
+            return Err(AgentError::MissingArgument {
+                agent: spec.name.clone(),
+                path: path.to_string(),
+                key: input.key.clone(),
+            });
+        };
+        let value = input.value_type.coerce(&raw).ok_or_else(|| AgentError::Coercion {
+            agent: spec.name.clone(),
+            path: path.to_string(),
+            key: input.key.clone(),
+            value: raw.to_string(),
+            expected: input.value_type.to_string(),
+        })?;
+        inputs.insert(input.key.clone(), value);
+    }
+    if let Some(b) = bindings {
+        for (k, v) in b {
+            if !inputs.contains_key(k) {
+                inputs.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    Ok(Some(inputs))
+}
+
+async fn execute(
+    agent: &AgentRef,
+    run: &Arc<RunContext>,
+    path: Arc<str>,
+    inputs: Map<String, Value>,
+    write_key: Option<&str>,
+    attempt: u32,
+    handler: Option<Arc<dyn ErrorHandler>>,
+) -> Result<ChildOutcome, AgentError> {
+    let spec = agent.spec();
+    let ctx = InvocationContext {
+        run: run.clone(),
+        path,
+        name: Arc::from(spec.name.as_str()),
+        inputs,
+        attempt,
+        handler,
+        writes: Mutex::new(Vec::new()),
+        tokens: Mutex::new(None),
+    };
+    let started = now_us();
+    let fut = AssertUnwindSafe(agent.0.invoke_dyn(&ctx)).catch_unwind();
+    let caught = match spec.timeout {
+        Some(t) => match tokio::time::timeout(t, fut).await {
+            Ok(r) => r,
+            Err(_) => Ok(Err(AgentError::Timeout {
+                agent: spec.name.clone(),
+                path: ctx.path.to_string(),
+                timeout_ms: t.as_millis() as u64,
+            })),
+        },
+        None => fut.await,
+    };
+    let result = caught.unwrap_or_else(|panic| {
+        let msg = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        Err(ctx.fail(format!("panicked: {msg}")))
+    });
+    let mut delta = ctx.writes.lock().map(|mut w| std::mem::take(&mut *w)).unwrap_or_default();
+    let tokens = ctx.tokens.lock().ok().and_then(|t| *t);
+    let (output, error) = match &result {
+        Ok(v) => (v.clone(), None),
+        Err(e) => (Value::Null, Some(e.to_string())),
+    };
+    if let (Ok(v), Some(key)) = (&result, write_key) {
+        run.scope.write(vec![(key.to_string(), v.clone())]).await?;
+        merge_delta(&mut delta, key.to_string(), v.clone());
+    }
+    let record = InvocationRecord {
+        agent: spec.name.clone(),
+        path: ctx.path.to_string(),
+        inputs: ctx.inputs,
+        output,
+        started_at_us: started,
+        ended_at_us: now_us(),
+        attempt,
+        tokens,
+        error,
+    };
+    run.scope.record(record.clone());
+    result.map(|output| ChildOutcome { output, delta, record: Some(record), skipped: false })
+}

@@ -1,0 +1,298 @@
+//! The supervisor: one [`PlannerActor`] per composite invocation. It drives the planner, runs the agents of
+//! each action concurrently as tasks it owns, reports every completion to the planner one at a time (the
+//! mailbox serialises them), applies the error handler, journals each step before dispatching the next, and
+//! never busy-waits: "nothing to do" with nothing in flight is [`AgentError::PlannerStalled`].
+//!
+//! Children are tokio tasks rather than actors: a leaf invocation needs no mailbox, and a task is an order of
+//! magnitude cheaper to start. Aborting a child task drops its future, which stops a nested composite's actor
+//! (see `StopOnDrop` in `composite.rs`), so cancellation cascades down the tree.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
+
+use super::RunContext;
+use super::composite::CompositeInner;
+use super::invoke::{ChildOutcome, InvokeOptions, invoke_agent};
+use crate::error::AgentError;
+use crate::error_handler::{ErrorContext, ErrorHandler, Recovery};
+use crate::planner::{Action, AgentCall, Completion, Planner, PlanningContext};
+use crate::scope::merge_delta;
+use crate::store::{PlannerState, StepRecord};
+
+pub(crate) struct PlannerActor;
+
+pub(crate) struct SupervisorArgs {
+    pub(crate) inner: Arc<CompositeInner>,
+    pub(crate) run: Arc<RunContext>,
+    pub(crate) path: Arc<str>,
+    pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
+    pub(crate) reply: oneshot::Sender<Result<(Value, bool), AgentError>>,
+}
+
+pub(crate) enum SupervisorMsg {
+    ChildDone { id: u64, result: Result<ChildOutcome, AgentError> },
+}
+
+struct InFlight {
+    call: AgentCall,
+    attempt: u32,
+    abort: AbortHandle,
+}
+
+pub(crate) struct SupervisorState {
+    inner: Arc<CompositeInner>,
+    run: Arc<RunContext>,
+    path: Arc<str>,
+    child_paths: Vec<Arc<str>>,
+    handler: Option<Arc<dyn ErrorHandler>>,
+    planner: Box<dyn Planner>,
+    inflight: HashMap<u64, InFlight>,
+    next_id: u64,
+    reply: Option<oneshot::Sender<Result<(Value, bool), AgentError>>>,
+}
+
+impl Actor for PlannerActor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = SupervisorArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let child_paths =
+            (0..args.inner.sub_agents.len()).map(|i| Arc::from(format!("{}/{i}", args.path).as_str())).collect();
+        Ok(SupervisorState {
+            planner: (args.inner.factory)(),
+            inner: args.inner,
+            run: args.run,
+            path: args.path,
+            child_paths,
+            handler: args.handler,
+            inflight: HashMap::new(),
+            next_id: 0,
+            reply: Some(args.reply),
+        })
+    }
+
+    async fn post_start(&self, myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+        let first = {
+            let ctx = context(&state.inner, &state.run, &state.path);
+            let planner = &mut state.planner;
+            planner.init(&ctx).and_then(|()| planner.first_action(&ctx))
+        };
+        match first {
+            Ok(action) => state.dispatch(&myself, action).await,
+            Err(e) => state.fail(&myself, e),
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let SupervisorMsg::ChildDone { id, result } = msg;
+        let Some(done) = state.inflight.remove(&id) else { return Ok(()) };
+        if state.reply.is_none() {
+            return Ok(());
+        }
+        match result {
+            Ok(outcome) => state.complete(&myself, done.call, outcome, false).await,
+            Err(e) => state.recover(&myself, done, e).await,
+        }
+        Ok(())
+    }
+
+    async fn post_stop(&self, _myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+        state.abort_all();
+        if let Some(reply) = state.reply.take() {
+            let _ = reply.send(Err(AgentError::Cancelled));
+        }
+        Ok(())
+    }
+}
+
+fn context<'a>(inner: &'a CompositeInner, run: &RunContext, path: &'a str) -> PlanningContext<'a> {
+    PlanningContext::new(run.scope.view(), &inner.sub_agents, &inner.spec, path)
+}
+
+impl SupervisorState {
+    fn planning_context(&self) -> PlanningContext<'_> {
+        context(&self.inner, &self.run, &self.path)
+    }
+
+    fn abort_all(&mut self) {
+        for (_, f) in self.inflight.drain() {
+            f.abort.abort();
+        }
+    }
+
+    fn fail(&mut self, myself: &ActorRef<SupervisorMsg>, error: AgentError) {
+        self.abort_all();
+        if let Some(reply) = self.reply.take() {
+            let _ = reply.send(Err(error));
+        }
+        myself.stop(None);
+    }
+
+    fn finish(&mut self, myself: &ActorRef<SupervisorMsg>, with: Option<Value>) {
+        self.abort_all();
+        let view = self.run.scope.view();
+        let result = match (&self.inner.output, with) {
+            (Some(f), _) => f(&view).map(|v| (v, true)).map_err(|message| AgentError::Expression {
+                agent: self.inner.spec.name.clone(),
+                path: self.path.to_string(),
+                what: "output".to_string(),
+                message,
+            }),
+            (None, Some(v)) => Ok((v, true)),
+            (None, None) => Ok((
+                self.inner.spec.output_key.as_ref().and_then(|k| view.get(k)).cloned().unwrap_or(Value::Null),
+                false,
+            )),
+        };
+        if let Some(reply) = self.reply.take() {
+            let _ = reply.send(result);
+        }
+        myself.stop(None);
+    }
+
+    /// Applies an action: start calls, finish, or wait.
+    async fn dispatch(&mut self, myself: &ActorRef<SupervisorMsg>, action: Action) {
+        match action {
+            Action::Call(calls) => {
+                for call in calls {
+                    if call.agent >= self.inner.sub_agents.len() {
+                        let e = self.planning_context().error(format!(
+                            "called sub-agent index {} but there are {}",
+                            call.agent,
+                            self.inner.sub_agents.len()
+                        ));
+                        return self.fail(myself, e);
+                    }
+                    self.spawn_child(myself, call, 1, Duration::ZERO);
+                }
+                if self.inflight.is_empty() {
+                    // An empty call list is "nothing to do".
+                    self.stalled(myself);
+                }
+            }
+            Action::Done => self.finish(myself, None),
+            Action::DoneWith(v) => self.finish(myself, Some(v)),
+            Action::Nothing => {
+                if self.inflight.is_empty() {
+                    self.stalled(myself);
+                }
+            }
+        }
+    }
+
+    fn stalled(&mut self, myself: &ActorRef<SupervisorMsg>) {
+        let e = AgentError::PlannerStalled { agent: self.inner.spec.name.clone(), path: self.path.to_string() };
+        self.fail(myself, e);
+    }
+
+    fn spawn_child(&mut self, myself: &ActorRef<SupervisorMsg>, call: AgentCall, attempt: u32, delay: Duration) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let agent = self.inner.sub_agents[call.agent].clone();
+        let path = self.child_paths[call.agent].clone();
+        let run = self.run.clone();
+        let handler = self.handler.clone();
+        let me = myself.clone();
+        let bindings = call.bindings.clone();
+        let write_output = call.write_output;
+        let task = tokio::spawn(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let opts = InvokeOptions { bindings: bindings.as_ref(), write_output, attempt, handler };
+            let result = invoke_agent(&agent, &run, path, opts).await;
+            let _ = me.cast(SupervisorMsg::ChildDone { id, result });
+        });
+        self.inflight.insert(id, InFlight { call, attempt, abort: task.abort_handle() });
+    }
+
+    /// A child failed: ask the error handler (retry, substitute, or fail).
+    async fn recover(&mut self, myself: &ActorRef<SupervisorMsg>, done: InFlight, error: AgentError) {
+        let agent = &self.inner.sub_agents[done.call.agent];
+        let Some(handler) = self.handler.clone() else { return self.fail(myself, error) };
+        if agent.0.inherits_error_handler() || matches!(error, AgentError::Cancelled) {
+            return self.fail(myself, error);
+        }
+        let view = self.run.scope.view();
+        let path = self.child_paths[done.call.agent].clone();
+        let decision = handler.handle(&ErrorContext {
+            error: &error,
+            agent: agent.name(),
+            path: &path,
+            attempt: done.attempt,
+            view: &view,
+        });
+        match decision {
+            Recovery::Retry { after } if done.attempt <= handler.max_retries() => {
+                tracing::debug!(path = %path, attempt = done.attempt, "retrying after error: {error}");
+                self.spawn_child(myself, done.call, done.attempt + 1, after);
+            }
+            Recovery::Substitute(value) => {
+                let mut delta = Vec::new();
+                let key = agent.spec().output_key.clone().filter(|_| done.call.write_output);
+                if let Some(key) = key {
+                    if let Err(e) = self.run.scope.write(vec![(key.clone(), value.clone())]).await {
+                        return self.fail(myself, e);
+                    }
+                    merge_delta(&mut delta, key, value.clone());
+                }
+                let outcome = ChildOutcome { output: value, delta, record: None, skipped: false };
+                self.complete(myself, done.call, outcome, true).await;
+            }
+            Recovery::Retry { .. } | Recovery::Fail => self.fail(myself, error),
+        }
+    }
+
+    /// A child completed: ask the planner, journal the step, dispatch the next action.
+    async fn complete(
+        &mut self,
+        myself: &ActorRef<SupervisorMsg>,
+        call: AgentCall,
+        outcome: ChildOutcome,
+        substituted: bool,
+    ) {
+        let agent_index = call.agent;
+        let completion = Completion { call, output: outcome.output, skipped: outcome.skipped, substituted };
+        let action = {
+            let ctx = context(&self.inner, &self.run, &self.path);
+            self.planner.next_action(&ctx, &completion)
+        };
+        if self.run.journaling() {
+            let record = StepRecord {
+                run_id: self.run.run_id.to_string(),
+                seq: self.run.next_seq(),
+                agent_path: self.child_paths[agent_index].to_string(),
+                delta: outcome.delta,
+                planner_states: vec![PlannerState {
+                    path: self.path.to_string(),
+                    state: self.planner.execution_state(),
+                }],
+                invocation: outcome.record,
+            };
+            if let Err(e) = self.run.journal_step(record).await {
+                return self.fail(myself, e);
+            }
+        }
+        match action {
+            Ok(action) => self.dispatch(myself, action).await,
+            Err(e) => self.fail(myself, e),
+        }
+    }
+}

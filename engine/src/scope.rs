@@ -1,0 +1,440 @@
+//! The AgenticScope: one actor per run that owns the state map, the invocation history and the conversation
+//! context, plus the cheap read-only [`ScopeView`] snapshots that predicates and planners read.
+//!
+//! Every write goes through the [`ScopeActor`], so concurrent agents never race; each accepted write gets the
+//! run's next step sequence number. After each write the actor publishes a new snapshot (a persistent map, so
+//! publishing is O(keys written), and a snapshot clone is O(1)).
+//!
+//! Idea from LangChain4j's `AgenticScope` (the shared state of an agentic system); the actor and snapshot split
+//! is ours.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::sync::watch;
+
+use crate::error::AgentError;
+
+/// Token usage of one model call or one invocation (sum of its calls).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Prompt (input) tokens.
+    pub input: u64,
+    /// Completion (output) tokens.
+    pub output: u64,
+}
+
+/// One completed (or failed) invocation, as kept in the scope's history and in the step journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InvocationRecord {
+    /// Agent name.
+    pub agent: String,
+    /// Stable path id of the agent in the system tree (`root/1/0`).
+    pub path: String,
+    /// The inputs the agent read, after coercion.
+    pub inputs: Map<String, Value>,
+    /// The agent's result (`null` when it failed or returned nothing).
+    pub output: Value,
+    /// Start time, microseconds since the Unix epoch.
+    pub started_at_us: u64,
+    /// End time, microseconds since the Unix epoch.
+    pub ended_at_us: u64,
+    /// Attempt number, 1-based (retries by an error handler increase it).
+    pub attempt: u32,
+    /// Tokens the invocation used, when it called a model.
+    pub tokens: Option<TokenUsage>,
+    /// The error message when the invocation failed.
+    pub error: Option<String>,
+}
+
+/// An immutable snapshot of a run's state: what predicates, exit conditions and output functions read.
+///
+/// Cloning is O(1) (structural sharing). Absent keys and keys holding `null` read as absent.
+#[derive(Debug, Clone, Default)]
+pub struct ScopeView {
+    state: imbl::HashMap<String, Value>,
+    pending: imbl::HashSet<String>,
+    async_errors: imbl::HashMap<String, AgentError>,
+    seq: u64,
+}
+
+impl ScopeView {
+    /// Builds a view over a plain map (used by tests and by evaluation of expressions outside a run).
+    pub fn from_map(map: Map<String, Value>) -> Self {
+        let state = map.into_iter().filter(|(_, v)| !v.is_null()).collect();
+        ScopeView { state, ..Default::default() }
+    }
+
+    /// The value at `key`, if present.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.state.get(key)
+    }
+
+    /// Whether `key` holds a value.
+    pub fn contains(&self, key: &str) -> bool {
+        self.state.contains_key(key)
+    }
+
+    /// The value at `key` deserialised to `T`.
+    ///
+    /// # Errors
+    /// The value does not deserialise into `T` (the message names the key).
+    pub fn get_as<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, String> {
+        match self.state.get(key) {
+            None => Ok(None),
+            Some(v) => T::deserialize(v).map(Some).map_err(|e| format!("key `{key}`: {e}")),
+        }
+    }
+
+    /// The value of a typed key (its default when absent).
+    ///
+    /// # Errors
+    /// The stored value does not deserialise into `T`.
+    pub fn get_typed<T: DeserializeOwned + Clone>(&self, key: &TypedKey<T>) -> Result<Option<T>, String> {
+        match self.get_as::<T>(key.name())? {
+            Some(v) => Ok(Some(v)),
+            None => Ok(key.default.clone()),
+        }
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.state.len()
+    }
+
+    /// Whether the state is empty.
+    pub fn is_empty(&self) -> bool {
+        self.state.is_empty()
+    }
+
+    /// Iterates over `(key, value)` pairs in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.state.iter()
+    }
+
+    /// The state as a JSON object with keys sorted (deterministic output).
+    pub fn to_map(&self) -> Map<String, Value> {
+        let mut keys: Vec<&String> = self.state.keys().collect();
+        keys.sort();
+        keys.into_iter().map(|k| (k.clone(), self.state[k].clone())).collect()
+    }
+
+    /// The sequence number of the last accepted write (0 before any write).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Whether the async agent that was producing `key` failed (readers get its error).
+    pub fn has_async_error(&self, key: &str) -> bool {
+        self.async_errors.contains_key(key)
+    }
+
+    /// Whether an async agent is still producing `key`.
+    pub fn is_pending(&self, key: &str) -> bool {
+        self.pending.contains(key)
+    }
+}
+
+/// A state key with its value type and an optional default: typed access to the scope.
+///
+/// `TypedKey::<f64>::new("score")` reads and writes `score` as an `f64`; reading deserialises, so typed reads
+/// are the allowlist of types the scope ever builds.
+#[derive(Debug, Clone)]
+pub struct TypedKey<T> {
+    name: std::borrow::Cow<'static, str>,
+    default: Option<T>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> TypedKey<T> {
+    /// A key named `name` with no default.
+    pub const fn new(name: &'static str) -> Self {
+        TypedKey { name: std::borrow::Cow::Borrowed(name), default: None, _t: PhantomData }
+    }
+
+    /// A key named `name` (owned) with no default.
+    pub fn named(name: impl Into<String>) -> Self {
+        TypedKey { name: std::borrow::Cow::Owned(name.into()), default: None, _t: PhantomData }
+    }
+
+    /// Sets the value read when the key is absent.
+    pub fn with_default(mut self, default: T) -> Self {
+        self.default = Some(default);
+        self
+    }
+
+    /// The key's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// One entry of the conversation context: the last user message an LLM agent sent and the answer it got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextEntry {
+    /// The agent's name.
+    pub agent: String,
+    /// The last user message.
+    pub user: String,
+    /// The model's answer.
+    pub answer: String,
+}
+
+/// Messages of the [`ScopeActor`].
+#[doc(hidden)]
+pub enum ScopeMsg {
+    Write { delta: Vec<(String, Value)>, reply: RpcReplyPort<u64> },
+    MarkPending { key: String, reply: RpcReplyPort<()> },
+    AsyncDone { key: String, result: Result<Vec<(String, Value)>, AgentError>, reply: RpcReplyPort<u64> },
+    Record(InvocationRecord),
+    SetContext(ContextEntry),
+    History { reply: RpcReplyPort<Vec<InvocationRecord>> },
+    Context { reply: RpcReplyPort<Vec<ContextEntry>> },
+}
+
+/// The actor that owns one run's state. Use it through a [`ScopeHandle`].
+#[doc(hidden)]
+pub struct ScopeActor;
+
+#[doc(hidden)]
+pub struct ScopeState {
+    view: ScopeView,
+    tx: watch::Sender<ScopeView>,
+    history: Vec<InvocationRecord>,
+    context: Vec<ContextEntry>,
+}
+
+impl ScopeState {
+    fn apply(&mut self, delta: Vec<(String, Value)>) -> u64 {
+        for (k, v) in delta {
+            if v.is_null() {
+                self.view.state.remove(&k);
+            } else {
+                self.view.state.insert(k, v);
+            }
+        }
+        self.view.seq += 1;
+        self.publish();
+        self.view.seq
+    }
+
+    fn publish(&self) {
+        self.tx.send_replace(self.view.clone());
+    }
+}
+
+impl Actor for ScopeActor {
+    type Msg = ScopeMsg;
+    type State = ScopeState;
+    type Arguments = (ScopeView, watch::Sender<ScopeView>);
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        (view, tx): Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(ScopeState { view, tx, history: Vec::new(), context: Vec::new() })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ScopeMsg::Write { delta, reply } => {
+                let seq = state.apply(delta);
+                let _ = reply.send(seq);
+            }
+            ScopeMsg::MarkPending { key, reply } => {
+                state.view.pending.insert(key.clone());
+                state.view.async_errors.remove(&key);
+                state.publish();
+                let _ = reply.send(());
+            }
+            ScopeMsg::AsyncDone { key, result, reply } => {
+                state.view.pending.remove(&key);
+                let seq = match result {
+                    Ok(delta) => state.apply(delta),
+                    Err(e) => {
+                        state.view.async_errors.insert(key, e);
+                        state.publish();
+                        state.view.seq
+                    }
+                };
+                let _ = reply.send(seq);
+            }
+            ScopeMsg::Record(rec) => state.history.push(rec),
+            ScopeMsg::SetContext(entry) => {
+                state.context.retain(|e| e.agent != entry.agent);
+                state.context.push(entry);
+            }
+            ScopeMsg::History { reply } => {
+                let _ = reply.send(state.history.clone());
+            }
+            ScopeMsg::Context { reply } => {
+                let _ = reply.send(state.context.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+struct ScopeInner {
+    actor: ActorRef<ScopeMsg>,
+    memory_id: Arc<str>,
+}
+
+impl Drop for ScopeInner {
+    fn drop(&mut self) {
+        self.actor.stop(None);
+    }
+}
+
+/// A handle on a run's scope actor. Cheap to clone; the actor stops when the last handle is dropped.
+#[derive(Clone)]
+pub struct ScopeHandle {
+    inner: Arc<ScopeInner>,
+    rx: watch::Receiver<ScopeView>,
+}
+
+impl std::fmt::Debug for ScopeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopeHandle").field("memory_id", &self.inner.memory_id).finish()
+    }
+}
+
+fn actor_gone(e: impl std::fmt::Display) -> AgentError {
+    AgentError::internal(format!("scope actor unavailable: {e}"))
+}
+
+impl ScopeHandle {
+    /// Starts a scope actor for `memory_id` holding `initial` state.
+    ///
+    /// # Errors
+    /// [`AgentError::Internal`] when the actor cannot start.
+    pub async fn spawn(memory_id: &str, initial: Map<String, Value>) -> Result<Self, AgentError> {
+        let view = ScopeView::from_map(initial);
+        let (tx, rx) = watch::channel(view.clone());
+        let (actor, _join) = Actor::spawn(None, ScopeActor, (view, tx)).await.map_err(actor_gone)?;
+        Ok(ScopeHandle { inner: Arc::new(ScopeInner { actor, memory_id: Arc::from(memory_id) }), rx })
+    }
+
+    /// The memory id (run id) this scope belongs to.
+    pub fn memory_id(&self) -> &str {
+        &self.inner.memory_id
+    }
+
+    /// The latest published snapshot (O(1)).
+    pub fn view(&self) -> ScopeView {
+        self.rx.borrow().clone()
+    }
+
+    /// Writes `delta` (a `null` value removes the key) and returns the write's sequence number once the new
+    /// snapshot is published.
+    ///
+    /// # Errors
+    /// [`AgentError::Internal`] when the scope actor is gone.
+    pub async fn write(&self, delta: Vec<(String, Value)>) -> Result<u64, AgentError> {
+        ractor::call!(self.inner.actor, |reply| ScopeMsg::Write { delta, reply }).map_err(actor_gone)
+    }
+
+    /// Writes one typed value.
+    ///
+    /// # Errors
+    /// The value does not serialise, or the scope actor is gone.
+    pub async fn write_typed<T: Serialize>(&self, key: &TypedKey<T>, value: &T) -> Result<u64, AgentError> {
+        let v = serde_json::to_value(value).map_err(|e| AgentError::internal(format!("key `{}`: {e}", key.name())))?;
+        self.write(vec![(key.name().to_string(), v)]).await
+    }
+
+    /// Marks `key` as being produced by an async agent: readers wait until [`ScopeHandle::finish_async`].
+    pub(crate) async fn mark_pending(&self, key: &str) -> Result<(), AgentError> {
+        ractor::call!(self.inner.actor, |reply| ScopeMsg::MarkPending { key: key.to_string(), reply })
+            .map_err(actor_gone)
+    }
+
+    /// Ends an async production of `key`: writes its delta, or records its error for readers.
+    pub(crate) async fn finish_async(
+        &self,
+        key: &str,
+        result: Result<Vec<(String, Value)>, AgentError>,
+    ) -> Result<u64, AgentError> {
+        ractor::call!(self.inner.actor, |reply| ScopeMsg::AsyncDone { key: key.to_string(), result, reply })
+            .map_err(actor_gone)
+    }
+
+    /// Reads `key`, waiting while an async agent is still producing it.
+    ///
+    /// # Errors
+    /// The error of the async agent that was producing `key`, with its original variant.
+    pub async fn read_waiting(&self, key: &str) -> Result<Option<Value>, AgentError> {
+        let mut rx = self.rx.clone();
+        let view = rx.wait_for(|v| !v.pending.contains(key)).await.map_err(actor_gone)?;
+        if let Some(e) = view.async_errors.get(key) {
+            return Err(e.clone());
+        }
+        Ok(view.state.get(key).cloned())
+    }
+
+    /// Appends an invocation to the history (fire and forget; ordered with the writes).
+    pub fn record(&self, rec: InvocationRecord) {
+        let _ = self.inner.actor.cast(ScopeMsg::Record(rec));
+    }
+
+    /// Records the last exchange of an LLM agent in the conversation context.
+    pub fn set_context(&self, entry: ContextEntry) {
+        let _ = self.inner.actor.cast(ScopeMsg::SetContext(entry));
+    }
+
+    /// The invocation history, in completion order.
+    ///
+    /// # Errors
+    /// [`AgentError::Internal`] when the scope actor is gone.
+    pub async fn history(&self) -> Result<Vec<InvocationRecord>, AgentError> {
+        ractor::call!(self.inner.actor, |reply| ScopeMsg::History { reply }).map_err(actor_gone)
+    }
+
+    /// The conversation context (one entry per LLM agent, most recent last).
+    ///
+    /// # Errors
+    /// [`AgentError::Internal`] when the scope actor is gone.
+    pub async fn context(&self) -> Result<Vec<ContextEntry>, AgentError> {
+        ractor::call!(self.inner.actor, |reply| ScopeMsg::Context { reply }).map_err(actor_gone)
+    }
+}
+
+/// Collects `(key, value)` writes into a delta, preserving order; later writes of a key win.
+pub(crate) fn merge_delta(delta: &mut Vec<(String, Value)>, key: String, value: Value) {
+    if let Some(slot) = delta.iter_mut().find(|(k, _)| *k == key) {
+        slot.1 = value;
+    } else {
+        delta.push((key, value));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn writes_publish_snapshots_and_null_removes() {
+        let scope = ScopeHandle::spawn("t", Map::new()).await.expect("spawn");
+        let before = scope.view();
+        let seq = scope.write(vec![("a".into(), json!(1)), ("b".into(), json!("x"))]).await.expect("write");
+        assert_eq!(seq, 1);
+        assert_eq!(scope.view().get("a"), Some(&json!(1)));
+        assert!(before.get("a").is_none(), "old snapshots are immutable");
+        scope.write(vec![("a".into(), Value::Null)]).await.expect("write");
+        assert!(!scope.view().contains("a"));
+        assert_eq!(scope.view().seq(), 2);
+        let key = TypedKey::<f64>::new("score").with_default(0.5);
+        assert_eq!(scope.view().get_typed(&key), Ok(Some(0.5)));
+    }
+}
