@@ -1,0 +1,98 @@
+//! The `compute` agent: a minijinja expression (JSON result) or template (string result) over the state.
+//! Its inputs are inferred from the variables it uses unless set explicitly.
+
+use std::sync::Arc;
+
+use agentic_engine::{Agent, AgentError, AgentRef, AgentSpec, InputSpec, InvocationContext, SpecBuilder};
+use serde_json::Value;
+
+use crate::error::ExprError;
+use crate::expr::{Expression, Template};
+
+#[derive(Debug)]
+enum Body {
+    Expression(Expression),
+    Template(Template),
+}
+
+/// A non-AI agent computing its result from the state with an expression or a template.
+///
+/// ```
+/// use agentic_agents::Compute;
+/// use agentic_engine::SpecBuilder;
+/// let total = Compute::expression("total", "threadA + threadB").unwrap().output_key("result").build();
+/// assert_eq!(total.spec().inputs.len(), 2);
+/// ```
+#[derive(Debug)]
+pub struct Compute {
+    spec: AgentSpec,
+    body: Arc<Body>,
+}
+
+/// Builder of a [`Compute`] agent. Defaults: inputs = the variables used, no output key, not optional.
+#[derive(Debug)]
+pub struct ComputeBuilder {
+    spec: AgentSpec,
+    body: Body,
+}
+
+impl SpecBuilder for ComputeBuilder {
+    fn spec_mut(&mut self) -> &mut AgentSpec {
+        &mut self.spec
+    }
+}
+
+impl Compute {
+    /// An agent named `name` whose result is the JSON value of the expression `source`.
+    ///
+    /// # Errors
+    /// [`ExprError::Syntax`] when `source` does not compile.
+    pub fn expression(name: impl Into<String>, source: &str) -> Result<ComputeBuilder, ExprError> {
+        let e = Expression::compile(source)?;
+        Ok(ComputeBuilder::new(name.into(), e.variables(), Body::Expression(e)))
+    }
+
+    /// An agent named `name` whose result is the string rendered from the template `source`.
+    ///
+    /// # Errors
+    /// [`ExprError::Syntax`] when `source` does not compile.
+    pub fn template(name: impl Into<String>, source: &str) -> Result<ComputeBuilder, ExprError> {
+        let t = Template::compile(source)?;
+        Ok(ComputeBuilder::new(name.into(), t.variables(), Body::Template(t)))
+    }
+}
+
+impl ComputeBuilder {
+    fn new(name: String, variables: Vec<String>, body: Body) -> Self {
+        let mut spec = AgentSpec::new(name, "compute");
+        spec.inputs = variables.into_iter().map(InputSpec::new).collect();
+        ComputeBuilder { spec, body }
+    }
+
+    /// Builds the agent.
+    pub fn build(self) -> AgentRef {
+        AgentRef::new(Compute { spec: self.spec, body: Arc::new(self.body) })
+    }
+}
+
+impl Agent for Compute {
+    fn spec(&self) -> &AgentSpec {
+        &self.spec
+    }
+
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+        let view = ctx.view();
+        // Coerced inputs and call bindings (a mapper's item) take precedence over raw state values.
+        let extra: Vec<(&str, Value)> = ctx.inputs().iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let result = match &*self.body {
+            Body::Expression(e) => e.eval(&view, &extra).map_err(|m| (m, e.source().to_string())),
+            Body::Template(t) => t.render(&view, &extra).map(Value::String).map_err(|m| (m, t.source().to_string())),
+        };
+        result.map_err(|(message, source)| AgentError::Expression {
+            agent: ctx.agent_name().to_string(),
+            path: ctx.path().to_string(),
+            what: format!("`{source}`"),
+            message,
+        })
+    }
+}

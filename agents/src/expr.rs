@@ -1,0 +1,216 @@
+//! minijinja expressions and templates over a [`ScopeView`]: the language of the spec's `value`, `when`,
+//! `exit_when`, `output` (expressions) and `template`, `system`, `user`, `prompt` (templates).
+//!
+//! State keys are variables; extra variables (`iteration` inside loops) are passed per evaluation. Only the
+//! keys an expression touches are converted, so evaluation cost does not grow with the state's size.
+//! Undefined variables follow minijinja's semi-strict mode: `x is defined` and `if x` work, printing or
+//! computing with a missing key is an error naming it.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, OnceLock};
+
+use agentic_engine::ScopeView;
+use minijinja::value::{Enumerator, Object, Serde};
+use minijinja::{Environment, UndefinedBehavior};
+use serde_json::Value;
+
+use crate::error::ExprError;
+
+fn environment() -> &'static Environment<'static> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
+        env
+    })
+}
+
+/// The evaluation context: the state snapshot plus extra variables, converted lazily key by key.
+#[derive(Debug)]
+struct ScopeObject {
+    view: ScopeView,
+    extra: Vec<(String, Value)>,
+}
+
+impl Object for ScopeObject {
+    fn get_value(self: &Arc<Self>, key: &minijinja::Value) -> Option<minijinja::Value> {
+        let key = key.as_str()?;
+        if let Some((_, v)) = self.extra.iter().find(|(k, _)| k == key) {
+            return Some(minijinja::Value::from(Serde(v)));
+        }
+        self.view.get(key).map(|v| minijinja::Value::from(Serde(v)))
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        let mut keys: Vec<minijinja::Value> = self.view.iter().map(|(k, _)| minijinja::Value::from(k.as_str())).collect();
+        keys.extend(self.extra.iter().map(|(k, _)| minijinja::Value::from(k.as_str())));
+        Enumerator::Values(keys)
+    }
+}
+
+fn context(view: &ScopeView, extra: &[(&str, Value)]) -> minijinja::Value {
+    minijinja::Value::from_object(ScopeObject {
+        view: view.clone(),
+        extra: extra.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+    })
+}
+
+fn to_json(value: &minijinja::Value) -> Result<Value, String> {
+    if value.is_undefined() {
+        return Ok(Value::Null);
+    }
+    serde_json::to_value(value).map_err(|e| e.to_string())
+}
+
+fn describe(e: &minijinja::Error) -> String {
+    let mut msg = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    msg
+}
+
+/// A compiled minijinja expression that evaluates to a JSON value.
+pub struct Expression {
+    source: String,
+    compiled: minijinja::Expression<'static, 'static>,
+    variables: Vec<String>,
+}
+
+impl std::fmt::Debug for Expression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Expression").field(&self.source).finish()
+    }
+}
+
+impl Expression {
+    /// Compiles `source` (e.g. `score >= threshold`, `threadA + threadB`, `items | length`).
+    ///
+    /// # Errors
+    /// [`ExprError::Syntax`] with minijinja's message (which includes the position).
+    pub fn compile(source: &str) -> Result<Self, ExprError> {
+        let compiled = environment()
+            .compile_expression_owned(source.to_string())
+            .map_err(|e| ExprError::Syntax { source_text: source.to_string(), message: describe(&e) })?;
+        let variables: BTreeSet<String> = compiled.undeclared_variables(false).into_iter().collect();
+        Ok(Expression { source: source.to_string(), compiled, variables: variables.into_iter().collect() })
+    }
+
+    /// The source text.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Top-level variables it reads, sorted (state keys plus any extra variables such as `iteration`).
+    pub fn variables(&self) -> Vec<String> {
+        self.variables.clone()
+    }
+
+    /// Evaluates over `view` plus `extra` variables.
+    ///
+    /// # Errors
+    /// The evaluation error (undefined value, type error), as text.
+    pub fn eval(&self, view: &ScopeView, extra: &[(&str, Value)]) -> Result<Value, String> {
+        let v = self.compiled.eval(context(view, extra)).map_err(|e| describe(&e))?;
+        to_json(&v)
+    }
+
+    /// Evaluates and tests for truth (minijinja truthiness: empty, zero, false, none are false).
+    ///
+    /// # Errors
+    /// As [`Expression::eval`].
+    pub fn eval_bool(&self, view: &ScopeView, extra: &[(&str, Value)]) -> Result<bool, String> {
+        let v = self.compiled.eval(context(view, extra)).map_err(|e| describe(&e))?;
+        Ok(v.is_true())
+    }
+}
+
+/// A compiled minijinja template that renders to a string.
+pub struct Template {
+    source: String,
+    env: Environment<'static>,
+    variables: Vec<String>,
+}
+
+impl std::fmt::Debug for Template {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Template").field(&self.source()).finish()
+    }
+}
+
+const NAME: &str = "t";
+
+impl Template {
+    /// Compiles `source` (e.g. `Hello {{ name }}!`).
+    ///
+    /// # Errors
+    /// [`ExprError::Syntax`] with minijinja's message (which includes the line).
+    pub fn compile(source: &str) -> Result<Self, ExprError> {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
+        let syntax = |e: minijinja::Error| ExprError::Syntax { source_text: source.to_string(), message: describe(&e) };
+        env.add_template_owned(NAME, source.to_string()).map_err(syntax)?;
+        let variables: BTreeSet<String> =
+            env.get_template(NAME).map_err(syntax)?.undeclared_variables(false).into_iter().collect();
+        Ok(Template { source: source.to_string(), env, variables: variables.into_iter().collect() })
+    }
+
+    /// The source text.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Top-level variables it reads, sorted.
+    pub fn variables(&self) -> Vec<String> {
+        self.variables.clone()
+    }
+
+    /// Renders over `view` plus `extra` variables.
+    ///
+    /// # Errors
+    /// The render error (undefined value, type error), as text.
+    pub fn render(&self, view: &ScopeView, extra: &[(&str, Value)]) -> Result<String, String> {
+        let t = self.env.get_template(NAME).map_err(|e| describe(&e))?;
+        t.render(context(view, extra)).map_err(|e| describe(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn view(v: Value) -> ScopeView {
+        match v {
+            Value::Object(m) => ScopeView::from_map(m),
+            _ => ScopeView::default(),
+        }
+    }
+
+    #[test]
+    fn evaluates_over_state_and_extra() {
+        let e = Expression::compile("threadA + threadB").expect("compile");
+        assert_eq!(e.variables(), vec!["threadA".to_string(), "threadB".to_string()]);
+        assert_eq!(e.eval(&view(json!({"threadA": 10, "threadB": 20})), &[]), Ok(json!(30)));
+        let c = Expression::compile("score >= 0.8 or iteration >= 3").expect("compile");
+        assert_eq!(c.eval_bool(&view(json!({"score": 0.5})), &[("iteration", json!(3))]), Ok(true));
+        assert_eq!(c.eval_bool(&view(json!({"score": 0.5})), &[("iteration", json!(1))]), Ok(false));
+        let d = Expression::compile("x is defined").expect("compile");
+        assert_eq!(d.eval_bool(&view(json!({})), &[]), Ok(false));
+        let l = Expression::compile("[a, b * 2, {'k': c}]").expect("compile");
+        assert_eq!(l.eval(&view(json!({"a": "s", "b": 1.5, "c": [1]})), &[]), Ok(json!(["s", 3.0, {"k": [1]}])));
+    }
+
+    #[test]
+    fn templates_render_and_report_syntax_errors() {
+        let t = Template::compile("Hello {{ name }}!").expect("compile");
+        assert_eq!(t.variables(), vec!["name".to_string()]);
+        assert_eq!(t.render(&view(json!({"name": "Ada"})), &[]), Ok("Hello Ada!".to_string()));
+        assert!(t.render(&view(json!({})), &[]).is_err(), "printing a missing key is an error");
+        assert!(matches!(Template::compile("{{ oops"), Err(ExprError::Syntax { .. })));
+        assert!(matches!(Expression::compile("a +"), Err(ExprError::Syntax { .. })));
+    }
+}

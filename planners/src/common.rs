@@ -1,0 +1,106 @@
+//! What every built-in composite builder shares: metadata, sub-agents, output function, error handler.
+
+use std::sync::Arc;
+
+use agentic_engine::{
+    AgentRef, AgentSpec, BuildError, Composite, ErrorHandler, OutputFn, Planner, ScopeView, SpecBuilder,
+};
+use serde_json::Value;
+
+/// The parts common to every composite builder.
+pub struct CompositeParts {
+    pub(crate) spec: AgentSpec,
+    pub(crate) agents: Vec<AgentRef>,
+    pub(crate) output: Option<OutputFn>,
+    pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
+}
+
+impl CompositeParts {
+    pub(crate) fn new(kind: &str) -> Self {
+        CompositeParts { spec: AgentSpec::new(kind, kind), agents: Vec::new(), output: None, handler: None }
+    }
+
+    /// Builds the engine composite with a planner factory and topology details.
+    pub(crate) fn build<P, F>(self, planner: F, details: Value) -> Result<AgentRef, BuildError>
+    where
+        P: Planner,
+        F: Fn() -> P + Send + Sync + 'static,
+    {
+        let mut b = Composite::builder(self.spec.name.clone(), self.spec.kind.clone(), planner)
+            .sub_agents(self.agents)
+            .details(details);
+        *b.spec_mut() = self.spec;
+        if let Some(f) = self.output {
+            b = b.output_fn(f);
+        }
+        if let Some(h) = self.handler {
+            b = b.error_handler_arc(h);
+        }
+        b.build()
+    }
+}
+
+/// Builder methods shared by the built-in composites (`Sequence`, `Loop`, `Parallel`, ...), on top of the
+/// metadata methods of [`SpecBuilder`].
+pub trait CompositeBuilderExt: Sized {
+    /// Mutable access to the shared parts.
+    fn parts_mut(&mut self) -> &mut CompositeParts;
+
+    /// Sets the name (default: the kind, e.g. `sequence`).
+    fn name(mut self, name: impl Into<String>) -> Self {
+        self.parts_mut().spec.name = name.into();
+        self
+    }
+
+    /// Sets the sub-agents, in order.
+    fn sub_agents(mut self, agents: impl IntoIterator<Item = AgentRef>) -> Self {
+        self.parts_mut().agents = agents.into_iter().collect();
+        self
+    }
+
+    /// Sets the output function: the result is computed from the final state and written to `output_key`.
+    /// Default: the result is the value at `output_key`, else null.
+    fn output(mut self, f: impl Fn(&ScopeView) -> Result<Value, String> + Send + Sync + 'static) -> Self {
+        self.parts_mut().output = Some(Arc::new(f));
+        self
+    }
+
+    /// Sets the error handler for sub-agent failures (default: inherited from the enclosing composite; at
+    /// the root, failures fail the run).
+    fn error_handler(mut self, handler: impl ErrorHandler) -> Self {
+        self.parts_mut().handler = Some(Arc::new(handler));
+        self
+    }
+
+    /// Sets an already shared error handler.
+    fn error_handler_arc(mut self, handler: Arc<dyn ErrorHandler>) -> Self {
+        self.parts_mut().handler = Some(handler);
+        self
+    }
+}
+
+/// Implements [`SpecBuilder`] and [`CompositeBuilderExt`] for a builder with a `parts` field.
+macro_rules! composite_builder {
+    ($t:ty) => {
+        impl agentic_engine::SpecBuilder for $t {
+            fn spec_mut(&mut self) -> &mut agentic_engine::AgentSpec {
+                &mut self.parts.spec
+            }
+        }
+
+        impl $crate::common::CompositeBuilderExt for $t {
+            fn parts_mut(&mut self) -> &mut $crate::common::CompositeParts {
+                &mut self.parts
+            }
+        }
+    };
+}
+pub(crate) use composite_builder;
+
+/// A condition over the state (`Err` = evaluation failed, reported as an expression error).
+pub type Condition = Arc<dyn Fn(&ScopeView) -> Result<bool, String> + Send + Sync>;
+
+/// Deserialises a planner's execution state, naming the planner on failure.
+pub(crate) fn restore_as<T: serde::de::DeserializeOwned>(kind: &str, state: Value) -> Result<T, String> {
+    serde_json::from_value(state).map_err(|e| format!("{kind} planner state: {e}"))
+}

@@ -1,0 +1,131 @@
+//! Conditional: evaluates every branch condition in order; all matching branches run, in parallel (the
+//! agents of one branch run in order); no match → done with no result, never a hang. Follows LangChain4j
+//! agentic's `conditionalBuilder`.
+
+use agentic_engine::{Action, AgentCall, AgentError, AgentRef, BuildError, Completion, Planner, PlanningContext};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::common::{CompositeParts, Condition, composite_builder, restore_as};
+use std::sync::Arc;
+
+/// The conditional planner. Execution state: `{"active": [[branch, next position], ...]}` for branches still
+/// running.
+#[derive(Clone, Default, Serialize, Deserialize)]
+pub struct ConditionalPlanner {
+    active: Vec<(usize, usize)>,
+    #[serde(skip)]
+    branches: Arc<Vec<(Condition, Vec<usize>)>>,
+}
+
+impl ConditionalPlanner {
+    fn call(&self, branch: usize, position: usize) -> AgentCall {
+        AgentCall::new(self.branches[branch].1[position]).tag(branch as u64)
+    }
+}
+
+impl Planner for ConditionalPlanner {
+    fn first_action(&mut self, ctx: &PlanningContext<'_>) -> Result<Action, AgentError> {
+        self.active.clear();
+        for (i, (cond, agents)) in self.branches.iter().enumerate() {
+            let matched = cond(ctx.view()).map_err(|m| ctx.expression_error(format!("branch {} condition", i + 1), m))?;
+            if matched && !agents.is_empty() {
+                self.active.push((i, 1));
+            }
+        }
+        if self.active.is_empty() {
+            return Ok(Action::Done);
+        }
+        Ok(Action::Call(self.active.iter().map(|&(b, _)| self.call(b, 0)).collect()))
+    }
+
+    fn next_action(&mut self, ctx: &PlanningContext<'_>, done: &Completion) -> Result<Action, AgentError> {
+        let branch = done.call.tag as usize;
+        let Some(idx) = self.active.iter().position(|&(b, _)| b == branch) else {
+            return Err(ctx.error(format!("completion for inactive branch {}", branch + 1)));
+        };
+        let (b, pos) = self.active[idx];
+        if pos < self.branches[b].1.len() {
+            self.active[idx].1 += 1;
+            return Ok(Action::Call(vec![self.call(b, pos)]));
+        }
+        self.active.remove(idx);
+        Ok(if self.active.is_empty() { Action::Done } else { Action::Nothing })
+    }
+
+    fn execution_state(&self) -> Value {
+        json!({ "active": self.active })
+    }
+
+    fn restore(&mut self, state: Value) -> Result<(), String> {
+        #[derive(Deserialize)]
+        struct S {
+            active: Vec<(usize, usize)>,
+        }
+        self.active = restore_as::<S>("conditional", state)?.active;
+        Ok(())
+    }
+
+    fn kind(&self) -> &'static str {
+        "conditional"
+    }
+}
+
+/// Runs the branches whose conditions hold.
+pub struct Conditional;
+
+impl Conditional {
+    /// Starts a builder. Defaults: name `conditional`, no branches (done at once).
+    pub fn builder() -> ConditionalBuilder {
+        ConditionalBuilder { parts: CompositeParts::new("conditional"), branches: Vec::new() }
+    }
+}
+
+/// Builder of a [`Conditional`].
+pub struct ConditionalBuilder {
+    parts: CompositeParts,
+    branches: Vec<(Condition, Vec<AgentRef>)>,
+}
+
+composite_builder!(ConditionalBuilder);
+
+impl ConditionalBuilder {
+    /// Adds a branch: when `condition` holds, `agents` run in order. `Err` from the condition fails the
+    /// conditional with an expression error naming the branch.
+    pub fn branch(
+        mut self,
+        condition: impl Fn(&agentic_engine::ScopeView) -> Result<bool, String> + Send + Sync + 'static,
+        agents: impl IntoIterator<Item = AgentRef>,
+    ) -> Self {
+        self.branches.push((Arc::new(condition), agents.into_iter().collect()));
+        self
+    }
+
+    /// Adds a branch with an infallible condition.
+    pub fn branch_when(
+        self,
+        condition: impl Fn(&agentic_engine::ScopeView) -> bool + Send + Sync + 'static,
+        agents: impl IntoIterator<Item = AgentRef>,
+    ) -> Self {
+        self.branch(move |v| Ok(condition(v)), agents)
+    }
+
+    /// Builds the conditional (sub-agents are the branches' agents, flattened in order).
+    ///
+    /// # Errors
+    /// [`BuildError::ConflictingTypes`] when the tree declares one key with two types.
+    pub fn build(self) -> Result<AgentRef, BuildError> {
+        let mut parts = self.parts;
+        let mut table = Vec::new();
+        let mut agents = Vec::new();
+        for (cond, branch_agents) in self.branches {
+            let start = agents.len();
+            agents.extend(branch_agents);
+            table.push((cond, (start..agents.len()).collect::<Vec<_>>()));
+        }
+        parts.agents = agents;
+        let details = json!({ "branches": table.iter().map(|(_, a)| a.clone()).collect::<Vec<_>>() });
+        let table = Arc::new(table);
+        parts.build(move || ConditionalPlanner { active: Vec::new(), branches: table.clone() }, details)
+    }
+}

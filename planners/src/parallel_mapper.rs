@@ -1,0 +1,184 @@
+//! Parallel mapper: runs one sub-agent once per item of the list at `items_key`, concurrently (at most
+//! `max_concurrency`), binding each item to the agent's `item_key` input; the result is the list of outputs
+//! in item order. Empty list → `[]`; not a list → an error naming the key and the type found; missing key →
+//! no result. Follows LangChain4j agentic's parallel mapper; its state is fully serialisable (the original
+//! lost it on resume).
+
+use agentic_engine::{
+    Action, AgentCall, AgentError, AgentRef, BuildError, Completion, Planner, PlanningContext, value,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::common::{CompositeParts, composite_builder, restore_as};
+
+/// The mapper planner. Execution state: `{"items": [...], "results": [...|null], "started": s,
+/// "completed": c}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct MapperPlanner {
+    items: Vec<Value>,
+    results: Vec<Value>,
+    started: usize,
+    completed: usize,
+    #[serde(skip)]
+    items_key: String,
+    #[serde(skip)]
+    item_key: String,
+    #[serde(skip)]
+    max_concurrency: Option<usize>,
+}
+
+impl MapperPlanner {
+    fn call(&self, i: usize) -> AgentCall {
+        let mut b = Map::new();
+        b.insert(self.item_key.clone(), self.items[i].clone());
+        AgentCall::new(0).tag(i as u64).bindings(b).write_output(false)
+    }
+}
+
+impl Planner for MapperPlanner {
+    fn first_action(&mut self, ctx: &PlanningContext<'_>) -> Result<Action, AgentError> {
+        let items = match ctx.view().get(&self.items_key) {
+            None => return Ok(Action::Done),
+            Some(Value::Array(items)) => items.clone(),
+            Some(other) => {
+                return Err(AgentError::WrongType {
+                    agent: ctx.composite().name.clone(),
+                    path: ctx.path().to_string(),
+                    key: self.items_key.clone(),
+                    expected: "a list".to_string(),
+                    found: value::json_type_name(other).to_string(),
+                });
+            }
+        };
+        if items.is_empty() {
+            return Ok(Action::DoneWith(Value::Array(Vec::new())));
+        }
+        let n = items.len();
+        self.items = items;
+        self.results = vec![Value::Null; n];
+        let first = self.max_concurrency.map_or(n, |m| m.clamp(1, n));
+        self.started = first;
+        Ok(Action::Call((0..first).map(|i| self.call(i)).collect()))
+    }
+
+    fn next_action(&mut self, ctx: &PlanningContext<'_>, done: &Completion) -> Result<Action, AgentError> {
+        let i = done.call.tag as usize;
+        let slot = self.results.get_mut(i).ok_or_else(|| ctx.error(format!("completion for unknown item {i}")))?;
+        *slot = done.output.clone();
+        self.completed += 1;
+        if self.completed >= self.items.len() {
+            return Ok(Action::DoneWith(Value::Array(std::mem::take(&mut self.results))));
+        }
+        if self.started < self.items.len() {
+            self.started += 1;
+            return Ok(Action::Call(vec![self.call(self.started - 1)]));
+        }
+        Ok(Action::Nothing)
+    }
+
+    fn execution_state(&self) -> Value {
+        json!({ "items": self.items, "results": self.results, "started": self.started, "completed": self.completed })
+    }
+
+    fn restore(&mut self, state: Value) -> Result<(), String> {
+        let restored: MapperPlanner = restore_as("parallel_mapper", state)?;
+        self.items = restored.items;
+        self.results = restored.results;
+        self.started = restored.started;
+        self.completed = restored.completed;
+        Ok(())
+    }
+
+    fn kind(&self) -> &'static str {
+        "parallel_mapper"
+    }
+}
+
+/// Maps one agent over a list.
+pub struct ParallelMapper;
+
+impl ParallelMapper {
+    /// Starts a builder. Defaults: name `parallel_mapper`, `item_key` = the agent's first input, unbounded
+    /// concurrency. `sub_agent` and `items_key` are required.
+    pub fn builder() -> ParallelMapperBuilder {
+        ParallelMapperBuilder {
+            parts: CompositeParts::new("parallel_mapper"),
+            items_key: None,
+            item_key: None,
+            max_concurrency: None,
+        }
+    }
+}
+
+/// Builder of a [`ParallelMapper`].
+pub struct ParallelMapperBuilder {
+    parts: CompositeParts,
+    items_key: Option<String>,
+    item_key: Option<String>,
+    max_concurrency: Option<usize>,
+}
+
+composite_builder!(ParallelMapperBuilder);
+
+impl ParallelMapperBuilder {
+    /// The agent applied to each item (replaces any sub-agents set).
+    pub fn sub_agent(mut self, agent: AgentRef) -> Self {
+        self.parts.agents = vec![agent];
+        self
+    }
+
+    /// The state key holding the list.
+    pub fn items_key(mut self, key: impl Into<String>) -> Self {
+        self.items_key = Some(key.into());
+        self
+    }
+
+    /// The agent input that receives each item (default: the agent's first input).
+    pub fn item_key(mut self, key: impl Into<String>) -> Self {
+        self.item_key = Some(key.into());
+        self
+    }
+
+    /// At most `n` items in flight at once (default: all).
+    pub fn max_concurrency(mut self, n: usize) -> Self {
+        self.max_concurrency = Some(n);
+        self
+    }
+
+    /// Builds the mapper.
+    ///
+    /// # Errors
+    /// [`BuildError::Invalid`] without exactly one sub-agent, without `items_key`, or when the item key
+    /// cannot be determined; [`BuildError::ConflictingTypes`] as for every composite.
+    pub fn build(self) -> Result<AgentRef, BuildError> {
+        let name = self.parts.spec.name.clone();
+        let invalid = |message: &str| BuildError::Invalid { agent: name.clone(), message: message.to_string() };
+        if self.parts.agents.len() != 1 {
+            return Err(invalid("a parallel mapper needs exactly one sub-agent"));
+        }
+        let items_key = self.items_key.ok_or_else(|| invalid("a parallel mapper needs `items` (the list key)"))?;
+        let item_key = match self.item_key {
+            Some(k) => k,
+            None => self.parts.agents[0]
+                .spec()
+                .inputs
+                .first()
+                .map(|i| i.key.clone())
+                .ok_or_else(|| invalid("the mapped agent has no inputs: set `item_key`"))?,
+        };
+        // The items key is read by the planner, not resolved as an input: a missing list means no result.
+        let parts = self.parts;
+        let max = self.max_concurrency;
+        let details = json!({ "items": items_key, "item_key": item_key, "max_concurrency": max });
+        parts.build(
+            move || MapperPlanner {
+                items_key: items_key.clone(),
+                item_key: item_key.clone(),
+                max_concurrency: max,
+                ..Default::default()
+            },
+            details,
+        )
+    }
+}

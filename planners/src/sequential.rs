@@ -1,0 +1,85 @@
+//! Sequence: runs its sub-agents one after the other, in declaration order; empty → done at once.
+//! Follows LangChain4j agentic's `sequenceBuilder`.
+
+use agentic_engine::{Action, AgentError, AgentRef, BuildError, Completion, Planner, PlanningContext};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::common::{CompositeParts, composite_builder, restore_as};
+
+/// The sequence planner. Execution state: `{"next": <index of the next agent to start>}`.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct SequentialPlanner {
+    next: usize,
+}
+
+impl Planner for SequentialPlanner {
+    fn first_action(&mut self, ctx: &PlanningContext<'_>) -> Result<Action, AgentError> {
+        self.next = 0;
+        Ok(self.advance(ctx.agents().len()))
+    }
+
+    fn next_action(&mut self, ctx: &PlanningContext<'_>, _done: &Completion) -> Result<Action, AgentError> {
+        Ok(self.advance(ctx.agents().len()))
+    }
+
+    fn execution_state(&self) -> Value {
+        json!({ "next": self.next })
+    }
+
+    fn restore(&mut self, state: Value) -> Result<(), String> {
+        *self = restore_as("sequence", state)?;
+        Ok(())
+    }
+
+    fn kind(&self) -> &'static str {
+        "sequence"
+    }
+}
+
+impl SequentialPlanner {
+    fn advance(&mut self, n: usize) -> Action {
+        if self.next >= n {
+            return Action::Done;
+        }
+        self.next += 1;
+        Action::call(self.next - 1)
+    }
+}
+
+/// A sequence of agents.
+///
+/// ```
+/// use agentic_planners::{CompositeBuilderExt, Sequence};
+/// use agentic_agents::Compute;
+/// use agentic_engine::SpecBuilder;
+/// let a = Compute::expression("a", "1").unwrap().output_key("x").build();
+/// let b = Compute::expression("b", "x + 1").unwrap().output_key("y").build();
+/// let seq = Sequence::builder().name("demo").sub_agents([a, b]).output_key("y").build().unwrap();
+/// assert_eq!(seq.spec().kind, "sequence");
+/// ```
+pub struct Sequence;
+
+impl Sequence {
+    /// Starts a builder. Defaults: name `sequence`, no sub-agents, result = value at `output_key`.
+    pub fn builder() -> SequenceBuilder {
+        SequenceBuilder { parts: CompositeParts::new("sequence") }
+    }
+}
+
+/// Builder of a [`Sequence`].
+pub struct SequenceBuilder {
+    parts: CompositeParts,
+}
+
+composite_builder!(SequenceBuilder);
+
+impl SequenceBuilder {
+    /// Builds the sequence.
+    ///
+    /// # Errors
+    /// [`BuildError::ConflictingTypes`] when the tree declares one key with two types.
+    pub fn build(self) -> Result<AgentRef, BuildError> {
+        self.parts.build(SequentialPlanner::default, Value::Null)
+    }
+}
