@@ -1,1 +1,199 @@
-//! placeholder
+//! # agentic-spec
+//!
+//! The YAML/JSON workflow spec of `agentic` (SPEC.md §1): parse → validate → build with the same builders
+//! Rust users call. One engine, two front doors.
+//!
+//! ```
+//! use agentic_spec::Spec;
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let spec = Spec::parse(
+//!     r#"
+//! version: 1
+//! root: greet
+//! agents:
+//!   greet: { kind: compute, template: "Hello, {{ who }}!", output_key: greeting }
+//! "#,
+//!     "hello.yaml",
+//! )?;
+//! assert_eq!(spec.name(), "hello");
+//! let built = spec.build()?;
+//! let outcome = built.root.invoke().input("who", "world").await?;
+//! assert_eq!(outcome.output(), Some(&serde_json::json!("Hello, world!")));
+//! # Ok(()) }
+//! ```
+//!
+//! Every problem is reported with the file, line and column (and the agent and field where it applies), and
+//! all problems are collected, not just the first: see [`SpecErrors`].
+//!
+//! Kinds supported by this build: `compute`, `sequence`, `loop`, `parallel`, `parallel_mapper`,
+//! `conditional`. The other kinds of SPEC.md are recognised and rejected with "not supported yet"; the
+//! `models` section is parsed and checked but not used yet. `compensate_on_error` is parsed and stored; it
+//! has no effect until tool actions with compensations exist.
+
+mod build;
+mod error;
+mod model;
+mod node;
+mod parse;
+mod validate;
+
+use std::path::Path;
+
+use agentic_engine::AgentRef;
+
+pub use error::{SpecError, SpecErrors};
+pub use model::{
+    AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, Located, ModelDef, ModelProvider,
+    SUPPORTED_KINDS, UNSUPPORTED_KINDS,
+};
+pub use node::Pos;
+
+use error::Sink;
+
+/// A parsed and validated spec. Build it with [`Spec::build`].
+#[derive(Debug, Clone)]
+pub struct Spec {
+    file: String,
+    name: String,
+    root: Located<String>,
+    models: Vec<ModelDef>,
+    agents: Vec<AgentDef>,
+}
+
+impl Spec {
+    /// Reads, parses and validates the spec file at `path` (YAML or JSON). Errors name the path as given.
+    ///
+    /// # Errors
+    /// The file cannot be read, or every problem found in it.
+    pub fn from_path(path: &Path) -> Result<Spec, SpecErrors> {
+        let file = path.display().to_string();
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                let mut sink = Sink::new(file);
+                sink.push(Pos::default(), None, None, format!("cannot read the spec: {e}"));
+                return Err(sink.into_errors());
+            }
+        };
+        Spec::parse(&text, &file)
+    }
+
+    /// Parses and validates `text` (YAML or JSON). `file_name` is used in error messages, and its stem is
+    /// the spec's default `name`.
+    ///
+    /// # Errors
+    /// Every problem found: syntax, unknown fields and kinds, wrong types, duplicate names, unknown
+    /// references, agents with two parents, cycles, invalid expressions and templates.
+    pub fn parse(text: &str, file_name: &str) -> Result<Spec, SpecErrors> {
+        let mut sink = Sink::new(file_name);
+        let tree = match node::read_tree(text) {
+            Ok(t) => t,
+            Err((pos, message)) => {
+                sink.push(pos, None, None, message);
+                return Err(sink.into_errors());
+            }
+        };
+        let parsed = parse::parse_tree(&tree, &mut sink);
+        validate::check_graph(&parsed.agents, &parsed.names, parsed.root.as_ref(), &mut sink);
+        for agent in &parsed.agents {
+            validate::check_expressions(agent, &mut sink);
+        }
+        match (parsed.root, parsed.version) {
+            (Some(root), Some(_)) if sink.is_empty() => Ok(Spec {
+                name: parsed.name.unwrap_or_else(|| file_stem(sink.file())),
+                file: sink.file().to_string(),
+                root,
+                models: parsed.models,
+                agents: parsed.agents,
+            }),
+            _ => {
+                if sink.is_empty() {
+                    // Unreachable in practice: a missing root or version is always reported.
+                    sink.push(parsed.pos, None, None, "invalid spec");
+                }
+                Err(sink.into_errors())
+            }
+        }
+    }
+
+    /// The spec's name (`name`, default the file stem).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The file name given to [`Spec::parse`] (or the path given to [`Spec::from_path`]).
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The name of the root agent.
+    pub fn root(&self) -> &str {
+        &self.root.value
+    }
+
+    /// Every agent definition, in file order.
+    pub fn agents(&self) -> &[AgentDef] {
+        &self.agents
+    }
+
+    /// The agent definition named `name`.
+    pub fn agent(&self, name: &str) -> Option<&AgentDef> {
+        self.agents.iter().find(|a| a.name == name)
+    }
+
+    /// Every model definition, in file order.
+    pub fn models(&self) -> &[ModelDef] {
+        &self.models
+    }
+
+    /// Names of the agents defined but not reachable from the root (they are validated, never built).
+    pub fn unreachable_agents(&self) -> Vec<&str> {
+        let mut seen: Vec<&str> = vec![self.root.value.as_str()];
+        let mut stack = vec![self.root.value.as_str()];
+        while let Some(name) = stack.pop() {
+            if let Some(def) = self.agent(name) {
+                for r in def.kind.references() {
+                    if !seen.contains(&r.value.as_str()) {
+                        seen.push(&r.value);
+                        stack.push(&r.value);
+                    }
+                }
+            }
+        }
+        self.agents.iter().map(|a| a.name.as_str()).filter(|n| !seen.contains(n)).collect()
+    }
+
+    /// Builds the agent tree under the root with the Rust builders.
+    ///
+    /// # Errors
+    /// Problems only the builders detect (e.g. conflicting declared types, a mapped agent without inputs and
+    /// no `item_key`), located at the agent.
+    pub fn build(&self) -> Result<BuiltSpec, SpecErrors> {
+        let mut sink = Sink::new(self.file.clone());
+        let root = build::Builder::new(&self.agents, &mut sink).build(&self.root, None);
+        match root {
+            Ok(root) if sink.is_empty() => Ok(BuiltSpec { name: self.name.clone(), root, models: self.models.clone() }),
+            _ => {
+                if sink.is_empty() {
+                    sink.push(self.root.pos, None, Some("root"), "the root agent could not be built");
+                }
+                Err(sink.into_errors())
+            }
+        }
+    }
+}
+
+/// A built spec: the root agent to invoke, the spec's name and its models.
+#[derive(Debug, Clone)]
+pub struct BuiltSpec {
+    /// The spec's name.
+    pub name: String,
+    /// The root agent, ready to `invoke()`.
+    pub root: AgentRef,
+    /// The `models` section (parsed, not used by this build).
+    pub models: Vec<ModelDef>,
+}
+
+fn file_stem(file: &str) -> String {
+    Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| file.to_string())
+}

@@ -1,0 +1,202 @@
+//! Building a validated spec with the same builders Rust users call (`Compute`, `Sequence`, `Loop`, ...).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentic_agents::Compute;
+use agentic_agents::expr::Expression;
+use agentic_engine::{AgentRef, BuildError, RetryPolicy, SpecBuilder};
+use agentic_planners::{CompositeBuilderExt, Conditional, Loop, Parallel, ParallelMapper, Sequence};
+use serde_json::Value;
+
+use crate::error::Sink;
+use crate::model::{AgentDef, AgentKind, ComputeBody, Located};
+use crate::validate::expr_message;
+
+/// Builds agents by name, recursively; errors go to the sink at the agent's position.
+pub(crate) struct Builder<'a> {
+    by_name: HashMap<&'a str, &'a AgentDef>,
+    in_progress: HashSet<String>,
+    sink: &'a mut Sink,
+}
+
+/// A failure already recorded in the sink.
+pub(crate) struct Reported;
+
+type Built = Result<AgentRef, Reported>;
+
+impl<'a> Builder<'a> {
+    pub(crate) fn new(agents: &'a [AgentDef], sink: &'a mut Sink) -> Self {
+        Builder { by_name: agents.iter().map(|a| (a.name.as_str(), a)).collect(), in_progress: HashSet::new(), sink }
+    }
+
+    /// Builds agent `name` and everything below it.
+    pub(crate) fn build(&mut self, name: &Located<String>, parent: Option<&str>) -> Built {
+        let Some(def) = self.by_name.get(name.value.as_str()).copied() else {
+            self.sink.push(name.pos, parent, None, format!("unknown agent `{}`", name.value));
+            return Err(Reported);
+        };
+        if !self.in_progress.insert(def.name.clone()) {
+            self.sink.push(name.pos, parent, None, format!("cycle through agent `{}`", def.name));
+            return Err(Reported);
+        }
+        let built = self.build_def(def);
+        self.in_progress.remove(&def.name);
+        built
+    }
+
+    fn build_def(&mut self, def: &'a AgentDef) -> Built {
+        match &def.kind {
+            AgentKind::Compute(body) => self.compute(def, body),
+            AgentKind::Sequence { agents } => {
+                let subs = self.children(def, agents)?;
+                let b = composite(Sequence::builder(), def, self)?.sub_agents(subs);
+                self.finish(def, b.build())
+            }
+            AgentKind::Loop { agents, max_iterations, exit_when, test_exit_at_loop_end } => {
+                let subs = self.children(def, agents)?;
+                let mut b = composite(Loop::builder(), def, self)?
+                    .sub_agents(subs)
+                    .max_iterations(*max_iterations)
+                    .test_exit_at_loop_end(*test_exit_at_loop_end);
+                if let Some(src) = exit_when {
+                    let e = self.expression(def, "exit_when", src)?;
+                    b = b.exit_condition(move |view, iteration| {
+                        e.eval_bool(view, &[("iteration", Value::from(iteration))])
+                    });
+                }
+                self.finish(def, b.build())
+            }
+            AgentKind::Parallel { agents, max_concurrency } => {
+                let subs = self.children(def, agents)?;
+                let mut b = composite(Parallel::builder(), def, self)?.sub_agents(subs);
+                if let Some(n) = max_concurrency {
+                    b = b.max_concurrency(*n);
+                }
+                self.finish(def, b.build())
+            }
+            AgentKind::ParallelMapper { agent, items, item_key, max_concurrency } => {
+                let sub = self.build(agent, Some(&def.name))?;
+                let mut b = composite(ParallelMapper::builder(), def, self)?.sub_agent(sub).items_key(items.clone());
+                if let Some(k) = item_key {
+                    b = b.item_key(k.clone());
+                }
+                if let Some(n) = max_concurrency {
+                    b = b.max_concurrency(*n);
+                }
+                self.finish(def, b.build())
+            }
+            AgentKind::Conditional { branches } => {
+                let mut b = composite(Conditional::builder(), def, self)?;
+                let mut failed = false;
+                for (i, branch) in branches.iter().enumerate() {
+                    let cond = self.expression(def, &format!("branches[{i}].when"), &branch.when);
+                    let subs = self.children(def, &branch.agents);
+                    match (cond, subs) {
+                        (Ok(e), Ok(subs)) => b = b.branch(move |view| e.eval_bool(view, &[]), subs),
+                        _ => failed = true,
+                    }
+                }
+                if failed {
+                    return Err(Reported);
+                }
+                self.finish(def, b.build())
+            }
+            AgentKind::Unsupported(kind) => {
+                self.sink.push(
+                    def.kind_pos,
+                    Some(&def.name),
+                    None,
+                    format!("kind `{kind}` is not supported yet by this build"),
+                );
+                Err(Reported)
+            }
+        }
+    }
+
+    fn compute(&mut self, def: &AgentDef, body: &ComputeBody) -> Built {
+        let (field, src, made) = match body {
+            ComputeBody::Value(src) => ("value", src, Compute::expression(def.name.clone(), &src.value)),
+            ComputeBody::Template(src) => ("template", src, Compute::template(def.name.clone(), &src.value)),
+        };
+        match made {
+            Ok(b) => Ok(common(b, def).build()),
+            Err(e) => {
+                self.sink.push(src.pos, Some(&def.name), Some(field), format!("invalid {field}: {}", expr_message(&e)));
+                Err(Reported)
+            }
+        }
+    }
+
+    /// Builds every child, reporting all failures before giving up.
+    fn children(&mut self, def: &AgentDef, names: &[Located<String>]) -> Result<Vec<AgentRef>, Reported> {
+        let mut out = Vec::with_capacity(names.len());
+        let mut failed = false;
+        for n in names {
+            match self.build(n, Some(&def.name)) {
+                Ok(a) => out.push(a),
+                Err(Reported) => failed = true,
+            }
+        }
+        if failed { Err(Reported) } else { Ok(out) }
+    }
+
+    fn expression(&mut self, def: &AgentDef, field: &str, src: &Located<String>) -> Result<Arc<Expression>, Reported> {
+        Expression::compile(&src.value).map(Arc::new).map_err(|e| {
+            self.sink.push(src.pos, Some(&def.name), Some(field), format!("invalid expression: {}", expr_message(&e)));
+            Reported
+        })
+    }
+
+    fn finish(&mut self, def: &AgentDef, built: Result<AgentRef, BuildError>) -> Built {
+        built.map_err(|e| {
+            let message = match e {
+                BuildError::Invalid { message, .. } => message,
+                other => other.to_string(),
+            };
+            self.sink.push(def.pos, Some(&def.name), None, message);
+            Reported
+        })
+    }
+}
+
+/// Applies the common fields (SPEC.md §1) to any builder.
+fn common<B: SpecBuilder>(mut b: B, def: &AgentDef) -> B {
+    b = b.description(def.description.clone()).optional(def.optional).is_async(def.is_async);
+    if let Some(key) = &def.output_key {
+        b = b.output_key(key.clone());
+    }
+    if let Some(inputs) = &def.inputs {
+        b = b.inputs(inputs.iter().map(|i| i.value.clone()));
+    }
+    if let Some(ms) = def.timeout_ms {
+        b = b.timeout(Duration::from_millis(ms));
+    }
+    b
+}
+
+/// Applies the common and composite fields (`name`, `output`, `error_handler`) to a composite builder.
+fn composite<B: SpecBuilder + CompositeBuilderExt>(
+    b: B,
+    def: &AgentDef,
+    builder: &mut Builder<'_>,
+) -> Result<B, Reported> {
+    let mut b = common(b.name(def.name.clone()), def);
+    let Some(c) = &def.composite else { return Ok(b) };
+    if let Some(src) = &c.output {
+        let e = builder.expression(def, "output", src)?;
+        b = b.output(move |view| e.eval(view, &[]));
+    }
+    if let Some(h) = &c.error_handler {
+        let mut policy = RetryPolicy::new(h.retry, Duration::from_millis(h.backoff_ms));
+        if let Some(src) = &h.fallback {
+            let e = builder.expression(def, "error_handler.fallback", src)?;
+            policy = policy.fallback(move |view| e.eval(view, &[]));
+        }
+        b = b.error_handler(policy);
+    }
+    // `compensate_on_error` is stored in the model only: compensations need tool actions, which this build
+    // does not have yet.
+    Ok(b)
+}

@@ -1,0 +1,232 @@
+//! The typed, located model of a parsed spec (SPEC.md §1). Every item keeps the position it was read from,
+//! so that validation and build errors point into the file.
+
+use serde_json::Value;
+
+use crate::node::Pos;
+
+/// A string read from the spec, with its position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located<T> {
+    /// The value.
+    pub value: T,
+    /// Where it was read.
+    pub pos: Pos,
+}
+
+impl<T> Located<T> {
+    /// Wraps `value` read at `pos`.
+    pub fn new(value: T, pos: Pos) -> Self {
+        Located { value, pos }
+    }
+}
+
+/// One agent definition (`agents.<name>`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentDef {
+    /// The agent's name: its id in the spec.
+    pub name: String,
+    /// Position of the name (the mapping key under `agents`).
+    pub pos: Pos,
+    /// Position of the `kind` value.
+    pub kind_pos: Pos,
+    /// Common field `description` (default `""`).
+    pub description: String,
+    /// Common field `inputs`: explicit input keys; `None` = inferred from expressions/templates.
+    pub inputs: Option<Vec<Located<String>>>,
+    /// Common field `output_key`.
+    pub output_key: Option<String>,
+    /// Common field `optional` (default false).
+    pub optional: bool,
+    /// Common field `async` (default false).
+    pub is_async: bool,
+    /// Common field `timeout_ms`.
+    pub timeout_ms: Option<u64>,
+    /// Fields only composites take (`output`, `error_handler`, `compensate_on_error`); `None` for leaves.
+    pub composite: Option<CompositeCommon>,
+    /// The kind and its specific fields.
+    pub kind: AgentKind,
+}
+
+/// Fields every composite takes besides the common ones.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CompositeCommon {
+    /// `output`: expression computing the composite's result from the final state.
+    pub output: Option<Located<String>>,
+    /// `error_handler`.
+    pub error_handler: Option<ErrorHandlerDef>,
+    /// `compensate_on_error` (default false). Parsed and stored; it has no effect until tool actions with
+    /// compensations exist.
+    pub compensate_on_error: bool,
+}
+
+/// `error_handler: {retry, backoff_ms, fallback}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorHandlerDef {
+    /// Position of the `error_handler` mapping.
+    pub pos: Pos,
+    /// Retries of a failed sub-agent call (default 0).
+    pub retry: u32,
+    /// First backoff delay in milliseconds, doubled at each retry (default 100).
+    pub backoff_ms: u64,
+    /// Expression whose value substitutes the failed agent's result once retries are exhausted.
+    pub fallback: Option<Located<String>>,
+}
+
+/// The body of a `compute` agent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ComputeBody {
+    /// `value`: an expression; the result is its JSON value.
+    Value(Located<String>),
+    /// `template`: a template; the result is the rendered string.
+    Template(Located<String>),
+}
+
+/// One branch of a `conditional`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BranchDef {
+    /// Position of the branch mapping.
+    pub pos: Pos,
+    /// `when`: the condition expression.
+    pub when: Located<String>,
+    /// `agents`: run in order when the condition holds.
+    pub agents: Vec<Located<String>>,
+}
+
+/// An agent's kind with its kind-specific fields.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum AgentKind {
+    /// `compute`: evaluates an expression or renders a template.
+    Compute(ComputeBody),
+    /// `sequence`: runs `agents` in order.
+    Sequence {
+        /// Sub-agents by name.
+        agents: Vec<Located<String>>,
+    },
+    /// `loop`: runs `agents` in order repeatedly until `exit_when` holds or `max_iterations` is reached.
+    Loop {
+        /// Sub-agents by name.
+        agents: Vec<Located<String>>,
+        /// At most this many iterations (default 10, at least 1).
+        max_iterations: u32,
+        /// Exit condition (sees `iteration`, 1-based); none = run `max_iterations` times.
+        exit_when: Option<Located<String>>,
+        /// Check the exit condition only after complete iterations (default false: after every agent).
+        test_exit_at_loop_end: bool,
+    },
+    /// `parallel`: runs `agents` at once.
+    Parallel {
+        /// Sub-agents by name.
+        agents: Vec<Located<String>>,
+        /// At most this many at once (default: unbounded).
+        max_concurrency: Option<usize>,
+    },
+    /// `parallel_mapper`: runs `agent` once per item of the list at `items`.
+    ParallelMapper {
+        /// The mapped agent by name.
+        agent: Located<String>,
+        /// State key holding the list.
+        items: String,
+        /// Input of `agent` receiving each item (default: its first input).
+        item_key: Option<String>,
+        /// At most this many at once (default: unbounded).
+        max_concurrency: Option<usize>,
+    },
+    /// `conditional`: runs every branch whose condition holds.
+    Conditional {
+        /// The branches, in order.
+        branches: Vec<BranchDef>,
+    },
+    /// A kind of SPEC.md this build does not support yet (`llm`, `supervisor`, ...). Never present in a
+    /// spec that validated.
+    Unsupported(String),
+}
+
+impl AgentKind {
+    /// The kind's name as written in a spec.
+    pub fn name(&self) -> &str {
+        match self {
+            AgentKind::Compute(_) => "compute",
+            AgentKind::Sequence { .. } => "sequence",
+            AgentKind::Loop { .. } => "loop",
+            AgentKind::Parallel { .. } => "parallel",
+            AgentKind::ParallelMapper { .. } => "parallel_mapper",
+            AgentKind::Conditional { .. } => "conditional",
+            AgentKind::Unsupported(kind) => kind,
+        }
+    }
+
+    /// The sub-agent references, in declaration order (branches flattened in order).
+    pub fn references(&self) -> Vec<&Located<String>> {
+        match self {
+            AgentKind::Sequence { agents } | AgentKind::Loop { agents, .. } | AgentKind::Parallel { agents, .. } => {
+                agents.iter().collect()
+            }
+            AgentKind::ParallelMapper { agent, .. } => vec![agent],
+            AgentKind::Conditional { branches } => branches.iter().flat_map(|b| b.agents.iter()).collect(),
+            AgentKind::Compute(_) | AgentKind::Unsupported(_) => Vec::new(),
+        }
+    }
+}
+
+/// A named model configuration (`models.<name>`). Parsed and checked; used once LLM agents land.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelDef {
+    /// The model's name.
+    pub name: String,
+    /// Position of the name.
+    pub pos: Pos,
+    /// The provider and its settings.
+    pub provider: ModelProvider,
+}
+
+/// A model provider with its fields (SPEC.md §1, "Model providers").
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ModelProvider {
+    /// `openai`: any OpenAI-compatible server.
+    OpenAi {
+        /// `base_url` (default: the official API).
+        base_url: Option<String>,
+        /// `model`.
+        model: Option<String>,
+        /// `api_key_env`: environment variable holding the API key.
+        api_key_env: Option<String>,
+        /// `temperature`.
+        temperature: Option<f64>,
+        /// `max_tokens`.
+        max_tokens: Option<u32>,
+    },
+    /// `local`: a small GGUF model served by llama.cpp.
+    Local {
+        /// `model_path`.
+        model_path: Option<String>,
+    },
+    /// `scripted`: deterministic canned answers, in order.
+    Scripted {
+        /// `replies` (chat); non-string entries are kept as their JSON text.
+        replies: Vec<String>,
+        /// `decisions` (decision model).
+        decisions: Vec<Value>,
+    },
+}
+
+/// The kinds this build can run.
+pub const SUPPORTED_KINDS: &[&str] = &["compute", "sequence", "loop", "parallel", "parallel_mapper", "conditional"];
+
+/// Kinds of SPEC.md that are recognised but not supported yet by this build.
+pub const UNSUPPORTED_KINDS: &[&str] = &[
+    "llm",
+    "human",
+    "mcp",
+    "a2a",
+    "supervisor",
+    "goap",
+    "p2p",
+    "blackboard",
+    "voting",
+    "debate",
+    "bdi",
+    "decision_router",
+];

@@ -1,0 +1,510 @@
+//! From the located tree to the typed model: field names, types, kinds and duplicate keys are checked here,
+//! every problem recorded (parsing continues past errors wherever the rest can still be read).
+
+use crate::error::{Sink, suggest};
+use crate::model::{
+    AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, Located, ModelDef, ModelProvider,
+    SUPPORTED_KINDS, UNSUPPORTED_KINDS,
+};
+use crate::node::{Node, NodeValue, Pos};
+
+/// Fields every agent takes.
+const COMMON_FIELDS: &[&str] = &["kind", "description", "inputs", "output_key", "optional", "async", "timeout_ms"];
+/// Fields every composite takes besides the common ones.
+const COMPOSITE_FIELDS: &[&str] = &["output", "error_handler", "compensate_on_error"];
+const TOP_FIELDS: &[&str] = &["version", "name", "root", "models", "agents"];
+
+/// The top level of a spec, parsed (not yet cross-checked).
+pub(crate) struct Parsed {
+    pub(crate) version: Option<Located<i64>>,
+    pub(crate) name: Option<String>,
+    pub(crate) root: Option<Located<String>>,
+    pub(crate) models: Vec<ModelDef>,
+    pub(crate) agents: Vec<AgentDef>,
+    /// Every agent name defined (including agents whose definition has errors), for reference checks.
+    pub(crate) names: Vec<String>,
+    /// Position of the top-level mapping.
+    pub(crate) pos: Pos,
+}
+
+/// A mapping's entries after the duplicate check (first occurrence kept), in document order.
+struct Obj<'a> {
+    pos: Pos,
+    entries: Vec<(String, Pos, &'a Node)>,
+}
+
+impl<'a> Obj<'a> {
+    fn get(&self, field: &str) -> Option<&'a Node> {
+        self.entries.iter().find(|(k, _, _)| k == field).map(|(_, _, v)| *v)
+    }
+
+    /// Reports every field not in `allowed` (with a suggestion and the list of valid fields).
+    fn check_fields(&self, allowed: &[&str], cx: &mut Cx<'_>) {
+        for (key, pos, _) in &self.entries {
+            if allowed.contains(&key.as_str()) {
+                continue;
+            }
+            let hint = match suggest(key, allowed.iter().copied()) {
+                Some(s) => format!(" (did you mean `{s}`?)"),
+                None => String::new(),
+            };
+            let list = allowed.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ");
+            cx.err(*pos, None, format!("unknown field `{key}`{hint}, expected one of {list}"));
+        }
+    }
+}
+
+/// Error context: the sink and the agent (or model) being read.
+struct Cx<'s> {
+    sink: &'s mut Sink,
+    agent: Option<String>,
+}
+
+impl Cx<'_> {
+    fn err(&mut self, pos: Pos, field: Option<&str>, message: impl Into<String>) {
+        self.sink.push(pos, self.agent.as_deref(), field, message);
+    }
+
+    /// `node` as a mapping; duplicate keys reported (`what` names the keys: `field`, `agent name`, ...).
+    fn obj<'a>(&mut self, node: &'a Node, field: Option<&str>, what: &str) -> Option<Obj<'a>> {
+        let NodeValue::Map(entries) = &node.value else {
+            self.err(node.pos, field, format!("expected a mapping, found {}", node.type_name()));
+            return None;
+        };
+        let mut out: Vec<(String, Pos, &Node)> = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            let key = k.key_text();
+            if let Some((_, first, _)) = out.iter().find(|(name, _, _)| *name == key) {
+                let msg =
+                    format!("duplicate {what} `{key}` (first defined at line {}, column {})", first.line, first.column);
+                self.err(k.pos, None, msg);
+                continue;
+            }
+            out.push((key, k.pos, v));
+        }
+        Some(Obj { pos: node.pos, entries: out })
+    }
+
+    fn string(&mut self, obj: &Obj<'_>, field: &str) -> Option<Located<String>> {
+        let node = obj.get(field)?;
+        match &node.value {
+            NodeValue::Str(s) => Some(Located::new(s.clone(), node.pos)),
+            _ => {
+                self.err(node.pos, Some(field), format!("expected a string, found {}", node.type_name()));
+                None
+            }
+        }
+    }
+
+    /// A non-empty string (keys, names, expressions).
+    fn nonempty(&mut self, obj: &Obj<'_>, field: &str) -> Option<Located<String>> {
+        let s = self.string(obj, field)?;
+        if s.value.trim().is_empty() {
+            self.err(s.pos, Some(field), "must not be empty");
+            return None;
+        }
+        Some(s)
+    }
+
+    fn required(&mut self, obj: &Obj<'_>, field: &str) -> Option<Located<String>> {
+        if obj.get(field).is_none() {
+            self.err(obj.pos, None, format!("missing field `{field}`"));
+            return None;
+        }
+        self.nonempty(obj, field)
+    }
+
+    fn boolean(&mut self, obj: &Obj<'_>, field: &str) -> bool {
+        let Some(node) = obj.get(field) else { return false };
+        match node.value {
+            NodeValue::Bool(b) => b,
+            _ => {
+                self.err(node.pos, Some(field), format!("expected true or false, found {}", node.type_name()));
+                false
+            }
+        }
+    }
+
+    /// An integer in `min..=max`.
+    fn int(&mut self, obj: &Obj<'_>, field: &str, min: u64, max: u64) -> Option<u64> {
+        let node = obj.get(field)?;
+        let value = match node.value {
+            NodeValue::UInt(u) => Some(u),
+            NodeValue::Int(i) => u64::try_from(i).ok(),
+            _ => {
+                self.err(node.pos, Some(field), format!("expected an integer, found {}", node.type_name()));
+                return None;
+            }
+        };
+        match value {
+            Some(v) if (min..=max).contains(&v) => Some(v),
+            _ => {
+                let shown = node.to_json();
+                let range = if max >= u64::from(u32::MAX) {
+                    format!("at least {min}")
+                } else {
+                    format!("between {min} and {max}")
+                };
+                self.err(node.pos, Some(field), format!("must be {range}, found {shown}"));
+                None
+            }
+        }
+    }
+
+    fn number(&mut self, obj: &Obj<'_>, field: &str) -> Option<f64> {
+        let node = obj.get(field)?;
+        match node.value {
+            NodeValue::Float(f) => Some(f),
+            NodeValue::Int(i) => Some(i as f64),
+            NodeValue::UInt(u) => Some(u as f64),
+            _ => {
+                self.err(node.pos, Some(field), format!("expected a number, found {}", node.type_name()));
+                None
+            }
+        }
+    }
+
+    /// A list of non-empty strings.
+    fn string_list(&mut self, obj: &Obj<'_>, field: &str) -> Option<Vec<Located<String>>> {
+        let node = obj.get(field)?;
+        let NodeValue::Seq(items) = &node.value else {
+            self.err(node.pos, Some(field), format!("expected a list of names, found {}", node.type_name()));
+            return None;
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            match item.as_str() {
+                Some(s) if !s.trim().is_empty() => out.push(Located::new(s.to_string(), item.pos)),
+                Some(_) => self.err(item.pos, Some(field), "names must not be empty"),
+                None => self.err(item.pos, Some(field), format!("expected a name, found {}", item.type_name())),
+            }
+        }
+        Some(out)
+    }
+
+    fn required_list(&mut self, obj: &Obj<'_>, field: &str) -> Vec<Located<String>> {
+        if obj.get(field).is_none() {
+            self.err(obj.pos, None, format!("missing field `{field}`"));
+            return Vec::new();
+        }
+        self.string_list(obj, field).unwrap_or_default()
+    }
+}
+
+/// Parses the tree of a whole spec.
+pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
+    let mut cx = Cx { sink, agent: None };
+    let mut parsed = Parsed {
+        version: None,
+        name: None,
+        root: None,
+        models: Vec::new(),
+        agents: Vec::new(),
+        names: Vec::new(),
+        pos: tree.pos,
+    };
+    if matches!(tree.value, NodeValue::Null) {
+        cx.err(Pos::new(1, 1), None, "the spec is empty (expected `version`, `root` and `agents`)");
+        return parsed;
+    }
+    let Some(top) = cx.obj(tree, None, "field") else { return parsed };
+    top.check_fields(TOP_FIELDS, &mut cx);
+
+    match top.get("version") {
+        None => cx.err(top.pos, None, "missing field `version` (expected `version: 1`)"),
+        Some(node) => match node.value {
+            NodeValue::UInt(1) | NodeValue::Int(1) => parsed.version = Some(Located::new(1, node.pos)),
+            _ => cx.err(node.pos, Some("version"), format!("unsupported version {}, expected 1", node.to_json())),
+        },
+    }
+    parsed.name = cx.nonempty(&top, "name").map(|n| n.value);
+    parsed.root = match top.get("root") {
+        None => {
+            cx.err(top.pos, None, "missing field `root` (the agent `agentic run` invokes)");
+            None
+        }
+        Some(_) => cx.nonempty(&top, "root"),
+    };
+    if let Some(models) = top.get("models")
+        && !matches!(models.value, NodeValue::Null)
+        && let Some(obj) = cx.obj(models, Some("models"), "model name")
+    {
+        for (name, pos, node) in &obj.entries {
+            if let Some(m) = parse_model(name, *pos, node, cx.sink) {
+                parsed.models.push(m);
+            }
+        }
+    }
+    match top.get("agents") {
+        None => cx.err(top.pos, None, "missing field `agents`"),
+        Some(agents) => {
+            if let Some(obj) = cx.obj(agents, Some("agents"), "agent name") {
+                if obj.entries.is_empty() {
+                    cx.err(agents.pos, Some("agents"), "no agents defined");
+                }
+                for (name, pos, node) in &obj.entries {
+                    parsed.names.push(name.clone());
+                    if let Some(a) = parse_agent(name, *pos, node, cx.sink) {
+                        parsed.agents.push(a);
+                    }
+                }
+            }
+        }
+    }
+    parsed
+}
+
+fn parse_model(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<ModelDef> {
+    let mut cx = Cx { sink, agent: None };
+    let before = cx.sink_len();
+    let model = parse_model_fields(name, pos, node, &mut cx);
+    cx.nest_since(before, &format!("models.{name}"));
+    model
+}
+
+fn parse_model_fields(name: &str, pos: Pos, node: &Node, cx: &mut Cx<'_>) -> Option<ModelDef> {
+    let obj = cx.obj(node, None, "field")?;
+    let Some(provider) = obj.get("provider") else {
+        cx.err(pos, None, "missing field `provider` (one of `openai`, `local`, `scripted`)");
+        return None;
+    };
+    let Some(provider_name) = provider.as_str() else {
+        cx.err(provider.pos, Some("provider"), format!("expected a string, found {}", provider.type_name()));
+        return None;
+    };
+    let allowed: &[&str] = match provider_name {
+        "openai" => &["provider", "base_url", "model", "api_key_env", "temperature", "max_tokens"],
+        "local" => &["provider", "model_path"],
+        "scripted" => &["provider", "replies", "decisions"],
+        other => {
+            let hint = match suggest(other, ["openai", "local", "scripted"]) {
+                Some(s) => format!(" (did you mean `{s}`?)"),
+                None => String::new(),
+            };
+            cx.err(
+                provider.pos,
+                None,
+                format!("unknown provider `{other}`{hint}, expected one of `openai`, `local`, `scripted`"),
+            );
+            return None;
+        }
+    };
+    obj.check_fields(allowed, cx);
+    let provider = match provider_name {
+        "openai" => ModelProvider::OpenAi {
+            base_url: cx.nonempty(&obj, "base_url").map(|s| s.value),
+            model: cx.nonempty(&obj, "model").map(|s| s.value),
+            api_key_env: cx.nonempty(&obj, "api_key_env").map(|s| s.value),
+            temperature: cx.number(&obj, "temperature"),
+            max_tokens: cx.int(&obj, "max_tokens", 1, u64::from(u32::MAX)).and_then(|v| u32::try_from(v).ok()),
+        },
+        "local" => ModelProvider::Local { model_path: cx.nonempty(&obj, "model_path").map(|s| s.value) },
+        _ => {
+            let replies = scripted_list(&obj, "replies", cx)
+                .into_iter()
+                .map(|n| match &n.value {
+                    NodeValue::Str(s) => s.clone(),
+                    _ => n.to_json().to_string(),
+                })
+                .collect();
+            let decisions = scripted_list(&obj, "decisions", cx).into_iter().map(Node::to_json).collect();
+            ModelProvider::Scripted { replies, decisions }
+        }
+    };
+    Some(ModelDef { name: name.to_string(), pos, provider })
+}
+
+fn scripted_list<'a>(obj: &Obj<'a>, field: &str, cx: &mut Cx<'_>) -> Vec<&'a Node> {
+    match obj.get(field) {
+        None => Vec::new(),
+        Some(Node { value: NodeValue::Seq(items), .. }) => items.iter().collect(),
+        Some(node) => {
+            cx.err(node.pos, Some(field), format!("expected a list, found {}", node.type_name()));
+            Vec::new()
+        }
+    }
+}
+
+impl Cx<'_> {
+    fn sink_len(&self) -> usize {
+        self.sink.len()
+    }
+
+    /// Puts the errors recorded since `from` under field `prefix` (`retry` becomes `error_handler.retry`).
+    fn nest_since(&mut self, from: usize, prefix: &str) {
+        self.sink.nest_since(from, prefix);
+    }
+}
+
+fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<AgentDef> {
+    let mut cx = Cx { sink, agent: Some(name.to_string()) };
+    let obj = cx.obj(node, None, "field")?;
+    let Some(kind_node) = obj.get("kind") else {
+        cx.err(pos, None, format!("missing field `kind` (one of {})", kinds_list()));
+        return None;
+    };
+    let Some(kind) = kind_node.as_str() else {
+        cx.err(kind_node.pos, Some("kind"), format!("expected a string, found {}", kind_node.type_name()));
+        return None;
+    };
+    let kind_pos = kind_node.pos;
+    if UNSUPPORTED_KINDS.contains(&kind) {
+        cx.err(kind_pos, None, format!("kind `{kind}` is not supported yet by this build"));
+        return Some(bare_agent(name, pos, kind_pos, AgentKind::Unsupported(kind.to_string())));
+    }
+    let specific: &[&str] = match kind {
+        "compute" => &["value", "template"],
+        "sequence" => &["agents"],
+        "loop" => &["agents", "max_iterations", "exit_when", "test_exit_at_loop_end"],
+        "parallel" => &["agents", "max_concurrency"],
+        "parallel_mapper" => &["agent", "items", "item_key", "max_concurrency"],
+        "conditional" => &["branches"],
+        other => {
+            let all = SUPPORTED_KINDS.iter().chain(UNSUPPORTED_KINDS).copied();
+            let hint = match suggest(other, all) {
+                Some(s) => format!(" (did you mean `{s}`?)"),
+                None => String::new(),
+            };
+            cx.err(kind_pos, None, format!("unknown kind `{other}`{hint}, expected one of {}", kinds_list()));
+            return None;
+        }
+    };
+    let is_composite = kind != "compute";
+    let mut allowed: Vec<&str> = COMMON_FIELDS.to_vec();
+    if is_composite {
+        allowed.extend_from_slice(COMPOSITE_FIELDS);
+    }
+    allowed.extend_from_slice(specific);
+    obj.check_fields(&allowed, &mut cx);
+
+    let mut def = bare_agent(name, pos, kind_pos, AgentKind::Unsupported(String::new()));
+    def.description = cx.string(&obj, "description").map(|s| s.value).unwrap_or_default();
+    def.inputs = cx.string_list(&obj, "inputs");
+    def.output_key = cx.nonempty(&obj, "output_key").map(|s| s.value);
+    def.optional = cx.boolean(&obj, "optional");
+    def.is_async = cx.boolean(&obj, "async");
+    def.timeout_ms = cx.int(&obj, "timeout_ms", 1, u64::MAX);
+    if is_composite {
+        def.composite = Some(CompositeCommon {
+            output: cx.nonempty(&obj, "output"),
+            error_handler: obj.get("error_handler").and_then(|n| parse_error_handler(n, &mut cx)),
+            compensate_on_error: cx.boolean(&obj, "compensate_on_error"),
+        });
+    }
+    def.kind = match kind {
+        "compute" => match (cx.nonempty(&obj, "value"), cx.nonempty(&obj, "template")) {
+            (Some(v), None) => AgentKind::Compute(ComputeBody::Value(v)),
+            (None, Some(t)) => AgentKind::Compute(ComputeBody::Template(t)),
+            (Some(_), Some(t)) => {
+                cx.err(t.pos, None, "a compute agent takes either `value` or `template`, not both");
+                return None;
+            }
+            (None, None) => {
+                if obj.get("value").is_none() && obj.get("template").is_none() {
+                    cx.err(pos, None, "missing field `value` (an expression) or `template`");
+                }
+                return None;
+            }
+        },
+        "sequence" => AgentKind::Sequence { agents: cx.required_list(&obj, "agents") },
+        "loop" => AgentKind::Loop {
+            agents: cx.required_list(&obj, "agents"),
+            max_iterations: cx
+                .int(&obj, "max_iterations", 1, u64::from(u32::MAX))
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or(10),
+            exit_when: cx.nonempty(&obj, "exit_when"),
+            test_exit_at_loop_end: cx.boolean(&obj, "test_exit_at_loop_end"),
+        },
+        "parallel" => AgentKind::Parallel {
+            agents: cx.required_list(&obj, "agents"),
+            max_concurrency: concurrency(&obj, &mut cx),
+        },
+        "parallel_mapper" => {
+            let agent = cx.required(&obj, "agent");
+            let items = cx.required(&obj, "items");
+            let item_key = cx.nonempty(&obj, "item_key").map(|s| s.value);
+            let max_concurrency = concurrency(&obj, &mut cx);
+            match (agent, items) {
+                (Some(agent), Some(items)) => {
+                    AgentKind::ParallelMapper { agent, items: items.value, item_key, max_concurrency }
+                }
+                _ => return None,
+            }
+        }
+        _ => AgentKind::Conditional { branches: parse_branches(&obj, &mut cx) },
+    };
+    Some(def)
+}
+
+fn concurrency(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<usize> {
+    cx.int(obj, "max_concurrency", 1, u64::MAX).map(|v| usize::try_from(v).unwrap_or(usize::MAX))
+}
+
+fn bare_agent(name: &str, pos: Pos, kind_pos: Pos, kind: AgentKind) -> AgentDef {
+    AgentDef {
+        name: name.to_string(),
+        pos,
+        kind_pos,
+        description: String::new(),
+        inputs: None,
+        output_key: None,
+        optional: false,
+        is_async: false,
+        timeout_ms: None,
+        composite: None,
+        kind,
+    }
+}
+
+fn parse_error_handler(node: &Node, cx: &mut Cx<'_>) -> Option<ErrorHandlerDef> {
+    let before = cx.sink_len();
+    let obj = cx.obj(node, None, "field");
+    let Some(obj) = obj else {
+        cx.nest_since(before, "error_handler");
+        return None;
+    };
+    obj.check_fields(&["retry", "backoff_ms", "fallback"], cx);
+    let def = ErrorHandlerDef {
+        pos: node.pos,
+        retry: cx.int(&obj, "retry", 0, u64::from(u32::MAX)).and_then(|v| u32::try_from(v).ok()).unwrap_or(0),
+        backoff_ms: cx.int(&obj, "backoff_ms", 0, u64::MAX).unwrap_or(100),
+        fallback: cx.nonempty(&obj, "fallback"),
+    };
+    cx.nest_since(before, "error_handler");
+    Some(def)
+}
+
+fn parse_branches(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<BranchDef> {
+    let Some(node) = obj.get("branches") else {
+        cx.err(obj.pos, None, "missing field `branches` (a list of `{when, agents}`)");
+        return Vec::new();
+    };
+    let NodeValue::Seq(items) = &node.value else {
+        cx.err(
+            node.pos,
+            Some("branches"),
+            format!("expected a list of `{{when, agents}}`, found {}", node.type_name()),
+        );
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let what = format!("branches[{i}]");
+        let before = cx.sink_len();
+        if let Some(b) = cx.obj(item, None, "field") {
+            b.check_fields(&["when", "agents"], cx);
+            let when = cx.required(&b, "when");
+            let agents = cx.required_list(&b, "agents");
+            if let Some(when) = when {
+                out.push(BranchDef { pos: item.pos, when, agents });
+            }
+        }
+        cx.nest_since(before, &what);
+    }
+    out
+}
+
+fn kinds_list() -> String {
+    SUPPORTED_KINDS.iter().chain(UNSUPPORTED_KINDS).map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+}

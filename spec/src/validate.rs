@@ -1,0 +1,154 @@
+//! Cross-checks of a parsed spec: the root and every reference name a defined agent, every agent has at most
+//! one parent, there is no cycle, and every expression and template compiles.
+
+use std::collections::{HashMap, HashSet};
+
+use agentic_agents::ExprError;
+use agentic_agents::expr::{Expression, Template};
+
+use crate::error::{Sink, suggest};
+use crate::model::{AgentDef, AgentKind, ComputeBody, Located};
+use crate::node::Pos;
+
+/// Checks references, parents and cycles of `agents` rooted at `root`.
+/// `names` are all the agent names defined, including agents whose definition had errors (so that a
+/// reference to them is not reported again as unknown).
+pub(crate) fn check_graph(agents: &[AgentDef], names: &[String], root: Option<&Located<String>>, sink: &mut Sink) {
+    let defined: HashSet<&str> = names.iter().map(String::as_str).collect();
+    let names = || names.iter().map(String::as_str);
+
+    if let Some(root) = root
+        && !defined.contains(root.value.as_str())
+    {
+        let msg = unknown_agent_message(&root.value, names());
+        sink.push(root.pos, None, Some("root"), msg);
+    }
+
+    // parent[child] = (parent name, position of the reference)
+    let mut parent: HashMap<&str, (&str, Pos)> = HashMap::new();
+    for agent in agents {
+        for r in agent.kind.references() {
+            let child = r.value.as_str();
+            if !defined.contains(child) {
+                sink.push(r.pos, Some(&agent.name), None, unknown_agent_message(child, names()));
+                continue;
+            }
+            if child == agent.name {
+                sink.push(r.pos, Some(&agent.name), None, format!("agent `{child}` cannot contain itself"));
+                continue;
+            }
+            if let Some((first, at)) = parent.get(child) {
+                let msg = if *first == agent.name {
+                    format!(
+                        "agent `{child}` is listed twice (first at line {}, column {}); an agent can run at one \
+                         place only",
+                        at.line, at.column
+                    )
+                } else {
+                    format!(
+                        "agent `{child}` is already used by `{first}` (line {}, column {}); an agent can have only \
+                         one parent",
+                        at.line, at.column
+                    )
+                };
+                sink.push(r.pos, Some(&agent.name), None, msg);
+                continue;
+            }
+            // Would the edge agent -> child close a cycle? Walk up from `agent`.
+            let mut chain = vec![agent.name.as_str()];
+            let mut cur = agent.name.as_str();
+            let mut cycle = false;
+            while let Some((p, _)) = parent.get(cur) {
+                chain.push(p);
+                if *p == child {
+                    cycle = true;
+                    break;
+                }
+                cur = p;
+                if chain.len() > defined.len() {
+                    break;
+                }
+            }
+            if cycle {
+                chain.reverse();
+                chain.push(child);
+                let path = chain.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" -> ");
+                sink.push(r.pos, Some(&agent.name), None, format!("cycle: {path}"));
+                continue;
+            }
+            parent.insert(child, (agent.name.as_str(), r.pos));
+        }
+    }
+
+    if let Some(root) = root
+        && let Some((p, at)) = parent.get(root.value.as_str())
+    {
+        let msg = format!("the root agent `{}` cannot also be a sub-agent", root.value);
+        sink.push(*at, Some(p), None, msg);
+    }
+}
+
+fn unknown_agent_message<'a>(name: &str, names: impl Iterator<Item = &'a str> + Clone) -> String {
+    let hint = match suggest(name, names.clone()) {
+        Some(s) => format!(" (did you mean `{s}`?)"),
+        None => String::new(),
+    };
+    let mut defined: Vec<&str> = names.collect();
+    defined.sort_unstable();
+    let list = defined.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    format!("unknown agent `{name}`{hint}; defined agents: {list}")
+}
+
+/// Compiles every expression and template of `agent`, reporting syntax errors at the field.
+pub(crate) fn check_expressions(agent: &AgentDef, sink: &mut Sink) {
+    let mut expr = |field: &str, src: &Located<String>| {
+        if let Err(e) = Expression::compile(&src.value) {
+            sink.push(src.pos, Some(&agent.name), Some(field), format!("invalid expression: {}", expr_message(&e)));
+        }
+    };
+    if let Some(c) = &agent.composite {
+        if let Some(o) = &c.output {
+            expr("output", o);
+        }
+        if let Some(f) = c.error_handler.as_ref().and_then(|h| h.fallback.as_ref()) {
+            expr("error_handler.fallback", f);
+        }
+    }
+    match &agent.kind {
+        AgentKind::Compute(ComputeBody::Value(v)) => expr("value", v),
+        AgentKind::Loop { exit_when: Some(e), .. } => expr("exit_when", e),
+        AgentKind::Conditional { branches } => {
+            for (i, b) in branches.iter().enumerate() {
+                expr(&format!("branches[{i}].when"), &b.when);
+            }
+        }
+        AgentKind::Compute(ComputeBody::Template(t)) => {
+            if let Err(e) = Template::compile(&t.value) {
+                sink.push(
+                    t.pos,
+                    Some(&agent.name),
+                    Some("template"),
+                    format!("invalid template: {}", expr_message(&e)),
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The compiler's message without the echo of the source text and without minijinja's internal source
+/// name (`(in <expression>:1)`); for a multi-line source the line within it is kept (`line 2 of the source`).
+pub(crate) fn expr_message(e: &ExprError) -> String {
+    let (message, source) = match e {
+        ExprError::Syntax { message, source_text } => (message.clone(), source_text.as_str()),
+        other => return other.to_string(),
+    };
+    let Some(start) = message.rfind(" (in ") else { return message };
+    let Some(inner) = message[start + 5..].strip_suffix(')') else { return message };
+    let line = inner.rsplit_once(':').and_then(|(_, l)| l.parse::<u64>().ok());
+    let head = &message[..start];
+    match line {
+        Some(l) if source.contains('\n') => format!("{head} (line {l} of the source)"),
+        _ => head.to_string(),
+    }
+}

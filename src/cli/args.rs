@@ -1,0 +1,208 @@
+//! The command line of SPEC.md §2, as clap derive types.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde_json::Value;
+
+/// Actor-based agentic orchestration engine: run and validate workflow specs.
+///
+/// Exit codes: 0 completed, 2 suspended (waiting for a human), 1 run failed, 64 usage error or invalid spec.
+#[derive(Debug, Parser)]
+#[command(name = "agentic", version, propagate_version = true, max_term_width = 110)]
+pub(crate) struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run a spec's root agent and print its result.
+    Run(RunArgs),
+    /// Record an answer to a pending response (does not run anything).
+    #[command(override_usage = "agentic respond <RUN_ID> [RESPONSE_ID] <VALUE> [--store <DIR>]")]
+    Respond(RespondArgs),
+    /// Continue a suspended or interrupted run from its last checkpoint.
+    Resume(ResumeArgs),
+    /// List the runs in the store.
+    Runs(RunsArgs),
+    /// Show a run's status, state and pending responses.
+    Show(ShowArgs),
+    /// Write an HTML report of a run (or of a spec's topology).
+    Report(ReportArgs),
+    /// Check a spec: parse, validate and build it without running.
+    Validate(ValidateArgs),
+}
+
+/// Where runs are stored. Default `./.agentic`, or `$AGENTIC_STORE`.
+#[derive(Debug, Args)]
+pub(crate) struct StoreArg {
+    /// Store directory (a sled database). This build keeps runs in memory only: nothing is persisted yet.
+    #[arg(long, value_name = "DIR", env = "AGENTIC_STORE", default_value = ".agentic")]
+    pub(crate) store: PathBuf,
+}
+
+/// Journal durability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DurabilityArg {
+    /// Each step is flushed before the next starts.
+    Sync,
+    /// Flushes overlap the next step; all done before the run returns.
+    Async,
+    /// Written when the run ends or suspends.
+    Exit,
+}
+
+impl From<DurabilityArg> for agentic_engine::Durability {
+    fn from(d: DurabilityArg) -> Self {
+        match d {
+            DurabilityArg::Sync => agentic_engine::Durability::Sync,
+            DurabilityArg::Async => agentic_engine::Durability::Async,
+            DurabilityArg::Exit => agentic_engine::Durability::Exit,
+        }
+    }
+}
+
+/// `agentic run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The spec file (YAML or JSON).
+    #[arg(value_name = "SPEC")]
+    pub(crate) spec: PathBuf,
+    /// An input: VALUE is parsed as JSON when it is valid JSON, else taken as a string. Repeatable; wins over
+    /// `--inputs`.
+    #[arg(long = "input", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub(crate) input: Vec<(String, Value)>,
+    /// A JSON file holding an object of inputs.
+    #[arg(long, value_name = "FILE.json")]
+    pub(crate) inputs: Option<PathBuf>,
+    /// The run id (memory id). Default: a new UUID.
+    #[arg(long, value_name = "ID")]
+    pub(crate) memory_id: Option<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+    /// Journal durability (no effect until runs are persisted).
+    #[arg(long, value_enum, value_name = "MODE", default_value = "sync")]
+    pub(crate) durability: DurabilityArg,
+    /// Write an HTML report of the run (not available yet in this build: a warning is printed).
+    #[arg(long, value_name = "FILE.html")]
+    pub(crate) report: Option<PathBuf>,
+    /// Print one JSON object {"run_id", "status", "output", "pending"} on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `agentic respond`.
+#[derive(Debug, Args)]
+pub(crate) struct RespondArgs {
+    /// The run id.
+    #[arg(value_name = "RUN_ID")]
+    pub(crate) run_id: String,
+    /// `[RESPONSE_ID] VALUE`: the response id (optional when exactly one response is pending) and the answer
+    /// (JSON when valid JSON, else a string).
+    #[arg(value_name = "RESPONSE_ID] [VALUE", num_args = 1..=2, required = true)]
+    pub(crate) rest: Vec<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+}
+
+/// `agentic resume`.
+#[derive(Debug, Args)]
+pub(crate) struct ResumeArgs {
+    /// The run id.
+    #[arg(value_name = "RUN_ID")]
+    pub(crate) run_id: String,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+    /// Print one JSON object {"run_id", "status", "output", "pending"} on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `agentic runs`.
+#[derive(Debug, Args)]
+pub(crate) struct RunsArgs {
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `agentic show`.
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// The run id.
+    #[arg(value_name = "RUN_ID")]
+    pub(crate) run_id: String,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `agentic report`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("subject").required(true).args(["run_id", "spec"])))]
+pub(crate) struct ReportArgs {
+    /// The run to report on.
+    #[arg(value_name = "RUN_ID")]
+    pub(crate) run_id: Option<String>,
+    /// Report a spec's topology instead of a run.
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) spec: Option<PathBuf>,
+    /// The HTML file to write.
+    #[arg(short = 'o', long = "output", value_name = "FILE.html")]
+    pub(crate) output: PathBuf,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+}
+
+/// `agentic validate`.
+#[derive(Debug, Args)]
+pub(crate) struct ValidateArgs {
+    /// The spec file (YAML or JSON).
+    #[arg(value_name = "SPEC")]
+    pub(crate) spec: PathBuf,
+}
+
+/// Parses a CLI value: JSON when it is valid JSON, otherwise the text as a string.
+pub(crate) fn parse_value(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
+}
+
+/// Parses `KEY=VALUE` (split at the first `=`; the key must not be empty).
+fn parse_key_value(arg: &str) -> Result<(String, Value), String> {
+    match arg.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_string(), parse_value(value))),
+        Some(_) => Err(format!("`{arg}`: the key before `=` is empty")),
+        None => Err(format!("`{arg}`: expected KEY=VALUE")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use serde_json::json;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn values_are_json_when_valid() {
+        assert_eq!(parse_value("5"), json!(5));
+        assert_eq!(parse_value("[1, \"a\"]"), json!([1, "a"]));
+        assert_eq!(parse_value("\"5\""), json!("5"));
+        assert_eq!(parse_value("hello world"), json!("hello world"));
+        assert_eq!(parse_value(""), json!(""));
+        assert_eq!(parse_key_value("a=b=c"), Ok(("a".to_string(), json!("b=c"))));
+        assert!(parse_key_value("novalue").is_err());
+        assert!(parse_key_value("=3").is_err());
+    }
+}

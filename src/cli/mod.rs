@@ -1,0 +1,55 @@
+//! Argument parsing and dispatch. Usage errors exit 64 (not clap's default 2, which means "suspended").
+
+mod args;
+mod run;
+mod unavailable;
+mod validate;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use clap::error::ErrorKind;
+
+pub(crate) use args::{Cli, Command};
+
+/// Exit code: the run completed.
+pub(crate) const EXIT_OK: u8 = 0;
+/// Exit code: the run failed (or the command is not available yet).
+pub(crate) const EXIT_FAILED: u8 = 1;
+/// Exit code: the run is suspended, waiting for a human.
+pub(crate) const EXIT_SUSPENDED: u8 = 2;
+/// Exit code: usage error or invalid spec.
+pub(crate) const EXIT_USAGE: u8 = 64;
+
+/// Parses the command line and runs the command.
+pub(crate) fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `e.print()` writes help/version to stdout and errors to stderr.
+            let _ = e.print();
+            return ExitCode::from(match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => EXIT_OK,
+                _ => EXIT_USAGE,
+            });
+        }
+    };
+    init_tracing();
+    let code = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Validate(args) => validate::validate(&args),
+        Command::Respond(_) => unavailable::not_available("respond"),
+        Command::Resume(_) => unavailable::not_available("resume"),
+        Command::Runs(_) => unavailable::not_available("runs"),
+        Command::Show(_) => unavailable::not_available("show"),
+        Command::Report(_) => unavailable::not_available("report"),
+    };
+    ExitCode::from(code)
+}
+
+/// Logs to stderr, filtered by `AGENTIC_LOG` (default `warn`).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTIC_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

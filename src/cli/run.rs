@@ -1,0 +1,134 @@
+//! `agentic run SPEC`: build the spec, invoke its root agent, print the outcome (SPEC.md §2).
+
+use agentic_engine::{AgentError, PendingResponse, RunOutcome, RunResult};
+use agentic_spec::Spec;
+use serde_json::{Map, Value, json};
+
+use super::args::RunArgs;
+use super::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE};
+
+/// Runs the spec; returns the exit code.
+pub(crate) fn run(args: RunArgs) -> u8 {
+    let inputs = match collect_inputs(&args) {
+        Ok(i) => i,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return EXIT_USAGE;
+        }
+    };
+    let built = match Spec::from_path(&args.spec).and_then(|spec| spec.build()) {
+        Ok(b) => b,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return EXIT_USAGE;
+        }
+    };
+    if let Some(report) = &args.report {
+        eprintln!(
+            "warning: --report {}: HTML reports are not available yet in this build; no report written",
+            report.display()
+        );
+    }
+    let run_id = args.memory_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    eprintln!("run: {run_id}");
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let request = built.root.invoke().inputs(inputs).memory_id(run_id.clone()).durability(args.durability.into());
+    let result = runtime.block_on(async move { request.await });
+    report_outcome(&run_id, result, args.json)
+}
+
+/// `--inputs FILE.json` (an object), then every `--input KEY=VALUE` on top.
+fn collect_inputs(args: &RunArgs) -> Result<Map<String, Value>, String> {
+    let mut inputs = Map::new();
+    if let Some(path) = &args.inputs {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("--inputs {}: {e}", path.display()))?;
+        match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(map)) => inputs.extend(map),
+            Ok(other) => {
+                return Err(format!(
+                    "--inputs {}: expected a JSON object of inputs, found {}",
+                    path.display(),
+                    json_type(&other)
+                ));
+            }
+            Err(e) => return Err(format!("--inputs {}: invalid JSON: {e}", path.display())),
+        }
+    }
+    for (key, value) in &args.input {
+        inputs.insert(key.clone(), value.clone());
+    }
+    Ok(inputs)
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Prints the outcome and returns the exit code.
+fn report_outcome(run_id: &str, result: Result<RunOutcome, AgentError>, as_json: bool) -> u8 {
+    match result {
+        Ok(outcome) => match outcome.result {
+            RunResult::Completed(output) => {
+                if as_json {
+                    print_json(&json!({"run_id": run_id, "status": "completed", "output": output, "pending": []}));
+                } else {
+                    match &output {
+                        Value::String(s) => println!("{s}"),
+                        other => println!("{other}"),
+                    }
+                }
+                EXIT_OK
+            }
+            RunResult::Suspended { pending } => {
+                for p in &pending {
+                    eprintln!("pending: {} (agent `{}`): {}", p.id, p.agent, p.prompt);
+                }
+                if as_json {
+                    let pending: Vec<Value> = pending.iter().map(pending_json).collect();
+                    print_json(&json!({"run_id": run_id, "status": "suspended", "output": null, "pending": pending}));
+                }
+                EXIT_SUSPENDED
+            }
+            other => {
+                eprintln!("error: unexpected run result {other:?}");
+                EXIT_FAILED
+            }
+        },
+        Err(e) => {
+            let status = if matches!(e, AgentError::Cancelled) { "cancelled" } else { "failed" };
+            eprintln!("error: {e}");
+            if as_json {
+                print_json(&json!({
+                    "run_id": run_id,
+                    "status": status,
+                    "output": null,
+                    "pending": [],
+                    "error": e.to_string(),
+                }));
+            }
+            EXIT_FAILED
+        }
+    }
+}
+
+fn pending_json(p: &PendingResponse) -> Value {
+    json!({"id": p.id, "prompt": p.prompt, "agent": p.agent})
+}
+
+fn print_json(v: &Value) {
+    println!("{v}");
+}

@@ -1,0 +1,9 @@
+//! Commands of the CLI contract whose backing (the durable store) is not in this build yet.
+
+use super::EXIT_FAILED;
+
+/// Reports that `cmd` is not available yet; exit code 1.
+pub(crate) fn not_available(cmd: &str) -> u8 {
+    eprintln!("error: not available yet: {cmd} (durable store lands with the durable-runs work)");
+    EXIT_FAILED
+}
