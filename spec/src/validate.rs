@@ -18,6 +18,7 @@ pub(crate) fn check_graph(agents: &[AgentDef], names: &[String], root: Option<&L
     let names = || names.iter().map(String::as_str);
 
     if let Some(root) = root
+        && !defined.is_empty()
         && !defined.contains(root.value.as_str())
     {
         let msg = unknown_agent_message(&root.value, names());
@@ -35,23 +36,6 @@ pub(crate) fn check_graph(agents: &[AgentDef], names: &[String], root: Option<&L
             }
             if child == agent.name {
                 sink.push(r.pos, Some(&agent.name), None, format!("agent `{child}` cannot contain itself"));
-                continue;
-            }
-            if let Some((first, at)) = parent.get(child) {
-                let msg = if *first == agent.name {
-                    format!(
-                        "agent `{child}` is listed twice (first at line {}, column {}); an agent can run at one \
-                         place only",
-                        at.line, at.column
-                    )
-                } else {
-                    format!(
-                        "agent `{child}` is already used by `{first}` (line {}, column {}); an agent can have only \
-                         one parent",
-                        at.line, at.column
-                    )
-                };
-                sink.push(r.pos, Some(&agent.name), None, msg);
                 continue;
             }
             // Would the edge agent -> child close a cycle? Walk up from `agent`.
@@ -74,6 +58,23 @@ pub(crate) fn check_graph(agents: &[AgentDef], names: &[String], root: Option<&L
                 chain.push(child);
                 let path = chain.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" -> ");
                 sink.push(r.pos, Some(&agent.name), None, format!("cycle: {path}"));
+                continue;
+            }
+            if let Some((first, at)) = parent.get(child) {
+                let msg = if *first == agent.name {
+                    format!(
+                        "agent `{child}` is listed twice (first at line {}, column {}); an agent can run at one \
+                         place only",
+                        at.line, at.column
+                    )
+                } else {
+                    format!(
+                        "agent `{child}` is already used by `{first}` (line {}, column {}); an agent can have only \
+                         one parent",
+                        at.line, at.column
+                    )
+                };
+                sink.push(r.pos, Some(&agent.name), None, msg);
                 continue;
             }
             parent.insert(child, (agent.name.as_str(), r.pos));

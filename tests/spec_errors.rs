@@ -1,0 +1,387 @@
+//! Every class of spec error is reported with the file, line, column, agent and field — and all errors are
+//! collected, not just the first.
+
+use agentic_spec::{Spec, SpecError};
+
+/// The errors of a spec that must not parse, as displayed lines.
+fn errors(yaml: &str) -> Vec<String> {
+    match Spec::parse(yaml, "spec.yaml") {
+        Ok(_) => panic!("the spec should be invalid"),
+        Err(e) => e.iter().map(ToString::to_string).collect(),
+    }
+}
+
+/// The single error of a spec.
+fn one(yaml: &str) -> SpecError {
+    let errs = Spec::parse(yaml, "spec.yaml").err().unwrap_or_else(|| panic!("the spec should be invalid"));
+    assert_eq!(errs.len(), 1, "expected one error, got:\n{errs}");
+    errs.errors[0].clone()
+}
+
+fn at(e: &SpecError) -> (u64, u64, Option<&str>, Option<&str>) {
+    (e.line, e.column, e.agent.as_deref(), e.field.as_deref())
+}
+
+#[test]
+fn display_format_is_file_line_column_agent_message() {
+    let yaml = "version: 1\nroot: review\nagents:\n  review:\n    kind: loop\n    agents: []\n    exit_wen: \"done\"\n";
+    let e = one(yaml);
+    assert_eq!(at(&e), (7, 5, Some("review"), None));
+    assert_eq!(
+        e.to_string(),
+        "spec.yaml:7:5: agent `review`: unknown field `exit_wen` (did you mean `exit_when`?), expected one of `kind`, \
+         `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `output`, `error_handler`, \
+         `compensate_on_error`, `agents`, `max_iterations`, `exit_when`, `test_exit_at_loop_end`"
+    );
+}
+
+#[test]
+fn yaml_syntax_error_is_located() {
+    let e = one("version: 1\nroot: a\nagents:\n  a: { kind: compute, value: [1, 2\n");
+    assert_eq!((e.line, e.agent.as_deref()), (4, None));
+    assert!(e.message.contains("unclosed"), "{e}");
+    assert!(e.to_string().starts_with("spec.yaml:4:"), "{e}");
+}
+
+#[test]
+fn unknown_top_level_field() {
+    let e = one("version: 1\nroot: a\nagent:\n  a: {}\nagents:\n  a: { kind: compute, value: '1' }\n");
+    assert_eq!(
+        e.to_string(),
+        "spec.yaml:3:1: unknown field `agent` (did you mean `agents`?), expected one of `version`, `name`, `root`, \
+         `models`, `agents`"
+    );
+}
+
+#[test]
+fn leaf_agents_reject_composite_fields() {
+    let e = one("version: 1\nroot: a\nagents:\n  a: { kind: compute, value: '1', output: 'x' }\n");
+    assert_eq!(at(&e), (4, 35, Some("a"), None));
+    assert!(
+        e.message.starts_with("unknown field `output`, expected one of `kind`, `description`, `inputs`, `output_key`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_kind_lists_the_valid_kinds() {
+    let e = one("version: 1\nroot: a\nagents:\n  a:\n    kind: frobnicate\n");
+    assert_eq!(at(&e), (5, 11, Some("a"), None));
+    assert_eq!(
+        e.message,
+        "unknown kind `frobnicate`, expected one of `compute`, `sequence`, `loop`, `parallel`, `parallel_mapper`, \
+         `conditional`, `llm`, `human`, `mcp`, `a2a`, `supervisor`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, \
+         `bdi`, `decision_router`"
+    );
+    let e = one("version: 1\nroot: a\nagents:\n  a: { kind: sequnce, agents: [] }\n");
+    assert!(e.message.starts_with("unknown kind `sequnce` (did you mean `sequence`?)"), "{e}");
+}
+
+#[test]
+fn known_but_unsupported_kinds() {
+    for kind in agentic_spec::UNSUPPORTED_KINDS {
+        let e = one(&format!("version: 1\nroot: a\nagents:\n  a: {{ kind: {kind}, agents: [] }}\n"));
+        assert_eq!(at(&e), (4, 14, Some("a"), None));
+        assert_eq!(e.message, format!("kind `{kind}` is not supported yet by this build"));
+    }
+}
+
+#[test]
+fn missing_kind() {
+    let e = one("version: 1\nroot: a\nagents:\n  a: { value: '1' }\n");
+    assert_eq!(at(&e), (4, 3, Some("a"), None));
+    assert!(e.message.starts_with("missing field `kind` (one of `compute`"), "{e}");
+}
+
+#[test]
+fn unknown_agent_references() {
+    let yaml = "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [drafter, ghost] }\n  \
+                draft: { kind: compute, value: '1' }\n";
+    assert_eq!(
+        errors(yaml),
+        [
+            "spec.yaml:4:36: agent `main`: unknown agent `drafter` (did you mean `draft`?); defined agents: `draft`, \
+             `main`",
+            "spec.yaml:4:45: agent `main`: unknown agent `ghost`; defined agents: `draft`, `main`",
+        ]
+    );
+    let e = one("version: 1\nroot: mian\nagents:\n  main: { kind: compute, value: '1' }\n");
+    assert_eq!(
+        e.to_string(),
+        "spec.yaml:2:7: field `root`: unknown agent `mian` (did you mean `main`?); defined agents: `main`"
+    );
+    // The mapper's `agent` and a branch's `agents` are references too.
+    let yaml = "version: 1\nroot: m\nagents:\n  m: { kind: parallel_mapper, agent: nope, items: xs }\n  \
+                c: { kind: conditional, branches: [{ when: 'true', agents: [zilch] }] }\n";
+    let errs = errors(yaml);
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(errs[0].starts_with("spec.yaml:4:38: agent `m`: unknown agent `nope`"), "{errs:?}");
+    assert!(errs[1].starts_with("spec.yaml:5:63: agent `c`: unknown agent `zilch`"), "{errs:?}");
+}
+
+#[test]
+fn duplicate_agent_names_name_both_lines() {
+    let yaml = "version: 1\nroot: a\nagents:\n  a: { kind: compute, value: '1' }\n  b: { kind: compute, value: '2' }\n  \
+                a: { kind: compute, value: '3' }\n";
+    assert_eq!(errors(yaml), ["spec.yaml:6:3: duplicate agent name `a` (first defined at line 4, column 3)"]);
+    // JSON too.
+    let json = r#"{"version": 1, "root": "a", "agents": {"a": {"kind": "compute", "value": "1"}, "a": {"kind": "compute", "value": "2"}}}"#;
+    let errs = Spec::parse(json, "spec.json").expect_err("duplicate");
+    assert_eq!(errs.to_string(), "spec.json:1:80: duplicate agent name `a` (first defined at line 1, column 40)");
+}
+
+#[test]
+fn duplicate_fields_and_top_level_keys() {
+    let yaml = "version: 1\nroot: a\nagents:\n  a:\n    kind: compute\n    value: '1'\n    value: '2'\nroot: b\n";
+    assert_eq!(
+        errors(yaml),
+        [
+            "spec.yaml:7:5: agent `a`: duplicate field `value` (first defined at line 6, column 5)",
+            "spec.yaml:8:1: duplicate field `root` (first defined at line 2, column 1)",
+        ]
+    );
+}
+
+#[test]
+fn version_root_and_agents_are_required() {
+    assert_eq!(
+        errors("name: x\n"),
+        [
+            "spec.yaml:1:1: missing field `version` (expected `version: 1`)",
+            "spec.yaml:1:1: missing field `root` (the agent `agentic run` invokes)",
+            "spec.yaml:1:1: missing field `agents`",
+        ]
+    );
+    let e = one("version: 2\nroot: a\nagents:\n  a: { kind: compute, value: '1' }\n");
+    assert_eq!(e.to_string(), "spec.yaml:1:10: field `version`: unsupported version 2, expected 1");
+    let e = one("version: '1'\nroot: a\nagents:\n  a: { kind: compute, value: '1' }\n");
+    assert_eq!(e.to_string(), "spec.yaml:1:10: field `version`: unsupported version \"1\", expected 1");
+    assert_eq!(errors(""), ["spec.yaml:1:1: the spec is empty (expected `version`, `root` and `agents`)"]);
+    assert_eq!(errors("- a\n"), ["spec.yaml:1:1: expected a mapping, found a list"]);
+    assert_eq!(errors("version: 1\nroot: a\nagents: {}\n")[0], "spec.yaml:3:9: field `agents`: no agents defined");
+}
+
+#[test]
+fn an_agent_has_one_parent() {
+    let yaml = "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [left, right] }\n  \
+                left: { kind: sequence, agents: [shared] }\n  right: { kind: parallel, agents: [shared] }\n  \
+                shared: { kind: compute, value: '1' }\n";
+    assert_eq!(
+        errors(yaml),
+        ["spec.yaml:6:37: agent `right`: agent `shared` is already used by `left` (line 5, column 36); an agent can \
+          have only one parent"]
+    );
+    let yaml = "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [a, a] }\n  \
+                a: { kind: compute, value: '1' }\n";
+    assert_eq!(
+        errors(yaml),
+        ["spec.yaml:4:39: agent `main`: agent `a` is listed twice (first at line 4, column 36); an agent can run at \
+          one place only"]
+    );
+}
+
+#[test]
+fn cycles_and_self_references() {
+    let e = one("version: 1\nroot: a\nagents:\n  a: { kind: loop, agents: [a] }\n");
+    assert_eq!(e.to_string(), "spec.yaml:4:29: agent `a`: agent `a` cannot contain itself");
+
+    let yaml = "version: 1\nroot: top\nagents:\n  top: { kind: sequence, agents: [a] }\n  \
+                a: { kind: sequence, agents: [b] }\n  b: { kind: parallel, agents: [c] }\n  \
+                c: { kind: loop, agents: [a] }\n";
+    assert_eq!(errors(yaml), ["spec.yaml:7:29: agent `c`: cycle: `a` -> `b` -> `c` -> `a`"]);
+
+    let yaml = "version: 1\nroot: top\nagents:\n  top: { kind: sequence, agents: [a] }\n  \
+                a: { kind: sequence, agents: [top] }\n";
+    assert_eq!(errors(yaml), ["spec.yaml:5:33: agent `a`: cycle: `top` -> `a` -> `top`"]);
+
+    let yaml = "version: 1\nroot: top\nagents:\n  top: { kind: compute, value: '1' }\n  \
+                other: { kind: sequence, agents: [top] }\n";
+    assert_eq!(errors(yaml), ["spec.yaml:5:37: agent `other`: the root agent `top` cannot also be a sub-agent"]);
+}
+
+#[test]
+fn invalid_expressions_and_templates_name_the_field() {
+    let yaml = r#"version: 1
+root: main
+agents:
+  main:
+    kind: loop
+    agents: [c, t, cond]
+    exit_when: "score >="
+    output: "a +* b"
+    error_handler: { fallback: "(" }
+  c: { kind: compute, value: "x ==" }
+  t: { kind: compute, template: "Hello {{ name" }
+  cond:
+    kind: conditional
+    branches:
+      - when: "ok"
+        agents: []
+      - when: "not"
+        agents: []
+"#;
+    let errs = Spec::parse(yaml, "spec.yaml").expect_err("invalid");
+    let located: Vec<_> = errs.iter().map(|e| (e.line, e.column, e.agent.as_deref(), e.field.as_deref())).collect();
+    assert_eq!(
+        located,
+        [
+            (7, 16, Some("main"), Some("exit_when")),
+            (8, 13, Some("main"), Some("output")),
+            (9, 32, Some("main"), Some("error_handler.fallback")),
+            (10, 30, Some("c"), Some("value")),
+            (11, 33, Some("t"), Some("template")),
+            (17, 15, Some("cond"), Some("branches[1].when")),
+        ]
+    );
+    for e in errs.iter().filter(|e| e.agent.as_deref() != Some("t")) {
+        assert!(e.message.starts_with("invalid expression: syntax error"), "{e}");
+    }
+    let t = errs.iter().find(|e| e.agent.as_deref() == Some("t")).expect("template error");
+    assert!(t.message.starts_with("invalid template: syntax error"), "{t}");
+}
+
+#[test]
+fn wrong_types_are_reported_per_field() {
+    let yaml = r#"version: 1
+root: l
+agents:
+  l:
+    kind: loop
+    agents: c
+    max_iterations: ten
+    optional: yes
+    timeout_ms: -5
+    inputs: [a, 3]
+    description: [x]
+  c:
+    kind: compute
+    value: "1"
+    output_key: ""
+    async: 1
+"#;
+    assert_eq!(
+        errors(yaml),
+        [
+            "spec.yaml:6:13: agent `l`: field `agents`: expected a list of names, found a string",
+            "spec.yaml:7:21: agent `l`: field `max_iterations`: expected an integer, found a string",
+            "spec.yaml:8:15: agent `l`: field `optional`: expected true or false, found a string",
+            "spec.yaml:9:17: agent `l`: field `timeout_ms`: must be at least 1, found -5",
+            "spec.yaml:10:17: agent `l`: field `inputs`: expected a name, found an integer",
+            "spec.yaml:11:18: agent `l`: field `description`: expected a string, found a list",
+            "spec.yaml:15:17: agent `c`: field `output_key`: must not be empty",
+            "spec.yaml:16:12: agent `c`: field `async`: expected true or false, found an integer",
+        ]
+    );
+}
+
+#[test]
+fn compute_needs_exactly_one_body() {
+    let e = one("version: 1\nroot: a\nagents:\n  a: { kind: compute, value: '1', template: 'x' }\n");
+    assert_eq!(at(&e), (4, 45, Some("a"), None));
+    assert_eq!(e.message, "a compute agent takes either `value` or `template`, not both");
+    let e = one("version: 1\nroot: a\nagents:\n  a: { kind: compute }\n");
+    assert_eq!(e.to_string(), "spec.yaml:4:3: agent `a`: missing field `value` (an expression) or `template`");
+}
+
+#[test]
+fn composite_required_fields() {
+    let yaml = "version: 1\nroot: s\nagents:\n  s: { kind: sequence }\n  m: { kind: parallel_mapper, agent: s }\n  \
+                c: { kind: conditional, branches: [{ agents: [] }, { when: 'x', agents: [], unless: 'y' }] }\n";
+    assert_eq!(
+        errors(yaml),
+        [
+            "spec.yaml:4:6: agent `s`: missing field `agents`",
+            "spec.yaml:5:6: agent `m`: missing field `items`",
+            "spec.yaml:6:38: agent `c`: field `branches[0]`: missing field `when`",
+            "spec.yaml:6:79: agent `c`: field `branches[1]`: unknown field `unless`, expected one of `when`, `agents`",
+        ]
+    );
+}
+
+#[test]
+fn error_handler_fields_are_checked() {
+    let yaml = "version: 1\nroot: s\nagents:\n  s: { kind: sequence, agents: [], error_handler: { retyr: 2, backoff_ms: -1 } }\n";
+    assert_eq!(
+        errors(yaml),
+        [
+            "spec.yaml:4:53: agent `s`: field `error_handler`: unknown field `retyr` (did you mean `retry`?), expected \
+             one of `retry`, `backoff_ms`, `fallback`",
+            "spec.yaml:4:75: agent `s`: field `error_handler.backoff_ms`: must be at least 0, found -1",
+        ]
+    );
+}
+
+#[test]
+fn models_are_checked() {
+    let yaml = r#"version: 1
+root: a
+models:
+  m1: { provider: openai, temprature: 0.2 }
+  m2: { provider: ollama }
+  m3: { model_path: x.gguf }
+  m4: { provider: scripted, replies: "one" }
+  m1: { provider: local }
+agents:
+  a: { kind: compute, value: "1" }
+"#;
+    assert_eq!(
+        errors(yaml),
+        [
+            "spec.yaml:4:27: field `models.m1`: unknown field `temprature` (did you mean `temperature`?), expected one \
+             of `provider`, `base_url`, `model`, `api_key_env`, `temperature`, `max_tokens`",
+            "spec.yaml:5:19: field `models.m2`: unknown provider `ollama`, expected one of `openai`, `local`, `scripted`",
+            "spec.yaml:6:3: field `models.m3`: missing field `provider` (one of `openai`, `local`, `scripted`)",
+            "spec.yaml:7:38: field `models.m4.replies`: expected a list, found a string",
+            "spec.yaml:8:3: duplicate model name `m1` (first defined at line 4, column 3)",
+        ]
+    );
+}
+
+#[test]
+fn all_errors_are_collected_in_file_order() {
+    let yaml = r#"version: 3
+root: main
+agents:
+  main: { kind: sequence, agents: [a, b, ghost] }
+  a: { kind: compute, value: "1 +" }
+  b: { kind: supervisor, agents: [] }
+  c: { kind: frobnicate }
+"#;
+    let errs = errors(yaml);
+    assert_eq!(errs.len(), 5, "{errs:#?}");
+    assert!(errs[0].starts_with("spec.yaml:1:10: field `version`"));
+    assert!(errs[1].starts_with("spec.yaml:4:42: agent `main`: unknown agent `ghost`"));
+    assert!(errs[2].starts_with("spec.yaml:5:30: agent `a`: field `value`: invalid expression"));
+    assert_eq!(errs[3], "spec.yaml:6:14: agent `b`: kind `supervisor` is not supported yet by this build");
+    assert!(errs[4].starts_with("spec.yaml:7:14: agent `c`: unknown kind `frobnicate`"));
+    // The whole set displays one error per line.
+    let all = Spec::parse(yaml, "spec.yaml").expect_err("invalid").to_string();
+    assert_eq!(all.lines().count(), 5);
+}
+
+#[test]
+fn build_errors_are_located_at_the_agent() {
+    // The mapped agent has no inputs, so the item key cannot be defaulted: only the builder knows.
+    let yaml = "version: 1\nroot: m\nagents:\n  m: { kind: parallel_mapper, agent: one, items: xs }\n  \
+                one: { kind: compute, value: '1' }\n";
+    let spec = Spec::parse(yaml, "spec.yaml").expect("parses");
+    let errs = spec.build().expect_err("cannot build");
+    assert_eq!(errs.to_string(), "spec.yaml:4:3: agent `m`: the mapped agent has no inputs: set `item_key`");
+}
+
+#[test]
+fn unreadable_file_has_no_position() {
+    let errs = Spec::from_path(std::path::Path::new("/nonexistent/dir/flow.yaml")).expect_err("missing");
+    assert_eq!(errs.len(), 1);
+    assert_eq!((errs.errors[0].line, errs.errors[0].column), (0, 0));
+    assert!(errs.to_string().starts_with("/nonexistent/dir/flow.yaml: cannot read the spec: "), "{errs}");
+}
+
+#[test]
+fn yaml_1_1_booleans_are_strings() {
+    // `y`, `yes`, `on` are plain strings (YAML 1.2 core): usable as keys and names.
+    let yaml = "version: 1\nroot: y\nagents:\n  y: { kind: compute, value: \"'on'\", output_key: yes }\n";
+    let spec = Spec::parse(yaml, "spec.yaml").expect("parses");
+    assert_eq!(spec.root(), "y");
+    assert_eq!(spec.agent("y").and_then(|a| a.output_key.as_deref()), Some("yes"));
+}
