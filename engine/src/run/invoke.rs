@@ -210,6 +210,8 @@ async fn execute(
         tokens,
         error,
     };
-    run.scope.record(record.clone());
-    result.map(|output| ChildOutcome { output, delta, record: Some(record), skipped: false })
+    // The journal needs its own copy of the record only when there is a journal.
+    let journaled = run.journaling().then(|| record.clone());
+    run.scope.record(record);
+    result.map(|output| ChildOutcome { output, delta, record: journaled, skipped: false })
 }
