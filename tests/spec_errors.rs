@@ -385,3 +385,12 @@ fn yaml_1_1_booleans_are_strings() {
     assert_eq!(spec.root(), "y");
     assert_eq!(spec.agent("y").and_then(|a| a.output_key.as_deref()), Some("yes"));
 }
+
+#[test]
+fn a_misspelt_required_field_is_reported_once() {
+    let e = one("version: 1\nroot: s\nagents:\n  s: { kind: sequence, agnets: [] }\n");
+    assert_eq!(at(&e), (4, 24, Some("s"), None));
+    assert!(e.message.starts_with("unknown field `agnets` (did you mean `agents`?)"), "{e}");
+    let e = one("version: 1\nroot: c\nagents:\n  c: { kind: compute, tempalte: 'x' }\n");
+    assert!(e.message.starts_with("unknown field `tempalte` (did you mean `template`?)"), "{e}");
+}

@@ -39,13 +39,19 @@ impl<'a> Obj<'a> {
     }
 
     /// Reports every field not in `allowed` (with a suggestion and the list of valid fields).
+    /// Fields suggested for misspelt ones are remembered in `cx` so that a "missing field" error is not
+    /// reported on top of the misspelling.
     fn check_fields(&self, allowed: &[&str], cx: &mut Cx<'_>) {
+        cx.suggested.clear();
         for (key, pos, _) in &self.entries {
             if allowed.contains(&key.as_str()) {
                 continue;
             }
             let hint = match suggest(key, allowed.iter().copied()) {
-                Some(s) => format!(" (did you mean `{s}`?)"),
+                Some(s) => {
+                    cx.suggested.push(s.to_string());
+                    format!(" (did you mean `{s}`?)")
+                }
                 None => String::new(),
             };
             let list = allowed.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ");
@@ -58,6 +64,8 @@ impl<'a> Obj<'a> {
 struct Cx<'s> {
     sink: &'s mut Sink,
     agent: Option<String>,
+    /// Fields suggested for the misspelt fields of the object being read.
+    suggested: Vec<String>,
 }
 
 impl Cx<'_> {
@@ -106,9 +114,16 @@ impl Cx<'_> {
         Some(s)
     }
 
+    /// Reports a missing field, unless a misspelling of it was already reported.
+    fn missing(&mut self, pos: Pos, field: &str, message: impl Into<String>) {
+        if !self.suggested.iter().any(|s| s == field) {
+            self.err(pos, None, message);
+        }
+    }
+
     fn required(&mut self, obj: &Obj<'_>, field: &str) -> Option<Located<String>> {
         if obj.get(field).is_none() {
-            self.err(obj.pos, None, format!("missing field `{field}`"));
+            self.missing(obj.pos, field, format!("missing field `{field}`"));
             return None;
         }
         self.nonempty(obj, field)
@@ -184,7 +199,7 @@ impl Cx<'_> {
 
     fn required_list(&mut self, obj: &Obj<'_>, field: &str) -> Vec<Located<String>> {
         if obj.get(field).is_none() {
-            self.err(obj.pos, None, format!("missing field `{field}`"));
+            self.missing(obj.pos, field, format!("missing field `{field}`"));
             return Vec::new();
         }
         self.string_list(obj, field).unwrap_or_default()
@@ -193,7 +208,7 @@ impl Cx<'_> {
 
 /// Parses the tree of a whole spec.
 pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
-    let mut cx = Cx { sink, agent: None };
+    let mut cx = Cx { sink, agent: None, suggested: Vec::new() };
     let mut parsed = Parsed {
         version: None,
         name: None,
@@ -255,7 +270,7 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
 }
 
 fn parse_model(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<ModelDef> {
-    let mut cx = Cx { sink, agent: None };
+    let mut cx = Cx { sink, agent: None, suggested: Vec::new() };
     let before = cx.sink_len();
     let model = parse_model_fields(name, pos, node, &mut cx);
     cx.nest_since(before, &format!("models.{name}"));
@@ -337,7 +352,7 @@ impl Cx<'_> {
 }
 
 fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<AgentDef> {
-    let mut cx = Cx { sink, agent: Some(name.to_string()) };
+    let mut cx = Cx { sink, agent: Some(name.to_string()), suggested: Vec::new() };
     let obj = cx.obj(node, None, "field")?;
     let Some(kind_node) = obj.get("kind") else {
         cx.err(pos, None, format!("missing field `kind` (one of {})", kinds_list()));
@@ -401,7 +416,10 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             }
             (None, None) => {
                 if obj.get("value").is_none() && obj.get("template").is_none() {
-                    cx.err(pos, None, "missing field `value` (an expression) or `template`");
+                    let suggested = cx.suggested.iter().any(|s| s == "value" || s == "template");
+                    if !suggested {
+                        cx.err(pos, None, "missing field `value` (an expression) or `template`");
+                    }
                 }
                 return None;
             }
@@ -477,7 +495,7 @@ fn parse_error_handler(node: &Node, cx: &mut Cx<'_>) -> Option<ErrorHandlerDef> 
 
 fn parse_branches(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<BranchDef> {
     let Some(node) = obj.get("branches") else {
-        cx.err(obj.pos, None, "missing field `branches` (a list of `{when, agents}`)");
+        cx.missing(obj.pos, "branches", "missing field `branches` (a list of `{when, agents}`)");
         return Vec::new();
     };
     let NodeValue::Seq(items) = &node.value else {

@@ -102,7 +102,7 @@ pub(crate) struct RespondArgs {
     pub(crate) run_id: String,
     /// `[RESPONSE_ID] VALUE`: the response id (optional when exactly one response is pending) and the answer
     /// (JSON when valid JSON, else a string).
-    #[arg(value_name = "RESPONSE_ID] [VALUE", num_args = 1..=2, required = true)]
+    #[arg(value_names = ["RESPONSE_ID", "VALUE"], num_args = 1..=2, required = true)]
     pub(crate) rest: Vec<String>,
     #[command(flatten)]
     pub(crate) store: StoreArg,

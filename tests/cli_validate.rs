@@ -1,0 +1,109 @@
+//! `agentic validate` through the real binary.
+
+use std::process::{Command, Output};
+
+const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/specs");
+
+fn validate(path: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentic")).args(["validate", path]).output().expect("the binary runs")
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("write spec");
+    path.to_str().expect("utf8").to_string()
+}
+
+#[test]
+fn examples_are_valid() {
+    for (file, line) in [
+        ("hello.yaml", "ok: hello (3 agents)\n"),
+        ("countdown.yaml", "ok: countdown (3 agents)\n"),
+        ("shout_all.json", "ok: shout-all (2 agents)\n"),
+        ("triage.yaml", "ok: triage (5 agents)\n"),
+    ] {
+        let o = validate(&format!("{EXAMPLES}/{file}"));
+        assert_eq!(o.status.code(), Some(0), "{file}: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), line);
+        assert_eq!(String::from_utf8_lossy(&o.stderr), "", "{file}: no warnings");
+    }
+}
+
+#[test]
+fn unknown_kind_exits_64_with_the_location() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(&dir, "flow.yaml", "version: 1\nroot: a\nagents:\n  a:\n    kind: frobnicate\n");
+    let o = validate(&path);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with(&format!("{path}:5:11: agent `a`: unknown kind `frobnicate`, expected one of `compute`")),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_error_is_printed_one_per_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(
+        &dir,
+        "many.yaml",
+        "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [a, ghost] }\n  \
+         a: { kind: supervisor }\n  main: { kind: compute, value: '1' }\n",
+    );
+    let o = validate(&path);
+    assert_eq!(o.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!("{path}:4:39: agent `main`: unknown agent `ghost`; defined agents: `a`, `main`"),
+            format!("{path}:5:14: agent `a`: kind `supervisor` is not supported yet by this build"),
+            format!("{path}:6:3: duplicate agent name `main` (first defined at line 4, column 3)"),
+        ]
+    );
+}
+
+#[test]
+fn unreachable_agents_are_warnings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(
+        &dir,
+        "orphans.yaml",
+        "version: 1\nname: with-orphans\nroot: a\nagents:\n  a: { kind: compute, value: '1' }\n  \
+         b: { kind: compute, value: '2' }\n",
+    );
+    let o = validate(&path);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ok: with-orphans (2 agents)\n");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("warning: {path}: agent `b` is not reachable from the root `a`\n")
+    );
+}
+
+#[test]
+fn build_time_errors_fail_validation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(
+        &dir,
+        "mapper.yaml",
+        "version: 1\nroot: m\nagents:\n  m: { kind: parallel_mapper, agent: one, items: xs }\n  \
+         one: { kind: compute, value: '1' }\n",
+    );
+    let o = validate(&path);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("{path}:4:3: agent `m`: the mapped agent has no inputs: set `item_key`\n")
+    );
+}
+
+#[test]
+fn missing_file_exits_64() {
+    let o = validate("/nonexistent/flow.yaml");
+    assert_eq!(o.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with("/nonexistent/flow.yaml: cannot read the spec: "));
+}
