@@ -29,6 +29,30 @@
 //! `conditional`. The other kinds of SPEC.md are recognised and rejected with "not supported yet"; the
 //! `models` section is parsed and checked but not used yet. `compensate_on_error` is parsed and stored; it
 //! has no effect until tool actions with compensations exist.
+//!
+//! ## Rules checked
+//!
+//! - Unknown fields (top level, agents per kind, `error_handler`, branches, models per provider), with a
+//!   "did you mean" suggestion; a misspelt required field is reported once (not also as missing).
+//! - Unknown kinds (listing the valid kinds); known kinds this build does not support.
+//! - Duplicate mapping keys anywhere (agent names, fields, model names), naming the first occurrence.
+//! - `version` is the integer 1; `root` and `agents` are present; `root` and every reference name a
+//!   defined agent.
+//! - The agents form a tree: an agent has at most one parent, never contains itself or an ancestor (a
+//!   cycle), and the root is nobody's sub-agent. Agents unreachable from the root are valid (see
+//!   [`Spec::unreachable_agents`]) and never built.
+//! - Every expression (`value`, `exit_when`, `output`, branch `when`, `error_handler.fallback`) and template
+//!   (`template`) compiles (minijinja).
+//! - Field types: strings, booleans (`true`/`false` only: YAML 1.2 core, so `yes`, `on`, `y` are strings),
+//!   integers in range (`max_iterations`, `max_concurrency`, `timeout_ms` ≥ 1; `retry`, `backoff_ms` ≥ 0).
+//!
+//! ## Defaults
+//!
+//! `name`: the file stem. `inputs`: the variables the agent's expressions and templates use. `loop`:
+//! `max_iterations` 10, `test_exit_at_loop_end` false, no `exit_when` = run every iteration.
+//! `parallel`/`parallel_mapper`: unbounded concurrency. `parallel_mapper.item_key`: the mapped agent's first
+//! input. `error_handler`: `retry` 0, `backoff_ms` 100 (doubling per retry), no `fallback` (fail after the
+//! retries).
 
 mod build;
 mod error;
