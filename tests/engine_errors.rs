@@ -29,11 +29,17 @@ fn failing(name: &str, out: &str, calls: Arc<AtomicUsize>) -> AgentRef {
 async fn substitute_result_feeds_the_next_agent_and_the_run_completes() {
     let calls = Arc::new(AtomicUsize::new(0));
     let seq = Sequence::builder()
-        .sub_agents([expr("first", "'a'", "a"), failing("middle", "b", calls.clone()), expr("last", "a ~ '+' ~ b", "c")])
+        .sub_agents([
+            expr("first", "'a'", "a"),
+            failing("middle", "b", calls.clone()),
+            expr("last", "a ~ '+' ~ b", "c"),
+        ])
         .output_key("c")
-        .error_handler(|ctx: &agentic::engine::ErrorContext<'_>| {
-            if ctx.agent == "middle" { Recovery::Substitute(json!("fallback")) } else { Recovery::Fail }
-        })
+        .error_handler(
+            |ctx: &agentic::engine::ErrorContext<'_>| {
+                if ctx.agent == "middle" { Recovery::Substitute(json!("fallback")) } else { Recovery::Fail }
+            },
+        )
         .build()
         .unwrap();
     let out = seq.invoke().await.unwrap();
@@ -231,7 +237,7 @@ async fn async_agents_do_not_block_readers_wait_and_the_run_waits_for_stragglers
         })
     })
     .output_key("notes")
-    .is_async(true)
+    .asynchronous(true)
     .build();
     let quick = expr("quick", "'outline'", "outline");
     let reader = expr("reader", "outline ~ ' + ' ~ notes", "draft");
@@ -254,7 +260,7 @@ async fn async_agents_do_not_block_readers_wait_and_the_run_waits_for_stragglers
         })
     })
     .output_key("bg")
-    .is_async(true)
+    .asynchronous(true)
     .build();
     let out = Sequence::builder().sub_agents([straggler]).build().unwrap().invoke().await.unwrap();
     assert_eq!(done.load(Ordering::SeqCst), 1);
@@ -266,7 +272,7 @@ async fn an_async_failure_surfaces_with_the_same_error_type_as_a_sync_one() {
     let make = |is_async: bool| {
         FnAgent::builder("fetch", |ctx| Box::pin(async move { Err(ctx.fail("404")) }))
             .output_key("page")
-            .is_async(is_async)
+            .asynchronous(is_async)
             .build()
     };
     let sync_err = Sequence::builder().sub_agents([make(false)]).build().unwrap().invoke().await.unwrap_err();

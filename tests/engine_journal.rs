@@ -28,8 +28,7 @@ fn system() -> AgentRef {
 async fn every_completed_step_at_every_level_is_journaled_in_order() {
     for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
         let store = MemoryStore::new();
-        let out =
-            system().invoke().memory_id("run-1").journal(store.journal()).durability(durability).await.unwrap();
+        let out = system().invoke().memory_id("run-1").journal(store.journal()).durability(durability).await.unwrap();
         assert_eq!(out.output(), Some(&json!(6)));
         let records = store.records("run-1").await.unwrap();
         let seqs: Vec<u64> = records.iter().map(|r| r.seq).collect();
@@ -68,7 +67,15 @@ fn topology_has_stable_paths_and_fingerprint() {
     let paths: Vec<(&str, &str)> = t.walk().iter().map(|n| (n.path.as_str(), n.spec.name.as_str())).collect();
     assert_eq!(
         paths,
-        [("root", "main"), ("root/0", "a"), ("root/1", "par"), ("root/1/0", "b"), ("root/1/1", "c"), ("root/2", "lp"), ("root/2/0", "d")]
+        [
+            ("root", "main"),
+            ("root/0", "a"),
+            ("root/1", "par"),
+            ("root/1/0", "b"),
+            ("root/1/1", "c"),
+            ("root/2", "lp"),
+            ("root/2/0", "d")
+        ]
     );
     assert_eq!(t.fingerprint(), system().topology().fingerprint());
     let changed = Sequence::builder().name("main").sub_agents([expr("a", "'x'", "a")]).build().unwrap();

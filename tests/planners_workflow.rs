@@ -37,7 +37,10 @@ async fn loop_checked_after_every_agent_runs_the_editor_k_minus_one_times() {
     let lp = Loop::builder()
         .sub_agents([scorer, editor])
         .max_iterations(10)
-        .exit_when(|v, _| v.get("score").and_then(|s| s.as_f64()).unwrap_or(0.0) >= v.get("threshold").and_then(|t| t.as_f64()).unwrap_or(1.0))
+        .exit_when(|v, _| {
+            v.get("score").and_then(|s| s.as_f64()).unwrap_or(0.0)
+                >= v.get("threshold").and_then(|t| t.as_f64()).unwrap_or(1.0)
+        })
         .output_key("story")
         .build()
         .unwrap();
@@ -105,7 +108,11 @@ async fn sequence_passes_values_down_and_empty_sequence_is_done() {
 
     let with_output = Sequence::builder()
         .sub_agents([expr("a", "2", "p"), expr("b", "3", "q")])
-        .output(|v| Ok(json!(v.get("p").and_then(|p| p.as_i64()).unwrap_or(0) * v.get("q").and_then(|q| q.as_i64()).unwrap_or(0))))
+        .output(|v| {
+            Ok(json!(
+                v.get("p").and_then(|p| p.as_i64()).unwrap_or(0) * v.get("q").and_then(|q| q.as_i64()).unwrap_or(0)
+            ))
+        })
         .output_key("product")
         .build()
         .unwrap();

@@ -88,7 +88,7 @@ type ActionFn = Arc<dyn Fn(&ScopeView) -> Result<Vec<(String, Value)>, String> +
 ///
 /// ```
 /// use agentic_agents::ScopeAction;
-/// let init = ScopeAction::new("init", |_view| Ok(vec![("count".into(), serde_json::json!(0))]));
+/// let init = ScopeAction::from_fn("init", |_view| Ok(vec![("count".into(), serde_json::json!(0))]));
 /// assert_eq!(init.spec().kind, "scope_action");
 /// ```
 pub struct ScopeAction {
@@ -98,7 +98,7 @@ pub struct ScopeAction {
 
 impl ScopeAction {
     /// An action named `name`. Use [`ScopeAction::with_spec`] to declare inputs or optionality.
-    pub fn new(
+    pub fn from_fn(
         name: impl Into<String>,
         f: impl Fn(&ScopeView) -> Result<Vec<(String, Value)>, String> + Send + Sync + 'static,
     ) -> AgentRef {

@@ -171,8 +171,8 @@ pub trait SpecBuilder: Sized {
         self
     }
 
-    /// Marks the agent async (default false).
-    fn is_async(mut self, is_async: bool) -> Self {
+    /// Marks the agent async (default false): the planner does not wait for it; readers of its output do.
+    fn asynchronous(mut self, is_async: bool) -> Self {
         self.spec_mut().is_async = is_async;
         self
     }

@@ -133,11 +133,7 @@ impl<'a> PlanningContext<'a> {
 
     /// An [`AgentError::Planner`] naming this composite.
     pub fn error(&self, message: impl Into<String>) -> AgentError {
-        AgentError::Planner {
-            agent: self.composite.name.clone(),
-            path: self.path.to_string(),
-            message: message.into(),
-        }
+        AgentError::Planner { agent: self.composite.name.clone(), path: self.path.to_string(), message: message.into() }
     }
 
     /// An [`AgentError::Expression`] naming this composite and the expression that failed.

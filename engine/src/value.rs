@@ -78,12 +78,8 @@ impl ValueType {
                 _ => None,
             },
             (ValueType::List, Value::Array(_)) | (ValueType::Object, Value::Object(_)) => Some(value.clone()),
-            (ValueType::List, Value::String(s)) => {
-                serde_json::from_str::<Value>(s).ok().filter(Value::is_array)
-            }
-            (ValueType::Object, Value::String(s)) => {
-                serde_json::from_str::<Value>(s).ok().filter(Value::is_object)
-            }
+            (ValueType::List, Value::String(s)) => serde_json::from_str::<Value>(s).ok().filter(Value::is_array),
+            (ValueType::Object, Value::String(s)) => serde_json::from_str::<Value>(s).ok().filter(Value::is_object),
             _ => None,
         }
     }

@@ -28,7 +28,8 @@ impl Planner for ConditionalPlanner {
     fn first_action(&mut self, ctx: &PlanningContext<'_>) -> Result<Action, AgentError> {
         self.active.clear();
         for (i, (cond, agents)) in self.branches.iter().enumerate() {
-            let matched = cond(ctx.view()).map_err(|m| ctx.expression_error(format!("branch {} condition", i + 1), m))?;
+            let matched =
+                cond(ctx.view()).map_err(|m| ctx.expression_error(format!("branch {} condition", i + 1), m))?;
             if matched && !agents.is_empty() {
                 self.active.push((i, 1));
             }

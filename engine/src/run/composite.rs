@@ -53,7 +53,6 @@ impl Composite {
             details: Value::Null,
         }
     }
-
 }
 
 /// Builder of a [`Composite`]. Defaults: no sub-agents, no output key, no output function (the result is the
@@ -194,15 +193,13 @@ impl DynAgent for Composite {
                 .await
                 .map_err(|e| AgentError::internal(format!("supervisor of `{}` failed to start: {e}", ctx.path)))?;
             let guard = StopOnDrop(actor);
-            let result = rx.await.map_err(|_| {
-                AgentError::internal(format!("supervisor of `{}` stopped without a result", ctx.path))
-            })?;
+            let result = rx
+                .await
+                .map_err(|_| AgentError::internal(format!("supervisor of `{}` stopped without a result", ctx.path)))?;
             drop(guard);
             let (value, write) = result?;
-            if write {
-                if let Some(key) = &self.inner.spec.output_key {
-                    ctx.write(key.clone(), value.clone()).await?;
-                }
+            if let (true, Some(key)) = (write, &self.inner.spec.output_key) {
+                ctx.write(key.clone(), value.clone()).await?;
             }
             Ok(value)
         })

@@ -68,10 +68,10 @@ pub(crate) async fn invoke_agent(
                     run2.scope.finish_async(key, delta).await?;
                 }
                 None => {
-                    if let Ok(o) = &r {
-                        if !o.delta.is_empty() {
-                            run2.scope.write(o.delta.clone()).await?;
-                        }
+                    if let Ok(o) = &r
+                        && !o.delta.is_empty()
+                    {
+                        run2.scope.write(o.delta.clone()).await?;
                     }
                 }
             }

@@ -72,10 +72,9 @@ impl RunContext {
     pub(crate) async fn journal_step(&self, record: StepRecord) -> Result<(), AgentError> {
         let Some(journal) = &self.journal else { return Ok(()) };
         match self.durability {
-            Durability::Sync => journal
-                .append_dyn(record)
-                .await
-                .map_err(|e| AgentError::internal(format!("journal write failed: {e}"))),
+            Durability::Sync => {
+                journal.append_dyn(record).await.map_err(|e| AgentError::internal(format!("journal write failed: {e}")))
+            }
             Durability::Async => match &self.async_writer {
                 Some(tx) => tx.send(record).map_err(|_| AgentError::internal("journal writer stopped")),
                 None => journal
