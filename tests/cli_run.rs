@@ -1,5 +1,7 @@
 //! `agentic run` through the real binary: outputs, `--json`, inputs, run ids and exit codes (SPEC.md §2).
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -1,5 +1,7 @@
 //! `agentic validate` through the real binary.
 
+#![allow(clippy::unwrap_used)]
+
 use std::process::{Command, Output};
 
 const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/specs");

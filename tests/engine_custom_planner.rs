@@ -1,5 +1,7 @@
 //! Custom planners driven by the supervisor: batching, concurrent completions, stalls.
 
+#![allow(clippy::unwrap_used)]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

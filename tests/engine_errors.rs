@@ -1,6 +1,8 @@
 //! Failures: missing arguments, optional agents, error handlers (retry, substitute, inheritance), parallel
 //! failure with sibling cancellation, async agents, timeouts, cancellation, type checks.
 
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

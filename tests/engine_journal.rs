@@ -1,5 +1,7 @@
 //! The step journal: one record per completed step at every nesting level, in every durability mode.
 
+#![allow(clippy::unwrap_used)]
+
 use agentic::engine::{RunStatus, StepJournal};
 use agentic::prelude::*;
 use serde_json::json;

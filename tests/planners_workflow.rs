@@ -1,5 +1,7 @@
 //! The workflow planners, exactly as docs/semantics.md: sequence, loop, parallel, parallel mapper, conditional.
 
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

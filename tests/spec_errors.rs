@@ -1,6 +1,8 @@
 //! Every class of spec error is reported with the file, line, column, agent and field — and all errors are
 //! collected, not just the first.
 
+#![allow(clippy::unwrap_used)]
+
 use agentic_spec::{Spec, SpecError};
 
 /// The errors of a spec that must not parse, as displayed lines.

@@ -1,6 +1,8 @@
 //! Every supported kind of the spec (SPEC.md §1) parses, builds with the Rust builders and runs with the
 //! exact expected result; common fields reach the built agents' metadata.
 
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use agentic_engine::{AgentRef, RunResult, TopologyNode};

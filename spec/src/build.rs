@@ -163,7 +163,7 @@ impl<'a> Builder<'a> {
 
 /// Applies the common fields (SPEC.md §1) to any builder.
 fn common<B: SpecBuilder>(mut b: B, def: &AgentDef) -> B {
-    b = b.description(def.description.clone()).optional(def.optional).is_async(def.is_async);
+    b = b.description(def.description.clone()).optional(def.optional).asynchronous(def.is_async);
     if let Some(key) = &def.output_key {
         b = b.output_key(key.clone());
     }
