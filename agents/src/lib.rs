@@ -1,14 +1,17 @@
 //! # agentic-agents
 //!
 //! Agents for the `agentic` engine. This release: non-AI agents — [`FnAgent`] (async closures),
-//! [`ScopeAction`] (state-to-writes functions), [`Compute`] (minijinja expressions and templates) — and the
-//! [`expr`] module the spec and planners use for conditions and output expressions.
+//! [`ScopeAction`] (state-to-writes functions), [`Compute`] (minijinja expressions and templates) — the
+//! human-in-the-loop agent [`Human`], and the [`expr`] module the spec and planners use for conditions and
+//! output expressions.
 
 mod closure;
 mod compute;
 pub mod error;
 pub mod expr;
+mod human;
 
 pub use closure::{FnAgent, FnAgentBuilder, ScopeAction};
 pub use compute::{Compute, ComputeBuilder};
 pub use error::ExprError;
+pub use human::{Human, HumanBuilder, HumanMode};

@@ -200,6 +200,11 @@ pub trait Agent: Send + Sync + 'static {
     /// # Errors
     /// Any [`AgentError`]; use [`InvocationContext::fail`] for the agent's own failures.
     fn invoke(&self, ctx: &InvocationContext) -> impl Future<Output = Result<Value, AgentError>> + Send;
+
+    /// Whether this agent can suspend the run (return [`AgentError::Suspended`]); default false.
+    fn may_suspend(&self) -> bool {
+        false
+    }
 }
 
 /// Object-safe companion of [`Agent`], implemented for every `Agent`; composites implement it directly.
@@ -225,6 +230,12 @@ pub trait DynAgent: Send + Sync + 'static {
         Value::Null
     }
 
+    /// Whether invoking this agent can suspend the run (a human-in-the-loop agent, or a composite containing
+    /// one). Such systems are checkpointed in process by default so a suspended outcome can be resumed.
+    fn may_suspend(&self) -> bool {
+        false
+    }
+
     /// For composites that inherit their error handler: `true`. Their failures were already through the
     /// inherited handler at their own level, so the parent does not handle them again.
     fn inherits_error_handler(&self) -> bool {
@@ -239,6 +250,10 @@ impl<A: Agent> DynAgent for A {
 
     fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> {
         Box::pin(self.invoke(ctx))
+    }
+
+    fn may_suspend(&self) -> bool {
+        Agent::may_suspend(self)
     }
 }
 
@@ -424,5 +439,27 @@ impl InvocationContext {
     /// An [`AgentError::Failed`] naming this agent.
     pub fn fail(&self, message: impl Into<String>) -> AgentError {
         AgentError::failed(self.name.to_string(), self.path.to_string(), message)
+    }
+
+    /// Uses the human answer to response `id`, if one was given (each answer is used once).
+    pub fn take_answer(&self, id: &str) -> Option<Value> {
+        self.run.take_answer(id)
+    }
+
+    /// Waits in-process until response `id` is answered (see `Registry::answer`), then uses the answer.
+    pub async fn wait_answer(&self, id: &str) -> Value {
+        self.run.wait_answer(id).await
+    }
+
+    /// An [`AgentError::Suspended`] asking a human for response `id` with `prompt`: return it to suspend the
+    /// run at this agent. The run resumes here once the response is answered.
+    pub fn suspend(&self, id: impl Into<String>, prompt: impl Into<String>) -> AgentError {
+        AgentError::Suspended {
+            pending: vec![crate::run::PendingResponse {
+                id: id.into(),
+                prompt: prompt.into(),
+                agent: self.name.to_string(),
+            }],
+        }
     }
 }

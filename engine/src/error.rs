@@ -99,6 +99,23 @@ pub enum AgentError {
         /// The planner's message.
         message: String,
     },
+    /// Not a failure: the invocation waits for human responses. The run journals its progress, releases
+    /// everything and reports `Suspended { pending }`; sibling branches finish first. Error handlers never
+    /// see this variant.
+    #[error("suspended: waiting for {}", pending.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(", "))]
+    Suspended {
+        /// The responses waited for.
+        pending: Vec<crate::run::PendingResponse>,
+    },
+    /// A run could not start or resume (changed workflow, state that no longer fits a type, run already
+    /// active, store failure).
+    #[error("run `{run_id}`: {message}")]
+    Run {
+        /// The run id.
+        run_id: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The run was cancelled before this invocation finished.
     #[error("run cancelled")]
     Cancelled,
@@ -129,7 +146,10 @@ impl AgentError {
             | AgentError::WrongType { path, .. }
             | AgentError::PlannerStalled { path, .. }
             | AgentError::Planner { path, .. } => Some(path),
-            AgentError::Cancelled | AgentError::Internal(_) => None,
+            AgentError::Cancelled
+            | AgentError::Internal(_)
+            | AgentError::Suspended { .. }
+            | AgentError::Run { .. } => None,
         }
     }
 }

@@ -26,8 +26,12 @@ pub use error::{AgentError, BuildError, StoreError};
 pub use error_handler::{ErrorContext, ErrorHandler, Recovery, RetryPolicy};
 pub use planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 pub use run::{
-    CancelHandle, Composite, CompositeBuilder, InvokeRequest, OutputFn, PendingResponse, RunOutcome, RunResult,
+    CancelHandle, Composite, CompositeBuilder, InvokeRequest, OutputFn, PendingResponse, Registry, RunOutcome,
+    RunResult, respond,
 };
 pub use scope::{ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
-pub use store::{Durability, JournalRef, PlannerState, RunStatus, StepJournal, StepRecord};
+pub use store::{
+    CallRecord, CheckpointStore, Durability, Finish, DynCheckpointStore, PlannerState, RunImage, RunRecord, RunStatus, StepRecord,
+    StoreRef,
+};
 pub use value::ValueType;

@@ -230,14 +230,14 @@ impl ScopeState {
 impl Actor for ScopeActor {
     type Msg = ScopeMsg;
     type State = ScopeState;
-    type Arguments = (ScopeView, watch::Sender<ScopeView>);
+    type Arguments = (ScopeView, watch::Sender<ScopeView>, Vec<InvocationRecord>);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
-        (view, tx): Self::Arguments,
+        (view, tx, history): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(ScopeState { view, tx, history: Vec::new(), context: Vec::new() })
+        Ok(ScopeState { view, tx, history, context: Vec::new() })
     }
 
     async fn handle(
@@ -319,9 +319,21 @@ impl ScopeHandle {
     /// # Errors
     /// [`AgentError::Internal`] when the actor cannot start.
     pub async fn spawn(memory_id: &str, initial: Map<String, Value>) -> Result<Self, AgentError> {
+        Self::spawn_with_history(memory_id, initial, Vec::new()).await
+    }
+
+    /// Starts a scope actor continuing an earlier run: its state and its invocation history.
+    ///
+    /// # Errors
+    /// [`AgentError::Internal`] when the actor cannot start.
+    pub async fn spawn_with_history(
+        memory_id: &str,
+        initial: Map<String, Value>,
+        history: Vec<InvocationRecord>,
+    ) -> Result<Self, AgentError> {
         let view = ScopeView::from_map(initial);
         let (tx, rx) = watch::channel(view.clone());
-        let (actor, _join) = Actor::spawn(None, ScopeActor, (view, tx)).await.map_err(actor_gone)?;
+        let (actor, _join) = Actor::spawn(None, ScopeActor, (view, tx, history)).await.map_err(actor_gone)?;
         Ok(ScopeHandle { inner: Arc::new(ScopeInner { actor, memory_id: Arc::from(memory_id) }), rx })
     }
 

@@ -1,17 +1,21 @@
-//! The step journal interface and the checkpoint store trait; implementations live in `agentic-store`.
+//! Durability: the step journal records, the run record, the folded [`RunImage`] a run resumes from, and the
+//! [`CheckpointStore`] trait that stores implement (`agentic-store`: memory and sled).
 //!
 //! Every completed step at every nesting level produces one [`StepRecord`]: the state delta (only the keys
-//! written), the execution state of the planner that advanced, and the invocation record. Appending records
-//! in sequence order to a journal is enough to rebuild a run's state and every planner's position.
+//! written), the execution state of the planner that advanced together with the calls it has in flight, and
+//! the invocation record. Folding the records in sequence order ([`RunImage::apply`]) rebuilds the state, the
+//! history, and the exact position of every composite that was still running — which is all a resume needs.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::StoreError;
+use crate::run::PendingResponse;
 use crate::scope::InvocationRecord;
 
 /// When journal records reach stable storage.
@@ -23,7 +27,7 @@ pub enum Durability {
     Sync,
     /// The flush of a step overlaps the next step; everything is flushed before the run returns or suspends.
     Async,
-    /// Written only when the run ends or suspends.
+    /// Written only when the run ends or suspends (a crash loses the run's progress).
     Exit,
 }
 
@@ -40,13 +44,46 @@ impl std::str::FromStr for Durability {
     }
 }
 
-/// The execution state of one planner at the time of a step.
+/// A sub-agent call in flight, as journaled with its planner's state so a resume can dispatch it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// Sub-agent index.
+    pub agent: usize,
+    /// Planner tag.
+    pub tag: u64,
+    /// Call bindings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bindings: Option<Map<String, Value>>,
+    /// Whether the output is written to the agent's output key.
+    pub write_output: bool,
+    /// Attempt number of the call in flight, 1-based.
+    pub attempt: u32,
+}
+
+/// The execution state of one composite at the time of a step: its planner's state and its calls in flight.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlannerState {
     /// Path id of the composite that owns the planner.
     pub path: String,
     /// [`crate::planner::Planner::execution_state`].
     pub state: Value,
+    /// Calls started and not yet completed (including the ones the planner just decided and calls waiting
+    /// for a human).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inflight: Vec<CallRecord>,
+    /// Set when the planner decided to finish: a resume finishes the composite at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<Finish>,
+}
+
+/// A planner's decision to finish, as journaled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Finish {
+    /// [`crate::Action::Done`].
+    Done,
+    /// [`crate::Action::DoneWith`].
+    DoneWith(Value),
 }
 
 /// One journal record: a completed step.
@@ -62,15 +99,18 @@ pub struct StepRecord {
     pub delta: Vec<(String, Value)>,
     /// Execution states of the planners that changed with this step (the parent's, after deciding).
     pub planner_states: Vec<PlannerState>,
-    /// The invocation (absent for skipped optional agents).
+    /// The invocation (absent for skipped optional agents and async starts).
     pub invocation: Option<InvocationRecord>,
+    /// True when this step records the start of an async agent (its completion is a later record).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub async_started: bool,
 }
 
-/// Final status of a run as recorded in the journal.
+/// Status of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
-    /// Still running (or interrupted by a crash).
+    /// Running (or interrupted by a crash: resume it).
     Running,
     /// Finished with a result.
     Completed,
@@ -82,65 +122,251 @@ pub enum RunStatus {
     Cancelled,
 }
 
-/// Where step records go. The engine calls it from the supervisors; stores implement it.
-pub trait StepJournal: Send + Sync + 'static {
-    /// Appends one step record. With [`Durability::Sync`] the engine awaits this before the next step.
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Suspended => "suspended",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        })
+    }
+}
+
+/// What a store keeps about a run besides its journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Run id (memory id).
+    pub run_id: String,
+    /// Spec or system name (the root agent's name).
+    pub name: String,
+    /// Topology fingerprint of the system that ran it ([`crate::TopologyNode::fingerprint`]).
+    pub fingerprint: String,
+    /// Current status.
+    pub status: RunStatus,
+    /// Responses the run waits for (when suspended).
+    #[serde(default)]
+    pub pending: Vec<PendingResponse>,
+    /// Answers recorded by `respond`, by response id, not yet consumed.
+    #[serde(default)]
+    pub answers: BTreeMap<String, Value>,
+    /// The result (completed) or the error message (failed).
+    #[serde(default)]
+    pub detail: Value,
+    /// Where the system came from (a spec file path), for `resume` in another process.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// Last update, milliseconds since the Unix epoch.
+    pub updated_at_ms: u64,
+}
+
+/// A run rebuilt from its journal: state, history, and the composites still in progress.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunImage {
+    /// Run id.
+    pub run_id: String,
+    /// Sequence number of the last record applied.
+    pub seq: u64,
+    /// The state.
+    pub state: Map<String, Value>,
+    /// Latest execution state of every composite still in progress, by path.
+    pub planners: BTreeMap<String, PlannerState>,
+    /// Invocation history.
+    pub history: Vec<InvocationRecord>,
+    /// Paths of async agents started and not finished.
+    pub async_running: BTreeSet<String>,
+}
+
+impl RunImage {
+    /// An empty image for `run_id`.
+    pub fn new(run_id: impl Into<String>) -> Self {
+        RunImage { run_id: run_id.into(), ..Default::default() }
+    }
+
+    /// Applies the next record.
     ///
     /// # Errors
-    /// The backend failed; the run fails with [`crate::AgentError::Internal`] rather than continue unjournaled.
-    fn append(&self, record: StepRecord) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// [`StoreError::Corrupt`] when the record belongs to another run or its sequence number is not the next.
+    pub fn apply(&mut self, record: &StepRecord) -> Result<(), StoreError> {
+        let corrupt = |message: String| StoreError::Corrupt {
+            run_id: self.run_id.clone(),
+            record: format!("step {}", record.seq),
+            message,
+        };
+        if record.run_id != self.run_id {
+            return Err(corrupt(format!("belongs to run `{}`", record.run_id)));
+        }
+        if record.seq != self.seq + 1 {
+            return Err(corrupt(format!("expected step {} next", self.seq + 1)));
+        }
+        self.seq = record.seq;
+        for (k, v) in &record.delta {
+            if v.is_null() {
+                self.state.remove(k);
+            } else {
+                self.state.insert(k.clone(), v.clone());
+            }
+        }
+        let path = &record.agent_path;
+        if record.async_started {
+            self.async_running.insert(path.clone());
+        } else {
+            self.async_running.remove(path);
+            // The agent at `path` completed: it and everything below it are no longer in progress.
+            let prefix = format!("{path}/");
+            self.planners.retain(|p, _| p != path && !p.starts_with(&prefix));
+        }
+        for ps in &record.planner_states {
+            self.planners.insert(ps.path.clone(), ps.clone());
+        }
+        if let Some(inv) = &record.invocation {
+            self.history.push(inv.clone());
+        }
+        Ok(())
+    }
 
-    /// Records a change of run status (and the result or error message).
+    /// Folds a journal from the start.
+    ///
+    /// # Errors
+    /// As [`RunImage::apply`].
+    pub fn fold<'a>(run_id: &str, records: impl IntoIterator<Item = &'a StepRecord>) -> Result<Self, StoreError> {
+        let mut image = RunImage::new(run_id);
+        for r in records {
+            image.apply(r)?;
+        }
+        Ok(image)
+    }
+}
+
+/// Where runs are kept: the journal, the run records, and the folded images runs resume from.
+///
+/// Native async; the engine holds stores as [`StoreRef`] through the object-safe [`DynCheckpointStore`].
+pub trait CheckpointStore: Send + Sync + 'static {
+    /// Appends one step record (it may stay buffered until [`CheckpointStore::flush`]).
     ///
     /// # Errors
     /// The backend failed.
-    fn set_status(
-        &self,
-        run_id: &str,
-        status: RunStatus,
-        detail: Value,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn append(&self, record: StepRecord) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// All records of a run, in sequence order.
+    /// Makes everything appended so far durable (fsync for disk stores).
     ///
     /// # Errors
-    /// Unknown run or corrupt data.
+    /// The backend failed.
+    fn flush(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Creates or replaces a run record.
+    ///
+    /// # Errors
+    /// The backend failed.
+    fn put_run(&self, run: RunRecord) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// A run record, if the run exists.
+    ///
+    /// # Errors
+    /// The backend failed or the record is corrupt.
+    fn run(&self, run_id: &str) -> impl Future<Output = Result<Option<RunRecord>, StoreError>> + Send;
+
+    /// All run records, most recently updated first.
+    ///
+    /// # Errors
+    /// The backend failed or a record is corrupt.
+    fn runs(&self) -> impl Future<Output = Result<Vec<RunRecord>, StoreError>> + Send;
+
+    /// All step records of a run, in sequence order (empty for a run without steps).
+    ///
+    /// # Errors
+    /// The backend failed or a record is corrupt.
     fn records(&self, run_id: &str) -> impl Future<Output = Result<Vec<StepRecord>, StoreError>> + Send;
+
+    /// The run folded from its journal (a store may start from a compacted snapshot).
+    ///
+    /// # Errors
+    /// The backend failed or a record is corrupt.
+    fn load(&self, run_id: &str) -> impl Future<Output = Result<RunImage, StoreError>> + Send {
+        async move {
+            let records = self.records(run_id).await?;
+            RunImage::fold(run_id, &records)
+        }
+    }
 }
 
-/// Object-safe companion of [`StepJournal`], implemented for every journal.
-pub trait DynStepJournal: Send + Sync + 'static {
-    /// See [`StepJournal::append`].
+/// Object-safe companion of [`CheckpointStore`], implemented for every store.
+#[allow(missing_docs)]
+pub trait DynCheckpointStore: Send + Sync + 'static {
     fn append_dyn(&self, record: StepRecord) -> BoxFuture<'_, Result<(), StoreError>>;
-    /// See [`StepJournal::set_status`].
-    fn set_status_dyn<'a>(
-        &'a self,
-        run_id: &'a str,
-        status: RunStatus,
-        detail: Value,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
-    /// See [`StepJournal::records`].
+    fn flush_dyn(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+    fn put_run_dyn(&self, run: RunRecord) -> BoxFuture<'_, Result<(), StoreError>>;
+    fn run_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Option<RunRecord>, StoreError>>;
+    fn runs_dyn(&self) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>>;
     fn records_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Vec<StepRecord>, StoreError>>;
+    fn load_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<RunImage, StoreError>>;
 }
 
-impl<J: StepJournal> DynStepJournal for J {
+impl<S: CheckpointStore> DynCheckpointStore for S {
     fn append_dyn(&self, record: StepRecord) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(self.append(record))
     }
-
-    fn set_status_dyn<'a>(
-        &'a self,
-        run_id: &'a str,
-        status: RunStatus,
-        detail: Value,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.set_status(run_id, status, detail))
+    fn flush_dyn(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.flush())
     }
-
+    fn put_run_dyn(&self, run: RunRecord) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.put_run(run))
+    }
+    fn run_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Option<RunRecord>, StoreError>> {
+        Box::pin(self.run(run_id))
+    }
+    fn runs_dyn(&self) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {
+        Box::pin(self.runs())
+    }
     fn records_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Vec<StepRecord>, StoreError>> {
         Box::pin(self.records(run_id))
     }
+    fn load_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<RunImage, StoreError>> {
+        Box::pin(self.load(run_id))
+    }
 }
 
-/// A shared journal, as the engine holds it.
-pub type JournalRef = Arc<dyn DynStepJournal>;
+/// A shared store, as the engine holds it.
+pub type StoreRef = Arc<dyn DynCheckpointStore>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rec(seq: u64, path: &str, delta: Vec<(&str, Value)>, planners: Vec<(&str, Value)>) -> StepRecord {
+        StepRecord {
+            run_id: "r".into(),
+            seq,
+            agent_path: path.into(),
+            delta: delta.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            planner_states: planners
+                .into_iter()
+                .map(|(p, s)| PlannerState { path: p.into(), state: s, inflight: vec![], finished: None })
+                .collect(),
+            invocation: None,
+            async_started: false,
+        }
+    }
+
+    #[test]
+    fn folding_tracks_state_and_composites_in_progress() {
+        let records = vec![
+            rec(1, "root/0", vec![("a", json!(1))], vec![("root", json!({"next": 2}))]),
+            rec(2, "root/1/0", vec![("b", json!(2))], vec![("root/1", json!({"next": 1}))]),
+            rec(3, "root/1/1", vec![("a", Value::Null)], vec![("root/1", json!({"next": 2}))]),
+        ];
+        let image = RunImage::fold("r", &records).unwrap();
+        assert_eq!(image.seq, 3);
+        assert_eq!(Value::Object(image.state.clone()), json!({"b": 2}));
+        assert_eq!(image.planners.keys().collect::<Vec<_>>(), ["root", "root/1"]);
+        let mut image2 = image.clone();
+        image2.apply(&rec(4, "root/1", vec![], vec![("root", json!({"next": 3}))])).unwrap();
+        assert_eq!(image2.planners.keys().collect::<Vec<_>>(), ["root"], "a completed composite is done");
+        let err = image2.apply(&rec(6, "root/2", vec![], vec![])).unwrap_err();
+        assert_eq!(err.to_string(), "run `r`: record step 6 is corrupt: expected step 5 next");
+    }
+}

@@ -28,6 +28,7 @@ pub(crate) struct CompositeInner {
     pub(crate) output: Option<OutputFn>,
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
     pub(crate) details: Value,
+    pub(crate) may_suspend: bool,
 }
 
 /// A composite agent: sub-agents driven by a planner. Build one with [`Composite::builder`]; the built-in
@@ -118,6 +119,7 @@ impl CompositeBuilder {
         let agent = AgentRef::new(Composite {
             inner: Arc::new(CompositeInner {
                 spec: self.spec,
+                may_suspend: self.sub_agents.iter().any(|a| a.0.may_suspend()),
                 sub_agents: self.sub_agents,
                 factory: self.factory,
                 output: self.output,
@@ -211,6 +213,10 @@ impl DynAgent for Composite {
 
     fn engine_writes_output(&self) -> bool {
         false
+    }
+
+    fn may_suspend(&self) -> bool {
+        self.inner.may_suspend
     }
 
     fn inherits_error_handler(&self) -> bool {

@@ -24,6 +24,8 @@ pub(crate) struct ChildOutcome {
     pub(crate) record: Option<InvocationRecord>,
     /// True when an optional agent was skipped.
     pub(crate) skipped: bool,
+    /// True when an async agent was started (its completion comes later, outside the planner).
+    pub(crate) async_started: bool,
 }
 
 /// How to invoke one agent.
@@ -84,6 +86,7 @@ pub(crate) async fn invoke_agent(
                     delta: outcome.delta,
                     planner_states: Vec::new(),
                     invocation: outcome.record,
+                    async_started: false,
                 };
                 run2.journal_step(record).await?;
             }
@@ -92,7 +95,7 @@ pub(crate) async fn invoke_agent(
         if let Ok(mut t) = run.async_tasks.lock() {
             t.push(task);
         }
-        return Ok(ChildOutcome::default());
+        return Ok(ChildOutcome { async_started: true, ..Default::default() });
     }
     execute(agent, run, path, inputs, write_key.as_deref(), opts.attempt, opts.handler).await
 }
@@ -189,6 +192,10 @@ async fn execute(
             .unwrap_or_else(|| "unknown panic".to_string());
         Err(ctx.fail(format!("panicked: {msg}")))
     });
+    if let Err(AgentError::Suspended { .. }) = &result {
+        // Waiting for a human is not an invocation: nothing is recorded until it completes.
+        return result.map(|_| ChildOutcome::default());
+    }
     let mut delta = ctx.writes.lock().map(|mut w| std::mem::take(&mut *w)).unwrap_or_default();
     let tokens = ctx.tokens.lock().ok().and_then(|t| *t);
     let (output, error) = match &result {
@@ -213,5 +220,5 @@ async fn execute(
     // The journal needs its own copy of the record only when there is a journal.
     let journaled = run.journaling().then(|| record.clone());
     run.scope.record(record);
-    result.map(|output| ChildOutcome { output, delta, record: journaled, skipped: false })
+    result.map(|output| ChildOutcome { output, delta, record: journaled, ..Default::default() })
 }

@@ -1,31 +1,36 @@
-//! The runtime: per-run context, leaf invocation, the supervisor actor that drives planners, composites, and
-//! the request that starts a run.
+//! The runtime: per-run context, leaf invocation, the supervisor actor that drives planners, composites, the
+//! request that starts or resumes a run, and the registry of live runs.
 
 mod composite;
+mod ephemeral;
 mod invoke;
+mod registry;
 mod request;
 mod supervisor;
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-use tokio::sync::mpsc;
+use serde_json::Value;
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use composite::{Composite, CompositeBuilder, OutputFn};
-pub use request::{CancelHandle, InvokeRequest, PendingResponse, RunOutcome, RunResult};
+pub use registry::Registry;
+pub use request::{CancelHandle, InvokeRequest, PendingResponse, RunOutcome, RunResult, respond};
 
 use crate::error::AgentError;
 use crate::scope::ScopeHandle;
-use crate::store::{Durability, JournalRef, StepRecord};
+use crate::store::{Durability, PlannerState, StepRecord, StoreRef};
 
 /// Shared by every invocation of one run.
 pub(crate) struct RunContext {
     pub(crate) run_id: Arc<str>,
     pub(crate) scope: ScopeHandle,
-    pub(crate) journal: Option<JournalRef>,
+    pub(crate) store: Option<StoreRef>,
     pub(crate) durability: Durability,
     pub(crate) cancel: CancellationToken,
     pub(crate) async_tasks: Mutex<Vec<JoinHandle<Result<(), AgentError>>>>,
@@ -34,33 +39,51 @@ pub(crate) struct RunContext {
     async_writer: Option<mpsc::UnboundedSender<StepRecord>>,
     /// Exit durability: records wait here until the run ends.
     exit_buffer: Mutex<Vec<StepRecord>>,
+    /// Composites in progress when the run was last checkpointed, by path; taken when the composite restarts.
+    restore: Mutex<HashMap<String, PlannerState>>,
+    /// Human answers by response id (from `respond` or in-process answers), each used once.
+    answers: Mutex<BTreeMap<String, Value>>,
+    /// Response ids whose answers were used in this run.
+    consumed: Mutex<BTreeSet<String>>,
+    /// Woken when an answer arrives in-process (pending-mode human agents wait on it).
+    answer_arrived: Notify,
+}
+
+/// How a run context starts.
+pub(crate) struct RunSetup {
+    pub(crate) run_id: Arc<str>,
+    pub(crate) scope: ScopeHandle,
+    pub(crate) store: Option<StoreRef>,
+    pub(crate) durability: Durability,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) async_writer: Option<mpsc::UnboundedSender<StepRecord>>,
+    pub(crate) first_seq: u64,
+    pub(crate) restore: HashMap<String, PlannerState>,
+    pub(crate) answers: BTreeMap<String, Value>,
 }
 
 impl RunContext {
-    pub(crate) fn new(
-        run_id: Arc<str>,
-        scope: ScopeHandle,
-        journal: Option<JournalRef>,
-        durability: Durability,
-        cancel: CancellationToken,
-        async_writer: Option<mpsc::UnboundedSender<StepRecord>>,
-    ) -> Self {
+    pub(crate) fn new(setup: RunSetup) -> Self {
         RunContext {
-            run_id,
-            scope,
-            journal,
-            durability,
-            cancel,
+            run_id: setup.run_id,
+            scope: setup.scope,
+            store: setup.store,
+            durability: setup.durability,
+            cancel: setup.cancel,
             async_tasks: Mutex::new(Vec::new()),
-            step_seq: AtomicU64::new(0),
-            async_writer,
+            step_seq: AtomicU64::new(setup.first_seq),
+            async_writer: setup.async_writer,
             exit_buffer: Mutex::new(Vec::new()),
+            restore: Mutex::new(setup.restore),
+            answers: Mutex::new(setup.answers),
+            consumed: Mutex::new(BTreeSet::new()),
+            answer_arrived: Notify::new(),
         }
     }
 
     /// Whether step records are wanted at all (skip building them otherwise).
     pub(crate) fn journaling(&self) -> bool {
-        self.journal.is_some()
+        self.store.is_some()
     }
 
     /// The next gap-free step number.
@@ -70,17 +93,16 @@ impl RunContext {
 
     /// Journals one step according to the durability mode.
     pub(crate) async fn journal_step(&self, record: StepRecord) -> Result<(), AgentError> {
-        let Some(journal) = &self.journal else { return Ok(()) };
+        let Some(store) = &self.store else { return Ok(()) };
+        let failed = |e: crate::StoreError| AgentError::internal(format!("journal write failed: {e}"));
         match self.durability {
             Durability::Sync => {
-                journal.append_dyn(record).await.map_err(|e| AgentError::internal(format!("journal write failed: {e}")))
+                store.append_dyn(record).await.map_err(failed)?;
+                store.flush_dyn().await.map_err(failed)
             }
             Durability::Async => match &self.async_writer {
                 Some(tx) => tx.send(record).map_err(|_| AgentError::internal("journal writer stopped")),
-                None => journal
-                    .append_dyn(record)
-                    .await
-                    .map_err(|e| AgentError::internal(format!("journal write failed: {e}"))),
+                None => store.append_dyn(record).await.map_err(failed),
             },
             Durability::Exit => {
                 if let Ok(mut b) = self.exit_buffer.lock() {
@@ -94,6 +116,46 @@ impl RunContext {
     /// Takes the records buffered by exit durability.
     pub(crate) fn take_exit_buffer(&self) -> Vec<StepRecord> {
         self.exit_buffer.lock().map(|mut b| std::mem::take(&mut *b)).unwrap_or_default()
+    }
+
+    /// The checkpointed state of the composite at `path`, if it was in progress (taken: used once).
+    pub(crate) fn take_restore(&self, path: &str) -> Option<PlannerState> {
+        self.restore.lock().ok().and_then(|mut r| r.remove(path))
+    }
+
+    /// Uses the answer to response `id`, if one was given.
+    pub(crate) fn take_answer(&self, id: &str) -> Option<Value> {
+        let answer = self.answers.lock().ok().and_then(|mut a| a.remove(id));
+        if answer.is_some()
+            && let Ok(mut c) = self.consumed.lock()
+        {
+            c.insert(id.to_string());
+        }
+        answer
+    }
+
+    /// Records an answer delivered in-process and wakes pending-mode waiters.
+    pub(crate) fn give_answer(&self, id: &str, value: Value) {
+        if let Ok(mut a) = self.answers.lock() {
+            a.insert(id.to_string(), value);
+        }
+        self.answer_arrived.notify_waiters();
+    }
+
+    /// Waits until the answer to `id` arrives, then uses it.
+    pub(crate) async fn wait_answer(&self, id: &str) -> Value {
+        loop {
+            let notified = self.answer_arrived.notified();
+            if let Some(v) = self.take_answer(id) {
+                return v;
+            }
+            notified.await;
+        }
+    }
+
+    /// Answers not used by this run (they stay recorded for a later resume).
+    pub(crate) fn unused_answers(&self) -> BTreeMap<String, Value> {
+        self.answers.lock().map(|a| a.clone()).unwrap_or_default()
     }
 
     /// Waits for every async agent started in this run; the first failure is returned.

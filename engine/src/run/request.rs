@@ -1,5 +1,12 @@
-//! Starting a run: [`InvokeRequest`] (an `IntoFuture` with chained options) and its [`RunOutcome`].
+//! Starting and resuming runs: [`InvokeRequest`] (an `IntoFuture` with chained options), its [`RunOutcome`],
+//! and [`respond`] (recording a human answer for a suspended run).
+//!
+//! One entry point covers every case, keyed by the memory id: a new id starts a run; the id of a suspended,
+//! failed, cancelled or crashed run resumes it from its last checkpoint (completed steps never re-run; the
+//! steps in flight run again); the id of a completed run starts a new turn on the same scope (state and
+//! history accumulate).
 
+use std::collections::{BTreeMap, HashMap};
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -9,14 +16,15 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::RunContext;
 use super::invoke::{InvokeOptions, invoke_agent};
-use crate::agent::AgentRef;
+use super::registry::Registry;
+use super::{RunContext, RunSetup, now_us};
+use crate::agent::{AgentRef, TopologyNode};
 use crate::error::AgentError;
 use crate::scope::{InvocationRecord, ScopeHandle, ScopeView};
-use crate::store::{Durability, JournalRef, RunStatus, StepRecord};
+use crate::store::{CheckpointStore, Durability, RunImage, RunRecord, RunStatus, StepRecord, StoreRef};
 
-/// A response a suspended run waits for (filled by the human-in-the-loop agents).
+/// A response a suspended run waits for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingResponse {
     /// Response id (default: the asking agent's path).
@@ -40,14 +48,24 @@ pub enum RunResult {
     },
 }
 
-/// The outcome of a run that did not fail: its id, its result and its scope.
-#[derive(Debug)]
+/// The outcome of a run that did not fail: its id, its result and its scope. A suspended outcome can be
+/// answered and resumed directly: `outcome.resume().answer("human-review", "APPROVED").await`.
 pub struct RunOutcome {
     /// The run id (memory id).
     pub run_id: String,
     /// Completed or suspended.
     pub result: RunResult,
     scope: ScopeHandle,
+    agent: AgentRef,
+    store: Option<StoreRef>,
+    durability: Durability,
+    registry: Registry,
+}
+
+impl std::fmt::Debug for RunOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOutcome").field("run_id", &self.run_id).field("result", &self.result).finish()
+    }
 }
 
 impl RunOutcome {
@@ -57,6 +75,19 @@ impl RunOutcome {
             RunResult::Completed(v) => Some(v),
             RunResult::Suspended { .. } => None,
         }
+    }
+
+    /// The responses the run waits for (empty when completed).
+    pub fn pending(&self) -> &[PendingResponse] {
+        match &self.result {
+            RunResult::Suspended { pending } => pending,
+            RunResult::Completed(_) => &[],
+        }
+    }
+
+    /// Whether the run is waiting for a human.
+    pub fn is_suspended(&self) -> bool {
+        matches!(self.result, RunResult::Suspended { .. })
     }
 
     /// The final state snapshot.
@@ -69,12 +100,21 @@ impl RunOutcome {
         &self.scope
     }
 
-    /// The invocation history of the run, in completion order.
+    /// The invocation history of the run (all turns), in completion order.
     ///
     /// # Errors
     /// [`AgentError::Internal`] when the scope actor is gone.
     pub async fn history(&self) -> Result<Vec<InvocationRecord>, AgentError> {
         self.scope.history().await
+    }
+
+    /// A request that continues this run (same system, memory id, store and durability). Add answers with
+    /// [`InvokeRequest::answer`] before awaiting it.
+    pub fn resume(&self) -> InvokeRequest {
+        let mut req = self.agent.invoke().memory_id(self.run_id.clone()).durability(self.durability);
+        req.store = self.store.clone();
+        req.registry = Some(self.registry.clone());
+        req
     }
 }
 
@@ -102,17 +142,22 @@ impl CancelHandle {
     }
 }
 
-/// A request to run an agent as a system. Chain options, then `.await` it.
+/// A request to run (or resume) an agent as a system. Chain options, then `.await` it.
 ///
-/// Defaults: empty inputs, a new UUID as memory id, no journal, [`Durability::Sync`], no cancel handle.
+/// Defaults: no inputs; a new UUID as memory id; no store (runs with an explicit memory id, and systems that
+/// can suspend, are checkpointed in an in-process store kept by the [`Registry`]); [`Durability::Sync`]; no
+/// cancel handle; the global registry.
 #[must_use = "a request does nothing until awaited"]
 pub struct InvokeRequest {
     agent: AgentRef,
     inputs: Map<String, Value>,
     memory_id: Option<String>,
-    journal: Option<JournalRef>,
+    store: Option<StoreRef>,
     durability: Durability,
     cancel: CancelHandle,
+    answers: BTreeMap<String, Value>,
+    source: Option<String>,
+    registry: Option<Registry>,
 }
 
 impl AgentRef {
@@ -122,15 +167,23 @@ impl AgentRef {
             agent: self.clone(),
             inputs: Map::new(),
             memory_id: None,
-            journal: None,
+            store: None,
             durability: Durability::Sync,
             cancel: CancelHandle::new(),
+            answers: BTreeMap::new(),
+            source: None,
+            registry: None,
         }
+    }
+
+    /// Starts a request that resumes run `run_id` (same as `invoke().memory_id(run_id)`).
+    pub fn resume(&self, run_id: impl Into<String>) -> InvokeRequest {
+        self.invoke().memory_id(run_id)
     }
 }
 
 impl InvokeRequest {
-    /// Adds one input (written to the scope before the root agent runs).
+    /// Adds one input (written to the scope before the root agent runs; it overrides a stored value).
     pub fn input(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.inputs.insert(key.into(), value.into());
         self
@@ -142,19 +195,25 @@ impl InvokeRequest {
         self
     }
 
-    /// Sets the memory id (the run id).
+    /// Sets the memory id (the run id): an existing run with this id is resumed or continued.
     pub fn memory_id(mut self, id: impl Into<String>) -> Self {
         self.memory_id = Some(id.into());
         self
     }
 
-    /// Journals every step to `journal`.
-    pub fn journal(mut self, journal: JournalRef) -> Self {
-        self.journal = Some(journal);
+    /// Checkpoints the run in `store` (a `MemoryStore`, a `SledStore`, or your own).
+    pub fn store<S: CheckpointStore>(mut self, store: S) -> Self {
+        self.store = Some(Arc::new(store));
         self
     }
 
-    /// Sets the durability mode.
+    /// Checkpoints the run in an already shared store.
+    pub fn store_ref(mut self, store: StoreRef) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Sets the durability mode (default [`Durability::Sync`]).
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
         self
@@ -166,37 +225,117 @@ impl InvokeRequest {
         self
     }
 
+    /// Answers pending response `id` (used once, by the human agent that asked).
+    pub fn answer(mut self, id: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.answers.insert(id.into(), value.into());
+        self
+    }
+
+    /// Records where the system came from (a spec path), for resuming from another process.
+    pub fn source(mut self, source: impl Into<String>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// Uses `registry` instead of the global one.
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
     async fn run(self) -> Result<RunOutcome, AgentError> {
+        let registry = self.registry.clone().unwrap_or_else(Registry::global);
+        let explicit_id = self.memory_id.is_some();
         let run_id: Arc<str> = Arc::from(self.memory_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()));
-        let scope = ScopeHandle::spawn(&run_id, self.inputs).await?;
-        let (writer_tx, writer) = match (&self.journal, self.durability) {
-            (Some(j), Durability::Async) => {
-                let (tx, mut rx) = mpsc::unbounded_channel::<StepRecord>();
-                let j = j.clone();
-                let task = tokio::spawn(async move {
-                    while let Some(rec) = rx.recv().await {
-                        j.append_dyn(rec).await?;
+        let _active = registry.activate(&run_id)?;
+        let store = self
+            .store
+            .or_else(|| (explicit_id || self.agent.0.may_suspend()).then(|| registry.kept_store(&run_id)));
+        let run_err = |message: String| AgentError::Run { run_id: run_id.to_string(), message };
+        let store_err = |e: crate::StoreError| AgentError::Run { run_id: run_id.to_string(), message: e.to_string() };
+
+        // Load what the store knows about this memory id.
+        let now_ms = now_us() / 1000;
+        let mut image = RunImage::new(run_id.to_string());
+        let mut record = None;
+        if let Some(store) = &store {
+            let topology = self.agent.topology();
+            let fingerprint = topology.fingerprint();
+            match store.run_dyn(&run_id).await.map_err(store_err)? {
+                Some(existing) => {
+                    if existing.fingerprint != fingerprint {
+                        return Err(run_err(format!(
+                            "was started by a different workflow (topology fingerprint {} in the store, {} now); \
+                             refusing to resume",
+                            existing.fingerprint, fingerprint
+                        )));
                     }
-                    Ok::<(), crate::error::StoreError>(())
-                });
-                (Some(tx), Some(task))
+                    image = store.load_dyn(&run_id).await.map_err(store_err)?;
+                    check_state_types(&topology, &image.state).map_err(run_err)?;
+                    record = Some(existing);
+                }
+                None => {
+                    record = Some(RunRecord {
+                        run_id: run_id.to_string(),
+                        name: self.agent.name().to_string(),
+                        fingerprint,
+                        status: RunStatus::Running,
+                        pending: Vec::new(),
+                        answers: BTreeMap::new(),
+                        detail: Value::Null,
+                        source: None,
+                        created_at_ms: now_ms,
+                        updated_at_ms: now_ms,
+                    })
+                }
+            }
+        }
+        // A completed run starts a new turn; anything else continues where it stopped.
+        let resuming = record.as_ref().is_some_and(|r| r.status != RunStatus::Completed) && image.seq > 0;
+        let mut answers = record.as_ref().map(|r| r.answers.clone()).unwrap_or_default();
+        answers.extend(self.answers);
+        if let (Some(store), Some(rec)) = (&store, record.as_mut()) {
+            rec.status = RunStatus::Running;
+            rec.pending.clear();
+            rec.answers = answers.clone();
+            rec.updated_at_ms = now_ms;
+            if self.source.is_some() {
+                rec.source = self.source.clone();
+            }
+            store.put_run_dyn(rec.clone()).await.map_err(store_err)?;
+            store.flush_dyn().await.map_err(store_err)?;
+        }
+
+        let mut state = std::mem::take(&mut image.state);
+        state.extend(self.inputs);
+        let scope = ScopeHandle::spawn_with_history(&run_id, state, std::mem::take(&mut image.history)).await?;
+        let (writer_tx, writer) = match (&store, self.durability) {
+            (Some(s), Durability::Async) => {
+                let (tx, rx) = mpsc::unbounded_channel::<StepRecord>();
+                (Some(tx), Some(tokio::spawn(async_writer(s.clone(), rx))))
             }
             _ => (None, None),
         };
-        let run = Arc::new(RunContext::new(
-            run_id.clone(),
-            scope.clone(),
-            self.journal.clone(),
-            self.durability,
-            self.cancel.0.clone(),
-            writer_tx,
-        ));
-        if let Some(j) = &self.journal {
-            j.set_status_dyn(&run_id, RunStatus::Running, Value::Null)
-                .await
-                .map_err(|e| AgentError::internal(format!("journal: {e}")))?;
-        }
+        let restore: HashMap<_, _> = if resuming { std::mem::take(&mut image.planners).into_iter().collect() } else { HashMap::new() };
+        let run = Arc::new(RunContext::new(RunSetup {
+            run_id: run_id.clone(),
+            scope: scope.clone(),
+            store: store.clone(),
+            durability: self.durability,
+            cancel: self.cancel.0.clone(),
+            async_writer: writer_tx,
+            first_seq: image.seq,
+            restore,
+            answers,
+        }));
+        registry.set_live(&run_id, &run);
+
         let root = async {
+            if resuming {
+                for path in &image.async_running {
+                    restart_async(&self.agent, &run, path).await?;
+                }
+            }
             let opts = InvokeOptions { bindings: None, write_output: true, attempt: 1, handler: None };
             let outcome = invoke_agent(&self.agent, &run, Arc::from("root"), opts).await?;
             run.wait_async().await?;
@@ -208,20 +347,29 @@ impl InvokeRequest {
                     delta: outcome.delta,
                     planner_states: Vec::new(),
                     invocation: outcome.record,
+                    async_started: false,
                 };
                 run.journal_step(record).await?;
             }
             Ok::<Value, AgentError>(outcome.output)
         };
-        let result = tokio::select! {
+        let mut result = tokio::select! {
             r = root => r,
             () = self.cancel.0.cancelled() => Err(AgentError::Cancelled),
         };
+        if let Err(AgentError::Suspended { .. }) = &result {
+            // Siblings have finished; async agents finish before the run reports the suspension.
+            if let Err(e) = run.wait_async().await {
+                result = Err(e);
+            }
+        }
         if result.is_err() {
             run.abort_async();
         }
+
         // Flush what async/exit durability still holds, then record the final status.
         let buffered = run.take_exit_buffer();
+        let unused_answers = run.unused_answers();
         drop(run);
         let mut flush_err = None;
         if let Some(task) = writer {
@@ -231,27 +379,135 @@ impl InvokeRequest {
                 Err(e) => flush_err = Some(AgentError::internal(format!("journal writer: {e}"))),
             }
         }
-        if let Some(j) = &self.journal {
-            for rec in buffered {
-                if let Err(e) = j.append_dyn(rec).await {
+        if let (Some(store), Some(mut rec)) = (store.clone(), record) {
+            for r in buffered {
+                if let Err(e) = store.append_dyn(r).await {
                     flush_err.get_or_insert(AgentError::internal(format!("journal write failed: {e}")));
                 }
             }
-            let (status, detail) = match &result {
-                Ok(v) => (RunStatus::Completed, v.clone()),
-                Err(AgentError::Cancelled) => (RunStatus::Cancelled, Value::Null),
-                Err(e) => (RunStatus::Failed, Value::String(e.to_string())),
+            (rec.status, rec.detail, rec.pending) = match &result {
+                Ok(v) => (RunStatus::Completed, v.clone(), Vec::new()),
+                Err(AgentError::Suspended { pending }) => (RunStatus::Suspended, Value::Null, pending.clone()),
+                Err(AgentError::Cancelled) => (RunStatus::Cancelled, Value::Null, Vec::new()),
+                Err(e) => (RunStatus::Failed, Value::String(e.to_string()), Vec::new()),
             };
-            if let Err(e) = j.set_status_dyn(&run_id, status, detail).await {
+            rec.answers = unused_answers;
+            rec.updated_at_ms = now_us() / 1000;
+            let saved = async {
+                store.put_run_dyn(rec).await?;
+                store.flush_dyn().await
+            };
+            if let Err(e) = saved.await {
                 flush_err.get_or_insert(AgentError::internal(format!("journal: {e}")));
             }
         }
-        let output = result?;
+        let result = match result {
+            Ok(v) => RunResult::Completed(v),
+            Err(AgentError::Suspended { pending }) => RunResult::Suspended { pending },
+            Err(e) => return Err(e),
+        };
         if let Some(e) = flush_err {
             return Err(e);
         }
-        Ok(RunOutcome { run_id: run_id.to_string(), result: RunResult::Completed(output), scope })
+        Ok(RunOutcome {
+            run_id: run_id.to_string(),
+            result,
+            scope,
+            agent: self.agent,
+            store,
+            durability: self.durability,
+            registry,
+        })
     }
+}
+
+/// Appends records in order and flushes whenever it has caught up (the flush overlaps the next steps).
+async fn async_writer(
+    store: StoreRef,
+    mut rx: mpsc::UnboundedReceiver<StepRecord>,
+) -> Result<(), crate::error::StoreError> {
+    while let Some(rec) = rx.recv().await {
+        store.append_dyn(rec).await?;
+        while let Ok(more) = rx.try_recv() {
+            store.append_dyn(more).await?;
+        }
+        store.flush_dyn().await?;
+    }
+    Ok(())
+}
+
+/// Starts again an async agent that was running when the run stopped.
+async fn restart_async(root: &AgentRef, run: &Arc<RunContext>, path: &str) -> Result<(), AgentError> {
+    let mut agent = root.clone();
+    for part in path.split('/').skip(1) {
+        let child = part.parse::<usize>().ok().and_then(|i| agent.0.sub_agents().get(i).cloned());
+        agent = child.ok_or_else(|| AgentError::Run {
+            run_id: run.run_id.to_string(),
+            message: format!("checkpoint names agent path `{path}` that the workflow does not have"),
+        })?;
+    }
+    let opts = InvokeOptions { bindings: None, write_output: true, attempt: 1, handler: None };
+    invoke_agent(&agent, run, Arc::from(path), opts).await.map(|_| ())
+}
+
+/// Checks that every stored value still fits the type its agents declare.
+fn check_state_types(topology: &TopologyNode, state: &Map<String, Value>) -> Result<(), String> {
+    for node in topology.walk() {
+        let spec = &node.spec;
+        let declared = spec
+            .inputs
+            .iter()
+            .map(|i| (&i.key, i.value_type))
+            .chain(spec.output_key.iter().map(|k| (k, spec.output_type)));
+        for (key, ty) in declared {
+            if let Some(v) = state.get(key)
+                && ty.coerce(v).is_none()
+            {
+                return Err(format!(
+                    "stored value of `{key}` ({v}) no longer fits its declared type {ty} (agent `{}`); refusing to resume",
+                    spec.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Records a human answer for a suspended run in `store` (it does not run anything; resume the run after).
+/// With `response_id` `None`, exactly one response must be pending. Returns the response id answered.
+///
+/// # Errors
+/// [`AgentError::Run`] when the run is unknown, not suspended, the id is not pending, or the id is omitted
+/// while several responses are pending (the message lists them).
+pub async fn respond(
+    store: &StoreRef,
+    run_id: &str,
+    response_id: Option<&str>,
+    value: Value,
+) -> Result<String, AgentError> {
+    let err = |message: String| AgentError::Run { run_id: run_id.to_string(), message };
+    let mut rec = store
+        .run_dyn(run_id)
+        .await
+        .map_err(|e| err(e.to_string()))?
+        .ok_or_else(|| err("no such run in the store".to_string()))?;
+    if rec.status != RunStatus::Suspended {
+        return Err(err(format!("is {}, not suspended: nothing to respond to", rec.status)));
+    }
+    let ids: Vec<&str> = rec.pending.iter().map(|p| p.id.as_str()).collect();
+    let id = match response_id {
+        Some(id) if ids.contains(&id) => id.to_string(),
+        Some(id) => return Err(err(format!("no pending response `{id}` (pending: {})", ids.join(", ")))),
+        None if ids.len() == 1 => ids[0].to_string(),
+        None => {
+            return Err(err(format!("{} responses are pending ({}): name the one to answer", ids.len(), ids.join(", "))));
+        }
+    };
+    rec.answers.insert(id.clone(), value);
+    rec.updated_at_ms = now_us() / 1000;
+    store.put_run_dyn(rec).await.map_err(|e| err(e.to_string()))?;
+    store.flush_dyn().await.map_err(|e| err(e.to_string()))?;
+    Ok(id)
 }
 
 impl IntoFuture for InvokeRequest {

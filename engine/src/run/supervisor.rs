@@ -23,7 +23,8 @@ use crate::error::AgentError;
 use crate::error_handler::{ErrorContext, ErrorHandler, Recovery};
 use crate::planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 use crate::scope::merge_delta;
-use crate::store::{PlannerState, StepRecord};
+use crate::run::PendingResponse;
+use crate::store::{CallRecord, Finish, PlannerState, StepRecord};
 
 pub(crate) struct PlannerActor;
 
@@ -53,6 +54,9 @@ pub(crate) struct SupervisorState {
     handler: Option<Arc<dyn ErrorHandler>>,
     planner: Box<dyn Planner>,
     inflight: HashMap<u64, InFlight>,
+    /// Calls waiting for a human, with what they wait for.
+    suspended: Vec<(AgentCall, u32)>,
+    pending: Vec<PendingResponse>,
     next_id: u64,
     reply: Option<oneshot::Sender<Result<(Value, bool), AgentError>>>,
 }
@@ -77,12 +81,18 @@ impl Actor for PlannerActor {
             child_paths,
             handler: args.handler,
             inflight: HashMap::new(),
+            suspended: Vec::new(),
+            pending: Vec::new(),
             next_id: 0,
             reply: Some(args.reply),
         })
     }
 
     async fn post_start(&self, myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+        if let Some(saved) = state.run.take_restore(&state.path) {
+            state.resume(&myself, saved);
+            return Ok(());
+        }
         let first = {
             let ctx = context(&state.inner, &state.run, &state.path);
             let planner = &mut state.planner;
@@ -108,6 +118,11 @@ impl Actor for PlannerActor {
         }
         match result {
             Ok(outcome) => state.complete(&myself, done.call, outcome, false).await,
+            Err(AgentError::Suspended { pending }) => {
+                state.suspended.push((done.call, done.attempt));
+                state.pending.extend(pending);
+                state.suspend_if_idle(&myself);
+            }
             Err(e) => state.recover(&myself, done, e).await,
         }
         Ok(())
@@ -197,7 +212,64 @@ impl SupervisorState {
         }
     }
 
+    /// Continues from a checkpoint: restore the planner, then finish or dispatch the calls that were in flight.
+    fn resume(&mut self, myself: &ActorRef<SupervisorMsg>, saved: PlannerState) {
+        if let Err(message) = self.planner.restore(saved.state) {
+            let e = AgentError::Run {
+                run_id: self.run.run_id.to_string(),
+                message: format!("cannot restore the planner of `{}` ({}): {message}", self.inner.spec.name, self.path),
+            };
+            return self.fail(myself, e);
+        }
+        match saved.finished {
+            Some(Finish::Done) => return self.finish(myself, None),
+            Some(Finish::DoneWith(v)) => return self.finish(myself, Some(v)),
+            None => {}
+        }
+        for c in saved.inflight {
+            if c.agent >= self.inner.sub_agents.len() {
+                let e = self.planning_context().error(format!("checkpoint calls unknown sub-agent index {}", c.agent));
+                return self.fail(myself, e);
+            }
+            let call = AgentCall { agent: c.agent, tag: c.tag, bindings: c.bindings, write_output: c.write_output };
+            self.spawn_child(myself, call, c.attempt, Duration::ZERO);
+        }
+        if self.inflight.is_empty() {
+            self.stalled(myself);
+        }
+    }
+
+    /// When only calls waiting for a human remain, the composite suspends (its siblings have finished).
+    fn suspend_if_idle(&mut self, myself: &ActorRef<SupervisorMsg>) {
+        if self.inflight.is_empty() && !self.suspended.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            self.fail(myself, AgentError::Suspended { pending });
+        }
+    }
+
+    /// The calls in flight (including those waiting for a human), plus `new` ones about to start.
+    fn inflight_records(&self, new: Option<&[AgentCall]>) -> Vec<CallRecord> {
+        let rec = |c: &AgentCall, attempt: u32| CallRecord {
+            agent: c.agent,
+            tag: c.tag,
+            bindings: c.bindings.clone(),
+            write_output: c.write_output,
+            attempt,
+        };
+        let mut running: Vec<(&u64, &InFlight)> = self.inflight.iter().collect();
+        running.sort_by_key(|(id, _)| **id);
+        running
+            .into_iter()
+            .map(|(_, f)| rec(&f.call, f.attempt))
+            .chain(self.suspended.iter().map(|(c, a)| rec(c, *a)))
+            .chain(new.unwrap_or_default().iter().map(|c| rec(c, 1)))
+            .collect()
+    }
+
     fn stalled(&mut self, myself: &ActorRef<SupervisorMsg>) {
+        if !self.suspended.is_empty() {
+            return self.suspend_if_idle(myself);
+        }
         let e = AgentError::PlannerStalled { agent: self.inner.spec.name.clone(), path: self.path.to_string() };
         self.fail(myself, e);
     }
@@ -253,7 +325,7 @@ impl SupervisorState {
                     }
                     merge_delta(&mut delta, key, value.clone());
                 }
-                let outcome = ChildOutcome { output: value, delta, record: None, skipped: false };
+                let outcome = ChildOutcome { output: value, delta, ..Default::default() };
                 self.complete(myself, done.call, outcome, true).await;
             }
             Recovery::Retry { .. } | Recovery::Fail => self.fail(myself, error),
@@ -275,6 +347,12 @@ impl SupervisorState {
             self.planner.next_action(&ctx, &completion)
         };
         if self.run.journaling() {
+            let (new_calls, finished) = match &action {
+                Ok(Action::Call(calls)) => (Some(calls.as_slice()), None),
+                Ok(Action::Done) => (None, Some(Finish::Done)),
+                Ok(Action::DoneWith(v)) => (None, Some(Finish::DoneWith(v.clone()))),
+                _ => (None, None),
+            };
             let record = StepRecord {
                 run_id: self.run.run_id.to_string(),
                 seq: self.run.next_seq(),
@@ -283,8 +361,11 @@ impl SupervisorState {
                 planner_states: vec![PlannerState {
                     path: self.path.to_string(),
                     state: self.planner.execution_state(),
+                    inflight: self.inflight_records(new_calls),
+                    finished,
                 }],
                 invocation: outcome.record,
+                async_started: outcome.async_started,
             };
             if let Err(e) = self.run.journal_step(record).await {
                 return self.fail(myself, e);

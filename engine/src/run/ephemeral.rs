@@ -1,0 +1,53 @@
+//! The in-process store the engine uses when a run needs checkpoints (an explicit memory id, or a system that
+//! can suspend) and the caller gave no store: it makes in-process suspend → answer → resume and multi-turn
+//! memory work without configuring anything. Bounded by the [`super::Registry`], which evicts it.
+
+use std::sync::{Arc, Mutex};
+
+use crate::error::StoreError;
+use crate::store::{CheckpointStore, RunRecord, StepRecord};
+
+#[derive(Default)]
+struct Inner {
+    run: Option<RunRecord>,
+    records: Vec<StepRecord>,
+}
+
+/// One run's journal and record, in memory.
+#[derive(Clone, Default)]
+pub(crate) struct EphemeralStore {
+    inner: Arc<Mutex<Inner>>,
+}
+
+fn poisoned() -> StoreError {
+    StoreError::Backend(Arc::from("in-process store lock poisoned"))
+}
+
+impl CheckpointStore for EphemeralStore {
+    async fn append(&self, record: StepRecord) -> Result<(), StoreError> {
+        self.inner.lock().map_err(|_| poisoned())?.records.push(record);
+        Ok(())
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
+        self.inner.lock().map_err(|_| poisoned())?.run = Some(run);
+        Ok(())
+    }
+
+    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        Ok(self.inner.lock().map_err(|_| poisoned())?.run.clone().filter(|r| r.run_id == run_id))
+    }
+
+    async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(self.inner.lock().map_err(|_| poisoned())?.run.clone().into_iter().collect())
+    }
+
+    async fn records(&self, run_id: &str) -> Result<Vec<StepRecord>, StoreError> {
+        let inner = self.inner.lock().map_err(|_| poisoned())?;
+        Ok(inner.records.iter().filter(|r| r.run_id == run_id).cloned().collect())
+    }
+}

@@ -1,0 +1,159 @@
+//! The registry of runs in this process: which memory ids are running (two invocations with one memory id
+//! never run at once), the live runs that can receive in-process answers, and the in-process stores of runs
+//! invoked without a store (multi-turn memory, in-process resume), evicted least-recently-used first.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use dashmap::DashMap;
+use serde_json::Value;
+
+use super::RunContext;
+use super::ephemeral::EphemeralStore;
+use crate::error::AgentError;
+use crate::store::StoreRef;
+
+/// Default number of in-process stores kept for memory ids invoked without a store.
+pub const DEFAULT_CAPACITY: usize = 1024;
+
+struct Inner {
+    active: DashMap<String, Weak<RunContext>>,
+    kept: Mutex<KeptStores>,
+}
+
+struct KeptStores {
+    capacity: usize,
+    order: VecDeque<String>,
+    stores: std::collections::HashMap<String, EphemeralStore>,
+}
+
+/// Runs known to this process. Cheap to clone; [`Registry::global`] is what invocations use by default.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").field("active", &self.inner.active.len()).finish()
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::with_capacity(DEFAULT_CAPACITY)
+    }
+}
+
+/// Marks a memory id active for the lifetime of a run.
+pub(crate) struct ActiveGuard {
+    registry: Registry,
+    run_id: String,
+}
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.registry.inner.active.remove(&self.run_id);
+    }
+}
+
+impl Registry {
+    /// The process-wide registry.
+    pub fn global() -> Registry {
+        static GLOBAL: OnceLock<Registry> = OnceLock::new();
+        GLOBAL.get_or_init(Registry::default).clone()
+    }
+
+    /// A registry keeping at most `capacity` in-process stores (0 keeps none: memory ids without a store
+    /// then start fresh every time).
+    pub fn with_capacity(capacity: usize) -> Registry {
+        Registry {
+            inner: Arc::new(Inner {
+                active: DashMap::new(),
+                kept: Mutex::new(KeptStores {
+                    capacity,
+                    order: VecDeque::new(),
+                    stores: std::collections::HashMap::new(),
+                }),
+            }),
+        }
+    }
+
+    /// Marks `run_id` active.
+    ///
+    /// # Errors
+    /// [`AgentError::Run`] "run is active" when another invocation of the same memory id is running.
+    pub(crate) fn activate(&self, run_id: &str) -> Result<ActiveGuard, AgentError> {
+        use dashmap::mapref::entry::Entry;
+        match self.inner.active.entry(run_id.to_string()) {
+            Entry::Occupied(_) => Err(AgentError::Run {
+                run_id: run_id.to_string(),
+                message: "run is active: another invocation with this memory id is still running".to_string(),
+            }),
+            Entry::Vacant(v) => {
+                v.insert(Weak::new());
+                Ok(ActiveGuard { registry: self.clone(), run_id: run_id.to_string() })
+            }
+        }
+    }
+
+    pub(crate) fn set_live(&self, run_id: &str, run: &Arc<RunContext>) {
+        if let Some(mut slot) = self.inner.active.get_mut(run_id) {
+            *slot = Arc::downgrade(run);
+        }
+    }
+
+    /// Whether a run with this memory id is running in this process.
+    pub fn is_active(&self, run_id: &str) -> bool {
+        self.inner.active.contains_key(run_id)
+    }
+
+    /// Delivers an answer to a running run's pending-mode human agent (`mode: pending`).
+    ///
+    /// # Errors
+    /// [`AgentError::Run`] when no run with this id is running in this process (answer a suspended run by
+    /// resuming it with the answer instead).
+    pub fn answer(&self, run_id: &str, response_id: &str, value: Value) -> Result<(), AgentError> {
+        let run = self.inner.active.get(run_id).and_then(|w| w.upgrade());
+        match run {
+            Some(run) => {
+                run.give_answer(response_id, value);
+                Ok(())
+            }
+            None => Err(AgentError::Run {
+                run_id: run_id.to_string(),
+                message: "not running in this process; resume it with the answer instead".to_string(),
+            }),
+        }
+    }
+
+    /// The in-process store of `run_id` (created if absent; marked most recently used). Beyond the capacity,
+    /// the least recently used stores of runs not running are evicted.
+    pub(crate) fn kept_store(&self, run_id: &str) -> StoreRef {
+        let Ok(mut kept) = self.inner.kept.lock() else { return Arc::new(EphemeralStore::default()) };
+        let store = kept.stores.entry(run_id.to_string()).or_default().clone();
+        kept.order.retain(|id| id != run_id);
+        kept.order.push_back(run_id.to_string());
+        while kept.order.len() > kept.capacity {
+            let victim = kept.order.iter().position(|id| {
+                (id != run_id || kept.capacity == 0) && (id == run_id || !self.inner.active.contains_key(id))
+            });
+            let Some(id) = victim.and_then(|pos| kept.order.remove(pos)) else { break };
+            kept.stores.remove(&id);
+        }
+        Arc::new(store)
+    }
+
+    /// Forgets the in-process store of `run_id` (its memory starts fresh next time).
+    pub fn evict(&self, run_id: &str) {
+        if let Ok(mut kept) = self.inner.kept.lock() {
+            kept.order.retain(|id| id != run_id);
+            kept.stores.remove(run_id);
+        }
+    }
+
+    /// Number of in-process stores kept.
+    pub fn kept_len(&self) -> usize {
+        self.inner.kept.lock().map(|k| k.stores.len()).unwrap_or(0)
+    }
+}
