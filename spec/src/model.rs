@@ -99,6 +99,15 @@ pub struct BranchDef {
 pub enum AgentKind {
     /// `compute`: evaluates an expression or renders a template.
     Compute(ComputeBody),
+    /// `human`: asks a person (`prompt`, a template) and returns the answer.
+    Human {
+        /// The prompt template.
+        prompt: Located<String>,
+        /// `pending` (wait in-process) instead of the default `suspend`.
+        pending_mode: bool,
+        /// `response_id` (default: the agent's path).
+        response_id: Option<String>,
+    },
     /// `sequence`: runs `agents` in order.
     Sequence {
         /// Sub-agents by name.
@@ -148,6 +157,7 @@ impl AgentKind {
     pub fn name(&self) -> &str {
         match self {
             AgentKind::Compute(_) => "compute",
+            AgentKind::Human { .. } => "human",
             AgentKind::Sequence { .. } => "sequence",
             AgentKind::Loop { .. } => "loop",
             AgentKind::Parallel { .. } => "parallel",
@@ -165,7 +175,7 @@ impl AgentKind {
             }
             AgentKind::ParallelMapper { agent, .. } => vec![agent],
             AgentKind::Conditional { branches } => branches.iter().flat_map(|b| b.agents.iter()).collect(),
-            AgentKind::Compute(_) | AgentKind::Unsupported(_) => Vec::new(),
+            AgentKind::Compute(_) | AgentKind::Human { .. } | AgentKind::Unsupported(_) => Vec::new(),
         }
     }
 }
@@ -213,12 +223,12 @@ pub enum ModelProvider {
 }
 
 /// The kinds this build can run.
-pub const SUPPORTED_KINDS: &[&str] = &["compute", "sequence", "loop", "parallel", "parallel_mapper", "conditional"];
+pub const SUPPORTED_KINDS: &[&str] =
+    &["compute", "human", "sequence", "loop", "parallel", "parallel_mapper", "conditional"];
 
 /// Kinds of SPEC.md that are recognised but not supported yet by this build.
 pub const UNSUPPORTED_KINDS: &[&str] = &[
     "llm",
-    "human",
     "mcp",
     "a2a",
     "supervisor",

@@ -369,6 +369,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
     }
     let specific: &[&str] = match kind {
         "compute" => &["value", "template"],
+        "human" => &["prompt", "mode", "response_id"],
         "sequence" => &["agents"],
         "loop" => &["agents", "max_iterations", "exit_when", "test_exit_at_loop_end"],
         "parallel" => &["agents", "max_concurrency"],
@@ -384,7 +385,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             return None;
         }
     };
-    let is_composite = kind != "compute";
+    let is_composite = kind != "compute" && kind != "human";
     let mut allowed: Vec<&str> = COMMON_FIELDS.to_vec();
     if is_composite {
         allowed.extend_from_slice(COMPOSITE_FIELDS);
@@ -424,6 +425,20 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
                 return None;
             }
         },
+        "human" => {
+            let prompt = cx.required(&obj, "prompt");
+            let pending_mode = match cx.nonempty(&obj, "mode") {
+                None => false,
+                Some(m) if m.value == "suspend" => false,
+                Some(m) if m.value == "pending" => true,
+                Some(m) => {
+                    cx.err(m.pos, Some("mode"), format!("unknown mode `{}`, expected `suspend` or `pending`", m.value));
+                    return None;
+                }
+            };
+            let response_id = cx.nonempty(&obj, "response_id").map(|s| s.value);
+            AgentKind::Human { prompt: prompt?, pending_mode, response_id }
+        }
         "sequence" => AgentKind::Sequence { agents: cx.required_list(&obj, "agents") },
         "loop" => AgentKind::Loop {
             agents: cx.required_list(&obj, "agents"),

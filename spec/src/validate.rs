@@ -123,6 +123,16 @@ pub(crate) fn check_expressions(agent: &AgentDef, sink: &mut Sink) {
                 expr(&format!("branches[{i}].when"), &b.when);
             }
         }
+        AgentKind::Human { prompt, .. } => {
+            if let Err(e) = Template::compile(&prompt.value) {
+                sink.push(
+                    prompt.pos,
+                    Some(&agent.name),
+                    Some("prompt"),
+                    format!("invalid template: {}", expr_message(&e)),
+                );
+            }
+        }
         AgentKind::Compute(ComputeBody::Template(t)) => {
             if let Err(e) = Template::compile(&t.value) {
                 sink.push(
