@@ -182,9 +182,9 @@ async fn cancelling_a_run_stops_it() {
         c2.cancel();
     });
     let store = MemoryStore::new();
-    let err = seq.invoke().memory_id("run-c").journal(store.journal()).cancel_handle(cancel).await.unwrap_err();
+    let err = seq.invoke().memory_id("run-c").store(store.clone()).cancel_handle(cancel).await.unwrap_err();
     assert!(matches!(err, AgentError::Cancelled));
-    assert_eq!(store.run("run-c").unwrap().status, agentic::engine::RunStatus::Cancelled);
+    assert_eq!(store.run("run-c").unwrap().record.unwrap().status, agentic::engine::RunStatus::Cancelled);
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(done.load(Ordering::SeqCst), 0);
 }
@@ -305,4 +305,90 @@ async fn a_panicking_agent_is_a_failure_not_a_hang() {
     let bad = FnAgent::builder("bad", |_ctx| Box::pin(async { panic!("bug") })).build();
     let err = Sequence::builder().sub_agents([bad]).build().unwrap().invoke().await.unwrap_err();
     assert_eq!(err.to_string(), "agent `bad` (root/0) failed: panicked: bug");
+}
+
+fn slow_async(name: &str, key: &str, ms: u64, value: serde_json::Value) -> AgentRef {
+    FnAgent::builder(name, move |_ctx| {
+        let v = value.clone();
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(v)
+        })
+    })
+    .output_key(key)
+    .asynchronous(true)
+    .build()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composite_results_and_conditions_wait_for_async_keys() {
+    // The sequence's result is its output key, produced by an async agent.
+    let seq =
+        Sequence::builder().sub_agents([slow_async("slow", "sl", 40, json!("done"))]).output_key("sl").build().unwrap();
+    assert_eq!(seq.invoke().await.unwrap().output(), Some(&json!("done")));
+
+    // A conditional after an async agent decides on the settled value.
+    let yes = expr("yes", "'took branch'", "branch");
+    let cond = Conditional::builder().branch_when(|v| v.get("sl") == Some(&json!("done")), [yes]).build().unwrap();
+    let seq = Sequence::builder()
+        .sub_agents([slow_async("slow", "sl", 40, json!("done")), cond])
+        .output_key("branch")
+        .build()
+        .unwrap();
+    assert_eq!(seq.invoke().await.unwrap().output(), Some(&json!("took branch")));
+
+    // `async` on the root has no effect: the run returns its result.
+    let root = slow_async("root", "r", 10, json!(7));
+    assert_eq!(root.invoke().await.unwrap().output(), Some(&json!(7)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_aborts_async_agents_the_run_is_waiting_for() {
+    let done = Arc::new(AtomicUsize::new(0));
+    let d2 = done.clone();
+    let bg = FnAgent::builder("bg", move |_ctx| {
+        let d = d2.clone();
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            d.fetch_add(1, Ordering::SeqCst);
+            Ok(json!(1))
+        })
+    })
+    .output_key("bg")
+    .asynchronous(true)
+    .build();
+    let seq = Sequence::builder().sub_agents([bg]).build().unwrap();
+    let cancel = CancelHandle::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        c2.cancel();
+    });
+    let err = seq.invoke().cancel_handle(cancel).await.unwrap_err();
+    assert!(matches!(err, AgentError::Cancelled));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(done.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compute_agent_stuck_in_evaluation_times_out() {
+    let busy =
+        Compute::template("busy", "{% for i in range(3000) %}{% for j in range(3000) %}{% endfor %}{% endfor %}done")
+            .unwrap()
+            .timeout(Duration::from_millis(50))
+            .build();
+    let started = std::time::Instant::now();
+    let err = Sequence::builder().sub_agents([busy]).build().unwrap().invoke().await.unwrap_err();
+    assert_eq!(err.to_string(), "agent `busy` (root/0) timed out after 50 ms");
+    assert!(started.elapsed() < Duration::from_millis(1000));
+}
+
+#[tokio::test]
+async fn retry_policy_backoff_is_capped() {
+    use agentic::engine::error_handler::MAX_BACKOFF;
+    let policy = RetryPolicy::new(40, Duration::from_secs(1));
+    let view = agentic::engine::ScopeView::default();
+    let err = AgentError::failed("a", "root/0", "x");
+    let ctx = agentic::engine::ErrorContext { error: &err, agent: "a", path: "root/0", attempt: 20, view: &view };
+    assert_eq!(agentic::engine::ErrorHandler::handle(&policy, &ctx), Recovery::Retry { after: MAX_BACKOFF });
 }

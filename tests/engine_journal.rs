@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use agentic::engine::{RunStatus, StepJournal};
+use agentic::engine::{CheckpointStore, RunStatus};
 use agentic::prelude::*;
 use serde_json::json;
 
@@ -30,7 +30,7 @@ fn system() -> AgentRef {
 async fn every_completed_step_at_every_level_is_journaled_in_order() {
     for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
         let store = MemoryStore::new();
-        let out = system().invoke().memory_id("run-1").journal(store.journal()).durability(durability).await.unwrap();
+        let out = system().invoke().memory_id("run-1").store(store.clone()).durability(durability).await.unwrap();
         assert_eq!(out.output(), Some(&json!(6)));
         let records = store.records("run-1").await.unwrap();
         let seqs: Vec<u64> = records.iter().map(|r| r.seq).collect();
@@ -47,7 +47,7 @@ async fn every_completed_step_at_every_level_is_journaled_in_order() {
         assert_eq!(d2.delta, vec![("d".to_string(), json!(6))]);
         assert_eq!(d2.planner_states[0].path, "root/2");
         assert_eq!(d2.invocation.as_ref().unwrap().inputs, json!({"b": 1, "c": 2}).as_object().unwrap().clone());
-        let run = store.run("run-1").unwrap();
+        let run = store.run("run-1").unwrap().record.unwrap();
         assert_eq!(run.status, RunStatus::Completed);
         assert_eq!(run.detail, json!(6));
     }
@@ -57,8 +57,8 @@ async fn every_completed_step_at_every_level_is_journaled_in_order() {
 async fn a_failed_run_is_journaled_as_failed_with_the_error() {
     let store = MemoryStore::new();
     let seq = Sequence::builder().sub_agents([expr("needs", "missing_key", "x")]).build().unwrap();
-    seq.invoke().memory_id("run-f").journal(store.journal()).await.unwrap_err();
-    let run = store.run("run-f").unwrap();
+    seq.invoke().memory_id("run-f").store(store.clone()).await.unwrap_err();
+    let run = store.run("run-f").unwrap().record.unwrap();
     assert_eq!(run.status, RunStatus::Failed);
     assert_eq!(run.detail, json!("agent `needs` (root/0): missing argument `missing_key`"));
 }

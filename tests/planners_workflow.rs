@@ -231,3 +231,24 @@ async fn parallel_output_expression_combines_the_branches() {
         .unwrap();
     assert_eq!(par.invoke().await.unwrap().output(), Some(&json!("\"pasta\" and \"Alien\"")));
 }
+
+#[tokio::test]
+async fn a_mapped_composite_passes_the_item_to_its_sub_agents() {
+    let double = expr("double", "x * 2", "doubled");
+    let plus = expr("plus", "doubled + 1", "plus");
+    let inner =
+        Sequence::builder().name("inner").sub_agents([double, plus]).input("x").output_key("plus").build().unwrap();
+    let mapper = ParallelMapper::builder().sub_agent(inner).items_key("xs").max_concurrency(1).build().unwrap();
+    let out = mapper.invoke().input("xs", json!([1, 2, 3])).await.unwrap();
+    assert_eq!(out.output(), Some(&json!([3, 5, 7])));
+}
+
+#[test]
+fn a_mapper_item_key_must_be_an_input_of_the_mapped_agent() {
+    let d = expr("d", "x * 2", "y");
+    let err = ParallelMapper::builder().sub_agent(d).items_key("xs").item_key("zz").build().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "`parallel_mapper`: item_key `zz` is not an input of the mapped agent `d` (its inputs: x)"
+    );
+}

@@ -75,6 +75,19 @@ impl ComputeBuilder {
     }
 }
 
+/// Evaluates the body; coerced inputs and call bindings (a mapper's item) take precedence over raw state.
+fn evaluate(
+    body: &Body,
+    view: &agentic_engine::ScopeView,
+    inputs: &serde_json::Map<String, Value>,
+) -> Result<Value, (String, String)> {
+    let extra: Vec<(&str, Value)> = inputs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    match body {
+        Body::Expression(e) => e.eval(view, &extra).map_err(|m| (m, e.source().to_string())),
+        Body::Template(t) => t.render(view, &extra).map(Value::String).map_err(|m| (m, t.source().to_string())),
+    }
+}
+
 impl Agent for Compute {
     fn spec(&self) -> &AgentSpec {
         &self.spec
@@ -82,11 +95,15 @@ impl Agent for Compute {
 
     async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
         let view = ctx.view();
-        // Coerced inputs and call bindings (a mapper's item) take precedence over raw state values.
-        let extra: Vec<(&str, Value)> = ctx.inputs().iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-        let result = match &*self.body {
-            Body::Expression(e) => e.eval(&view, &extra).map_err(|m| (m, e.source().to_string())),
-            Body::Template(t) => t.render(&view, &extra).map(Value::String).map_err(|m| (m, t.source().to_string())),
+        let inputs = ctx.inputs().clone();
+        let result = if self.spec.timeout.is_some() {
+            // Evaluation is synchronous: with a timeout, run it off the async workers so the timeout can fire.
+            let body = self.body.clone();
+            tokio::task::spawn_blocking(move || evaluate(&body, &view, &inputs))
+                .await
+                .map_err(|e| ctx.fail(format!("evaluation task: {e}")))?
+        } else {
+            evaluate(&self.body, &view, &inputs)
         };
         result.map_err(|(message, source)| AgentError::Expression {
             agent: ctx.agent_name().to_string(),

@@ -25,6 +25,14 @@ fn environment() -> &'static Environment<'static> {
     })
 }
 
+/// The variables that are state keys: everything undeclared except the environment's globals (`range`,
+/// `dict`, `namespace`, ...), sorted.
+fn state_variables(env: &Environment<'_>, used: std::collections::HashSet<String>) -> Vec<String> {
+    let globals: BTreeSet<&str> = env.globals().map(|(name, _)| name).collect();
+    let vars: BTreeSet<String> = used.into_iter().filter(|v| !globals.contains(v.as_str())).collect();
+    vars.into_iter().collect()
+}
+
 /// The evaluation context: the state snapshot plus extra variables, converted lazily key by key.
 #[derive(Debug)]
 struct ScopeObject {
@@ -96,8 +104,8 @@ impl Expression {
         let compiled = environment()
             .compile_expression_owned(source.to_string())
             .map_err(|e| ExprError::Syntax { source_text: source.to_string(), message: describe(&e) })?;
-        let variables: BTreeSet<String> = compiled.undeclared_variables(false).into_iter().collect();
-        Ok(Expression { source: source.to_string(), compiled, variables: variables.into_iter().collect() })
+        let variables = state_variables(environment(), compiled.undeclared_variables(false));
+        Ok(Expression { source: source.to_string(), compiled, variables })
     }
 
     /// The source text.
@@ -154,9 +162,9 @@ impl Template {
         env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
         let syntax = |e: minijinja::Error| ExprError::Syntax { source_text: source.to_string(), message: describe(&e) };
         env.add_template_owned(NAME, source.to_string()).map_err(syntax)?;
-        let variables: BTreeSet<String> =
-            env.get_template(NAME).map_err(syntax)?.undeclared_variables(false).into_iter().collect();
-        Ok(Template { source: source.to_string(), env, variables: variables.into_iter().collect() })
+        let used = env.get_template(NAME).map_err(syntax)?.undeclared_variables(false);
+        let variables = state_variables(&env, used);
+        Ok(Template { source: source.to_string(), env, variables })
     }
 
     /// The source text.
@@ -207,6 +215,8 @@ mod tests {
 
     #[test]
     fn templates_render_and_report_syntax_errors() {
+        let loop_t = Template::compile("{% for i in range(n) %}{{ i }}{% endfor %}").expect("compile");
+        assert_eq!(loop_t.variables(), vec!["n".to_string()], "globals such as range are not state keys");
         let t = Template::compile("Hello {{ name }}!").expect("compile");
         assert_eq!(t.variables(), vec!["name".to_string()]);
         assert_eq!(t.render(&view(json!({"name": "Ada"})), &[]), Ok("Hello Ada!".to_string()));

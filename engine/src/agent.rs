@@ -341,6 +341,7 @@ pub struct InvocationContext {
     pub(crate) path: Arc<str>,
     pub(crate) name: Arc<str>,
     pub(crate) inputs: Map<String, Value>,
+    pub(crate) bindings: Option<Arc<Map<String, Value>>>,
     pub(crate) attempt: u32,
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
     pub(crate) writes: Mutex<Vec<(String, Value)>>,

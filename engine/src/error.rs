@@ -146,10 +146,9 @@ impl AgentError {
             | AgentError::WrongType { path, .. }
             | AgentError::PlannerStalled { path, .. }
             | AgentError::Planner { path, .. } => Some(path),
-            AgentError::Cancelled
-            | AgentError::Internal(_)
-            | AgentError::Suspended { .. }
-            | AgentError::Run { .. } => None,
+            AgentError::Cancelled | AgentError::Internal(_) | AgentError::Suspended { .. } | AgentError::Run { .. } => {
+                None
+            }
         }
     }
 }

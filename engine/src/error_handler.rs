@@ -62,6 +62,9 @@ where
     }
 }
 
+/// The longest delay [`RetryPolicy`] waits before one retry (the doubling stops there): 30 s.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
 type Fallback = Arc<dyn Fn(&ScopeView) -> Result<Value, String> + Send + Sync>;
 
 /// The common handler: retry up to `retries` times with exponential backoff, then substitute a fallback
@@ -85,7 +88,7 @@ impl std::fmt::Debug for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// Retry `retries` times; first delay `backoff`, doubling each retry. No fallback.
+    /// Retry `retries` times; first delay `backoff`, doubling each retry up to [`MAX_BACKOFF`]. No fallback.
     pub fn new(retries: u32, backoff: Duration) -> Self {
         RetryPolicy { retries, backoff, fallback: None }
     }
@@ -105,7 +108,7 @@ impl ErrorHandler for RetryPolicy {
         }
         if ctx.attempt <= self.retries {
             let factor = 1u32 << (ctx.attempt - 1).min(16);
-            return Recovery::Retry { after: self.backoff.saturating_mul(factor) };
+            return Recovery::Retry { after: self.backoff.saturating_mul(factor).min(MAX_BACKOFF) };
         }
         match &self.fallback {
             Some(f) => match f(ctx.view) {

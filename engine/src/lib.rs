@@ -31,7 +31,7 @@ pub use run::{
 };
 pub use scope::{ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
 pub use store::{
-    CallRecord, CheckpointStore, Durability, Finish, DynCheckpointStore, PlannerState, RunImage, RunRecord, RunStatus, StepRecord,
-    StoreRef,
+    CallRecord, CheckpointStore, Durability, DynCheckpointStore, Finish, PlannerState, RunImage, RunRecord, RunStatus,
+    StepRecord, StoreRef,
 };
 pub use value::ValueType;

@@ -185,6 +185,12 @@ pub trait Planner: Send + 'static {
         Ok(())
     }
 
+    /// Whether the planner's decisions read the state (conditions, exit checks). Such a planner decides on
+    /// a settled snapshot: the supervisor first waits for async agents still producing keys. Default false.
+    fn reads_state(&self) -> bool {
+        false
+    }
+
     /// The planner's kind for topology and reports (`sequence`, `loop`, ...).
     fn kind(&self) -> &'static str {
         "custom"

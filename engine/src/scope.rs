@@ -133,6 +133,11 @@ impl ScopeView {
         self.async_errors.contains_key(key)
     }
 
+    /// Whether async agents are still producing any key.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     /// Whether an async agent is still producing `key`.
     pub fn is_pending(&self, key: &str) -> bool {
         self.pending.contains(key)
@@ -392,6 +397,16 @@ impl ScopeHandle {
             return Err(e.clone());
         }
         Ok(view.state.get(key).cloned())
+    }
+
+    /// A snapshot taken once no async agent is producing any key (at once when none is).
+    ///
+    /// # Errors
+    /// [`AgentError::Internal`] when the scope actor is gone.
+    pub async fn settled(&self) -> Result<ScopeView, AgentError> {
+        let mut rx = self.rx.clone();
+        let view = rx.wait_for(|v| v.pending.is_empty()).await.map_err(actor_gone)?;
+        Ok(view.clone())
     }
 
     /// Appends an invocation to the history (fire and forget; ordered with the writes).

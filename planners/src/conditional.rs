@@ -67,6 +67,10 @@ impl Planner for ConditionalPlanner {
         Ok(())
     }
 
+    fn reads_state(&self) -> bool {
+        true
+    }
+
     fn kind(&self) -> &'static str {
         "conditional"
     }

@@ -95,6 +95,10 @@ impl Planner for LoopPlanner {
         Ok(())
     }
 
+    fn reads_state(&self) -> bool {
+        self.config.as_ref().is_some_and(|c| c.exit.is_some())
+    }
+
     fn kind(&self) -> &'static str {
         "loop"
     }

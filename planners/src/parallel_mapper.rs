@@ -167,6 +167,15 @@ impl ParallelMapperBuilder {
                 .map(|i| i.key.clone())
                 .ok_or_else(|| invalid("the mapped agent has no inputs: set `item_key`"))?,
         };
+        let mapped = self.parts.agents[0].spec();
+        if !mapped.inputs.is_empty() && mapped.input(&item_key).is_none() {
+            let inputs: Vec<&str> = mapped.inputs.iter().map(|i| i.key.as_str()).collect();
+            return Err(invalid(&format!(
+                "item_key `{item_key}` is not an input of the mapped agent `{}` (its inputs: {})",
+                mapped.name,
+                inputs.join(", ")
+            )));
+        }
         // The items key is read by the planner, not resolved as an input: a missing list means no result.
         let parts = self.parts;
         let max = self.max_concurrency;

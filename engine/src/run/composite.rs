@@ -189,6 +189,7 @@ impl DynAgent for Composite {
                 run: ctx.run.clone(),
                 path: ctx.path.clone(),
                 handler,
+                bindings: ctx.bindings.clone(),
                 reply: tx,
             };
             let (actor, _join) = Actor::spawn(None, PlannerActor, args)

@@ -30,7 +30,10 @@ pub(crate) struct ChildOutcome {
 
 /// How to invoke one agent.
 pub(crate) struct InvokeOptions<'a> {
-    pub(crate) bindings: Option<&'a Map<String, Value>>,
+    /// Input values for this call only (a mapper's item), inherited by a composite's sub-agents.
+    pub(crate) bindings: Option<&'a Arc<Map<String, Value>>>,
+    /// False for the root: `async` has no effect there (the run waits for its result).
+    pub(crate) allow_async: bool,
     pub(crate) write_output: bool,
     pub(crate) attempt: u32,
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
@@ -45,11 +48,12 @@ pub(crate) async fn invoke_agent(
     opts: InvokeOptions<'_>,
 ) -> Result<ChildOutcome, AgentError> {
     let spec = agent.spec();
-    let Some(inputs) = resolve_inputs(agent, run, &path, opts.bindings).await? else {
+    let Some(inputs) = resolve_inputs(agent, run, &path, opts.bindings.map(|b| &**b)).await? else {
         return Ok(ChildOutcome { skipped: true, ..Default::default() });
     };
     let write_key = if opts.write_output && agent.0.engine_writes_output() { spec.output_key.clone() } else { None };
-    if spec.is_async {
+    let bindings = opts.bindings.cloned();
+    if spec.is_async && opts.allow_async {
         if let Some(key) = &write_key {
             run.scope.mark_pending(key).await?;
         }
@@ -57,7 +61,7 @@ pub(crate) async fn invoke_agent(
         let handler = opts.handler.clone();
         let attempt = opts.attempt;
         let task = tokio::spawn(async move {
-            let r = execute(&agent, &run2, path.clone(), inputs, None, attempt, handler).await;
+            let r = execute(&agent, &run2, path.clone(), inputs, bindings, None, attempt, handler).await;
             let r = r.map(|mut o| {
                 if let Some(k) = &write_key {
                     merge_delta(&mut o.delta, k.clone(), o.output.clone());
@@ -92,12 +96,10 @@ pub(crate) async fn invoke_agent(
             }
             Ok(())
         });
-        if let Ok(mut t) = run.async_tasks.lock() {
-            t.push(task);
-        }
+        run.track_async(task);
         return Ok(ChildOutcome { async_started: true, ..Default::default() });
     }
-    execute(agent, run, path, inputs, write_key.as_deref(), opts.attempt, opts.handler).await
+    execute(agent, run, path, inputs, bindings, write_key.as_deref(), opts.attempt, opts.handler).await
 }
 
 /// Resolves declared inputs: bindings first, then the scope (waiting while an async agent produces the key),
@@ -151,11 +153,13 @@ async fn resolve_inputs(
     Ok(Some(inputs))
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn execute(
     agent: &AgentRef,
     run: &Arc<RunContext>,
     path: Arc<str>,
     inputs: Map<String, Value>,
+    bindings: Option<Arc<Map<String, Value>>>,
     write_key: Option<&str>,
     attempt: u32,
     handler: Option<Arc<dyn ErrorHandler>>,
@@ -166,6 +170,7 @@ async fn execute(
         path,
         name: Arc::from(spec.name.as_str()),
         inputs,
+        bindings,
         attempt,
         handler,
         writes: Mutex::new(Vec::new()),

@@ -9,13 +9,13 @@ mod request;
 mod supervisor;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
 pub use composite::{Composite, CompositeBuilder, OutputFn};
@@ -34,6 +34,8 @@ pub(crate) struct RunContext {
     pub(crate) durability: Durability,
     pub(crate) cancel: CancellationToken,
     pub(crate) async_tasks: Mutex<Vec<JoinHandle<Result<(), AgentError>>>>,
+    /// Abort handles of every async agent started (kept while `wait_async` awaits their join handles).
+    pub(crate) async_aborts: Mutex<Vec<AbortHandle>>,
     step_seq: AtomicU64,
     /// Async durability: records go to a writer task in order.
     async_writer: Option<mpsc::UnboundedSender<StepRecord>>,
@@ -71,6 +73,7 @@ impl RunContext {
             durability: setup.durability,
             cancel: setup.cancel,
             async_tasks: Mutex::new(Vec::new()),
+            async_aborts: Mutex::new(Vec::new()),
             step_seq: AtomicU64::new(setup.first_seq),
             async_writer: setup.async_writer,
             exit_buffer: Mutex::new(Vec::new()),
@@ -182,10 +185,20 @@ impl RunContext {
         first_err.map_or(Ok(()), Err)
     }
 
-    /// Aborts every async agent still running.
-    pub(crate) fn abort_async(&self) {
+    /// Tracks an async agent's task.
+    pub(crate) fn track_async(&self, task: JoinHandle<Result<(), AgentError>>) {
+        if let Ok(mut a) = self.async_aborts.lock() {
+            a.push(task.abort_handle());
+        }
         if let Ok(mut t) = self.async_tasks.lock() {
-            for h in t.drain(..) {
+            t.push(task);
+        }
+    }
+
+    /// Aborts every async agent still running (including those `wait_async` is waiting for).
+    pub(crate) fn abort_async(&self) {
+        if let Ok(mut a) = self.async_aborts.lock() {
+            for h in a.drain(..) {
                 h.abort();
             }
         }

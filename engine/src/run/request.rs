@@ -248,9 +248,8 @@ impl InvokeRequest {
         let explicit_id = self.memory_id.is_some();
         let run_id: Arc<str> = Arc::from(self.memory_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()));
         let _active = registry.activate(&run_id)?;
-        let store = self
-            .store
-            .or_else(|| (explicit_id || self.agent.0.may_suspend()).then(|| registry.kept_store(&run_id)));
+        let store =
+            self.store.or_else(|| (explicit_id || self.agent.0.may_suspend()).then(|| registry.kept_store(&run_id)));
         let run_err = |message: String| AgentError::Run { run_id: run_id.to_string(), message };
         let store_err = |e: crate::StoreError| AgentError::Run { run_id: run_id.to_string(), message: e.to_string() };
 
@@ -316,7 +315,8 @@ impl InvokeRequest {
             }
             _ => (None, None),
         };
-        let restore: HashMap<_, _> = if resuming { std::mem::take(&mut image.planners).into_iter().collect() } else { HashMap::new() };
+        let restore: HashMap<_, _> =
+            if resuming { std::mem::take(&mut image.planners).into_iter().collect() } else { HashMap::new() };
         let run = Arc::new(RunContext::new(RunSetup {
             run_id: run_id.clone(),
             scope: scope.clone(),
@@ -336,7 +336,8 @@ impl InvokeRequest {
                     restart_async(&self.agent, &run, path).await?;
                 }
             }
-            let opts = InvokeOptions { bindings: None, write_output: true, attempt: 1, handler: None };
+            let opts =
+                InvokeOptions { bindings: None, allow_async: false, write_output: true, attempt: 1, handler: None };
             let outcome = invoke_agent(&self.agent, &run, Arc::from("root"), opts).await?;
             run.wait_async().await?;
             if run.journaling() {
@@ -446,7 +447,7 @@ async fn restart_async(root: &AgentRef, run: &Arc<RunContext>, path: &str) -> Re
             message: format!("checkpoint names agent path `{path}` that the workflow does not have"),
         })?;
     }
-    let opts = InvokeOptions { bindings: None, write_output: true, attempt: 1, handler: None };
+    let opts = InvokeOptions { bindings: None, allow_async: true, write_output: true, attempt: 1, handler: None };
     invoke_agent(&agent, run, Arc::from(path), opts).await.map(|_| ())
 }
 
@@ -500,7 +501,11 @@ pub async fn respond(
         Some(id) => return Err(err(format!("no pending response `{id}` (pending: {})", ids.join(", ")))),
         None if ids.len() == 1 => ids[0].to_string(),
         None => {
-            return Err(err(format!("{} responses are pending ({}): name the one to answer", ids.len(), ids.join(", "))));
+            return Err(err(format!(
+                "{} responses are pending ({}): name the one to answer",
+                ids.len(),
+                ids.join(", ")
+            )));
         }
     };
     rec.answers.insert(id.clone(), value);

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
@@ -22,8 +22,8 @@ use super::invoke::{ChildOutcome, InvokeOptions, invoke_agent};
 use crate::error::AgentError;
 use crate::error_handler::{ErrorContext, ErrorHandler, Recovery};
 use crate::planner::{Action, AgentCall, Completion, Planner, PlanningContext};
-use crate::scope::merge_delta;
 use crate::run::PendingResponse;
+use crate::scope::{ScopeView, merge_delta};
 use crate::store::{CallRecord, Finish, PlannerState, StepRecord};
 
 pub(crate) struct PlannerActor;
@@ -33,6 +33,8 @@ pub(crate) struct SupervisorArgs {
     pub(crate) run: Arc<RunContext>,
     pub(crate) path: Arc<str>,
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
+    /// Call bindings of the composite's own invocation, inherited by its sub-agents.
+    pub(crate) bindings: Option<Arc<Map<String, Value>>>,
     pub(crate) reply: oneshot::Sender<Result<(Value, bool), AgentError>>,
 }
 
@@ -52,6 +54,7 @@ pub(crate) struct SupervisorState {
     path: Arc<str>,
     child_paths: Vec<Arc<str>>,
     handler: Option<Arc<dyn ErrorHandler>>,
+    bindings: Option<Arc<Map<String, Value>>>,
     planner: Box<dyn Planner>,
     inflight: HashMap<u64, InFlight>,
     /// Calls waiting for a human, with what they wait for.
@@ -80,6 +83,7 @@ impl Actor for PlannerActor {
             path: args.path,
             child_paths,
             handler: args.handler,
+            bindings: args.bindings,
             inflight: HashMap::new(),
             suspended: Vec::new(),
             pending: Vec::new(),
@@ -90,13 +94,16 @@ impl Actor for PlannerActor {
 
     async fn post_start(&self, myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
         if let Some(saved) = state.run.take_restore(&state.path) {
-            state.resume(&myself, saved);
+            state.resume(&myself, saved).await;
             return Ok(());
         }
-        let first = {
-            let ctx = context(&state.inner, &state.run, &state.path);
-            let planner = &mut state.planner;
-            planner.init(&ctx).and_then(|()| planner.first_action(&ctx))
+        let first = match decision_view(&state.run, state.planner.reads_state()).await {
+            Ok(view) => {
+                let ctx = context(&state.inner, view, &state.path);
+                let planner = &mut state.planner;
+                planner.init(&ctx).and_then(|()| planner.first_action(&ctx))
+            }
+            Err(e) => Err(e),
         };
         match first {
             Ok(action) => state.dispatch(&myself, action).await,
@@ -137,13 +144,19 @@ impl Actor for PlannerActor {
     }
 }
 
-fn context<'a>(inner: &'a CompositeInner, run: &RunContext, path: &'a str) -> PlanningContext<'a> {
-    PlanningContext::new(run.scope.view(), &inner.sub_agents, &inner.spec, path)
+fn context<'a>(inner: &'a CompositeInner, view: ScopeView, path: &'a str) -> PlanningContext<'a> {
+    PlanningContext::new(view, &inner.sub_agents, &inner.spec, path)
+}
+
+/// The snapshot a planner decides on: settled (no async production pending) when it reads the state.
+async fn decision_view(run: &RunContext, reads_state: bool) -> Result<ScopeView, AgentError> {
+    let view = run.scope.view();
+    if reads_state && view.has_pending() { run.scope.settled().await } else { Ok(view) }
 }
 
 impl SupervisorState {
     fn planning_context(&self) -> PlanningContext<'_> {
-        context(&self.inner, &self.run, &self.path)
+        context(&self.inner, self.run.scope.view(), &self.path)
     }
 
     fn abort_all(&mut self) {
@@ -160,9 +173,13 @@ impl SupervisorState {
         myself.stop(None);
     }
 
-    fn finish(&mut self, myself: &ActorRef<SupervisorMsg>, with: Option<Value>) {
+    async fn finish(&mut self, myself: &ActorRef<SupervisorMsg>, with: Option<Value>) {
         self.abort_all();
-        let view = self.run.scope.view();
+        // The result reads the state: wait for async agents still producing keys.
+        let view = match self.run.scope.settled().await {
+            Ok(v) => v,
+            Err(e) => return self.fail(myself, e),
+        };
         let result = match (&self.inner.output, with) {
             (Some(f), _) => f(&view).map(|v| (v, true)).map_err(|message| AgentError::Expression {
                 agent: self.inner.spec.name.clone(),
@@ -202,8 +219,8 @@ impl SupervisorState {
                     self.stalled(myself);
                 }
             }
-            Action::Done => self.finish(myself, None),
-            Action::DoneWith(v) => self.finish(myself, Some(v)),
+            Action::Done => self.finish(myself, None).await,
+            Action::DoneWith(v) => self.finish(myself, Some(v)).await,
             Action::Nothing => {
                 if self.inflight.is_empty() {
                     self.stalled(myself);
@@ -213,7 +230,7 @@ impl SupervisorState {
     }
 
     /// Continues from a checkpoint: restore the planner, then finish or dispatch the calls that were in flight.
-    fn resume(&mut self, myself: &ActorRef<SupervisorMsg>, saved: PlannerState) {
+    async fn resume(&mut self, myself: &ActorRef<SupervisorMsg>, saved: PlannerState) {
         if let Err(message) = self.planner.restore(saved.state) {
             let e = AgentError::Run {
                 run_id: self.run.run_id.to_string(),
@@ -222,8 +239,8 @@ impl SupervisorState {
             return self.fail(myself, e);
         }
         match saved.finished {
-            Some(Finish::Done) => return self.finish(myself, None),
-            Some(Finish::DoneWith(v)) => return self.finish(myself, Some(v)),
+            Some(Finish::Done) => return self.finish(myself, None).await,
+            Some(Finish::DoneWith(v)) => return self.finish(myself, Some(v)).await,
             None => {}
         }
         for c in saved.inflight {
@@ -282,13 +299,22 @@ impl SupervisorState {
         let run = self.run.clone();
         let handler = self.handler.clone();
         let me = myself.clone();
-        let bindings = call.bindings.clone();
+        let bindings = match (&self.bindings, &call.bindings) {
+            (None, None) => None,
+            (Some(inherited), None) => Some(inherited.clone()),
+            (None, Some(own)) => Some(Arc::new(own.clone())),
+            (Some(inherited), Some(own)) => {
+                let mut merged = (**inherited).clone();
+                merged.extend(own.clone());
+                Some(Arc::new(merged))
+            }
+        };
         let write_output = call.write_output;
         let task = tokio::spawn(async move {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            let opts = InvokeOptions { bindings: bindings.as_ref(), write_output, attempt, handler };
+            let opts = InvokeOptions { bindings: bindings.as_ref(), allow_async: true, write_output, attempt, handler };
             let result = invoke_agent(&agent, &run, path, opts).await;
             let _ = me.cast(SupervisorMsg::ChildDone { id, result });
         });
@@ -342,9 +368,12 @@ impl SupervisorState {
     ) {
         let agent_index = call.agent;
         let completion = Completion { call, output: outcome.output, skipped: outcome.skipped, substituted };
-        let action = {
-            let ctx = context(&self.inner, &self.run, &self.path);
-            self.planner.next_action(&ctx, &completion)
+        let action = match decision_view(&self.run, self.planner.reads_state()).await {
+            Ok(view) => {
+                let ctx = context(&self.inner, view, &self.path);
+                self.planner.next_action(&ctx, &completion)
+            }
+            Err(e) => Err(e),
         };
         if self.run.journaling() {
             let (new_calls, finished) = match &action {
