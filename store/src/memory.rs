@@ -1,0 +1,131 @@
+//! The in-memory store.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use agentic_engine::{CheckpointStore, RunRecord, StepRecord, StoreError, StoreRef};
+
+/// One run as the memory store holds it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryRun {
+    /// The run record, once [`CheckpointStore::put_run`] was called for the run.
+    pub record: Option<RunRecord>,
+    /// The journal, in append order (sequence order when the engine appends).
+    pub records: Vec<StepRecord>,
+}
+
+/// A checkpoint store in process memory. Cheap to clone: clones share the same runs.
+///
+/// [`CheckpointStore::flush`] does nothing and [`CheckpointStore::load`] folds the whole journal (no
+/// snapshots): the store is meant for tests, demos and runs that need no restart.
+///
+/// Note that the inherent [`MemoryStore::run`] (a synchronous copy of everything kept about a run, for tests)
+/// shadows the trait's async `run`; call that one as `CheckpointStore::run(&store, id)`.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    runs: Arc<Mutex<HashMap<String, MemoryRun>>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The store as the engine holds it (a shared handle to the same runs).
+    pub fn store_ref(&self) -> StoreRef {
+        Arc::new(self.clone())
+    }
+
+    /// Same as [`MemoryStore::store_ref`] (the name the journal API used).
+    pub fn journal(&self) -> StoreRef {
+        self.store_ref()
+    }
+
+    /// A copy of everything kept about a run (its record and journal), if the run is known.
+    pub fn run(&self, run_id: &str) -> Option<MemoryRun> {
+        self.lock().ok().and_then(|r| r.get(run_id).cloned())
+    }
+
+    /// Ids of all known runs (with a run record or at least one journal record), sorted.
+    pub fn run_ids(&self) -> Vec<String> {
+        let ids: BTreeSet<String> = self.lock().map(|r| r.keys().cloned().collect()).unwrap_or_default();
+        ids.into_iter().collect()
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, HashMap<String, MemoryRun>>, StoreError> {
+        self.runs.lock().map_err(|_| StoreError::Backend(Arc::from("memory store: lock poisoned by a panic")))
+    }
+}
+
+impl CheckpointStore for MemoryStore {
+    async fn append(&self, record: StepRecord) -> Result<(), StoreError> {
+        let mut runs = self.lock()?;
+        runs.entry(record.run_id.clone()).or_default().records.push(record);
+        Ok(())
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
+        let mut runs = self.lock()?;
+        let entry = runs.entry(run.run_id.clone()).or_default();
+        entry.record = Some(run);
+        Ok(())
+    }
+
+    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        Ok(self.lock()?.get(run_id).and_then(|r| r.record.clone()))
+    }
+
+    async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let mut records: Vec<RunRecord> = self.lock()?.values().filter_map(|r| r.record.clone()).collect();
+        records.sort_by(|a, b| b.updated_at_ms.cmp(&a.updated_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
+        Ok(records)
+    }
+
+    async fn records(&self, run_id: &str) -> Result<Vec<StepRecord>, StoreError> {
+        Ok(self.lock()?.get(run_id).map(|r| r.records.clone()).unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::format::tests::{run_record, step};
+
+    #[tokio::test]
+    async fn keeps_runs_and_records_and_folds_them() {
+        let store = MemoryStore::new();
+        let shared = store.clone();
+        assert!(store.records("r").await.unwrap().is_empty());
+        assert_eq!(CheckpointStore::run(&store, "r").await.unwrap(), None);
+        assert_eq!(store.load("r").await.unwrap(), agentic_engine::RunImage::new("r"));
+
+        shared.put_run(run_record("a", 10)).await.unwrap();
+        shared.put_run(run_record("b", 30)).await.unwrap();
+        shared.put_run(run_record("c", 20)).await.unwrap();
+        for seq in 1..=5 {
+            shared.append(step("a", seq)).await.unwrap();
+        }
+        shared.flush().await.unwrap();
+
+        let ids: Vec<String> = store.runs().await.unwrap().into_iter().map(|r| r.run_id).collect();
+        assert_eq!(ids, ["b", "c", "a"], "most recently updated first");
+        assert_eq!(store.run_ids(), ["a", "b", "c"]);
+        assert_eq!(CheckpointStore::run(&store, "a").await.unwrap(), Some(run_record("a", 10)));
+        let memory_run = store.run("a").unwrap();
+        assert_eq!(memory_run.records.len(), 5);
+        let records = store.records("a").await.unwrap();
+        assert_eq!(records, memory_run.records);
+        let image = store.load("a").await.unwrap();
+        assert_eq!(image, agentic_engine::RunImage::fold("a", &records).unwrap());
+        assert_eq!(image.seq, 5);
+        let dyn_store = store.store_ref();
+        assert_eq!(dyn_store.records_dyn("a").await.unwrap().len(), 5);
+    }
+}
