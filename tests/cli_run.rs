@@ -9,10 +9,13 @@ use serde_json::{Value, json};
 
 const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/specs");
 
+/// Runs the binary with a fresh store directory of its own (tests run in parallel; a sled store is one
+/// process's at a time).
 fn agentic(args: &[&str]) -> Output {
+    let store = tempfile::tempdir().expect("tempdir");
     Command::new(env!("CARGO_BIN_EXE_agentic"))
         .args(args)
-        .env_remove("AGENTIC_STORE")
+        .env("AGENTIC_STORE", store.path())
         .env_remove("AGENTIC_LOG")
         .output()
         .expect("the binary runs")
@@ -266,22 +269,13 @@ fn help_and_version_exit_0() {
 }
 
 #[test]
-fn commands_without_a_store_are_not_available_yet() {
-    let cases: &[(&str, &[&str])] = &[
-        ("respond", &["respond", "run-1", "42"]),
-        ("respond", &["respond", "run-1", "root/0", "yes"]),
-        ("resume", &["resume", "run-1", "--json"]),
-        ("runs", &["runs"]),
-        ("show", &["show", "run-1", "--store", "/tmp/s"]),
-        ("report", &["report", "run-1", "-o", "r.html"]),
-        ("report", &["report", "--spec", "x.yaml", "-o", "r.html"]),
-    ];
-    for (cmd, args) in cases {
+fn report_is_not_available_yet() {
+    for args in [&["report", "run-1", "-o", "r.html"][..], &["report", "--spec", "x.yaml", "-o", "r.html"]] {
         let o = agentic(args);
         assert_eq!(o.status.code(), Some(1), "agentic {args:?}");
         assert_eq!(
             stderr(&o),
-            format!("error: not available yet: {cmd} (durable store lands with the durable-runs work)\n")
+            "error: not available yet: report (the HTML report lands with the observability work)\n"
         );
     }
 }

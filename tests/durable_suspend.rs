@@ -21,7 +21,13 @@ impl Counters {
     }
 
     /// An agent reading `inputs`, producing `f(inputs)` into `out`, counting its executions.
-    fn agent(&self, name: &str, inputs: &[&str], out: &str, f: impl Fn(&Map<String, Value>) -> String + Send + Sync + 'static) -> AgentRef {
+    fn agent(
+        &self,
+        name: &str,
+        inputs: &[&str],
+        out: &str,
+        f: impl Fn(&Map<String, Value>) -> String + Send + Sync + 'static,
+    ) -> AgentRef {
         let counts = self.0.clone();
         let n = name.to_string();
         let f = Arc::new(f);
@@ -47,7 +53,12 @@ fn s(m: &Map<String, Value>, k: &str) -> String {
 }
 
 fn human(name: &str, id: &str, out: &str) -> AgentRef {
-    Human::builder(name, "Please review: {{ processed_data | default('') }}").unwrap().response_id(id).inputs(Vec::<String>::new()).output_key(out).build()
+    Human::builder(name, "Please review: {{ processed_data | default('') }}")
+        .unwrap()
+        .response_id(id)
+        .inputs(Vec::<String>::new())
+        .output_key(out)
+        .build()
 }
 
 fn approval_flow(c: &Counters) -> AgentRef {
@@ -122,7 +133,8 @@ async fn nested_sequences_resume_at_the_exact_step() {
     let b = c.agent("B", &["a"], "b", |_| "B_DONE".into());
     let cc = c.agent("C", &["b", "approval"], "c", |m| format!("C_DONE:{}", s(m, "approval")));
     let d = c.agent("D", &["c"], "d", |m| format!("D_DONE:{}", s(m, "c")));
-    let inner = Sequence::builder().name("inner").sub_agents([b, human("gate", "gate", "approval"), cc]).build().unwrap();
+    let inner =
+        Sequence::builder().name("inner").sub_agents([b, human("gate", "gate", "approval"), cc]).build().unwrap();
     let flow = Sequence::builder().sub_agents([a, inner, d]).output_key("d").build().unwrap();
     let o = flow.invoke().await.unwrap();
     assert_eq!(o.pending()[0].id, "gate");
@@ -213,7 +225,11 @@ async fn two_invocations_with_one_memory_id_never_run_at_once() {
 
 #[tokio::test]
 async fn multi_turn_use_of_one_memory_id_accumulates_state_and_history() {
-    let count = Compute::expression("count", "(turns | default(0)) + 1").unwrap().inputs(Vec::<String>::new()).output_key("turns").build();
+    let count = Compute::expression("count", "(turns | default(0)) + 1")
+        .unwrap()
+        .inputs(Vec::<String>::new())
+        .output_key("turns")
+        .build();
     let flow = Sequence::builder().sub_agents([count]).output_key("turns").build().unwrap();
     let o1 = flow.invoke().memory_id("chat-1").input("msg", "hi").await.unwrap();
     assert_eq!(o1.output(), Some(&json!(1)));

@@ -71,8 +71,8 @@ fn unknown_kind_lists_the_valid_kinds() {
     assert_eq!(at(&e), (5, 11, Some("a"), None));
     assert_eq!(
         e.message,
-        "unknown kind `frobnicate`, expected one of `compute`, `sequence`, `loop`, `parallel`, `parallel_mapper`, \
-         `conditional`, `llm`, `human`, `mcp`, `a2a`, `supervisor`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, \
+        "unknown kind `frobnicate`, expected one of `compute`, `human`, `sequence`, `loop`, `parallel`, \
+         `parallel_mapper`, `conditional`, `llm`, `mcp`, `a2a`, `supervisor`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, \
          `bdi`, `decision_router`"
     );
     let e = one("version: 1\nroot: a\nagents:\n  a: { kind: sequnce, agents: [] }\n");
@@ -395,4 +395,40 @@ fn a_misspelt_required_field_is_reported_once() {
     assert!(e.message.starts_with("unknown field `agnets` (did you mean `agents`?)"), "{e}");
     let e = one("version: 1\nroot: c\nagents:\n  c: { kind: compute, tempalte: 'x' }\n");
     assert!(e.message.starts_with("unknown field `tempalte` (did you mean `template`?)"), "{e}");
+}
+
+#[test]
+fn json_specs_must_be_strict_json() {
+    let err = Spec::parse(
+        "{\"version\": 1, \"root\": \"a\",\n \"agents\": {\"a\": {\"kind\": \"compute\", \"value\": \"1\"},}}",
+        "flow.json",
+    )
+    .unwrap_err();
+    let e = &err.errors[0];
+    assert_eq!((e.line, e.column), (2, 52));
+    assert_eq!(e.message, "invalid JSON: key must be a string");
+}
+
+#[test]
+fn nesting_deeper_than_the_limit_is_located() {
+    let mut yaml = String::from("version: 1\nroot: s0\nagents:\n");
+    for i in 0..80 {
+        yaml.push_str(&format!("  s{i}: {{ kind: sequence, agents: [s{}] }}\n", i + 1));
+    }
+    yaml.push_str("  s80: { kind: compute, value: \"1\" }\n");
+    let e = one(&yaml);
+    assert_eq!(e.message, "agent `s64` is nested 65 levels deep; at most 64 levels are supported");
+    assert_eq!(at(&e), (67, 35, Some("s63"), None));
+}
+
+#[test]
+fn human_agents_are_checked() {
+    let e = one("version: 1\nroot: h\nagents:\n  h: { kind: human, prompt: \"ok?\", mode: later }\n");
+    assert_eq!(e.message, "unknown mode `later`, expected `suspend` or `pending`");
+    assert_eq!(at(&e), (4, 42, Some("h"), Some("mode")));
+    let e = one("version: 1\nroot: h\nagents:\n  h: { kind: human }\n");
+    assert_eq!(e.message, "missing field `prompt`");
+    let e = one("version: 1\nroot: h\nagents:\n  h: { kind: human, prompt: \"{{ x\" }\n");
+    assert!(e.message.starts_with("invalid template:"), "{e}");
+    assert_eq!(e.field.as_deref(), Some("prompt"));
 }

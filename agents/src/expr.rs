@@ -25,6 +25,23 @@ fn environment() -> &'static Environment<'static> {
     })
 }
 
+/// Prints lists and maps as JSON (`{"ok": true}`) instead of minijinja's Python-like form; everything else
+/// as minijinja does.
+fn json_formatter(
+    out: &mut minijinja::Output<'_>,
+    state: &mut minijinja::State<'_, '_>,
+    value: &minijinja::Value,
+) -> Result<(), minijinja::Error> {
+    use minijinja::value::ValueKind;
+    if matches!(value.kind(), ValueKind::Map | ValueKind::Seq) {
+        let text = serde_json::to_string(value)
+            .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::BadSerialization, e.to_string()))?;
+        out.write_str(&text).map_err(|e| minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string()))
+    } else {
+        minijinja::escape_formatter(out, state, value)
+    }
+}
+
 /// The variables that are state keys: everything undeclared except the environment's globals (`range`,
 /// `dict`, `namespace`, ...), sorted.
 fn state_variables(env: &Environment<'_>, used: std::collections::HashSet<String>) -> Vec<String> {
@@ -160,6 +177,7 @@ impl Template {
     pub fn compile(source: &str) -> Result<Self, ExprError> {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
+        env.set_formatter(json_formatter);
         let syntax = |e: minijinja::Error| ExprError::Syntax { source_text: source.to_string(), message: describe(&e) };
         env.add_template_owned(NAME, source.to_string()).map_err(syntax)?;
         let used = env.get_template(NAME).map_err(syntax)?.undeclared_variables(false);
@@ -221,6 +239,11 @@ mod tests {
         assert_eq!(t.variables(), vec!["name".to_string()]);
         assert_eq!(t.render(&view(json!({"name": "Ada"})), &[]), Ok("Hello Ada!".to_string()));
         assert!(t.render(&view(json!({})), &[]).is_err(), "printing a missing key is an error");
+        let j = Template::compile("{{ v }}").expect("compile");
+        assert_eq!(
+            j.render(&view(json!({"v": {"ok": true, "n": [1, 2]}})), &[]),
+            Ok(r#"{"ok":true,"n":[1,2]}"#.to_string())
+        );
         assert!(matches!(Template::compile("{{ oops"), Err(ExprError::Syntax { .. })));
         assert!(matches!(Expression::compile("a +"), Err(ExprError::Syntax { .. })));
     }

@@ -178,6 +178,10 @@ pub struct RunImage {
     pub history: Vec<InvocationRecord>,
     /// Paths of async agents started and not finished.
     pub async_running: BTreeSet<String>,
+    /// The root's result when the last record is the root's completion (the run finished; a crash before
+    /// its status was saved loses nothing).
+    #[serde(default)]
+    pub root_done: Option<Value>,
 }
 
 impl RunImage {
@@ -225,6 +229,8 @@ impl RunImage {
         if let Some(inv) = &record.invocation {
             self.history.push(inv.clone());
         }
+        self.root_done = (path == "root" && !record.async_started)
+            .then(|| record.invocation.as_ref().map(|i| i.output.clone()).unwrap_or(Value::Null));
         Ok(())
     }
 

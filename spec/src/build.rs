@@ -4,8 +4,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentic_agents::{Compute, Human, HumanMode};
 use agentic_agents::expr::Expression;
+use agentic_agents::{Compute, Human, HumanMode};
 use agentic_engine::{AgentRef, BuildError, RetryPolicy, SpecBuilder};
 use agentic_planners::{CompositeBuilderExt, Conditional, Loop, Parallel, ParallelMapper, Sequence};
 use serde_json::Value;
@@ -49,21 +49,28 @@ impl<'a> Builder<'a> {
     fn build_def(&mut self, def: &'a AgentDef) -> Built {
         match &def.kind {
             AgentKind::Compute(body) => self.compute(def, body),
-            AgentKind::Human { prompt, pending_mode, response_id } => match Human::builder(def.name.clone(), &prompt.value) {
-                Ok(mut b) => {
-                    if *pending_mode {
-                        b = b.mode(HumanMode::Pending);
+            AgentKind::Human { prompt, pending_mode, response_id } => {
+                match Human::builder(def.name.clone(), &prompt.value) {
+                    Ok(mut b) => {
+                        if *pending_mode {
+                            b = b.mode(HumanMode::Pending);
+                        }
+                        if let Some(id) = response_id {
+                            b = b.response_id(id.clone());
+                        }
+                        Ok(common(b, def).build())
                     }
-                    if let Some(id) = response_id {
-                        b = b.response_id(id.clone());
+                    Err(e) => {
+                        self.sink.push(
+                            prompt.pos,
+                            Some(&def.name),
+                            Some("prompt"),
+                            format!("invalid template: {}", expr_message(&e)),
+                        );
+                        Err(Reported)
                     }
-                    Ok(common(b, def).build())
                 }
-                Err(e) => {
-                    self.sink.push(prompt.pos, Some(&def.name), Some("prompt"), format!("invalid template: {}", expr_message(&e)));
-                    Err(Reported)
-                }
-            },
+            }
             AgentKind::Sequence { agents } => {
                 let subs = self.children(def, agents)?;
                 let b = composite(Sequence::builder(), def, self)?.sub_agents(subs);

@@ -110,6 +110,17 @@ impl Spec {
     /// references, agents with two parents, cycles, invalid expressions and templates.
     pub fn parse(text: &str, file_name: &str) -> Result<Spec, SpecErrors> {
         let mut sink = Sink::new(file_name);
+        if file_name.ends_with(".json") {
+            // JSON specs are read by the YAML parser (JSON is YAML flow syntax), which also accepts what JSON
+            // forbids (trailing commas, comments, unquoted keys): check strict JSON first.
+            if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
+                let pos = node::Pos { line: e.line() as u64, column: e.column() as u64 };
+                let message = e.to_string();
+                let message = message.rsplit_once(" at line ").map_or(message.as_str(), |(m, _)| m).to_string();
+                sink.push(pos, None, None, format!("invalid JSON: {message}"));
+                return Err(sink.into_errors());
+            }
+        }
         let tree = match node::read_tree(text) {
             Ok(t) => t,
             Err((pos, message)) => {

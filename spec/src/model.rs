@@ -227,16 +227,5 @@ pub const SUPPORTED_KINDS: &[&str] =
     &["compute", "human", "sequence", "loop", "parallel", "parallel_mapper", "conditional"];
 
 /// Kinds of SPEC.md that are recognised but not supported yet by this build.
-pub const UNSUPPORTED_KINDS: &[&str] = &[
-    "llm",
-    "mcp",
-    "a2a",
-    "supervisor",
-    "goap",
-    "p2p",
-    "blackboard",
-    "voting",
-    "debate",
-    "bdi",
-    "decision_router",
-];
+pub const UNSUPPORTED_KINDS: &[&str] =
+    &["llm", "mcp", "a2a", "supervisor", "goap", "p2p", "blackboard", "voting", "debate", "bdi", "decision_router"];

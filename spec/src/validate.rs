@@ -10,6 +10,9 @@ use crate::error::{Sink, suggest};
 use crate::model::{AgentDef, AgentKind, ComputeBody, Located};
 use crate::node::Pos;
 
+/// Deepest nesting of composites a spec may use.
+pub const MAX_DEPTH: usize = 64;
+
 /// Checks references, parents and cycles of `agents` rooted at `root`.
 /// `names` are all the agent names defined, including agents whose definition had errors (so that a
 /// reference to them is not reported again as unknown).
@@ -78,6 +81,31 @@ pub(crate) fn check_graph(agents: &[AgentDef], names: &[String], root: Option<&L
                 continue;
             }
             parent.insert(child, (agent.name.as_str(), r.pos));
+        }
+    }
+
+    // Nesting depth: deep trees are valid up to a bound (each level is a supervisor; some walks recurse).
+    // Report the first reference, in declaration order, that goes one level too deep.
+    'depth: for agent in agents {
+        for r in agent.kind.references() {
+            let Some((_, at)) = parent.get(r.value.as_str()).filter(|(p, _)| *p == agent.name) else { continue };
+            let mut depth = 1;
+            let mut cur = r.value.as_str();
+            while let Some((p, _)) = parent.get(cur) {
+                depth += 1;
+                cur = p;
+                if depth > defined.len() {
+                    break;
+                }
+            }
+            if depth == MAX_DEPTH + 1 {
+                let msg = format!(
+                    "agent `{}` is nested {depth} levels deep; at most {MAX_DEPTH} levels are supported",
+                    r.value
+                );
+                sink.push(*at, Some(&agent.name), None, msg);
+                break 'depth;
+            }
         }
     }
 

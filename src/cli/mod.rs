@@ -1,6 +1,8 @@
 //! Argument parsing and dispatch. Usage errors exit 64 (not clap's default 2, which means "suspended").
 
 mod args;
+mod crash;
+mod durable;
 mod run;
 mod unavailable;
 mod validate;
@@ -38,10 +40,10 @@ pub(crate) fn main() -> ExitCode {
     let code = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Validate(args) => validate::validate(&args),
-        Command::Respond(_) => unavailable::not_available("respond"),
-        Command::Resume(_) => unavailable::not_available("resume"),
-        Command::Runs(_) => unavailable::not_available("runs"),
-        Command::Show(_) => unavailable::not_available("show"),
+        Command::Respond(args) => durable::respond(args),
+        Command::Resume(args) => durable::resume(args),
+        Command::Runs(args) => durable::runs(args),
+        Command::Show(args) => durable::show(args),
         Command::Report(_) => unavailable::not_available("report"),
     };
     ExitCode::from(code)

@@ -29,8 +29,17 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             report.display()
         );
     }
+    if args.memory_id.as_deref().is_some_and(|id| id.trim().is_empty()) {
+        eprintln!("error: --memory-id must not be empty");
+        return EXIT_USAGE;
+    }
+    let store = match open_store(&args.store.store) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
     let run_id = args.memory_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     eprintln!("run: {run_id}");
+    let source = std::fs::canonicalize(&args.spec).unwrap_or_else(|_| args.spec.clone());
 
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -39,7 +48,14 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             return EXIT_FAILED;
         }
     };
-    let request = built.root.invoke().inputs(inputs).memory_id(run_id.clone()).durability(args.durability.into());
+    let request = built
+        .root
+        .invoke()
+        .inputs(inputs)
+        .memory_id(run_id.clone())
+        .durability(args.durability.into())
+        .store_ref(store)
+        .source(source.to_string_lossy());
     let result = runtime.block_on(async move { request.await });
     report_outcome(&run_id, result, args.json)
 }
@@ -78,8 +94,26 @@ fn json_type(v: &Value) -> &'static str {
     }
 }
 
+/// Opens the sled store at `dir`; on failure prints the error and returns exit code 1.
+pub(crate) fn open_store(dir: &std::path::Path) -> Result<agentic_engine::StoreRef, u8> {
+    match agentic_store::SledStore::open(dir) {
+        Ok(s) => Ok(super::crash::arm(s.store_ref())),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(EXIT_FAILED)
+        }
+    }
+}
+
+/// Writes a line to stdout; a closed pipe (`| head`) is not an error worth a panic.
+pub(crate) fn out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{text}");
+}
+
 /// Prints the outcome and returns the exit code.
-fn report_outcome(run_id: &str, result: Result<RunOutcome, AgentError>, as_json: bool) -> u8 {
+pub(crate) fn report_outcome(run_id: &str, result: Result<RunOutcome, AgentError>, as_json: bool) -> u8 {
     match result {
         Ok(outcome) => match outcome.result {
             RunResult::Completed(output) => {
@@ -87,8 +121,8 @@ fn report_outcome(run_id: &str, result: Result<RunOutcome, AgentError>, as_json:
                     print_json(&json!({"run_id": run_id, "status": "completed", "output": output, "pending": []}));
                 } else {
                     match &output {
-                        Value::String(s) => println!("{s}"),
-                        other => println!("{other}"),
+                        Value::String(s) => out(s),
+                        other => out(&other.to_string()),
                     }
                 }
                 EXIT_OK
@@ -125,10 +159,10 @@ fn report_outcome(run_id: &str, result: Result<RunOutcome, AgentError>, as_json:
     }
 }
 
-fn pending_json(p: &PendingResponse) -> Value {
+pub(crate) fn pending_json(p: &PendingResponse) -> Value {
     json!({"id": p.id, "prompt": p.prompt, "agent": p.agent})
 }
 
-fn print_json(v: &Value) {
-    println!("{v}");
+pub(crate) fn print_json(v: &Value) {
+    out(&v.to_string());
 }

@@ -4,6 +4,6 @@ use super::EXIT_FAILED;
 
 /// Reports that `cmd` is not available yet; exit code 1.
 pub(crate) fn not_available(cmd: &str) -> u8 {
-    eprintln!("error: not available yet: {cmd} (durable store lands with the durable-runs work)");
+    eprintln!("error: not available yet: {cmd} (the HTML report lands with the observability work)");
     EXIT_FAILED
 }

@@ -14,7 +14,7 @@ pub(crate) fn validate(args: &ValidateArgs) -> u8 {
             for name in spec.unreachable_agents() {
                 eprintln!("warning: {}: agent `{name}` is not reachable from the root `{}`", spec.file(), spec.root());
             }
-            println!("ok: {} ({} agents)", spec.name(), spec.agents().len());
+            super::run::out(&format!("ok: {} ({} agents)", spec.name(), spec.agents().len()));
             EXIT_OK
         }
         Err(errors) => {

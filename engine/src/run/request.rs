@@ -330,7 +330,12 @@ impl InvokeRequest {
         }));
         registry.set_live(&run_id, &run);
 
+        let finished = if resuming { image.root_done.take() } else { None };
         let root = async {
+            if let Some(output) = finished {
+                // The root completed before the process stopped; only its status was not saved.
+                return Ok(output);
+            }
             if resuming {
                 for path in &image.async_running {
                     restart_async(&self.agent, &run, path).await?;

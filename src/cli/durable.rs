@@ -1,0 +1,205 @@
+//! The commands over the store (SPEC.md §2): `respond`, `resume`, `runs`, `show`.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use agentic_engine::{RunRecord, RunStatus, StoreRef};
+use agentic_spec::Spec;
+use serde_json::{Value, json};
+
+use super::args::{RespondArgs, ResumeArgs, RunsArgs, ShowArgs, parse_value};
+use super::run::{open_store, out, pending_json, print_json, report_outcome};
+use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+
+fn runtime() -> Result<tokio::runtime::Runtime, u8> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| {
+        eprintln!("error: cannot start the runtime: {e}");
+        EXIT_FAILED
+    })
+}
+
+/// Reads a run record, printing "no run" when absent.
+async fn run_record(store: &StoreRef, run_id: &str, dir: &std::path::Path) -> Result<RunRecord, u8> {
+    match store.run_dyn(run_id).await {
+        Ok(Some(r)) => Ok(r),
+        Ok(None) => {
+            eprintln!("error: no run `{run_id}` in store {}", dir.display());
+            Err(EXIT_FAILED)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(EXIT_FAILED)
+        }
+    }
+}
+
+fn timestamp(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// `agentic respond RUN_ID [RESPONSE_ID] VALUE`: records one answer; runs nothing.
+pub(crate) fn respond(args: RespondArgs) -> u8 {
+    let (response_id, value) = match args.rest.as_slice() {
+        [value] => (None, parse_value(value)),
+        [id, value] => (Some(id.as_str()), parse_value(value)),
+        _ => {
+            eprintln!("error: expected [RESPONSE_ID] VALUE");
+            return EXIT_USAGE;
+        }
+    };
+    let (rt, store) = match (runtime(), open_store(&args.store.store)) {
+        (Ok(rt), Ok(s)) => (rt, s),
+        (Err(c), _) | (_, Err(c)) => return c,
+    };
+    match rt.block_on(agentic_engine::respond(&store, &args.run_id, response_id, value)) {
+        Ok(id) => {
+            eprintln!("answered `{id}` for run {}; continue it with: agentic resume {}", args.run_id, args.run_id);
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_FAILED
+        }
+    }
+}
+
+/// `agentic resume RUN_ID`: rebuilds the run's spec and continues from the last checkpoint.
+pub(crate) fn resume(args: ResumeArgs) -> u8 {
+    let (rt, store) = match (runtime(), open_store(&args.store.store)) {
+        (Ok(rt), Ok(s)) => (rt, s),
+        (Err(c), _) | (_, Err(c)) => return c,
+    };
+    eprintln!("run: {}", args.run_id);
+    let record = match rt.block_on(run_record(&store, &args.run_id, &args.store.store)) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let Some(source) = record.source.clone() else {
+        eprintln!(
+            "error: run `{}` was not started from a spec file; resume it from the program that ran it",
+            args.run_id
+        );
+        return EXIT_FAILED;
+    };
+    let built = match Spec::from_path(std::path::Path::new(&source)).and_then(|s| s.build()) {
+        Ok(b) => b,
+        Err(errors) => {
+            eprintln!("error: the spec of run `{}` ({source}) no longer builds:\n{errors}", args.run_id);
+            return EXIT_USAGE;
+        }
+    };
+    let request = built.root.resume(args.run_id.clone()).store_ref(store).source(source);
+    let result = rt.block_on(async move { request.await });
+    report_outcome(&args.run_id, result, args.json)
+}
+
+fn run_json(r: &RunRecord) -> Value {
+    json!({
+        "run_id": r.run_id,
+        "name": r.name,
+        "status": r.status.to_string(),
+        "pending": r.pending.iter().map(pending_json).collect::<Vec<_>>(),
+        "created_at": timestamp(r.created_at_ms),
+        "updated_at": timestamp(r.updated_at_ms),
+        "source": r.source,
+    })
+}
+
+/// `agentic runs`: one line per run, most recently updated first.
+pub(crate) fn runs(args: RunsArgs) -> u8 {
+    let (rt, store) = match (runtime(), open_store(&args.store.store)) {
+        (Ok(rt), Ok(s)) => (rt, s),
+        (Err(c), _) | (_, Err(c)) => return c,
+    };
+    let runs = match rt.block_on(store.runs_dyn()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    if args.json {
+        print_json(&Value::Array(runs.iter().map(run_json).collect()));
+        return EXIT_OK;
+    }
+    if runs.is_empty() {
+        eprintln!("no runs in store {}", args.store.store.display());
+        return EXIT_OK;
+    }
+    let id_w = runs.iter().map(|r| r.run_id.len()).max().unwrap_or(2).max(2);
+    let name_w = runs.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
+    out(&format!("{:id_w$}  {:name_w$}  {:9}  {:20}  PENDING", "ID", "NAME", "STATUS", "UPDATED"));
+    for r in &runs {
+        let pending = r.pending.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(",");
+        out(&format!(
+            "{:id_w$}  {:name_w$}  {:9}  {:20}  {}",
+            r.run_id,
+            r.name,
+            r.status.to_string(),
+            timestamp(r.updated_at_ms),
+            if pending.is_empty() { "-" } else { &pending }
+        ));
+    }
+    EXIT_OK
+}
+
+/// `agentic show RUN_ID`: status, result or error, state, pending responses.
+pub(crate) fn show(args: ShowArgs) -> u8 {
+    let (rt, store) = match (runtime(), open_store(&args.store.store)) {
+        (Ok(rt), Ok(s)) => (rt, s),
+        (Err(c), _) | (_, Err(c)) => return c,
+    };
+    let record = match rt.block_on(run_record(&store, &args.run_id, &args.store.store)) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let image = match rt.block_on(store.load_dyn(&args.run_id)) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let (output, error) = match record.status {
+        RunStatus::Completed => (record.detail.clone(), Value::Null),
+        RunStatus::Failed => (Value::Null, record.detail.clone()),
+        _ => (Value::Null, Value::Null),
+    };
+    let mut state: Vec<(&String, &Value)> = image.state.iter().collect();
+    state.sort_by(|a, b| a.0.cmp(b.0));
+    if args.json {
+        let mut v = run_json(&record);
+        v["output"] = output;
+        v["error"] = error;
+        v["steps"] = json!(image.seq);
+        v["state"] = Value::Object(state.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+        v["history"] = json!(image
+            .history
+            .iter()
+            .map(|h| json!({"agent": h.agent, "path": h.path, "output": h.output, "attempt": h.attempt, "error": h.error}))
+            .collect::<Vec<_>>());
+        print_json(&v);
+        return EXIT_OK;
+    }
+    out(&format!("run:     {}", record.run_id));
+    out(&format!("name:    {}", record.name));
+    out(&format!("status:  {}", record.status));
+    out(&format!("updated: {}", timestamp(record.updated_at_ms)));
+    out(&format!("steps:   {}", image.seq));
+    if !output.is_null() {
+        out(&format!("output:  {output}"));
+    }
+    if let Value::String(e) = &error {
+        out(&format!("error:   {e}"));
+    }
+    if !record.pending.is_empty() {
+        out("pending:");
+        for p in &record.pending {
+            out(&format!("  {} (agent `{}`): {}", p.id, p.agent, p.prompt));
+        }
+    }
+    out("state:");
+    for (k, v) in state {
+        out(&format!("  {k} = {v}"));
+    }
+    EXIT_OK
+}

@@ -1,0 +1,81 @@
+//! Crash tests with real processes: a run of a nested workflow is killed with SIGKILL right after step k is
+//! journaled, for every k; a new process resumes it. The result and state equal an uncrashed run's and no
+//! completed step runs twice. (A larger randomized version: `scripts/crash-soak.sh`.)
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/crash.yaml");
+
+fn agentic(store: &Path, kill_after: Option<u64>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentic"));
+    cmd.args(args).env("AGENTIC_STORE", store).env_remove("AGENTIC_LOG");
+    match kill_after {
+        Some(k) => cmd.env("AGENTIC_TEST_KILL_AFTER_STEP", k.to_string()),
+        None => cmd.env_remove("AGENTIC_TEST_KILL_AFTER_STEP"),
+    };
+    cmd.output().expect("the binary runs")
+}
+
+fn show(store: &Path, id: &str) -> Value {
+    let o = agentic(store, None, &["show", id, "--json"]);
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// How many times each agent path completed.
+fn completions(shown: &Value) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for h in shown["history"].as_array().unwrap() {
+        *counts.entry(h["path"].as_str().unwrap().to_string()).or_default() += 1;
+    }
+    counts
+}
+
+#[test]
+fn a_run_killed_after_any_step_resumes_to_the_uncrashed_result() {
+    let store = tempfile::tempdir().unwrap();
+    let s = store.path();
+    let o = agentic(s, None, &["run", SPEC, "--input", "input=x", "--memory-id", "clean"]);
+    assert_eq!(o.status.code(), Some(0));
+    let expected_output = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(expected_output, "B(A(x))+C(A(x))+3\n");
+    let clean = show(s, "clean");
+    let steps = clean["steps"].as_u64().unwrap();
+    assert_eq!(steps, 10);
+
+    for k in 1..=steps {
+        let id = format!("crash-{k}");
+        let o = agentic(s, Some(k), &["run", SPEC, "--input", "input=x", "--memory-id", &id]);
+        assert_eq!(o.status.code(), None, "k={k}: the process was killed by a signal");
+        let crashed = show(s, &id);
+        assert_eq!(crashed["status"], "running", "k={k}");
+        assert_eq!(crashed["steps"].as_u64(), Some(k), "k={k}: steps 1..=k are durable");
+
+        let o = agentic(s, None, &["resume", &id]);
+        assert_eq!(o.status.code(), Some(0), "k={k}: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), expected_output, "k={k}");
+        let resumed = show(s, &id);
+        assert_eq!(resumed["state"], clean["state"], "k={k}");
+        assert_eq!(resumed["steps"], clean["steps"], "k={k}: no step journaled twice");
+        assert_eq!(completions(&resumed), completions(&clean), "k={k}: no completed agent ran twice");
+    }
+}
+
+#[test]
+fn a_crash_after_a_resume_is_resumed_again() {
+    let store = tempfile::tempdir().unwrap();
+    let s = store.path();
+    let o = agentic(s, Some(3), &["run", SPEC, "--input", "input=y", "--memory-id", "twice"]);
+    assert_eq!(o.status.code(), None);
+    let o = agentic(s, Some(7), &["resume", "twice"]);
+    assert_eq!(o.status.code(), None);
+    assert_eq!(show(s, "twice")["steps"].as_u64(), Some(7));
+    let o = agentic(s, None, &["resume", "twice"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "B(A(y))+C(A(y))+3\n");
+    assert_eq!(show(s, "twice")["steps"].as_u64(), Some(10));
+}

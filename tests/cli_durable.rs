@@ -1,0 +1,182 @@
+//! Durable runs through the real binary, every command a new process: run → suspended → respond → resume,
+//! `runs`, `show`, and the errors users hit (SPEC.md §2).
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+
+fn agentic(store: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(args)
+        .env("AGENTIC_STORE", store)
+        .env_remove("AGENTIC_LOG")
+        .env_remove("AGENTIC_TEST_KILL_AFTER_STEP")
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_out(o: &Output) -> Value {
+    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(o)))
+}
+
+fn fixture(name: &str) -> String {
+    format!("{FIXTURES}/{name}")
+}
+
+#[test]
+fn suspend_respond_resume_across_processes() {
+    let store = tempfile::tempdir().unwrap();
+    let s = store.path();
+    let o =
+        agentic(s, &["run", &fixture("approval.yaml"), "--input", "input=data", "--memory-id", "order-1", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("run: order-1\n"));
+    assert_eq!(
+        json_out(&o),
+        json!({"run_id": "order-1", "status": "suspended", "output": null,
+               "pending": [{"id": "human-review", "prompt": "Approve PROCESSED: data?", "agent": "review"}]})
+    );
+
+    // Resuming without an answer suspends again with the same pending ids.
+    let o = agentic(s, &["resume", "order-1", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(json_out(&o)["pending"][0]["id"], json!("human-review"));
+
+    let o = agentic(s, &["runs", "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let runs = json_out(&o);
+    assert_eq!(runs[0]["run_id"], json!("order-1"));
+    assert_eq!(runs[0]["status"], json!("suspended"));
+    assert_eq!(runs[0]["name"], json!("approval"));
+
+    let o = agentic(s, &["respond", "order-1", "APPROVED"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "", "respond runs nothing and prints nothing on stdout");
+
+    let o = agentic(s, &["resume", "order-1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Final: PROCESSED: data | APPROVED\n");
+    assert!(stderr(&o).starts_with("run: order-1\n"));
+
+    let o = agentic(s, &["show", "order-1", "--json"]);
+    let shown = json_out(&o);
+    assert_eq!(shown["status"], json!("completed"));
+    assert_eq!(shown["output"], json!("Final: PROCESSED: data | APPROVED"));
+    assert_eq!(shown["state"]["approval"], json!("APPROVED"));
+    assert_eq!(shown["pending"], json!([]));
+    // processor, review, finalizer, root: each completed once
+    let paths: Vec<&str> = shown["history"].as_array().unwrap().iter().map(|h| h["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["root/0", "root/1", "root/2", "root"]);
+
+    let o = agentic(s, &["show", "order-1"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("status:  completed\n"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("  final = \"Final: PROCESSED: data | APPROVED\"\n"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_parallel_sibling_finishes_before_suspending_and_resume_completes_it() {
+    let store = tempfile::tempdir().unwrap();
+    let s = store.path();
+    let o = agentic(s, &["run", &fixture("nested_human.yaml"), "--memory-id", "n1", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(json_out(&o)["pending"][0]["id"], json!("root/0/0/1"), "the default response id is the agent path");
+    let shown = json_out(&agentic(s, &["show", "n1", "--json"]));
+    assert_eq!(shown["state"]["c"], json!("C_DONE"));
+    assert_eq!(shown["status"], json!("suspended"));
+
+    assert_eq!(agentic(s, &["respond", "n1", "root/0/0/1", "APPROVED"]).status.code(), Some(0));
+    let o = agentic(s, &["resume", "n1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "B_DONE:APPROVED|C_DONE\n");
+    let shown = json_out(&agentic(s, &["show", "n1", "--json"]));
+    let mut paths: Vec<&str> =
+        shown["history"].as_array().unwrap().iter().map(|h| h["path"].as_str().unwrap()).collect();
+    paths.sort_unstable();
+    assert_eq!(
+        paths,
+        ["root", "root/0", "root/0/0", "root/0/0/0", "root/0/0/1", "root/0/0/2", "root/0/1", "root/1"],
+        "every agent completed exactly once"
+    );
+}
+
+#[test]
+fn respond_reports_what_is_wrong() {
+    let store = tempfile::tempdir().unwrap();
+    let s = store.path();
+    let o = agentic(s, &["respond", "nope", "yes"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), "error: run `nope`: no such run in the store\n");
+
+    agentic(s, &["run", &fixture("approval.yaml"), "--input", "input=x", "--memory-id", "r"]);
+    let o = agentic(s, &["respond", "r", "other-id", "yes"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), "error: run `r`: no pending response `other-id` (pending: human-review)\n");
+
+    // A JSON answer is stored as JSON.
+    assert_eq!(agentic(s, &["respond", "r", "human-review", "{\"ok\": true}"]).status.code(), Some(0));
+    let o = agentic(s, &["resume", "r"]);
+    assert_eq!(stdout(&o), "Final: PROCESSED: x | {\"ok\":true}\n");
+    let o = agentic(s, &["respond", "r", "again"]);
+    assert_eq!(stderr(&o), "error: run `r`: is completed, not suspended: nothing to respond to\n");
+
+    let o = agentic(s, &["resume", "missing"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("error: no run `missing` in store"), "{}", stderr(&o));
+}
+
+#[test]
+fn resuming_with_a_changed_workflow_is_refused() {
+    let store = tempfile::tempdir().unwrap();
+    let s = store.path();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("flow.yaml");
+    std::fs::copy(fixture("approval.yaml"), &spec).unwrap();
+    let o = agentic(s, &["run", spec.to_str().unwrap(), "--input", "input=x", "--memory-id", "f"]);
+    assert_eq!(o.status.code(), Some(2));
+    agentic(s, &["respond", "f", "ok"]);
+    // Text can change between suspend and resume (fix a template, then resume) ...
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(&spec, text.replace("Final: ", "Done: ")).unwrap();
+    // ... the structure cannot: here the finalizer is dropped from the sequence.
+    std::fs::write(&spec, text.replace("agents: [processor, review, finalizer]", "agents: [processor, review]"))
+        .unwrap();
+    let o = agentic(s, &["resume", "f"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("error: run `f`: was started by a different workflow"), "{}", stderr(&o));
+    // Restoring the spec makes the run resumable again: nothing was lost.
+    std::fs::write(&spec, text.replace("Final: ", "Done: ")).unwrap();
+    let o = agentic(s, &["resume", "f"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Done: PROCESSED: x | ok\n");
+}
+
+#[test]
+fn a_completed_memory_id_starts_a_new_turn_on_the_same_scope() {
+    let store = tempfile::tempdir().unwrap();
+    let s = store.path();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("counter.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1\nroot: count\nagents:\n  count: { kind: compute, value: \"(n | default(0)) + 1\", inputs: [], output_key: n }\n",
+    )
+    .unwrap();
+    for expected in ["1\n", "2\n", "3\n"] {
+        let o = agentic(s, &["run", spec.to_str().unwrap(), "--memory-id", "c"]);
+        assert_eq!(stdout(&o), expected, "{}", stderr(&o));
+    }
+}
