@@ -11,6 +11,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 const SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/crash.yaml");
+const MAPPER_SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/crash_mapper.yaml");
 
 fn agentic(store: &Path, kill_after: Option<u64>, args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentic"));
@@ -38,19 +39,29 @@ fn completions(shown: &Value) -> BTreeMap<String, usize> {
 
 #[test]
 fn a_run_killed_after_any_step_resumes_to_the_uncrashed_result() {
+    crash_at_every_step(SPEC, "B(A(x))+C(A(x))+3\n", 10);
+}
+
+#[test]
+fn mappers_and_conditionals_resume_after_a_crash_at_any_step() {
+    // prep, 4 mapped items, mapper, big, four, conditional, inner sequence, total, root
+    crash_at_every_step(MAPPER_SPEC, "30 big four\n", 12);
+}
+
+fn crash_at_every_step(spec: &str, expected: &str, expected_steps: u64) {
     let store = tempfile::tempdir().unwrap();
     let s = store.path();
-    let o = agentic(s, None, &["run", SPEC, "--input", "input=x", "--memory-id", "clean"]);
-    assert_eq!(o.status.code(), Some(0));
+    let o = agentic(s, None, &["run", spec, "--input", "input=x", "--memory-id", "clean"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let expected_output = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert_eq!(expected_output, "B(A(x))+C(A(x))+3\n");
+    assert_eq!(expected_output, expected);
     let clean = show(s, "clean");
     let steps = clean["steps"].as_u64().unwrap();
-    assert_eq!(steps, 10);
+    assert_eq!(steps, expected_steps);
 
     for k in 1..=steps {
         let id = format!("crash-{k}");
-        let o = agentic(s, Some(k), &["run", SPEC, "--input", "input=x", "--memory-id", &id]);
+        let o = agentic(s, Some(k), &["run", spec, "--input", "input=x", "--memory-id", &id]);
         assert_eq!(o.status.code(), None, "k={k}: the process was killed by a signal");
         let crashed = show(s, &id);
         assert_eq!(crashed["status"], "running", "k={k}");

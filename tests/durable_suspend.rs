@@ -239,3 +239,86 @@ async fn multi_turn_use_of_one_memory_id_accumulates_state_and_history() {
     let history = o2.history().await.unwrap();
     assert_eq!(history.iter().filter(|r| r.agent == "count").count(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_mode_human_waits_in_process_for_the_answer() {
+    use agentic::agents::HumanMode;
+    use agentic::engine::Registry;
+    let registry = Registry::with_capacity(8);
+    let ask = Human::builder("ask", "Your name?")
+        .unwrap()
+        .response_id("name")
+        .mode(HumanMode::Pending)
+        .output_key("who")
+        .build();
+    let greet = Compute::template("greet", "Hello {{ who }}").unwrap().output_key("greeting").build();
+    let flow = Sequence::builder().sub_agents([ask, greet]).output_key("greeting").build().unwrap();
+    let reg2 = registry.clone();
+    let run = tokio::spawn(async move { flow.invoke().memory_id("p1").registry(reg2).await });
+    // Answering an unknown run is an error; the live run gets the answer.
+    while !registry.is_active("p1") {
+        tokio::task::yield_now().await;
+    }
+    assert!(registry.answer("nope", "name", json!("x")).is_err());
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    registry.answer("p1", "name", json!("Ada")).unwrap();
+    let out = run.await.unwrap().unwrap();
+    assert_eq!(out.output(), Some(&json!("Hello Ada")));
+}
+
+#[tokio::test]
+async fn a_stored_value_that_no_longer_fits_its_type_fails_the_resume() {
+    let store = MemoryStore::new();
+    let approve = human("approve", "ok", "approval");
+    let use_score = Compute::expression("use", "score * 2")
+        .unwrap()
+        .input(InputSpec::new("score").typed(ValueType::Number))
+        .output_key("doubled")
+        .build();
+    let flow = Sequence::builder().sub_agents([approve, use_score]).build().unwrap();
+    let o = flow.invoke().memory_id("typed").store(store.clone()).input("score", 0.5).await.unwrap();
+    assert!(o.is_suspended());
+    // Tamper with the stored state: the journal now holds a string where a number is declared.
+    let mut run = store.run("typed").unwrap();
+    let bad = agentic::engine::StepRecord {
+        run_id: "typed".into(),
+        seq: run.records.len() as u64 + 1,
+        agent_path: "root/9".into(),
+        delta: vec![("score".into(), json!("high"))],
+        planner_states: vec![],
+        invocation: None,
+        async_started: false,
+    };
+    run.records.push(bad.clone());
+    agentic::engine::CheckpointStore::append(&store, bad).await.unwrap();
+    let err = flow.resume("typed").store(store.clone()).answer("ok", "yes").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "run `typed`: stored value of `score` (\"high\") no longer fits its declared type number (agent `use`); \
+         refusing to resume"
+    );
+}
+
+#[tokio::test]
+async fn the_registry_evicts_the_least_recently_used_in_process_memory() {
+    use agentic::engine::Registry;
+    let registry = Registry::with_capacity(2);
+    let count = Compute::expression("count", "(turns | default(0)) + 1")
+        .unwrap()
+        .inputs(Vec::<String>::new())
+        .output_key("turns")
+        .build();
+    let flow = Sequence::builder().sub_agents([count]).output_key("turns").build().unwrap();
+    for id in ["a", "b", "a", "c"] {
+        flow.invoke().memory_id(id).registry(registry.clone()).await.unwrap();
+    }
+    assert_eq!(registry.kept_len(), 2);
+    // `b` was least recently used: evicted, it starts over; `a` kept its memory.
+    let a = flow.invoke().memory_id("a").registry(registry.clone()).await.unwrap();
+    assert_eq!(a.output(), Some(&json!(3)));
+    let b = flow.invoke().memory_id("b").registry(registry.clone()).await.unwrap();
+    assert_eq!(b.output(), Some(&json!(1)));
+    registry.evict("a");
+    let a = flow.invoke().memory_id("a").registry(registry.clone()).await.unwrap();
+    assert_eq!(a.output(), Some(&json!(1)), "evicted explicitly");
+}
