@@ -39,13 +39,13 @@ fn completions(shown: &Value) -> BTreeMap<String, usize> {
 
 #[test]
 fn a_run_killed_after_any_step_resumes_to_the_uncrashed_result() {
-    crash_at_every_step(SPEC, "B(A(x))+C(A(x))+3\n", 10);
+    crash_at_every_step(SPEC, "B(A(x))+C(A(x))+3\n", 11);
 }
 
 #[test]
 fn mappers_and_conditionals_resume_after_a_crash_at_any_step() {
-    // prep, 4 mapped items, mapper, big, four, conditional, inner sequence, total, root
-    crash_at_every_step(MAPPER_SPEC, "30 big four\n", 12);
+    // inputs, prep, 4 mapped items, mapper, big, four, conditional, inner sequence, total, root
+    crash_at_every_step(MAPPER_SPEC, "30 big four\n", 13);
 }
 
 fn crash_at_every_step(spec: &str, expected: &str, expected_steps: u64) {
@@ -72,6 +72,7 @@ fn crash_at_every_step(spec: &str, expected: &str, expected_steps: u64) {
         assert_eq!(String::from_utf8_lossy(&o.stdout), expected_output, "k={k}");
         let resumed = show(s, &id);
         assert_eq!(resumed["state"], clean["state"], "k={k}");
+        assert_eq!(resumed["state"]["input"], "x", "k={k}: the inputs are part of the journaled state");
         assert_eq!(resumed["steps"], clean["steps"], "k={k}: no step journaled twice");
         assert_eq!(completions(&resumed), completions(&clean), "k={k}: no completed agent ran twice");
     }
@@ -88,5 +89,5 @@ fn a_crash_after_a_resume_is_resumed_again() {
     assert_eq!(show(s, "twice")["steps"].as_u64(), Some(7));
     let o = agentic(s, None, &["resume", "twice"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout), "B(A(y))+C(A(y))+3\n");
-    assert_eq!(show(s, "twice")["steps"].as_u64(), Some(10));
+    assert_eq!(show(s, "twice")["steps"].as_u64(), Some(11));
 }

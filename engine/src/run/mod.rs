@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use composite::{Composite, CompositeBuilder, OutputFn};
 pub use registry::Registry;
-pub use request::{CancelHandle, InvokeRequest, PendingResponse, RunOutcome, RunResult, respond};
+pub use request::{CancelHandle, INPUTS_PATH, InvokeRequest, PendingResponse, RunOutcome, RunResult, respond};
 
 use crate::error::AgentError;
 use crate::scope::ScopeHandle;

@@ -24,6 +24,9 @@ use crate::error::AgentError;
 use crate::scope::{InvocationRecord, ScopeHandle, ScopeView};
 use crate::store::{CheckpointStore, Durability, RunImage, RunRecord, RunStatus, StepRecord, StoreRef};
 
+/// The agent path of the journal record holding a turn's inputs (no agent has this path).
+pub const INPUTS_PATH: &str = "inputs";
+
 /// A response a suspended run waits for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingResponse {
@@ -305,8 +308,9 @@ impl InvokeRequest {
             store.flush_dyn().await.map_err(store_err)?;
         }
 
+        let inputs = self.inputs;
         let mut state = std::mem::take(&mut image.state);
-        state.extend(self.inputs);
+        state.extend(inputs.clone());
         let scope = ScopeHandle::spawn_with_history(&run_id, state, std::mem::take(&mut image.history)).await?;
         let (writer_tx, writer) = match (&store, self.durability) {
             (Some(s), Durability::Async) => {
@@ -329,6 +333,19 @@ impl InvokeRequest {
             answers,
         }));
         registry.set_live(&run_id, &run);
+        if run.journaling() && !inputs.is_empty() {
+            // The inputs are part of the state a resume rebuilds: journal them as the turn's first step.
+            let record = StepRecord {
+                run_id: run_id.to_string(),
+                seq: run.next_seq(),
+                agent_path: INPUTS_PATH.to_string(),
+                delta: inputs.into_iter().collect(),
+                planner_states: Vec::new(),
+                invocation: None,
+                async_started: false,
+            };
+            run.journal_step(record).await?;
+        }
 
         let finished = if resuming { image.root_done.take() } else { None };
         let root = async {
