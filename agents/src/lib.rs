@@ -1,6 +1,6 @@
 //! # agentic-agents
 //!
-//! Agents for the `agentic` engine. This release: non-AI agents — [`FnAgent`] (async closures),
+//! Agents for the `agentic` engine: chat models and the LLM agent ([`model`], [`LlmAgent`]); non-AI agents — [`FnAgent`] (async closures),
 //! [`ScopeAction`] (state-to-writes functions), [`Compute`] (minijinja expressions and templates) — the
 //! human-in-the-loop agent [`Human`], and the [`expr`] module the spec and planners use for conditions and
 //! output expressions.
@@ -10,8 +10,10 @@ mod compute;
 pub mod error;
 pub mod expr;
 mod human;
+pub mod model;
 
 pub use closure::{FnAgent, FnAgentBuilder, ScopeAction};
 pub use compute::{Compute, ComputeBuilder};
 pub use error::ExprError;
 pub use human::{Human, HumanBuilder, HumanMode};
+pub use model::{ChatModel, ChatModelRef, DynChatModel, ModelError};

@@ -1,0 +1,140 @@
+//! [`ModelError`]: why a chat model call failed. Messages name the server and the model.
+
+use std::time::Duration;
+
+/// Why a chat model call failed.
+///
+/// Every variant about a server names it (`server`: the base URL, or the provider for in-process models) and
+/// the model, so a failure deep in a workflow says which configuration to fix. API keys never appear.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// HTTP 401 or 403: the API key is missing, wrong or not allowed to use the model. Never retried.
+    #[error(
+        "model `{model}` at {server}: authentication failed (HTTP {status}): {message} (check the API key in \
+         the environment variable `{api_key_env}`)"
+    )]
+    Unauthorized {
+        /// The server's base URL.
+        server: String,
+        /// The model name.
+        model: String,
+        /// 401 or 403.
+        status: u16,
+        /// The server's message.
+        message: String,
+        /// The environment variable the key is read from.
+        api_key_env: String,
+    },
+    /// HTTP 404: the server does not know the model (or the base URL is wrong). Never retried.
+    #[error("model `{model}` at {server}: not found (HTTP 404): {message}")]
+    NotFound {
+        /// The server's base URL.
+        server: String,
+        /// The model name.
+        model: String,
+        /// The server's message.
+        message: String,
+    },
+    /// Any other unsuccessful HTTP status: a 4xx other than 401/403/404/429 at once (not retried), or a 429/5xx
+    /// after the retries were used up.
+    #[error("model `{model}` at {server}: HTTP {status} after {attempts} attempt(s): {message}")]
+    Http {
+        /// The server's base URL.
+        server: String,
+        /// The model name.
+        model: String,
+        /// The HTTP status.
+        status: u16,
+        /// Requests sent (1 + retries).
+        attempts: u32,
+        /// The server's message (or its body, shortened).
+        message: String,
+    },
+    /// The request did not complete within the timeout.
+    #[error("model `{model}` at {server}: no answer within {} ms", timeout.as_millis())]
+    Timeout {
+        /// The server's base URL.
+        server: String,
+        /// The model name.
+        model: String,
+        /// The timeout that expired.
+        timeout: Duration,
+    },
+    /// The server could not be reached (connection refused, DNS, TLS), after the retries.
+    #[error("model `{model}` at {server}: cannot connect: {message}")]
+    Connection {
+        /// The server's base URL.
+        server: String,
+        /// The model name.
+        model: String,
+        /// What failed.
+        message: String,
+    },
+    /// The server answered something that is not a chat completion (malformed JSON, no choices).
+    #[error("model `{model}` at {server}: invalid response: {message}; the body was: {body}")]
+    InvalidResponse {
+        /// The server's base URL.
+        server: String,
+        /// The model name.
+        model: String,
+        /// What is wrong with it.
+        message: String,
+        /// The body (shortened to 500 characters).
+        body: String,
+    },
+    /// A streamed answer broke off or carried an unreadable event.
+    #[error("model `{model}` at {server}: stream failed: {message}")]
+    Stream {
+        /// The server's base URL.
+        server: String,
+        /// The model name.
+        model: String,
+        /// What failed.
+        message: String,
+    },
+    /// The request cannot be sent as built (e.g. an option the provider does not accept).
+    #[error("model `{model}` at {server}: invalid request: {message}")]
+    InvalidRequest {
+        /// The server's base URL.
+        server: String,
+        /// The model name.
+        model: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A scripted model was asked more often than it has replies.
+    #[error("scripted model: no reply left ({used} used)")]
+    ScriptExhausted {
+        /// Replies already given.
+        used: usize,
+    },
+    /// The configured provider is not available in this binary or configuration.
+    #[error("{message}")]
+    Unavailable {
+        /// The provider (`local`, ...).
+        provider: String,
+        /// What is missing and how to get it.
+        message: String,
+    },
+}
+
+impl ModelError {
+    /// The error the `local` provider reports until it is compiled in.
+    pub fn local_not_built() -> Self {
+        ModelError::Unavailable {
+            provider: "local".to_string(),
+            message: "the local provider is not built into this binary (cargo feature `local`)".to_string(),
+        }
+    }
+}
+
+/// `text` shortened to at most `max` characters (an ellipsis marks the cut).
+pub(crate) fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
+}

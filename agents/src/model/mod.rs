@@ -1,0 +1,163 @@
+//! Chat models: the [`ChatModel`] trait (native async) with its object-safe companion [`DynChatModel`], the
+//! shared handle [`ChatModelRef`], and the providers: [`OpenAiModel`] (any OpenAI-compatible server) and
+//! [`ScriptedModel`] (canned replies for tests and demos).
+//!
+//! A provider implements [`ChatModel::chat`] (one request, one complete answer) and may implement
+//! [`ChatModel::chat_stream`] (token and tool-call deltas, then the complete answer); the default streams the
+//! complete answer as one token. [`ModelInfo`] says what the provider supports so that callers (the LLM
+//! agent) choose between the provider's JSON-schema response format and lenient parsing.
+//!
+//! Follows the chat model layer of LangChain4j (messages, request parameters, response with token usage and
+//! finish reason, streaming handler); the trait split and error type are ours.
+//!
+//! ```
+//! use agentic_agents::model::{ChatMessage, ChatModelRef, ChatRequest, ScriptedModel};
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let scripted = ScriptedModel::new(["Hello!"]);
+//! let model = ChatModelRef::new(scripted.clone());
+//! let answer = model.chat(ChatRequest::new(vec![ChatMessage::user("Hi")])).await?;
+//! assert_eq!(answer.text(), "Hello!");
+//! assert_eq!(scripted.requests().len(), 1);
+//! # Ok(()) }
+//! ```
+
+mod error;
+mod openai;
+mod scripted;
+mod types;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+
+pub use error::ModelError;
+pub use openai::{DEFAULT_BASE_URL, DEFAULT_OPENAI_MODEL, OpenAiBuilder, OpenAiModel};
+pub use scripted::{ScriptedModel, ScriptedReply};
+pub use types::{
+    ChatMessage, ChatRequest, ChatResponse, FinishReason, ResponseFormat, StreamEvent, ToolCall, ToolChoice, ToolSpec,
+};
+
+/// A streamed answer: [`StreamEvent::Token`] and [`StreamEvent::ToolCallDelta`] events, then exactly one
+/// [`StreamEvent::Done`] with the assembled answer (or an error, which ends the stream).
+pub type ChatStream = BoxStream<'static, Result<StreamEvent, ModelError>>;
+
+/// What a model is and what it supports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInfo {
+    /// Provider name (`openai`, `scripted`, `local`, ...).
+    pub provider: String,
+    /// Where it runs: the base URL for servers, the provider name for in-process models.
+    pub server: String,
+    /// The model name.
+    pub model: String,
+    /// Whether [`ResponseFormat::JsonSchema`] is honoured (else callers parse free text leniently).
+    pub json_schema: bool,
+    /// Whether tool calling is supported.
+    pub tools: bool,
+}
+
+/// A chat model: messages in, an assistant message out.
+///
+/// Native async; store models as [`ChatModelRef`] (`Arc<dyn DynChatModel>`), which every `ChatModel` converts
+/// into.
+pub trait ChatModel: Send + Sync + 'static {
+    /// What the model is and supports.
+    fn info(&self) -> &ModelInfo;
+
+    /// Sends `request` and returns the complete answer.
+    ///
+    /// # Errors
+    /// [`ModelError`] naming the server and the model.
+    fn chat(&self, request: ChatRequest) -> impl Future<Output = Result<ChatResponse, ModelError>> + Send;
+
+    /// Sends `request` and streams the answer. The default calls [`ChatModel::chat`] and streams its text as
+    /// one token, then the answer.
+    ///
+    /// # Errors
+    /// [`ModelError`] when the request fails before streaming starts; later failures end the stream with an
+    /// error item.
+    fn chat_stream(&self, request: ChatRequest) -> impl Future<Output = Result<ChatStream, ModelError>> + Send {
+        async move {
+            let response = self.chat(request).await?;
+            let mut events = Vec::with_capacity(2);
+            if !response.text().is_empty() {
+                events.push(Ok(StreamEvent::Token(response.text().to_string())));
+            }
+            events.push(Ok(StreamEvent::Done(response)));
+            Ok(Box::pin(futures::stream::iter(events)) as ChatStream)
+        }
+    }
+}
+
+/// Object-safe companion of [`ChatModel`], implemented for every `ChatModel`.
+pub trait DynChatModel: Send + Sync + 'static {
+    /// What the model is and supports.
+    fn info(&self) -> &ModelInfo;
+
+    /// [`ChatModel::chat`], boxed.
+    fn chat_dyn(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, ModelError>>;
+
+    /// [`ChatModel::chat_stream`], boxed.
+    fn chat_stream_dyn(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatStream, ModelError>>;
+}
+
+impl<M: ChatModel> DynChatModel for M {
+    fn info(&self) -> &ModelInfo {
+        ChatModel::info(self)
+    }
+
+    fn chat_dyn(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, ModelError>> {
+        Box::pin(self.chat(request))
+    }
+
+    fn chat_stream_dyn(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatStream, ModelError>> {
+        Box::pin(self.chat_stream(request))
+    }
+}
+
+/// A shared reference to a chat model: what the LLM agent and the spec hold. Cloning is cheap.
+#[derive(Clone)]
+pub struct ChatModelRef(pub Arc<dyn DynChatModel>);
+
+impl std::fmt::Debug for ChatModelRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let info = self.info();
+        write!(f, "ChatModelRef({} `{}` at {})", info.provider, info.model, info.server)
+    }
+}
+
+impl ChatModelRef {
+    /// Wraps a model.
+    pub fn new(model: impl ChatModel) -> Self {
+        ChatModelRef(Arc::new(model))
+    }
+
+    /// What the model is and supports.
+    pub fn info(&self) -> &ModelInfo {
+        self.0.info()
+    }
+
+    /// Sends `request` and returns the complete answer.
+    ///
+    /// # Errors
+    /// As [`ChatModel::chat`].
+    pub async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+        self.0.chat_dyn(request).await
+    }
+
+    /// Sends `request` and streams the answer.
+    ///
+    /// # Errors
+    /// As [`ChatModel::chat_stream`].
+    pub async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
+        self.0.chat_stream_dyn(request).await
+    }
+}
+
+impl<M: ChatModel> From<M> for ChatModelRef {
+    fn from(model: M) -> Self {
+        ChatModelRef::new(model)
+    }
+}

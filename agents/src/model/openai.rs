@@ -1,0 +1,768 @@
+//! The `openai` provider: any server speaking the OpenAI chat-completions protocol (OpenAI, Ollama, vLLM,
+//! llama.cpp's server, LM Studio).
+//!
+//! Transport: the `async-openai` client (configuration, SSE parsing, error bodies) over one pooled
+//! `reqwest` client per model (connections are reused), with our own retry layer: 429 and 5xx answers and
+//! connection failures are retried with exponential backoff, honouring `Retry-After` (in seconds, capped at
+//! [`OpenAiBuilder::max_backoff`]); other 4xx answers fail at once with an error naming the server and the
+//! model. The request and response JSON are ours (lenient about fields local servers omit).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use agentic_engine::TokenUsage;
+use async_openai::Client;
+use async_openai::config::OpenAIConfig;
+use async_openai::error::{ApiError, ApiErrorResponse, OpenAIError, WrappedError};
+use async_openai::middleware::HttpRequestFactory;
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::error::shorten;
+use super::{
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatStream, FinishReason, ModelError, ModelInfo, ResponseFormat,
+    StreamEvent, ToolCall, ToolChoice,
+};
+
+/// The official API's base URL, used when neither the configuration nor `OPENAI_BASE_URL` sets one.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// The model used when none is configured.
+pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o-mini";
+
+/// Builder of an [`OpenAiModel`].
+///
+/// Defaults: base URL from `OPENAI_BASE_URL`, else [`DEFAULT_BASE_URL`]; API key from the environment
+/// variable `OPENAI_API_KEY` (read when the model is built; a missing variable sends an empty key, which local
+/// servers accept); timeout 300 s per attempt (a streamed answer included); 3 retries; first backoff 500 ms,
+/// doubled per retry, each wait capped at 30 s (also the cap on `Retry-After`); no default temperature or
+/// token limit; JSON-schema response format supported.
+#[derive(Debug, Clone)]
+pub struct OpenAiBuilder {
+    model: String,
+    base_url: Option<String>,
+    api_key_env: String,
+    api_key: Option<String>,
+    timeout: Duration,
+    max_retries: u32,
+    backoff: Duration,
+    max_backoff: Duration,
+    temperature: Option<f64>,
+    max_tokens: Option<u32>,
+    json_schema: bool,
+}
+
+impl OpenAiBuilder {
+    /// Sets the base URL (e.g. `http://127.0.0.1:11434/v1` for Ollama). A trailing `/` is ignored.
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = Some(url.into());
+        self
+    }
+
+    /// Sets the environment variable the API key is read from (default `OPENAI_API_KEY`).
+    pub fn api_key_env(mut self, var: impl Into<String>) -> Self {
+        self.api_key_env = var.into();
+        self
+    }
+
+    /// Sets the API key directly instead of reading it from the environment.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Sets the timeout of each attempt, including reading a streamed answer (default 300 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets how often a 429, a 5xx or a connection failure is retried (default 3).
+    pub fn max_retries(mut self, retries: u32) -> Self {
+        self.max_retries = retries;
+        self
+    }
+
+    /// Sets the first backoff delay, doubled per retry (default 500 ms).
+    pub fn backoff(mut self, backoff: Duration) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Sets the longest wait between attempts, which also caps `Retry-After` (default 30 s).
+    pub fn max_backoff(mut self, max: Duration) -> Self {
+        self.max_backoff = max;
+        self
+    }
+
+    /// Sets the default temperature (a request's own wins).
+    pub fn temperature(mut self, temperature: f64) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// Sets the default token limit (a request's own wins).
+    pub fn max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// Declares whether the server honours `response_format: json_schema` (default true). With false, callers
+    /// parse free text leniently instead.
+    pub fn json_schema(mut self, supported: bool) -> Self {
+        self.json_schema = supported;
+        self
+    }
+
+    /// Builds the model.
+    ///
+    /// # Errors
+    /// [`ModelError::InvalidRequest`] when the API key holds characters an HTTP header cannot carry, or the
+    /// HTTP client cannot be created.
+    pub fn build(self) -> Result<OpenAiModel, ModelError> {
+        let base = self
+            .base_url
+            .or_else(|| std::env::var("OPENAI_BASE_URL").ok().filter(|s| !s.trim().is_empty()))
+            .unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
+        let base = base.trim_end_matches('/').to_string();
+        let invalid =
+            |message: String| ModelError::InvalidRequest { server: base.clone(), model: self.model.clone(), message };
+        let key = match self.api_key {
+            Some(k) => k,
+            None => std::env::var(&self.api_key_env).unwrap_or_default(),
+        };
+        if key.chars().any(|c| !(' '..='~').contains(&c)) {
+            return Err(invalid(format!(
+                "the API key in `{}` holds characters an HTTP header cannot carry",
+                self.api_key_env
+            )));
+        }
+        let http = reqwest::Client::builder()
+            .timeout(self.timeout)
+            .connect_timeout(self.timeout.min(Duration::from_secs(30)))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|e| invalid(format!("cannot create the HTTP client: {e}")))?;
+        let transport = RetryTransport {
+            http,
+            policy: Arc::new(RetrySettings {
+                max_retries: self.max_retries,
+                backoff: self.backoff,
+                max_backoff: self.max_backoff,
+            }),
+        };
+        let config = OpenAIConfig::new().with_api_base(base.clone()).with_api_key(key);
+        let client = Client::with_config(config).with_http_service(transport);
+        Ok(OpenAiModel {
+            client,
+            info: ModelInfo {
+                provider: "openai".to_string(),
+                server: base,
+                model: self.model,
+                json_schema: self.json_schema,
+                tools: true,
+            },
+            api_key_env: self.api_key_env,
+            timeout: self.timeout,
+            max_retries: self.max_retries,
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+        })
+    }
+}
+
+/// A chat model on an OpenAI-compatible server. Build with [`OpenAiModel::builder`].
+///
+/// The API key is never logged nor shown by `Debug`.
+pub struct OpenAiModel {
+    client: Client<OpenAIConfig>,
+    info: ModelInfo,
+    api_key_env: String,
+    timeout: Duration,
+    max_retries: u32,
+    temperature: Option<f64>,
+    max_tokens: Option<u32>,
+}
+
+impl std::fmt::Debug for OpenAiModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiModel")
+            .field("server", &self.info.server)
+            .field("model", &self.info.model)
+            .field("api_key_env", &self.api_key_env)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiModel {
+    /// A builder for model `model` (e.g. `gpt-4o-mini`, `llama3.2`); see [`OpenAiBuilder`] for the defaults.
+    pub fn builder(model: impl Into<String>) -> OpenAiBuilder {
+        OpenAiBuilder {
+            model: model.into(),
+            base_url: None,
+            api_key_env: "OPENAI_API_KEY".to_string(),
+            api_key: None,
+            timeout: Duration::from_secs(300),
+            max_retries: 3,
+            backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+            temperature: None,
+            max_tokens: None,
+            json_schema: true,
+        }
+    }
+
+    /// The JSON body sent for `request` (`stream` set as given). Public so that tests and tools can show it.
+    pub fn request_body(&self, request: &ChatRequest, stream: bool) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), Value::String(self.info.model.clone()));
+        body.insert("messages".into(), Value::Array(request.messages.iter().map(wire_message).collect()));
+        if let Some(t) = request.temperature.or(self.temperature) {
+            body.insert("temperature".into(), json!(t));
+        }
+        if let Some(m) = request.max_tokens.or(self.max_tokens) {
+            body.insert("max_tokens".into(), json!(m));
+        }
+        if !request.stop.is_empty() {
+            body.insert("stop".into(), json!(request.stop));
+        }
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.parameters}})
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+        }
+        if let Some(choice) = &request.tool_choice {
+            let v = match choice {
+                ToolChoice::Auto => json!("auto"),
+                ToolChoice::None => json!("none"),
+                ToolChoice::Required => json!("required"),
+                ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+            };
+            body.insert("tool_choice".into(), v);
+        }
+        match &request.response_format {
+            None | Some(ResponseFormat::Text) => {}
+            Some(ResponseFormat::JsonObject) => {
+                body.insert("response_format".into(), json!({"type": "json_object"}));
+            }
+            Some(ResponseFormat::JsonSchema { name, schema, strict }) => {
+                body.insert(
+                    "response_format".into(),
+                    json!({"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": strict}}),
+                );
+            }
+        }
+        body.insert("stream".into(), Value::Bool(stream));
+        if stream {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        Value::Object(body)
+    }
+
+    fn map_error(&self, e: OpenAIError) -> ModelError {
+        let server = self.info.server.clone();
+        let model = self.info.model.clone();
+        match e {
+            OpenAIError::ApiError(ApiErrorResponse { status_code, api_error }) => {
+                let status = status_code.as_u16();
+                let message = shorten(&api_error.message, 500);
+                match status {
+                    401 | 403 => ModelError::Unauthorized {
+                        server,
+                        model,
+                        status,
+                        message,
+                        api_key_env: self.api_key_env.clone(),
+                    },
+                    404 => ModelError::NotFound { server, model, message },
+                    _ => {
+                        let retried = status == 429 || status >= 500;
+                        let attempts = if retried { self.max_retries + 1 } else { 1 };
+                        ModelError::Http { server, model, status, attempts, message }
+                    }
+                }
+            }
+            OpenAIError::Reqwest(e) if e.is_timeout() => ModelError::Timeout { server, model, timeout: self.timeout },
+            OpenAIError::Reqwest(e) if e.is_connect() => {
+                ModelError::Connection { server, model, message: error_chain(&e) }
+            }
+            OpenAIError::Reqwest(e) => ModelError::Connection { server, model, message: error_chain(&e) },
+            OpenAIError::JSONDeserialize(e, body) => {
+                ModelError::InvalidResponse { server, model, message: e.to_string(), body: shorten(&body, 500) }
+            }
+            OpenAIError::StreamError(e) => ModelError::Stream { server, model, message: e.to_string() },
+            other => ModelError::InvalidRequest { server, model, message: other.to_string() },
+        }
+    }
+
+    fn invalid_response(&self, message: impl Into<String>, body: &Value) -> ModelError {
+        ModelError::InvalidResponse {
+            server: self.info.server.clone(),
+            model: self.info.model.clone(),
+            message: message.into(),
+            body: shorten(&body.to_string(), 500),
+        }
+    }
+
+    /// Reads a non-streamed completion.
+    fn read_completion(&self, body: Value) -> Result<ChatResponse, ModelError> {
+        let wire: WireResponse = serde_json::from_value(body.clone())
+            .map_err(|e| self.invalid_response(format!("not a chat completion: {e}"), &body))?;
+        let Some(choice) = wire.choices.into_iter().next() else {
+            return Err(self.invalid_response("the answer has no choices", &body));
+        };
+        let mut tool_calls = Vec::new();
+        for (i, c) in choice.message.tool_calls.unwrap_or_default().into_iter().enumerate() {
+            tool_calls.push(ToolCall {
+                id: c.id.unwrap_or_else(|| format!("call_{}", i + 1)),
+                name: c.function.name,
+                arguments: parse_arguments(c.function.arguments),
+            });
+        }
+        Ok(ChatResponse {
+            message: ChatMessage::Assistant { content: choice.message.content.unwrap_or_default(), tool_calls },
+            usage: wire.usage.map(WireUsage::tokens).unwrap_or_default(),
+            finish_reason: FinishReason::from_openai(choice.finish_reason.as_deref()),
+        })
+    }
+}
+
+impl ChatModel for OpenAiModel {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+        let body = self.request_body(&request, false);
+        tracing::debug!(server = %self.info.server, model = %self.info.model, "chat request");
+        let answer: Value = self.client.chat().create_byot(body).await.map_err(|e| self.map_error(e))?;
+        self.read_completion(answer)
+    }
+
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
+        let body = self.request_body(&request, true);
+        let stream =
+            self.client.chat().create_stream_byot::<Value, Value>(body).await.map_err(|e| self.map_error(e))?;
+        let errors = ErrorContext {
+            server: self.info.server.clone(),
+            model: self.info.model.clone(),
+            api_key_env: self.api_key_env.clone(),
+            timeout: self.timeout,
+            max_retries: self.max_retries,
+        };
+        Ok(assemble_stream(stream, errors))
+    }
+}
+
+/// What the stream task needs to map errors without borrowing the model.
+#[derive(Clone)]
+struct ErrorContext {
+    server: String,
+    model: String,
+    api_key_env: String,
+    timeout: Duration,
+    max_retries: u32,
+}
+
+impl ErrorContext {
+    fn map(&self, e: OpenAIError) -> ModelError {
+        let server = self.server.clone();
+        let model = self.model.clone();
+        match e {
+            OpenAIError::Reqwest(e) if e.is_timeout() => ModelError::Timeout { server, model, timeout: self.timeout },
+            OpenAIError::JSONDeserialize(e, body) => ModelError::Stream {
+                server,
+                model,
+                message: format!("unreadable event: {e}; the event was: {}", shorten(&body, 500)),
+            },
+            OpenAIError::ApiError(ApiErrorResponse { status_code, api_error }) => {
+                let status = status_code.as_u16();
+                let message = shorten(&api_error.message, 500);
+                match status {
+                    401 | 403 => ModelError::Unauthorized {
+                        server,
+                        model,
+                        status,
+                        message,
+                        api_key_env: self.api_key_env.clone(),
+                    },
+                    404 => ModelError::NotFound { server, model, message },
+                    _ => ModelError::Http { server, model, status, attempts: self.max_retries + 1, message },
+                }
+            }
+            other => ModelError::Stream { server, model, message: other.to_string() },
+        }
+    }
+}
+
+#[derive(Default)]
+struct PartialCall {
+    id: Option<String>,
+    name: String,
+    arguments: String,
+}
+
+/// Turns SSE chunks into [`StreamEvent`]s and assembles the final answer.
+fn assemble_stream(
+    stream: Pin<Box<dyn futures::Stream<Item = Result<Value, OpenAIError>> + Send>>,
+    errors: ErrorContext,
+) -> ChatStream {
+    struct State {
+        stream: Pin<Box<dyn futures::Stream<Item = Result<Value, OpenAIError>> + Send>>,
+        errors: ErrorContext,
+        text: String,
+        calls: Vec<PartialCall>,
+        usage: TokenUsage,
+        finish: Option<String>,
+        pending: std::collections::VecDeque<StreamEvent>,
+        done: bool,
+    }
+    let state = State {
+        stream,
+        errors,
+        text: String::new(),
+        calls: Vec::new(),
+        usage: TokenUsage::default(),
+        finish: None,
+        pending: Default::default(),
+        done: false,
+    };
+    Box::pin(futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(ev) = st.pending.pop_front() {
+                return Some((Ok(ev), st));
+            }
+            if st.done {
+                return None;
+            }
+            match st.stream.next().await {
+                Some(Err(e)) => {
+                    st.done = true;
+                    let err = st.errors.map(e);
+                    return Some((Err(err), st));
+                }
+                Some(Ok(chunk)) => {
+                    let Ok(chunk) = serde_json::from_value::<WireChunk>(chunk.clone()) else {
+                        st.done = true;
+                        let err = ModelError::Stream {
+                            server: st.errors.server.clone(),
+                            model: st.errors.model.clone(),
+                            message: format!("unexpected event: {}", shorten(&chunk.to_string(), 500)),
+                        };
+                        return Some((Err(err), st));
+                    };
+                    if let Some(u) = chunk.usage {
+                        st.usage = u.tokens();
+                    }
+                    for choice in chunk.choices {
+                        if let Some(reason) = choice.finish_reason {
+                            st.finish = Some(reason);
+                        }
+                        if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {
+                            st.text.push_str(&text);
+                            st.pending.push_back(StreamEvent::Token(text));
+                        }
+                        for (n, d) in choice.delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                            let index = d.index.unwrap_or(n);
+                            while st.calls.len() <= index {
+                                st.calls.push(PartialCall::default());
+                            }
+                            let call = &mut st.calls[index];
+                            let name = d.function.as_ref().and_then(|f| f.name.clone());
+                            let args = d.function.and_then(|f| f.arguments).unwrap_or_default();
+                            if d.id.is_some() {
+                                call.id.clone_from(&d.id);
+                            }
+                            if let Some(n) = &name {
+                                call.name.push_str(n);
+                            }
+                            call.arguments.push_str(&args);
+                            st.pending.push_back(StreamEvent::ToolCallDelta { index, id: d.id, name, arguments: args });
+                        }
+                    }
+                }
+                None => {
+                    st.done = true;
+                    let tool_calls = std::mem::take(&mut st.calls)
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, c)| ToolCall {
+                            id: c.id.unwrap_or_else(|| format!("call_{}", i + 1)),
+                            name: c.name,
+                            arguments: parse_arguments(Value::String(c.arguments)),
+                        })
+                        .collect();
+                    let response = ChatResponse {
+                        message: ChatMessage::Assistant { content: std::mem::take(&mut st.text), tool_calls },
+                        usage: st.usage,
+                        finish_reason: FinishReason::from_openai(st.finish.as_deref()),
+                    };
+                    return Some((Ok(StreamEvent::Done(response)), st));
+                }
+            }
+        }
+    }))
+}
+
+/// Tool-call arguments arrive as JSON text; keep them as JSON (the raw text as a string when unparseable).
+fn parse_arguments(arguments: Value) -> Value {
+    match arguments {
+        Value::String(s) if s.trim().is_empty() => Value::Object(Map::new()),
+        Value::String(s) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
+        other => other,
+    }
+}
+
+fn wire_message(m: &ChatMessage) -> Value {
+    match m {
+        ChatMessage::Assistant { content, tool_calls } if !tool_calls.is_empty() => {
+            let calls: Vec<Value> = tool_calls
+                .iter()
+                .map(|c| {
+                    json!({"id": c.id, "type": "function",
+                           "function": {"name": c.name, "arguments": c.arguments.to_string()}})
+                })
+                .collect();
+            let content = if content.is_empty() { Value::Null } else { Value::String(content.clone()) };
+            json!({"role": "assistant", "content": content, "tool_calls": calls})
+        }
+        ChatMessage::Tool { tool_call_id, content } => {
+            json!({"role": "tool", "tool_call_id": tool_call_id, "content": content})
+        }
+        other => json!({"role": other.role(), "content": other.text()}),
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !msg.contains(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
+        source = s.source();
+    }
+    msg
+}
+
+#[derive(Deserialize)]
+struct WireResponse {
+    #[serde(default)]
+    choices: Vec<WireChoice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice {
+    message: WireMessage,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    function: WireFunction,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    name: String,
+    #[serde(default)]
+    arguments: Value,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    fn tokens(self) -> TokenUsage {
+        TokenUsage { input: self.prompt_tokens.unwrap_or(0), output: self.completion_tokens.unwrap_or(0) }
+    }
+}
+
+#[derive(Deserialize)]
+struct WireChunk {
+    #[serde(default)]
+    choices: Vec<WireChunkChoice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireChunkChoice {
+    #[serde(default)]
+    delta: WireDelta,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireDelta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCallDelta>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCallDelta {
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<WireFunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct WireFunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+/// Retry settings of the transport.
+#[derive(Debug)]
+struct RetrySettings {
+    max_retries: u32,
+    backoff: Duration,
+    max_backoff: Duration,
+}
+
+impl RetrySettings {
+    /// The wait before retry `retry` (0-based): `Retry-After` when given, else exponential; capped.
+    fn delay(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
+        let exponential = self.backoff.saturating_mul(2u32.saturating_pow(retry));
+        retry_after.unwrap_or(exponential).min(self.max_backoff)
+    }
+}
+
+/// The HTTP layer under `async-openai`: sends each attempt with the pooled client, retries 429/5xx and
+/// connection failures, and turns a final unsuccessful answer into an API error carrying its status (with
+/// the body as the message when it is not an OpenAI error object).
+#[derive(Clone)]
+struct RetryTransport {
+    http: reqwest::Client,
+    policy: Arc<RetrySettings>,
+}
+
+impl tower::Service<HttpRequestFactory> for RetryTransport {
+    type Response = reqwest::Response;
+    type Error = OpenAIError;
+    type Future = Pin<Box<dyn Future<Output = Result<reqwest::Response, OpenAIError>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
+        let http = self.http.clone();
+        let policy = self.policy.clone();
+        Box::pin(async move {
+            let mut retry = 0u32;
+            loop {
+                let request = factory.build().await?;
+                match http.execute(request).await {
+                    Ok(response) if response.status().is_success() => return Ok(response),
+                    Ok(response) => {
+                        let status = response.status();
+                        let retryable = status.as_u16() == 429 || status.is_server_error();
+                        if retryable && retry < policy.max_retries {
+                            let wait = policy.delay(retry, retry_after(response.headers()));
+                            tracing::warn!(%status, retry = retry + 1, wait_ms = wait.as_millis() as u64, "model server busy or failing; retrying");
+                            drop(response);
+                            tokio::time::sleep(wait).await;
+                            retry += 1;
+                            continue;
+                        }
+                        return Err(api_error(response).await);
+                    }
+                    Err(e) if e.is_connect() && retry < policy.max_retries => {
+                        let wait = policy.delay(retry, None);
+                        tracing::warn!(retry = retry + 1, "cannot connect to the model server; retrying");
+                        tokio::time::sleep(wait).await;
+                        retry += 1;
+                    }
+                    Err(e) => return Err(OpenAIError::Reqwest(e)),
+                }
+            }
+        })
+    }
+}
+
+/// `Retry-After` in seconds (fractions allowed); HTTP dates are ignored (exponential backoff applies).
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let text = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    let secs: f64 = text.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
+}
+
+async fn api_error(response: reqwest::Response) -> OpenAIError {
+    let status_code = response.status();
+    let body = match response.bytes().await {
+        Ok(b) => b,
+        Err(e) => return OpenAIError::Reqwest(e),
+    };
+    let api_error = match serde_json::from_slice::<WrappedError>(&body) {
+        Ok(w) => w.error,
+        Err(_) => {
+            let text = String::from_utf8_lossy(&body).trim().to_string();
+            let message =
+                if text.is_empty() { status_code.canonical_reason().unwrap_or("no message").to_string() } else { text };
+            ApiError { message, ..ApiError::default() }
+        }
+    };
+    OpenAIError::ApiError(ApiErrorResponse { status_code, api_error })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps_retry_after() {
+        let p =
+            RetrySettings { max_retries: 3, backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(2) };
+        assert_eq!(p.delay(0, None), Duration::from_millis(100));
+        assert_eq!(p.delay(2, None), Duration::from_millis(400));
+        assert_eq!(p.delay(10, None), Duration::from_secs(2));
+        assert_eq!(p.delay(0, Some(Duration::from_secs(3600))), Duration::from_secs(2));
+        assert_eq!(p.delay(0, Some(Duration::from_millis(50))), Duration::from_millis(50));
+    }
+
+    #[test]
+    fn arguments_are_json() {
+        assert_eq!(parse_arguments(json!("{\"a\": 1}")), json!({"a": 1}));
+        assert_eq!(parse_arguments(json!("")), json!({}));
+        assert_eq!(parse_arguments(json!("{oops")), json!("{oops"));
+    }
+}

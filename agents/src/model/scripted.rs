@@ -1,0 +1,189 @@
+//! The `scripted` provider: canned replies in order, for tests and demos. Clones share the script and the
+//! record of requests, so a test can keep a clone and inspect what the model was asked.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use agentic_engine::TokenUsage;
+use serde_json::Value;
+
+use super::{ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo, ToolCall};
+use crate::model::ChatMessage;
+
+/// One canned reply.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ScriptedReply {
+    /// A text answer.
+    Text(String),
+    /// An answer calling tools.
+    ToolCalls(Vec<ToolCall>),
+    /// A failure, reported as [`ModelError::Unavailable`] with this message (to script provider errors).
+    Error(String),
+}
+
+impl ScriptedReply {
+    /// Reads a reply as the spec writes it: a JSON object `{"tool_calls": [{"name": .., "arguments": {..}}]}`
+    /// (ids default to `call_<n>`) is a tool-call reply; anything else is text.
+    pub fn parse(text: &str) -> Self {
+        let trimmed = text.trim_start();
+        if trimmed.starts_with('{')
+            && let Ok(Value::Object(map)) = serde_json::from_str::<Value>(trimmed)
+            && map.len() == 1
+            && let Some(Value::Array(calls)) = map.get("tool_calls")
+        {
+            let parsed: Option<Vec<ToolCall>> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let name = c.get("name")?.as_str()?.to_string();
+                    let id =
+                        c.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{}", i + 1), str::to_string);
+                    let arguments = c.get("arguments").cloned().unwrap_or_else(|| Value::Object(Default::default()));
+                    Some(ToolCall { id, name, arguments })
+                })
+                .collect();
+            if let Some(calls) = parsed {
+                return ScriptedReply::ToolCalls(calls);
+            }
+        }
+        ScriptedReply::Text(text.to_string())
+    }
+}
+
+impl From<&str> for ScriptedReply {
+    fn from(text: &str) -> Self {
+        ScriptedReply::parse(text)
+    }
+}
+
+impl From<String> for ScriptedReply {
+    fn from(text: String) -> Self {
+        ScriptedReply::parse(&text)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Script {
+    replies: VecDeque<ScriptedReply>,
+    used: usize,
+    requests: Vec<ChatRequest>,
+}
+
+/// A chat model that answers with canned replies, in order, and records every request.
+///
+/// Token usage is deterministic: input = the number of whitespace-separated words in the request's messages,
+/// output = the words of the reply. It does not support the JSON-schema response format (answers are parsed
+/// leniently). When the replies are used up, every call fails with [`ModelError::ScriptExhausted`]
+/// ("scripted model: no reply left (N used)").
+#[derive(Debug, Clone)]
+pub struct ScriptedModel {
+    script: Arc<Mutex<Script>>,
+    info: Arc<ModelInfo>,
+}
+
+impl ScriptedModel {
+    /// A model giving `replies` in order (strings are read with [`ScriptedReply::parse`]).
+    pub fn new<R: Into<ScriptedReply>>(replies: impl IntoIterator<Item = R>) -> Self {
+        let script = Script { replies: replies.into_iter().map(Into::into).collect(), ..Script::default() };
+        ScriptedModel {
+            script: Arc::new(Mutex::new(script)),
+            info: Arc::new(ModelInfo {
+                provider: "scripted".to_string(),
+                server: "scripted".to_string(),
+                model: "scripted".to_string(),
+                json_schema: false,
+                tools: true,
+            }),
+        }
+    }
+
+    /// Names the model (default `scripted`), for error messages.
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        let mut info = (*self.info).clone();
+        info.model = name.into();
+        self.info = Arc::new(info);
+        self
+    }
+
+    /// Appends replies to the script.
+    pub fn push<R: Into<ScriptedReply>>(&self, replies: impl IntoIterator<Item = R>) {
+        if let Ok(mut s) = self.script.lock() {
+            s.replies.extend(replies.into_iter().map(Into::into));
+        }
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<ChatRequest> {
+        self.script.lock().map(|s| s.requests.clone()).unwrap_or_default()
+    }
+
+    /// Replies given so far.
+    pub fn used(&self) -> usize {
+        self.script.lock().map(|s| s.used).unwrap_or_default()
+    }
+
+    /// Replies left.
+    pub fn remaining(&self) -> usize {
+        self.script.lock().map(|s| s.replies.len()).unwrap_or_default()
+    }
+}
+
+fn words(text: &str) -> u64 {
+    text.split_whitespace().count() as u64
+}
+
+impl ChatModel for ScriptedModel {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+        let input = request.messages.iter().map(|m| words(m.text())).sum();
+        let reply = {
+            let mut s = self.script.lock().map_err(|_| ModelError::Unavailable {
+                provider: "scripted".into(),
+                message: "script poisoned".into(),
+            })?;
+            s.requests.push(request);
+            let reply = s.replies.pop_front().ok_or(ModelError::ScriptExhausted { used: s.used })?;
+            s.used += 1;
+            reply
+        };
+        match reply {
+            ScriptedReply::Text(text) => {
+                let usage = TokenUsage { input, output: words(&text) };
+                Ok(ChatResponse::text_reply(text, usage))
+            }
+            ScriptedReply::ToolCalls(calls) => {
+                let output = calls.iter().map(|c| words(&c.arguments.to_string()) + 1).sum();
+                Ok(ChatResponse {
+                    message: ChatMessage::assistant_tool_calls(calls),
+                    usage: TokenUsage { input, output },
+                    finish_reason: FinishReason::ToolCalls,
+                })
+            }
+            ScriptedReply::Error(message) => Err(ModelError::Unavailable { provider: "scripted".into(), message }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn replies_in_order_then_exhausted() {
+        let m = ScriptedModel::new(["one two", r#"{"tool_calls": [{"name": "add", "arguments": {"a": 1}}]}"#]);
+        let r = m.chat(ChatRequest::new(vec![ChatMessage::user("hi there")])).await.expect("first");
+        assert_eq!(r.text(), "one two");
+        assert_eq!(r.usage, TokenUsage { input: 2, output: 2 });
+        let r = m.chat(ChatRequest::new(vec![ChatMessage::user("again")])).await.expect("second");
+        assert_eq!(r.tool_calls(), &[ToolCall::new("call_1", "add", json!({"a": 1}))]);
+        assert_eq!(r.finish_reason, FinishReason::ToolCalls);
+        let e = m.chat(ChatRequest::new(vec![])).await.expect_err("exhausted");
+        assert_eq!(e.to_string(), "scripted model: no reply left (2 used)");
+        assert_eq!(m.requests().len(), 3);
+    }
+}
