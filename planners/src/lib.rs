@@ -1,20 +1,34 @@
 //! # agentic-planners
 //!
-//! The built-in planners of `agentic`, one file each, and the builders of the composites that use them:
-//! [`Sequence`], [`Loop`], [`Parallel`], [`ParallelMapper`], [`Conditional`]. Behaviour follows
-//! `docs/semantics.md`. Write your own planner by implementing `agentic_engine::Planner` and building an
+//! The built-in planners of `agentic`, one file each, and the builders of the composites that use them.
+//! Workflow patterns: [`Sequence`], [`Loop`], [`Parallel`], [`ParallelMapper`], [`Conditional`]. Agentic
+//! patterns: [`Goap`] (goal-oriented), [`P2p`] (peer-to-peer), [`Blackboard`], [`Voting`], [`Debate`],
+//! [`Bdi`] (belief–desire–intention). Behaviour follows `docs/semantics.md`; every planner's execution state
+//! is complete and serialisable, so a run resumes at the exact step after a crash or a suspension. Write your own planner by implementing `agentic_engine::Planner` and building an
 //! `agentic_engine::Composite`.
 
+pub mod bdi;
+pub mod blackboard;
 mod common;
 pub mod conditional;
+pub mod debate;
+pub mod goap;
 pub mod looping;
+pub mod p2p;
 pub mod parallel;
 pub mod parallel_mapper;
 pub mod sequential;
+pub mod voting;
 
+pub use bdi::{Bdi, BdiBuilder, BdiPlanner, Desire};
+pub use blackboard::{Blackboard, BlackboardBuilder, BlackboardPlanner};
 pub use common::{CompositeBuilderExt, CompositeParts, Condition};
 pub use conditional::{Conditional, ConditionalBuilder, ConditionalPlanner};
+pub use debate::{Convergence, DEBATE_CONTEXT_KEY, Debate, DebateBuilder, DebatePlanner};
+pub use goap::{Goap, GoapBuilder, GoapPlanner};
 pub use looping::{ExitCondition, Loop, LoopBuilder, LoopPlanner};
+pub use p2p::{InvocationCondition, P2p, P2pBuilder, P2pPlanner};
 pub use parallel::{Parallel, ParallelBuilder, ParallelPlanner};
 pub use parallel_mapper::{MapperPlanner, ParallelMapper, ParallelMapperBuilder};
 pub use sequential::{Sequence, SequenceBuilder, SequentialPlanner};
+pub use voting::{Vote, Voting, VotingBuilder, VotingPlanner, VotingStrategy};
