@@ -236,6 +236,17 @@ pub trait DynAgent: Send + Sync + 'static {
         false
     }
 
+    /// Listeners registered on this agent ([`AgentRef::with_listener`]).
+    fn listeners(&self) -> &[crate::listener::ListenerRef] {
+        &[]
+    }
+
+    /// The agent a listener wrapper wraps (so registering twice does not nest wrappers).
+    #[doc(hidden)]
+    fn listened_inner(&self) -> Option<&AgentRef> {
+        None
+    }
+
     /// For composites that inherit their error handler: `true`. Their failures were already through the
     /// inherited handler at their own level, so the parent does not handle them again.
     fn inherits_error_handler(&self) -> bool {
@@ -346,6 +357,10 @@ pub struct InvocationContext {
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
     pub(crate) writes: Mutex<Vec<(String, Value)>>,
     pub(crate) tokens: Mutex<Option<TokenUsage>>,
+    /// Listeners in effect for this invocation (inherited ones, then the agent's own).
+    pub(crate) listeners: Arc<[crate::listener::ListenerRef]>,
+    /// Listeners the sub-agents of a composite inherit.
+    pub(crate) child_listeners: Arc<[crate::listener::ListenerRef]>,
 }
 
 impl InvocationContext {
@@ -435,6 +450,16 @@ impl InvocationContext {
     /// Whether the run has been cancelled (long agents may poll it; they are also aborted).
     pub fn is_cancelled(&self) -> bool {
         self.run.cancel.is_cancelled()
+    }
+
+    /// Reports an event (tokens of a streaming model, tool calls) to the listeners of this invocation.
+    pub fn emit(&self, event: &crate::listener::RunEvent) {
+        crate::listener::emit(&self.listeners, event);
+    }
+
+    /// Whether any listener would receive [`InvocationContext::emit`] events (skip building them otherwise).
+    pub fn has_listeners(&self) -> bool {
+        !self.listeners.is_empty()
     }
 
     /// An [`AgentError::Failed`] naming this agent.

@@ -15,6 +15,7 @@
 pub mod agent;
 pub mod error;
 pub mod error_handler;
+pub mod listener;
 pub mod planner;
 pub mod run;
 pub mod scope;
@@ -24,14 +25,17 @@ pub mod value;
 pub use agent::{Agent, AgentRef, AgentSpec, DynAgent, InputSpec, InvocationContext, SpecBuilder, TopologyNode};
 pub use error::{AgentError, BuildError, StoreError};
 pub use error_handler::{ErrorContext, ErrorHandler, Recovery, RetryPolicy};
+pub use listener::{
+    AgentListener, AgentMonitor, ListenerRef, MonitoredInvocation, MonitoredSession, RunEvent, SessionStatus,
+};
 pub use planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 pub use run::{
-    CancelHandle, Composite, CompositeBuilder, InvokeRequest, OutputFn, PendingResponse, Registry, RunOutcome,
-    RunResult, respond,
+    CancelHandle, Composite, CompositeBuilder, InvokeRequest, OutputFn, PendingResponse, Registry, RunEvents,
+    RunOutcome, RunResult, respond,
 };
 pub use scope::{ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
 pub use store::{
-    CallRecord, CheckpointStore, Durability, DynCheckpointStore, Finish, PlannerState, RunImage, RunRecord, RunStatus,
-    StepRecord, StoreRef,
+    CallRecord, CheckpointStore, Durability, DynCheckpointStore, Finish, Milestone, PlannerState, RunImage, RunRecord,
+    RunStatus, StepRecord, StoreRef,
 };
 pub use value::ValueType;

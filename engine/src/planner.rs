@@ -185,6 +185,12 @@ pub trait Planner: Send + 'static {
         Ok(())
     }
 
+    /// Why the planner made its last decision, when it can say (shown in events and reports), e.g.
+    /// "`reviewer` preferred: `draft is defined`". Default none.
+    fn rationale(&self) -> Option<String> {
+        None
+    }
+
     /// Whether the planner's decisions read the state (conditions, exit checks). Such a planner decides on
     /// a settled snapshot: the supervisor first waits for async agents still producing keys. Default false.
     fn reads_state(&self) -> bool {

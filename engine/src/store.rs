@@ -74,6 +74,9 @@ pub struct PlannerState {
     /// Set when the planner decided to finish: a resume finishes the composite at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished: Option<Finish>,
+    /// Why the planner decided, when it says ([`crate::Planner::rationale`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rationale: Option<String>,
 }
 
 /// A planner's decision to finish, as journaled.
@@ -161,6 +164,30 @@ pub struct RunRecord {
     pub created_at_ms: u64,
     /// Last update, milliseconds since the Unix epoch.
     pub updated_at_ms: u64,
+    /// Starts, suspensions (with what was pending), resumptions (with the answers) and endings, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub milestones: Vec<Milestone>,
+}
+
+/// A change of a run's status, as kept in its [`RunRecord`] (reports show suspensions and the answers that
+/// resumed them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Milestone {
+    /// When, milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// `started`, `resumed`, `new_turn`, `suspended`, `completed`, `failed` or `cancelled`.
+    pub kind: String,
+    /// Step sequence number reached at that moment.
+    pub seq: u64,
+    /// Pending response ids (suspended).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<String>,
+    /// Answers given for this resumption, by response id (resumed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub answers: BTreeMap<String, Value>,
+    /// The error message (failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A run rebuilt from its journal: state, history, and the composites still in progress.
@@ -351,7 +378,13 @@ mod tests {
             delta: delta.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
             planner_states: planners
                 .into_iter()
-                .map(|(p, s)| PlannerState { path: p.into(), state: s, inflight: vec![], finished: None })
+                .map(|(p, s)| PlannerState {
+                    path: p.into(),
+                    state: s,
+                    inflight: vec![],
+                    finished: None,
+                    rationale: None,
+                })
                 .collect(),
             invocation: None,
             async_started: false,

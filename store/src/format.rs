@@ -366,6 +366,7 @@ pub(crate) mod tests {
             source: Some("demo.yaml".into()),
             created_at_ms: 1,
             updated_at_ms,
+            milestones: Vec::new(),
         }
     }
 

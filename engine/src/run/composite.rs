@@ -190,6 +190,8 @@ impl DynAgent for Composite {
                 path: ctx.path.clone(),
                 handler,
                 bindings: ctx.bindings.clone(),
+                listeners: ctx.listeners.clone(),
+                child_listeners: ctx.child_listeners.clone(),
                 reply: tx,
             };
             let (actor, _join) = Actor::spawn(None, PlannerActor, args)

@@ -5,11 +5,13 @@ use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
 use serde_json::{Map, Value};
+use tracing::Instrument;
 
 use super::{RunContext, now_us};
 use crate::agent::{AgentRef, InvocationContext};
 use crate::error::AgentError;
 use crate::error_handler::ErrorHandler;
+use crate::listener::{ListenerRef, RunEvent};
 use crate::scope::{InvocationRecord, merge_delta};
 use crate::store::StepRecord;
 
@@ -37,6 +39,8 @@ pub(crate) struct InvokeOptions<'a> {
     pub(crate) write_output: bool,
     pub(crate) attempt: u32,
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
+    /// Listeners inherited from the parent (and the run).
+    pub(crate) listeners: Arc<[ListenerRef]>,
 }
 
 /// Invokes `agent` at `path`: resolves its inputs (waiting for async producers), runs it (with its timeout,
@@ -52,16 +56,33 @@ pub(crate) async fn invoke_agent(
         return Ok(ChildOutcome { skipped: true, ..Default::default() });
     };
     let write_key = if opts.write_output && agent.0.engine_writes_output() { spec.output_key.clone() } else { None };
-    let bindings = opts.bindings.cloned();
+    let own = agent.0.listeners();
+    let (listeners, child_listeners) = if own.is_empty() {
+        (opts.listeners.clone(), opts.listeners)
+    } else {
+        let all: Arc<[ListenerRef]> = opts.listeners.iter().chain(own).cloned().collect();
+        let inherit: Arc<[ListenerRef]> =
+            opts.listeners.iter().cloned().chain(own.iter().filter(|l| l.inherited()).cloned()).collect();
+        (all, inherit)
+    };
+    let exec = Exec {
+        path,
+        inputs,
+        bindings: opts.bindings.cloned(),
+        write_key: None,
+        attempt: opts.attempt,
+        handler: opts.handler,
+        listeners,
+        child_listeners,
+    };
     if spec.is_async && opts.allow_async {
         if let Some(key) = &write_key {
             run.scope.mark_pending(key).await?;
         }
         let (agent, run2) = (agent.clone(), run.clone());
-        let handler = opts.handler.clone();
-        let attempt = opts.attempt;
+        let path = exec.path.clone();
         let task = tokio::spawn(async move {
-            let r = execute(&agent, &run2, path.clone(), inputs, bindings, None, attempt, handler).await;
+            let r = execute(&agent, &run2, exec).await;
             let r = r.map(|mut o| {
                 if let Some(k) = &write_key {
                     merge_delta(&mut o.delta, k.clone(), o.output.clone());
@@ -99,7 +120,25 @@ pub(crate) async fn invoke_agent(
         run.track_async(task);
         return Ok(ChildOutcome { async_started: true, ..Default::default() });
     }
-    execute(agent, run, path, inputs, bindings, write_key.as_deref(), opts.attempt, opts.handler).await
+    execute(agent, run, Exec { write_key, ..exec }).await
+}
+
+/// The `error.type` attribute of a failed invocation's span.
+fn error_type(e: &AgentError) -> &'static str {
+    match e {
+        AgentError::MissingArgument { .. } => "missing_argument",
+        AgentError::Coercion { .. } => "coercion",
+        AgentError::Failed { .. } => "failed",
+        AgentError::Timeout { .. } => "timeout",
+        AgentError::Expression { .. } => "expression",
+        AgentError::WrongType { .. } => "wrong_type",
+        AgentError::PlannerStalled { .. } => "planner_stalled",
+        AgentError::Planner { .. } => "planner",
+        AgentError::Suspended { .. } => "suspended",
+        AgentError::Run { .. } => "run",
+        AgentError::Cancelled => "cancelled",
+        AgentError::Internal(_) => "internal",
+    }
 }
 
 /// Resolves declared inputs: bindings first, then the scope (waiting while an async agent produces the key),
@@ -153,18 +192,22 @@ async fn resolve_inputs(
     Ok(Some(inputs))
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn execute(
-    agent: &AgentRef,
-    run: &Arc<RunContext>,
+/// One resolved invocation, ready to execute.
+struct Exec {
     path: Arc<str>,
     inputs: Map<String, Value>,
     bindings: Option<Arc<Map<String, Value>>>,
-    write_key: Option<&str>,
+    /// The key the engine writes the result to (none for async starts, composites, mapped calls).
+    write_key: Option<String>,
     attempt: u32,
     handler: Option<Arc<dyn ErrorHandler>>,
-) -> Result<ChildOutcome, AgentError> {
+    listeners: Arc<[ListenerRef]>,
+    child_listeners: Arc<[ListenerRef]>,
+}
+
+async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec) -> Result<ChildOutcome, AgentError> {
     let spec = agent.spec();
+    let Exec { path, inputs, bindings, write_key, attempt, handler, listeners, child_listeners } = exec;
     let ctx = InvocationContext {
         run: run.clone(),
         path,
@@ -175,9 +218,33 @@ async fn execute(
         handler,
         writes: Mutex::new(Vec::new()),
         tokens: Mutex::new(None),
+        listeners,
+        child_listeners,
     };
+    if ctx.has_listeners() {
+        ctx.emit(&RunEvent::AgentStarted {
+            run_id: run.run_id.to_string(),
+            agent: spec.name.clone(),
+            path: ctx.path.to_string(),
+            attempt,
+            inputs: ctx.inputs.clone(),
+        });
+    }
+    // One span per invocation, with the OpenTelemetry GenAI attribute names where they apply.
+    let span = tracing::info_span!(
+        "invoke_agent",
+        "gen_ai.operation.name" = "invoke_agent",
+        "gen_ai.agent.name" = %spec.name,
+        "agentic.agent.path" = %ctx.path,
+        "agentic.agent.kind" = %spec.kind,
+        "agentic.run_id" = %run.run_id,
+        "agentic.attempt" = attempt,
+        "gen_ai.usage.input_tokens" = tracing::field::Empty,
+        "gen_ai.usage.output_tokens" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+    );
     let started = now_us();
-    let fut = AssertUnwindSafe(agent.0.invoke_dyn(&ctx)).catch_unwind();
+    let fut = AssertUnwindSafe(agent.0.invoke_dyn(&ctx).instrument(span.clone())).catch_unwind();
     let caught = match spec.timeout {
         Some(t) => match tokio::time::timeout(t, fut).await {
             Ok(r) => r,
@@ -208,8 +275,31 @@ async fn execute(
         Err(e) => (Value::Null, Some(e.to_string())),
     };
     if let (Ok(v), Some(key)) = (&result, write_key) {
-        run.scope.write(vec![(key.to_string(), v.clone())]).await?;
-        merge_delta(&mut delta, key.to_string(), v.clone());
+        run.scope.write(vec![(key.clone(), v.clone())]).await?;
+        merge_delta(&mut delta, key, v.clone());
+    }
+    if let Some(t) = tokens {
+        span.record("gen_ai.usage.input_tokens", t.input);
+        span.record("gen_ai.usage.output_tokens", t.output);
+    }
+    let ended = now_us();
+    if let Err(e) = &result {
+        span.record("error.type", error_type(e));
+    }
+    if ctx.has_listeners() {
+        let (run_id, agent_name, path) = (run.run_id.to_string(), spec.name.clone(), ctx.path.to_string());
+        ctx.emit(&match &result {
+            Ok(v) => RunEvent::AgentFinished {
+                run_id,
+                agent: agent_name,
+                path,
+                attempt,
+                output: v.clone(),
+                duration_us: ended.saturating_sub(started),
+                tokens,
+            },
+            Err(e) => RunEvent::AgentFailed { run_id, agent: agent_name, path, attempt, error: e.to_string() },
+        });
     }
     let record = InvocationRecord {
         agent: spec.name.clone(),
@@ -217,7 +307,7 @@ async fn execute(
         inputs: ctx.inputs,
         output,
         started_at_us: started,
-        ended_at_us: now_us(),
+        ended_at_us: ended,
         attempt,
         tokens,
         error,

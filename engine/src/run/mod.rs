@@ -20,7 +20,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use composite::{Composite, CompositeBuilder, OutputFn};
 pub use registry::Registry;
-pub use request::{CancelHandle, INPUTS_PATH, InvokeRequest, PendingResponse, RunOutcome, RunResult, respond};
+pub use request::{
+    CancelHandle, INPUTS_PATH, InvokeRequest, PendingResponse, RunEvents, RunOutcome, RunResult, respond,
+};
 
 use crate::error::AgentError;
 use crate::scope::ScopeHandle;
@@ -92,6 +94,11 @@ impl RunContext {
     /// The next gap-free step number.
     pub(crate) fn next_seq(&self) -> u64 {
         self.step_seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The last step number handed out.
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.step_seq.load(Ordering::Relaxed)
     }
 
     /// Journals one step according to the durability mode.

@@ -21,8 +21,9 @@ use super::registry::Registry;
 use super::{RunContext, RunSetup, now_us};
 use crate::agent::{AgentRef, TopologyNode};
 use crate::error::AgentError;
+use crate::listener::{AgentListener, ChannelListener, ListenerRef, RunEvent};
 use crate::scope::{InvocationRecord, ScopeHandle, ScopeView};
-use crate::store::{CheckpointStore, Durability, RunImage, RunRecord, RunStatus, StepRecord, StoreRef};
+use crate::store::{CheckpointStore, Durability, Milestone, RunImage, RunRecord, RunStatus, StepRecord, StoreRef};
 
 /// The agent path of the journal record holding a turn's inputs (no agent has this path).
 pub const INPUTS_PATH: &str = "inputs";
@@ -121,6 +122,27 @@ impl RunOutcome {
     }
 }
 
+/// The events of a run started with [`InvokeRequest::events`], in order. Implements
+/// `futures::Stream<Item = RunEvent>`; [`RunEvents::recv`] is the same without the trait.
+pub struct RunEvents {
+    rx: mpsc::UnboundedReceiver<RunEvent>,
+}
+
+impl RunEvents {
+    /// The next event; `None` once the run has ended and every event was received.
+    pub async fn recv(&mut self) -> Option<RunEvent> {
+        self.rx.recv().await
+    }
+}
+
+impl futures::Stream for RunEvents {
+    type Item = RunEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<RunEvent>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
 /// Cancels a run from outside: pass it with [`InvokeRequest::cancel_handle`] and call [`CancelHandle::cancel`].
 ///
 /// Cancelling stops the run's actor tree (aborting every agent in flight), journals the run as cancelled and
@@ -161,6 +183,7 @@ pub struct InvokeRequest {
     answers: BTreeMap<String, Value>,
     source: Option<String>,
     registry: Option<Registry>,
+    listeners: Vec<ListenerRef>,
 }
 
 impl AgentRef {
@@ -176,6 +199,7 @@ impl AgentRef {
             answers: BTreeMap::new(),
             source: None,
             registry: None,
+            listeners: Vec::new(),
         }
     }
 
@@ -240,6 +264,27 @@ impl InvokeRequest {
         self
     }
 
+    /// Registers a listener for the whole run: it sees every invocation at every level and the run events.
+    pub fn listener(mut self, listener: impl AgentListener) -> Self {
+        self.listeners.push(Arc::new(listener));
+        self
+    }
+
+    /// Registers an already shared listener for the whole run.
+    pub fn listener_ref(mut self, listener: ListenerRef) -> Self {
+        self.listeners.push(listener);
+        self
+    }
+
+    /// Starts the run in the background and returns its events as a stream, plus a handle to await its
+    /// outcome. Dropping the stream does not cancel the run (use [`InvokeRequest::cancel_handle`] for that).
+    pub fn events(self) -> (RunEvents, tokio::task::JoinHandle<Result<RunOutcome, AgentError>>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let request = self.listener(ChannelListener(tx));
+        let handle = tokio::spawn(request.into_future());
+        (RunEvents { rx }, handle)
+    }
+
     /// Uses `registry` instead of the global one.
     pub fn registry(mut self, registry: Registry) -> Self {
         self.registry = Some(registry);
@@ -288,6 +333,7 @@ impl InvokeRequest {
                         source: None,
                         created_at_ms: now_ms,
                         updated_at_ms: now_ms,
+                        milestones: Vec::new(),
                     })
                 }
             }
@@ -296,6 +342,23 @@ impl InvokeRequest {
         let resuming = record.as_ref().is_some_and(|r| r.status != RunStatus::Completed) && image.seq > 0;
         let mut answers = record.as_ref().map(|r| r.answers.clone()).unwrap_or_default();
         answers.extend(self.answers);
+        let milestone_kind = match record.as_ref().map(|r| r.status) {
+            None => None,
+            Some(_) if image.seq == 0 => Some("started"),
+            Some(RunStatus::Completed) => Some("new_turn"),
+            Some(_) => Some("resumed"),
+        };
+        if let (Some(rec), Some(kind)) = (record.as_mut(), milestone_kind) {
+            let given = if kind == "resumed" { answers.clone() } else { BTreeMap::new() };
+            rec.milestones.push(Milestone {
+                at_ms: now_ms,
+                kind: kind.to_string(),
+                seq: image.seq,
+                pending: Vec::new(),
+                answers: given,
+                error: None,
+            });
+        }
         if let (Some(store), Some(rec)) = (&store, record.as_mut()) {
             rec.status = RunStatus::Running;
             rec.pending.clear();
@@ -308,6 +371,15 @@ impl InvokeRequest {
             store.flush_dyn().await.map_err(store_err)?;
         }
 
+        // Run-level events go to the run's listeners and to the root agent's own.
+        let run_listeners: Arc<[ListenerRef]> =
+            self.listeners.iter().chain(self.agent.0.listeners()).cloned().collect();
+        let inherited: Arc<[ListenerRef]> = self.listeners.iter().cloned().collect();
+        let emit_run = |event: RunEvent| crate::listener::emit(&run_listeners, &event);
+        emit_run(RunEvent::ScopeCreated { run_id: run_id.to_string() });
+        if resuming {
+            emit_run(RunEvent::Resumed { run_id: run_id.to_string(), answers: answers.clone() });
+        }
         let inputs = self.inputs;
         let mut state = std::mem::take(&mut image.state);
         state.extend(inputs.clone());
@@ -355,11 +427,17 @@ impl InvokeRequest {
             }
             if resuming {
                 for path in &image.async_running {
-                    restart_async(&self.agent, &run, path).await?;
+                    restart_async(&self.agent, &run, path, inherited.clone()).await?;
                 }
             }
-            let opts =
-                InvokeOptions { bindings: None, allow_async: false, write_output: true, attempt: 1, handler: None };
+            let opts = InvokeOptions {
+                bindings: None,
+                allow_async: false,
+                write_output: true,
+                attempt: 1,
+                handler: None,
+                listeners: inherited.clone(),
+            };
             let outcome = invoke_agent(&self.agent, &run, Arc::from("root"), opts).await?;
             run.wait_async().await?;
             if run.journaling() {
@@ -393,6 +471,7 @@ impl InvokeRequest {
         // Flush what async/exit durability still holds, then record the final status.
         let buffered = run.take_exit_buffer();
         let unused_answers = run.unused_answers();
+        let last_seq = run.last_seq();
         drop(run);
         let mut flush_err = None;
         if let Some(task) = writer {
@@ -408,6 +487,22 @@ impl InvokeRequest {
                     flush_err.get_or_insert(AgentError::internal(format!("journal write failed: {e}")));
                 }
             }
+            let (kind, pending, error) = match &result {
+                Ok(_) => ("completed", Vec::new(), None),
+                Err(AgentError::Suspended { pending }) => {
+                    ("suspended", pending.iter().map(|p| p.id.clone()).collect(), None)
+                }
+                Err(AgentError::Cancelled) => ("cancelled", Vec::new(), None),
+                Err(e) => ("failed", Vec::new(), Some(e.to_string())),
+            };
+            rec.milestones.push(Milestone {
+                at_ms: now_us() / 1000,
+                kind: kind.to_string(),
+                seq: last_seq,
+                pending,
+                answers: BTreeMap::new(),
+                error,
+            });
             (rec.status, rec.detail, rec.pending) = match &result {
                 Ok(v) => (RunStatus::Completed, v.clone(), Vec::new()),
                 Err(AgentError::Suspended { pending }) => (RunStatus::Suspended, Value::Null, pending.clone()),
@@ -424,6 +519,15 @@ impl InvokeRequest {
                 flush_err.get_or_insert(AgentError::internal(format!("journal: {e}")));
             }
         }
+        let rid = run_id.to_string();
+        emit_run(match &result {
+            Ok(v) => RunEvent::Completed { run_id: rid.clone(), output: v.clone() },
+            Err(AgentError::Suspended { pending }) => {
+                RunEvent::Suspended { run_id: rid.clone(), pending: pending.clone() }
+            }
+            Err(e) => RunEvent::Failed { run_id: rid.clone(), error: e.to_string() },
+        });
+        emit_run(RunEvent::ScopeDestroyed { run_id: rid });
         let result = match result {
             Ok(v) => RunResult::Completed(v),
             Err(AgentError::Suspended { pending }) => RunResult::Suspended { pending },
@@ -460,7 +564,12 @@ async fn async_writer(
 }
 
 /// Starts again an async agent that was running when the run stopped.
-async fn restart_async(root: &AgentRef, run: &Arc<RunContext>, path: &str) -> Result<(), AgentError> {
+async fn restart_async(
+    root: &AgentRef,
+    run: &Arc<RunContext>,
+    path: &str,
+    listeners: Arc<[ListenerRef]>,
+) -> Result<(), AgentError> {
     let mut agent = root.clone();
     for part in path.split('/').skip(1) {
         let child = part.parse::<usize>().ok().and_then(|i| agent.0.sub_agents().get(i).cloned());
@@ -469,7 +578,8 @@ async fn restart_async(root: &AgentRef, run: &Arc<RunContext>, path: &str) -> Re
             message: format!("checkpoint names agent path `{path}` that the workflow does not have"),
         })?;
     }
-    let opts = InvokeOptions { bindings: None, allow_async: true, write_output: true, attempt: 1, handler: None };
+    let opts =
+        InvokeOptions { bindings: None, allow_async: true, write_output: true, attempt: 1, handler: None, listeners };
     invoke_agent(&agent, run, Arc::from(path), opts).await.map(|_| ())
 }
 

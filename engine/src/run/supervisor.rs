@@ -21,6 +21,7 @@ use super::composite::CompositeInner;
 use super::invoke::{ChildOutcome, InvokeOptions, invoke_agent};
 use crate::error::AgentError;
 use crate::error_handler::{ErrorContext, ErrorHandler, Recovery};
+use crate::listener::{ListenerRef, RunEvent};
 use crate::planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 use crate::run::PendingResponse;
 use crate::scope::{ScopeView, merge_delta};
@@ -35,6 +36,10 @@ pub(crate) struct SupervisorArgs {
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
     /// Call bindings of the composite's own invocation, inherited by its sub-agents.
     pub(crate) bindings: Option<Arc<Map<String, Value>>>,
+    /// Listeners of the composite's own invocation (they see its planner decisions).
+    pub(crate) listeners: Arc<[ListenerRef]>,
+    /// Listeners its sub-agents inherit.
+    pub(crate) child_listeners: Arc<[ListenerRef]>,
     pub(crate) reply: oneshot::Sender<Result<(Value, bool), AgentError>>,
 }
 
@@ -55,6 +60,8 @@ pub(crate) struct SupervisorState {
     child_paths: Vec<Arc<str>>,
     handler: Option<Arc<dyn ErrorHandler>>,
     bindings: Option<Arc<Map<String, Value>>>,
+    listeners: Arc<[ListenerRef]>,
+    child_listeners: Arc<[ListenerRef]>,
     planner: Box<dyn Planner>,
     inflight: HashMap<u64, InFlight>,
     /// Calls waiting for a human, with what they wait for.
@@ -84,6 +91,8 @@ impl Actor for PlannerActor {
             child_paths,
             handler: args.handler,
             bindings: args.bindings,
+            listeners: args.listeners,
+            child_listeners: args.child_listeners,
             inflight: HashMap::new(),
             suspended: Vec::new(),
             pending: Vec::new(),
@@ -199,8 +208,33 @@ impl SupervisorState {
         myself.stop(None);
     }
 
+    /// Reports a decision to the listeners.
+    fn report_decision(&self, action: &Action) {
+        if self.listeners.is_empty() {
+            return;
+        }
+        let (decision, calls) = match action {
+            Action::Call(calls) => {
+                ("call", calls.iter().filter_map(|c| self.child_paths.get(c.agent)).map(|p| p.to_string()).collect())
+            }
+            Action::Done | Action::DoneWith(_) => ("done", Vec::new()),
+            _ => ("wait", Vec::new()),
+        };
+        crate::listener::emit(
+            &self.listeners,
+            &RunEvent::PlannerDecision {
+                run_id: self.run.run_id.to_string(),
+                path: self.path.to_string(),
+                calls,
+                decision: decision.to_string(),
+                rationale: self.planner.rationale(),
+            },
+        );
+    }
+
     /// Applies an action: start calls, finish, or wait.
     async fn dispatch(&mut self, myself: &ActorRef<SupervisorMsg>, action: Action) {
+        self.report_decision(&action);
         match action {
             Action::Call(calls) => {
                 for call in calls {
@@ -298,6 +332,7 @@ impl SupervisorState {
         let path = self.child_paths[call.agent].clone();
         let run = self.run.clone();
         let handler = self.handler.clone();
+        let listeners = self.child_listeners.clone();
         let me = myself.clone();
         let bindings = match (&self.bindings, &call.bindings) {
             (None, None) => None,
@@ -314,7 +349,14 @@ impl SupervisorState {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            let opts = InvokeOptions { bindings: bindings.as_ref(), allow_async: true, write_output, attempt, handler };
+            let opts = InvokeOptions {
+                bindings: bindings.as_ref(),
+                allow_async: true,
+                write_output,
+                attempt,
+                handler,
+                listeners,
+            };
             let result = invoke_agent(&agent, &run, path, opts).await;
             let _ = me.cast(SupervisorMsg::ChildDone { id, result });
         });
@@ -392,6 +434,7 @@ impl SupervisorState {
                     state: self.planner.execution_state(),
                     inflight: self.inflight_records(new_calls),
                     finished,
+                    rationale: self.planner.rationale(),
                 }],
                 invocation: outcome.record,
                 async_started: outcome.async_started,

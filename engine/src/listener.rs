@@ -1,0 +1,481 @@
+//! Listeners: callbacks on what a run does — invocations starting and finishing, errors, planner decisions,
+//! scopes created and destroyed, suspensions and resumptions, tool calls — plus the [`AgentMonitor`] that
+//! records invocation trees per memory id, and the event stream ([`RunEvent`]) a caller can consume while a
+//! run goes on.
+//!
+//! Register a listener on any agent with [`AgentRef::with_listener`] (it sees that agent's invocations, and
+//! every nested one when [`AgentListener::inherited`] is true) or on a whole run with
+//! `InvokeRequest::listener`. Listeners are called in registration order (the run's first, then outer agents'
+//! before inner ones'), synchronously on the run's tasks: keep them quick. A listener that panics is logged
+//! and never breaks the run. Idea from LangChain4j agentic's `AgentListener` and `AgentMonitor`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::agent::{AgentRef, AgentSpec, DynAgent, InvocationContext};
+use crate::error::AgentError;
+use crate::run::PendingResponse;
+use crate::scope::TokenUsage;
+
+/// Something that happened in a run, as listeners and event streams see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunEvent {
+    /// The run's scope was created (a run or a resumed run starts).
+    ScopeCreated {
+        /// Run id.
+        run_id: String,
+    },
+    /// An invocation is about to run (inputs resolved).
+    AgentStarted {
+        /// Run id.
+        run_id: String,
+        /// Agent name.
+        agent: String,
+        /// Agent path.
+        path: String,
+        /// Attempt, 1-based.
+        attempt: u32,
+        /// Resolved inputs.
+        inputs: Map<String, Value>,
+    },
+    /// An invocation completed.
+    AgentFinished {
+        /// Run id.
+        run_id: String,
+        /// Agent name.
+        agent: String,
+        /// Agent path.
+        path: String,
+        /// Attempt, 1-based.
+        attempt: u32,
+        /// Its result.
+        output: Value,
+        /// Duration in microseconds.
+        duration_us: u64,
+        /// Tokens used, when it called a model.
+        tokens: Option<TokenUsage>,
+    },
+    /// An invocation failed.
+    AgentFailed {
+        /// Run id.
+        run_id: String,
+        /// Agent name.
+        agent: String,
+        /// Agent path.
+        path: String,
+        /// Attempt, 1-based.
+        attempt: u32,
+        /// The error message.
+        error: String,
+    },
+    /// A planner decided what runs next.
+    PlannerDecision {
+        /// Run id.
+        run_id: String,
+        /// Path of the composite.
+        path: String,
+        /// Sub-agent paths it started (empty when it finished or waits).
+        calls: Vec<String>,
+        /// `call`, `done`, or `wait`.
+        decision: String,
+        /// Why, when the planner says ([`crate::Planner::rationale`]).
+        rationale: Option<String>,
+    },
+    /// A model produced a token (streaming agents).
+    Token {
+        /// Run id.
+        run_id: String,
+        /// Agent path.
+        path: String,
+        /// The text delta.
+        text: String,
+    },
+    /// A tool is about to run.
+    ToolStarted {
+        /// Run id.
+        run_id: String,
+        /// Agent path.
+        path: String,
+        /// Tool name.
+        tool: String,
+        /// Arguments.
+        arguments: Value,
+    },
+    /// A tool finished.
+    ToolFinished {
+        /// Run id.
+        run_id: String,
+        /// Agent path.
+        path: String,
+        /// Tool name.
+        tool: String,
+        /// Result (or the error message as a string).
+        result: Value,
+    },
+    /// The run suspended, waiting for humans.
+    Suspended {
+        /// Run id.
+        run_id: String,
+        /// What it waits for.
+        pending: Vec<PendingResponse>,
+    },
+    /// A suspended or interrupted run resumed.
+    Resumed {
+        /// Run id.
+        run_id: String,
+        /// Answers given for this resumption, by response id.
+        answers: BTreeMap<String, Value>,
+    },
+    /// The run completed.
+    Completed {
+        /// Run id.
+        run_id: String,
+        /// Its result.
+        output: Value,
+    },
+    /// The run failed.
+    Failed {
+        /// Run id.
+        run_id: String,
+        /// The error message.
+        error: String,
+    },
+    /// The run's scope was released (the run ended or suspended).
+    ScopeDestroyed {
+        /// Run id.
+        run_id: String,
+    },
+}
+
+impl RunEvent {
+    /// The run the event belongs to.
+    pub fn run_id(&self) -> &str {
+        match self {
+            RunEvent::ScopeCreated { run_id }
+            | RunEvent::AgentStarted { run_id, .. }
+            | RunEvent::AgentFinished { run_id, .. }
+            | RunEvent::AgentFailed { run_id, .. }
+            | RunEvent::PlannerDecision { run_id, .. }
+            | RunEvent::Token { run_id, .. }
+            | RunEvent::ToolStarted { run_id, .. }
+            | RunEvent::ToolFinished { run_id, .. }
+            | RunEvent::Suspended { run_id, .. }
+            | RunEvent::Resumed { run_id, .. }
+            | RunEvent::Completed { run_id, .. }
+            | RunEvent::Failed { run_id, .. }
+            | RunEvent::ScopeDestroyed { run_id } => run_id,
+        }
+    }
+}
+
+/// Receives run events. Every method has an empty default: implement the ones you need, or only
+/// [`AgentListener::on_event`] to see everything.
+pub trait AgentListener: Send + Sync + 'static {
+    /// Whether sub-agents of the agent it is registered on also report to it (default false).
+    fn inherited(&self) -> bool {
+        false
+    }
+
+    /// Every event, before the specific method below is called.
+    fn on_event(&self, _event: &RunEvent) {}
+
+    /// An invocation starts.
+    fn before_invocation(&self, _event: &RunEvent) {}
+
+    /// An invocation completed.
+    fn after_invocation(&self, _event: &RunEvent) {}
+
+    /// An invocation failed.
+    fn on_error(&self, _event: &RunEvent) {}
+
+    /// A planner decided.
+    fn on_planner_decision(&self, _event: &RunEvent) {}
+
+    /// A tool is about to run.
+    fn before_tool(&self, _event: &RunEvent) {}
+
+    /// A tool finished.
+    fn after_tool(&self, _event: &RunEvent) {}
+
+    /// Run-level events: scope created/destroyed, suspended, resumed, completed, failed, tokens.
+    fn on_run_event(&self, _event: &RunEvent) {}
+}
+
+/// A shared listener.
+pub type ListenerRef = Arc<dyn AgentListener>;
+
+/// Calls `listeners` with `event` in order; a panicking listener is logged and skipped.
+pub(crate) fn emit(listeners: &[ListenerRef], event: &RunEvent) {
+    for l in listeners {
+        let call = AssertUnwindSafe(|| {
+            l.on_event(event);
+            match event {
+                RunEvent::AgentStarted { .. } => l.before_invocation(event),
+                RunEvent::AgentFinished { .. } => l.after_invocation(event),
+                RunEvent::AgentFailed { .. } => l.on_error(event),
+                RunEvent::PlannerDecision { .. } => l.on_planner_decision(event),
+                RunEvent::ToolStarted { .. } => l.before_tool(event),
+                RunEvent::ToolFinished { .. } => l.after_tool(event),
+                _ => l.on_run_event(event),
+            }
+        });
+        if let Err(panic) = std::panic::catch_unwind(call) {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(run_id = event.run_id(), "a listener panicked (ignored): {msg}");
+        }
+    }
+}
+
+/// An agent with listeners registered on it (see [`AgentRef::with_listener`]).
+pub(crate) struct Listened {
+    pub(crate) inner: AgentRef,
+    pub(crate) listeners: Vec<ListenerRef>,
+}
+
+impl DynAgent for Listened {
+    fn spec(&self) -> &AgentSpec {
+        self.inner.spec()
+    }
+
+    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> {
+        self.inner.0.invoke_dyn(ctx)
+    }
+
+    fn sub_agents(&self) -> &[AgentRef] {
+        self.inner.0.sub_agents()
+    }
+
+    fn engine_writes_output(&self) -> bool {
+        self.inner.0.engine_writes_output()
+    }
+
+    fn topology_details(&self) -> Value {
+        self.inner.0.topology_details()
+    }
+
+    fn may_suspend(&self) -> bool {
+        self.inner.0.may_suspend()
+    }
+
+    fn inherits_error_handler(&self) -> bool {
+        self.inner.0.inherits_error_handler()
+    }
+
+    fn listeners(&self) -> &[ListenerRef] {
+        &self.listeners
+    }
+
+    fn listened_inner(&self) -> Option<&AgentRef> {
+        Some(&self.inner)
+    }
+}
+
+impl AgentRef {
+    /// This agent with `listener` registered on it (it sees this agent's invocations, and its sub-agents'
+    /// when the listener is inherited). Registering several keeps their order.
+    pub fn with_listener(&self, listener: impl AgentListener) -> AgentRef {
+        self.with_listener_ref(Arc::new(listener))
+    }
+
+    /// As [`AgentRef::with_listener`], with a shared listener.
+    pub fn with_listener_ref(&self, listener: ListenerRef) -> AgentRef {
+        let mut listeners = self.0.listeners().to_vec();
+        listeners.push(listener);
+        let inner = match self.0.listened_inner() {
+            Some(inner) => inner.clone(),
+            None => self.clone(),
+        };
+        AgentRef::new(Listened { inner, listeners })
+    }
+}
+
+/// One invocation as the monitor records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MonitoredInvocation {
+    /// Agent name.
+    pub agent: String,
+    /// Agent path.
+    pub path: String,
+    /// Attempt, 1-based.
+    pub attempt: u32,
+    /// Inputs.
+    pub inputs: Map<String, Value>,
+    /// Output, when finished.
+    pub output: Option<Value>,
+    /// Error message, when failed.
+    pub error: Option<String>,
+    /// Duration in microseconds, when ended.
+    pub duration_us: Option<u64>,
+    /// Tokens, when it called a model.
+    pub tokens: Option<TokenUsage>,
+}
+
+/// Status of a monitored session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// Running.
+    InProgress,
+    /// Waiting for a human (not "in progress" forever).
+    Suspended,
+    /// Completed.
+    Completed,
+    /// Failed.
+    Failed,
+}
+
+/// What the monitor keeps about one memory id (a resumed run continues the same session).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MonitoredSession {
+    /// Memory id.
+    pub run_id: String,
+    /// Status.
+    pub status: SessionStatus,
+    /// Invocations in start order.
+    pub invocations: Vec<MonitoredInvocation>,
+}
+
+/// Records invocation trees per memory id, with bounded retention of ended sessions (default 100;
+/// [`AgentMonitor::with_retention`]; 0 keeps none). Register it on the root (it is inherited) or on a run.
+#[derive(Clone)]
+pub struct AgentMonitor {
+    inner: Arc<Mutex<MonitorState>>,
+}
+
+struct MonitorState {
+    retention: usize,
+    sessions: BTreeMap<String, MonitoredSession>,
+    ended: VecDeque<String>,
+}
+
+impl Default for AgentMonitor {
+    fn default() -> Self {
+        Self::with_retention(100)
+    }
+}
+
+impl AgentMonitor {
+    /// A monitor keeping the last 100 ended sessions.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A monitor keeping the last `retention` ended (completed, failed or suspended) sessions.
+    pub fn with_retention(retention: usize) -> Self {
+        AgentMonitor {
+            inner: Arc::new(Mutex::new(MonitorState { retention, sessions: BTreeMap::new(), ended: VecDeque::new() })),
+        }
+    }
+
+    /// The session of `run_id`, if kept.
+    pub fn session(&self, run_id: &str) -> Option<MonitoredSession> {
+        self.inner.lock().ok().and_then(|s| s.sessions.get(run_id).cloned())
+    }
+
+    /// Ids of the sessions kept, sorted.
+    pub fn run_ids(&self) -> Vec<String> {
+        self.inner.lock().map(|s| s.sessions.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Forgets everything.
+    pub fn clear(&self) {
+        if let Ok(mut s) = self.inner.lock() {
+            s.sessions.clear();
+            s.ended.clear();
+        }
+    }
+
+    fn with_session(&self, run_id: &str, f: impl FnOnce(&mut MonitoredSession)) {
+        let Ok(mut s) = self.inner.lock() else { return };
+        let session = s.sessions.entry(run_id.to_string()).or_insert_with(|| MonitoredSession {
+            run_id: run_id.to_string(),
+            status: SessionStatus::InProgress,
+            invocations: Vec::new(),
+        });
+        f(session);
+    }
+
+    fn end(&self, run_id: &str, status: SessionStatus) {
+        self.with_session(run_id, |s| s.status = status);
+        let Ok(mut s) = self.inner.lock() else { return };
+        s.ended.retain(|id| id != run_id);
+        s.ended.push_back(run_id.to_string());
+        while s.ended.len() > s.retention {
+            if let Some(old) = s.ended.pop_front() {
+                s.sessions.remove(&old);
+            }
+        }
+    }
+}
+
+impl AgentListener for AgentMonitor {
+    fn inherited(&self) -> bool {
+        true
+    }
+
+    fn on_event(&self, event: &RunEvent) {
+        match event {
+            RunEvent::ScopeCreated { run_id } => {
+                self.with_session(run_id, |s| s.status = SessionStatus::InProgress);
+                if let Ok(mut st) = self.inner.lock() {
+                    st.ended.retain(|id| id != run_id);
+                }
+            }
+            RunEvent::AgentStarted { run_id, agent, path, attempt, inputs } => self.with_session(run_id, |s| {
+                s.invocations.push(MonitoredInvocation {
+                    agent: agent.clone(),
+                    path: path.clone(),
+                    attempt: *attempt,
+                    inputs: inputs.clone(),
+                    output: None,
+                    error: None,
+                    duration_us: None,
+                    tokens: None,
+                })
+            }),
+            RunEvent::AgentFinished { run_id, path, attempt, output, duration_us, tokens, .. } => {
+                self.with_session(run_id, |s| {
+                    if let Some(inv) = s.invocations.iter_mut().rev().find(|i| i.path == *path && i.attempt == *attempt)
+                    {
+                        inv.output = Some(output.clone());
+                        inv.duration_us = Some(*duration_us);
+                        inv.tokens = *tokens;
+                    }
+                })
+            }
+            RunEvent::AgentFailed { run_id, path, attempt, error, .. } => self.with_session(run_id, |s| {
+                if let Some(inv) = s.invocations.iter_mut().rev().find(|i| i.path == *path && i.attempt == *attempt) {
+                    inv.error = Some(error.clone());
+                }
+            }),
+            RunEvent::Suspended { run_id, .. } => self.end(run_id, SessionStatus::Suspended),
+            RunEvent::Completed { run_id, .. } => self.end(run_id, SessionStatus::Completed),
+            RunEvent::Failed { run_id, .. } => self.end(run_id, SessionStatus::Failed),
+            _ => {}
+        }
+    }
+}
+
+/// Forwards events to a channel (the event stream of `InvokeRequest::events`).
+pub(crate) struct ChannelListener(pub(crate) tokio::sync::mpsc::UnboundedSender<RunEvent>);
+
+impl AgentListener for ChannelListener {
+    fn inherited(&self) -> bool {
+        true
+    }
+
+    fn on_event(&self, event: &RunEvent) {
+        let _ = self.0.send(event.clone());
+    }
+}
