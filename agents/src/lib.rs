@@ -10,10 +10,12 @@ mod compute;
 pub mod error;
 pub mod expr;
 mod human;
+mod llm;
 pub mod model;
 
 pub use closure::{FnAgent, FnAgentBuilder, ScopeAction};
 pub use compute::{Compute, ComputeBuilder};
 pub use error::ExprError;
 pub use human::{Human, HumanBuilder, HumanMode};
+pub use llm::{LlmAgent, LlmAgentBuilder, OutputType, extract_json, memory_key, parse_answer};
 pub use model::{ChatModel, ChatModelRef, DynChatModel, ModelError};

@@ -19,6 +19,8 @@ pub(crate) struct Builder<'a> {
     by_name: HashMap<&'a str, &'a AgentDef>,
     in_progress: HashSet<String>,
     sink: &'a mut Sink,
+    /// Chat models by name (`models` section), or why one could not be built.
+    models: HashMap<String, Result<agentic_agents::ChatModelRef, String>>,
 }
 
 /// A failure already recorded in the sink.
@@ -28,7 +30,12 @@ type Built = Result<AgentRef, Reported>;
 
 impl<'a> Builder<'a> {
     pub(crate) fn new(agents: &'a [AgentDef], sink: &'a mut Sink) -> Self {
-        Builder { by_name: agents.iter().map(|a| (a.name.as_str(), a)).collect(), in_progress: HashSet::new(), sink }
+        Builder {
+            by_name: agents.iter().map(|a| (a.name.as_str(), a)).collect(),
+            in_progress: HashSet::new(),
+            sink,
+            models: HashMap::new(),
+        }
     }
 
     /// Builds agent `name` and everything below it.
@@ -125,6 +132,7 @@ impl<'a> Builder<'a> {
                 }
                 self.finish(def, b.build())
             }
+            AgentKind::Llm(llm) => self.llm(def, llm),
             AgentKind::Unsupported(kind) => {
                 self.sink.push(
                     def.kind_pos,
@@ -221,4 +229,43 @@ fn composite<B: SpecBuilder + CompositeBuilderExt>(
     // `compensate_on_error` is stored in the model only: compensations need tool actions, which this build
     // does not have yet.
     Ok(b)
+}
+
+impl Builder<'_> {
+    /// Sets the chat models `llm` agents refer to.
+    pub(crate) fn with_models(mut self, models: HashMap<String, Result<agentic_agents::ChatModelRef, String>>) -> Self {
+        self.models = models;
+        self
+    }
+
+    fn llm(&mut self, def: &AgentDef, llm: &crate::model::LlmDef) -> Built {
+        let model = match self.models.get(&llm.model.value) {
+            Some(Ok(m)) => m.clone(),
+            Some(Err(e)) => {
+                let msg = format!("model `{}`: {e}", llm.model.value);
+                self.sink.push(llm.model.pos, Some(&def.name), Some("model"), msg);
+                return Err(Reported);
+            }
+            None => {
+                let msg = format!("unknown model `{}`", llm.model.value);
+                self.sink.push(llm.model.pos, Some(&def.name), Some("model"), msg);
+                return Err(Reported);
+            }
+        };
+        let mut b = agentic_agents::LlmAgent::builder(model)
+            .name(def.name.clone())
+            .user(&llm.user.value)
+            .output(llm.output.clone());
+        if let Some(system) = &llm.system {
+            b = b.system(&system.value);
+        }
+        if let Some(n) = llm.memory_window {
+            b = b.memory_window(n);
+        }
+        if !llm.context.is_empty() {
+            b = b.summarized_context(llm.context.iter().map(|c| c.value.clone()));
+        }
+        let built = common(b, def).build();
+        self.finish(def, built)
+    }
 }

@@ -25,9 +25,11 @@
 //! Every problem is reported with the file, line and column (and the agent and field where it applies), and
 //! all problems are collected, not just the first: see [`SpecErrors`].
 //!
-//! Kinds supported by this build: `compute`, `sequence`, `loop`, `parallel`, `parallel_mapper`,
-//! `conditional`. The other kinds of SPEC.md are recognised and rejected with "not supported yet"; the
-//! `models` section is parsed and checked but not used yet. `compensate_on_error` is parsed and stored; it
+//! Kinds supported by this build: `compute`, `human`, `llm`, `sequence`, `loop`, `parallel`, `parallel_mapper`,
+//! `conditional`. The other kinds of SPEC.md are recognised and rejected with "not supported yet". The
+//! `models` section builds chat models ([`model_from_def`]: `openai`, `scripted`; `local` is reported as not
+//! built in) when an `llm` agent uses them; [`Spec::build_with_models`] substitutes models (tests, servers
+//! chosen at run time). `llm` agents' `tools` are reported as not supported in specs yet. `compensate_on_error` is parsed and stored; it
 //! has no effect until tool actions with compensations exist.
 //!
 //! ## Rules checked
@@ -57,6 +59,7 @@
 mod build;
 mod error;
 mod model;
+mod models;
 mod node;
 mod parse;
 mod validate;
@@ -67,9 +70,10 @@ use agentic_engine::AgentRef;
 
 pub use error::{SpecError, SpecErrors};
 pub use model::{
-    AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, Located, ModelDef, ModelProvider,
-    SUPPORTED_KINDS, UNSUPPORTED_KINDS,
+    AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, LlmDef, Located, ModelDef,
+    ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
+pub use models::model_from_def;
 pub use node::Pos;
 
 use error::Sink;
@@ -130,6 +134,7 @@ impl Spec {
         };
         let parsed = parse::parse_tree(&tree, &mut sink);
         validate::check_graph(&parsed.agents, &parsed.names, parsed.root.as_ref(), &mut sink);
+        validate::check_llm(&parsed.agents, &parsed.models, &parsed.names, &mut sink);
         for agent in &parsed.agents {
             validate::check_expressions(agent, &mut sink);
         }
@@ -204,8 +209,25 @@ impl Spec {
     /// Problems only the builders detect (e.g. conflicting declared types, a mapped agent without inputs and
     /// no `item_key`), located at the agent.
     pub fn build(&self) -> Result<BuiltSpec, SpecErrors> {
+        self.build_with_models(Vec::<(String, agentic_agents::ChatModelRef)>::new())
+    }
+
+    /// Builds like [`Spec::build`], using `models` instead of the spec's entries of the same names (the
+    /// other entries are built with [`model_from_def`]). A substituted name must still be defined in the
+    /// spec's `models` section (that is what `llm` agents are checked against).
+    ///
+    /// # Errors
+    /// As [`Spec::build`]; also a model an `llm` agent uses that cannot be built (e.g. `provider: local` in
+    /// a binary without it), located at the agent's `model` field.
+    pub fn build_with_models(
+        &self,
+        models: impl IntoIterator<Item = (String, agentic_agents::ChatModelRef)>,
+    ) -> Result<BuiltSpec, SpecErrors> {
         let mut sink = Sink::new(self.file.clone());
-        let root = build::Builder::new(&self.agents, &mut sink).build(&self.root, None);
+        let mut chat_models: std::collections::HashMap<String, Result<agentic_agents::ChatModelRef, String>> =
+            self.models.iter().map(|d| (d.name.clone(), model_from_def(d).map_err(|e| e.to_string()))).collect();
+        chat_models.extend(models.into_iter().map(|(name, m)| (name, Ok(m))));
+        let root = build::Builder::new(&self.agents, &mut sink).with_models(chat_models).build(&self.root, None);
         match root {
             Ok(root) if sink.is_empty() => Ok(BuiltSpec { name: self.name.clone(), root, models: self.models.clone() }),
             _ => {
@@ -225,7 +247,7 @@ pub struct BuiltSpec {
     pub name: String,
     /// The root agent, ready to `invoke()`.
     pub root: AgentRef,
-    /// The `models` section (parsed, not used by this build).
+    /// The `models` section as parsed.
     pub models: Vec<ModelDef>,
 }
 

@@ -147,6 +147,8 @@ pub enum AgentKind {
         /// The branches, in order.
         branches: Vec<BranchDef>,
     },
+    /// `llm`: asks a chat model (see [`LlmDef`]).
+    Llm(LlmDef),
     /// A kind of SPEC.md this build does not support yet (`llm`, `supervisor`, ...). Never present in a
     /// spec that validated.
     Unsupported(String),
@@ -163,6 +165,7 @@ impl AgentKind {
             AgentKind::Parallel { .. } => "parallel",
             AgentKind::ParallelMapper { .. } => "parallel_mapper",
             AgentKind::Conditional { .. } => "conditional",
+            AgentKind::Llm(_) => "llm",
             AgentKind::Unsupported(kind) => kind,
         }
     }
@@ -175,12 +178,31 @@ impl AgentKind {
             }
             AgentKind::ParallelMapper { agent, .. } => vec![agent],
             AgentKind::Conditional { branches } => branches.iter().flat_map(|b| b.agents.iter()).collect(),
-            AgentKind::Compute(_) | AgentKind::Human { .. } | AgentKind::Unsupported(_) => Vec::new(),
+            AgentKind::Compute(_) | AgentKind::Human { .. } | AgentKind::Llm(_) | AgentKind::Unsupported(_) => {
+                Vec::new()
+            }
         }
     }
 }
 
-/// A named model configuration (`models.<name>`). Parsed and checked; used once LLM agents land.
+/// The fields of an `llm` agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmDef {
+    /// `model`: a name in `models` (default `default`, located at the agent when not written).
+    pub model: Located<String>,
+    /// `system`: the system message template.
+    pub system: Option<Located<String>>,
+    /// `user`: the user message template (required).
+    pub user: Located<String>,
+    /// `output`: the answer's type (default `string`).
+    pub output: agentic_agents::OutputType,
+    /// `memory.window`: messages of chat memory kept per memory id (default: no memory).
+    pub memory_window: Option<usize>,
+    /// `context.summarized`: agents whose last exchanges are put before the user message.
+    pub context: Vec<Located<String>>,
+}
+
+/// A named model configuration (`models.<name>`); `llm` agents refer to it by name.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelDef {
     /// The model's name.
@@ -224,8 +246,8 @@ pub enum ModelProvider {
 
 /// The kinds this build can run.
 pub const SUPPORTED_KINDS: &[&str] =
-    &["compute", "human", "sequence", "loop", "parallel", "parallel_mapper", "conditional"];
+    &["compute", "human", "sequence", "loop", "parallel", "parallel_mapper", "conditional", "llm"];
 
 /// Kinds of SPEC.md that are recognised but not supported yet by this build.
 pub const UNSUPPORTED_KINDS: &[&str] =
-    &["llm", "mcp", "a2a", "supervisor", "goap", "p2p", "blackboard", "voting", "debate", "bdi", "decision_router"];
+    &["mcp", "a2a", "supervisor", "goap", "p2p", "blackboard", "voting", "debate", "bdi", "decision_router"];

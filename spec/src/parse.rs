@@ -370,6 +370,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
     let specific: &[&str] = match kind {
         "compute" => &["value", "template"],
         "human" => &["prompt", "mode", "response_id"],
+        "llm" => &["model", "system", "user", "output", "memory", "context", "tools"],
         "sequence" => &["agents"],
         "loop" => &["agents", "max_iterations", "exit_when", "test_exit_at_loop_end"],
         "parallel" => &["agents", "max_concurrency"],
@@ -385,7 +386,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             return None;
         }
     };
-    let is_composite = kind != "compute" && kind != "human";
+    let is_composite = kind != "compute" && kind != "human" && kind != "llm";
     let mut allowed: Vec<&str> = COMMON_FIELDS.to_vec();
     if is_composite {
         allowed.extend_from_slice(COMPOSITE_FIELDS);
@@ -465,6 +466,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
                 _ => return None,
             }
         }
+        "llm" => AgentKind::Llm(parse_llm(&obj, pos, &mut cx)?),
         _ => AgentKind::Conditional { branches: parse_branches(&obj, &mut cx) },
     };
     Some(def)
@@ -540,4 +542,126 @@ fn parse_branches(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<BranchDef> {
 
 fn kinds_list() -> String {
     SUPPORTED_KINDS.iter().chain(UNSUPPORTED_KINDS).map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+}
+
+/// The fields of an `llm` agent (SPEC.md, leaf kinds).
+fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::LlmDef> {
+    let model = match obj.get("model") {
+        None => Some(Located::new("default".to_string(), pos)),
+        Some(_) => cx.nonempty(obj, "model"),
+    };
+    let system = cx.nonempty(obj, "system");
+    let user = cx.required(obj, "user");
+    let output = match obj.get("output") {
+        None => Some(agentic_agents::OutputType::String),
+        Some(node) => parse_output(node, cx),
+    };
+    let memory_window = obj.get("memory").and_then(|node| {
+        let before = cx.sink_len();
+        let window = cx.obj(node, None, "field").and_then(|m| {
+            m.check_fields(&["window"], cx);
+            if m.get("window").is_none() {
+                cx.missing(m.pos, "window", "missing field `window` (messages kept)");
+                return None;
+            }
+            cx.int(&m, "window", 1, u64::from(u32::MAX)).and_then(|w| usize::try_from(w).ok())
+        });
+        cx.nest_since(before, "memory");
+        window
+    });
+    let context = obj
+        .get("context")
+        .and_then(|node| {
+            let before = cx.sink_len();
+            let names = cx.obj(node, None, "field").and_then(|c| {
+                c.check_fields(&["summarized"], cx);
+                if c.get("summarized").is_none() {
+                    cx.missing(c.pos, "summarized", "missing field `summarized` (a list of agent names)");
+                    return None;
+                }
+                cx.string_list(&c, "summarized")
+            });
+            cx.nest_since(before, "context");
+            names
+        })
+        .unwrap_or_default();
+    if let Some(tools) = obj.get("tools") {
+        cx.err(tools.pos, Some("tools"), "tools are not supported in specs yet");
+    }
+    Some(crate::model::LlmDef { model: model?, system, user: user?, output: output?, memory_window, context })
+}
+
+/// `output`: `string` | `number` | `integer` | `boolean` | `json` | `{enum: [..]}` | `{schema: {..}}`.
+fn parse_output(node: &Node, cx: &mut Cx<'_>) -> Option<agentic_agents::OutputType> {
+    use agentic_agents::OutputType;
+    const EXPECTED: &str =
+        "expected `string`, `number`, `integer`, `boolean`, `json`, `{enum: [..]}` or `{schema: {..}}`";
+    match &node.value {
+        NodeValue::Str(s) => match s.as_str() {
+            "string" => Some(OutputType::String),
+            "number" => Some(OutputType::Number),
+            "integer" => Some(OutputType::Integer),
+            "boolean" => Some(OutputType::Boolean),
+            "json" => Some(OutputType::Json),
+            other => {
+                let hint = match suggest(other, ["string", "number", "integer", "boolean", "json"]) {
+                    Some(s) => format!(" (did you mean `{s}`?)"),
+                    None => String::new(),
+                };
+                cx.err(node.pos, Some("output"), format!("unknown output type `{other}`{hint}, {EXPECTED}"));
+                None
+            }
+        },
+        NodeValue::Map(entries) if entries.len() == 1 => {
+            let (key, value) = &entries[0];
+            match (key.key_text().as_str(), &value.value) {
+                ("enum", NodeValue::Seq(items)) => {
+                    let mut names = Vec::with_capacity(items.len());
+                    for item in items {
+                        match item.as_str() {
+                            Some(s) if !s.trim().is_empty() => names.push(s.to_string()),
+                            _ => {
+                                cx.err(
+                                    item.pos,
+                                    Some("output.enum"),
+                                    format!("expected a name, found {}", item.type_name()),
+                                );
+                                return None;
+                            }
+                        }
+                    }
+                    if names.is_empty() {
+                        cx.err(value.pos, Some("output.enum"), "must list at least one name");
+                        return None;
+                    }
+                    Some(OutputType::Enum(names))
+                }
+                ("schema", NodeValue::Map(_)) => Some(OutputType::Schema(value.to_json())),
+                ("enum", _) => {
+                    cx.err(
+                        value.pos,
+                        Some("output.enum"),
+                        format!("expected a list of names, found {}", value.type_name()),
+                    );
+                    None
+                }
+                ("schema", _) => {
+                    cx.err(
+                        value.pos,
+                        Some("output.schema"),
+                        format!("expected a JSON schema mapping, found {}", value.type_name()),
+                    );
+                    None
+                }
+                (other, _) => {
+                    cx.err(key.pos, Some("output"), format!("unknown output `{other}`, {EXPECTED}"));
+                    None
+                }
+            }
+        }
+        _ => {
+            cx.err(node.pos, Some("output"), format!("{EXPECTED}, found {}", node.type_name()));
+            None
+        }
+    }
 }

@@ -161,6 +161,20 @@ pub(crate) fn check_expressions(agent: &AgentDef, sink: &mut Sink) {
                 );
             }
         }
+        AgentKind::Llm(llm) => {
+            for (field, src) in [("system", llm.system.as_ref()), ("user", Some(&llm.user))] {
+                if let Some(src) = src
+                    && let Err(e) = Template::compile(&src.value)
+                {
+                    sink.push(
+                        src.pos,
+                        Some(&agent.name),
+                        Some(field),
+                        format!("invalid template: {}", expr_message(&e)),
+                    );
+                }
+            }
+        }
         AgentKind::Compute(ComputeBody::Template(t)) => {
             if let Err(e) = Template::compile(&t.value) {
                 sink.push(
@@ -189,5 +203,45 @@ pub(crate) fn expr_message(e: &ExprError) -> String {
     match line {
         Some(l) if source.contains('\n') => format!("{head} (line {l} of the source)"),
         _ => head.to_string(),
+    }
+}
+
+/// Checks the names `llm` agents use: `model` must name a model of the `models` section and
+/// `context.summarized` must name defined agents.
+pub(crate) fn check_llm(agents: &[AgentDef], models: &[crate::model::ModelDef], names: &[String], sink: &mut Sink) {
+    let model_names: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
+    for agent in agents {
+        let AgentKind::Llm(llm) = &agent.kind else { continue };
+        let name = llm.model.value.as_str();
+        if !model_names.contains(&name) {
+            let defaulted = llm.model.pos == agent.pos;
+            let hint = match suggest(name, model_names.iter().copied()) {
+                Some(s) => format!(" (did you mean `{s}`?)"),
+                None => String::new(),
+            };
+            let defined = if model_names.is_empty() {
+                "no models are defined (add a `models` section, e.g. `models: {default: {provider: openai}}`)"
+                    .to_string()
+            } else {
+                let list = model_names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+                format!("defined models: {list}")
+            };
+            let what = if defaulted {
+                "an llm agent without `model` uses `default`, which is not defined".to_string()
+            } else {
+                format!("unknown model `{name}`{hint}")
+            };
+            sink.push(llm.model.pos, Some(&agent.name), Some("model"), format!("{what}; {defined}"));
+        }
+        for c in &llm.context {
+            if !names.contains(&c.value) {
+                sink.push(
+                    c.pos,
+                    Some(&agent.name),
+                    Some("context.summarized"),
+                    unknown_agent_message(&c.value, names.iter().map(String::as_str)),
+                );
+            }
+        }
     }
 }

@@ -33,6 +33,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 pub use error::ModelError;
+pub(crate) use error::shorten as shorten_text;
 pub use openai::{DEFAULT_BASE_URL, DEFAULT_OPENAI_MODEL, OpenAiBuilder, OpenAiModel};
 pub use scripted::{ScriptedModel, ScriptedReply};
 pub use types::{

@@ -1,0 +1,731 @@
+//! The LLM agent: renders its system and user message templates over the state, asks a chat model, and
+//! returns the answer parsed to its output type.
+//!
+//! - **Inputs** are inferred from the variables the templates use (an explicit input list replaces them).
+//! - **Typed outputs** ([`OutputType`]): when the model supports the JSON-schema response format the answer is
+//!   requested in that format (scalars and enums wrapped as `{"value": ..}`); otherwise the text is parsed
+//!   leniently: the first number for numbers, `true`/`false`/`yes`/`no` for booleans, the variant name
+//!   (case-insensitive) for enums, the JSON inside a code fence (or the first JSON value) for JSON. When the
+//!   answer cannot be parsed, the model is asked once more with the parse error; a second failure fails the
+//!   invocation with an error quoting the answer.
+//! - **Tokens** of every call are added to the invocation record; the last user message and the answer are
+//!   recorded in the conversation context.
+//! - **Memory** (`memory_window(N)`): the last N messages of this agent's conversation are kept in the scope
+//!   state under `_memory.<agent name>` (so they are journaled, survive resume and belong to the memory id)
+//!   and sent before the new user message.
+//! - **Context** (`summarized_context([..])`): the named agents' last exchanges from the conversation context
+//!   are put before the user message.
+//! - **Model selection**: a function of the state may pick the model per invocation.
+//!
+//! Follows LangChain4j agentic's AI-service agents (`@UserMessage` templates, typed returns, chat memory,
+//! summarized context, dynamic chat model); the lenient parsing and the single re-ask are ours.
+
+use std::sync::Arc;
+
+use agentic_engine::{
+    Agent, AgentError, AgentRef, AgentSpec, BuildError, ContextEntry, InputSpec, InvocationContext, ScopeView,
+    SpecBuilder, ValueType,
+};
+use serde_json::{Value, json};
+
+use crate::error::ExprError;
+use crate::expr::Template;
+use crate::model::{ChatMessage, ChatModelRef, ChatRequest, ResponseFormat};
+
+/// The type an LLM agent's answer is parsed to (spec field `output`).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum OutputType {
+    /// The answer's text, trimmed (the default).
+    String,
+    /// A number (JSON number; the first number in the text when parsed leniently).
+    Number,
+    /// An integer (a number without a fractional part).
+    Integer,
+    /// `true` or `false` (also `yes`/`no`, case-insensitive, when parsed leniently).
+    Boolean,
+    /// One of these names, matched case-insensitively; the result is the name as declared.
+    Enum(Vec<String>),
+    /// Any JSON value.
+    Json,
+    /// JSON matching this JSON schema (checked for `type`, `required`, `properties`, `items` and `enum`).
+    Schema(Value),
+}
+
+impl OutputType {
+    /// What the answer must be, for messages ("a number", "one of `A`, `B`").
+    pub fn describe(&self) -> String {
+        match self {
+            OutputType::String => "text".to_string(),
+            OutputType::Number => "a number".to_string(),
+            OutputType::Integer => "an integer".to_string(),
+            OutputType::Boolean => "true or false".to_string(),
+            OutputType::Enum(names) => format!("one of {}", names.join(", ")),
+            OutputType::Json => "JSON".to_string(),
+            OutputType::Schema(_) => "JSON matching the schema".to_string(),
+        }
+    }
+
+    fn value_type(&self) -> ValueType {
+        match self {
+            OutputType::String | OutputType::Enum(_) => ValueType::String,
+            OutputType::Number => ValueType::Number,
+            OutputType::Integer => ValueType::Integer,
+            OutputType::Boolean => ValueType::Boolean,
+            OutputType::Json | OutputType::Schema(_) => ValueType::Any,
+        }
+    }
+
+    /// The response format requested from a model supporting JSON schemas, and whether the answer is wrapped
+    /// as `{"value": ..}`.
+    fn response_format(&self) -> Option<(ResponseFormat, bool)> {
+        let wrapped = |inner: Value| {
+            let schema = json!({
+                "type": "object",
+                "properties": {"value": inner},
+                "required": ["value"],
+                "additionalProperties": false
+            });
+            Some((ResponseFormat::JsonSchema { name: "answer".to_string(), schema, strict: true }, true))
+        };
+        match self {
+            OutputType::String => None,
+            OutputType::Number => wrapped(json!({"type": "number"})),
+            OutputType::Integer => wrapped(json!({"type": "integer"})),
+            OutputType::Boolean => wrapped(json!({"type": "boolean"})),
+            OutputType::Enum(names) => wrapped(json!({"type": "string", "enum": names})),
+            OutputType::Json => Some((ResponseFormat::JsonObject, false)),
+            OutputType::Schema(schema) => {
+                let mut schema = schema.clone();
+                if let Value::Object(m) = &mut schema {
+                    m.remove("$schema");
+                }
+                if schema.get("type").and_then(Value::as_str) == Some("object") {
+                    Some((ResponseFormat::JsonSchema { name: "answer".to_string(), schema, strict: false }, false))
+                } else {
+                    let wrapped_schema =
+                        json!({"type": "object", "properties": {"value": schema}, "required": ["value"]});
+                    Some((
+                        ResponseFormat::JsonSchema {
+                            name: "answer".to_string(),
+                            schema: wrapped_schema,
+                            strict: false,
+                        },
+                        true,
+                    ))
+                }
+            }
+        }
+    }
+
+    /// The instruction appended to the user message when the answer is parsed leniently.
+    fn hint(&self) -> Option<String> {
+        match self {
+            OutputType::Enum(names) => Some(format!("Answer with one of: {}.", names.join(", "))),
+            OutputType::Json => Some("Answer with JSON only.".to_string()),
+            OutputType::Schema(schema) => {
+                Some(format!("Answer with JSON only, matching this JSON schema: {}", without_meta(schema)))
+            }
+            _ => None,
+        }
+    }
+}
+
+fn without_meta(schema: &Value) -> Value {
+    let mut s = schema.clone();
+    if let Value::Object(m) = &mut s {
+        m.remove("$schema");
+    }
+    s
+}
+
+type Checker = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
+type Selector = Arc<dyn Fn(&ScopeView) -> Option<ChatModelRef> + Send + Sync>;
+
+/// An agent that asks a chat model. Build with [`LlmAgent::builder`].
+///
+/// ```
+/// use agentic_agents::model::ScriptedModel;
+/// use agentic_agents::{LlmAgent, OutputType};
+/// use agentic_engine::SpecBuilder;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let model = ScriptedModel::new(["Score: 0.85"]);
+/// let scorer = LlmAgent::builder(model)
+///     .name("scorer")
+///     .user("Score this story between 0.0 and 1.0: {{ story }}")
+///     .output(OutputType::Number)
+///     .output_key("score")
+///     .build()?;
+/// let outcome = scorer.invoke().input("story", "Once upon a time").await?;
+/// assert_eq!(outcome.output(), Some(&serde_json::json!(0.85)));
+/// # Ok(()) }
+/// ```
+pub struct LlmAgent {
+    spec: AgentSpec,
+    model: ChatModelRef,
+    selector: Option<Selector>,
+    system: Option<Template>,
+    user: Template,
+    output: OutputType,
+    checker: Option<Checker>,
+    memory_window: Option<usize>,
+    context_agents: Vec<String>,
+    temperature: Option<f64>,
+    max_tokens: Option<u32>,
+}
+
+impl std::fmt::Debug for LlmAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmAgent")
+            .field("name", &self.spec.name)
+            .field("model", &self.model)
+            .field("output", &self.output)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builder of an [`LlmAgent`].
+///
+/// Defaults: name `llm`; no system message; output [`OutputType::String`]; inputs = the variables of the
+/// templates; no memory; no context; the model fixed (no per-invocation selection); temperature and token
+/// limit the model's. A user message is required.
+pub struct LlmAgentBuilder {
+    spec: AgentSpec,
+    model: ChatModelRef,
+    selector: Option<Selector>,
+    system: Option<Template>,
+    user: Option<Template>,
+    output: OutputType,
+    checker: Option<Checker>,
+    memory_window: Option<usize>,
+    context_agents: Vec<String>,
+    temperature: Option<f64>,
+    max_tokens: Option<u32>,
+    errors: Vec<String>,
+}
+
+impl SpecBuilder for LlmAgentBuilder {
+    fn spec_mut(&mut self) -> &mut AgentSpec {
+        &mut self.spec
+    }
+}
+
+impl LlmAgent {
+    /// A builder for an agent asking `model` (any [`crate::ChatModel`] or a [`ChatModelRef`]).
+    pub fn builder(model: impl Into<ChatModelRef>) -> LlmAgentBuilder {
+        LlmAgentBuilder {
+            spec: AgentSpec::new("llm", "llm"),
+            model: model.into(),
+            selector: None,
+            system: None,
+            user: None,
+            output: OutputType::String,
+            checker: None,
+            memory_window: None,
+            context_agents: Vec::new(),
+            temperature: None,
+            max_tokens: None,
+            errors: Vec::new(),
+        }
+    }
+}
+
+impl LlmAgentBuilder {
+    /// Sets the agent's name (default `llm`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.spec.name = name.into();
+        self
+    }
+
+    fn template(&mut self, what: &str, source: &str) -> Option<Template> {
+        match Template::compile(source) {
+            Ok(t) => {
+                for v in t.variables() {
+                    if self.spec.input(&v).is_none() {
+                        self.spec.inputs.push(InputSpec::new(v));
+                    }
+                }
+                Some(t)
+            }
+            Err(ExprError::Syntax { message, .. }) => {
+                self.errors.push(format!("invalid {what} template: {message}"));
+                None
+            }
+        }
+    }
+
+    /// Sets the system message template (minijinja over the state; default none).
+    pub fn system(mut self, template: &str) -> Self {
+        self.system = self.template("system", template);
+        self
+    }
+
+    /// Sets the user message template (minijinja over the state; required).
+    pub fn user(mut self, template: &str) -> Self {
+        self.user = self.template("user", template);
+        self
+    }
+
+    /// Sets the output type (default [`OutputType::String`]).
+    pub fn output(mut self, output: OutputType) -> Self {
+        self.output = output;
+        self.checker = None;
+        self
+    }
+
+    /// Parses the answer as `T`: the JSON schema of `T` is requested (or given to the model as an instruction)
+    /// and the answer must deserialise as `T`. The result is the JSON value (deserialise it to `T` when
+    /// reading the output).
+    pub fn output_as<T: serde::de::DeserializeOwned + schemars::JsonSchema>(mut self) -> Self {
+        let schema: Value = schemars::schema_for!(T).into();
+        self.output = OutputType::Schema(schema);
+        self.checker = Some(Arc::new(|v: &Value| T::deserialize(v).map(|_| ()).map_err(|e| e.to_string())));
+        self
+    }
+
+    /// Keeps the last `messages` messages of this agent's conversation (per memory id) and sends them with
+    /// each new question (default: no memory).
+    pub fn memory_window(mut self, messages: usize) -> Self {
+        self.memory_window = Some(messages);
+        self
+    }
+
+    /// Puts the last exchanges of these agents (from the conversation context) before the user message
+    /// (default none).
+    pub fn summarized_context<S: Into<String>>(mut self, agents: impl IntoIterator<Item = S>) -> Self {
+        self.context_agents = agents.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Picks the model per invocation from the state; `None` uses the builder's model (default: always the
+    /// builder's model).
+    pub fn model_selector(
+        mut self,
+        select: impl Fn(&ScopeView) -> Option<ChatModelRef> + Send + Sync + 'static,
+    ) -> Self {
+        self.selector = Some(Arc::new(select));
+        self
+    }
+
+    /// Sets the temperature of this agent's requests (default: the model's).
+    pub fn temperature(mut self, temperature: f64) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// Sets the token limit of this agent's requests (default: the model's).
+    pub fn max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// Builds the agent.
+    ///
+    /// # Errors
+    /// [`BuildError::Invalid`] when a template does not compile or no user message was given.
+    pub fn build(mut self) -> Result<AgentRef, BuildError> {
+        let invalid = |message: String, agent: &str| BuildError::Invalid { agent: agent.to_string(), message };
+        if let Some(e) = self.errors.first() {
+            return Err(invalid(e.clone(), &self.spec.name));
+        }
+        let Some(user) = self.user else {
+            return Err(invalid("an LLM agent needs a user message".to_string(), &self.spec.name));
+        };
+        if self.spec.output_type == ValueType::Any {
+            // Declared from `output` unless `output_type` was set explicitly.
+            self.spec.output_type = self.output.value_type();
+        }
+        Ok(AgentRef::new(LlmAgent {
+            spec: self.spec,
+            model: self.model,
+            selector: self.selector,
+            system: self.system,
+            user,
+            output: self.output,
+            checker: self.checker,
+            memory_window: self.memory_window,
+            context_agents: self.context_agents,
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+        }))
+    }
+}
+
+/// The scope key holding `agent`'s memory window.
+pub fn memory_key(agent: &str) -> String {
+    format!("_memory.{agent}")
+}
+
+impl LlmAgent {
+    fn render(&self, ctx: &InvocationContext, t: &Template, what: &str) -> Result<String, AgentError> {
+        let extra: Vec<(&str, Value)> = ctx.inputs().iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        t.render(&ctx.view(), &extra).map_err(|message| AgentError::Expression {
+            agent: ctx.agent_name().to_string(),
+            path: ctx.path().to_string(),
+            what: format!("{what} message"),
+            message,
+        })
+    }
+
+    async fn context_prefix(&self, ctx: &InvocationContext) -> Result<String, AgentError> {
+        if self.context_agents.is_empty() {
+            return Ok(String::new());
+        }
+        let entries = ctx.scope().context().await?;
+        let mut text = String::new();
+        for e in entries.iter().filter(|e| self.context_agents.contains(&e.agent)) {
+            text.push_str(&format!("[{}] User: {}\n[{}] Answer: {}\n", e.agent, e.user, e.agent, e.answer));
+        }
+        if text.is_empty() {
+            return Ok(text);
+        }
+        Ok(format!("Considering this context:\n{text}\n"))
+    }
+}
+
+impl Agent for LlmAgent {
+    fn spec(&self) -> &AgentSpec {
+        &self.spec
+    }
+
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+        let view = ctx.view();
+        let model = self.selector.as_ref().and_then(|s| s(&view)).unwrap_or_else(|| self.model.clone());
+        let info = model.info().clone();
+        let user = self.render(ctx, &self.user, "user")?;
+        let mut messages = Vec::new();
+        if let Some(system) = &self.system {
+            messages.push(ChatMessage::system(self.render(ctx, system, "system")?));
+        }
+        let key = memory_key(&self.spec.name);
+        let mut memory: Vec<ChatMessage> = match (self.memory_window, view.get(&key)) {
+            (Some(_), Some(v)) => serde_json::from_value(v.clone()).unwrap_or_else(|e| {
+                tracing::warn!(agent = %self.spec.name, "ignoring unreadable memory `{key}`: {e}");
+                Vec::new()
+            }),
+            _ => Vec::new(),
+        };
+        messages.extend(memory.iter().cloned());
+
+        let structured = if info.json_schema { self.output.response_format() } else { None };
+        let mut sent = format!("{}{user}", self.context_prefix(ctx).await?);
+        if structured.is_none()
+            && let Some(hint) = self.output.hint()
+        {
+            sent = format!("{sent}\n\n{hint}");
+        }
+        messages.push(ChatMessage::user(sent));
+
+        let mut request = ChatRequest::new(messages);
+        request.temperature = self.temperature;
+        request.max_tokens = self.max_tokens;
+        let wrapped = structured.as_ref().is_some_and(|(_, w)| *w);
+        request.response_format = structured.map(|(f, _)| f);
+
+        let fail_model = |e: crate::model::ModelError| ctx.fail(e.to_string());
+        let response = model.chat(request.clone()).await.map_err(fail_model)?;
+        ctx.add_tokens(response.usage);
+        let mut answer = response.text().to_string();
+        let value = match parse(&self.output, &answer, wrapped, self.checker.as_ref()) {
+            Ok(v) => v,
+            Err(first) => {
+                tracing::info!(agent = %self.spec.name, "answer not readable as {}: {first}; asking again", self.output.describe());
+                request.messages.push(ChatMessage::assistant(answer.clone()));
+                let mut again = format!(
+                    "Your answer could not be read as {}: {first}. Answer again, with {} only.",
+                    self.output.describe(),
+                    self.output.describe()
+                );
+                if let Some(hint) = self.output.hint() {
+                    again = format!("{again} {hint}");
+                }
+                request.messages.push(ChatMessage::user(again));
+                let response = model.chat(request).await.map_err(fail_model)?;
+                ctx.add_tokens(response.usage);
+                answer = response.text().to_string();
+                parse(&self.output, &answer, wrapped, self.checker.as_ref()).map_err(|second| {
+                    ctx.fail(format!(
+                        "model `{}` at {}: the answer could not be read as {} (asked twice): {second}; the answer \
+                         was: {:?}",
+                        info.model,
+                        info.server,
+                        self.output.describe(),
+                        crate::model::shorten_text(&answer, 500)
+                    ))
+                })?
+            }
+        };
+
+        ctx.scope().set_context(ContextEntry {
+            agent: self.spec.name.clone(),
+            user: user.clone(),
+            answer: answer.clone(),
+        });
+        if let Some(window) = self.memory_window {
+            memory.push(ChatMessage::user(user));
+            memory.push(ChatMessage::assistant(answer));
+            let skip = memory.len().saturating_sub(window);
+            let kept: Vec<ChatMessage> = memory.into_iter().skip(skip).collect();
+            let v = serde_json::to_value(&kept).map_err(|e| ctx.fail(format!("memory: {e}")))?;
+            ctx.write(key, v).await?;
+        }
+        Ok(value)
+    }
+}
+
+/// Parses a free-text answer as `output`, leniently (see the module docs): what the LLM agent does when the
+/// model does not support the JSON-schema response format.
+///
+/// # Errors
+/// Why the text is not a value of the type.
+pub fn parse_answer(output: &OutputType, text: &str) -> Result<Value, String> {
+    parse(output, text, false, None)
+}
+
+/// Parses `text` as `output`. `wrapped`: the answer was requested as `{"value": ..}` (JSON-schema mode);
+/// free text is still accepted (servers that ignore the format).
+fn parse(output: &OutputType, text: &str, wrapped: bool, checker: Option<&Checker>) -> Result<Value, String> {
+    if wrapped
+        && let Ok(Value::Object(m)) = extract_json(text)
+        && let Some(v) = m.get("value")
+    {
+        return parse_value(output, v.clone(), checker);
+    }
+    match output {
+        OutputType::String => Ok(Value::String(text.trim().to_string())),
+        OutputType::Number => {
+            let n = first_number(text).ok_or_else(|| "no number found".to_string())?;
+            serde_json::Number::from_f64(n).map(Value::Number).ok_or_else(|| format!("{n} is not a finite number"))
+        }
+        OutputType::Integer => {
+            let n = first_number(text).ok_or_else(|| "no integer found".to_string())?;
+            to_integer(n)
+        }
+        OutputType::Boolean => {
+            let word = text
+                .split(|c: char| !c.is_alphanumeric())
+                .map(str::to_ascii_lowercase)
+                .find(|w| matches!(w.as_str(), "true" | "false" | "yes" | "no"))
+                .ok_or_else(|| "no true/false or yes/no found".to_string())?;
+            Ok(Value::Bool(word == "true" || word == "yes"))
+        }
+        OutputType::Enum(names) => parse_enum(names, text),
+        OutputType::Json | OutputType::Schema(_) => {
+            let v = extract_json(text)?;
+            parse_value(output, v, checker)
+        }
+    }
+}
+
+/// Checks a JSON value against `output` (JSON-schema mode, or after extracting JSON).
+fn parse_value(output: &OutputType, v: Value, checker: Option<&Checker>) -> Result<Value, String> {
+    match output {
+        OutputType::String => Ok(match v {
+            Value::String(s) => Value::String(s),
+            other => Value::String(other.to_string()),
+        }),
+        OutputType::Number => match &v {
+            Value::Number(_) => Ok(v),
+            Value::String(s) => parse(output, s, false, None),
+            _ => Err(format!("expected a number, found {v}")),
+        },
+        OutputType::Integer => match v.as_f64() {
+            Some(n) => to_integer(n),
+            None => match &v {
+                Value::String(s) => parse(output, s, false, None),
+                _ => Err(format!("expected an integer, found {v}")),
+            },
+        },
+        OutputType::Boolean => match &v {
+            Value::Bool(_) => Ok(v),
+            Value::String(s) => parse(output, s, false, None),
+            _ => Err(format!("expected true or false, found {v}")),
+        },
+        OutputType::Enum(names) => match &v {
+            Value::String(s) => parse_enum(names, s),
+            _ => Err(format!("expected one of {}, found {v}", names.join(", "))),
+        },
+        OutputType::Json => Ok(v),
+        OutputType::Schema(schema) => {
+            match checker {
+                Some(check) => check(&v)?,
+                None => check_schema(schema, &v, "the answer")?,
+            }
+            Ok(v)
+        }
+    }
+}
+
+fn to_integer(n: f64) -> Result<Value, String> {
+    if n.fract() != 0.0 || !n.is_finite() || n.abs() > 9.0e15 {
+        return Err(format!("{n} is not an integer"));
+    }
+    Ok(Value::from(n as i64))
+}
+
+fn parse_enum(names: &[String], text: &str) -> Result<Value, String> {
+    let cleaned = text.trim().trim_matches(|c: char| !c.is_alphanumeric() && c != '_' && c != '-');
+    if let Some(n) = names.iter().find(|n| n.eq_ignore_ascii_case(cleaned)) {
+        return Ok(Value::String(n.clone()));
+    }
+    let words: Vec<String> = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let found: Vec<&String> = names.iter().filter(|n| words.contains(&n.to_ascii_lowercase())).collect();
+    match found.as_slice() {
+        [one] => Ok(Value::String((*one).clone())),
+        [] => Err(format!("expected one of {}", names.join(", "))),
+        many => Err(format!(
+            "expected one of {}, found several: {}",
+            names.join(", "),
+            many.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+/// The first number in `text` (`-1`, `0.85`, `.5`, `1e3`).
+fn first_number(text: &str) -> Option<f64> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let starts = b[i].is_ascii_digit() || (b[i] == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let start = if i > 0 && b[i - 1] == b'-' { i - 1 } else { i };
+        let mut j = i;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j < b.len() && b[j] == b'.' && b.get(j + 1).is_some_and(u8::is_ascii_digit) {
+            j += 1;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+        }
+        if j < b.len() && (b[j] == b'e' || b[j] == b'E') {
+            let mut k = j + 1;
+            if k < b.len() && (b[k] == b'+' || b[k] == b'-') {
+                k += 1;
+            }
+            if k < b.len() && b[k].is_ascii_digit() {
+                while k < b.len() && b[k].is_ascii_digit() {
+                    k += 1;
+                }
+                j = k;
+            }
+        }
+        return text[start..j].parse().ok();
+    }
+    None
+}
+
+/// The JSON in `text`: inside the first ``` code fence if there is one, else the whole text, else the span
+/// from the first `{`/`[` to the last `}`/`]`.
+///
+/// # Errors
+/// No JSON found, with the parser's message.
+pub fn extract_json(text: &str) -> Result<Value, String> {
+    if let Some(start) = text.find("```") {
+        let after = &text[start + 3..];
+        let body_start = after.find('\n').map_or(0, |n| n + 1);
+        let body = &after[body_start..];
+        let body = body.find("```").map_or(body, |end| &body[..end]);
+        return serde_json::from_str(body.trim()).map_err(|e| format!("invalid JSON in the code block: {e}"));
+    }
+    let trimmed = text.trim();
+    match serde_json::from_str(trimmed) {
+        Ok(v) => Ok(v),
+        Err(whole) => {
+            let open = trimmed.find(['{', '[']);
+            let close = trimmed.rfind(['}', ']']);
+            match (open, close) {
+                (Some(o), Some(c)) if c > o => {
+                    serde_json::from_str(&trimmed[o..=c]).map_err(|e| format!("invalid JSON: {e}"))
+                }
+                _ => Err(format!("no JSON found: {whole}")),
+            }
+        }
+    }
+}
+
+/// Checks `v` against a subset of JSON schema: `type`, `enum`, `required`, `properties`, `items`.
+fn check_schema(schema: &Value, v: &Value, at: &str) -> Result<(), String> {
+    let Some(s) = schema.as_object() else { return Ok(()) };
+    if let Some(ty) = s.get("type") {
+        let types: Vec<&str> = match ty {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        let ok = types.is_empty()
+            || types.iter().any(|t| match *t {
+                "object" => v.is_object(),
+                "array" => v.is_array(),
+                "string" => v.is_string(),
+                "number" => v.is_number(),
+                "integer" => v.as_f64().is_some_and(|n| n.fract() == 0.0),
+                "boolean" => v.is_boolean(),
+                "null" => v.is_null(),
+                _ => true,
+            });
+        if !ok {
+            return Err(format!("{at} must be of type {}, found {v}", types.join(" or ")));
+        }
+    }
+    if let Some(Value::Array(allowed)) = s.get("enum")
+        && !allowed.contains(v)
+    {
+        return Err(format!("{at} must be one of {}, found {v}", Value::Array(allowed.clone())));
+    }
+    if let Value::Object(obj) = v {
+        if let Some(Value::Array(required)) = s.get("required") {
+            for r in required.iter().filter_map(Value::as_str) {
+                if !obj.contains_key(r) {
+                    return Err(format!("{at} lacks the required field `{r}`"));
+                }
+            }
+        }
+        if let Some(Value::Object(props)) = s.get("properties") {
+            for (k, sub) in props {
+                if let Some(x) = obj.get(k) {
+                    check_schema(sub, x, &format!("field `{k}`"))?;
+                }
+            }
+        }
+    }
+    if let (Value::Array(items), Some(item_schema)) = (v, s.get("items")) {
+        for (i, x) in items.iter().enumerate() {
+            check_schema(item_schema, x, &format!("item {i}"))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lenient_parsing() {
+        assert_eq!(parse_answer(&OutputType::Number, "Score: 0.85"), Ok(json!(0.85)));
+        assert_eq!(parse_answer(&OutputType::Number, "It is -3 degrees"), Ok(json!(-3.0)));
+        assert_eq!(parse_answer(&OutputType::Integer, "I count 7."), Ok(json!(7)));
+        assert!(parse_answer(&OutputType::Integer, "about 7.5").is_err());
+        assert_eq!(parse_answer(&OutputType::Boolean, "Yes, it is."), Ok(json!(true)));
+        let e = OutputType::Enum(vec!["MEDICAL".into(), "LEGAL".into(), "TECHNICAL".into()]);
+        assert_eq!(parse_answer(&e, "medical"), Ok(json!("MEDICAL")));
+        assert_eq!(parse_answer(&e, "The category is legal."), Ok(json!("LEGAL")));
+        assert!(parse_answer(&e, "cooking").is_err());
+        let fenced = "Here:\n```json\n{\"name\": \"Ada\", \"age\": 36}\n```\nDone.";
+        assert_eq!(parse_answer(&OutputType::Json, fenced), Ok(json!({"name": "Ada", "age": 36})));
+        let schema = OutputType::Schema(
+            json!({"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}),
+        );
+        assert!(parse_answer(&schema, "{\"age\": 3}").unwrap_err().contains("`name`"));
+        assert_eq!(parse(&OutputType::Number, "{\"value\": 0.5}", true, None), Ok(json!(0.5)));
+    }
+}

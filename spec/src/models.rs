@@ -1,0 +1,44 @@
+//! From a `models` entry to a chat model: [`model_from_def`], the one place providers are chosen. A new
+//! provider (e.g. `local` behind its cargo feature) adds an arm here.
+
+use agentic_agents::model::{ChatModelRef, DEFAULT_OPENAI_MODEL, ModelError, OpenAiModel, ScriptedModel};
+
+use crate::model::{ModelDef, ModelProvider};
+
+/// Builds the chat model a `models.<name>` entry describes.
+///
+/// - `openai`: [`OpenAiModel`] with the entry's `base_url` (default: `OPENAI_BASE_URL`, else the official
+///   API), `model` (default [`DEFAULT_OPENAI_MODEL`]), `api_key_env` (default `OPENAI_API_KEY`),
+///   `temperature` and `max_tokens`; the other settings at the builder's defaults.
+/// - `scripted`: [`ScriptedModel`] with the entry's `replies` (a reply written as
+///   `{"tool_calls": [..]}` is a tool-call reply), named after the entry.
+/// - `local`: not built into this binary yet.
+///
+/// # Errors
+/// [`ModelError::Unavailable`] for `local` ("the local provider is not built into this binary (cargo feature
+/// `local`)"); [`ModelError::InvalidRequest`] when the OpenAI client cannot be created (e.g. an API key with
+/// characters an HTTP header cannot carry).
+pub fn model_from_def(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
+    match &def.provider {
+        ModelProvider::OpenAi { base_url, model, api_key_env, temperature, max_tokens } => {
+            let mut b = OpenAiModel::builder(model.clone().unwrap_or_else(|| DEFAULT_OPENAI_MODEL.to_string()));
+            if let Some(url) = base_url {
+                b = b.base_url(url.clone());
+            }
+            if let Some(var) = api_key_env {
+                b = b.api_key_env(var.clone());
+            }
+            if let Some(t) = temperature {
+                b = b.temperature(*t);
+            }
+            if let Some(m) = max_tokens {
+                b = b.max_tokens(*m);
+            }
+            Ok(ChatModelRef::new(b.build()?))
+        }
+        ModelProvider::Scripted { replies, .. } => {
+            Ok(ChatModelRef::new(ScriptedModel::new(replies.iter().map(String::as_str)).named(def.name.clone())))
+        }
+        ModelProvider::Local { .. } => Err(ModelError::local_not_built()),
+    }
+}
