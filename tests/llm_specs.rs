@@ -1,0 +1,322 @@
+//! The LLM workflows of the examples run from their specs: the story (writer → audience editor → style
+//! editor) and the style-review loop (scorer + editor until the score reaches 0.8), with the specs' scripted
+//! models, with a scripted model substituted (to check every prompt), and against a loopback
+//! OpenAI-compatible server. Then the located errors of the `llm` kind and the `models` section.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use agentic::agents::model::{ChatModelRef, OpenAiModel, ScriptedModel};
+use agentic::spec::Spec;
+use serde_json::{Value, json};
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+fn spec(name: &str) -> Spec {
+    Spec::from_path(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/specs").join(name)).expect("valid spec")
+}
+
+const STORY_3: &str = "In the vaulted library of Eldmoor, Mira the apprentice found a dragon egg among the grimoires. It \
+                       hatched in a burst of emerald fire during her trial, and the old masters fell silent.";
+
+#[tokio::test]
+async fn the_story_spec_runs_three_llm_agents_in_sequence_with_its_scripted_model() {
+    let built = spec("story.yaml").build().expect("build");
+    let outcome = built
+        .root
+        .invoke()
+        .input("topic", "dragons and wizards")
+        .input("audience", "young adults")
+        .input("style", "fantasy")
+        .await
+        .expect("run");
+    assert_eq!(outcome.output(), Some(&json!(STORY_3)));
+    let history = outcome.history().await.expect("history");
+    let llm_calls: Vec<&str> = history.iter().filter(|r| r.tokens.is_some()).map(|r| r.agent.as_str()).collect();
+    assert_eq!(llm_calls, ["writer", "audience_editor", "style_editor"]);
+}
+
+fn messages(model: &ScriptedModel) -> Vec<Vec<(String, String)>> {
+    model
+        .requests()
+        .iter()
+        .map(|r| r.messages.iter().map(|m| (m.role().to_string(), m.text().to_string())).collect())
+        .collect()
+}
+
+fn pair(role: &str, text: &str) -> (String, String) {
+    (role.to_string(), text.to_string())
+}
+
+#[tokio::test]
+async fn the_story_spec_renders_every_prompt_from_the_state() {
+    let model = ScriptedModel::new(["Draft.", "Draft for teens.", "Fantasy draft for teens."]);
+    let built = spec("story.yaml")
+        .build_with_models([("default".to_string(), ChatModelRef::new(model.clone()))])
+        .expect("build");
+    let outcome = built
+        .root
+        .invoke()
+        .input("topic", "dragons")
+        .input("audience", "teenagers")
+        .input("style", "fantasy")
+        .await
+        .expect("run");
+    assert_eq!(outcome.output(), Some(&json!("Fantasy draft for teens.")));
+    assert_eq!(
+        messages(&model),
+        [
+            vec![
+                pair("system", "You write short fiction."),
+                pair("user", "Write a story of at most three sentences about dragons.\nReply with the story only.")
+            ],
+            vec![
+                pair("system", "You are an editor."),
+                pair(
+                    "user",
+                    "Rewrite this story so that it suits teenagers. Reply with the story only.\nStory: Draft."
+                )
+            ],
+            vec![
+                pair("system", "You are an editor."),
+                pair(
+                    "user",
+                    "Rewrite this story in the fantasy style, keeping it coherent. Reply with the story only.\nStory: \
+                     Draft for teens."
+                )
+            ],
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_style_review_loop_edits_until_the_score_reaches_the_threshold() {
+    let built = spec("style_review.yaml").build().expect("build");
+    let outcome =
+        built.root.invoke().input("topic", "a lighthouse keeper").input("style", "comedy").await.expect("run");
+    assert_eq!(
+        outcome.output(),
+        Some(&json!(
+            "The lighthouse keeper counted ships every night, mostly to annoy the seagulls. One night he counted one \
+             too many, and it winked back."
+        ))
+    );
+    assert_eq!(outcome.state().get("score"), Some(&json!(0.85)));
+
+    // A substituted script that needs three rounds: the loop scores, edits, scores, edits, scores.
+    let model = ScriptedModel::new(["v1", "Score: 0.3", "v2", "0.6 I think", "v3", "Score: 0.9"]);
+    let built = spec("style_review.yaml")
+        .build_with_models([("default".to_string(), ChatModelRef::new(model.clone()))])
+        .expect("build");
+    let outcome = built.root.invoke().input("topic", "t").input("style", "noir").await.expect("run");
+    assert_eq!(outcome.output(), Some(&json!("v3")));
+    assert_eq!(outcome.state().get("score"), Some(&json!(0.9)));
+    assert_eq!(model.used(), 6);
+    let sent = messages(&model);
+    assert_eq!(
+        sent[3][1].1,
+        "How well does this story fit the noir style? Give a score between 0.0 and 1.0.\nReply with the score \
+         only.\nStory: v2"
+    );
+}
+
+/// Answers with the given chat completions in order (the last one repeats).
+struct InOrder(Mutex<VecDeque<String>>);
+
+impl InOrder {
+    fn new(contents: &[&str]) -> Self {
+        InOrder(Mutex::new(contents.iter().map(|s| s.to_string()).collect()))
+    }
+}
+
+impl Respond for InOrder {
+    fn respond(&self, _request: &Request) -> ResponseTemplate {
+        let mut q = self.0.lock().expect("lock");
+        let content =
+            if q.len() > 1 { q.pop_front().unwrap_or_default() } else { q.front().cloned().unwrap_or_default() };
+        ResponseTemplate::new(200).set_body_json(json!({
+            "id": "c", "object": "chat.completion", "model": "gpt-test",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 4}
+        }))
+    }
+}
+
+async fn loopback(contents: &[&str]) -> (MockServer, ChatModelRef) {
+    let server = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(InOrder::new(contents)).mount(&server).await;
+    let model = OpenAiModel::builder("gpt-test")
+        .base_url(format!("{}/v1", server.uri()))
+        .api_key("sk-loopback")
+        .backoff(Duration::from_millis(10))
+        .build()
+        .expect("model");
+    (server, ChatModelRef::new(model))
+}
+
+async fn bodies(server: &MockServer) -> Vec<Value> {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).expect("JSON"))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_story_spec_runs_against_an_openai_compatible_server() {
+    let (server, model) = loopback(&["Draft.", "Draft for teens.", "Fantasy draft for teens."]).await;
+    let built = spec("story.yaml").build_with_models([("default".to_string(), model)]).expect("build");
+    let outcome = built
+        .root
+        .invoke()
+        .input("topic", "dragons")
+        .input("audience", "teenagers")
+        .input("style", "fantasy")
+        .await
+        .expect("run");
+    assert_eq!(outcome.output(), Some(&json!("Fantasy draft for teens.")));
+    let sent = bodies(&server).await;
+    assert_eq!(sent.len(), 3);
+    assert_eq!(
+        sent[1],
+        json!({
+            "model": "gpt-test",
+            "messages": [
+                {"role": "system", "content": "You are an editor."},
+                {"role": "user", "content": "Rewrite this story so that it suits teenagers. Reply with the story only.\nStory: Draft."}
+            ],
+            "stream": false
+        })
+    );
+    let history = outcome.history().await.expect("history");
+    let tokens: u64 = history.iter().filter_map(|r| r.tokens).map(|t| t.input + t.output).sum();
+    assert_eq!(tokens, 3 * 14);
+}
+
+#[tokio::test]
+async fn the_style_review_spec_runs_against_an_openai_compatible_server() {
+    let (server, model) = loopback(&["v1", "{\"value\": 0.4}", "v2", "{\"value\": 0.85}"]).await;
+    let built = spec("style_review.yaml").build_with_models([("default".to_string(), model)]).expect("build");
+    let outcome = built.root.invoke().input("topic", "t").input("style", "comedy").await.expect("run");
+    assert_eq!(outcome.output(), Some(&json!("v2")));
+    assert_eq!(outcome.state().get("score"), Some(&json!(0.85)));
+    let sent = bodies(&server).await;
+    assert_eq!(sent.len(), 4);
+    assert_eq!(sent[0].get("response_format"), None, "a string output asks for free text");
+    assert_eq!(
+        sent[1]["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "answer", "strict": true, "schema": {
+            "type": "object", "properties": {"value": {"type": "number"}},
+            "required": ["value"], "additionalProperties": false}}})
+    );
+}
+
+#[test]
+fn the_cli_runs_the_story_spec() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(["run", "examples/specs/story.yaml", "--input", "topic=dragons", "--input", "audience=kids"])
+        .args(["--input", "style=fantasy", "--store"])
+        .arg(dir.path())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run the CLI");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim_end(), STORY_3);
+}
+
+fn errors(text: &str) -> Vec<String> {
+    match Spec::parse(text, "spec.yaml") {
+        Ok(_) => Vec::new(),
+        Err(e) => e.iter().map(ToString::to_string).collect(),
+    }
+}
+
+#[test]
+fn llm_fields_are_checked_with_locations() {
+    let text = r#"version: 1
+root: s
+models:
+  fast: { provider: scripted, replies: ["x"] }
+agents:
+  s: { kind: sequence, agents: [a, b, c, d, e, f] }
+  a: { kind: llm, user: "hi" }
+  b: { kind: llm, model: fsat, user: "hi" }
+  c: { kind: llm, model: fast, user: "hi", output: decimal }
+  d: { kind: llm, model: fast, user: "hi", output: { enum: [] }, memory: { window: 0 } }
+  e: { kind: llm, model: fast, user: "{{ oops", context: { summarized: [nobody] } }
+  f: { kind: llm, model: fast, user: "hi", tools: [search], output: { schema: 3 } }
+"#;
+    assert_eq!(
+        errors(text),
+        [
+            "spec.yaml:7:3: agent `a`: field `model`: an llm agent without `model` uses `default`, which is not \
+             defined; defined models: `fast`",
+            "spec.yaml:8:26: agent `b`: field `model`: unknown model `fsat` (did you mean `fast`?); defined models: \
+             `fast`",
+            "spec.yaml:9:52: agent `c`: field `output`: unknown output type `decimal`, expected `string`, `number`, \
+             `integer`, `boolean`, `json`, `{enum: [..]}` or `{schema: {..}}`",
+            "spec.yaml:10:60: agent `d`: field `output.enum`: must list at least one name",
+            "spec.yaml:10:84: agent `d`: field `memory.window`: must be at least 1, found 0",
+            "spec.yaml:11:38: agent `e`: field `user`: invalid template: syntax error: unexpected end of input, \
+             expected end of variable block",
+            "spec.yaml:11:73: agent `e`: field `context.summarized`: unknown agent `nobody`; defined agents: `a`, \
+             `b`, `c`, `d`, `e`, `f`, `s`",
+            "spec.yaml:12:51: agent `f`: field `tools`: tools are not supported in specs yet",
+            "spec.yaml:12:79: agent `f`: field `output.schema`: expected a JSON schema mapping, found an integer",
+        ]
+    );
+}
+
+#[test]
+fn a_missing_user_message_and_unknown_fields_are_reported() {
+    let text =
+        "version: 1\nroot: a\nmodels:\n  default: { provider: scripted }\nagents:\n  a: { kind: llm, sytem: x }\n";
+    assert_eq!(
+        errors(text),
+        [
+            "spec.yaml:6:6: agent `a`: missing field `user`",
+            "spec.yaml:6:19: agent `a`: unknown field `sytem` (did you mean `system`?), expected one of `kind`, \
+             `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `model`, `system`, `user`, \
+             `output`, `memory`, `context`, `tools`",
+        ]
+    );
+}
+
+#[test]
+fn the_local_provider_is_a_clear_build_error_until_it_is_built_in() {
+    let text = "version: 1\nroot: a\nmodels:\n  default: { provider: local }\nagents:\n  a: { kind: llm, user: hi }\n";
+    let spec = Spec::parse(text, "spec.yaml").expect("valid: the model is only built on build");
+    let e = spec.build().expect_err("not built in");
+    assert_eq!(
+        e.to_string(),
+        "spec.yaml:6:3: agent `a`: field `model`: model `default`: the local provider is not built into this binary \
+         (cargo feature `local`)"
+    );
+}
+
+#[tokio::test]
+async fn spec_outputs_enum_and_schema_are_parsed() {
+    let text = r#"version: 1
+root: s
+models:
+  default: { provider: scripted, replies: ["legal", "```json\n{\"city\": \"Paris\", \"days\": 3}\n```"] }
+agents:
+  s: { kind: sequence, agents: [route, plan] }
+  route: { kind: llm, user: "Route {{ q }}", output: { enum: [MEDICAL, LEGAL] }, output_key: category }
+  plan:
+    kind: llm
+    user: "Plan {{ q }}"
+    output:
+      schema: { type: object, required: [city, days], properties: { city: { type: string }, days: { type: integer } } }
+    output_key: plan
+"#;
+    let built = Spec::parse(text, "spec.yaml").expect("valid").build().expect("build");
+    let outcome = built.root.invoke().input("q", "a trip").await.expect("run");
+    assert_eq!(outcome.state().get("category"), Some(&json!("LEGAL")));
+    assert_eq!(outcome.state().get("plan"), Some(&json!({"city": "Paris", "days": 3})));
+}
