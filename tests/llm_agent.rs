@@ -50,7 +50,7 @@ async fn a_number_is_the_first_number_in_the_answer_and_tokens_are_recorded() {
     let history = outcome.history().await.expect("history");
     // The scripted model counts words: input 5 (system) + 14 (user); output 2.
     assert_eq!(history.last().and_then(|r| r.tokens), Some(TokenUsage { input: 19, output: 2 }));
-    let context = outcome.scope().context().await.expect("context");
+    let context = outcome.scope().context();
     assert_eq!(context.len(), 1);
     assert_eq!(context[0].agent, "scorer");
     assert_eq!(context[0].user, "Score the story between 0.0 and 1.0 for the style 'comedy': A dragon sneezed.");
@@ -317,4 +317,40 @@ async fn structured_outputs_use_the_json_schema_response_format_on_openai_server
         second["response_format"]["json_schema"]["schema"]["properties"]["value"],
         json!({"type": "string", "enum": ["LEGAL", "MEDICAL"]})
     );
+}
+
+#[tokio::test]
+async fn summarized_context_survives_a_suspension_and_resume() {
+    let model = ScriptedModel::new(["Rest and ice your leg.", "You may sue for damages."]);
+    let medical = LlmAgent::builder(model.clone())
+        .name("medical")
+        .user("As a doctor: {{ request }}")
+        .output_key("medical_answer")
+        .build()
+        .expect("medical");
+    let gate = agentic::agents::Human::builder("gate", "Continue?").expect("gate").response_id("gate").build();
+    let legal = LlmAgent::builder(model.clone())
+        .name("legal")
+        .user("As a lawyer: {{ question }}")
+        .summarized_context(["medical"])
+        .output_key("response")
+        .build()
+        .expect("legal");
+    let system = Sequence::builder().sub_agents([medical, gate, legal]).output_key("response").build().expect("seq");
+    let store = agentic::store::MemoryStore::new();
+    let first = system
+        .invoke()
+        .memory_id("ctx-resume")
+        .store(store.clone())
+        .input("request", "I broke my leg")
+        .input("question", "Should I sue?")
+        .await
+        .expect("run");
+    assert!(first.is_suspended());
+    // A later invocation (no live scope) rebuilds the context from the journal.
+    let done = system.resume("ctx-resume").store(store).answer("gate", "yes").await.expect("resume");
+    assert_eq!(done.output(), Some(&json!("You may sue for damages.")));
+    let last = user_texts(&model).pop().expect("two requests");
+    let prompt = &last.last().expect("user message").1;
+    assert!(prompt.contains("[medical] Answer: Rest and ice your leg."), "{prompt}");
 }

@@ -23,8 +23,7 @@
 use std::sync::Arc;
 
 use agentic_engine::{
-    Agent, AgentError, AgentRef, AgentSpec, BuildError, ContextEntry, InputSpec, InvocationContext, ScopeView,
-    SpecBuilder, ValueType,
+    Agent, AgentError, AgentRef, AgentSpec, BuildError, InputSpec, InvocationContext, ScopeView, SpecBuilder, ValueType,
 };
 use serde_json::{Value, json};
 
@@ -371,7 +370,7 @@ impl LlmAgent {
         if self.context_agents.is_empty() {
             return Ok(String::new());
         }
-        let entries = ctx.scope().context().await?;
+        let entries = ctx.view().context();
         let mut text = String::new();
         for e in entries.iter().filter(|e| self.context_agents.contains(&e.agent)) {
             text.push_str(&format!("[{}] User: {}\n[{}] Answer: {}\n", e.agent, e.user, e.agent, e.answer));
@@ -456,11 +455,7 @@ impl Agent for LlmAgent {
             }
         };
 
-        ctx.scope().set_context(ContextEntry {
-            agent: self.spec.name.clone(),
-            user: user.clone(),
-            answer: answer.clone(),
-        });
+        ctx.set_context(&user, &answer).await?;
         if let Some(window) = self.memory_window {
             memory.push(ChatMessage::user(user));
             memory.push(ChatMessage::assistant(answer));

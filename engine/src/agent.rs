@@ -413,6 +413,20 @@ impl InvocationContext {
         Ok(())
     }
 
+    /// Records this agent's last exchange (user message and answer) in the conversation context, as the
+    /// state key `_context.<agent>` (journaled with this step).
+    ///
+    /// # Errors
+    /// The scope actor is gone.
+    pub async fn set_context(&self, user: &str, answer: &str) -> Result<(), AgentError> {
+        let key = format!("{}{}", crate::scope::CONTEXT_PREFIX, self.name);
+        let at_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0);
+        self.write(key, serde_json::json!({ "user": user, "answer": answer, "at_us": at_us })).await
+    }
+
     /// The run id (memory id).
     pub fn run_id(&self) -> &str {
         &self.run.run_id

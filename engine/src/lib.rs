@@ -33,7 +33,7 @@ pub use run::{
     CancelHandle, Composite, CompositeBuilder, InvokeRequest, OutputFn, PendingResponse, Registry, RunEvents,
     RunOutcome, RunResult, respond,
 };
-pub use scope::{ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
+pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
 pub use store::{
     CallRecord, CheckpointStore, Durability, DynCheckpointStore, Finish, Milestone, PlannerState, RunImage, RunRecord,
     RunStatus, StepRecord, StoreRef,

@@ -128,6 +128,22 @@ impl ScopeView {
         self.seq
     }
 
+    /// The conversation context held in this snapshot (see [`ScopeHandle::context`]), most recent last.
+    pub fn context(&self) -> Vec<ContextEntry> {
+        let mut entries: Vec<(u64, ContextEntry)> = self
+            .state
+            .iter()
+            .filter_map(|(k, v)| {
+                let agent = k.strip_prefix(CONTEXT_PREFIX)?;
+                let text = |f: &str| v.get(f).and_then(Value::as_str).unwrap_or_default().to_string();
+                let at = v.get("at_us").and_then(Value::as_u64).unwrap_or(0);
+                Some((at, ContextEntry { agent: agent.to_string(), user: text("user"), answer: text("answer") }))
+            })
+            .collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.agent.cmp(&b.1.agent)));
+        entries.into_iter().map(|(_, e)| e).collect()
+    }
+
     /// Whether the async agent that was producing `key` failed (readers get its error).
     pub fn has_async_error(&self, key: &str) -> bool {
         self.async_errors.contains_key(key)
@@ -178,6 +194,9 @@ impl<T> TypedKey<T> {
     }
 }
 
+/// Prefix of the state keys holding the conversation context (`_context.<agent>`).
+pub const CONTEXT_PREFIX: &str = "_context.";
+
 /// One entry of the conversation context: the last user message an LLM agent sent and the answer it got.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextEntry {
@@ -196,9 +215,7 @@ pub enum ScopeMsg {
     MarkPending { key: String, reply: RpcReplyPort<()> },
     AsyncDone { key: String, result: Result<Vec<(String, Value)>, AgentError>, reply: RpcReplyPort<u64> },
     Record(InvocationRecord),
-    SetContext(ContextEntry),
     History { reply: RpcReplyPort<Vec<InvocationRecord>> },
-    Context { reply: RpcReplyPort<Vec<ContextEntry>> },
 }
 
 /// The actor that owns one run's state. Use it through a [`ScopeHandle`].
@@ -210,7 +227,6 @@ pub struct ScopeState {
     view: ScopeView,
     tx: watch::Sender<ScopeView>,
     history: Vec<InvocationRecord>,
-    context: Vec<ContextEntry>,
 }
 
 impl ScopeState {
@@ -242,7 +258,7 @@ impl Actor for ScopeActor {
         _myself: ActorRef<Self::Msg>,
         (view, tx, history): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(ScopeState { view, tx, history, context: Vec::new() })
+        Ok(ScopeState { view, tx, history })
     }
 
     async fn handle(
@@ -275,15 +291,8 @@ impl Actor for ScopeActor {
                 let _ = reply.send(seq);
             }
             ScopeMsg::Record(rec) => state.history.push(rec),
-            ScopeMsg::SetContext(entry) => {
-                state.context.retain(|e| e.agent != entry.agent);
-                state.context.push(entry);
-            }
             ScopeMsg::History { reply } => {
                 let _ = reply.send(state.history.clone());
-            }
-            ScopeMsg::Context { reply } => {
-                let _ = reply.send(state.context.clone());
             }
         }
         Ok(())
@@ -414,11 +423,6 @@ impl ScopeHandle {
         let _ = self.inner.actor.cast(ScopeMsg::Record(rec));
     }
 
-    /// Records the last exchange of an LLM agent in the conversation context.
-    pub fn set_context(&self, entry: ContextEntry) {
-        let _ = self.inner.actor.cast(ScopeMsg::SetContext(entry));
-    }
-
     /// The invocation history, in completion order.
     ///
     /// # Errors
@@ -427,12 +431,10 @@ impl ScopeHandle {
         ractor::call!(self.inner.actor, |reply| ScopeMsg::History { reply }).map_err(actor_gone)
     }
 
-    /// The conversation context (one entry per LLM agent, most recent last).
-    ///
-    /// # Errors
-    /// [`AgentError::Internal`] when the scope actor is gone.
-    pub async fn context(&self) -> Result<Vec<ContextEntry>, AgentError> {
-        ractor::call!(self.inner.actor, |reply| ScopeMsg::Context { reply }).map_err(actor_gone)
+    /// The conversation context: the last exchange of each LLM agent, most recent last. It lives in the state
+    /// under `_context.<agent>` keys, so it is journaled and survives a resume.
+    pub fn context(&self) -> Vec<ContextEntry> {
+        self.view().context()
     }
 }
 
