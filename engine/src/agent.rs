@@ -427,6 +427,22 @@ impl InvocationContext {
         self.write(key, serde_json::json!({ "user": user, "answer": answer, "at_us": at_us })).await
     }
 
+    /// Declares how to undo an action this invocation completed (e.g. a tool call with side effects). When
+    /// a composite with `compensate_on_error` above this agent fails or is cancelled, the compensations of
+    /// every completed action below it run in reverse order, best effort.
+    pub fn add_compensation(
+        &self,
+        name: impl Into<String>,
+        undo: impl FnOnce() -> futures::future::BoxFuture<'static, Result<(), String>> + Send + 'static,
+    ) {
+        self.run.add_compensation(crate::run::Compensation {
+            path: self.path.clone(),
+            agent: self.name.to_string(),
+            name: name.into(),
+            action: Box::new(undo),
+        });
+    }
+
     /// The run id (memory id).
     pub fn run_id(&self) -> &str {
         &self.run.run_id

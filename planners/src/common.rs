@@ -13,11 +13,18 @@ pub struct CompositeParts {
     pub(crate) agents: Vec<AgentRef>,
     pub(crate) output: Option<OutputFn>,
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
+    pub(crate) compensate_on_error: bool,
 }
 
 impl CompositeParts {
     pub(crate) fn new(kind: &str) -> Self {
-        CompositeParts { spec: AgentSpec::new(kind, kind), agents: Vec::new(), output: None, handler: None }
+        CompositeParts {
+            spec: AgentSpec::new(kind, kind),
+            agents: Vec::new(),
+            output: None,
+            handler: None,
+            compensate_on_error: false,
+        }
     }
 
     /// Builds the engine composite with a planner factory and topology details.
@@ -36,7 +43,7 @@ impl CompositeParts {
         if let Some(h) = self.handler {
             b = b.error_handler_arc(h);
         }
-        b.build()
+        b.compensate_on_error(self.compensate_on_error).build()
     }
 }
 
@@ -75,6 +82,13 @@ pub trait CompositeBuilderExt: Sized {
     /// Sets an already shared error handler.
     fn error_handler_arc(mut self, handler: Arc<dyn ErrorHandler>) -> Self {
         self.parts_mut().handler = Some(handler);
+        self
+    }
+
+    /// When an agent below fails (after error handling) or the run is cancelled, undo every completed action
+    /// below this composite that declared a compensation, in reverse order, best effort (default false).
+    fn compensate_on_error(mut self, on: bool) -> Self {
+        self.parts_mut().compensate_on_error = on;
         self
     }
 }

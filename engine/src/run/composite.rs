@@ -29,6 +29,7 @@ pub(crate) struct CompositeInner {
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
     pub(crate) details: Value,
     pub(crate) may_suspend: bool,
+    pub(crate) compensate_on_error: bool,
 }
 
 /// A composite agent: sub-agents driven by a planner. Build one with [`Composite::builder`]; the built-in
@@ -52,6 +53,7 @@ impl Composite {
             output: None,
             handler: None,
             details: Value::Null,
+            compensate_on_error: false,
         }
     }
 }
@@ -65,6 +67,7 @@ pub struct CompositeBuilder {
     output: Option<OutputFn>,
     handler: Option<Arc<dyn ErrorHandler>>,
     details: Value,
+    compensate_on_error: bool,
 }
 
 impl SpecBuilder for CompositeBuilder {
@@ -105,6 +108,13 @@ impl CompositeBuilder {
         self
     }
 
+    /// When any agent below fails (after its error handler) or the run is cancelled, run the compensations of
+    /// every completed action below this composite in reverse chronological order (default false).
+    pub fn compensate_on_error(mut self, on: bool) -> Self {
+        self.compensate_on_error = on;
+        self
+    }
+
     /// Planner settings shown in the topology and reports.
     pub fn details(mut self, details: Value) -> Self {
         self.details = details;
@@ -125,6 +135,7 @@ impl CompositeBuilder {
                 output: self.output,
                 handler: self.handler,
                 details: self.details,
+                compensate_on_error: self.compensate_on_error,
             }),
         });
         check_types(&agent)?;

@@ -13,6 +13,8 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::{AbortHandle, JoinHandle};
@@ -51,6 +53,19 @@ pub(crate) struct RunContext {
     consumed: Mutex<BTreeSet<String>>,
     /// Woken when an answer arrives in-process (pending-mode human agents wait on it).
     answer_arrived: Notify,
+    /// Compensations of completed actions, in completion order.
+    compensations: Mutex<Vec<Compensation>>,
+}
+
+/// Undoes one completed action (a tool call with a declared compensation).
+pub type CompensationFn = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), String>> + Send>;
+
+/// A registered compensation.
+pub(crate) struct Compensation {
+    pub(crate) path: Arc<str>,
+    pub(crate) agent: String,
+    pub(crate) name: String,
+    pub(crate) action: CompensationFn,
 }
 
 /// How a run context starts.
@@ -83,6 +98,7 @@ impl RunContext {
             answers: Mutex::new(setup.answers),
             consumed: Mutex::new(BTreeSet::new()),
             answer_arrived: Notify::new(),
+            compensations: Mutex::new(Vec::new()),
         }
     }
 
@@ -160,6 +176,49 @@ impl RunContext {
                 return v;
             }
             notified.await;
+        }
+    }
+
+    /// Registers the compensation of an action completed by the invocation at `path`.
+    pub(crate) fn add_compensation(&self, c: Compensation) {
+        if let Ok(mut all) = self.compensations.lock() {
+            all.push(c);
+        }
+    }
+
+    /// Takes the compensations registered by invocations at or below `path`, most recent first.
+    pub(crate) fn take_compensations(&self, path: &str) -> Vec<Compensation> {
+        let prefix = format!("{path}/");
+        let Ok(mut all) = self.compensations.lock() else { return Vec::new() };
+        let (mine, rest): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut *all).into_iter().partition(|c| &*c.path == path || c.path.starts_with(&prefix));
+        *all = rest;
+        mine.into_iter().rev().collect()
+    }
+
+    /// Runs compensations in the order given (best effort: a failing one is logged and recorded in the
+    /// history, and the rest still run).
+    pub(crate) async fn compensate(&self, compensations: Vec<Compensation>) {
+        for c in compensations {
+            let started = now_us();
+            let result = match std::panic::AssertUnwindSafe((c.action)()).catch_unwind().await {
+                Ok(r) => r,
+                Err(_) => Err("compensation panicked".to_string()),
+            };
+            if let Err(e) = &result {
+                tracing::warn!(run_id = %self.run_id, path = %c.path, compensation = %c.name, "compensation failed: {e}");
+            }
+            self.scope.record(crate::scope::InvocationRecord {
+                agent: format!("compensate:{}", c.name),
+                path: c.path.to_string(),
+                inputs: [("of".to_string(), Value::String(c.agent))].into_iter().collect(),
+                output: Value::Null,
+                started_at_us: started,
+                ended_at_us: now_us(),
+                attempt: 1,
+                tokens: None,
+                error: result.err(),
+            });
         }
     }
 

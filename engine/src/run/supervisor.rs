@@ -147,6 +147,11 @@ impl Actor for PlannerActor {
     async fn post_stop(&self, _myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
         state.abort_all();
         if let Some(reply) = state.reply.take() {
+            // Stopped from outside: the run was cancelled (or a sibling failed).
+            if state.inner.compensate_on_error {
+                let (run, path) = (state.run.clone(), state.path.clone());
+                tokio::spawn(async move { run.compensate(run.take_compensations(&path)).await });
+            }
             let _ = reply.send(Err(AgentError::Cancelled));
         }
         Ok(())
@@ -176,8 +181,18 @@ impl SupervisorState {
 
     fn fail(&mut self, myself: &ActorRef<SupervisorMsg>, error: AgentError) {
         self.abort_all();
+        let compensate = self.inner.compensate_on_error && !matches!(error, AgentError::Suspended { .. });
         if let Some(reply) = self.reply.take() {
-            let _ = reply.send(Err(error));
+            if compensate {
+                // Undo what completed below, then report the failure (the parent waits for the reply).
+                let (run, path) = (self.run.clone(), self.path.clone());
+                tokio::spawn(async move {
+                    run.compensate(run.take_compensations(&path)).await;
+                    let _ = reply.send(Err(error));
+                });
+            } else {
+                let _ = reply.send(Err(error));
+            }
         }
         myself.stop(None);
     }
