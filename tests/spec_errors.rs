@@ -72,8 +72,8 @@ fn unknown_kind_lists_the_valid_kinds() {
     assert_eq!(
         e.message,
         "unknown kind `frobnicate`, expected one of `compute`, `human`, `sequence`, `loop`, `parallel`, \
-         `parallel_mapper`, `conditional`, `llm`, `mcp`, `a2a`, `supervisor`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, \
-         `bdi`, `decision_router`"
+         `parallel_mapper`, `conditional`, `llm`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`, `mcp`, \
+         `a2a`, `supervisor`, `decision_router`"
     );
     let e = one("version: 1\nroot: a\nagents:\n  a: { kind: sequnce, agents: [] }\n");
     assert!(e.message.starts_with("unknown kind `sequnce` (did you mean `sequence`?)"), "{e}");

@@ -133,6 +133,12 @@ impl<'a> Builder<'a> {
                 self.finish(def, b.build())
             }
             AgentKind::Llm(llm) => self.llm(def, llm),
+            AgentKind::Goap { .. }
+            | AgentKind::P2p { .. }
+            | AgentKind::Blackboard { .. }
+            | AgentKind::Voting { .. }
+            | AgentKind::Debate { .. }
+            | AgentKind::Bdi { .. } => self.pattern(def),
             AgentKind::Unsupported(kind) => {
                 self.sink.push(
                     def.kind_pos,
@@ -267,5 +273,96 @@ impl Builder<'_> {
         }
         let built = common(b, def).build();
         self.finish(def, built)
+    }
+}
+
+/// The pattern kinds (`goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`).
+impl<'a> Builder<'a> {
+    fn pattern(&mut self, def: &'a AgentDef) -> Built {
+        use agentic_planners::{Bdi, Blackboard, Convergence, Debate, Desire, Goap, P2p, Voting, VotingStrategy};
+        let invalid = |builder: &mut Self, message: String| {
+            builder.sink.push(def.pos, Some(&def.name), None, message);
+            Reported
+        };
+        match &def.kind {
+            AgentKind::Goap { agents } => {
+                let subs = self.children(def, agents)?;
+                let b = composite(Goap::builder(), def, self)?.sub_agents(subs);
+                self.finish(def, b.build())
+            }
+            AgentKind::P2p { agents, max_invocations, exit_when } => {
+                let subs = self.children(def, agents)?;
+                let mut b = composite(P2p::builder(), def, self)?.sub_agents(subs).max_invocations(*max_invocations);
+                if let Some(src) = exit_when {
+                    let e = self.expression(def, "exit_when", src)?;
+                    b = b.exit_condition(move |view, n| e.eval_bool(view, &[("invocations", Value::from(n))]));
+                }
+                self.finish(def, b.build())
+            }
+            AgentKind::Blackboard { agents, goal, prefer, max_invocations } => {
+                let subs = self.children(def, agents)?;
+                let mut b =
+                    composite(Blackboard::builder(), def, self)?.sub_agents(subs).max_invocations(*max_invocations);
+                if let Some(src) = goal {
+                    let e = self.expression(def, "goal", src)?;
+                    b = b.goal(move |view| e.eval_bool(view, &[]));
+                }
+                for (i, rule) in prefer.iter().enumerate() {
+                    b = match &rule.when {
+                        None => b.prefer_always(rule.agent.value.clone()),
+                        Some(src) => {
+                            let e = self.expression(def, &format!("prefer[{i}].when"), src)?;
+                            b.prefer(rule.agent.value.clone(), move |view| e.eval_bool(view, &[]))
+                        }
+                    };
+                }
+                self.finish(def, b.build())
+            }
+            AgentKind::Voting { agents, strategy } => {
+                let subs = self.children(def, agents)?;
+                let strategy = VotingStrategy::from_name(strategy).map_err(|m| invalid(self, m))?;
+                let b = composite(Voting::builder(), def, self)?.sub_agents(subs).strategy(strategy);
+                self.finish(def, b.build())
+            }
+            AgentKind::Debate { debaters, judge, max_rounds, convergence } => {
+                let subs = self.children(def, debaters);
+                let judge = self.build(judge, Some(&def.name));
+                let (subs, judge) = (subs?, judge?);
+                let convergence = Convergence::from_name(convergence).map_err(|m| invalid(self, m))?;
+                let b = composite(Debate::builder(), def, self)?
+                    .debaters(subs)
+                    .judge(judge)
+                    .max_rounds(*max_rounds)
+                    .convergence(convergence);
+                self.finish(def, b.build())
+            }
+            AgentKind::Bdi { desires, max_invocations } => {
+                let mut b = composite(Bdi::builder(), def, self)?.max_invocations(*max_invocations);
+                let mut failed = false;
+                for (i, d) in desires.iter().enumerate() {
+                    let subs = self.children(def, &d.agents);
+                    let satisfied = self.expression(def, &format!("desires[{i}].satisfied"), &d.satisfied);
+                    let achievable = match &d.achievable {
+                        Some(src) => self.expression(def, &format!("desires[{i}].achievable"), src).map(Some),
+                        None => Ok(None),
+                    };
+                    let (Ok(subs), Ok(satisfied), Ok(achievable)) = (subs, satisfied, achievable) else {
+                        failed = true;
+                        continue;
+                    };
+                    let mut desire =
+                        Desire::new(d.name.clone(), d.priority, move |view| satisfied.eval_bool(view, &[]), subs);
+                    if let Some(a) = achievable {
+                        desire = desire.achievable(move |view| a.eval_bool(view, &[]));
+                    }
+                    b = b.desire(desire);
+                }
+                if failed {
+                    return Err(Reported);
+                }
+                self.finish(def, b.build())
+            }
+            other => Err(invalid(self, format!("kind `{}` is not a pattern kind", other.name()))),
+        }
     }
 }

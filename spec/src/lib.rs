@@ -26,7 +26,7 @@
 //! all problems are collected, not just the first: see [`SpecErrors`].
 //!
 //! Kinds supported by this build: `compute`, `human`, `llm`, `sequence`, `loop`, `parallel`, `parallel_mapper`,
-//! `conditional`. The other kinds of SPEC.md are recognised and rejected with "not supported yet". The
+//! `conditional`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`. The other kinds of SPEC.md are recognised and rejected with "not supported yet". The
 //! `models` section builds chat models ([`model_from_def`]: `openai`, `scripted`; `local` is reported as not
 //! built in) when an `llm` agent uses them; [`Spec::build_with_models`] substitutes models (tests, servers
 //! chosen at run time). `llm` agents' `tools` are reported as not supported in specs yet. `compensate_on_error` is parsed and stored; it
@@ -55,6 +55,13 @@
 //! `parallel`/`parallel_mapper`: unbounded concurrency. `parallel_mapper.item_key`: the mapped agent's first
 //! input. `error_handler`: `retry` 0, `backoff_ms` 100 (doubling per retry), no `fallback` (fail after the
 //! retries).
+//!
+//! Pattern kinds (see `agentic_planners`): `p2p.max_invocations` 10, no `exit_when` (runs to quiescence; the
+//! condition also sees `invocations`); `blackboard.goal` = the `output_key` is defined, no `prefer` rules
+//! (declaration order), `max_invocations` 50; `voting.strategy` `majority`; `debate.max_rounds` 3,
+//! `convergence` `unanimous` (debaters and judge read `debateContext`); `bdi` desires: `priority` 0,
+//! `achievable` always, `satisfied` required, `max_invocations` 50. `prefer[].agent` must be one of the
+//! blackboard's `agents`; `debaters`, `judge` and desires' `agents` are sub-agent references.
 
 mod build;
 mod error;
@@ -73,6 +80,7 @@ pub use model::{
     AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, LlmDef, Located, ModelDef,
     ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
+pub use model::{DesireDef, PreferDef};
 pub use models::model_from_def;
 pub use node::Pos;
 
@@ -134,6 +142,7 @@ impl Spec {
         };
         let parsed = parse::parse_tree(&tree, &mut sink);
         validate::check_graph(&parsed.agents, &parsed.names, parsed.root.as_ref(), &mut sink);
+        validate::check_prefer(&parsed.agents, &parsed.names, &mut sink);
         validate::check_llm(&parsed.agents, &parsed.models, &parsed.names, &mut sink);
         for agent in &parsed.agents {
             validate::check_expressions(agent, &mut sink);

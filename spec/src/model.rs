@@ -149,6 +149,56 @@ pub enum AgentKind {
     },
     /// `llm`: asks a chat model (see [`LlmDef`]).
     Llm(LlmDef),
+    /// `goap`: plans the shortest chain of `agents` producing its `output_key` (the goal) and runs it.
+    Goap {
+        /// Sub-agents by name.
+        agents: Vec<Located<String>>,
+    },
+    /// `p2p`: runs every agent whose inputs are present and changed since it last ran, in parallel.
+    P2p {
+        /// Sub-agents by name.
+        agents: Vec<Located<String>>,
+        /// At most this many invocations in total (default 10).
+        max_invocations: u32,
+        /// Exit condition (also sees `invocations`, the number started so far).
+        exit_when: Option<Located<String>>,
+    },
+    /// `blackboard`: one activatable agent per step, chosen by `prefer`, then declaration order.
+    Blackboard {
+        /// Sub-agents by name.
+        agents: Vec<Located<String>>,
+        /// Goal expression (default: the `output_key` is defined).
+        goal: Option<Located<String>>,
+        /// Conflict-resolution rules, in order.
+        prefer: Vec<PreferDef>,
+        /// At most this many invocations (default 50); reaching it with the goal unmet is an error.
+        max_invocations: u32,
+    },
+    /// `voting`: all `agents` vote in parallel; the votes are aggregated by `strategy`.
+    Voting {
+        /// The voters by name.
+        agents: Vec<Located<String>>,
+        /// `majority` (default), `average` or `highest`.
+        strategy: String,
+    },
+    /// `debate`: the debaters answer in rounds reading each other's answers; the judge decides.
+    Debate {
+        /// The debaters by name (at least 2).
+        debaters: Vec<Located<String>>,
+        /// The judge by name.
+        judge: Located<String>,
+        /// At most this many rounds (default 3).
+        max_rounds: u32,
+        /// `unanimous` (default) or `unanimous_last_word`.
+        convergence: String,
+    },
+    /// `bdi`: pursues the highest-priority achievable, unsatisfied desire with its agents.
+    Bdi {
+        /// The desires, in declaration order.
+        desires: Vec<DesireDef>,
+        /// At most this many invocations (default 50).
+        max_invocations: u32,
+    },
     /// A kind of SPEC.md this build does not support yet (`llm`, `supervisor`, ...). Never present in a
     /// spec that validated.
     Unsupported(String),
@@ -166,6 +216,12 @@ impl AgentKind {
             AgentKind::ParallelMapper { .. } => "parallel_mapper",
             AgentKind::Conditional { .. } => "conditional",
             AgentKind::Llm(_) => "llm",
+            AgentKind::Goap { .. } => "goap",
+            AgentKind::P2p { .. } => "p2p",
+            AgentKind::Blackboard { .. } => "blackboard",
+            AgentKind::Voting { .. } => "voting",
+            AgentKind::Debate { .. } => "debate",
+            AgentKind::Bdi { .. } => "bdi",
             AgentKind::Unsupported(kind) => kind,
         }
     }
@@ -177,6 +233,12 @@ impl AgentKind {
                 agents.iter().collect()
             }
             AgentKind::ParallelMapper { agent, .. } => vec![agent],
+            AgentKind::Goap { agents }
+            | AgentKind::P2p { agents, .. }
+            | AgentKind::Blackboard { agents, .. }
+            | AgentKind::Voting { agents, .. } => agents.iter().collect(),
+            AgentKind::Debate { debaters, judge, .. } => debaters.iter().chain(std::iter::once(judge)).collect(),
+            AgentKind::Bdi { desires, .. } => desires.iter().flat_map(|d| d.agents.iter()).collect(),
             AgentKind::Conditional { branches } => branches.iter().flat_map(|b| b.agents.iter()).collect(),
             AgentKind::Compute(_) | AgentKind::Human { .. } | AgentKind::Llm(_) | AgentKind::Unsupported(_) => {
                 Vec::new()
@@ -245,9 +307,50 @@ pub enum ModelProvider {
 }
 
 /// The kinds this build can run.
-pub const SUPPORTED_KINDS: &[&str] =
-    &["compute", "human", "sequence", "loop", "parallel", "parallel_mapper", "conditional", "llm"];
+pub const SUPPORTED_KINDS: &[&str] = &[
+    "compute",
+    "human",
+    "sequence",
+    "loop",
+    "parallel",
+    "parallel_mapper",
+    "conditional",
+    "llm",
+    "goap",
+    "p2p",
+    "blackboard",
+    "voting",
+    "debate",
+    "bdi",
+];
 
 /// Kinds of SPEC.md that are recognised but not supported yet by this build.
-pub const UNSUPPORTED_KINDS: &[&str] =
-    &["mcp", "a2a", "supervisor", "goap", "p2p", "blackboard", "voting", "debate", "bdi", "decision_router"];
+pub const UNSUPPORTED_KINDS: &[&str] = &["mcp", "a2a", "supervisor", "decision_router"];
+
+/// One `prefer` rule of a `blackboard`: `{agent, when}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreferDef {
+    /// Position of the rule mapping.
+    pub pos: Pos,
+    /// The preferred agent (one of the blackboard's `agents`).
+    pub agent: Located<String>,
+    /// The condition (expression); none = always.
+    pub when: Option<Located<String>>,
+}
+
+/// One desire of a `bdi`: `{name, priority, achievable, satisfied, agents}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesireDef {
+    /// Position of the desire mapping.
+    pub pos: Pos,
+    /// `name` (unique within the bdi).
+    pub name: String,
+    /// `priority`: higher is more important (default 0).
+    pub priority: i64,
+    /// `achievable` (expression; none = always achievable).
+    pub achievable: Option<Located<String>>,
+    /// `satisfied` (expression, required).
+    pub satisfied: Located<String>,
+    /// `agents`: the intention, run in order.
+    pub agents: Vec<Located<String>>,
+}

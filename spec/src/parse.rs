@@ -376,6 +376,12 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
         "parallel" => &["agents", "max_concurrency"],
         "parallel_mapper" => &["agent", "items", "item_key", "max_concurrency"],
         "conditional" => &["branches"],
+        "goap" => &["agents"],
+        "p2p" => &["agents", "max_invocations", "exit_when"],
+        "blackboard" => &["agents", "goal", "prefer", "max_invocations"],
+        "voting" => &["agents", "strategy"],
+        "debate" => &["debaters", "judge", "max_rounds", "convergence"],
+        "bdi" => &["desires", "max_invocations"],
         other => {
             let all = SUPPORTED_KINDS.iter().chain(UNSUPPORTED_KINDS).copied();
             let hint = match suggest(other, all) {
@@ -467,6 +473,41 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             }
         }
         "llm" => AgentKind::Llm(parse_llm(&obj, pos, &mut cx)?),
+        "goap" => AgentKind::Goap { agents: cx.required_list(&obj, "agents") },
+        "p2p" => AgentKind::P2p {
+            agents: cx.required_list(&obj, "agents"),
+            max_invocations: bounded_u32(&obj, &mut cx, "max_invocations", 10),
+            exit_when: cx.nonempty(&obj, "exit_when"),
+        },
+        "blackboard" => AgentKind::Blackboard {
+            agents: cx.required_list(&obj, "agents"),
+            goal: cx.nonempty(&obj, "goal"),
+            prefer: parse_prefer(&obj, &mut cx),
+            max_invocations: bounded_u32(&obj, &mut cx, "max_invocations", 50),
+        },
+        "voting" => {
+            let agents = cx.required_list(&obj, "agents");
+            let strategy = choice(&obj, &mut cx, "strategy", &["majority", "average", "highest"])?;
+            AgentKind::Voting { agents, strategy }
+        }
+        "debate" => {
+            let debaters = cx.required_list(&obj, "debaters");
+            if let Some(node) = obj.get("debaters")
+                && matches!(node.value, NodeValue::Seq(_))
+                && debaters.len() < 2
+            {
+                let msg = format!("a debate needs at least 2 debaters, found {}", debaters.len());
+                cx.err(node.pos, Some("debaters"), msg);
+            }
+            let judge = cx.required(&obj, "judge");
+            let max_rounds = bounded_u32(&obj, &mut cx, "max_rounds", 3);
+            let convergence = choice(&obj, &mut cx, "convergence", &["unanimous", "unanimous_last_word"])?;
+            AgentKind::Debate { debaters, judge: judge?, max_rounds, convergence }
+        }
+        "bdi" => AgentKind::Bdi {
+            desires: parse_desires(&obj, &mut cx),
+            max_invocations: bounded_u32(&obj, &mut cx, "max_invocations", 50),
+        },
         _ => AgentKind::Conditional { branches: parse_branches(&obj, &mut cx) },
     };
     Some(def)
@@ -664,4 +705,108 @@ fn parse_output(node: &Node, cx: &mut Cx<'_>) -> Option<agentic_agents::OutputTy
             None
         }
     }
+}
+
+/// An integer field in `1..=u32::MAX`, or `default` when absent (an invalid value is reported).
+fn bounded_u32(obj: &Obj<'_>, cx: &mut Cx<'_>, field: &str, default: u32) -> u32 {
+    cx.int(obj, field, 1, u64::from(u32::MAX)).and_then(|v| u32::try_from(v).ok()).unwrap_or(default)
+}
+
+/// A string field taking one of `allowed` (default: the first); `None` after reporting a bad value.
+fn choice(obj: &Obj<'_>, cx: &mut Cx<'_>, field: &str, allowed: &[&str]) -> Option<String> {
+    if obj.get(field).is_none() {
+        return allowed.first().map(|s| s.to_string());
+    }
+    let value = cx.nonempty(obj, field)?;
+    if allowed.contains(&value.value.as_str()) {
+        return Some(value.value);
+    }
+    let quoted: Vec<String> = allowed.iter().map(|a| format!("`{a}`")).collect();
+    let list = match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => quoted.join(""),
+    };
+    cx.err(value.pos, Some(field), format!("unknown {field} `{}`, expected {list}", value.value));
+    None
+}
+
+/// A signed integer field.
+fn signed(obj: &Obj<'_>, cx: &mut Cx<'_>, field: &str) -> Option<i64> {
+    let node = obj.get(field)?;
+    match node.value {
+        NodeValue::Int(i) => Some(i),
+        NodeValue::UInt(u) => i64::try_from(u).ok().or_else(|| {
+            cx.err(node.pos, Some(field), format!("must be at most {}, found {u}", i64::MAX));
+            None
+        }),
+        _ => {
+            cx.err(node.pos, Some(field), format!("expected an integer, found {}", node.type_name()));
+            None
+        }
+    }
+}
+
+/// The entries of a list field of mappings, each read by `read` with its errors nested under `field[i]`.
+fn mapping_list<T>(
+    obj: &Obj<'_>,
+    cx: &mut Cx<'_>,
+    field: &str,
+    shape: &str,
+    mut read: impl FnMut(&Obj<'_>, Pos, &mut Cx<'_>) -> Option<T>,
+) -> Vec<T> {
+    let Some(node) = obj.get(field) else { return Vec::new() };
+    let NodeValue::Seq(items) = &node.value else {
+        cx.err(node.pos, Some(field), format!("expected a list of `{shape}`, found {}", node.type_name()));
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let before = cx.sink_len();
+        if let Some(m) = cx.obj(item, None, "field")
+            && let Some(v) = read(&m, item.pos, cx)
+        {
+            out.push(v);
+        }
+        cx.nest_since(before, &format!("{field}[{i}]"));
+    }
+    out
+}
+
+/// `prefer: [{agent, when}]` of a blackboard.
+fn parse_prefer(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<crate::model::PreferDef> {
+    mapping_list(obj, cx, "prefer", "{agent, when}", |m, pos, cx| {
+        m.check_fields(&["agent", "when"], cx);
+        let agent = cx.required(m, "agent");
+        let when = cx.nonempty(m, "when");
+        Some(crate::model::PreferDef { pos, agent: agent?, when })
+    })
+}
+
+/// `desires: [{name, priority, achievable, satisfied, agents}]` of a bdi; desire names are unique.
+fn parse_desires(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<crate::model::DesireDef> {
+    const SHAPE: &str = "{name, priority, achievable, satisfied, agents}";
+    if obj.get("desires").is_none() {
+        cx.missing(obj.pos, "desires", format!("missing field `desires` (a list of `{SHAPE}`)"));
+        return Vec::new();
+    }
+    let mut names: Vec<Located<String>> = Vec::new();
+    mapping_list(obj, cx, "desires", SHAPE, |m, pos, cx| {
+        m.check_fields(&["name", "priority", "achievable", "satisfied", "agents"], cx);
+        let name = cx.required(m, "name");
+        let priority = signed(m, cx, "priority").unwrap_or(0);
+        let achievable = cx.nonempty(m, "achievable");
+        let satisfied = cx.required(m, "satisfied");
+        let agents = cx.required_list(m, "agents");
+        let name = name?;
+        if let Some(first) = names.iter().find(|n| n.value == name.value) {
+            let msg = format!(
+                "duplicate desire name `{}` (first defined at line {}, column {})",
+                name.value, first.pos.line, first.pos.column
+            );
+            cx.err(name.pos, Some("name"), msg);
+            return None;
+        }
+        names.push(name.clone());
+        Some(crate::model::DesireDef { pos, name: name.value, priority, achievable, satisfied: satisfied?, agents })
+    })
 }

@@ -146,6 +146,25 @@ pub(crate) fn check_expressions(agent: &AgentDef, sink: &mut Sink) {
     match &agent.kind {
         AgentKind::Compute(ComputeBody::Value(v)) => expr("value", v),
         AgentKind::Loop { exit_when: Some(e), .. } => expr("exit_when", e),
+        AgentKind::P2p { exit_when: Some(e), .. } => expr("exit_when", e),
+        AgentKind::Blackboard { goal, prefer, .. } => {
+            if let Some(g) = goal {
+                expr("goal", g);
+            }
+            for (i, p) in prefer.iter().enumerate() {
+                if let Some(w) = &p.when {
+                    expr(&format!("prefer[{i}].when"), w);
+                }
+            }
+        }
+        AgentKind::Bdi { desires, .. } => {
+            for (i, d) in desires.iter().enumerate() {
+                if let Some(a) = &d.achievable {
+                    expr(&format!("desires[{i}].achievable"), a);
+                }
+                expr(&format!("desires[{i}].satisfied"), &d.satisfied);
+            }
+        }
         AgentKind::Conditional { branches } => {
             for (i, b) in branches.iter().enumerate() {
                 expr(&format!("branches[{i}].when"), &b.when);
@@ -241,6 +260,26 @@ pub(crate) fn check_llm(agents: &[AgentDef], models: &[crate::model::ModelDef], 
                     Some("context.summarized"),
                     unknown_agent_message(&c.value, names.iter().map(String::as_str)),
                 );
+            }
+        }
+    }
+}
+
+/// Checks the `prefer` rules of blackboards: each names a defined agent that is one of the blackboard's
+/// `agents`.
+pub(crate) fn check_prefer(agents: &[AgentDef], names: &[String], sink: &mut Sink) {
+    for agent in agents {
+        let AgentKind::Blackboard { agents: subs, prefer, .. } = &agent.kind else { continue };
+        for (i, p) in prefer.iter().enumerate() {
+            let field = format!("prefer[{i}].agent");
+            let name = p.agent.value.as_str();
+            if !names.iter().any(|n| n == name) {
+                let msg = unknown_agent_message(name, names.iter().map(String::as_str));
+                sink.push(p.agent.pos, Some(&agent.name), Some(&field), msg);
+            } else if !subs.iter().any(|s| s.value == name) {
+                let list = subs.iter().map(|s| format!("`{}`", s.value)).collect::<Vec<_>>().join(", ");
+                let msg = format!("agent `{name}` is not one of the agents of this blackboard ({list})");
+                sink.push(p.agent.pos, Some(&agent.name), Some(&field), msg);
             }
         }
     }
