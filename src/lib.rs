@@ -21,9 +21,11 @@ pub use agentic_planners as planners;
 pub use agentic_spec as spec;
 pub use agentic_store as store;
 
-/// The common path: builders, the agent and planner traits, outcomes.
+/// The common path: builders, the agent and planner traits, outcomes, the LLM agent with its tools and the
+/// chat models (the rest of the model vocabulary is in [`crate::agents::model`]).
 pub mod prelude {
-    pub use agentic_agents::{Compute, FnAgent, ScopeAction};
+    pub use agentic_agents::model::{ChatModelRef, OpenAiModel, ScriptedModel};
+    pub use agentic_agents::{Compute, FnAgent, LlmAgent, OutputType, ScopeAction, Tool};
     pub use agentic_engine::{
         Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, CancelHandle, Completion, Composite, Durability,
         ErrorHandler, InputSpec, InvocationContext, Planner, PlanningContext, Recovery, RetryPolicy, RunOutcome,

@@ -1,6 +1,7 @@
 //! # agentic-agents
 //!
-//! Agents for the `agentic` engine: chat models and the LLM agent ([`model`], [`LlmAgent`]); non-AI agents — [`FnAgent`] (async closures),
+//! Agents for the `agentic` engine: chat models and the LLM agent ([`model`], [`LlmAgent`]) with its
+//! [`Tool`]s; non-AI agents — [`FnAgent`] (async closures),
 //! [`ScopeAction`] (state-to-writes functions), [`Compute`] (minijinja expressions and templates) — the
 //! human-in-the-loop agent [`Human`], and the [`expr`] module the spec and planners use for conditions and
 //! output expressions.
@@ -12,10 +13,14 @@ pub mod expr;
 mod human;
 mod llm;
 pub mod model;
+mod tools;
 
 pub use closure::{FnAgent, FnAgentBuilder, ScopeAction};
 pub use compute::{Compute, ComputeBuilder};
 pub use error::ExprError;
 pub use human::{Human, HumanBuilder, HumanMode};
-pub use llm::{LlmAgent, LlmAgentBuilder, OutputType, extract_json, memory_key, parse_answer};
+pub use llm::{
+    DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder, OutputType, extract_json, memory_key, parse_answer,
+};
 pub use model::{ChatModel, ChatModelRef, DynChatModel, ModelError};
+pub use tools::{Tool, ToolCallInfo};

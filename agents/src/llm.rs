@@ -16,6 +16,14 @@
 //! - **Context** (`summarized_context([..])`): the named agents' last exchanges from the conversation context
 //!   are put before the user message.
 //! - **Model selection**: a function of the state may pick the model per invocation.
+//! - **Tools** (`tools([..])`, see [`Tool`]): the tools' specs are sent with the request; when the model
+//!   answers with tool calls, the calls run (concurrently when there are several), the assistant message and
+//!   one tool-result message per call (in call order) are appended, and the model is asked again, at most
+//!   `max_tool_iterations` rounds (default 10). A failing call is reported to the model as `error: ..`; a
+//!   successful call of a tool with a compensation registers it with the invocation. Listeners get
+//!   `ToolStarted`/`ToolFinished` events.
+//! - **Streaming** (`streaming(true)`): the model's answer is streamed and every text delta is reported to
+//!   the listeners as a `Token` event (e.g. through `InvokeRequest::events`); the result is the same.
 //!
 //! Follows LangChain4j agentic's AI-service agents (`@UserMessage` templates, typed returns, chat memory,
 //! summarized context, dynamic chat model); the lenient parsing and the single re-ask are ours.
@@ -23,13 +31,19 @@
 use std::sync::Arc;
 
 use agentic_engine::{
-    Agent, AgentError, AgentRef, AgentSpec, BuildError, InputSpec, InvocationContext, ScopeView, SpecBuilder, ValueType,
+    Agent, AgentError, AgentRef, AgentSpec, BuildError, InputSpec, InvocationContext, RunEvent, ScopeView, SpecBuilder,
+    ValueType,
 };
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::error::ExprError;
 use crate::expr::Template;
-use crate::model::{ChatMessage, ChatModelRef, ChatRequest, ResponseFormat};
+use crate::model::{ChatMessage, ChatModelRef, ChatRequest, ChatResponse, ModelInfo, ResponseFormat, StreamEvent};
+use crate::tools::{Tool, ToolCallInfo, result_text};
+
+/// The default bound on tool rounds per model exchange ([`LlmAgentBuilder::max_tool_iterations`]).
+pub const DEFAULT_MAX_TOOL_ITERATIONS: usize = 10;
 
 /// The type an LLM agent's answer is parsed to (spec field `output`).
 #[derive(Debug, Clone, PartialEq)]
@@ -171,6 +185,9 @@ pub struct LlmAgent {
     context_agents: Vec<String>,
     temperature: Option<f64>,
     max_tokens: Option<u32>,
+    tools: Vec<Tool>,
+    max_tool_iterations: usize,
+    streaming: bool,
 }
 
 impl std::fmt::Debug for LlmAgent {
@@ -179,6 +196,8 @@ impl std::fmt::Debug for LlmAgent {
             .field("name", &self.spec.name)
             .field("model", &self.model)
             .field("output", &self.output)
+            .field("tools", &self.tools.iter().map(Tool::name).collect::<Vec<_>>())
+            .field("streaming", &self.streaming)
             .finish_non_exhaustive()
     }
 }
@@ -187,7 +206,8 @@ impl std::fmt::Debug for LlmAgent {
 ///
 /// Defaults: name `llm`; no system message; output [`OutputType::String`]; inputs = the variables of the
 /// templates; no memory; no context; the model fixed (no per-invocation selection); temperature and token
-/// limit the model's. A user message is required.
+/// limit the model's; no tools, at most [`DEFAULT_MAX_TOOL_ITERATIONS`] tool rounds; not streaming. A user
+/// message is required.
 pub struct LlmAgentBuilder {
     spec: AgentSpec,
     model: ChatModelRef,
@@ -200,6 +220,9 @@ pub struct LlmAgentBuilder {
     context_agents: Vec<String>,
     temperature: Option<f64>,
     max_tokens: Option<u32>,
+    tools: Vec<Tool>,
+    max_tool_iterations: usize,
+    streaming: bool,
     errors: Vec<String>,
 }
 
@@ -224,6 +247,9 @@ impl LlmAgent {
             context_agents: Vec::new(),
             temperature: None,
             max_tokens: None,
+            tools: Vec::new(),
+            max_tool_iterations: DEFAULT_MAX_TOOL_ITERATIONS,
+            streaming: false,
             errors: Vec::new(),
         }
     }
@@ -318,14 +344,46 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// Lets the model call these tools (added to the ones given before; default none).
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Tool>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
+    /// Lets the model call this tool too.
+    pub fn tool(mut self, tool: Tool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Bounds the tool rounds of one exchange (default [`DEFAULT_MAX_TOOL_ITERATIONS`]): when the model still
+    /// calls tools after `rounds` rounds, the invocation fails.
+    pub fn max_tool_iterations(mut self, rounds: usize) -> Self {
+        self.max_tool_iterations = rounds;
+        self
+    }
+
+    /// Streams the model's answers and reports each text delta to the listeners as a
+    /// [`RunEvent::Token`] (default false). The result is the same as without streaming.
+    pub fn streaming(mut self, streaming: bool) -> Self {
+        self.streaming = streaming;
+        self
+    }
+
     /// Builds the agent.
     ///
     /// # Errors
-    /// [`BuildError::Invalid`] when a template does not compile or no user message was given.
+    /// [`BuildError::Invalid`] when a template does not compile, no user message was given, or two tools
+    /// have the same name.
     pub fn build(mut self) -> Result<AgentRef, BuildError> {
         let invalid = |message: String, agent: &str| BuildError::Invalid { agent: agent.to_string(), message };
         if let Some(e) = self.errors.first() {
             return Err(invalid(e.clone(), &self.spec.name));
+        }
+        for (i, t) in self.tools.iter().enumerate() {
+            if self.tools[..i].iter().any(|u| u.name() == t.name()) {
+                return Err(invalid(format!("two tools are named `{}`", t.name()), &self.spec.name));
+            }
         }
         let Some(user) = self.user else {
             return Err(invalid("an LLM agent needs a user message".to_string(), &self.spec.name));
@@ -346,6 +404,9 @@ impl LlmAgentBuilder {
             context_agents: self.context_agents,
             temperature: self.temperature,
             max_tokens: self.max_tokens,
+            tools: self.tools,
+            max_tool_iterations: self.max_tool_iterations,
+            streaming: self.streaming,
         }))
     }
 }
@@ -379,6 +440,136 @@ impl LlmAgent {
             return Ok(text);
         }
         Ok(format!("Considering this context:\n{text}\n"))
+    }
+
+    /// One model call: streamed (each text delta reported as a `Token` event) or not. Adds the tokens used.
+    async fn ask(
+        &self,
+        ctx: &InvocationContext,
+        model: &ChatModelRef,
+        request: &ChatRequest,
+    ) -> Result<ChatResponse, AgentError> {
+        let fail_model = |e: crate::model::ModelError| ctx.fail(e.to_string());
+        let response = if self.streaming {
+            let mut stream = model.chat_stream(request.clone()).await.map_err(fail_model)?;
+            let mut done = None;
+            while let Some(event) = stream.next().await {
+                match event.map_err(fail_model)? {
+                    StreamEvent::Token(text) if ctx.has_listeners() => {
+                        ctx.emit(&RunEvent::Token {
+                            run_id: ctx.run_id().to_string(),
+                            path: ctx.path().to_string(),
+                            text,
+                        });
+                    }
+                    StreamEvent::Done(response) => {
+                        done = Some(response);
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            let info = model.info();
+            done.ok_or_else(|| {
+                ctx.fail(format!("model `{}` at {}: the stream ended without an answer", info.model, info.server))
+            })?
+        } else {
+            model.chat(request.clone()).await.map_err(fail_model)?
+        };
+        ctx.add_tokens(response.usage);
+        Ok(response)
+    }
+
+    /// Asks the model and runs the tools it calls until it answers without calling tools (at most
+    /// `max_tool_iterations` rounds). The tool rounds are appended to `request.messages`.
+    async fn converse(
+        &self,
+        ctx: &InvocationContext,
+        model: &ChatModelRef,
+        info: &ModelInfo,
+        request: &mut ChatRequest,
+    ) -> Result<ChatResponse, AgentError> {
+        let mut rounds = 0;
+        loop {
+            let response = self.ask(ctx, model, request).await?;
+            if self.tools.is_empty() || response.tool_calls().is_empty() {
+                return Ok(response);
+            }
+            if rounds == self.max_tool_iterations {
+                let called: Vec<&str> = response.tool_calls().iter().map(|c| c.name.as_str()).collect();
+                return Err(ctx.fail(format!(
+                    "model `{}` at {} still called tools ({}) after {rounds} tool rounds; the bound is \
+                     max_tool_iterations = {}",
+                    info.model,
+                    info.server,
+                    called.join(", "),
+                    self.max_tool_iterations
+                )));
+            }
+            rounds += 1;
+            let calls = response.tool_calls().to_vec();
+            let results = futures::future::join_all(calls.iter().map(|c| self.call_tool(ctx, c))).await;
+            request.messages.push(response.message);
+            for (call, (tool, result)) in calls.iter().zip(results) {
+                if let (Some(tool), Ok(value)) = (tool, &result)
+                    && let Some((name, undo)) = tool.undo_for(call.arguments.clone(), value.clone())
+                {
+                    ctx.add_compensation(name, undo);
+                }
+                request.messages.push(ChatMessage::tool_result(call.id.clone(), result_text(&result)));
+            }
+        }
+    }
+
+    /// Runs one tool call, reporting `ToolStarted`/`ToolFinished` to the listeners. Unknown tools and tool
+    /// failures are results (`Err`) for the model, not failures of the agent.
+    async fn call_tool(
+        &self,
+        ctx: &InvocationContext,
+        call: &crate::model::ToolCall,
+    ) -> (Option<&Tool>, Result<Value, String>) {
+        let tool = self.tools.iter().find(|t| t.name() == call.name);
+        if ctx.has_listeners() {
+            ctx.emit(&RunEvent::ToolStarted {
+                run_id: ctx.run_id().to_string(),
+                path: ctx.path().to_string(),
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+        }
+        let result = match tool {
+            Some(tool) => {
+                let info = ToolCallInfo {
+                    run_id: ctx.run_id().to_string(),
+                    agent: ctx.agent_name().to_string(),
+                    path: ctx.path().to_string(),
+                    attempt: ctx.attempt(),
+                    call_id: call.id.clone(),
+                    idempotency_key: format!("{}/{}", ctx.idempotency_key(), call.id),
+                };
+                tool.call(info, call.arguments.clone()).await
+            }
+            None => {
+                let known: Vec<&str> = self.tools.iter().map(Tool::name).collect();
+                Err(format!("unknown tool `{}` (the tools are: {})", call.name, known.join(", ")))
+            }
+        };
+        match &result {
+            Ok(_) => tracing::debug!(agent = %self.spec.name, tool = %call.name, "tool call succeeded"),
+            Err(e) => tracing::info!(agent = %self.spec.name, tool = %call.name, "tool call failed: {e}"),
+        }
+        if ctx.has_listeners() {
+            ctx.emit(&RunEvent::ToolFinished {
+                run_id: ctx.run_id().to_string(),
+                path: ctx.path().to_string(),
+                tool: call.name.clone(),
+                result: match &result {
+                    Ok(v) => v.clone(),
+                    Err(e) => Value::String(format!("error: {e}")),
+                },
+            });
+        }
+        (tool, result)
     }
 }
 
@@ -418,12 +609,11 @@ impl Agent for LlmAgent {
         let mut request = ChatRequest::new(messages);
         request.temperature = self.temperature;
         request.max_tokens = self.max_tokens;
+        request.tools = self.tools.iter().map(|t| t.spec().clone()).collect();
         let wrapped = structured.as_ref().is_some_and(|(_, w)| *w);
         request.response_format = structured.map(|(f, _)| f);
 
-        let fail_model = |e: crate::model::ModelError| ctx.fail(e.to_string());
-        let response = model.chat(request.clone()).await.map_err(fail_model)?;
-        ctx.add_tokens(response.usage);
+        let response = self.converse(ctx, &model, &info, &mut request).await?;
         let mut answer = response.text().to_string();
         let value = match parse(&self.output, &answer, wrapped, self.checker.as_ref()) {
             Ok(v) => v,
@@ -439,8 +629,7 @@ impl Agent for LlmAgent {
                     again = format!("{again} {hint}");
                 }
                 request.messages.push(ChatMessage::user(again));
-                let response = model.chat(request).await.map_err(fail_model)?;
-                ctx.add_tokens(response.usage);
+                let response = self.converse(ctx, &model, &info, &mut request).await?;
                 answer = response.text().to_string();
                 parse(&self.output, &answer, wrapped, self.checker.as_ref()).map_err(|second| {
                     ctx.fail(format!(

@@ -1,0 +1,212 @@
+//! Tools an LLM agent lets its model call: Rust async functions with JSON-schema arguments, optionally with
+//! a compensation that undoes them.
+//!
+//! - **Typed tools** ([`Tool::new`]): the arguments are a Rust type (`DeserializeOwned + JsonSchema`); its
+//!   JSON schema is what the model sees, and the model's arguments are deserialised to it before the function
+//!   runs.
+//! - **Untyped tools** ([`Tool::from_json`]): a JSON schema and a function of the JSON arguments.
+//! - **Tools needing the invocation** ([`Tool::with_call`]): the function also receives a [`ToolCallInfo`]
+//!   (run id, agent path, attempt, call id and an idempotency key for deduplicating side effects).
+//! - **Compensation** ([`Tool::compensate`]): when a call succeeds, the LLM agent registers the undo (named
+//!   `un<tool>` unless [`Tool::compensation_name`] says otherwise) with the invocation, so a composite with
+//!   `compensate_on_error` undoes it when something after it fails.
+//!
+//! A tool failing (its arguments do not deserialise, or the function returns `Err`) does not fail the agent:
+//! the model gets `error: <message>` as the call's result and may try again.
+//!
+//! ```
+//! use agentic_agents::Tool;
+//! use serde_json::json;
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct CreditArgs {
+//!     /// The amount to credit, in cents.
+//!     amount: i64,
+//! }
+//!
+//! let credit = Tool::new("credit", "Credit the account", |args: CreditArgs| async move {
+//!     Ok(json!({ "credited": args.amount }))
+//! })
+//! .compensate(|args, _result| async move {
+//!     println!("refunding {}", args["amount"]);
+//!     Ok(())
+//! });
+//! assert_eq!(credit.name(), "credit");
+//! assert_eq!(credit.spec().parameters["required"], json!(["amount"]));
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::model::ToolSpec;
+
+type ToolFn = Arc<dyn Fn(ToolCallInfo, Value) -> BoxFuture<'static, Result<Value, String>> + Send + Sync>;
+type UndoFn = Arc<dyn Fn(Value, Value) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+/// The undo of one successful call, its arguments and result bound.
+pub(crate) type BoundUndo = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), String>> + Send>;
+
+/// What a tool function may want to know about the call it serves (see [`Tool::with_call`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ToolCallInfo {
+    /// The run id (memory id).
+    pub run_id: String,
+    /// The calling agent's name.
+    pub agent: String,
+    /// The calling agent's path.
+    pub path: String,
+    /// The invocation's attempt, 1-based.
+    pub attempt: u32,
+    /// The id the model gave this call.
+    pub call_id: String,
+    /// `run id/agent path/attempt/call id`: a key to deduplicate the tool's side effects when the invocation
+    /// is executed again (at-least-once execution).
+    pub idempotency_key: String,
+}
+
+/// A function the model may call. Build with [`Tool::new`], [`Tool::from_json`] or [`Tool::with_call`];
+/// give it to [`crate::LlmAgentBuilder::tools`]. Cloning is cheap.
+#[derive(Clone)]
+pub struct Tool {
+    spec: ToolSpec,
+    run: ToolFn,
+    undo: Option<UndoFn>,
+    undo_name: Option<String>,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool")
+            .field("name", &self.spec.name)
+            .field("description", &self.spec.description)
+            .field("compensated", &self.undo.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The JSON schema of `A` as a tool's parameters: without `$schema`, and an object schema even for types
+/// without fields (providers require one).
+fn parameters_of<A: schemars::JsonSchema>() -> Value {
+    let mut schema: Value = schemars::schema_for!(A).into();
+    if let Value::Object(m) = &mut schema {
+        m.remove("$schema");
+        if !m.contains_key("type") && !m.contains_key("properties") {
+            m.insert("type".into(), Value::String("object".into()));
+            m.insert("properties".into(), Value::Object(Default::default()));
+        }
+    }
+    schema
+}
+
+fn to_result<R: Serialize>(r: Result<R, String>) -> Result<Value, String> {
+    r.and_then(|v| serde_json::to_value(v).map_err(|e| format!("the result is not JSON: {e}")))
+}
+
+impl Tool {
+    /// A tool named `name` (letters, digits, `_`, `-`) described to the model by `description`, taking
+    /// arguments of type `A` (its JSON schema is the tool's parameter schema) and returning any serialisable
+    /// value, or an error message the model will see.
+    pub fn new<A, R, F, Fut>(name: impl Into<String>, description: impl Into<String>, f: F) -> Self
+    where
+        A: DeserializeOwned + schemars::JsonSchema + Send + 'static,
+        R: Serialize + 'static,
+        F: Fn(A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, String>> + Send + 'static,
+    {
+        Tool::with_call(name, description, move |_call: ToolCallInfo, args: A| f(args))
+    }
+
+    /// Like [`Tool::new`], the function also receiving the [`ToolCallInfo`] of the call (for an idempotency
+    /// key, or to log where it was called from).
+    pub fn with_call<A, R, F, Fut>(name: impl Into<String>, description: impl Into<String>, f: F) -> Self
+    where
+        A: DeserializeOwned + schemars::JsonSchema + Send + 'static,
+        R: Serialize + 'static,
+        F: Fn(ToolCallInfo, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, String>> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        let run: ToolFn = Arc::new(move |call, args: Value| {
+            let parsed = A::deserialize(&args).map_err(|e| format!("invalid arguments: {e}"));
+            let f = f.clone();
+            Box::pin(async move { to_result(f(call, parsed?).await) })
+        });
+        Tool { spec: ToolSpec::new(name, description, parameters_of::<A>()), run, undo: None, undo_name: None }
+    }
+
+    /// An untyped tool: `schema` is the JSON schema of its arguments (an object schema) and `f` receives the
+    /// arguments as the model wrote them.
+    pub fn from_json<F, Fut>(name: impl Into<String>, description: impl Into<String>, schema: Value, f: F) -> Self
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, String>> + Send + 'static,
+    {
+        let run: ToolFn = Arc::new(move |_call, args| Box::pin(f(args)));
+        Tool { spec: ToolSpec::new(name, description, schema), run, undo: None, undo_name: None }
+    }
+
+    /// Declares how to undo a successful call: `undo(arguments, result)` (the arguments as JSON, the result
+    /// the function returned). The LLM agent registers it with the invocation after each successful call, so
+    /// a composite with `compensate_on_error` above the agent runs it (in reverse order of the calls, best
+    /// effort) when a later step fails or the run is cancelled. Default: no compensation.
+    pub fn compensate<F, Fut>(mut self, undo: F) -> Self
+    where
+        F: Fn(Value, Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), String>> + Send + 'static,
+    {
+        self.undo = Some(Arc::new(move |args, result| Box::pin(undo(args, result))));
+        self
+    }
+
+    /// Names the compensation (default `un<tool name>`), as reports and logs show it.
+    pub fn compensation_name(mut self, name: impl Into<String>) -> Self {
+        self.undo_name = Some(name.into());
+        self
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// What the model is told about the tool: name, description and the JSON schema of the arguments.
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    /// Whether the tool declares a compensation.
+    pub fn is_compensated(&self) -> bool {
+        self.undo.is_some()
+    }
+
+    /// Runs the tool with `arguments` (JSON as the model wrote it).
+    ///
+    /// # Errors
+    /// The message the model gets: the arguments do not deserialise, or the function failed.
+    pub async fn call(&self, call: ToolCallInfo, arguments: Value) -> Result<Value, String> {
+        (self.run)(call, arguments).await
+    }
+
+    /// The compensation's name and the undo of one successful call, ready for
+    /// [`agentic_engine::InvocationContext::add_compensation`]; `None` when the tool declares none.
+    pub(crate) fn undo_for(&self, arguments: Value, result: Value) -> Option<(String, BoundUndo)> {
+        let undo = self.undo.clone()?;
+        let name = self.undo_name.clone().unwrap_or_else(|| format!("un{}", self.spec.name));
+        Some((name, Box::new(move || undo(arguments, result))))
+    }
+}
+
+/// The text sent to the model as a call's result: strings as they are, other JSON as its text, errors as
+/// `error: <message>`.
+pub(crate) fn result_text(result: &Result<Value, String>) -> String {
+    match result {
+        Ok(Value::String(s)) => s.clone(),
+        Ok(v) => v.to_string(),
+        Err(e) => format!("error: {e}"),
+    }
+}
