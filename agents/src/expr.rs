@@ -67,8 +67,7 @@ impl Object for ScopeObject {
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
-        let mut keys: Vec<minijinja::Value> =
-            self.view.iter().map(|(k, _)| minijinja::Value::from(k.as_str())).collect();
+        let mut keys: Vec<minijinja::Value> = self.view.iter().map(|(k, _)| minijinja::Value::from(k)).collect();
         keys.extend(self.extra.iter().map(|(k, _)| minijinja::Value::from(k.as_str())));
         Enumerator::Values(keys)
     }

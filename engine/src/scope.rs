@@ -56,7 +56,9 @@ pub struct InvocationRecord {
 /// Cloning is O(1) (structural sharing). Absent keys and keys holding `null` read as absent.
 #[derive(Debug, Clone, Default)]
 pub struct ScopeView {
-    state: imbl::HashMap<String, Value>,
+    // Keys and values behind `Arc`s: publishing a snapshot shares the map, so the next write copies the path
+    // to its key — with `Arc`s that copy is reference-count bumps, not deep clones of neighbouring values.
+    state: imbl::HashMap<Arc<str>, Arc<Value>>,
     pending: imbl::HashSet<String>,
     async_errors: imbl::HashMap<String, AgentError>,
     seq: u64,
@@ -65,13 +67,13 @@ pub struct ScopeView {
 impl ScopeView {
     /// Builds a view over a plain map (used by tests and by evaluation of expressions outside a run).
     pub fn from_map(map: Map<String, Value>) -> Self {
-        let state = map.into_iter().filter(|(_, v)| !v.is_null()).collect();
+        let state = map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (Arc::from(k), Arc::new(v))).collect();
         ScopeView { state, ..Default::default() }
     }
 
     /// The value at `key`, if present.
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.state.get(key)
+        self.state.get(key).map(|v| &**v)
     }
 
     /// Whether `key` holds a value.
@@ -86,7 +88,7 @@ impl ScopeView {
     pub fn get_as<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, String> {
         match self.state.get(key) {
             None => Ok(None),
-            Some(v) => T::deserialize(v).map(Some).map_err(|e| format!("key `{key}`: {e}")),
+            Some(v) => T::deserialize(&**v).map(Some).map_err(|e| format!("key `{key}`: {e}")),
         }
     }
 
@@ -112,15 +114,15 @@ impl ScopeView {
     }
 
     /// Iterates over `(key, value)` pairs in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
-        self.state.iter()
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.state.iter().map(|(k, v)| (&**k, &**v))
     }
 
     /// The state as a JSON object with keys sorted (deterministic output).
     pub fn to_map(&self) -> Map<String, Value> {
-        let mut keys: Vec<&String> = self.state.keys().collect();
-        keys.sort();
-        keys.into_iter().map(|k| (k.clone(), self.state[k].clone())).collect()
+        let mut entries: Vec<(&Arc<str>, &Arc<Value>)> = self.state.iter().collect();
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        entries.into_iter().map(|(k, v)| (k.to_string(), (**v).clone())).collect()
     }
 
     /// The sequence number of the last accepted write (0 before any write).
@@ -211,7 +213,7 @@ pub struct ContextEntry {
 /// Messages of the [`ScopeActor`].
 #[doc(hidden)]
 pub enum ScopeMsg {
-    Write { delta: Vec<(String, Value)>, reply: RpcReplyPort<u64> },
+    Write { delta: Vec<(String, Value)>, record: Option<Box<InvocationRecord>>, reply: RpcReplyPort<u64> },
     MarkPending { key: String, reply: RpcReplyPort<()> },
     AsyncDone { key: String, result: Result<Vec<(String, Value)>, AgentError>, reply: RpcReplyPort<u64> },
     Record(InvocationRecord),
@@ -233,9 +235,9 @@ impl ScopeState {
     fn apply(&mut self, delta: Vec<(String, Value)>) -> u64 {
         for (k, v) in delta {
             if v.is_null() {
-                self.view.state.remove(&k);
+                self.view.state.remove(k.as_str());
             } else {
-                self.view.state.insert(k, v);
+                self.view.state.insert(Arc::from(k), Arc::new(v));
             }
         }
         self.view.seq += 1;
@@ -268,8 +270,11 @@ impl Actor for ScopeActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            ScopeMsg::Write { delta, reply } => {
+            ScopeMsg::Write { delta, record, reply } => {
                 let seq = state.apply(delta);
+                if let Some(rec) = record {
+                    state.history.push(*rec);
+                }
                 let _ = reply.send(seq);
             }
             ScopeMsg::MarkPending { key, reply } => {
@@ -367,7 +372,17 @@ impl ScopeHandle {
     /// # Errors
     /// [`AgentError::Internal`] when the scope actor is gone.
     pub async fn write(&self, delta: Vec<(String, Value)>) -> Result<u64, AgentError> {
-        ractor::call!(self.inner.actor, |reply| ScopeMsg::Write { delta, reply }).map_err(actor_gone)
+        ractor::call!(self.inner.actor, |reply| ScopeMsg::Write { delta, record: None, reply }).map_err(actor_gone)
+    }
+
+    /// Writes `delta` and appends `record` to the history in one message (the hot path of a step).
+    pub(crate) async fn write_and_record(
+        &self,
+        delta: Vec<(String, Value)>,
+        record: InvocationRecord,
+    ) -> Result<u64, AgentError> {
+        let record = Some(Box::new(record));
+        ractor::call!(self.inner.actor, |reply| ScopeMsg::Write { delta, record, reply }).map_err(actor_gone)
     }
 
     /// Writes one typed value.
@@ -405,7 +420,7 @@ impl ScopeHandle {
         if let Some(e) = view.async_errors.get(key) {
             return Err(e.clone());
         }
-        Ok(view.state.get(key).cloned())
+        Ok(view.state.get(key).map(|v| (**v).clone()))
     }
 
     /// A snapshot taken once no async agent is producing any key (at once when none is).

@@ -274,10 +274,13 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec) -> Result<
         Ok(v) => (v.clone(), None),
         Err(e) => (Value::Null, Some(e.to_string())),
     };
-    if let (Ok(v), Some(key)) = (&result, write_key) {
-        run.scope.write(vec![(key.clone(), v.clone())]).await?;
-        merge_delta(&mut delta, key, v.clone());
-    }
+    let output_write = match (&result, write_key) {
+        (Ok(v), Some(key)) => {
+            merge_delta(&mut delta, key.clone(), v.clone());
+            Some((key, v.clone()))
+        }
+        _ => None,
+    };
     if let Some(t) = tokens {
         span.record("gen_ai.usage.input_tokens", t.input);
         span.record("gen_ai.usage.output_tokens", t.output);
@@ -314,6 +317,12 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec) -> Result<
     };
     // The journal needs its own copy of the record only when there is a journal.
     let journaled = run.journaling().then(|| record.clone());
-    run.scope.record(record);
+    match output_write {
+        // The output write and the history record travel in one message to the scope actor.
+        Some(write) => {
+            run.scope.write_and_record(vec![write], record).await?;
+        }
+        None => run.scope.record(record),
+    }
     result.map(|output| ChildOutcome { output, delta, record: journaled, ..Default::default() })
 }

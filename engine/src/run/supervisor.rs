@@ -360,7 +360,8 @@ impl SupervisorState {
             }
         };
         let write_output = call.write_output;
-        let task = tokio::spawn(async move {
+        // Boxed: the invocation future is large, and tokio moves a spawned future several times.
+        let task = tokio::spawn(Box::pin(async move {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
@@ -374,7 +375,7 @@ impl SupervisorState {
             };
             let result = invoke_agent(&agent, &run, path, opts).await;
             let _ = me.cast(SupervisorMsg::ChildDone { id, result });
-        });
+        }));
         self.inflight.insert(id, InFlight { call, attempt, abort: task.abort_handle() });
     }
 
