@@ -232,8 +232,7 @@ fn composite<B: SpecBuilder + CompositeBuilderExt>(
         }
         b = b.error_handler(policy);
     }
-    // `compensate_on_error` is stored in the model only: compensations need tool actions, which this build
-    // does not have yet.
+    b = b.compensate_on_error(c.compensate_on_error);
     Ok(b)
 }
 
