@@ -223,7 +223,8 @@ fn store_durability_and_report_are_accepted() {
         report.to_str().expect("utf8"),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("HTML reports are not available yet"), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("report: {}", report.display())), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&report).expect("report written").contains("id=\"topology-svg\""));
 
     // $AGENTIC_STORE is the default store.
     let o = Command::new(env!("CARGO_BIN_EXE_agentic"))
@@ -269,13 +270,14 @@ fn help_and_version_exit_0() {
 }
 
 #[test]
-fn report_is_not_available_yet() {
-    for args in [&["report", "run-1", "-o", "r.html"][..], &["report", "--spec", "x.yaml", "-o", "r.html"]] {
-        let o = agentic(args);
-        assert_eq!(o.status.code(), Some(1), "agentic {args:?}");
-        assert_eq!(
-            stderr(&o),
-            "error: not available yet: report (the HTML report lands with the observability work)\n"
-        );
-    }
+fn report_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let out = dir.path().join("r.html");
+    let (store, out) = (store.to_str().expect("utf8"), out.to_str().expect("utf8"));
+    let o = agentic(&["report", "run-1", "-o", out, "--store", store]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("error: no run `run-1` in store"), "{}", stderr(&o));
+    let o = agentic(&["report", "--spec", "/nonexistent/x.yaml", "-o", out]);
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
 }

@@ -86,7 +86,7 @@ pub(crate) struct RunArgs {
     /// Journal durability (no effect until runs are persisted).
     #[arg(long, value_enum, value_name = "MODE", default_value = "sync")]
     pub(crate) durability: DurabilityArg,
-    /// Write an HTML report of the run (not available yet in this build: a warning is printed).
+    /// Write a self-contained HTML report of the run when it ends or suspends.
     #[arg(long, value_name = "FILE.html")]
     pub(crate) report: Option<PathBuf>,
     /// Print one JSON object {"run_id", "status", "output", "pending"} on stdout.

@@ -3,8 +3,8 @@
 mod args;
 mod crash;
 mod durable;
+mod report;
 mod run;
-mod unavailable;
 mod validate;
 
 use std::process::ExitCode;
@@ -16,7 +16,7 @@ pub(crate) use args::{Cli, Command};
 
 /// Exit code: the run completed.
 pub(crate) const EXIT_OK: u8 = 0;
-/// Exit code: the run failed (or the command is not available yet).
+/// Exit code: the run failed.
 pub(crate) const EXIT_FAILED: u8 = 1;
 /// Exit code: the run is suspended, waiting for a human.
 pub(crate) const EXIT_SUSPENDED: u8 = 2;
@@ -44,7 +44,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Resume(args) => durable::resume(args),
         Command::Runs(args) => durable::runs(args),
         Command::Show(args) => durable::show(args),
-        Command::Report(_) => unavailable::not_available("report"),
+        Command::Report(args) => report::report(args),
     };
     ExitCode::from(code)
 }

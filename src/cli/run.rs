@@ -23,12 +23,6 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    if let Some(report) = &args.report {
-        eprintln!(
-            "warning: --report {}: HTML reports are not available yet in this build; no report written",
-            report.display()
-        );
-    }
     if args.memory_id.as_deref().is_some_and(|id| id.trim().is_empty()) {
         eprintln!("error: --memory-id must not be empty");
         return EXIT_USAGE;
@@ -48,6 +42,8 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             return EXIT_FAILED;
         }
     };
+    let topology = args.report.as_ref().map(|_| built.root.topology());
+    let report_store = store.clone();
     let request = built
         .root
         .invoke()
@@ -57,7 +53,14 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         .store_ref(store)
         .source(source.to_string_lossy());
     let result = runtime.block_on(async move { request.await });
-    report_outcome(&run_id, result, args.json)
+    let code = report_outcome(&run_id, result, args.json);
+    match (&args.report, &topology) {
+        (Some(path), Some(topology)) => {
+            let report_code = super::report::after_run(&runtime, &report_store, &run_id, topology, path);
+            if report_code == EXIT_OK { code } else { report_code.max(code) }
+        }
+        _ => code,
+    }
 }
 
 /// `--inputs FILE.json` (an object), then every `--input KEY=VALUE` on top.

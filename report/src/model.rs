@@ -1,0 +1,738 @@
+//! The report's view model, computed deterministically from a run record and its journal: steps with their
+//! state diffs (replayed from the deltas), loop iterations, planner decisions, the timeline's time mapping
+//! (waiting periods collapsed), milestones, and per-agent totals.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use agentic_engine::run::INPUTS_PATH;
+use agentic_engine::{Milestone, PlannerState, RunRecord, RunStatus, StepRecord, TopologyNode};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::escape::{duration_us, timestamp_ms, truncate, value_json, value_line};
+
+/// Everything the run page shows.
+pub(crate) struct RunModel {
+    /// Data for the page's script (timeline and step list).
+    pub(crate) data: PageData,
+    /// Per-agent totals, in topology order.
+    pub(crate) agents: Vec<AgentRow>,
+    /// Header facts.
+    pub(crate) summary: Summary,
+    /// Milestones, for the journey strip.
+    pub(crate) milestones: Vec<MilestoneView>,
+    /// Invocation errors (path, agent, message).
+    pub(crate) errors: Vec<ErrorView>,
+    /// Per-path annotations for the topology diagram.
+    pub(crate) annotations: Annotations,
+}
+
+/// What the topology diagram marks on a run's agents.
+#[derive(Default)]
+pub(crate) struct Annotations {
+    /// Invocations per path.
+    pub(crate) counts: BTreeMap<String, usize>,
+    /// Paths that failed (the run's failing agent and invocations with an error).
+    pub(crate) failed: BTreeSet<String>,
+    /// Paths waiting for a human.
+    pub(crate) pending: BTreeSet<String>,
+}
+
+/// Header facts of a run.
+#[derive(Serialize)]
+pub(crate) struct Summary {
+    pub(crate) run_id: String,
+    pub(crate) name: String,
+    pub(crate) status: String,
+    pub(crate) created: String,
+    pub(crate) updated: String,
+    pub(crate) active: String,
+    pub(crate) wall: String,
+    pub(crate) steps: usize,
+    pub(crate) invocations: usize,
+    pub(crate) retries: u64,
+    pub(crate) tokens_in: u64,
+    pub(crate) tokens_out: u64,
+    pub(crate) tokens_total: u64,
+    pub(crate) source: Option<String>,
+    /// The result (completed), as one line of JSON or text.
+    pub(crate) output: Option<String>,
+    /// The error message (failed or cancelled).
+    pub(crate) error: Option<String>,
+    /// The path of the agent the error names.
+    pub(crate) error_path: Option<String>,
+    pub(crate) pending: Vec<PendingView>,
+    /// Answers recorded and not consumed yet.
+    pub(crate) answers: Vec<(String, String)>,
+}
+
+/// A response the run waits for.
+#[derive(Serialize)]
+pub(crate) struct PendingView {
+    pub(crate) id: String,
+    pub(crate) agent: String,
+    pub(crate) prompt: String,
+}
+
+/// An invocation error.
+#[derive(Serialize)]
+pub(crate) struct ErrorView {
+    pub(crate) seq: u64,
+    pub(crate) path: String,
+    pub(crate) agent: String,
+    pub(crate) message: String,
+}
+
+/// One row of the agents table.
+#[derive(Serialize)]
+pub(crate) struct AgentRow {
+    pub(crate) path: String,
+    pub(crate) name: String,
+    pub(crate) kind: String,
+    pub(crate) depth: usize,
+    pub(crate) count: usize,
+    pub(crate) retries: u64,
+    pub(crate) errors: usize,
+    pub(crate) time: String,
+    pub(crate) tokens_in: u64,
+    pub(crate) tokens_out: u64,
+}
+
+/// A milestone as shown.
+#[derive(Serialize, Clone)]
+pub(crate) struct MilestoneView {
+    pub(crate) kind: String,
+    pub(crate) seq: u64,
+    pub(crate) at: String,
+    /// Position on the timeline (display microseconds).
+    pub(crate) x: Option<u64>,
+    pub(crate) pending: Vec<String>,
+    /// `(response id, answer as JSON)`.
+    pub(crate) answers: Vec<(String, String)>,
+    pub(crate) error: Option<String>,
+    /// Time spent waiting before this resumption, when it follows a suspension.
+    pub(crate) waited: Option<String>,
+}
+
+/// The data the page's script reads.
+#[derive(Serialize)]
+pub(crate) struct PageData {
+    /// Agents in topology order: rows of the timeline.
+    pub(crate) order: Vec<OrderEntry>,
+    pub(crate) steps: Vec<StepView>,
+    pub(crate) milestones: Vec<MilestoneView>,
+    pub(crate) timeline: Timeline,
+}
+
+/// A timeline row.
+#[derive(Serialize)]
+pub(crate) struct OrderEntry {
+    pub(crate) path: String,
+    pub(crate) name: String,
+    pub(crate) kind: String,
+    pub(crate) depth: usize,
+    pub(crate) composite: bool,
+}
+
+/// The timeline's axis: display time is active time, with waiting periods replaced by fixed-width breaks.
+#[derive(Serialize, Default)]
+pub(crate) struct Timeline {
+    /// Display span, microseconds.
+    pub(crate) span: u64,
+    pub(crate) breaks: Vec<Break>,
+}
+
+/// A collapsed waiting period.
+#[derive(Serialize)]
+pub(crate) struct Break {
+    pub(crate) x: u64,
+    pub(crate) w: u64,
+    /// Real length, formatted.
+    pub(crate) real: String,
+    /// `suspended` or `idle`.
+    pub(crate) kind: String,
+    pub(crate) label: String,
+}
+
+/// One step as the page shows it.
+#[derive(Serialize)]
+pub(crate) struct StepView {
+    pub(crate) seq: u64,
+    pub(crate) path: String,
+    pub(crate) name: String,
+    pub(crate) kind: String,
+    /// `inputs`, `async start`, `skipped` or `substituted` for steps without an invocation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) label: Option<&'static str>,
+    /// Display start and end on the timeline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) x0: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) x1: Option<u64>,
+    /// Real duration, formatted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) dur: Option<String>,
+    pub(crate) attempt: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tokens: Option<[u64; 2]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) iteration: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) inputs: Option<Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) output: Option<Value>,
+    /// One-line preview of the output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) preview: Option<String>,
+    pub(crate) diff: Vec<DiffEntry>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) decisions: Vec<Decision>,
+    /// Lower-case text the search box matches: agent name, path, kind and keys.
+    pub(crate) search: String,
+}
+
+/// A key a step added, changed, removed or rewrote with the same value.
+#[derive(Serialize)]
+pub(crate) struct DiffEntry {
+    pub(crate) key: String,
+    /// `added`, `changed`, `removed` or `same`.
+    pub(crate) op: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) old: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) new: Option<Value>,
+}
+
+/// A planner's decision journaled with a step.
+#[derive(Serialize)]
+pub(crate) struct Decision {
+    pub(crate) path: String,
+    pub(crate) name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) rationale: Option<String>,
+    /// Sub-agents in flight after the decision (names, with attempt when > 1).
+    pub(crate) next: Vec<String>,
+    /// `done` or `done with <value>` when the planner finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) finished: Option<String>,
+    pub(crate) state: Value,
+}
+
+/// Path lookups into the topology.
+pub(crate) struct Topo<'a> {
+    nodes: BTreeMap<&'a str, (&'a TopologyNode, usize)>,
+    order: Vec<(&'a TopologyNode, usize)>,
+}
+
+impl<'a> Topo<'a> {
+    pub(crate) fn new(root: Option<&'a TopologyNode>) -> Self {
+        let mut order = Vec::new();
+        fn walk<'a>(n: &'a TopologyNode, depth: usize, out: &mut Vec<(&'a TopologyNode, usize)>) {
+            out.push((n, depth));
+            for c in &n.children {
+                walk(c, depth + 1, out);
+            }
+        }
+        if let Some(r) = root {
+            walk(r, 0, &mut order);
+        }
+        let nodes = order.iter().map(|(n, d)| (n.path.as_str(), (*n, *d))).collect();
+        Topo { nodes, order }
+    }
+
+    fn node(&self, path: &str) -> Option<&'a TopologyNode> {
+        self.nodes.get(path).map(|(n, _)| *n)
+    }
+
+    fn name(&self, path: &str) -> Option<&'a str> {
+        self.node(path).map(|n| n.spec.name.as_str())
+    }
+
+    fn kind(&self, path: &str) -> Option<&'a str> {
+        self.node(path).map(|n| n.spec.kind.as_str())
+    }
+}
+
+/// The depth of a path (`root` = 0, `root/1/0` = 2).
+fn depth_of(path: &str) -> usize {
+    path.matches('/').count()
+}
+
+/// The path of the agent an engine error names: `agent `x` (root/1/0) failed: ...` → `root/1/0`.
+pub(crate) fn error_path(message: &str) -> Option<String> {
+    let start = message.find("(root")? + 1;
+    let len = message[start..].find(')')?;
+    let path = &message[start..start + len];
+    path.chars().all(|c| c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-').then(|| path.to_string())
+}
+
+/// Builds the model of a run.
+pub(crate) fn build(topology: Option<&TopologyNode>, run: &RunRecord, records: &[StepRecord]) -> RunModel {
+    let topo = Topo::new(topology);
+    let mapping = TimeMap::new(run, records);
+
+    // Replay the deltas; track loop iterations from the planners' states at dispatch time.
+    let mut state: Map<String, Value> = Map::new();
+    let mut planner_states: BTreeMap<String, PlannerState> = BTreeMap::new();
+    let mut steps = Vec::with_capacity(records.len());
+    let mut errors = Vec::new();
+    let mut annotations = Annotations::default();
+    let mut per_agent: BTreeMap<String, AgentAcc> = BTreeMap::new();
+    for r in records {
+        let path = r.agent_path.as_str();
+        let inv = r.invocation.as_ref();
+        let name = topo
+            .name(path)
+            .map(str::to_string)
+            .or_else(|| inv.map(|i| i.agent.clone()))
+            .unwrap_or_else(|| if path == INPUTS_PATH { "inputs".to_string() } else { path.to_string() });
+        let kind = topo.kind(path).unwrap_or(if path == INPUTS_PATH { "inputs" } else { "" }).to_string();
+        let label = match (inv, path == INPUTS_PATH, r.async_started) {
+            (_, true, _) => Some("inputs"),
+            (_, _, true) => Some("async start"),
+            (None, _, _) if r.delta.is_empty() => Some("skipped"),
+            (None, _, _) => Some("substituted"),
+            _ => None,
+        };
+
+        let mut diff = Vec::with_capacity(r.delta.len());
+        for (k, v) in &r.delta {
+            let old = state.get(k).cloned();
+            let entry = match (old, v.is_null()) {
+                (None, true) => continue,
+                (Some(old), true) => {
+                    state.remove(k);
+                    DiffEntry { key: k.clone(), op: "removed", old: Some(old), new: None }
+                }
+                (None, false) => {
+                    state.insert(k.clone(), v.clone());
+                    DiffEntry { key: k.clone(), op: "added", old: None, new: Some(v.clone()) }
+                }
+                (Some(old), false) if &old == v => DiffEntry { key: k.clone(), op: "same", old: None, new: Some(old) },
+                (Some(old), false) => {
+                    state.insert(k.clone(), v.clone());
+                    DiffEntry { key: k.clone(), op: "changed", old: Some(old), new: Some(v.clone()) }
+                }
+            };
+            diff.push(entry);
+        }
+
+        let iteration = iteration_of(path, &topo, &planner_states);
+        if !r.async_started {
+            let prefix = format!("{path}/");
+            planner_states.retain(|p, _| p != path && !p.starts_with(&prefix));
+        }
+        for ps in &r.planner_states {
+            planner_states.insert(ps.path.clone(), ps.clone());
+        }
+        let decisions = r.planner_states.iter().map(|ps| decision(ps, &topo)).collect();
+
+        let mut search = format!("{name} {path} {kind}");
+        for (k, _) in &r.delta {
+            search.push(' ');
+            search.push_str(k);
+        }
+        if let Some(i) = inv {
+            for k in i.inputs.keys() {
+                search.push(' ');
+                search.push_str(k);
+            }
+        }
+
+        let mut view = StepView {
+            seq: r.seq,
+            path: path.to_string(),
+            name,
+            kind,
+            label,
+            x0: None,
+            x1: None,
+            dur: None,
+            attempt: 1,
+            tokens: None,
+            error: None,
+            iteration,
+            inputs: None,
+            output: None,
+            preview: None,
+            diff,
+            decisions,
+            search: search.to_lowercase(),
+        };
+        if path == INPUTS_PATH {
+            view.inputs = Some(r.delta.iter().cloned().collect());
+        }
+        if let Some(i) = inv {
+            let (s, e) = (i.started_at_us, i.ended_at_us.max(i.started_at_us));
+            view.x0 = Some(mapping.map(s));
+            view.x1 = Some(mapping.map(e));
+            view.dur = Some(duration_us(e - s));
+            view.attempt = i.attempt;
+            view.tokens = i.tokens.as_ref().map(|t| [t.input, t.output]);
+            view.error = i.error.clone();
+            view.inputs = Some(i.inputs.clone());
+            view.preview = (!i.output.is_null()).then(|| value_line(&i.output, 140));
+            view.output = Some(i.output.clone());
+            *annotations.counts.entry(path.to_string()).or_default() += 1;
+            let acc = per_agent.entry(path.to_string()).or_default();
+            acc.count += 1;
+            acc.retries += u64::from(i.attempt.saturating_sub(1));
+            acc.time_us += e - s;
+            if let Some(t) = &i.tokens {
+                acc.tokens_in += t.input;
+                acc.tokens_out += t.output;
+            }
+            if acc.name.is_empty() {
+                acc.name = i.agent.clone();
+            }
+            if let Some(err) = &i.error {
+                acc.errors += 1;
+                annotations.failed.insert(path.to_string());
+                errors.push(ErrorView {
+                    seq: r.seq,
+                    path: path.to_string(),
+                    agent: i.agent.clone(),
+                    message: err.clone(),
+                });
+            }
+        }
+        steps.push(view);
+    }
+
+    // Per-agent rows in topology order, then paths the topology does not know.
+    let mut agents = Vec::new();
+    for (node, depth) in &topo.order {
+        let acc = per_agent.remove(node.path.as_str()).unwrap_or_default();
+        agents.push(acc.row(&node.path, &node.spec.name, &node.spec.kind, *depth));
+    }
+    for (path, acc) in std::mem::take(&mut per_agent) {
+        let name = if acc.name.is_empty() { path.clone() } else { acc.name.clone() };
+        agents.push(acc.row(&path, &name, "", depth_of(&path)));
+    }
+
+    let milestones = milestone_views(&run.milestones, &mapping);
+    let summary = summary(run, records, &agents, &mapping);
+    if let Some(p) = &summary.error_path {
+        annotations.failed.insert(p.clone());
+    }
+    for p in &run.pending {
+        if topo.node(&p.id).is_some() {
+            annotations.pending.insert(p.id.clone());
+        } else if let Some((n, _)) = topo.order.iter().find(|(n, _)| n.spec.name == p.agent) {
+            annotations.pending.insert(n.path.clone());
+        }
+    }
+
+    let mut order: Vec<OrderEntry> = topo
+        .order
+        .iter()
+        .map(|(n, d)| OrderEntry {
+            path: n.path.clone(),
+            name: n.spec.name.clone(),
+            kind: n.spec.kind.clone(),
+            depth: *d,
+            composite: !n.children.is_empty(),
+        })
+        .collect();
+    let known: BTreeSet<String> = order.iter().map(|o| o.path.clone()).collect();
+    let mut extra: Vec<&StepView> =
+        steps.iter().filter(|s| s.x0.is_some() && !known.contains(&s.path)).collect::<Vec<_>>();
+    extra.sort_by(|a, b| a.path.cmp(&b.path));
+    extra.dedup_by(|a, b| a.path == b.path);
+    for s in extra {
+        order.push(OrderEntry {
+            path: s.path.clone(),
+            name: s.name.clone(),
+            kind: s.kind.clone(),
+            depth: depth_of(&s.path),
+            composite: steps.iter().any(|o| o.path.starts_with(&format!("{}/", s.path))),
+        });
+    }
+
+    RunModel {
+        data: PageData { order, steps, milestones: milestones.clone(), timeline: mapping.timeline() },
+        agents,
+        summary,
+        milestones,
+        errors,
+        annotations,
+    }
+}
+
+#[derive(Default)]
+struct AgentAcc {
+    name: String,
+    count: usize,
+    retries: u64,
+    errors: usize,
+    time_us: u64,
+    tokens_in: u64,
+    tokens_out: u64,
+}
+
+impl AgentAcc {
+    fn row(&self, path: &str, name: &str, kind: &str, depth: usize) -> AgentRow {
+        AgentRow {
+            path: path.to_string(),
+            name: name.to_string(),
+            kind: kind.to_string(),
+            depth,
+            count: self.count,
+            retries: self.retries,
+            errors: self.errors,
+            time: if self.count == 0 { String::new() } else { duration_us(self.time_us) },
+            tokens_in: self.tokens_in,
+            tokens_out: self.tokens_out,
+        }
+    }
+}
+
+/// The iteration of the innermost loop around `path`, from the loop's state when the step was dispatched.
+fn iteration_of(path: &str, topo: &Topo<'_>, states: &BTreeMap<String, PlannerState>) -> Option<u64> {
+    let mut ancestor = path;
+    while let Some(i) = ancestor.rfind('/') {
+        ancestor = &ancestor[..i];
+        let is_loop = topo.kind(ancestor) == Some("loop");
+        let from_state = states.get(ancestor).and_then(|s| s.state.get("iteration")).and_then(Value::as_u64);
+        match (is_loop, from_state) {
+            (_, Some(n)) if n > 0 => return Some(n),
+            (true, _) => return Some(1),
+            _ => {}
+        }
+    }
+    None
+}
+
+fn decision(ps: &PlannerState, topo: &Topo<'_>) -> Decision {
+    let node = topo.node(&ps.path);
+    let next = ps
+        .inflight
+        .iter()
+        .map(|c| {
+            let child = node.and_then(|n| n.children.get(c.agent));
+            let name = child.map(|n| n.spec.name.clone()).unwrap_or_else(|| format!("#{}", c.agent));
+            if c.attempt > 1 { format!("{name} (attempt {})", c.attempt) } else { name }
+        })
+        .collect();
+    let finished = ps.finished.as_ref().map(|f| match f {
+        agentic_engine::Finish::Done => "done".to_string(),
+        agentic_engine::Finish::DoneWith(v) => format!("done with {}", value_json(v, 200)),
+    });
+    Decision {
+        path: ps.path.clone(),
+        name: node.map(|n| n.spec.name.clone()).unwrap_or_else(|| ps.path.clone()),
+        rationale: ps.rationale.clone(),
+        next,
+        finished,
+        state: ps.state.clone(),
+    }
+}
+
+fn milestone_views(milestones: &[Milestone], mapping: &TimeMap) -> Vec<MilestoneView> {
+    let mut out = Vec::with_capacity(milestones.len());
+    let mut suspended_at: Option<u64> = None;
+    for m in milestones {
+        let waited = match m.kind.as_str() {
+            "resumed" | "new_turn" => suspended_at.take().map(|s| duration_us(m.at_ms.saturating_sub(s) * 1_000)),
+            _ => None,
+        };
+        if m.kind == "suspended" {
+            suspended_at = Some(m.at_ms);
+        }
+        out.push(MilestoneView {
+            kind: m.kind.clone(),
+            seq: m.seq,
+            at: timestamp_ms(m.at_ms),
+            x: mapping.has_data().then(|| mapping.map(m.at_ms * 1_000)),
+            pending: m.pending.clone(),
+            answers: m.answers.iter().map(|(k, v)| (k.clone(), value_json(v, 400))).collect(),
+            error: m.error.clone(),
+            waited,
+        });
+    }
+    out
+}
+
+fn summary(run: &RunRecord, records: &[StepRecord], agents: &[AgentRow], mapping: &TimeMap) -> Summary {
+    let detail_text = |v: &Value| match v {
+        Value::Null => None,
+        other => Some(value_line(other, 4_000)),
+    };
+    let (output, error) = match run.status {
+        RunStatus::Completed => (detail_text(&run.detail), None),
+        RunStatus::Failed | RunStatus::Cancelled => {
+            let from_milestone = run.milestones.iter().rev().find_map(|m| m.error.clone());
+            (None, detail_text(&run.detail).or(from_milestone))
+        }
+        _ => (None, None),
+    };
+    let error_path = error.as_deref().and_then(error_path);
+    let tokens_in: u64 = agents.iter().map(|a| a.tokens_in).sum();
+    let tokens_out: u64 = agents.iter().map(|a| a.tokens_out).sum();
+    Summary {
+        run_id: run.run_id.clone(),
+        name: run.name.clone(),
+        status: run.status.to_string(),
+        created: timestamp_ms(run.created_at_ms),
+        updated: timestamp_ms(run.updated_at_ms),
+        active: duration_us(mapping.busy_us),
+        wall: duration_us(mapping.wall_us(run)),
+        steps: records.len(),
+        invocations: records.iter().filter(|r| r.invocation.is_some()).count(),
+        retries: agents.iter().map(|a| a.retries).sum(),
+        tokens_in,
+        tokens_out,
+        tokens_total: tokens_in + tokens_out,
+        source: run.source.clone(),
+        output,
+        error,
+        error_path,
+        pending: run
+            .pending
+            .iter()
+            .map(|p| PendingView { id: p.id.clone(), agent: p.agent.clone(), prompt: truncate(&p.prompt, 2_000) })
+            .collect(),
+        answers: run.answers.iter().map(|(k, v)| (k.clone(), value_json(v, 400))).collect(),
+    }
+}
+
+/// Maps real time (µs since the epoch) to display time: time since the first invocation, with idle gaps that
+/// contain a suspension or a resumption (or that are very long) replaced by a fixed-width break.
+struct TimeMap {
+    t0: u64,
+    t_end: u64,
+    busy_us: u64,
+    break_w: u64,
+    /// Collapsed gaps: (start, end, kind, label).
+    gaps: Vec<(u64, u64, &'static str, String)>,
+}
+
+impl TimeMap {
+    fn new(run: &RunRecord, records: &[StepRecord]) -> Self {
+        let mut intervals: Vec<(u64, u64)> = records
+            .iter()
+            .filter_map(|r| r.invocation.as_ref())
+            .map(|i| (i.started_at_us, i.ended_at_us.max(i.started_at_us)))
+            .collect();
+        intervals.sort_unstable();
+        let Some(&(t0, _)) = intervals.first() else {
+            return TimeMap { t0: 0, t_end: 0, busy_us: 0, break_w: 0, gaps: Vec::new() };
+        };
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (s, e) in intervals {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        let busy_us: u64 = merged.iter().map(|(s, e)| e - s).sum();
+        let t_end = merged.last().map_or(t0, |m| m.1);
+        let break_w = (busy_us / 25).max(1);
+        let mut gaps = Vec::new();
+        for w in merged.windows(2) {
+            let (g0, g1) = (w[0].1, w[1].0);
+            let inside: Vec<&Milestone> = run
+                .milestones
+                .iter()
+                .filter(|m| {
+                    let t = m.at_ms.saturating_mul(1_000);
+                    t + 1_000 >= g0 && t <= g1 + 1_000
+                })
+                .collect();
+            let waiting = inside.iter().any(|m| matches!(m.kind.as_str(), "suspended" | "resumed" | "new_turn"));
+            let len = g1 - g0;
+            if waiting {
+                let mut parts = Vec::new();
+                for m in &inside {
+                    match m.kind.as_str() {
+                        "suspended" if !m.pending.is_empty() => {
+                            parts.push(format!("suspended, waiting for {}", m.pending.join(", ")))
+                        }
+                        "resumed" if !m.answers.is_empty() => parts.push(format!(
+                            "resumed with {}",
+                            m.answers
+                                .iter()
+                                .map(|(k, v)| format!("{k} = {}", value_json(v, 60)))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )),
+                        "suspended" | "resumed" | "new_turn" => parts.push(m.kind.replace('_', " ")),
+                        _ => {}
+                    }
+                }
+                gaps.push((g0, g1, "suspended", parts.join(" · ")));
+            } else if len > 1_000_000 && len > busy_us / 4 && len > break_w {
+                gaps.push((g0, g1, "idle", "idle".to_string()));
+            }
+        }
+        TimeMap { t0, t_end, busy_us, break_w, gaps }
+    }
+
+    fn has_data(&self) -> bool {
+        self.t_end > 0
+    }
+
+    /// Display time of real time `t` (clamped to the run's span).
+    fn map(&self, t: u64) -> u64 {
+        let t = t.clamp(self.t0, self.t_end);
+        let mut shift: i128 = 0;
+        for (g0, g1, _, _) in &self.gaps {
+            if t >= *g1 {
+                shift += i128::from(g1 - g0) - i128::from(self.break_w);
+            } else if t > *g0 {
+                // Inside a gap: proportionally inside its break.
+                let frac = (t - g0) as f64 / (g1 - g0) as f64;
+                let base = i128::from(*g0 - self.t0) - shift;
+                return (base + (frac * self.break_w as f64) as i128).max(0) as u64;
+            } else {
+                break;
+            }
+        }
+        (i128::from(t - self.t0) - shift).max(0) as u64
+    }
+
+    fn timeline(&self) -> Timeline {
+        if !self.has_data() {
+            return Timeline::default();
+        }
+        Timeline {
+            span: self.map(self.t_end).max(1),
+            breaks: self
+                .gaps
+                .iter()
+                .map(|(g0, g1, kind, label)| Break {
+                    x: self.map(*g0),
+                    w: self.break_w,
+                    real: duration_us(g1 - g0),
+                    kind: kind.to_string(),
+                    label: label.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Wall-clock duration: first start (or milestone) to the last end (or milestone).
+    fn wall_us(&self, run: &RunRecord) -> u64 {
+        let ms = run.milestones.iter().map(|m| m.at_ms * 1_000);
+        let first = ms.clone().min().into_iter().chain(self.has_data().then_some(self.t0)).min();
+        let last = ms.max().into_iter().chain(self.has_data().then_some(self.t_end)).max();
+        match (first, last) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_paths_are_found_in_engine_messages() {
+        assert_eq!(error_path("agent `x` (root/1/0) failed: boom").as_deref(), Some("root/1/0"));
+        assert_eq!(error_path("agent `x` (root) timed out after 5 ms").as_deref(), Some("root"));
+        assert_eq!(error_path("run cancelled"), None);
+    }
+}

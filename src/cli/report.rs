@@ -1,0 +1,115 @@
+//! `agentic report`: a self-contained HTML report of a run (`agentic report RUN_ID -o FILE.html`) or of a
+//! spec's topology (`agentic report --spec SPEC -o FILE.html`), and the `--report FILE.html` option of
+//! `agentic run` (SPEC.md §2).
+
+use std::path::Path;
+
+use agentic_engine::{RunRecord, StepRecord, StoreRef, TopologyNode};
+use agentic_spec::Spec;
+
+use super::args::ReportArgs;
+use super::run::open_store;
+use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+
+/// Writes the report the arguments ask for; returns the exit code.
+pub(crate) fn report(args: ReportArgs) -> u8 {
+    match (&args.run_id, &args.spec) {
+        (None, Some(spec)) => topology_report(spec, &args.output),
+        (Some(run_id), None) => run_report(run_id, &args.store.store, &args.output),
+        _ => {
+            eprintln!("error: give either a RUN_ID or --spec SPEC");
+            EXIT_USAGE
+        }
+    }
+}
+
+fn topology_report(spec: &Path, output: &Path) -> u8 {
+    let built = match Spec::from_path(spec).and_then(|s| s.build()) {
+        Ok(b) => b,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return EXIT_USAGE;
+        }
+    };
+    let html = agentic_report::render_topology(&built.root.topology(), &built.name);
+    write(output, &html)
+}
+
+fn run_report(run_id: &str, dir: &Path, output: &Path) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let store = match open_store(dir) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let (run, records) = match runtime.block_on(agentic_report::load_run(&store, run_id)) {
+        Ok(loaded) => loaded,
+        Err(agentic_report::ReportError::NoRun(_)) => {
+            eprintln!("error: no run `{run_id}` in store {}", dir.display());
+            return EXIT_FAILED;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let html = match topology_of(&run) {
+        Ok(topology) => agentic_report::render_run(&topology, &run, &records),
+        Err(reason) => {
+            eprintln!("warning: {reason}; the report has no topology diagram");
+            agentic_report::render_run_without_topology(&run, &records, &reason)
+        }
+    };
+    write(output, &html)
+}
+
+/// The topology of the system that ran `run`, rebuilt from its spec file.
+fn topology_of(run: &RunRecord) -> Result<TopologyNode, String> {
+    let Some(source) = &run.source else {
+        return Err("the run was not started from a spec file (no source recorded)".to_string());
+    };
+    let built = Spec::from_path(Path::new(source))
+        .and_then(|s| s.build())
+        .map_err(|e| format!("the run's spec {source} does not build any more: {e}"))?;
+    let topology = built.root.topology();
+    if topology.fingerprint() != run.fingerprint {
+        return Err(format!("the run's spec {source} changed structure since the run"));
+    }
+    Ok(topology)
+}
+
+/// `agentic run --report FILE.html`: the report of the run that just ended (or suspended).
+pub(crate) fn after_run(
+    runtime: &tokio::runtime::Runtime,
+    store: &StoreRef,
+    run_id: &str,
+    topology: &TopologyNode,
+    output: &Path,
+) -> u8 {
+    let loaded: Result<(RunRecord, Vec<StepRecord>), _> = runtime.block_on(agentic_report::load_run(store, run_id));
+    match loaded {
+        Ok((run, records)) => write(output, &agentic_report::render_run(topology, &run, &records)),
+        Err(e) => {
+            eprintln!("error: --report {}: {e}", output.display());
+            EXIT_FAILED
+        }
+    }
+}
+
+fn write(output: &Path, html: &str) -> u8 {
+    match agentic_report::write_report(output, html) {
+        Ok(()) => {
+            eprintln!("report: {}", output.display());
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_FAILED
+        }
+    }
+}
