@@ -135,7 +135,7 @@
     for (var t = 0; t <= tl.span + 1; t += step) {
       var x = labelW + t * scale;
       axis.appendChild(sv('line', { x1: x, y1: top - 6, x2: x, y2: height }));
-      axis.appendChild(sv('text', { x: x + 3, y: top - 12 }, fmt(t)));
+      if (x + 60 <= width) axis.appendChild(sv('text', { x: x + 3, y: top - 12 }, fmt(t)));
     }
     svg.appendChild(axis);
     // breaks (collapsed waiting periods)
@@ -364,12 +364,13 @@
     det.scrollIntoView({ block: 'center' });
   }
 
-  drawTimeline();
+  // The step list first: the page's scrollbar then exists when the timeline measures its width.
   if (list) {
     applyFilter();
     var timer = null;
     if (search) search.addEventListener('input', function () { clearTimeout(timer); timer = setTimeout(applyFilter, 120); });
   }
+  drawTimeline();
   doc.addEventListener('click', function (ev) {
     var a = ev.target.closest ? ev.target.closest('a[data-seq]') : null;
     if (a) { ev.preventDefault(); openStep(Number(a.getAttribute('data-seq'))); }
