@@ -290,6 +290,7 @@ fn a_ten_thousand_step_report_stays_light_in_the_browser() {
             pending: vec![],
             answers: Default::default(),
             error: None,
+            path: None,
         }],
     };
     let html = agentic_report::render_run_without_topology(&run, &records, "synthetic run");

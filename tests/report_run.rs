@@ -343,6 +343,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
                 pending: vec![],
                 answers: Default::default(),
                 error: None,
+                path: None,
             },
             Milestone {
                 at_ms: t0 / 1_000 + 2_000,
@@ -351,6 +352,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
                 pending: vec![],
                 answers: Default::default(),
                 error: None,
+                path: None,
             },
         ],
     };

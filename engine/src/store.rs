@@ -188,6 +188,9 @@ pub struct Milestone {
     /// The error message (failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Path of the agent that failed, when the error names one (failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 /// A run rebuilt from its journal: state, history, and the composites still in progress.

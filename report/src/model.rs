@@ -568,7 +568,14 @@ fn summary(run: &RunRecord, records: &[StepRecord], agents: &[AgentRow], mapping
         }
         _ => (None, None),
     };
-    let error_path = error.as_deref().and_then(error_path);
+    // The failed milestone names the failing agent's path; older runs only have it inside the message.
+    let error_path = run
+        .milestones
+        .iter()
+        .rev()
+        .find(|m| m.kind == "failed")
+        .and_then(|m| m.path.clone())
+        .or_else(|| error.as_deref().and_then(error_path));
     let tokens_in: u64 = agents.iter().map(|a| a.tokens_in).sum();
     let tokens_out: u64 = agents.iter().map(|a| a.tokens_out).sum();
     Summary {

@@ -357,6 +357,7 @@ impl InvokeRequest {
                 pending: Vec::new(),
                 answers: given,
                 error: None,
+                path: None,
             });
         }
         if let (Some(store), Some(rec)) = (&store, record.as_mut()) {
@@ -487,13 +488,13 @@ impl InvokeRequest {
                     flush_err.get_or_insert(AgentError::internal(format!("journal write failed: {e}")));
                 }
             }
-            let (kind, pending, error) = match &result {
-                Ok(_) => ("completed", Vec::new(), None),
+            let (kind, pending, error, path) = match &result {
+                Ok(_) => ("completed", Vec::new(), None, None),
                 Err(AgentError::Suspended { pending }) => {
-                    ("suspended", pending.iter().map(|p| p.id.clone()).collect(), None)
+                    ("suspended", pending.iter().map(|p| p.id.clone()).collect(), None, None)
                 }
-                Err(AgentError::Cancelled) => ("cancelled", Vec::new(), None),
-                Err(e) => ("failed", Vec::new(), Some(e.to_string())),
+                Err(AgentError::Cancelled) => ("cancelled", Vec::new(), None, None),
+                Err(e) => ("failed", Vec::new(), Some(e.to_string()), e.agent_path().map(str::to_string)),
             };
             rec.milestones.push(Milestone {
                 at_ms: now_us() / 1000,
@@ -502,6 +503,7 @@ impl InvokeRequest {
                 pending,
                 answers: BTreeMap::new(),
                 error,
+                path,
             });
             (rec.status, rec.detail, rec.pending) = match &result {
                 Ok(v) => (RunStatus::Completed, v.clone(), Vec::new()),
