@@ -120,6 +120,14 @@ impl AgentSpec {
     pub fn input(&self, key: &str) -> Option<&InputSpec> {
         self.inputs.iter().find(|i| i.key == key)
     }
+
+    /// Every key this agent declares a type for: its inputs, then its output key.
+    pub fn declared_types(&self) -> impl Iterator<Item = (&str, ValueType)> {
+        self.inputs
+            .iter()
+            .map(|i| (i.key.as_str(), i.value_type))
+            .chain(self.output_key.iter().map(|k| (k.as_str(), self.output_type)))
+    }
 }
 
 /// Builder methods shared by every agent builder for the common metadata fields.

@@ -149,19 +149,14 @@ pub(crate) fn check_types(root: &AgentRef) -> Result<(), BuildError> {
     let topology = root.topology();
     for node in topology.walk() {
         let spec = &node.spec;
-        let declared = spec
-            .inputs
-            .iter()
-            .map(|i| (&i.key, i.value_type))
-            .chain(spec.output_key.iter().map(|k| (k, spec.output_type)));
-        for (key, ty) in declared {
+        for (key, ty) in spec.declared_types() {
             if ty == ValueType::Any {
                 continue;
             }
             match seen.get(key) {
                 Some((first, first_agent)) if *first != ty => {
                     return Err(BuildError::ConflictingTypes {
-                        key: key.clone(),
+                        key: key.to_string(),
                         first: first.to_string(),
                         first_agent: first_agent.clone(),
                         second: ty.to_string(),
@@ -170,7 +165,7 @@ pub(crate) fn check_types(root: &AgentRef) -> Result<(), BuildError> {
                 }
                 Some(_) => {}
                 None => {
-                    seen.insert(key.clone(), (ty, spec.name.clone()));
+                    seen.insert(key.to_string(), (ty, spec.name.clone()));
                 }
             }
         }

@@ -589,12 +589,7 @@ async fn restart_async(
 fn check_state_types(topology: &TopologyNode, state: &Map<String, Value>) -> Result<(), String> {
     for node in topology.walk() {
         let spec = &node.spec;
-        let declared = spec
-            .inputs
-            .iter()
-            .map(|i| (&i.key, i.value_type))
-            .chain(spec.output_key.iter().map(|k| (k, spec.output_type)));
-        for (key, ty) in declared {
+        for (key, ty) in spec.declared_types() {
             if let Some(v) = state.get(key)
                 && ty.coerce(v).is_none()
             {
