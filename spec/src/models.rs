@@ -13,11 +13,14 @@ use crate::model::{ModelDef, ModelProvider};
 /// - `scripted`: [`ScriptedModel`] with the entry's `replies` (a reply written as
 ///   `{"tool_calls": [..]}` is a tool-call reply), named after the entry.
 /// - `local`: not built into this binary yet.
+///   **Override:** when `OPENAI_BASE_URL` is set (and not blank), a `local` entry is an [`OpenAiModel`] on that
+///   server instead (with or without the feature), so the same spec runs against any OpenAI-compatible
+///   server: model `OPENAI_MODEL` (default [`DEFAULT_OPENAI_MODEL`]), API key from `OPENAI_API_KEY`.
 ///
 /// # Errors
-/// [`ModelError::Unavailable`] for `local` ("the local provider is not built into this binary (cargo feature
-/// `local`)"); [`ModelError::InvalidRequest`] when the OpenAI client cannot be created (e.g. an API key with
-/// characters an HTTP header cannot carry).
+/// [`ModelError::Unavailable`] for `local` without `OPENAI_BASE_URL` ("the local provider is not built into this
+/// binary (cargo feature `local`)"); [`ModelError::InvalidRequest`] when the OpenAI client cannot be created (e.g.
+/// an API key with characters an HTTP header cannot carry).
 pub fn model_from_def(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
     match &def.provider {
         ModelProvider::OpenAi { base_url, model, api_key_env, temperature, max_tokens } => {
@@ -39,6 +42,19 @@ pub fn model_from_def(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
         ModelProvider::Scripted { replies, .. } => {
             Ok(ChatModelRef::new(ScriptedModel::new(replies.iter().map(String::as_str)).named(def.name.clone())))
         }
-        ModelProvider::Local { .. } => Err(ModelError::local_not_built()),
+        ModelProvider::Local { .. } => match local_override() {
+            Some(base_url) => {
+                let model = std::env::var("OPENAI_MODEL").ok().filter(|m| !m.trim().is_empty());
+                let b = OpenAiModel::builder(model.unwrap_or_else(|| DEFAULT_OPENAI_MODEL.to_string()));
+                Ok(ChatModelRef::new(b.base_url(base_url).build()?))
+            }
+            None => Err(ModelError::local_not_built()),
+        },
     }
+}
+
+/// The OpenAI-compatible server that replaces every `provider: local` entry: `OPENAI_BASE_URL` when it is set
+/// and not blank.
+fn local_override() -> Option<String> {
+    std::env::var("OPENAI_BASE_URL").ok().filter(|u| !u.trim().is_empty())
 }

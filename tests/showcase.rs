@@ -1,0 +1,199 @@
+//! The showcase of `./run-demo.sh`, `examples/specs/ticket_triage.yaml` (extract → classify → route to an
+//! expert → human approval → final answer), with its local model replaced: in-process by a scripted model, and
+//! through the real binary (every command a new process) against a loopback OpenAI-compatible server that the
+//! spec's `provider: local` model reaches through `OPENAI_BASE_URL`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use agentic::agents::model::{ChatModelRef, ScriptedModel};
+use agentic::spec::Spec;
+use serde_json::{Value, json};
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+fn spec_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/specs/ticket_triage.yaml")
+}
+
+const TICKET: &str = "Hi, this is Sam Ortiz. Since yesterday's update the CloudSync desktop app crashes on startup \
+                      with error 0x80040154. I need it working for a deadline today.";
+
+const FIELDS: &str = r#"{"customer": "Sam Ortiz", "product": "CloudSync desktop app", "problem": "crashes on startup", "urgency": "high"}"#;
+
+const TECHNICAL_REPLY: &str = "Hello Sam Ortiz, thank you for reporting a problem with CloudSync desktop app. Our \
+                               engineers are investigating it (crashes on startup). Meanwhile, please update to the \
+                               latest version and restart; if it happens again, reply with the time it occurred so \
+                               we can find it in our logs. - The Technical Support team";
+
+#[tokio::test]
+async fn the_showcase_spec_suspends_for_approval_and_sends_the_routed_experts_reply() {
+    let spec = Spec::from_path(&spec_path()).expect("the showcase spec validates");
+    let model = ScriptedModel::new([FIELDS, "TECHNICAL"]);
+    let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model.clone()))]).expect("build");
+
+    let outcome = built.root.invoke().input("ticket", TICKET).await.expect("run");
+    assert!(outcome.is_suspended(), "waits for the human");
+    assert_eq!(outcome.state().get("category"), Some(&json!("TECHNICAL")));
+    assert_eq!(outcome.state().get("reply"), Some(&json!(TECHNICAL_REPLY)));
+    assert_eq!(model.used(), 2, "two llm steps: extract, classify");
+    let requests = model.requests();
+    let classify_prompt = requests[1].messages.last().unwrap().text().to_string();
+    assert!(classify_prompt.contains(&format!("Ticket: {TICKET}\nCategory:")), "{classify_prompt}");
+    assert!(classify_prompt.contains("Category: BILLING"), "few-shot examples: {classify_prompt}");
+
+    let done = outcome.resume().answer("approve-reply", "approved").await.expect("resume");
+    assert_eq!(
+        done.output(),
+        Some(&json!(format!("SENT [TECHNICAL, high] to Sam Ortiz: {TECHNICAL_REPLY}"))),
+        "the final answer"
+    );
+    let history = done.history().await.expect("history");
+    let agents: Vec<&str> = history.iter().map(|r| r.agent.as_str()).collect();
+    assert!(agents.contains(&"technical_expert"), "{agents:?}");
+    assert!(!agents.contains(&"billing_expert") && !agents.contains(&"account_expert"), "{agents:?}");
+}
+
+#[tokio::test]
+async fn a_rejected_reply_is_held_back() {
+    let spec = Spec::from_path(&spec_path()).expect("valid");
+    let fields = r#"{"customer": "Ana", "product": "Pro plan", "problem": "double charge", "urgency": "normal"}"#;
+    let model = ScriptedModel::new([fields, "BILLING"]);
+    let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model))]).expect("build");
+    let outcome = built.root.invoke().input("ticket", "I was charged twice.").await.expect("run");
+    assert!(outcome.state().get("reply").and_then(Value::as_str).unwrap().ends_with("- The Billing team"));
+    let done = outcome.resume().answer("approve-reply", "rejected").await.expect("resume");
+    assert_eq!(done.output(), Some(&json!("HELD [BILLING, normal] for Ana (review: rejected)")));
+}
+
+/// The OpenAI-compatible loopback server: the extraction request (a JSON schema with `customer`) gets the
+/// fields, the classification request (the wrapped enum) gets `{"value": "TECHNICAL"}`.
+struct Triage;
+
+impl Respond for Triage {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let schema = &body["response_format"]["json_schema"]["schema"];
+        let content = if schema["properties"].get("customer").is_some() {
+            FIELDS.to_string()
+        } else {
+            json!({"value": "TECHNICAL"}).to_string()
+        };
+        ResponseTemplate::new(200).set_body_json(json!({
+            "id": "c", "object": "chat.completion", "model": "gpt-test",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 4}
+        }))
+    }
+}
+
+fn agentic(store: &Path, base_url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(args)
+        .env("AGENTIC_STORE", store)
+        .env("OPENAI_BASE_URL", base_url)
+        .env("OPENAI_API_KEY", "sk-loopback")
+        .env("OPENAI_MODEL", "gpt-test")
+        .env_remove("AGENTIC_LOG")
+        .env_remove("AGENTIC_TEST_KILL_AFTER_STEP")
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_out(o: &Output) -> Value {
+    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(o)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_showcase_runs_through_the_binary_against_an_openai_compatible_server() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(Triage).mount(&server).await;
+    let base_url = format!("{}/v1", server.uri());
+    let store = tempfile::tempdir().unwrap();
+    let dir = store.path().to_path_buf();
+    let spec = spec_path().display().to_string();
+
+    let (base, s) = (base_url.clone(), dir.clone());
+    let outputs = tokio::task::spawn_blocking(move || {
+        let validate = agentic(&s, &base, &["validate", &spec]);
+        let run =
+            agentic(&s, &base, &["run", &spec, "--input", &format!("ticket={TICKET}"), "--memory-id", "t-1", "--json"]);
+        let show = agentic(&s, &base, &["show", "t-1", "--json"]);
+        let respond = agentic(&s, &base, &["respond", "t-1", "approved"]);
+        let resume = agentic(&s, &base, &["resume", "t-1"]);
+        let shown = agentic(&s, &base, &["show", "t-1", "--json"]);
+        let report_file = s.join("report.html");
+        let report = agentic(&s, &base, &["report", "t-1", "-o", &report_file.display().to_string()]);
+        (validate, run, show, respond, resume, shown, report)
+    })
+    .await
+    .unwrap();
+    let (validate, run, show, respond, resume, shown, report) = outputs;
+
+    assert_eq!(validate.status.code(), Some(0), "{}", stderr(&validate));
+    assert!(stdout(&validate).starts_with("ok"), "{}", stdout(&validate));
+
+    assert_eq!(run.status.code(), Some(2), "suspended: {}", stderr(&run));
+    let suspended = json_out(&run);
+    assert_eq!(suspended["status"], json!("suspended"));
+    assert_eq!(suspended["pending"][0]["id"], json!("approve-reply"));
+    assert_eq!(
+        suspended["pending"][0]["prompt"],
+        json!(format!("Send this TECHNICAL reply (urgency: high)? Answer approved or rejected.\n\n{TECHNICAL_REPLY}"))
+    );
+    let state = &json_out(&show)["state"];
+    assert_eq!(state["category"], json!("TECHNICAL"));
+    assert_eq!(state["fields"], serde_json::from_str::<Value>(FIELDS).unwrap());
+
+    assert_eq!(respond.status.code(), Some(0), "{}", stderr(&respond));
+    assert_eq!(resume.status.code(), Some(0), "{}", stderr(&resume));
+    assert_eq!(stdout(&resume), format!("SENT [TECHNICAL, high] to Sam Ortiz: {TECHNICAL_REPLY}\n"));
+
+    let shown = json_out(&shown);
+    assert_eq!(shown["status"], json!("completed"));
+    let agents: Vec<&str> = shown["history"].as_array().unwrap().iter().filter_map(|h| h["agent"].as_str()).collect();
+    assert!(agents.contains(&"technical_expert"), "routed to the technical expert: {agents:?}");
+    assert!(!agents.contains(&"billing_expert") && !agents.contains(&"account_expert"), "{agents:?}");
+
+    assert_eq!(report.status.code(), Some(0), "{}", stderr(&report));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("technical_expert"), "the report shows the routed branch");
+
+    // Both llm steps went to the server, with the model named by OPENAI_MODEL and structured outputs.
+    let bodies: Vec<Value> = server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert_eq!(bodies.len(), 2, "extract and classify, once each (validate and resume ask nothing)");
+    assert!(
+        bodies.iter().all(|b| b["model"] == json!("gpt-test") && b["response_format"]["type"] == json!("json_schema"))
+    );
+}
+
+#[test]
+fn without_the_local_feature_or_a_server_the_local_provider_reports_a_clear_error() {
+    let o = Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(["validate", &spec_path().display().to_string()])
+        .env_remove("OPENAI_BASE_URL")
+        .output()
+        .unwrap();
+    if o.status.code() == Some(0) {
+        return; // built with the cargo feature `local`: the spec is fine as it is
+    }
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+    let expected = "model `default`: the local provider is not built into this binary (cargo feature `local`)";
+    assert!(stderr(&o).contains(expected), "{}", stderr(&o));
+}
