@@ -354,3 +354,20 @@ async fn summarized_context_survives_a_suspension_and_resume() {
     let prompt = &last.last().expect("user message").1;
     assert!(prompt.contains("[medical] Answer: Rest and ice your leg."), "{prompt}");
 }
+
+#[test]
+fn an_agent_with_chat_memory_cannot_be_mapped() {
+    let chat = LlmAgent::builder(ScriptedModel::new(["hi"]))
+        .name("chat")
+        .user("{{ x }}")
+        .memory_window(4)
+        .build()
+        .expect("chat");
+    let err =
+        agentic::planners::ParallelMapper::builder().sub_agent(chat).items_key("xs").build().err().expect("error");
+    assert_eq!(
+        err.to_string(),
+        "`parallel_mapper`: the mapped agent `chat` keeps a chat memory and cannot be mapped (its items would share \
+         one conversation)"
+    );
+}

@@ -578,6 +578,10 @@ impl Agent for LlmAgent {
         &self.spec
     }
 
+    fn has_chat_memory(&self) -> bool {
+        self.memory_window.is_some()
+    }
+
     async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
         let view = ctx.view();
         let model = self.selector.as_ref().and_then(|s| s(&view)).unwrap_or_else(|| self.model.clone());

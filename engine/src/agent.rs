@@ -213,6 +213,12 @@ pub trait Agent: Send + Sync + 'static {
     fn may_suspend(&self) -> bool {
         false
     }
+
+    /// Whether this agent keeps a chat memory across invocations (such agents cannot be mapped: the
+    /// concurrent items would share one conversation); default false.
+    fn has_chat_memory(&self) -> bool {
+        false
+    }
 }
 
 /// Object-safe companion of [`Agent`], implemented for every `Agent`; composites implement it directly.
@@ -241,6 +247,11 @@ pub trait DynAgent: Send + Sync + 'static {
     /// Whether invoking this agent can suspend the run (a human-in-the-loop agent, or a composite containing
     /// one). Such systems are checkpointed in process by default so a suspended outcome can be resumed.
     fn may_suspend(&self) -> bool {
+        false
+    }
+
+    /// Whether this agent, or one below it, keeps a chat memory (see [`Agent::has_chat_memory`]).
+    fn has_chat_memory(&self) -> bool {
         false
     }
 
@@ -273,6 +284,10 @@ impl<A: Agent> DynAgent for A {
 
     fn may_suspend(&self) -> bool {
         Agent::may_suspend(self)
+    }
+
+    fn has_chat_memory(&self) -> bool {
+        Agent::has_chat_memory(self)
     }
 }
 

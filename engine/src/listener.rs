@@ -268,6 +268,10 @@ impl DynAgent for Listened {
         self.inner.0.may_suspend()
     }
 
+    fn has_chat_memory(&self) -> bool {
+        self.inner.0.has_chat_memory()
+    }
+
     fn inherits_error_handler(&self) -> bool {
         self.inner.0.inherits_error_handler()
     }

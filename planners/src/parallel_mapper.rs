@@ -167,6 +167,13 @@ impl ParallelMapperBuilder {
                 .map(|i| i.key.clone())
                 .ok_or_else(|| invalid("the mapped agent has no inputs: set `item_key`"))?,
         };
+        if self.parts.agents[0].0.has_chat_memory() {
+            return Err(invalid(&format!(
+                "the mapped agent `{}` keeps a chat memory and cannot be mapped (its items would share one \
+                 conversation)",
+                self.parts.agents[0].name()
+            )));
+        }
         let mapped = self.parts.agents[0].spec();
         if !mapped.inputs.is_empty() && mapped.input(&item_key).is_none() {
             let inputs: Vec<&str> = mapped.inputs.iter().map(|i| i.key.as_str()).collect();

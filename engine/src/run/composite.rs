@@ -228,6 +228,10 @@ impl DynAgent for Composite {
         self.inner.may_suspend
     }
 
+    fn has_chat_memory(&self) -> bool {
+        self.inner.sub_agents.iter().any(|a| a.0.has_chat_memory())
+    }
+
     fn inherits_error_handler(&self) -> bool {
         self.inner.handler.is_none()
     }
