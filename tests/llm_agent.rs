@@ -363,8 +363,7 @@ fn an_agent_with_chat_memory_cannot_be_mapped() {
         .memory_window(4)
         .build()
         .expect("chat");
-    let err =
-        agentic::planners::ParallelMapper::builder().sub_agent(chat).items_key("xs").build().err().expect("error");
+    let err = agentic::planners::ParallelMapper::builder().sub_agent(chat).items_key("xs").build().expect_err("error");
     assert_eq!(
         err.to_string(),
         "`parallel_mapper`: the mapped agent `chat` keeps a chat memory and cannot be mapped (its items would share \
