@@ -3,7 +3,7 @@
 //! The built-in planners of `agentic`, one file each, and the builders of the composites that use them.
 //! Workflow patterns: [`Sequence`], [`Loop`], [`Parallel`], [`ParallelMapper`], [`Conditional`]. Agentic
 //! patterns: [`Goap`] (goal-oriented), [`P2p`] (peer-to-peer), [`Blackboard`], [`Voting`], [`Debate`],
-//! [`Bdi`] (belief–desire–intention). Behaviour follows `docs/semantics.md`; every planner's execution state
+//! [`Bdi`] (belief–desire–intention), [`Supervisor`] (an LLM picks the next agent). Behaviour follows `docs/semantics.md`; every planner's execution state
 //! is complete and serialisable, so a run resumes at the exact step after a crash or a suspension. Write your own planner by implementing `agentic_engine::Planner` and building an
 //! `agentic_engine::Composite`.
 
@@ -18,6 +18,7 @@ pub mod p2p;
 pub mod parallel;
 pub mod parallel_mapper;
 pub mod sequential;
+pub mod supervisor;
 pub mod voting;
 
 pub use bdi::{Bdi, BdiBuilder, BdiPlanner, Desire};
@@ -31,4 +32,8 @@ pub use p2p::{InvocationCondition, P2p, P2pBuilder, P2pPlanner};
 pub use parallel::{Parallel, ParallelBuilder, ParallelPlanner};
 pub use parallel_mapper::{MapperPlanner, ParallelMapper, ParallelMapperBuilder};
 pub use sequential::{Sequence, SequenceBuilder, SequentialPlanner};
+pub use supervisor::{
+    DONE_AGENT, PLANNER_AGENT_NAME, ResponseStrategy, SUPERVISOR_CONTEXT_KEY, SUPERVISOR_HISTORY_KEY, Supervisor,
+    SupervisorBuilder, SupervisorPlanner, SupervisorPlannerAgent, SupervisorStep,
+};
 pub use voting::{Vote, Voting, VotingBuilder, VotingPlanner, VotingStrategy};
