@@ -1,11 +1,11 @@
 //! The supervisor with a scripted planning model: a bank transfer (withdraw, credit, done), the exact
 //! prompt, invalid decisions fed back to the model, the retry bound, `max_invocations`, and resuming after a
-//! human sub-agent suspended the run.
+//! human sub-agent suspended the run; the decision router (one choice, a threshold, feedback, resume).
 
 use agentic::agents::model::ScriptedModel;
 use agentic::agents::{FnAgent, Human};
 use agentic::engine::{AgentRef, InputSpec, SpecBuilder, ValueType};
-use agentic::planners::{ResponseStrategy, Supervisor};
+use agentic::planners::{DecisionRouter, ResponseStrategy, Supervisor};
 use agentic::prelude::CompositeBuilderExt;
 use serde_json::{Value, json};
 
@@ -208,4 +208,100 @@ async fn a_human_sub_agent_suspends_and_the_run_resumes_without_asking_again() {
     assert_eq!(done.state().get("approval"), Some(&json!("APPROVED")));
     assert_eq!(model.requests().len(), 3, "the decision taken before the suspension is not asked again");
     assert!(messages(&model, 1)[1].1.contains("1. approver({}) -> \"APPROVED\""), "{:?}", messages(&model, 1));
+}
+
+fn expert(name: &str, description: &str) -> AgentRef {
+    let answer = format!("{name} answer");
+    FnAgent::from_async(name, move |_| {
+        let answer = answer.clone();
+        async move { Ok(json!(answer)) }
+    })
+    .description(description)
+    .output_key(format!("{name}_answer"))
+    .build()
+}
+
+fn experts() -> [AgentRef; 3] {
+    [
+        expert("legal", "Answers legal questions."),
+        expert("medical", "Answers medical questions."),
+        expert("technical", "Answers technical questions."),
+    ]
+}
+
+#[tokio::test]
+async fn a_router_runs_the_chosen_agent_and_never_asks_again_on_resume() {
+    let model = ScriptedModel::new(["\"Medical.\""]);
+    let router =
+        DecisionRouter::builder().sub_agents(experts()).chat_model(model.clone()).output_key("answer").build().unwrap();
+    let out = router.invoke().input("request", "I broke my leg").await.expect("run");
+    assert_eq!(out.output(), Some(&json!("medical answer")));
+    assert_eq!(out.state().get("answer"), Some(&json!("medical answer")));
+    assert_eq!(out.state().get("legal_answer"), None);
+    assert_eq!(
+        messages(&model, 0),
+        [pair(
+            "user",
+            "Which agent should handle the request? Agents:\n- legal: Answers legal questions.\n- medical: Answers \
+             medical questions.\n- technical: Answers technical questions.\nRequest: I broke my leg\nAnswer with the \
+             agent's name only."
+        )]
+    );
+
+    // A human chosen by the router suspends; the resumed run does not ask the model again.
+    let model = ScriptedModel::new(["reviewer", "not again"]);
+    let reviewer = Human::builder("reviewer", "Review?").unwrap().response_id("review").description("A human.").build();
+    let router = DecisionRouter::builder()
+        .sub_agents([expert("legal", "Answers legal questions."), reviewer])
+        .chat_model(model.clone())
+        .build()
+        .unwrap();
+    let first = router.invoke().input("request", "check this").await.expect("run");
+    assert!(first.is_suspended());
+    let done = first.resume().answer("review", "LGTM").await.expect("resume");
+    assert_eq!(done.output(), Some(&json!("LGTM")));
+    assert_eq!(model.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_router_with_a_threshold_runs_every_fitting_agent() {
+    let model = ScriptedModel::new(["yes", "0.2", "0.9"]);
+    let router =
+        DecisionRouter::builder().sub_agents(experts()).chat_model(model.clone()).threshold(0.5).build().unwrap();
+    let out = router.invoke().input("request", "A contract for a server").await.expect("run");
+    assert_eq!(out.output(), Some(&json!({"legal": "legal answer", "technical": "technical answer"})));
+    assert_eq!(
+        messages(&model, 1),
+        [pair(
+            "user",
+            "Should the agent `medical` (Answers medical questions.) handle the request?\nRequest: A contract for a \
+             server\nAnswer yes or no, or with a confidence between 0 and 1."
+        )]
+    );
+
+    let model = ScriptedModel::new(["no", "no", "0"]);
+    let router = DecisionRouter::builder().sub_agents(experts()).chat_model(model).threshold(0.5).build().unwrap();
+    let out = router.invoke().input("request", "Hello").await.expect("run");
+    assert_eq!(out.output(), Some(&json!({})));
+}
+
+#[tokio::test]
+async fn a_router_feeds_back_an_unknown_name_then_fails_quoting_the_reply() {
+    let model = ScriptedModel::new(["finance", "medical"]);
+    let router = DecisionRouter::builder().sub_agents(experts()).chat_model(model.clone()).build().unwrap();
+    let out = router.invoke().input("request", "x").await.expect("run");
+    assert_eq!(out.output(), Some(&json!("medical answer")));
+    assert_eq!(
+        messages(&model, 1)[2],
+        pair(
+            "user",
+            "Invalid answer: `finance` is not one of: legal, medical, technical. Answer with the agent's name only."
+        )
+    );
+
+    let model = ScriptedModel::new(["finance", "banking"]);
+    let router = DecisionRouter::builder().sub_agents(experts()).chat_model(model).max_retries(1).build().unwrap();
+    let err = router.invoke().input("request", "x").await.expect_err("fails").to_string();
+    assert!(err.contains("invalid routing decision after 2 attempts"), "{err}");
+    assert!(err.contains("the model replied: banking"), "{err}");
 }

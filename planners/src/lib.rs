@@ -3,7 +3,7 @@
 //! The built-in planners of `agentic`, one file each, and the builders of the composites that use them.
 //! Workflow patterns: [`Sequence`], [`Loop`], [`Parallel`], [`ParallelMapper`], [`Conditional`]. Agentic
 //! patterns: [`Goap`] (goal-oriented), [`P2p`] (peer-to-peer), [`Blackboard`], [`Voting`], [`Debate`],
-//! [`Bdi`] (belief–desire–intention), [`Supervisor`] (an LLM picks the next agent). Behaviour follows `docs/semantics.md`; every planner's execution state
+//! [`Bdi`] (belief–desire–intention), [`Supervisor`] (an LLM picks the next agent), [`DecisionRouter`] (a model picks the agents to run). Behaviour follows `docs/semantics.md`; every planner's execution state
 //! is complete and serialisable, so a run resumes at the exact step after a crash or a suspension. Write your own planner by implementing `agentic_engine::Planner` and building an
 //! `agentic_engine::Composite`.
 
@@ -12,6 +12,7 @@ pub mod blackboard;
 mod common;
 pub mod conditional;
 pub mod debate;
+pub mod decision_router;
 pub mod goap;
 pub mod looping;
 pub mod p2p;
@@ -26,6 +27,9 @@ pub use blackboard::{Blackboard, BlackboardBuilder, BlackboardPlanner};
 pub use common::{CompositeBuilderExt, CompositeParts, Condition};
 pub use conditional::{Conditional, ConditionalBuilder, ConditionalPlanner};
 pub use debate::{Convergence, DEBATE_CONTEXT_KEY, Debate, DebateBuilder, DebatePlanner};
+pub use decision_router::{
+    DecisionRouter, DecisionRouterBuilder, ROUTER_AGENT_NAME, RouterDeciderAgent, RouterPlanner,
+};
 pub use goap::{Goap, GoapBuilder, GoapPlanner};
 pub use looping::{ExitCondition, Loop, LoopBuilder, LoopPlanner};
 pub use p2p::{InvocationCondition, P2p, P2pBuilder, P2pPlanner};
