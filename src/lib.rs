@@ -1,7 +1,8 @@
 //! # agentic
 //!
 //! An actor-based agentic orchestration engine. Compose agents into systems with planners (sequence, loop,
-//! parallel, parallel mapper, conditional, or your own), run them in Rust or from YAML/JSON specs with the
+//! parallel, parallel mapper, conditional, GOAP, P2P, blackboard, voting, debate, BDI, supervisor, decision
+//! router, or your own), run them in Rust or from YAML/JSON specs with the
 //! `agentic` CLI, and journal every step.
 //!
 //! ```
@@ -31,6 +32,9 @@ pub mod prelude {
         ErrorHandler, InputSpec, InvocationContext, Planner, PlanningContext, Recovery, RetryPolicy, RunOutcome,
         RunResult, ScopeView, SpecBuilder, TypedKey, ValueType,
     };
-    pub use agentic_planners::{CompositeBuilderExt, Conditional, Loop, Parallel, ParallelMapper, Sequence};
+    pub use agentic_planners::{
+        Bdi, Blackboard, CompositeBuilderExt, Conditional, Debate, DecisionRouter, Desire, Goap, Loop, P2p, Parallel,
+        ParallelMapper, Sequence, Supervisor, Voting, VotingStrategy,
+    };
     pub use agentic_store::MemoryStore;
 }
