@@ -403,3 +403,93 @@ async fn an_unreachable_server_is_a_connection_error() {
         "{e}"
     );
 }
+
+fn top(pairs: &[(&str, f64)]) -> Value {
+    Value::Array(pairs.iter().map(|(t, p)| json!({"token": t, "logprob": p.ln(), "bytes": []})).collect())
+}
+
+#[tokio::test]
+async fn asks_for_and_reads_token_logprobs() {
+    let server = MockServer::start().await;
+    let body = json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "{\"agent\":\"medical\"}"},
+            "finish_reason": "stop",
+            "logprobs": {"content": [
+                {"token": "{\"agent\":\"", "logprob": -0.01, "top_logprobs": []},
+                {"token": "med", "logprob": 0.75f64.ln(), "top_logprobs": top(&[("med", 0.75), ("legal", 0.2), ("tech", 0.05)])},
+                {"token": "ical", "logprob": -0.001},
+                {"token": "\"}", "logprob": -0.001}
+            ]}}],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 4}
+    });
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(200).set_body_json(body)).mount(&server).await;
+    let chat = model(&server).chat_ref();
+    let answer = chat.chat(ask("which?").logprobs(3)).await.expect("answer");
+    let logprobs = answer.logprobs.as_ref().expect("logprobs");
+    assert_eq!(logprobs.iter().map(|t| t.token.as_str()).collect::<String>(), "{\"agent\":\"medical\"}");
+    assert_eq!(logprobs[1].top.iter().map(|t| t.token.as_str()).collect::<Vec<_>>(), ["med", "legal", "tech"]);
+    assert_eq!(logprobs[2].top, []);
+    let sent = &bodies(&server).await[0];
+    assert_eq!((&sent["logprobs"], &sent["top_logprobs"]), (&json!(true), &json!(3)));
+
+    // Not asked: no fields sent, none read.
+    let plain = bodies(&server).await.len();
+    let _ = chat.chat(ask("again")).await.expect("answer");
+    let sent = &bodies(&server).await[plain];
+    assert_eq!((sent.get("logprobs"), sent.get("top_logprobs")), (None, None));
+
+    // A decision over the server: JSON schema constrained, probabilities from the alternatives.
+    use agentic::agents::decision::{DecisionModelRef, DecisionRequest, Question};
+    let decide = DecisionModelRef::from(chat.clone());
+    let request = DecisionRequest::new("I broke my leg").question(
+        "agent",
+        Question::choice("Which agent?", [("legal", "Law"), ("medical", "Health"), ("technical", "Computers")]),
+    );
+    let response = decide.decide(request).await.expect("decision");
+    assert_eq!(response.choice("agent").expect("choice"), "medical");
+    let ps: Vec<(String, f64)> = response
+        .choice_probabilities("agent")
+        .expect("probabilities")
+        .iter()
+        .map(|(k, p)| (k.clone(), (p * 1e6).round() / 1e6))
+        .collect();
+    assert_eq!(ps, [("legal".to_string(), 0.2), ("medical".to_string(), 0.75), ("technical".to_string(), 0.05)]);
+    assert_eq!(response.usage, TokenUsage { input: 40, output: 4 });
+    let sent = bodies(&server).await.pop().expect("decision request");
+    assert_eq!(
+        sent["response_format"]["json_schema"]["schema"]["properties"]["agent"]["enum"],
+        json!(["legal", "medical", "technical"])
+    );
+    assert_eq!(
+        (&sent["logprobs"], &sent["top_logprobs"], &sent["temperature"]),
+        (&json!(true), &json!(5), &json!(0.0))
+    );
+}
+
+#[tokio::test]
+async fn streamed_logprobs_are_collected() {
+    let server = MockServer::start().await;
+    let sse = [
+        r#"{"choices":[{"index":0,"delta":{"content":"ye"},"logprobs":{"content":[{"token":"ye","logprob":-0.5,"top_logprobs":[{"token":"ye","logprob":-0.5},{"token":"no","logprob":-1.0}]}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":"s"},"logprobs":{"content":[{"token":"s","logprob":-0.1}]},"finish_reason":"stop"}]}"#,
+    ]
+    .iter()
+    .map(|d| format!("data: {d}\n\n"))
+    .collect::<String>()
+        + "data: [DONE]\n\n";
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200).insert_header("content-type", "text/event-stream").set_body_string(sse),
+        )
+        .mount(&server)
+        .await;
+    let mut stream = model(&server).chat_ref().chat_stream(ask("ok?").logprobs(2)).await.expect("stream");
+    let mut last = None;
+    while let Some(e) = stream.next().await {
+        last = Some(e.expect("event"));
+    }
+    let Some(StreamEvent::Done(done)) = last else { panic!("no Done event") };
+    let logprobs = done.logprobs.expect("logprobs");
+    assert_eq!(logprobs.iter().map(|t| (t.token.as_str(), t.logprob)).collect::<Vec<_>>(), [("ye", -0.5), ("s", -0.1)]);
+    assert_eq!(logprobs[0].top.len(), 2);
+}

@@ -3,11 +3,12 @@
 //! Agents for the `agentic` engine: chat models and the LLM agent ([`model`], [`LlmAgent`]) with its
 //! [`Tool`]s; non-AI agents — [`FnAgent`] (async closures),
 //! [`ScopeAction`] (state-to-writes functions), [`Compute`] (minijinja expressions and templates) — the
-//! human-in-the-loop agent [`Human`], and the [`expr`] module the spec and planners use for conditions and
-//! output expressions.
+//! human-in-the-loop agent [`Human`], [`decision`] models (typed questions answered with probabilities), and
+//! the [`expr`] module the spec and planners use for conditions and output expressions.
 
 mod closure;
 mod compute;
+pub mod decision;
 pub mod error;
 pub mod expr;
 mod human;
@@ -17,6 +18,7 @@ mod tools;
 
 pub use closure::{FnAgent, FnAgentBuilder, ScopeAction};
 pub use compute::{Compute, ComputeBuilder};
+pub use decision::{ChatDecisionModel, DecisionModel, DecisionModelRef, ScriptedDecisionModel};
 pub use error::ExprError;
 pub use human::{Human, HumanBuilder, HumanMode};
 pub use llm::{

@@ -449,8 +449,14 @@ mod imp {
                     message: ChatMessage::assistant_tool_calls(vec![call]),
                     usage,
                     finish_reason: FinishReason::ToolCalls,
+                    logprobs: None,
                 },
-                None => ChatResponse { message: ChatMessage::assistant(text), usage, finish_reason: generated.finish },
+                None => ChatResponse {
+                    message: ChatMessage::assistant(text),
+                    usage,
+                    finish_reason: generated.finish,
+                    logprobs: None,
+                },
             })
         }
     }

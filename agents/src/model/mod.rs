@@ -41,7 +41,8 @@ pub use local::{LocalModel, LocalStats};
 pub use openai::{DEFAULT_BASE_URL, DEFAULT_OPENAI_MODEL, OpenAiBuilder, OpenAiModel};
 pub use scripted::{ScriptedModel, ScriptedReply};
 pub use types::{
-    ChatMessage, ChatRequest, ChatResponse, FinishReason, ResponseFormat, StreamEvent, ToolCall, ToolChoice, ToolSpec,
+    ChatMessage, ChatRequest, ChatResponse, FinishReason, ResponseFormat, StreamEvent, TokenLogprob, ToolCall,
+    ToolChoice, ToolSpec, TopLogprob,
 };
 
 /// A streamed answer: [`StreamEvent::Token`] and [`StreamEvent::ToolCallDelta`] events, then exactly one

@@ -25,7 +25,7 @@ use serde_json::{Map, Value, json};
 use super::error::shorten;
 use super::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatStream, FinishReason, ModelError, ModelInfo, ResponseFormat,
-    StreamEvent, ToolCall, ToolChoice,
+    StreamEvent, TokenLogprob, ToolCall, ToolChoice, TopLogprob,
 };
 
 /// The official API's base URL, used when neither the configuration nor `OPENAI_BASE_URL` sets one.
@@ -262,6 +262,10 @@ impl OpenAiModel {
                 );
             }
         }
+        if let Some(top) = request.logprobs {
+            body.insert("logprobs".into(), Value::Bool(true));
+            body.insert("top_logprobs".into(), json!(top.min(20)));
+        }
         body.insert("stream".into(), Value::Bool(stream));
         if stream {
             body.insert("stream_options".into(), json!({"include_usage": true}));
@@ -333,6 +337,7 @@ impl OpenAiModel {
             message: ChatMessage::Assistant { content: choice.message.content.unwrap_or_default(), tool_calls },
             usage: wire.usage.map(WireUsage::tokens).unwrap_or_default(),
             finish_reason: FinishReason::from_openai(choice.finish_reason.as_deref()),
+            logprobs: choice.logprobs.as_ref().and_then(read_logprobs),
         })
     }
 }
@@ -424,6 +429,7 @@ fn assemble_stream(
         calls: Vec<PartialCall>,
         usage: TokenUsage,
         finish: Option<String>,
+        logprobs: Option<Vec<TokenLogprob>>,
         pending: std::collections::VecDeque<StreamEvent>,
         done: bool,
     }
@@ -434,6 +440,7 @@ fn assemble_stream(
         calls: Vec::new(),
         usage: TokenUsage::default(),
         finish: None,
+        logprobs: None,
         pending: Default::default(),
         done: false,
     };
@@ -467,6 +474,9 @@ fn assemble_stream(
                     for choice in chunk.choices {
                         if let Some(reason) = choice.finish_reason {
                             st.finish = Some(reason);
+                        }
+                        if let Some(tokens) = choice.logprobs.as_ref().and_then(read_logprobs) {
+                            st.logprobs.get_or_insert_with(Vec::new).extend(tokens);
                         }
                         if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {
                             st.text.push_str(&text);
@@ -506,12 +516,36 @@ fn assemble_stream(
                         message: ChatMessage::Assistant { content: std::mem::take(&mut st.text), tool_calls },
                         usage: st.usage,
                         finish_reason: FinishReason::from_openai(st.finish.as_deref()),
+                        logprobs: st.logprobs.take(),
                     };
                     return Some((Ok(StreamEvent::Done(response)), st));
                 }
             }
         }
     }))
+}
+
+/// The token log-probabilities of a choice (`{"content": [{"token", "logprob", "top_logprobs": [{"token",
+/// "logprob"}]}]}`); `None` when absent or of another shape (servers differ; an unreadable block is ignored,
+/// never an error). Entries without a token or a numeric log-probability are skipped.
+fn read_logprobs(block: &Value) -> Option<Vec<TokenLogprob>> {
+    let content = block.get("content")?.as_array()?;
+    let pair = |v: &Value| Some((v.get("token")?.as_str()?.to_string(), v.get("logprob")?.as_f64()?));
+    let tokens = content
+        .iter()
+        .filter_map(|t| {
+            let (token, logprob) = pair(t)?;
+            let top = t
+                .get("top_logprobs")
+                .and_then(Value::as_array)
+                .map(|alts| {
+                    alts.iter().filter_map(pair).map(|(token, logprob)| TopLogprob { token, logprob }).collect()
+                })
+                .unwrap_or_default();
+            Some(TokenLogprob { token, logprob, top })
+        })
+        .collect();
+    Some(tokens)
 }
 
 /// Tool-call arguments arrive as JSON text; keep them as JSON (the raw text as a string when unparseable).
@@ -570,6 +604,8 @@ struct WireChoice {
     message: WireMessage,
     #[serde(default)]
     finish_reason: Option<String>,
+    #[serde(default)]
+    logprobs: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -622,6 +658,8 @@ struct WireChunkChoice {
     delta: WireDelta,
     #[serde(default)]
     finish_reason: Option<String>,
+    #[serde(default)]
+    logprobs: Option<Value>,
 }
 
 #[derive(Deserialize, Default)]

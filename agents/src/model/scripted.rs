@@ -161,6 +161,7 @@ impl ChatModel for ScriptedModel {
                     message: ChatMessage::assistant_tool_calls(calls),
                     usage: TokenUsage { input, output },
                     finish_reason: FinishReason::ToolCalls,
+                    logprobs: None,
                 })
             }
             ScriptedReply::Error(message) => Err(ModelError::Unavailable { provider: "scripted".into(), message }),

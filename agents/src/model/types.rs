@@ -182,6 +182,11 @@ pub struct ChatRequest {
     pub tool_choice: Option<ToolChoice>,
     /// Answer format (default free text).
     pub response_format: Option<ResponseFormat>,
+    /// Ask for token log-probabilities with this many most likely alternatives per token (default none:
+    /// not asked). Providers that cannot report them ignore it; the answer's
+    /// [`ChatResponse::logprobs`] is then `None`. OpenAI's `logprobs: true` with `top_logprobs: n` (0..=20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<u8>,
 }
 
 impl ChatRequest {
@@ -225,6 +230,12 @@ impl ChatRequest {
         self.response_format = Some(format);
         self
     }
+
+    /// Asks for token log-probabilities with `top` alternatives per token (see [`ChatRequest::logprobs`]).
+    pub fn logprobs(mut self, top: u8) -> Self {
+        self.logprobs = Some(top);
+        self
+    }
 }
 
 /// Why the model stopped.
@@ -266,12 +277,37 @@ pub struct ChatResponse {
     pub usage: TokenUsage,
     /// Why the model stopped.
     pub finish_reason: FinishReason,
+    /// The log-probability of every generated token of the text, in order, when the request asked for them
+    /// ([`ChatRequest::logprobs`]) and the provider reported them; `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Vec<TokenLogprob>>,
+}
+
+/// One generated token with its log-probability and the most likely alternatives at its position.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenLogprob {
+    /// The token's text.
+    pub token: String,
+    /// Its natural log-probability (≤ 0).
+    pub logprob: f64,
+    /// The most likely tokens at this position (the token itself usually among them), most likely first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub top: Vec<TopLogprob>,
+}
+
+/// An alternative token at one position of the answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopLogprob {
+    /// The token's text.
+    pub token: String,
+    /// Its natural log-probability (≤ 0).
+    pub logprob: f64,
 }
 
 impl ChatResponse {
     /// A text answer that stopped normally.
     pub fn text_reply(text: impl Into<String>, usage: TokenUsage) -> Self {
-        ChatResponse { message: ChatMessage::assistant(text), usage, finish_reason: FinishReason::Stop }
+        ChatResponse { message: ChatMessage::assistant(text), usage, finish_reason: FinishReason::Stop, logprobs: None }
     }
 
     /// The answer's text.
