@@ -22,6 +22,40 @@ pub use agentic_planners as planners;
 pub use agentic_spec as spec;
 pub use agentic_store as store;
 
+#[cfg(feature = "otel")]
+pub mod telemetry;
+
+/// The chat model a program uses when it does not name one: the same choice a spec's `provider: local` makes.
+///
+/// - When `OPENAI_BASE_URL` is set (and not blank): an [`OpenAiModel`](agents::model::OpenAiModel) on that
+///   OpenAI-compatible server (OpenAI, Ollama, vLLM, llama.cpp's `llama-server`, ...), model `OPENAI_MODEL`
+///   (default [`DEFAULT_OPENAI_MODEL`](agents::model::DEFAULT_OPENAI_MODEL)), API key from `OPENAI_API_KEY`.
+/// - Otherwise: the in-process local model (Gemma 3 270M, installed by `scripts/setup-local-model.sh`), which
+///   needs the cargo feature `local` (`cargo run --features local ...`).
+///
+/// Nothing is loaded or contacted yet: the first request does that.
+///
+/// ```
+/// // Without the `local` feature and without OPENAI_BASE_URL, the error names the cargo feature.
+/// # if std::env::var_os("OPENAI_BASE_URL").is_none() && !cfg!(feature = "local") {
+/// let err = agentic::default_model().unwrap_err();
+/// assert!(err.to_string().contains("`local`"), "{err}");
+/// # }
+/// ```
+///
+/// # Errors
+/// [`ModelError::Unavailable`](agents::model::ModelError::Unavailable) when the local model is needed but this
+/// build lacks the cargo feature `local`; [`ModelError::InvalidRequest`](agents::model::ModelError::InvalidRequest)
+/// when the OpenAI client cannot be created.
+pub fn default_model() -> Result<agents::model::ChatModelRef, agents::model::ModelError> {
+    let local = spec::ModelDef {
+        name: "default".to_string(),
+        pos: spec::Pos::default(),
+        provider: spec::ModelProvider::Local { model_path: None },
+    };
+    spec::model_from_def(&local)
+}
+
 /// The common path: builders, the agent and planner traits, outcomes, the LLM agent with its tools and the
 /// chat models (the rest of the model vocabulary is in [`crate::agents::model`]).
 pub mod prelude {

@@ -1,0 +1,92 @@
+//! **Voting** — the sentiment council: three classifiers with different prompts label the same text as
+//! `POSITIVE`, `NEGATIVE` or `NEUTRAL`, in parallel; the majority wins (a tie goes to the earliest declared
+//! voter). Each vote is an enum from a few-shot prompt, which the local model is constrained to.
+//!
+//! ```text
+//! cargo run --example sentiment_voting -- --scripted        # canned replies, offline (or AGENTIC_SCRIPTED=1)
+//! cargo run --features local --example sentiment_voting     # the local model (scripts/setup-local-model.sh)
+//! OPENAI_BASE_URL=http://127.0.0.1:11434/v1 OPENAI_MODEL=llama3.2 cargo run --example sentiment_voting
+//! ```
+//!
+//! Spec version: `examples/specs/voting.yaml`.
+
+use std::error::Error;
+
+use agentic::prelude::*;
+use serde_json::Value;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn Error>> {
+    let scripted =
+        std::env::args().any(|a| a == "--scripted") || std::env::var("AGENTIC_SCRIPTED").is_ok_and(|v| v == "1");
+    println!("{}", run(scripted).await?);
+    Ok(())
+}
+
+const EXAMPLES: &str = "\
+Text: I love it, it works perfectly.
+Sentiment: POSITIVE
+
+Text: It broke after one day. Terrible.
+Sentiment: NEGATIVE
+
+Text: The package arrived on Tuesday.
+Sentiment: NEUTRAL
+";
+
+/// Builds the three voters and the council, classifies one review and returns the votes and the result.
+pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+    let voter = |name: &str, task: &str, key: &str| -> Result<AgentRef, Box<dyn Error>> {
+        Ok(LlmAgent::builder(model(name, scripted)?)
+            .name(name)
+            .description(task)
+            .user(&format!(
+                "{task} Answer POSITIVE, NEGATIVE or NEUTRAL.\n\n{EXAMPLES}\nText: {{{{ text }}}}\nSentiment:"
+            ))
+            .output(OutputType::Enum(vec!["POSITIVE".into(), "NEGATIVE".into(), "NEUTRAL".into()]))
+            .output_key(key)
+            .build()?)
+    };
+    let council = Voting::builder()
+        .name("sentiment")
+        .sub_agents([
+            voter("general", "Classify the sentiment of the text.", "vote1")?,
+            voter("tone", "Analyze the emotional tone of the text.", "vote2")?,
+            voter("feedback", "Decide whether this customer feedback is positive, negative or neutral.", "vote3")?,
+        ])
+        .strategy(VotingStrategy::Majority)
+        .output_key("classification")
+        .build()?;
+
+    let text = "The screen is gorgeous and setup took two minutes, though the box was dented.";
+    let outcome = council.invoke().input("text", text).await?;
+
+    let state = outcome.state();
+    let vote = |key: &str| state.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+    Ok(format!(
+        "text: {text}\nvotes: general {}, tone {}, feedback {}\nclassification: {}",
+        vote("vote1"),
+        vote("vote2"),
+        vote("vote3"),
+        outcome.output().and_then(Value::as_str).unwrap_or_default()
+    ))
+}
+
+/// The model `agent` asks: its canned replies with `--scripted`, else the default model (the local one, or
+/// the server at `OPENAI_BASE_URL`). Voters run concurrently, so each has its own script.
+fn model(agent: &str, scripted: bool) -> Result<ChatModelRef, Box<dyn Error>> {
+    if scripted {
+        return Ok(ChatModelRef::new(ScriptedModel::new(script(agent)).named(agent)));
+    }
+    Ok(agentic::default_model()?)
+}
+
+/// The canned replies of each agent, in order.
+fn script(agent: &str) -> Vec<&'static str> {
+    match agent {
+        "general" => vec!["POSITIVE"],
+        "tone" => vec!["Positive"],
+        "feedback" => vec!["NEUTRAL"],
+        _ => vec![],
+    }
+}

@@ -1,0 +1,97 @@
+//! **Sequence** — the story pipeline: a creative writer drafts a short story on a topic, an editor adapts it
+//! to an audience, another to a style. Each LLM agent writes the state key `story`, which the next one reads.
+//!
+//! ```text
+//! cargo run --example story -- --scripted        # canned replies, offline (or AGENTIC_SCRIPTED=1)
+//! cargo run --features local --example story     # the local model (scripts/setup-local-model.sh)
+//! OPENAI_BASE_URL=http://127.0.0.1:11434/v1 OPENAI_MODEL=llama3.2 cargo run --example story   # any server
+//! ```
+//!
+//! Spec version: `examples/specs/story.yaml`.
+
+use std::error::Error;
+
+use agentic::prelude::*;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn Error>> {
+    let scripted =
+        std::env::args().any(|a| a == "--scripted") || std::env::var("AGENTIC_SCRIPTED").is_ok_and(|v| v == "1");
+    println!("{}", run(scripted).await?);
+    Ok(())
+}
+
+/// Builds the pipeline, runs it and returns what `main` prints: each draft, then the final story.
+pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+    let writer = LlmAgent::builder(model("writer", scripted)?)
+        .name("writer")
+        .description("Drafts a short story about a topic")
+        .system("You write short fiction.")
+        .user("Write a story of at most three sentences about {{ topic }}.\nReply with the story only.")
+        .max_tokens(160)
+        .output_key("story")
+        .build()?;
+    let audience_editor = LlmAgent::builder(model("audience_editor", scripted)?)
+        .name("audience_editor")
+        .description("Rewrites a story for a target audience")
+        .system("You are an editor.")
+        .user("Rewrite this story so that it suits {{ audience }}. Reply with the story only.\nStory: {{ story }}")
+        .max_tokens(160)
+        .output_key("story")
+        .build()?;
+    let style_editor = LlmAgent::builder(model("style_editor", scripted)?)
+        .name("style_editor")
+        .description("Rewrites a story in a given style")
+        .system("You are an editor.")
+        .user("Rewrite this story in the {{ style }} style, keeping it coherent. Reply with the story only.\nStory: {{ story }}")
+        .max_tokens(160)
+        .output_key("story")
+        .build()?;
+    let novel_creator = Sequence::builder()
+        .name("novel_creator")
+        .sub_agents([writer, audience_editor, style_editor])
+        .output_key("story")
+        .build()?;
+
+    let outcome = novel_creator
+        .invoke()
+        .input("topic", "dragons and wizards")
+        .input("audience", "young adults")
+        .input("style", "fantasy")
+        .await?;
+
+    // The history holds every step: here, the three drafts (and the sequence itself, last).
+    let mut report = String::new();
+    for record in outcome.history().await? {
+        if record.agent != "novel_creator" {
+            report += &format!("{}: {}\n", record.agent, record.output.as_str().unwrap_or_default());
+        }
+    }
+    report += &format!("story: {}", outcome.output().and_then(|v| v.as_str()).unwrap_or_default());
+    Ok(report)
+}
+
+/// The model `agent` asks: its canned replies with `--scripted`, else the default model (the local one, or
+/// the server at `OPENAI_BASE_URL`).
+fn model(agent: &str, scripted: bool) -> Result<ChatModelRef, Box<dyn Error>> {
+    if scripted {
+        return Ok(ChatModelRef::new(ScriptedModel::new(script(agent)).named(agent)));
+    }
+    Ok(agentic::default_model()?)
+}
+
+/// The canned replies of each agent, in order.
+fn script(agent: &str) -> Vec<&'static str> {
+    match agent {
+        "writer" => vec!["Mira, a wizard's apprentice, found a dragon egg in the library. It hatched during her exam."],
+        "audience_editor" => vec![
+            "Mira, seventeen and always late, found a dragon egg between two spell books. It hatched mid-exam, and \
+             nobody believed her excuse.",
+        ],
+        "style_editor" => vec![
+            "In the vaulted library of Eldmoor, Mira the apprentice found a dragon egg among the grimoires. It \
+             hatched in a burst of emerald fire during her trial, and the old masters fell silent.",
+        ],
+        _ => vec![],
+    }
+}
