@@ -1,24 +1,28 @@
 //! Decision router: a decision model chooses which sub-agent handles the request, and that agent runs.
 //!
 //! As for the supervisor, the model call happens in a hidden sub-agent: the composite's sub-agents are the
-//! user's agents followed by a `router` agent (kind `decision_router_decider`, see [`RouterDeciderAgent`]).
+//! user's agents followed by a `router` agent (kind `decision_router_decider`, see [`RouterDeciderAgent`]), so
+//! the decision is journaled like any step and a resumed run never asks again.
 //!
-//! Without a threshold the decider asks one choice question built from the agents' names and descriptions
-//! and the request (the state key `request`, configurable); the answer must name one agent (case-insensitive;
-//! surrounding quotes and punctuation ignored). The chosen agent runs and its output is the result.
+//! The decider asks a [`DecisionModelRef`] about the input `{"<request key>": <request>}` (the state key
+//! `request` by default, configurable). Without a threshold it asks one choice question, [`CHOICE_QUESTION`]
+//! named `agent`, whose options are the agents' names with their descriptions; the chosen agent runs and its
+//! output is the result. With a threshold (strictly between 0 and 1) it asks, in the same request, one yes/no
+//! question per agent (named after the agent: "Should the agent `medical` (Answers medical questions.)
+//! handle this request?"); every agent whose probability of yes is at or above the threshold runs, in
+//! parallel, and the result is a map name → output (empty when none was selected).
 //!
-//! With a threshold the decider asks one yes/no question per agent (the answer is `yes` = 1, `no` = 0, or a
-//! confidence between 0 and 1); every agent whose score is at or above the threshold runs, in parallel, and
-//! the result is a map name → output (empty when none was selected).
+//! A chat model can stand in for the decision model ([`DecisionRouterBuilder::chat_model`] wraps it in a
+//! [`ChatDecisionModel`], which feeds unreadable answers back at most `max_retries` times).
 //!
-//! An answer that cannot be read is fed back to the model at most `max_retries` times (default 2); then the
-//! decider fails with an error quoting the reply. The decision is in the planner's execution state, so a
-//! resumed run never asks again.
+//! Follows LangChain4j agentic's `DecisionRouterPlanner` (choice question from names and descriptions, an
+//! activation threshold with per-agent yes/no questions asked in one request, the decision in the execution
+//! state).
 
 use std::sync::Arc;
 
 use agentic_agents::ChatModelRef;
-use agentic_agents::model::{ChatMessage, ChatRequest};
+use agentic_agents::decision::{ChatDecisionModel, DecisionModelRef, DecisionRequest, Question};
 use agentic_engine::{
     Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, BuildError, Completion, InputSpec, InvocationContext,
     Planner, PlanningContext,
@@ -30,94 +34,41 @@ use crate::common::{CompositeParts, composite_builder, restore_as};
 
 /// The name of the hidden decider agent.
 pub const ROUTER_AGENT_NAME: &str = "router";
+/// The name of the choice question asked without a threshold.
+pub const CHOICE_QUESTION_NAME: &str = "agent";
+/// The text of the choice question asked without a threshold.
+pub const CHOICE_QUESTION: &str = "Which agent is the best fit to handle this request?";
 
-/// The hidden decider of a decision router: asks the model and returns `{"selected": [names], "scores":
-/// {name: score}}` (`scores` only with a threshold).
+/// The hidden decider of a decision router: asks the decision model and returns `{"selected": [names],
+/// "probabilities": {name: probability}}` (probabilities as the model reported them: per option for the
+/// choice — empty when not reported — or the probability of yes per agent with a threshold).
 pub struct RouterDeciderAgent {
     spec: AgentSpec,
-    model: ChatModelRef,
+    model: DecisionModelRef,
     agents: Vec<(String, String)>,
     threshold: Option<f64>,
-    max_retries: u32,
     request_key: String,
 }
 
-/// Strips quotes, backticks, whitespace and trailing punctuation.
-fn clean(answer: &str) -> String {
-    answer.trim().trim_matches(|c: char| c == '"' || c == '\'' || c == '`' || c == '.' || c.is_whitespace()).to_string()
-}
-
 impl RouterDeciderAgent {
-    fn choice_prompt(&self, request: &str) -> String {
-        let mut s = String::from("Which agent should handle the request? Agents:\n");
-        for (name, description) in &self.agents {
-            s.push_str(&format!("- {name}: {description}\n"));
-        }
-        s.push_str(&format!("Request: {request}\nAnswer with the agent's name only."));
-        s
-    }
-
-    fn fit_prompt(name: &str, description: &str, request: &str) -> String {
-        format!(
-            "Should the agent `{name}` ({description}) handle the request?\nRequest: {request}\nAnswer yes or no, or \
-             with a confidence between 0 and 1."
-        )
-    }
-
-    fn parse_choice(&self, reply: &str) -> Result<String, String> {
-        let answer = clean(reply);
-        if let Some((name, _)) = self.agents.iter().find(|(n, _)| n.eq_ignore_ascii_case(&answer)) {
-            return Ok(name.clone());
-        }
-        let names: Vec<&str> = self.agents.iter().map(|(n, _)| n.as_str()).collect();
-        Err(format!("`{answer}` is not one of: {}", names.join(", ")))
-    }
-
-    fn parse_score(reply: &str) -> Result<f64, String> {
-        let answer = clean(reply).to_ascii_lowercase();
-        match answer.as_str() {
-            "yes" => return Ok(1.0),
-            "no" => return Ok(0.0),
-            _ => {}
-        }
-        match answer.parse::<f64>() {
-            Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
-            _ => Err(format!("`{answer}` is neither yes, no nor a number between 0 and 1")),
-        }
-    }
-
-    /// Asks `prompt`, parsing with `parse`, feeding back invalid answers.
-    async fn ask<T>(
-        &self,
-        ctx: &InvocationContext,
-        prompt: String,
-        hint: &str,
-        parse: impl Fn(&str) -> Result<T, String>,
-    ) -> Result<T, AgentError> {
-        let mut messages = vec![ChatMessage::user(prompt)];
-        let mut attempt = 0;
-        loop {
-            let response = self
-                .model
-                .chat(ChatRequest::new(messages.clone()))
-                .await
-                .map_err(|e| ctx.fail(format!("router model: {e}")))?;
-            ctx.add_tokens(response.usage);
-            let reply = response.text().to_string();
-            match parse(&reply) {
-                Ok(v) => return Ok(v),
-                Err(reason) if attempt >= self.max_retries => {
-                    return Err(ctx.fail(format!(
-                        "invalid routing decision after {} attempts: {reason}; the model replied: {reply}",
-                        attempt + 1
-                    )));
-                }
-                Err(reason) => {
-                    attempt += 1;
-                    messages.push(ChatMessage::assistant(reply));
-                    messages.push(ChatMessage::user(format!("Invalid answer: {reason}. {hint}")));
-                }
-            }
+    /// The decision request for `request` (the value at the request key).
+    fn decision_request(&self, request: Value) -> DecisionRequest {
+        let mut input = Map::new();
+        input.insert(self.request_key.clone(), request);
+        let r = DecisionRequest::new(Value::Object(input));
+        match self.threshold {
+            None => r.question(
+                CHOICE_QUESTION_NAME,
+                Question::choice(CHOICE_QUESTION, self.agents.iter().map(|(n, d)| (n.clone(), d.clone()))),
+            ),
+            Some(_) => self.agents.iter().fold(r, |r, (name, description)| {
+                let text = if description.is_empty() {
+                    format!("Should the agent `{name}` handle this request?")
+                } else {
+                    format!("Should the agent `{name}` ({description}) handle this request?")
+                };
+                r.question(name.clone(), Question::yes_no(text))
+            }),
         }
     }
 }
@@ -128,30 +79,28 @@ impl Agent for RouterDeciderAgent {
     }
 
     async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
-        let request = match ctx.input(&self.request_key) {
-            Some(Value::String(s)) => s.clone(),
-            None | Some(Value::Null) => String::new(),
-            Some(other) => other.to_string(),
-        };
+        let request = ctx.input(&self.request_key).cloned().unwrap_or(Value::String(String::new()));
+        let response = self
+            .model
+            .decide(self.decision_request(request))
+            .await
+            .map_err(|e| ctx.fail(format!("routing decision: {e}")))?;
+        ctx.add_tokens(response.usage);
         let Some(threshold) = self.threshold else {
-            let name = self
-                .ask(ctx, self.choice_prompt(&request), "Answer with the agent's name only.", |r| self.parse_choice(r))
-                .await?;
-            return Ok(json!({ "selected": [name] }));
+            let name = response.choice(CHOICE_QUESTION_NAME).map_err(|e| ctx.fail(e.to_string()))?.to_string();
+            let probabilities = response.choice_probabilities(CHOICE_QUESTION_NAME).cloned().unwrap_or_default();
+            return Ok(json!({ "selected": [name], "probabilities": probabilities }));
         };
         let mut selected = Vec::new();
-        let mut scores = Map::new();
-        for (name, description) in &self.agents {
-            let prompt = Self::fit_prompt(name, description, &request);
-            let score = self
-                .ask(ctx, prompt, "Answer yes or no, or with a confidence between 0 and 1.", Self::parse_score)
-                .await?;
-            if score >= threshold {
+        let mut probabilities = Map::new();
+        for (name, _) in &self.agents {
+            let p = response.yes_no(name).map_err(|e| ctx.fail(e.to_string()))?;
+            if p >= threshold {
                 selected.push(Value::String(name.clone()));
             }
-            scores.insert(name.clone(), json!(score));
+            probabilities.insert(name.clone(), json!(p));
         }
-        Ok(json!({ "selected": selected, "scores": scores }))
+        Ok(json!({ "selected": selected, "probabilities": probabilities }))
     }
 }
 
@@ -246,8 +195,8 @@ impl Planner for RouterPlanner {
 pub struct DecisionRouter;
 
 impl DecisionRouter {
-    /// Starts a builder. Defaults: name `decision_router`, no threshold (one choice), `max_retries` 2,
-    /// request key `request`. A chat model and at least one sub-agent are required.
+    /// Starts a builder. Defaults: name `decision_router`, no threshold (one choice), `max_retries` 2 (for a
+    /// chat model), request key `request`. A decision (or chat) model and at least one sub-agent are required.
     pub fn builder() -> DecisionRouterBuilder {
         DecisionRouterBuilder {
             parts: CompositeParts::new("decision_router"),
@@ -259,10 +208,16 @@ impl DecisionRouter {
     }
 }
 
+/// The model a router was given.
+enum RouterModel {
+    Decision(DecisionModelRef),
+    Chat(ChatModelRef),
+}
+
 /// Builder of a [`DecisionRouter`] composite.
 pub struct DecisionRouterBuilder {
     parts: CompositeParts,
-    model: Option<ChatModelRef>,
+    model: Option<RouterModel>,
     threshold: Option<f64>,
     max_retries: u32,
     request_key: String,
@@ -271,20 +226,26 @@ pub struct DecisionRouterBuilder {
 composite_builder!(DecisionRouterBuilder);
 
 impl DecisionRouterBuilder {
-    /// The decision model (required).
-    pub fn chat_model(mut self, model: impl Into<ChatModelRef>) -> Self {
-        self.model = Some(model.into());
+    /// The decision model (this or [`DecisionRouterBuilder::chat_model`] is required; the last one set wins).
+    pub fn decision_model(mut self, model: impl Into<DecisionModelRef>) -> Self {
+        self.model = Some(RouterModel::Decision(model.into()));
         self
     }
 
-    /// Ask one yes/no question per agent and run all scoring at or above `threshold` (between 0 and 1);
-    /// the result becomes a map name → output.
+    /// A chat model used as the decision model through a [`ChatDecisionModel`] (with `max_retries`).
+    pub fn chat_model(mut self, model: impl Into<ChatModelRef>) -> Self {
+        self.model = Some(RouterModel::Chat(model.into()));
+        self
+    }
+
+    /// Ask one yes/no question per agent and run every agent whose probability of yes is at or above
+    /// `threshold` (strictly between 0 and 1); the result becomes a map name → output.
     pub fn threshold(mut self, threshold: f64) -> Self {
         self.threshold = Some(threshold);
         self
     }
 
-    /// How many times an unreadable answer is fed back to the model before failing (default 2).
+    /// With a chat model: how many times an unreadable answer is fed back before failing (default 2).
     pub fn max_retries(mut self, n: u32) -> Self {
         self.max_retries = n;
         self
@@ -300,19 +261,25 @@ impl DecisionRouterBuilder {
     ///
     /// # Errors
     /// [`BuildError::Invalid`] without a model, without sub-agents, with an agent named `router`, with two
-    /// agents of the same name, or with a threshold outside 0..=1; [`BuildError::ConflictingTypes`] when the
-    /// tree declares one key with two types.
+    /// agents of the same name, or with a threshold not strictly between 0 and 1;
+    /// [`BuildError::ConflictingTypes`] when the tree declares one key with two types.
     pub fn build(self) -> Result<AgentRef, BuildError> {
         let name = self.parts.spec.name.clone();
         let invalid = |message: String| BuildError::Invalid { agent: name.clone(), message };
-        let Some(model) = self.model else { return Err(invalid("a decision router needs a chat model".to_string())) };
+        let model = match self.model {
+            Some(RouterModel::Decision(m)) => m,
+            Some(RouterModel::Chat(m)) => {
+                DecisionModelRef::new(ChatDecisionModel::new(m).max_retries(self.max_retries))
+            }
+            None => return Err(invalid("a decision router needs a decision model (or a chat model)".to_string())),
+        };
         if self.parts.agents.is_empty() {
             return Err(invalid("a decision router needs at least one sub-agent".to_string()));
         }
         if let Some(t) = self.threshold
-            && !(0.0..=1.0).contains(&t)
+            && !(t > 0.0 && t < 1.0)
         {
-            return Err(invalid(format!("`threshold` must be between 0 and 1, found {t}")));
+            return Err(invalid(format!("`threshold` must be strictly between 0 and 1, found {t}")));
         }
         let mut agents: Vec<(String, String)> = Vec::new();
         for a in &self.parts.agents {
@@ -328,22 +295,22 @@ impl DecisionRouterBuilder {
         let mut spec = AgentSpec::new(ROUTER_AGENT_NAME, "decision_router_decider");
         spec.description = "Chooses the agents of the decision router".to_string();
         spec.inputs = vec![InputSpec::new(self.request_key.clone()).default_value(Value::String(String::new()))];
+        let details = json!({
+            "threshold": self.threshold,
+            "decision_model": model.name(),
+            "max_retries": self.max_retries,
+            "request_key": self.request_key,
+        });
         let decider = RouterDeciderAgent {
             spec,
             model,
             agents,
             threshold: self.threshold,
-            max_retries: self.max_retries,
             request_key: self.request_key.clone(),
         };
         let mut parts = self.parts;
         let n = parts.agents.len();
         parts.agents.push(AgentRef::new(decider));
-        let details = json!({
-            "threshold": self.threshold,
-            "max_retries": self.max_retries,
-            "request_key": self.request_key,
-        });
         let config = Arc::new(RouterConfig { agents: n, multi: self.threshold.is_some() });
         parts.build(move || RouterPlanner { config: Some(config.clone()), ..Default::default() }, details)
     }

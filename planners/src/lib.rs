@@ -28,7 +28,8 @@ pub use common::{CompositeBuilderExt, CompositeParts, Condition};
 pub use conditional::{Conditional, ConditionalBuilder, ConditionalPlanner};
 pub use debate::{Convergence, DEBATE_CONTEXT_KEY, Debate, DebateBuilder, DebatePlanner};
 pub use decision_router::{
-    DecisionRouter, DecisionRouterBuilder, ROUTER_AGENT_NAME, RouterDeciderAgent, RouterPlanner,
+    CHOICE_QUESTION, CHOICE_QUESTION_NAME, DecisionRouter, DecisionRouterBuilder, ROUTER_AGENT_NAME,
+    RouterDeciderAgent, RouterPlanner,
 };
 pub use goap::{Goap, GoapBuilder, GoapPlanner};
 pub use looping::{ExitCondition, Loop, LoopBuilder, LoopPlanner};
@@ -37,7 +38,9 @@ pub use parallel::{Parallel, ParallelBuilder, ParallelPlanner};
 pub use parallel_mapper::{MapperPlanner, ParallelMapper, ParallelMapperBuilder};
 pub use sequential::{Sequence, SequenceBuilder, SequentialPlanner};
 pub use supervisor::{
-    DONE_AGENT, PLANNER_AGENT_NAME, ResponseStrategy, SUPERVISOR_CONTEXT_KEY, SUPERVISOR_HISTORY_KEY, Supervisor,
-    SupervisorBuilder, SupervisorPlanner, SupervisorPlannerAgent, SupervisorStep,
+    ContextStrategy, DONE_AGENT, PLANNER_AGENT_NAME, ResponseStrategy, SCORER_AGENT_NAME, SUMMARIZER_AGENT_NAME,
+    SUMMARIZER_PROMPT, SUPERVISOR_CONTEXT_KEY, SUPERVISOR_HISTORY_KEY, SUPERVISOR_RESPONSES_KEY,
+    SUPERVISOR_SUMMARY_KEY, Supervisor, SupervisorBuilder, SupervisorPlanner, SupervisorPlannerAgent,
+    SupervisorScorerAgent, SupervisorStep, SupervisorSummarizerAgent,
 };
 pub use voting::{Vote, Voting, VotingBuilder, VotingPlanner, VotingStrategy};

@@ -16,19 +16,32 @@
 //! `max_retries` times (default 2); then the planner agent fails with an error quoting the model's reply.
 //!
 //! `done` finishes: with [`ResponseStrategy::Last`] (default) the result is the last agent's output; with
-//! [`ResponseStrategy::Summary`] it is the `response` argument of `done` (the last output when absent).
+//! [`ResponseStrategy::Summary`] it is the `response` argument of `done` (the last output when absent); with
+//! [`ResponseStrategy::Scored`] a hidden `scorer` agent (kind `supervisor_scorer`, [`SupervisorScorerAgent`])
+//! asks the model to score both against the request (`{"last": 0..1, "summary": 0..1}`) and the higher wins
+//! (a tie goes to the summary). The scorer is not asked when there is nothing to compare: no `response` (the
+//! last output wins), no agent output (the summary wins) or both equal.
 //! After `max_invocations` agent invocations (default 10) the composite finishes with the last output.
 //!
+//! What the planner sees of the work so far is its [`ContextStrategy`]: `chat_memory` (default) — its own
+//! previous decisions with the outputs they produced ("Invocations so far"); `summarization` — a summary of
+//! what the sub-agents did, written by the model after each invocation by a hidden `summarizer` agent (kind
+//! `supervisor_summarizer`, [`SupervisorSummarizerAgent`]) from the invocations and the sub-agents'
+//! conversations (the scope's conversation context); `chat_memory_and_summarization` — both.
+//!
+//! Every model call happens in a hidden sub-agent, so every decision, summary and score is journaled as a
+//! step: a resumed run never asks the model again for one already given.
+//!
 //! Follows LangChain4j agentic's supervisor (`supervisorBuilder`, `AgentInvocation` with `agentName` and
-//! `arguments`, `maxAgentsInvocations`, `supervisorContext`, `SupervisorResponseStrategy`); the bounded
-//! feedback on invalid decisions and the serialisable history (a resumed run never asks the model again for
-//! a decision already taken) are ours.
+//! `arguments`, `maxAgentsInvocations`, `supervisorContext`, `SupervisorResponseStrategy` with its response
+//! scorer, `SupervisorContextStrategy`); the bounded feedback on invalid decisions and the serialisable
+//! history are ours.
 
 use std::sync::Arc;
 
 use agentic_agents::ChatModelRef;
 use agentic_agents::extract_json;
-use agentic_agents::model::{ChatMessage, ChatRequest};
+use agentic_agents::model::{ChatMessage, ChatRequest, ResponseFormat};
 use agentic_engine::{
     Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, BuildError, Completion, InputSpec, InvocationContext,
     Planner, PlanningContext, ValueType,
@@ -42,10 +55,18 @@ use crate::common::{CompositeParts, composite_builder, restore_as};
 pub const SUPERVISOR_CONTEXT_KEY: &str = "supervisor_context";
 /// The call binding carrying the invocations so far to the planner agent.
 pub const SUPERVISOR_HISTORY_KEY: &str = "supervisorHistory";
+/// The call binding carrying the summary of the work so far to the planner agent (summarization context).
+pub const SUPERVISOR_SUMMARY_KEY: &str = "supervisorSummary";
+/// The call binding carrying the two candidate responses `{"last": .., "summary": ..}` to the scorer agent.
+pub const SUPERVISOR_RESPONSES_KEY: &str = "supervisorResponses";
 /// The pseudo-agent name that finishes the supervisor.
 pub const DONE_AGENT: &str = "done";
 /// The name of the hidden planner agent.
 pub const PLANNER_AGENT_NAME: &str = "planner";
+/// The name of the hidden summarizer agent (summarization context only).
+pub const SUMMARIZER_AGENT_NAME: &str = "summarizer";
+/// The name of the hidden scorer agent (scored response strategy only).
+pub const SCORER_AGENT_NAME: &str = "scorer";
 
 /// How the supervisor's result is chosen when the planner answers `done`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -55,18 +76,22 @@ pub enum ResponseStrategy {
     Last,
     /// The `response` argument of `done` (the last output when absent).
     Summary,
+    /// The model scores the last output and the `done` response against the request; the higher wins (a tie
+    /// goes to the response).
+    Scored,
 }
 
 impl ResponseStrategy {
-    /// The strategy's name (`last`, `summary`).
+    /// The strategy's name (`last`, `summary`, `scored`).
     pub fn name(self) -> &'static str {
         match self {
             ResponseStrategy::Last => "last",
             ResponseStrategy::Summary => "summary",
+            ResponseStrategy::Scored => "scored",
         }
     }
 
-    /// Parses a name: `last` or `summary`.
+    /// Parses a name: `last`, `summary` or `scored`.
     ///
     /// # Errors
     /// Any other name, with the valid ones.
@@ -74,8 +99,56 @@ impl ResponseStrategy {
         match name {
             "last" => Ok(ResponseStrategy::Last),
             "summary" => Ok(ResponseStrategy::Summary),
-            other => Err(format!("unknown response strategy `{other}`, expected `last` or `summary`")),
+            "scored" => Ok(ResponseStrategy::Scored),
+            other => Err(format!("unknown response strategy `{other}`, expected `last`, `summary` or `scored`")),
         }
+    }
+}
+
+/// What the planner sees of the work done so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ContextStrategy {
+    /// Its own previous decisions and the outputs they produced (default).
+    #[default]
+    ChatMemory,
+    /// A summary of what the sub-agents did, written by the model after each invocation.
+    Summarization,
+    /// Both.
+    ChatMemoryAndSummarization,
+}
+
+impl ContextStrategy {
+    /// The strategy's name (`chat_memory`, `summarization`, `chat_memory_and_summarization`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ContextStrategy::ChatMemory => "chat_memory",
+            ContextStrategy::Summarization => "summarization",
+            ContextStrategy::ChatMemoryAndSummarization => "chat_memory_and_summarization",
+        }
+    }
+
+    /// Parses a name: `chat_memory`, `summarization` or `chat_memory_and_summarization`.
+    ///
+    /// # Errors
+    /// Any other name, with the valid ones.
+    pub fn from_name(name: &str) -> Result<Self, String> {
+        match name {
+            "chat_memory" => Ok(ContextStrategy::ChatMemory),
+            "summarization" => Ok(ContextStrategy::Summarization),
+            "chat_memory_and_summarization" => Ok(ContextStrategy::ChatMemoryAndSummarization),
+            other => Err(format!(
+                "unknown context strategy `{other}`, expected `chat_memory`, `summarization` or \
+                 `chat_memory_and_summarization`"
+            )),
+        }
+    }
+
+    fn memory(self) -> bool {
+        self != ContextStrategy::Summarization
+    }
+
+    fn summarization(self) -> bool {
+        self != ContextStrategy::ChatMemory
     }
 }
 
@@ -106,6 +179,41 @@ pub struct SupervisorPlannerAgent {
     agents: Vec<AgentInfo>,
     max_retries: u32,
     request_key: String,
+    context: ContextStrategy,
+}
+
+/// The text of an optional string input (`""` when absent or null; non-strings as JSON).
+fn input_text(ctx: &InvocationContext, key: &str) -> String {
+    match ctx.input(key) {
+        Some(Value::String(s)) => s.clone(),
+        None | Some(Value::Null) => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The invocations so far, read from the [`SUPERVISOR_HISTORY_KEY`] input.
+fn history_input(ctx: &InvocationContext) -> Result<Vec<SupervisorStep>, AgentError> {
+    match ctx.input(SUPERVISOR_HISTORY_KEY) {
+        Some(v) if !v.is_null() => {
+            serde_json::from_value(v.clone()).map_err(|e| ctx.fail(format!("invalid supervisor history: {e}")))
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// One line per invocation: `1. withdraw({"user":"Mario"}) -> "Mario withdrew 100"`.
+fn history_lines(history: &[SupervisorStep]) -> String {
+    let mut s = String::new();
+    for (i, step) in history.iter().enumerate() {
+        s.push_str(&format!(
+            "\n{}. {}({}) -> {}",
+            i + 1,
+            step.agent,
+            Value::Object(step.arguments.clone()),
+            step.output
+        ));
+    }
+    s
 }
 
 impl SupervisorPlannerAgent {
@@ -129,19 +237,20 @@ impl SupervisorPlannerAgent {
         s
     }
 
-    fn user_prompt(request: &str, history: &[SupervisorStep]) -> String {
-        let mut s = format!("Request: {request}\nInvocations so far:");
-        if history.is_empty() {
-            s.push_str(" none");
+    /// The user message: the request, then the summary (summarization) and the invocations so far (chat
+    /// memory).
+    fn user_prompt(&self, request: &str, summary: &str, history: &[SupervisorStep]) -> String {
+        let mut s = format!("Request: {request}");
+        if self.context.summarization() {
+            let summary = if summary.trim().is_empty() { "nothing yet" } else { summary.trim() };
+            s.push_str(&format!("\nSummary of the work so far: {summary}"));
         }
-        for (i, step) in history.iter().enumerate() {
-            s.push_str(&format!(
-                "\n{}. {}({}) -> {}",
-                i + 1,
-                step.agent,
-                Value::Object(step.arguments.clone()),
-                step.output
-            ));
+        if self.context.memory() {
+            s.push_str("\nInvocations so far:");
+            if history.is_empty() {
+                s.push_str(" none");
+            }
+            s.push_str(&history_lines(history));
         }
         s
     }
@@ -200,22 +309,13 @@ impl Agent for SupervisorPlannerAgent {
     }
 
     async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
-        let text = |v: Option<&Value>| match v {
-            Some(Value::String(s)) => s.clone(),
-            None | Some(Value::Null) => String::new(),
-            Some(other) => other.to_string(),
-        };
-        let request = text(ctx.input(&self.request_key));
-        let context = text(ctx.input(SUPERVISOR_CONTEXT_KEY));
-        let history: Vec<SupervisorStep> = match ctx.input(SUPERVISOR_HISTORY_KEY) {
-            Some(v) if !v.is_null() => {
-                serde_json::from_value(v.clone()).map_err(|e| ctx.fail(format!("invalid supervisor history: {e}")))?
-            }
-            _ => Vec::new(),
-        };
+        let request = input_text(ctx, &self.request_key);
+        let context = input_text(ctx, SUPERVISOR_CONTEXT_KEY);
+        let summary = input_text(ctx, SUPERVISOR_SUMMARY_KEY);
+        let history = history_input(ctx)?;
         let mut messages = vec![
             ChatMessage::system(self.system_prompt(&context)),
-            ChatMessage::user(Self::user_prompt(&request, &history)),
+            ChatMessage::user(self.user_prompt(&request, &summary, &history)),
         ];
         let mut attempt = 0;
         let (name, arguments) = loop {
@@ -260,21 +360,156 @@ impl Agent for SupervisorPlannerAgent {
     }
 }
 
+/// The prompt of the summarizer agent, before the request and the invocations.
+pub const SUMMARIZER_PROMPT: &str = "Summarize what the agents have done so far to fulfil the request, in a few \
+     sentences, keeping every fact the next decision needs (names, amounts, results). Answer with the summary only.";
+
+/// The hidden summarizer of a supervisor with a summarization context: asks the model to summarize the
+/// invocations so far (and the conversations of the supervisor's LLM sub-agents, from the scope's
+/// conversation context), and returns the summary (a string).
+pub struct SupervisorSummarizerAgent {
+    spec: AgentSpec,
+    model: ChatModelRef,
+    agents: Vec<String>,
+    request_key: String,
+}
+
+impl Agent for SupervisorSummarizerAgent {
+    fn spec(&self) -> &AgentSpec {
+        &self.spec
+    }
+
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+        let request = input_text(ctx, &self.request_key);
+        let history = history_input(ctx)?;
+        let mut prompt = format!("{SUMMARIZER_PROMPT}\n\nRequest: {request}\nInvocations:{}", history_lines(&history));
+        let conversations: Vec<String> = ctx
+            .view()
+            .context()
+            .into_iter()
+            .filter(|e| self.agents.contains(&e.agent))
+            .map(|e| format!("[{}] User: {}\n[{}] Answer: {}", e.agent, e.user, e.agent, e.answer))
+            .collect();
+        if !conversations.is_empty() {
+            prompt.push_str(&format!("\nConversations:\n{}", conversations.join("\n")));
+        }
+        let response = self
+            .model
+            .chat(ChatRequest::new(vec![ChatMessage::user(prompt)]))
+            .await
+            .map_err(|e| ctx.fail(format!("supervisor summary: {e}")))?;
+        ctx.add_tokens(response.usage);
+        Ok(Value::String(response.text().trim().to_string()))
+    }
+}
+
+/// The hidden scorer of a supervisor with the scored response strategy: asks the model to score the last
+/// agent's output and the `done` response against the request, with bounded feedback on unreadable
+/// answers, and returns `{"last": score, "summary": score}` (each between 0 and 1).
+pub struct SupervisorScorerAgent {
+    spec: AgentSpec,
+    model: ChatModelRef,
+    max_retries: u32,
+    request_key: String,
+}
+
+impl SupervisorScorerAgent {
+    fn prompt(request: &str, last: &Value, summary: &Value) -> String {
+        let text = |v: &Value| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        format!(
+            "Score how well each response fulfils the user's request, from 0 (not at all) to 1 (completely).\n\
+             Request: {request}\nResponse `last` (the last agent's output): {}\nResponse `summary` (the \
+             supervisor's summary): {}\nAnswer with a JSON object only: {{\"last\": <score>, \"summary\": <score>}}",
+            text(last),
+            text(summary)
+        )
+    }
+
+    fn validate(reply: &str) -> Result<(f64, f64), String> {
+        let value = extract_json(reply).map_err(|e| format!("the answer is not valid JSON ({e})"))?;
+        let score = |k: &str| match value.get(k).and_then(Value::as_f64) {
+            Some(x) if (0.0..=1.0).contains(&x) => Ok(x),
+            _ => Err(format!("`{k}` must be a number between 0 and 1")),
+        };
+        Ok((score("last")?, score("summary")?))
+    }
+}
+
+impl Agent for SupervisorScorerAgent {
+    fn spec(&self) -> &AgentSpec {
+        &self.spec
+    }
+
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+        let request = input_text(ctx, &self.request_key);
+        let responses = ctx.input(SUPERVISOR_RESPONSES_KEY).cloned().unwrap_or(Value::Null);
+        let last = responses.get("last").cloned().unwrap_or(Value::Null);
+        let summary = responses.get("summary").cloned().unwrap_or(Value::Null);
+        let mut messages = vec![ChatMessage::user(Self::prompt(&request, &last, &summary))];
+        let schema = json!({"type": "object", "properties": {"last": {"type": "number"}, "summary": {"type": "number"}},
+                            "required": ["last", "summary"], "additionalProperties": false});
+        let mut attempt = 0;
+        loop {
+            let mut request = ChatRequest::new(messages.clone());
+            if self.model.info().json_schema {
+                request = request.response_format(ResponseFormat::JsonSchema {
+                    name: "scores".to_string(),
+                    schema: schema.clone(),
+                    strict: true,
+                });
+            }
+            let response =
+                self.model.chat(request).await.map_err(|e| ctx.fail(format!("supervisor scorer model: {e}")))?;
+            ctx.add_tokens(response.usage);
+            let reply = response.text().to_string();
+            match Self::validate(&reply) {
+                Ok((l, s)) => return Ok(json!({ "last": l, "summary": s })),
+                Err(reason) if attempt >= self.max_retries => {
+                    return Err(ctx.fail(format!(
+                        "invalid response scores after {} attempts: {reason}; the model replied: {reply}",
+                        attempt + 1
+                    )));
+                }
+                Err(reason) => {
+                    attempt += 1;
+                    messages.push(ChatMessage::assistant(reply));
+                    messages.push(ChatMessage::user(format!(
+                        "Invalid answer: {reason}. Answer again with a JSON object only: {{\"last\": <score>, \
+                         \"summary\": <score>}}"
+                    )));
+                }
+            }
+        }
+    }
+}
+
 struct SupervisorConfig {
     /// Number of selectable agents; the planner agent is sub-agent `agents`.
     agents: usize,
+    /// The summarizer's index (summarization context only).
+    summarizer: Option<usize>,
+    /// The scorer's index (scored strategy only).
+    scorer: Option<usize>,
     max_invocations: u32,
     strategy: ResponseStrategy,
 }
 
 /// The supervisor planner. Execution state: `{"invocations": n, "history": [{"agent", "arguments",
-/// "output"}], "current": {"agent", "arguments", "output"} | null}` — agent invocations so far, their
-/// decisions and outputs, and the decision being executed.
+/// "output"}], "current": {"agent", "arguments", "output"} | null, "summary": text | null, "response": value
+/// | null}` — agent invocations so far, their decisions and outputs, the decision being executed, the
+/// latest summary (summarization context) and the `done` response waiting for its score (scored strategy).
 #[derive(Clone, Default, Serialize, Deserialize)]
 pub struct SupervisorPlanner {
     invocations: u32,
     history: Vec<SupervisorStep>,
     current: Option<SupervisorStep>,
+    #[serde(default)]
+    summary: Option<String>,
+    #[serde(default)]
+    response: Option<Value>,
     #[serde(skip)]
     config: Option<Arc<SupervisorConfig>>,
 }
@@ -287,7 +522,30 @@ impl SupervisorPlanner {
     fn ask(&self, cfg: &SupervisorConfig) -> Action {
         let mut b = Map::new();
         b.insert(SUPERVISOR_HISTORY_KEY.to_string(), json!(self.history));
+        if cfg.summarizer.is_some() {
+            b.insert(SUPERVISOR_SUMMARY_KEY.to_string(), json!(self.summary.clone().unwrap_or_default()));
+        }
         Action::Call(vec![AgentCall::new(cfg.agents).bindings(b).write_output(false)])
+    }
+
+    /// The result when the planner answers `done` with `arguments`, or the call of the scorer.
+    fn finish(&mut self, cfg: &SupervisorConfig, arguments: &Map<String, Value>) -> Action {
+        let response = arguments.get("response").filter(|r| !r.is_null()).cloned();
+        let last = self.last_output();
+        match (cfg.strategy, response) {
+            (ResponseStrategy::Summary, Some(r)) => Action::DoneWith(r),
+            (ResponseStrategy::Scored, Some(r)) if last.is_null() || last == r => Action::DoneWith(r),
+            (ResponseStrategy::Scored, Some(r)) => match cfg.scorer {
+                Some(scorer) => {
+                    let mut b = Map::new();
+                    b.insert(SUPERVISOR_RESPONSES_KEY.to_string(), json!({ "last": last, "summary": r }));
+                    self.response = Some(r);
+                    Action::Call(vec![AgentCall::new(scorer).bindings(b).write_output(false)])
+                }
+                None => Action::DoneWith(r),
+            },
+            _ => Action::DoneWith(last),
+        }
     }
 
     fn last_output(&self) -> Value {
@@ -306,6 +564,8 @@ impl Planner for SupervisorPlanner {
         self.invocations = 0;
         self.history.clear();
         self.current = None;
+        self.summary = None;
+        self.response = None;
         if cfg.max_invocations == 0 {
             return Ok(Action::DoneWith(Value::Null));
         }
@@ -314,15 +574,23 @@ impl Planner for SupervisorPlanner {
 
     fn next_action(&mut self, ctx: &PlanningContext<'_>, done: &Completion) -> Result<Action, AgentError> {
         let cfg = self.config(ctx)?;
+        if Some(done.call.agent) == cfg.scorer {
+            let response = self.response.take().unwrap_or(Value::Null);
+            let score = |k: &str| done.output.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+            return Ok(Action::DoneWith(if score("last") > score("summary") { self.last_output() } else { response }));
+        }
+        if Some(done.call.agent) == cfg.summarizer {
+            self.summary = Some(match &done.output {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            });
+            return Ok(self.ask(&cfg));
+        }
         if done.call.agent == cfg.agents {
             let name = done.output.get("agentName").and_then(Value::as_str).unwrap_or_default().to_string();
             let arguments = done.output.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
             if name == DONE_AGENT {
-                let result = match (cfg.strategy, arguments.get("response")) {
-                    (ResponseStrategy::Summary, Some(r)) if !r.is_null() => r.clone(),
-                    _ => self.last_output(),
-                };
-                return Ok(Action::DoneWith(result));
+                return Ok(self.finish(&cfg, &arguments));
             }
             let index = (0..cfg.agents)
                 .find(|&i| ctx.agent_spec(i).is_some_and(|s| s.name == name))
@@ -337,11 +605,22 @@ impl Planner for SupervisorPlanner {
         if self.invocations >= cfg.max_invocations {
             return Ok(Action::DoneWith(self.last_output()));
         }
+        if let Some(summarizer) = cfg.summarizer {
+            let mut b = Map::new();
+            b.insert(SUPERVISOR_HISTORY_KEY.to_string(), json!(self.history));
+            return Ok(Action::Call(vec![AgentCall::new(summarizer).bindings(b).write_output(false)]));
+        }
         Ok(self.ask(&cfg))
     }
 
     fn execution_state(&self) -> Value {
-        json!({ "invocations": self.invocations, "history": self.history, "current": self.current })
+        json!({
+            "invocations": self.invocations,
+            "history": self.history,
+            "current": self.current,
+            "summary": self.summary,
+            "response": self.response,
+        })
     }
 
     fn restore(&mut self, state: Value) -> Result<(), String> {
@@ -349,10 +628,15 @@ impl Planner for SupervisorPlanner {
         self.invocations = restored.invocations;
         self.history = restored.history;
         self.current = restored.current;
+        self.summary = restored.summary;
+        self.response = restored.response;
         Ok(())
     }
 
     fn rationale(&self) -> Option<String> {
+        if self.response.is_some() {
+            return Some("the supervisor asks for scores of the last output and its summary".to_string());
+        }
         self.current
             .as_ref()
             .map(|s| format!("the supervisor chose `{}` with {}", s.agent, Value::Object(s.arguments.clone())))
@@ -368,8 +652,8 @@ pub struct Supervisor;
 
 impl Supervisor {
     /// Starts a builder. Defaults: name `supervisor`, `max_invocations` 10, `max_retries` 2, response
-    /// strategy `last`, no supervisor context, request key `request`. A chat model and at least one sub-agent
-    /// are required.
+    /// strategy `last`, context strategy `chat_memory`, no supervisor context, request key `request`. A chat
+    /// model and at least one sub-agent are required.
     pub fn builder() -> SupervisorBuilder {
         SupervisorBuilder {
             parts: CompositeParts::new("supervisor"),
@@ -377,6 +661,7 @@ impl Supervisor {
             max_invocations: 10,
             max_retries: 2,
             strategy: ResponseStrategy::Last,
+            context_strategy: ContextStrategy::ChatMemory,
             context: String::new(),
             request_key: "request".to_string(),
         }
@@ -390,6 +675,7 @@ pub struct SupervisorBuilder {
     max_invocations: u32,
     max_retries: u32,
     strategy: ResponseStrategy,
+    context_strategy: ContextStrategy,
     context: String,
     request_key: String,
 }
@@ -421,6 +707,12 @@ impl SupervisorBuilder {
         self
     }
 
+    /// What the planner sees of the work so far (default [`ContextStrategy::ChatMemory`]).
+    pub fn context_strategy(mut self, strategy: ContextStrategy) -> Self {
+        self.context_strategy = strategy;
+        self
+    }
+
     /// Text added to the planner's prompt (default none); overridable per invocation under
     /// [`SUPERVISOR_CONTEXT_KEY`].
     pub fn supervisor_context(mut self, context: impl Into<String>) -> Self {
@@ -434,11 +726,12 @@ impl SupervisorBuilder {
         self
     }
 
-    /// Builds the composite. Its sub-agents are the given agents followed by the hidden `planner` agent.
+    /// Builds the composite. Its sub-agents are the given agents followed by the hidden `planner` agent, then
+    /// the `summarizer` (summarization context) and the `scorer` (scored strategy).
     ///
     /// # Errors
-    /// [`BuildError::Invalid`] without a model, without sub-agents, with an agent named `done` or
-    /// `planner`, or with two agents of the same name; [`BuildError::ConflictingTypes`] when the tree
+    /// [`BuildError::Invalid`] without a model, without sub-agents, with an agent named `done`, `planner`,
+    /// `summarizer` or `scorer`, or with two agents of the same name; [`BuildError::ConflictingTypes`] when the tree
     /// declares one key with two types.
     pub fn build(self) -> Result<AgentRef, BuildError> {
         let name = self.parts.spec.name.clone();
@@ -450,7 +743,8 @@ impl SupervisorBuilder {
         let mut infos: Vec<AgentInfo> = Vec::new();
         for a in &self.parts.agents {
             let spec = a.spec();
-            if spec.name == DONE_AGENT || spec.name == PLANNER_AGENT_NAME {
+            if [DONE_AGENT, PLANNER_AGENT_NAME, SUMMARIZER_AGENT_NAME, SCORER_AGENT_NAME].contains(&spec.name.as_str())
+            {
                 return Err(invalid(format!("a supervisor's sub-agent cannot be named `{}`", spec.name)));
             }
             if infos.iter().any(|i| i.name == spec.name) {
@@ -469,25 +763,63 @@ impl SupervisorBuilder {
             InputSpec::new(SUPERVISOR_CONTEXT_KEY).default_value(Value::String(self.context.clone())),
             InputSpec::new(SUPERVISOR_HISTORY_KEY).default_value(json!([])),
         ];
+        if self.context_strategy.summarization() {
+            spec.inputs.push(InputSpec::new(SUPERVISOR_SUMMARY_KEY).default_value(Value::String(String::new())));
+        }
+        let names: Vec<String> = infos.iter().map(|i| i.name.clone()).collect();
         let planner = SupervisorPlannerAgent {
             spec,
-            model,
+            model: model.clone(),
             agents: infos,
             max_retries: self.max_retries,
             request_key: self.request_key.clone(),
+            context: self.context_strategy,
         };
         let mut parts = self.parts;
         let agents = parts.agents.len();
         parts.agents.push(AgentRef::new(planner));
+        let request_input = || InputSpec::new(self.request_key.clone()).default_value(Value::String(String::new()));
+        let summarizer = self.context_strategy.summarization().then(|| {
+            let mut spec = AgentSpec::new(SUMMARIZER_AGENT_NAME, "supervisor_summarizer");
+            spec.description = "Summarizes what the supervisor's agents did".to_string();
+            spec.inputs = vec![request_input(), InputSpec::new(SUPERVISOR_HISTORY_KEY).default_value(json!([]))];
+            let agent = SupervisorSummarizerAgent {
+                spec,
+                model: model.clone(),
+                agents: names,
+                request_key: self.request_key.clone(),
+            };
+            parts.agents.push(AgentRef::new(agent));
+            parts.agents.len() - 1
+        });
+        let scorer = (self.strategy == ResponseStrategy::Scored).then(|| {
+            let mut spec = AgentSpec::new(SCORER_AGENT_NAME, "supervisor_scorer");
+            spec.description = "Scores the last output and the summary against the request".to_string();
+            spec.inputs = vec![request_input(), InputSpec::new(SUPERVISOR_RESPONSES_KEY).default_value(json!({}))];
+            let agent = SupervisorScorerAgent {
+                spec,
+                model: model.clone(),
+                max_retries: self.max_retries,
+                request_key: self.request_key.clone(),
+            };
+            parts.agents.push(AgentRef::new(agent));
+            parts.agents.len() - 1
+        });
         let details = json!({
             "max_invocations": self.max_invocations,
             "max_retries": self.max_retries,
             "response_strategy": self.strategy.name(),
+            "context_strategy": self.context_strategy.name(),
             "supervisor_context": self.context,
             "request_key": self.request_key,
         });
-        let config =
-            Arc::new(SupervisorConfig { agents, max_invocations: self.max_invocations, strategy: self.strategy });
+        let config = Arc::new(SupervisorConfig {
+            agents,
+            summarizer,
+            scorer,
+            max_invocations: self.max_invocations,
+            strategy: self.strategy,
+        });
         parts.build(move || SupervisorPlanner { config: Some(config.clone()), ..Default::default() }, details)
     }
 }
