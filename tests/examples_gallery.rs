@@ -1,11 +1,17 @@
-//! Every example spec keeps building: each one in `examples/specs/` parses, validates and builds, its models
-//! replaced by scripted ones so no model server is needed. (The runs with exact outputs are in cli_run.rs,
-//! spec_patterns.rs, llm_specs.rs and showcase.rs.)
+//! Every example spec keeps working: each one in `examples/specs/` parses, validates (`agentic validate`) and
+//! builds, and is RUN with exact inputs, scripted models (its own `provider: scripted` models, or canned
+//! replies chosen by the prompt for the others) and scripted human answers, and its output checked.
 
 #![allow(clippy::unwrap_used)]
 
-use agentic::agents::model::{ChatModelRef, ScriptedModel};
+use std::process::Command;
+
+use agentic::agents::model::{
+    ChatModel, ChatModelRef, ChatRequest, ChatResponse, ModelError, ModelInfo, ScriptedModel,
+};
+use agentic::engine::TokenUsage;
 use agentic::spec::Spec;
+use serde_json::{Map, Value, json};
 
 const SPECS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/specs");
 
@@ -19,10 +25,14 @@ fn specs() -> Vec<std::path::PathBuf> {
     paths
 }
 
+fn file_name(path: &std::path::Path) -> String {
+    path.file_name().unwrap().to_string_lossy().into_owned()
+}
+
 #[test]
 fn every_example_spec_parses_and_builds() {
     let paths = specs();
-    assert!(paths.len() >= 13, "the gallery shrank: {paths:?}");
+    assert!(paths.len() >= 17, "the gallery shrank: {paths:?}");
     for path in paths {
         let spec = Spec::from_path(&path).unwrap_or_else(|e| panic!("{}:\n{e}", path.display()));
         let scripted: Vec<(String, ChatModelRef)> =
@@ -30,5 +40,271 @@ fn every_example_spec_parses_and_builds() {
         let built = spec.build_with_models(scripted).unwrap_or_else(|e| panic!("{}:\n{e}", path.display()));
         assert_eq!(built.name, spec.name(), "{}", path.display());
         assert!(!built.root.topology().walk().is_empty());
+    }
+}
+
+#[test]
+fn agentic_validate_accepts_every_example_spec() {
+    for path in specs() {
+        // `provider: local` models need the `local` feature, or a server: name one (validate contacts none).
+        let out = Command::new(env!("CARGO_BIN_EXE_agentic"))
+            .arg("validate")
+            .arg(&path)
+            .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.starts_with("ok: "), "{}: {stdout}", path.display());
+    }
+}
+
+/// A chat model answering with the reply of the first `(needle, reply)` whose needle is in the last user
+/// message: deterministic whatever order concurrent agents ask in.
+struct Keyed {
+    info: ModelInfo,
+    replies: Vec<(&'static str, &'static str)>,
+}
+
+impl Keyed {
+    fn model(name: &str, replies: &[(&'static str, &'static str)]) -> ChatModelRef {
+        let info = ModelInfo {
+            provider: "keyed".into(),
+            server: "keyed".into(),
+            model: name.into(),
+            json_schema: false,
+            tools: false,
+        };
+        ChatModelRef::new(Keyed { info, replies: replies.to_vec() })
+    }
+}
+
+impl ChatModel for Keyed {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+        let asked = request.messages.iter().rev().find(|m| m.role() == "user").map(|m| m.text()).unwrap_or_default();
+        match self.replies.iter().find(|(needle, _)| asked.contains(needle)) {
+            Some((_, reply)) => Ok(ChatResponse::text_reply(*reply, TokenUsage { input: 1, output: 1 })),
+            None => Err(ModelError::Unavailable {
+                provider: "keyed".into(),
+                message: format!("no canned reply for: {asked}"),
+            }),
+        }
+    }
+}
+
+/// One spec run: its inputs, canned replies for the models it does not script itself (by model name), the
+/// human answers by response id (each suspension is answered, in order), and the expected output.
+struct Case {
+    file: &'static str,
+    inputs: Value,
+    models: &'static [(&'static str, &'static [(&'static str, &'static str)])],
+    answers: &'static [(&'static str, &'static str)],
+    expected: Value,
+}
+
+const TICKET: &str = "Hi, this is Dana Reyes. I was charged twice for my Pro plan this month. Please refund one.";
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            file: "bdi.yaml",
+            inputs: json!({"marketData": "bonds", "portfolio": "60/40"}),
+            models: &[],
+            answers: &[],
+            expected: json!({
+                "plan": "rebalance 60/40 with protective puts",
+                "hedge": "protective puts",
+                "liquidity": "60/40 is liquid"
+            }),
+        },
+        Case {
+            file: "blackboard.yaml",
+            inputs: json!({"patient": "Ada", "labResults": "CRP 12", "medications": "aspirin"}),
+            models: &[],
+            answers: &[],
+            expected: json!("flu (lab analysis of CRP 12)"),
+        },
+        Case {
+            file: "countdown.yaml",
+            inputs: json!({"budget": 100}),
+            models: &[],
+            answers: &[],
+            expected: json!({"budget": 6, "steps": 4}),
+        },
+        Case {
+            file: "debate.yaml",
+            inputs: json!({"question": "Should we ship on Friday?"}),
+            models: &[],
+            answers: &[],
+            expected: json!(
+                "Should we ship on Friday? Yes.\nOptimist: \"Shipping early helps users: AGREE\"\nSkeptic: \"Tests \
+                 pass, so fine: agree.\""
+            ),
+        },
+        Case {
+            file: "evening_planner.yaml",
+            inputs: json!({"mood": "romantic"}),
+            models: &[(
+                "default",
+                &[
+                    ("3 meals", r#"["Oysters", "Mushroom risotto", "Chocolate fondue"]"#),
+                    ("3 movies", r#"["Casablanca", "Before Sunrise", "La La Land"]"#),
+                ],
+            )],
+            answers: &[],
+            expected: json!(
+                "1. Casablanca with Oysters; 2. Before Sunrise with Mushroom risotto; 3. La La Land with Chocolate fondue"
+            ),
+        },
+        Case {
+            file: "expert_router.yaml",
+            inputs: json!({"request": "I broke my leg, what should I do?"}),
+            models: &[(
+                "default",
+                &[("Category:", "MEDICAL"), ("medical point of view", "Keep it still and see a doctor today.")],
+            )],
+            answers: &[],
+            expected: json!("Keep it still and see a doctor today."),
+        },
+        Case {
+            file: "goap.yaml",
+            inputs: json!({"prompt": "Mario pisces"}),
+            models: &[],
+            answers: &[],
+            expected: json!(
+                "Mario | Mario the pisces: a lucky day | a story for Mario (Mario the pisces: a lucky day)"
+            ),
+        },
+        Case {
+            file: "hello.yaml",
+            inputs: json!({"name": "Ada"}),
+            models: &[],
+            answers: &[],
+            expected: json!({"greeting": "Hello, Ada! Welcome to agentic.", "loud": "HELLO, ADA! WELCOME TO AGENTIC."}),
+        },
+        Case {
+            file: "horoscope_mapper.yaml",
+            inputs: json!({"persons": [
+                {"name": "Mario", "sign": "aries"}, {"name": "Luigi", "sign": "pisces"}, {"name": "Peach", "sign": "leo"}
+            ]}),
+            models: &[(
+                "default",
+                &[
+                    ("Mario", "Mario, act boldly."),
+                    ("Luigi", "Luigi, trust your dreams."),
+                    ("Peach", "Peach, lead the way."),
+                ],
+            )],
+            answers: &[],
+            expected: json!(["Mario, act boldly.", "Luigi, trust your dreams.", "Peach, lead the way."]),
+        },
+        Case {
+            file: "order_approval.yaml",
+            inputs: json!({"order": "ACME Corp orders 1000 widgets, to be delivered in Turin."}),
+            models: &[(
+                "default",
+                &[("Read the order", r#"{"customer": "ACME Corp", "item": "widgets", "quantity": 1000}"#)],
+            )],
+            answers: &[("manager-approval", "approved")],
+            expected: json!("SHIPPED 1000 widgets to ACME Corp"),
+        },
+        Case {
+            file: "p2p.yaml",
+            inputs: json!({"topic": "black holes"}),
+            models: &[],
+            answers: &[],
+            expected: json!({"hypothesis": "H2", "score": 0.9}),
+        },
+        Case {
+            file: "shout_all.json",
+            inputs: json!({"words": ["hello", "agentic", "world"]}),
+            models: &[],
+            answers: &[],
+            expected: json!(["HELLO!", "AGENTIC!", "WORLD!"]),
+        },
+        Case {
+            file: "story.yaml",
+            inputs: json!({"topic": "dragons and wizards", "audience": "young adults", "style": "fantasy"}),
+            models: &[],
+            answers: &[],
+            expected: json!(
+                "In the vaulted library of Eldmoor, Mira the apprentice found a dragon egg among the grimoires. It \
+                 hatched in a burst of emerald fire during her trial, and the old masters fell silent."
+            ),
+        },
+        Case {
+            file: "style_review.yaml",
+            inputs: json!({"topic": "a lighthouse keeper", "style": "comedy"}),
+            models: &[],
+            answers: &[],
+            expected: json!(
+                "The lighthouse keeper counted ships every night, mostly to annoy the seagulls. One night he counted \
+                 one too many, and it winked back."
+            ),
+        },
+        Case {
+            file: "ticket_triage.yaml",
+            inputs: json!({"ticket": TICKET}),
+            models: &[(
+                "default",
+                &[
+                    (
+                        "fill in the fields",
+                        r#"{"customer": "Dana Reyes", "product": "Pro plan", "problem": "charged twice", "urgency": "high"}"#,
+                    ),
+                    ("Category:", "BILLING"),
+                ],
+            )],
+            answers: &[("approve-reply", "approved")],
+            expected: json!(
+                "SENT [BILLING, high] to Dana Reyes: Hello Dana Reyes, thank you for contacting us about Pro plan. Our \
+                 billing team has opened a review of your charges (charged twice). Any duplicate or incorrect charge \
+                 will be refunded to your original payment method within 5 business days, and you will receive a \
+                 corrected invoice by email. - The Billing team"
+            ),
+        },
+        Case {
+            file: "triage.yaml",
+            inputs: json!({"temperature": 39.5, "cough": true}),
+            models: &[],
+            answers: &[],
+            expected: json!({"level": "high", "urgent": true, "remedy": "warm water and honey, and rest"}),
+        },
+        Case {
+            file: "voting.yaml",
+            inputs: json!({"text": "I absolutely love this product"}),
+            models: &[],
+            answers: &[],
+            expected: json!("POSITIVE"),
+        },
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_example_spec_runs_with_its_expected_output() {
+    let cases = cases();
+    let covered: Vec<&str> = cases.iter().map(|c| c.file).collect();
+    let files: Vec<String> = specs().iter().map(|p| file_name(p)).collect();
+    assert_eq!(covered, files, "every spec in examples/specs/ needs a case here (in file order)");
+
+    for case in cases {
+        let spec = Spec::from_path(&std::path::Path::new(SPECS).join(case.file)).unwrap();
+        let models: Vec<(String, ChatModelRef)> =
+            case.models.iter().map(|(name, replies)| (name.to_string(), Keyed::model(name, replies))).collect();
+        let built = spec.build_with_models(models).unwrap_or_else(|e| panic!("{}:\n{e}", case.file));
+        let inputs: Map<String, Value> = case.inputs.as_object().cloned().unwrap();
+        let mut outcome = built.root.invoke().inputs(inputs).await.unwrap_or_else(|e| panic!("{}: {e}", case.file));
+        let mut answers = case.answers.iter();
+        while outcome.is_suspended() {
+            let (id, answer) = answers.next().unwrap_or_else(|| panic!("{}: unexpected suspension", case.file));
+            assert_eq!(outcome.pending()[0].id, *id, "{}", case.file);
+            outcome = outcome.resume().answer(*id, *answer).await.unwrap_or_else(|e| panic!("{}: {e}", case.file));
+        }
+        assert!(answers.next().is_none(), "{}: an answer was not asked for", case.file);
+        assert_eq!(outcome.output(), Some(&case.expected), "{}", case.file);
     }
 }
