@@ -196,7 +196,7 @@ async fn chat_memory_keeps_a_window_per_memory_id() {
 }
 
 #[tokio::test]
-async fn summarized_context_includes_the_named_agents_last_exchange() {
+async fn conversation_context_includes_the_named_agents_last_exchange() {
     let model = ScriptedModel::new(["Rest and ice your leg.", "You may sue for damages."]);
     let medical = LlmAgent::builder(model.clone())
         .name("medical")
@@ -207,7 +207,7 @@ async fn summarized_context_includes_the_named_agents_last_exchange() {
     let legal = LlmAgent::builder(model.clone())
         .name("legal")
         .user("As a lawyer: {{ question }}")
-        .summarized_context(["medical"])
+        .conversation_context(["medical"])
         .output_key("response")
         .build()
         .expect("legal");
@@ -225,6 +225,25 @@ async fn summarized_context_includes_the_named_agents_last_exchange() {
         "Considering this context:\n[medical] User: As a doctor: I broke my leg\n[medical] Answer: Rest and ice your \
          leg.\n\nAs a lawyer: Should I sue my neighbour?"
     );
+}
+
+#[tokio::test]
+async fn a_context_function_of_the_state_prefixes_the_user_message() {
+    let model = ScriptedModel::new(["Sunny, pack sunscreen.", "Pack an umbrella."]);
+    let advisor = LlmAgent::builder(model.clone())
+        .name("advisor")
+        .user("What should I pack?")
+        .context(|state| match state.get("forecast").and_then(Value::as_str) {
+            Some(f) => format!("the forecast says {f}"),
+            None => String::new(),
+        })
+        .build()
+        .expect("advisor");
+    advisor.invoke().input("forecast", "sun").await.expect("sunny");
+    advisor.invoke().await.expect("no forecast");
+    let texts = user_texts(&model);
+    assert_eq!(texts[0][0].1, "Considering this context: the forecast says sun\n\nWhat should I pack?");
+    assert_eq!(texts[1][0].1, "What should I pack?");
 }
 
 #[tokio::test]
@@ -321,7 +340,8 @@ async fn structured_outputs_use_the_json_schema_response_format_on_openai_server
 
 #[tokio::test]
 async fn summarized_context_survives_a_suspension_and_resume() {
-    let model = ScriptedModel::new(["Rest and ice your leg.", "You may sue for damages."]);
+    let model =
+        ScriptedModel::new(["Rest and ice your leg.", "A leg was broken; rest and ice.", "You may sue for damages."]);
     let medical = LlmAgent::builder(model.clone())
         .name("medical")
         .user("As a doctor: {{ request }}")
@@ -350,9 +370,13 @@ async fn summarized_context_survives_a_suspension_and_resume() {
     // A later invocation (no live scope) rebuilds the context from the journal.
     let done = system.resume("ctx-resume").store(store).answer("gate", "yes").await.expect("resume");
     assert_eq!(done.output(), Some(&json!("You may sue for damages.")));
-    let last = user_texts(&model).pop().expect("two requests");
-    let prompt = &last.last().expect("user message").1;
-    assert!(prompt.contains("[medical] Answer: Rest and ice your leg."), "{prompt}");
+    let texts = user_texts(&model);
+    // The summary request after the resume still sees the exchange from before the suspension.
+    assert!(texts[1][0].1.contains("[medical] Answer: Rest and ice your leg."), "{:?}", texts[1]);
+    assert_eq!(
+        texts[2][0].1,
+        "Considering this context: A leg was broken; rest and ice.\n\nAs a lawyer: Should I sue?"
+    );
 }
 
 #[test]

@@ -22,7 +22,8 @@ pub use decision::{ChatDecisionModel, DecisionModel, DecisionModelRef, ScriptedD
 pub use error::ExprError;
 pub use human::{Human, HumanBuilder, HumanMode};
 pub use llm::{
-    DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder, OutputType, extract_json, memory_key, parse_answer,
+    DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder, OutputType, SUMMARY_PROMPT, extract_json, memory_key,
+    parse_answer,
 };
 pub use model::{ChatModel, ChatModelRef, DynChatModel, ModelError};
 pub use tools::{Tool, ToolCallInfo};

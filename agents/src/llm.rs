@@ -13,8 +13,11 @@
 //! - **Memory** (`memory_window(N)`): the last N messages of this agent's conversation are kept in the scope
 //!   state under `_memory.<agent name>` (so they are journaled, survive resume and belong to the memory id)
 //!   and sent before the new user message.
-//! - **Context** (`summarized_context([..])`): the named agents' last exchanges from the conversation context
-//!   are put before the user message.
+//! - **Context**: text put before the user message as `Considering this context: ..`. Three sources:
+//!   [`LlmAgentBuilder::context`] (any function of the state), [`LlmAgentBuilder::conversation_context`]
+//!   (the named agents' exchanges from the scope's conversation context, verbatim) and
+//!   [`LlmAgentBuilder::summarized_context`] (the same exchanges summarized in at most two sentences by this
+//!   agent's model, one extra call whose tokens count for the invocation).
 //! - **Model selection**: a function of the state may pick the model per invocation.
 //! - **Tools** (`tools([..])`, see [`Tool`]): the tools' specs are sent with the request; when the model
 //!   answers with tool calls, the calls run (concurrently when there are several), the assistant message and
@@ -153,6 +156,22 @@ fn without_meta(schema: &Value) -> Value {
 }
 
 type Checker = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
+/// Where the context put before the user message comes from (see the module docs).
+#[derive(Clone, Default)]
+enum ContextSource {
+    #[default]
+    None,
+    Function(ContextFn),
+    Conversation(Vec<String>),
+    Summarized(Vec<String>),
+}
+
+type ContextFn = Arc<dyn Fn(&ScopeView) -> String + Send + Sync>;
+
+/// The prompt asking the model to summarize the conversation context (`summarized_context`).
+pub const SUMMARY_PROMPT: &str = "Summarize, in two sentences at most, this conversation between a user and AI \
+     agents. Answer with the summary only.\n\nThe conversation:\n";
+
 type Selector = Arc<dyn Fn(&ScopeView) -> Option<ChatModelRef> + Send + Sync>;
 
 /// An agent that asks a chat model. Build with [`LlmAgent::builder`].
@@ -182,7 +201,7 @@ pub struct LlmAgent {
     output: OutputType,
     checker: Option<Checker>,
     memory_window: Option<usize>,
-    context_agents: Vec<String>,
+    context: ContextSource,
     temperature: Option<f64>,
     max_tokens: Option<u32>,
     tools: Vec<Tool>,
@@ -217,7 +236,7 @@ pub struct LlmAgentBuilder {
     output: OutputType,
     checker: Option<Checker>,
     memory_window: Option<usize>,
-    context_agents: Vec<String>,
+    context: ContextSource,
     temperature: Option<f64>,
     max_tokens: Option<u32>,
     tools: Vec<Tool>,
@@ -244,7 +263,7 @@ impl LlmAgent {
             output: OutputType::String,
             checker: None,
             memory_window: None,
-            context_agents: Vec::new(),
+            context: ContextSource::None,
             temperature: None,
             max_tokens: None,
             tools: Vec::new(),
@@ -315,10 +334,27 @@ impl LlmAgentBuilder {
         self
     }
 
-    /// Puts the last exchanges of these agents (from the conversation context) before the user message
-    /// (default none).
+    /// Puts the text `context(state)` before each user message, as `Considering this context: <text>`
+    /// (an empty text adds nothing). Replaces any context set before. Follows the original's
+    /// `context(agenticScope -> ..)`.
+    pub fn context(mut self, context: impl Fn(&ScopeView) -> String + Send + Sync + 'static) -> Self {
+        self.context = ContextSource::Function(Arc::new(context));
+        self
+    }
+
+    /// Puts these agents' exchanges from the scope's conversation context (every agent's when the list is
+    /// empty), verbatim, before each user message. Replaces any context set before. The original's
+    /// `contextAsConversation(agents)`.
+    pub fn conversation_context<S: Into<String>>(mut self, agents: impl IntoIterator<Item = S>) -> Self {
+        self.context = ContextSource::Conversation(agents.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Like [`LlmAgentBuilder::conversation_context`], but the exchanges are first summarized in at most two
+    /// sentences by this agent's model ([`SUMMARY_PROMPT`]; one extra model call per invocation when there is
+    /// a conversation to summarize). Replaces any context set before. The original's `summarizedContext`.
     pub fn summarized_context<S: Into<String>>(mut self, agents: impl IntoIterator<Item = S>) -> Self {
-        self.context_agents = agents.into_iter().map(Into::into).collect();
+        self.context = ContextSource::Summarized(agents.into_iter().map(Into::into).collect());
         self
     }
 
@@ -401,7 +437,7 @@ impl LlmAgentBuilder {
             output: self.output,
             checker: self.checker,
             memory_window: self.memory_window,
-            context_agents: self.context_agents,
+            context: self.context,
             temperature: self.temperature,
             max_tokens: self.max_tokens,
             tools: self.tools,
@@ -427,19 +463,39 @@ impl LlmAgent {
         })
     }
 
-    async fn context_prefix(&self, ctx: &InvocationContext) -> Result<String, AgentError> {
-        if self.context_agents.is_empty() {
-            return Ok(String::new());
-        }
+    /// The context put before the user message (empty when there is none), asking `model` for a summary
+    /// when the context is summarized.
+    async fn context_prefix(&self, ctx: &InvocationContext, model: &ChatModelRef) -> Result<String, AgentError> {
+        let (agents, summarize) = match &self.context {
+            ContextSource::None => return Ok(String::new()),
+            ContextSource::Function(f) => {
+                let text = f(&ctx.view());
+                return Ok(if text.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!("Considering this context: {text}\n\n")
+                });
+            }
+            ContextSource::Conversation(agents) => (agents, false),
+            ContextSource::Summarized(agents) => (agents, true),
+        };
         let entries = ctx.view().context();
         let mut text = String::new();
-        for e in entries.iter().filter(|e| self.context_agents.contains(&e.agent)) {
+        for e in entries.iter().filter(|e| agents.is_empty() || agents.contains(&e.agent)) {
             text.push_str(&format!("[{}] User: {}\n[{}] Answer: {}\n", e.agent, e.user, e.agent, e.answer));
         }
         if text.is_empty() {
             return Ok(text);
         }
-        Ok(format!("Considering this context:\n{text}\n"))
+        if !summarize {
+            return Ok(format!("Considering this context:\n{text}\n"));
+        }
+        let mut request = ChatRequest::new(vec![ChatMessage::user(format!("{SUMMARY_PROMPT}{text}"))]);
+        request.temperature = self.temperature;
+        request.max_tokens = self.max_tokens;
+        let summary = model.chat(request).await.map_err(|e| ctx.fail(format!("summarizing the context: {e}")))?;
+        ctx.add_tokens(summary.usage);
+        Ok(format!("Considering this context: {}\n\n", summary.text().trim()))
     }
 
     /// One model call: streamed (each text delta reported as a `Token` event) or not. Adds the tokens used.
@@ -546,6 +602,7 @@ impl LlmAgent {
                     attempt: ctx.attempt(),
                     call_id: call.id.clone(),
                     idempotency_key: format!("{}/{}", ctx.idempotency_key(), call.id),
+                    state: ctx.view(),
                 };
                 tool.call(info, call.arguments.clone()).await
             }
@@ -602,7 +659,7 @@ impl Agent for LlmAgent {
         messages.extend(memory.iter().cloned());
 
         let structured = if info.json_schema { self.output.response_format() } else { None };
-        let mut sent = format!("{}{user}", self.context_prefix(ctx).await?);
+        let mut sent = format!("{}{user}", self.context_prefix(ctx, &model).await?);
         if structured.is_none()
             && let Some(hint) = self.output.hint()
         {

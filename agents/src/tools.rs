@@ -43,6 +43,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use agentic_engine::ScopeView;
+
 use crate::model::ToolSpec;
 
 type ToolFn = Arc<dyn Fn(ToolCallInfo, Value) -> BoxFuture<'static, Result<Value, String>> + Send + Sync>;
@@ -51,7 +53,7 @@ type UndoFn = Arc<dyn Fn(Value, Value) -> BoxFuture<'static, Result<(), String>>
 pub(crate) type BoundUndo = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), String>> + Send>;
 
 /// What a tool function may want to know about the call it serves (see [`Tool::with_call`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ToolCallInfo {
     /// The run id (memory id).
@@ -67,6 +69,9 @@ pub struct ToolCallInfo {
     /// `run id/agent path/attempt/call id`: a key to deduplicate the tool's side effects when the invocation
     /// is executed again (at-least-once execution).
     pub idempotency_key: String,
+    /// The scope's state when the model's answer calling the tool arrived (what spec tools' expressions
+    /// read besides the arguments).
+    pub state: ScopeView,
 }
 
 /// A function the model may call. Build with [`Tool::new`], [`Tool::from_json`] or [`Tool::with_call`];
@@ -147,6 +152,22 @@ impl Tool {
         Fut: Future<Output = Result<Value, String>> + Send + 'static,
     {
         let run: ToolFn = Arc::new(move |_call, args| Box::pin(f(args)));
+        Tool { spec: ToolSpec::new(name, description, schema), run, undo: None, undo_name: None }
+    }
+
+    /// Like [`Tool::from_json`], the function also receiving the [`ToolCallInfo`] of the call (its state
+    /// snapshot, its idempotency key). This is how the spec's expression tools are built.
+    pub fn from_json_with_call<F, Fut>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        schema: Value,
+        f: F,
+    ) -> Self
+    where
+        F: Fn(ToolCallInfo, Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, String>> + Send + 'static,
+    {
+        let run: ToolFn = Arc::new(move |call, args| Box::pin(f(call, args)));
         Tool { spec: ToolSpec::new(name, description, schema), run, undo: None, undo_name: None }
     }
 

@@ -198,6 +198,7 @@ impl DynAgent for Composite {
                 bindings: ctx.bindings.clone(),
                 listeners: ctx.listeners.clone(),
                 child_listeners: ctx.child_listeners.clone(),
+                span: tracing::Span::current(),
                 reply: tx,
             };
             let (actor, _join) = Actor::spawn(None, PlannerActor, args)

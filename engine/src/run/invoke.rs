@@ -81,42 +81,45 @@ pub(crate) async fn invoke_agent(
         }
         let (agent, run2) = (agent.clone(), run.clone());
         let path = exec.path.clone();
-        let task = tokio::spawn(async move {
-            let r = execute(&agent, &run2, exec).await;
-            let r = r.map(|mut o| {
-                if let Some(k) = &write_key {
-                    merge_delta(&mut o.delta, k.clone(), o.output.clone());
-                }
-                o
-            });
-            match &write_key {
-                Some(key) => {
-                    let delta = r.as_ref().map(|o| o.delta.clone()).map_err(Clone::clone);
-                    run2.scope.finish_async(key, delta).await?;
-                }
-                None => {
-                    if let Ok(o) = &r
-                        && !o.delta.is_empty()
-                    {
-                        run2.scope.write(o.delta.clone()).await?;
+        let task = tokio::spawn(
+            async move {
+                let r = execute(&agent, &run2, exec).await;
+                let r = r.map(|mut o| {
+                    if let Some(k) = &write_key {
+                        merge_delta(&mut o.delta, k.clone(), o.output.clone());
+                    }
+                    o
+                });
+                match &write_key {
+                    Some(key) => {
+                        let delta = r.as_ref().map(|o| o.delta.clone()).map_err(Clone::clone);
+                        run2.scope.finish_async(key, delta).await?;
+                    }
+                    None => {
+                        if let Ok(o) = &r
+                            && !o.delta.is_empty()
+                        {
+                            run2.scope.write(o.delta.clone()).await?;
+                        }
                     }
                 }
+                let outcome = r?;
+                if run2.journaling() {
+                    let record = StepRecord {
+                        run_id: run2.run_id.to_string(),
+                        seq: run2.next_seq(),
+                        agent_path: path.to_string(),
+                        delta: outcome.delta,
+                        planner_states: Vec::new(),
+                        invocation: outcome.record,
+                        async_started: false,
+                    };
+                    run2.journal_step(record).await?;
+                }
+                Ok(())
             }
-            let outcome = r?;
-            if run2.journaling() {
-                let record = StepRecord {
-                    run_id: run2.run_id.to_string(),
-                    seq: run2.next_seq(),
-                    agent_path: path.to_string(),
-                    delta: outcome.delta,
-                    planner_states: Vec::new(),
-                    invocation: outcome.record,
-                    async_started: false,
-                };
-                run2.journal_step(record).await?;
-            }
-            Ok(())
-        });
+            .in_current_span(),
+        );
         run.track_async(task);
         return Ok(ChildOutcome { async_started: true, ..Default::default() });
     }

@@ -15,6 +15,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
+use tracing::Instrument;
 
 use super::RunContext;
 use super::composite::CompositeInner;
@@ -40,6 +41,8 @@ pub(crate) struct SupervisorArgs {
     pub(crate) listeners: Arc<[ListenerRef]>,
     /// Listeners its sub-agents inherit.
     pub(crate) child_listeners: Arc<[ListenerRef]>,
+    /// The composite's invocation span: its children's spans nest under it.
+    pub(crate) span: tracing::Span,
     pub(crate) reply: oneshot::Sender<Result<(Value, bool), AgentError>>,
 }
 
@@ -62,6 +65,7 @@ pub(crate) struct SupervisorState {
     bindings: Option<Arc<Map<String, Value>>>,
     listeners: Arc<[ListenerRef]>,
     child_listeners: Arc<[ListenerRef]>,
+    span: tracing::Span,
     planner: Box<dyn Planner>,
     inflight: HashMap<u64, InFlight>,
     /// Calls waiting for a human, with what they wait for.
@@ -93,6 +97,7 @@ impl Actor for PlannerActor {
             bindings: args.bindings,
             listeners: args.listeners,
             child_listeners: args.child_listeners,
+            span: args.span,
             inflight: HashMap::new(),
             suspended: Vec::new(),
             pending: Vec::new(),
@@ -360,22 +365,26 @@ impl SupervisorState {
             }
         };
         let write_output = call.write_output;
+        let span = self.span.clone();
         // Boxed: the invocation future is large, and tokio moves a spawned future several times.
-        let task = tokio::spawn(Box::pin(async move {
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
+        let task = tokio::spawn(Box::pin(
+            async move {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                let opts = InvokeOptions {
+                    bindings: bindings.as_ref(),
+                    allow_async: true,
+                    write_output,
+                    attempt,
+                    handler,
+                    listeners,
+                };
+                let result = invoke_agent(&agent, &run, path, opts).await;
+                let _ = me.cast(SupervisorMsg::ChildDone { id, result });
             }
-            let opts = InvokeOptions {
-                bindings: bindings.as_ref(),
-                allow_async: true,
-                write_output,
-                attempt,
-                handler,
-                listeners,
-            };
-            let result = invoke_agent(&agent, &run, path, opts).await;
-            let _ = me.cast(SupervisorMsg::ChildDone { id, result });
-        }));
+            .instrument(span),
+        ));
         self.inflight.insert(id, InFlight { call, attempt, abort: task.abort_handle() });
     }
 
