@@ -32,7 +32,7 @@ fn file_name(path: &std::path::Path) -> String {
 #[test]
 fn every_example_spec_parses_and_builds() {
     let paths = specs();
-    assert!(paths.len() >= 17, "the gallery shrank: {paths:?}");
+    assert!(paths.len() >= 19, "the gallery shrank: {paths:?}");
     for path in paths {
         let spec = Spec::from_path(&path).unwrap_or_else(|e| panic!("{}:\n{e}", path.display()));
         let scripted: Vec<(String, ChatModelRef)> =
@@ -146,6 +146,19 @@ fn cases() -> Vec<Case> {
             ),
         },
         Case {
+            file: "decision_router.yaml",
+            inputs: json!({"request": "I broke my leg, what should I do?"}),
+            models: &[(
+                "default",
+                &[
+                    ("Answer with a JSON object only", r#"{"agent": "medical"}"#),
+                    ("medical point of view", "Keep it still and see a doctor today."),
+                ],
+            )],
+            answers: &[],
+            expected: json!("Keep it still and see a doctor today."),
+        },
+        Case {
             file: "evening_planner.yaml",
             inputs: json!({"mood": "romantic"}),
             models: &[(
@@ -245,6 +258,28 @@ fn cases() -> Vec<Case> {
                 "The lighthouse keeper counted ships every night, mostly to annoy the seagulls. One night he counted \
                  one too many, and it winked back."
             ),
+        },
+        Case {
+            file: "supervisor.yaml",
+            inputs: json!({"request": "Transfer 100 EUR from Mario's account to Georgios' one"}),
+            // The planner is asked after each step; its prompt lists the invocations so far (latest first here).
+            models: &[(
+                "default",
+                &[
+                    (
+                        "3. credit(",
+                        r#"{"agentName": "done", "arguments": {"response": "Transferred 100 EUR (115 USD)."}}"#,
+                    ),
+                    ("2. withdraw(", r#"{"agentName": "credit", "arguments": {"user": "Georgios", "amount": 115}}"#),
+                    ("1. exchange(", r#"{"agentName": "withdraw", "arguments": {"user": "Mario", "amount": 115}}"#),
+                    (
+                        "Invocations so far: none",
+                        r#"{"agentName": "exchange", "arguments": {"originalCurrency": "EUR", "amount": 100, "targetCurrency": "USD"}}"#,
+                    ),
+                ],
+            )],
+            answers: &[],
+            expected: json!("Transferred 100 EUR (115 USD)."),
         },
         Case {
             file: "ticket_triage.yaml",
