@@ -39,6 +39,7 @@ fn step(seq: u64) -> StepRecord {
             error: None,
         }),
         async_started: false,
+        failed: false,
     }
 }
 

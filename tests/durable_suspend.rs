@@ -288,6 +288,7 @@ async fn a_stored_value_that_no_longer_fits_its_type_fails_the_resume() {
         planner_states: vec![],
         invocation: None,
         async_started: false,
+        failed: false,
     };
     run.records.push(bad.clone());
     agentic::engine::CheckpointStore::append(&store, bad).await.unwrap();

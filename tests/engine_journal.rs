@@ -83,3 +83,52 @@ fn topology_has_stable_paths_and_fingerprint() {
     let changed = Sequence::builder().name("main").sub_agents([expr("a", "'x'", "a")]).build().unwrap();
     assert_ne!(t.fingerprint(), changed.topology().fingerprint());
 }
+
+#[tokio::test]
+async fn failed_attempts_are_journaled_and_skipped_when_folding() {
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = calls.clone();
+    let flaky = FnAgent::from_async("flaky", move |_| {
+        let n = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async move { if n < 2 { Err(format!("outage {}", n + 1)) } else { Ok(json!("ok")) } }
+    })
+    .output_key("reply")
+    .build();
+    let system = Sequence::builder()
+        .name("main")
+        .sub_agents([flaky, expr("after", "reply ~ '!'", "out")])
+        .error_handler(agentic::engine::RetryPolicy::new(3, std::time::Duration::from_millis(1)))
+        .output_key("out")
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = agentic::store::SledStore::open(dir.path().join("db")).unwrap();
+    let out = system.invoke().memory_id("flaky-1").store(store.clone()).await.unwrap();
+    assert_eq!(out.output(), Some(&json!("ok!")));
+
+    let records = store.records("flaky-1").await.unwrap();
+    let steps: Vec<(String, bool, Option<u32>, Option<String>)> = records
+        .iter()
+        .filter(|r| r.agent_path != "inputs")
+        .map(|r| {
+            let inv = r.invocation.as_ref();
+            (r.agent_path.clone(), r.failed, inv.map(|i| i.attempt), inv.and_then(|i| i.error.clone()))
+        })
+        .collect();
+    let failure = |n: u32| Some(format!("agent `flaky` (root/0) failed: outage {n}"));
+    assert_eq!(
+        steps,
+        [
+            ("root/0".to_string(), true, Some(1), failure(1)),
+            ("root/0".to_string(), true, Some(2), failure(2)),
+            ("root/0".to_string(), false, Some(3), None),
+            ("root/1".to_string(), false, Some(1), None),
+            ("root".to_string(), false, Some(1), None),
+        ]
+    );
+    // Folding skips the failed attempts: the history holds completions only, the run is done.
+    let image = store.load("flaky-1").await.unwrap();
+    let history: Vec<(&str, u32)> = image.history.iter().map(|i| (i.agent.as_str(), i.attempt)).collect();
+    assert_eq!(history, [("flaky", 3), ("after", 1), ("main", 1)]);
+    assert_eq!(image.root_done, Some(json!("ok!")));
+}

@@ -270,6 +270,7 @@ fn a_ten_thousand_step_report_stays_light_in_the_browser() {
                 error: None,
             }),
             async_started: false,
+            failed: false,
         });
     }
     let run = RunRecord {

@@ -276,8 +276,13 @@ async fn retries_loops_and_hostile_strings_are_rendered_safely() {
     assert_eq!(html.matches("</script>").count(), 3, "only the page's own scripts close");
     let data = page_data(&html);
     let steps = data["steps"].as_array().unwrap();
-    let flaky = steps.iter().find(|s| s["name"] == json!("flaky")).unwrap();
-    assert_eq!((flaky["attempt"].clone(), flaky["output"].clone()), (json!(2), json!(PROBE)));
+    let flaky: Vec<&Value> = steps.iter().filter(|s| s["name"] == json!("flaky")).collect();
+    assert_eq!(flaky.len(), 2, "the failed attempt is journaled, then the retry");
+    assert_eq!(
+        (flaky[0]["label"].clone(), flaky[0]["attempt"].clone(), flaky[0]["error"].clone()),
+        (json!("failed attempt"), json!(1), json!("agent `flaky` (root/0) failed: transient </script> failure"))
+    );
+    assert_eq!((flaky[1]["attempt"].clone(), flaky[1]["output"].clone()), (json!(2), json!(PROBE)));
     let iterations: Vec<&Value> =
         steps.iter().filter(|s| s["name"] == json!("step")).map(|s| &s["iteration"]).collect();
     assert_eq!(iterations, [&json!(1), &json!(2), &json!(3)]);
@@ -293,6 +298,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
         planner_states: vec![],
         invocation: None,
         async_started: false,
+        failed: false,
     }];
     let t0 = 1_700_000_000_000_000u64;
     for i in 0..n {
@@ -322,6 +328,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
                 error: None,
             }),
             async_started: false,
+            failed: false,
         });
     }
     let run = RunRecord {

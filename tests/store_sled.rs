@@ -31,6 +31,7 @@ fn step(run_id: &str, seq: u64) -> StepRecord {
             error: None,
         }),
         async_started: false,
+        failed: false,
     }
 }
 

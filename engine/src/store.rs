@@ -107,6 +107,10 @@ pub struct StepRecord {
     /// True when this step records the start of an async agent (its completion is a later record).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub async_started: bool,
+    /// True when this step records a failed attempt (`invocation` holds its error): nothing completed, no
+    /// planner advanced; what follows is a retry, a substitution, or the failure of the composite.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
 }
 
 /// Status of a run.
@@ -237,6 +241,10 @@ impl RunImage {
             return Err(corrupt(format!("expected step {} next", self.seq + 1)));
         }
         self.seq = record.seq;
+        if record.failed {
+            // A failed attempt changes nothing a resume needs; only the journal (and reports) keep it.
+            return Ok(());
+        }
         for (k, v) in &record.delta {
             if v.is_null() {
                 self.state.remove(k);
@@ -391,6 +399,7 @@ mod tests {
                 .collect(),
             invocation: None,
             async_started: false,
+            failed: false,
         }
     }
 

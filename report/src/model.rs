@@ -278,6 +278,8 @@ pub(crate) fn build(topology: Option<&TopologyNode>, run: &RunRecord, records: &
     let mut planner_states: BTreeMap<String, PlannerState> = BTreeMap::new();
     let mut steps = Vec::with_capacity(records.len());
     let mut errors = Vec::new();
+    // Paths whose last step was a failed attempt (a step without an invocation after one is a substitution).
+    let mut failed_last: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut annotations = Annotations::default();
     let mut per_agent: BTreeMap<String, AgentAcc> = BTreeMap::new();
     for r in records {
@@ -290,12 +292,19 @@ pub(crate) fn build(topology: Option<&TopologyNode>, run: &RunRecord, records: &
             .unwrap_or_else(|| if path == INPUTS_PATH { "inputs".to_string() } else { path.to_string() });
         let kind = topo.kind(path).unwrap_or(if path == INPUTS_PATH { "inputs" } else { "" }).to_string();
         let label = match (inv, path == INPUTS_PATH, r.async_started) {
+            _ if r.failed => Some("failed attempt"),
             (_, true, _) => Some("inputs"),
             (_, _, true) => Some("async start"),
+            (None, _, _) if failed_last.contains(path) => Some("substituted"),
             (None, _, _) if r.delta.is_empty() => Some("skipped"),
             (None, _, _) => Some("substituted"),
             _ => None,
         };
+        if r.failed {
+            failed_last.insert(path.to_string());
+        } else {
+            failed_last.remove(path);
+        }
 
         let mut diff = Vec::with_capacity(r.delta.len());
         for (k, v) in &r.delta {
@@ -320,7 +329,7 @@ pub(crate) fn build(topology: Option<&TopologyNode>, run: &RunRecord, records: &
         }
 
         let iteration = iteration_of(path, &topo, &planner_states);
-        if !r.async_started {
+        if !r.async_started && !r.failed {
             let prefix = format!("{path}/");
             planner_states.retain(|p, _| p != path && !p.starts_with(&prefix));
         }
@@ -375,10 +384,14 @@ pub(crate) fn build(topology: Option<&TopologyNode>, run: &RunRecord, records: &
             view.inputs = Some(i.inputs.clone());
             view.preview = (!i.output.is_null()).then(|| value_line(&i.output, 140));
             view.output = Some(i.output.clone());
-            *annotations.counts.entry(path.to_string()).or_default() += 1;
             let acc = per_agent.entry(path.to_string()).or_default();
-            acc.count += 1;
-            acc.retries += u64::from(i.attempt.saturating_sub(1));
+            if !r.failed {
+                // Completions; a failed attempt counts as an error.
+                *annotations.counts.entry(path.to_string()).or_default() += 1;
+                acc.count += 1;
+            }
+            // Every attempt after the first is a retry (the journal keeps failed attempts too).
+            acc.retries += u64::from(i.attempt > 1);
             acc.time_us += e - s;
             if let Some(t) = &i.tokens {
                 acc.tokens_in += t.input;

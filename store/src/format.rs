@@ -126,6 +126,8 @@ struct StepBodyRef<'a> {
     invocation: Option<InvocationRef<'a>>,
     #[serde(rename = "a", skip_serializing_if = "std::ops::Not::not")]
     async_started: bool,
+    #[serde(rename = "f", skip_serializing_if = "std::ops::Not::not")]
+    failed: bool,
 }
 
 #[derive(Deserialize)]
@@ -141,6 +143,8 @@ struct StepBody {
     invocation: Option<Invocation>,
     #[serde(rename = "a", default)]
     async_started: bool,
+    #[serde(rename = "f", default)]
+    failed: bool,
 }
 
 /// The invocation of a step, compactly: short names, defaults left out, the path only when it differs from
@@ -250,9 +254,10 @@ impl Invocation {
 
 /// Encodes a step record as its journal value.
 pub(crate) fn encode_step(record: &StepRecord) -> Result<Vec<u8>, StoreError> {
-    let StepRecord { run_id, seq, agent_path, delta, planner_states, invocation, async_started } = record;
+    let StepRecord { run_id, seq, agent_path, delta, planner_states, invocation, async_started, failed } = record;
     let invocation = invocation.as_ref().map(|inv| InvocationRef::new(inv, agent_path));
-    let body = StepBodyRef { agent_path, delta, planner_states, invocation, async_started: *async_started };
+    let body =
+        StepBodyRef { agent_path, delta, planner_states, invocation, async_started: *async_started, failed: *failed };
     let json = serde_json::to_vec(&body)
         .map_err(|e| backend(format!("append: cannot encode run `{run_id}` step {seq}: {e}")))?;
     Ok(with_version(json))
@@ -262,10 +267,19 @@ pub(crate) fn encode_step(record: &StepRecord) -> Result<Vec<u8>, StoreError> {
 pub(crate) fn decode_step(run_id: &str, seq: u64, value: &[u8]) -> Result<StepRecord, StoreError> {
     let record = format!("step {seq}");
     let json = payload(run_id, &record, value)?;
-    let StepBody { agent_path, delta, planner_states, invocation, async_started } =
+    let StepBody { agent_path, delta, planner_states, invocation, async_started, failed } =
         serde_json::from_slice(json).map_err(|e| corrupt(run_id, &record, e.to_string()))?;
     let invocation = invocation.map(|inv| inv.into_record(&agent_path));
-    Ok(StepRecord { run_id: run_id.to_string(), seq, agent_path, delta, planner_states, invocation, async_started })
+    Ok(StepRecord {
+        run_id: run_id.to_string(),
+        seq,
+        agent_path,
+        delta,
+        planner_states,
+        invocation,
+        async_started,
+        failed,
+    })
 }
 
 /// Encodes a run record as its `runs` value.
@@ -392,6 +406,7 @@ pub(crate) mod tests {
                 error: None,
             }),
             async_started: seq.is_multiple_of(11),
+            failed: false,
         }
     }
 

@@ -41,7 +41,12 @@ pub(crate) struct InvokeOptions<'a> {
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
     /// Listeners inherited from the parent (and the run).
     pub(crate) listeners: Arc<[ListenerRef]>,
+    /// Where the record of a failed invocation goes, for the journal (the supervisor's failed-attempt step).
+    pub(crate) failed_record: Option<FailedSlot>,
 }
+
+/// Receives the record of a failed invocation (see [`InvokeOptions::failed_record`]).
+pub(crate) type FailedSlot = Arc<Mutex<Option<InvocationRecord>>>;
 
 /// Invokes `agent` at `path`: resolves its inputs (waiting for async producers), runs it (with its timeout,
 /// catching panics), writes its output and records the invocation in the scope history.
@@ -74,6 +79,7 @@ pub(crate) async fn invoke_agent(
         handler: opts.handler,
         listeners,
         child_listeners,
+        failed_record: opts.failed_record,
     };
     if spec.is_async && opts.allow_async {
         if let Some(key) = &write_key {
@@ -113,6 +119,7 @@ pub(crate) async fn invoke_agent(
                         planner_states: Vec::new(),
                         invocation: outcome.record,
                         async_started: false,
+                        failed: false,
                     };
                     run2.journal_step(record).await?;
                 }
@@ -206,11 +213,12 @@ struct Exec {
     handler: Option<Arc<dyn ErrorHandler>>,
     listeners: Arc<[ListenerRef]>,
     child_listeners: Arc<[ListenerRef]>,
+    failed_record: Option<FailedSlot>,
 }
 
 async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec) -> Result<ChildOutcome, AgentError> {
     let spec = agent.spec();
-    let Exec { path, inputs, bindings, write_key, attempt, handler, listeners, child_listeners } = exec;
+    let Exec { path, inputs, bindings, write_key, attempt, handler, listeners, child_listeners, failed_record } = exec;
     let ctx = InvocationContext {
         run: run.clone(),
         path,
@@ -320,6 +328,12 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec) -> Result<
     };
     // The journal needs its own copy of the record only when there is a journal.
     let journaled = run.journaling().then(|| record.clone());
+    if result.is_err()
+        && let (Some(slot), Some(r)) = (&failed_record, &journaled)
+        && let Ok(mut slot) = slot.lock()
+    {
+        *slot = Some(r.clone());
+    }
     match output_write {
         // The output write and the history record travel in one message to the scope actor.
         Some(write) => {

@@ -416,6 +416,7 @@ impl InvokeRequest {
                 planner_states: Vec::new(),
                 invocation: None,
                 async_started: false,
+                failed: false,
             };
             run.journal_step(record).await?;
         }
@@ -438,6 +439,7 @@ impl InvokeRequest {
                 attempt: 1,
                 handler: None,
                 listeners: inherited.clone(),
+                failed_record: None,
             };
             let outcome = invoke_agent(&self.agent, &run, Arc::from("root"), opts).await?;
             run.wait_async().await?;
@@ -450,6 +452,7 @@ impl InvokeRequest {
                     planner_states: Vec::new(),
                     invocation: outcome.record,
                     async_started: false,
+                    failed: false,
                 };
                 run.journal_step(record).await?;
             }
@@ -580,8 +583,15 @@ async fn restart_async(
             message: format!("checkpoint names agent path `{path}` that the workflow does not have"),
         })?;
     }
-    let opts =
-        InvokeOptions { bindings: None, allow_async: true, write_output: true, attempt: 1, handler: None, listeners };
+    let opts = InvokeOptions {
+        bindings: None,
+        allow_async: true,
+        write_output: true,
+        attempt: 1,
+        handler: None,
+        listeners,
+        failed_record: None,
+    };
     invoke_agent(&agent, run, Arc::from(path), opts).await.map(|_| ())
 }
 

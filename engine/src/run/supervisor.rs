@@ -19,13 +19,13 @@ use tracing::Instrument;
 
 use super::RunContext;
 use super::composite::CompositeInner;
-use super::invoke::{ChildOutcome, InvokeOptions, invoke_agent};
+use super::invoke::{ChildOutcome, FailedSlot, InvokeOptions, invoke_agent};
 use crate::error::AgentError;
 use crate::error_handler::{ErrorContext, ErrorHandler, Recovery};
 use crate::listener::{ListenerRef, RunEvent};
 use crate::planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 use crate::run::PendingResponse;
-use crate::scope::{ScopeView, merge_delta};
+use crate::scope::{InvocationRecord, ScopeView, merge_delta};
 use crate::store::{CallRecord, Finish, PlannerState, StepRecord};
 
 pub(crate) struct PlannerActor;
@@ -47,7 +47,8 @@ pub(crate) struct SupervisorArgs {
 }
 
 pub(crate) enum SupervisorMsg {
-    ChildDone { id: u64, result: Result<ChildOutcome, AgentError> },
+    /// A child finished; `failed` is the record of a failed invocation when the run is journaled.
+    ChildDone { id: u64, result: Result<ChildOutcome, AgentError>, failed: Option<InvocationRecord> },
 }
 
 struct InFlight {
@@ -132,7 +133,7 @@ impl Actor for PlannerActor {
         msg: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let SupervisorMsg::ChildDone { id, result } = msg;
+        let SupervisorMsg::ChildDone { id, result, failed } = msg;
         let Some(done) = state.inflight.remove(&id) else { return Ok(()) };
         if state.reply.is_none() {
             return Ok(());
@@ -144,7 +145,16 @@ impl Actor for PlannerActor {
                 state.pending.extend(pending);
                 state.suspend_if_idle(&myself);
             }
-            Err(e) => state.recover(&myself, done, e).await,
+            Err(e) => {
+                if let Some(record) = failed
+                    && !matches!(e, AgentError::Cancelled)
+                    && let Err(journal_error) = state.journal_failed_attempt(done.call.agent, record).await
+                {
+                    state.fail(&myself, journal_error);
+                    return Ok(());
+                }
+                state.recover(&myself, done, e).await
+            }
         }
         Ok(())
     }
@@ -366,6 +376,7 @@ impl SupervisorState {
         };
         let write_output = call.write_output;
         let span = self.span.clone();
+        let slot = self.run.journaling().then(FailedSlot::default);
         // Boxed: the invocation future is large, and tokio moves a spawned future several times.
         let task = tokio::spawn(Box::pin(
             async move {
@@ -379,13 +390,31 @@ impl SupervisorState {
                     attempt,
                     handler,
                     listeners,
+                    failed_record: slot.clone(),
                 };
                 let result = invoke_agent(&agent, &run, path, opts).await;
-                let _ = me.cast(SupervisorMsg::ChildDone { id, result });
+                let failed = slot.and_then(|s| s.lock().ok().and_then(|mut r| r.take()));
+                let _ = me.cast(SupervisorMsg::ChildDone { id, result, failed });
             }
             .instrument(span),
         ));
         self.inflight.insert(id, InFlight { call, attempt, abort: task.abort_handle() });
+    }
+
+    /// Journals a failed attempt of sub-agent `agent` (a step that completes nothing: the planner does not
+    /// advance; the report shows the attempt and its error).
+    async fn journal_failed_attempt(&mut self, agent: usize, record: InvocationRecord) -> Result<(), AgentError> {
+        let step = StepRecord {
+            run_id: self.run.run_id.to_string(),
+            seq: self.run.next_seq(),
+            agent_path: self.child_paths[agent].to_string(),
+            delta: Vec::new(),
+            planner_states: Vec::new(),
+            invocation: Some(record),
+            async_started: false,
+            failed: true,
+        };
+        self.run.journal_step(step).await
     }
 
     /// A child failed: ask the error handler (retry, substitute, or fail).
@@ -463,6 +492,7 @@ impl SupervisorState {
                 }],
                 invocation: outcome.record,
                 async_started: outcome.async_started,
+                failed: false,
             };
             if let Err(e) = self.run.journal_step(record).await {
                 return self.fail(myself, e);
