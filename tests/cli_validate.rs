@@ -109,3 +109,33 @@ fn missing_file_exits_64() {
     assert_eq!(o.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&o.stderr).starts_with("/nonexistent/flow.yaml: cannot read the spec: "));
 }
+
+#[test]
+fn a_local_model_this_binary_lacks_is_a_warning_not_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = "version: 1\nname: local-demo\nroot: a\nmodels:\n  default: { provider: local }\nagents:\n  a: { kind: llm, \
+                user: \"Hi {{ name }}\" }\n";
+    let path = write(&dir, "local.yaml", text);
+    let o = Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(["validate", &path])
+        .env_remove("OPENAI_BASE_URL")
+        .output()
+        .expect("the binary runs");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ok: local-demo (1 agents)\n");
+    if cfg!(feature = "local") {
+        assert_eq!(String::from_utf8_lossy(&o.stderr), "");
+    } else {
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            format!(
+                "warning: {path}: model `default`: the local provider is not built into this binary (cargo feature \
+                 `local`); the spec is checked without it\n"
+            )
+        );
+    }
+    // A real error is still an error, located.
+    let broken = write(&dir, "broken.yaml", &text.replace("user:", "usr:"));
+    let o = validate(&broken);
+    assert_eq!(o.status.code(), Some(64));
+}
