@@ -59,16 +59,17 @@ pub fn default_model() -> Result<agents::model::ChatModelRef, agents::model::Mod
 /// The common path: builders, the agent and planner traits, outcomes, the LLM agent with its tools and the
 /// chat models (the rest of the model vocabulary is in [`crate::agents::model`]).
 pub mod prelude {
+    pub use agentic_agents::model::ToolChoice;
     pub use agentic_agents::model::{ChatModelRef, OpenAiModel, ScriptedModel};
-    pub use agentic_agents::{Compute, FnAgent, LlmAgent, OutputType, ScopeAction, Tool};
+    pub use agentic_agents::{Compute, FnAgent, Human, HumanMode, LlmAgent, OutputType, ScopeAction, Tool};
     pub use agentic_engine::{
         Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, CancelHandle, Completion, Composite, Durability,
         ErrorHandler, InputSpec, InvocationContext, Planner, PlanningContext, Recovery, RetryPolicy, RunOutcome,
         RunResult, ScopeView, SpecBuilder, TypedKey, ValueType,
     };
     pub use agentic_planners::{
-        Bdi, Blackboard, CompositeBuilderExt, Conditional, Debate, DecisionRouter, Desire, Goap, Loop, P2p, Parallel,
-        ParallelMapper, Sequence, Supervisor, Voting, VotingStrategy,
+        Bdi, Blackboard, CompositeBuilderExt, Conditional, Convergence, Debate, DecisionRouter, Desire, Goap, Loop,
+        P2p, Parallel, ParallelMapper, ResponseStrategy, Sequence, Supervisor, Voting, VotingStrategy,
     };
-    pub use agentic_store::MemoryStore;
+    pub use agentic_store::{MemoryStore, SledStore};
 }

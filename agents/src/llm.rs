@@ -42,7 +42,9 @@ use serde_json::{Value, json};
 
 use crate::error::ExprError;
 use crate::expr::Template;
-use crate::model::{ChatMessage, ChatModelRef, ChatRequest, ChatResponse, ModelInfo, ResponseFormat, StreamEvent};
+use crate::model::{
+    ChatMessage, ChatModelRef, ChatRequest, ChatResponse, ModelInfo, ResponseFormat, StreamEvent, ToolChoice,
+};
 use crate::tools::{Tool, ToolCallInfo, result_text};
 
 /// The default bound on tool rounds per model exchange ([`LlmAgentBuilder::max_tool_iterations`]).
@@ -205,6 +207,7 @@ pub struct LlmAgent {
     temperature: Option<f64>,
     max_tokens: Option<u32>,
     tools: Vec<Tool>,
+    tool_choice: Option<ToolChoice>,
     max_tool_iterations: usize,
     streaming: bool,
 }
@@ -240,6 +243,7 @@ pub struct LlmAgentBuilder {
     temperature: Option<f64>,
     max_tokens: Option<u32>,
     tools: Vec<Tool>,
+    tool_choice: Option<ToolChoice>,
     max_tool_iterations: usize,
     streaming: bool,
     errors: Vec<String>,
@@ -267,6 +271,7 @@ impl LlmAgent {
             temperature: None,
             max_tokens: None,
             tools: Vec::new(),
+            tool_choice: None,
             max_tool_iterations: DEFAULT_MAX_TOOL_ITERATIONS,
             streaming: false,
             errors: Vec::new(),
@@ -392,6 +397,16 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// Whether the model must call a tool in its first answer: [`ToolChoice::Required`] (some tool),
+    /// [`ToolChoice::Tool`] (that tool: a forced tool call, which small models follow reliably under
+    /// constrained decoding), [`ToolChoice::None`] (no tool), [`ToolChoice::Auto`] (default: the model
+    /// decides). The forcing applies to the first request only: after the tool results the model answers
+    /// freely, so a forced call does not loop.
+    pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = Some(choice);
+        self
+    }
+
     /// Bounds the tool rounds of one exchange (default [`DEFAULT_MAX_TOOL_ITERATIONS`]): when the model still
     /// calls tools after `rounds` rounds, the invocation fails.
     pub fn max_tool_iterations(mut self, rounds: usize) -> Self {
@@ -421,6 +436,13 @@ impl LlmAgentBuilder {
                 return Err(invalid(format!("two tools are named `{}`", t.name()), &self.spec.name));
             }
         }
+        if let Some(ToolChoice::Tool(name)) = &self.tool_choice
+            && !self.tools.iter().any(|t| t.name() == name)
+        {
+            let known: Vec<&str> = self.tools.iter().map(Tool::name).collect();
+            let message = format!("tool_choice names `{name}`, which is not among the tools ({})", known.join(", "));
+            return Err(invalid(message, &self.spec.name));
+        }
         let Some(user) = self.user else {
             return Err(invalid("an LLM agent needs a user message".to_string(), &self.spec.name));
         };
@@ -441,6 +463,7 @@ impl LlmAgentBuilder {
             temperature: self.temperature,
             max_tokens: self.max_tokens,
             tools: self.tools,
+            tool_choice: self.tool_choice,
             max_tool_iterations: self.max_tool_iterations,
             streaming: self.streaming,
         }))
@@ -563,6 +586,10 @@ impl LlmAgent {
                 )));
             }
             rounds += 1;
+            if matches!(request.tool_choice, Some(ToolChoice::Required | ToolChoice::Tool(_))) {
+                // Forced once: with the results in hand the model may answer.
+                request.tool_choice = Some(ToolChoice::Auto);
+            }
             let calls = response.tool_calls().to_vec();
             let results = futures::future::join_all(calls.iter().map(|c| self.call_tool(ctx, c))).await;
             request.messages.push(response.message);
@@ -671,6 +698,7 @@ impl Agent for LlmAgent {
         request.temperature = self.temperature;
         request.max_tokens = self.max_tokens;
         request.tools = self.tools.iter().map(|t| t.spec().clone()).collect();
+        request.tool_choice = self.tool_choice.clone();
         let wrapped = structured.as_ref().is_some_and(|(_, w)| *w);
         request.response_format = structured.map(|(f, _)| f);
 
