@@ -52,7 +52,7 @@ fn every_error_is_printed_one_per_line() {
         &dir,
         "many.yaml",
         "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [a, ghost] }\n  \
-         a: { kind: supervisor }\n  main: { kind: compute, value: '1' }\n",
+         a: { kind: mcp }\n  main: { kind: compute, value: '1' }\n",
     );
     let o = validate(&path);
     assert_eq!(o.status.code(), Some(64));
@@ -62,7 +62,7 @@ fn every_error_is_printed_one_per_line() {
         lines,
         [
             format!("{path}:4:39: agent `main`: unknown agent `ghost`; defined agents: `a`, `main`"),
-            format!("{path}:5:14: agent `a`: kind `supervisor` is not supported yet by this build"),
+            format!("{path}:5:14: agent `a`: kind `mcp` is not supported yet by this build"),
             format!("{path}:6:3: duplicate agent name `main` (first defined at line 4, column 3)"),
         ]
     );
@@ -138,4 +138,45 @@ fn a_local_model_this_binary_lacks_is_a_warning_not_an_error() {
     let broken = write(&dir, "broken.yaml", &text.replace("user:", "usr:"));
     let o = validate(&broken);
     assert_eq!(o.status.code(), Some(64));
+}
+
+#[test]
+fn supervisors_and_decision_routers_validate_and_report_their_topology() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(
+        &dir,
+        "bank.yaml",
+        "version: 1\nroot: bank\nmodels:\n  planner: { provider: scripted, replies: [] }\n  decider: { provider: \
+         scripted, decisions: [a] }\nagents:\n  bank: { kind: supervisor, agents: [a, router], model: planner, \
+         response_strategy: scored, context_strategy: summarization }\n  router: { kind: decision_router, agents: \
+         [b, c], model: decider, threshold: 0.5 }\n  a: { kind: compute, value: '1' }\n  b: { kind: compute, value: \
+         '2' }\n  c: { kind: compute, value: '3' }\n",
+    );
+    let o = validate(&path);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ok: bank (5 agents)\n");
+
+    let out = dir.path().join("topology.html");
+    let o = Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(["report", "--spec", &path, "-o", out.to_str().expect("utf8")])
+        .output()
+        .expect("the binary runs");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(&out).expect("report");
+    for shown in ["bank", "router", "supervisor", "decision_router", "planner", "summarizer", "scorer"] {
+        assert!(html.contains(shown), "the topology shows `{shown}`");
+    }
+
+    let bad = write(
+        &dir,
+        "bad.yaml",
+        "version: 1\nroot: r\nmodels:\n  m: { provider: scripted }\nagents:\n  r: { kind: decision_router, agents: \
+         [a], model: m, threshold: 1.5 }\n  a: { kind: compute, value: '1' }\n",
+    );
+    let o = validate(&bad);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("{bad}:6:65: agent `r`: field `threshold`: must be strictly between 0 and 1, found 1.5\n")
+    );
 }

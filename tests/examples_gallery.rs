@@ -343,3 +343,41 @@ async fn every_example_spec_runs_with_its_expected_output() {
         assert_eq!(outcome.output(), Some(&case.expected), "{}", case.file);
     }
 }
+
+/// The model-driven examples run with scripted models in place of `provider: local`: the supervisor plans the
+/// transfer (exchange, withdraw, credit, then the summary), and the decision router (the chat model used as
+/// the decision model) lets only the chosen expert answer.
+#[tokio::test]
+async fn the_supervisor_and_decision_router_examples_run_with_scripted_models() {
+    let spec = Spec::from_path(&std::path::Path::new(SPECS).join("supervisor.yaml")).unwrap();
+    let planner = ScriptedModel::new([
+        r#"{"agentName": "exchange", "arguments": {"originalCurrency": "EUR", "amount": 100, "targetCurrency": "USD"}}"#,
+        r#"{"agentName": "withdraw", "arguments": {"user": "Mario", "amount": 115}}"#,
+        r#"{"agentName": "credit", "arguments": {"user": "Georgios", "amount": 115}}"#,
+        r#"{"agentName": "done", "arguments": {"response": "Transferred 100 EUR (115 USD) from Mario to Georgios."}}"#,
+    ]);
+    let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(planner.clone()))]).unwrap();
+    let out =
+        built.root.invoke().input("request", "Transfer 100 EUR from Mario's account to Georgios' one").await.unwrap();
+    let order: Vec<String> = out.history().await.unwrap().into_iter().map(|r| r.agent).collect();
+    assert_eq!(order, ["planner", "exchange", "planner", "withdraw", "planner", "credit", "planner", "bank"]);
+    assert_eq!(out.output(), Some(&serde_json::json!("Transferred 100 EUR (115 USD) from Mario to Georgios.")));
+    assert_eq!(out.state().get("summary"), out.output());
+    assert_eq!(out.state().get("exchanged"), Some(&serde_json::json!(115.0)));
+    assert_eq!(out.state().get("withdrawal"), Some(&serde_json::json!("Mario: -115 USD")));
+    assert_eq!(out.state().get("credit"), Some(&serde_json::json!("Georgios: +115 USD")));
+    assert!(
+        planner.requests()[0].messages[0]
+            .text()
+            .ends_with("Context: Accounts hold US dollars (USD): convert other currencies first.")
+    );
+
+    let spec = Spec::from_path(&std::path::Path::new(SPECS).join("decision_router.yaml")).unwrap();
+    let model = ScriptedModel::new([r#"{"agent": "medical"}"#, "Keep the leg still and raised. See a doctor today."]);
+    let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model.clone()))]).unwrap();
+    let out = built.root.invoke().input("request", "I broke my leg, what should I do?").await.unwrap();
+    assert_eq!(out.output(), Some(&serde_json::json!("Keep the leg still and raised. See a doctor today.")));
+    assert_eq!(out.state().get("legal_response"), None);
+    assert_eq!(out.state().get("technical_response"), None);
+    assert_eq!(model.requests().len(), 2);
+}

@@ -72,8 +72,8 @@ fn unknown_kind_lists_the_valid_kinds() {
     assert_eq!(
         e.message,
         "unknown kind `frobnicate`, expected one of `compute`, `human`, `sequence`, `loop`, `parallel`, \
-         `parallel_mapper`, `conditional`, `llm`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`, `mcp`, \
-         `a2a`, `supervisor`, `decision_router`"
+         `parallel_mapper`, `conditional`, `llm`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`, \
+         `supervisor`, `decision_router`, `mcp`, `a2a`"
     );
     let e = one("version: 1\nroot: a\nagents:\n  a: { kind: sequnce, agents: [] }\n");
     assert!(e.message.starts_with("unknown kind `sequnce` (did you mean `sequence`?)"), "{e}");
@@ -346,7 +346,7 @@ root: main
 agents:
   main: { kind: sequence, agents: [a, b, ghost] }
   a: { kind: compute, value: "1 +" }
-  b: { kind: supervisor, agents: [] }
+  b: { kind: mcp, agents: [] }
   c: { kind: frobnicate }
 "#;
     let errs = errors(yaml);
@@ -354,7 +354,7 @@ agents:
     assert!(errs[0].starts_with("spec.yaml:1:10: field `version`"));
     assert!(errs[1].starts_with("spec.yaml:4:42: agent `main`: unknown agent `ghost`"));
     assert!(errs[2].starts_with("spec.yaml:5:30: agent `a`: field `value`: invalid expression"));
-    assert_eq!(errs[3], "spec.yaml:6:14: agent `b`: kind `supervisor` is not supported yet by this build");
+    assert_eq!(errs[3], "spec.yaml:6:14: agent `b`: kind `mcp` is not supported yet by this build");
     assert!(errs[4].starts_with("spec.yaml:7:14: agent `c`: unknown kind `frobnicate`"));
     // The whole set displays one error per line.
     let all = Spec::parse(yaml, "spec.yaml").expect_err("invalid").to_string();

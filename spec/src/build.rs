@@ -21,6 +21,8 @@ pub(crate) struct Builder<'a> {
     sink: &'a mut Sink,
     /// Chat models by name (`models` section), or why one could not be built.
     models: HashMap<String, Result<agentic_agents::ChatModelRef, String>>,
+    /// Decision models by name (scripted `decisions`); other models are chat models used as decision models.
+    decision_models: HashMap<String, agentic_agents::DecisionModelRef>,
 }
 
 /// A failure already recorded in the sink.
@@ -35,6 +37,7 @@ impl<'a> Builder<'a> {
             in_progress: HashSet::new(),
             sink,
             models: HashMap::new(),
+            decision_models: HashMap::new(),
         }
     }
 
@@ -139,6 +142,10 @@ impl<'a> Builder<'a> {
             | AgentKind::Voting { .. }
             | AgentKind::Debate { .. }
             | AgentKind::Bdi { .. } => self.pattern(def),
+            AgentKind::Supervisor(s) => self.supervisor(def, s),
+            AgentKind::DecisionRouter { agents, model, threshold } => {
+                self.decision_router(def, agents, model, *threshold)
+            }
             AgentKind::Unsupported(kind) => {
                 self.sink.push(
                     def.kind_pos,
@@ -272,6 +279,80 @@ impl Builder<'_> {
         }
         let built = common(b, def).build();
         self.finish(def, built)
+    }
+}
+
+/// The model-driven kinds (`supervisor`, `decision_router`).
+impl<'a> Builder<'a> {
+    /// Sets the decision models by name: `scripted` entries with `decisions` (the other entries are chat
+    /// models wrapped as decision models).
+    pub(crate) fn with_decision_models(mut self, models: HashMap<String, agentic_agents::DecisionModelRef>) -> Self {
+        self.decision_models = models;
+        self
+    }
+
+    /// The chat model named `model`, or the error reported at the agent's `model` field.
+    fn chat_model(
+        &mut self,
+        def: &AgentDef,
+        model: &Located<String>,
+    ) -> Result<agentic_agents::ChatModelRef, Reported> {
+        match self.models.get(&model.value) {
+            Some(Ok(m)) => Ok(m.clone()),
+            Some(Err(e)) => {
+                let msg = format!("model `{}`: {e}", model.value);
+                self.sink.push(model.pos, Some(&def.name), Some("model"), msg);
+                Err(Reported)
+            }
+            None => {
+                let msg = format!("unknown model `{}`", model.value);
+                self.sink.push(model.pos, Some(&def.name), Some("model"), msg);
+                Err(Reported)
+            }
+        }
+    }
+
+    fn supervisor(&mut self, def: &'a AgentDef, s: &crate::model::SupervisorDef) -> Built {
+        use agentic_planners::{ContextStrategy, ResponseStrategy, Supervisor};
+        let subs = self.children(def, &s.agents);
+        let model = self.chat_model(def, &s.model);
+        let (subs, model) = (subs?, model?);
+        let invalid = |builder: &mut Self, message: String| {
+            builder.sink.push(def.pos, Some(&def.name), None, message);
+            Reported
+        };
+        let responses = ResponseStrategy::from_name(&s.response_strategy).map_err(|m| invalid(self, m))?;
+        let context = ContextStrategy::from_name(&s.context_strategy).map_err(|m| invalid(self, m))?;
+        let mut b = composite(Supervisor::builder(), def, self)?
+            .sub_agents(subs)
+            .chat_model(model)
+            .response_strategy(responses)
+            .context_strategy(context)
+            .max_invocations(s.max_invocations);
+        if let Some(text) = &s.supervisor_context {
+            b = b.supervisor_context(text.clone());
+        }
+        self.finish(def, b.build())
+    }
+
+    fn decision_router(
+        &mut self,
+        def: &'a AgentDef,
+        agents: &[Located<String>],
+        model: &Located<String>,
+        threshold: Option<f64>,
+    ) -> Built {
+        use agentic_planners::DecisionRouter;
+        let subs = self.children(def, agents)?;
+        let mut b = composite(DecisionRouter::builder(), def, self)?.sub_agents(subs);
+        b = match self.decision_models.get(&model.value) {
+            Some(m) => b.decision_model(m.clone()),
+            None => b.chat_model(self.chat_model(def, model)?),
+        };
+        if let Some(t) = threshold {
+            b = b.threshold(t);
+        }
+        self.finish(def, b.build())
     }
 }
 

@@ -26,7 +26,8 @@
 //! all problems are collected, not just the first: see [`SpecErrors`].
 //!
 //! Kinds supported by this build: `compute`, `human`, `llm`, `sequence`, `loop`, `parallel`, `parallel_mapper`,
-//! `conditional`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`. The other kinds of SPEC.md are recognised and rejected with "not supported yet". The
+//! `conditional`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`, `supervisor`, `decision_router`. The
+//! other kinds of SPEC.md (`mcp`, `a2a`) are recognised and rejected with "not supported yet". The
 //! `models` section builds chat models ([`model_from_def`]: `openai`, `scripted`; `local` is reported as not
 //! built in) when an `llm` agent uses them; [`Spec::build_with_models`] substitutes models (tests, servers
 //! chosen at run time). `llm` agents' `tools` are reported as not supported in specs yet. `compensate_on_error` is parsed and stored; it
@@ -62,6 +63,11 @@
 //! `convergence` `unanimous` (debaters and judge read `debateContext`); `bdi` desires: `priority` 0,
 //! `achievable` always, `satisfied` required, `max_invocations` 50. `prefer[].agent` must be one of the
 //! blackboard's `agents`; `debaters`, `judge` and desires' `agents` are sub-agent references.
+//! `supervisor`: `model` `default`, `response_strategy` `last`, `context_strategy` `chat_memory`, no
+//! `supervisor_context`, `max_invocations` 10; the request is the state key `request`.
+//! `decision_router`: `model` `default` (a `scripted` entry with `decisions` is a decision model; any other
+//! entry's chat model is used as one), no `threshold` (one choice); `threshold` must be strictly between 0
+//! and 1; the request is the state key `request`.
 
 mod build;
 mod error;
@@ -76,12 +82,13 @@ use std::path::Path;
 use agentic_engine::AgentRef;
 
 pub use error::{SpecError, SpecErrors};
+pub use model::SupervisorDef;
 pub use model::{
     AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, LlmDef, Located, ModelDef,
     ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
 pub use model::{DesireDef, PreferDef};
-pub use models::model_from_def;
+pub use models::{decision_model_from_def, model_from_def};
 pub use node::Pos;
 
 use error::Sink;
@@ -144,6 +151,7 @@ impl Spec {
         validate::check_graph(&parsed.agents, &parsed.names, parsed.root.as_ref(), &mut sink);
         validate::check_prefer(&parsed.agents, &parsed.names, &mut sink);
         validate::check_llm(&parsed.agents, &parsed.models, &parsed.names, &mut sink);
+        validate::check_pattern_models(&parsed.agents, &parsed.models, &mut sink);
         for agent in &parsed.agents {
             validate::check_expressions(agent, &mut sink);
         }
@@ -223,7 +231,9 @@ impl Spec {
 
     /// Builds like [`Spec::build`], using `models` instead of the spec's entries of the same names (the
     /// other entries are built with [`model_from_def`]). A substituted name must still be defined in the
-    /// spec's `models` section (that is what `llm` agents are checked against).
+    /// spec's `models` section (that is what `llm` agents are checked against). A decision router whose model
+    /// is substituted uses the substitute as a chat model ([`agentic_agents::ChatDecisionModel`]); one whose
+    /// model is a `scripted` entry with `decisions` (not substituted) uses those decisions.
     ///
     /// # Errors
     /// As [`Spec::build`]; also a model an `llm` agent uses that cannot be built (e.g. `provider: local` in
@@ -233,10 +243,22 @@ impl Spec {
         models: impl IntoIterator<Item = (String, agentic_agents::ChatModelRef)>,
     ) -> Result<BuiltSpec, SpecErrors> {
         let mut sink = Sink::new(self.file.clone());
+        let models: Vec<(String, agentic_agents::ChatModelRef)> = models.into_iter().collect();
+        let substituted: Vec<String> = models.iter().map(|(n, _)| n.clone()).collect();
         let mut chat_models: std::collections::HashMap<String, Result<agentic_agents::ChatModelRef, String>> =
             self.models.iter().map(|d| (d.name.clone(), model_from_def(d).map_err(|e| e.to_string()))).collect();
         chat_models.extend(models.into_iter().map(|(name, m)| (name, Ok(m))));
-        let root = build::Builder::new(&self.agents, &mut sink).with_models(chat_models).build(&self.root, None);
+        // A substituted model replaces the entry for decisions too (it is then a chat model used as one).
+        let decision_models = self
+            .models
+            .iter()
+            .filter(|d| !substituted.contains(&d.name))
+            .filter_map(|d| decision_model_from_def(d).map(|m| (d.name.clone(), m)))
+            .collect();
+        let root = build::Builder::new(&self.agents, &mut sink)
+            .with_models(chat_models)
+            .with_decision_models(decision_models)
+            .build(&self.root, None);
         match root {
             Ok(root) if sink.is_empty() => Ok(BuiltSpec { name: self.name.clone(), root, models: self.models.clone() }),
             _ => {

@@ -199,6 +199,20 @@ pub enum AgentKind {
         /// At most this many invocations (default 50).
         max_invocations: u32,
     },
+    /// `supervisor`: a chat model decides, step by step, which of `agents` runs next (see [`SupervisorDef`]).
+    Supervisor(SupervisorDef),
+    /// `decision_router`: a decision model chooses which of `agents` run.
+    DecisionRouter {
+        /// Sub-agents by name.
+        agents: Vec<Located<String>>,
+        /// `model`: a name in `models` (default `default`, located at the agent when not written); a
+        /// `scripted` entry with `decisions` answers as a decision model, any other entry is a chat model used
+        /// as one.
+        model: Located<String>,
+        /// `threshold` (strictly between 0 and 1): run every agent whose probability of yes reaches it; none =
+        /// one choice.
+        threshold: Option<f64>,
+    },
     /// A kind of SPEC.md this build does not support yet (`llm`, `supervisor`, ...). Never present in a
     /// spec that validated.
     Unsupported(String),
@@ -222,6 +236,8 @@ impl AgentKind {
             AgentKind::Voting { .. } => "voting",
             AgentKind::Debate { .. } => "debate",
             AgentKind::Bdi { .. } => "bdi",
+            AgentKind::Supervisor(_) => "supervisor",
+            AgentKind::DecisionRouter { .. } => "decision_router",
             AgentKind::Unsupported(kind) => kind,
         }
     }
@@ -236,7 +252,9 @@ impl AgentKind {
             AgentKind::Goap { agents }
             | AgentKind::P2p { agents, .. }
             | AgentKind::Blackboard { agents, .. }
-            | AgentKind::Voting { agents, .. } => agents.iter().collect(),
+            | AgentKind::Voting { agents, .. }
+            | AgentKind::DecisionRouter { agents, .. } => agents.iter().collect(),
+            AgentKind::Supervisor(s) => s.agents.iter().collect(),
             AgentKind::Debate { debaters, judge, .. } => debaters.iter().chain(std::iter::once(judge)).collect(),
             AgentKind::Bdi { desires, .. } => desires.iter().flat_map(|d| d.agents.iter()).collect(),
             AgentKind::Conditional { branches } => branches.iter().flat_map(|b| b.agents.iter()).collect(),
@@ -262,6 +280,24 @@ pub struct LlmDef {
     pub memory_window: Option<usize>,
     /// `context.summarized`: agents whose last exchanges are put before the user message.
     pub context: Vec<Located<String>>,
+}
+
+/// The fields of a `supervisor` agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SupervisorDef {
+    /// Sub-agents by name.
+    pub agents: Vec<Located<String>>,
+    /// `model`: the planning chat model, a name in `models` (default `default`, located at the agent when not
+    /// written).
+    pub model: Located<String>,
+    /// `response_strategy`: `last` (default), `summary` or `scored`.
+    pub response_strategy: String,
+    /// `context_strategy`: `chat_memory` (default), `summarization` or `chat_memory_and_summarization`.
+    pub context_strategy: String,
+    /// `supervisor_context`: text added to the planner's prompt (default none).
+    pub supervisor_context: Option<String>,
+    /// `max_invocations` (default 10).
+    pub max_invocations: u32,
 }
 
 /// A named model configuration (`models.<name>`); `llm` agents refer to it by name.
@@ -322,10 +358,12 @@ pub const SUPPORTED_KINDS: &[&str] = &[
     "voting",
     "debate",
     "bdi",
+    "supervisor",
+    "decision_router",
 ];
 
 /// Kinds of SPEC.md that are recognised but not supported yet by this build.
-pub const UNSUPPORTED_KINDS: &[&str] = &["mcp", "a2a", "supervisor", "decision_router"];
+pub const UNSUPPORTED_KINDS: &[&str] = &["mcp", "a2a"];
 
 /// One `prefer` rule of a `blackboard`: `{agent, when}`.
 #[derive(Debug, Clone, PartialEq)]

@@ -382,6 +382,10 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
         "voting" => &["agents", "strategy"],
         "debate" => &["debaters", "judge", "max_rounds", "convergence"],
         "bdi" => &["desires", "max_invocations"],
+        "supervisor" => {
+            &["agents", "model", "response_strategy", "context_strategy", "supervisor_context", "max_invocations"]
+        }
+        "decision_router" => &["agents", "model", "threshold"],
         other => {
             let all = SUPPORTED_KINDS.iter().chain(UNSUPPORTED_KINDS).copied();
             let hint = match suggest(other, all) {
@@ -508,6 +512,37 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             desires: parse_desires(&obj, &mut cx),
             max_invocations: bounded_u32(&obj, &mut cx, "max_invocations", 50),
         },
+        "supervisor" => {
+            let agents = cx.required_list(&obj, "agents");
+            let model = model_field(&obj, pos, &mut cx);
+            let responses = choice(&obj, &mut cx, "response_strategy", &["last", "summary", "scored"]);
+            let contexts = ["chat_memory", "summarization", "chat_memory_and_summarization"];
+            let context = choice(&obj, &mut cx, "context_strategy", &contexts);
+            let supervisor_context = cx.string(&obj, "supervisor_context").map(|s| s.value);
+            let max_invocations = bounded_u32(&obj, &mut cx, "max_invocations", 10);
+            AgentKind::Supervisor(crate::model::SupervisorDef {
+                agents,
+                model: model?,
+                response_strategy: responses?,
+                context_strategy: context?,
+                supervisor_context,
+                max_invocations,
+            })
+        }
+        "decision_router" => {
+            let agents = cx.required_list(&obj, "agents");
+            let model = model_field(&obj, pos, &mut cx);
+            let threshold = match (obj.get("threshold"), cx.number(&obj, "threshold")) {
+                (Some(node), Some(t)) if !(t > 0.0 && t < 1.0) => {
+                    let shown = node.to_json();
+                    cx.err(node.pos, Some("threshold"), format!("must be strictly between 0 and 1, found {shown}"));
+                    return None;
+                }
+                (Some(_), None) => return None,
+                (_, t) => t,
+            };
+            AgentKind::DecisionRouter { agents, model: model?, threshold }
+        }
         _ => AgentKind::Conditional { branches: parse_branches(&obj, &mut cx) },
     };
     Some(def)
@@ -704,6 +739,15 @@ fn parse_output(node: &Node, cx: &mut Cx<'_>) -> Option<agentic_agents::OutputTy
             cx.err(node.pos, Some("output"), format!("{EXPECTED}, found {}", node.type_name()));
             None
         }
+    }
+}
+
+/// The `model` field of a supervisor or decision router: a name in `models`, default `default` (located at the
+/// agent).
+fn model_field(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<Located<String>> {
+    match obj.get("model") {
+        None => Some(Located::new("default".to_string(), pos)),
+        Some(_) => cx.nonempty(obj, "model"),
     }
 }
 

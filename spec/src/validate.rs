@@ -265,6 +265,38 @@ pub(crate) fn check_llm(agents: &[AgentDef], models: &[crate::model::ModelDef], 
     }
 }
 
+/// Checks the `model` of supervisors and decision routers: it must name a model of the `models` section.
+pub(crate) fn check_pattern_models(agents: &[AgentDef], models: &[crate::model::ModelDef], sink: &mut Sink) {
+    let model_names: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
+    for agent in agents {
+        let model = match &agent.kind {
+            AgentKind::Supervisor(s) => &s.model,
+            AgentKind::DecisionRouter { model, .. } => model,
+            _ => continue,
+        };
+        let name = model.value.as_str();
+        if model_names.contains(&name) {
+            continue;
+        }
+        let defined = if model_names.is_empty() {
+            "no models are defined (add a `models` section, e.g. `models: {default: {provider: local}}`)".to_string()
+        } else {
+            let list = model_names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+            format!("defined models: {list}")
+        };
+        let what = if model.pos == agent.pos {
+            format!("a {} without `model` uses `default`, which is not defined", agent.kind.name())
+        } else {
+            let hint = match suggest(name, model_names.iter().copied()) {
+                Some(s) => format!(" (did you mean `{s}`?)"),
+                None => String::new(),
+            };
+            format!("unknown model `{name}`{hint}")
+        };
+        sink.push(model.pos, Some(&agent.name), Some("model"), format!("{what}; {defined}"));
+    }
+}
+
 /// Checks the `prefer` rules of blackboards: each names a defined agent that is one of the blackboard's
 /// `agents`.
 pub(crate) fn check_prefer(agents: &[AgentDef], names: &[String], sink: &mut Sink) {
