@@ -326,14 +326,15 @@ impl DecisionResponse {
         self.answers.get(name).ok_or_else(|| DecisionError::NoAnswer { question: name.to_string() })
     }
 
-    fn wrong_kind(name: &str, want: &str, got: &Answer) -> DecisionError {
-        DecisionError::NoAnswer { question: format!("{name}` as a {want} question (it is a {} answer)`", got.kind()) }
+    fn wrong_kind(name: &str, want: &'static str, got: &Answer) -> DecisionError {
+        DecisionError::WrongKind { question: name.to_string(), expected: want, found: got.kind() }
     }
 
     /// The chosen option of choice question `name`.
     ///
     /// # Errors
-    /// [`DecisionError::NoAnswer`] when there is no choice answer by that name.
+    /// [`DecisionError::NoAnswer`] when there is no answer by that name, [`DecisionError::WrongKind`] when it
+    /// is not a choice answer.
     pub fn choice(&self, name: &str) -> Result<&str, DecisionError> {
         match self.answer(name)? {
             Answer::Choice { value, .. } => Ok(value),
@@ -355,7 +356,8 @@ impl DecisionResponse {
     /// The probability of "yes" for yes/no question `name`.
     ///
     /// # Errors
-    /// [`DecisionError::NoAnswer`] when there is no yes/no answer by that name.
+    /// [`DecisionError::NoAnswer`] when there is no answer by that name, [`DecisionError::WrongKind`] when it
+    /// is not a yes/no answer.
     pub fn yes_no(&self, name: &str) -> Result<f64, DecisionError> {
         match self.answer(name)? {
             Answer::YesNo { probability } => Ok(*probability),
@@ -366,7 +368,8 @@ impl DecisionResponse {
     /// The mean level index of scale question `name`.
     ///
     /// # Errors
-    /// [`DecisionError::NoAnswer`] when there is no scale answer by that name.
+    /// [`DecisionError::NoAnswer`] when there is no answer by that name, [`DecisionError::WrongKind`] when it
+    /// is not a scale answer.
     pub fn scale(&self, name: &str) -> Result<f64, DecisionError> {
         match self.answer(name)? {
             Answer::Scale { mean, .. } => Ok(*mean),
@@ -417,11 +420,21 @@ pub enum DecisionError {
         /// The model's reply (or the scripted decision), as text.
         reply: String,
     },
-    /// A response has no answer of the requested kind under that name.
+    /// A response has no answer under that name.
     #[error("no answer to `{question}`")]
     NoAnswer {
         /// The question's name.
         question: String,
+    },
+    /// A response's answer under that name is of another kind than the one read.
+    #[error("the answer to `{question}` is a {found} answer, not a {expected} one")]
+    WrongKind {
+        /// The question's name.
+        question: String,
+        /// The kind read (`choice`, `yes/no`, `scale`).
+        expected: &'static str,
+        /// The answer's kind.
+        found: &'static str,
     },
     /// The underlying chat model failed (or a scripted model ran out of decisions).
     #[error(transparent)]
@@ -1006,6 +1019,16 @@ mod tests {
         assert_eq!((r.yes_no("urgent").expect("yes/no"), r.scale("mood").expect("scale")), (0.25, 1.5));
         let e = m.decide(request).await.expect_err("missing");
         assert!(e.to_string().contains("invalid answer to `mood`: no answer"), "{e}");
+        let r = DecisionResponse {
+            answers: BTreeMap::from([("urgent".to_string(), Answer::YesNo { probability: 0.5 })]),
+            usage: TokenUsage::default(),
+            model: "m".into(),
+        };
+        assert_eq!(
+            r.choice("urgent").expect_err("kind").to_string(),
+            "the answer to `urgent` is a yes/no answer, not a choice one"
+        );
+        assert_eq!(r.scale("mood").expect_err("none").to_string(), "no answer to `mood`");
     }
 
     #[tokio::test]
