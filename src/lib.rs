@@ -62,14 +62,16 @@ pub mod prelude {
     pub use agentic_agents::model::ToolChoice;
     pub use agentic_agents::model::{ChatModelRef, OpenAiModel, ScriptedModel};
     pub use agentic_agents::{Compute, FnAgent, Human, HumanMode, LlmAgent, OutputType, ScopeAction, Tool};
+    pub use agentic_agents::{DecisionModelRef, ScriptedDecisionModel};
     pub use agentic_engine::{
         Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, CancelHandle, Completion, Composite, Durability,
         ErrorHandler, InputSpec, InvocationContext, Planner, PlanningContext, Recovery, RetryPolicy, RunOutcome,
         RunResult, ScopeView, SpecBuilder, TypedKey, ValueType,
     };
     pub use agentic_planners::{
-        Bdi, Blackboard, CompositeBuilderExt, Conditional, Convergence, Debate, DecisionRouter, Desire, Goap, Loop,
-        P2p, Parallel, ParallelMapper, ResponseStrategy, Sequence, Supervisor, Voting, VotingStrategy,
+        Bdi, Blackboard, CompositeBuilderExt, Conditional, ContextStrategy, Convergence, Debate, DecisionRouter,
+        Desire, Goap, Loop, P2p, Parallel, ParallelMapper, ResponseStrategy, Sequence, Supervisor, Voting,
+        VotingStrategy,
     };
     pub use agentic_store::{MemoryStore, SledStore};
 }
