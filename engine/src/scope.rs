@@ -226,41 +226,51 @@ pub struct ScopeActor;
 
 #[doc(hidden)]
 pub struct ScopeState {
-    view: ScopeView,
+    /// The current snapshot lives only in the watch channel: writes modify it in place, so while no reader
+    /// holds an older snapshot the persistent map is unshared and updated without copying its nodes.
     tx: watch::Sender<ScopeView>,
     history: Vec<InvocationRecord>,
 }
 
 impl ScopeState {
     fn apply(&mut self, delta: Vec<(String, Value)>) -> u64 {
-        for (k, v) in delta {
-            if v.is_null() {
-                self.view.state.remove(k.as_str());
-            } else {
-                self.view.state.insert(Arc::from(k), Arc::new(v));
+        let mut seq = 0;
+        self.tx.send_modify(|view| {
+            for (k, v) in delta {
+                if v.is_null() {
+                    view.state.remove(k.as_str());
+                } else {
+                    view.state.insert(Arc::from(k), Arc::new(v));
+                }
             }
-        }
-        self.view.seq += 1;
-        self.publish();
-        self.view.seq
+            view.seq += 1;
+            seq = view.seq;
+        });
+        seq
     }
 
-    fn publish(&self) {
-        self.tx.send_replace(self.view.clone());
+    /// Changes the snapshot without a state write (pending keys, async errors).
+    fn modify(&mut self, f: impl FnOnce(&mut ScopeView)) -> u64 {
+        let mut seq = 0;
+        self.tx.send_modify(|view| {
+            f(view);
+            seq = view.seq;
+        });
+        seq
     }
 }
 
 impl Actor for ScopeActor {
     type Msg = ScopeMsg;
     type State = ScopeState;
-    type Arguments = (ScopeView, watch::Sender<ScopeView>, Vec<InvocationRecord>);
+    type Arguments = (watch::Sender<ScopeView>, Vec<InvocationRecord>);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
-        (view, tx, history): Self::Arguments,
+        (tx, history): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(ScopeState { view, tx, history })
+        Ok(ScopeState { tx, history })
     }
 
     async fn handle(
@@ -278,20 +288,21 @@ impl Actor for ScopeActor {
                 let _ = reply.send(seq);
             }
             ScopeMsg::MarkPending { key, reply } => {
-                state.view.pending.insert(key.clone());
-                state.view.async_errors.remove(&key);
-                state.publish();
+                state.modify(|view| {
+                    view.pending.insert(key.clone());
+                    view.async_errors.remove(&key);
+                });
                 let _ = reply.send(());
             }
             ScopeMsg::AsyncDone { key, result, reply } => {
-                state.view.pending.remove(&key);
+                state.modify(|view| {
+                    view.pending.remove(&key);
+                });
                 let seq = match result {
                     Ok(delta) => state.apply(delta),
-                    Err(e) => {
-                        state.view.async_errors.insert(key, e);
-                        state.publish();
-                        state.view.seq
-                    }
+                    Err(e) => state.modify(|view| {
+                        view.async_errors.insert(key, e);
+                    }),
                 };
                 let _ = reply.send(seq);
             }
@@ -351,8 +362,8 @@ impl ScopeHandle {
         history: Vec<InvocationRecord>,
     ) -> Result<Self, AgentError> {
         let view = ScopeView::from_map(initial);
-        let (tx, rx) = watch::channel(view.clone());
-        let (actor, _join) = Actor::spawn(None, ScopeActor, (view, tx, history)).await.map_err(actor_gone)?;
+        let (tx, rx) = watch::channel(view);
+        let (actor, _join) = Actor::spawn(None, ScopeActor, (tx, history)).await.map_err(actor_gone)?;
         Ok(ScopeHandle { inner: Arc::new(ScopeInner { actor, memory_id: Arc::from(memory_id) }), rx })
     }
 
