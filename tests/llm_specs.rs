@@ -266,7 +266,7 @@ agents:
              expected end of variable block",
             "spec.yaml:11:73: agent `e`: field `context.summarized`: unknown agent `nobody`; defined agents: `a`, \
              `b`, `c`, `d`, `e`, `f`, `s`",
-            "spec.yaml:12:51: agent `f`: field `tools`: tools are not supported in specs yet",
+            "spec.yaml:12:52: agent `f`: field `tools[0]`: expected a mapping, found a string",
             "spec.yaml:12:79: agent `f`: field `output.schema`: expected a JSON schema mapping, found an integer",
         ]
     );
@@ -282,7 +282,7 @@ fn a_missing_user_message_and_unknown_fields_are_reported() {
             "spec.yaml:6:6: agent `a`: missing field `user`",
             "spec.yaml:6:19: agent `a`: unknown field `sytem` (did you mean `system`?), expected one of `kind`, \
              `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `model`, `system`, `user`, \
-             `output`, `memory`, `context`, `tools`",
+             `output`, `memory`, `context`, `tools`, `max_tool_iterations`, `tool_choice`, `temperature`, `max_tokens`",
         ]
     );
 }
@@ -319,4 +319,230 @@ agents:
     let outcome = built.root.invoke().input("q", "a trip").await.expect("run");
     assert_eq!(outcome.state().get("category"), Some(&json!("LEGAL")));
     assert_eq!(outcome.state().get("plan"), Some(&json!({"city": "Paris", "days": 3})));
+}
+
+const ORDER_SPEC: &str = r#"version: 1
+root: support
+models:
+  default: { provider: scripted }
+agents:
+  support:
+    kind: llm
+    user: "Customer asks: {{ question }}"
+    max_tool_iterations: 3
+    tools:
+      - name: order_status
+        description: The shipping status of an order
+        parameters: { order_id: string }
+        value: "orders[order_id] if order_id in orders else 'unknown order ' ~ order_id"
+      - name: quote
+        description: The price of a quantity of items
+        parameters:
+          quantity: integer
+          unit: { type: number, description: "price of one item, in EUR" }
+        template: "{{ quantity }} x {{ unit }} EUR = {{ quantity * unit }} EUR"
+    output_key: answer
+"#;
+
+#[tokio::test]
+async fn spec_tools_are_offered_to_the_model_and_run_over_the_state_and_the_arguments() {
+    let model = ScriptedModel::new([
+        r#"{"tool_calls": [{"name": "order_status", "arguments": {"order_id": "A42"}},
+                          {"name": "quote", "arguments": {"quantity": 3, "unit": 2.5}}]}"#,
+        r#"{"tool_calls": [{"name": "order_status", "arguments": {"order": "B7"}}]}"#,
+        "Your order A42 has shipped; three more cost 7.5 EUR.",
+    ]);
+    let built = Spec::parse(ORDER_SPEC, "support.yaml")
+        .expect("valid spec")
+        .build_with_models([("default".to_string(), ChatModelRef::new(model.clone()))])
+        .expect("build");
+    let outcome = built
+        .root
+        .invoke()
+        .input("question", "Where is my order A42?")
+        .input("orders", json!({"A42": "shipped", "B7": "packed"}))
+        .await
+        .expect("run");
+    assert_eq!(outcome.output(), Some(&json!("Your order A42 has shipped; three more cost 7.5 EUR.")));
+
+    let requests = model.requests();
+    let tools: Vec<Value> = requests[0]
+        .tools
+        .iter()
+        .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            json!({"name": "order_status", "description": "The shipping status of an order", "parameters": {
+                "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}),
+            json!({"name": "quote", "description": "The price of a quantity of items", "parameters": {
+                "type": "object",
+                "properties": {"quantity": {"type": "integer"},
+                               "unit": {"type": "number", "description": "price of one item, in EUR"}},
+                "required": ["quantity", "unit"]}}),
+        ]
+    );
+    // The results of the first round, in call order; the second round's mistake is fed back as an error.
+    let tool_results = |i: usize| -> Vec<String> {
+        requests[i].messages.iter().filter(|m| m.role() == "tool").map(|m| m.text().to_string()).collect()
+    };
+    assert_eq!(tool_results(1), ["shipped", "3 x 2.5 EUR = 7.5 EUR"]);
+    let second = tool_results(2);
+    assert_eq!(second.len(), 3);
+    assert!(second[2].starts_with("error: ") && second[2].contains("order_id"), "{}", second[2]);
+}
+
+#[test]
+fn spec_tool_errors_are_located() {
+    let text = r#"version: 1
+root: a
+models:
+  default: { provider: scripted }
+agents:
+  a:
+    kind: llm
+    user: hi
+    max_tool_iterations: 0
+    tools:
+      - name: "bad name"
+        value: "1"
+      - name: twin
+        parameters: { x: text, y: 3 }
+        value: "x +"
+      - name: twin
+        value: "1"
+        template: "2"
+      - name: empty
+        descripton: nothing
+      - search
+"#;
+    assert_eq!(
+        errors(text),
+        [
+            "spec.yaml:9:26: agent `a`: field `max_tool_iterations`: must be between 1 and 1000, found 0",
+            "spec.yaml:11:15: agent `a`: field `tools[0].name`: `bad name`: a tool name has only letters, digits, \
+             `_` and `-`",
+            "spec.yaml:14:26: agent `a`: field `tools[1].parameters.x`: unknown type `text`, expected `string`, \
+             `number`, `integer`, `boolean`, `json` or a JSON schema",
+            "spec.yaml:14:35: agent `a`: field `tools[1].parameters.y`: expected a type name or a JSON schema, found \
+             an integer",
+            "spec.yaml:15:16: agent `a`: field `tools[1].value`: invalid expression: syntax error: unexpected end of \
+             input, expected expression",
+            "spec.yaml:16:15: agent `a`: field `tools[2].name`: two tools are named `twin` (first at line 13, column \
+             15)",
+            "spec.yaml:18:19: agent `a`: field `tools[2]`: a tool takes either `value` or `template`, not both",
+            "spec.yaml:19:9: agent `a`: field `tools[3]`: missing field `value` (an expression over the arguments) or \
+             `template`",
+            "spec.yaml:20:9: agent `a`: field `tools[3]`: unknown field `descripton` (did you mean `description`?), \
+             expected one of `name`, `description`, `parameters`, `value`, `template`",
+            "spec.yaml:21:9: agent `a`: field `tools[4]`: expected a mapping, found a string",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn spec_context_is_verbatim_with_conversation_and_summarized_by_the_model_with_summarized() {
+    let text = |mode: &str| {
+        format!(
+            r#"version: 1
+root: experts
+models:
+  default: {{ provider: scripted }}
+agents:
+  experts: {{ kind: sequence, agents: [medical, legal], output_key: response }}
+  medical: {{ kind: llm, user: "As a doctor: {{{{ request }}}}", output_key: medical_answer }}
+  legal: {{ kind: llm, user: "As a lawyer: {{{{ question }}}}", context: {{ {mode}: [medical] }}, output_key: response }}
+"#
+        )
+    };
+    let run = |spec: String, model: ScriptedModel| async move {
+        let built = Spec::parse(&spec, "experts.yaml")
+            .expect("valid")
+            .build_with_models([("default".to_string(), ChatModelRef::new(model))])
+            .expect("build");
+        built.root.invoke().input("request", "I broke my leg").input("question", "Should I sue?").await.expect("run")
+    };
+
+    let verbatim = ScriptedModel::new(["Rest and ice.", "Yes, you may."]);
+    let outcome = run(text("conversation"), verbatim.clone()).await;
+    assert_eq!(outcome.output(), Some(&json!("Yes, you may.")));
+    assert_eq!(
+        verbatim.requests()[1].messages[0].text(),
+        "Considering this context:\n[medical] User: As a doctor: I broke my leg\n[medical] Answer: Rest and ice.\n\nAs \
+         a lawyer: Should I sue?"
+    );
+
+    let summarized = ScriptedModel::new(["Rest and ice.", "A broken leg was treated.", "Yes, you may."]);
+    let outcome = run(text("summarized"), summarized.clone()).await;
+    assert_eq!(outcome.output(), Some(&json!("Yes, you may.")));
+    let requests = summarized.requests();
+    assert_eq!(
+        requests[1].messages[0].text(),
+        format!(
+            "{}[medical] User: As a doctor: I broke my leg\n[medical] Answer: Rest and ice.\n",
+            agentic::agents::SUMMARY_PROMPT
+        )
+    );
+    assert_eq!(
+        requests[2].messages[0].text(),
+        "Considering this context: A broken leg was treated.\n\nAs a lawyer: Should I sue?"
+    );
+}
+
+#[tokio::test]
+async fn a_forced_tool_call_applies_to_the_first_request_only_and_sampling_options_reach_the_model() {
+    use agentic::agents::model::ToolChoice;
+    let text = ORDER_SPEC.replace(
+        "    max_tool_iterations: 3\n",
+        "    max_tool_iterations: 3\n    tool_choice: order_status\n    temperature: 0\n    max_tokens: 64\n",
+    );
+    let model = ScriptedModel::new([
+        r#"{"tool_calls": [{"name": "order_status", "arguments": {"order_id": "B7"}}]}"#,
+        "Order B7 is packed.",
+    ]);
+    let built = Spec::parse(&text, "support.yaml")
+        .expect("valid spec")
+        .build_with_models([("default".to_string(), ChatModelRef::new(model.clone()))])
+        .expect("build");
+    let outcome =
+        built.root.invoke().input("question", "And B7?").input("orders", json!({"B7": "packed"})).await.expect("run");
+    assert_eq!(outcome.output(), Some(&json!("Order B7 is packed.")));
+    let requests = model.requests();
+    let options: Vec<(Option<ToolChoice>, Option<f64>, Option<u32>)> =
+        requests.iter().map(|r| (r.tool_choice.clone(), r.temperature, r.max_tokens)).collect();
+    assert_eq!(
+        options,
+        [
+            (Some(ToolChoice::Tool("order_status".into())), Some(0.0), Some(64)),
+            (Some(ToolChoice::Auto), Some(0.0), Some(64)),
+        ]
+    );
+}
+
+#[test]
+fn tool_choice_and_sampling_options_are_checked() {
+    let text = r#"version: 1
+root: a
+models:
+  default: { provider: scripted }
+agents:
+  a:
+    kind: llm
+    user: hi
+    tool_choice: order_staus
+    temperature: 3
+    max_tokens: 0
+    tools:
+      - { name: order_status, value: "1" }
+"#;
+    assert_eq!(
+        errors(text),
+        [
+            "spec.yaml:9:18: agent `a`: field `tool_choice`: `order_staus` is neither `auto`, `none`, `required` nor \
+             a tool of this agent (did you mean `order_status`?); the tools are `order_status`",
+            "spec.yaml:10:18: agent `a`: field `temperature`: must be between 0 and 2, found 3",
+            "spec.yaml:11:17: agent `a`: field `max_tokens`: must be at least 1, found 0",
+        ]
+    );
 }

@@ -274,12 +274,76 @@ impl Builder<'_> {
         if let Some(n) = llm.memory_window {
             b = b.memory_window(n);
         }
-        if !llm.context.is_empty() {
+        if llm.context_summarized && !llm.context.is_empty() {
             b = b.summarized_context(llm.context.iter().map(|c| c.value.clone()));
+        } else if !llm.context_summarized {
+            b = b.conversation_context(llm.context.iter().map(|c| c.value.clone()));
+        }
+        for (i, tool) in llm.tools.iter().enumerate() {
+            match spec_tool(tool) {
+                Ok(t) => b = b.tool(t),
+                Err(e) => {
+                    let (field, src) = match &tool.body {
+                        ComputeBody::Value(v) => ("value", v),
+                        ComputeBody::Template(t) => ("template", t),
+                    };
+                    let msg = expr_message(&e);
+                    self.sink.push(src.pos, Some(&def.name), Some(&format!("tools[{i}].{field}")), msg);
+                    return Err(Reported);
+                }
+            }
+        }
+        if let Some(n) = llm.max_tool_iterations {
+            b = b.max_tool_iterations(n);
+        }
+        if let Some(choice) = &llm.tool_choice {
+            b = b.tool_choice(choice.clone());
+        }
+        if let Some(t) = llm.temperature {
+            b = b.temperature(t);
+        }
+        if let Some(n) = llm.max_tokens {
+            b = b.max_tokens(n);
         }
         let built = common(b, def).build();
         self.finish(def, built)
     }
+}
+
+/// A spec tool: its expression (or template) evaluated over the state with the model's arguments as
+/// variables; an evaluation error is the tool's error (the model sees it and may call again).
+fn spec_tool(def: &crate::model::ToolDef) -> Result<agentic_agents::Tool, agentic_agents::ExprError> {
+    use agentic_agents::expr::Template;
+    enum Body {
+        Value(Expression),
+        Template(Template),
+    }
+    let body = Arc::new(match &def.body {
+        ComputeBody::Value(v) => Body::Value(Expression::compile(&v.value)?),
+        ComputeBody::Template(t) => Body::Template(Template::compile(&t.value)?),
+    });
+    let properties: serde_json::Map<String, Value> = def.parameters.iter().cloned().collect();
+    let required: Vec<&String> = def.parameters.iter().map(|(n, _)| n).collect();
+    let schema = serde_json::json!({ "type": "object", "properties": properties, "required": required });
+    Ok(agentic_agents::Tool::from_json_with_call(
+        def.name.value.clone(),
+        def.description.clone(),
+        schema,
+        move |call, args| {
+            let body = body.clone();
+            async move {
+                let extra: Vec<(&str, Value)> = match &args {
+                    Value::Object(m) => m.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(),
+                    Value::Null => Vec::new(),
+                    other => return Err(format!("the arguments must be a JSON object, found {other}")),
+                };
+                match body.as_ref() {
+                    Body::Value(e) => e.eval(&call.state, &extra),
+                    Body::Template(t) => t.render(&call.state, &extra).map(Value::String),
+                }
+            }
+        },
+    ))
 }
 
 /// The model-driven kinds (`supervisor`, `decision_router`).

@@ -30,8 +30,9 @@
 //! other kinds of SPEC.md (`mcp`, `a2a`) are recognised and rejected with "not supported yet". The
 //! `models` section builds chat models ([`model_from_def`]: `openai`, `scripted`; `local` is reported as not
 //! built in) when an `llm` agent uses them; [`Spec::build_with_models`] substitutes models (tests, servers
-//! chosen at run time). `llm` agents' `tools` are reported as not supported in specs yet. `compensate_on_error` is parsed and stored; it
-//! has no effect until tool actions with compensations exist.
+//! chosen at run time). `llm` agents' `tools` are expressions or templates over the state and the model's
+//! arguments (pure, so they declare no compensation; `compensate_on_error` undoes the compensated tool calls of
+//! agents built in Rust).
 //!
 //! ## Rules checked
 //!

@@ -278,8 +278,38 @@ pub struct LlmDef {
     pub output: agentic_agents::OutputType,
     /// `memory.window`: messages of chat memory kept per memory id (default: no memory).
     pub memory_window: Option<usize>,
-    /// `context.summarized`: agents whose last exchanges are put before the user message.
+    /// `context.summarized` or `context.conversation`: agents whose exchanges are put before the user
+    /// message (every agent's when the list is empty).
     pub context: Vec<Located<String>>,
+    /// Whether the context is summarized by the model (`context.summarized`) rather than put verbatim
+    /// (`context.conversation`).
+    pub context_summarized: bool,
+    /// `tools`: the functions the model may call, in declaration order.
+    pub tools: Vec<ToolDef>,
+    /// `max_tool_iterations`: the bound on tool rounds per answer (default: the agent's default, 10).
+    pub max_tool_iterations: Option<usize>,
+    /// `tool_choice`: `auto` (default), `none`, `required`, or a tool's name (that tool is called first).
+    pub tool_choice: Option<agentic_agents::model::ToolChoice>,
+    /// `temperature`: sampling temperature of this agent's requests (default: the model's).
+    pub temperature: Option<f64>,
+    /// `max_tokens`: token limit of this agent's answers (default: the model's).
+    pub max_tokens: Option<u32>,
+}
+
+/// One entry of an `llm` agent's `tools`: a function the model may call, computed by an expression or a
+/// template over its arguments and the state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    /// `name`: what the model calls (letters, digits, `_`, `-`).
+    pub name: Located<String>,
+    /// `description`: what the model is told the tool does (default "").
+    pub description: String,
+    /// `parameters`: argument name → JSON schema (a type name `string`, `number`, `integer`, `boolean`,
+    /// `json` is shorthand for the schema of that type), in declaration order; all are required.
+    pub parameters: Vec<(String, serde_json::Value)>,
+    /// `value` (an expression; the result is its JSON value) or `template` (the rendered string); the
+    /// arguments are variables besides the state keys, and shadow them.
+    pub body: ComputeBody,
 }
 
 /// The fields of a `supervisor` agent.

@@ -370,7 +370,19 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
     let specific: &[&str] = match kind {
         "compute" => &["value", "template"],
         "human" => &["prompt", "mode", "response_id"],
-        "llm" => &["model", "system", "user", "output", "memory", "context", "tools"],
+        "llm" => &[
+            "model",
+            "system",
+            "user",
+            "output",
+            "memory",
+            "context",
+            "tools",
+            "max_tool_iterations",
+            "tool_choice",
+            "temperature",
+            "max_tokens",
+        ],
         "sequence" => &["agents"],
         "loop" => &["agents", "max_iterations", "exit_when", "test_exit_at_loop_end"],
         "parallel" => &["agents", "max_concurrency"],
@@ -645,26 +657,184 @@ fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::L
         cx.nest_since(before, "memory");
         window
     });
+    let mut context_summarized = true;
     let context = obj
         .get("context")
         .and_then(|node| {
             let before = cx.sink_len();
             let names = cx.obj(node, None, "field").and_then(|c| {
-                c.check_fields(&["summarized"], cx);
-                if c.get("summarized").is_none() {
-                    cx.missing(c.pos, "summarized", "missing field `summarized` (a list of agent names)");
-                    return None;
+                c.check_fields(&["summarized", "conversation"], cx);
+                match (c.get("summarized"), c.get("conversation")) {
+                    (Some(_), None) => cx.string_list(&c, "summarized"),
+                    (None, Some(_)) => {
+                        context_summarized = false;
+                        cx.string_list(&c, "conversation")
+                    }
+                    (Some(_), Some(n)) => {
+                        cx.err(n.pos, None, "the context is either `summarized` or `conversation`, not both");
+                        None
+                    }
+                    (None, None) => {
+                        cx.missing(
+                            c.pos,
+                            "summarized",
+                            "missing field `summarized` or `conversation` (a list of agent names)",
+                        );
+                        None
+                    }
                 }
-                cx.string_list(&c, "summarized")
             });
             cx.nest_since(before, "context");
             names
         })
         .unwrap_or_default();
-    if let Some(tools) = obj.get("tools") {
-        cx.err(tools.pos, Some("tools"), "tools are not supported in specs yet");
+    let tools = obj.get("tools").map(|node| parse_tools(node, cx)).unwrap_or_default();
+    let max_tool_iterations = cx.int(obj, "max_tool_iterations", 1, 1000).and_then(|n| usize::try_from(n).ok());
+    let tool_choice = cx.nonempty(obj, "tool_choice").and_then(|c| {
+        use agentic_agents::model::ToolChoice;
+        match c.value.as_str() {
+            "auto" => Some(ToolChoice::Auto),
+            "none" => Some(ToolChoice::None),
+            "required" => Some(ToolChoice::Required),
+            name if tools.iter().any(|t| t.name.value == name) => Some(ToolChoice::Tool(name.to_string())),
+            name => {
+                let names: Vec<&str> = tools.iter().map(|t| t.name.value.as_str()).collect();
+                let hint = match suggest(name, names.iter().copied().chain(["auto", "none", "required"])) {
+                    Some(s) => format!(" (did you mean `{s}`?)"),
+                    None => String::new(),
+                };
+                let list: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+                let tools_text = if list.is_empty() {
+                    "no tools are defined".to_string()
+                } else {
+                    format!("the tools are {}", list.join(", "))
+                };
+                cx.err(
+                    c.pos,
+                    Some("tool_choice"),
+                    format!(
+                        "`{name}` is neither `auto`, `none`, `required` nor a tool of this agent{hint}; {tools_text}"
+                    ),
+                );
+                None
+            }
+        }
+    });
+    let temperature = cx.number(obj, "temperature").filter(|t| {
+        let ok = (0.0..=2.0).contains(t);
+        if !ok && let Some(node) = obj.get("temperature") {
+            cx.err(node.pos, Some("temperature"), format!("must be between 0 and 2, found {t}"));
+        }
+        ok
+    });
+    let max_tokens = cx.int(obj, "max_tokens", 1, u64::from(u32::MAX)).and_then(|n| u32::try_from(n).ok());
+    Some(crate::model::LlmDef {
+        model: model?,
+        system,
+        user: user?,
+        output: output?,
+        memory_window,
+        context,
+        context_summarized,
+        tools,
+        max_tool_iterations,
+        tool_choice,
+        temperature,
+        max_tokens,
+    })
+}
+
+/// `tools: [{name, description, parameters, value | template}]`.
+fn parse_tools(node: &Node, cx: &mut Cx<'_>) -> Vec<crate::model::ToolDef> {
+    use crate::model::ToolDef;
+    let NodeValue::Seq(items) = &node.value else {
+        cx.err(node.pos, Some("tools"), format!("expected a list of tools, found {}", node.type_name()));
+        return Vec::new();
+    };
+    let mut out: Vec<ToolDef> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let before = cx.sink_len();
+        let tool = cx.obj(item, None, "field").and_then(|t| {
+            t.check_fields(&["name", "description", "parameters", "value", "template"], cx);
+            let name = cx.required(&t, "name");
+            if let Some(n) = &name {
+                if !n.value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                    cx.err(
+                        n.pos,
+                        Some("name"),
+                        format!("`{}`: a tool name has only letters, digits, `_` and `-`", n.value),
+                    );
+                } else if let Some(first) = out.iter().find(|d| d.name.value == n.value) {
+                    let at = first.name.pos;
+                    cx.err(
+                        n.pos,
+                        Some("name"),
+                        format!("two tools are named `{}` (first at line {}, column {})", n.value, at.line, at.column),
+                    );
+                }
+            }
+            let description = cx.string(&t, "description").map(|d| d.value).unwrap_or_default();
+            let parameters = t.get("parameters").map(|p| parse_parameters(p, cx)).unwrap_or_default();
+            let body = match (cx.nonempty(&t, "value"), cx.nonempty(&t, "template")) {
+                (Some(v), None) => Some(ComputeBody::Value(v)),
+                (None, Some(b)) => Some(ComputeBody::Template(b)),
+                (Some(_), Some(b)) => {
+                    cx.err(b.pos, None, "a tool takes either `value` or `template`, not both");
+                    None
+                }
+                (None, None) => {
+                    if t.get("value").is_none() && t.get("template").is_none() {
+                        cx.missing(
+                            t.pos,
+                            "value",
+                            "missing field `value` (an expression over the arguments) or `template`",
+                        );
+                    }
+                    None
+                }
+            };
+            Some(ToolDef { name: name?, description, parameters, body: body? })
+        });
+        cx.nest_since(before, &format!("tools[{i}]"));
+        out.extend(tool);
     }
-    Some(crate::model::LlmDef { model: model?, system, user: user?, output: output?, memory_window, context })
+    out
+}
+
+/// `parameters: {name: type-or-schema}` of a tool.
+fn parse_parameters(node: &Node, cx: &mut Cx<'_>) -> Vec<(String, serde_json::Value)> {
+    const TYPES: [&str; 5] = ["string", "number", "integer", "boolean", "json"];
+    let Some(obj) = cx.obj(node, Some("parameters"), "parameter") else { return Vec::new() };
+    let mut out = Vec::with_capacity(obj.entries.len());
+    for (name, _, value) in &obj.entries {
+        let schema = match &value.value {
+            NodeValue::Str(t) if t == "json" => serde_json::json!({}),
+            NodeValue::Str(t) if TYPES.contains(&t.as_str()) => serde_json::json!({ "type": t }),
+            NodeValue::Str(t) => {
+                let hint = match suggest(t, TYPES) {
+                    Some(s) => format!(" (did you mean `{s}`?)"),
+                    None => String::new(),
+                };
+                cx.err(
+                    value.pos,
+                    Some(&format!("parameters.{name}")),
+                    format!("unknown type `{t}`{hint}, expected `string`, `number`, `integer`, `boolean`, `json` or a JSON schema"),
+                );
+                continue;
+            }
+            NodeValue::Map(_) => value.to_json(),
+            _ => {
+                cx.err(
+                    value.pos,
+                    Some(&format!("parameters.{name}")),
+                    format!("expected a type name or a JSON schema, found {}", value.type_name()),
+                );
+                continue;
+            }
+        };
+        out.push((name.clone(), schema));
+    }
+    out
 }
 
 /// `output`: `string` | `number` | `integer` | `boolean` | `json` | `{enum: [..]}` | `{schema: {..}}`.

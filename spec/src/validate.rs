@@ -181,6 +181,23 @@ pub(crate) fn check_expressions(agent: &AgentDef, sink: &mut Sink) {
             }
         }
         AgentKind::Llm(llm) => {
+            for (i, tool) in llm.tools.iter().enumerate() {
+                let compiled = match &tool.body {
+                    ComputeBody::Value(v) => Expression::compile(&v.value).err().map(|e| ("value", v, "expression", e)),
+                    ComputeBody::Template(t) => {
+                        Template::compile(&t.value).err().map(|e| ("template", t, "template", e))
+                    }
+                };
+                if let Some((field, src, what, e)) = compiled {
+                    let field = format!("tools[{i}].{field}");
+                    sink.push(
+                        src.pos,
+                        Some(&agent.name),
+                        Some(&field),
+                        format!("invalid {what}: {}", expr_message(&e)),
+                    );
+                }
+            }
             for (field, src) in [("system", llm.system.as_ref()), ("user", Some(&llm.user))] {
                 if let Some(src) = src
                     && let Err(e) = Template::compile(&src.value)
@@ -257,7 +274,7 @@ pub(crate) fn check_llm(agents: &[AgentDef], models: &[crate::model::ModelDef], 
                 sink.push(
                     c.pos,
                     Some(&agent.name),
-                    Some("context.summarized"),
+                    Some(if llm.context_summarized { "context.summarized" } else { "context.conversation" }),
                     unknown_agent_message(&c.value, names.iter().map(String::as_str)),
                 );
             }
