@@ -88,7 +88,15 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         }
     };
     let request = built.root.resume(args.run_id.clone()).store_ref(store).source(source);
+    let progress = super::progress::Progress::start();
+    let request = match &progress {
+        Some(p) => request.listener(p.clone()),
+        None => request,
+    };
     let result = rt.block_on(async move { request.await });
+    if let Some(p) = &progress {
+        p.finish();
+    }
     report_outcome(&args.run_id, result, args.json)
 }
 

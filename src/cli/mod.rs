@@ -3,6 +3,7 @@
 mod args;
 mod crash;
 mod durable;
+mod progress;
 mod report;
 mod run;
 mod validate;
@@ -36,6 +37,9 @@ pub(crate) fn main() -> ExitCode {
             });
         }
     };
+    #[cfg(feature = "otel")]
+    let _telemetry = init_tracing();
+    #[cfg(not(feature = "otel"))]
     init_tracing();
     let code = match cli.command {
         Command::Run(args) => run::run(args),
@@ -50,8 +54,22 @@ pub(crate) fn main() -> ExitCode {
 }
 
 /// Logs to stderr, filtered by `AGENTIC_LOG` (default `warn`).
+#[cfg(not(feature = "otel"))]
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTIC_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// Logs to stderr, filtered by `AGENTIC_LOG` (default `warn`), and exports the spans over OTLP when
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see [`agentic::telemetry`]). The guard flushes on drop.
+#[cfg(feature = "otel")]
+fn init_tracing() -> Option<agentic::telemetry::OtlpGuard> {
+    match agentic::telemetry::init_from_env() {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("agentic: {e}; spans are not exported");
+            None
+        }
+    }
 }

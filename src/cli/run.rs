@@ -52,7 +52,15 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         .durability(args.durability.into())
         .store_ref(store)
         .source(source.to_string_lossy());
+    let progress = super::progress::Progress::start();
+    let request = match &progress {
+        Some(p) => request.listener(p.clone()),
+        None => request,
+    };
     let result = runtime.block_on(async move { request.await });
+    if let Some(p) = &progress {
+        p.finish();
+    }
     let code = report_outcome(&run_id, result, args.json);
     match (&args.report, &topology) {
         (Some(path), Some(topology)) => {
