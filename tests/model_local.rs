@@ -155,6 +155,7 @@ async fn few_shot_enum_classification_always_answers_a_member() {
                 serde_json::from_str(response.text()).unwrap_or_else(|e| panic!("not JSON ({e}): {}", response.text()));
             let category = value["value"].as_str().unwrap_or_default().to_string();
             assert!(CATEGORIES.contains(&category.as_str()), "{ticket:?} got {value}");
+            eprintln!("classified {ticket:?} as {category} (expected {expected})");
             runs += 1;
             correct += usize::from(category == expected);
         }

@@ -197,3 +197,24 @@ fn without_the_local_feature_or_a_server_the_local_provider_reports_a_clear_erro
     let expected = "model `default`: the local provider is not built into this binary (cargo feature `local`)";
     assert!(stderr(&o).contains(expected), "{}", stderr(&o));
 }
+
+#[tokio::test]
+async fn keyword_rules_decide_the_category_and_the_models_guess_fills_in() {
+    let spec = Spec::from_path(&spec_path()).expect("valid");
+    let fields = r#"{"customer": "Lee", "product": "Pro plan", "problem": "question", "urgency": "low"}"#;
+    for (ticket, guess, category) in [
+        // The model guesses ACCOUNT, the ticket says it was charged: BILLING.
+        ("I was charged twice for my Pro plan.", "ACCOUNT", "BILLING"),
+        ("My password reset link has expired.", "TECHNICAL", "ACCOUNT"),
+        ("The export fails with error 42.", "BILLING", "TECHNICAL"),
+        // No rule matches: the model's guess decides.
+        ("Where can I find your office?", "ACCOUNT", "ACCOUNT"),
+        ("Where can I find your office?", "TECHNICAL", "TECHNICAL"),
+    ] {
+        let model = ScriptedModel::new([fields, guess]);
+        let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model))]).expect("build");
+        let outcome = built.root.invoke().input("ticket", ticket).await.expect("run");
+        assert_eq!(outcome.state().get("guess"), Some(&json!(guess)), "{ticket}");
+        assert_eq!(outcome.state().get("category"), Some(&json!(category)), "{ticket} (guess {guess})");
+    }
+}
