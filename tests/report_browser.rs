@@ -225,13 +225,18 @@ async fn the_report_renders_in_chromium_without_errors_and_escapes_everything() 
         assert!(dom.contains(r#"id="topology-svg""#), "topology drawn on {name}");
         if *name == "run" {
             assert!(dom.contains(r#"id="timeline-svg""#), "timeline drawn");
-            assert_eq!(dom.matches(r#"<rect class="bar "#).count(), 12, "one bar per invocation");
+            assert_eq!(
+                dom.matches(r#"<rect class="bar "#).count(),
+                13,
+                "one bar per invocation, and one for the failed attempt that was retried"
+            );
+            assert!(dom.contains("failed attempt"), "the failed attempt is labelled");
             assert!(dom.contains(r#"<rect class="bar k-code retry""#), "the retried check is marked");
             assert!(dom.contains(r#"<rect class="brk""#), "the suspension is a collapsed break");
             assert_eq!(
                 dom.matches(r#"<details class="step""#).count(),
-                13,
-                "every step listed: the inputs and 12 invocations"
+                14,
+                "every step listed: the inputs, 12 invocations and the failed attempt"
             );
             assert!(
                 dom.contains(r#"<span class="preview">&lt;img src=x onerror="document.body.dataset.xss=1"&gt; Dragons are misunderstood.</span>"#),
