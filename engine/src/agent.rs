@@ -321,6 +321,33 @@ impl AgentRef {
     pub fn topology(&self) -> TopologyNode {
         TopologyNode::build(self, "root".to_string())
     }
+
+    /// The topology and its fingerprint, computed once per agent (agents do not change once built) and kept
+    /// while the agent lives: a journaled run needs them at every invocation, and building them is O(agents).
+    pub(crate) fn topology_cached(&self) -> (Arc<TopologyNode>, Arc<str>) {
+        type Entry = (std::sync::Weak<dyn DynAgent>, Arc<TopologyNode>, Arc<str>);
+        static CACHE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+        let found = CACHE.lock().ok().and_then(|cache| {
+            cache.iter().find_map(|(weak, topology, fingerprint)| {
+                let alive = weak.upgrade()?;
+                Arc::ptr_eq(&alive, &self.0).then(|| (topology.clone(), fingerprint.clone()))
+            })
+        });
+        if let Some(hit) = found {
+            return hit;
+        }
+        let topology = Arc::new(self.topology());
+        let fingerprint: Arc<str> = Arc::from(topology.fingerprint());
+        if let Ok(mut cache) = CACHE.lock() {
+            // Forget agents that were dropped; keep the cache small (the most recent systems).
+            cache.retain(|(weak, _, _)| weak.strong_count() > 0);
+            if cache.len() >= 64 {
+                cache.remove(0);
+            }
+            cache.push((Arc::downgrade(&self.0), topology.clone(), fingerprint.clone()));
+        }
+        (topology, fingerprint)
+    }
 }
 
 /// One node of a system's agent tree.

@@ -61,7 +61,11 @@ impl MemoryStore {
 impl CheckpointStore for MemoryStore {
     async fn append(&self, record: StepRecord) -> Result<(), StoreError> {
         let mut runs = self.lock()?;
-        runs.entry(record.run_id.clone()).or_default().records.push(record);
+        // The run usually exists: look it up without cloning its id.
+        match runs.get_mut(&record.run_id) {
+            Some(run) => run.records.push(record),
+            None => runs.entry(record.run_id.clone()).or_default().records.push(record),
+        }
         Ok(())
     }
 

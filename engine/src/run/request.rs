@@ -306,11 +306,10 @@ impl InvokeRequest {
         let mut image = RunImage::new(run_id.to_string());
         let mut record = None;
         if let Some(store) = &store {
-            let topology = self.agent.topology();
-            let fingerprint = topology.fingerprint();
+            let (topology, fingerprint) = self.agent.topology_cached();
             match store.run_dyn(&run_id).await.map_err(store_err)? {
                 Some(existing) => {
-                    if existing.fingerprint != fingerprint {
+                    if *existing.fingerprint != *fingerprint {
                         return Err(run_err(format!(
                             "was started by a different workflow (topology fingerprint {} in the store, {} now); \
                              refusing to resume",
@@ -325,7 +324,7 @@ impl InvokeRequest {
                     record = Some(RunRecord {
                         run_id: run_id.to_string(),
                         name: self.agent.name().to_string(),
-                        fingerprint,
+                        fingerprint: fingerprint.to_string(),
                         status: RunStatus::Running,
                         pending: Vec::new(),
                         answers: BTreeMap::new(),
