@@ -1,0 +1,15 @@
+//! `agentic-bench`: the engine side by side with the LangGraph baseline harness (`../shared/bench/langgraph`),
+//! the same scenarios with the same shapes, state writes and durability, printed as ONE table (scenario,
+//! LangGraph, ours, ratio, target) and written as markdown to `target/bench/side_by_side.md`.
+//!
+//! Run: `cargo run --release -p agentic-bench -- [--quick] [--scenario NAME] [--langgraph]`; see
+//! `docs/performance.md`. The library holds the scenarios so that `cargo test -p agentic-bench` can run each at a
+//! tiny size and check exact counts.
+
+pub mod error;
+pub mod langgraph;
+pub mod llm;
+pub mod proc;
+pub mod runner;
+pub mod scenarios;
+pub mod table;

@@ -1,0 +1,226 @@
+//! The LLM-bound scenarios: a loopback OpenAI-compatible server answering `POST /v1/chat/completions` after a
+//! fixed latency, and the real `openai` provider ([`OpenAiModel`]) behind [`LlmAgent`]s talking to it.
+//!
+//! The server (hyper, HTTP/1.1 with keep-alive, listen backlog 4096) counts requests, accepted connections and
+//! the most requests in flight at once, so a limit on the client side (connection pool, engine) shows up as a
+//! peak below the expected concurrency.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use agentic::prelude::*;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpSocket;
+
+use crate::error::{Context, Result, ensure};
+
+/// Counters of the loopback server.
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    /// Chat-completion requests answered.
+    pub requests: AtomicUsize,
+    /// TCP connections accepted.
+    pub connections: AtomicUsize,
+    /// Requests currently being answered.
+    pub in_flight: AtomicUsize,
+    /// The most requests in flight at once since the last [`ServerStats::reset_peak`].
+    pub peak_in_flight: AtomicUsize,
+}
+
+impl ServerStats {
+    /// Clears the in-flight peak (before a measured run).
+    pub fn reset_peak(&self) {
+        self.peak_in_flight.store(0, Ordering::SeqCst);
+    }
+
+    /// Requests answered so far.
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    /// The in-flight peak.
+    pub fn peak(&self) -> usize {
+        self.peak_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+/// A running loopback server; it stops when its runtime is dropped.
+#[derive(Debug, Clone)]
+pub struct MockLlm {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The fixed latency of every answer.
+    pub latency: Duration,
+    /// Its counters.
+    pub stats: Arc<ServerStats>,
+}
+
+impl MockLlm {
+    /// The base URL to give [`OpenAiModel::builder`] (`http://127.0.0.1:PORT/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+}
+
+fn completion() -> Bytes {
+    Bytes::from(
+        json!({
+            "id": "chatcmpl-bench", "object": "chat.completion", "created": 1, "model": "bench",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 8, "completion_tokens": 1, "total_tokens": 9}
+        })
+        .to_string(),
+    )
+}
+
+async fn answer(
+    req: Request<Incoming>,
+    latency: Duration,
+    stats: Arc<ServerStats>,
+    body: Bytes,
+) -> std::result::Result<Response<Full<Bytes>>, Infallible> {
+    let ok = req.method() == hyper::Method::POST && req.uri().path() == "/v1/chat/completions";
+    // Read the whole request body, as a real server does before answering.
+    let _ = req.into_body().collect().await;
+    if !ok {
+        let mut r = Response::new(Full::new(Bytes::from_static(b"{\"error\":{\"message\":\"not found\"}}")));
+        *r.status_mut() = StatusCode::NOT_FOUND;
+        return Ok(r);
+    }
+    let now = stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    stats.peak_in_flight.fetch_max(now, Ordering::SeqCst);
+    tokio::time::sleep(latency).await;
+    stats.in_flight.fetch_sub(1, Ordering::SeqCst);
+    stats.requests.fetch_add(1, Ordering::SeqCst);
+    let mut r = Response::new(Full::new(body));
+    r.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    Ok(r)
+}
+
+/// Starts the server on `127.0.0.1` (a free port) on the current Tokio runtime, every answer after `latency`.
+///
+/// # Errors
+/// When the socket cannot be bound.
+pub async fn start_server(latency: Duration) -> Result<MockLlm> {
+    let socket = TcpSocket::new_v4().ctx("server socket")?;
+    socket.set_reuseaddr(true).ctx("SO_REUSEADDR")?;
+    socket.bind(SocketAddr::from(([127, 0, 0, 1], 0))).ctx("binding 127.0.0.1")?;
+    // A backlog above the largest burst of new connections (1000 runs at once); the kernel caps it at somaxconn.
+    let listener = socket.listen(4096).ctx("listen")?;
+    let addr = listener.local_addr().ctx("local address")?;
+    let stats = Arc::new(ServerStats::default());
+    let body = completion();
+    let server_stats = stats.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            let _ = stream.set_nodelay(true);
+            server_stats.connections.fetch_add(1, Ordering::SeqCst);
+            let stats = server_stats.clone();
+            let body = body.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req| answer(req, latency, stats.clone(), body.clone()));
+                let _ = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    });
+    Ok(MockLlm { addr, latency, stats })
+}
+
+/// The real `openai` provider pointed at the server (no retries: a failure must show).
+///
+/// # Errors
+/// When the model cannot be built.
+pub fn model(server: &MockLlm) -> Result<ChatModelRef> {
+    let m = OpenAiModel::builder("bench")
+        .base_url(server.base_url())
+        .api_key("sk-bench")
+        .max_retries(0)
+        .timeout(Duration::from_secs(60))
+        .build()
+        .ctx("building the openai model")?;
+    Ok(ChatModelRef::new(m))
+}
+
+fn llm_agent(model: &ChatModelRef, i: usize) -> Result<AgentRef> {
+    LlmAgent::builder(model.clone())
+        .name(format!("llm{i}"))
+        .user("Say ok to {{ input }}")
+        .output_key(format!("k{i}"))
+        .build()
+        .ctx("building an LLM agent")
+}
+
+/// One LLM agent (one call): the measured latency of a single call through the whole stack.
+///
+/// # Errors
+/// When the agent cannot be built.
+pub fn single(model: &ChatModelRef) -> Result<AgentRef> {
+    llm_agent(model, 0)
+}
+
+/// `k` LLM agents in one [`Parallel`] block.
+///
+/// # Errors
+/// When the system cannot be built.
+pub fn parallel(model: &ChatModelRef, k: usize) -> Result<AgentRef> {
+    let agents = (0..k).map(|i| llm_agent(model, i)).collect::<Result<Vec<_>>>()?;
+    Parallel::builder().name("llm-parallel").sub_agents(agents).build().ctx("building the parallel block")
+}
+
+/// `n` LLM agents in a [`Sequence`].
+///
+/// # Errors
+/// When the system cannot be built.
+pub fn sequence(model: &ChatModelRef, n: usize) -> Result<AgentRef> {
+    let agents = (0..n).map(|i| llm_agent(model, i)).collect::<Result<Vec<_>>>()?;
+    Sequence::builder().name("llm-sequence").sub_agents(agents).build().ctx("building the sequence")
+}
+
+/// Runs `system` once (no store) and checks that its `keys` LLM agents all wrote `"ok"`; returns the time.
+///
+/// # Errors
+/// When the run fails or an answer is missing.
+pub async fn run_checked(system: &AgentRef, keys: usize) -> Result<Duration> {
+    let t0 = Instant::now();
+    let outcome = system.invoke().input("input", "bench").await.ctx("LLM run")?;
+    let elapsed = t0.elapsed();
+    let state = outcome.state();
+    let answered = (0..keys).filter(|i| state.get(&format!("k{i}")) == Some(&Value::from("ok"))).count();
+    ensure(answered == keys, || format!("{answered} of {keys} LLM agents answered"))?;
+    Ok(elapsed)
+}
+
+/// `m` concurrent runs of `system` (a [`sequence`] of `steps` agents), one Tokio task per run, each checked;
+/// returns the wall time of all of them.
+///
+/// # Errors
+/// When a run fails or an answer is missing.
+pub async fn concurrent(system: &AgentRef, m: usize, steps: usize) -> Result<Duration> {
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..m)
+        .map(|_| {
+            let system = system.clone();
+            tokio::spawn(async move { run_checked(&system, steps).await })
+        })
+        .collect();
+    for (j, h) in handles.into_iter().enumerate() {
+        h.await.ctx(format!("LLM run {j} panicked"))??;
+    }
+    Ok(t0.elapsed())
+}

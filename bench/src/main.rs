@@ -1,0 +1,194 @@
+//! `agentic-bench`: runs the side-by-side scenarios and prints the table (see the library docs and
+//! `docs/performance.md`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use agentic_bench::error::{Context, Result};
+use agentic_bench::langgraph::{self, Figures};
+use agentic_bench::runner::{self, Lg, Plan, Setup};
+use agentic_bench::scenarios::{self, ConcurrentMode};
+use agentic_bench::{proc, table};
+use clap::{Parser, Subcommand};
+
+/// The engine side by side with the LangGraph baseline harness: one table, scenario | LangGraph | ours | ratio.
+#[derive(Debug, Parser)]
+#[command(name = "agentic-bench", version)]
+struct Args {
+    /// Run a reduced set (about a minute on 2 cores without --langgraph).
+    #[arg(long)]
+    quick: bool,
+    /// Run only these scenarios (repeatable or comma-separated): seq, fanout, resume, concurrent, disk, fsync,
+    /// llm.
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    scenario: Vec<String>,
+    /// Also run the Python harness now, back to back (a virtualenv is created under the output directory from
+    /// its requirements.lock.txt); without it the LangGraph column holds its recorded results-langgraph.md.
+    #[arg(long)]
+    langgraph: bool,
+    /// The LangGraph harness directory.
+    #[arg(long, value_name = "DIR", env = "LG_HARNESS")]
+    lg_harness: Option<PathBuf>,
+    /// The Python used to create the virtualenv.
+    #[arg(long, value_name = "PYTHON", default_value = "python3")]
+    python: String,
+    /// Where the table, the virtualenv, the harness copy and the scratch stores go (default: target/bench).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    #[command(subcommand)]
+    child: Option<Child>,
+}
+
+/// The child processes the scenarios spawn (not for direct use).
+#[derive(Debug, Subcommand)]
+enum Child {
+    /// Runs one scenario step in this process and prints its result as JSON.
+    #[command(hide = true)]
+    Child {
+        #[command(subcommand)]
+        what: ChildWhat,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ChildWhat {
+    /// Process A of the resume scenario: run until the human step suspends.
+    ResumeStart { store: PathBuf, id: String },
+    /// Process B: answer and finish.
+    Resume { store: PathBuf, id: String },
+    /// M concurrent 5-step runs in this process.
+    Concurrent { m: usize, mode: String },
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().ctx("starting the Tokio runtime")
+}
+
+fn run_child(what: ChildWhat) -> Result<()> {
+    let rt = runtime()?;
+    let line = match what {
+        ChildWhat::ResumeStart { store, id } => {
+            let t = rt.block_on(scenarios::resume_start(&store, &id))?;
+            serde_json::json!({ "t_run_to_interrupt": t.as_secs_f64() }).to_string()
+        }
+        ChildWhat::Resume { store, id } => {
+            let t = rt.block_on(scenarios::resume_finish(&store, &id))?;
+            serde_json::to_string(&t).ctx("encoding the result")?
+        }
+        ChildWhat::Concurrent { m, mode } => {
+            let r = rt.block_on(scenarios::concurrent_child(m, ConcurrentMode::parse(&mode)?))?;
+            serde_json::to_string(&r).ctx("encoding the result")?
+        }
+    };
+    println!("{line}");
+    Ok(())
+}
+
+/// `target/` of this binary (`target/release/agentic-bench` → `target`).
+fn target_dir(exe: &Path) -> PathBuf {
+    exe.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("target"))
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name").map(|r| r.trim_start_matches([' ', '\t', ':']).to_string()))
+        })
+        .unwrap_or_else(|| "?".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cores} cores ({cpu}), Linux {}", kernel.trim())
+}
+
+fn now_utc() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn main_inner(args: Args) -> Result<()> {
+    runner::check_scenarios(&args.scenario)?;
+    let exe = std::env::current_exe().ctx("locating this binary")?;
+    let out = args.out.unwrap_or_else(|| target_dir(&exe).join("bench"));
+    std::fs::create_dir_all(&out).ctx(format!("creating {}", out.display()))?;
+    let harness =
+        args.lg_harness.unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/bench/langgraph"));
+    let plan = if args.quick { Plan::quick() } else { Plan::full() };
+    let started = now_utc();
+    let load0 = proc::loadavg();
+    let mut notes = Vec::new();
+
+    let mut lg = Lg::default();
+    match std::fs::read_to_string(harness.join("results-langgraph.md")) {
+        Ok(md) => match Figures::from_markdown(&md, "results-langgraph.md (run 3, recorded)") {
+            Ok(f) => lg.recorded = Some(f),
+            Err(e) => notes.push(format!("could not read the recorded LangGraph figures: {e}")),
+        },
+        Err(e) => {
+            notes.push(format!("no recorded LangGraph figures ({}/results-langgraph.md: {e})", harness.display()))
+        }
+    }
+    if args.langgraph {
+        let harness_plan = plan.harness(args.quick, &args.scenario);
+        let rerun = langgraph::ensure_venv(&harness, &out.join("venv"), &args.python)
+            .and_then(|py| langgraph::run_harness(&harness, &out.join("langgraph"), &py, &harness_plan));
+        match rerun {
+            Ok(f) => {
+                notes.push(format!(
+                    "LangGraph column: {}; figures marked † are from results-langgraph.md (not re-run in this mode).",
+                    f.source
+                ));
+                lg.rerun = Some(f);
+            }
+            Err(e) => {
+                eprintln!("bench: the LangGraph harness did not run: {e}");
+                notes.push(format!(
+                    "LangGraph column: FALLBACK to the recorded results-langgraph.md (run 3) because the harness did not run: {e}"
+                ));
+            }
+        }
+    } else {
+        notes.push("LangGraph column: the harness's recorded results-langgraph.md (run 3, same machine); pass --langgraph to re-run it back to back.".into());
+    }
+
+    let setup = Setup { plan, scenarios: args.scenario.clone(), work: out.join("tmp"), exe };
+    let rt = runtime()?;
+    let load_ours = proc::loadavg();
+    let report = runner::run(&setup, &lg, &rt)?;
+    let _ = std::fs::remove_dir_all(&setup.work);
+    notes.extend(report.notes);
+    notes.push(format!(
+        "{started}, {}; loadavg at start {load0}, before ours {load_ours}, at the end {}{}.",
+        machine(),
+        proc::loadavg(),
+        if args.quick { "; --quick" } else { "" }
+    ));
+    notes.push("ratio = LangGraph time ÷ ours (or ours runs/s ÷ LangGraph's, LangGraph bytes ÷ ours): above 1 = ours is better; LLM rows are multiples of the server's fixed 50 ms latency.".into());
+    let md = table::markdown(&report.rows, &notes);
+    println!("{md}");
+    let file = out.join("side_by_side.md");
+    std::fs::write(&file, format!("# agentic vs LangGraph, side by side\n\n{md}"))
+        .ctx(format!("writing {}", file.display()))?;
+    eprintln!("bench: table written to {}", file.display());
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let result = match args.child {
+        Some(Child::Child { what }) => run_child(what),
+        None => main_inner(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

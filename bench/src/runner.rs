@@ -1,0 +1,717 @@
+//! The side-by-side run: which sizes each scenario runs at ([`Plan`]), our measurements, the LangGraph figures
+//! (re-run or recorded) and the rows of the table.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use agentic::prelude::*;
+use agentic::store::SledStore;
+
+use crate::error::{Context, Error, Result, ensure};
+use crate::langgraph::{Figures, HarnessPlan};
+use crate::scenarios::{self, Backend, ConcurrentMode, ConcurrentResult, Keys, ResumeTimes, Shape, median};
+use crate::table::{self, Row};
+use crate::{llm, proc};
+
+/// The scenarios, by the names `--scenario` takes.
+pub const SCENARIOS: [&str; 7] = ["seq", "fanout", "resume", "concurrent", "disk", "fsync", "llm"];
+
+/// The LLM server's fixed latency.
+pub const LLM_LATENCY: Duration = Duration::from_millis(50);
+
+/// Sizes and repetitions of every scenario.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Scenario 1: (keys, N, backend, repetitions).
+    pub seq: Vec<(Keys, usize, Backend, usize)>,
+    /// Scenario 2: (shape, K, backend, repetitions).
+    pub fan: Vec<(Shape, usize, Backend, usize)>,
+    /// Scenario 3: repetitions (one warm-up pair first).
+    pub resume_reps: usize,
+    /// Scenarios 4+5: (M, mode, repetitions); one process per repetition.
+    pub conc: Vec<(usize, ConcurrentMode, usize)>,
+    /// Bytes on disk after one run of this many steps.
+    pub disk_steps: usize,
+    /// Samples of each storage-floor probe.
+    pub fsync_samples: usize,
+    /// LLM: repetitions of the single call.
+    pub llm_single_reps: usize,
+    /// LLM: (K parallel agents, repetitions).
+    pub llm_parallel: (usize, usize),
+    /// LLM: (N-step sequence, repetitions).
+    pub llm_seq: (usize, usize),
+    /// LLM: (M concurrent runs, steps per run, repetitions).
+    pub llm_conc: (usize, usize, usize),
+}
+
+const SLED: [Backend; 3] =
+    [Backend::Sled(Durability::Sync), Backend::Sled(Durability::Async), Backend::Sled(Durability::Exit)];
+
+impl Plan {
+    /// The full plan (LangGraph's sizes: N and K = 10, 100, 1000; M = 1000 and 10 000).
+    pub fn full() -> Plan {
+        let mut seq = Vec::new();
+        for keys in [Keys::Distinct, Keys::Single] {
+            for n in [10, 100, 1000] {
+                for b in [Backend::None, Backend::Memory].into_iter().chain(SLED) {
+                    let reps = match (n, b) {
+                        (1000, Backend::Sled(Durability::Sync)) => 3,
+                        (1000, _) => 5,
+                        (100, _) => 10,
+                        _ => 20,
+                    };
+                    seq.push((keys, n, b, reps));
+                }
+            }
+        }
+        let mut fan = Vec::new();
+        for shape in [Shape::Static, Shape::Send] {
+            for k in [10, 100, 1000] {
+                for b in [Backend::None, Backend::Memory, Backend::Sled(Durability::Async)] {
+                    fan.push((shape, k, b, if k == 1000 { 5 } else { 10 }));
+                }
+            }
+        }
+        Plan {
+            seq,
+            fan,
+            resume_reps: 7,
+            conc: vec![
+                (1000, ConcurrentMode::Gather, 3),
+                (1000, ConcurrentMode::Sequential, 3),
+                (1000, ConcurrentMode::NoCheckpoint, 3),
+                (10_000, ConcurrentMode::Gather, 3),
+            ],
+            disk_steps: 1000,
+            fsync_samples: 300,
+            llm_single_reps: 10,
+            llm_parallel: (100, 5),
+            llm_seq: (10, 3),
+            llm_conc: (1000, 5, 3),
+        }
+    }
+
+    /// The reduced plan of `--quick` (about a minute on 2 cores, without LangGraph).
+    pub fn quick() -> Plan {
+        let mut seq = Vec::new();
+        for n in [100, 1000] {
+            for b in [Backend::None, Backend::Memory, Backend::Sled(Durability::Async)] {
+                seq.push((Keys::Distinct, n, b, 3));
+            }
+        }
+        seq.push((Keys::Distinct, 100, Backend::Sled(Durability::Sync), 3));
+        let fan = [100, 1000]
+            .into_iter()
+            .flat_map(|k| [Backend::None, Backend::Memory].map(|b| (Shape::Static, k, b, 3)))
+            .collect();
+        Plan {
+            seq,
+            fan,
+            resume_reps: 3,
+            conc: vec![(1000, ConcurrentMode::Gather, 1), (10_000, ConcurrentMode::Gather, 1)],
+            disk_steps: 1000,
+            fsync_samples: 100,
+            llm_single_reps: 5,
+            llm_parallel: (100, 3),
+            llm_seq: (10, 1),
+            llm_conc: (1000, 5, 1),
+        }
+    }
+
+    /// The smallest plan that still runs every scenario (tests): exact counts, no meaningful timings.
+    pub fn tiny() -> Plan {
+        Plan {
+            seq: vec![(Keys::Distinct, 10, Backend::Memory, 1), (Keys::Single, 10, Backend::Sled(Durability::Sync), 1)],
+            fan: vec![(Shape::Static, 10, Backend::None, 1), (Shape::Send, 10, Backend::Memory, 1)],
+            resume_reps: 1,
+            conc: vec![(20, ConcurrentMode::Gather, 1)],
+            disk_steps: 10,
+            fsync_samples: 3,
+            llm_single_reps: 1,
+            llm_parallel: (5, 1),
+            llm_seq: (2, 1),
+            llm_conc: (5, 2, 1),
+        }
+    }
+
+    /// The harness invocations that produce the LangGraph figures this plan compares with.
+    pub fn harness(&self, quick: bool, scenarios: &[String]) -> HarnessPlan {
+        let on = |s: &str| scenarios.is_empty() || scenarios.iter().any(|x| x == s);
+        let mut commands: Vec<Vec<String>> = Vec::new();
+        let cmd = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        if on("seq") || on("disk") {
+            if quick {
+                commands.push(cmd(
+                    "bench_seq.py --ns 100,1000 --variants distinct --ckpts none,memory,sqlite:sync,sqlite:async --reps 1 --out seq",
+                ));
+            } else {
+                commands.push(cmd("bench_seq.py --ns 10,100 --reps 5 --out seq-small"));
+                commands.push(cmd("bench_seq.py --ns 1000 --reps 3 --out seq-1000"));
+            }
+        }
+        if on("fanout") {
+            if quick {
+                commands.push(cmd(
+                    "bench_fanout.py --ks 100,1000 --shapes static --styles async --ckpts none,memory --reps 1 --out fanout",
+                ));
+            } else {
+                commands.push(cmd("bench_fanout.py --ks 10,100 --styles async --reps 5 --out fanout-small"));
+                commands.push(cmd("bench_fanout.py --ks 1000 --styles async --reps 3 --out fanout-1000"));
+            }
+        }
+        if on("resume") {
+            commands.push(cmd(&format!("bench_resume.py --reps {} --out resume", self.resume_reps)));
+        }
+        if on("concurrent") {
+            if quick {
+                commands.push(cmd("bench_concurrent.py --ms 1000 --modes gather --reps 1 --out concurrent"));
+            } else {
+                commands.push(cmd(
+                    "bench_concurrent.py --ms 1000 --modes gather,sequential,nockpt --reps 3 --out concurrent",
+                ));
+                commands.push(cmd("bench_concurrent.py --ms 10000 --modes gather --reps 1 --out concurrent-10k"));
+            }
+        }
+        if on("fsync") || on("seq") {
+            commands.push(cmd("fsync_probe.py"));
+        }
+        HarnessPlan { commands }
+    }
+}
+
+/// The LangGraph figures: a re-run's (if any) over the recorded ones.
+#[derive(Debug, Default)]
+pub struct Lg {
+    /// Figures of a harness run made now.
+    pub rerun: Option<Figures>,
+    /// Figures of the harness's `results-langgraph.md`.
+    pub recorded: Option<Figures>,
+}
+
+impl Lg {
+    /// A figure from the re-run, else from the recorded file (marked `†` when a re-run exists but lacks it).
+    pub fn pick<T>(&self, f: impl Fn(&Figures) -> Option<T>) -> Option<(T, &'static str)> {
+        if let Some(v) = self.rerun.as_ref().and_then(&f) {
+            return Some((v, ""));
+        }
+        let mark = if self.rerun.is_some() { " †" } else { "" };
+        self.recorded.as_ref().and_then(f).map(|v| (v, mark))
+    }
+}
+
+/// Where the bench works and what it runs.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Sizes.
+    pub plan: Plan,
+    /// Selected scenarios (empty: all).
+    pub scenarios: Vec<String>,
+    /// Scratch space for stores and probes (on the disk under test).
+    pub work: PathBuf,
+    /// This binary, spawned for the child-process scenarios (resume, concurrent).
+    pub exe: PathBuf,
+}
+
+impl Setup {
+    fn on(&self, s: &str) -> bool {
+        self.scenarios.is_empty() || self.scenarios.iter().any(|x| x == s)
+    }
+}
+
+/// The table's rows and the notes below it.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Rows, in scenario order.
+    pub rows: Vec<Row>,
+    /// Notes (sources, load, counters).
+    pub notes: Vec<String>,
+    /// Exact counts checked by the tests: (what, count).
+    pub counts: Vec<(String, usize)>,
+}
+
+fn lg_cell(v: Option<(String, &str)>) -> String {
+    v.map(|(s, m)| format!("{s}{m}")).unwrap_or_default()
+}
+
+/// Runs the selected scenarios of `setup` and builds the rows against `lg`.
+///
+/// # Errors
+/// When a scenario fails (a wrong result is an error, not a slow row).
+pub fn run(setup: &Setup, lg: &Lg, rt: &tokio::runtime::Runtime) -> Result<Report> {
+    let mut report = Report::default();
+    std::fs::create_dir_all(&setup.work).ctx(format!("creating {}", setup.work.display()))?;
+    let mut floor_100b: Option<(Duration, Duration)> = None;
+    if setup.on("fsync") {
+        run_fsync(setup, lg, &mut report, &mut floor_100b)?;
+    }
+    if setup.on("seq") {
+        run_seq(setup, lg, rt, &mut report, &mut floor_100b)?;
+    }
+    if setup.on("disk") {
+        run_disk(setup, lg, rt, &mut report)?;
+    }
+    if setup.on("fanout") {
+        run_fan(setup, lg, rt, &mut report)?;
+    }
+    if setup.on("resume") {
+        run_resume(setup, lg, &mut report)?;
+    }
+    if setup.on("concurrent") {
+        run_concurrent(setup, lg, &mut report)?;
+    }
+    if setup.on("llm") {
+        run_llm(setup, rt, &mut report)?;
+    }
+    Ok(report)
+}
+
+fn run_fsync(setup: &Setup, lg: &Lg, report: &mut Report, floor: &mut Option<(Duration, Duration)>) -> Result<()> {
+    let n = setup.plan.fsync_samples;
+    eprintln!("bench: storage floor (load {})", proc::loadavg());
+    let f4k = scenarios::fsync_probe(&setup.work, 4096, n, false)?;
+    let f100 = scenarios::fsync_probe(&setup.work, 100, n, true)?;
+    let lg4k = lg.pick(|f| f.fsync_4k_us);
+    report.rows.push(Row {
+        scenario: "disk floor: write 4 KiB + fsync (`fsync_probe.py`), median".into(),
+        langgraph: lg_cell(lg4k.map(|(v, m)| (table::us(v), m))),
+        ours: table::dur(f4k),
+        ratio: "(same disk op)".into(),
+        target: String::new(),
+    });
+    report.rows.push(Row {
+        scenario: "disk floor: one-row SQLite WAL commit, `synchronous=FULL` (`fsync_probe.py`), median".into(),
+        langgraph: lg_cell(lg.pick(|f| f.sqlite_commit_us).map(|(v, m)| (table::us(v), m))),
+        ..Row::default()
+    });
+    report.rows.push(Row {
+        scenario: "disk floor: append 100 B + fdatasync (a growing file: metadata too), median".into(),
+        ours: table::dur(f100),
+        ..Row::default()
+    });
+    let over = scenarios::fdatasync_overwrite_probe(&setup.work, 100, n)?;
+    report.rows.push(Row {
+        scenario: "disk floor: overwrite 100 B in a preallocated file + fdatasync (data only), median".into(),
+        ours: table::dur(over),
+        ..Row::default()
+    });
+    *floor = Some((f100, over));
+    report.counts.push(("fsync samples".into(), n));
+    Ok(())
+}
+
+/// Runs one `run_chain` per repetition (after a warm-up run) and returns the median time.
+fn time_chain(
+    rt: &tokio::runtime::Runtime,
+    system: &AgentRef,
+    (keys, n, backend, reps): (Keys, usize, Backend, usize),
+    sled: Option<&SledStore>,
+) -> Result<Duration> {
+    let mut times = Vec::with_capacity(reps);
+    for rep in 0..=reps {
+        let id = format!("seq-{}-{n}-{}-{rep}", keys.name(), backend.name().replace(' ', "_"));
+        let t = rt.block_on(scenarios::run_chain(system, n, keys, backend, sled, &id))?;
+        if rep > 0 {
+            times.push(t);
+        }
+    }
+    Ok(median(&mut times))
+}
+
+fn run_seq(
+    setup: &Setup,
+    lg: &Lg,
+    rt: &tokio::runtime::Runtime,
+    report: &mut Report,
+    floor: &mut Option<(Duration, Duration)>,
+) -> Result<()> {
+    let mut memory_per_step: Vec<(usize, f64)> = Vec::new();
+    let mut sync_per_step: Vec<(usize, f64, (Duration, Duration))> = Vec::new();
+    for &(keys, n, backend, reps) in &setup.plan.seq {
+        eprintln!("bench: seq {} N={n} {} (load {})", keys.name(), backend.name(), proc::loadavg());
+        let system = scenarios::chain(n, keys)?;
+        let dir = tempfile::tempdir_in(&setup.work).ctx("temporary directory")?;
+        let sled = match backend {
+            Backend::Sled(_) => Some(SledStore::open(dir.path().join("store")).ctx("opening the sled store")?),
+            _ => None,
+        };
+        if backend == Backend::Sled(Durability::Sync) {
+            // The floors right before the sync rows: fsync latency on a shared disk drifts within minutes.
+            let samples = setup.plan.fsync_samples.min(200);
+            let append = scenarios::fsync_probe(&setup.work, 100, samples, true)?;
+            let overwrite = scenarios::fdatasync_overwrite_probe(&setup.work, 100, samples)?;
+            *floor = Some((append, overwrite));
+        }
+        let t = time_chain(rt, &system, (keys, n, backend, reps), sled.as_ref())?;
+        report.counts.push((format!("seq {} {n} {} keys", keys.name(), backend.name()), n));
+        let per_step = t.as_secs_f64() * 1e6 / n as f64;
+        let (ck, dur) = backend.langgraph();
+        let lgv = lg.pick(|f| f.seq.get(&(keys.name().to_string(), n, ck.to_string(), dur.to_string())).copied());
+        let vs = match backend {
+            Backend::None | Backend::Memory => String::new(),
+            _ => format!(" vs sqlite {dur}"),
+        };
+        let (target, ratio) = match &lgv {
+            Some((f, _)) => {
+                let r = f.per_step_us / per_step;
+                let target = if backend == Backend::Memory && n >= 100 {
+                    table::target("≥100x", r >= 100.0)
+                } else {
+                    String::new()
+                };
+                (target, table::ratio(r))
+            }
+            None => (String::new(), String::new()),
+        };
+        report.rows.push(Row {
+            scenario: format!("seq {} N={n}, per step: {}{vs}", keys.name(), backend.name()),
+            langgraph: lg_cell(lgv.map(|(f, m)| (table::us(f.per_step_us), m))),
+            ours: table::us(per_step),
+            ratio,
+            target,
+        });
+        if keys == Keys::Distinct && backend == Backend::Memory {
+            memory_per_step.push((n, per_step));
+        }
+        if keys == Keys::Distinct
+            && backend == Backend::Sled(Durability::Sync)
+            && let Some(f) = *floor
+        {
+            sync_per_step.push((n, per_step, f));
+        }
+    }
+    let at = |n: usize| memory_per_step.iter().find(|(m, _)| *m == n).map(|(_, v)| *v);
+    if let (Some(a), Some(b)) = (at(100), at(1000)) {
+        report.rows.push(Row {
+            scenario: "seq distinct, memory: per step at N=1000 ÷ at N=100 (flatness)".into(),
+            langgraph: lg_cell(
+                lg.pick(|f| {
+                    let k = |n: usize| ("distinct".to_string(), n, "memory".to_string(), "async (default)".to_string());
+                    Some(f.seq.get(&k(1000))?.per_step_us / f.seq.get(&k(100))?.per_step_us)
+                })
+                .map(|(v, m)| (format!("{v:.2}"), m)),
+            ),
+            ours: format!("{:.2}", b / a),
+            ratio: String::new(),
+            target: table::target("flat (≤1.25)", b / a <= 1.25),
+        });
+    }
+    for (n, per_step, (append, overwrite)) in sync_per_step {
+        let (append, overwrite) = (append.as_secs_f64() * 1e6, overwrite.as_secs_f64() * 1e6);
+        let r = per_step / overwrite;
+        report.rows.push(Row {
+            scenario: format!(
+                "seq distinct N={n}: sled sync per step ÷ the disk floor measured just before \
+                 (overwrite 100 B + fdatasync; append: {})",
+                table::us(append)
+            ),
+            langgraph: format!("floor {}", table::us(overwrite)),
+            ours: table::us(per_step),
+            ratio: format!("{r:.2} × floor ({:.2} × append)", per_step / append),
+            target: table::target("≤2 × floor", r <= 2.0),
+        });
+    }
+    Ok(())
+}
+
+fn run_disk(setup: &Setup, lg: &Lg, rt: &tokio::runtime::Runtime, report: &mut Report) -> Result<()> {
+    let steps = setup.plan.disk_steps;
+    eprintln!("bench: bytes on disk after one {steps}-step run (load {})", proc::loadavg());
+    let (apparent, allocated) = rt.block_on(scenarios::store_bytes_after_one_run(&setup.work, steps))?;
+    let lgv = lg.pick(|f| f.seq.get(&("distinct".into(), steps, "sqlite".into(), "sync".into()))?.db_bytes);
+    let (ratio, target) = match &lgv {
+        Some((b, _)) => {
+            (table::ratio(b / apparent as f64), table::target("≥100x smaller", b / apparent as f64 >= 100.0))
+        }
+        None => (String::new(), String::new()),
+    };
+    report.rows.push(Row {
+        scenario: format!("bytes on disk after one {steps}-step sync run (SQLite file vs sled directory)"),
+        langgraph: lg_cell(lgv.map(|(b, m)| (table::bytes(b), m))),
+        ours: format!("{} ({} allocated)", table::bytes(apparent as f64), table::bytes(allocated as f64)),
+        ratio,
+        target,
+    });
+    report.counts.push(("disk bytes > 0".into(), usize::from(apparent > 0)));
+    Ok(())
+}
+
+fn run_fan(setup: &Setup, lg: &Lg, rt: &tokio::runtime::Runtime, report: &mut Report) -> Result<()> {
+    for &(shape, k, backend, reps) in &setup.plan.fan {
+        eprintln!("bench: fan-out {} K={k} {} (load {})", shape.name(), backend.name(), proc::loadavg());
+        let system = scenarios::fan_out(k, shape)?;
+        let dir = tempfile::tempdir_in(&setup.work).ctx("temporary directory")?;
+        let sled = match backend {
+            Backend::Sled(_) => Some(SledStore::open(dir.path().join("store")).ctx("opening the sled store")?),
+            _ => None,
+        };
+        let mut times = Vec::with_capacity(reps);
+        let mut outputs = 0;
+        for rep in 0..=reps {
+            let id = format!("fan-{}-{k}-{}-{rep}", shape.name(), backend.name().replace(' ', "_"));
+            let (t, o) = rt.block_on(scenarios::run_fan_out(&system, k, shape, backend, sled.as_ref(), &id))?;
+            outputs = o;
+            if rep > 0 {
+                times.push(t);
+            }
+        }
+        report.counts.push((format!("fanout {} {k} {} outputs", shape.name(), backend.name()), outputs));
+        let t = median(&mut times);
+        let ck = match backend {
+            Backend::None => "none",
+            Backend::Memory => "memory",
+            Backend::Sled(_) => "sqlite",
+        };
+        let lgv = lg.pick(|f| f.fan.get(&("async".into(), shape.name().into(), k, ck.into())).copied());
+        let vs = if ck == "sqlite" { " vs sqlite async" } else { "" };
+        report.rows.push(Row {
+            scenario: format!("fan-out {} K={k} + join, whole run: {}{vs}", shape.name(), backend.name()),
+            langgraph: lg_cell(lgv.map(|(ms, m)| (table::us(ms * 1e3), m))),
+            ours: table::dur(t),
+            ratio: lgv.map(|(ms, _)| table::ratio(ms * 1e3 / (t.as_secs_f64() * 1e6))).unwrap_or_default(),
+            target: String::new(),
+        });
+    }
+    Ok(())
+}
+
+/// Runs `exe child ARGS…` and returns its wall time (spawn → exit) and the last line of its stdout.
+fn child(exe: &Path, args: &[&str]) -> Result<(Duration, String)> {
+    let t0 = Instant::now();
+    let out = Command::new(exe).arg("child").args(args).output().ctx(format!("spawning {}", exe.display()))?;
+    let wall = t0.elapsed();
+    ensure(out.status.success(), || {
+        format!("child `{}` failed ({}): {}", args.join(" "), out.status, String::from_utf8_lossy(&out.stderr).trim())
+    })?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default().to_string();
+    Ok((wall, last))
+}
+
+fn run_resume(setup: &Setup, lg: &Lg, report: &mut Report) -> Result<()> {
+    eprintln!("bench: interrupt + resume in a new process (load {})", proc::loadavg());
+    let mut walls = Vec::new();
+    let mut inproc = Vec::new();
+    for rep in 0..=setup.plan.resume_reps {
+        let dir = tempfile::tempdir_in(&setup.work).ctx("temporary directory")?;
+        let store = dir.path().join("store");
+        let store = store.to_str().ctx("non-UTF-8 work path")?;
+        let id = format!("hitl-{rep}");
+        child(&setup.exe, &["resume-start", store, &id])?;
+        let (wall, line) = child(&setup.exe, &["resume", store, &id])?;
+        let t: ResumeTimes = serde_json::from_str(&line).ctx("reading process B's timings")?;
+        if rep > 0 {
+            walls.push(wall);
+            inproc.push(Duration::from_secs_f64(t.t_open + t.t_state + t.t_resume));
+        }
+    }
+    report.counts.push(("resumed runs".into(), walls.len()));
+    let wall = median(&mut walls);
+    let lat = median(&mut inproc);
+    let lgv = lg.pick(|f| f.resume_proc_ms);
+    let r = lgv.map(|(ms, _)| ms * 1e3 / (wall.as_secs_f64() * 1e6));
+    report.rows.push(Row {
+        scenario: "resume in a new process: process B, spawn → exit (open, read pending, answer, finish)".into(),
+        langgraph: lg_cell(lgv.map(|(ms, m)| (table::us(ms * 1e3), m))),
+        ours: table::dur(wall),
+        ratio: r.map(table::ratio).unwrap_or_default(),
+        target: r.map(|r| table::target("≥50x", r >= 50.0)).unwrap_or_default(),
+    });
+    let lgv = lg.pick(|f| f.resume_latency_ms);
+    report.rows.push(Row {
+        scenario: "resume latency in process B (open + read pending + resume to the end)".into(),
+        langgraph: lg_cell(lgv.map(|(ms, m)| (table::us(ms * 1e3), m))),
+        ours: table::dur(lat),
+        ratio: lgv.map(|(ms, _)| table::ratio(ms * 1e3 / (lat.as_secs_f64() * 1e6))).unwrap_or_default(),
+        target: String::new(),
+    });
+    Ok(())
+}
+
+fn run_concurrent(setup: &Setup, lg: &Lg, report: &mut Report) -> Result<()> {
+    for &(m, mode, reps) in &setup.plan.conc {
+        eprintln!("bench: {m} concurrent 5-step runs, {} (load {})", mode.name(), proc::loadavg());
+        let mut results: Vec<ConcurrentResult> = Vec::new();
+        for _ in 0..reps.max(1) {
+            let (_, line) = child(&setup.exe, &["concurrent", &m.to_string(), mode.name()])?;
+            results.push(serde_json::from_str(&line).ctx("reading the child's result")?);
+        }
+        results.sort_by(|a, b| a.wall_s.total_cmp(&b.wall_s));
+        let r = results[results.len() / 2].clone();
+        ensure(r.completed == m, || format!("{} of {m} runs completed", r.completed))?;
+        report.counts.push((format!("concurrent {m} {} completed", mode.name()), r.completed));
+        if let Some(records) = r.records_per_run {
+            report.counts.push((format!("concurrent {m} {} records of run-0", mode.name()), records));
+        }
+        let rps = m as f64 / r.wall_s;
+        let lgv = lg.pick(|f| f.conc.get(&(mode.name().into(), m)).copied());
+        let ratio = lgv.map(|(f, _)| rps / f.runs_per_s);
+        report.rows.push(Row {
+            scenario: format!("{m} concurrent 5-step runs ({}): throughput, runs/s", mode.name()),
+            langgraph: lg_cell(lgv.map(|(f, mk)| (format!("{:.0}", f.runs_per_s), mk))),
+            ours: format!("{rps:.0} (cpu {:.2} s / wall {:.2} s)", r.cpu_s, r.wall_s),
+            ratio: ratio.map(table::ratio).unwrap_or_default(),
+            target: match (m, mode, ratio) {
+                (10_000, ConcurrentMode::Gather, Some(x)) => table::target("≥30x", x >= 30.0),
+                _ => String::new(),
+            },
+        });
+        if mode == ConcurrentMode::Sequential {
+            continue;
+        }
+        let per_run_kib = r.rss_peak_kib.saturating_sub(r.rss_base_kib) as f64 / m as f64;
+        let lg_per_run = lgv.map(|(f, mk)| (f.peak_minus_base_mib * 1024.0 / m as f64, f.peak_mib, mk));
+        let ratio = lg_per_run.map(|(kib, _, _)| kib / per_run_kib);
+        report.rows.push(Row {
+            scenario: format!(
+                "{m} concurrent runs ({}): memory per run = (peak RSS − base) ÷ M [peak RSS]",
+                mode.name()
+            ),
+            langgraph: lg_cell(lg_per_run.map(|(kib, peak, mk)| (format!("{kib:.1} KiB [{peak:.0} MiB]"), mk))),
+            ours: format!("{per_run_kib:.2} KiB [{:.1} MiB]", r.rss_peak_kib as f64 / 1024.0),
+            ratio: ratio.map(table::ratio).unwrap_or_default(),
+            target: match (m, mode, ratio) {
+                (10_000, ConcurrentMode::Gather, Some(x)) => table::target("≥5x less", x >= 5.0),
+                _ => String::new(),
+            },
+        });
+    }
+    Ok(())
+}
+
+fn run_llm(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -> Result<()> {
+    eprintln!("bench: LLM-bound scenarios, loopback server {} ms (load {})", LLM_LATENCY.as_millis(), proc::loadavg());
+    // The server gets a runtime of its own, so its timers and accepts do not queue behind the engine's tasks.
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("llm-server")
+        .enable_all()
+        .build()
+        .ctx("server runtime")?;
+    let server = server_rt.block_on(llm::start_server(LLM_LATENCY))?;
+    let model = llm::model(&server)?;
+    let floor = LLM_LATENCY.as_secs_f64() * 1e6;
+    let p = &setup.plan;
+    let mut expected = 0;
+
+    let single = llm::single(&model)?;
+    let mut times = Vec::new();
+    for _ in 0..=p.llm_single_reps {
+        times.push(rt.block_on(llm::run_checked(&single, 1))?);
+        expected += 1;
+    }
+    times.remove(0);
+    let one_call = median(&mut times);
+    let one_us = one_call.as_secs_f64() * 1e6;
+    report.rows.push(Row {
+        scenario: "LLM: one call through LlmAgent + openai provider".into(),
+        langgraph: format!("floor {}", table::us(floor)),
+        ours: table::dur(one_call),
+        ratio: format!("{:.2} × floor", one_us / floor),
+        target: String::new(),
+    });
+
+    let (k, reps) = p.llm_parallel;
+    let system = llm::parallel(&model, k)?;
+    let mut times = Vec::new();
+    let mut peak = 0;
+    let mut cpu = Duration::ZERO;
+    for rep in 0..=reps {
+        server.stats.reset_peak();
+        let c0 = proc::cpu_time().unwrap_or_default();
+        let t = rt.block_on(llm::run_checked(&system, k))?;
+        expected += k;
+        if rep > 0 {
+            times.push(t);
+            peak = peak.max(server.stats.peak());
+            cpu += proc::cpu_time().unwrap_or_default().saturating_sub(c0);
+        }
+    }
+    let t = median(&mut times);
+    let r = t.as_secs_f64() * 1e6 / one_us;
+    report.rows.push(Row {
+        scenario: format!("LLM: {k} parallel agents, whole run (server saw ≤{peak} in flight)"),
+        langgraph: format!("1 call {}", table::dur(one_call)),
+        ours: format!("{} (cpu {})", table::dur(t), table::dur(cpu / reps.max(1) as u32)),
+        ratio: format!("{r:.2} × 1 call ({:.2} × floor)", t.as_secs_f64() * 1e6 / floor),
+        target: table::target("≤1.1 × 1 call", r <= 1.1),
+    });
+    report.counts.push(("llm parallel peak in flight".into(), peak));
+
+    let (n, reps) = p.llm_seq;
+    let system = llm::sequence(&model, n)?;
+    let mut times = Vec::new();
+    for rep in 0..=reps {
+        let t = rt.block_on(llm::run_checked(&system, n))?;
+        expected += n;
+        if rep > 0 {
+            times.push(t);
+        }
+    }
+    let t = median(&mut times);
+    let seq_floor = floor * n as f64;
+    report.rows.push(Row {
+        scenario: format!("LLM: {n}-step sequence, whole run"),
+        langgraph: format!("floor {}", table::us(seq_floor)),
+        ours: table::dur(t),
+        ratio: format!(
+            "{:.2} × floor ({:.2} × {n} calls)",
+            t.as_secs_f64() * 1e6 / seq_floor,
+            t.as_secs_f64() * 1e6 / (one_us * n as f64)
+        ),
+        target: String::new(),
+    });
+
+    let (m, steps, reps) = p.llm_conc;
+    let system = llm::sequence(&model, steps)?;
+    let mut times = Vec::new();
+    let mut peak = 0;
+    let conns0 = server.stats.connections();
+    let mut cpu = Duration::ZERO;
+    for rep in 0..=reps {
+        server.stats.reset_peak();
+        let c0 = proc::cpu_time().unwrap_or_default();
+        let t = rt.block_on(llm::concurrent(&system, m, steps))?;
+        expected += m * steps;
+        if rep > 0 {
+            times.push(t);
+            peak = peak.max(server.stats.peak());
+            cpu += proc::cpu_time().unwrap_or_default().saturating_sub(c0);
+        }
+    }
+    let t = median(&mut times);
+    let conc_floor = floor * steps as f64;
+    let r = t.as_secs_f64() * 1e6 / conc_floor;
+    report.rows.push(Row {
+        scenario: format!("LLM: {m} concurrent {steps}-step runs, all done (server saw ≤{peak} in flight)"),
+        langgraph: format!("floor {}", table::us(conc_floor)),
+        ours: format!("{} (cpu {})", table::dur(t), table::dur(cpu / reps.max(1) as u32)),
+        ratio: format!("{r:.2} × floor"),
+        target: table::target("≤1.2 × floor", r <= 1.2),
+    });
+    report.counts.push(("llm concurrent peak in flight".into(), peak));
+    let served = server.stats.requests();
+    ensure(served == expected, || format!("the LLM server answered {served} requests, expected {expected}"))?;
+    report.counts.push(("llm requests".into(), served));
+    report.notes.push(format!(
+        "LLM server: {served} requests answered over {} connections ({} opened by the concurrent runs); \
+         HTTP/1.1 keep-alive, reqwest's default pool (no per-host connection limit, unlimited idle).",
+        server.stats.connections(),
+        server.stats.connections() - conns0
+    ));
+    drop(server_rt);
+    Ok(())
+}
+
+/// Fails unless every name in `scenarios` is known.
+///
+/// # Errors
+/// On an unknown name.
+pub fn check_scenarios(scenarios: &[String]) -> Result<()> {
+    for s in scenarios {
+        if !SCENARIOS.contains(&s.as_str()) {
+            return Err(Error(format!("unknown scenario `{s}` (known: {})", SCENARIOS.join(", "))));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,95 @@
+//! CI-cheap smoke test: every scenario of the side-by-side bench at a tiny size, checking exact counts (keys
+//! written, outputs produced, runs completed, requests served) — never timings.
+
+use std::path::PathBuf;
+
+use agentic::prelude::Durability;
+use agentic_bench::runner::{self, Lg, Plan, Setup};
+use agentic_bench::scenarios::{self, Backend, ConcurrentMode, Keys, Shape};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
+}
+
+#[test]
+fn a_ten_step_chain_writes_ten_keys_with_every_backend() {
+    let rt = rt();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sled = agentic::store::SledStore::open(dir.path().join("store")).expect("store");
+    for keys in [Keys::Distinct, Keys::Single] {
+        let system = scenarios::chain(10, keys).expect("chain");
+        for backend in
+            [Backend::None, Backend::Memory, Backend::Sled(Durability::Sync), Backend::Sled(Durability::Async)]
+        {
+            let id = format!("{}-{}", keys.name(), backend.name());
+            // run_chain checks `k9` = 9 (or `v` = 9) and the key count (11, or 2).
+            rt.block_on(scenarios::run_chain(&system, 10, keys, backend, Some(&sled), &id)).expect("run");
+        }
+    }
+}
+
+#[test]
+fn fan_out_produces_k_outputs_and_the_join_total() {
+    let rt = rt();
+    for shape in [Shape::Static, Shape::Send] {
+        let system = scenarios::fan_out(10, shape).expect("fan-out");
+        let (_, outputs) =
+            rt.block_on(scenarios::run_fan_out(&system, 10, shape, Backend::Memory, None, "f")).expect("run");
+        assert_eq!(outputs, 10, "{}", shape.name());
+    }
+}
+
+#[test]
+fn concurrent_runs_all_complete_with_their_records() {
+    let rt = rt();
+    for mode in [ConcurrentMode::Gather, ConcurrentMode::Sequential, ConcurrentMode::NoCheckpoint] {
+        let r = rt.block_on(scenarios::concurrent_child(25, mode)).expect("runs");
+        assert_eq!(r.completed, 25);
+        assert_eq!(r.records_per_run.is_some(), mode != ConcurrentMode::NoCheckpoint);
+        assert!(r.rss_peak_kib >= r.rss_base_kib);
+    }
+}
+
+#[test]
+fn resume_finishes_in_a_second_store_handle() {
+    let rt = rt();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    rt.block_on(scenarios::resume_start(&store, "hitl")).expect("process A");
+    // resume_finish checks the pending prompt, c == "42:yes" and that nothing is pending.
+    rt.block_on(scenarios::resume_finish(&store, "hitl")).expect("process B");
+}
+
+/// The whole driver at the tiny plan, child processes included (the bench binary built by cargo for tests).
+#[test]
+fn every_scenario_runs_at_a_tiny_size() {
+    let rt = rt();
+    let work = tempfile::tempdir().expect("tempdir");
+    let setup = Setup {
+        plan: Plan::tiny(),
+        scenarios: Vec::new(),
+        work: work.path().join("work"),
+        exe: PathBuf::from(env!("CARGO_BIN_EXE_agentic-bench")),
+    };
+    let report = runner::run(&setup, &Lg::default(), &rt).expect("bench");
+    let count = |what: &str| {
+        report.counts.iter().find(|(w, _)| w == what).map(|(_, c)| *c).unwrap_or_else(|| panic!("no count `{what}`"))
+    };
+    assert_eq!(count("seq distinct 10 memory keys"), 10);
+    assert_eq!(count("fanout static 10 none outputs"), 10);
+    assert_eq!(count("fanout send 10 memory outputs"), 10);
+    assert_eq!(count("resumed runs"), 1);
+    assert_eq!(count("concurrent 20 gather completed"), 20);
+    assert_eq!(count("disk bytes > 0"), 1);
+    // 1 + 1 single calls, 2 × 5 parallel, 2 × 2 sequence steps, 2 × 5 runs × 2 steps.
+    assert_eq!(count("llm requests"), 2 + 10 + 4 + 20);
+    assert_eq!(count("llm parallel peak in flight"), 5);
+    assert_eq!(count("llm concurrent peak in flight"), 5);
+    assert!(report.rows.len() >= 10);
+}
+
+#[test]
+fn unknown_scenarios_are_refused() {
+    assert!(runner::check_scenarios(&["seq".into(), "llm".into()]).is_ok());
+    assert!(runner::check_scenarios(&["nope".into()]).is_err());
+}
