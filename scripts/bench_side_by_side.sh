@@ -5,7 +5,7 @@
 #   cargo run --release -p agentic-bench -- --langgraph [--quick] [--scenario NAME[,NAME…]]
 #
 # Usage: scripts/bench_side_by_side.sh [--quick] [--scenario seq,fanout,resume,concurrent,disk,fsync,llm]
-#        (full: ~15 min on 2 cores, most of it the Python harness; --quick: ~1.5 min)
+#        (full: ~7-10 min on 2 cores, most of it the Python harness; --quick: ~1.5 min)
 # Env:   LG_HARNESS  the harness directory (default: ../shared/bench/langgraph from the workspace)
 #        OUT         where the table, the virtualenv (venv/, created once from requirements.lock.txt), the
 #                    harness copy (langgraph/) and scratch stores go (default: target/bench). It must be on the

@@ -276,7 +276,7 @@ pub fn run_harness(harness: &Path, dir: &Path, py: &Path, plan: &HarnessPlan) ->
         }
     }
     let source = format!(
-        "LangGraph harness re-run in this process's run ({:.0} s, load {load0} → {})",
+        "LangGraph harness re-run by this command just before ours ({:.0} s, load {load0} → {})",
         t0.elapsed().as_secs_f64(),
         crate::proc::loadavg()
     );

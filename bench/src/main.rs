@@ -139,10 +139,12 @@ fn main_inner(args: Args) -> Result<()> {
             .and_then(|py| langgraph::run_harness(&harness, &out.join("langgraph"), &py, &harness_plan));
         match rerun {
             Ok(f) => {
-                notes.push(format!(
-                    "LangGraph column: {}; figures marked † are from results-langgraph.md (not re-run in this mode).",
-                    f.source
-                ));
+                let marked = if args.quick {
+                    "; figures marked † are from results-langgraph.md (not re-run in --quick)"
+                } else {
+                    ""
+                };
+                notes.push(format!("LangGraph column: {}{marked}.", f.source));
                 lg.rerun = Some(f);
             }
             Err(e) => {
