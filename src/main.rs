@@ -5,6 +5,11 @@
 
 mod cli;
 
+/// mimalloc: per-thread caches instead of glibc's arena lock, which serialised concurrent runs (measured in
+/// docs/performance.md). The library crates do not depend on the allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     cli::main()
 }

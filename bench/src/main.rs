@@ -180,6 +180,11 @@ fn main_inner(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// mimalloc, as a production Rust service would use: glibc's malloc serialised the threads of the LLM-bound
+/// scenarios on its arena lock. The engine does not depend on the allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.child {

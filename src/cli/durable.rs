@@ -7,7 +7,8 @@ use agentic_spec::Spec;
 use serde_json::{Value, json};
 
 use super::args::{RespondArgs, ResumeArgs, RunsArgs, ShowArgs, parse_value};
-use super::run::{open_store, out, pending_json, print_json, report_outcome};
+use super::open_store;
+use super::run::{out, pending_json, print_json, report_outcome};
 use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 
 fn runtime() -> Result<tokio::runtime::Runtime, u8> {

@@ -73,3 +73,14 @@ fn init_tracing() -> Option<agentic::telemetry::OtlpGuard> {
         }
     }
 }
+
+/// Opens the sled store at `dir`; on failure prints the error and returns exit code 1.
+pub(crate) fn open_store(dir: &std::path::Path) -> Result<agentic_engine::StoreRef, u8> {
+    match agentic_store::SledStore::open(dir) {
+        Ok(s) => Ok(crash::arm(s.store_ref())),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(EXIT_FAILED)
+        }
+    }
+}

@@ -8,7 +8,7 @@ use agentic_engine::{RunRecord, StepRecord, StoreRef, TopologyNode};
 use agentic_spec::Spec;
 
 use super::args::ReportArgs;
-use super::run::open_store;
+use super::open_store;
 use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 
 /// Writes the report the arguments ask for; returns the exit code.

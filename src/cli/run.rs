@@ -27,7 +27,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         eprintln!("error: --memory-id must not be empty");
         return EXIT_USAGE;
     }
-    let store = match open_store(&args.store.store) {
+    let store = match super::open_store(&args.store.store) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -102,17 +102,6 @@ fn json_type(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
-    }
-}
-
-/// Opens the sled store at `dir`; on failure prints the error and returns exit code 1.
-pub(crate) fn open_store(dir: &std::path::Path) -> Result<agentic_engine::StoreRef, u8> {
-    match agentic_store::SledStore::open(dir) {
-        Ok(s) => Ok(super::crash::arm(s.store_ref())),
-        Err(e) => {
-            eprintln!("error: {e}");
-            Err(EXIT_FAILED)
-        }
     }
 }
 

@@ -386,7 +386,7 @@ impl InvokeRequest {
         let scope = ScopeHandle::spawn_with_history(&run_id, state, std::mem::take(&mut image.history)).await?;
         let (writer_tx, writer) = match (&store, self.durability) {
             (Some(s), Durability::Async) => {
-                let (tx, rx) = mpsc::unbounded_channel::<StepRecord>();
+                let (tx, rx) = futures::channel::mpsc::unbounded::<StepRecord>();
                 (Some(tx), Some(tokio::spawn(async_writer(s.clone(), rx))))
             }
             _ => (None, None),
@@ -555,9 +555,10 @@ impl InvokeRequest {
 /// Appends records in order and flushes whenever it has caught up (the flush overlaps the next steps).
 async fn async_writer(
     store: StoreRef,
-    mut rx: mpsc::UnboundedReceiver<StepRecord>,
+    mut rx: futures::channel::mpsc::UnboundedReceiver<StepRecord>,
 ) -> Result<(), crate::error::StoreError> {
-    while let Some(rec) = rx.recv().await {
+    use futures::StreamExt;
+    while let Some(rec) = rx.next().await {
         store.append_dyn(rec).await?;
         while let Ok(more) = rx.try_recv() {
             store.append_dyn(more).await?;
