@@ -17,17 +17,19 @@
 //! Spec version (without the reviewer): `examples/specs/blackboard.yaml`.
 
 use std::error::Error;
-use std::io::{BufRead, IsTerminal, Write};
 
 use agentic::agents::Human;
 use agentic::prelude::*;
 use serde_json::{Value, json};
 
+// The pieces every example shares: the `--scripted` switch, the model an agent asks, a person's answer.
+#[path = "common/mod.rs"]
+mod common;
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
-    let scripted =
-        std::env::args().any(|a| a == "--scripted") || std::env::var("AGENTIC_SCRIPTED").is_ok_and(|v| v == "1");
-    println!("{}", run(scripted).await?);
+    // Canned replies with `--scripted` or AGENTIC_SCRIPTED=1, else a real model (see `common::scripted`).
+    println!("{}", run(common::scripted()).await?);
     Ok(())
 }
 
@@ -157,7 +159,8 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
     let mut canned = ["she also has a blocked nose and pain behind the cheeks", "approved"].into_iter();
     while outcome.is_suspended() {
         let (id, prompt) = (outcome.pending()[0].id.clone(), outcome.pending()[0].prompt.clone());
-        let answer = ask_reviewer(&prompt, canned.next().unwrap_or("approved"), scripted)?;
+        // The reviewer types the answer at a terminal when a model runs, else the canned one is used.
+        let answer = common::ask(&prompt, canned.next().unwrap_or("approved"), scripted)?;
         transcript += &format!("review: {prompt}\nreviewer: {answer}\n");
         outcome = outcome.resume().answer(id, answer).await?;
     }
@@ -165,25 +168,10 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
     Ok(transcript)
 }
 
-/// The reviewer's answer: typed at a terminal when a model runs, else `canned`.
-fn ask_reviewer(prompt: &str, canned: &str, scripted: bool) -> Result<String, Box<dyn Error>> {
-    if scripted || !std::io::stdin().is_terminal() {
-        return Ok(canned.to_string());
-    }
-    print!("{prompt}\n> ");
-    std::io::stdout().flush()?;
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
-    Ok(line.trim().to_string())
-}
-
 /// The model `agent` asks: its canned replies with `--scripted`, else the default model (the local one, or
 /// the server at `OPENAI_BASE_URL`).
 fn model(agent: &str, scripted: bool) -> Result<ChatModelRef, Box<dyn Error>> {
-    if scripted {
-        return Ok(ChatModelRef::new(ScriptedModel::new(script(agent)).named(agent)));
-    }
-    Ok(agentic::default_model()?)
+    common::model(scripted, || ScriptedModel::new(script(agent)).named(agent))
 }
 
 /// The canned replies of each agent, in order.

@@ -14,11 +14,14 @@ use std::error::Error;
 use agentic::prelude::*;
 use serde_json::{Value, json};
 
+// The pieces every example shares: the `--scripted` switch, the model an agent asks, a person's answer.
+#[path = "common/mod.rs"]
+mod common;
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
-    let scripted =
-        std::env::args().any(|a| a == "--scripted") || std::env::var("AGENTIC_SCRIPTED").is_ok_and(|v| v == "1");
-    println!("{}", run(scripted).await?);
+    // Canned replies with `--scripted` or AGENTIC_SCRIPTED=1, else a real model (see `common::scripted`).
+    println!("{}", run(common::scripted()).await?);
     Ok(())
 }
 
@@ -70,12 +73,11 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
 /// The astrologer's model: canned replies with `--scripted`, else the default model (the local one, or the
 /// server at `OPENAI_BASE_URL`).
 fn model(scripted: bool) -> Result<ChatModelRef, Box<dyn Error>> {
-    if scripted {
-        return Ok(ChatModelRef::new(ScriptedModel::new([
+    common::model(scripted, || {
+        ScriptedModel::new([
             "Mario, your aries fire opens a door at work this week: walk through it.",
             "Luigi, a pisces dream points to an old friend; call them before Friday.",
             "Peach, leo confidence wins the room, but listen before you roar.",
-        ])));
-    }
-    Ok(agentic::default_model()?)
+        ])
+    })
 }

@@ -14,17 +14,19 @@
 //! of `MemoryStore` to keep suspended orders across restarts.
 
 use std::error::Error;
-use std::io::{BufRead, IsTerminal, Write};
 
 use agentic::agents::Human;
 use agentic::prelude::*;
 use serde_json::{Value, json};
 
+// The pieces every example shares: the `--scripted` switch, the model an agent asks, a person's answer.
+#[path = "common/mod.rs"]
+mod common;
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
-    let scripted =
-        std::env::args().any(|a| a == "--scripted") || std::env::var("AGENTIC_SCRIPTED").is_ok_and(|v| v == "1");
-    println!("{}", run(scripted).await?);
+    // Canned replies with `--scripted` or AGENTIC_SCRIPTED=1, else a real model (see `common::scripted`).
+    println!("{}", run(common::scripted()).await?);
     Ok(())
 }
 
@@ -81,32 +83,18 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
     let mut transcript = format!("{order_id} is waiting for {}: {}\n", pending.id, pending.prompt);
 
     // Later, maybe in another process: the manager answers, and the run resumes by its id.
-    let answer = ask_manager(&pending.prompt, scripted)?;
+    // At a terminal the manager types the answer when a model runs; else it is `approved`.
+    let answer = common::ask(&pending.prompt, "approved", scripted)?;
     transcript += &format!("manager: {answer}\n");
     let done = workflow(scripted)?.resume(order_id).store(store).answer(pending.id, answer).await?;
     transcript += &format!("{order_id}: {}", done.output().and_then(Value::as_str).unwrap_or_default());
     Ok(transcript)
 }
 
-/// The manager's answer: typed at a terminal when a model runs, else `approved`.
-fn ask_manager(prompt: &str, scripted: bool) -> Result<String, Box<dyn Error>> {
-    if scripted || !std::io::stdin().is_terminal() {
-        return Ok("approved".to_string());
-    }
-    print!("{prompt}\n> ");
-    std::io::stdout().flush()?;
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
-    Ok(line.trim().to_string())
-}
-
 /// The extractor's model: a canned reply with `--scripted`, else the default model (the local one, or the
 /// server at `OPENAI_BASE_URL`).
 fn model(scripted: bool) -> Result<ChatModelRef, Box<dyn Error>> {
-    if scripted {
-        return Ok(ChatModelRef::new(ScriptedModel::new([
-            r#"{"customer": "ACME Corp", "item": "widgets", "quantity": 1000}"#,
-        ])));
-    }
-    Ok(agentic::default_model()?)
+    common::model(scripted, || {
+        ScriptedModel::new([r#"{"customer": "ACME Corp", "item": "widgets", "quantity": 1000}"#])
+    })
 }

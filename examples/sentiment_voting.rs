@@ -15,11 +15,14 @@ use std::error::Error;
 use agentic::prelude::*;
 use serde_json::Value;
 
+// The pieces every example shares: the `--scripted` switch, the model an agent asks, a person's answer.
+#[path = "common/mod.rs"]
+mod common;
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
-    let scripted =
-        std::env::args().any(|a| a == "--scripted") || std::env::var("AGENTIC_SCRIPTED").is_ok_and(|v| v == "1");
-    println!("{}", run(scripted).await?);
+    // Canned replies with `--scripted` or AGENTIC_SCRIPTED=1, else a real model (see `common::scripted`).
+    println!("{}", run(common::scripted()).await?);
     Ok(())
 }
 
@@ -75,10 +78,7 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
 /// The model `agent` asks: its canned replies with `--scripted`, else the default model (the local one, or
 /// the server at `OPENAI_BASE_URL`). Voters run concurrently, so each has its own script.
 fn model(agent: &str, scripted: bool) -> Result<ChatModelRef, Box<dyn Error>> {
-    if scripted {
-        return Ok(ChatModelRef::new(ScriptedModel::new(script(agent)).named(agent)));
-    }
-    Ok(agentic::default_model()?)
+    common::model(scripted, || ScriptedModel::new(script(agent)).named(agent))
 }
 
 /// The canned replies of each agent, in order.

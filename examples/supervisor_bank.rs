@@ -21,11 +21,14 @@ use agentic::planners::ResponseStrategy;
 use agentic::prelude::*;
 use serde_json::{Map, Value, json};
 
+// The pieces every example shares: the `--scripted` switch, the model an agent asks, a person's answer.
+#[path = "common/mod.rs"]
+mod common;
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
-    let scripted =
-        std::env::args().any(|a| a == "--scripted") || std::env::var("AGENTIC_SCRIPTED").is_ok_and(|v| v == "1");
-    println!("{}", run(scripted).await?);
+    // Canned replies with `--scripted` or AGENTIC_SCRIPTED=1, else a real model (see `common::scripted`).
+    println!("{}", run(common::scripted()).await?);
     Ok(())
 }
 
@@ -111,13 +114,12 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
 /// The supervisor's model: canned decisions with `--scripted`, else the default model (the local one, or the
 /// server at `OPENAI_BASE_URL`).
 fn model(scripted: bool) -> Result<ChatModelRef, Box<dyn Error>> {
-    if scripted {
-        return Ok(ChatModelRef::new(ScriptedModel::new([
+    common::model(scripted, || {
+        ScriptedModel::new([
             r#"{"agentName": "exchange", "arguments": {"originalCurrency": "EUR", "amount": 100, "targetCurrency": "USD"}}"#,
             r#"{"agentName": "withdraw", "arguments": {"user": "Mario", "amount": 115.0}}"#,
             r#"{"agentName": "credit", "arguments": {"user": "Georgios", "amount": 115.0}}"#,
             r#"{"agentName": "done", "arguments": {"response": "Transferred 100 EUR (115.00 USD) from Mario to Georgios."}}"#,
-        ])));
-    }
-    Ok(agentic::default_model()?)
+        ])
+    })
 }

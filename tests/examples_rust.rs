@@ -3,6 +3,8 @@
 //! this test as modules and their `run(scripted)` is called on a multi-threaded runtime, as their `main` does.
 
 #![allow(clippy::unwrap_used)]
+// Each example declares its own `mod common` (examples/common/mod.rs), so this test holds one copy per example.
+#![allow(clippy::duplicate_mod)]
 
 #[allow(dead_code)]
 #[path = "../examples/story.rs"]

@@ -14,6 +14,10 @@ use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+// bodies: the JSON requests a loopback server received.
+mod common;
+use common::bodies;
+
 fn spec(name: &str) -> Spec {
     Spec::from_path(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/specs").join(name)).expect("valid spec")
 }
@@ -154,16 +158,6 @@ async fn loopback(contents: &[&str]) -> (MockServer, ChatModelRef) {
         .build()
         .expect("model");
     (server, ChatModelRef::new(model))
-}
-
-async fn bodies(server: &MockServer) -> Vec<Value> {
-    server
-        .received_requests()
-        .await
-        .unwrap_or_default()
-        .iter()
-        .map(|r| serde_json::from_slice(&r.body).expect("JSON"))
-        .collect()
 }
 
 #[tokio::test]

@@ -19,6 +19,10 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+// openai, sse: the model over a loopback server, a streamed answer.
+mod common;
+use common::openai;
+
 type Log = Arc<Mutex<Vec<String>>>;
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -454,16 +458,6 @@ async fn a_streaming_agent_reports_its_tokens_as_events_and_answers_the_same() {
 
 // --- Against a loopback OpenAI-compatible server --------------------------------------------------------
 
-fn openai(server: &MockServer) -> OpenAiModel {
-    OpenAiModel::builder("gpt-test")
-        .base_url(format!("{}/v1", server.uri()))
-        .api_key("sk-test")
-        .backoff(Duration::from_millis(10))
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap()
-}
-
 fn completion(message: Value, finish: &str) -> Value {
     json!({
         "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
@@ -537,21 +531,15 @@ async fn the_tool_loop_over_a_loopback_openai_server() {
 #[tokio::test]
 async fn a_streaming_agent_over_a_loopback_openai_server() {
     let server = MockServer::start().await;
-    let sse = [
+    let chunks = [
         r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Once "}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":"upon "}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":"a time."},"finish_reason":"stop"}]}"#,
         r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":4}}"#,
-    ]
-    .iter()
-    .map(|d| format!("data: {d}\n\n"))
-    .collect::<String>()
-        + "data: [DONE]\n\n";
+    ];
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
-        .respond_with(
-            ResponseTemplate::new(200).insert_header("content-type", "text/event-stream").set_body_string(sse),
-        )
+        .respond_with(common::sse(&chunks))
         .mount(&server)
         .await;
     let agent = LlmAgent::builder(openai(&server)).name("teller").user("A story.").streaming(true).build().unwrap();

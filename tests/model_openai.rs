@@ -13,6 +13,10 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+// openai, sse, bodies: the model over a loopback server, a streamed answer, the requests it received.
+mod common;
+use common::{bodies, openai};
+
 fn completion(content: &str) -> Value {
     json!({
         "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
@@ -21,28 +25,8 @@ fn completion(content: &str) -> Value {
     })
 }
 
-fn model(server: &MockServer) -> OpenAiModel {
-    OpenAiModel::builder("gpt-test")
-        .base_url(format!("{}/v1", server.uri()))
-        .api_key("sk-test")
-        .backoff(Duration::from_millis(10))
-        .timeout(Duration::from_secs(5))
-        .build()
-        .expect("model")
-}
-
 fn ask(text: &str) -> ChatRequest {
     ChatRequest::new(vec![ChatMessage::user(text)])
-}
-
-async fn bodies(server: &MockServer) -> Vec<Value> {
-    server
-        .received_requests()
-        .await
-        .unwrap_or_default()
-        .iter()
-        .map(|r| serde_json::from_slice(&r.body).expect("request JSON"))
-        .collect()
 }
 
 #[tokio::test]
@@ -140,7 +124,7 @@ async fn reads_tool_calls() {
         ]}, "finish_reason": "tool_calls"}]
     });
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(200).set_body_json(body)).mount(&server).await;
-    let answer = model(&server).chat_ref().chat(ask("add")).await.expect("answer");
+    let answer = openai(&server).chat_ref().chat(ask("add")).await.expect("answer");
     assert_eq!(
         answer.tool_calls(),
         &[ToolCall::new("call_a", "add", json!({"a": 1, "b": 2})), ToolCall::new("call_b", "now", json!({}))]
@@ -152,24 +136,18 @@ async fn reads_tool_calls() {
 #[tokio::test]
 async fn streams_tokens_and_assembles_the_answer() {
     let server = MockServer::start().await;
-    let sse = [
+    let chunks = [
         r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Once "}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":"upon "}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":"a time."},"finish_reason":"stop"}]}"#,
         r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":4}}"#,
-    ]
-    .iter()
-    .map(|d| format!("data: {d}\n\n"))
-    .collect::<String>()
-        + "data: [DONE]\n\n";
+    ];
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
-        .respond_with(
-            ResponseTemplate::new(200).insert_header("content-type", "text/event-stream").set_body_string(sse),
-        )
+        .respond_with(common::sse(&chunks))
         .mount(&server)
         .await;
-    let mut stream = model(&server).chat_ref().chat_stream(ask("Tell a story")).await.expect("stream");
+    let mut stream = openai(&server).chat_ref().chat_stream(ask("Tell a story")).await.expect("stream");
     let mut events = Vec::new();
     while let Some(e) = stream.next().await {
         events.push(e.expect("event"));
@@ -194,22 +172,13 @@ async fn streams_tokens_and_assembles_the_answer() {
 #[tokio::test]
 async fn streams_tool_call_deltas() {
     let server = MockServer::start().await;
-    let sse = [
+    let chunks = [
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"add","arguments":""}}]}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":"}}]}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]},"finish_reason":"tool_calls"}]}"#,
-    ]
-    .iter()
-    .map(|d| format!("data: {d}\n\n"))
-    .collect::<String>()
-        + "data: [DONE]\n\n";
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200).insert_header("content-type", "text/event-stream").set_body_string(sse),
-        )
-        .mount(&server)
-        .await;
-    let stream = model(&server).chat_ref().chat_stream(ask("add")).await.expect("stream");
+    ];
+    Mock::given(method("POST")).respond_with(common::sse(&chunks)).mount(&server).await;
+    let stream = openai(&server).chat_ref().chat_stream(ask("add")).await.expect("stream");
     let events: Vec<StreamEvent> = stream.map(|e| e.expect("event")).collect().await;
     assert_eq!(
         events[0],
@@ -237,7 +206,7 @@ async fn a_500_is_retried_then_succeeds() {
         .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
         .mount(&server)
         .await;
-    let answer = model(&server).chat_ref().chat(ask("hi")).await.expect("answer after a retry");
+    let answer = openai(&server).chat_ref().chat(ask("hi")).await.expect("answer after a retry");
     assert_eq!(answer.text(), "ok");
     assert_eq!(bodies(&server).await.len(), 2, "one failure, one retry");
 }
@@ -300,7 +269,7 @@ async fn a_401_fails_at_once_naming_the_server_and_model() {
             "message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}})))
         .mount(&server)
         .await;
-    let e = model(&server).chat_ref().chat(ask("hi")).await.expect_err("unauthorized");
+    let e = openai(&server).chat_ref().chat(ask("hi")).await.expect_err("unauthorized");
     assert!(matches!(e, ModelError::Unauthorized { status: 401, .. }), "{e:?}");
     assert_eq!(
         e.to_string(),
@@ -326,7 +295,7 @@ async fn an_unknown_model_is_a_404_and_other_4xx_are_not_retried() {
         .respond_with(ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad stop sequence"}})))
         .mount(&server)
         .await;
-    let m = ChatModelRef::new(model(&server));
+    let m = ChatModelRef::new(openai(&server));
     let e = m.chat(ask("hi")).await.expect_err("not found");
     assert_eq!(
         e.to_string(),
@@ -370,7 +339,7 @@ async fn malformed_json_is_a_clear_error_quoting_the_body() {
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({"result": "not a completion"})))
         .mount(&server)
         .await;
-    let m = ChatModelRef::new(model(&server));
+    let m = ChatModelRef::new(openai(&server));
     let e = m.chat(ask("hi")).await.expect_err("malformed");
     let text = e.to_string();
     assert!(text.starts_with(&format!("model `gpt-test` at {}/v1: invalid response: ", server.uri())), "{text}");
@@ -423,7 +392,7 @@ async fn asks_for_and_reads_token_logprobs() {
         "usage": {"prompt_tokens": 40, "completion_tokens": 4}
     });
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(200).set_body_json(body)).mount(&server).await;
-    let chat = model(&server).chat_ref();
+    let chat = openai(&server).chat_ref();
     let answer = chat.chat(ask("which?").logprobs(3)).await.expect("answer");
     let logprobs = answer.logprobs.as_ref().expect("logprobs");
     assert_eq!(logprobs.iter().map(|t| t.token.as_str()).collect::<String>(), "{\"agent\":\"medical\"}");
@@ -469,21 +438,12 @@ async fn asks_for_and_reads_token_logprobs() {
 #[tokio::test]
 async fn streamed_logprobs_are_collected() {
     let server = MockServer::start().await;
-    let sse = [
+    let chunks = [
         r#"{"choices":[{"index":0,"delta":{"content":"ye"},"logprobs":{"content":[{"token":"ye","logprob":-0.5,"top_logprobs":[{"token":"ye","logprob":-0.5},{"token":"no","logprob":-1.0}]}]}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":"s"},"logprobs":{"content":[{"token":"s","logprob":-0.1}]},"finish_reason":"stop"}]}"#,
-    ]
-    .iter()
-    .map(|d| format!("data: {d}\n\n"))
-    .collect::<String>()
-        + "data: [DONE]\n\n";
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200).insert_header("content-type", "text/event-stream").set_body_string(sse),
-        )
-        .mount(&server)
-        .await;
-    let mut stream = model(&server).chat_ref().chat_stream(ask("ok?").logprobs(2)).await.expect("stream");
+    ];
+    Mock::given(method("POST")).respond_with(common::sse(&chunks)).mount(&server).await;
+    let mut stream = openai(&server).chat_ref().chat_stream(ask("ok?").logprobs(2)).await.expect("stream");
     let mut last = None;
     while let Some(e) = stream.next().await {
         last = Some(e.expect("event"));

@@ -10,10 +10,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentic::agents::Human;
-use agentic::engine::{CheckpointStore, RunStatus};
+use agentic::engine::CheckpointStore;
 use agentic::planners::{Bdi, Blackboard, Convergence, Debate, Desire, Goap, P2p, Vote, Voting, VotingStrategy};
 use agentic::prelude::*;
 use serde_json::{Map, Value, json};
+
+// crashed_after, completions: a run's journal cut short by a crash, and the completions it holds.
+mod common;
 
 /// Counts executions per agent name, and records the order of executions.
 #[derive(Clone, Default)]
@@ -119,24 +122,12 @@ async fn crash_at_every_step(name: &str, build: impl Fn(&Counters) -> AgentRef, 
     let run = CheckpointStore::run(&store, name).await.unwrap().unwrap();
     assert!(records.len() > 2, "{name}: journaled {} steps", records.len());
     for k in 1..=records.len() {
-        let id = format!("{name}-crash-{k}");
-        let copy = MemoryStore::new();
-        let mut rec = run.clone();
-        rec.run_id = id.clone();
-        rec.status = RunStatus::Running;
-        rec.detail = Value::Null;
-        copy.put_run(rec).await.unwrap();
-        for r in &records[..k] {
-            let mut r = r.clone();
-            r.run_id = id.clone();
-            copy.append(r).await.unwrap();
-        }
+        let (id, copy) = common::crashed_after(&run, &records, k).await;
         let c2 = Counters::default();
         let out = build(&c2).resume(id.clone()).store(copy).await.unwrap();
         assert_eq!(out.output(), Some(&expected), "{name}: resumed after step {k}");
         for (agent, total) in &full {
-            let journaled =
-                records[..k].iter().filter(|r| r.invocation.as_ref().is_some_and(|i| &i.agent == agent)).count();
+            let journaled = common::completions(&records[..k], agent);
             assert_eq!(c2.get(agent) + journaled, *total, "{name}: `{agent}` after a crash at step {k}");
         }
     }

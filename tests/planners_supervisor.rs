@@ -15,10 +15,13 @@ use std::time::Duration;
 use agentic::agents::decision::{Question, ScriptedDecisionModel};
 use agentic::agents::model::ScriptedModel;
 use agentic::agents::{FnAgent, Human};
-use agentic::engine::{AgentRef, CheckpointStore, InputSpec, RunStatus, SpecBuilder, ValueType};
+use agentic::engine::{AgentRef, CheckpointStore, InputSpec, SpecBuilder, ValueType};
 use agentic::planners::{ContextStrategy, DecisionRouter, ResponseStrategy, Supervisor};
 use agentic::prelude::{CompositeBuilderExt, MemoryStore};
 use serde_json::{Map, Value, json};
+
+// crashed_after, completions: a run's journal cut short by a crash, and the completions it holds.
+mod common;
 
 fn account_agent(name: &str, description: &str, verb: &'static str) -> AgentRef {
     FnAgent::from_async(name, move |inputs| async move {
@@ -706,22 +709,9 @@ async fn crash_at_every_step(
     let records = CheckpointStore::records(&store, name).await.unwrap();
     let run = CheckpointStore::run(&store, name).await.unwrap().unwrap();
     assert!(records.len() > 3, "{name}: journaled {} steps", records.len());
-    let journaled = |k: usize, agent: &str| {
-        records[..k].iter().filter(|r| r.invocation.as_ref().is_some_and(|i| i.agent == agent)).count()
-    };
+    let journaled = |k: usize, agent: &str| common::completions(&records[..k], agent);
     for k in 1..=records.len() {
-        let id = format!("{name}-crash-{k}");
-        let copy = MemoryStore::new();
-        let mut rec = run.clone();
-        rec.run_id = id.clone();
-        rec.status = RunStatus::Running;
-        rec.detail = Value::Null;
-        copy.put_run(rec).await.unwrap();
-        for r in &records[..k] {
-            let mut r = r.clone();
-            r.run_id = id.clone();
-            copy.append(r).await.unwrap();
-        }
+        let (id, copy) = common::crashed_after(&run, &records, k).await;
         let answered: usize = model_agents.iter().map(|a| journaled(k, a)).sum();
         let runs2 = Runs::default();
         let (system, probe) = build(&runs2, answered);

@@ -7,30 +7,12 @@
 #![allow(clippy::unwrap_used)]
 
 use agentic::agents::model::{ChatModelRef, ScriptedModel};
-use agentic_spec::{AgentKind, Spec, SpecError};
+use agentic_spec::{AgentKind, Spec};
 use serde_json::json;
 
-fn errors(yaml: &str) -> Vec<SpecError> {
-    match Spec::parse(yaml, "spec.yaml") {
-        Ok(_) => panic!("the spec should be invalid"),
-        Err(e) => e.errors,
-    }
-}
-
-fn one(yaml: &str) -> SpecError {
-    let errs = errors(yaml);
-    assert_eq!(
-        errs.len(),
-        1,
-        "expected one error, got:\n{}",
-        errs.iter().map(|e| format!("{e}\n")).collect::<String>()
-    );
-    errs[0].clone()
-}
-
-fn at(e: &SpecError) -> (u64, u64, Option<&str>, Option<&str>) {
-    (e.line, e.column, e.agent.as_deref(), e.field.as_deref())
-}
+// one, at: the single error of a spec that must not parse, and where it is.
+mod common;
+use common::{at, one};
 
 const BANK_AGENTS: &str = r#"
   exchange:
@@ -71,6 +53,11 @@ fn bank(extra: &str, replies: &[&str]) -> String {
     )
 }
 
+/// Builds the bank spec `yaml` and runs it on the transfer request.
+async fn run_bank(yaml: &str) -> agentic::engine::RunOutcome {
+    Spec::parse(yaml, "bank.yaml").unwrap().build().unwrap().root.invoke().input("request", REQUEST).await.unwrap()
+}
+
 async fn agents_run(out: &agentic::engine::RunOutcome) -> Vec<String> {
     out.history().await.unwrap().into_iter().map(|r| r.agent).filter(|a| a != "planner" && a != "bank").collect()
 }
@@ -97,15 +84,7 @@ async fn a_supervisor_spec_transfers_100_eur_with_exchange_withdraw_credit_and_r
     assert_eq!(out.state().get("credit"), Some(&json!("Georgios: +115 USD")));
 
     // The default strategy (`last`) answers with the last agent's output.
-    let out = Spec::parse(&bank("", &[EXCHANGE, WITHDRAW, CREDIT, DONE]), "bank.yaml")
-        .unwrap()
-        .build()
-        .unwrap()
-        .root
-        .invoke()
-        .input("request", REQUEST)
-        .await
-        .unwrap();
+    let out = run_bank(&bank("", &[EXCHANGE, WITHDRAW, CREDIT, DONE])).await;
     assert_eq!(out.output(), Some(&json!("Georgios: +115 USD")));
 }
 
@@ -132,15 +111,7 @@ async fn scored_and_summarization_from_a_spec() {
         "    response_strategy: scored\n    context_strategy: summarization\n    max_invocations: 3\n",
         &[EXCHANGE, "100 EUR are 115 USD.", WITHDRAW, "Mario paid 115 USD.", DONE, r#"{"last": 0.1, "summary": 0.9}"#],
     );
-    let out = Spec::parse(&yaml, "bank.yaml")
-        .unwrap()
-        .build()
-        .unwrap()
-        .root
-        .invoke()
-        .input("request", REQUEST)
-        .await
-        .unwrap();
+    let out = run_bank(&yaml).await;
     assert_eq!(out.output(), Some(&json!("Transferred 100 EUR (115 USD) from Mario to Georgios.")));
     let steps: Vec<String> = out.history().await.unwrap().into_iter().map(|r| r.agent).collect();
     assert_eq!(
@@ -150,15 +121,7 @@ async fn scored_and_summarization_from_a_spec() {
 
     // max_invocations bounds the agent invocations: the result is then the last output.
     let yaml = bank("    max_invocations: 2\n", &[EXCHANGE, WITHDRAW, CREDIT, DONE]);
-    let out = Spec::parse(&yaml, "bank.yaml")
-        .unwrap()
-        .build()
-        .unwrap()
-        .root
-        .invoke()
-        .input("request", REQUEST)
-        .await
-        .unwrap();
+    let out = run_bank(&yaml).await;
     assert_eq!(out.output(), Some(&json!("Mario: -115 USD")));
 }
 

@@ -6,8 +6,12 @@
 
 use std::path::Path;
 
-use agentic_spec::{AgentKind, Spec, SpecError};
+use agentic_spec::{AgentKind, Spec};
 use serde_json::{Map, Value, json};
+
+// errors, one, at: the errors of a spec that must not parse, and where they are.
+mod common;
+use common::{at, errors, one};
 
 fn build(yaml: &str) -> agentic::engine::AgentRef {
     Spec::parse(yaml, "spec.yaml").unwrap_or_else(|e| panic!("{e}")).build().unwrap_or_else(|e| panic!("{e}")).root
@@ -17,28 +21,6 @@ async fn run(yaml: &str, inputs: Value) -> Value {
     let Value::Object(inputs) = inputs else { panic!("inputs must be an object") };
     let out = build(yaml).invoke().inputs(inputs).await.unwrap();
     out.output().cloned().unwrap_or(Value::Null)
-}
-
-fn errors(yaml: &str) -> Vec<SpecError> {
-    match Spec::parse(yaml, "spec.yaml") {
-        Ok(_) => panic!("the spec should be invalid"),
-        Err(e) => e.errors,
-    }
-}
-
-fn one(yaml: &str) -> SpecError {
-    let errs = errors(yaml);
-    assert_eq!(
-        errs.len(),
-        1,
-        "expected one error, got:\n{}",
-        errs.iter().map(|e| format!("{e}\n")).collect::<String>()
-    );
-    errs[0].clone()
-}
-
-fn at(e: &SpecError) -> (u64, u64, Option<&str>, Option<&str>) {
-    (e.line, e.column, e.agent.as_deref(), e.field.as_deref())
 }
 
 const HEAD: &str = "version: 1\nroot: r\nagents:\n";

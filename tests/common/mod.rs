@@ -1,0 +1,106 @@
+//! Helpers shared by several integration tests (`mod common;` in each): the errors of invalid specs, a journal
+//! cut short by a crash, and an OpenAI-compatible loopback server (wiremock). A test file uses only some of
+//! them, hence the `dead_code` allowances.
+
+use std::time::Duration;
+
+use agentic::agents::model::OpenAiModel;
+use agentic::engine::{CheckpointStore, RunRecord, RunStatus, StepRecord};
+use agentic::spec::{Spec, SpecError};
+use agentic::store::MemoryStore;
+use serde_json::Value;
+use wiremock::{MockServer, ResponseTemplate};
+
+// ---------------------------------------------------------------------------------------------------------
+// Spec errors
+
+/// The errors of a spec that must not parse.
+#[allow(dead_code)]
+pub fn errors(yaml: &str) -> Vec<SpecError> {
+    match Spec::parse(yaml, "spec.yaml") {
+        Ok(_) => panic!("the spec should be invalid"),
+        Err(e) => e.errors,
+    }
+}
+
+/// The single error of a spec that must not parse.
+#[allow(dead_code)]
+pub fn one(yaml: &str) -> SpecError {
+    let errs = errors(yaml);
+    assert_eq!(
+        errs.len(),
+        1,
+        "expected one error, got:\n{}",
+        errs.iter().map(|e| format!("{e}\n")).collect::<String>()
+    );
+    errs[0].clone()
+}
+
+/// Where an error is: line, column, agent and field.
+#[allow(dead_code)]
+pub fn at(e: &SpecError) -> (u64, u64, Option<&str>, Option<&str>) {
+    (e.line, e.column, e.agent.as_deref(), e.field.as_deref())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Crashes
+
+/// The run `run` as a crash after step `k` of its journal `records` leaves it: a fresh memory store holding
+/// only the first `k` records and the run record left `Running`, under the id `<run id>-crash-<k>`. Returns
+/// the id and the store, from which the run resumes.
+#[allow(dead_code)]
+pub async fn crashed_after(run: &RunRecord, records: &[StepRecord], k: usize) -> (String, MemoryStore) {
+    let id = format!("{}-crash-{k}", run.run_id);
+    let copy = MemoryStore::new();
+    let mut rec = run.clone();
+    rec.run_id = id.clone();
+    rec.status = RunStatus::Running;
+    rec.detail = Value::Null;
+    copy.put_run(rec).await.expect("put the run");
+    for r in &records[..k] {
+        let mut r = r.clone();
+        r.run_id = id.clone();
+        copy.append(r).await.expect("append a record");
+    }
+    (id, copy)
+}
+
+/// How many of `records` are completions of `agent`.
+#[allow(dead_code)]
+pub fn completions(records: &[StepRecord], agent: &str) -> usize {
+    records.iter().filter(|r| r.invocation.as_ref().is_some_and(|i| i.agent == agent)).count()
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// A loopback OpenAI-compatible server
+
+/// The `openai` provider over `server`: model `gpt-test`, key `sk-test`, 10 ms backoff, 5 s timeout.
+#[allow(dead_code)]
+pub fn openai(server: &MockServer) -> OpenAiModel {
+    OpenAiModel::builder("gpt-test")
+        .base_url(format!("{}/v1", server.uri()))
+        .api_key("sk-test")
+        .backoff(Duration::from_millis(10))
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("model")
+}
+
+/// A streamed answer: each chunk as a server-sent event, then `[DONE]`.
+#[allow(dead_code)]
+pub fn sse(chunks: &[&str]) -> ResponseTemplate {
+    let body = chunks.iter().map(|d| format!("data: {d}\n\n")).collect::<String>() + "data: [DONE]\n\n";
+    ResponseTemplate::new(200).insert_header("content-type", "text/event-stream").set_body_string(body)
+}
+
+/// The JSON bodies of the requests `server` received, in order.
+#[allow(dead_code)]
+pub async fn bodies(server: &MockServer) -> Vec<Value> {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).expect("request JSON"))
+        .collect()
+}
