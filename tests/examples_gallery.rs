@@ -288,7 +288,7 @@ fn cases() -> Vec<Case> {
                 "default",
                 &[
                     (
-                        "fill in the fields",
+                        "Copy the fields",
                         r#"{"customer": "Dana Reyes", "product": "Pro plan", "problem": "charged twice", "urgency": "high"}"#,
                     ),
                     ("Category:", "BILLING"),
