@@ -180,3 +180,60 @@ fn a_completed_memory_id_starts_a_new_turn_on_the_same_scope() {
         assert_eq!(stdout(&o), expected, "{}", stderr(&o));
     }
 }
+
+#[test]
+fn a_completed_run_is_not_run_again_and_a_suspended_one_is_not_restarted_with_new_inputs() {
+    let store = tempfile::tempdir().unwrap();
+    let s = store.path();
+    let o = agentic(s, &["run", &fixture("approval.yaml"), "--input", "input=data", "--memory-id", "order-9"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+
+    // `run` with the id of the suspended run refuses: new inputs over a half-done state would not add up.
+    let o = agentic(s, &["run", &fixture("approval.yaml"), "--input", "input=other", "--memory-id", "order-9"]);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(
+        stderr(&o),
+        "run: order-9\nerror: run `order-9` already exists and is suspended; it waits for human-review: answer with \
+         `agentic respond order-9 ..`, then `agentic resume order-9` (or choose another --memory-id)\n"
+    );
+
+    agentic(s, &["respond", "order-9", "APPROVED"]);
+    let o = agentic(s, &["resume", "order-9"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Final: PROCESSED: data | APPROVED\n");
+    let steps = |s: &Path| json_out(&agentic(s, &["show", "order-9", "--json"]))["history"].as_array().unwrap().len();
+    let before = steps(s);
+
+    // Resuming a completed run prints its result and runs nothing.
+    let o = agentic(s, &["resume", "order-9", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        json_out(&o),
+        json!({"run_id": "order-9", "status": "completed", "output": "Final: PROCESSED: data | APPROVED", "pending": []})
+    );
+    assert_eq!(stderr(&o), "run: order-9\nrun `order-9` completed earlier; nothing to resume\n");
+    assert_eq!(steps(s), before, "nothing ran again");
+    let o = agentic(s, &["show", "order-9", "--json"]);
+    assert_eq!(json_out(&o)["status"], json!("completed"));
+}
+
+#[test]
+fn a_run_whose_spec_moved_resumes_with_spec() {
+    let store = tempfile::tempdir().unwrap();
+    let s = store.path();
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("approval.yaml");
+    std::fs::copy(fixture("approval.yaml"), &first).unwrap();
+    let o = agentic(s, &["run", first.to_str().unwrap(), "--input", "input=x", "--memory-id", "moved-1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let moved = dir.path().join("renamed.yaml");
+    std::fs::rename(&first, &moved).unwrap();
+    agentic(s, &["respond", "moved-1", "OK"]);
+
+    let o = agentic(s, &["resume", "moved-1"]);
+    assert_eq!(o.status.code(), Some(64));
+    assert!(stderr(&o).contains("(if the file moved, give it with --spec)"), "{}", stderr(&o));
+    let o = agentic(s, &["resume", "moved-1", "--spec", moved.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Final: PROCESSED: x | OK\n");
+}

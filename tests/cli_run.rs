@@ -266,7 +266,8 @@ fn help_and_version_exit_0() {
     let o = agentic(&["--version"]);
     assert_eq!(stdout(&o), format!("agentic {}\n", env!("CARGO_PKG_VERSION")));
     let o = agentic(&["run", "--help"]);
-    assert!(stdout(&o).contains("nothing is persisted yet"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("one process at a time may open it"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("sync (each step reaches the disk before the next)"), "{}", stdout(&o));
 }
 
 #[test]

@@ -122,7 +122,7 @@ fn a_local_model_this_binary_lacks_is_a_warning_not_an_error() {
         .output()
         .expect("the binary runs");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "ok: local-demo (1 agents)\n");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ok: local-demo (1 agent)\n");
     if cfg!(feature = "local") {
         assert_eq!(String::from_utf8_lossy(&o.stderr), "");
     } else {

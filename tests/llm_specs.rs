@@ -540,3 +540,70 @@ agents:
         ]
     );
 }
+
+#[tokio::test]
+async fn spec_tool_arguments_are_required_and_type_checked_and_the_model_reads_why() {
+    let model = ScriptedModel::new([
+        r#"{"tool_calls": [{"name": "quote", "arguments": {"unit": 2.5}},
+                          {"name": "quote", "arguments": {"quantity": "three", "unit": 2.5}},
+                          {"name": "order_status", "arguments": {"order_id": 42}}]}"#,
+        "Sorry, I could not look that up.",
+    ]);
+    let built = Spec::parse(ORDER_SPEC, "support.yaml")
+        .expect("valid spec")
+        .build_with_models([("default".to_string(), ChatModelRef::new(model.clone()))])
+        .expect("build");
+    // `quantity` is also a state key: a missing argument must not silently take it.
+    let outcome = built
+        .root
+        .invoke()
+        .input("question", "Price?")
+        .input("quantity", 3)
+        .input("orders", json!({"42": "shipped"}))
+        .await
+        .expect("run");
+    assert_eq!(outcome.output(), Some(&json!("Sorry, I could not look that up.")));
+    let results: Vec<String> =
+        model.requests()[1].messages.iter().filter(|m| m.role() == "tool").map(|m| m.text().to_string()).collect();
+    assert_eq!(
+        results,
+        [
+            "error: missing argument `quantity`",
+            "error: argument `quantity` must be an integer, found \"three\"",
+            "error: argument `order_id` must be a string, found 42",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_empty_summarized_context_summarizes_every_agent() {
+    let text = r#"version: 1
+root: experts
+models:
+  default: { provider: scripted }
+agents:
+  experts: { kind: sequence, agents: [medical, legal], output_key: response }
+  medical: { kind: llm, user: "As a doctor: {{ request }}", output_key: medical_answer }
+  legal: { kind: llm, user: "As a lawyer: {{ question }}", context: { summarized: [] }, output_key: response }
+"#;
+    let model = ScriptedModel::new(["Rest and ice.", "A leg was broken.", "Yes, you may."]);
+    let built = Spec::parse(text, "experts.yaml")
+        .expect("valid")
+        .build_with_models([("default".to_string(), ChatModelRef::new(model.clone()))])
+        .expect("build");
+    let outcome = built.root.invoke().input("request", "I broke my leg").input("question", "Sue?").await.expect("run");
+    assert_eq!(outcome.output(), Some(&json!("Yes, you may.")));
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3, "the summary is asked for");
+    assert_eq!(requests[2].messages[0].text(), "Considering this context: A leg was broken.\n\nAs a lawyer: Sue?");
+}
+
+#[test]
+fn tool_choice_required_needs_tools() {
+    let text = "version: 1\nroot: a\nmodels:\n  default: { provider: scripted }\nagents:\n  a: { kind: llm, user: hi, \
+                tool_choice: required }\n";
+    assert_eq!(
+        errors(text),
+        ["spec.yaml:6:42: agent `a`: field `tool_choice`: `required` needs at least one tool in `tools`"]
+    );
+}

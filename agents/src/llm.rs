@@ -577,11 +577,12 @@ impl LlmAgent {
             if rounds == self.max_tool_iterations {
                 let called: Vec<&str> = response.tool_calls().iter().map(|c| c.name.as_str()).collect();
                 return Err(ctx.fail(format!(
-                    "model `{}` at {} still called tools ({}) after {rounds} tool rounds; the bound is \
+                    "model `{}` at {} still called tools ({}) after {rounds} tool round{}; the bound is \
                      max_tool_iterations = {}",
                     info.model,
                     info.server,
                     called.join(", "),
+                    if rounds == 1 { "" } else { "s" },
                     self.max_tool_iterations
                 )));
             }

@@ -284,6 +284,8 @@ pub struct LlmDef {
     /// Whether the context is summarized by the model (`context.summarized`) rather than put verbatim
     /// (`context.conversation`).
     pub context_summarized: bool,
+    /// Whether `context` was given at all (`context: {summarized: []}` means every agent's exchanges).
+    pub has_context: bool,
     /// `tools`: the functions the model may call, in declaration order.
     pub tools: Vec<ToolDef>,
     /// `max_tool_iterations`: the bound on tool rounds per answer (default: the agent's default, 10).

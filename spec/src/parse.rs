@@ -688,6 +688,7 @@ fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::L
             names
         })
         .unwrap_or_default();
+    let has_context = obj.get("context").is_some();
     let tools = obj.get("tools").map(|node| parse_tools(node, cx)).unwrap_or_default();
     let max_tool_iterations = cx.int(obj, "max_tool_iterations", 1, 1000).and_then(|n| usize::try_from(n).ok());
     let tool_choice = cx.nonempty(obj, "tool_choice").and_then(|c| {
@@ -695,6 +696,10 @@ fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::L
         match c.value.as_str() {
             "auto" => Some(ToolChoice::Auto),
             "none" => Some(ToolChoice::None),
+            "required" if tools.is_empty() => {
+                cx.err(c.pos, Some("tool_choice"), "`required` needs at least one tool in `tools`");
+                None
+            }
             "required" => Some(ToolChoice::Required),
             name if tools.iter().any(|t| t.name.value == name) => Some(ToolChoice::Tool(name.to_string())),
             name => {
@@ -736,6 +741,7 @@ fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::L
         memory_window,
         context,
         context_summarized,
+        has_context,
         tools,
         max_tool_iterations,
         tool_choice,

@@ -39,7 +39,7 @@ pub(crate) enum Command {
 /// Where runs are stored. Default `./.agentic`, or `$AGENTIC_STORE`.
 #[derive(Debug, Args)]
 pub(crate) struct StoreArg {
-    /// Store directory (a sled database). This build keeps runs in memory only: nothing is persisted yet.
+    /// Store directory (a sled database; one process at a time may open it).
     #[arg(long, value_name = "DIR", env = "AGENTIC_STORE", default_value = ".agentic")]
     pub(crate) store: PathBuf,
 }
@@ -83,7 +83,8 @@ pub(crate) struct RunArgs {
     pub(crate) memory_id: Option<String>,
     #[command(flatten)]
     pub(crate) store: StoreArg,
-    /// Journal durability (no effect until runs are persisted).
+    /// Journal durability: sync (each step reaches the disk before the next), async (written behind the
+    /// run, flushed before it returns), exit (written when the run ends or suspends).
     #[arg(long, value_enum, value_name = "MODE", default_value = "sync")]
     pub(crate) durability: DurabilityArg,
     /// Write a self-contained HTML report of the run when it ends or suspends.
@@ -116,6 +117,10 @@ pub(crate) struct ResumeArgs {
     pub(crate) run_id: String,
     #[command(flatten)]
     pub(crate) store: StoreArg,
+    /// The spec to continue the run with, when its file has moved (default: the path the run was started
+    /// from). Its structure must be the run's.
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) spec: Option<PathBuf>,
     /// Print one JSON object {"run_id", "status", "output", "pending"} on stdout.
     #[arg(long)]
     pub(crate) json: bool,

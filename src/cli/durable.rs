@@ -74,17 +74,40 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let Some(source) = record.source.clone() else {
-        eprintln!(
-            "error: run `{}` was not started from a spec file; resume it from the program that ran it",
-            args.run_id
-        );
-        return EXIT_FAILED;
+    if record.status == agentic_engine::RunStatus::Completed {
+        // Nothing to continue: print the stored result rather than starting the workflow again.
+        eprintln!("run `{}` completed earlier; nothing to resume", args.run_id);
+        let outcome = json!({"run_id": args.run_id, "status": "completed", "output": record.detail, "pending": []});
+        if args.json {
+            print_json(&outcome);
+        } else {
+            match &record.detail {
+                Value::String(s) => out(s),
+                other => out(&other.to_string()),
+            }
+        }
+        return EXIT_OK;
+    }
+    let source = match (&args.spec, record.source.clone()) {
+        (Some(spec), _) => std::fs::canonicalize(spec).unwrap_or_else(|_| spec.clone()).to_string_lossy().into_owned(),
+        (None, Some(source)) => source,
+        (None, None) => {
+            eprintln!(
+                "error: run `{}` was not started from a spec file; resume it from the program that ran it, or \
+                 give the spec with --spec",
+                args.run_id
+            );
+            return EXIT_FAILED;
+        }
     };
     let built = match Spec::from_path(std::path::Path::new(&source)).and_then(|s| s.build()) {
         Ok(b) => b,
         Err(errors) => {
-            eprintln!("error: the spec of run `{}` ({source}) no longer builds:\n{errors}", args.run_id);
+            eprintln!(
+                "error: the spec of run `{}` ({source}) no longer builds (if the file moved, give it with \
+                 --spec):\n{errors}",
+                args.run_id
+            );
             return EXIT_USAGE;
         }
     };

@@ -42,6 +42,33 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             return EXIT_FAILED;
         }
     };
+    if args.memory_id.is_some() {
+        // A completed run id starts a new turn on its state; any other existing run is continued with
+        // `agentic resume`, not restarted with new inputs over its half-done state.
+        match runtime.block_on(store.run_dyn(&run_id)) {
+            Ok(Some(existing)) if existing.status != agentic_engine::RunStatus::Completed => {
+                let pending: Vec<&str> = existing.pending.iter().map(|p| p.id.as_str()).collect();
+                let how = if pending.is_empty() {
+                    format!("continue it with `agentic resume {run_id}`")
+                } else {
+                    format!(
+                        "it waits for {}: answer with `agentic respond {run_id} ..`, then `agentic resume {run_id}`",
+                        pending.join(", ")
+                    )
+                };
+                eprintln!(
+                    "error: run `{run_id}` already exists and is {}; {how} (or choose another --memory-id)",
+                    existing.status
+                );
+                return EXIT_USAGE;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_FAILED;
+            }
+        }
+    }
     let topology = args.report.as_ref().map(|_| built.root.topology());
     let report_store = store.clone();
     let request = built

@@ -28,7 +28,8 @@ pub(crate) fn validate(args: &ValidateArgs) -> u8 {
             for name in spec.unreachable_agents() {
                 eprintln!("warning: {}: agent `{name}` is not reachable from the root `{}`", spec.file(), spec.root());
             }
-            super::run::out(&format!("ok: {} ({} agents)", spec.name(), spec.agents().len()));
+            let n = spec.agents().len();
+            super::run::out(&format!("ok: {} ({n} agent{})", spec.name(), if n == 1 { "" } else { "s" }));
             EXIT_OK
         }
         Err(errors) => {
