@@ -237,3 +237,19 @@ fn a_run_whose_spec_moved_resumes_with_spec() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o), "Final: PROCESSED: x | OK\n");
 }
+
+#[test]
+fn runs_lists_the_spec_name() {
+    let store = tempfile::tempdir().unwrap();
+    let s = store.path();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("flow.yaml");
+    let text = std::fs::read_to_string(fixture("approval.yaml"))
+        .unwrap()
+        .replace("version: 1\n", "version: 1\nname: order-flow\n");
+    std::fs::write(&spec, text).unwrap();
+    let o = agentic(s, &["run", spec.to_str().unwrap(), "--input", "input=x", "--memory-id", "named-1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let runs = json_out(&agentic(s, &["runs", "--json"]));
+    assert_eq!(runs[0]["name"], json!("order-flow"), "the spec's name, not the root agent's (`approval`)");
+}

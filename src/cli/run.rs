@@ -78,7 +78,8 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         .memory_id(run_id.clone())
         .durability(args.durability.into())
         .store_ref(store)
-        .source(source.to_string_lossy());
+        .source(source.to_string_lossy())
+        .run_name(built.name.clone());
     let progress = super::progress::Progress::start();
     let request = match &progress {
         Some(p) => request.listener(p.clone()),

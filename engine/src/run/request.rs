@@ -182,6 +182,7 @@ pub struct InvokeRequest {
     cancel: CancelHandle,
     answers: BTreeMap<String, Value>,
     source: Option<String>,
+    run_name: Option<String>,
     registry: Option<Registry>,
     listeners: Vec<ListenerRef>,
 }
@@ -198,6 +199,7 @@ impl AgentRef {
             cancel: CancelHandle::new(),
             answers: BTreeMap::new(),
             source: None,
+            run_name: None,
             registry: None,
             listeners: Vec::new(),
         }
@@ -264,6 +266,13 @@ impl InvokeRequest {
         self
     }
 
+    /// Names the run in its record (what `agentic runs` lists; default: the root agent's name). The CLI
+    /// passes the spec's name.
+    pub fn run_name(mut self, name: impl Into<String>) -> Self {
+        self.run_name = Some(name.into());
+        self
+    }
+
     /// Registers a listener for the whole run: it sees every invocation at every level and the run events.
     pub fn listener(mut self, listener: impl AgentListener) -> Self {
         self.listeners.push(Arc::new(listener));
@@ -323,7 +332,7 @@ impl InvokeRequest {
                 None => {
                     record = Some(RunRecord {
                         run_id: run_id.to_string(),
-                        name: self.agent.name().to_string(),
+                        name: self.run_name.clone().unwrap_or_else(|| self.agent.name().to_string()),
                         fingerprint: fingerprint.to_string(),
                         status: RunStatus::Running,
                         pending: Vec::new(),
