@@ -149,6 +149,31 @@ async fn a_badly_typed_argument_is_fed_back() {
 }
 
 #[tokio::test]
+async fn a_missing_argument_is_fed_back_instead_of_failing_the_run() {
+    let short = r#"{"agentName": "withdraw", "arguments": {"user": "Mario"}}"#;
+    let model = ScriptedModel::new([short, WITHDRAW, DONE]);
+    let out = bank(&model, ResponseStrategy::Last).invoke().input("request", REQUEST).await.expect("run");
+    assert_eq!(out.output(), Some(&json!("Mario withdrew 100")));
+    assert_eq!(
+        messages(&model, 1)[3].1,
+        "Invalid answer: agent `withdraw` needs `amount` in `arguments` (not in the state yet). Answer again with a \
+         JSON object only: {\"agentName\": \"<agent name>\", \"arguments\": {\"<argument>\": <value>}}"
+    );
+    // An argument already in the state need not be repeated.
+    let model = ScriptedModel::new([short, DONE]);
+    let out =
+        bank(&model, ResponseStrategy::Last).invoke().input("request", REQUEST).input("amount", 5).await.expect("run");
+    assert_eq!(out.output(), Some(&json!("Mario withdrew 5")));
+}
+
+#[tokio::test]
+async fn done_before_any_agent_answers_with_its_response_under_the_last_strategy() {
+    let model = ScriptedModel::new([DONE]);
+    let out = bank(&model, ResponseStrategy::Last).invoke().input("request", REQUEST).await.expect("run");
+    assert_eq!(out.output(), Some(&json!("Transferred 100 from Mario to Georgios")));
+}
+
+#[tokio::test]
 async fn malformed_json_past_the_retry_bound_fails_quoting_the_reply() {
     let model = ScriptedModel::new(["I think withdraw", "withdraw, definitely"]);
     let bank = Supervisor::builder()

@@ -15,7 +15,8 @@
 //! answer, an unknown agent name or an argument whose type does not fit is fed back to the model, at most
 //! `max_retries` times (default 2); then the planner agent fails with an error quoting the model's reply.
 //!
-//! `done` finishes: with [`ResponseStrategy::Last`] (default) the result is the last agent's output; with
+//! `done` finishes: with [`ResponseStrategy::Last`] (default) the result is the last agent's output (the
+//! `response` argument of `done` when no agent has produced one); with
 //! [`ResponseStrategy::Summary`] it is the `response` argument of `done` (the last output when absent); with
 //! [`ResponseStrategy::Scored`] a hidden `scorer` agent (kind `supervisor_scorer`, [`SupervisorScorerAgent`])
 //! asks the model to score both against the request (`{"last": 0..1, "summary": 0..1}`) and the higher wins
@@ -169,6 +170,8 @@ struct AgentInfo {
     name: String,
     description: String,
     inputs: Vec<(String, ValueType)>,
+    /// Inputs the agent cannot run without (no default, agent not optional).
+    required: Vec<String>,
 }
 
 /// The hidden planner agent of a supervisor: asks the model for the next decision, validates it (with
@@ -326,7 +329,26 @@ impl Agent for SupervisorPlannerAgent {
                 .map_err(|e| ctx.fail(format!("supervisor model: {e}")))?;
             ctx.add_tokens(response.usage);
             let reply = response.text().to_string();
-            match self.validate(&reply) {
+            let checked = self.validate(&reply).and_then(|(name, arguments)| {
+                // An argument the chosen agent needs, given neither here nor in the state, would fail the run:
+                // it goes back to the model like any other mistake.
+                let view = ctx.view();
+                let missing: Vec<&String> = self
+                    .agents
+                    .iter()
+                    .find(|a| a.name == name)
+                    .map(|a| {
+                        a.required.iter().filter(|k| !arguments.contains_key(*k) && view.get(k).is_none()).collect()
+                    })
+                    .unwrap_or_default();
+                if missing.is_empty() {
+                    Ok((name, arguments))
+                } else {
+                    let list: Vec<String> = missing.iter().map(|k| format!("`{k}`")).collect();
+                    Err(format!("agent `{name}` needs {} in `arguments` (not in the state yet)", list.join(", ")))
+                }
+            });
+            match checked {
                 Ok(decision) => break decision,
                 Err(reason) => {
                     if attempt >= self.max_retries {
@@ -544,6 +566,8 @@ impl SupervisorPlanner {
                 }
                 None => Action::DoneWith(r),
             },
+            // `last` with no agent output yet: the response is all there is.
+            (ResponseStrategy::Last, Some(r)) if last.is_null() => Action::DoneWith(r),
             _ => Action::DoneWith(last),
         }
     }
@@ -754,6 +778,11 @@ impl SupervisorBuilder {
                 name: spec.name.clone(),
                 description: spec.description.clone(),
                 inputs: spec.inputs.iter().map(|i| (i.key.clone(), i.value_type)).collect(),
+                required: if spec.optional {
+                    Vec::new()
+                } else {
+                    spec.inputs.iter().filter(|i| i.default.is_none()).map(|i| i.key.clone()).collect()
+                },
             });
         }
         let mut spec = AgentSpec::new(PLANNER_AGENT_NAME, "supervisor_planner");
