@@ -607,3 +607,15 @@ fn tool_choice_required_needs_tools() {
         ["spec.yaml:6:42: agent `a`: field `tool_choice`: `required` needs at least one tool in `tools`"]
     );
 }
+
+#[test]
+fn a_tool_parameter_schema_with_an_unknown_type_is_located() {
+    let text = "version: 1\nroot: a\nmodels:\n  default: { provider: scripted }\nagents:\n  a:\n    kind: llm\n    user: \
+                hi\n    tools:\n      - { name: t, parameters: { n: { type: numbr } }, value: \"n\" }\n";
+    assert_eq!(
+        errors(text),
+        ["spec.yaml:10:37: agent `a`: field `tools[0].parameters.n.type`: \"numbr\" is not a JSON schema type \
+             (did you mean `number`?), expected one of `string`, `number`, `integer`, `boolean`, `object`, \
+             `array`, `null`"]
+    );
+}

@@ -214,6 +214,14 @@ fn located_errors() {
     let e = one(&sup("    model: planer\n"));
     assert_eq!(at(&e), (9, 12, Some("bank"), Some("model")));
     assert_eq!(e.message, "unknown model `planer`; defined models: `default`");
+    // A supervisor asks a chat model: a scripted model with only `decisions` cannot plan.
+    let e = one(&sup("").replace("{ provider: scripted }", "{ provider: scripted, decisions: [withdraw] }"));
+    assert_eq!(at(&e).3, Some("model"));
+    assert_eq!(
+        e.message,
+        "model `default` is a scripted decision model (`decisions` only), but a supervisor asks a chat model for its \
+         decisions: give `models.default` `replies`"
+    );
 
     let rt = |fields: &str| router(fields, "[medical]");
     let e = one(&rt(", threshold: 1.0"));

@@ -828,7 +828,32 @@ fn parse_parameters(node: &Node, cx: &mut Cx<'_>) -> Vec<(String, serde_json::Va
                 );
                 continue;
             }
-            NodeValue::Map(_) => value.to_json(),
+            NodeValue::Map(_) => {
+                const JSON_TYPES: [&str; 7] = ["string", "number", "integer", "boolean", "object", "array", "null"];
+                let schema = value.to_json();
+                match schema.get("type") {
+                    None => {}
+                    Some(serde_json::Value::String(t)) if JSON_TYPES.contains(&t.as_str()) => {}
+                    Some(serde_json::Value::Array(ts))
+                        if ts.iter().all(|t| t.as_str().is_some_and(|t| JSON_TYPES.contains(&t))) => {}
+                    Some(other) => {
+                        let hint = match other.as_str().and_then(|t| suggest(t, JSON_TYPES)) {
+                            Some(s) => format!(" (did you mean `{s}`?)"),
+                            None => String::new(),
+                        };
+                        cx.err(
+                            value.pos,
+                            Some(&format!("parameters.{name}.type")),
+                            format!(
+                                "{other} is not a JSON schema type{hint}, expected one of `string`, `number`, \
+                                 `integer`, `boolean`, `object`, `array`, `null`"
+                            ),
+                        );
+                        continue;
+                    }
+                }
+                schema
+            }
             _ => {
                 cx.err(
                     value.pos,

@@ -292,7 +292,19 @@ pub(crate) fn check_pattern_models(agents: &[AgentDef], models: &[crate::model::
             _ => continue,
         };
         let name = model.value.as_str();
-        if model_names.contains(&name) {
+        if let Some(def) = models.iter().find(|m| m.name == name) {
+            // A supervisor asks a chat model; a scripted entry with only `decisions` has no chat replies.
+            if let (AgentKind::Supervisor(_), crate::model::ModelProvider::Scripted { replies, decisions }) =
+                (&agent.kind, &def.provider)
+                && replies.is_empty()
+                && !decisions.is_empty()
+            {
+                let msg = format!(
+                    "model `{name}` is a scripted decision model (`decisions` only), but a supervisor asks a chat \
+                     model for its decisions: give `models.{name}` `replies`"
+                );
+                sink.push(model.pos, Some(&agent.name), Some("model"), msg);
+            }
             continue;
         }
         let defined = if model_names.is_empty() {
