@@ -568,9 +568,9 @@ async fn spec_tool_arguments_are_required_and_type_checked_and_the_model_reads_w
     assert_eq!(
         results,
         [
-            "error: missing argument `quantity`",
-            "error: argument `quantity` must be an integer, found \"three\"",
-            "error: argument `order_id` must be a string, found 42",
+            "error: the call lacks the required field `quantity`",
+            "error: field `quantity` must be of type integer, found \"three\"",
+            "error: field `order_id` must be of type string, found 42",
         ]
     );
 }

@@ -926,8 +926,9 @@ pub fn extract_json(text: &str) -> Result<Value, String> {
     }
 }
 
-/// Checks `v` against a subset of JSON schema: `type`, `enum`, `required`, `properties`, `items`.
-fn check_schema(schema: &Value, v: &Value, at: &str) -> Result<(), String> {
+/// Checks `v` against a subset of JSON schema: `type`, `enum`, `required`, `properties`, `items`; `at` names
+/// `v` in the error (the answer, a tool call's arguments).
+pub(crate) fn check_schema(schema: &Value, v: &Value, at: &str) -> Result<(), String> {
     let Some(s) = schema.as_object() else { return Ok(()) };
     if let Some(ty) = s.get("type") {
         let types: Vec<&str> = match ty {

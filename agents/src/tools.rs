@@ -145,18 +145,23 @@ impl Tool {
     }
 
     /// An untyped tool: `schema` is the JSON schema of its arguments (an object schema) and `f` receives the
-    /// arguments as the model wrote them.
+    /// arguments as the model wrote them, once they pass the schema's `required`, `type`, `enum`,
+    /// `properties` and `items` (a mismatch is the call's error, which the model reads).
     pub fn from_json<F, Fut>(name: impl Into<String>, description: impl Into<String>, schema: Value, f: F) -> Self
     where
         F: Fn(Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, String>> + Send + 'static,
     {
-        let run: ToolFn = Arc::new(move |_call, args| Box::pin(f(args)));
-        Tool { spec: ToolSpec::new(name, description, schema), run, undo: None, undo_name: None }
+        let f = Arc::new(f);
+        Tool::from_json_with_call(name, description, schema, move |_call, args| {
+            let f = f.clone();
+            async move { f(args).await }
+        })
     }
 
-    /// Like [`Tool::from_json`], the function also receiving the [`ToolCallInfo`] of the call (its state
-    /// snapshot, its idempotency key). This is how the spec's expression tools are built.
+    /// Like [`Tool::from_json`] (the arguments checked against `schema` first), the function also receiving
+    /// the [`ToolCallInfo`] of the call (its state snapshot, its idempotency key). This is how the spec's
+    /// expression tools are built.
     pub fn from_json_with_call<F, Fut>(
         name: impl Into<String>,
         description: impl Into<String>,
@@ -167,7 +172,11 @@ impl Tool {
         F: Fn(ToolCallInfo, Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, String>> + Send + 'static,
     {
-        let run: ToolFn = Arc::new(move |call, args| Box::pin(f(call, args)));
+        let checked = schema.clone();
+        let run: ToolFn = Arc::new(move |call, args| match crate::llm::check_schema(&checked, &args, "the call") {
+            Ok(()) => Box::pin(f(call, args)),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        });
         Tool { spec: ToolSpec::new(name, description, schema), run, undo: None, undo_name: None }
     }
 
@@ -229,5 +238,37 @@ pub(crate) fn result_text(result: &Result<Value, String>) -> String {
         Ok(Value::String(s)) => s.clone(),
         Ok(v) => v.to_string(),
         Err(e) => format!("error: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn info() -> ToolCallInfo {
+        ToolCallInfo {
+            run_id: "r".into(),
+            agent: "a".into(),
+            path: "root".into(),
+            attempt: 1,
+            call_id: "c1".into(),
+            idempotency_key: "r/root/1/c1".into(),
+            state: ScopeView::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn json_tools_check_the_arguments_against_their_schema_before_running() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+        let double = Tool::from_json("double", "Doubles n", schema, |args: Value| async move {
+            Ok(json!(args["n"].as_i64().unwrap_or_default() * 2))
+        });
+        assert_eq!(double.call(info(), json!({"n": 21})).await, Ok(json!(42)));
+        assert_eq!(double.call(info(), json!({})).await, Err("the call lacks the required field `n`".to_string()));
+        assert_eq!(
+            double.call(info(), json!({"n": "x"})).await,
+            Err("field `n` must be of type integer, found \"x\"".to_string())
+        );
     }
 }

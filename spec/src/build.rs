@@ -325,21 +325,18 @@ fn spec_tool(def: &crate::model::ToolDef) -> Result<agentic_agents::Tool, agenti
     let properties: serde_json::Map<String, Value> = def.parameters.iter().cloned().collect();
     let required: Vec<&String> = def.parameters.iter().map(|(n, _)| n).collect();
     let schema = serde_json::json!({ "type": "object", "properties": properties, "required": required });
-    let parameters = Arc::new(def.parameters.clone());
     Ok(agentic_agents::Tool::from_json_with_call(
         def.name.value.clone(),
         def.description.clone(),
         schema,
         move |call, args| {
             let body = body.clone();
-            let parameters = parameters.clone();
             async move {
                 let extra: Vec<(&str, Value)> = match &args {
                     Value::Object(m) => m.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(),
                     Value::Null => Vec::new(),
                     other => return Err(format!("the arguments must be a JSON object, found {other}")),
                 };
-                check_arguments(&parameters, &args)?;
                 match body.as_ref() {
                     Body::Value(e) => e.eval(&call.state, &extra),
                     Body::Template(t) => t.render(&call.state, &extra).map(Value::String),
@@ -421,33 +418,6 @@ impl<'a> Builder<'a> {
         }
         self.finish(def, b.build())
     }
-}
-
-/// Checks a spec tool's arguments against its parameters: every one present (they are all required) and of
-/// the declared JSON type when the schema names one; the error is what the model reads.
-fn check_arguments(parameters: &[(String, Value)], args: &Value) -> Result<(), String> {
-    for (name, schema) in parameters {
-        let Some(value) = args.get(name).filter(|v| !v.is_null()) else {
-            return Err(format!("missing argument `{name}`"));
-        };
-        let Some(ty) = schema.get("type").and_then(Value::as_str) else { continue };
-        let fits = match ty {
-            "string" => value.is_string(),
-            "number" => value.is_number(),
-            "integer" => value.is_i64() || value.is_u64(),
-            "boolean" => value.is_boolean(),
-            "object" => value.is_object(),
-            "array" => value.is_array(),
-            _ => true,
-        };
-        if !fits {
-            return Err(format!(
-                "argument `{name}` must be {} {ty}, found {value}",
-                if ty == "integer" || ty == "array" || ty == "object" { "an" } else { "a" }
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// The pattern kinds (`goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`).
