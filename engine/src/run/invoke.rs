@@ -42,11 +42,12 @@ pub(crate) struct InvokeOptions<'a> {
     /// Listeners inherited from the parent (and the run).
     pub(crate) listeners: Arc<[ListenerRef]>,
     /// Where the record of a failed invocation goes, for the journal (the supervisor's failed-attempt step).
-    pub(crate) failed_record: Option<FailedSlot>,
+    /// Borrowed from the caller's task: no allocation per step.
+    pub(crate) failed_record: Option<&'a FailedSlot>,
 }
 
 /// Receives the record of a failed invocation (see [`InvokeOptions::failed_record`]).
-pub(crate) type FailedSlot = Arc<Mutex<Option<InvocationRecord>>>;
+pub(crate) type FailedSlot = Mutex<Option<InvocationRecord>>;
 
 /// Invokes `agent` at `path`: resolves its inputs (waiting for async producers), runs it (with its timeout,
 /// catching panics), writes its output and records the invocation in the scope history.
@@ -87,6 +88,8 @@ pub(crate) async fn invoke_agent(
         }
         let (agent, run2) = (agent.clone(), run.clone());
         let path = exec.path.clone();
+        // An async agent's failure reaches its readers, not the supervisor: no failed-attempt record.
+        let exec = Exec { failed_record: None, ..exec };
         let task = tokio::spawn(
             async move {
                 let r = execute(&agent, &run2, exec).await;
@@ -203,7 +206,7 @@ async fn resolve_inputs(
 }
 
 /// One resolved invocation, ready to execute.
-struct Exec {
+struct Exec<'a> {
     path: Arc<str>,
     inputs: Map<String, Value>,
     bindings: Option<Arc<Map<String, Value>>>,
@@ -213,10 +216,10 @@ struct Exec {
     handler: Option<Arc<dyn ErrorHandler>>,
     listeners: Arc<[ListenerRef]>,
     child_listeners: Arc<[ListenerRef]>,
-    failed_record: Option<FailedSlot>,
+    failed_record: Option<&'a FailedSlot>,
 }
 
-async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec) -> Result<ChildOutcome, AgentError> {
+async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec<'_>) -> Result<ChildOutcome, AgentError> {
     let spec = agent.spec();
     let Exec { path, inputs, bindings, write_key, attempt, handler, listeners, child_listeners, failed_record } = exec;
     let ctx = InvocationContext {
@@ -329,7 +332,7 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec) -> Result<
     // The journal needs its own copy of the record only when there is a journal.
     let journaled = run.journaling().then(|| record.clone());
     if result.is_err()
-        && let (Some(slot), Some(r)) = (&failed_record, &journaled)
+        && let (Some(slot), Some(r)) = (failed_record, &journaled)
         && let Ok(mut slot) = slot.lock()
     {
         *slot = Some(r.clone());

@@ -376,13 +376,15 @@ impl SupervisorState {
         };
         let write_output = call.write_output;
         let span = self.span.clone();
-        let slot = self.run.journaling().then(FailedSlot::default);
+        let journaling = self.run.journaling();
         // Boxed: the invocation future is large, and tokio moves a spawned future several times.
         let task = tokio::spawn(Box::pin(
             async move {
                 if !delay.is_zero() {
                     tokio::time::sleep(delay).await;
                 }
+                // Lives in this task's future (already boxed): no allocation of its own.
+                let slot = FailedSlot::default();
                 let opts = InvokeOptions {
                     bindings: bindings.as_ref(),
                     allow_async: true,
@@ -390,10 +392,10 @@ impl SupervisorState {
                     attempt,
                     handler,
                     listeners,
-                    failed_record: slot.clone(),
+                    failed_record: journaling.then_some(&slot),
                 };
                 let result = invoke_agent(&agent, &run, path, opts).await;
-                let failed = slot.and_then(|s| s.lock().ok().and_then(|mut r| r.take()));
+                let failed = slot.lock().ok().and_then(|mut r| r.take());
                 let _ = me.cast(SupervisorMsg::ChildDone { id, result, failed });
             }
             .instrument(span),
