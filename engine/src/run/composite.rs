@@ -4,11 +4,9 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use ractor::{Actor, ActorRef};
 use serde_json::Value;
-use tokio::sync::oneshot;
 
-use super::supervisor::{PlannerActor, SupervisorArgs, SupervisorMsg};
+use super::supervisor::{SupervisorArgs, supervise};
 use crate::agent::{AgentRef, AgentSpec, DynAgent, InvocationContext, SpecBuilder};
 use crate::error::{AgentError, BuildError};
 use crate::error_handler::ErrorHandler;
@@ -173,14 +171,6 @@ pub(crate) fn check_types(root: &AgentRef) -> Result<(), BuildError> {
     Ok(())
 }
 
-struct StopOnDrop(ActorRef<SupervisorMsg>);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.stop(None);
-    }
-}
-
 impl DynAgent for Composite {
     fn spec(&self) -> &AgentSpec {
         &self.inner.spec
@@ -189,7 +179,6 @@ impl DynAgent for Composite {
     fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> {
         Box::pin(async move {
             let handler = self.inner.handler.clone().or_else(|| ctx.handler.clone());
-            let (tx, rx) = oneshot::channel();
             let args = SupervisorArgs {
                 inner: self.inner.clone(),
                 run: ctx.run.clone(),
@@ -199,16 +188,8 @@ impl DynAgent for Composite {
                 listeners: ctx.listeners.clone(),
                 child_listeners: ctx.child_listeners.clone(),
                 span: tracing::Span::current(),
-                reply: tx,
             };
-            let (actor, _join) = Actor::spawn(None, PlannerActor, args)
-                .await
-                .map_err(|e| AgentError::internal(format!("supervisor of `{}` failed to start: {e}", ctx.path)))?;
-            let guard = StopOnDrop(actor);
-            let result = rx
-                .await
-                .map_err(|_| AgentError::internal(format!("supervisor of `{}` stopped without a result", ctx.path)))?;
-            drop(guard);
+            let result = supervise(args).await;
             let (value, write) = result?;
             if let (true, Some(key)) = (write, &self.inner.spec.output_key) {
                 ctx.write(key.clone(), value.clone()).await?;

@@ -1,19 +1,20 @@
-//! The supervisor: one [`PlannerActor`] per composite invocation. It drives the planner, runs the agents of
-//! each action concurrently as tasks it owns, reports every completion to the planner one at a time (the
-//! mailbox serialises them), applies the error handler, journals each step before dispatching the next, and
-//! never busy-waits: "nothing to do" with nothing in flight is [`AgentError::PlannerStalled`].
+//! The supervisor: one planner actor per composite invocation ([`supervise`]). It drives the planner, runs the
+//! agents of each action concurrently as tasks it owns, reports every completion to the planner one at a time
+//! (its mailbox serialises them), applies the error handler, journals each step before dispatching the next,
+//! and never busy-waits: "nothing to do" with nothing in flight is [`AgentError::PlannerStalled`].
 //!
-//! Children are tokio tasks rather than actors: a leaf invocation needs no mailbox, and a task is an order of
-//! magnitude cheaper to start. Aborting a child task drops its future, which stops a nested composite's actor
-//! (see `StopOnDrop` in `composite.rs`), so cancellation cascades down the tree.
+//! The actor is hosted by the composite's invocation future (its state and mailbox live there) instead of a
+//! task of its own: the invoker waited for its result anyway, and a hosted actor costs no task, no mailbox
+//! preallocation and no message boxing (docs/architecture.md §2). Children are tokio tasks: a leaf invocation
+//! needs no mailbox. Aborting a child task drops its future, which drops a nested composite's supervisor and
+//! aborts its children in turn, so cancellation cascades down the tree.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use futures::StreamExt;
 use serde_json::{Map, Value};
-use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 use tracing::Instrument;
 
@@ -28,8 +29,6 @@ use crate::run::PendingResponse;
 use crate::scope::{InvocationRecord, ScopeView, merge_delta};
 use crate::store::{CallRecord, Finish, PlannerState, StepRecord};
 
-pub(crate) struct PlannerActor;
-
 pub(crate) struct SupervisorArgs {
     pub(crate) inner: Arc<CompositeInner>,
     pub(crate) run: Arc<RunContext>,
@@ -43,8 +42,10 @@ pub(crate) struct SupervisorArgs {
     pub(crate) child_listeners: Arc<[ListenerRef]>,
     /// The composite's invocation span: its children's spans nest under it.
     pub(crate) span: tracing::Span,
-    pub(crate) reply: oneshot::Sender<Result<(Value, bool), AgentError>>,
 }
+
+/// The sending side of a supervisor's mailbox (children's tasks report through it).
+type Mailbox = futures::channel::mpsc::UnboundedSender<SupervisorMsg>;
 
 pub(crate) enum SupervisorMsg {
     /// A child finished; `failed` is the record of a failed invocation when the run is journaled.
@@ -73,22 +74,20 @@ pub(crate) struct SupervisorState {
     suspended: Vec<(AgentCall, u32)>,
     pending: Vec<PendingResponse>,
     next_id: u64,
-    reply: Option<oneshot::Sender<Result<(Value, bool), AgentError>>>,
+    mailbox: Mailbox,
+    /// The composite's result once decided (the first decision wins; later completions are ignored).
+    outcome: Option<Result<(Value, bool), AgentError>>,
+    /// Whether the decided failure runs the compensations of what completed below.
+    compensate: bool,
+    /// Set once the result was handed to the caller (dropping the state then undoes nothing).
+    concluded: bool,
 }
 
-impl Actor for PlannerActor {
-    type Msg = SupervisorMsg;
-    type State = SupervisorState;
-    type Arguments = SupervisorArgs;
-
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        args: Self::Arguments,
-    ) -> Result<Self::State, ActorProcessingErr> {
+impl SupervisorState {
+    fn new(args: SupervisorArgs, mailbox: Mailbox) -> Self {
         let child_paths =
             (0..args.inner.sub_agents.len()).map(|i| Arc::from(format!("{}/{i}", args.path).as_str())).collect();
-        Ok(SupervisorState {
+        SupervisorState {
             planner: (args.inner.factory)(),
             inner: args.inner,
             run: args.run,
@@ -103,74 +102,106 @@ impl Actor for PlannerActor {
             suspended: Vec::new(),
             pending: Vec::new(),
             next_id: 0,
-            reply: Some(args.reply),
-        })
+            mailbox,
+            outcome: None,
+            compensate: false,
+            concluded: false,
+        }
     }
 
-    async fn post_start(&self, myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
-        if let Some(saved) = state.run.take_restore(&state.path) {
-            state.resume(&myself, saved).await;
-            return Ok(());
+    /// Restores the planner from a checkpoint, or asks it for its first action.
+    async fn start(&mut self) {
+        if let Some(saved) = self.run.take_restore(&self.path) {
+            // Boxed: a rare path whose future would otherwise widen the supervisor's for every composite.
+            return Box::pin(self.resume(saved)).await;
         }
-        let first = match decision_view(&state.run, state.planner.reads_state()).await {
+        let first = match decision_view(&self.run, self.planner.reads_state()).await {
             Ok(view) => {
-                let ctx = context(&state.inner, view, &state.path);
-                let planner = &mut state.planner;
+                let ctx = context(&self.inner, view, &self.path);
+                let planner = &mut self.planner;
                 planner.init(&ctx).and_then(|()| planner.first_action(&ctx))
             }
             Err(e) => Err(e),
         };
         match first {
-            Ok(action) => state.dispatch(&myself, action).await,
-            Err(e) => state.fail(&myself, e),
+            Ok(action) => self.dispatch(action).await,
+            Err(e) => self.fail(e),
         }
-        Ok(())
     }
 
-    async fn handle(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        msg: Self::Msg,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
+    /// Processes one message of the mailbox.
+    async fn handle(&mut self, msg: SupervisorMsg) {
         let SupervisorMsg::ChildDone { id, result, failed } = msg;
-        let Some(done) = state.inflight.remove(&id) else { return Ok(()) };
-        if state.reply.is_none() {
-            return Ok(());
+        let Some(done) = self.inflight.remove(&id) else { return };
+        if self.outcome.is_some() {
+            return;
         }
         match result {
-            Ok(outcome) => state.complete(&myself, done.call, outcome, false).await,
+            Ok(outcome) => self.complete(done.call, outcome, false).await,
             Err(AgentError::Suspended { pending }) => {
-                state.suspended.push((done.call, done.attempt));
-                state.pending.extend(pending);
-                state.suspend_if_idle(&myself);
+                self.suspended.push((done.call, done.attempt));
+                self.pending.extend(pending);
+                self.suspend_if_idle();
             }
             Err(e) => {
                 if let Some(record) = failed
                     && !matches!(e, AgentError::Cancelled)
-                    && let Err(journal_error) = state.journal_failed_attempt(done.call.agent, record).await
+                    && let Err(journal_error) = Box::pin(self.journal_failed_attempt(done.call.agent, record)).await
                 {
-                    state.fail(&myself, journal_error);
-                    return Ok(());
+                    return self.fail(journal_error);
                 }
-                state.recover(&myself, done, e).await
+                Box::pin(self.recover(done, e)).await
             }
         }
-        Ok(())
     }
 
-    async fn post_stop(&self, _myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
-        state.abort_all();
-        if let Some(reply) = state.reply.take() {
-            // Stopped from outside: the run was cancelled (or a sibling failed).
-            if state.inner.compensate_on_error {
-                let (run, path) = (state.run.clone(), state.path.clone());
-                tokio::spawn(async move { run.compensate(run.take_compensations(&path)).await });
-            }
-            let _ = reply.send(Err(AgentError::Cancelled));
+    /// The composite's result, once decided: compensations of a failure run first (on a task of their own, so
+    /// they complete even when the caller stops waiting).
+    async fn conclude(&mut self) -> Result<(Value, bool), AgentError> {
+        let outcome = self.outcome.take().unwrap_or_else(|| {
+            Err(AgentError::internal(format!("supervisor of `{}` stopped without a result", self.path)))
+        });
+        if self.compensate {
+            let (run, path) = (self.run.clone(), self.path.clone());
+            let _ = tokio::spawn(async move { run.compensate(run.take_compensations(&path)).await }).await;
         }
-        Ok(())
+        self.concluded = true;
+        outcome
     }
+}
+
+impl Drop for SupervisorState {
+    /// Dropped before deciding (the caller was cancelled, or a sibling failed): stop the children and undo what
+    /// completed below when the composite compensates on errors.
+    fn drop(&mut self) {
+        self.abort_all();
+        if self.concluded || self.outcome.is_some() || !self.inner.compensate_on_error {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (run, path) = (self.run.clone(), self.path.clone());
+            rt.spawn(async move { run.compensate(run.take_compensations(&path)).await });
+        }
+    }
+}
+
+/// Runs the supervisor of one composite invocation to its result: the planner's first action, then one
+/// mailbox message (a child's completion) at a time until the planner is done, fails, stalls or suspends.
+///
+/// The supervisor is an actor hosted by the invoking future rather than a task of its own: its mailbox is an
+/// unbounded channel the children's tasks send to, its state is owned by this future, and dropping the future
+/// (cancellation) aborts the children. No extra task, no mailbox preallocation: a composite costs a few hundred
+/// bytes while it runs.
+pub(crate) async fn supervise(args: SupervisorArgs) -> Result<(Value, bool), AgentError> {
+    let (mailbox, mut messages) = futures::channel::mpsc::unbounded();
+    let mut state = SupervisorState::new(args, mailbox);
+    state.start().await;
+    while state.outcome.is_none() {
+        // The state holds a sender, so the channel never closes while we wait.
+        let Some(msg) = messages.next().await else { break };
+        state.handle(msg).await;
+    }
+    state.conclude().await
 }
 
 fn context<'a>(inner: &'a CompositeInner, view: ScopeView, path: &'a str) -> PlanningContext<'a> {
@@ -194,30 +225,21 @@ impl SupervisorState {
         }
     }
 
-    fn fail(&mut self, myself: &ActorRef<SupervisorMsg>, error: AgentError) {
+    fn fail(&mut self, error: AgentError) {
         self.abort_all();
-        let compensate = self.inner.compensate_on_error && !matches!(error, AgentError::Suspended { .. });
-        if let Some(reply) = self.reply.take() {
-            if compensate {
-                // Undo what completed below, then report the failure (the parent waits for the reply).
-                let (run, path) = (self.run.clone(), self.path.clone());
-                tokio::spawn(async move {
-                    run.compensate(run.take_compensations(&path)).await;
-                    let _ = reply.send(Err(error));
-                });
-            } else {
-                let _ = reply.send(Err(error));
-            }
+        if self.outcome.is_none() {
+            // Undo what completed below before reporting the failure (not for a suspension).
+            self.compensate = self.inner.compensate_on_error && !matches!(error, AgentError::Suspended { .. });
+            self.outcome = Some(Err(error));
         }
-        myself.stop(None);
     }
 
-    async fn finish(&mut self, myself: &ActorRef<SupervisorMsg>, with: Option<Value>) {
+    async fn finish(&mut self, with: Option<Value>) {
         self.abort_all();
         // The result reads the state: wait for async agents still producing keys.
         let view = match self.run.scope.settled().await {
             Ok(v) => v,
-            Err(e) => return self.fail(myself, e),
+            Err(e) => return self.fail(e),
         };
         let result = match (&self.inner.output, with) {
             (Some(f), _) => f(&view).map(|v| (v, true)).map_err(|message| AgentError::Expression {
@@ -232,10 +254,9 @@ impl SupervisorState {
                 false,
             )),
         };
-        if let Some(reply) = self.reply.take() {
-            let _ = reply.send(result);
+        if self.outcome.is_none() {
+            self.outcome = Some(result);
         }
-        myself.stop(None);
     }
 
     /// Reports a decision to the listeners.
@@ -263,7 +284,7 @@ impl SupervisorState {
     }
 
     /// Applies an action: start calls, finish, or wait.
-    async fn dispatch(&mut self, myself: &ActorRef<SupervisorMsg>, action: Action) {
+    async fn dispatch(&mut self, action: Action) {
         self.report_decision(&action);
         match action {
             Action::Call(calls) => {
@@ -274,57 +295,57 @@ impl SupervisorState {
                             call.agent,
                             self.inner.sub_agents.len()
                         ));
-                        return self.fail(myself, e);
+                        return self.fail(e);
                     }
-                    self.spawn_child(myself, call, 1, Duration::ZERO);
+                    self.spawn_child(call, 1, Duration::ZERO);
                 }
                 if self.inflight.is_empty() {
                     // An empty call list is "nothing to do".
-                    self.stalled(myself);
+                    self.stalled();
                 }
             }
-            Action::Done => self.finish(myself, None).await,
-            Action::DoneWith(v) => self.finish(myself, Some(v)).await,
+            Action::Done => self.finish(None).await,
+            Action::DoneWith(v) => self.finish(Some(v)).await,
             Action::Nothing => {
                 if self.inflight.is_empty() {
-                    self.stalled(myself);
+                    self.stalled();
                 }
             }
         }
     }
 
     /// Continues from a checkpoint: restore the planner, then finish or dispatch the calls that were in flight.
-    async fn resume(&mut self, myself: &ActorRef<SupervisorMsg>, saved: PlannerState) {
+    async fn resume(&mut self, saved: PlannerState) {
         if let Err(message) = self.planner.restore(saved.state) {
             let e = AgentError::Run {
                 run_id: self.run.run_id.to_string(),
                 message: format!("cannot restore the planner of `{}` ({}): {message}", self.inner.spec.name, self.path),
             };
-            return self.fail(myself, e);
+            return self.fail(e);
         }
         match saved.finished {
-            Some(Finish::Done) => return self.finish(myself, None).await,
-            Some(Finish::DoneWith(v)) => return self.finish(myself, Some(v)).await,
+            Some(Finish::Done) => return self.finish(None).await,
+            Some(Finish::DoneWith(v)) => return self.finish(Some(v)).await,
             None => {}
         }
         for c in saved.inflight {
             if c.agent >= self.inner.sub_agents.len() {
                 let e = self.planning_context().error(format!("checkpoint calls unknown sub-agent index {}", c.agent));
-                return self.fail(myself, e);
+                return self.fail(e);
             }
             let call = AgentCall { agent: c.agent, tag: c.tag, bindings: c.bindings, write_output: c.write_output };
-            self.spawn_child(myself, call, c.attempt, Duration::ZERO);
+            self.spawn_child(call, c.attempt, Duration::ZERO);
         }
         if self.inflight.is_empty() {
-            self.stalled(myself);
+            self.stalled();
         }
     }
 
     /// When only calls waiting for a human remain, the composite suspends (its siblings have finished).
-    fn suspend_if_idle(&mut self, myself: &ActorRef<SupervisorMsg>) {
+    fn suspend_if_idle(&mut self) {
         if self.inflight.is_empty() && !self.suspended.is_empty() {
             let pending = std::mem::take(&mut self.pending);
-            self.fail(myself, AgentError::Suspended { pending });
+            self.fail(AgentError::Suspended { pending });
         }
     }
 
@@ -347,15 +368,15 @@ impl SupervisorState {
             .collect()
     }
 
-    fn stalled(&mut self, myself: &ActorRef<SupervisorMsg>) {
+    fn stalled(&mut self) {
         if !self.suspended.is_empty() {
-            return self.suspend_if_idle(myself);
+            return self.suspend_if_idle();
         }
         let e = AgentError::PlannerStalled { agent: self.inner.spec.name.clone(), path: self.path.to_string() };
-        self.fail(myself, e);
+        self.fail(e);
     }
 
-    fn spawn_child(&mut self, myself: &ActorRef<SupervisorMsg>, call: AgentCall, attempt: u32, delay: Duration) {
+    fn spawn_child(&mut self, call: AgentCall, attempt: u32, delay: Duration) {
         let id = self.next_id;
         self.next_id += 1;
         let agent = self.inner.sub_agents[call.agent].clone();
@@ -363,7 +384,7 @@ impl SupervisorState {
         let run = self.run.clone();
         let handler = self.handler.clone();
         let listeners = self.child_listeners.clone();
-        let me = myself.clone();
+        let me = self.mailbox.clone();
         let bindings = match (&self.bindings, &call.bindings) {
             (None, None) => None,
             (Some(inherited), None) => Some(inherited.clone()),
@@ -396,7 +417,7 @@ impl SupervisorState {
                 };
                 let result = invoke_agent(&agent, &run, path, opts).await;
                 let failed = slot.lock().ok().and_then(|mut r| r.take());
-                let _ = me.cast(SupervisorMsg::ChildDone { id, result, failed });
+                let _ = me.unbounded_send(SupervisorMsg::ChildDone { id, result, failed });
             }
             .instrument(span),
         ));
@@ -420,11 +441,11 @@ impl SupervisorState {
     }
 
     /// A child failed: ask the error handler (retry, substitute, or fail).
-    async fn recover(&mut self, myself: &ActorRef<SupervisorMsg>, done: InFlight, error: AgentError) {
+    async fn recover(&mut self, done: InFlight, error: AgentError) {
         let agent = &self.inner.sub_agents[done.call.agent];
-        let Some(handler) = self.handler.clone() else { return self.fail(myself, error) };
+        let Some(handler) = self.handler.clone() else { return self.fail(error) };
         if agent.0.inherits_error_handler() || matches!(error, AgentError::Cancelled) {
-            return self.fail(myself, error);
+            return self.fail(error);
         }
         let view = self.run.scope.view();
         let path = self.child_paths[done.call.agent].clone();
@@ -438,28 +459,27 @@ impl SupervisorState {
         match decision {
             Recovery::Retry { after } if done.attempt <= handler.max_retries() => {
                 tracing::debug!(path = %path, attempt = done.attempt, "retrying after error: {error}");
-                self.spawn_child(myself, done.call, done.attempt + 1, after);
+                self.spawn_child(done.call, done.attempt + 1, after);
             }
             Recovery::Substitute(value) => {
                 let mut delta = Vec::new();
                 let key = agent.spec().output_key.clone().filter(|_| done.call.write_output);
                 if let Some(key) = key {
                     if let Err(e) = self.run.scope.write(vec![(key.clone(), value.clone())]).await {
-                        return self.fail(myself, e);
+                        return self.fail(e);
                     }
                     merge_delta(&mut delta, key, value.clone());
                 }
                 let outcome = ChildOutcome { output: value, delta, ..Default::default() };
-                self.complete(myself, done.call, outcome, true).await;
+                self.complete(done.call, outcome, true).await;
             }
-            Recovery::Retry { .. } | Recovery::Fail => self.fail(myself, error),
+            Recovery::Retry { .. } | Recovery::Fail => self.fail(error),
         }
     }
 
     /// A child completed: ask the planner, journal the step, dispatch the next action.
     async fn complete(
         &mut self,
-        myself: &ActorRef<SupervisorMsg>,
         call: AgentCall,
         outcome: ChildOutcome,
         substituted: bool,
@@ -497,12 +517,12 @@ impl SupervisorState {
                 failed: false,
             };
             if let Err(e) = self.run.journal_step(record).await {
-                return self.fail(myself, e);
+                return self.fail(e);
             }
         }
         match action {
-            Ok(action) => self.dispatch(myself, action).await,
-            Err(e) => self.fail(myself, e),
+            Ok(action) => self.dispatch(action).await,
+            Err(e) => self.fail(e),
         }
     }
 }
