@@ -5,13 +5,18 @@ use agentic_engine::{InvocationRecord, PlannerState, RunImage, RunRecord, StepRe
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// Version of the on-disk format this crate reads and writes.
+/// Version of the on-disk format this crate writes.
 ///
-/// Stored in the `meta` tree under `format_version` (a big-endian `u32`) and as the first byte of every value
-/// in the `runs`, `journal` and `snapshots` trees. A store written with another version is refused at open.
-pub const FORMAT_VERSION: u32 = 1;
+/// Stored in the `meta` tree under `format_version` (a big-endian `u32`). Version 2 added the write-ahead
+/// log (`<dir>/wal`); its trees and values are those of version 1, which is still read and is upgraded to 2 at
+/// open. A store of any other version is refused at open.
+pub const FORMAT_VERSION: u32 = 2;
 
-/// [`FORMAT_VERSION`] as the one-byte prefix of every value.
+/// The format version before the write-ahead log: the same trees, no `wal` file.
+pub(crate) const FORMAT_VERSION_WITHOUT_WAL: u32 = 1;
+
+/// The one-byte prefix of every value in the `runs`, `journal` and `snapshots` trees: the value encoding of
+/// format versions 1 and 2.
 const VERSION_BYTE: u8 = 1;
 
 /// Key of the format version in the `meta` tree.
@@ -99,7 +104,7 @@ pub(crate) fn snapshot_chunk_seq(run_id: &str, key: &[u8]) -> Result<u64, StoreE
 fn payload<'a>(run_id: &str, record: &str, value: &'a [u8]) -> Result<&'a [u8], StoreError> {
     match value.split_first() {
         Some((&VERSION_BYTE, rest)) => Ok(rest),
-        Some((v, _)) => Err(corrupt(run_id, record, format!("format version {v}, this store reads {FORMAT_VERSION}"))),
+        Some((v, _)) => Err(corrupt(run_id, record, format!("format version {v}, this store reads {VERSION_BYTE}"))),
         None => Err(corrupt(run_id, record, "empty value")),
     }
 }

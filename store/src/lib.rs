@@ -6,8 +6,8 @@
 //!   need no restart). Nothing survives the process.
 //! - [`SledStore`]: an on-disk store in a [sled](https://docs.rs/sled/0.34.7) database directory. The journal
 //!   is append-only, a compacted snapshot every N steps accelerates [`CheckpointStore::load`], and
-//!   [`CheckpointStore::flush`] is an fsync. The on-disk format is versioned and documented in
-//!   `docs/store-format.md`.
+//!   [`CheckpointStore::flush`] is one `fdatasync` of a write-ahead log in front of sled (replayed at open
+//!   after a crash). The on-disk format is versioned and documented in `docs/store-format.md`.
 //!
 //! Both are cheap to clone (clones share the data) and can be handed to the engine as a
 //! [`agentic_engine::StoreRef`] with `store_ref()`.
@@ -19,6 +19,7 @@
 mod format;
 mod memory;
 mod sled_store;
+mod wal;
 
 pub use format::FORMAT_VERSION;
 pub use memory::{MemoryRun, MemoryStore};

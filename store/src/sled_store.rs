@@ -1,4 +1,5 @@
-//! The on-disk store: a sled database directory with an append-only journal and compacted snapshots.
+//! The on-disk store: a sled database directory with an append-only journal and compacted snapshots, and a
+//! write-ahead log in front of sled (`wal.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use agentic_engine::{CheckpointStore, RunImage, RunRecord, StepRecord, StoreErro
 use sled::{Batch, Db, Tree};
 
 use crate::format::{self, FORMAT_VERSION, META_FORMAT_VERSION, META_WRITER, backend, check_run_id};
+use crate::wal::{self, Kind, Wal};
 
 /// How many appended records of a run trigger a compaction of its snapshot, unless set with
 /// [`SledStore::with_snapshot_interval`].
@@ -17,7 +19,10 @@ pub const DEFAULT_SNAPSHOT_INTERVAL: u64 = 256;
 /// A checkpoint store in a sled database directory (format: `docs/store-format.md`).
 ///
 /// - [`CheckpointStore::append`] writes one journal record (O(delta): it never reads or rewrites the state)
-///   and does not fsync; [`CheckpointStore::flush`] fsyncs everything appended so far.
+///   and does not fsync; [`CheckpointStore::flush`] makes everything appended so far durable with one
+///   `fdatasync` of the store's write-ahead log (`<dir>/wal`). sled itself is made durable lazily: when the
+///   log exceeds 8 MiB and when the last handle is dropped (a checkpoint); an open after a crash replays the
+///   log.
 /// - Every [`SledStore::snapshot_interval`] steps of a run (when the step's sequence number is a multiple of
 ///   it), `append` also folds the previous snapshot and the records after it into a new snapshot: an amortised
 ///   O(state / N + delta) per step. Journal records are all kept; the snapshot only accelerates
@@ -34,11 +39,19 @@ pub struct SledStore {
 struct Inner {
     dir: PathBuf,
     db: Db,
-    /// sled's log file (`<dir>/db`), opened to `fdatasync` it on flush.
-    log: std::fs::File,
+    /// The write-ahead log: what `flush` makes durable (it also holds sled's log file, for checkpoints).
+    wal: Wal,
     runs: Tree,
     journal: Tree,
     snapshots: Tree,
+}
+
+impl Drop for Inner {
+    /// Closing the store checkpoints: sled is flushed and `fdatasync`ed, and the write-ahead log truncated.
+    fn drop(&mut self) {
+        // Nothing to report to: on failure the log keeps its entries and the next open replays them.
+        self.wal.checkpoint(&self.db).ok();
+    }
 }
 
 impl std::fmt::Debug for SledStore {
@@ -60,7 +73,8 @@ impl SledStore {
     /// # Errors
     /// [`StoreError::Backend`] naming the directory when another process has it open ("store <dir> is in use
     /// by another process"), when it is not a sled database or not an agentic store, when its format version
-    /// is not [`FORMAT_VERSION`], or on an I/O error.
+    /// is neither 1 (upgraded to [`FORMAT_VERSION`]) nor [`FORMAT_VERSION`], when the write-ahead log cannot be
+    /// opened or replayed, or on an I/O error.
     pub fn open(dir: impl AsRef<Path>) -> Result<SledStore, StoreError> {
         let dir = dir.as_ref();
         let mut registry = OPEN.lock().map_err(|_| backend("open: the registry of open stores is poisoned".into()))?;
@@ -104,17 +118,29 @@ impl SledStore {
         self.store_ref()
     }
 
-    /// Bytes the database occupies on disk, as sled counts them (its log and snapshot files).
+    /// Bytes the store occupies on disk: sled's count (its log and snapshot files) plus the write-ahead log.
     ///
     /// # Errors
     /// [`StoreError::Backend`] on an I/O error.
     pub fn size_on_disk(&self) -> Result<u64, StoreError> {
-        self.inner.db.size_on_disk().map_err(|e| self.backend("size_on_disk", e))
+        let sled = self.inner.db.size_on_disk().map_err(|e| self.backend("size_on_disk", e))?;
+        let wal = self.inner.wal.file_len().map_err(|e| self.backend("size_on_disk: stat the write-ahead log", e))?;
+        Ok(sled + wal)
+    }
+
+    /// Makes sled durable and empties the write-ahead log now (a flush does it when the log exceeds 8 MiB,
+    /// and dropping the last handle does it). Blocks on the device: call it from a blocking context.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] naming the store and the step that failed.
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        self.inner.wal.checkpoint(&self.inner.db).map_err(|(what, e)| self.backend(what, e))
     }
 
     /// Folds the run's latest snapshot and the journal records after it into a new snapshot now, and returns
     /// the step it reaches (0 for a run without records). `append` does this every
-    /// [`SledStore::snapshot_interval`] steps; the result is durable after the next flush.
+    /// [`SledStore::snapshot_interval`] steps. Snapshots are derived data, outside the write-ahead log: the
+    /// result is durable after the next checkpoint (a crash before it only costs the next load a longer fold).
     ///
     /// # Errors
     /// [`StoreError::Corrupt`] when a journal record after the snapshot is corrupt, [`StoreError::Backend`]
@@ -233,10 +259,17 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
             let version = <[u8; 4]>::try_from(v.as_ref()).map(u32::from_be_bytes).map_err(|_| {
                 backend(format!("open store {shown}: the format version is corrupt ({:02x?})", v.as_ref()))
             })?;
-            if version != FORMAT_VERSION {
+            if version == format::FORMAT_VERSION_WITHOUT_WAL {
+                // The trees are the same; the version says a write-ahead log may hold acknowledged steps,
+                // so that a reader of version 1 (which would ignore it) refuses the store from now on.
+                meta.insert(META_FORMAT_VERSION, &FORMAT_VERSION.to_be_bytes())
+                    .and_then(|_| db.flush())
+                    .map_err(|e| op("upgrade the format version", e))?;
+            } else if version != FORMAT_VERSION {
                 return Err(backend(format!(
                     "open store {shown}: format version {version} is not supported (this agentic-store reads \
-                     version {FORMAT_VERSION})"
+                     versions {} and {FORMAT_VERSION})",
+                    format::FORMAT_VERSION_WITHOUT_WAL
                 )));
             }
         }
@@ -258,7 +291,10 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
     let (runs, journal, snapshots) = (tree("runs")?, tree("journal")?, tree("snapshots")?);
     let log = std::fs::File::open(dir.join("db"))
         .map_err(|e| backend(format!("open store {shown}: open the log file for fdatasync: {e}")))?;
-    Ok(Inner { dir: dir.to_path_buf(), db, log, runs, journal, snapshots })
+    let wal = Wal::open(dir, log).map_err(|(what, e)| backend(format!("open store {shown}: {what}: {e}")))?;
+    // Everything flushed before a crash is in the log; sled may lack it (it is made durable lazily).
+    wal::replay(&wal, &db, &journal, &runs).map_err(|(what, e)| backend(format!("open store {shown}: {what}: {e}")))?;
+    Ok(Inner { dir: dir.to_path_buf(), db, wal, runs, journal, snapshots })
 }
 
 fn is_lock_error(e: &std::io::Error) -> bool {
@@ -289,9 +325,15 @@ impl CheckpointStore for SledStore {
         let swapped = self
             .inner
             .journal
-            .compare_and_swap(key, None as Option<&[u8]>, Some(value))
+            .compare_and_swap(&key, None as Option<&[u8]>, Some(value.as_slice()))
             .map_err(|e| self.backend("append", e))?;
-        if swapped.is_err() {
+        if swapped.is_ok() {
+            // After the sled write: a checkpoint that drops this entry has flushed it (see wal.rs).
+            let spill = self.inner.wal.push(Kind::Journal, &key, &value).map_err(|e| self.backend("append", e))?;
+            if spill {
+                self.inner.wal.spill();
+            }
+        } else {
             return Err(backend(format!(
                 "append: run `{}` step {} is already journaled in store {}",
                 record.run_id,
@@ -306,23 +348,33 @@ impl CheckpointStore for SledStore {
     }
 
     async fn flush(&self) -> Result<(), StoreError> {
-        // sled's flush writes its log with `sync_file_range`, which does not reach stable storage (nor flush
-        // the device cache): `fdatasync` the log file so a flushed step survives a power loss too. Both on one
-        // blocking thread: one hand-off per step instead of two (sled's async flush runs on its own pool).
+        // One device wait: the entries pushed so far are appended to the write-ahead log and it alone is
+        // `fdatasync`ed (sled's durable flush costs two: its `sync_file_range` and an `fdatasync` of its log),
+        // on one blocking thread. Concurrent flushes share one write and one `fdatasync` (group commit).
+        let target = self.inner.wal.end();
         let inner = self.inner.clone();
-        let synced = tokio::task::spawn_blocking(move || {
-            inner.db.flush().map_err(|e| ("flush", e.to_string()))?;
-            inner.log.sync_data().map_err(|e| ("fdatasync the log", e.to_string()))
-        })
-        .await
-        .map_err(|e| self.backend("flush", e))?;
-        synced.map_err(|(what, e)| self.backend(what, e))
+        let synced = tokio::task::spawn_blocking(move || inner.wal.sync(&inner.db, target))
+            .await
+            .map_err(|e| self.backend("flush", e))?;
+        synced.map_err(|(what, e)| self.backend(&format!("flush: {what}"), e))
     }
 
     async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
         check_run_id("put_run", &run.run_id)?;
         let value = format::encode_run(&run)?;
-        self.inner.runs.insert(run.run_id.as_bytes(), value).map_err(|e| self.backend("put_run", e))?;
+        let key = run.run_id.as_bytes();
+        let runs = &self.inner.runs;
+        // The sled write and the push under one lock: the log's last entry for a run is sled's value.
+        let ((), spill) = self
+            .inner
+            .wal
+            .push_with(Kind::Run, key, &value, || {
+                runs.insert(key, value.as_slice()).map(drop).map_err(|e| e.to_string())
+            })
+            .map_err(|e| self.backend("put_run", e))?;
+        if spill {
+            self.inner.wal.spill();
+        }
         Ok(())
     }
 
@@ -584,6 +636,285 @@ mod tests {
             let on_disk = store.size_on_disk().unwrap();
             eprintln!("flush each step: {flush_each_step}: journal values {value_bytes} B, on disk {on_disk} B");
             assert!(on_disk < 1024 * 1024, "{on_disk} bytes on disk");
+            drop(store);
+            assert_eq!(wal_len(tmp.path()), 0, "closing the store checkpoints and empties the write-ahead log");
         }
+    }
+
+    fn wal_len(dir: &Path) -> u64 {
+        std::fs::metadata(dir.join(wal::WAL_FILE)).unwrap().len()
+    }
+
+    /// Copies a store directory as it is on disk right now: what a crash of the process would leave (sled's
+    /// buffered writes not written yet).
+    fn crash_copy(from: &Path, to: &Path) {
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                std::fs::create_dir_all(&target).unwrap();
+                crash_copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), &target).unwrap();
+            }
+        }
+    }
+
+    /// A write-ahead log of `steps` journal records of run `r` and the run record, by hand.
+    fn hand_written_wal(steps: std::ops::RangeInclusive<u64>, run: &RunRecord) -> (Vec<u8>, Vec<StepRecord>) {
+        let mut bytes = Vec::new();
+        let mut records = Vec::new();
+        for seq in steps {
+            let record = step("r", seq);
+            let value = format::encode_step(&record).unwrap();
+            wal::encode_entry(&mut bytes, Kind::Journal, &format::journal_key("r", seq), &value).unwrap();
+            records.push(record);
+        }
+        wal::encode_entry(&mut bytes, Kind::Run, run.run_id.as_bytes(), &format::encode_run(run).unwrap()).unwrap();
+        (bytes, records)
+    }
+
+    /// A closed, empty store in a new directory.
+    fn empty_store() -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        drop(SledStore::open(tmp.path()).unwrap());
+        tmp
+    }
+
+    #[tokio::test]
+    async fn flushed_steps_that_sled_never_wrote_come_back_from_the_write_ahead_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SledStore::open(tmp.path()).unwrap().with_snapshot_interval(16);
+        store.put_run(run_record("r", 1)).await.unwrap();
+        let mut records = Vec::new();
+        for seq in 1..=100 {
+            let record = step("r", seq);
+            store.append(record.clone()).await.unwrap();
+            store.flush().await.unwrap();
+            records.push(record);
+            if seq == 60 {
+                store.put_run(run_record("r", 60)).await.unwrap();
+            }
+        }
+        // Appended but never flushed: may or may not come back, and must not break anything.
+        store.append(step("r", 101)).await.unwrap();
+        assert!(wal_len(tmp.path()) > 0);
+        let crashed = tempfile::tempdir().unwrap();
+        crash_copy(tmp.path(), crashed.path());
+        drop(store);
+
+        // What sled alone has on disk: the steps were never flushed to it.
+        {
+            let db = raw_db(crashed.path());
+            let journal = db.open_tree("journal").unwrap();
+            assert!(journal.len() < 100, "sled wrote {} of the 100 steps without a flush", journal.len());
+        }
+        let store = SledStore::open(crashed.path()).unwrap();
+        assert_eq!(wal_len(crashed.path()), 0, "replayed, checkpointed and emptied at open");
+        let back = store.records("r").await.unwrap();
+        assert!(back.len() == 100 || back.len() == 101, "{} records", back.len());
+        assert_eq!(back[..100], records[..]);
+        assert_eq!(store.run("r").await.unwrap(), Some(run_record("r", 60)));
+        assert_eq!(store.load("r").await.unwrap(), RunImage::fold("r", &back).unwrap());
+        drop(store);
+        // Durable in sled now: the next open has nothing to replay.
+        let store = SledStore::open(crashed.path()).unwrap();
+        assert_eq!(store.records("r").await.unwrap(), back);
+    }
+
+    #[tokio::test]
+    async fn a_hand_written_log_is_replayed_exactly_and_idempotently() {
+        let tmp = empty_store();
+        let (wal_bytes, records) = hand_written_wal(1..=20, &run_record("r", 7));
+        std::fs::write(tmp.path().join(wal::WAL_FILE), &wal_bytes).unwrap();
+        let store = SledStore::open(tmp.path()).unwrap();
+        assert_eq!(store.records("r").await.unwrap(), records);
+        assert_eq!(store.run("r").await.unwrap(), Some(run_record("r", 7)));
+        store.put_run(run_record("r", 9)).await.unwrap();
+        drop(store);
+        assert_eq!(wal_len(tmp.path()), 0);
+
+        // The same log again (a crash after replaying it, before truncating it): the journal records are
+        // already there with the same values, the run record is overwritten by the log's.
+        std::fs::write(tmp.path().join(wal::WAL_FILE), &wal_bytes).unwrap();
+        let store = SledStore::open(tmp.path()).unwrap();
+        assert_eq!(store.records("r").await.unwrap(), records);
+        assert_eq!(store.run("r").await.unwrap(), Some(run_record("r", 7)));
+        drop(store);
+
+        // A journal record the log disagrees with is an error naming the store, never an overwrite.
+        let mut other = Vec::new();
+        let value = format::encode_step(&step("r", 3)).unwrap();
+        wal::encode_entry(&mut other, Kind::Journal, &format::journal_key("r", 4), &value).unwrap();
+        std::fs::write(tmp.path().join(wal::WAL_FILE), &other).unwrap();
+        let err = SledStore::open(tmp.path()).unwrap_err();
+        let shown = tmp.path().display().to_string();
+        assert!(err.to_string().contains(&format!("open store {shown}: replay the write-ahead log")), "{err}");
+        assert!(err.to_string().contains("holds another value"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_torn_or_crc_bad_tail_of_the_log_is_dropped() {
+        let (wal_bytes, records) = hand_written_wal(1..=10, &run_record("r", 5));
+        let (entries, valid) = wal::decode_entries(&wal_bytes);
+        assert_eq!((entries.len(), valid), (11, wal_bytes.len()));
+        let cases: Vec<(&str, Vec<u8>, usize)> = vec![
+            // The run record's entry cut short: 10 journal records, no run record.
+            ("torn in the body", wal_bytes[..wal_bytes.len() - 3].to_vec(), 10),
+            (
+                "torn in the header",
+                {
+                    let mut b = hand_written_wal(1..=10, &run_record("r", 5)).0;
+                    let run_len = b.len() - journal_entries_len(&b, 10);
+                    b.truncate(b.len() - run_len + 5);
+                    b
+                },
+                10,
+            ),
+            (
+                "a bad CRC in the last journal entry",
+                {
+                    let (mut b, _) = hand_written_wal(1..=10, &run_record("r", 5));
+                    let end = journal_entries_len(&b, 10);
+                    b[end - 1] ^= 0x40;
+                    b
+                },
+                9,
+            ),
+            (
+                "zeros after the entries",
+                {
+                    let mut b = hand_written_wal(1..=10, &run_record("r", 5)).0;
+                    b.truncate(journal_entries_len(&b, 10));
+                    b.extend_from_slice(&[0; 4096]);
+                    b
+                },
+                10,
+            ),
+        ];
+        for (case, bytes, expected) in cases {
+            let tmp = empty_store();
+            std::fs::write(tmp.path().join(wal::WAL_FILE), &bytes).unwrap();
+            let store = SledStore::open(tmp.path()).unwrap_or_else(|e| panic!("{case}: {e}"));
+            assert_eq!(wal_len(tmp.path()), 0, "{case}: the tail is truncated with the rest");
+            assert_eq!(store.records("r").await.unwrap(), records[..expected], "{case}");
+            assert_eq!(store.run("r").await.unwrap(), None, "{case}: the run record came after the damage");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_version_1_store_without_a_log_opens_and_is_upgraded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let records = {
+            let store = SledStore::open(tmp.path()).unwrap();
+            let records = fill(&store, "r", 5).await;
+            store.flush().await.unwrap();
+            records
+        };
+        {
+            // What version 1 left: the same trees, meta version 1, no `wal` file.
+            let db = raw_db(tmp.path());
+            db.open_tree("meta").unwrap().insert(META_FORMAT_VERSION, &1u32.to_be_bytes()).unwrap();
+            db.flush().unwrap();
+        }
+        std::fs::remove_file(tmp.path().join(wal::WAL_FILE)).unwrap();
+        let store = SledStore::open(tmp.path()).unwrap();
+        assert_eq!(store.records("r").await.unwrap(), records);
+        assert_eq!(wal_len(tmp.path()), 0, "the log is created");
+        drop(store);
+        let db = raw_db(tmp.path());
+        let version = db.open_tree("meta").unwrap().get(META_FORMAT_VERSION).unwrap().unwrap();
+        assert_eq!(version.as_ref(), FORMAT_VERSION.to_be_bytes(), "upgraded to {FORMAT_VERSION}");
+    }
+
+    #[tokio::test]
+    async fn a_log_past_the_threshold_is_checkpointed_by_the_flush_that_crosses_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SledStore::open(tmp.path()).unwrap();
+        // Run records of ~100 KiB each: 90 of them cross 8 MiB.
+        let mut run = run_record("r", 0);
+        run.detail = serde_json::Value::String("x".repeat(100 * 1024));
+        let mut crossed = false;
+        for i in 1..=100 {
+            run.updated_at_ms = i;
+            store.put_run(run.clone()).await.unwrap();
+            store.append(step("r", i)).await.unwrap();
+            let before = wal_len(tmp.path());
+            store.flush().await.unwrap();
+            let after = wal_len(tmp.path());
+            assert!(after <= wal::CHECKPOINT_BYTES, "flush {i}: {after} bytes in the log");
+            if after < before {
+                crossed = true;
+                assert_eq!(after, 0, "flush {i}: a checkpoint empties the log");
+            }
+        }
+        assert!(crossed, "no checkpoint in 10 MiB of entries");
+        let crashed = tempfile::tempdir().unwrap();
+        crash_copy(tmp.path(), crashed.path());
+        drop(store);
+        let store = SledStore::open(crashed.path()).unwrap();
+        assert_eq!(store.run("r").await.unwrap(), Some(run), "the last run record, across the checkpoint");
+        assert_eq!(store.records("r").await.unwrap().len(), 100);
+    }
+
+    #[tokio::test]
+    async fn a_long_run_without_flushes_spills_the_pending_entries_to_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SledStore::open(tmp.path()).unwrap().with_snapshot_interval(0);
+        let mut run = run_record("r", 0);
+        run.detail = serde_json::Value::String("x".repeat(64 * 1024));
+        for i in 1..=40 {
+            run.updated_at_ms = i;
+            store.put_run(run.clone()).await.unwrap();
+        }
+        assert!(wal_len(tmp.path()) >= 1024 * 1024, "{} bytes written", wal_len(tmp.path()));
+        store.flush().await.unwrap();
+        let crashed = tempfile::tempdir().unwrap();
+        crash_copy(tmp.path(), crashed.path());
+        drop(store);
+        assert_eq!(SledStore::open(crashed.path()).unwrap().run("r").await.unwrap(), Some(run));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_runs_share_writes_and_every_flushed_step_survives() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SledStore::open(tmp.path()).unwrap();
+        let tasks: Vec<_> = (0..8)
+            .map(|j| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let run_id = format!("run-{j}");
+                    for seq in 1..=50 {
+                        store.append(step(&run_id, seq)).await.unwrap();
+                        store.flush().await.unwrap();
+                    }
+                    store.put_run(run_record(&run_id, 50)).await.unwrap();
+                    store.flush().await.unwrap();
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let crashed = tempfile::tempdir().unwrap();
+        crash_copy(tmp.path(), crashed.path());
+        drop(store);
+        let store = SledStore::open(crashed.path()).unwrap();
+        for j in 0..8 {
+            let run_id = format!("run-{j}");
+            let expected: Vec<_> = (1..=50).map(|seq| step(&run_id, seq)).collect();
+            assert_eq!(store.records(&run_id).await.unwrap(), expected, "{run_id}");
+            assert_eq!(store.run(&run_id).await.unwrap(), Some(run_record(&run_id, 50)), "{run_id}");
+        }
+    }
+
+    /// Bytes of the first `n` entries of a log.
+    fn journal_entries_len(bytes: &[u8], n: usize) -> usize {
+        let mut at = 0;
+        for _ in 0..n {
+            let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+            at += 8 + len;
+        }
+        at
     }
 }
