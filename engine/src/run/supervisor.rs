@@ -478,12 +478,7 @@ impl SupervisorState {
     }
 
     /// A child completed: ask the planner, journal the step, dispatch the next action.
-    async fn complete(
-        &mut self,
-        call: AgentCall,
-        outcome: ChildOutcome,
-        substituted: bool,
-    ) {
+    async fn complete(&mut self, call: AgentCall, outcome: ChildOutcome, substituted: bool) {
         let agent_index = call.agent;
         let completion = Completion { call, output: outcome.output, skipped: outcome.skipped, substituted };
         let action = match decision_view(&self.run, self.planner.reads_state()).await {
