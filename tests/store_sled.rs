@@ -1,5 +1,6 @@
-//! The sled store through its public API: round trips across reopen, compaction, and a directory held by
-//! another process.
+//! The sled store through its public API: round trips across reopen, compaction, a directory held by
+//! another process, and a process killed with SIGKILL while it flushes steps (every step it reported durable
+//! is loaded back).
 
 #![allow(clippy::unwrap_used)]
 
@@ -11,6 +12,7 @@ use agentic_store::SledStore;
 use serde_json::{Map, json};
 
 const HOLD_ENV: &str = "AGENTIC_STORE_TEST_HOLD_DIR";
+const SYNC_ENV: &str = "AGENTIC_STORE_TEST_SYNC_DIR";
 
 fn step(run_id: &str, seq: u64) -> StepRecord {
     StepRecord {
@@ -102,13 +104,7 @@ fn child_holding_a_store() {
 async fn a_directory_held_by_another_process_is_in_use() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().display().to_string();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_holding_a_store", "--nocapture", "--test-threads=1"])
-        .env(HOLD_ENV, &dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_child("child_holding_a_store", HOLD_ENV, &dir);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     assert!(lines.any(|l| l.unwrap().contains("holding")), "the child did not open the store");
     let err = SledStore::open(tmp.path()).unwrap_err();
@@ -117,4 +113,105 @@ async fn a_directory_held_by_another_process_is_in_use() {
     assert!(child.wait().unwrap().success());
     let store = SledStore::open(tmp.path()).unwrap();
     assert!(store.runs().await.unwrap().is_empty());
+}
+
+/// Runs the child processes of this file run: this test binary again, only `test`, with `env` set to `dir`.
+fn spawn_child(test: &str, env: &str, dir: &str) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(env, dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Concurrent runs in the child of `steps_reported_durable_survive_a_sigkill`.
+const SYNC_RUNS: usize = 4;
+
+/// Not a test on its own: the child process of `steps_reported_durable_survive_a_sigkill`. Runs
+/// [`SYNC_RUNS`] runs at once, each appending steps with a flush after each (`sync` durability), and every
+/// 10th step a ~64 KiB run record, flushed too (so the write-ahead log crosses its 8 MiB checkpoint
+/// threshold during the test); prints `durable RUN SEQ` after each flush, until it is killed.
+#[test]
+fn child_flushing_steps_until_killed() {
+    let Ok(dir) = std::env::var(SYNC_ENV) else { return };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async move {
+        let store = SledStore::open(&dir).unwrap();
+        let runs: Vec<_> = (0..SYNC_RUNS)
+            .map(|j| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let run_id = format!("run-{j}");
+                    for seq in 1.. {
+                        store.append(step(&run_id, seq)).await.unwrap();
+                        store.flush().await.unwrap();
+                        if seq % 10 == 0 {
+                            store.put_run(big_run_record(&run_id, seq)).await.unwrap();
+                            store.flush().await.unwrap();
+                        }
+                        println!("durable {run_id} {seq}");
+                    }
+                })
+            })
+            .collect();
+        for run in runs {
+            run.await.unwrap();
+        }
+    });
+}
+
+fn big_run_record(run_id: &str, seq: u64) -> RunRecord {
+    let mut run = run_record(run_id, RunStatus::Running, seq);
+    run.detail = json!("x".repeat(64 * 1024));
+    run
+}
+
+#[test]
+fn steps_reported_durable_survive_a_sigkill() {
+    // Killed early, mid-way, and after the log has been checkpointed at least once (~8 MiB of run records).
+    for kill_after in [25, 400, 1600] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().display().to_string();
+        let mut child = spawn_child("child_flushing_steps_until_killed", SYNC_ENV, &dir);
+        let mut durable = [0u64; SYNC_RUNS];
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut seen = 0;
+        while let Some(line) = lines.next() {
+            let line = line.unwrap();
+            let Some(rest) = line.strip_prefix("durable run-") else { continue };
+            let (j, seq) = rest.split_once(' ').unwrap();
+            durable[j.parse::<usize>().unwrap()] = seq.parse().unwrap();
+            seen += 1;
+            if seen == kill_after {
+                child.kill().unwrap(); // SIGKILL
+                // The lines it printed before dying are reported steps too: read them to the end.
+            }
+        }
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), None, "kill after {kill_after}: the child was killed by a signal ({status})");
+        assert!(seen >= kill_after, "kill after {kill_after}: the child stopped at {seen} lines");
+
+        let store = tokio::runtime::Runtime::new().unwrap().block_on(async {
+            let store = SledStore::open(tmp.path()).unwrap();
+            for (j, &last) in durable.iter().enumerate() {
+                let run_id = format!("run-{j}");
+                let records = store.records(&run_id).await.unwrap();
+                assert!(
+                    records.len() as u64 >= last,
+                    "kill after {kill_after}: {run_id} reported step {last} durable, {} loaded",
+                    records.len()
+                );
+                let expected: Vec<_> = (1..=records.len() as u64).map(|seq| step(&run_id, seq)).collect();
+                assert_eq!(records, expected, "kill after {kill_after}: {run_id}");
+                assert_eq!(store.load(&run_id).await.unwrap().seq, records.len() as u64);
+                let run = store.run(&run_id).await.unwrap();
+                let updated = run.map_or(0, |r| r.updated_at_ms);
+                assert!(updated >= last / 10 * 10, "kill after {kill_after}: {run_id} run record at {updated}");
+            }
+            store
+        });
+        drop(store);
+    }
 }
