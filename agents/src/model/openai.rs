@@ -1,11 +1,14 @@
 //! The `openai` provider: any server speaking the OpenAI chat-completions protocol (OpenAI, Ollama, vLLM,
 //! llama.cpp's server, LM Studio).
 //!
-//! Transport: the `async-openai` client (configuration, SSE parsing, error bodies) over one pooled
-//! `reqwest` client per model (connections are reused), with our own retry layer: 429 and 5xx answers and
-//! connection failures are retried with exponential backoff, honouring `Retry-After` (in seconds, capped at
-//! [`OpenAiBuilder::max_backoff`]); other 4xx answers fail at once with an error naming the server and the
-//! model. The request and response JSON are ours (lenient about fields local servers omit).
+//! Transport: one pooled `reqwest` client per model (HTTP/1.1 keep-alive, `TCP_NODELAY`, rustls for `https`;
+//! connections are reused), with our own retry layer: 429 and 5xx answers and connection failures are retried
+//! with exponential backoff, honouring `Retry-After` (in seconds, capped at [`OpenAiBuilder::max_backoff`]);
+//! other 4xx answers fail at once with an error naming the server and the model. A plain chat call is sent
+//! directly (the endpoint URL and the `Authorization` header are built once per model, the body is serialised
+//! straight from the request, the answer parsed straight into its wire type); a streamed one goes through the
+//! `async-openai` client (SSE parsing) over the same HTTP client and retry layer. The request and response
+//! JSON are ours (lenient about fields local servers omit).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,13 +22,13 @@ use async_openai::config::OpenAIConfig;
 use async_openai::error::{ApiError, ApiErrorResponse, OpenAIError, WrappedError};
 use async_openai::middleware::HttpRequestFactory;
 use futures::StreamExt;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::error::shorten;
 use super::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatStream, FinishReason, ModelError, ModelInfo, ResponseFormat,
-    StreamEvent, TokenLogprob, ToolCall, ToolChoice, TopLogprob,
+    StreamEvent, TokenLogprob, ToolCall, ToolChoice, ToolSpec, TopLogprob,
 };
 
 /// The official API's base URL, used when neither the configuration nor `OPENAI_BASE_URL` sets one.
@@ -145,20 +148,31 @@ impl OpenAiBuilder {
             .timeout(self.timeout)
             .connect_timeout(self.timeout.min(Duration::from_secs(30)))
             .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_nodelay(true)
+            // Our retry layer (below) retries what is worth retrying; reqwest's own policy only ever retries
+            // HTTP/2 and HTTP/3 refusals (not compiled in) but would still clone every request to be ready to.
+            .retry(reqwest::retry::never().max_retries_per_request(0))
             .build()
             .map_err(|e| invalid(format!("cannot create the HTTP client: {e}")))?;
-        let transport = RetryTransport {
-            http,
-            policy: Arc::new(RetrySettings {
-                max_retries: self.max_retries,
-                backoff: self.backoff,
-                max_backoff: self.max_backoff,
-            }),
-        };
+        let policy = Arc::new(RetrySettings {
+            max_retries: self.max_retries,
+            backoff: self.backoff,
+            max_backoff: self.max_backoff,
+        });
+        let mut authorization = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
+            .map_err(|e| invalid(format!("the API key cannot be sent in a header: {e}")))?;
+        authorization.set_sensitive(true);
+        // Parsed once; an unparseable base URL fails at the call, as reqwest reports it.
+        let chat_url = reqwest::Url::parse(&format!("{base}/chat/completions")).ok();
+        let transport = RetryTransport { http: http.clone(), policy: policy.clone() };
         let config = OpenAIConfig::new().with_api_base(base.clone()).with_api_key(key);
         let client = Client::with_config(config).with_http_service(transport);
         Ok(OpenAiModel {
             client,
+            http,
+            policy,
+            chat_url,
+            authorization,
             info: ModelInfo {
                 provider: "openai".to_string(),
                 server: base,
@@ -179,7 +193,15 @@ impl OpenAiBuilder {
 ///
 /// The API key is never logged nor shown by `Debug`.
 pub struct OpenAiModel {
+    /// `async-openai`'s client (streamed answers), over `http` and the retry layer.
     client: Client<OpenAIConfig>,
+    /// The pooled HTTP client (plain answers are sent with it directly).
+    http: reqwest::Client,
+    policy: Arc<RetrySettings>,
+    /// `{base}/chat/completions`, parsed once (`None` when the base URL does not parse).
+    chat_url: Option<reqwest::Url>,
+    /// `Bearer <key>`, marked sensitive.
+    authorization: reqwest::header::HeaderValue,
     info: ModelInfo,
     api_key_env: String,
     timeout: Duration,
@@ -218,59 +240,51 @@ impl OpenAiModel {
 
     /// The JSON body sent for `request` (`stream` set as given). Public so that tests and tools can show it.
     pub fn request_body(&self, request: &ChatRequest, stream: bool) -> Value {
-        let mut body = Map::new();
-        body.insert("model".into(), Value::String(self.info.model.clone()));
-        body.insert("messages".into(), Value::Array(request.messages.iter().map(wire_message).collect()));
-        if let Some(t) = request.temperature.or(self.temperature) {
-            body.insert("temperature".into(), json!(t));
+        // Cannot fail: every map key is a string.
+        serde_json::to_value(self.wire_request(request, stream)).unwrap_or(Value::Null)
+    }
+
+    /// The request body as serialised (borrowing `request`: nothing is copied into an intermediate tree).
+    fn wire_request<'a>(&'a self, request: &'a ChatRequest, stream: bool) -> WireRequest<'a> {
+        WireRequest {
+            model: &self.info.model,
+            messages: WireMessages(&request.messages),
+            temperature: request.temperature.or(self.temperature),
+            max_tokens: request.max_tokens.or(self.max_tokens),
+            stop: &request.stop,
+            tools: WireTools(&request.tools),
+            tool_choice: request.tool_choice.as_ref().map(WireToolChoice),
+            response_format: request.response_format.as_ref().and_then(WireResponseFormat::new),
+            logprobs: request.logprobs.map(|_| true),
+            top_logprobs: request.logprobs.map(|top| top.min(20)),
+            stream,
+            stream_options: stream.then_some(WireStreamOptions { include_usage: true }),
         }
-        if let Some(m) = request.max_tokens.or(self.max_tokens) {
-            body.insert("max_tokens".into(), json!(m));
-        }
-        if !request.stop.is_empty() {
-            body.insert("stop".into(), json!(request.stop));
-        }
-        if !request.tools.is_empty() {
-            let tools: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.parameters}})
-                })
-                .collect();
-            body.insert("tools".into(), Value::Array(tools));
-        }
-        if let Some(choice) = &request.tool_choice {
-            let v = match choice {
-                ToolChoice::Auto => json!("auto"),
-                ToolChoice::None => json!("none"),
-                ToolChoice::Required => json!("required"),
-                ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
-            };
-            body.insert("tool_choice".into(), v);
-        }
-        match &request.response_format {
-            None | Some(ResponseFormat::Text) => {}
-            Some(ResponseFormat::JsonObject) => {
-                body.insert("response_format".into(), json!({"type": "json_object"}));
-            }
-            Some(ResponseFormat::JsonSchema { name, schema, strict }) => {
-                body.insert(
-                    "response_format".into(),
-                    json!({"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": strict}}),
+    }
+
+    /// Sends one plain (not streamed) chat request: the body serialised once, one attempt per retry.
+    async fn send_chat(&self, body: Vec<u8>) -> Result<reqwest::Response, OpenAIError> {
+        // Every attempt shares the bytes.
+        let body = bytes::Bytes::from(body);
+        send_with_retries(&self.http, &self.policy, || {
+            let body = reqwest::Body::from(body.clone());
+            async move {
+                let mut request = match &self.chat_url {
+                    Some(url) => reqwest::Request::new(reqwest::Method::POST, url.clone()),
+                    // Unparseable base URL: let reqwest report it as it would.
+                    None => self.http.post(format!("{}/chat/completions", self.info.server)).build()?,
+                };
+                let headers = request.headers_mut();
+                headers.insert(reqwest::header::AUTHORIZATION, self.authorization.clone());
+                headers.insert(
+                    reqwest::header::CONTENT_TYPE,
+                    reqwest::header::HeaderValue::from_static("application/json"),
                 );
+                *request.body_mut() = Some(body);
+                Ok(request)
             }
-        }
-        if let Some(top) = request.logprobs {
-            body.insert("logprobs".into(), Value::Bool(true));
-            body.insert("top_logprobs".into(), json!(top.min(20)));
-        }
-        body.insert("stream".into(), Value::Bool(stream));
-        if stream {
-            body.insert("stream_options".into(), json!({"include_usage": true}));
-        }
-        Value::Object(body)
+        })
+        .await
     }
 
     fn map_error(&self, e: OpenAIError) -> ModelError {
@@ -318,11 +332,29 @@ impl OpenAiModel {
         }
     }
 
-    /// Reads a non-streamed completion.
-    fn read_completion(&self, body: Value) -> Result<ChatResponse, ModelError> {
-        let wire: WireResponse = serde_json::from_value(body.clone())
-            .map_err(|e| self.invalid_response(format!("not a chat completion: {e}"), &body))?;
+    /// Reads a non-streamed completion straight from the body's bytes (the error paths re-read it as a JSON
+    /// tree to quote it).
+    fn read_completion(&self, bytes: &[u8]) -> Result<ChatResponse, ModelError> {
+        let wire: WireResponse = match serde_json::from_slice(bytes) {
+            Ok(wire) => wire,
+            Err(e) => {
+                return Err(match serde_json::from_slice::<Value>(bytes) {
+                    Ok(body) => {
+                        // The message without the position, as when reading the tree.
+                        let reason = serde_json::from_value::<WireResponse>(body.clone()).err().unwrap_or(e);
+                        self.invalid_response(format!("not a chat completion: {reason}"), &body)
+                    }
+                    Err(_) => ModelError::InvalidResponse {
+                        server: self.info.server.clone(),
+                        model: self.info.model.clone(),
+                        message: e.to_string(),
+                        body: shorten(&String::from_utf8_lossy(bytes), 500),
+                    },
+                });
+            }
+        };
         let Some(choice) = wire.choices.into_iter().next() else {
+            let body = serde_json::from_slice::<Value>(bytes).unwrap_or(Value::Null);
             return Err(self.invalid_response("the answer has no choices", &body));
         };
         let mut tool_calls = Vec::new();
@@ -348,10 +380,13 @@ impl ChatModel for OpenAiModel {
     }
 
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
-        let body = self.request_body(&request, false);
+        let body = serde_json::to_vec(&self.wire_request(&request, false))
+            .map_err(|e| self.map_error(OpenAIError::InvalidArgument(format!("failed to serialize request: {e}"))))?;
+        drop(request);
         tracing::debug!(server = %self.info.server, model = %self.info.model, "chat request");
-        let answer: Value = self.client.chat().create_byot(body).await.map_err(|e| self.map_error(e))?;
-        self.read_completion(answer)
+        let response = self.send_chat(body).await.map_err(|e| self.map_error(e))?;
+        let bytes = response.bytes().await.map_err(|e| self.map_error(OpenAIError::Reqwest(e)))?;
+        self.read_completion(&bytes)
     }
 
     async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
@@ -557,23 +592,173 @@ fn parse_arguments(arguments: Value) -> Value {
     }
 }
 
-fn wire_message(m: &ChatMessage) -> Value {
-    match m {
-        ChatMessage::Assistant { content, tool_calls } if !tool_calls.is_empty() => {
-            let calls: Vec<Value> = tool_calls
-                .iter()
-                .map(|c| {
-                    json!({"id": c.id, "type": "function",
-                           "function": {"name": c.name, "arguments": c.arguments.to_string()}})
-                })
-                .collect();
-            let content = if content.is_empty() { Value::Null } else { Value::String(content.clone()) };
-            json!({"role": "assistant", "content": content, "tool_calls": calls})
+/// The request body (field order = the JSON's key order).
+#[derive(Serialize)]
+struct WireRequest<'a> {
+    model: &'a str,
+    messages: WireMessages<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
+    #[serde(skip_serializing_if = "WireTools::is_empty")]
+    tools: WireTools<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<WireToolChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<WireResponseFormat<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logprobs: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_logprobs: Option<u8>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<WireStreamOptions>,
+}
+
+#[derive(Serialize)]
+struct WireStreamOptions {
+    include_usage: bool,
+}
+
+struct WireMessages<'a>(&'a [ChatMessage]);
+
+impl Serialize for WireMessages<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(WireOutMessage))
+    }
+}
+
+/// One message as the protocol wants it: an assistant's tool calls with their arguments as JSON text (and
+/// `content: null` when there is no text), a tool result with its call id, else role and text.
+struct WireOutMessage<'a>(&'a ChatMessage);
+
+impl Serialize for WireOutMessage<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        match self.0 {
+            ChatMessage::Assistant { content, tool_calls } if !tool_calls.is_empty() => {
+                map.serialize_entry("role", "assistant")?;
+                map.serialize_entry("content", &(!content.is_empty()).then_some(content))?;
+                map.serialize_entry("tool_calls", &WireToolCalls(tool_calls))?;
+            }
+            ChatMessage::Tool { tool_call_id, content } => {
+                map.serialize_entry("role", "tool")?;
+                map.serialize_entry("tool_call_id", tool_call_id)?;
+                map.serialize_entry("content", content)?;
+            }
+            other => {
+                map.serialize_entry("role", other.role())?;
+                map.serialize_entry("content", other.text())?;
+            }
         }
-        ChatMessage::Tool { tool_call_id, content } => {
-            json!({"role": "tool", "tool_call_id": tool_call_id, "content": content})
+        map.end()
+    }
+}
+
+struct WireToolCalls<'a>(&'a [ToolCall]);
+
+impl Serialize for WireToolCalls<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Call<'a> {
+            id: &'a str,
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: Function<'a>,
         }
-        other => json!({"role": other.role(), "content": other.text()}),
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            arguments: String,
+        }
+        serializer.collect_seq(self.0.iter().map(|c| Call {
+            id: &c.id,
+            kind: "function",
+            function: Function { name: &c.name, arguments: c.arguments.to_string() },
+        }))
+    }
+}
+
+struct WireTools<'a>(&'a [ToolSpec]);
+
+impl WireTools<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for WireTools<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Tool<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: Function<'a>,
+        }
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            description: &'a str,
+            parameters: &'a Value,
+        }
+        serializer.collect_seq(self.0.iter().map(|t| Tool {
+            kind: "function",
+            function: Function { name: &t.name, description: &t.description, parameters: &t.parameters },
+        }))
+    }
+}
+
+struct WireToolChoice<'a>(&'a ToolChoice);
+
+impl Serialize for WireToolChoice<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Named<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: Name<'a>,
+        }
+        #[derive(Serialize)]
+        struct Name<'a> {
+            name: &'a str,
+        }
+        match self.0 {
+            ToolChoice::Auto => serializer.serialize_str("auto"),
+            ToolChoice::None => serializer.serialize_str("none"),
+            ToolChoice::Required => serializer.serialize_str("required"),
+            ToolChoice::Tool(name) => Named { kind: "function", function: Name { name } }.serialize(serializer),
+        }
+    }
+}
+
+/// `response_format`: absent for free text.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireResponseFormat<'a> {
+    JsonObject,
+    JsonSchema { json_schema: WireJsonSchema<'a> },
+}
+
+#[derive(Serialize)]
+struct WireJsonSchema<'a> {
+    name: &'a str,
+    schema: &'a Value,
+    strict: bool,
+}
+
+impl<'a> WireResponseFormat<'a> {
+    fn new(format: &'a ResponseFormat) -> Option<Self> {
+        match format {
+            ResponseFormat::Text => None,
+            ResponseFormat::JsonObject => Some(WireResponseFormat::JsonObject),
+            ResponseFormat::JsonSchema { name, schema, strict } => {
+                Some(WireResponseFormat::JsonSchema { json_schema: WireJsonSchema { name, schema, strict: *strict } })
+            }
+        }
     }
 }
 
@@ -725,35 +910,48 @@ impl tower::Service<HttpRequestFactory> for RetryTransport {
     fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
         let http = self.http.clone();
         let policy = self.policy.clone();
-        Box::pin(async move {
-            let mut retry = 0u32;
-            loop {
-                let request = factory.build().await?;
-                match http.execute(request).await {
-                    Ok(response) if response.status().is_success() => return Ok(response),
-                    Ok(response) => {
-                        let status = response.status();
-                        let retryable = status.as_u16() == 429 || status.is_server_error();
-                        if retryable && retry < policy.max_retries {
-                            let wait = policy.delay(retry, retry_after(response.headers()));
-                            tracing::warn!(%status, retry = retry + 1, wait_ms = wait.as_millis() as u64, "model server busy or failing; retrying");
-                            drop(response);
-                            tokio::time::sleep(wait).await;
-                            retry += 1;
-                            continue;
-                        }
-                        return Err(api_error(response).await);
-                    }
-                    Err(e) if e.is_connect() && retry < policy.max_retries => {
-                        let wait = policy.delay(retry, None);
-                        tracing::warn!(retry = retry + 1, "cannot connect to the model server; retrying");
-                        tokio::time::sleep(wait).await;
-                        retry += 1;
-                    }
-                    Err(e) => return Err(OpenAIError::Reqwest(e)),
+        Box::pin(async move { send_with_retries(&http, &policy, || factory.build()).await })
+    }
+}
+
+/// Sends the request `build` makes (once per attempt) with `http`, retrying 429/5xx answers and connection
+/// failures as `policy` says; a final unsuccessful answer becomes an API error carrying its status (with the
+/// body as the message when it is not an OpenAI error object).
+async fn send_with_retries<F, Fut>(
+    http: &reqwest::Client,
+    policy: &RetrySettings,
+    mut build: F,
+) -> Result<reqwest::Response, OpenAIError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<reqwest::Request, OpenAIError>>,
+{
+    let mut retry = 0u32;
+    loop {
+        let request = build().await?;
+        match http.execute(request).await {
+            Ok(response) if response.status().is_success() => return Ok(response),
+            Ok(response) => {
+                let status = response.status();
+                let retryable = status.as_u16() == 429 || status.is_server_error();
+                if retryable && retry < policy.max_retries {
+                    let wait = policy.delay(retry, retry_after(response.headers()));
+                    tracing::warn!(%status, retry = retry + 1, wait_ms = wait.as_millis() as u64, "model server busy or failing; retrying");
+                    drop(response);
+                    tokio::time::sleep(wait).await;
+                    retry += 1;
+                    continue;
                 }
+                return Err(api_error(response).await);
             }
-        })
+            Err(e) if e.is_connect() && retry < policy.max_retries => {
+                let wait = policy.delay(retry, None);
+                tracing::warn!(retry = retry + 1, "cannot connect to the model server; retrying");
+                tokio::time::sleep(wait).await;
+                retry += 1;
+            }
+            Err(e) => return Err(OpenAIError::Reqwest(e)),
+        }
     }
 }
 
@@ -785,6 +983,7 @@ async fn api_error(response: reqwest::Response) -> OpenAIError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn backoff_doubles_and_caps_retry_after() {
@@ -795,6 +994,46 @@ mod tests {
         assert_eq!(p.delay(10, None), Duration::from_secs(2));
         assert_eq!(p.delay(0, Some(Duration::from_secs(3600))), Duration::from_secs(2));
         assert_eq!(p.delay(0, Some(Duration::from_millis(50))), Duration::from_millis(50));
+    }
+
+    #[test]
+    fn the_body_is_serialised_in_the_protocol_shape() {
+        let m = OpenAiModel::builder("m").base_url("http://127.0.0.1:1/v1").api_key("k").temperature(0.5);
+        let m = m.build().expect("model");
+        let mut request = ChatRequest::new(vec![
+            ChatMessage::user("hi"),
+            ChatMessage::assistant("hello"),
+            ChatMessage::assistant_tool_calls(vec![ToolCall::new("c1", "f", json!({"x": [1, 2]}))]),
+            ChatMessage::tool_result("c1", "3"),
+        ])
+        .tool_choice(ToolChoice::Required);
+        request.response_format = Some(ResponseFormat::JsonObject);
+        request.logprobs = Some(40);
+        let expected = json!({
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "hello"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\":[1,2]}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "3"}
+            ],
+            "temperature": 0.5,
+            "tool_choice": "required",
+            "response_format": {"type": "json_object"},
+            "logprobs": true,
+            "top_logprobs": 20,
+            "stream": true,
+            "stream_options": {"include_usage": true}
+        });
+        let bytes = serde_json::to_vec(&m.wire_request(&request, true)).expect("serialise");
+        assert_eq!(String::from_utf8(bytes).expect("utf-8"), expected.to_string(), "same keys, same order");
+        assert_eq!(m.request_body(&request, true), expected);
+        let plain = m.request_body(&ChatRequest::new(vec![ChatMessage::system("s")]), false);
+        assert_eq!(
+            plain.to_string(),
+            r#"{"model":"m","messages":[{"role":"system","content":"s"}],"temperature":0.5,"stream":false}"#
+        );
     }
 
     #[test]
