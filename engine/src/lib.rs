@@ -6,10 +6,11 @@
 //! everything a user needs.
 //!
 //! ```text
-//! InvokeRequest ──► root agent ──► Composite ──► PlannerActor (one per composite invocation)
+//! InvokeRequest ──► root agent ──► Composite ──► supervisor loop (the planner actor, hosted in the
+//!                                                   │  composite's invocation future; one per invocation)
 //!                                                   │  first_action / next_action (one completion at a time)
 //!                                                   ├─► child task: leaf agent (inputs ← ScopeView, output → ScopeActor)
-//!                                                   └─► child task: nested Composite ──► PlannerActor ...
+//!                                                   └─► child task: nested Composite ──► supervisor loop ...
 //! ```
 
 pub mod agent;
