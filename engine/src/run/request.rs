@@ -667,7 +667,34 @@ impl IntoFuture for InvokeRequest {
     type Output = Result<RunOutcome, AgentError>;
     type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
 
+    /// Awaited inside a task, the run executes in that task. Awaited outside any task on a multi-thread
+    /// runtime (`Runtime::block_on`, the body of `#[tokio::main]`), the run is spawned onto the runtime and
+    /// awaited: its supervisors and their children then wake each other on the worker threads instead of
+    /// crossing to the blocked caller's thread at every step (a futex wake and a context switch each way).
+    /// Dropping the future aborts the spawned run as it would the inline one; a panic is resumed here.
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run())
+        Box::pin(async move {
+            let multi_thread = tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+            if !multi_thread || tokio::task::try_id().is_some() {
+                return self.run().await;
+            }
+            let task = tokio::spawn(tracing::Instrument::in_current_span(self.run()));
+            let _abort = AbortOnDrop(task.abort_handle());
+            match task.await {
+                Ok(outcome) => outcome,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => Err(AgentError::Cancelled),
+            }
+        })
+    }
+}
+
+/// Aborts a spawned run when the future awaiting it is dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
