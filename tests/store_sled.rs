@@ -176,9 +176,9 @@ fn steps_reported_durable_survive_a_sigkill() {
         let dir = tmp.path().display().to_string();
         let mut child = spawn_child("child_flushing_steps_until_killed", SYNC_ENV, &dir);
         let mut durable = [0u64; SYNC_RUNS];
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut seen = 0;
-        while let Some(line) = lines.next() {
+        for line in lines {
             let line = line.unwrap();
             let Some(rest) = line.strip_prefix("durable run-") else { continue };
             let (j, seq) = rest.split_once(' ').unwrap();

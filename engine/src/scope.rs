@@ -1,7 +1,7 @@
 //! The AgenticScope: one actor per run that owns the state map, the invocation history and the conversation
 //! context, plus the cheap read-only [`ScopeView`] snapshots that predicates and planners read.
 //!
-//! Every write goes through the [`ScopeActor`], so concurrent agents never race; each accepted write gets the
+//! Every write goes through the scope actor, so concurrent agents never race; each accepted write gets the
 //! run's next step sequence number. After each write the actor publishes a new snapshot (a persistent map, so
 //! publishing is O(keys written), and a snapshot clone is O(1)).
 //!
@@ -11,11 +11,12 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use futures::StreamExt;
+use futures::channel::mpsc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::error::AgentError;
 
@@ -210,22 +211,17 @@ pub struct ContextEntry {
     pub answer: String,
 }
 
-/// Messages of the [`ScopeActor`].
-#[doc(hidden)]
-pub enum ScopeMsg {
-    Write { delta: Vec<(String, Value)>, record: Option<Box<InvocationRecord>>, reply: RpcReplyPort<u64> },
-    MarkPending { key: String, reply: RpcReplyPort<()> },
-    AsyncDone { key: String, result: Result<Vec<(String, Value)>, AgentError>, reply: RpcReplyPort<u64> },
-    Record(InvocationRecord),
-    History { reply: RpcReplyPort<Vec<InvocationRecord>> },
+/// Messages of the scope actor (the reply port last).
+enum ScopeMsg {
+    Write { delta: Vec<(String, Value)>, record: Option<Box<InvocationRecord>>, reply: oneshot::Sender<u64> },
+    MarkPending { key: String, reply: oneshot::Sender<()> },
+    AsyncDone { key: String, result: Result<Vec<(String, Value)>, AgentError>, reply: oneshot::Sender<u64> },
+    Record(Box<InvocationRecord>),
+    History { reply: oneshot::Sender<Vec<InvocationRecord>> },
 }
 
-/// The actor that owns one run's state. Use it through a [`ScopeHandle`].
-#[doc(hidden)]
-pub struct ScopeActor;
-
-#[doc(hidden)]
-pub struct ScopeState {
+/// The private state of the scope actor: it lives in the actor's task and nowhere else.
+struct ScopeState {
     /// The current snapshot lives only in the watch channel: writes modify it in place, so while no reader
     /// holds an older snapshot the persistent map is unshared and updated without copying its nodes.
     tx: watch::Sender<ScopeView>,
@@ -260,25 +256,17 @@ impl ScopeState {
     }
 }
 
-impl Actor for ScopeActor {
-    type Msg = ScopeMsg;
-    type State = ScopeState;
-    type Arguments = (watch::Sender<ScopeView>, Vec<InvocationRecord>);
-
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        (tx, history): Self::Arguments,
-    ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(ScopeState { tx, history })
+impl ScopeState {
+    /// The actor's loop: one message at a time, in the order they were sent, until every handle is dropped
+    /// (the mailbox then ends and the task returns, dropping the state and closing the snapshot channel).
+    async fn run(mut self, mut mailbox: mpsc::UnboundedReceiver<ScopeMsg>) {
+        while let Some(msg) = mailbox.next().await {
+            self.handle(msg);
+        }
     }
 
-    async fn handle(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        msg: Self::Msg,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
+    fn handle(&mut self, msg: ScopeMsg) {
+        let state = self;
         match msg {
             ScopeMsg::Write { delta, record, reply } => {
                 let seq = state.apply(delta);
@@ -306,24 +294,18 @@ impl Actor for ScopeActor {
                 };
                 let _ = reply.send(seq);
             }
-            ScopeMsg::Record(rec) => state.history.push(rec),
+            ScopeMsg::Record(rec) => state.history.push(*rec),
             ScopeMsg::History { reply } => {
                 let _ = reply.send(state.history.clone());
             }
         }
-        Ok(())
     }
 }
 
 struct ScopeInner {
-    actor: ActorRef<ScopeMsg>,
+    /// The actor's mailbox; the actor stops when the last handle (and with it this sender) is dropped.
+    mailbox: mpsc::UnboundedSender<ScopeMsg>,
     memory_id: Arc<str>,
-}
-
-impl Drop for ScopeInner {
-    fn drop(&mut self) {
-        self.actor.stop(None);
-    }
 }
 
 /// A handle on a run's scope actor. Cheap to clone; the actor stops when the last handle is dropped.
@@ -343,19 +325,33 @@ fn actor_gone(e: impl std::fmt::Display) -> AgentError {
     AgentError::internal(format!("scope actor unavailable: {e}"))
 }
 
+impl ScopeInner {
+    /// Sends a message built around a fresh reply port and waits for the reply.
+    async fn call<T>(&self, msg: impl FnOnce(oneshot::Sender<T>) -> ScopeMsg) -> Result<T, AgentError> {
+        let (reply, answer) = oneshot::channel();
+        self.mailbox.unbounded_send(msg(reply)).map_err(|_| actor_gone("its task has ended"))?;
+        answer.await.map_err(|_| actor_gone("it dropped the reply"))
+    }
+}
+
 impl ScopeHandle {
     /// Starts a scope actor for `memory_id` holding `initial` state.
     ///
     /// # Errors
-    /// [`AgentError::Internal`] when the actor cannot start.
+    /// [`AgentError::Internal`] when the actor cannot start (no Tokio runtime).
     pub async fn spawn(memory_id: &str, initial: Map<String, Value>) -> Result<Self, AgentError> {
         Self::spawn_with_history(memory_id, initial, Vec::new()).await
     }
 
     /// Starts a scope actor continuing an earlier run: its state and its invocation history.
     ///
+    /// The actor is a Tokio task owning the state, with an unbounded mailbox (a `futures` channel: one small
+    /// node per message, nothing reserved up front) and a `oneshot` reply port per request. It was a ractor
+    /// actor; ractor's per-actor channels and supervision plumbing cost ~6 KiB per run, a third of a run's
+    /// memory at 10 000 concurrent runs, and the scope uses none of them (docs/architecture.md §2).
+    ///
     /// # Errors
-    /// [`AgentError::Internal`] when the actor cannot start.
+    /// [`AgentError::Internal`] when the actor cannot start (no Tokio runtime).
     pub async fn spawn_with_history(
         memory_id: &str,
         initial: Map<String, Value>,
@@ -363,8 +359,10 @@ impl ScopeHandle {
     ) -> Result<Self, AgentError> {
         let view = ScopeView::from_map(initial);
         let (tx, rx) = watch::channel(view);
-        let (actor, _join) = Actor::spawn(None, ScopeActor, (tx, history)).await.map_err(actor_gone)?;
-        Ok(ScopeHandle { inner: Arc::new(ScopeInner { actor, memory_id: Arc::from(memory_id) }), rx })
+        let runtime = tokio::runtime::Handle::try_current().map_err(actor_gone)?;
+        let (mailbox, messages) = mpsc::unbounded();
+        runtime.spawn(ScopeState { tx, history }.run(messages));
+        Ok(ScopeHandle { inner: Arc::new(ScopeInner { mailbox, memory_id: Arc::from(memory_id) }), rx })
     }
 
     /// The memory id (run id) this scope belongs to.
@@ -383,7 +381,7 @@ impl ScopeHandle {
     /// # Errors
     /// [`AgentError::Internal`] when the scope actor is gone.
     pub async fn write(&self, delta: Vec<(String, Value)>) -> Result<u64, AgentError> {
-        ractor::call!(self.inner.actor, |reply| ScopeMsg::Write { delta, record: None, reply }).map_err(actor_gone)
+        self.inner.call(|reply| ScopeMsg::Write { delta, record: None, reply }).await
     }
 
     /// Writes `delta` and appends `record` to the history in one message (the hot path of a step).
@@ -393,7 +391,7 @@ impl ScopeHandle {
         record: InvocationRecord,
     ) -> Result<u64, AgentError> {
         let record = Some(Box::new(record));
-        ractor::call!(self.inner.actor, |reply| ScopeMsg::Write { delta, record, reply }).map_err(actor_gone)
+        self.inner.call(|reply| ScopeMsg::Write { delta, record, reply }).await
     }
 
     /// Writes one typed value.
@@ -407,8 +405,7 @@ impl ScopeHandle {
 
     /// Marks `key` as being produced by an async agent: readers wait until [`ScopeHandle::finish_async`].
     pub(crate) async fn mark_pending(&self, key: &str) -> Result<(), AgentError> {
-        ractor::call!(self.inner.actor, |reply| ScopeMsg::MarkPending { key: key.to_string(), reply })
-            .map_err(actor_gone)
+        self.inner.call(|reply| ScopeMsg::MarkPending { key: key.to_string(), reply }).await
     }
 
     /// Ends an async production of `key`: writes its delta, or records its error for readers.
@@ -417,8 +414,7 @@ impl ScopeHandle {
         key: &str,
         result: Result<Vec<(String, Value)>, AgentError>,
     ) -> Result<u64, AgentError> {
-        ractor::call!(self.inner.actor, |reply| ScopeMsg::AsyncDone { key: key.to_string(), result, reply })
-            .map_err(actor_gone)
+        self.inner.call(|reply| ScopeMsg::AsyncDone { key: key.to_string(), result, reply }).await
     }
 
     /// Reads `key`, waiting while an async agent is still producing it.
@@ -446,7 +442,7 @@ impl ScopeHandle {
 
     /// Appends an invocation to the history (fire and forget; ordered with the writes).
     pub fn record(&self, rec: InvocationRecord) {
-        let _ = self.inner.actor.cast(ScopeMsg::Record(rec));
+        let _ = self.inner.mailbox.unbounded_send(ScopeMsg::Record(Box::new(rec)));
     }
 
     /// The invocation history, in completion order.
@@ -454,7 +450,7 @@ impl ScopeHandle {
     /// # Errors
     /// [`AgentError::Internal`] when the scope actor is gone.
     pub async fn history(&self) -> Result<Vec<InvocationRecord>, AgentError> {
-        ractor::call!(self.inner.actor, |reply| ScopeMsg::History { reply }).map_err(actor_gone)
+        self.inner.call(|reply| ScopeMsg::History { reply }).await
     }
 
     /// The conversation context: the last exchange of each LLM agent, most recent last. It lives in the state

@@ -263,9 +263,12 @@ pub(crate) fn encode_step(record: &StepRecord) -> Result<Vec<u8>, StoreError> {
     let invocation = invocation.as_ref().map(|inv| InvocationRef::new(inv, agent_path));
     let body =
         StepBodyRef { agent_path, delta, planner_states, invocation, async_started: *async_started, failed: *failed };
-    let json = serde_json::to_vec(&body)
+    // The version byte first, the JSON straight after it in the same buffer.
+    let mut value = Vec::with_capacity(128);
+    value.push(VERSION_BYTE);
+    serde_json::to_writer(&mut value, &body)
         .map_err(|e| backend(format!("append: cannot encode run `{run_id}` step {seq}: {e}")))?;
-    Ok(with_version(json))
+    Ok(value)
 }
 
 /// Decodes the journal value of step `seq` of `run_id`.

@@ -195,11 +195,13 @@ impl Drop for SupervisorState {
 pub(crate) async fn supervise(args: SupervisorArgs) -> Result<(Value, bool), AgentError> {
     let (mailbox, mut messages) = futures::channel::mpsc::unbounded();
     let mut state = SupervisorState::new(args, mailbox);
-    state.start().await;
+    // `start` and `handle` are boxed while they run: inline, the largest of them would be reserved in this
+    // future for the whole invocation, though it is idle in the mailbox wait almost all the time.
+    Box::pin(state.start()).await;
     while state.outcome.is_none() {
         // The state holds a sender, so the channel never closes while we wait.
         let Some(msg) = messages.next().await else { break };
-        state.handle(msg).await;
+        Box::pin(state.handle(msg)).await;
     }
     state.conclude().await
 }
