@@ -12,7 +12,7 @@ use agentic_engine::{CheckpointStore, InvocationRecord, StepRecord};
 use agentic_store::SledStore;
 use serde_json::{Map, json};
 
-#[tokio::main(flavor = "current_thread")]
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let dir = args.next().ok_or("usage: sync_steps DIR [STEPS]")?;

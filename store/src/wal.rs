@@ -7,13 +7,21 @@
 //! [`Wal::checkpoint`] (sled flush + `fdatasync` of sled's log, then the file is truncated) when the file
 //! exceeds [`CHECKPOINT_BYTES`] and when the store is closed; [`replay`] re-applies the file at open.
 //!
+//! Preallocation: the file grows in zero-filled chunks ([`GROW_MIN`] doubling up to [`GROW_MAX`]) ahead of
+//! its entries, and entries are written into them in place. An `fdatasync` after an in-place write flushes
+//! data only; after an append it must also commit the file's new size to the filesystem journal, a second
+//! device write (the bench's two disk floors, "overwrite" and "append", measure the difference). A chunk's
+//! size change is committed once, by the first sync after it was added. Replay stops at the first zero
+//! header, so the zero tail is never read as entries; a checkpoint truncates the file (no stale entry can
+//! follow a new one).
+//!
 //! Concurrency: appenders push under the `pending` lock (held for a memcpy); one writer at a time holds the
 //! `writer` lock for the write, the `fdatasync` and the checkpoint, taking everything pending at once (group
 //! commit across concurrent runs). An entry is pushed only after its sled write, so a checkpoint that takes
 //! the pending buffer before flushing sled covers every entry it drops.
 
 use std::fs::File;
-use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -28,6 +36,14 @@ pub(crate) const CHECKPOINT_BYTES: u64 = 8 * 1024 * 1024;
 /// An append writes the pending buffer to the file (without `fdatasync`) once it holds this much and no
 /// flush is writing, so that a long run without flushes does not keep its whole journal in memory twice.
 const SPILL_BYTES: usize = 1024 * 1024;
+
+/// The first zero-filled chunk the file grows by; each later chunk is as long as the file was (doubling).
+const GROW_MIN: u64 = 64 * 1024;
+/// The longest chunk the file grows by.
+pub(crate) const GROW_MAX: u64 = 1024 * 1024;
+
+/// What the zero-filled chunks are written from.
+static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 
 /// Bytes before an entry's body: its length and its CRC-32, both `u32` little-endian.
 const HEADER: usize = 8;
@@ -117,7 +133,7 @@ fn decode_entry(bytes: &[u8], at: usize) -> Option<(Entry<'_>, usize)> {
 
 /// The write-ahead log of one open store.
 pub(crate) struct Wal {
-    /// The log file, opened for appending.
+    /// The log file (written in place at [`Writer::len`]).
     file: File,
     /// sled's log file (`<dir>/db`), `fdatasync`ed by a checkpoint after sled's flush.
     sled_log: File,
@@ -134,8 +150,10 @@ struct Pending {
 
 /// The state of the one writer.
 struct Writer {
-    /// Length of the file: every byte in it is a whole entry.
+    /// Where the entries end: every byte before it is a whole entry; the bytes after it are zeros.
     len: u64,
+    /// Length of the file (entries and the zero-filled tail).
+    allocated: u64,
     /// Every entry pushed up to this position is on stable storage (in the file or in sled).
     synced: u64,
     /// A write or an `fdatasync` of the file failed: what was written is in doubt, so the next sync
@@ -159,8 +177,9 @@ impl Wal {
         let created = !path.exists();
         let file = File::options()
             .read(true)
-            .append(true)
+            .write(true)
             .create(true)
+            .truncate(false)
             .open(&path)
             .map_err(|e| ("open the write-ahead log", e.to_string()))?;
         if created {
@@ -171,7 +190,8 @@ impl Wal {
             file,
             sled_log,
             pending: Mutex::new(Pending { buf: Vec::new(), end: 0 }),
-            writer: Mutex::new(Writer { len, synced: 0, failed: false }),
+            // Until `replay` has read it, the whole file counts as entries (a checkpoint then truncates it).
+            writer: Mutex::new(Writer { len, allocated: len, synced: 0, failed: false }),
         })
     }
 
@@ -254,11 +274,12 @@ impl Wal {
         let (_, end) = self.take();
         db.flush().map_err(|e| ("flush sled", e.to_string()))?;
         self.sled_log.sync_data().map_err(|e| ("fdatasync sled's log", e.to_string()))?;
-        if writer.len > 0 || writer.failed {
+        if writer.allocated > 0 || writer.failed {
             self.file.set_len(0).map_err(|e| ("truncate the write-ahead log", e.to_string()))?;
             // Durably empty: a stale entry replayed later could overwrite a newer run record.
             self.file.sync_data().map_err(|e| ("fdatasync the write-ahead log", e.to_string()))?;
             writer.len = 0;
+            writer.allocated = 0;
             writer.failed = false;
         }
         writer.synced = end;
@@ -272,8 +293,9 @@ impl Wal {
         (std::mem::replace(&mut pending.buf, Vec::with_capacity(capacity)), pending.end)
     }
 
-    /// Appends `buf` to the file. On failure the file may end with part of it: marks the log failed, so that
-    /// the next sync checkpoints and truncates it.
+    /// Writes `buf` after the last entry, growing the file by a zero-filled chunk first when it does not fit.
+    /// On failure the file may hold part of it: marks the log failed, so that the next sync checkpoints and
+    /// truncates it.
     fn write(&self, writer: &mut Writer, buf: &[u8]) -> Result<(), WalError> {
         if buf.is_empty() {
             return Ok(());
@@ -281,9 +303,12 @@ impl Wal {
         if writer.failed {
             return Err(("write the write-ahead log", "an earlier write failed; the next flush checkpoints".into()));
         }
-        match (&self.file).write_all(buf) {
+        let end = writer.len + buf.len() as u64;
+        let written = if end > writer.allocated { self.grow(writer, end) } else { Ok(()) }
+            .and_then(|()| self.file.write_all_at(buf, writer.len));
+        match written {
             Ok(()) => {
-                writer.len += buf.len() as u64;
+                writer.len = end;
                 Ok(())
             }
             Err(e) => {
@@ -291,6 +316,21 @@ impl Wal {
                 Err(("write the write-ahead log", e.to_string()))
             }
         }
+    }
+
+    /// Grows the file with zeros to hold at least `end` bytes: by as much as it holds (at least [`GROW_MIN`],
+    /// at most [`GROW_MAX`]), rounded up to 4 KiB.
+    fn grow(&self, writer: &mut Writer, end: u64) -> std::io::Result<()> {
+        let step = writer.allocated.clamp(GROW_MIN, GROW_MAX);
+        let target = end.max(writer.allocated + step).next_multiple_of(4096);
+        let mut at = writer.allocated;
+        while at < target {
+            let n = (target - at).min(ZEROS.len() as u64);
+            self.file.write_all_at(&ZEROS[..n as usize], at)?;
+            at += n;
+        }
+        writer.allocated = target;
+        Ok(())
     }
 }
 
@@ -315,6 +355,14 @@ pub(crate) fn replay(wal: &Wal, db: &Db, journal: &Tree, runs: &Tree) -> Result<
         return Ok(Replayed::default());
     }
     let (entries, valid) = decode_entries(&bytes);
+    // The zero-filled tail of the last chunk is not a damaged entry.
+    let dropped = bytes[valid..].iter().rposition(|&b| b != 0).map_or(0, |last| last + 1);
+    if entries.is_empty() && dropped == 0 {
+        // Only zeros (a store closed by a crash before its first sync wrote anything): reuse the chunk.
+        let mut writer = lock(&wal.writer);
+        writer.len = 0;
+        return Ok(Replayed::default());
+    }
     for entry in &entries {
         let sled_err = |e: sled::Error| ("replay the write-ahead log", e.to_string());
         match entry.kind {
@@ -336,5 +384,5 @@ pub(crate) fn replay(wal: &Wal, db: &Db, journal: &Tree, runs: &Tree) -> Result<
         }
     }
     wal.checkpoint(db)?;
-    Ok(Replayed { entries: entries.len(), dropped_bytes: (bytes.len() - valid) as u64 })
+    Ok(Replayed { entries: entries.len(), dropped_bytes: dropped as u64 })
 }
