@@ -680,21 +680,11 @@ impl IntoFuture for InvokeRequest {
                 return self.run().await;
             }
             let task = tokio::spawn(tracing::Instrument::in_current_span(self.run()));
-            let _abort = AbortOnDrop(task.abort_handle());
-            match task.await {
+            match tokio_util::task::AbortOnDropHandle::new(task).await {
                 Ok(outcome) => outcome,
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                 Err(_) => Err(AgentError::Cancelled),
             }
         })
-    }
-}
-
-/// Aborts a spawned run when the future awaiting it is dropped.
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
