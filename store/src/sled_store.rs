@@ -10,7 +10,7 @@ use agentic_engine::{CheckpointStore, RunImage, RunRecord, StepRecord, StoreErro
 use sled::{Batch, Db, Tree};
 
 use crate::format::{self, FORMAT_VERSION, META_FORMAT_VERSION, META_WRITER, backend, check_run_id};
-use crate::wal::{self, Kind, Wal};
+use crate::wal::{self, AppendError, Wal};
 
 /// How many appended records of a run trigger a compaction of its snapshot, unless set with
 /// [`SledStore::with_snapshot_interval`].
@@ -20,9 +20,10 @@ pub const DEFAULT_SNAPSHOT_INTERVAL: u64 = 256;
 ///
 /// - [`CheckpointStore::append`] writes one journal record (O(delta): it never reads or rewrites the state)
 ///   and does not fsync; [`CheckpointStore::flush`] makes everything appended so far durable with one
-///   `fdatasync` of the store's write-ahead log (`<dir>/wal`). sled itself is made durable lazily: when the
-///   log exceeds 8 MiB and when the last handle is dropped (a checkpoint); an open after a crash replays the
-///   log.
+///   `fdatasync` of the store's write-ahead log (`<dir>/wal`). Journal and run records reach sled only at a
+///   checkpoint, when the log exceeds 8 MiB (or on [`SledStore::checkpoint`]); until then they are kept in
+///   memory and read over sled's, and the next open reads the log back. A process that resumes a run
+///   therefore leaves sled's files as they were, and the next open of sled has nothing to recover.
 /// - Every [`SledStore::snapshot_interval`] steps of a run (when the step's sequence number is a multiple of
 ///   it), `append` also folds the previous snapshot and the records after it into a new snapshot: an amortised
 ///   O(state / N + delta) per step. Journal records are all kept; the snapshot only accelerates
@@ -47,10 +48,10 @@ struct Inner {
 }
 
 impl Drop for Inner {
-    /// Closing the store checkpoints: sled is flushed and `fdatasync`ed, and the write-ahead log truncated.
+    /// Closing the store syncs the write-ahead log (and checkpoints it into sled when it exceeds 8 MiB).
     fn drop(&mut self) {
-        // Nothing to report to: on failure the log keeps its entries and the next open replays them.
-        self.wal.checkpoint(&self.db).ok();
+        // Nothing to report to: on failure the log keeps what it had and the next open replays it.
+        self.wal.close(&self.db).ok();
     }
 }
 
@@ -128,8 +129,9 @@ impl SledStore {
         Ok(sled + wal)
     }
 
-    /// Makes sled durable and empties the write-ahead log now (a flush does it when the log exceeds 8 MiB,
-    /// and dropping the last handle does it). Blocks on the device: call it from a blocking context.
+    /// Writes the records only the write-ahead log holds to sled, makes sled durable and empties the log now
+    /// (a flush does it when the log exceeds 8 MiB, and closing the store when it is longer than that).
+    /// Blocks on the device: call it from a blocking context.
     ///
     /// # Errors
     /// [`StoreError::Backend`] naming the store and the step that failed.
@@ -153,14 +155,15 @@ impl SledStore {
             .get(format::snapshot_head_key(run_id))
             .map_err(|e| self.backend("compact: read the snapshot", e))?
             .and_then(|v| format::decode_snapshot_head(run_id, &v).ok());
+        let last = self.last_seq(run_id)?;
         let mut batch = Batch::default();
+        let mut rebuilt = false;
         let (mut image, history_before) = match head {
-            Some(head) => head,
-            None => {
-                // No snapshot, or an unreadable one: rebuild from the start of the journal.
-                for key in snapshots.scan_prefix(format::snapshot_chunk_prefix(run_id)).keys() {
-                    batch.remove(key.map_err(|e| self.backend("compact: list the snapshot", e))?);
-                }
+            Some(head) if head.0.seq <= last => head,
+            _ => {
+                // No snapshot, an unreadable one, or one ahead of the journal: rebuild from the start.
+                self.clear_snapshot(run_id, &mut batch)?;
+                rebuilt = true;
                 (RunImage::new(run_id), 0)
             }
         };
@@ -169,6 +172,9 @@ impl SledStore {
             image.apply(&record?)?;
         }
         if image.seq == start {
+            if rebuilt {
+                snapshots.apply_batch(batch).map_err(|e| self.backend("compact: remove the snapshot", e))?;
+            }
             return Ok(start);
         }
         let history_len = history_before + image.history.len() as u64;
@@ -208,16 +214,65 @@ impl SledStore {
         Ok(Some(image))
     }
 
-    /// The journal records of `run_id` from step `from` on, decoded lazily.
+    /// The journal records of `run_id` from step `from` on, in step order, decoded lazily: sled's merged with
+    /// those only the write-ahead log holds.
     fn journal_from(&self, run_id: &str, from: u64) -> impl Iterator<Item = Result<StepRecord, StoreError>> + '_ {
         let run_id = run_id.to_string();
-        let range =
-            self.inner.journal.range(format::journal_key(&run_id, from)..=format::journal_key(&run_id, u64::MAX));
-        range.map(move |entry| {
-            let (key, value) = entry.map_err(|e| self.backend("read the journal", e))?;
-            let seq = format::journal_seq(&run_id, &key)?;
-            format::decode_step(&run_id, seq, &value)
+        let (lo, hi) = (format::journal_key(&run_id, from), format::journal_key(&run_id, u64::MAX));
+        let mut log = self.inner.wal.journal_range(&lo, &hi).into_iter().peekable();
+        let mut sled = self.inner.journal.range(lo..=hi).peekable();
+        std::iter::from_fn(move || {
+            // The smaller key first; a key in both (a checkpoint in progress) is sled's, with the same value.
+            let from_log = match (sled.peek(), log.peek()) {
+                (None, None) => return None,
+                (None, Some(_)) => true,
+                (Some(Ok((s, _))), Some((l, _))) => {
+                    if **l == *s.as_ref() {
+                        log.next();
+                        false
+                    } else {
+                        **l < *s.as_ref()
+                    }
+                }
+                (Some(_), _) => false,
+            };
+            let item = if from_log {
+                log.next().map(|(k, v)| (k.to_vec(), v.to_vec()))
+            } else {
+                match sled.next()? {
+                    Ok((k, v)) => Some((k.to_vec(), v.to_vec())),
+                    Err(e) => return Some(Err(self.backend("read the journal", e))),
+                }
+            };
+            let (key, value) = item?;
+            Some(format::journal_seq(&run_id, &key).and_then(|seq| format::decode_step(&run_id, seq, &value)))
         })
+    }
+
+    /// The last journaled step of `run_id` (0 when it has none), in sled or in the write-ahead log.
+    fn last_seq(&self, run_id: &str) -> Result<u64, StoreError> {
+        let (lo, hi) = (format::journal_key(run_id, 0), format::journal_key(run_id, u64::MAX));
+        let in_sled = match self.inner.journal.range(lo.as_slice()..=hi.as_slice()).next_back() {
+            Some(entry) => {
+                let (key, _) = entry.map_err(|e| self.backend("read the journal", e))?;
+                format::journal_seq(run_id, &key)?
+            }
+            None => 0,
+        };
+        let in_log = match self.inner.wal.last_journal_key(&lo, &hi) {
+            Some(key) => format::journal_seq(run_id, &key)?,
+            None => 0,
+        };
+        Ok(in_sled.max(in_log))
+    }
+
+    /// Adds the removal of `run_id`'s snapshot (its head and history chunks) to `batch`.
+    fn clear_snapshot(&self, run_id: &str, batch: &mut Batch) -> Result<(), StoreError> {
+        batch.remove(format::snapshot_head_key(run_id));
+        for key in self.inner.snapshots.scan_prefix(format::snapshot_chunk_prefix(run_id)).keys() {
+            batch.remove(key.map_err(|e| self.backend("list the snapshot", e))?);
+        }
+        Ok(())
     }
 
     fn backend(&self, op: &str, e: impl std::fmt::Display) -> StoreError {
@@ -242,16 +297,8 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
         // No compression: sled builds a zstd context per write, which cost more CPU per step than all the
         // engine's work; a 1000-step run takes under 1 MiB uncompressed (see the format doc).
         .use_compression(false);
-    let deadline = Instant::now() + LOCK_WAIT;
-    let db = loop {
-        match config.open() {
-            Ok(db) => break db,
-            Err(sled::Error::Io(io)) if is_lock_error(&io) && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => return Err(open_error(&shown, e)),
-        }
-    };
+    let db = open_db(&config, &shown)?;
+    let mut created = false;
     let op = |what: &str, e: sled::Error| backend(format!("open store {shown}: {what}: {e}"));
     let meta = db.open_tree("meta").map_err(|e| op("open tree `meta`", e))?;
     match meta.get(META_FORMAT_VERSION).map_err(|e| op("read the format version", e))? {
@@ -285,16 +332,44 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
                 .and_then(|_| meta.insert(META_WRITER, concat!("agentic-store ", env!("CARGO_PKG_VERSION"))))
                 .and_then(|_| db.flush())
                 .map_err(|e| op("write the format version", e))?;
+            created = true;
         }
     }
-    let tree = |name: &str| db.open_tree(name).map_err(|e| op(&format!("open tree `{name}`"), e));
-    let (runs, journal, snapshots) = (tree("runs")?, tree("journal")?, tree("snapshots")?);
+    let tree = |db: &Db, name: &str| db.open_tree(name).map_err(|e| op(&format!("open tree `{name}`"), e));
+    let mut trees = (tree(&db, "runs")?, tree(&db, "journal")?, tree(&db, "snapshots")?);
+    let mut db = db;
+    if created {
+        // sled writes a snapshot of its own (and zeroes its log's tail, both fsynced) at the first open after
+        // any write. Paying it now, once, leaves nothing to recover for the opens that follow: the store
+        // writes sled only at checkpoints.
+        db.flush().map_err(|e| op("flush the new store", e))?;
+        drop((trees, meta));
+        drop(db);
+        db = open_db(&config, &shown)?;
+        trees = (tree(&db, "runs")?, tree(&db, "journal")?, tree(&db, "snapshots")?);
+    }
+    let (runs, journal, snapshots) = trees;
     let log = std::fs::File::open(dir.join("db"))
         .map_err(|e| backend(format!("open store {shown}: open the log file for fdatasync: {e}")))?;
-    let wal = Wal::open(dir, log).map_err(|(what, e)| backend(format!("open store {shown}: {what}: {e}")))?;
-    // Everything flushed before a crash is in the log; sled may lack it (it is made durable lazily).
-    wal::replay(&wal, &db, &journal, &runs).map_err(|(what, e)| backend(format!("open store {shown}: {what}: {e}")))?;
+    let wal = Wal::open(dir, log, journal.clone(), runs.clone())
+        .map_err(|(what, e)| backend(format!("open store {shown}: {what}: {e}")))?;
+    // Everything flushed is in the log; sled holds only what the last checkpoint wrote.
+    wal::replay(&wal, &db).map_err(|(what, e)| backend(format!("open store {shown}: {what}: {e}")))?;
     Ok(Inner { dir: dir.to_path_buf(), db, wal, runs, journal, snapshots })
+}
+
+/// Opens sled with `config`, waiting up to [`LOCK_WAIT`] for a lock that a closing database still holds.
+fn open_db(config: &sled::Config, shown: &str) -> Result<Db, StoreError> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match config.open() {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(io)) if is_lock_error(&io) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(open_error(shown, e)),
+        }
+    }
 }
 
 fn is_lock_error(e: &std::io::Error) -> bool {
@@ -321,25 +396,19 @@ impl CheckpointStore for SledStore {
         check_run_id("append", &record.run_id)?;
         let key = format::journal_key(&record.run_id, record.seq);
         let value = format::encode_step(&record)?;
-        // Insert only if absent: the journal is append-only.
-        let swapped = self
-            .inner
-            .journal
-            .compare_and_swap(&key, None as Option<&[u8]>, Some(value.as_slice()))
-            .map_err(|e| self.backend("append", e))?;
-        if swapped.is_ok() {
-            // After the sled write: a checkpoint that drops this entry has flushed it (see wal.rs).
-            let spill = self.inner.wal.push(Kind::Journal, &key, &value).map_err(|e| self.backend("append", e))?;
-            if spill {
-                self.inner.wal.spill();
+        // Only if absent: the journal is append-only.
+        match self.inner.wal.append_journal(&key, &value) {
+            Ok(true) => self.inner.wal.spill(),
+            Ok(false) => {}
+            Err(AppendError::Exists) => {
+                return Err(backend(format!(
+                    "append: run `{}` step {} is already journaled in store {}",
+                    record.run_id,
+                    record.seq,
+                    self.inner.dir.display()
+                )));
             }
-        } else {
-            return Err(backend(format!(
-                "append: run `{}` step {} is already journaled in store {}",
-                record.run_id,
-                record.seq,
-                self.inner.dir.display()
-            )));
+            Err(AppendError::Failed(e)) => return Err(self.backend("append", e)),
         }
         if self.snapshot_interval > 0 && record.seq.is_multiple_of(self.snapshot_interval) {
             self.compact(&record.run_id)?;
@@ -372,33 +441,32 @@ impl CheckpointStore for SledStore {
     async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
         check_run_id("put_run", &run.run_id)?;
         let value = format::encode_run(&run)?;
-        let key = run.run_id.as_bytes();
-        let runs = &self.inner.runs;
-        // The sled write and the push under one lock: the log's last entry for a run is sled's value.
-        let ((), spill) = self
-            .inner
-            .wal
-            .push_with(Kind::Run, key, &value, || {
-                runs.insert(key, value.as_slice()).map(drop).map_err(|e| e.to_string())
-            })
-            .map_err(|e| self.backend("put_run", e))?;
-        if spill {
+        if self.inner.wal.put_run(run.run_id.as_bytes(), &value).map_err(|e| self.backend("put_run", e))? {
             self.inner.wal.spill();
         }
         Ok(())
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        if let Some(value) = self.inner.wal.run(run_id.as_bytes()) {
+            return format::decode_run(run_id, &value).map(Some);
+        }
         let value = self.inner.runs.get(run_id.as_bytes()).map_err(|e| self.backend("run", e))?;
         value.map(|v| format::decode_run(run_id, &v)).transpose()
     }
 
     async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        let mut runs = Vec::new();
+        // sled's run records, each replaced by the write-ahead log's when it holds a newer one.
+        let mut values: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         for entry in self.inner.runs.iter() {
             let (key, value) = entry.map_err(|e| self.backend("runs", e))?;
-            let run_id = String::from_utf8_lossy(&key);
-            runs.push(format::decode_run(&run_id, &value)?);
+            values.insert(key.to_vec(), value.to_vec());
+        }
+        values.extend(self.inner.wal.runs().into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())));
+        let mut runs = Vec::with_capacity(values.len());
+        for (key, value) in &values {
+            let run_id = String::from_utf8_lossy(key);
+            runs.push(format::decode_run(&run_id, value)?);
         }
         runs.sort_by(|a, b| b.updated_at_ms.cmp(&a.updated_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
         Ok(runs)
@@ -417,7 +485,16 @@ impl CheckpointStore for SledStore {
         }
         // The journal is the source of truth: a snapshot that cannot be read is skipped, not fatal.
         let mut image = match self.snapshot(run_id) {
-            Ok(Some(image)) => image,
+            Ok(Some(image)) if image.seq <= self.last_seq(run_id)? => image,
+            Ok(Some(_)) => {
+                // Ahead of the journal: folded from steps that were never flushed (sled wrote the snapshot,
+                // the crash lost the steps). The run continues from the journal; the snapshot must not
+                // outlive it.
+                let mut batch = Batch::default();
+                self.clear_snapshot(run_id, &mut batch)?;
+                self.inner.snapshots.apply_batch(batch).map_err(|e| self.backend("load: remove the snapshot", e))?;
+                RunImage::new(run_id)
+            }
             Ok(None) | Err(StoreError::Corrupt { .. }) => RunImage::new(run_id),
             Err(e) => return Err(e),
         };
@@ -434,6 +511,7 @@ mod tests {
 
     use super::*;
     use crate::format::tests::{run_record, step};
+    use crate::wal::Kind;
 
     /// The database of a store, opened with the store's sled settings but without the store.
     fn raw_db(dir: &Path) -> Db {
@@ -553,6 +631,8 @@ mod tests {
         fill(&store, "run-7", 9).await;
         store.put_run(run_record("run-7", 1)).await.unwrap();
         store.flush().await.unwrap();
+        // Into sled, out of the write-ahead log (which would otherwise disagree with the damage below).
+        store.checkpoint().unwrap();
         drop(store);
         {
             // Through sled directly, as a damaged disk or another program would.
@@ -659,8 +739,19 @@ mod tests {
             eprintln!("flush each step: {flush_each_step}: journal values {value_bytes} B, on disk {on_disk} B");
             assert!(on_disk < 1024 * 1024, "{on_disk} bytes on disk");
             drop(store);
-            assert_eq!(wal_len(tmp.path()), 0, "closing the store checkpoints and empties the write-ahead log");
+            // Closing keeps the entries in the log, and only them: the zero-filled tail is cut off.
+            let bytes = std::fs::read(tmp.path().join(wal::WAL_FILE)).unwrap();
+            let (entries, valid) = wal::decode_entries(&bytes);
+            assert_eq!((entries.len(), valid), (1000, bytes.len()), "flush each step: {flush_each_step}");
+            assert_eq!(sled_journal_len(tmp.path()), 0, "sled holds no journal record before a checkpoint");
+            let store = SledStore::open(tmp.path()).unwrap();
+            assert_eq!(store.records("0b9f3c2e-6a8d-4f1e-9c7a-2d5e8f1a3b4c").await.unwrap().len(), 1000);
         }
+    }
+
+    /// Journal records sled itself holds (the store closed).
+    fn sled_journal_len(dir: &Path) -> usize {
+        raw_db(dir).open_tree("journal").unwrap().len()
     }
 
     fn wal_len(dir: &Path) -> u64 {
@@ -727,7 +818,17 @@ mod tests {
         let store = SledStore::open(crashed.path()).unwrap();
         assert_eq!(store.records("r").await.unwrap(), records);
         assert_eq!(store.run("r").await.unwrap(), Some(run));
-        assert_eq!(wal_len(crashed.path()), 0, "replayed, checkpointed and emptied at open");
+        assert_eq!(wal_len(crashed.path()), 128 * 1024, "read back at open, kept, its zeros too");
+        // The next entry goes after the last one, into the zeros.
+        let more = step("r", 4);
+        store.append(more.clone()).await.unwrap();
+        store.flush().await.unwrap();
+        drop(store);
+        let bytes = std::fs::read(crashed.path().join(wal::WAL_FILE)).unwrap();
+        let (entries, valid) = wal::decode_entries(&bytes);
+        assert_eq!((entries.len(), valid), (5, bytes.len()), "3 steps, the run record, the new step; no zeros");
+        let store = SledStore::open(crashed.path()).unwrap();
+        assert_eq!(store.records("r").await.unwrap(), [records, vec![more]].concat());
     }
 
     #[tokio::test]
@@ -745,28 +846,25 @@ mod tests {
                 store.put_run(run_record("r", 60)).await.unwrap();
             }
         }
-        // Appended but never flushed: may or may not come back, and must not break anything.
+        // Appended but never flushed: lost with the process.
         store.append(step("r", 101)).await.unwrap();
         assert!(wal_len(tmp.path()) > 0);
         let crashed = tempfile::tempdir().unwrap();
         crash_copy(tmp.path(), crashed.path());
         drop(store);
 
-        // What sled alone has on disk: the steps were never flushed to it.
-        {
-            let db = raw_db(crashed.path());
-            let journal = db.open_tree("journal").unwrap();
-            assert!(journal.len() < 100, "sled wrote {} of the 100 steps without a flush", journal.len());
-        }
+        // sled alone holds none of them: journal and run records reach it only at a checkpoint.
+        assert_eq!(sled_journal_len(crashed.path()), 0);
         let store = SledStore::open(crashed.path()).unwrap();
-        assert_eq!(wal_len(crashed.path()), 0, "replayed, checkpointed and emptied at open");
         let back = store.records("r").await.unwrap();
-        assert!(back.len() == 100 || back.len() == 101, "{} records", back.len());
-        assert_eq!(back[..100], records[..]);
+        assert_eq!(back, records, "every flushed step, the unflushed one lost");
         assert_eq!(store.run("r").await.unwrap(), Some(run_record("r", 60)));
         assert_eq!(store.load("r").await.unwrap(), RunImage::fold("r", &back).unwrap());
+        // Into sled on demand: then the log is empty and sled alone has everything.
+        store.checkpoint().unwrap();
+        assert_eq!(wal_len(crashed.path()), 0);
         drop(store);
-        // Durable in sled now: the next open has nothing to replay.
+        assert_eq!(sled_journal_len(crashed.path()), 100);
         let store = SledStore::open(crashed.path()).unwrap();
         assert_eq!(store.records("r").await.unwrap(), back);
     }
@@ -781,25 +879,42 @@ mod tests {
         assert_eq!(store.run("r").await.unwrap(), Some(run_record("r", 7)));
         store.put_run(run_record("r", 9)).await.unwrap();
         drop(store);
-        assert_eq!(wal_len(tmp.path()), 0);
+        // The log read back, the new run record after it.
+        let bytes = std::fs::read(tmp.path().join(wal::WAL_FILE)).unwrap();
+        assert_eq!(&bytes[..wal_bytes.len()], &wal_bytes[..]);
+        assert_eq!(wal::decode_entries(&bytes), (wal::decode_entries(&bytes).0, bytes.len()));
+        assert_eq!(wal::decode_entries(&bytes).0.len(), 22);
+        let store = SledStore::open(tmp.path()).unwrap();
+        assert_eq!(store.run("r").await.unwrap(), Some(run_record("r", 9)), "the last run record wins");
 
-        // The same log again (a crash after replaying it, before truncating it): the journal records are
-        // already there with the same values, the run record is overwritten by the log's.
+        // Checkpointed into sled, then the same log again (a crash after a checkpoint's sled flush, before
+        // it truncated the log): the journal records are already in sled with the same values, the run record
+        // is the log's.
+        store.checkpoint().unwrap();
+        drop(store);
+        assert_eq!(sled_journal_len(tmp.path()), 20);
         std::fs::write(tmp.path().join(wal::WAL_FILE), &wal_bytes).unwrap();
         let store = SledStore::open(tmp.path()).unwrap();
         assert_eq!(store.records("r").await.unwrap(), records);
         assert_eq!(store.run("r").await.unwrap(), Some(run_record("r", 7)));
         drop(store);
 
-        // A journal record the log disagrees with is an error naming the store, never an overwrite.
-        let mut other = Vec::new();
-        let value = format::encode_step(&step("r", 3)).unwrap();
-        wal::encode_entry(&mut other, Kind::Journal, &format::journal_key("r", 4), &value).unwrap();
-        std::fs::write(tmp.path().join(wal::WAL_FILE), &other).unwrap();
-        let err = SledStore::open(tmp.path()).unwrap_err();
+        // A journal record the log disagrees with (sled's, or an earlier entry of the log) is an error naming
+        // the store, never an overwrite.
         let shown = tmp.path().display().to_string();
-        assert!(err.to_string().contains(&format!("open store {shown}: replay the write-ahead log")), "{err}");
-        assert!(err.to_string().contains("holds another value"), "{err}");
+        let value = format::encode_step(&step("r", 3)).unwrap();
+        let mut against_sled = Vec::new();
+        wal::encode_entry(&mut against_sled, Kind::Journal, &format::journal_key("r", 4), &value).unwrap();
+        let mut against_log = Vec::new();
+        for v in [format::encode_step(&step("r", 21)).unwrap(), value] {
+            wal::encode_entry(&mut against_log, Kind::Journal, &format::journal_key("r", 21), &v).unwrap();
+        }
+        for log in [against_sled, against_log] {
+            std::fs::write(tmp.path().join(wal::WAL_FILE), &log).unwrap();
+            let err = SledStore::open(tmp.path()).unwrap_err();
+            assert!(err.to_string().contains(&format!("open store {shown}: replay the write-ahead log")), "{err}");
+            assert!(err.to_string().contains("holds another value"), "{err}");
+        }
     }
 
     #[tokio::test]
@@ -845,7 +960,9 @@ mod tests {
             let tmp = empty_store();
             std::fs::write(tmp.path().join(wal::WAL_FILE), &bytes).unwrap();
             let store = SledStore::open(tmp.path()).unwrap_or_else(|e| panic!("{case}: {e}"));
-            assert_eq!(wal_len(tmp.path()), 0, "{case}: the tail is truncated with the rest");
+            // A damaged tail is checkpointed away at once; zeros are kept as preallocated space.
+            let kept = if case.starts_with("zeros") { bytes.len() as u64 } else { 0 };
+            assert_eq!(wal_len(tmp.path()), kept, "{case}");
             assert_eq!(store.records("r").await.unwrap(), records[..expected], "{case}");
             assert_eq!(store.run("r").await.unwrap(), None, "{case}: the run record came after the damage");
         }
@@ -857,7 +974,8 @@ mod tests {
         let records = {
             let store = SledStore::open(tmp.path()).unwrap();
             let records = fill(&store, "r", 5).await;
-            store.flush().await.unwrap();
+            // A version-1 store has everything in sled.
+            store.checkpoint().unwrap();
             records
         };
         {
@@ -956,6 +1074,74 @@ mod tests {
             assert_eq!(store.records(&run_id).await.unwrap(), expected, "{run_id}");
             assert_eq!(store.run(&run_id).await.unwrap(), Some(run_record(&run_id, 50)), "{run_id}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_ahead_of_the_journal_is_dropped_and_the_run_continues_from_the_journal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SledStore::open(tmp.path()).unwrap().with_snapshot_interval(10);
+        let flushed = fill(&store, "r", 7).await;
+        store.flush().await.unwrap();
+        // Steps 8-10 appended, never flushed; step 10 compacts into a snapshot at 10, which sled writes to
+        // its own file (as it may at any time): the crash keeps the snapshot and loses the steps.
+        for seq in 8..=10 {
+            store.append(step("r", seq)).await.unwrap();
+        }
+        assert_eq!(store.snapshot("r").unwrap().map(|i| i.seq), Some(10));
+        store.inner.db.flush().unwrap();
+        let crashed = tempfile::tempdir().unwrap();
+        crash_copy(tmp.path(), crashed.path());
+        drop(store);
+
+        let store = SledStore::open(crashed.path()).unwrap().with_snapshot_interval(10);
+        assert_eq!(store.records("r").await.unwrap(), flushed);
+        assert_eq!(store.snapshot("r").unwrap().map(|i| i.seq), Some(10), "the crash kept the snapshot");
+        assert_eq!(store.load("r").await.unwrap(), RunImage::fold("r", &flushed).unwrap(), "from the journal");
+        assert!(store.snapshot("r").unwrap().is_none(), "the stale snapshot is removed");
+        // The run goes on with other steps 8-12 than the lost ones; compaction at 10 starts from the journal.
+        let mut records = flushed;
+        for seq in 8..=12 {
+            let mut record = step("r", seq);
+            record.delta = vec![("other".into(), serde_json::json!(seq * 100))];
+            store.append(record.clone()).await.unwrap();
+            records.push(record);
+        }
+        let image = RunImage::fold("r", &records).unwrap();
+        assert_eq!(image.state.get("other"), Some(&serde_json::json!(1200)));
+        assert_eq!(store.snapshot("r").unwrap().map(|i| i.seq), Some(10));
+        assert_eq!(store.load("r").await.unwrap(), image);
+    }
+
+    #[tokio::test]
+    async fn a_store_that_exists_is_used_without_writing_to_sled() {
+        let tmp = tempfile::tempdir().unwrap();
+        drop(SledStore::open(tmp.path()).unwrap());
+        // sled's files after the creation (its snapshot of its own written then, once).
+        let sled_files = |dir: &Path| -> BTreeMap<String, Vec<u8>> {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap())
+                .filter(|e| e.file_type().unwrap().is_file() && e.file_name() != wal::WAL_FILE)
+                .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+                .collect()
+        };
+        let before = sled_files(tmp.path());
+        assert!(before.keys().any(|name| name.starts_with("snap.")), "{:?}", before.keys());
+        for turn in 0..3u64 {
+            let store = SledStore::open(tmp.path()).unwrap();
+            store.put_run(run_record("r", turn)).await.unwrap();
+            for seq in 1..=5 {
+                store.append(step("r", turn * 5 + seq)).await.unwrap();
+            }
+            store.flush().await.unwrap();
+            store.put_run(run_record("r", turn + 100)).await.unwrap();
+            drop(store);
+            assert_eq!(sled_files(tmp.path()), before, "turn {turn}: sled's files are byte for byte the same");
+        }
+        let store = SledStore::open(tmp.path()).unwrap();
+        assert_eq!(store.records("r").await.unwrap(), (1..=15).map(|seq| step("r", seq)).collect::<Vec<_>>());
+        assert_eq!(store.run("r").await.unwrap(), Some(run_record("r", 102)));
+        assert_eq!(store.runs().await.unwrap(), [run_record("r", 102)]);
     }
 
     /// Bytes of the first `n` entries of a log.

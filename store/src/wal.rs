@@ -1,36 +1,43 @@
 //! The sled store's write-ahead log, `<dir>/wal` (format: `docs/store-format.md`, "The write-ahead log").
 //!
-//! Every write that must survive a crash once flushed (a journal record, a run record) goes to sled *and* is
-//! encoded into an in-memory pending buffer here. [`Wal::sync`] appends everything pending to the file in one
-//! `write` and `fdatasync`s that file only: one device wait per flush, where sled's own durable flush costs
-//! two (its `sync_file_range` and an `fdatasync` of its log). sled is made durable lazily, by a
-//! [`Wal::checkpoint`] (sled flush + `fdatasync` of sled's log, then the file is truncated) when the file
-//! exceeds [`CHECKPOINT_BYTES`] and when the store is closed; [`replay`] re-applies the file at open.
+//! Every write that must survive a crash once flushed (a journal record, a run record) is encoded into an
+//! in-memory pending buffer here and kept, decoded, in the *unapplied* maps until a checkpoint: sled does not
+//! see it until then. Reads merge the unapplied entries over sled ([`Wal::journal_range`], [`Wal::run`],
+//! [`Wal::runs`]). [`Wal::sync`] appends everything pending to the file in one `write` and `fdatasync`s that
+//! file only: one device wait per flush. sled is written only by a [`Wal::checkpoint`] (the unapplied entries
+//! applied to sled, sled's flush + `fdatasync` of sled's log, then the file is truncated), when the file
+//! exceeds [`CHECKPOINT_BYTES`]: a store that only writes through the log leaves sled's files untouched, so
+//! that the next open of sled has nothing to recover (sled writes and `fsync`s a new snapshot of its own and
+//! zeroes its log's tail at every open that follows a write). Closing the store ([`Wal::close`]) syncs the
+//! file and keeps it; [`replay`] reads it back into the unapplied maps at open.
 //!
 //! Preallocation: the file grows in zero-filled chunks ([`GROW_MIN`] doubling up to [`GROW_MAX`]) ahead of
 //! its entries, and entries are written into them in place. An `fdatasync` after an in-place write flushes
 //! data only; after an append it must also commit the file's new size to the filesystem journal, a second
 //! device write (the bench's two disk floors, "overwrite" and "append", measure the difference). A chunk's
 //! size change is committed once, by the first sync after it was added. Replay stops at the first zero
-//! header, so the zero tail is never read as entries; a checkpoint truncates the file (no stale entry can
-//! follow a new one).
+//! header, so the zero tail is never read as entries; closing cuts the zero tail off; a checkpoint truncates
+//! the file (no stale entry can follow a new one).
 //!
-//! Concurrency: appenders push under the `pending` lock (held for a memcpy); one writer at a time holds the
-//! `writer` lock for the write, the `fdatasync` and the checkpoint, taking everything pending at once (group
-//! commit across concurrent runs). An entry is pushed only after its sled write, so a checkpoint that takes
-//! the pending buffer before flushing sled covers every entry it drops.
+//! Concurrency: writers push under the `pending` lock (a memcpy and a map insert); one writer at a time
+//! holds the `writer` lock for the file write, the `fdatasync` and the checkpoint, taking everything pending
+//! at once (group commit across concurrent runs). A checkpoint removes from the unapplied maps only the
+//! entries it applied (by their position in the log), so an entry pushed while it runs stays visible.
 
+use std::collections::BTreeMap;
 use std::fs::File;
+use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use sled::{Db, Tree};
+use sled::{Batch, Db, Tree};
 
 /// The log's file name in the store directory.
 pub(crate) const WAL_FILE: &str = "wal";
 
-/// A checkpoint runs when a flush leaves the log longer than this (8 MiB: about 40 000 one-key steps).
+/// A checkpoint runs when a flush leaves the log longer than this (8 MiB: about 40 000 one-key steps), and
+/// at close when it is longer.
 pub(crate) const CHECKPOINT_BYTES: u64 = 8 * 1024 * 1024;
 
 /// An append writes the pending buffer to the file (without `fdatasync`) once it holds this much and no
@@ -137,15 +144,40 @@ pub(crate) struct Wal {
     file: File,
     /// sled's log file (`<dir>/db`), `fdatasync`ed by a checkpoint after sled's flush.
     sled_log: File,
+    /// sled's `journal` and `runs` trees, which a checkpoint writes the unapplied entries to.
+    journal: Tree,
+    runs: Tree,
     pending: Mutex<Pending>,
     writer: Mutex<Writer>,
 }
 
-/// Entries pushed but not yet written to the file.
+/// Entries pushed but not yet written to the file, and every entry sled does not hold yet.
 struct Pending {
     buf: Vec<u8>,
     /// Bytes ever pushed: the position just after the last pushed entry.
     end: u64,
+    /// Journal records in the log (written or pending) that sled does not hold yet, by key.
+    journal: BTreeMap<Box<[u8]>, Unapplied>,
+    /// Run records likewise: the latest value of each run.
+    runs: BTreeMap<Box<[u8]>, Unapplied>,
+}
+
+/// An entry sled does not hold yet.
+#[derive(Clone)]
+struct Unapplied {
+    value: Arc<[u8]>,
+    /// [`Pending::end`] just after it was pushed (0 for an entry read back by [`replay`]): a checkpoint that
+    /// took the pending buffer up to a position applied it when it is at or before that position.
+    at: u64,
+}
+
+/// Why a journal record was not appended.
+#[derive(Debug)]
+pub(crate) enum AppendError {
+    /// The key is already journaled (in the log or in sled): the journal is append-only.
+    Exists,
+    /// The entry cannot be encoded, or sled could not be read.
+    Failed(String),
 }
 
 /// The state of the one writer.
@@ -169,10 +201,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The keys from `lo` to `hi`, both included, as a range over unsized keys.
+fn inclusive<'a>(lo: &'a [u8], hi: &'a [u8]) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
+    (Bound::Included(lo), Bound::Included(hi))
+}
+
+/// Encodes an entry into the pending buffer; returns the position just after it.
+fn push_entry(pending: &mut Pending, kind: Kind, key: &[u8], value: &[u8]) -> Result<u64, String> {
+    let before = pending.buf.len();
+    encode_entry(&mut pending.buf, kind, key, value)?;
+    pending.end += (pending.buf.len() - before) as u64;
+    Ok(pending.end)
+}
+
 impl Wal {
-    /// Opens (creating it if absent) the log file of the store in `dir`, whose sled log file is `sled_log`.
-    /// The directory is `fsync`ed when the file is created, so that the file itself survives a power loss.
-    pub(crate) fn open(dir: &Path, sled_log: File) -> Result<Wal, WalError> {
+    /// Opens (creating it if absent) the log file of the store in `dir`, whose sled log file is `sled_log` and
+    /// whose sled trees are `journal` and `runs`. The directory is `fsync`ed when the file is created, so that
+    /// the file itself survives a power loss. Call [`replay`] next.
+    pub(crate) fn open(dir: &Path, sled_log: File, journal: Tree, runs: Tree) -> Result<Wal, WalError> {
         let path = dir.join(WAL_FILE);
         let created = !path.exists();
         let file = File::options()
@@ -189,7 +235,9 @@ impl Wal {
         Ok(Wal {
             file,
             sled_log,
-            pending: Mutex::new(Pending { buf: Vec::new(), end: 0 }),
+            journal,
+            runs,
+            pending: Mutex::new(Pending { buf: Vec::new(), end: 0, journal: BTreeMap::new(), runs: BTreeMap::new() }),
             // Until `replay` has read it, the whole file counts as entries (a checkpoint then truncates it).
             writer: Mutex::new(Writer { len, allocated: len, synced: 0, failed: false }),
         })
@@ -200,28 +248,56 @@ impl Wal {
         Ok(self.file.metadata()?.len())
     }
 
-    /// Adds an entry to the pending buffer. Call it *after* the sled write the entry stands for (see the
-    /// module doc), or use [`Wal::push_with`]. Returns whether the buffer asks for a [`Wal::spill`].
-    pub(crate) fn push(&self, kind: Kind, key: &[u8], value: &[u8]) -> Result<bool, String> {
-        self.push_with(kind, key, value, || Ok(())).map(|((), spill)| spill)
+    /// Journals `value` under `key` unless the key is already journaled (in the log or in sled): pushes the
+    /// entry and keeps it unapplied. Returns whether the buffer asks for a [`Wal::spill`].
+    ///
+    /// # Errors
+    /// [`AppendError::Exists`] for a key already journaled, [`AppendError::Failed`] when sled cannot be read
+    /// or the entry cannot be encoded.
+    pub(crate) fn append_journal(&self, key: &[u8], value: &[u8]) -> Result<bool, AppendError> {
+        let mut pending = lock(&self.pending);
+        // Under the lock: two appends of one key cannot both pass the check.
+        if pending.journal.contains_key(key)
+            || self.journal.contains_key(key).map_err(|e| AppendError::Failed(e.to_string()))?
+        {
+            return Err(AppendError::Exists);
+        }
+        let at = push_entry(&mut pending, Kind::Journal, key, value).map_err(AppendError::Failed)?;
+        pending.journal.insert(key.into(), Unapplied { value: value.into(), at });
+        Ok(pending.buf.len() >= SPILL_BYTES)
     }
 
-    /// Runs `write` (the sled write) and then pushes the entry, holding the pending lock across both, so
-    /// that entries for the same key are in the log in the order of their sled writes. Nothing is pushed
-    /// when `write` fails. Returns `write`'s result and whether the buffer asks for a spill.
-    pub(crate) fn push_with<T>(
-        &self,
-        kind: Kind,
-        key: &[u8],
-        value: &[u8],
-        write: impl FnOnce() -> Result<T, String>,
-    ) -> Result<(T, bool), String> {
+    /// Replaces the run record under `key` with `value`: pushes the entry and keeps it unapplied. Returns
+    /// whether the buffer asks for a [`Wal::spill`].
+    ///
+    /// # Errors
+    /// When the entry cannot be encoded (too long).
+    pub(crate) fn put_run(&self, key: &[u8], value: &[u8]) -> Result<bool, String> {
         let mut pending = lock(&self.pending);
-        let out = write()?;
-        let before = pending.buf.len();
-        encode_entry(&mut pending.buf, kind, key, value)?;
-        pending.end += (pending.buf.len() - before) as u64;
-        Ok((out, pending.buf.len() >= SPILL_BYTES))
+        let at = push_entry(&mut pending, Kind::Run, key, value)?;
+        pending.runs.insert(key.into(), Unapplied { value: value.into(), at });
+        Ok(pending.buf.len() >= SPILL_BYTES)
+    }
+
+    /// The unapplied journal records with keys from `lo` to `hi` (both included), in key order (merge them over sled's).
+    pub(crate) fn journal_range(&self, lo: &[u8], hi: &[u8]) -> Vec<(Box<[u8]>, Arc<[u8]>)> {
+        let pending = lock(&self.pending);
+        pending.journal.range::<[u8], _>(inclusive(lo, hi)).map(|(k, u)| (k.clone(), u.value.clone())).collect()
+    }
+
+    /// The greatest key from `lo` to `hi` (both included) of an unapplied journal record, if any.
+    pub(crate) fn last_journal_key(&self, lo: &[u8], hi: &[u8]) -> Option<Box<[u8]>> {
+        lock(&self.pending).journal.range::<[u8], _>(inclusive(lo, hi)).next_back().map(|(k, _)| k.clone())
+    }
+
+    /// The unapplied run record under `key`, if any (it is newer than sled's).
+    pub(crate) fn run(&self, key: &[u8]) -> Option<Arc<[u8]>> {
+        lock(&self.pending).runs.get(key).map(|u| u.value.clone())
+    }
+
+    /// Every unapplied run record, in key order.
+    pub(crate) fn runs(&self) -> Vec<(Box<[u8]>, Arc<[u8]>)> {
+        lock(&self.pending).runs.iter().map(|(k, u)| (k.clone(), u.value.clone())).collect()
     }
 
     /// The position just after the last entry pushed so far: [`Wal::sync`] to it makes them all durable.
@@ -262,16 +338,54 @@ impl Wal {
         Ok(())
     }
 
-    /// Makes sled durable (its flush, then `fdatasync` of its log) and truncates the log file: everything
-    /// pushed so far is then on stable storage in sled. Blocks.
+    /// Writes every unapplied entry to sled, makes sled durable (its flush, then `fdatasync` of its log) and
+    /// truncates the log file: everything pushed so far is then on stable storage in sled. Blocks.
     pub(crate) fn checkpoint(&self, db: &Db) -> Result<(), WalError> {
         self.checkpoint_locked(db, &mut lock(&self.writer))
     }
 
+    /// Closes the log: checkpoints when the file is longer than [`CHECKPOINT_BYTES`] or a write failed;
+    /// otherwise writes and `fdatasync`s what is pending (nothing when every entry is synced) and cuts the
+    /// zero-filled tail off the file (not synced: a tail that comes back after a crash is zeros, which replay
+    /// skips). sled is not written. Blocks.
+    pub(crate) fn close(&self, db: &Db) -> Result<(), WalError> {
+        let mut writer = lock(&self.writer);
+        let end = lock(&self.pending).end;
+        if writer.failed || writer.len > CHECKPOINT_BYTES {
+            return self.checkpoint_locked(db, &mut writer);
+        }
+        if writer.synced < end {
+            let (buf, end) = self.take();
+            self.write(&mut writer, &buf)?;
+            self.file.sync_data().map_err(|e| ("fdatasync the write-ahead log", e.to_string()))?;
+            writer.synced = end;
+        }
+        if writer.allocated > writer.len {
+            self.file.set_len(writer.len).map_err(|e| ("cut the zero tail of the write-ahead log", e.to_string()))?;
+            writer.allocated = writer.len;
+        }
+        Ok(())
+    }
+
     fn checkpoint_locked(&self, db: &Db, writer: &mut Writer) -> Result<(), WalError> {
-        // Entries pushed after this take stay pending (their sled writes may come after the flush below);
-        // the ones taken were pushed after their sled writes, which the flush covers.
-        let (_, end) = self.take();
+        // Everything pushed up to `end` is applied below; entries pushed after this take stay pending and
+        // unapplied (the file is truncated, so they go to it after the truncation).
+        let (journal, runs, end) = {
+            let mut pending = lock(&self.pending);
+            let end = pending.end;
+            pending.buf.clear();
+            (pending.journal.clone(), pending.runs.clone(), end)
+        };
+        let mut batch = Batch::default();
+        for (key, u) in &journal {
+            batch.insert(&**key, &*u.value);
+        }
+        self.journal.apply_batch(batch).map_err(|e| ("write the journal to sled", e.to_string()))?;
+        let mut batch = Batch::default();
+        for (key, u) in &runs {
+            batch.insert(&**key, &*u.value);
+        }
+        self.runs.apply_batch(batch).map_err(|e| ("write the run records to sled", e.to_string()))?;
         db.flush().map_err(|e| ("flush sled", e.to_string()))?;
         self.sled_log.sync_data().map_err(|e| ("fdatasync sled's log", e.to_string()))?;
         if writer.allocated > 0 || writer.failed {
@@ -283,6 +397,9 @@ impl Wal {
             writer.failed = false;
         }
         writer.synced = end;
+        let mut pending = lock(&self.pending);
+        pending.journal.retain(|_, u| u.at > end);
+        pending.runs.retain(|_, u| u.at > end);
         Ok(())
     }
 
@@ -343,46 +460,47 @@ pub(crate) struct Replayed {
     pub(crate) dropped_bytes: u64,
 }
 
-/// Re-applies the log file's entries to sled (journal records inserted when absent, run records
-/// overwritten), then, when the file was not empty, makes sled durable and truncates the file. Stops at the
-/// first torn or CRC-bad entry: a flush writes its entries before its `fdatasync`, so only the tail of the
-/// last, unacknowledged write can be damaged.
-pub(crate) fn replay(wal: &Wal, db: &Db, journal: &Tree, runs: &Tree) -> Result<Replayed, WalError> {
+/// Reads the log file's entries back into the unapplied maps (journal records must not disagree with sled's,
+/// a run record replaces the one before it) and continues the log after them. Stops at the first torn or
+/// CRC-bad entry: a flush writes its entries before its `fdatasync`, so only the tail of the last,
+/// unacknowledged write can be damaged. When such a damaged tail is found, checkpoints at once (sled gets
+/// every entry before it and the file is truncated), so that no later entry is written next to it; a tail of
+/// zeros is preallocated space and is kept. sled is not written otherwise.
+pub(crate) fn replay(wal: &Wal, db: &Db) -> Result<Replayed, WalError> {
     use std::io::Read;
     let mut bytes = Vec::new();
     (&wal.file).read_to_end(&mut bytes).map_err(|e| ("read the write-ahead log", e.to_string()))?;
-    if bytes.is_empty() {
-        return Ok(Replayed::default());
-    }
     let (entries, valid) = decode_entries(&bytes);
     // The zero-filled tail of the last chunk is not a damaged entry.
     let dropped = bytes[valid..].iter().rposition(|&b| b != 0).map_or(0, |last| last + 1);
-    if entries.is_empty() && dropped == 0 {
-        // Only zeros (a store closed by a crash before its first sync wrote anything): reuse the chunk.
-        let mut writer = lock(&wal.writer);
-        writer.len = 0;
-        return Ok(Replayed::default());
-    }
-    for entry in &entries {
-        let sled_err = |e: sled::Error| ("replay the write-ahead log", e.to_string());
-        match entry.kind {
-            Kind::Journal => {
-                let swapped =
-                    journal.compare_and_swap(entry.key, None as Option<&[u8]>, Some(entry.value)).map_err(sled_err)?;
-                if let Err(existing) = swapped
-                    && existing.current.as_deref() != Some(entry.value)
-                {
-                    return Err((
-                        "replay the write-ahead log",
-                        format!("journal key {:02x?} holds another value than the log's entry for it", entry.key),
-                    ));
+    {
+        let mut pending = lock(&wal.pending);
+        for entry in &entries {
+            match entry.kind {
+                Kind::Journal => {
+                    let sled = wal.journal.get(entry.key).map_err(|e| ("replay the write-ahead log", e.to_string()))?;
+                    let in_log = pending.journal.get(entry.key).map(|u| u.value.clone());
+                    let known = sled.as_deref().or(in_log.as_deref());
+                    if known.is_some_and(|v| v != entry.value) {
+                        return Err((
+                            "replay the write-ahead log",
+                            format!("journal key {:02x?} holds another value than the log's entry for it", entry.key),
+                        ));
+                    }
+                    if sled.is_none() {
+                        pending.journal.insert(entry.key.into(), Unapplied { value: entry.value.into(), at: 0 });
+                    }
                 }
-            }
-            Kind::Run => {
-                runs.insert(entry.key, entry.value).map_err(sled_err)?;
+                Kind::Run => {
+                    pending.runs.insert(entry.key.into(), Unapplied { value: entry.value.into(), at: 0 });
+                }
             }
         }
     }
-    wal.checkpoint(db)?;
+    let mut writer = lock(&wal.writer);
+    writer.len = valid as u64;
+    if dropped > 0 {
+        wal.checkpoint_locked(db, &mut writer)?;
+    }
     Ok(Replayed { entries: entries.len(), dropped_bytes: dropped as u64 })
 }

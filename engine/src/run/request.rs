@@ -377,7 +377,11 @@ impl InvokeRequest {
                 rec.source = self.source.clone();
             }
             store.put_run_dyn(rec.clone()).await.map_err(store_err)?;
-            store.flush_dyn().await.map_err(store_err)?;
+            if self.durability == Durability::Sync {
+                // Async and exit durability make it durable with the first flush of a step (or the final
+                // record's): a crash before then leaves the run as it was, to be continued again.
+                store.flush_dyn().await.map_err(store_err)?;
+            }
         }
 
         // Run-level events go to the run's listeners and to the root agent's own.
@@ -486,12 +490,20 @@ impl InvokeRequest {
         let last_seq = run.last_seq();
         drop(run);
         let mut flush_err = None;
+        // The writer leaves its last batch unflushed when it saw the run end: the final record's flush (or
+        // the one below, when there is no record) covers it.
+        let mut unflushed = false;
         if let Some(task) = writer {
             match task.await {
-                Ok(Ok(())) => {}
+                Ok(Ok(left)) => unflushed = left,
                 Ok(Err(e)) => flush_err = Some(AgentError::internal(format!("journal write failed: {e}"))),
                 Err(e) => flush_err = Some(AgentError::internal(format!("journal writer: {e}"))),
             }
+        }
+        if let (true, Some(store), None) = (unflushed, &store, &record)
+            && let Err(e) = store.flush_dyn().await
+        {
+            flush_err.get_or_insert(AgentError::internal(format!("journal write failed: {e}")));
         }
         if let (Some(store), Some(mut rec)) = (store.clone(), record) {
             for r in buffered {
@@ -562,19 +574,27 @@ impl InvokeRequest {
 }
 
 /// Appends records in order and flushes whenever it has caught up (the flush overlaps the next steps).
+/// The journal writer of async durability: appends the records as they come and flushes after each batch
+/// (the records that arrived while the previous flush waited), so that the flush of step i overlaps step i+1.
+/// A batch that ends with the run (the channel closed) is left for the caller's final flush, which the run
+/// record needs anyway: returns whether it did so.
 async fn async_writer(
     store: StoreRef,
     mut rx: futures::channel::mpsc::UnboundedReceiver<StepRecord>,
-) -> Result<(), crate::error::StoreError> {
+) -> Result<bool, crate::error::StoreError> {
     use futures::StreamExt;
     while let Some(rec) = rx.next().await {
         store.append_dyn(rec).await?;
-        while let Ok(more) = rx.try_recv() {
-            store.append_dyn(more).await?;
+        loop {
+            match rx.try_recv() {
+                Ok(more) => store.append_dyn(more).await?,
+                Err(futures::channel::mpsc::TryRecvError::Closed) => return Ok(true),
+                Err(futures::channel::mpsc::TryRecvError::Empty) => break,
+            }
         }
         store.flush_dyn().await?;
     }
-    Ok(())
+    Ok(false)
 }
 
 /// Starts again an async agent that was running when the run stopped.
