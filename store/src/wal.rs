@@ -171,6 +171,9 @@ struct Unapplied {
     at: u64,
 }
 
+/// A key and the value of an entry sled does not hold yet.
+pub(crate) type KeyValue = (Box<[u8]>, Arc<[u8]>);
+
 /// Why a journal record was not appended.
 #[derive(Debug)]
 pub(crate) enum AppendError {
@@ -280,7 +283,7 @@ impl Wal {
     }
 
     /// The unapplied journal records with keys from `lo` to `hi` (both included), in key order (merge them over sled's).
-    pub(crate) fn journal_range(&self, lo: &[u8], hi: &[u8]) -> Vec<(Box<[u8]>, Arc<[u8]>)> {
+    pub(crate) fn journal_range(&self, lo: &[u8], hi: &[u8]) -> Vec<KeyValue> {
         let pending = lock(&self.pending);
         pending.journal.range::<[u8], _>(inclusive(lo, hi)).map(|(k, u)| (k.clone(), u.value.clone())).collect()
     }
@@ -296,7 +299,7 @@ impl Wal {
     }
 
     /// Every unapplied run record, in key order.
-    pub(crate) fn runs(&self) -> Vec<(Box<[u8]>, Arc<[u8]>)> {
+    pub(crate) fn runs(&self) -> Vec<KeyValue> {
         lock(&self.pending).runs.iter().map(|(k, u)| (k.clone(), u.value.clone())).collect()
     }
 
