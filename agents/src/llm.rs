@@ -670,7 +670,7 @@ impl Agent for LlmAgent {
     async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
         let view = ctx.view();
         let model = self.selector.as_ref().and_then(|s| s(&view)).unwrap_or_else(|| self.model.clone());
-        let info = model.info().clone();
+        let info = model.info();
         let user = self.render(ctx, &self.user, "user")?;
         let mut messages = Vec::new();
         if let Some(system) = &self.system {
@@ -684,6 +684,8 @@ impl Agent for LlmAgent {
             }),
             _ => Vec::new(),
         };
+        // Not held across the model call: while a reader holds a snapshot, the scope copies what it writes.
+        drop(view);
         messages.extend(memory.iter().cloned());
 
         let structured = if info.json_schema { self.output.response_format() } else { None };
@@ -703,7 +705,7 @@ impl Agent for LlmAgent {
         let wrapped = structured.as_ref().is_some_and(|(_, w)| *w);
         request.response_format = structured.map(|(f, _)| f);
 
-        let response = self.converse(ctx, &model, &info, &mut request).await?;
+        let response = self.converse(ctx, &model, info, &mut request).await?;
         let mut answer = response.text().to_string();
         let value = match parse(&self.output, &answer, wrapped, self.checker.as_ref()) {
             Ok(v) => v,
@@ -719,7 +721,7 @@ impl Agent for LlmAgent {
                     again = format!("{again} {hint}");
                 }
                 request.messages.push(ChatMessage::user(again));
-                let response = self.converse(ctx, &model, &info, &mut request).await?;
+                let response = self.converse(ctx, &model, info, &mut request).await?;
                 answer = response.text().to_string();
                 parse(&self.output, &answer, wrapped, self.checker.as_ref()).map_err(|second| {
                     ctx.fail(format!(
@@ -741,7 +743,7 @@ impl Agent for LlmAgent {
             let skip = memory.len().saturating_sub(window);
             let kept: Vec<ChatMessage> = memory.into_iter().skip(skip).collect();
             let v = serde_json::to_value(&kept).map_err(|e| ctx.fail(format!("memory: {e}")))?;
-            ctx.write(key, v).await?;
+            ctx.write_on_completion(key, v);
         }
         Ok(value)
     }

@@ -406,6 +406,8 @@ pub struct InvocationContext {
     pub(crate) attempt: u32,
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
     pub(crate) writes: Mutex<Vec<(String, Value)>>,
+    /// Writes the scope receives with the outcome ([`InvocationContext::write_on_completion`]).
+    pub(crate) deferred: Mutex<Vec<(String, Value)>>,
     pub(crate) tokens: Mutex<Option<TokenUsage>>,
     /// Listeners in effect for this invocation (inherited ones, then the agent's own).
     pub(crate) listeners: Arc<[crate::listener::ListenerRef]>,
@@ -463,18 +465,34 @@ impl InvocationContext {
         Ok(())
     }
 
+    /// Writes `value` to the state under `key` when this invocation ends, in the same message to the scope
+    /// actor as its output (one exchange with the actor fewer than [`InvocationContext::write`]), and journals
+    /// it with the step like any write. For values nothing reads before this agent returns: the scope and
+    /// every other agent see it once the invocation has completed or failed (not when it suspends).
+    pub fn write_on_completion(&self, key: impl Into<String>, value: Value) {
+        let key = key.into();
+        if let Ok(mut d) = self.deferred.lock() {
+            merge_delta(&mut d, key.clone(), value.clone());
+        }
+        if let Ok(mut w) = self.writes.lock() {
+            merge_delta(&mut w, key, value);
+        }
+    }
+
     /// Records this agent's last exchange (user message and answer) in the conversation context, as the
-    /// state key `_context.<agent>` (journaled with this step).
+    /// state key `_context.<agent>`, written with the invocation's output when it ends
+    /// ([`InvocationContext::write_on_completion`]) and journaled with this step.
     ///
     /// # Errors
-    /// The scope actor is gone.
+    /// None today; kept fallible so that a context store of another kind can report one.
     pub async fn set_context(&self, user: &str, answer: &str) -> Result<(), AgentError> {
         let key = format!("{}{}", crate::scope::CONTEXT_PREFIX, self.name);
         let at_us = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_micros() as u64)
             .unwrap_or(0);
-        self.write(key, serde_json::json!({ "user": user, "answer": answer, "at_us": at_us })).await
+        self.write_on_completion(key, serde_json::json!({ "user": user, "answer": answer, "at_us": at_us }));
+        Ok(())
     }
 
     /// Declares how to undo an action this invocation completed (e.g. a tool call with side effects). When

@@ -650,18 +650,28 @@ impl TimeMap {
         let busy_us: u64 = merged.iter().map(|(s, e)| e - s).sum();
         let t_end = merged.last().map_or(t0, |m| m.1);
         let break_w = (busy_us / 25).max(1);
+        let windows: Vec<(u64, u64)> = merged.windows(2).map(|w| (w[0].1, w[1].0)).collect();
+        // Each suspension, resumption or new turn marks one gap: the longest one its time falls in (milliseconds,
+        // so within 1 ms of either end). A short gap between two steps next to it is not a wait.
+        let near = |m: &Milestone, (g0, g1): (u64, u64)| {
+            let t = m.at_ms.saturating_mul(1_000);
+            t + 1_000 >= g0 && t <= g1 + 1_000
+        };
+        let marked: Vec<Option<usize>> = run
+            .milestones
+            .iter()
+            .map(|m| {
+                if !matches!(m.kind.as_str(), "suspended" | "resumed" | "new_turn") {
+                    return None;
+                }
+                (0..windows.len()).filter(|&i| near(m, windows[i])).max_by_key(|&i| windows[i].1 - windows[i].0)
+            })
+            .collect();
         let mut gaps = Vec::new();
-        for w in merged.windows(2) {
-            let (g0, g1) = (w[0].1, w[1].0);
-            let inside: Vec<&Milestone> = run
-                .milestones
-                .iter()
-                .filter(|m| {
-                    let t = m.at_ms.saturating_mul(1_000);
-                    t + 1_000 >= g0 && t <= g1 + 1_000
-                })
-                .collect();
-            let waiting = inside.iter().any(|m| matches!(m.kind.as_str(), "suspended" | "resumed" | "new_turn"));
+        for (i, &(g0, g1)) in windows.iter().enumerate() {
+            let inside: Vec<&Milestone> =
+                run.milestones.iter().zip(&marked).filter(|(_, mark)| **mark == Some(i)).map(|(m, _)| m).collect();
+            let waiting = !inside.is_empty();
             let len = g1 - g0;
             if waiting {
                 let mut parts = Vec::new();
@@ -748,6 +758,67 @@ impl TimeMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn step_at(seq: u64, start_us: u64, end_us: u64) -> StepRecord {
+        StepRecord {
+            run_id: "r".into(),
+            seq,
+            agent_path: format!("root/{seq}"),
+            delta: Vec::new(),
+            planner_states: Vec::new(),
+            invocation: Some(agentic_engine::InvocationRecord {
+                agent: format!("a{seq}"),
+                path: format!("root/{seq}"),
+                inputs: serde_json::Map::new(),
+                output: serde_json::Value::Null,
+                started_at_us: start_us,
+                ended_at_us: end_us,
+                attempt: 1,
+                tokens: None,
+                error: None,
+            }),
+            async_started: false,
+            failed: false,
+        }
+    }
+
+    fn milestone(at_ms: u64, kind: &str) -> Milestone {
+        Milestone {
+            at_ms,
+            kind: kind.into(),
+            seq: 0,
+            pending: Vec::new(),
+            answers: BTreeMap::new(),
+            error: None,
+            path: None,
+        }
+    }
+
+    #[test]
+    fn a_wait_is_one_break_even_with_short_gaps_between_steps_next_to_it() {
+        // Step 1 ends at 10.0 ms, the run suspends at 10 ms; it resumes at 5 010 ms, and the steps after it
+        // have 0.3 ms gaps between them, all within a millisecond of the resumption.
+        let records = [
+            step_at(1, 9_000, 10_000),
+            step_at(2, 5_010_100, 5_010_200),
+            step_at(3, 5_010_500, 5_010_600),
+            step_at(4, 5_010_900, 5_011_000),
+        ];
+        let run: RunRecord = serde_json::from_value(serde_json::json!({
+            "run_id": "r", "name": "n", "fingerprint": "f", "status": "completed",
+            "created_at_ms": 9, "updated_at_ms": 5_011,
+            "milestones": [],
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let run = RunRecord {
+            milestones: vec![milestone(9, "started"), milestone(10, "suspended"), milestone(5_010, "resumed")],
+            ..run
+        };
+        let map = TimeMap::new(&run, &records);
+        let gaps: Vec<(u64, u64, &str)> = map.gaps.iter().map(|(a, b, k, _)| (*a, *b, *k)).collect();
+        assert_eq!(gaps, [(10_000, 5_010_100, "suspended")]);
+        assert_eq!(map.gaps[0].3, "suspended · resumed");
+    }
 
     #[test]
     fn error_paths_are_found_in_engine_messages() {

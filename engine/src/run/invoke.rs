@@ -231,6 +231,7 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec<'_>) -> Res
         attempt,
         handler,
         writes: Mutex::new(Vec::new()),
+        deferred: Mutex::new(Vec::new()),
         tokens: Mutex::new(None),
         listeners,
         child_listeners,
@@ -283,18 +284,16 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec<'_>) -> Res
         return result.map(|_| ChildOutcome::default());
     }
     let mut delta = ctx.writes.lock().map(|mut w| std::mem::take(&mut *w)).unwrap_or_default();
+    let mut scope_writes = ctx.deferred.lock().map(|mut d| std::mem::take(&mut *d)).unwrap_or_default();
     let tokens = ctx.tokens.lock().ok().and_then(|t| *t);
     let (output, error) = match &result {
         Ok(v) => (v.clone(), None),
         Err(e) => (Value::Null, Some(e.to_string())),
     };
-    let output_write = match (&result, write_key) {
-        (Ok(v), Some(key)) => {
-            merge_delta(&mut delta, key.clone(), v.clone());
-            Some((key, v.clone()))
-        }
-        _ => None,
-    };
+    if let (Ok(v), Some(key)) = (&result, write_key) {
+        merge_delta(&mut delta, key.clone(), v.clone());
+        merge_delta(&mut scope_writes, key, v.clone());
+    }
     if let Some(t) = tokens {
         span.record("gen_ai.usage.input_tokens", t.input);
         span.record("gen_ai.usage.output_tokens", t.output);
@@ -337,12 +336,11 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec<'_>) -> Res
     {
         *slot = Some(r.clone());
     }
-    match output_write {
-        // The output write and the history record travel in one message to the scope actor.
-        Some(write) => {
-            run.scope.write_and_record(vec![write], record).await?;
-        }
-        None => run.scope.record(record),
+    if scope_writes.is_empty() {
+        run.scope.record(record);
+    } else {
+        // The output, the writes staged for completion and the history record travel in one message.
+        run.scope.write_and_record(scope_writes, record).await?;
     }
     result.map(|output| ChildOutcome { output, delta, record: journaled, ..Default::default() })
 }
