@@ -256,6 +256,60 @@ pub async fn run_checked(system: &AgentRef, keys: usize) -> Result<Duration> {
     Ok(elapsed)
 }
 
+/// The reference of the LLM scenarios: `m` concurrent chains of `steps` HTTP calls each to the server, made
+/// with the HTTP client the `openai` provider sends plain chat calls with (reqwest, configured the same way:
+/// timeout, `TCP_NODELAY`, keep-alive pool) and nothing else: no engine, no agent, no provider. Each call
+/// sends the body the provider would, reads the whole answer and checks its content. Returns the wall time.
+/// What the HTTP stack costs on this machine on its own: the engine's row divided by this one is the
+/// engine's share.
+///
+/// # Errors
+/// When a call fails or an answer is not the server's.
+pub async fn http_client_only(server: &MockLlm, m: usize, steps: usize) -> Result<Duration> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tcp_nodelay(true)
+        .build()
+        .ctx("building the HTTP client")?;
+    let url = reqwest::Url::parse(&format!("{}/chat/completions", server.base_url())).ctx("the server's URL")?;
+    let body = Bytes::from_static(br#"{"model":"bench","messages":[{"role":"user","content":"Say ok to bench"}]}"#);
+    let call = |http: reqwest::Client, url: reqwest::Url, body: Bytes| async move {
+        let response = http
+            .post(url)
+            .header(reqwest::header::AUTHORIZATION, "Bearer sk-bench")
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .ctx("HTTP call")?;
+        let bytes = response.bytes().await.ctx("reading the answer")?;
+        let answer: Value = serde_json::from_slice(&bytes).ctx("parsing the answer")?;
+        ensure(answer["choices"][0]["message"]["content"] == "ok", || format!("unexpected answer {answer}"))
+    };
+    // Warm the pool to `m` connections, as the engine's warm-up run does.
+    let warm: Vec<_> = (0..m).map(|_| tokio::spawn(call(http.clone(), url.clone(), body.clone()))).collect();
+    for h in warm {
+        h.await.ctx("HTTP warm-up call panicked")??;
+    }
+    let t0 = Instant::now();
+    let chains: Vec<_> = (0..m)
+        .map(|_| {
+            let (http, url, body) = (http.clone(), url.clone(), body.clone());
+            tokio::spawn(async move {
+                for _ in 0..steps {
+                    call(http.clone(), url.clone(), body.clone()).await?;
+                }
+                Ok::<(), crate::error::Error>(())
+            })
+        })
+        .collect();
+    for (j, h) in chains.into_iter().enumerate() {
+        h.await.ctx(format!("HTTP chain {j} panicked"))??;
+    }
+    Ok(t0.elapsed())
+}
+
 /// `m` concurrent runs of `system` (a [`sequence`] of `steps` agents), one Tokio task per run, each checked;
 /// returns the wall time of all of them.
 ///
