@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentic::agents::Human;
-use agentic::engine::CheckpointStore;
+use agentic::engine::{CheckpointStore, PlannerState, RunImage};
 use agentic::planners::{Bdi, Blackboard, Convergence, Debate, Desire, Goap, P2p, Vote, Voting, VotingStrategy};
 use agentic::prelude::*;
 use serde_json::{Map, Value, json};
@@ -799,4 +799,82 @@ async fn bdi_resumes_after_a_crash_at_every_step() {
     )
     .await;
     crash_at_every_step("bdi-preempt", |c| alarmed(c, None), json!({}), json!("report after p2")).await;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Fan-out journaling: changes, not whole lists
+
+/// A mapper over `n` names (at most `limit` at a time) whose sub-agent greets each one.
+fn greeter(c: &Counters, limit: Option<usize>) -> AgentRef {
+    let greet = c.agent("greet", &["name"], "greeting", |m| json!(format!("hi {}", s(m, "name"))));
+    let b = ParallelMapper::builder().name("greeter").sub_agent(greet).items_key("names").output_key("greetings");
+    match limit {
+        Some(l) => b.max_concurrency(l).build().unwrap(),
+        None => b.build().unwrap(),
+    }
+}
+
+#[tokio::test]
+async fn a_mapper_and_a_parallel_block_resume_after_a_crash_at_every_step() {
+    let names = json!({"names": ["ann", "bo", "cy", "di", "ed", "flo", "gus"]});
+    let greetings = json!(["hi ann", "hi bo", "hi cy", "hi di", "hi ed", "hi flo", "hi gus"]);
+    crash_at_every_step("mapper-2", |c| greeter(c, Some(2)), names.clone(), greetings.clone()).await;
+    crash_at_every_step("mapper-all", |c| greeter(c, None), names, greetings).await;
+    fn block(c: &Counters) -> AgentRef {
+        let agents: Vec<AgentRef> = (0..6)
+            .map(|i| c.slow_agent(&format!("w{i}"), &[], &format!("k{i}"), 6 - i as u64, move |_| json!(i)))
+            .collect();
+        let sum = |v: &ScopeView| Ok(json!((0..6).filter_map(|i| v.get(&format!("k{i}"))?.as_i64()).sum::<i64>()));
+        Parallel::builder().name("block").sub_agents(agents).output(sum).build().unwrap()
+    }
+    crash_at_every_step("parallel", block, json!({}), json!(15)).await;
+}
+
+#[tokio::test]
+async fn a_fan_out_journals_each_completion_as_a_change_of_constant_size() {
+    for k in [10usize, 400] {
+        let c = Counters::default();
+        let store = MemoryStore::new();
+        let names: Vec<Value> = (0..k).map(|i| json!(format!("n{i}"))).collect();
+        let id = format!("fan-{k}");
+        let out = greeter(&c, None).invoke().memory_id(&id).input("names", names).store(store.clone()).await.unwrap();
+        assert_eq!(out.output().and_then(Value::as_array).map(Vec::len), Some(k));
+        let records = CheckpointStore::records(&store, &id).await.unwrap();
+        let mapper_states: Vec<&PlannerState> =
+            records.iter().filter_map(|r| r.planner_states.iter().find(|p| p.path == "root")).collect();
+        assert_eq!(mapper_states.len(), k, "one record per completion");
+        // The first completion journals the whole state and every call in flight; each later one a change.
+        assert_eq!(mapper_states[0].inflight.len(), k - 1);
+        assert!(mapper_states[0].state_patch.is_none() && mapper_states[0].inflight_change.is_none());
+        for (j, ps) in mapper_states.iter().enumerate().skip(1) {
+            let in_flight = k - 1 - j;
+            if in_flight > 1 {
+                let change = ps.inflight_change.as_ref().unwrap_or_else(|| panic!("K={k}, completion {j}: whole list"));
+                assert!(change.started.is_empty(), "K={k}: nothing new to start");
+                assert_eq!(change.ended.len(), 1, "K={k}, completion {j}");
+                assert!(ps.inflight.is_empty());
+            } else {
+                // No longer than the change: the whole list.
+                assert_eq!(
+                    (ps.inflight_change.as_ref(), ps.inflight.len()),
+                    (None, in_flight),
+                    "K={k}, completion {j}"
+                );
+            }
+            let ops = ps.state_patch.as_ref().and_then(Value::as_array).expect("a state patch");
+            let expected_ops = if j + 1 == k { 3 } else { 2 };
+            assert_eq!(ops.len(), expected_ops, "K={k}, completion {j}: {ops:?}");
+            assert_eq!(ops[1], json!({"op": "replace", "path": "/completed", "value": j + 1}));
+            assert_eq!(ps.state, Value::Null, "the whole state is not journaled again");
+        }
+        // Folded, the image is what a whole record per step would have said.
+        let image = RunImage::fold(&id, &records).unwrap();
+        assert!(image.planners.is_empty(), "the mapper completed");
+        let k_minus_1 = RunImage::fold(&id, &records[..records.len() - 2]).unwrap();
+        let mapper = &k_minus_1.planners["root"];
+        assert_eq!(mapper.state["completed"], json!(k - 1));
+        assert_eq!(mapper.inflight.len(), 1, "one call still in flight before the last completion");
+        let done = mapper.state["results"].as_array().unwrap().iter().filter(|r| !r.is_null()).count();
+        assert_eq!(done, k - 1);
+    }
 }

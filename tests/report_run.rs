@@ -313,6 +313,8 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
                 path: "root".into(),
                 state: json!({"next": i + 1}),
                 inflight: vec![],
+                state_patch: None,
+                inflight_change: None,
                 finished: None,
                 rationale: Some(format!("item {i} is next")),
             }],

@@ -177,6 +177,17 @@ pub trait Planner: Send + 'static {
         Value::Null
     }
 
+    /// What the last [`Planner::next_action`] changed in [`Planner::execution_state`], as a JSON array of
+    /// JSON Patch operations (RFC 6902) over the state before it, when the planner can say so more cheaply than
+    /// the whole state. A planner whose state grows with its work (a mapper's list of results) journals
+    /// O(change) per step this way instead of O(state), which keeps a fan-out of K calls O(K) in all. The
+    /// engine journals the whole state at a composite's first step and after a resume, and this patch at the
+    /// steps after; folding the journal applies it to the previous state, so it must turn that state into
+    /// exactly [`Planner::execution_state`]. Default `None`: the whole state at every step.
+    fn execution_state_patch(&self) -> Option<Value> {
+        None
+    }
+
     /// Restores a state produced by [`Planner::execution_state`].
     ///
     /// # Errors

@@ -8,15 +8,19 @@ use serde_json::{Map, Value};
 /// Version of the on-disk format this crate writes.
 ///
 /// Stored in the `meta` tree under `format_version` (a big-endian `u32`). Version 2 added the write-ahead
-/// log (`<dir>/wal`); its trees and values are those of version 1, which is still read and is upgraded to 2 at
-/// open. A store of any other version is refused at open.
-pub const FORMAT_VERSION: u32 = 2;
+/// log (`<dir>/wal`); version 3 added planner state changes to the journal (`state_patch`,
+/// `inflight_change` and call numbers in planner states), which a reader of version 2 would ignore. Versions
+/// 1 and 2 are still read and are upgraded to 3 at open. A store of any other version is refused at open.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The format version before the write-ahead log: the same trees, no `wal` file.
 pub(crate) const FORMAT_VERSION_WITHOUT_WAL: u32 = 1;
 
+/// The format version with the write-ahead log, before planner state changes.
+pub(crate) const FORMAT_VERSION_WHOLE_PLANNER_STATES: u32 = 2;
+
 /// The one-byte prefix of every value in the `runs`, `journal` and `snapshots` trees: the value encoding of
-/// format versions 1 and 2.
+/// format versions 1 to 3.
 const VERSION_BYTE: u8 = 1;
 
 /// Key of the format version in the `meta` tree.

@@ -74,7 +74,7 @@ impl SledStore {
     /// # Errors
     /// [`StoreError::Backend`] naming the directory when another process has it open ("store <dir> is in use
     /// by another process"), when it is not a sled database or not an agentic store, when its format version
-    /// is neither 1 (upgraded to [`FORMAT_VERSION`]) nor [`FORMAT_VERSION`], when the write-ahead log cannot be
+    /// is not 1 or 2 (upgraded to [`FORMAT_VERSION`]) or [`FORMAT_VERSION`], when the write-ahead log cannot be
     /// opened or replayed, or on an I/O error.
     pub fn open(dir: impl AsRef<Path>) -> Result<SledStore, StoreError> {
         let dir = dir.as_ref();
@@ -306,16 +306,17 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
             let version = <[u8; 4]>::try_from(v.as_ref()).map(u32::from_be_bytes).map_err(|_| {
                 backend(format!("open store {shown}: the format version is corrupt ({:02x?})", v.as_ref()))
             })?;
-            if version == format::FORMAT_VERSION_WITHOUT_WAL {
-                // The trees are the same; the version says a write-ahead log may hold acknowledged steps,
-                // so that a reader of version 1 (which would ignore it) refuses the store from now on.
+            if version == format::FORMAT_VERSION_WITHOUT_WAL || version == format::FORMAT_VERSION_WHOLE_PLANNER_STATES {
+                // Their records read the same; the version says that a write-ahead log may hold acknowledged
+                // steps and that planner states may be journaled as changes, so that a reader of an older
+                // version (which would ignore both) refuses the store from now on.
                 meta.insert(META_FORMAT_VERSION, &FORMAT_VERSION.to_be_bytes())
                     .and_then(|_| db.flush())
                     .map_err(|e| op("upgrade the format version", e))?;
             } else if version != FORMAT_VERSION {
                 return Err(backend(format!(
                     "open store {shown}: format version {version} is not supported (this agentic-store reads \
-                     versions {} and {FORMAT_VERSION})",
+                     versions {} to {FORMAT_VERSION})",
                     format::FORMAT_VERSION_WITHOUT_WAL
                 )));
             }
@@ -666,7 +667,10 @@ mod tests {
             db.flush().unwrap();
         }
         let err = SledStore::open(tmp.path()).unwrap_err();
-        assert!(err.to_string().contains("format version 7 is not supported"), "{err}");
+        assert!(
+            err.to_string().contains("format version 7 is not supported (this agentic-store reads versions 1 to 3)"),
+            "{err}"
+        );
         assert!(err.to_string().contains(&tmp.path().display().to_string()), "{err}");
 
         let foreign = tempfile::tempdir().unwrap();
@@ -969,29 +973,39 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_version_1_store_without_a_log_opens_and_is_upgraded() {
-        let tmp = tempfile::tempdir().unwrap();
-        let records = {
+    async fn version_1_and_2_stores_open_and_are_upgraded() {
+        for old in [1u32, 2] {
+            let tmp = tempfile::tempdir().unwrap();
+            let records = {
+                let store = SledStore::open(tmp.path()).unwrap();
+                let records = fill(&store, "r", 5).await;
+                // Version 1 has everything in sled; version 2 may have some of it in the log.
+                if old == 1 {
+                    store.checkpoint().unwrap();
+                } else {
+                    store.flush().await.unwrap();
+                }
+                records
+            };
+            {
+                // What the old version left: the same trees, its meta version (version 1: no `wal` file).
+                let db = raw_db(tmp.path());
+                db.open_tree("meta").unwrap().insert(META_FORMAT_VERSION, &old.to_be_bytes()).unwrap();
+                db.flush().unwrap();
+            }
+            if old == 1 {
+                std::fs::remove_file(tmp.path().join(wal::WAL_FILE)).unwrap();
+            }
             let store = SledStore::open(tmp.path()).unwrap();
-            let records = fill(&store, "r", 5).await;
-            // A version-1 store has everything in sled.
-            store.checkpoint().unwrap();
-            records
-        };
-        {
-            // What version 1 left: the same trees, meta version 1, no `wal` file.
+            assert_eq!(store.records("r").await.unwrap(), records, "version {old}");
+            if old == 1 {
+                assert_eq!(wal_len(tmp.path()), 0, "the log is created");
+            }
+            drop(store);
             let db = raw_db(tmp.path());
-            db.open_tree("meta").unwrap().insert(META_FORMAT_VERSION, &1u32.to_be_bytes()).unwrap();
-            db.flush().unwrap();
+            let version = db.open_tree("meta").unwrap().get(META_FORMAT_VERSION).unwrap().unwrap();
+            assert_eq!(version.as_ref(), FORMAT_VERSION.to_be_bytes(), "{old} upgraded to {FORMAT_VERSION}");
         }
-        std::fs::remove_file(tmp.path().join(wal::WAL_FILE)).unwrap();
-        let store = SledStore::open(tmp.path()).unwrap();
-        assert_eq!(store.records("r").await.unwrap(), records);
-        assert_eq!(wal_len(tmp.path()), 0, "the log is created");
-        drop(store);
-        let db = raw_db(tmp.path());
-        let version = db.open_tree("meta").unwrap().get(META_FORMAT_VERSION).unwrap().unwrap();
-        assert_eq!(version.as_ref(), FORMAT_VERSION.to_be_bytes(), "upgraded to {FORMAT_VERSION}");
     }
 
     #[tokio::test]

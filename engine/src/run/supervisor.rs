@@ -27,7 +27,7 @@ use crate::listener::{ListenerRef, RunEvent};
 use crate::planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 use crate::run::PendingResponse;
 use crate::scope::{InvocationRecord, ScopeView, merge_delta};
-use crate::store::{CallRecord, Finish, PlannerState, StepRecord};
+use crate::store::{CallRecord, Finish, InflightChange, PlannerState, StepRecord};
 
 pub(crate) struct SupervisorArgs {
     pub(crate) inner: Arc<CompositeInner>,
@@ -58,6 +58,17 @@ struct InFlight {
     abort: AbortHandle,
 }
 
+/// The calls in flight as the journal knows them, for journaling changes instead of whole lists.
+#[derive(Default)]
+struct JournaledCalls {
+    /// Calls numbered from here on were not journaled as started yet.
+    announced: u64,
+    /// Calls started since the last record.
+    started: Vec<CallRecord>,
+    /// Calls ended since the last record (completed or failed; a call waiting for a human stays in flight).
+    ended: Vec<u64>,
+}
+
 pub(crate) struct SupervisorState {
     inner: Arc<CompositeInner>,
     run: Arc<RunContext>,
@@ -70,10 +81,13 @@ pub(crate) struct SupervisorState {
     span: tracing::Span,
     planner: Box<dyn Planner>,
     inflight: HashMap<u64, InFlight>,
-    /// Calls waiting for a human, with what they wait for.
-    suspended: Vec<(AgentCall, u32)>,
+    /// Calls waiting for a human (their number, the call, the attempt).
+    suspended: Vec<(u64, AgentCall, u32)>,
     pending: Vec<PendingResponse>,
     next_id: u64,
+    /// What the journal knows of the calls in flight: `None` until this invocation journaled a whole record
+    /// (then the steps after journal changes to it), and the changes since the last record.
+    journaled: Option<JournaledCalls>,
     mailbox: Mailbox,
     /// The composite's result once decided (the first decision wins; later completions are ignored).
     outcome: Option<Result<(Value, bool), AgentError>>,
@@ -102,6 +116,7 @@ impl SupervisorState {
             suspended: Vec::new(),
             pending: Vec::new(),
             next_id: 0,
+            journaled: None,
             mailbox,
             outcome: None,
             compensate: false,
@@ -136,10 +151,13 @@ impl SupervisorState {
         if self.outcome.is_some() {
             return;
         }
+        if let (Some(j), false) = (&mut self.journaled, matches!(result, Err(AgentError::Suspended { .. }))) {
+            j.ended.push(id);
+        }
         match result {
             Ok(outcome) => self.complete(done.call, outcome, false).await,
             Err(AgentError::Suspended { pending }) => {
-                self.suspended.push((done.call, done.attempt));
+                self.suspended.push((id, done.call, done.attempt));
                 self.pending.extend(pending);
                 self.suspend_if_idle();
             }
@@ -204,6 +222,11 @@ pub(crate) async fn supervise(args: SupervisorArgs) -> Result<(Value, bool), Age
         Box::pin(state.handle(msg)).await;
     }
     state.conclude().await
+}
+
+/// A call in flight as journaled.
+fn call_record(id: u64, c: &AgentCall, attempt: u32) -> CallRecord {
+    CallRecord { agent: c.agent, tag: c.tag, bindings: c.bindings.clone(), write_output: c.write_output, attempt, id }
 }
 
 fn context<'a>(inner: &'a CompositeInner, view: ScopeView, path: &'a str) -> PlanningContext<'a> {
@@ -351,23 +374,39 @@ impl SupervisorState {
         }
     }
 
-    /// The calls in flight (including those waiting for a human), plus `new` ones about to start.
+    /// The calls in flight (including those waiting for a human), plus `new` ones about to start (numbered
+    /// as [`SupervisorState::spawn_child`] will number them).
     fn inflight_records(&self, new: Option<&[AgentCall]>) -> Vec<CallRecord> {
-        let rec = |c: &AgentCall, attempt: u32| CallRecord {
-            agent: c.agent,
-            tag: c.tag,
-            bindings: c.bindings.clone(),
-            write_output: c.write_output,
-            attempt,
-        };
         let mut running: Vec<(&u64, &InFlight)> = self.inflight.iter().collect();
         running.sort_by_key(|(id, _)| **id);
         running
             .into_iter()
-            .map(|(_, f)| rec(&f.call, f.attempt))
-            .chain(self.suspended.iter().map(|(c, a)| rec(c, *a)))
-            .chain(new.unwrap_or_default().iter().map(|c| rec(c, 1)))
+            .map(|(id, f)| call_record(*id, &f.call, f.attempt))
+            .chain(self.suspended.iter().map(|(id, c, a)| call_record(*id, c, *a)))
+            .chain(new.unwrap_or_default().iter().zip(self.next_id..).map(|(c, id)| call_record(id, c, 1)))
             .collect()
+    }
+
+    /// The calls in flight for this step's record: the whole list at the invocation's first record (or when
+    /// it is no longer than the change), else the change since the previous record. Either way, the journal
+    /// then knows every call up to the `new` ones.
+    fn journal_calls(&mut self, new: Option<&[AgentCall]>, whole: bool) -> (Vec<CallRecord>, Option<InflightChange>) {
+        let new_calls = new.unwrap_or_default();
+        let announced = self.next_id + new_calls.len() as u64;
+        let in_flight = self.inflight.len() + self.suspended.len() + new_calls.len();
+        let change = match self.journaled.take() {
+            Some(j) if !whole && j.started.len() + new_calls.len() + j.ended.len() < in_flight => {
+                let mut started = j.started;
+                started.extend(new_calls.iter().zip(self.next_id..).map(|(c, id)| call_record(id, c, 1)));
+                Some(InflightChange { started, ended: j.ended })
+            }
+            _ => None,
+        };
+        self.journaled = Some(JournaledCalls { announced, ..JournaledCalls::default() });
+        match change {
+            Some(change) => (Vec::new(), Some(change)),
+            None => (self.inflight_records(new), None),
+        }
     }
 
     fn stalled(&mut self) {
@@ -397,6 +436,11 @@ impl SupervisorState {
                 Some(Arc::new(merged))
             }
         };
+        if let Some(j) = &mut self.journaled
+            && id >= j.announced
+        {
+            j.started.push(call_record(id, &call, attempt));
+        }
         let write_output = call.write_output;
         let span = self.span.clone();
         let journaling = self.run.journaling();
@@ -497,6 +541,12 @@ impl SupervisorState {
                 Ok(Action::DoneWith(v)) => (None, Some(Finish::DoneWith(v.clone()))),
                 _ => (None, None),
             };
+            // After a failed decision the planner's own account of its change may not hold: journal it whole.
+            let whole = action.is_err();
+            let state_patch =
+                if self.journaled.is_some() && !whole { self.planner.execution_state_patch() } else { None };
+            let state = if state_patch.is_some() { Value::Null } else { self.planner.execution_state() };
+            let (inflight, inflight_change) = self.journal_calls(new_calls, whole);
             let record = StepRecord {
                 run_id: self.run.run_id.to_string(),
                 seq: self.run.next_seq(),
@@ -504,8 +554,10 @@ impl SupervisorState {
                 delta: outcome.delta,
                 planner_states: vec![PlannerState {
                     path: self.path.to_string(),
-                    state: self.planner.execution_state(),
-                    inflight: self.inflight_records(new_calls),
+                    state,
+                    inflight,
+                    state_patch,
+                    inflight_change,
                     finished,
                     rationale: self.planner.rationale(),
                 }],
