@@ -455,7 +455,7 @@ impl InvocationContext {
     /// letting the engine write `output_key`.
     ///
     /// # Errors
-    /// The scope actor is gone.
+    /// None today (kept fallible for scopes kept elsewhere).
     pub async fn write(&self, key: impl Into<String>, value: Value) -> Result<(), AgentError> {
         let key = key.into();
         self.run.scope.write(vec![(key.clone(), value.clone())]).await?;

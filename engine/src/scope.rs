@@ -1,22 +1,22 @@
-//! The AgenticScope: one actor per run that owns the state map, the invocation history and the conversation
-//! context, plus the cheap read-only [`ScopeView`] snapshots that predicates and planners read.
+//! The AgenticScope: one per run, owning the state map, the invocation history and the conversation context,
+//! plus the cheap read-only [`ScopeView`] snapshots that predicates and planners read.
 //!
-//! Every write goes through the scope actor, so concurrent agents never race; each accepted write gets the
-//! run's next step sequence number. After each write the actor publishes a new snapshot (a persistent map, so
-//! publishing is O(keys written), and a snapshot clone is O(1)).
+//! Every request (a write, a history record, a pending mark) is applied one at a time, in order, so concurrent
+//! agents never race; each accepted write gets the run's next sequence number. After each write the scope
+//! publishes a new snapshot (a persistent map, so publishing is O(keys written), and a snapshot clone is O(1)).
+//! The requests are handled by the task that makes them, under the scope's lock (an actor's protocol without
+//! a task of its own: see [`ScopeHandle::spawn_with_history`]).
 //!
-//! Idea from LangChain4j's `AgenticScope` (the shared state of an agentic system); the actor and snapshot split
-//! is ours.
+//! Idea from LangChain4j's `AgenticScope` (the shared state of an agentic system); the serialised requests and
+//! snapshot split is ours.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
-use futures::channel::mpsc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 use crate::error::AgentError;
 
@@ -211,16 +211,7 @@ pub struct ContextEntry {
     pub answer: String,
 }
 
-/// Messages of the scope actor (the reply port last).
-enum ScopeMsg {
-    Write { delta: Vec<(String, Value)>, record: Option<Box<InvocationRecord>>, reply: oneshot::Sender<u64> },
-    MarkPending { key: String, reply: oneshot::Sender<()> },
-    AsyncDone { key: String, result: Result<Vec<(String, Value)>, AgentError>, reply: oneshot::Sender<u64> },
-    Record(Box<InvocationRecord>),
-    History { reply: oneshot::Sender<Vec<InvocationRecord>> },
-}
-
-/// The private state of the scope actor: it lives in the actor's task and nowhere else.
+/// The state of a run's scope, behind its handles' lock.
 struct ScopeState {
     /// The current snapshot lives only in the watch channel: writes modify it in place, so while no reader
     /// holds an older snapshot the persistent map is unshared and updated without copying its nodes.
@@ -256,59 +247,24 @@ impl ScopeState {
     }
 }
 
-impl ScopeState {
-    /// The actor's loop: one message at a time, in the order they were sent, until every handle is dropped
-    /// (the mailbox then ends and the task returns, dropping the state and closing the snapshot channel).
-    async fn run(mut self, mut mailbox: mpsc::UnboundedReceiver<ScopeMsg>) {
-        while let Some(msg) = mailbox.next().await {
-            self.handle(msg);
-        }
-    }
-
-    fn handle(&mut self, msg: ScopeMsg) {
-        let state = self;
-        match msg {
-            ScopeMsg::Write { delta, record, reply } => {
-                let seq = state.apply(delta);
-                if let Some(rec) = record {
-                    state.history.push(*rec);
-                }
-                let _ = reply.send(seq);
-            }
-            ScopeMsg::MarkPending { key, reply } => {
-                state.modify(|view| {
-                    view.pending.insert(key.clone());
-                    view.async_errors.remove(&key);
-                });
-                let _ = reply.send(());
-            }
-            ScopeMsg::AsyncDone { key, result, reply } => {
-                state.modify(|view| {
-                    view.pending.remove(&key);
-                });
-                let seq = match result {
-                    Ok(delta) => state.apply(delta),
-                    Err(e) => state.modify(|view| {
-                        view.async_errors.insert(key, e);
-                    }),
-                };
-                let _ = reply.send(seq);
-            }
-            ScopeMsg::Record(rec) => state.history.push(*rec),
-            ScopeMsg::History { reply } => {
-                let _ = reply.send(state.history.clone());
-            }
-        }
-    }
-}
-
 struct ScopeInner {
-    /// The actor's mailbox; the actor stops when the last handle (and with it this sender) is dropped.
-    mailbox: mpsc::UnboundedSender<ScopeMsg>,
+    /// The scope's state: every write, history record and pending mark is applied under this lock, by the
+    /// task that sends it, one at a time (see [`ScopeHandle::spawn_with_history`]).
+    state: Mutex<ScopeState>,
     memory_id: Arc<str>,
 }
 
-/// A handle on a run's scope actor. Cheap to clone; the actor stops when the last handle is dropped.
+impl ScopeInner {
+    /// Handles one request with the state locked. Never held across an `await`: the requests are plain
+    /// updates, so the lock is held for the update alone.
+    fn with<T>(&self, f: impl FnOnce(&mut ScopeState) -> T) -> T {
+        // A panic can only come from a serialiser inside `f`; the state is consistent between requests.
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut state)
+    }
+}
+
+/// A handle on a run's scope. Cheap to clone; the scope is dropped with the last handle.
 #[derive(Clone)]
 pub struct ScopeHandle {
     inner: Arc<ScopeInner>,
@@ -321,37 +277,30 @@ impl std::fmt::Debug for ScopeHandle {
     }
 }
 
-fn actor_gone(e: impl std::fmt::Display) -> AgentError {
-    AgentError::internal(format!("scope actor unavailable: {e}"))
-}
-
-impl ScopeInner {
-    /// Sends a message built around a fresh reply port and waits for the reply.
-    async fn call<T>(&self, msg: impl FnOnce(oneshot::Sender<T>) -> ScopeMsg) -> Result<T, AgentError> {
-        let (reply, answer) = oneshot::channel();
-        self.mailbox.unbounded_send(msg(reply)).map_err(|_| actor_gone("its task has ended"))?;
-        answer.await.map_err(|_| actor_gone("it dropped the reply"))
-    }
+fn scope_gone(e: impl std::fmt::Display) -> AgentError {
+    AgentError::internal(format!("scope unavailable: {e}"))
 }
 
 impl ScopeHandle {
-    /// Starts a scope actor for `memory_id` holding `initial` state.
+    /// Starts the scope of `memory_id` holding `initial` state.
     ///
     /// # Errors
-    /// [`AgentError::Internal`] when the actor cannot start (no Tokio runtime).
+    /// None today (kept fallible for scopes kept elsewhere).
     pub async fn spawn(memory_id: &str, initial: Map<String, Value>) -> Result<Self, AgentError> {
         Self::spawn_with_history(memory_id, initial, Vec::new()).await
     }
 
-    /// Starts a scope actor continuing an earlier run: its state and its invocation history.
+    /// Starts the scope continuing an earlier run: its state and its invocation history.
     ///
-    /// The actor is a Tokio task owning the state, with an unbounded mailbox (a `futures` channel: one small
-    /// node per message, nothing reserved up front) and a `oneshot` reply port per request. It was a ractor
-    /// actor; ractor's per-actor channels and supervision plumbing cost ~6 KiB per run, a third of a run's
-    /// memory at 10 000 concurrent runs, and the scope uses none of them (docs/architecture.md §2).
+    /// The scope keeps the AgenticScope actor's protocol — requests (writes, history records, pending marks)
+    /// are applied one at a time, in the order they are made, and readers see published snapshots — but its
+    /// requests are handled by the task that makes them, under a lock, instead of by a task of its own: every
+    /// handler is a plain update that never waits, so the lock serialises them exactly as a mailbox would,
+    /// without the two task wake-ups (there and back) per write that made a sequence's step ping-pong between
+    /// the runtime's workers (docs/architecture.md §2). It was a ractor actor, then a Tokio task.
     ///
     /// # Errors
-    /// [`AgentError::Internal`] when the actor cannot start (no Tokio runtime).
+    /// None today (kept fallible for scopes kept elsewhere).
     pub async fn spawn_with_history(
         memory_id: &str,
         initial: Map<String, Value>,
@@ -359,10 +308,8 @@ impl ScopeHandle {
     ) -> Result<Self, AgentError> {
         let view = ScopeView::from_map(initial);
         let (tx, rx) = watch::channel(view);
-        let runtime = tokio::runtime::Handle::try_current().map_err(actor_gone)?;
-        let (mailbox, messages) = mpsc::unbounded();
-        runtime.spawn(ScopeState { tx, history }.run(messages));
-        Ok(ScopeHandle { inner: Arc::new(ScopeInner { mailbox, memory_id: Arc::from(memory_id) }), rx })
+        let state = Mutex::new(ScopeState { tx, history });
+        Ok(ScopeHandle { inner: Arc::new(ScopeInner { state, memory_id: Arc::from(memory_id) }), rx })
     }
 
     /// The memory id (run id) this scope belongs to.
@@ -375,29 +322,32 @@ impl ScopeHandle {
         self.rx.borrow().clone()
     }
 
-    /// Writes `delta` (a `null` value removes the key) and returns the write's sequence number once the new
-    /// snapshot is published.
+    /// Writes `delta` (a `null` value removes the key) and returns the write's sequence number; the new
+    /// snapshot is published when it returns.
     ///
     /// # Errors
-    /// [`AgentError::Internal`] when the scope actor is gone.
+    /// None today (kept fallible for scopes kept elsewhere).
     pub async fn write(&self, delta: Vec<(String, Value)>) -> Result<u64, AgentError> {
-        self.inner.call(|reply| ScopeMsg::Write { delta, record: None, reply }).await
+        Ok(self.inner.with(|state| state.apply(delta)))
     }
 
-    /// Writes `delta` and appends `record` to the history in one message (the hot path of a step).
+    /// Writes `delta` and appends `record` to the history in one request (the hot path of a step).
     pub(crate) async fn write_and_record(
         &self,
         delta: Vec<(String, Value)>,
         record: InvocationRecord,
     ) -> Result<u64, AgentError> {
-        let record = Some(Box::new(record));
-        self.inner.call(|reply| ScopeMsg::Write { delta, record, reply }).await
+        Ok(self.inner.with(|state| {
+            let seq = state.apply(delta);
+            state.history.push(record);
+            seq
+        }))
     }
 
     /// Writes one typed value.
     ///
     /// # Errors
-    /// The value does not serialise, or the scope actor is gone.
+    /// The value does not serialise.
     pub async fn write_typed<T: Serialize>(&self, key: &TypedKey<T>, value: &T) -> Result<u64, AgentError> {
         let v = serde_json::to_value(value).map_err(|e| AgentError::internal(format!("key `{}`: {e}", key.name())))?;
         self.write(vec![(key.name().to_string(), v)]).await
@@ -405,7 +355,13 @@ impl ScopeHandle {
 
     /// Marks `key` as being produced by an async agent: readers wait until [`ScopeHandle::finish_async`].
     pub(crate) async fn mark_pending(&self, key: &str) -> Result<(), AgentError> {
-        self.inner.call(|reply| ScopeMsg::MarkPending { key: key.to_string(), reply }).await
+        self.inner.with(|state| {
+            state.modify(|view| {
+                view.pending.insert(key.to_string());
+                view.async_errors.remove(key);
+            })
+        });
+        Ok(())
     }
 
     /// Ends an async production of `key`: writes its delta, or records its error for readers.
@@ -414,7 +370,17 @@ impl ScopeHandle {
         key: &str,
         result: Result<Vec<(String, Value)>, AgentError>,
     ) -> Result<u64, AgentError> {
-        self.inner.call(|reply| ScopeMsg::AsyncDone { key: key.to_string(), result, reply }).await
+        Ok(self.inner.with(|state| {
+            state.modify(|view| {
+                view.pending.remove(key);
+            });
+            match result {
+                Ok(delta) => state.apply(delta),
+                Err(e) => state.modify(|view| {
+                    view.async_errors.insert(key.to_string(), e);
+                }),
+            }
+        }))
     }
 
     /// Reads `key`, waiting while an async agent is still producing it.
@@ -423,7 +389,7 @@ impl ScopeHandle {
     /// The error of the async agent that was producing `key`, with its original variant.
     pub async fn read_waiting(&self, key: &str) -> Result<Option<Value>, AgentError> {
         let mut rx = self.rx.clone();
-        let view = rx.wait_for(|v| !v.pending.contains(key)).await.map_err(actor_gone)?;
+        let view = rx.wait_for(|v| !v.pending.contains(key)).await.map_err(scope_gone)?;
         if let Some(e) = view.async_errors.get(key) {
             return Err(e.clone());
         }
@@ -433,24 +399,24 @@ impl ScopeHandle {
     /// A snapshot taken once no async agent is producing any key (at once when none is).
     ///
     /// # Errors
-    /// [`AgentError::Internal`] when the scope actor is gone.
+    /// [`AgentError::Internal`] when the scope is gone.
     pub async fn settled(&self) -> Result<ScopeView, AgentError> {
         let mut rx = self.rx.clone();
-        let view = rx.wait_for(|v| v.pending.is_empty()).await.map_err(actor_gone)?;
+        let view = rx.wait_for(|v| v.pending.is_empty()).await.map_err(scope_gone)?;
         Ok(view.clone())
     }
 
-    /// Appends an invocation to the history (fire and forget; ordered with the writes).
+    /// Appends an invocation to the history (ordered with the writes).
     pub fn record(&self, rec: InvocationRecord) {
-        let _ = self.inner.mailbox.unbounded_send(ScopeMsg::Record(Box::new(rec)));
+        self.inner.with(|state| state.history.push(rec));
     }
 
     /// The invocation history, in completion order.
     ///
     /// # Errors
-    /// [`AgentError::Internal`] when the scope actor is gone.
+    /// None today (kept fallible for scopes kept elsewhere).
     pub async fn history(&self) -> Result<Vec<InvocationRecord>, AgentError> {
-        self.inner.call(|reply| ScopeMsg::History { reply }).await
+        Ok(self.inner.with(|state| state.history.clone()))
     }
 
     /// The conversation context: the last exchange of each LLM agent, most recent last. It lives in the state

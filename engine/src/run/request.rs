@@ -107,7 +107,7 @@ impl RunOutcome {
     /// The invocation history of the run (all turns), in completion order.
     ///
     /// # Errors
-    /// [`AgentError::Internal`] when the scope actor is gone.
+    /// None today (kept fallible for scopes kept elsewhere).
     pub async fn history(&self) -> Result<Vec<InvocationRecord>, AgentError> {
         self.scope.history().await
     }

@@ -10,6 +10,7 @@
 //! aborts its children in turn, so cancellation cascades down the tree.
 
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,8 +56,12 @@ pub(crate) enum SupervisorMsg {
 struct InFlight {
     call: AgentCall,
     attempt: u32,
-    abort: AbortHandle,
+    /// The child's task; `None` for the child that runs inline, in the supervisor's own future.
+    abort: Option<AbortHandle>,
 }
+
+/// A child invocation, ready to run: it ends with the message its completion sends the supervisor.
+type ChildRun = Pin<Box<dyn Future<Output = SupervisorMsg> + Send>>;
 
 /// The calls in flight as the journal knows them, for journaling changes instead of whole lists.
 #[derive(Default)]
@@ -85,6 +90,8 @@ pub(crate) struct SupervisorState {
     suspended: Vec<(u64, AgentCall, u32)>,
     pending: Vec<PendingResponse>,
     next_id: u64,
+    /// The one child to run inline next (see [`SupervisorState::spawn_child`]).
+    inline: Option<ChildRun>,
     /// What the journal knows of the calls in flight: `None` until this invocation journaled a whole record
     /// (then the steps after journal changes to it), and the changes since the last record.
     journaled: Option<JournaledCalls>,
@@ -116,6 +123,7 @@ impl SupervisorState {
             suspended: Vec::new(),
             pending: Vec::new(),
             next_id: 0,
+            inline: None,
             journaled: None,
             mailbox,
             outcome: None,
@@ -217,8 +225,14 @@ pub(crate) async fn supervise(args: SupervisorArgs) -> Result<(Value, bool), Age
     // future for the whole invocation, though it is idle in the mailbox wait almost all the time.
     Box::pin(state.start()).await;
     while state.outcome.is_none() {
-        // The state holds a sender, so the channel never closes while we wait.
-        let Some(msg) = messages.next().await else { break };
+        let msg = match state.inline.take() {
+            Some(child) => child.await,
+            // The state holds a sender, so the channel never closes while we wait.
+            None => match messages.next().await {
+                Some(msg) => msg,
+                None => break,
+            },
+        };
         Box::pin(state.handle(msg)).await;
     }
     state.conclude().await
@@ -245,8 +259,11 @@ impl SupervisorState {
     }
 
     fn abort_all(&mut self) {
+        self.inline = None;
         for (_, f) in self.inflight.drain() {
-            f.abort.abort();
+            if let Some(abort) = f.abort {
+                abort.abort();
+            }
         }
     }
 
@@ -313,6 +330,8 @@ impl SupervisorState {
         self.report_decision(&action);
         match action {
             Action::Call(calls) => {
+                // A single call with nothing else running (a sequence, a loop) runs inline.
+                let alone = calls.len() == 1 && self.inflight.is_empty();
                 for call in calls {
                     if call.agent >= self.inner.sub_agents.len() {
                         let e = self.planning_context().error(format!(
@@ -322,7 +341,7 @@ impl SupervisorState {
                         ));
                         return self.fail(e);
                     }
-                    self.spawn_child(call, 1, Duration::ZERO);
+                    self.spawn_child(call, 1, Duration::ZERO, alone);
                 }
                 if self.inflight.is_empty() {
                     // An empty call list is "nothing to do".
@@ -353,13 +372,14 @@ impl SupervisorState {
             Some(Finish::DoneWith(v)) => return self.finish(Some(v)).await,
             None => {}
         }
+        let alone = saved.inflight.len() == 1 && self.inflight.is_empty();
         for c in saved.inflight {
             if c.agent >= self.inner.sub_agents.len() {
                 let e = self.planning_context().error(format!("checkpoint calls unknown sub-agent index {}", c.agent));
                 return self.fail(e);
             }
             let call = AgentCall { agent: c.agent, tag: c.tag, bindings: c.bindings, write_output: c.write_output };
-            self.spawn_child(call, c.attempt, Duration::ZERO);
+            self.spawn_child(call, c.attempt, Duration::ZERO, alone);
         }
         if self.inflight.is_empty() {
             self.stalled();
@@ -417,7 +437,11 @@ impl SupervisorState {
         self.fail(e);
     }
 
-    fn spawn_child(&mut self, call: AgentCall, attempt: u32, delay: Duration) {
+    /// Starts a child: on a task of its own, or, when it is `alone` (the only call the supervisor will wait
+    /// for), inline: the supervisor's loop runs it in its own future next. Inline saves the task and the wake
+    /// of another worker per step of a sequence; the supervisor has nothing else to do meanwhile, and
+    /// dropping its future (cancellation) drops the child with it, as aborting its task would.
+    fn spawn_child(&mut self, call: AgentCall, attempt: u32, delay: Duration, alone: bool) {
         let id = self.next_id;
         self.next_id += 1;
         let agent = self.inner.sub_agents[call.agent].clone();
@@ -444,30 +468,37 @@ impl SupervisorState {
         let write_output = call.write_output;
         let span = self.span.clone();
         let journaling = self.run.journaling();
-        // Boxed: the invocation future is large, and tokio moves a spawned future several times.
-        let task = tokio::spawn(Box::pin(
-            async move {
-                if !delay.is_zero() {
-                    tokio::time::sleep(delay).await;
-                }
-                // Lives in this task's future (already boxed): no allocation of its own.
-                let slot = FailedSlot::default();
-                let opts = InvokeOptions {
-                    bindings: bindings.as_ref(),
-                    allow_async: true,
-                    write_output,
-                    attempt,
-                    handler,
-                    listeners,
-                    failed_record: journaling.then_some(&slot),
-                };
-                let result = invoke_agent(&agent, &run, path, opts).await;
-                let failed = slot.lock().ok().and_then(|mut r| r.take());
-                let _ = me.unbounded_send(SupervisorMsg::ChildDone { id, result, failed });
+        let child = async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
             }
-            .instrument(span),
-        ));
-        self.inflight.insert(id, InFlight { call, attempt, abort: task.abort_handle() });
+            // Lives in this future (boxed): no allocation of its own.
+            let slot = FailedSlot::default();
+            let opts = InvokeOptions {
+                bindings: bindings.as_ref(),
+                allow_async: true,
+                write_output,
+                attempt,
+                handler,
+                listeners,
+                failed_record: journaling.then_some(&slot),
+            };
+            let result = invoke_agent(&agent, &run, path, opts).await;
+            let failed = slot.lock().ok().and_then(|mut r| r.take());
+            SupervisorMsg::ChildDone { id, result, failed }
+        }
+        .instrument(span);
+        if alone && self.inline.is_none() {
+            // Boxed: the invocation future is large.
+            self.inline = Some(Box::pin(child));
+            self.inflight.insert(id, InFlight { call, attempt, abort: None });
+            return;
+        }
+        // Boxed: the invocation future is large, and tokio moves a spawned future several times.
+        let task = tokio::spawn(Box::pin(async move {
+            let _ = me.unbounded_send(child.await);
+        }));
+        self.inflight.insert(id, InFlight { call, attempt, abort: Some(task.abort_handle()) });
     }
 
     /// Journals a failed attempt of sub-agent `agent` (a step that completes nothing: the planner does not
@@ -505,7 +536,8 @@ impl SupervisorState {
         match decision {
             Recovery::Retry { after } if done.attempt <= handler.max_retries() => {
                 tracing::debug!(path = %path, attempt = done.attempt, "retrying after error: {error}");
-                self.spawn_child(done.call, done.attempt + 1, after);
+                let alone = self.inflight.is_empty();
+                self.spawn_child(done.call, done.attempt + 1, after, alone);
             }
             Recovery::Substitute(value) => {
                 let mut delta = Vec::new();
