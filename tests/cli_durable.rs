@@ -253,3 +253,41 @@ fn runs_lists_the_spec_name() {
     let runs = json_out(&agentic(s, &["runs", "--json"]));
     assert_eq!(runs[0]["name"], json!("order-flow"), "the spec's name, not the root agent's (`approval`)");
 }
+
+/// Ctrl-C (SIGINT) cancels the run: it stops at a step boundary, exits 1 saying how to continue, and is
+/// recorded `cancelled` with the steps it made (not left `running`, to be mistaken for a crashed run).
+#[test]
+fn ctrl_c_cancels_the_run_and_records_it_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let spec = dir.path().join("count.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1\nroot: main\nagents:\n  main: { kind: loop, agents: [a], max_iterations: 3000000, output_key: n }\n  \
+         a: { kind: compute, value: \"(n | default(0)) + 1\", inputs: [], output_key: n }\n",
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(["run", spec.to_str().unwrap(), "--memory-id", "count", "--durability", "exit", "--json"])
+        .env("AGENTIC_STORE", &store)
+        .env_remove("AGENTIC_LOG")
+        .env_remove("AGENTIC_TEST_KILL_AFTER_STEP")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("interrupted: cancelling run `count`"), "{}", stderr(&o));
+    let printed: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(printed["status"], json!("cancelled"));
+
+    let o = agentic(&store, &["show", "count", "--json"]);
+    let shown: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(shown["status"], json!("cancelled"), "{shown}");
+    let done = shown["state"]["n"].as_u64().unwrap();
+    assert!(done > 0 && done < 3_000_000, "stopped after {done} iterations");
+}

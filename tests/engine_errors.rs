@@ -392,3 +392,51 @@ async fn retry_policy_backoff_is_capped() {
     let ctx = agentic::engine::ErrorContext { error: &err, agent: "a", path: "root/0", attempt: 20, view: &view };
     assert_eq!(agentic::engine::ErrorHandler::handle(&policy, &ctx), Recovery::Retry { after: MAX_BACKOFF });
 }
+
+/// A loop of a million steps that never wait (no I/O, no timer) and counts them.
+fn busy_loop(ticks: Arc<AtomicUsize>) -> agentic::planners::LoopBuilder {
+    let tick = FnAgent::builder("tick", move |_ctx| {
+        let ticks = ticks.clone();
+        Box::pin(async move { Ok(json!(ticks.fetch_add(1, Ordering::SeqCst) + 1)) })
+    })
+    .output_key("n")
+    .build();
+    Loop::builder().name("busy").sub_agents([tick]).max_iterations(1_000_000)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_of_steps_that_never_wait_still_stops_for_its_timeout_a_failing_sibling_and_a_cancellation() {
+    // Its own timeout.
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let lp = busy_loop(ticks.clone()).timeout(Duration::from_millis(100)).build().unwrap();
+    let err = lp.invoke().await.unwrap_err();
+    assert_eq!(err.to_string(), "agent `busy` (root) timed out after 100 ms");
+    let at_timeout = ticks.load(Ordering::SeqCst);
+    assert!(at_timeout < 1_000_000, "stopped at {at_timeout} iterations");
+
+    // A failing sibling aborts it.
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let par = Parallel::builder()
+        .sub_agents([busy_loop(ticks.clone()).build().unwrap(), fails_after("writer", 20)])
+        .build()
+        .unwrap();
+    let err = par.invoke().await.unwrap_err();
+    assert_eq!(err.to_string(), "agent `writer` (root/1) failed: disk full");
+    let at_failure = ticks.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let later = ticks.load(Ordering::SeqCst);
+    assert!(later < 1_000_000, "ran to {later} iterations");
+    assert!(later - at_failure < 1_000, "still running after the failure: {at_failure} then {later}");
+
+    // A cancellation stops it.
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let cancel = CancelHandle::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        c2.cancel();
+    });
+    let err = busy_loop(ticks.clone()).build().unwrap().invoke().cancel_handle(cancel).await.unwrap_err();
+    assert!(matches!(err, AgentError::Cancelled), "{err}");
+    assert!(ticks.load(Ordering::SeqCst) < 1_000_000);
+}

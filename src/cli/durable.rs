@@ -111,7 +111,12 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let request = built.root.resume(args.run_id.clone()).store_ref(store).source(source);
+    let request = built
+        .root
+        .resume(args.run_id.clone())
+        .store_ref(store)
+        .source(source)
+        .cancel_handle(super::cancel_on_ctrl_c(&rt, &args.run_id));
     let progress = super::progress::Progress::start();
     let request = match &progress {
         Some(p) => request.listener(p.clone()),

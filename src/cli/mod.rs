@@ -24,6 +24,29 @@ pub(crate) const EXIT_SUSPENDED: u8 = 2;
 /// Exit code: usage error or invalid spec.
 pub(crate) const EXIT_USAGE: u8 = 64;
 
+/// A cancel handle for the run the CLI is about to make: the first Ctrl-C (SIGINT) cancels the run, which then
+/// stops at its next step boundary, runs its compensations and is recorded `cancelled` (so `agentic resume`
+/// continues it); a second Ctrl-C exits at once with status 130, as an interrupted process does.
+pub(crate) fn cancel_on_ctrl_c(runtime: &tokio::runtime::Runtime, run_id: &str) -> agentic::engine::CancelHandle {
+    let handle = agentic::engine::CancelHandle::new();
+    let cancel = handle.clone();
+    let run_id = run_id.to_string();
+    runtime.spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        eprintln!(
+            "interrupted: cancelling run `{run_id}` (Ctrl-C again to exit at once); `agentic resume {run_id}` \
+             continues it"
+        );
+        cancel.cancel();
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(130);
+        }
+    });
+    handle
+}
+
 /// Parses the command line and runs the command.
 pub(crate) fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

@@ -79,7 +79,8 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         .durability(args.durability.into())
         .store_ref(store)
         .source(source.to_string_lossy())
-        .run_name(built.name.clone());
+        .run_name(built.name.clone())
+        .cancel_handle(super::cancel_on_ctrl_c(&runtime, &run_id));
     let progress = super::progress::Progress::start();
     let request = match &progress {
         Some(p) => request.listener(p.clone()),

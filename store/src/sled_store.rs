@@ -355,7 +355,16 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
     let wal = Wal::open(dir, log, journal.clone(), runs.clone())
         .map_err(|(what, e)| backend(format!("open store {shown}: {what}: {e}")))?;
     // Everything flushed is in the log; sled holds only what the last checkpoint wrote.
-    wal::replay(&wal, &db).map_err(|(what, e)| backend(format!("open store {shown}: {what}: {e}")))?;
+    let replayed = wal::replay(&wal, &db).map_err(|(what, e)| backend(format!("open store {shown}: {what}: {e}")))?;
+    if replayed.dropped_bytes > 0 {
+        // Only the tail of a write that was never acknowledged can be damaged; anything else is a damaged disk.
+        tracing::warn!(
+            "store {shown}: the write-ahead log has {} damaged bytes after its {} whole entries; they belong to a \
+             write that was never acknowledged (a crash during a flush) and were dropped",
+            replayed.dropped_bytes,
+            replayed.entries
+        );
+    }
     Ok(Inner { dir: dir.to_path_buf(), db, wal, runs, journal, snapshots })
 }
 

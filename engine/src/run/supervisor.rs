@@ -225,6 +225,10 @@ pub(crate) async fn supervise(args: SupervisorArgs) -> Result<(Value, bool), Age
     // future for the whole invocation, though it is idle in the mailbox wait almost all the time.
     Box::pin(state.start()).await;
     while state.outcome.is_none() {
+        // A loop of inline steps that never wait (compute agents) would otherwise never yield: spend the
+        // task's cooperative budget, so that it yields every so often and a timeout, a cancellation or a
+        // failing sibling's abort is seen.
+        tokio::task::coop::consume_budget().await;
         let msg = match state.inline.take() {
             Some(child) => child.await,
             // The state holds a sender, so the channel never closes while we wait.
