@@ -465,8 +465,8 @@ impl InvocationContext {
         Ok(())
     }
 
-    /// Writes `value` to the state under `key` when this invocation ends, in the same message to the scope
-    /// actor as its output (one exchange with the actor fewer than [`InvocationContext::write`]), and journals
+    /// Writes `value` to the state under `key` when this invocation ends, in the same request to the scope as
+    /// its output (one lock and one published snapshot fewer than [`InvocationContext::write`]), and journals
     /// it with the step like any write. For values nothing reads before this agent returns: the scope and
     /// every other agent see it once the invocation has completed or failed (not when it suspends).
     pub fn write_on_completion(&self, key: impl Into<String>, value: Value) {

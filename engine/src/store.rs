@@ -293,16 +293,11 @@ impl RunImage {
             // when two invocations of one composite path ran at once (a mapper over a composite): their records
             // interleave under one path. The composite then starts afresh on resume rather than from a state
             // mixed from two invocations.
-            let folded = self.planners.get(&ps.path).and_then(|prev| fold_change(prev, ps));
-            match folded {
-                Some(next) => {
-                    self.planners.insert(ps.path.clone(), next);
-                }
-                None => {
-                    tracing::warn!(run_id = %self.run_id, path = %ps.path, seq = record.seq,
-                        "a planner state change does not fit the composite's previous record; it restarts on resume");
-                    self.planners.remove(&ps.path);
-                }
+            let folded = self.planners.get_mut(&ps.path).is_some_and(|prev| fold_change(prev, ps));
+            if !folded {
+                tracing::warn!(run_id = %self.run_id, path = %ps.path, seq = record.seq,
+                    "a planner state change does not fit the composite's previous record; it restarts on resume");
+                self.planners.remove(&ps.path);
             }
         }
         if let Some(inv) = &record.invocation {
@@ -326,37 +321,30 @@ impl RunImage {
     }
 }
 
-/// `prev` with the change `ps` journals folded in (its state patched, its calls in flight changed), or `None`
-/// when the patch does not apply to `prev`'s state.
-fn fold_change(prev: &PlannerState, ps: &PlannerState) -> Option<PlannerState> {
-    let state = match &ps.state_patch {
+/// Folds the change `ps` journals into `prev` in place (its state patched, its calls in flight changed):
+/// O(change), not O(state), so that folding a fan-out's K records stays O(K). Returns false when the patch
+/// does not apply to `prev`'s state (which is then not to be used).
+fn fold_change(prev: &mut PlannerState, ps: &PlannerState) -> bool {
+    match &ps.state_patch {
         Some(ops) => {
-            let patch: json_patch::Patch = serde_json::from_value(ops.clone()).ok()?;
-            let mut state = prev.state.clone();
-            json_patch::patch(&mut state, &patch).ok()?;
-            state
+            let Ok(patch) = json_patch::Patch::deserialize(ops) else { return false };
+            if json_patch::patch(&mut prev.state, &patch).is_err() {
+                return false;
+            }
         }
-        None => ps.state.clone(),
-    };
-    let inflight = match &ps.inflight_change {
+        None => prev.state.clone_from(&ps.state),
+    }
+    match &ps.inflight_change {
         Some(change) => {
             let ended: std::collections::HashSet<u64> = change.ended.iter().copied().collect();
-            let mut inflight: Vec<CallRecord> =
-                prev.inflight.iter().filter(|c| !ended.contains(&c.id)).cloned().collect();
-            inflight.extend(change.started.iter().cloned());
-            inflight
+            prev.inflight.retain(|c| !ended.contains(&c.id));
+            prev.inflight.extend(change.started.iter().cloned());
         }
-        None => ps.inflight.clone(),
-    };
-    Some(PlannerState {
-        path: ps.path.clone(),
-        state,
-        inflight,
-        state_patch: None,
-        inflight_change: None,
-        finished: ps.finished.clone(),
-        rationale: ps.rationale.clone(),
-    })
+        None => prev.inflight.clone_from(&ps.inflight),
+    }
+    prev.finished.clone_from(&ps.finished);
+    prev.rationale.clone_from(&ps.rationale);
+    true
 }
 
 /// Where runs are kept: the journal, the run records, and the folded images runs resume from.

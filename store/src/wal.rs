@@ -7,8 +7,8 @@
 //! file only: one device wait per flush. sled is written only by a [`Wal::checkpoint`] (the unapplied entries
 //! applied to sled, sled's flush + `fdatasync` of sled's log, then the file is truncated), when the file
 //! exceeds [`CHECKPOINT_BYTES`]: a store that only writes through the log leaves sled's files untouched, so
-//! that the next open of sled has nothing to recover (sled writes and `fsync`s a new snapshot of its own and
-//! zeroes its log's tail at every open that follows a write). Closing the store ([`Wal::close`]) syncs the
+//! that the next open of sled has no snapshot of its own to write and `fsync` (sled does so at every open that
+//! follows a write to it). Closing the store ([`Wal::close`]) syncs the
 //! file and keeps it; [`replay`] reads it back into the unapplied maps at open.
 //!
 //! Preallocation: the file grows in zero-filled chunks ([`GROW_MIN`] doubling up to [`GROW_MAX`]) ahead of
@@ -375,20 +375,18 @@ impl Wal {
         // unapplied (the file is truncated, so they go to it after the truncation).
         let (journal, runs, end) = {
             let mut pending = lock(&self.pending);
-            let end = pending.end;
             pending.buf.clear();
-            (pending.journal.clone(), pending.runs.clone(), end)
+            let batch = |entries: &BTreeMap<Box<[u8]>, Unapplied>| {
+                let mut batch = Batch::default();
+                for (key, u) in entries {
+                    batch.insert(&**key, &*u.value);
+                }
+                batch
+            };
+            (batch(&pending.journal), batch(&pending.runs), pending.end)
         };
-        let mut batch = Batch::default();
-        for (key, u) in &journal {
-            batch.insert(&**key, &*u.value);
-        }
-        self.journal.apply_batch(batch).map_err(|e| ("write the journal to sled", e.to_string()))?;
-        let mut batch = Batch::default();
-        for (key, u) in &runs {
-            batch.insert(&**key, &*u.value);
-        }
-        self.runs.apply_batch(batch).map_err(|e| ("write the run records to sled", e.to_string()))?;
+        self.journal.apply_batch(journal).map_err(|e| ("write the journal to sled", e.to_string()))?;
+        self.runs.apply_batch(runs).map_err(|e| ("write the run records to sled", e.to_string()))?;
         db.flush().map_err(|e| ("flush sled", e.to_string()))?;
         self.sled_log.sync_data().map_err(|e| ("fdatasync sled's log", e.to_string()))?;
         if writer.allocated > 0 || writer.failed {

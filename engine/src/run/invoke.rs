@@ -339,7 +339,7 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec<'_>) -> Res
     if scope_writes.is_empty() {
         run.scope.record(record);
     } else {
-        // The output, the writes staged for completion and the history record travel in one message.
+        // The output, the writes staged for completion and the history record go to the scope in one request.
         run.scope.write_and_record(scope_writes, record).await?;
     }
     result.map(|output| ChildOutcome { output, delta, record: journaled, ..Default::default() })

@@ -573,7 +573,6 @@ impl InvokeRequest {
     }
 }
 
-/// Appends records in order and flushes whenever it has caught up (the flush overlaps the next steps).
 /// The journal writer of async durability: appends the records as they come and flushes after each batch
 /// (the records that arrived while the previous flush waited), so that the flush of step i overlaps step i+1.
 /// A batch that ends with the run (the channel closed) is left for the caller's final flush, which the run
