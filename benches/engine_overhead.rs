@@ -1,10 +1,14 @@
 //! Per-step engine overhead, in memory, with no-op agents: a 1000-step sequence and a 1000-agent parallel
 //! block (the shapes of the LangGraph harness in `../shared/bench/langgraph`: a chain of N nodes each writing
-//! one key, and a static fan-out of K branches joined at the end).
+//! one key, and a static fan-out of K branches joined at the end); and the cost of an LLM step without the
+//! model: a 5-step sequence of `LlmAgent`s (template, request, answer, output and context writes) over a model
+//! that answers at once.
 //!
 //! Run: `cargo bench --bench engine_overhead`. Divide the reported time by the number of steps for the
 //! per-step figure; docs/performance.md keeps the latest ratios.
 
+use agentic::agents::model::{ChatMessage, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo};
+use agentic::engine::TokenUsage;
 use agentic::prelude::*;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
@@ -22,6 +26,44 @@ fn chain(n: usize, distinct: bool) -> AgentRef {
 fn fan_out(k: usize) -> AgentRef {
     let agents = (0..k).map(|i| noop(i, format!("k{i}")));
     Parallel::builder().sub_agents(agents).build().expect("build")
+}
+
+/// A model answering `ok` at once: what is left of an LLM step is the engine's and the agent's work.
+struct Instant(ModelInfo);
+
+impl ChatModel for Instant {
+    fn info(&self) -> &ModelInfo {
+        &self.0
+    }
+
+    async fn chat(&self, _request: ChatRequest) -> Result<ChatResponse, ModelError> {
+        Ok(ChatResponse {
+            message: ChatMessage::assistant("ok".to_string()),
+            usage: TokenUsage { input: 8, output: 1 },
+            finish_reason: FinishReason::Stop,
+            logprobs: None,
+        })
+    }
+}
+
+fn llm_chain(n: usize) -> AgentRef {
+    let info = ModelInfo {
+        provider: "instant".into(),
+        server: "in-process".into(),
+        model: "ok".into(),
+        json_schema: false,
+        tools: false,
+    };
+    let model = ChatModelRef::new(Instant(info));
+    let agents = (0..n).map(|i| {
+        LlmAgent::builder(model.clone())
+            .name(format!("llm{i}"))
+            .user("Say ok to {{ input }}")
+            .output_key(format!("k{i}"))
+            .build()
+            .expect("build")
+    });
+    Sequence::builder().sub_agents(agents).build().expect("build")
 }
 
 fn bench(c: &mut Criterion) {
@@ -46,6 +88,13 @@ fn bench(c: &mut Criterion) {
             b.to_async(&rt).iter(|| async { s.invoke().await.expect("run") });
         });
     }
+    g.finish();
+    let mut g = c.benchmark_group("llm_step");
+    let system = llm_chain(5);
+    g.throughput(Throughput::Elements(5));
+    g.bench_with_input(BenchmarkId::new("sequence", 5), &system, |b, s| {
+        b.to_async(&rt).iter(|| async { s.invoke().input("input", "bench").await.expect("run") });
+    });
     g.finish();
 }
 

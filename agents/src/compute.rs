@@ -81,10 +81,9 @@ fn evaluate(
     view: &agentic_engine::ScopeView,
     inputs: &serde_json::Map<String, Value>,
 ) -> Result<Value, (String, String)> {
-    let extra: Vec<(&str, Value)> = inputs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     match body {
-        Body::Expression(e) => e.eval(view, &extra).map_err(|m| (m, e.source().to_string())),
-        Body::Template(t) => t.render(view, &extra).map(Value::String).map_err(|m| (m, t.source().to_string())),
+        Body::Expression(e) => e.eval_inputs(view, inputs).map_err(|m| (m, e.source().to_string())),
+        Body::Template(t) => t.render_inputs(view, inputs).map(Value::String).map_err(|m| (m, t.source().to_string())),
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 use agentic_engine::ScopeView;
 use minijinja::value::{Enumerator, Object, Serde};
 use minijinja::{Environment, UndefinedBehavior};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::ExprError;
 
@@ -74,10 +74,15 @@ impl Object for ScopeObject {
 }
 
 fn context(view: &ScopeView, extra: &[(&str, Value)]) -> minijinja::Value {
-    minijinja::Value::from_object(ScopeObject {
-        view: view.clone(),
-        extra: extra.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
-    })
+    owned_context(view, extra.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+}
+
+fn inputs_context(view: &ScopeView, inputs: &Map<String, Value>) -> minijinja::Value {
+    owned_context(view, inputs.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+}
+
+fn owned_context(view: &ScopeView, extra: Vec<(String, Value)>) -> minijinja::Value {
+    minijinja::Value::from_object(ScopeObject { view: view.clone(), extra })
 }
 
 fn to_json(value: &minijinja::Value) -> Result<Value, String> {
@@ -151,6 +156,16 @@ impl Expression {
         let v = self.compiled.eval(context(view, extra)).map_err(|e| describe(&e))?;
         Ok(v.is_true())
     }
+
+    /// Evaluates over `view` plus an agent's resolved `inputs` (which take precedence over the state), copying
+    /// each input once.
+    ///
+    /// # Errors
+    /// As [`Expression::eval`].
+    pub fn eval_inputs(&self, view: &ScopeView, inputs: &Map<String, Value>) -> Result<Value, String> {
+        let v = self.compiled.eval(inputs_context(view, inputs)).map_err(|e| describe(&e))?;
+        to_json(&v)
+    }
 }
 
 /// A compiled minijinja template that renders to a string.
@@ -202,6 +217,16 @@ impl Template {
         let t = self.env.get_template(NAME).map_err(|e| describe(&e))?;
         t.render(context(view, extra)).map_err(|e| describe(&e))
     }
+
+    /// Renders over `view` plus an agent's resolved `inputs` (which take precedence over the state), copying
+    /// each input once.
+    ///
+    /// # Errors
+    /// As [`Template::render`].
+    pub fn render_inputs(&self, view: &ScopeView, inputs: &Map<String, Value>) -> Result<String, String> {
+        let t = self.env.get_template(NAME).map_err(|e| describe(&e))?;
+        t.render(inputs_context(view, inputs)).map_err(|e| describe(&e))
+    }
 }
 
 #[cfg(test)]
@@ -238,6 +263,11 @@ mod tests {
         assert_eq!(t.variables(), vec!["name".to_string()]);
         assert_eq!(t.render(&view(json!({"name": "Ada"})), &[]), Ok("Hello Ada!".to_string()));
         assert!(t.render(&view(json!({})), &[]).is_err(), "printing a missing key is an error");
+        let inputs: Map<String, Value> = [("name".to_string(), json!("Grace"))].into_iter().collect();
+        assert_eq!(t.render_inputs(&view(json!({"name": "Ada"})), &inputs), Ok("Hello Grace!".to_string()));
+        let e = Expression::compile("n * 2").expect("compile");
+        let n: Map<String, Value> = [("n".to_string(), json!(21))].into_iter().collect();
+        assert_eq!(e.eval_inputs(&view(json!({"n": 1})), &n), Ok(json!(42)));
         let j = Template::compile("{{ v }}").expect("compile");
         assert_eq!(
             j.render(&view(json!({"v": {"ok": true, "n": [1, 2]}})), &[]),

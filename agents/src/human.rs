@@ -98,13 +98,13 @@ impl Agent for Human {
         if let Some(answer) = ctx.take_answer(&id) {
             return Ok(parse_answer(answer));
         }
-        let extra: Vec<(&str, Value)> = ctx.inputs().iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-        let prompt = self.prompt.render(&ctx.view(), &extra).map_err(|message| AgentError::Expression {
-            agent: ctx.agent_name().to_string(),
-            path: ctx.path().to_string(),
-            what: "prompt".to_string(),
-            message,
-        })?;
+        let prompt =
+            self.prompt.render_inputs(&ctx.view(), ctx.inputs()).map_err(|message| AgentError::Expression {
+                agent: ctx.agent_name().to_string(),
+                path: ctx.path().to_string(),
+                what: "prompt".to_string(),
+                message,
+            })?;
         match self.mode {
             HumanMode::Suspend => Err(ctx.suspend(id, prompt)),
             HumanMode::Pending => {

@@ -477,8 +477,7 @@ pub fn memory_key(agent: &str) -> String {
 
 impl LlmAgent {
     fn render(&self, ctx: &InvocationContext, t: &Template, what: &str) -> Result<String, AgentError> {
-        let extra: Vec<(&str, Value)> = ctx.inputs().iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-        t.render(&ctx.view(), &extra).map_err(|message| AgentError::Expression {
+        t.render_inputs(&ctx.view(), ctx.inputs()).map_err(|message| AgentError::Expression {
             agent: ctx.agent_name().to_string(),
             path: ctx.path().to_string(),
             what: format!("{what} message"),
@@ -489,6 +488,15 @@ impl LlmAgent {
     /// The context put before the user message (empty when there is none), asking `model` for a summary
     /// when the context is summarized.
     async fn context_prefix(&self, ctx: &InvocationContext, model: &ChatModelRef) -> Result<String, AgentError> {
+        match &self.context {
+            ContextSource::None => Ok(String::new()),
+            // Boxed: only these wait, and their future would enlarge every invocation's.
+            _ => Box::pin(self.context_text(ctx, model)).await,
+        }
+    }
+
+    /// [`LlmAgent::context_prefix`] for an agent that has a context source.
+    async fn context_text(&self, ctx: &InvocationContext, model: &ChatModelRef) -> Result<String, AgentError> {
         let (agents, summarize) = match &self.context {
             ContextSource::None => return Ok(String::new()),
             ContextSource::Function(f) => {
@@ -526,11 +534,11 @@ impl LlmAgent {
         &self,
         ctx: &InvocationContext,
         model: &ChatModelRef,
-        request: &ChatRequest,
+        request: ChatRequest,
     ) -> Result<ChatResponse, AgentError> {
         let fail_model = |e: crate::model::ModelError| ctx.fail(e.to_string());
         let response = if self.streaming {
-            let mut stream = model.chat_stream(request.clone()).await.map_err(fail_model)?;
+            let mut stream = model.chat_stream(request).await.map_err(fail_model)?;
             let mut done = None;
             while let Some(event) = stream.next().await {
                 match event.map_err(fail_model)? {
@@ -553,24 +561,27 @@ impl LlmAgent {
                 ctx.fail(format!("model `{}` at {}: the stream ended without an answer", info.model, info.server))
             })?
         } else {
-            model.chat(request.clone()).await.map_err(fail_model)?
+            model.chat(request).await.map_err(fail_model)?
         };
         ctx.add_tokens(response.usage);
         Ok(response)
     }
 
     /// Asks the model and runs the tools it calls until it answers without calling tools (at most
-    /// `max_tool_iterations` rounds). The tool rounds are appended to `request.messages`.
+    /// `max_tool_iterations` rounds). The tool rounds are appended to `request.messages`. Without tools and
+    /// without `keep` (nothing will ask again), the request is handed to the model and left empty.
     async fn converse(
         &self,
         ctx: &InvocationContext,
         model: &ChatModelRef,
         info: &ModelInfo,
         request: &mut ChatRequest,
+        keep: bool,
     ) -> Result<ChatResponse, AgentError> {
         let mut rounds = 0;
         loop {
-            let response = self.ask(ctx, model, request).await?;
+            let sent = if keep || !self.tools.is_empty() { request.clone() } else { std::mem::take(request) };
+            let response = self.ask(ctx, model, sent).await?;
             if self.tools.is_empty() || response.tool_calls().is_empty() {
                 return Ok(response);
             }
@@ -676,24 +687,26 @@ impl Agent for LlmAgent {
         if let Some(system) = &self.system {
             messages.push(ChatMessage::system(self.render(ctx, system, "system")?));
         }
-        let key = memory_key(&self.spec.name);
-        let mut memory: Vec<ChatMessage> = match (self.memory_window, view.get(&key)) {
-            (Some(_), Some(v)) => serde_json::from_value(v.clone()).unwrap_or_else(|e| {
+        let key = self.memory_window.map(|_| memory_key(&self.spec.name));
+        let mut memory: Vec<ChatMessage> = match key.as_ref().and_then(|k| view.get(k).map(|v| (k, v))) {
+            Some((key, v)) => serde_json::from_value(v.clone()).unwrap_or_else(|e| {
                 tracing::warn!(agent = %self.spec.name, "ignoring unreadable memory `{key}`: {e}");
                 Vec::new()
             }),
-            _ => Vec::new(),
+            None => Vec::new(),
         };
         // Not held across the model call: while a reader holds a snapshot, the scope copies what it writes.
         drop(view);
         messages.extend(memory.iter().cloned());
 
         let structured = if info.json_schema { self.output.response_format() } else { None };
-        let mut sent = format!("{}{user}", self.context_prefix(ctx, &model).await?);
+        let mut sent = self.context_prefix(ctx, &model).await?;
+        sent.push_str(&user);
         if structured.is_none()
             && let Some(hint) = self.output.hint()
         {
-            sent = format!("{sent}\n\n{hint}");
+            sent.push_str("\n\n");
+            sent.push_str(&hint);
         }
         messages.push(ChatMessage::user(sent));
 
@@ -705,7 +718,9 @@ impl Agent for LlmAgent {
         let wrapped = structured.as_ref().is_some_and(|(_, w)| *w);
         request.response_format = structured.map(|(f, _)| f);
 
-        let response = self.converse(ctx, &model, info, &mut request).await?;
+        // A text answer always reads; any other type may be asked for again, which needs the request.
+        let keep = !matches!(self.output, OutputType::String);
+        let response = self.converse(ctx, &model, info, &mut request, keep).await?;
         let mut answer = response.text().to_string();
         let value = match parse(&self.output, &answer, wrapped, self.checker.as_ref()) {
             Ok(v) => v,
@@ -721,7 +736,8 @@ impl Agent for LlmAgent {
                     again = format!("{again} {hint}");
                 }
                 request.messages.push(ChatMessage::user(again));
-                let response = self.converse(ctx, &model, info, &mut request).await?;
+                // Boxed: the rare second question would enlarge every invocation's future.
+                let response = Box::pin(self.converse(ctx, &model, info, &mut request, true)).await?;
                 answer = response.text().to_string();
                 parse(&self.output, &answer, wrapped, self.checker.as_ref()).map_err(|second| {
                     ctx.fail(format!(
@@ -737,7 +753,7 @@ impl Agent for LlmAgent {
         };
 
         ctx.set_context(&user, &answer).await?;
-        if let Some(window) = self.memory_window {
+        if let (Some(window), Some(key)) = (self.memory_window, key) {
             memory.push(ChatMessage::user(user));
             memory.push(ChatMessage::assistant(answer));
             let skip = memory.len().saturating_sub(window);

@@ -405,7 +405,11 @@ pub struct InvocationContext {
     pub(crate) bindings: Option<Arc<Map<String, Value>>>,
     pub(crate) attempt: u32,
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
+    /// The invocation's writes, kept for its step record (or, for an async agent, to apply when it ends);
+    /// only when [`InvocationContext::keep_writes`] (a run without a journal needs no copy of them).
     pub(crate) writes: Mutex<Vec<(String, Value)>>,
+    /// Whether `writes` is kept: the run is journaled or the agent runs asynchronously.
+    pub(crate) keep_writes: bool,
     /// Writes the scope receives with the outcome ([`InvocationContext::write_on_completion`]).
     pub(crate) deferred: Mutex<Vec<(String, Value)>>,
     pub(crate) tokens: Mutex<Option<TokenUsage>>,
@@ -458,6 +462,10 @@ impl InvocationContext {
     /// None today (kept fallible for scopes kept elsewhere).
     pub async fn write(&self, key: impl Into<String>, value: Value) -> Result<(), AgentError> {
         let key = key.into();
+        if !self.keep_writes {
+            self.run.scope.write(vec![(key, value)]).await?;
+            return Ok(());
+        }
         self.run.scope.write(vec![(key.clone(), value.clone())]).await?;
         if let Ok(mut w) = self.writes.lock() {
             merge_delta(&mut w, key, value);
@@ -471,11 +479,13 @@ impl InvocationContext {
     /// every other agent see it once the invocation has completed or failed (not when it suspends).
     pub fn write_on_completion(&self, key: impl Into<String>, value: Value) {
         let key = key.into();
-        if let Ok(mut d) = self.deferred.lock() {
-            merge_delta(&mut d, key.clone(), value.clone());
+        if self.keep_writes
+            && let Ok(mut w) = self.writes.lock()
+        {
+            merge_delta(&mut w, key.clone(), value.clone());
         }
-        if let Ok(mut w) = self.writes.lock() {
-            merge_delta(&mut w, key, value);
+        if let Ok(mut d) = self.deferred.lock() {
+            merge_delta(&mut d, key, value);
         }
     }
 
@@ -486,7 +496,7 @@ impl InvocationContext {
     /// # Errors
     /// None today; kept fallible so that a context store of another kind can report one.
     pub async fn set_context(&self, user: &str, answer: &str) -> Result<(), AgentError> {
-        let key = format!("{}{}", crate::scope::CONTEXT_PREFIX, self.name);
+        let key = [crate::scope::CONTEXT_PREFIX, &self.name].concat();
         let at_us = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_micros() as u64)

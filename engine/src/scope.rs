@@ -52,6 +52,13 @@ pub struct InvocationRecord {
     pub error: Option<String>,
 }
 
+/// The hasher of the snapshot's maps: foldhash, seeded per process, instead of the standard library's
+/// SipHash, which costs several times as much on the short string keys of a state.
+type FastHash = foldhash::fast::RandomState;
+
+/// A persistent map of a snapshot.
+type SnapshotMap<K, V> = imbl::GenericHashMap<K, V, FastHash, imbl::shared_ptr::DefaultSharedPtr>;
+
 /// An immutable snapshot of a run's state: what predicates, exit conditions and output functions read.
 ///
 /// Cloning is O(1) (structural sharing). Absent keys and keys holding `null` read as absent.
@@ -59,9 +66,9 @@ pub struct InvocationRecord {
 pub struct ScopeView {
     // Keys and values behind `Arc`s: publishing a snapshot shares the map, so the next write copies the path
     // to its key — with `Arc`s that copy is reference-count bumps, not deep clones of neighbouring values.
-    state: imbl::HashMap<Arc<str>, Arc<Value>>,
-    pending: imbl::HashSet<String>,
-    async_errors: imbl::HashMap<String, AgentError>,
+    state: SnapshotMap<Arc<str>, Arc<Value>>,
+    pending: imbl::GenericHashSet<String, FastHash, imbl::shared_ptr::DefaultSharedPtr>,
+    async_errors: SnapshotMap<String, AgentError>,
     seq: u64,
 }
 
@@ -331,17 +338,14 @@ impl ScopeHandle {
         Ok(self.inner.with(|state| state.apply(delta)))
     }
 
-    /// Writes `delta` and appends `record` to the history in one request (the hot path of a step).
-    pub(crate) async fn write_and_record(
-        &self,
-        delta: Vec<(String, Value)>,
-        record: InvocationRecord,
-    ) -> Result<u64, AgentError> {
-        Ok(self.inner.with(|state| {
+    /// Writes `delta` and appends `record` to the history in one request (the hot path of a step). Not
+    /// `async`: it never waits, and a future would hold the record in every invocation's future.
+    pub(crate) fn write_and_record(&self, delta: Vec<(String, Value)>, record: InvocationRecord) -> u64 {
+        self.inner.with(|state| {
             let seq = state.apply(delta);
             state.history.push(record);
             seq
-        }))
+        })
     }
 
     /// Writes one typed value.

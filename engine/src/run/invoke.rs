@@ -20,7 +20,7 @@ use crate::store::StepRecord;
 pub(crate) struct ChildOutcome {
     /// The agent's result.
     pub(crate) output: Value,
-    /// Keys written by this invocation itself.
+    /// Keys written by this invocation itself; kept only when the run is journaled or the agent is async.
     pub(crate) delta: Vec<(String, Value)>,
     /// The invocation record (absent when skipped or started async).
     pub(crate) record: Option<InvocationRecord>,
@@ -81,6 +81,7 @@ pub(crate) async fn invoke_agent(
         listeners,
         child_listeners,
         failed_record: opts.failed_record,
+        keep_writes: run.journaling() || (spec.is_async && opts.allow_async),
     };
     if spec.is_async && opts.allow_async {
         if let Some(key) = &write_key {
@@ -172,7 +173,8 @@ async fn resolve_inputs(
         let raw = match bindings.and_then(|b| b.get(&input.key)) {
             Some(v) => Some(v.clone()),
             None if view.is_pending(&input.key) || view.has_async_error(&input.key) => {
-                run.scope.read_waiting(&input.key).await?
+                // Boxed: the rare wait on an async agent's key would enlarge every invocation's future.
+                Box::pin(run.scope.read_waiting(&input.key)).await?
             }
             None => view.get(&input.key).cloned(),
         };
@@ -186,7 +188,7 @@ async fn resolve_inputs(
                 key: input.key.clone(),
             });
         };
-        let value = input.value_type.coerce(&raw).ok_or_else(|| AgentError::Coercion {
+        let value = input.value_type.coerce_owned(raw).map_err(|raw| AgentError::Coercion {
             agent: spec.name.clone(),
             path: path.to_string(),
             key: input.key.clone(),
@@ -217,11 +219,25 @@ struct Exec<'a> {
     listeners: Arc<[ListenerRef]>,
     child_listeners: Arc<[ListenerRef]>,
     failed_record: Option<&'a FailedSlot>,
+    /// Whether the outcome carries the invocation's writes (`ChildOutcome::delta`): for the journal, or for
+    /// an async agent's writes applied when it ends.
+    keep_writes: bool,
 }
 
 async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec<'_>) -> Result<ChildOutcome, AgentError> {
     let spec = agent.spec();
-    let Exec { path, inputs, bindings, write_key, attempt, handler, listeners, child_listeners, failed_record } = exec;
+    let Exec {
+        path,
+        inputs,
+        bindings,
+        write_key,
+        attempt,
+        handler,
+        listeners,
+        child_listeners,
+        failed_record,
+        keep_writes,
+    } = exec;
     let ctx = InvocationContext {
         run: run.clone(),
         path,
@@ -231,6 +247,7 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec<'_>) -> Res
         attempt,
         handler,
         writes: Mutex::new(Vec::new()),
+        keep_writes,
         deferred: Mutex::new(Vec::new()),
         tokens: Mutex::new(None),
         listeners,
@@ -261,7 +278,8 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec<'_>) -> Res
     let started = now_us();
     let fut = AssertUnwindSafe(agent.0.invoke_dyn(&ctx).instrument(span.clone())).catch_unwind();
     let caught = match spec.timeout {
-        Some(t) => match tokio::time::timeout(t, fut).await {
+        // Boxed: a timer is large and most agents have none; every invocation's future stays smaller.
+        Some(t) => match Box::pin(tokio::time::timeout(t, fut)).await {
             Ok(r) => r,
             Err(_) => Ok(Err(AgentError::Timeout {
                 agent: spec.name.clone(),
@@ -291,7 +309,9 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec<'_>) -> Res
         Err(e) => (Value::Null, Some(e.to_string())),
     };
     if let (Ok(v), Some(key)) = (&result, write_key) {
-        merge_delta(&mut delta, key.clone(), v.clone());
+        if keep_writes {
+            merge_delta(&mut delta, key.clone(), v.clone());
+        }
         merge_delta(&mut scope_writes, key, v.clone());
     }
     if let Some(t) = tokens {
@@ -340,7 +360,7 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec<'_>) -> Res
         run.scope.record(record);
     } else {
         // The output, the writes staged for completion and the history record go to the scope in one request.
-        run.scope.write_and_record(scope_writes, record).await?;
+        run.scope.write_and_record(scope_writes, record);
     }
     result.map(|output| ChildOutcome { output, delta, record: journaled, ..Default::default() })
 }

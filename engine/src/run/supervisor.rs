@@ -85,7 +85,8 @@ pub(crate) struct SupervisorState {
     child_listeners: Arc<[ListenerRef]>,
     span: tracing::Span,
     planner: Box<dyn Planner>,
-    inflight: HashMap<u64, InFlight>,
+    /// Keyed by call number; foldhash, as the hashing of a call number by SipHash cost more than the lookup.
+    inflight: HashMap<u64, InFlight, foldhash::fast::RandomState>,
     /// Calls waiting for a human (their number, the call, the attempt).
     suspended: Vec<(u64, AgentCall, u32)>,
     pending: Vec<PendingResponse>,
@@ -106,8 +107,10 @@ pub(crate) struct SupervisorState {
 
 impl SupervisorState {
     fn new(args: SupervisorArgs, mailbox: Mailbox) -> Self {
-        let child_paths =
-            (0..args.inner.sub_agents.len()).map(|i| Arc::from(format!("{}/{i}", args.path).as_str())).collect();
+        let mut index = itoa::Buffer::new();
+        let child_paths = (0..args.inner.sub_agents.len())
+            .map(|i| Arc::from([&*args.path, "/", index.format(i)].concat().as_str()))
+            .collect();
         SupervisorState {
             planner: (args.inner.factory)(),
             inner: args.inner,
@@ -119,7 +122,7 @@ impl SupervisorState {
             listeners: args.listeners,
             child_listeners: args.child_listeners,
             span: args.span,
-            inflight: HashMap::new(),
+            inflight: HashMap::default(),
             suspended: Vec::new(),
             pending: Vec::new(),
             next_id: 0,
