@@ -114,6 +114,41 @@ fn a_parallel_sibling_finishes_before_suspending_and_resume_completes_it() {
 }
 
 #[test]
+fn every_item_of_a_mapper_asks_its_own_human_question() {
+    let store = tempfile::tempdir().unwrap();
+    let s = store.path();
+    let args = ["run", &fixture("mapped_approval.yaml"), "--input", r#"orders=["A7","B2","C9"]"#, "--memory-id", "m1"];
+    let o = agentic(s, &[&args[..], &["--json"]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        json_out(&o)["pending"],
+        json!([
+            {"id": "root/0#0", "prompt": "Ship order A7?", "agent": "approve"},
+            {"id": "root/0#1", "prompt": "Ship order B2?", "agent": "approve"},
+            {"id": "root/0#2", "prompt": "Ship order C9?", "agent": "approve"}
+        ])
+    );
+    // Several are pending: the id is required.
+    let o = agentic(s, &["respond", "m1", "no id"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        "error: run `m1`: 3 responses are pending (root/0#0, root/0#1, root/0#2): name the one to answer\n"
+    );
+    assert_eq!(agentic(s, &["respond", "m1", "root/0#1", "no"]).status.code(), Some(0));
+    // One answered: the others still wait, with their own prompts.
+    let o = agentic(s, &["resume", "m1", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let ids: Vec<Value> = json_out(&o)["pending"].as_array().unwrap().iter().map(|p| p["id"].clone()).collect();
+    assert_eq!(ids, [json!("root/0#0"), json!("root/0#2")]);
+    assert_eq!(agentic(s, &["respond", "m1", "root/0#0", "yes"]).status.code(), Some(0));
+    assert_eq!(agentic(s, &["respond", "m1", "root/0#2", "later"]).status.code(), Some(0));
+    let o = agentic(s, &["resume", "m1", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json_out(&o)["output"], json!(["yes", "no", "later"]), "answers in item order");
+}
+
+#[test]
 fn respond_reports_what_is_wrong() {
     let store = tempfile::tempdir().unwrap();
     let s = store.path();

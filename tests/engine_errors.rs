@@ -116,6 +116,38 @@ async fn nested_composites_inherit_the_error_handler_and_it_applies_once() {
     assert_eq!(calls.load(Ordering::SeqCst), 2, "one retry at the inner level, not again at the outer level");
 }
 
+#[tokio::test]
+async fn an_inheriting_composite_s_own_timeout_goes_to_the_parent_s_error_handler() {
+    let done = Arc::new(AtomicUsize::new(0));
+    let inner = Sequence::builder()
+        .name("inner")
+        .sub_agents([slow_counter("slow", 5_000, done.clone())])
+        .output_key("slow")
+        .timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    let outer = Sequence::builder()
+        .name("outer")
+        .sub_agents([inner, expr("after", "slow ~ '!'", "e")])
+        .output_key("e")
+        .error_handler(move |ctx: &agentic::engine::ErrorContext<'_>| {
+            seen2.lock().unwrap().push((ctx.agent.to_string(), ctx.path.to_string(), ctx.error.to_string()));
+            Recovery::Substitute(json!("late"))
+        })
+        .build()
+        .unwrap();
+    let out = outer.invoke().await.unwrap();
+    assert_eq!(out.output(), Some(&json!("late!")));
+    assert_eq!(out.state().get("slow"), Some(&json!("late")));
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1, "offered once: {seen:?}");
+    assert_eq!((seen[0].0.as_str(), seen[0].1.as_str()), ("inner", "root/0"));
+    assert_eq!(seen[0].2, "agent `inner` (root/0) timed out after 50 ms");
+    assert_eq!(done.load(Ordering::SeqCst), 0, "the slow agent was stopped by the timeout");
+}
+
 fn slow_counter(name: &str, ms: u64, done: Arc<AtomicUsize>) -> AgentRef {
     FnAgent::builder(name, move |_ctx| {
         let d = done.clone();

@@ -4,7 +4,9 @@
 //! releases everything and reports the pending response; answering it (in this process or any later one)
 //! and resuming continues at this agent. In `pending` mode the agent waits in-process until the answer is
 //! delivered with `Registry::answer`. The response id defaults to the agent's path (`root/1`), which is
-//! stable and unique in the system; answers are matched by id and used once.
+//! stable and unique in the system; inside a parallel mapper the item is appended (`root/1#0`, `root/1#1`, see
+//! [`InvocationContext::item`]), to a set id too, so that every item asks its own question. Answers are
+//! matched by id and used once.
 //!
 //! Follows LangChain4j agentic's `HumanInTheLoop` agent; suspension across restarts is ours.
 
@@ -33,8 +35,8 @@ pub struct Human {
     mode: HumanMode,
 }
 
-/// Builder of a [`Human`] agent. Defaults: mode suspend, response id = the agent's path, inputs = the
-/// prompt's variables.
+/// Builder of a [`Human`] agent. Defaults: mode suspend, response id = the agent's path (plus the mapper
+/// item, inside a parallel mapper), inputs = the prompt's variables.
 pub struct HumanBuilder {
     spec: AgentSpec,
     prompt: Template,
@@ -62,7 +64,7 @@ impl Human {
 }
 
 impl HumanBuilder {
-    /// Sets the response id (default: the agent's path).
+    /// Sets the response id (default: the agent's path); inside a parallel mapper the item is appended.
     pub fn response_id(mut self, id: impl Into<String>) -> Self {
         self.response_id = Some(id.into());
         self
@@ -94,7 +96,11 @@ impl Agent for Human {
     }
 
     async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
-        let id = self.response_id.clone().unwrap_or_else(|| ctx.path().to_string());
+        let base = self.response_id.as_deref().unwrap_or_else(|| ctx.path());
+        let id = match ctx.item() {
+            Some(item) => [base, item].concat(),
+            None => base.to_string(),
+        };
         if let Some(answer) = ctx.take_answer(&id) {
             return Ok(parse_answer(answer));
         }

@@ -1,4 +1,5 @@
-//! Process figures from `/proc` (Linux): resident memory, peak resident memory, CPU time, load average.
+//! Process figures from `/proc` (Linux): resident memory, peak resident memory, CPU time (of the process and of
+//! its threads by name), the machine's steal time, load average.
 
 use std::time::Duration;
 
@@ -34,6 +35,34 @@ pub fn cpu_time() -> Option<Duration> {
     Some(Duration::from_millis((utime + stime) * 10))
 }
 
+/// CPU time (user + system) of this process's threads whose name starts with `prefix` (`llm-server`), from
+/// `/proc/self/task/*/stat`; zero when there are none or off Linux.
+pub fn threads_cpu_time(prefix: &str) -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Duration::ZERO };
+    let ticks: u64 = tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+        .filter_map(|stat| {
+            let name = &stat[stat.find('(')? + 1..stat.rfind(')')?];
+            if !name.starts_with(prefix) {
+                return None;
+            }
+            let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split_whitespace().collect();
+            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum();
+    Duration::from_millis(ticks * 10)
+}
+
+/// Time the hypervisor ran something else while this machine's processors wanted to run (the `steal` column
+/// of `/proc/stat`, all processors), so far; `None` off Linux. On a shared virtual machine it is what makes a
+/// CPU-bound measurement slower without anything in the process changing.
+pub fn steal_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
+    let steal: u64 = cpu.split_whitespace().nth(7)?.parse().ok()?;
+    Some(Duration::from_millis(steal * 10))
+}
+
 /// The 1, 5 and 15 minute load averages, as `/proc/loadavg` prints them.
 pub fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -51,6 +80,21 @@ mod tests {
         let peak = peak_rss_kib().expect("VmHWM");
         assert!(rss > 0 && peak >= rss);
         assert!(cpu_time().is_some());
+        assert!(steal_time().is_some(), "the steal column of /proc/stat");
+        let worker = std::thread::Builder::new()
+            .name("proc-test-spin".into())
+            .spawn(|| {
+                let t0 = std::time::Instant::now();
+                let mut x = 0u64;
+                while t0.elapsed() < Duration::from_millis(60) {
+                    x = x.wrapping_add(std::hint::black_box(1));
+                }
+                (x, threads_cpu_time("proc-test-spin"))
+            })
+            .expect("thread");
+        let (_, spun) = worker.join().expect("join");
+        assert!(spun >= Duration::from_millis(20), "a thread spinning 60 ms shows CPU time by name: {spun:?}");
+        assert_eq!(threads_cpu_time("no-such-thread"), Duration::ZERO);
         assert_eq!(loadavg().split(' ').count(), 3);
     }
 }

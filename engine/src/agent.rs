@@ -403,6 +403,8 @@ pub struct InvocationContext {
     pub(crate) name: Arc<str>,
     pub(crate) inputs: Map<String, Value>,
     pub(crate) bindings: Option<Arc<Map<String, Value>>>,
+    /// Which item of a parallel mapper this invocation serves (see [`InvocationContext::item`]).
+    pub(crate) item: Option<Arc<str>>,
     pub(crate) attempt: u32,
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
     /// The invocation's writes, kept for its step record (or, for an async agent, to apply when it ends);
@@ -573,6 +575,14 @@ impl InvocationContext {
     /// An [`AgentError::Failed`] naming this agent.
     pub fn fail(&self, message: impl Into<String>) -> AgentError {
         AgentError::failed(self.name.to_string(), self.path.to_string(), message)
+    }
+
+    /// Which item of a parallel mapper this invocation serves, inherited by a mapped composite's sub-agents:
+    /// `#3` for the fourth item, `#3#0` for the first item of a mapper nested in it; `None` outside mappers.
+    /// The agent's path is the same for every item, so whatever must be told apart per item (a human step's
+    /// response id, an idempotency key) appends this.
+    pub fn item(&self) -> Option<&str> {
+        self.item.as_deref()
     }
 
     /// Uses the human answer to response `id`, if one was given (each answer is used once).

@@ -25,12 +25,17 @@ pub struct AgentCall {
     pub bindings: Option<Map<String, Value>>,
     /// Whether the agent's result is written to its `output_key` (a mapper turns this off).
     pub write_output: bool,
+    /// Whether `tag` numbers one item of a mapped collection (the parallel mapper's calls): the same agent
+    /// runs once per item at the same path, so the invocation and everything below it see `#<tag>` as their
+    /// item ([`InvocationContext::item`](crate::InvocationContext::item)), which human steps append to their
+    /// response ids.
+    pub item: bool,
 }
 
 impl AgentCall {
     /// Calls sub-agent `agent` with tag 0, no bindings, writing its output.
     pub fn new(agent: usize) -> Self {
-        AgentCall { agent, tag: 0, bindings: None, write_output: true }
+        AgentCall { agent, tag: 0, bindings: None, write_output: true, item: false }
     }
 
     /// Sets the tag.
@@ -48,6 +53,13 @@ impl AgentCall {
     /// Sets whether the output is written to the agent's `output_key`.
     pub fn write_output(mut self, write: bool) -> Self {
         self.write_output = write;
+        self
+    }
+
+    /// Marks the call as item number `tag` of a mapped collection (sets the tag; see [`AgentCall::item`]).
+    pub fn item(mut self, tag: u64) -> Self {
+        self.tag = tag;
+        self.item = true;
         self
     }
 }

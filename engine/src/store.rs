@@ -56,6 +56,9 @@ pub struct CallRecord {
     pub bindings: Option<Map<String, Value>>,
     /// Whether the output is written to the agent's output key.
     pub write_output: bool,
+    /// Whether the tag numbers a mapped item ([`AgentCall::item`](crate::AgentCall::item); absent: no).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub item: bool,
     /// Attempt number of the call in flight, 1-based.
     pub attempt: u32,
     /// The call's number within its composite's invocation, which [`InflightChange::ended`] refers to

@@ -36,7 +36,7 @@ impl MapperPlanner {
     fn call(&self, i: usize) -> AgentCall {
         let mut b = Map::new();
         b.insert(self.item_key.clone(), self.items[i].clone());
-        AgentCall::new(0).tag(i as u64).bindings(b).write_output(false)
+        AgentCall::new(0).item(i as u64).bindings(b).write_output(false)
     }
 }
 

@@ -185,6 +185,7 @@ impl DynAgent for Composite {
                 path: ctx.path.clone(),
                 handler,
                 bindings: ctx.bindings.clone(),
+                item: ctx.item.clone(),
                 listeners: ctx.listeners.clone(),
                 child_listeners: ctx.child_listeners.clone(),
                 span: tracing::Span::current(),

@@ -34,6 +34,8 @@ pub(crate) struct ChildOutcome {
 pub(crate) struct InvokeOptions<'a> {
     /// Input values for this call only (a mapper's item), inherited by a composite's sub-agents.
     pub(crate) bindings: Option<&'a Arc<Map<String, Value>>>,
+    /// Which mapper item the call serves (`#3`), inherited like the bindings.
+    pub(crate) item: Option<Arc<str>>,
     /// False for the root: `async` has no effect there (the run waits for its result).
     pub(crate) allow_async: bool,
     pub(crate) write_output: bool,
@@ -75,6 +77,7 @@ pub(crate) async fn invoke_agent(
         path,
         inputs,
         bindings: opts.bindings.cloned(),
+        item: opts.item,
         write_key: None,
         attempt: opts.attempt,
         handler: opts.handler,
@@ -212,6 +215,7 @@ struct Exec<'a> {
     path: Arc<str>,
     inputs: Map<String, Value>,
     bindings: Option<Arc<Map<String, Value>>>,
+    item: Option<Arc<str>>,
     /// The key the engine writes the result to (none for async starts, composites, mapped calls).
     write_key: Option<String>,
     attempt: u32,
@@ -230,6 +234,7 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec<'_>) -> Res
         path,
         inputs,
         bindings,
+        item,
         write_key,
         attempt,
         handler,
@@ -244,6 +249,7 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec<'_>) -> Res
         name: Arc::from(spec.name.as_str()),
         inputs,
         bindings,
+        item,
         attempt,
         handler,
         writes: Mutex::new(Vec::new()),

@@ -446,6 +446,7 @@ impl InvokeRequest {
             }
             let opts = InvokeOptions {
                 bindings: None,
+                item: None,
                 allow_async: false,
                 write_output: true,
                 attempt: 1,
@@ -613,6 +614,7 @@ async fn restart_async(
     }
     let opts = InvokeOptions {
         bindings: None,
+        item: None,
         allow_async: true,
         write_output: true,
         attempt: 1,

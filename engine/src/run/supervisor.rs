@@ -37,6 +37,8 @@ pub(crate) struct SupervisorArgs {
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
     /// Call bindings of the composite's own invocation, inherited by its sub-agents.
     pub(crate) bindings: Option<Arc<Map<String, Value>>>,
+    /// The mapper item of the composite's own invocation, inherited by its sub-agents.
+    pub(crate) item: Option<Arc<str>>,
     /// Listeners of the composite's own invocation (they see its planner decisions).
     pub(crate) listeners: Arc<[ListenerRef]>,
     /// Listeners its sub-agents inherit.
@@ -81,6 +83,7 @@ pub(crate) struct SupervisorState {
     child_paths: Vec<Arc<str>>,
     handler: Option<Arc<dyn ErrorHandler>>,
     bindings: Option<Arc<Map<String, Value>>>,
+    item: Option<Arc<str>>,
     listeners: Arc<[ListenerRef]>,
     child_listeners: Arc<[ListenerRef]>,
     span: tracing::Span,
@@ -89,7 +92,9 @@ pub(crate) struct SupervisorState {
     inflight: HashMap<u64, InFlight, foldhash::fast::RandomState>,
     /// Calls waiting for a human (their number, the call, the attempt).
     suspended: Vec<(u64, AgentCall, u32)>,
-    pending: Vec<PendingResponse>,
+    /// The questions of the calls waiting for a human, with the call's number: reported in call order (a
+    /// mapper's items in item order), not in the order the calls happened to finish.
+    pending: Vec<(u64, PendingResponse)>,
     next_id: u64,
     /// The one child to run inline next (see [`SupervisorState::spawn_child`]).
     inline: Option<ChildRun>,
@@ -119,6 +124,7 @@ impl SupervisorState {
             child_paths,
             handler: args.handler,
             bindings: args.bindings,
+            item: args.item,
             listeners: args.listeners,
             child_listeners: args.child_listeners,
             span: args.span,
@@ -169,7 +175,7 @@ impl SupervisorState {
             Ok(outcome) => self.complete(done.call, outcome, false).await,
             Err(AgentError::Suspended { pending }) => {
                 self.suspended.push((id, done.call, done.attempt));
-                self.pending.extend(pending);
+                self.pending.extend(pending.into_iter().map(|p| (id, p)));
                 self.suspend_if_idle();
             }
             Err(e) => {
@@ -247,7 +253,15 @@ pub(crate) async fn supervise(args: SupervisorArgs) -> Result<(Value, bool), Age
 
 /// A call in flight as journaled.
 fn call_record(id: u64, c: &AgentCall, attempt: u32) -> CallRecord {
-    CallRecord { agent: c.agent, tag: c.tag, bindings: c.bindings.clone(), write_output: c.write_output, attempt, id }
+    CallRecord {
+        agent: c.agent,
+        tag: c.tag,
+        bindings: c.bindings.clone(),
+        write_output: c.write_output,
+        item: c.item,
+        attempt,
+        id,
+    }
 }
 
 fn context<'a>(inner: &'a CompositeInner, view: ScopeView, path: &'a str) -> PlanningContext<'a> {
@@ -385,7 +399,13 @@ impl SupervisorState {
                 let e = self.planning_context().error(format!("checkpoint calls unknown sub-agent index {}", c.agent));
                 return self.fail(e);
             }
-            let call = AgentCall { agent: c.agent, tag: c.tag, bindings: c.bindings, write_output: c.write_output };
+            let call = AgentCall {
+                agent: c.agent,
+                tag: c.tag,
+                bindings: c.bindings,
+                write_output: c.write_output,
+                item: c.item,
+            };
             self.spawn_child(call, c.attempt, Duration::ZERO, alone);
         }
         if self.inflight.is_empty() {
@@ -396,8 +416,9 @@ impl SupervisorState {
     /// When only calls waiting for a human remain, the composite suspends (its siblings have finished).
     fn suspend_if_idle(&mut self) {
         if self.inflight.is_empty() && !self.suspended.is_empty() {
-            let pending = std::mem::take(&mut self.pending);
-            self.fail(AgentError::Suspended { pending });
+            let mut pending = std::mem::take(&mut self.pending);
+            pending.sort_by_key(|(id, _)| *id);
+            self.fail(AgentError::Suspended { pending: pending.into_iter().map(|(_, p)| p).collect() });
         }
     }
 
@@ -467,6 +488,13 @@ impl SupervisorState {
                 Some(Arc::new(merged))
             }
         };
+        // A mapper's call serves one item: `#<tag>` after the inherited item.
+        let item = if call.item {
+            let mut tag = itoa::Buffer::new();
+            Some(Arc::from([self.item.as_deref().unwrap_or(""), "#", tag.format(call.tag)].concat().as_str()))
+        } else {
+            self.item.clone()
+        };
         if let Some(j) = &mut self.journaled
             && id >= j.announced
         {
@@ -483,6 +511,7 @@ impl SupervisorState {
             let slot = FailedSlot::default();
             let opts = InvokeOptions {
                 bindings: bindings.as_ref(),
+                item,
                 allow_async: true,
                 write_output,
                 attempt,
@@ -528,11 +557,14 @@ impl SupervisorState {
     async fn recover(&mut self, done: InFlight, error: AgentError) {
         let agent = &self.inner.sub_agents[done.call.agent];
         let Some(handler) = self.handler.clone() else { return self.fail(error) };
-        if agent.0.inherits_error_handler() || matches!(error, AgentError::Cancelled) {
+        let path = self.child_paths[done.call.agent].clone();
+        // A composite sharing this handler has offered its sub-agents' failures to it already; a failure of
+        // its own (its timeout, its planner, its exit condition), at its own path, has not been offered yet.
+        let handled_below = agent.0.inherits_error_handler() && error.agent_path() != Some(&*path);
+        if handled_below || matches!(error, AgentError::Cancelled) {
             return self.fail(error);
         }
         let view = self.run.scope.view();
-        let path = self.child_paths[done.call.agent].clone();
         let decision = handler.handle(&ErrorContext {
             error: &error,
             agent: agent.name(),
