@@ -677,18 +677,16 @@ fn run_llm(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -> 
     let mut times = Vec::new();
     let mut peak = 0;
     let conns0 = server.stats.connections();
-    let (mut cpu, mut server_cpu, mut steal) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let mut account = CpuAccount::default();
     for rep in 0..=reps {
         server.stats.reset_peak();
-        let (c0, s0, st0) = (proc::cpu_time().unwrap_or_default(), proc::threads_cpu_time("llm-"), stolen());
+        let mark = CpuAccount::mark();
         let t = rt.block_on(llm::concurrent(&system, m, steps))?;
         expected += m * steps;
         if rep > 0 {
             times.push(t);
             peak = peak.max(server.stats.peak());
-            cpu += proc::cpu_time().unwrap_or_default().saturating_sub(c0);
-            server_cpu += proc::threads_cpu_time("llm-").saturating_sub(s0);
-            steal += stolen().saturating_sub(st0);
+            account.add_since(mark);
         }
     }
     let t = median(&mut times);
@@ -696,13 +694,11 @@ fn run_llm(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -> 
     let r = t.as_secs_f64() * 1e6 / conc_floor;
     // The same calls through the HTTP client alone, right after: what the HTTP stack costs by itself here.
     let mut http_times = Vec::new();
-    let (mut http_cpu, mut http_server_cpu, mut http_steal) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let mut http_account = CpuAccount::default();
     for _ in 0..reps.max(1) {
-        let (c0, s0, st0) = (proc::cpu_time().unwrap_or_default(), proc::threads_cpu_time("llm-"), stolen());
+        let mark = CpuAccount::mark();
         http_times.push(rt.block_on(llm::http_client_only(&server, m, steps))?);
-        http_cpu += proc::cpu_time().unwrap_or_default().saturating_sub(c0);
-        http_server_cpu += proc::threads_cpu_time("llm-").saturating_sub(s0);
-        http_steal += stolen().saturating_sub(st0);
+        http_account.add_since(mark);
         expected += m * (steps + 1);
     }
     let http = median(&mut http_times);
@@ -710,13 +706,7 @@ fn run_llm(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -> 
     report.rows.push(Row {
         scenario: format!("LLM: {m} concurrent {steps}-step runs, all done (server saw ≤{peak} in flight)"),
         langgraph: format!("floor {}", table::us(conc_floor)),
-        ours: format!(
-            "{} (cpu {}, the server's {}; steal {})",
-            table::dur(t),
-            table::dur(cpu / reps.max(1) as u32),
-            table::dur(server_cpu / reps.max(1) as u32),
-            table::dur(steal / reps.max(1) as u32)
-        ),
+        ours: account.describe(t, reps.max(1)),
         ratio: format!("{r:.2} × floor ({:.2} × the HTTP client alone)", t.as_secs_f64() / http.as_secs_f64()),
         target: table::target("≤1.2 × floor", r <= 1.2),
     });
@@ -726,13 +716,7 @@ fn run_llm(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -> 
              provider; cpu includes a warm-up of {m} calls)"
         ),
         langgraph: format!("floor {}", table::us(conc_floor)),
-        ours: format!(
-            "{} (cpu {}, the server's {}; steal {})",
-            table::dur(http),
-            table::dur(http_cpu / reps.max(1) as u32),
-            table::dur(http_server_cpu / reps.max(1) as u32),
-            table::dur(http_steal / reps.max(1) as u32)
-        ),
+        ours: http_account.describe(http, reps.max(1)),
         ratio: format!("{http_r:.2} × floor"),
         target: String::new(),
     });
@@ -757,9 +741,40 @@ fn run_llm(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -> 
     Ok(())
 }
 
-/// The machine's steal time so far (zero where it cannot be read).
-fn stolen() -> Duration {
-    proc::steal_time().unwrap_or_default()
+/// Where the CPU of the LLM rows' measured repetitions went: the whole process, the loopback server's threads
+/// (`llm-*`), and the machine's steal time.
+#[derive(Default)]
+struct CpuAccount {
+    cpu: Duration,
+    server: Duration,
+    steal: Duration,
+}
+
+impl CpuAccount {
+    /// The three counters now (zero where one cannot be read).
+    fn mark() -> [Duration; 3] {
+        [proc::cpu_time().unwrap_or_default(), proc::threads_cpu_time("llm-"), proc::steal_time().unwrap_or_default()]
+    }
+
+    /// Adds what the counters grew by since `mark`.
+    fn add_since(&mut self, mark: [Duration; 3]) {
+        let [cpu, server, steal] = Self::mark();
+        self.cpu += cpu.saturating_sub(mark[0]);
+        self.server += server.saturating_sub(mark[1]);
+        self.steal += steal.saturating_sub(mark[2]);
+    }
+
+    /// `wall (cpu …, the server's …; steal …)`, per repetition of `reps`.
+    fn describe(&self, wall: Duration, reps: usize) -> String {
+        let per = |d: Duration| table::dur(d / reps as u32);
+        format!(
+            "{} (cpu {}, the server's {}; steal {})",
+            table::dur(wall),
+            per(self.cpu),
+            per(self.server),
+            per(self.steal)
+        )
+    }
 }
 
 /// Fails unless every name in `scenarios` is known.
