@@ -135,6 +135,25 @@ impl AgentError {
         AgentError::Internal(Arc::from(message.to_string()))
     }
 
+    /// The variant as a stable snake_case word (`missing_argument`, `timeout`, `failed`, ...): what error handler
+    /// expressions see as `error.kind` and spans record as `error.type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentError::MissingArgument { .. } => "missing_argument",
+            AgentError::Coercion { .. } => "coercion",
+            AgentError::Failed { .. } => "failed",
+            AgentError::Timeout { .. } => "timeout",
+            AgentError::Expression { .. } => "expression",
+            AgentError::WrongType { .. } => "wrong_type",
+            AgentError::PlannerStalled { .. } => "planner_stalled",
+            AgentError::Planner { .. } => "planner",
+            AgentError::Suspended { .. } => "suspended",
+            AgentError::Run { .. } => "run",
+            AgentError::Cancelled => "cancelled",
+            AgentError::Internal(_) => "internal",
+        }
+    }
+
     /// The path id of the agent that failed, when the error names one.
     pub fn agent_path(&self) -> Option<&str> {
         match self {

@@ -2,7 +2,8 @@
 //!
 //! A handler is set per composite and inherited by nested composites that do not set their own (the original
 //! only had one at the root). It maps a failure to a [`Recovery`]: retry after a delay (bounded by
-//! [`ErrorHandler::max_retries`], so a handler that always says retry still ends), substitute a result (written
+//! [`ErrorHandler::max_retries`], so a handler that always says retry still ends), repair the state and retry
+//! ([`Recovery::RetryWith`]), substitute a result (written
 //! as the failed agent's output; the planner advances normally), or fail.
 
 use std::sync::Arc;
@@ -33,6 +34,14 @@ pub struct ErrorContext<'a> {
 pub enum Recovery {
     /// Run the agent again after this delay.
     Retry {
+        /// Delay before the retry.
+        after: Duration,
+    },
+    /// Repair, then retry: write these keys to the scope (journaled like a step's writes), then run the agent
+    /// again after `after`. The original's canonical recovery: on a missing argument, write it and retry.
+    RetryWith {
+        /// The keys to write before the retry (`null` removes a key).
+        writes: Vec<(String, Value)>,
         /// Delay before the retry.
         after: Duration,
     },

@@ -140,24 +140,6 @@ pub(crate) async fn invoke_agent(
     execute(agent, run, Exec { write_key, ..exec }).await
 }
 
-/// The `error.type` attribute of a failed invocation's span.
-fn error_type(e: &AgentError) -> &'static str {
-    match e {
-        AgentError::MissingArgument { .. } => "missing_argument",
-        AgentError::Coercion { .. } => "coercion",
-        AgentError::Failed { .. } => "failed",
-        AgentError::Timeout { .. } => "timeout",
-        AgentError::Expression { .. } => "expression",
-        AgentError::WrongType { .. } => "wrong_type",
-        AgentError::PlannerStalled { .. } => "planner_stalled",
-        AgentError::Planner { .. } => "planner",
-        AgentError::Suspended { .. } => "suspended",
-        AgentError::Run { .. } => "run",
-        AgentError::Cancelled => "cancelled",
-        AgentError::Internal(_) => "internal",
-    }
-}
-
 /// Resolves declared inputs: bindings first, then the scope (waiting while an async agent produces the key),
 /// then the default. `Ok(None)` means "skip" (optional agent with a missing input).
 async fn resolve_inputs(
@@ -326,7 +308,7 @@ async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec<'_>) -> Res
     }
     let ended = now_us();
     if let Err(e) = &result {
-        span.record("error.type", error_type(e));
+        span.record("error.type", e.kind());
     }
     if ctx.has_listeners() {
         let (run_id, agent_name, path) = (run.run_id.to_string(), spec.name.clone(), ctx.path.to_string());

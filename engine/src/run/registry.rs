@@ -127,6 +127,23 @@ impl Registry {
         }
     }
 
+    /// Cancels the run with this id running in this process (as its `CancelHandle` would): its agents in flight
+    /// are stopped, it is journaled `cancelled`, and its invocation returns `AgentError::Cancelled`.
+    ///
+    /// # Errors
+    /// [`AgentError::Run`] when no run with this id is running in this process.
+    pub fn cancel(&self, run_id: &str) -> Result<(), AgentError> {
+        match self.inner.active.get(run_id).and_then(|w| w.upgrade()) {
+            Some(run) => {
+                run.cancel.cancel();
+                Ok(())
+            }
+            None => {
+                Err(AgentError::Run { run_id: run_id.to_string(), message: "not running in this process".to_string() })
+            }
+        }
+    }
+
     /// The in-process store of `run_id` (created if absent; marked most recently used). Beyond the capacity,
     /// the least recently used stores of runs not running are evicted.
     pub(crate) fn kept_store(&self, run_id: &str) -> StoreRef {

@@ -578,6 +578,13 @@ impl SupervisorState {
                 let alone = self.inflight.is_empty();
                 self.spawn_child(done.call, done.attempt + 1, after, alone);
             }
+            Recovery::RetryWith { writes, after } if done.attempt <= handler.max_retries() => {
+                if let Err(e) = self.run.scope.write(writes).await {
+                    return self.fail(e);
+                }
+                let alone = self.inflight.is_empty();
+                self.spawn_child(done.call, done.attempt + 1, after, alone);
+            }
             Recovery::Substitute(value) => {
                 let mut delta = Vec::new();
                 let key = agent.spec().output_key.clone().filter(|_| done.call.write_output);
@@ -590,7 +597,7 @@ impl SupervisorState {
                 let outcome = ChildOutcome { output: value, delta, ..Default::default() };
                 self.complete(done.call, outcome, true).await;
             }
-            Recovery::Retry { .. } | Recovery::Fail => self.fail(error),
+            Recovery::Retry { .. } | Recovery::RetryWith { .. } | Recovery::Fail => self.fail(error),
         }
     }
 
