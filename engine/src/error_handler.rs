@@ -76,14 +76,17 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 type Fallback = Arc<dyn Fn(&ScopeView) -> Result<Value, String> + Send + Sync>;
 
-/// The common handler: retry up to `retries` times with exponential backoff, then substitute a fallback
-/// value when one is set, else fail. This is what the spec's `error_handler: {retry, backoff_ms, fallback}`
-/// builds.
+type Repair = Arc<dyn Fn(&ErrorContext<'_>) -> Result<Vec<(String, Value)>, String> + Send + Sync>;
+
+/// The common handler: retry up to `retries` times with exponential backoff (repairing the state before each
+/// retry when a [`RetryPolicy::repair`] step is set), then substitute a fallback value when one is set, else
+/// fail. This is what the spec's `error_handler: {set, retry, backoff_ms, fallback}` builds.
 #[derive(Clone)]
 pub struct RetryPolicy {
     retries: u32,
     backoff: Duration,
     fallback: Option<Fallback>,
+    repair: Option<Repair>,
 }
 
 impl std::fmt::Debug for RetryPolicy {
@@ -92,6 +95,7 @@ impl std::fmt::Debug for RetryPolicy {
             .field("retries", &self.retries)
             .field("backoff", &self.backoff)
             .field("fallback", &self.fallback.is_some())
+            .field("repair", &self.repair.is_some())
             .finish()
     }
 }
@@ -99,7 +103,25 @@ impl std::fmt::Debug for RetryPolicy {
 impl RetryPolicy {
     /// Retry `retries` times; first delay `backoff`, doubling each retry up to [`MAX_BACKOFF`]. No fallback.
     pub fn new(retries: u32, backoff: Duration) -> Self {
-        RetryPolicy { retries, backoff, fallback: None }
+        RetryPolicy { retries, backoff, fallback: None, repair: None }
+    }
+
+    /// Repairs the state before each retry: while retries remain, the handler asks `f` for the keys to write
+    /// and answers [`Recovery::RetryWith`] with them (same backoff as a plain retry), so the failed agent runs
+    /// again on the repaired state. This is the original's canonical recovery: on a missing argument, write
+    /// it, then retry. `f` sees the whole [`ErrorContext`] (the error, so it can decide by
+    /// [`AgentError::kind`]; the agent, path, attempt and state) and may return no writes (a plain retry).
+    ///
+    /// # Errors
+    /// When `f` returns `Err`, the handler logs a warning with its message and answers [`Recovery::Fail`]: the
+    /// composite fails with the original error (a repair that cannot be computed is not retried blindly, and
+    /// the fallback is not used).
+    pub fn repair(
+        mut self,
+        f: impl Fn(&ErrorContext<'_>) -> Result<Vec<(String, Value)>, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.repair = Some(Arc::new(f));
+        self
     }
 
     /// After the retries, substitute the value computed from the state instead of failing. A fallback that
@@ -116,8 +138,18 @@ impl ErrorHandler for RetryPolicy {
             return Recovery::Fail;
         }
         if ctx.attempt <= self.retries {
-            let factor = 1u32 << (ctx.attempt - 1).min(16);
-            return Recovery::Retry { after: self.backoff.saturating_mul(factor).min(MAX_BACKOFF) };
+            let factor = 1u32 << ctx.attempt.saturating_sub(1).min(16);
+            let after = self.backoff.saturating_mul(factor).min(MAX_BACKOFF);
+            return match &self.repair {
+                None => Recovery::Retry { after },
+                Some(f) => match f(ctx) {
+                    Ok(writes) => Recovery::RetryWith { writes, after },
+                    Err(e) => {
+                        tracing::warn!(agent = ctx.agent, path = ctx.path, error = %e, "error handler repair failed");
+                        Recovery::Fail
+                    }
+                },
+            };
         }
         match &self.fallback {
             Some(f) => match f(ctx.view) {
@@ -133,5 +165,57 @@ impl ErrorHandler for RetryPolicy {
 
     fn max_retries(&self) -> u32 {
         self.retries
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn missing(view: &ScopeView, attempt: u32, policy: &RetryPolicy) -> Recovery {
+        let error = AgentError::MissingArgument { agent: "double".into(), path: "root/1".into(), key: "x".into() };
+        policy.handle(&ErrorContext { error: &error, agent: "double", path: "root/1", attempt, view })
+    }
+
+    #[test]
+    fn repair_writes_before_each_retry_then_falls_back() {
+        let view = ScopeView::from_map(serde_json::Map::from_iter([("base".to_string(), json!(2))]));
+        let policy = RetryPolicy::new(2, Duration::from_millis(10))
+            .repair(|ctx| {
+                let base = ctx.view.get("base").cloned().unwrap_or(Value::Null);
+                Ok(vec![(format!("{}:{}", ctx.error.kind(), ctx.agent), json!([base, ctx.attempt]))])
+            })
+            .fallback(|_| Ok(json!("gave up")));
+        assert_eq!(format!("{policy:?}"), "RetryPolicy { retries: 2, backoff: 10ms, fallback: true, repair: true }");
+        assert_eq!(
+            missing(&view, 1, &policy),
+            Recovery::RetryWith {
+                writes: vec![("missing_argument:double".into(), json!([2, 1]))],
+                after: Duration::from_millis(10)
+            }
+        );
+        assert_eq!(
+            missing(&view, 2, &policy),
+            Recovery::RetryWith {
+                writes: vec![("missing_argument:double".into(), json!([2, 2]))],
+                after: Duration::from_millis(20)
+            }
+        );
+        assert_eq!(missing(&view, 3, &policy), Recovery::Substitute(json!("gave up")));
+    }
+
+    #[test]
+    fn a_failing_repair_fails_and_cancellation_is_never_repaired() {
+        let view = ScopeView::from_map(serde_json::Map::new());
+        let policy = RetryPolicy::new(3, Duration::ZERO).repair(|_| Err("no repair".into()));
+        assert_eq!(missing(&view, 1, &policy), Recovery::Fail);
+        let repaired = RetryPolicy::new(3, Duration::ZERO).repair(|_| Ok(vec![("x".into(), json!(1))]));
+        let ctx = ErrorContext { error: &AgentError::Cancelled, agent: "a", path: "root/0", attempt: 1, view: &view };
+        assert_eq!(repaired.handle(&ctx), Recovery::Fail);
+        assert_eq!(
+            format!("{:?}", RetryPolicy::new(1, Duration::ZERO)),
+            "RetryPolicy { retries: 1, backoff: 0ns, fallback: false, repair: false }"
+        );
     }
 }

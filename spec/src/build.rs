@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use agentic_agents::expr::Expression;
 use agentic_agents::{Compute, Human, HumanMode};
-use agentic_engine::{AgentRef, BuildError, RetryPolicy, SpecBuilder};
+use agentic_engine::{AgentRef, BuildError, ErrorContext, RetryPolicy, SpecBuilder};
 use agentic_planners::{CompositeBuilderExt, Conditional, Loop, Parallel, ParallelMapper, Sequence};
 use serde_json::Value;
 
@@ -233,6 +233,13 @@ fn composite<B: SpecBuilder + CompositeBuilderExt>(
     }
     if let Some(h) = &c.error_handler {
         let mut policy = RetryPolicy::new(h.retry, Duration::from_millis(h.backoff_ms));
+        if !h.set.is_empty() {
+            let mut repairs = Vec::with_capacity(h.set.len());
+            for (key, src) in &h.set {
+                repairs.push((key.clone(), builder.expression(def, &format!("error_handler.set.{key}"), src)?));
+            }
+            policy = policy.repair(move |ctx| repair_writes(&repairs, ctx));
+        }
         if let Some(src) = &h.fallback {
             let e = builder.expression(def, "error_handler.fallback", src)?;
             policy = policy.fallback(move |view| e.eval(view, &[]));
@@ -241,6 +248,31 @@ fn composite<B: SpecBuilder + CompositeBuilderExt>(
     }
     b = b.compensate_on_error(c.compensate_on_error);
     Ok(b)
+}
+
+/// The writes of an error handler's `set`: every expression evaluated over the state when the agent failed,
+/// plus the variable `error` = `{kind, agent, path, message}` (so one expression never sees another's value).
+///
+/// # Errors
+/// The first expression that fails to evaluate, named by its key (the handler then fails the composite).
+fn repair_writes(
+    repairs: &[(String, Arc<Expression>)],
+    ctx: &ErrorContext<'_>,
+) -> Result<Vec<(String, Value)>, String> {
+    let error = serde_json::json!({
+        "kind": ctx.error.kind(),
+        "agent": ctx.agent,
+        "path": ctx.path,
+        "message": ctx.error.to_string(),
+    });
+    let extra = [("error", error)];
+    repairs
+        .iter()
+        .map(|(key, e)| match e.eval(ctx.view, &extra) {
+            Ok(v) => Ok((key.clone(), v)),
+            Err(m) => Err(format!("error_handler.set.{key}: {m}")),
+        })
+        .collect()
 }
 
 impl Builder<'_> {

@@ -45,8 +45,10 @@
 //! - The agents form a tree: an agent has at most one parent, never contains itself or an ancestor (a
 //!   cycle), and the root is nobody's sub-agent. Agents unreachable from the root are valid (see
 //!   [`Spec::unreachable_agents`]) and never built.
-//! - Every expression (`value`, `exit_when`, `output`, branch `when`, `error_handler.fallback`) and template
-//!   (`template`) compiles (minijinja).
+//! - Every expression (`value`, `exit_when`, `output`, branch `when`, `error_handler.set.KEY`,
+//!   `error_handler.fallback`) and template (`template`) compiles (minijinja).
+//! - `error_handler.set` is a mapping of state keys to expressions (strings), and needs `retry` ≥ 1 (its writes
+//!   are made before a retry, so without retries they could never be made).
 //! - Field types: strings, booleans (`true`/`false` only: YAML 1.2 core, so `yes`, `on`, `y` are strings),
 //!   integers in range (`max_iterations`, `max_concurrency`, `timeout_ms` ≥ 1; `retry`, `backoff_ms` ≥ 0).
 //!
@@ -55,8 +57,41 @@
 //! `name`: the file stem. `inputs`: the variables the agent's expressions and templates use. `loop`:
 //! `max_iterations` 10, `test_exit_at_loop_end` false, no `exit_when` = run every iteration.
 //! `parallel`/`parallel_mapper`: unbounded concurrency. `parallel_mapper.item_key`: the mapped agent's first
-//! input. `error_handler`: `retry` 0, `backoff_ms` 100 (doubling per retry), no `fallback` (fail after the
-//! retries).
+//! input. `error_handler`: `retry` 0, `backoff_ms` 100 (doubling per retry), no `set` (retry on the state as it
+//! is), no `fallback` (fail after the retries).
+//!
+//! ## Error handlers that repair
+//!
+//! `error_handler: {set: {KEY: EXPRESSION, ...}, retry: N, backoff_ms: M, fallback: EXPR}` builds
+//! [`agentic_engine::RetryPolicy`] with a [`repair`](agentic_engine::RetryPolicy::repair) step: when a
+//! sub-agent fails and retries remain, every `set` expression is evaluated over the state at the failure plus
+//! the variable `error` = `{kind, agent, path, message}` (`kind` is [`agentic_engine::AgentError::kind`], e.g.
+//! `missing_argument`; `message` the error's text), the keys are written (a `null` value removes its key), and
+//! the failed agent runs again. The expressions see the state before the writes, not each other's values. An
+//! expression that fails to evaluate fails the composite with the original error (the `fallback` is not used).
+//! The original's canonical recovery, a missing argument written and the agent retried:
+//!
+//! ```
+//! use agentic_spec::Spec;
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let spec = Spec::parse(
+//!     r#"
+//! version: 1
+//! root: main
+//! agents:
+//!   main:
+//!     kind: sequence
+//!     agents: [double]
+//!     error_handler: { set: { x: "5" }, retry: 1, backoff_ms: 0 }
+//!     output_key: y
+//!   double: { kind: compute, value: "x * 2", output_key: y }
+//! "#,
+//!     "repair.yaml",
+//! )?;
+//! let outcome = spec.build()?.root.invoke().await?;
+//! assert_eq!(outcome.output(), Some(&serde_json::json!(10)));
+//! # Ok(()) }
+//! ```
 //!
 //! Pattern kinds (see `agentic_planners`): `p2p.max_invocations` 10, no `exit_when` (runs to quiescence; the
 //! condition also sees `invocations`); `blackboard.goal` = the `output_key` is defined, no `prefer` rules

@@ -60,11 +60,14 @@ pub struct CompositeCommon {
     pub compensate_on_error: bool,
 }
 
-/// `error_handler: {retry, backoff_ms, fallback}`.
+/// `error_handler: {set, retry, backoff_ms, fallback}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ErrorHandlerDef {
     /// Position of the `error_handler` mapping.
     pub pos: Pos,
+    /// `set`: the repair written to the state before each retry, as (state key, expression) in file order
+    /// (empty when absent). Each expression sees the state and `error` (`{kind, agent, path, message}`).
+    pub set: Vec<(String, Located<String>)>,
     /// Retries of a failed sub-agent call (default 0).
     pub retry: u32,
     /// First backoff delay in milliseconds, doubled at each retry (default 100).

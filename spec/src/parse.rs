@@ -587,15 +587,53 @@ fn parse_error_handler(node: &Node, cx: &mut Cx<'_>) -> Option<ErrorHandlerDef> 
         cx.nest_since(before, "error_handler");
         return None;
     };
-    obj.check_fields(&["retry", "backoff_ms", "fallback"], cx);
+    obj.check_fields(&["set", "retry", "backoff_ms", "fallback"], cx);
+    let set = obj.get("set").map(|n| parse_set(n, cx)).unwrap_or_default();
+    let retry = cx.int(&obj, "retry", 0, u64::from(u32::MAX)).and_then(|v| u32::try_from(v).ok());
+    if let Some(set_node) = obj.get("set")
+        && obj.get("retry").is_none_or(|_| retry == Some(0))
+    {
+        // The writes are made before a retry: without retries they could never be made.
+        let found = if obj.get("retry").is_some() { "`retry` is 0" } else { "`retry` is not set (default 0)" };
+        let msg = format!("`set` needs `retry` ≥ 1 (its writes are made before a retry), but {found}");
+        cx.err(set_node.pos, Some("set"), msg);
+    }
     let def = ErrorHandlerDef {
         pos: node.pos,
-        retry: cx.int(&obj, "retry", 0, u64::from(u32::MAX)).and_then(|v| u32::try_from(v).ok()).unwrap_or(0),
+        set,
+        retry: retry.unwrap_or(0),
         backoff_ms: cx.int(&obj, "backoff_ms", 0, u64::MAX).unwrap_or(100),
         fallback: cx.nonempty(&obj, "fallback"),
     };
     cx.nest_since(before, "error_handler");
     Some(def)
+}
+
+/// `set: {KEY: EXPRESSION, ...}` of an error handler: the state keys written before a retry.
+fn parse_set(node: &Node, cx: &mut Cx<'_>) -> Vec<(String, Located<String>)> {
+    let before = cx.sink_len();
+    let mut out = Vec::new();
+    if let Some(obj) = cx.obj(node, None, "key") {
+        for (key, key_pos, value) in &obj.entries {
+            if key.trim().is_empty() {
+                cx.err(*key_pos, None, "a state key must not be empty");
+                continue;
+            }
+            match &value.value {
+                NodeValue::Str(s) if !s.trim().is_empty() => {
+                    out.push((key.clone(), Located::new(s.clone(), value.pos)))
+                }
+                NodeValue::Str(_) => cx.err(value.pos, Some(key), "must not be empty"),
+                _ => cx.err(
+                    value.pos,
+                    Some(key),
+                    format!("expected an expression (a string, e.g. \"5\" or \"'text'\"), found {}", value.type_name()),
+                ),
+            }
+        }
+    }
+    cx.nest_since(before, "set");
+    out
 }
 
 fn parse_branches(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<BranchDef> {

@@ -139,8 +139,13 @@ pub(crate) fn check_expressions(agent: &AgentDef, sink: &mut Sink) {
         if let Some(o) = &c.output {
             expr("output", o);
         }
-        if let Some(f) = c.error_handler.as_ref().and_then(|h| h.fallback.as_ref()) {
-            expr("error_handler.fallback", f);
+        if let Some(h) = &c.error_handler {
+            for (key, src) in &h.set {
+                expr(&format!("error_handler.set.{key}"), src);
+            }
+            if let Some(f) = &h.fallback {
+                expr("error_handler.fallback", f);
+            }
         }
     }
     match &agent.kind {
