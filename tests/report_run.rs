@@ -317,6 +317,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
                 inflight_change: None,
                 finished: None,
                 rationale: Some(format!("item {i} is next")),
+                unconsumed: vec![],
             }],
             invocation: Some(InvocationRecord {
                 agent: "worker".into(),

@@ -11,8 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::AgentError;
-use crate::error_handler::ErrorHandler;
-use crate::run::RunContext;
+use crate::run::{Frame, RunContext, lock};
 use crate::scope::{ScopeHandle, ScopeView, TokenUsage, merge_delta};
 use crate::value::ValueType;
 
@@ -266,6 +265,12 @@ pub trait DynAgent: Send + Sync + 'static {
         None
     }
 
+    /// The composite this agent is (or wraps), which the engine runs as a supervisor actor of its own.
+    #[doc(hidden)]
+    fn as_composite(&self) -> Option<&crate::run::Composite> {
+        None
+    }
+
     /// For composites that inherit their error handler: `true`. Their failures were already through the
     /// inherited handler at their own level, so the parent does not handle them again.
     fn inherits_error_handler(&self) -> bool {
@@ -327,25 +332,22 @@ impl AgentRef {
     pub(crate) fn topology_cached(&self) -> (Arc<TopologyNode>, Arc<str>) {
         type Entry = (std::sync::Weak<dyn DynAgent>, Arc<TopologyNode>, Arc<str>);
         static CACHE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
-        let found = CACHE.lock().ok().and_then(|cache| {
-            cache.iter().find_map(|(weak, topology, fingerprint)| {
-                let alive = weak.upgrade()?;
-                Arc::ptr_eq(&alive, &self.0).then(|| (topology.clone(), fingerprint.clone()))
-            })
+        let found = lock(&CACHE).iter().find_map(|(weak, topology, fingerprint)| {
+            let alive = weak.upgrade()?;
+            Arc::ptr_eq(&alive, &self.0).then(|| (topology.clone(), fingerprint.clone()))
         });
         if let Some(hit) = found {
             return hit;
         }
         let topology = Arc::new(self.topology());
         let fingerprint: Arc<str> = Arc::from(topology.fingerprint());
-        if let Ok(mut cache) = CACHE.lock() {
-            // Forget agents that were dropped; keep the cache small (the most recent systems).
-            cache.retain(|(weak, _, _)| weak.strong_count() > 0);
-            if cache.len() >= 64 {
-                cache.remove(0);
-            }
-            cache.push((Arc::downgrade(&self.0), topology.clone(), fingerprint.clone()));
+        let mut cache = lock(&CACHE);
+        // Forget agents that were dropped; keep the cache small (the most recent systems).
+        cache.retain(|(weak, _, _)| weak.strong_count() > 0);
+        if cache.len() >= 64 {
+            cache.remove(0);
         }
+        cache.push((Arc::downgrade(&self.0), topology.clone(), fingerprint.clone()));
         (topology, fingerprint)
     }
 }
@@ -399,14 +401,12 @@ impl TopologyNode {
 /// Everything an invocation runs with: its resolved inputs, the run's scope and identity.
 pub struct InvocationContext {
     pub(crate) run: Arc<RunContext>,
-    pub(crate) path: Arc<str>,
     pub(crate) name: Arc<str>,
     pub(crate) inputs: Map<String, Value>,
-    pub(crate) bindings: Option<Arc<Map<String, Value>>>,
-    /// Which item of a parallel mapper this invocation serves (see [`InvocationContext::item`]).
-    pub(crate) item: Option<Arc<str>>,
-    pub(crate) attempt: u32,
-    pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
+    /// Path, bindings, mapper item, attempt, error handler: what the supervisor handed down.
+    pub(crate) frame: Frame,
+    /// The actor running this invocation (a composite invoked as a plain agent links its supervisor to it).
+    pub(crate) actor: Option<ractor::ActorCell>,
     /// The invocation's writes, kept for its step record (or, for an async agent, to apply when it ends);
     /// only when [`InvocationContext::keep_writes`] (a run without a journal needs no copy of them).
     pub(crate) writes: Mutex<Vec<(String, Value)>>,
@@ -435,7 +435,7 @@ impl InvocationContext {
         let v = self.inputs.get(key).cloned().unwrap_or(Value::Null);
         T::deserialize(&v).map_err(|e| AgentError::Coercion {
             agent: self.name.to_string(),
-            path: self.path.to_string(),
+            path: self.frame.path.to_string(),
             key: key.to_string(),
             value: v.to_string(),
             expected: e.to_string(),
@@ -469,9 +469,7 @@ impl InvocationContext {
             return Ok(());
         }
         self.run.scope.write(vec![(key.clone(), value.clone())]).await?;
-        if let Ok(mut w) = self.writes.lock() {
-            merge_delta(&mut w, key, value);
-        }
+        merge_delta(&mut lock(&self.writes), key, value);
         Ok(())
     }
 
@@ -481,14 +479,10 @@ impl InvocationContext {
     /// every other agent see it once the invocation has completed or failed (not when it suspends).
     pub fn write_on_completion(&self, key: impl Into<String>, value: Value) {
         let key = key.into();
-        if self.keep_writes
-            && let Ok(mut w) = self.writes.lock()
-        {
-            merge_delta(&mut w, key.clone(), value.clone());
+        if self.keep_writes {
+            merge_delta(&mut lock(&self.writes), key.clone(), value.clone());
         }
-        if let Ok(mut d) = self.deferred.lock() {
-            merge_delta(&mut d, key, value);
-        }
+        merge_delta(&mut lock(&self.deferred), key, value);
     }
 
     /// Records this agent's last exchange (user message and answer) in the conversation context, as the
@@ -516,7 +510,7 @@ impl InvocationContext {
         undo: impl FnOnce() -> futures::future::BoxFuture<'static, Result<(), String>> + Send + 'static,
     ) {
         self.run.add_compensation(crate::run::Compensation {
-            path: self.path.clone(),
+            path: self.frame.path.clone(),
             agent: self.name.to_string(),
             name: name.into(),
             action: Box::new(undo),
@@ -530,7 +524,7 @@ impl InvocationContext {
 
     /// The agent's stable path id.
     pub fn path(&self) -> &str {
-        &self.path
+        &self.frame.path
     }
 
     /// The agent's name.
@@ -540,21 +534,22 @@ impl InvocationContext {
 
     /// Attempt number, 1-based.
     pub fn attempt(&self) -> u32 {
-        self.attempt
+        self.frame.attempt
     }
 
-    /// `run id/agent path/attempt`: a key for side-effecting tools to deduplicate at-least-once execution.
+    /// `run id/agent path[item]/attempt` (`r1/root/0#3/1` for the fourth item of a mapper): a key for
+    /// side-effecting tools to deduplicate at-least-once execution; two items of one mapper never share one.
     pub fn idempotency_key(&self) -> String {
-        format!("{}/{}/{}", self.run.run_id, self.path, self.attempt)
+        let item = self.frame.item.as_deref().unwrap_or("");
+        format!("{}/{}{item}/{}", self.run.run_id, self.frame.path, self.frame.attempt)
     }
 
     /// Adds model token usage to this invocation's record.
     pub fn add_tokens(&self, usage: TokenUsage) {
-        if let Ok(mut t) = self.tokens.lock() {
-            let acc = t.get_or_insert_with(TokenUsage::default);
-            acc.input += usage.input;
-            acc.output += usage.output;
-        }
+        let mut t = lock(&self.tokens);
+        let acc = t.get_or_insert_with(TokenUsage::default);
+        acc.input += usage.input;
+        acc.output += usage.output;
     }
 
     /// Whether the run has been cancelled (long agents may poll it; they are also aborted).
@@ -574,7 +569,7 @@ impl InvocationContext {
 
     /// An [`AgentError::Failed`] naming this agent.
     pub fn fail(&self, message: impl Into<String>) -> AgentError {
-        AgentError::failed(self.name.to_string(), self.path.to_string(), message)
+        AgentError::failed(self.name.to_string(), self.frame.path.to_string(), message)
     }
 
     /// Which item of a parallel mapper this invocation serves, inherited by a mapped composite's sub-agents:
@@ -582,7 +577,7 @@ impl InvocationContext {
     /// The agent's path is the same for every item, so whatever must be told apart per item (a human step's
     /// response id, an idempotency key) appends this.
     pub fn item(&self) -> Option<&str> {
-        self.item.as_deref()
+        self.frame.item.as_deref()
     }
 
     /// Uses the human answer to response `id`, if one was given (each answer is used once).

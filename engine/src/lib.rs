@@ -36,7 +36,7 @@ pub use run::{
 };
 pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
 pub use store::{
-    CallRecord, CheckpointStore, Durability, DynCheckpointStore, Finish, InflightChange, Milestone, PlannerState,
-    RunImage, RunRecord, RunStatus, StepRecord, StoreRef,
+    CallRecord, CheckpointStore, CompletionRecord, Durability, DynCheckpointStore, Finish, InflightChange, Milestone,
+    PlannerState, RunImage, RunRecord, RunStatus, StepRecord, StoreRef,
 };
 pub use value::ValueType;

@@ -283,6 +283,10 @@ impl DynAgent for Listened {
     fn listened_inner(&self) -> Option<&AgentRef> {
         Some(&self.inner)
     }
+
+    fn as_composite(&self) -> Option<&crate::run::Composite> {
+        self.inner.0.as_composite()
+    }
 }
 
 impl AgentRef {

@@ -4,14 +4,13 @@
 //! Every request (a write, a history record, a pending mark) is applied one at a time, in order, so concurrent
 //! agents never race; each accepted write gets the run's next sequence number. After each write the scope
 //! publishes a new snapshot (a persistent map, so publishing is O(keys written), and a snapshot clone is O(1)).
-//! The requests are handled by the task that makes them, under the scope's lock (an actor's protocol without
-//! a task of its own: see [`ScopeHandle::spawn_with_history`]).
+//! The requests are messages to the run's scope actor (`run::ScopeActor`, reached through a [`ScopeHandle`]).
 //!
 //! Idea from LangChain4j's `AgenticScope` (the shared state of an agentic system); the serialised requests and
 //! snapshot split is ours.
 
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -19,6 +18,7 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use crate::error::AgentError;
+pub use crate::run::ScopeHandle;
 
 /// Token usage of one model call or one invocation (sum of its calls).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,7 +138,7 @@ impl ScopeView {
         self.seq
     }
 
-    /// The conversation context held in this snapshot (see [`ScopeHandle::context`]), most recent last.
+    /// The conversation context held in this snapshot (see `ScopeHandle::context`), most recent last.
     pub fn context(&self) -> Vec<ContextEntry> {
         let mut entries: Vec<(u64, ContextEntry)> = self
             .state
@@ -157,6 +157,11 @@ impl ScopeView {
     /// Whether the async agent that was producing `key` failed (readers get its error).
     pub fn has_async_error(&self, key: &str) -> bool {
         self.async_errors.contains_key(key)
+    }
+
+    /// The error of the async agent that was producing `key`, when it failed.
+    pub(crate) fn async_error(&self, key: &str) -> Option<&AgentError> {
+        self.async_errors.get(key)
     }
 
     /// Whether async agents are still producing any key.
@@ -218,16 +223,26 @@ pub struct ContextEntry {
     pub answer: String,
 }
 
-/// The state of a run's scope, behind its handles' lock.
-struct ScopeState {
+/// The state a run's scope actor owns ([`crate::run`]'s `ScopeActor`): the published snapshot and the history.
+pub(crate) struct ScopeState {
     /// The current snapshot lives only in the watch channel: writes modify it in place, so while no reader
     /// holds an older snapshot the persistent map is unshared and updated without copying its nodes.
-    tx: watch::Sender<ScopeView>,
-    history: Vec<InvocationRecord>,
+    pub(crate) tx: watch::Sender<ScopeView>,
+    pub(crate) history: Vec<InvocationRecord>,
 }
 
 impl ScopeState {
-    fn apply(&mut self, delta: Vec<(String, Value)>) -> u64 {
+    /// A scope holding `initial` state and `history`, and the receiving side of its snapshots.
+    pub(crate) fn new(
+        initial: Map<String, Value>,
+        history: Vec<InvocationRecord>,
+    ) -> (Self, watch::Receiver<ScopeView>) {
+        let (tx, rx) = watch::channel(ScopeView::from_map(initial));
+        (ScopeState { tx, history }, rx)
+    }
+
+    /// Applies a delta (`null` removes a key) and returns its sequence number.
+    pub(crate) fn apply(&mut self, delta: Vec<(String, Value)>) -> u64 {
         let mut seq = 0;
         self.tx.send_modify(|view| {
             for (k, v) in delta {
@@ -243,190 +258,40 @@ impl ScopeState {
         seq
     }
 
-    /// Changes the snapshot without a state write (pending keys, async errors).
-    fn modify(&mut self, f: impl FnOnce(&mut ScopeView)) -> u64 {
-        let mut seq = 0;
+    /// Marks `key` as being produced by an async agent.
+    pub(crate) fn mark_pending(&mut self, key: String) {
         self.tx.send_modify(|view| {
-            f(view);
-            seq = view.seq;
+            view.async_errors.remove(key.as_str());
+            view.pending.insert(key);
         });
-        seq
-    }
-}
-
-struct ScopeInner {
-    /// The scope's state: every write, history record and pending mark is applied under this lock, by the
-    /// task that sends it, one at a time (see [`ScopeHandle::spawn_with_history`]).
-    state: Mutex<ScopeState>,
-    memory_id: Arc<str>,
-}
-
-impl ScopeInner {
-    /// Handles one request with the state locked. Never held across an `await`: the requests are plain
-    /// updates, so the lock is held for the update alone.
-    fn with<T>(&self, f: impl FnOnce(&mut ScopeState) -> T) -> T {
-        // A panic can only come from a serialiser inside `f`; the state is consistent between requests.
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut state)
-    }
-}
-
-/// A handle on a run's scope. Cheap to clone; the scope is dropped with the last handle.
-#[derive(Clone)]
-pub struct ScopeHandle {
-    inner: Arc<ScopeInner>,
-    rx: watch::Receiver<ScopeView>,
-}
-
-impl std::fmt::Debug for ScopeHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScopeHandle").field("memory_id", &self.inner.memory_id).finish()
-    }
-}
-
-fn scope_gone(e: impl std::fmt::Display) -> AgentError {
-    AgentError::internal(format!("scope unavailable: {e}"))
-}
-
-impl ScopeHandle {
-    /// Starts the scope of `memory_id` holding `initial` state.
-    ///
-    /// # Errors
-    /// None today (kept fallible for scopes kept elsewhere).
-    pub async fn spawn(memory_id: &str, initial: Map<String, Value>) -> Result<Self, AgentError> {
-        Self::spawn_with_history(memory_id, initial, Vec::new()).await
     }
 
-    /// Starts the scope continuing an earlier run: its state and its invocation history.
-    ///
-    /// The scope keeps the AgenticScope actor's protocol — requests (writes, history records, pending marks)
-    /// are applied one at a time, in the order they are made, and readers see published snapshots — but its
-    /// requests are handled by the task that makes them, under a lock, instead of by a task of its own: every
-    /// handler is a plain update that never waits, so the lock serialises them exactly as a mailbox would,
-    /// without the two task wake-ups (there and back) per write that made a sequence's step ping-pong between
-    /// the runtime's workers (docs/architecture.md §2). It was a ractor actor, then a Tokio task.
-    ///
-    /// # Errors
-    /// None today (kept fallible for scopes kept elsewhere).
-    pub async fn spawn_with_history(
-        memory_id: &str,
-        initial: Map<String, Value>,
-        history: Vec<InvocationRecord>,
-    ) -> Result<Self, AgentError> {
-        let view = ScopeView::from_map(initial);
-        let (tx, rx) = watch::channel(view);
-        let state = Mutex::new(ScopeState { tx, history });
-        Ok(ScopeHandle { inner: Arc::new(ScopeInner { state, memory_id: Arc::from(memory_id) }), rx })
-    }
-
-    /// The memory id (run id) this scope belongs to.
-    pub fn memory_id(&self) -> &str {
-        &self.inner.memory_id
-    }
-
-    /// The latest published snapshot (O(1)).
-    pub fn view(&self) -> ScopeView {
-        self.rx.borrow().clone()
-    }
-
-    /// Writes `delta` (a `null` value removes the key) and returns the write's sequence number; the new
-    /// snapshot is published when it returns.
-    ///
-    /// # Errors
-    /// None today (kept fallible for scopes kept elsewhere).
-    pub async fn write(&self, delta: Vec<(String, Value)>) -> Result<u64, AgentError> {
-        Ok(self.inner.with(|state| state.apply(delta)))
-    }
-
-    /// Writes `delta` and appends `record` to the history in one request (the hot path of a step). Not
-    /// `async`: it never waits, and a future would hold the record in every invocation's future.
-    pub(crate) fn write_and_record(&self, delta: Vec<(String, Value)>, record: InvocationRecord) -> u64 {
-        self.inner.with(|state| {
-            let seq = state.apply(delta);
-            state.history.push(record);
-            seq
-        })
-    }
-
-    /// Writes one typed value.
-    ///
-    /// # Errors
-    /// The value does not serialise.
-    pub async fn write_typed<T: Serialize>(&self, key: &TypedKey<T>, value: &T) -> Result<u64, AgentError> {
-        let v = serde_json::to_value(value).map_err(|e| AgentError::internal(format!("key `{}`: {e}", key.name())))?;
-        self.write(vec![(key.name().to_string(), v)]).await
-    }
-
-    /// Marks `key` as being produced by an async agent: readers wait until [`ScopeHandle::finish_async`].
-    pub(crate) async fn mark_pending(&self, key: &str) -> Result<(), AgentError> {
-        self.inner.with(|state| {
-            state.modify(|view| {
-                view.pending.insert(key.to_string());
-                view.async_errors.remove(key);
-            })
+    /// Ends an async production of `key`: applies its delta, or records its error for readers.
+    pub(crate) fn finish_async(&mut self, key: &str, result: Result<Vec<(String, Value)>, AgentError>) -> u64 {
+        self.tx.send_modify(|view| {
+            view.pending.remove(key);
         });
-        Ok(())
-    }
-
-    /// Ends an async production of `key`: writes its delta, or records its error for readers.
-    pub(crate) async fn finish_async(
-        &self,
-        key: &str,
-        result: Result<Vec<(String, Value)>, AgentError>,
-    ) -> Result<u64, AgentError> {
-        Ok(self.inner.with(|state| {
-            state.modify(|view| {
-                view.pending.remove(key);
-            });
-            match result {
-                Ok(delta) => state.apply(delta),
-                Err(e) => state.modify(|view| {
+        match result {
+            Ok(delta) => self.apply(delta),
+            Err(e) => {
+                let mut seq = 0;
+                self.tx.send_modify(|view| {
                     view.async_errors.insert(key.to_string(), e);
-                }),
+                    seq = view.seq;
+                });
+                seq
             }
-        }))
-    }
-
-    /// Reads `key`, waiting while an async agent is still producing it.
-    ///
-    /// # Errors
-    /// The error of the async agent that was producing `key`, with its original variant.
-    pub async fn read_waiting(&self, key: &str) -> Result<Option<Value>, AgentError> {
-        let mut rx = self.rx.clone();
-        let view = rx.wait_for(|v| !v.pending.contains(key)).await.map_err(scope_gone)?;
-        if let Some(e) = view.async_errors.get(key) {
-            return Err(e.clone());
         }
-        Ok(view.state.get(key).map(|v| (**v).clone()))
     }
 
-    /// A snapshot taken once no async agent is producing any key (at once when none is).
-    ///
-    /// # Errors
-    /// [`AgentError::Internal`] when the scope is gone.
-    pub async fn settled(&self) -> Result<ScopeView, AgentError> {
-        let mut rx = self.rx.clone();
-        let view = rx.wait_for(|v| v.pending.is_empty()).await.map_err(scope_gone)?;
-        Ok(view.clone())
-    }
-
-    /// Appends an invocation to the history (ordered with the writes).
-    pub fn record(&self, rec: InvocationRecord) {
-        self.inner.with(|state| state.history.push(rec));
-    }
-
-    /// The invocation history, in completion order.
-    ///
-    /// # Errors
-    /// None today (kept fallible for scopes kept elsewhere).
-    pub async fn history(&self) -> Result<Vec<InvocationRecord>, AgentError> {
-        Ok(self.inner.with(|state| state.history.clone()))
-    }
-
-    /// The conversation context: the last exchange of each LLM agent, most recent last. It lives in the state
-    /// under `_context.<agent>` keys, so it is journaled and survives a resume.
-    pub fn context(&self) -> Vec<ContextEntry> {
-        self.view().context()
+    /// Replaces the state and history (a run restarted from its journal), keeping the sequence number and the
+    /// keys async agents are still producing.
+    pub(crate) fn reset(&mut self, state: Map<String, Value>, history: Vec<InvocationRecord>) {
+        let fresh = ScopeView::from_map(state);
+        self.tx.send_modify(|view| {
+            view.state = fresh.state;
+        });
+        self.history = history;
     }
 }
 
@@ -446,7 +311,7 @@ mod tests {
 
     #[tokio::test]
     async fn writes_publish_snapshots_and_null_removes() {
-        let scope = ScopeHandle::spawn("t", Map::new()).await.expect("spawn");
+        let scope = crate::run::ScopeHandle::spawn("t", Map::new()).await.expect("spawn");
         let before = scope.view();
         let seq = scope.write(vec![("a".into(), json!(1)), ("b".into(), json!("x"))]).await.expect("write");
         assert_eq!(seq, 1);
@@ -457,5 +322,7 @@ mod tests {
         assert_eq!(scope.view().seq(), 2);
         let key = TypedKey::<f64>::new("score").with_default(0.5);
         assert_eq!(scope.view().get_typed(&key), Ok(Some(0.5)));
+        scope.close().await;
+        assert!(scope.write(vec![("a".into(), json!(1))]).await.is_err(), "a closed scope refuses writes");
     }
 }

@@ -103,6 +103,25 @@ pub struct PlannerState {
     /// Why the planner decided, when it says ([`crate::Planner::rationale`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rationale: Option<String>,
+    /// Completions handed to the planner that it did not consume (it panicked deciding): a restart hands
+    /// them over again, so the agents that completed do not run again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unconsumed: Vec<CompletionRecord>,
+}
+
+/// A sub-agent's completion as journaled while its planner has not consumed it ([`PlannerState::unconsumed`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionRecord {
+    /// The call that completed.
+    pub call: CallRecord,
+    /// Its result.
+    pub output: Value,
+    /// True when an optional agent was skipped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
+    /// True when the result is an error handler's substitute.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub substituted: bool,
 }
 
 /// A planner's decision to finish, as journaled.
@@ -347,6 +366,7 @@ fn fold_change(prev: &mut PlannerState, ps: &PlannerState) -> bool {
     }
     prev.finished.clone_from(&ps.finished);
     prev.rationale.clone_from(&ps.rationale);
+    prev.unconsumed.clone_from(&ps.unconsumed);
     true
 }
 
@@ -462,6 +482,7 @@ mod tests {
                     inflight_change: None,
                     finished: None,
                     rationale: None,
+                    unconsumed: Vec::new(),
                 })
                 .collect(),
             invocation: None,

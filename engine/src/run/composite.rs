@@ -6,7 +6,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::supervisor::{SupervisorArgs, supervise};
+use super::frame::{Frame, Report};
+use super::supervisor::{SupervisorActor, SupervisorArgs};
 use crate::agent::{AgentRef, AgentSpec, DynAgent, InvocationContext, SpecBuilder};
 use crate::error::{AgentError, BuildError};
 use crate::error_handler::ErrorHandler;
@@ -33,7 +34,7 @@ pub(crate) struct CompositeInner {
 /// A composite agent: sub-agents driven by a planner. Build one with [`Composite::builder`]; the built-in
 /// planners' builders (`Sequence::builder()`, ...) in `agentic-planners` build these.
 pub struct Composite {
-    inner: Arc<CompositeInner>,
+    pub(crate) inner: Arc<CompositeInner>,
 }
 
 impl Composite {
@@ -176,27 +177,46 @@ impl DynAgent for Composite {
         &self.inner.spec
     }
 
+    /// Invoked as a plain agent (by a wrapper, not by the engine's own dispatch): runs the planner in a
+    /// supervisor actor linked to the invoking actor, and waits for it. Dropping the future stops it.
     fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> {
         Box::pin(async move {
-            let handler = self.inner.handler.clone().or_else(|| ctx.handler.clone());
+            let handler = self.inner.handler.clone().or_else(|| ctx.frame.handler.clone());
+            let frame = Frame {
+                handler,
+                listeners: ctx.child_listeners.clone(),
+                span: tracing::Span::current(),
+                ..ctx.frame.clone()
+            };
+            let (tx, rx) = tokio::sync::oneshot::channel();
             let args = SupervisorArgs {
                 inner: self.inner.clone(),
+                agent: AgentRef(Arc::new(Composite { inner: self.inner.clone() })),
                 run: ctx.run.clone(),
-                path: ctx.path.clone(),
-                handler,
-                bindings: ctx.bindings.clone(),
-                item: ctx.item.clone(),
-                listeners: ctx.listeners.clone(),
-                child_listeners: ctx.child_listeners.clone(),
-                span: tracing::Span::current(),
+                frame,
+                report: Report::Bare(tx),
+                delay: std::time::Duration::ZERO,
+                bare: true,
             };
-            let result = supervise(args).await;
-            let (value, write) = result?;
-            if let (true, Some(key)) = (write, &self.inner.spec.output_key) {
+            let spawned = match &ctx.actor {
+                Some(parent) => ractor::Actor::spawn_linked(None, SupervisorActor, args, parent.clone()).await,
+                None => ractor::Actor::spawn(None, SupervisorActor, args).await,
+            };
+            let (actor, _) = spawned.map_err(|e| AgentError::internal(format!("cannot start a supervisor: {e}")))?;
+            // Stops the supervisor (and its children) if this invocation is dropped before it reports.
+            let mut guard = KillOnDrop(Some(actor.get_cell()));
+            let result = rx.await.map_err(|_| AgentError::internal("the composite's supervisor stopped"));
+            guard.0 = None;
+            let (value, write) = result??;
+            if let (true, true, Some(key)) = (write, ctx.frame.write_output, &self.inner.spec.output_key) {
                 ctx.write(key.clone(), value.clone()).await?;
             }
             Ok(value)
         })
+    }
+
+    fn as_composite(&self) -> Option<&Composite> {
+        Some(self)
     }
 
     fn sub_agents(&self) -> &[AgentRef] {
@@ -221,5 +241,16 @@ impl DynAgent for Composite {
 
     fn topology_details(&self) -> Value {
         self.inner.details.clone()
+    }
+}
+
+/// Kills an actor when dropped (unless disarmed by taking it out).
+struct KillOnDrop(Option<ractor::ActorCell>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(cell) = self.0.take() {
+            cell.kill();
+        }
     }
 }

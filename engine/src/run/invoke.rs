@@ -1,19 +1,20 @@
-//! One invocation of one agent (leaf or composite): resolve inputs, invoke, write the output, record it.
+//! One invocation of one agent, leaf or composite, as its actor opens and closes it: resolve the inputs,
+//! start its span and events ([`Invocation::open`]); then build its history record, report its events and
+//! hand its writes and result to the scope actor ([`Invocation::close`]). What runs in between is the leaf's
+//! `invoke` (in an `AgentActor`) or the planner's steps (in a `SupervisorActor`).
 
-use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
-use futures::FutureExt;
+use ractor::ActorCell;
 use serde_json::{Map, Value};
-use tracing::Instrument;
 
-use super::{RunContext, now_us};
+use super::frame::{Delivery, Frame, Report};
+use super::scope_actor::ScopeMsg;
+use super::{RunContext, lock, now_us};
 use crate::agent::{AgentRef, InvocationContext};
 use crate::error::AgentError;
-use crate::error_handler::ErrorHandler;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::scope::{InvocationRecord, merge_delta};
-use crate::store::StepRecord;
 
 /// What a finished child invocation hands back to its supervisor.
 #[derive(Debug, Default)]
@@ -30,114 +31,173 @@ pub(crate) struct ChildOutcome {
     pub(crate) async_started: bool,
 }
 
-/// How to invoke one agent.
-pub(crate) struct InvokeOptions<'a> {
-    /// Input values for this call only (a mapper's item), inherited by a composite's sub-agents.
-    pub(crate) bindings: Option<&'a Arc<Map<String, Value>>>,
-    /// Which mapper item the call serves (`#3`), inherited like the bindings.
-    pub(crate) item: Option<Arc<str>>,
-    /// False for the root: `async` has no effect there (the run waits for its result).
-    pub(crate) allow_async: bool,
-    pub(crate) write_output: bool,
-    pub(crate) attempt: u32,
-    pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
-    /// Listeners inherited from the parent (and the run).
-    pub(crate) listeners: Arc<[ListenerRef]>,
-    /// Where the record of a failed invocation goes, for the journal (the supervisor's failed-attempt step).
-    /// Borrowed from the caller's task: no allocation per step.
-    pub(crate) failed_record: Option<&'a FailedSlot>,
+/// An open invocation: its context (what the agent sees) and what closing it needs.
+pub(crate) struct Invocation {
+    pub(crate) ctx: InvocationContext,
+    pub(crate) span: tracing::Span,
+    started: u64,
+    /// The key the engine writes the result to (none for composites without a result to write, async
+    /// starts, mapped calls).
+    pub(crate) write_key: Option<String>,
 }
 
-/// Receives the record of a failed invocation (see [`InvokeOptions::failed_record`]).
-pub(crate) type FailedSlot = Mutex<Option<InvocationRecord>>;
+/// A closed invocation: the result for its supervisor and what the scope receives with it.
+pub(crate) struct Closed {
+    pub(crate) result: Result<ChildOutcome, AgentError>,
+    /// Writes for the scope (the output, the writes staged for completion).
+    pub(crate) scope_writes: Vec<(String, Value)>,
+    /// The history record (none for a suspension).
+    pub(crate) record: Option<InvocationRecord>,
+    /// The record of a failed attempt, for the journal.
+    pub(crate) failed: Option<InvocationRecord>,
+}
 
-/// Invokes `agent` at `path`: resolves its inputs (waiting for async producers), runs it (with its timeout,
-/// catching panics), writes its output and records the invocation in the scope history.
-pub(crate) async fn invoke_agent(
-    agent: &AgentRef,
-    run: &Arc<RunContext>,
-    path: Arc<str>,
-    opts: InvokeOptions<'_>,
-) -> Result<ChildOutcome, AgentError> {
-    let spec = agent.spec();
-    let Some(inputs) = resolve_inputs(agent, run, &path, opts.bindings.map(|b| &**b)).await? else {
-        return Ok(ChildOutcome { skipped: true, ..Default::default() });
-    };
-    let write_key = if opts.write_output && agent.0.engine_writes_output() { spec.output_key.clone() } else { None };
-    let own = agent.0.listeners();
-    let (listeners, child_listeners) = if own.is_empty() {
-        (opts.listeners.clone(), opts.listeners)
-    } else {
-        let all: Arc<[ListenerRef]> = opts.listeners.iter().chain(own).cloned().collect();
-        let inherit: Arc<[ListenerRef]> =
-            opts.listeners.iter().cloned().chain(own.iter().filter(|l| l.inherited()).cloned()).collect();
-        (all, inherit)
-    };
-    let exec = Exec {
-        path,
-        inputs,
-        bindings: opts.bindings.cloned(),
-        item: opts.item,
-        write_key: None,
-        attempt: opts.attempt,
-        handler: opts.handler,
-        listeners,
-        child_listeners,
-        failed_record: opts.failed_record,
-        keep_writes: run.journaling() || (spec.is_async && opts.allow_async),
-    };
-    if spec.is_async && opts.allow_async {
-        if let Some(key) = &write_key {
-            run.scope.mark_pending(key).await?;
+impl Closed {
+    /// Sends the writes and the record to the scope actor, which then hands the result to `report`: the
+    /// receiver sees the writes in the published snapshot.
+    pub(crate) fn send(self, run: &RunContext, report: Report) {
+        let then = Delivery { report, result: self.result, failed: self.failed };
+        let msg = ScopeMsg::Complete { delta: self.scope_writes, record: self.record, then };
+        if let Err(ractor::MessagingErr::SendErr(ScopeMsg::Complete { then, .. })) = run.scope.actor().cast(msg) {
+            // The scope is gone (the run ended under it): hand the result over anyway.
+            then.deliver(run.scope.actor());
         }
-        let (agent, run2) = (agent.clone(), run.clone());
-        let path = exec.path.clone();
-        // An async agent's failure reaches its readers, not the supervisor: no failed-attempt record.
-        let exec = Exec { failed_record: None, ..exec };
-        let task = tokio::spawn(
-            async move {
-                let r = execute(&agent, &run2, exec).await;
-                let r = r.map(|mut o| {
-                    if let Some(k) = &write_key {
-                        merge_delta(&mut o.delta, k.clone(), o.output.clone());
-                    }
-                    o
-                });
-                match &write_key {
-                    Some(key) => {
-                        let delta = r.as_ref().map(|o| o.delta.clone()).map_err(Clone::clone);
-                        run2.scope.finish_async(key, delta).await?;
-                    }
-                    None => {
-                        if let Ok(o) = &r
-                            && !o.delta.is_empty()
-                        {
-                            run2.scope.write(o.delta.clone()).await?;
-                        }
-                    }
-                }
-                let outcome = r?;
-                if run2.journaling() {
-                    let record = StepRecord {
-                        run_id: run2.run_id.to_string(),
-                        seq: run2.next_seq(),
-                        agent_path: path.to_string(),
-                        delta: outcome.delta,
-                        planner_states: Vec::new(),
-                        invocation: outcome.record,
-                        async_started: false,
-                        failed: false,
-                    };
-                    run2.journal_step(record).await?;
-                }
-                Ok(())
-            }
-            .in_current_span(),
-        );
-        run.track_async(task);
-        return Ok(ChildOutcome { async_started: true, ..Default::default() });
     }
-    execute(agent, run, Exec { write_key, ..exec }).await
+}
+
+impl Invocation {
+    /// Resolves the inputs of `agent` (waiting for async producers) and opens its invocation: the span, the
+    /// `AgentStarted` event. `Ok(None)`: an optional agent with a missing input, skipped.
+    ///
+    /// # Errors
+    /// [`AgentError::MissingArgument`], [`AgentError::Coercion`], or an async producer's error.
+    pub(crate) async fn open(
+        agent: &AgentRef,
+        run: &Arc<RunContext>,
+        frame: Frame,
+        actor: Option<ActorCell>,
+    ) -> Result<Option<Invocation>, AgentError> {
+        let spec = agent.spec();
+        let Some(inputs) = resolve_inputs(agent, run, &frame.path, frame.bindings.as_deref()).await? else {
+            return Ok(None);
+        };
+        let write_key =
+            if frame.write_output && agent.0.engine_writes_output() { spec.output_key.clone() } else { None };
+        let own = agent.0.listeners();
+        let (listeners, child_listeners) = if own.is_empty() {
+            (frame.listeners.clone(), frame.listeners.clone())
+        } else {
+            let all: Arc<[ListenerRef]> = frame.listeners.iter().chain(own).cloned().collect();
+            let inherit: Arc<[ListenerRef]> =
+                frame.listeners.iter().cloned().chain(own.iter().filter(|l| l.inherited()).cloned()).collect();
+            (all, inherit)
+        };
+        let keep_writes = run.journaling() || (spec.is_async && frame.allow_async);
+        // One span per invocation, with the OpenTelemetry GenAI attribute names where they apply.
+        let span = tracing::info_span!(
+            parent: &frame.span,
+            "invoke_agent",
+            "gen_ai.operation.name" = "invoke_agent",
+            "gen_ai.agent.name" = %spec.name,
+            "agentic.agent.path" = %frame.path,
+            "agentic.agent.kind" = %spec.kind,
+            "agentic.run_id" = %run.run_id,
+            "agentic.attempt" = frame.attempt,
+            "gen_ai.usage.input_tokens" = tracing::field::Empty,
+            "gen_ai.usage.output_tokens" = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+        );
+        let ctx = InvocationContext {
+            run: run.clone(),
+            name: Arc::from(spec.name.as_str()),
+            inputs,
+            frame,
+            actor,
+            writes: Mutex::new(Vec::new()),
+            keep_writes,
+            deferred: Mutex::new(Vec::new()),
+            tokens: Mutex::new(None),
+            listeners,
+            child_listeners,
+        };
+        if ctx.has_listeners() {
+            ctx.emit(&RunEvent::AgentStarted {
+                run_id: run.run_id.to_string(),
+                agent: spec.name.clone(),
+                path: ctx.path().to_string(),
+                attempt: ctx.attempt(),
+                inputs: ctx.inputs.clone(),
+            });
+        }
+        Ok(Some(Invocation { ctx, span, started: now_us(), write_key }))
+    }
+
+    /// Closes the invocation with its `result`: the history record, the span's attributes, the
+    /// `AgentFinished`/`AgentFailed` event, and the writes for the scope. A suspension records nothing.
+    pub(crate) fn close(self, agent: &AgentRef, result: Result<Value, AgentError>) -> Closed {
+        let spec = agent.spec();
+        let Invocation { ctx, span, started, write_key } = self;
+        if let Err(AgentError::Suspended { .. }) = &result {
+            // Waiting for a human is not an invocation: nothing is recorded until it completes.
+            let result = result.map(|_| ChildOutcome::default());
+            return Closed { result, scope_writes: Vec::new(), record: None, failed: None };
+        }
+        let run = &ctx.run;
+        let mut delta = std::mem::take(&mut *lock(&ctx.writes));
+        let mut scope_writes = std::mem::take(&mut *lock(&ctx.deferred));
+        let tokens = *lock(&ctx.tokens);
+        let (output, error) = match &result {
+            Ok(v) => (v.clone(), None),
+            Err(e) => (Value::Null, Some(e.to_string())),
+        };
+        if let (Ok(v), Some(key)) = (&result, write_key) {
+            if ctx.keep_writes {
+                merge_delta(&mut delta, key.clone(), v.clone());
+            }
+            merge_delta(&mut scope_writes, key, v.clone());
+        }
+        if let Some(t) = tokens {
+            span.record("gen_ai.usage.input_tokens", t.input);
+            span.record("gen_ai.usage.output_tokens", t.output);
+        }
+        let ended = now_us();
+        if let Err(e) = &result {
+            span.record("error.type", e.kind());
+        }
+        if ctx.has_listeners() {
+            let (run_id, agent_name, path) = (run.run_id.to_string(), spec.name.clone(), ctx.path().to_string());
+            let attempt = ctx.attempt();
+            ctx.emit(&match &result {
+                Ok(v) => RunEvent::AgentFinished {
+                    run_id,
+                    agent: agent_name,
+                    path,
+                    attempt,
+                    output: v.clone(),
+                    duration_us: ended.saturating_sub(started),
+                    tokens,
+                },
+                Err(e) => RunEvent::AgentFailed { run_id, agent: agent_name, path, attempt, error: e.to_string() },
+            });
+        }
+        let attempt = ctx.attempt();
+        let record = InvocationRecord {
+            agent: spec.name.clone(),
+            path: ctx.path().to_string(),
+            inputs: ctx.inputs,
+            output,
+            started_at_us: started,
+            ended_at_us: ended,
+            attempt,
+            tokens,
+            error,
+        };
+        // The journal needs its own copy of the record only when there is a journal.
+        let journaled = run.journaling().then(|| record.clone());
+        let failed = if result.is_err() { journaled.clone() } else { None };
+        let result = result.map(|output| ChildOutcome { output, delta, record: journaled, ..Default::default() });
+        Closed { result, scope_writes, record: Some(record), failed }
+    }
 }
 
 /// Resolves declared inputs: bindings first, then the scope (waiting while an async agent produces the key),
@@ -190,165 +250,4 @@ async fn resolve_inputs(
         }
     }
     Ok(Some(inputs))
-}
-
-/// One resolved invocation, ready to execute.
-struct Exec<'a> {
-    path: Arc<str>,
-    inputs: Map<String, Value>,
-    bindings: Option<Arc<Map<String, Value>>>,
-    item: Option<Arc<str>>,
-    /// The key the engine writes the result to (none for async starts, composites, mapped calls).
-    write_key: Option<String>,
-    attempt: u32,
-    handler: Option<Arc<dyn ErrorHandler>>,
-    listeners: Arc<[ListenerRef]>,
-    child_listeners: Arc<[ListenerRef]>,
-    failed_record: Option<&'a FailedSlot>,
-    /// Whether the outcome carries the invocation's writes (`ChildOutcome::delta`): for the journal, or for
-    /// an async agent's writes applied when it ends.
-    keep_writes: bool,
-}
-
-async fn execute(agent: &AgentRef, run: &Arc<RunContext>, exec: Exec<'_>) -> Result<ChildOutcome, AgentError> {
-    let spec = agent.spec();
-    let Exec {
-        path,
-        inputs,
-        bindings,
-        item,
-        write_key,
-        attempt,
-        handler,
-        listeners,
-        child_listeners,
-        failed_record,
-        keep_writes,
-    } = exec;
-    let ctx = InvocationContext {
-        run: run.clone(),
-        path,
-        name: Arc::from(spec.name.as_str()),
-        inputs,
-        bindings,
-        item,
-        attempt,
-        handler,
-        writes: Mutex::new(Vec::new()),
-        keep_writes,
-        deferred: Mutex::new(Vec::new()),
-        tokens: Mutex::new(None),
-        listeners,
-        child_listeners,
-    };
-    if ctx.has_listeners() {
-        ctx.emit(&RunEvent::AgentStarted {
-            run_id: run.run_id.to_string(),
-            agent: spec.name.clone(),
-            path: ctx.path.to_string(),
-            attempt,
-            inputs: ctx.inputs.clone(),
-        });
-    }
-    // One span per invocation, with the OpenTelemetry GenAI attribute names where they apply.
-    let span = tracing::info_span!(
-        "invoke_agent",
-        "gen_ai.operation.name" = "invoke_agent",
-        "gen_ai.agent.name" = %spec.name,
-        "agentic.agent.path" = %ctx.path,
-        "agentic.agent.kind" = %spec.kind,
-        "agentic.run_id" = %run.run_id,
-        "agentic.attempt" = attempt,
-        "gen_ai.usage.input_tokens" = tracing::field::Empty,
-        "gen_ai.usage.output_tokens" = tracing::field::Empty,
-        "error.type" = tracing::field::Empty,
-    );
-    let started = now_us();
-    let fut = AssertUnwindSafe(agent.0.invoke_dyn(&ctx).instrument(span.clone())).catch_unwind();
-    let caught = match spec.timeout {
-        // Boxed: a timer is large and most agents have none; every invocation's future stays smaller.
-        Some(t) => match Box::pin(tokio::time::timeout(t, fut)).await {
-            Ok(r) => r,
-            Err(_) => Ok(Err(AgentError::Timeout {
-                agent: spec.name.clone(),
-                path: ctx.path.to_string(),
-                timeout_ms: t.as_millis() as u64,
-            })),
-        },
-        None => fut.await,
-    };
-    let result = caught.unwrap_or_else(|panic| {
-        let msg = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".to_string());
-        Err(ctx.fail(format!("panicked: {msg}")))
-    });
-    if let Err(AgentError::Suspended { .. }) = &result {
-        // Waiting for a human is not an invocation: nothing is recorded until it completes.
-        return result.map(|_| ChildOutcome::default());
-    }
-    let mut delta = ctx.writes.lock().map(|mut w| std::mem::take(&mut *w)).unwrap_or_default();
-    let mut scope_writes = ctx.deferred.lock().map(|mut d| std::mem::take(&mut *d)).unwrap_or_default();
-    let tokens = ctx.tokens.lock().ok().and_then(|t| *t);
-    let (output, error) = match &result {
-        Ok(v) => (v.clone(), None),
-        Err(e) => (Value::Null, Some(e.to_string())),
-    };
-    if let (Ok(v), Some(key)) = (&result, write_key) {
-        if keep_writes {
-            merge_delta(&mut delta, key.clone(), v.clone());
-        }
-        merge_delta(&mut scope_writes, key, v.clone());
-    }
-    if let Some(t) = tokens {
-        span.record("gen_ai.usage.input_tokens", t.input);
-        span.record("gen_ai.usage.output_tokens", t.output);
-    }
-    let ended = now_us();
-    if let Err(e) = &result {
-        span.record("error.type", e.kind());
-    }
-    if ctx.has_listeners() {
-        let (run_id, agent_name, path) = (run.run_id.to_string(), spec.name.clone(), ctx.path.to_string());
-        ctx.emit(&match &result {
-            Ok(v) => RunEvent::AgentFinished {
-                run_id,
-                agent: agent_name,
-                path,
-                attempt,
-                output: v.clone(),
-                duration_us: ended.saturating_sub(started),
-                tokens,
-            },
-            Err(e) => RunEvent::AgentFailed { run_id, agent: agent_name, path, attempt, error: e.to_string() },
-        });
-    }
-    let record = InvocationRecord {
-        agent: spec.name.clone(),
-        path: ctx.path.to_string(),
-        inputs: ctx.inputs,
-        output,
-        started_at_us: started,
-        ended_at_us: ended,
-        attempt,
-        tokens,
-        error,
-    };
-    // The journal needs its own copy of the record only when there is a journal.
-    let journaled = run.journaling().then(|| record.clone());
-    if result.is_err()
-        && let (Some(slot), Some(r)) = (failed_record, &journaled)
-        && let Ok(mut slot) = slot.lock()
-    {
-        *slot = Some(r.clone());
-    }
-    if scope_writes.is_empty() {
-        run.scope.record(record);
-    } else {
-        // The output, the writes staged for completion and the history record go to the scope in one request.
-        run.scope.write_and_record(scope_writes, record);
-    }
-    result.map(|output| ChildOutcome { output, delta, record: journaled, ..Default::default() })
 }

@@ -1,34 +1,66 @@
-//! The runtime: per-run context, leaf invocation, the supervisor actor that drives planners, composites, the
-//! request that starts or resumes a run, and the registry of live runs.
+//! The runtime: an actor system on ractor. Per run:
+//!
+//! ```text
+//! ScopeActor (one per run; registered under the run id: answers, cancellation; the root's supervisor)
+//!   │  owns the state, history and pending keys; every write is a message; readers use its snapshots
+//!   └─ SupervisorActor (root composite)          or AgentActor (root leaf)
+//!        ├─ AgentActor (one per leaf invocation, linked) ── writes + result ──► ScopeActor ──► supervisor
+//!        └─ SupervisorActor (nested composite, linked) ── its own children ...
+//! ```
+//!
+//! A supervisor handles one message at a time: a child's completion (through the scope actor, so its writes
+//! are published first), a child's failure (a supervision event: a leaf's panic goes to the error handler, a
+//! composite's death breaks the tree and the scope actor restarts the run from its journal), its own timeout.
+//! The request that starts or resumes a run is a session: open (load the journal, start the scope actor),
+//! execute (start the root and wait), close (flush, record the status, stop the scope actor).
 
+mod agent_actor;
 mod composite;
 mod ephemeral;
+mod frame;
 mod invoke;
 mod registry;
 mod request;
+mod scope_actor;
 mod supervisor;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use ractor::ActorCell;
 use serde_json::Value;
-use tokio::sync::Notify;
-use tokio::task::{AbortHandle, JoinHandle};
+use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub use composite::{Composite, CompositeBuilder, OutputFn};
+pub(crate) use frame::Frame;
 pub use registry::Registry;
 pub use request::{
     CancelHandle, INPUTS_PATH, InvokeRequest, PendingResponse, RunEvents, RunOutcome, RunResult, respond,
 };
+pub use scope_actor::{MAX_RESTARTS, ScopeHandle};
 
 use crate::error::AgentError;
-use crate::scope::ScopeHandle;
-use crate::store::{Durability, PlannerState, StepRecord, StoreRef};
+use crate::store::{Durability, PlannerState, RunImage, StepRecord, StoreRef};
+
+/// Locks `m`, recovering from poisoning: the engine's critical sections are single updates that leave the
+/// data consistent, so a panic elsewhere while one was held loses nothing (the one poisoning policy of the
+/// engine).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What the async durability writer receives: records in order, and barriers that answer once every record
+/// before them was appended.
+// Barriers are rare (a restart); a record is what the channel carries.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum WriterMsg {
+    Record(StepRecord),
+    Barrier(oneshot::Sender<()>),
+}
 
 /// Shared by every invocation of one run.
 pub(crate) struct RunContext {
@@ -37,14 +69,15 @@ pub(crate) struct RunContext {
     pub(crate) store: Option<StoreRef>,
     pub(crate) durability: Durability,
     pub(crate) cancel: CancellationToken,
-    pub(crate) async_tasks: Mutex<Vec<JoinHandle<Result<(), AgentError>>>>,
-    /// Abort handles of every async agent started (kept while `wait_async` awaits their join handles).
-    pub(crate) async_aborts: Mutex<Vec<AbortHandle>>,
+    /// The ends of the async agents started (each answers once its agent has finished).
+    async_ends: Mutex<Vec<oneshot::Receiver<Result<(), AgentError>>>>,
+    /// The actors of the async agents started (killed when the run fails).
+    async_actors: Mutex<Vec<ActorCell>>,
     step_seq: AtomicU64,
     /// Async durability: records go to a writer task in order. A linked-list channel (futures'), not tokio's:
     /// tokio's preallocates a block of 32 records per channel (12 KiB per run), which dominated the memory
     /// of many concurrent runs.
-    async_writer: Option<futures::channel::mpsc::UnboundedSender<StepRecord>>,
+    async_writer: Option<futures::channel::mpsc::UnboundedSender<WriterMsg>>,
     /// Exit durability: records wait here until the run ends.
     exit_buffer: Mutex<Vec<StepRecord>>,
     /// Composites in progress when the run was last checkpointed, by path; taken when the composite restarts.
@@ -77,7 +110,7 @@ pub(crate) struct RunSetup {
     pub(crate) store: Option<StoreRef>,
     pub(crate) durability: Durability,
     pub(crate) cancel: CancellationToken,
-    pub(crate) async_writer: Option<futures::channel::mpsc::UnboundedSender<StepRecord>>,
+    pub(crate) async_writer: Option<futures::channel::mpsc::UnboundedSender<WriterMsg>>,
     pub(crate) first_seq: u64,
     pub(crate) restore: HashMap<String, PlannerState>,
     pub(crate) answers: BTreeMap<String, Value>,
@@ -91,8 +124,8 @@ impl RunContext {
             store: setup.store,
             durability: setup.durability,
             cancel: setup.cancel,
-            async_tasks: Mutex::new(Vec::new()),
-            async_aborts: Mutex::new(Vec::new()),
+            async_ends: Mutex::new(Vec::new()),
+            async_actors: Mutex::new(Vec::new()),
             step_seq: AtomicU64::new(setup.first_seq),
             async_writer: setup.async_writer,
             exit_buffer: Mutex::new(Vec::new()),
@@ -129,13 +162,13 @@ impl RunContext {
                 store.flush_dyn().await.map_err(failed)
             }
             Durability::Async => match &self.async_writer {
-                Some(tx) => tx.unbounded_send(record).map_err(|_| AgentError::internal("journal writer stopped")),
+                Some(tx) => tx
+                    .unbounded_send(WriterMsg::Record(record))
+                    .map_err(|_| AgentError::internal("journal writer stopped")),
                 None => store.append_dyn(record).await.map_err(failed),
             },
             Durability::Exit => {
-                if let Ok(mut b) = self.exit_buffer.lock() {
-                    b.push(record);
-                }
+                lock(&self.exit_buffer).push(record);
                 Ok(())
             }
         }
@@ -143,30 +176,26 @@ impl RunContext {
 
     /// Takes the records buffered by exit durability.
     pub(crate) fn take_exit_buffer(&self) -> Vec<StepRecord> {
-        self.exit_buffer.lock().map(|mut b| std::mem::take(&mut *b)).unwrap_or_default()
+        std::mem::take(&mut *lock(&self.exit_buffer))
     }
 
     /// The checkpointed state of the composite at `path`, if it was in progress (taken: used once).
     pub(crate) fn take_restore(&self, path: &str) -> Option<PlannerState> {
-        self.restore.lock().ok().and_then(|mut r| r.remove(path))
+        lock(&self.restore).remove(path)
     }
 
     /// Uses the answer to response `id`, if one was given.
     pub(crate) fn take_answer(&self, id: &str) -> Option<Value> {
-        let answer = self.answers.lock().ok().and_then(|mut a| a.remove(id));
-        if answer.is_some()
-            && let Ok(mut c) = self.consumed.lock()
-        {
-            c.insert(id.to_string());
+        let answer = lock(&self.answers).remove(id);
+        if answer.is_some() {
+            lock(&self.consumed).insert(id.to_string());
         }
         answer
     }
 
     /// Records an answer delivered in-process and wakes pending-mode waiters.
     pub(crate) fn give_answer(&self, id: &str, value: Value) {
-        if let Ok(mut a) = self.answers.lock() {
-            a.insert(id.to_string(), value);
-        }
+        lock(&self.answers).insert(id.to_string(), value);
         self.answer_arrived.notify_waiters();
     }
 
@@ -183,15 +212,13 @@ impl RunContext {
 
     /// Registers the compensation of an action completed by the invocation at `path`.
     pub(crate) fn add_compensation(&self, c: Compensation) {
-        if let Ok(mut all) = self.compensations.lock() {
-            all.push(c);
-        }
+        lock(&self.compensations).push(c);
     }
 
     /// Takes the compensations registered by invocations at or below `path`, most recent first.
     pub(crate) fn take_compensations(&self, path: &str) -> Vec<Compensation> {
         let prefix = format!("{path}/");
-        let Ok(mut all) = self.compensations.lock() else { return Vec::new() };
+        let mut all = lock(&self.compensations);
         let (mine, rest): (Vec<_>, Vec<_>) =
             std::mem::take(&mut *all).into_iter().partition(|c| &*c.path == path || c.path.starts_with(&prefix));
         *all = rest;
@@ -226,25 +253,19 @@ impl RunContext {
 
     /// Answers not used by this run (they stay recorded for a later resume).
     pub(crate) fn unused_answers(&self) -> BTreeMap<String, Value> {
-        self.answers.lock().map(|a| a.clone()).unwrap_or_default()
+        lock(&self.answers).clone()
     }
 
     /// Waits for every async agent started in this run; the first failure is returned.
     pub(crate) async fn wait_async(&self) -> Result<(), AgentError> {
         let mut first_err = None;
         loop {
-            let batch: Vec<_> = match self.async_tasks.lock() {
-                Ok(mut t) => std::mem::take(&mut *t),
-                Err(_) => Vec::new(),
-            };
+            let batch = std::mem::take(&mut *lock(&self.async_ends));
             if batch.is_empty() {
                 break;
             }
-            for h in batch {
-                let r = match h.await {
-                    Ok(r) => r,
-                    Err(e) => Err(AgentError::internal(format!("async agent task: {e}"))),
-                };
+            for end in batch {
+                let r = end.await.unwrap_or_else(|_| Err(AgentError::internal("an async agent's actor stopped")));
                 if let Err(e) = r {
                     first_err.get_or_insert(e);
                 }
@@ -253,23 +274,41 @@ impl RunContext {
         first_err.map_or(Ok(()), Err)
     }
 
-    /// Tracks an async agent's task.
-    pub(crate) fn track_async(&self, task: JoinHandle<Result<(), AgentError>>) {
-        if let Ok(mut a) = self.async_aborts.lock() {
-            a.push(task.abort_handle());
-        }
-        if let Ok(mut t) = self.async_tasks.lock() {
-            t.push(task);
+    /// Tracks an async agent: its end, and its actor.
+    pub(crate) fn track_async(&self, end: oneshot::Receiver<Result<(), AgentError>>, actor: ActorCell) {
+        lock(&self.async_actors).push(actor);
+        lock(&self.async_ends).push(end);
+    }
+
+    /// Stops every async agent still running (including those `wait_async` is waiting for).
+    pub(crate) fn abort_async(&self) {
+        for actor in lock(&self.async_actors).drain(..) {
+            actor.kill();
         }
     }
 
-    /// Aborts every async agent still running (including those `wait_async` is waiting for).
-    pub(crate) fn abort_async(&self) {
-        if let Ok(mut a) = self.async_aborts.lock() {
-            for h in a.drain(..) {
-                h.abort();
+    /// The run as its journal has it, for a restart of its actor tree: everything journaled so far is made
+    /// readable (async durability's writer catches up; exit durability's buffer is appended, still unflushed),
+    /// folded, and the composites in progress are set to restore from it.
+    ///
+    /// # Errors
+    /// [`AgentError::Run`] without a journal, or when the store fails.
+    pub(crate) async fn reload(&self) -> Result<RunImage, AgentError> {
+        let run_err = |message: String| AgentError::Run { run_id: self.run_id.to_string(), message };
+        let Some(store) = &self.store else { return Err(run_err("no journal to restart from".to_string())) };
+        for record in self.take_exit_buffer() {
+            store.append_dyn(record).await.map_err(|e| run_err(e.to_string()))?;
+        }
+        if let Some(writer) = &self.async_writer {
+            let (tx, rx) = oneshot::channel();
+            if writer.unbounded_send(WriterMsg::Barrier(tx)).is_ok() {
+                let _ = rx.await;
             }
         }
+        let mut image = store.load_dyn(&self.run_id).await.map_err(|e| run_err(e.to_string()))?;
+        *lock(&self.restore) = std::mem::take(&mut image.planners).into_iter().collect();
+        self.step_seq.store(image.seq, Ordering::Relaxed);
+        Ok(image)
     }
 }
 

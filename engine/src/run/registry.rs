@@ -1,23 +1,32 @@
 //! The registry of runs in this process: which memory ids are running (two invocations with one memory id
-//! never run at once), the live runs that can receive in-process answers, and the in-process stores of runs
-//! invoked without a store (multi-turn memory, in-process resume), evicted least-recently-used first.
+//! never run at once), the address of each running run (its scope actor, registered in ractor's registry
+//! under a name made of this registry's id and the run id: answers and cancellations go to it as messages),
+//! and the in-process stores of runs invoked without a store (multi-turn memory, in-process resume), evicted
+//! least-recently-used first.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use dashmap::DashMap;
+use ractor::ActorRef;
 use serde_json::Value;
 
-use super::RunContext;
 use super::ephemeral::EphemeralStore;
+use super::lock;
+use super::scope_actor::ScopeMsg;
 use crate::error::AgentError;
 use crate::store::StoreRef;
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 /// Default number of in-process stores kept for memory ids invoked without a store.
 pub const DEFAULT_CAPACITY: usize = 1024;
 
 struct Inner {
-    active: DashMap<String, Weak<RunContext>>,
+    /// Distinguishes this registry's runs in ractor's (process-wide) registry of names.
+    id: u64,
+    active: DashMap<String, ()>,
     kept: Mutex<KeptStores>,
 }
 
@@ -69,6 +78,7 @@ impl Registry {
     pub fn with_capacity(capacity: usize) -> Registry {
         Registry {
             inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 active: DashMap::new(),
                 kept: Mutex::new(KeptStores {
                     capacity,
@@ -91,16 +101,23 @@ impl Registry {
                 message: "run is active: another invocation with this memory id is still running".to_string(),
             }),
             Entry::Vacant(v) => {
-                v.insert(Weak::new());
+                v.insert(());
                 Ok(ActiveGuard { registry: self.clone(), run_id: run_id.to_string() })
             }
         }
     }
 
-    pub(crate) fn set_live(&self, run_id: &str, run: &Arc<RunContext>) {
-        if let Some(mut slot) = self.inner.active.get_mut(run_id) {
-            *slot = Arc::downgrade(run);
-        }
+    /// The name of run `run_id`'s scope actor in ractor's registry.
+    pub(crate) fn actor_name(&self, run_id: &str) -> String {
+        format!("agentic/{}/{run_id}", self.inner.id)
+    }
+
+    /// The address of run `run_id` running in this process.
+    fn address(&self, run_id: &str) -> Result<ActorRef<ScopeMsg>, AgentError> {
+        ractor::registry::where_is(self.actor_name(run_id)).map(ActorRef::from).ok_or_else(|| AgentError::Run {
+            run_id: run_id.to_string(),
+            message: "not running in this process".to_string(),
+        })
     }
 
     /// Whether a run with this memory id is running in this process.
@@ -108,46 +125,39 @@ impl Registry {
         self.inner.active.contains_key(run_id)
     }
 
-    /// Delivers an answer to a running run's pending-mode human agent (`mode: pending`).
+    /// Delivers an answer to a running run's pending-mode human agent (`mode: pending`), as a message to
+    /// the run's actor.
     ///
     /// # Errors
     /// [`AgentError::Run`] when no run with this id is running in this process (answer a suspended run by
     /// resuming it with the answer instead).
     pub fn answer(&self, run_id: &str, response_id: &str, value: Value) -> Result<(), AgentError> {
-        let run = self.inner.active.get(run_id).and_then(|w| w.upgrade());
-        match run {
-            Some(run) => {
-                run.give_answer(response_id, value);
-                Ok(())
-            }
-            None => Err(AgentError::Run {
-                run_id: run_id.to_string(),
-                message: "not running in this process; resume it with the answer instead".to_string(),
-            }),
-        }
+        let not_running = || AgentError::Run {
+            run_id: run_id.to_string(),
+            message: "not running in this process; resume it with the answer instead".to_string(),
+        };
+        let run = self.address(run_id).map_err(|_| not_running())?;
+        run.cast(ScopeMsg::Answer { id: response_id.to_string(), value }).map_err(|_| not_running())
     }
 
-    /// Cancels the run with this id running in this process (as its `CancelHandle` would): its agents in flight
-    /// are stopped, it is journaled `cancelled`, and its invocation returns `AgentError::Cancelled`.
+    /// Cancels the run with this id running in this process (as its `CancelHandle` would), as a message to
+    /// the run's actor: its agents in flight are stopped, it is journaled `cancelled`, and its invocation
+    /// returns `AgentError::Cancelled`.
     ///
     /// # Errors
     /// [`AgentError::Run`] when no run with this id is running in this process.
     pub fn cancel(&self, run_id: &str) -> Result<(), AgentError> {
-        match self.inner.active.get(run_id).and_then(|w| w.upgrade()) {
-            Some(run) => {
-                run.cancel.cancel();
-                Ok(())
-            }
-            None => {
-                Err(AgentError::Run { run_id: run_id.to_string(), message: "not running in this process".to_string() })
-            }
-        }
+        let run = self.address(run_id)?;
+        run.cast(ScopeMsg::Cancel).map_err(|_| AgentError::Run {
+            run_id: run_id.to_string(),
+            message: "not running in this process".to_string(),
+        })
     }
 
     /// The in-process store of `run_id` (created if absent; marked most recently used). Beyond the capacity,
     /// the least recently used stores of runs not running are evicted.
     pub(crate) fn kept_store(&self, run_id: &str) -> StoreRef {
-        let Ok(mut kept) = self.inner.kept.lock() else { return Arc::new(EphemeralStore::default()) };
+        let mut kept = lock(&self.inner.kept);
         let store = kept.stores.entry(run_id.to_string()).or_default().clone();
         kept.order.retain(|id| id != run_id);
         kept.order.push_back(run_id.to_string());
@@ -163,14 +173,13 @@ impl Registry {
 
     /// Forgets the in-process store of `run_id` (its memory starts fresh next time).
     pub fn evict(&self, run_id: &str) {
-        if let Ok(mut kept) = self.inner.kept.lock() {
-            kept.order.retain(|id| id != run_id);
-            kept.stores.remove(run_id);
-        }
+        let mut kept = lock(&self.inner.kept);
+        kept.order.retain(|id| id != run_id);
+        kept.stores.remove(run_id);
     }
 
     /// Number of in-process stores kept.
     pub fn kept_len(&self) -> usize {
-        self.inner.kept.lock().map(|k| k.stores.len()).unwrap_or(0)
+        lock(&self.inner.kept).stores.len()
     }
 }

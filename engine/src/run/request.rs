@@ -16,9 +16,11 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::invoke::{InvokeOptions, invoke_agent};
+use super::frame::{Frame, Report};
 use super::registry::Registry;
-use super::{RunContext, RunSetup, now_us};
+use super::scope_actor::{RootStart, ScopeMsg};
+use super::supervisor::spawn_invocation;
+use super::{RunContext, RunSetup, WriterMsg, now_us};
 use crate::agent::{AgentRef, TopologyNode};
 use crate::error::AgentError;
 use crate::listener::{AgentListener, ChannelListener, ListenerRef, RunEvent};
@@ -396,10 +398,13 @@ impl InvokeRequest {
         let inputs = self.inputs;
         let mut state = std::mem::take(&mut image.state);
         state.extend(inputs.clone());
-        let scope = ScopeHandle::spawn_with_history(&run_id, state, std::mem::take(&mut image.history)).await?;
+        let history = std::mem::take(&mut image.history);
+        let scope = ScopeHandle::spawn_named(Some(registry.actor_name(&run_id)), &run_id, state, history).await?;
+        // Stops the run's actors if this future is dropped before the run ends (the caller gave up).
+        let mut scope_guard = StopOnDrop(Some(scope.actor().get_cell()));
         let (writer_tx, writer) = match (&store, self.durability) {
             (Some(s), Durability::Async) => {
-                let (tx, rx) = futures::channel::mpsc::unbounded::<StepRecord>();
+                let (tx, rx) = futures::channel::mpsc::unbounded::<WriterMsg>();
                 (Some(tx), Some(tokio::spawn(async_writer(s.clone(), rx))))
             }
             _ => (None, None),
@@ -417,7 +422,6 @@ impl InvokeRequest {
             restore,
             answers,
         }));
-        registry.set_live(&run_id, &run);
         if run.journaling() && !inputs.is_empty() {
             // The inputs are part of the state a resume rebuilds: journal them as the turn's first step.
             let record = StepRecord {
@@ -444,17 +448,11 @@ impl InvokeRequest {
                     restart_async(&self.agent, &run, path, inherited.clone()).await?;
                 }
             }
-            let opts = InvokeOptions {
-                bindings: None,
-                item: None,
-                allow_async: false,
-                write_output: true,
-                attempt: 1,
-                handler: None,
-                listeners: inherited.clone(),
-                failed_record: None,
-            };
-            let outcome = invoke_agent(&self.agent, &run, Arc::from("root"), opts).await?;
+            let (done, outcome) = tokio::sync::oneshot::channel();
+            let start =
+                RootStart { agent: self.agent.clone(), run: run.clone(), frame: Frame::root(inherited.clone()), done };
+            scope.tell(ScopeMsg::StartRoot(Box::new(start)))?;
+            let outcome = outcome.await.map_err(|_| AgentError::internal("the run's scope actor stopped"))??;
             run.wait_async().await?;
             if run.journaling() {
                 let record = StepRecord {
@@ -482,6 +480,10 @@ impl InvokeRequest {
             }
         }
         if result.is_err() {
+            // Stop the tree (a cancellation, or a failure with agents still running) and the async agents.
+            for child in scope.actor().get_children() {
+                child.kill();
+            }
             run.abort_async();
         }
 
@@ -545,6 +547,8 @@ impl InvokeRequest {
                 flush_err.get_or_insert(AgentError::internal(format!("journal: {e}")));
             }
         }
+        scope.close().await;
+        scope_guard.0 = None;
         let rid = run_id.to_string();
         emit_run(match &result {
             Ok(v) => RunEvent::Completed { run_id: rid.clone(), output: v.clone() },
@@ -580,24 +584,32 @@ impl InvokeRequest {
 /// record needs anyway: returns whether it did so.
 async fn async_writer(
     store: StoreRef,
-    mut rx: futures::channel::mpsc::UnboundedReceiver<StepRecord>,
+    mut rx: futures::channel::mpsc::UnboundedReceiver<WriterMsg>,
 ) -> Result<bool, crate::error::StoreError> {
     use futures::StreamExt;
-    while let Some(rec) = rx.next().await {
-        store.append_dyn(rec).await?;
+    let mut barriers = Vec::new();
+    while let Some(msg) = rx.next().await {
+        match msg {
+            WriterMsg::Record(rec) => store.append_dyn(rec).await?,
+            WriterMsg::Barrier(b) => barriers.push(b),
+        }
         loop {
             match rx.try_recv() {
-                Ok(more) => store.append_dyn(more).await?,
+                Ok(WriterMsg::Record(more)) => store.append_dyn(more).await?,
+                Ok(WriterMsg::Barrier(b)) => barriers.push(b),
                 Err(futures::channel::mpsc::TryRecvError::Closed) => return Ok(true),
                 Err(futures::channel::mpsc::TryRecvError::Empty) => break,
             }
+        }
+        for b in barriers.drain(..) {
+            let _ = b.send(());
         }
         store.flush_dyn().await?;
     }
     Ok(false)
 }
 
-/// Starts again an async agent that was running when the run stopped.
+/// Starts again an async agent that was running when the run stopped (under the run's scope actor).
 async fn restart_async(
     root: &AgentRef,
     run: &Arc<RunContext>,
@@ -612,17 +624,20 @@ async fn restart_async(
             message: format!("checkpoint names agent path `{path}` that the workflow does not have"),
         })?;
     }
-    let opts = InvokeOptions {
-        bindings: None,
-        item: None,
-        allow_async: true,
-        write_output: true,
-        attempt: 1,
-        handler: None,
-        listeners,
-        failed_record: None,
-    };
-    invoke_agent(&agent, run, Arc::from(path), opts).await.map(|_| ())
+    let frame = Frame::restarted_async(path, listeners);
+    let parent = run.scope.actor().get_cell();
+    spawn_invocation(&agent, run, frame, Report::Nobody, std::time::Duration::ZERO, parent).await.map(|_| ())
+}
+
+/// Kills an actor (and its tree) when dropped, unless disarmed by taking it out.
+struct StopOnDrop(Option<ractor::ActorCell>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(cell) = self.0.take() {
+            cell.kill();
+        }
+    }
 }
 
 /// Checks that every stored value still fits the type its agents declare.

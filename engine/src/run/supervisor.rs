@@ -1,69 +1,210 @@
-//! The supervisor: one planner actor per composite invocation ([`supervise`]). It drives the planner, runs the
-//! agents of each action concurrently as tasks it owns, reports every completion to the planner one at a time
-//! (its mailbox serialises them), applies the error handler, journals each step before dispatching the next,
-//! and never busy-waits: "nothing to do" with nothing in flight is [`AgentError::PlannerStalled`].
+//! The [`SupervisorActor`]: one per composite invocation. It owns the composite's [`Planner`], spawns the
+//! agents of each action as actors linked to it (an `AgentActor` per leaf call, a `SupervisorActor` per
+//! composite call), handles their completions one at a time (its mailbox serialises them), applies the error
+//! handler, journals each step before dispatching the next, and never busy-waits: "nothing to do" with
+//! nothing in flight is [`AgentError::PlannerStalled`].
 //!
-//! The actor is hosted by the composite's invocation future (its state and mailbox live there) instead of a
-//! task of its own: the invoker waited for its result anyway, and a hosted actor costs no task, no mailbox
-//! preallocation and no message boxing (docs/architecture.md §2). Children are tokio tasks: a leaf invocation
-//! needs no mailbox. Aborting a child task drops its future, which drops a nested composite's supervisor and
-//! aborts its children in turn, so cancellation cascades down the tree.
+//! Supervision: a leaf's panic reaches it as a supervision event and goes to the error handler like any
+//! failure (a retry is a fresh actor, its attempt counted in the history). A composite child that dies —
+//! its planner panicked — means the run's tree is broken: this supervisor dies with it, up to the run's
+//! scope actor, which restarts the root from the journal. A planner that panics journals first the
+//! completion it was handed, so the restart hands it over again and no completed step runs twice.
+//!
+//! When the composite's result is decided, the supervisor closes its invocation (record, output write)
+//! through the scope actor, which hands the result to the parent, and stops; stopping kills any children
+//! still running (ractor terminates an actor's children with it), and a failure undoes what completed below
+//! when the composite compensates.
 
 use std::collections::HashMap;
-use std::pin::Pin;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use serde_json::{Map, Value};
-use tokio::task::AbortHandle;
-use tracing::Instrument;
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use serde_json::Value;
 
 use super::RunContext;
+use super::agent_actor::{AgentActor, AgentArgs, AgentPanicked, panic_message};
 use super::composite::CompositeInner;
-use super::invoke::{ChildOutcome, FailedSlot, InvokeOptions, invoke_agent};
+use super::frame::{Frame, Report};
+use super::invoke::{ChildOutcome, Invocation};
+use crate::agent::AgentRef;
 use crate::error::AgentError;
-use crate::error_handler::{ErrorContext, ErrorHandler, Recovery};
+use crate::error_handler::{ErrorContext, Recovery};
 use crate::listener::{ListenerRef, RunEvent};
 use crate::planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 use crate::run::PendingResponse;
 use crate::scope::{InvocationRecord, ScopeView, merge_delta};
-use crate::store::{CallRecord, Finish, InflightChange, PlannerState, StepRecord};
+use crate::store::{CallRecord, CompletionRecord, Finish, InflightChange, PlannerState, StepRecord};
 
-pub(crate) struct SupervisorArgs {
-    pub(crate) inner: Arc<CompositeInner>,
-    pub(crate) run: Arc<RunContext>,
-    pub(crate) path: Arc<str>,
-    pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
-    /// Call bindings of the composite's own invocation, inherited by its sub-agents.
-    pub(crate) bindings: Option<Arc<Map<String, Value>>>,
-    /// The mapper item of the composite's own invocation, inherited by its sub-agents.
-    pub(crate) item: Option<Arc<str>>,
-    /// Listeners of the composite's own invocation (they see its planner decisions).
-    pub(crate) listeners: Arc<[ListenerRef]>,
-    /// Listeners its sub-agents inherit.
-    pub(crate) child_listeners: Arc<[ListenerRef]>,
-    /// The composite's invocation span: its children's spans nest under it.
-    pub(crate) span: tracing::Span,
-}
+pub(crate) use super::frame::Delivery;
 
-/// The sending side of a supervisor's mailbox (children's tasks report through it).
-type Mailbox = futures::channel::mpsc::UnboundedSender<SupervisorMsg>;
-
+/// The messages of a [`SupervisorActor`].
+// ractor boxes every message once when sent: the variants' sizes cost nothing more.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum SupervisorMsg {
     /// A child finished; `failed` is the record of a failed invocation when the run is journaled.
     ChildDone { id: u64, result: Result<ChildOutcome, AgentError>, failed: Option<InvocationRecord> },
+    /// The composite's own timeout expired.
+    Timeout,
+}
+
+/// The supervisor of one composite invocation. See the module documentation.
+pub(crate) struct SupervisorActor;
+
+/// What a [`SupervisorActor`] starts with.
+pub(crate) struct SupervisorArgs {
+    pub(crate) inner: Arc<CompositeInner>,
+    pub(crate) agent: AgentRef,
+    pub(crate) run: Arc<RunContext>,
+    pub(crate) frame: Frame,
+    pub(crate) report: Report,
+    /// Wait this long first (an error handler's retry backoff).
+    pub(crate) delay: Duration,
+    /// Invoked as a plain agent (`Composite::invoke_dyn`): the caller opened the invocation and writes the
+    /// output; the supervisor only runs the planner.
+    pub(crate) bare: bool,
+}
+
+/// A broken actor tree: a composite below died (its planner panicked, or an engine bug). Carried up the
+/// supervisors to the run's scope actor, which restarts the run from its journal.
+#[derive(Debug)]
+pub(crate) struct TreeFailed(pub(crate) AgentError);
+
+impl std::fmt::Display for TreeFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for TreeFailed {}
+
+/// The error an actor's failure stands for: a caught panic's, a broken tree's, or (an uncaught panic or an
+/// engine bug) a planner error naming `agent` at `path` with the failure's text.
+pub(crate) fn tree_error(err: &ActorProcessingErr, agent: &AgentRef, path: &str) -> AgentError {
+    if let Some(TreeFailed(e)) = err.downcast_ref::<TreeFailed>() {
+        return e.clone();
+    }
+    if let Some(p) = err.downcast_ref::<AgentPanicked>() {
+        return p.error.clone();
+    }
+    AgentError::Planner { agent: agent.name().to_string(), path: path.to_string(), message: format!("failed: {err}") }
+}
+
+/// Spawns the actor of one invocation of `agent`, linked to `parent`: a supervisor for a composite, an agent
+/// actor for a leaf. Returns its cell.
+///
+/// # Errors
+/// [`AgentError::Internal`] when the actor cannot start (its parent is stopping).
+pub(crate) async fn spawn_invocation(
+    agent: &AgentRef,
+    run: &Arc<RunContext>,
+    frame: Frame,
+    report: Report,
+    delay: Duration,
+    parent: ActorCell,
+) -> Result<ActorCell, AgentError> {
+    let failed =
+        |e: ractor::SpawnErr| AgentError::internal(format!("cannot start the actor of `{}`: {e}", agent.name()));
+    match agent.0.as_composite().map(|c| &c.inner) {
+        Some(inner) => {
+            let args = SupervisorArgs {
+                inner: inner.clone(),
+                agent: agent.clone(),
+                run: run.clone(),
+                frame,
+                report,
+                delay,
+                bare: false,
+            };
+            Actor::spawn_linked(None, SupervisorActor, args, parent).await.map(|(a, _)| a.get_cell()).map_err(failed)
+        }
+        None => {
+            let args = AgentArgs { agent: agent.clone(), run: run.clone(), frame, report, delay };
+            Actor::spawn_linked(None, AgentActor, args, parent).await.map(|(a, _)| a.get_cell()).map_err(failed)
+        }
+    }
+}
+
+impl Actor for SupervisorActor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = SupervisorArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        args: SupervisorArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(SupervisorState::new(args, myself))
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        Box::pin(state.open()).await;
+        state.after(&myself)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        msg: SupervisorMsg,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SupervisorMsg::ChildDone { id, result, failed } => Box::pin(state.handle(id, result, failed)).await,
+            SupervisorMsg::Timeout => {
+                let spec = &state.inner.spec;
+                let timeout_ms = spec.timeout.map_or(0, |t| t.as_millis() as u64);
+                let e = AgentError::Timeout { agent: spec.name.clone(), path: state.path().to_string(), timeout_ms };
+                state.fail(e);
+            }
+        }
+        state.after(&myself)
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        evt: SupervisionEvent,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match evt {
+            SupervisionEvent::ActorFailed(cell, err) => {
+                let Some(id) = state.children.remove(&cell.get_id()) else { return Ok(()) };
+                let Some(index) = state.inflight.get(&id).map(|c| c.call.agent) else { return Ok(()) };
+                let agent = state.inner.sub_agents[index].clone();
+                let path = state.child_paths[index].clone();
+                if agent.0.as_composite().is_some() && err.downcast_ref::<AgentPanicked>().is_none() {
+                    // A composite below died: the tree is broken; die with it (the run restarts it).
+                    state.concluded = true;
+                    return Err(Box::new(TreeFailed(tree_error(&err, &agent, &path))));
+                }
+                let (error, failed) = match err.downcast::<AgentPanicked>() {
+                    Ok(p) => (p.error, p.failed),
+                    Err(err) => (AgentError::failed(agent.name(), path.to_string(), format!("panicked: {err}")), None),
+                };
+                Box::pin(state.handle(id, Err(error), failed)).await;
+                state.after(&myself)
+            }
+            SupervisionEvent::ActorTerminated(cell, ..) => {
+                state.children.remove(&cell.get_id());
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 struct InFlight {
     call: AgentCall,
     attempt: u32,
-    /// The child's task; `None` for the child that runs inline, in the supervisor's own future.
-    abort: Option<AbortHandle>,
+    /// The child's actor, once spawned.
+    cell: Option<ActorCell>,
 }
-
-/// A child invocation, ready to run: it ends with the message its completion sends the supervisor.
-type ChildRun = Pin<Box<dyn Future<Output = SupervisorMsg> + Send>>;
 
 /// The calls in flight as the journal knows them, for journaling changes instead of whole lists.
 #[derive(Default)]
@@ -76,82 +217,126 @@ struct JournaledCalls {
     ended: Vec<u64>,
 }
 
+/// What a [`SupervisorActor`] owns: the planner, the calls in flight and what the journal knows of them.
 pub(crate) struct SupervisorState {
+    myself: ActorRef<SupervisorMsg>,
     inner: Arc<CompositeInner>,
+    agent: AgentRef,
     run: Arc<RunContext>,
-    path: Arc<str>,
+    frame: Frame,
+    report: Option<Report>,
+    delay: Duration,
+    bare: bool,
+    /// The composite's own invocation (absent when bare, or before it opened).
+    invocation: Option<Invocation>,
     child_paths: Vec<Arc<str>>,
-    handler: Option<Arc<dyn ErrorHandler>>,
-    bindings: Option<Arc<Map<String, Value>>>,
-    item: Option<Arc<str>>,
-    listeners: Arc<[ListenerRef]>,
+    /// What the children inherit: listeners and the span they nest under.
     child_listeners: Arc<[ListenerRef]>,
-    span: tracing::Span,
+    child_span: tracing::Span,
     planner: Box<dyn Planner>,
-    /// Keyed by call number; foldhash, as the hashing of a call number by SipHash cost more than the lookup.
+    /// Keyed by call number; foldhash, as SipHash of a call number cost more than the lookup.
     inflight: HashMap<u64, InFlight, foldhash::fast::RandomState>,
+    /// The call number of each child actor, for its supervision events.
+    children: HashMap<ActorId, u64, foldhash::fast::RandomState>,
     /// Calls waiting for a human (their number, the call, the attempt).
     suspended: Vec<(u64, AgentCall, u32)>,
-    /// The questions of the calls waiting for a human, with the call's number: reported in call order (a
-    /// mapper's items in item order), not in the order the calls happened to finish.
+    /// The questions of the calls waiting for a human, with the call's number: reported in call order.
     pending: Vec<(u64, PendingResponse)>,
     next_id: u64,
-    /// The one child to run inline next (see [`SupervisorState::spawn_child`]).
-    inline: Option<ChildRun>,
-    /// What the journal knows of the calls in flight: `None` until this invocation journaled a whole record
-    /// (then the steps after journal changes to it), and the changes since the last record.
+    /// What the journal knows of the calls in flight: `None` until this invocation journaled a whole record.
     journaled: Option<JournaledCalls>,
-    mailbox: Mailbox,
+    /// Completions handed to the planner and not yet consumed by a decision (a planner that panicked).
+    unconsumed: Vec<CompletionRecord>,
     /// The composite's result once decided (the first decision wins; later completions are ignored).
     outcome: Option<Result<(Value, bool), AgentError>>,
     /// Whether the decided failure runs the compensations of what completed below.
     compensate: bool,
-    /// Set once the result was handed to the caller (dropping the state then undoes nothing).
+    /// Set once the result was handed on (dropping the state then undoes nothing).
     concluded: bool,
+    /// The tree is broken (the planner panicked): the actor fails with this.
+    broken: Option<AgentError>,
 }
 
 impl SupervisorState {
-    fn new(args: SupervisorArgs, mailbox: Mailbox) -> Self {
+    fn new(args: SupervisorArgs, myself: ActorRef<SupervisorMsg>) -> Self {
         let mut index = itoa::Buffer::new();
+        let path = &args.frame.path;
         let child_paths = (0..args.inner.sub_agents.len())
-            .map(|i| Arc::from([&*args.path, "/", index.format(i)].concat().as_str()))
+            .map(|i| Arc::from([&**path, "/", index.format(i)].concat().as_str()))
             .collect();
         SupervisorState {
+            myself,
             planner: (args.inner.factory)(),
+            child_listeners: args.frame.listeners.clone(),
+            child_span: args.frame.span.clone(),
             inner: args.inner,
+            agent: args.agent,
             run: args.run,
-            path: args.path,
+            frame: args.frame,
+            report: Some(args.report),
+            delay: args.delay,
+            bare: args.bare,
+            invocation: None,
             child_paths,
-            handler: args.handler,
-            bindings: args.bindings,
-            item: args.item,
-            listeners: args.listeners,
-            child_listeners: args.child_listeners,
-            span: args.span,
             inflight: HashMap::default(),
+            children: HashMap::default(),
             suspended: Vec::new(),
             pending: Vec::new(),
             next_id: 0,
-            inline: None,
             journaled: None,
-            mailbox,
+            unconsumed: Vec::new(),
             outcome: None,
             compensate: false,
             concluded: false,
+            broken: None,
         }
     }
 
-    /// Restores the planner from a checkpoint, or asks it for its first action.
-    async fn start(&mut self) {
-        if let Some(saved) = self.run.take_restore(&self.path) {
-            // Boxed: a rare path whose future would otherwise widen the supervisor's for every composite.
+    fn path(&self) -> &Arc<str> {
+        &self.frame.path
+    }
+
+    /// Opens the composite's invocation (inputs, span, events, timeout), then restores the planner from a
+    /// checkpoint or asks it for its first action.
+    async fn open(&mut self) {
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        if !self.bare {
+            let cell = Some(self.myself.get_cell());
+            match Invocation::open(&self.agent, &self.run, self.frame.clone(), cell).await {
+                Ok(Some(invocation)) => {
+                    self.child_listeners = invocation.ctx.child_listeners.clone();
+                    self.child_span = invocation.span.clone();
+                    self.invocation = Some(invocation);
+                }
+                Ok(None) => {
+                    self.concluded = true;
+                    let skipped = ChildOutcome { skipped: true, ..Default::default() };
+                    if let Some(report) = self.report.take() {
+                        Delivery { report, result: Ok(skipped), failed: None }.deliver(self.run.scope.actor());
+                    }
+                    return;
+                }
+                Err(e) => return self.fail(e),
+            }
+            if let Some(t) = self.inner.spec.timeout {
+                self.myself.send_after(t, || SupervisorMsg::Timeout);
+            }
+        }
+        if let Some(saved) = self.run.take_restore(self.path()) {
             return Box::pin(self.resume(saved)).await;
         }
         let first = match decision_view(&self.run, self.planner.reads_state()).await {
             Ok(view) => {
-                let ctx = context(&self.inner, view, &self.path);
+                let ctx = context(&self.inner, view, &self.frame.path);
                 let planner = &mut self.planner;
-                planner.init(&ctx).and_then(|()| planner.first_action(&ctx))
+                match std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    planner.init(&ctx).and_then(|()| planner.first_action(&ctx))
+                })) {
+                    Ok(first) => first,
+                    Err(panic) => return self.planner_panicked(panic_message(panic.as_ref())),
+                }
             }
             Err(e) => Err(e),
         };
@@ -161,10 +346,12 @@ impl SupervisorState {
         }
     }
 
-    /// Processes one message of the mailbox.
-    async fn handle(&mut self, msg: SupervisorMsg) {
-        let SupervisorMsg::ChildDone { id, result, failed } = msg;
+    /// Processes one completion.
+    async fn handle(&mut self, id: u64, result: Result<ChildOutcome, AgentError>, failed: Option<InvocationRecord>) {
         let Some(done) = self.inflight.remove(&id) else { return };
+        if let Some(cell) = &done.cell {
+            self.children.remove(&cell.get_id());
+        }
         if self.outcome.is_some() {
             return;
         }
@@ -172,7 +359,7 @@ impl SupervisorState {
             j.ended.push(id);
         }
         match result {
-            Ok(outcome) => self.complete(done.call, outcome, false).await,
+            Ok(outcome) => self.complete(id, done.call, done.attempt, outcome, false).await,
             Err(AgentError::Suspended { pending }) => {
                 self.suspended.push((id, done.call, done.attempt));
                 self.pending.extend(pending.into_iter().map(|p| (id, p)));
@@ -181,32 +368,75 @@ impl SupervisorState {
             Err(e) => {
                 if let Some(record) = failed
                     && !matches!(e, AgentError::Cancelled)
-                    && let Err(journal_error) = Box::pin(self.journal_failed_attempt(done.call.agent, record)).await
+                    && let Err(journal_error) = self.journal_failed_attempt(done.call.agent, record).await
                 {
                     return self.fail(journal_error);
                 }
-                Box::pin(self.recover(done, e)).await
+                Box::pin(self.recover(id, done, e)).await
             }
         }
     }
 
-    /// The composite's result, once decided: compensations of a failure run first (on a task of their own, so
-    /// they complete even when the caller stops waiting).
-    async fn conclude(&mut self) -> Result<(Value, bool), AgentError> {
-        let outcome = self.outcome.take().unwrap_or_else(|| {
-            Err(AgentError::internal(format!("supervisor of `{}` stopped without a result", self.path)))
-        });
-        if self.compensate {
-            let (run, path) = (self.run.clone(), self.path.clone());
-            let _ = tokio::spawn(async move { run.compensate(run.take_compensations(&path)).await }).await;
+    /// After each message: a broken tree fails the actor; a decided result is handed on and the actor stops.
+    fn after(&mut self, myself: &ActorRef<SupervisorMsg>) -> Result<(), ActorProcessingErr> {
+        if let Some(e) = self.broken.take() {
+            self.concluded = true;
+            return Err(Box::new(TreeFailed(e)));
         }
+        if self.outcome.is_some() && !self.concluded {
+            self.conclude();
+            myself.stop(None);
+        } else if self.concluded && self.inflight.is_empty() {
+            myself.stop(None);
+        }
+        Ok(())
+    }
+
+    /// Hands the decided result on: compensations of a failure first (on a task of their own), then the
+    /// invocation's close through the scope actor, which delivers it to the parent.
+    fn conclude(&mut self) {
         self.concluded = true;
-        outcome
+        self.abort_all();
+        let outcome = self.outcome.take().unwrap_or_else(|| {
+            Err(AgentError::internal(format!("supervisor of `{}` stopped without a result", self.path())))
+        });
+        let Some(report) = self.report.take() else { return };
+        let run = self.run.clone();
+        let deliver: Box<dyn FnOnce() + Send> = match self.invocation.take() {
+            Some(invocation) => {
+                let result = outcome.map(|(value, write)| {
+                    if let (true, true, Some(key)) = (write, self.frame.write_output, &self.inner.spec.output_key) {
+                        invocation.ctx.write_on_completion(key.clone(), value.clone());
+                    }
+                    value
+                });
+                let closed = invocation.close(&self.agent, result);
+                Box::new(move || closed.send(&run, report))
+            }
+            None => Box::new(move || match report {
+                Report::Bare(tx) => {
+                    let _ = tx.send(outcome);
+                }
+                other => {
+                    let result = outcome.map(|(output, _)| ChildOutcome { output, ..Default::default() });
+                    Delivery { report: other, result, failed: None }.deliver(run.scope.actor());
+                }
+            }),
+        };
+        let compensations = if self.compensate { self.run.take_compensations(self.path()) } else { Vec::new() };
+        if compensations.is_empty() {
+            return deliver();
+        }
+        let run = self.run.clone();
+        tokio::spawn(async move {
+            run.compensate(compensations).await;
+            deliver();
+        });
     }
 }
 
 impl Drop for SupervisorState {
-    /// Dropped before deciding (the caller was cancelled, or a sibling failed): stop the children and undo what
+    /// Stopped before deciding (the run was cancelled, or a sibling failed): stop the children and undo what
     /// completed below when the composite compensates on errors.
     fn drop(&mut self) {
         self.abort_all();
@@ -214,41 +444,10 @@ impl Drop for SupervisorState {
             return;
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let (run, path) = (self.run.clone(), self.path.clone());
+            let (run, path) = (self.run.clone(), self.path().clone());
             rt.spawn(async move { run.compensate(run.take_compensations(&path)).await });
         }
     }
-}
-
-/// Runs the supervisor of one composite invocation to its result: the planner's first action, then one
-/// mailbox message (a child's completion) at a time until the planner is done, fails, stalls or suspends.
-///
-/// The supervisor is an actor hosted by the invoking future rather than a task of its own: its mailbox is an
-/// unbounded channel the children's tasks send to, its state is owned by this future, and dropping the future
-/// (cancellation) aborts the children. No extra task, no mailbox preallocation: a composite costs a few hundred
-/// bytes while it runs.
-pub(crate) async fn supervise(args: SupervisorArgs) -> Result<(Value, bool), AgentError> {
-    let (mailbox, mut messages) = futures::channel::mpsc::unbounded();
-    let mut state = SupervisorState::new(args, mailbox);
-    // `start` and `handle` are boxed while they run: inline, the largest of them would be reserved in this
-    // future for the whole invocation, though it is idle in the mailbox wait almost all the time.
-    Box::pin(state.start()).await;
-    while state.outcome.is_none() {
-        // A loop of inline steps that never wait (compute agents) would otherwise never yield: spend the
-        // task's cooperative budget, so that it yields every so often and a timeout, a cancellation or a
-        // failing sibling's abort is seen.
-        tokio::task::coop::consume_budget().await;
-        let msg = match state.inline.take() {
-            Some(child) => child.await,
-            // The state holds a sender, so the channel never closes while we wait.
-            None => match messages.next().await {
-                Some(msg) => msg,
-                None => break,
-            },
-        };
-        Box::pin(state.handle(msg)).await;
-    }
-    state.conclude().await
 }
 
 /// A call in flight as journaled.
@@ -264,6 +463,10 @@ fn call_record(id: u64, c: &AgentCall, attempt: u32) -> CallRecord {
     }
 }
 
+fn call_of(c: CallRecord) -> AgentCall {
+    AgentCall { agent: c.agent, tag: c.tag, bindings: c.bindings, write_output: c.write_output, item: c.item }
+}
+
 fn context<'a>(inner: &'a CompositeInner, view: ScopeView, path: &'a str) -> PlanningContext<'a> {
     PlanningContext::new(view, &inner.sub_agents, &inner.spec, path)
 }
@@ -276,16 +479,16 @@ async fn decision_view(run: &RunContext, reads_state: bool) -> Result<ScopeView,
 
 impl SupervisorState {
     fn planning_context(&self) -> PlanningContext<'_> {
-        context(&self.inner, self.run.scope.view(), &self.path)
+        context(&self.inner, self.run.scope.view(), &self.frame.path)
     }
 
     fn abort_all(&mut self) {
-        self.inline = None;
         for (_, f) in self.inflight.drain() {
-            if let Some(abort) = f.abort {
-                abort.abort();
+            if let Some(cell) = f.cell {
+                cell.kill();
             }
         }
+        self.children.clear();
     }
 
     fn fail(&mut self, error: AgentError) {
@@ -295,6 +498,18 @@ impl SupervisorState {
             self.compensate = self.inner.compensate_on_error && !matches!(error, AgentError::Suspended { .. });
             self.outcome = Some(Err(error));
         }
+    }
+
+    /// The planner panicked: the tree is broken. The actor fails after this message (see the module doc).
+    fn planner_panicked(&mut self, message: String) {
+        let e = AgentError::Planner {
+            agent: self.inner.spec.name.clone(),
+            path: self.path().to_string(),
+            message: format!("panicked: {message}"),
+        };
+        tracing::error!(path = %self.path(), "planner panicked: {message}");
+        self.abort_all();
+        self.broken = Some(e);
     }
 
     async fn finish(&mut self, with: Option<Value>) {
@@ -307,7 +522,7 @@ impl SupervisorState {
         let result = match (&self.inner.output, with) {
             (Some(f), _) => f(&view).map(|v| (v, true)).map_err(|message| AgentError::Expression {
                 agent: self.inner.spec.name.clone(),
-                path: self.path.to_string(),
+                path: self.path().to_string(),
                 what: "output".to_string(),
                 message,
             }),
@@ -324,7 +539,11 @@ impl SupervisorState {
 
     /// Reports a decision to the listeners.
     fn report_decision(&self, action: &Action) {
-        if self.listeners.is_empty() {
+        let listeners = match &self.invocation {
+            Some(inv) => inv.ctx.listeners.clone(),
+            None => self.frame.listeners.clone(),
+        };
+        if listeners.is_empty() {
             return;
         }
         let (decision, calls) = match action {
@@ -335,10 +554,10 @@ impl SupervisorState {
             _ => ("wait", Vec::new()),
         };
         crate::listener::emit(
-            &self.listeners,
+            &listeners,
             &RunEvent::PlannerDecision {
                 run_id: self.run.run_id.to_string(),
-                path: self.path.to_string(),
+                path: self.path().to_string(),
                 calls,
                 decision: decision.to_string(),
                 rationale: self.planner.rationale(),
@@ -351,8 +570,6 @@ impl SupervisorState {
         self.report_decision(&action);
         match action {
             Action::Call(calls) => {
-                // A single call with nothing else running (a sequence, a loop) runs inline.
-                let alone = calls.len() == 1 && self.inflight.is_empty();
                 for call in calls {
                     if call.agent >= self.inner.sub_agents.len() {
                         let e = self.planning_context().error(format!(
@@ -362,9 +579,9 @@ impl SupervisorState {
                         ));
                         return self.fail(e);
                     }
-                    self.spawn_child(call, 1, Duration::ZERO, alone);
+                    self.spawn_child(call, 1, Duration::ZERO).await;
                 }
-                if self.inflight.is_empty() {
+                if self.inflight.is_empty() && self.outcome.is_none() {
                     // An empty call list is "nothing to do".
                     self.stalled();
                 }
@@ -379,12 +596,17 @@ impl SupervisorState {
         }
     }
 
-    /// Continues from a checkpoint: restore the planner, then finish or dispatch the calls that were in flight.
+    /// Continues from a checkpoint: restore the planner, then finish, or dispatch the calls that were in flight
+    /// and hand the planner the completions it had not consumed.
     async fn resume(&mut self, saved: PlannerState) {
         if let Err(message) = self.planner.restore(saved.state) {
             let e = AgentError::Run {
                 run_id: self.run.run_id.to_string(),
-                message: format!("cannot restore the planner of `{}` ({}): {message}", self.inner.spec.name, self.path),
+                message: format!(
+                    "cannot restore the planner of `{}` ({}): {message}",
+                    self.inner.spec.name,
+                    self.path()
+                ),
             };
             return self.fail(e);
         }
@@ -393,22 +615,23 @@ impl SupervisorState {
             Some(Finish::DoneWith(v)) => return self.finish(Some(v)).await,
             None => {}
         }
-        let alone = saved.inflight.len() == 1 && self.inflight.is_empty();
         for c in saved.inflight {
             if c.agent >= self.inner.sub_agents.len() {
                 let e = self.planning_context().error(format!("checkpoint calls unknown sub-agent index {}", c.agent));
                 return self.fail(e);
             }
-            let call = AgentCall {
-                agent: c.agent,
-                tag: c.tag,
-                bindings: c.bindings,
-                write_output: c.write_output,
-                item: c.item,
-            };
-            self.spawn_child(call, c.attempt, Duration::ZERO, alone);
+            let attempt = c.attempt;
+            self.spawn_child(call_of(c), attempt, Duration::ZERO).await;
         }
-        if self.inflight.is_empty() {
+        for c in saved.unconsumed {
+            if self.outcome.is_some() || self.broken.is_some() {
+                return;
+            }
+            let outcome = ChildOutcome { output: c.output, skipped: c.skipped, ..Default::default() };
+            let (id, attempt) = (c.call.id, c.call.attempt);
+            self.complete(id, call_of(c.call), attempt, outcome, c.substituted).await;
+        }
+        if self.inflight.is_empty() && self.outcome.is_none() && self.broken.is_none() {
             self.stalled();
         }
     }
@@ -422,30 +645,33 @@ impl SupervisorState {
         }
     }
 
-    /// The calls in flight (including those waiting for a human), plus `new` ones about to start (numbered
-    /// as [`SupervisorState::spawn_child`] will number them).
-    fn inflight_records(&self, new: Option<&[AgentCall]>) -> Vec<CallRecord> {
+    /// The calls in flight (including those waiting for a human), plus `new` ones about to start at
+    /// `attempt` (numbered as [`SupervisorState::spawn_child`] will number them).
+    fn inflight_records(&self, new: &[AgentCall], attempt: u32) -> Vec<CallRecord> {
         let mut running: Vec<(&u64, &InFlight)> = self.inflight.iter().collect();
         running.sort_by_key(|(id, _)| **id);
         running
             .into_iter()
             .map(|(id, f)| call_record(*id, &f.call, f.attempt))
             .chain(self.suspended.iter().map(|(id, c, a)| call_record(*id, c, *a)))
-            .chain(new.unwrap_or_default().iter().zip(self.next_id..).map(|(c, id)| call_record(id, c, 1)))
+            .chain(new.iter().zip(self.next_id..).map(|(c, id)| call_record(id, c, attempt)))
             .collect()
     }
 
     /// The calls in flight for this step's record: the whole list at the invocation's first record (or when
-    /// it is no longer than the change), else the change since the previous record. Either way, the journal
-    /// then knows every call up to the `new` ones.
-    fn journal_calls(&mut self, new: Option<&[AgentCall]>, whole: bool) -> (Vec<CallRecord>, Option<InflightChange>) {
-        let new_calls = new.unwrap_or_default();
-        let announced = self.next_id + new_calls.len() as u64;
-        let in_flight = self.inflight.len() + self.suspended.len() + new_calls.len();
+    /// it is no longer than the change), else the change since the previous record.
+    fn journal_calls(
+        &mut self,
+        new: &[AgentCall],
+        attempt: u32,
+        whole: bool,
+    ) -> (Vec<CallRecord>, Option<InflightChange>) {
+        let announced = self.next_id + new.len() as u64;
+        let in_flight = self.inflight.len() + self.suspended.len() + new.len();
         let change = match self.journaled.take() {
-            Some(j) if !whole && j.started.len() + new_calls.len() + j.ended.len() < in_flight => {
+            Some(j) if !whole && j.started.len() + new.len() + j.ended.len() < in_flight => {
                 let mut started = j.started;
-                started.extend(new_calls.iter().zip(self.next_id..).map(|(c, id)| call_record(id, c, 1)));
+                started.extend(new.iter().zip(self.next_id..).map(|(c, id)| call_record(id, c, attempt)));
                 Some(InflightChange { started, ended: j.ended })
             }
             _ => None,
@@ -453,7 +679,7 @@ impl SupervisorState {
         self.journaled = Some(JournaledCalls { announced, ..JournaledCalls::default() });
         match change {
             Some(change) => (Vec::new(), Some(change)),
-            None => (self.inflight_records(new), None),
+            None => (self.inflight_records(new, attempt), None),
         }
     }
 
@@ -461,80 +687,45 @@ impl SupervisorState {
         if !self.suspended.is_empty() {
             return self.suspend_if_idle();
         }
-        let e = AgentError::PlannerStalled { agent: self.inner.spec.name.clone(), path: self.path.to_string() };
+        let e = AgentError::PlannerStalled { agent: self.inner.spec.name.clone(), path: self.path().to_string() };
         self.fail(e);
     }
 
-    /// Starts a child: on a task of its own, or, when it is `alone` (the only call the supervisor will wait
-    /// for), inline: the supervisor's loop runs it in its own future next. Inline saves the task and the wake
-    /// of another worker per step of a sequence; the supervisor has nothing else to do meanwhile, and
-    /// dropping its future (cancellation) drops the child with it, as aborting its task would.
-    fn spawn_child(&mut self, call: AgentCall, attempt: u32, delay: Duration, alone: bool) {
+    /// Starts a child: an actor linked to this supervisor.
+    async fn spawn_child(&mut self, call: AgentCall, attempt: u32, delay: Duration) {
         let id = self.next_id;
         self.next_id += 1;
         let agent = self.inner.sub_agents[call.agent].clone();
         let path = self.child_paths[call.agent].clone();
-        let run = self.run.clone();
-        let handler = self.handler.clone();
-        let listeners = self.child_listeners.clone();
-        let me = self.mailbox.clone();
-        let bindings = match (&self.bindings, &call.bindings) {
-            (None, None) => None,
-            (Some(inherited), None) => Some(inherited.clone()),
-            (None, Some(own)) => Some(Arc::new(own.clone())),
-            (Some(inherited), Some(own)) => {
-                let mut merged = (**inherited).clone();
-                merged.extend(own.clone());
-                Some(Arc::new(merged))
-            }
-        };
-        // A mapper's call serves one item: `#<tag>` after the inherited item.
-        let item = if call.item {
-            let mut tag = itoa::Buffer::new();
-            Some(Arc::from([self.item.as_deref().unwrap_or(""), "#", tag.format(call.tag)].concat().as_str()))
-        } else {
-            self.item.clone()
-        };
+        let frame = self.frame.child(
+            path,
+            &call,
+            attempt,
+            self.handler(),
+            self.child_listeners.clone(),
+            self.child_span.clone(),
+        );
         if let Some(j) = &mut self.journaled
             && id >= j.announced
         {
             j.started.push(call_record(id, &call, attempt));
         }
-        let write_output = call.write_output;
-        let span = self.span.clone();
-        let journaling = self.run.journaling();
-        let child = async move {
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
+        self.inflight.insert(id, InFlight { call, attempt, cell: None });
+        let report = Report::Parent { to: self.myself.clone(), id };
+        match spawn_invocation(&agent, &self.run, frame, report, delay, self.myself.get_cell()).await {
+            Ok(cell) => {
+                self.children.insert(cell.get_id(), id);
+                if let Some(f) = self.inflight.get_mut(&id) {
+                    f.cell = Some(cell);
+                }
             }
-            // Lives in this future (boxed): no allocation of its own.
-            let slot = FailedSlot::default();
-            let opts = InvokeOptions {
-                bindings: bindings.as_ref(),
-                item,
-                allow_async: true,
-                write_output,
-                attempt,
-                handler,
-                listeners,
-                failed_record: journaling.then_some(&slot),
-            };
-            let result = invoke_agent(&agent, &run, path, opts).await;
-            let failed = slot.lock().ok().and_then(|mut r| r.take());
-            SupervisorMsg::ChildDone { id, result, failed }
+            Err(e) => self.fail(e),
         }
-        .instrument(span);
-        if alone && self.inline.is_none() {
-            // Boxed: the invocation future is large.
-            self.inline = Some(Box::pin(child));
-            self.inflight.insert(id, InFlight { call, attempt, abort: None });
-            return;
-        }
-        // Boxed: the invocation future is large, and tokio moves a spawned future several times.
-        let task = tokio::spawn(Box::pin(async move {
-            let _ = me.unbounded_send(child.await);
-        }));
-        self.inflight.insert(id, InFlight { call, attempt, abort: Some(task.abort_handle()) });
+    }
+
+    /// The error handler in effect: the composite's own, else the inherited one.
+    fn handler(&self) -> Option<Arc<dyn crate::error_handler::ErrorHandler>> {
+        self.inner.handler.clone().or_else(|| self.frame.handler.clone())
     }
 
     /// Journals a failed attempt of sub-agent `agent` (a step that completes nothing: the planner does not
@@ -553,10 +744,10 @@ impl SupervisorState {
         self.run.journal_step(step).await
     }
 
-    /// A child failed: ask the error handler (retry, substitute, or fail).
-    async fn recover(&mut self, done: InFlight, error: AgentError) {
+    /// A child failed: ask the error handler (retry, repair and retry, substitute, or fail).
+    async fn recover(&mut self, id: u64, done: InFlight, error: AgentError) {
         let agent = &self.inner.sub_agents[done.call.agent];
-        let Some(handler) = self.handler.clone() else { return self.fail(error) };
+        let Some(handler) = self.handler() else { return self.fail(error) };
         let path = self.child_paths[done.call.agent].clone();
         // A composite sharing this handler has offered its sub-agents' failures to it already; a failure of
         // its own (its timeout, its planner, its exit condition), at its own path, has not been offered yet.
@@ -575,15 +766,14 @@ impl SupervisorState {
         match decision {
             Recovery::Retry { after } if done.attempt <= handler.max_retries() => {
                 tracing::debug!(path = %path, attempt = done.attempt, "retrying after error: {error}");
-                let alone = self.inflight.is_empty();
-                self.spawn_child(done.call, done.attempt + 1, after, alone);
+                self.spawn_child(done.call, done.attempt + 1, after).await;
             }
             Recovery::RetryWith { writes, after } if done.attempt <= handler.max_retries() => {
-                if let Err(e) = self.run.scope.write(writes).await {
+                tracing::debug!(path = %path, attempt = done.attempt, "repairing and retrying after error: {error}");
+                if let Err(e) = self.journal_repair(&done, writes).await {
                     return self.fail(e);
                 }
-                let alone = self.inflight.is_empty();
-                self.spawn_child(done.call, done.attempt + 1, after, alone);
+                self.spawn_child(done.call, done.attempt + 1, after).await;
             }
             Recovery::Substitute(value) => {
                 let mut delta = Vec::new();
@@ -595,49 +785,112 @@ impl SupervisorState {
                     merge_delta(&mut delta, key, value.clone());
                 }
                 let outcome = ChildOutcome { output: value, delta, ..Default::default() };
-                self.complete(done.call, outcome, true).await;
+                self.complete(id, done.call, done.attempt, outcome, true).await;
             }
             Recovery::Retry { .. } | Recovery::RetryWith { .. } | Recovery::Fail => self.fail(error),
         }
     }
 
+    /// Writes a handler's repair to the scope and journals it with the retried call in flight (a step of the
+    /// failed agent's path whose delta is the repair), so a resumed run retries without asking the handler
+    /// again.
+    async fn journal_repair(&mut self, done: &InFlight, writes: Vec<(String, Value)>) -> Result<(), AgentError> {
+        if !writes.is_empty() {
+            self.run.scope.write(writes.clone()).await?;
+        }
+        if !self.run.journaling() {
+            return Ok(());
+        }
+        let whole = self.journaled.is_none();
+        let state_patch = if whole { None } else { Some(Value::Array(Vec::new())) };
+        let state = if whole { self.planner.execution_state() } else { Value::Null };
+        let (inflight, inflight_change) = self.journal_calls(std::slice::from_ref(&done.call), done.attempt + 1, whole);
+        let record = StepRecord {
+            run_id: self.run.run_id.to_string(),
+            seq: self.run.next_seq(),
+            agent_path: self.child_paths[done.call.agent].to_string(),
+            delta: writes,
+            planner_states: vec![PlannerState {
+                path: self.path().to_string(),
+                state,
+                inflight,
+                state_patch,
+                inflight_change,
+                finished: None,
+                rationale: None,
+                unconsumed: Vec::new(),
+            }],
+            invocation: None,
+            async_started: false,
+            failed: false,
+        };
+        self.run.journal_step(record).await
+    }
+
     /// A child completed: ask the planner, journal the step, dispatch the next action.
-    async fn complete(&mut self, call: AgentCall, outcome: ChildOutcome, substituted: bool) {
+    async fn complete(&mut self, id: u64, call: AgentCall, attempt: u32, outcome: ChildOutcome, substituted: bool) {
         let agent_index = call.agent;
+        let journaling = self.run.journaling();
+        // The planner's state before this completion, when no record of this invocation holds it yet: what a
+        // panicking planner's journal record needs.
+        let before = (journaling && self.journaled.is_none()).then(|| self.planner.execution_state());
+        if journaling {
+            self.unconsumed.push(CompletionRecord {
+                call: call_record(id, &call, attempt),
+                output: outcome.output.clone(),
+                skipped: outcome.skipped,
+                substituted,
+            });
+        }
         let completion = Completion { call, output: outcome.output, skipped: outcome.skipped, substituted };
         let action = match decision_view(&self.run, self.planner.reads_state()).await {
             Ok(view) => {
-                let ctx = context(&self.inner, view, &self.path);
-                self.planner.next_action(&ctx, &completion)
+                let ctx = context(&self.inner, view, &self.frame.path);
+                let planner = &mut self.planner;
+                match std::panic::catch_unwind(AssertUnwindSafe(|| planner.next_action(&ctx, &completion))) {
+                    Ok(action) => action,
+                    Err(panic) => {
+                        let message = panic_message(panic.as_ref());
+                        if journaling {
+                            let record = self.unconsumed_record(agent_index, outcome.delta, outcome.record, before);
+                            if let Err(e) = self.run.journal_step(record).await {
+                                tracing::error!(path = %self.path(), "journal write failed: {e}");
+                            }
+                        }
+                        return self.planner_panicked(message);
+                    }
+                }
             }
             Err(e) => Err(e),
         };
-        if self.run.journaling() {
+        self.unconsumed.clear();
+        if journaling {
             let (new_calls, finished) = match &action {
-                Ok(Action::Call(calls)) => (Some(calls.as_slice()), None),
-                Ok(Action::Done) => (None, Some(Finish::Done)),
-                Ok(Action::DoneWith(v)) => (None, Some(Finish::DoneWith(v.clone()))),
-                _ => (None, None),
+                Ok(Action::Call(calls)) => (calls.as_slice(), None),
+                Ok(Action::Done) => (&[][..], Some(Finish::Done)),
+                Ok(Action::DoneWith(v)) => (&[][..], Some(Finish::DoneWith(v.clone()))),
+                _ => (&[][..], None),
             };
             // After a failed decision the planner's own account of its change may not hold: journal it whole.
             let whole = action.is_err();
             let state_patch =
                 if self.journaled.is_some() && !whole { self.planner.execution_state_patch() } else { None };
             let state = if state_patch.is_some() { Value::Null } else { self.planner.execution_state() };
-            let (inflight, inflight_change) = self.journal_calls(new_calls, whole);
+            let (inflight, inflight_change) = self.journal_calls(new_calls, 1, whole);
             let record = StepRecord {
                 run_id: self.run.run_id.to_string(),
                 seq: self.run.next_seq(),
                 agent_path: self.child_paths[agent_index].to_string(),
                 delta: outcome.delta,
                 planner_states: vec![PlannerState {
-                    path: self.path.to_string(),
+                    path: self.path().to_string(),
                     state,
                     inflight,
                     state_patch,
                     inflight_change,
                     finished,
                     rationale: self.planner.rationale(),
+                    unconsumed: Vec::new(),
                 }],
                 invocation: outcome.record,
                 async_started: outcome.async_started,
@@ -650,6 +903,38 @@ impl SupervisorState {
         match action {
             Ok(action) => self.dispatch(action).await,
             Err(e) => self.fail(e),
+        }
+    }
+
+    /// The record of a completion the planner panicked on: the child's step (its writes, its invocation) with
+    /// the planner's state unchanged and the completion kept as not consumed, for the restart to hand over.
+    fn unconsumed_record(
+        &mut self,
+        agent_index: usize,
+        delta: Vec<(String, Value)>,
+        invocation: Option<InvocationRecord>,
+        before: Option<Value>,
+    ) -> StepRecord {
+        let whole = before.is_some();
+        let (inflight, inflight_change) = self.journal_calls(&[], 1, whole);
+        StepRecord {
+            run_id: self.run.run_id.to_string(),
+            seq: self.run.next_seq(),
+            agent_path: self.child_paths[agent_index].to_string(),
+            delta,
+            planner_states: vec![PlannerState {
+                path: self.path().to_string(),
+                state_patch: if whole { None } else { Some(Value::Array(Vec::new())) },
+                state: before.unwrap_or(Value::Null),
+                inflight,
+                inflight_change,
+                finished: None,
+                rationale: None,
+                unconsumed: self.unconsumed.clone(),
+            }],
+            invocation,
+            async_started: false,
+            failed: false,
         }
     }
 }

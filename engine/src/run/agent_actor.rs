@@ -1,0 +1,214 @@
+//! The [`AgentActor`]: one per leaf invocation, spawned linked to the supervisor of the composite that called
+//! the agent. It resolves the agent's inputs, invokes it (with its timeout), and hands its writes, history
+//! record and result to the scope actor, which passes the result on to the supervisor. Then it stops.
+//!
+//! A panic in the agent's code is caught so that the invocation's record and events are complete, then
+//! raised as the actor's failure ([`AgentPanicked`]): the supervisor receives it as a supervision event and
+//! offers it to the composite's error handler.
+//!
+//! An async agent reports that it started as soon as its inputs are resolved, moves under the run's scope
+//! actor (it outlives the composite that started it), and hands its output to the scope when it ends.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+use super::RunContext;
+use super::frame::{Delivery, Frame, Report};
+use super::invoke::{ChildOutcome, Closed, Invocation};
+use super::scope_actor::ScopeMsg;
+use crate::agent::AgentRef;
+use crate::error::AgentError;
+use crate::scope::{InvocationRecord, merge_delta};
+use crate::store::StepRecord;
+
+/// The actor of one leaf invocation. See the module documentation.
+pub(crate) struct AgentActor;
+
+/// What an [`AgentActor`] starts with.
+pub(crate) struct AgentArgs {
+    pub(crate) agent: AgentRef,
+    pub(crate) run: Arc<RunContext>,
+    pub(crate) frame: Frame,
+    pub(crate) report: Report,
+    /// Wait this long first (an error handler's retry backoff).
+    pub(crate) delay: Duration,
+}
+
+/// A leaf agent panicked: the actor's failure, carrying the error its supervisor handles and the record of
+/// the failed attempt.
+#[derive(Debug)]
+pub(crate) struct AgentPanicked {
+    pub(crate) error: AgentError,
+    pub(crate) failed: Option<InvocationRecord>,
+}
+
+impl std::fmt::Display for AgentPanicked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for AgentPanicked {}
+
+impl Actor for AgentActor {
+    /// No messages: the invocation runs as the actor starts.
+    type Msg = ();
+    type State = Option<AgentArgs>;
+    type Arguments = AgentArgs;
+
+    async fn pre_start(&self, _myself: ActorRef<()>, args: AgentArgs) -> Result<Self::State, ActorProcessingErr> {
+        Ok(Some(args))
+    }
+
+    async fn post_start(&self, myself: ActorRef<()>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+        let result = match state.take() {
+            Some(args) => Box::pin(run_leaf(args, &myself)).await,
+            None => Ok(()),
+        };
+        myself.stop(None);
+        result
+    }
+}
+
+/// Runs one leaf invocation to its end (see the module documentation).
+async fn run_leaf(args: AgentArgs, myself: &ActorRef<()>) -> Result<(), ActorProcessingErr> {
+    let AgentArgs { agent, run, frame, report, delay } = args;
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    let is_async = agent.spec().is_async && frame.allow_async;
+    let invocation = match Invocation::open(&agent, &run, frame, Some(myself.get_cell())).await {
+        Ok(Some(invocation)) => invocation,
+        Ok(None) => {
+            let skipped = ChildOutcome { skipped: true, ..Default::default() };
+            Delivery { report, result: Ok(skipped), failed: None }.deliver(run.scope.actor());
+            return Ok(());
+        }
+        Err(e) => {
+            Delivery { report, result: Err(e), failed: None }.deliver(run.scope.actor());
+            return Ok(());
+        }
+    };
+    if is_async {
+        return run_async(agent, run, invocation, report, myself).await;
+    }
+    let (result, panicked) = invoke_body(&agent, &invocation).await;
+    let closed = invocation.close(&agent, result);
+    if panicked && matches!(report, Report::Parent { .. }) {
+        let Closed { result, record, failed, .. } = closed;
+        if let Some(record) = record {
+            run.scope.record(record);
+        }
+        let error = result.err().unwrap_or_else(|| AgentError::internal("a panicked invocation without its error"));
+        return Err(Box::new(AgentPanicked { error, failed }));
+    }
+    closed.send(&run, report);
+    Ok(())
+}
+
+/// Invokes the agent with its timeout, catching a panic: the result, and whether it panicked.
+async fn invoke_body(agent: &AgentRef, invocation: &Invocation) -> (Result<Value, AgentError>, bool) {
+    let spec = agent.spec();
+    let ctx = &invocation.ctx;
+    let fut = AssertUnwindSafe(agent.0.invoke_dyn(ctx).instrument(invocation.span.clone())).catch_unwind();
+    let caught = match spec.timeout {
+        // Boxed: a timer is large and most agents have none.
+        Some(t) => match Box::pin(tokio::time::timeout(t, fut)).await {
+            Ok(r) => r,
+            Err(_) => Ok(Err(AgentError::Timeout {
+                agent: spec.name.clone(),
+                path: ctx.path().to_string(),
+                timeout_ms: t.as_millis() as u64,
+            })),
+        },
+        None => fut.await,
+    };
+    match caught {
+        Ok(result) => (result, false),
+        Err(panic) => (Err(ctx.fail(format!("panicked: {}", panic_message(panic.as_ref())))), true),
+    }
+}
+
+/// The text of a panic's payload.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
+}
+
+/// An async agent: reports its start at once, then runs under the run's scope actor and hands its output to
+/// the scope (readers of its output key wait for it) and its step to the journal.
+async fn run_async(
+    agent: AgentRef,
+    run: Arc<RunContext>,
+    mut invocation: Invocation,
+    report: Report,
+    myself: &ActorRef<()>,
+) -> Result<(), ActorProcessingErr> {
+    let write_key = invocation.write_key.take();
+    if let Some(key) = &write_key
+        && let Err(e) = run.scope.mark_pending(key).await
+    {
+        Delivery { report, result: Err(e), failed: None }.deliver(run.scope.actor());
+        return Ok(());
+    }
+    let (done, ended) = oneshot::channel();
+    run.track_async(ended, myself.get_cell());
+    myself.get_cell().link(run.scope.actor().get_cell());
+    let started = ChildOutcome { async_started: true, ..Default::default() };
+    Delivery { report, result: Ok(started), failed: None }.deliver(run.scope.actor());
+
+    let path = invocation.ctx.path().to_string();
+    let (result, _) = invoke_body(&agent, &invocation).await;
+    let Closed { result, scope_writes, record, .. } = invocation.close(&agent, result);
+    // The writes staged for completion and the history record; the output follows with the async end.
+    let then = Delivery { report: Report::Nobody, result: Ok(ChildOutcome::default()), failed: None };
+    let _ = run.scope.tell(ScopeMsg::Complete { delta: scope_writes, record, then });
+    let result = result.map(|mut o| {
+        if let Some(k) = &write_key {
+            merge_delta(&mut o.delta, k.clone(), o.output.clone());
+        }
+        o
+    });
+    let end = async {
+        match &write_key {
+            Some(key) => {
+                let delta = result.as_ref().map(|o| o.delta.clone()).map_err(Clone::clone);
+                run.scope.finish_async(key, delta).await?;
+            }
+            None => {
+                if let Ok(o) = &result
+                    && !o.delta.is_empty()
+                {
+                    run.scope.write(o.delta.clone()).await?;
+                }
+            }
+        }
+        let outcome = result?;
+        if run.journaling() {
+            let record = StepRecord {
+                run_id: run.run_id.to_string(),
+                seq: run.next_seq(),
+                agent_path: path,
+                delta: outcome.delta,
+                planner_states: Vec::new(),
+                invocation: outcome.record,
+                async_started: false,
+                failed: false,
+            };
+            run.journal_step(record).await?;
+        }
+        Ok(())
+    };
+    let _ = done.send(end.await);
+    Ok(())
+}

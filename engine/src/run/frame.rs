@@ -1,0 +1,142 @@
+//! What an invocation runs with ([`Frame`], handed down the actor tree as one value) and where its result goes
+//! when it ends ([`Report`]).
+
+use std::sync::Arc;
+
+use ractor::ActorRef;
+use serde_json::{Map, Value};
+use tokio::sync::oneshot;
+
+use super::invoke::ChildOutcome;
+use super::scope_actor::ScopeMsg;
+use super::supervisor::SupervisorMsg;
+use crate::error::AgentError;
+use crate::error_handler::ErrorHandler;
+use crate::listener::ListenerRef;
+use crate::planner::AgentCall;
+use crate::scope::InvocationRecord;
+
+/// The settings of one invocation, derived from its parent's frame and the planner's call.
+#[derive(Clone)]
+pub(crate) struct Frame {
+    /// Stable path id (`root/1/0`).
+    pub(crate) path: Arc<str>,
+    /// Input values for this call only (a mapper's item), inherited by a composite's sub-agents.
+    pub(crate) bindings: Option<Arc<Map<String, Value>>>,
+    /// Which mapper item the call serves (`#3`, `#3#0` nested), inherited like the bindings.
+    pub(crate) item: Option<Arc<str>>,
+    /// 1-based; an error handler's retry increases it.
+    pub(crate) attempt: u32,
+    /// The error handler in effect (the composite's own, else inherited).
+    pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
+    /// Listeners inherited from the parent (and the run).
+    pub(crate) listeners: Arc<[ListenerRef]>,
+    /// Whether the result is written to the agent's output key (a mapper's calls do not).
+    pub(crate) write_output: bool,
+    /// False for the root: `async` has no effect there (the run waits for its result).
+    pub(crate) allow_async: bool,
+    /// The parent's span: the invocation's span nests under it, across actors.
+    pub(crate) span: tracing::Span,
+}
+
+impl Frame {
+    /// The frame of a run's root invocation.
+    pub(crate) fn root(listeners: Arc<[ListenerRef]>) -> Frame {
+        Frame {
+            path: Arc::from("root"),
+            bindings: None,
+            item: None,
+            attempt: 1,
+            handler: None,
+            listeners,
+            write_output: true,
+            allow_async: false,
+            span: tracing::Span::current(),
+        }
+    }
+
+    /// The frame of an async agent restarted on resume at `path`.
+    pub(crate) fn restarted_async(path: &str, listeners: Arc<[ListenerRef]>) -> Frame {
+        Frame { path: Arc::from(path), allow_async: true, ..Frame::root(listeners) }
+    }
+
+    /// The frame of sub-agent call `call` of the composite running in this frame, at `path`.
+    pub(crate) fn child(
+        &self,
+        path: Arc<str>,
+        call: &AgentCall,
+        attempt: u32,
+        handler: Option<Arc<dyn ErrorHandler>>,
+        listeners: Arc<[ListenerRef]>,
+        span: tracing::Span,
+    ) -> Frame {
+        let bindings = match (&self.bindings, &call.bindings) {
+            (None, None) => None,
+            (Some(inherited), None) => Some(inherited.clone()),
+            (None, Some(own)) => Some(Arc::new(own.clone())),
+            (Some(inherited), Some(own)) => {
+                let mut merged = (**inherited).clone();
+                merged.extend(own.clone());
+                Some(Arc::new(merged))
+            }
+        };
+        // A mapper's call serves one item: `#<tag>` after the inherited item.
+        let item = if call.item {
+            let mut tag = itoa::Buffer::new();
+            Some(Arc::from([self.item.as_deref().unwrap_or(""), "#", tag.format(call.tag)].concat().as_str()))
+        } else {
+            self.item.clone()
+        };
+        Frame {
+            path,
+            bindings,
+            item,
+            attempt,
+            handler,
+            listeners,
+            write_output: call.write_output,
+            allow_async: true,
+            span,
+        }
+    }
+}
+
+/// Where an invocation's result goes when it ends.
+pub(crate) enum Report {
+    /// To the supervisor that spawned it, as its call number `id`.
+    Parent { to: ActorRef<SupervisorMsg>, id: u64 },
+    /// To the run's scope actor: the root invocation.
+    Root,
+    /// To a future waiting for a composite invoked as a plain agent (its value, and whether to write it).
+    Bare(oneshot::Sender<Result<(Value, bool), AgentError>>),
+    /// Nobody waits.
+    Nobody,
+}
+
+/// A finished invocation's result on its way to its [`Report`].
+pub(crate) struct Delivery {
+    pub(crate) report: Report,
+    pub(crate) result: Result<ChildOutcome, AgentError>,
+    /// The record of a failed attempt, for the supervisor's journal.
+    pub(crate) failed: Option<InvocationRecord>,
+}
+
+impl Delivery {
+    /// Hands the result over; `scope` receives the root's.
+    pub(crate) fn deliver(self, scope: &ActorRef<ScopeMsg>) {
+        let Delivery { report, result, failed } = self;
+        match report {
+            Report::Parent { to, id } => {
+                let _ = to.cast(SupervisorMsg::ChildDone { id, result, failed });
+            }
+            Report::Root => {
+                let _ = scope.cast(ScopeMsg::RootDone(result));
+            }
+            Report::Bare(tx) => {
+                // A bare supervisor reports its own (value, write); an outcome here has nothing left to write.
+                let _ = tx.send(result.map(|o| (o.output, false)));
+            }
+            Report::Nobody => {}
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! The [`ScopeActor`]: one per run, owning the run's AgenticScope (state, history, pending async keys), and
+//! the run's address: registered in ractor's registry under the run id, it takes human answers and
+//! cancellations from any task of the process, and it supervises the run's root invocation — when that tree
+//! dies from a bug (a planner that panics), it restarts the root from the run's journal, up to
+//! [`MAX_RESTARTS`] times.
+//!
+//! Every write, history record and pending mark is a message ([`ScopeMsg`], reply port last); readers never
+//! ask the actor: they read the snapshot it publishes after each write (a `watch` channel of [`ScopeView`]s).
+//! One actor plays both the scope's and the run's part: an actor costs a few KiB of mailbox, and the two roles
+//! live and die together (docs/architecture.md §2 has the measurement).
+
+use std::sync::{Arc, OnceLock};
+
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio::sync::{oneshot, watch};
+
+use super::RunContext;
+use super::frame::{Frame, Report};
+use super::invoke::ChildOutcome;
+use super::supervisor::{Delivery, spawn_invocation};
+use crate::agent::AgentRef;
+use crate::error::AgentError;
+use crate::scope::{ContextEntry, InvocationRecord, ScopeState, ScopeView, TypedKey};
+
+/// How many times a run whose actor tree died from a bug is restarted from its journal before it fails with
+/// the panic's message.
+pub const MAX_RESTARTS: u32 = 3;
+
+/// The messages of a [`ScopeActor`].
+// ractor boxes every message once when sent: the variants' sizes cost nothing more.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum ScopeMsg {
+    /// Applies a finished invocation's writes and its history record, then hands its result to whoever
+    /// waits for it: the supervisor handles a completion only once its writes are in the published snapshot.
+    Complete { delta: Vec<(String, Value)>, record: Option<InvocationRecord>, then: Delivery },
+    /// Applies a delta; replies with its sequence number.
+    Write { delta: Vec<(String, Value)>, reply: RpcReplyPort<u64> },
+    /// Appends one record to the history.
+    Record(InvocationRecord),
+    /// Marks a key as being produced by an async agent.
+    MarkPending { key: String, reply: RpcReplyPort<()> },
+    /// Ends an async production: its delta, or its error for the readers.
+    FinishAsync { key: String, result: Result<Vec<(String, Value)>, AgentError>, reply: RpcReplyPort<u64> },
+    /// The history so far.
+    History(RpcReplyPort<Vec<InvocationRecord>>),
+    /// A human answer for a pending-mode human agent of this run.
+    Answer { id: String, value: Value },
+    /// Cancels the run.
+    Cancel,
+    /// Starts the run's root invocation, supervised by this actor; its result goes to `done`.
+    StartRoot(Box<RootStart>),
+    /// The root invocation finished.
+    RootDone(Result<ChildOutcome, AgentError>),
+}
+
+/// What the root of a run needs to start (and to start again after a crash of its tree).
+pub(crate) struct RootStart {
+    pub(crate) agent: AgentRef,
+    pub(crate) run: Arc<RunContext>,
+    pub(crate) frame: Frame,
+    pub(crate) done: oneshot::Sender<Result<ChildOutcome, AgentError>>,
+}
+
+/// The scope actor of one run. See the module documentation.
+pub(crate) struct ScopeActor;
+
+/// What a [`ScopeActor`] owns.
+pub(crate) struct ScopeActorState {
+    scope: ScopeState,
+    shared: Arc<ScopeShared>,
+    root: Option<RootState>,
+    /// Answers that arrived before the root started.
+    early_answers: Vec<(String, Value)>,
+}
+
+struct RootState {
+    start: Box<RootStart>,
+    /// The actor running the root invocation (absent once it reported).
+    cell: Option<ActorCell>,
+    restarts: u32,
+}
+
+impl Drop for ScopeActorState {
+    /// However the actor ends, the handles still held read the history it had.
+    fn drop(&mut self) {
+        let _ = self.shared.history.set(std::mem::take(&mut self.scope.history));
+    }
+}
+
+/// What the handles of a scope share with its actor.
+struct ScopeShared {
+    memory_id: Arc<str>,
+    /// The history, once the actor has stopped.
+    history: OnceLock<Vec<InvocationRecord>>,
+}
+
+/// The arguments a scope actor starts with.
+pub(crate) struct ScopeArgs {
+    state: ScopeState,
+    shared: Arc<ScopeShared>,
+}
+
+impl Actor for ScopeActor {
+    type Msg = ScopeMsg;
+    type State = ScopeActorState;
+    type Arguments = ScopeArgs;
+
+    async fn pre_start(&self, _myself: ActorRef<ScopeMsg>, args: ScopeArgs) -> Result<Self::State, ActorProcessingErr> {
+        Ok(ScopeActorState { scope: args.state, shared: args.shared, root: None, early_answers: Vec::new() })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<ScopeMsg>,
+        msg: ScopeMsg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ScopeMsg::Complete { delta, record, then } => {
+                if !delta.is_empty() {
+                    state.scope.apply(delta);
+                }
+                if let Some(record) = record {
+                    state.scope.history.push(record);
+                }
+                match then.report {
+                    Report::Root => state.root_done(then.result),
+                    _ => then.deliver(&myself),
+                }
+            }
+            ScopeMsg::Write { delta, reply } => {
+                let _ = reply.send(state.scope.apply(delta));
+            }
+            ScopeMsg::Record(record) => state.scope.history.push(record),
+            ScopeMsg::MarkPending { key, reply } => {
+                state.scope.mark_pending(key);
+                let _ = reply.send(());
+            }
+            ScopeMsg::FinishAsync { key, result, reply } => {
+                let _ = reply.send(state.scope.finish_async(&key, result));
+            }
+            ScopeMsg::History(reply) => {
+                let _ = reply.send(state.scope.history.clone());
+            }
+            ScopeMsg::Answer { id, value } => match &state.root {
+                Some(root) => root.start.run.give_answer(&id, value),
+                None => state.early_answers.push((id, value)),
+            },
+            ScopeMsg::Cancel => {
+                if let Some(root) = &state.root {
+                    root.start.run.cancel.cancel();
+                }
+            }
+            ScopeMsg::StartRoot(start) => {
+                for (id, value) in state.early_answers.drain(..) {
+                    start.run.give_answer(&id, value);
+                }
+                let mut root = RootState { start, cell: None, restarts: 0 };
+                root.spawn(&myself).await;
+                state.root = Some(root);
+            }
+            ScopeMsg::RootDone(result) => state.root_done(result),
+        }
+        Ok(())
+    }
+
+    /// The root invocation's actor failed: a bug killed the run's tree (agents' own panics are handled by
+    /// their supervisors; this is a planner or the engine). Restart the root from the journal, or fail.
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<ScopeMsg>,
+        evt: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let SupervisionEvent::ActorFailed(cell, err) = evt else { return Ok(()) };
+        let Some(root) = &mut state.root else { return Ok(()) };
+        if root.cell.as_ref().map(ActorCell::get_id) != Some(cell.get_id()) {
+            // An async agent (linked here once started): its failure reached its readers already.
+            return Ok(());
+        }
+        root.cell = None;
+        let error = super::supervisor::tree_error(&err, &root.start.agent, &root.start.frame.path);
+        if root.restarts >= MAX_RESTARTS || !root.start.run.journaling() {
+            state.root_done(Err(error));
+            return Ok(());
+        }
+        root.restarts += 1;
+        tracing::warn!(run_id = %root.start.run.run_id, restart = root.restarts, "run tree failed ({error}); restarting from the journal");
+        match root.start.run.reload().await {
+            Ok(image) => {
+                state.scope.reset(image.state, image.history);
+                root.spawn(&myself).await;
+            }
+            Err(e) => state.root_done(Err(e)),
+        }
+        Ok(())
+    }
+}
+
+impl RootState {
+    async fn spawn(&mut self, myself: &ActorRef<ScopeMsg>) {
+        let s = &self.start;
+        match spawn_invocation(
+            &s.agent,
+            &s.run,
+            s.frame.clone(),
+            Report::Root,
+            std::time::Duration::ZERO,
+            myself.get_cell(),
+        )
+        .await
+        {
+            Ok(cell) => self.cell = Some(cell),
+            Err(e) => {
+                self.cell = None;
+                let _ = myself.cast(ScopeMsg::RootDone(Err(e)));
+            }
+        }
+    }
+}
+
+impl ScopeActorState {
+    fn root_done(&mut self, result: Result<ChildOutcome, AgentError>) {
+        if let Some(root) = self.root.take() {
+            let _ = root.start.done.send(result);
+        }
+    }
+}
+
+/// A handle on a run's scope: writes go to its actor as messages, reads come from its published snapshots.
+/// Cheap to clone. Once the run has ended, the snapshot and the history stay readable and writes are refused.
+#[derive(Clone)]
+pub struct ScopeHandle {
+    actor: ActorRef<ScopeMsg>,
+    rx: watch::Receiver<ScopeView>,
+    shared: Arc<ScopeShared>,
+}
+
+impl std::fmt::Debug for ScopeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopeHandle").field("memory_id", &self.shared.memory_id).finish()
+    }
+}
+
+impl ScopeHandle {
+    /// Starts the scope actor of `memory_id` holding `initial` state (not registered; it lives until
+    /// [`ScopeHandle::close`]).
+    ///
+    /// # Errors
+    /// [`AgentError::Internal`] when the actor cannot start.
+    #[cfg(test)]
+    pub(crate) async fn spawn(memory_id: &str, initial: Map<String, Value>) -> Result<Self, AgentError> {
+        Self::spawn_named(None, memory_id, initial, Vec::new()).await
+    }
+
+    /// Starts the scope actor continuing an earlier run (its state and history), registered under `name` in
+    /// ractor's registry when given.
+    pub(crate) async fn spawn_named(
+        name: Option<String>,
+        memory_id: &str,
+        initial: Map<String, Value>,
+        history: Vec<InvocationRecord>,
+    ) -> Result<Self, AgentError> {
+        let (state, rx) = ScopeState::new(initial, history);
+        let shared = Arc::new(ScopeShared { memory_id: Arc::from(memory_id), history: OnceLock::new() });
+        let args = ScopeArgs { state, shared: shared.clone() };
+        let (actor, _) = Actor::spawn(name, ScopeActor, args).await.map_err(|e| AgentError::Run {
+            run_id: memory_id.to_string(),
+            message: format!("cannot start the run's scope actor: {e}"),
+        })?;
+        Ok(ScopeHandle { actor, rx, shared })
+    }
+
+    pub(crate) fn actor(&self) -> &ActorRef<ScopeMsg> {
+        &self.actor
+    }
+
+    fn closed(&self) -> AgentError {
+        AgentError::internal(format!("the scope of run `{}` is closed: the run has ended", self.shared.memory_id))
+    }
+
+    /// Sends a message that replies, and waits for the reply.
+    async fn ask<T>(&self, msg: impl FnOnce(RpcReplyPort<T>) -> ScopeMsg) -> Result<T, AgentError>
+    where
+        T: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        self.actor.cast(msg(tx.into())).map_err(|_| self.closed())?;
+        rx.await.map_err(|_| self.closed())
+    }
+
+    /// Hands `msg` to the actor without waiting.
+    pub(crate) fn tell(&self, msg: ScopeMsg) -> Result<(), AgentError> {
+        self.actor.cast(msg).map_err(|_| self.closed())
+    }
+
+    /// Ends the scope: the actor stops (its name is free again when this returns); the last snapshot and the
+    /// history stay readable.
+    pub(crate) async fn close(&self) {
+        let _ = self.actor.stop_and_wait(None, None).await;
+    }
+
+    /// The memory id (run id) this scope belongs to.
+    pub fn memory_id(&self) -> &str {
+        &self.shared.memory_id
+    }
+
+    /// The latest published snapshot (O(1)).
+    pub fn view(&self) -> ScopeView {
+        self.rx.borrow().clone()
+    }
+
+    /// Writes `delta` (a `null` value removes the key) and returns the write's sequence number; the new
+    /// snapshot is published when it returns.
+    ///
+    /// # Errors
+    /// [`AgentError::Internal`] when the run has ended (its scope is closed).
+    pub async fn write(&self, delta: Vec<(String, Value)>) -> Result<u64, AgentError> {
+        self.ask(|reply| ScopeMsg::Write { delta, reply }).await
+    }
+
+    /// Writes one typed value.
+    ///
+    /// # Errors
+    /// The value does not serialise, or the scope is closed.
+    pub async fn write_typed<T: Serialize>(&self, key: &TypedKey<T>, value: &T) -> Result<u64, AgentError> {
+        let v = serde_json::to_value(value).map_err(|e| AgentError::internal(format!("key `{}`: {e}", key.name())))?;
+        self.write(vec![(key.name().to_string(), v)]).await
+    }
+
+    /// Marks `key` as being produced by an async agent: readers wait until it finishes.
+    pub(crate) async fn mark_pending(&self, key: &str) -> Result<(), AgentError> {
+        self.ask(|reply| ScopeMsg::MarkPending { key: key.to_string(), reply }).await
+    }
+
+    /// Ends an async production of `key`: writes its delta, or records its error for readers.
+    pub(crate) async fn finish_async(
+        &self,
+        key: &str,
+        result: Result<Vec<(String, Value)>, AgentError>,
+    ) -> Result<u64, AgentError> {
+        self.ask(|reply| ScopeMsg::FinishAsync { key: key.to_string(), result, reply }).await
+    }
+
+    /// Reads `key`, waiting while an async agent is still producing it.
+    ///
+    /// # Errors
+    /// The error of the async agent that was producing `key`, with its original variant.
+    pub async fn read_waiting(&self, key: &str) -> Result<Option<Value>, AgentError> {
+        let mut rx = self.rx.clone();
+        let view = rx.wait_for(|v| !v.is_pending(key)).await.map_err(|_| self.closed())?;
+        if let Some(e) = view.async_error(key) {
+            return Err(e.clone());
+        }
+        Ok(view.get(key).cloned())
+    }
+
+    /// A snapshot taken once no async agent is producing any key (at once when none is).
+    ///
+    /// # Errors
+    /// [`AgentError::Internal`] when the scope closed first.
+    pub async fn settled(&self) -> Result<ScopeView, AgentError> {
+        let mut rx = self.rx.clone();
+        let view = rx.wait_for(|v| !v.has_pending()).await.map_err(|_| self.closed())?;
+        Ok(view.clone())
+    }
+
+    /// Appends an invocation to the history (ordered with the writes).
+    pub fn record(&self, rec: InvocationRecord) {
+        let _ = self.tell(ScopeMsg::Record(rec));
+    }
+
+    /// The invocation history, in completion order.
+    ///
+    /// # Errors
+    /// None once the run has ended (the history is kept); [`AgentError::Internal`] if the actor died.
+    pub async fn history(&self) -> Result<Vec<InvocationRecord>, AgentError> {
+        if let Some(h) = self.shared.history.get() {
+            return Ok(h.clone());
+        }
+        match self.ask(ScopeMsg::History).await {
+            Ok(h) => Ok(h),
+            Err(e) => self.shared.history.get().cloned().ok_or(e),
+        }
+    }
+
+    /// The conversation context: the last exchange of each LLM agent, most recent last. It lives in the state
+    /// under `_context.<agent>` keys, so it is journaled and survives a resume.
+    pub fn context(&self) -> Vec<ContextEntry> {
+        self.view().context()
+    }
+}
