@@ -148,6 +148,55 @@ fn every_item_of_a_mapper_asks_its_own_human_question() {
     assert_eq!(json_out(&o)["output"], json!(["yes", "no", "later"]), "answers in item order");
 }
 
+/// An answer starting with `-` is the answer, not an option: `respond RUN -5` and `respond RUN ID -5`, with
+/// `--store` before or after; an unknown option before the run id is still a usage error.
+#[test]
+fn an_answer_starting_with_a_hyphen_is_taken_as_the_answer() {
+    let store = tempfile::tempdir().unwrap();
+    let s = store.path();
+    let o = agentic(s, &["run", &fixture("approval.yaml"), "--input", "input=data", "--memory-id", "neg-1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = agentic(s, &["respond", "neg-1", "-5"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "");
+    let o = agentic(s, &["resume", "neg-1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Final: PROCESSED: data | -5\n");
+    let shown = json_out(&agentic(s, &["show", "neg-1", "--json"]));
+    assert_eq!(shown["state"]["approval"], json!(-5), "stored as the JSON number -5");
+    assert_eq!(shown["output"], json!("Final: PROCESSED: data | -5"));
+
+    // With the response id, and `--store` naming the store after the answer (AGENTIC_STORE points elsewhere).
+    let elsewhere = tempfile::tempdir().unwrap();
+    let o = agentic(s, &["run", &fixture("approval.yaml"), "--input", "input=data", "--memory-id", "neg-2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = agentic(elsewhere.path(), &["respond", "neg-2", "human-review", "-5", "--store", s.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = agentic(s, &["resume", "neg-2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Final: PROCESSED: data | -5\n");
+
+    // Not only numbers: `--store` before the run id this time.
+    for (id, answer) in [("neg-3", "-x"), ("neg-4", "--weird")] {
+        let o = agentic(s, &["run", &fixture("approval.yaml"), "--input", "input=data", "--memory-id", id]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let o = agentic(elsewhere.path(), &["respond", "--store", s.to_str().unwrap(), id, answer]);
+        assert_eq!(o.status.code(), Some(0), "{answer}: {}", stderr(&o));
+        let o = agentic(s, &["resume", id]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(stdout(&o), format!("Final: PROCESSED: data | {answer}\n"));
+    }
+
+    // An unknown option before the run id is still a usage error, and records nothing.
+    let o = agentic(s, &["run", &fixture("approval.yaml"), "--input", "input=data", "--memory-id", "neg-5"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = agentic(s, &["respond", "--bogus", "neg-5", "yes"]);
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("error: unexpected argument '--bogus' found"), "{}", stderr(&o));
+    let o = agentic(s, &["resume", "neg-5", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "still waiting: {}", stderr(&o));
+}
+
 #[test]
 fn respond_reports_what_is_wrong() {
     let store = tempfile::tempdir().unwrap();

@@ -101,12 +101,28 @@ pub(crate) struct RespondArgs {
     /// The run id.
     #[arg(value_name = "RUN_ID")]
     pub(crate) run_id: String,
-    /// `[RESPONSE_ID] VALUE`: the response id (optional when exactly one response is pending) and the answer
-    /// (JSON when valid JSON, else a string).
-    #[arg(value_names = ["RESPONSE_ID", "VALUE"], num_args = 1..=2, required = true)]
-    pub(crate) rest: Vec<String>,
+    /// The answer (JSON when valid JSON, else a string), or the response id when VALUE follows (the id is
+    /// optional when exactly one response is pending). It may start with `-` (`-5`, `-x`, `--weird`); an
+    /// answer that is also an option of this command (`--store`, `-h`) goes after `--`.
+    // Two single-value positionals rather than one `Vec` with `num_args = 1..=2`: a multi-value positional
+    // that allows hyphen values swallows everything after its first value, `--store DIR` included.
+    #[arg(value_name = "RESPONSE_ID|VALUE", allow_hyphen_values = true, allow_negative_numbers = true)]
+    pub(crate) first: String,
+    /// The answer, when the response id came first.
+    #[arg(value_name = "VALUE", allow_hyphen_values = true, allow_negative_numbers = true)]
+    pub(crate) second: Option<String>,
     #[command(flatten)]
     pub(crate) store: StoreArg,
+}
+
+impl RespondArgs {
+    /// The response id (when given) and the answer: JSON when it is valid JSON, else the text.
+    pub(crate) fn answer(&self) -> (Option<&str>, Value) {
+        match &self.second {
+            Some(value) => (Some(self.first.as_str()), parse_value(value)),
+            None => (None, parse_value(&self.first)),
+        }
+    }
 }
 
 /// `agentic resume`.
@@ -197,6 +213,58 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// Parses `agentic respond ARGS..` into (run id, response id, answer, store).
+    fn respond(args: &[&str]) -> Result<(String, Option<String>, Value, PathBuf), clap::Error> {
+        let cli = Cli::try_parse_from([&["agentic", "respond"], args].concat())?;
+        let Command::Respond(r) = cli.command else { panic!("not respond: {:?}", cli.command) };
+        let (id, value) = r.answer();
+        Ok((r.run_id.clone(), id.map(str::to_string), value, r.store.store))
+    }
+
+    #[test]
+    fn respond_takes_answers_that_start_with_a_hyphen() {
+        let dir = PathBuf::from("/tmp/s");
+        for (answer, value) in
+            [("-5", json!(-5)), ("-x", json!("-x")), ("--weird", json!("--weird")), ("-", json!("-"))]
+        {
+            // RUN_ID VALUE and RUN_ID RESPONSE_ID VALUE, with --store before, after or not at all.
+            assert_eq!(respond(&["r1", answer]).unwrap().2, value, "{answer}");
+            for args in [
+                vec!["--store", "/tmp/s", "r1", "id", answer],
+                vec!["r1", "id", answer, "--store", "/tmp/s"],
+                vec!["r1", "--store", "/tmp/s", "id", answer],
+                vec!["--store=/tmp/s", "r1", "id", answer],
+            ] {
+                let parsed = respond(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+                assert_eq!(parsed, ("r1".to_string(), Some("id".to_string()), value.clone(), dir.clone()), "{args:?}");
+            }
+            for args in [vec!["--store", "/tmp/s", "r1", answer], vec!["r1", answer, "--store", "/tmp/s"]] {
+                let parsed = respond(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+                assert_eq!(parsed, ("r1".to_string(), None, value.clone(), dir.clone()), "{args:?}");
+            }
+        }
+        // A response id may start with a hyphen too; `--` still ends the options.
+        assert_eq!(respond(&["r1", "-id", "-5"]).unwrap().1.as_deref(), Some("-id"));
+        assert_eq!(respond(&["r1", "--", "--store"]).unwrap().2, json!("--store"));
+        assert_eq!(respond(&["r1", "id", "--", "-h"]).unwrap().2, json!("-h"));
+    }
+
+    #[test]
+    fn respond_still_rejects_unknown_options_before_the_run_id_and_extra_values() {
+        let err = respond(&["--weird", "r1", "yes"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::UnknownArgument);
+        assert!(err.to_string().contains("unexpected argument '--weird' found"), "{err}");
+        let err = respond(&["-x", "r1", "yes"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::UnknownArgument);
+        assert!(err.to_string().contains("unexpected argument '-x' found"), "{err}");
+        let err = respond(&["r1"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        let err = respond(&["r1", "id", "-5", "extra"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::UnknownArgument);
+        let err = respond(&["r1", "-5", "--store"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue, "{err}");
     }
 
     #[test]

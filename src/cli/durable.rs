@@ -6,7 +6,7 @@ use agentic_engine::{RunRecord, RunStatus, StoreRef};
 use agentic_spec::Spec;
 use serde_json::{Value, json};
 
-use super::args::{RespondArgs, ResumeArgs, RunsArgs, ShowArgs, parse_value};
+use super::args::{RespondArgs, ResumeArgs, RunsArgs, ShowArgs};
 use super::open_store;
 use super::run::{out, pending_json, print_json, report_outcome};
 use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
@@ -39,14 +39,7 @@ fn timestamp(ms: u64) -> String {
 
 /// `agentic respond RUN_ID [RESPONSE_ID] VALUE`: records one answer; runs nothing.
 pub(crate) fn respond(args: RespondArgs) -> u8 {
-    let (response_id, value) = match args.rest.as_slice() {
-        [value] => (None, parse_value(value)),
-        [id, value] => (Some(id.as_str()), parse_value(value)),
-        _ => {
-            eprintln!("error: expected [RESPONSE_ID] VALUE");
-            return EXIT_USAGE;
-        }
-    };
+    let (response_id, value) = args.answer();
     let (rt, store) = match (runtime(), open_store(&args.store.store)) {
         (Ok(rt), Ok(s)) => (rt, s),
         (Err(c), _) | (_, Err(c)) => return c,
