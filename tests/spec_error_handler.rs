@@ -110,8 +110,6 @@ async fn every_retry_is_repaired_until_the_retries_run_out_then_the_fallback_app
 }
 
 #[tokio::test]
-#[ignore = "the engine does not journal a handler's repair yet (Recovery::RetryWith writes to the scope only); \
-            the runtime rewrite adds it"]
 async fn the_repair_is_journaled() {
     let store = MemoryStore::new();
     let root = build(&repaired(r#"{ set: { x: "5" }, retry: 1, backoff_ms: 0 }"#));
