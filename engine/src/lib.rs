@@ -1,16 +1,23 @@
 //! # agentic-engine
 //!
-//! The runtime of `agentic`: the [`scope`] actor that owns a run's state, the [`Agent`] trait, the
-//! [`Planner`] trait, the supervisor that drives planners ([`run`]), error handlers and the step journal
+//! The runtime of `agentic`: the run's shared state and its snapshots ([`scope`]), the [`Agent`] trait, the
+//! [`Planner`] trait, the ractor actors that run a system ([`run`]), error handlers and the step journal
 //! interface ([`store`]). Planners, agents and stores live in sibling crates; the `agentic` crate re-exports
 //! everything a user needs.
 //!
+//! A run is a tree of actors:
+//!
 //! ```text
-//! InvokeRequest ──► root agent ──► Composite ──► supervisor loop (the planner actor, hosted in the
-//!                                                   │  composite's invocation future; one per invocation)
-//!                                                   │  first_action / next_action (one completion at a time)
-//!                                                   ├─► child task: leaf agent (inputs ← ScopeView, output → ScopeActor)
-//!                                                   └─► child task: nested Composite ──► supervisor loop ...
+//! InvokeRequest (the session: open, execute, close)
+//!  └─ ScopeActor: one per run. Owns the state, history and pending keys (every write is a message; readers
+//!     │           use its snapshots); the run's address (answers, cancellation); the root's supervisor
+//!     │           (restarts a broken tree from the journal)
+//!     ├─ SupervisorActor: one per composite invocation. Owns the planner; one completion at a time:
+//!     │   │               next_action → journal the step → dispatch
+//!     │   ├─ AgentActor: one per leaf call, linked. Inputs ← snapshot, invoke, writes + result → ScopeActor
+//!     │   │              → ChildDone → supervisor; a panic → its supervisor's error handler
+//!     │   └─ SupervisorActor: a nested composite, linked ── its own children ...
+//!     └─ AgentActor: an async agent, re-linked under the ScopeActor once started
 //! ```
 
 pub mod agent;
