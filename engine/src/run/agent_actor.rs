@@ -1,6 +1,11 @@
-//! The [`AgentActor`]: one per leaf invocation, spawned linked to the supervisor of the composite that called
-//! the agent. It resolves the agent's inputs, invokes it (with its timeout), and hands its writes, history
-//! record and result to the scope actor, which passes the result on to the supervisor. Then it stops.
+//! The [`AgentActor`]: runs leaf invocations for the supervisor of the composite that called them, linked to
+//! it. For each invocation it resolves the agent's inputs, invokes it (with its timeout), and hands its
+//! writes, history record and result to the scope actor, which passes the result on to the supervisor. A
+//! supervisor keeps its agent actors idle between invocations and hands them the next one
+//! ([`AgentMsg::Invoke`]): a sequence's steps run one after another in one actor, a fan-out of K calls in K
+//! actors, and no step pays an actor's spawn and supervision events (measured: docs/performance.md). An
+//! agent actor that does not serve a supervisor (the root leaf, a restarted async agent) stops after its
+//! invocation.
 //!
 //! A panic in the agent's code is caught so that the invocation's record and events are complete, then
 //! raised as the actor's failure ([`AgentPanicked`]): the supervisor receives it as a supervision event and
@@ -28,8 +33,14 @@ use crate::error::AgentError;
 use crate::scope::{InvocationRecord, merge_delta};
 use crate::store::StepRecord;
 
-/// The actor of one leaf invocation. See the module documentation.
+/// The actor of leaf invocations. See the module documentation.
 pub(crate) struct AgentActor;
+
+/// The messages of an [`AgentActor`].
+pub(crate) enum AgentMsg {
+    /// Runs one more invocation.
+    Invoke(Box<AgentArgs>),
+}
 
 /// What an [`AgentActor`] starts with.
 pub(crate) struct AgentArgs {
@@ -58,27 +69,50 @@ impl std::fmt::Display for AgentPanicked {
 impl std::error::Error for AgentPanicked {}
 
 impl Actor for AgentActor {
-    /// No messages: the invocation runs as the actor starts.
-    type Msg = ();
-    type State = Option<AgentArgs>;
-    type Arguments = AgentArgs;
+    type Msg = AgentMsg;
+    /// The first invocation, until it runs.
+    type State = Option<Box<AgentArgs>>;
+    type Arguments = Box<AgentArgs>;
 
-    async fn pre_start(&self, _myself: ActorRef<()>, args: AgentArgs) -> Result<Self::State, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<AgentMsg>,
+        args: Box<AgentArgs>,
+    ) -> Result<Self::State, ActorProcessingErr> {
         Ok(Some(args))
     }
 
-    async fn post_start(&self, myself: ActorRef<()>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
-        let result = match state.take() {
-            Some(args) => Box::pin(run_leaf(args, &myself)).await,
+    async fn post_start(&self, myself: ActorRef<AgentMsg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+        match state.take() {
+            Some(args) => run_one(args, &myself).await,
             None => Ok(()),
-        };
-        myself.stop(None);
-        result
+        }
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<AgentMsg>,
+        msg: AgentMsg,
+        _state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let AgentMsg::Invoke(args) = msg;
+        run_one(args, &myself).await
     }
 }
 
-/// Runs one leaf invocation to its end (see the module documentation).
-async fn run_leaf(args: AgentArgs, myself: &ActorRef<()>) -> Result<(), ActorProcessingErr> {
+/// Runs one invocation; an actor that serves no supervisor, or now runs an async agent, stops after it.
+async fn run_one(args: Box<AgentArgs>, myself: &ActorRef<AgentMsg>) -> Result<(), ActorProcessingErr> {
+    let pooled = matches!(args.report, Report::Parent { .. });
+    let result = Box::pin(run_leaf(*args, myself)).await;
+    if !matches!(result, Ok(true)) || !pooled {
+        myself.stop(None);
+    }
+    result.map(|_| ())
+}
+
+/// Runs one leaf invocation to its end (see the module documentation). `Ok(true)`: the actor is free for
+/// another invocation (not an async agent, which now belongs to the run).
+async fn run_leaf(args: AgentArgs, myself: &ActorRef<AgentMsg>) -> Result<bool, ActorProcessingErr> {
     let AgentArgs { agent, run, frame, report, delay } = args;
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
@@ -89,15 +123,15 @@ async fn run_leaf(args: AgentArgs, myself: &ActorRef<()>) -> Result<(), ActorPro
         Ok(None) => {
             let skipped = ChildOutcome { skipped: true, ..Default::default() };
             Delivery { report, result: Ok(skipped), failed: None }.deliver(run.scope.actor());
-            return Ok(());
+            return Ok(true);
         }
         Err(e) => {
             Delivery { report, result: Err(e), failed: None }.deliver(run.scope.actor());
-            return Ok(());
+            return Ok(true);
         }
     };
     if is_async {
-        return run_async(agent, run, invocation, report, myself).await;
+        return run_async(agent, run, invocation, report, myself).await.map(|()| false);
     }
     let (result, panicked) = invoke_body(&agent, &invocation).await;
     let closed = invocation.close(&agent, result);
@@ -110,7 +144,7 @@ async fn run_leaf(args: AgentArgs, myself: &ActorRef<()>) -> Result<(), ActorPro
         return Err(Box::new(AgentPanicked { error, failed }));
     }
     closed.send(&run, report);
-    Ok(())
+    Ok(true)
 }
 
 /// Invokes the agent with its timeout, catching a panic: the result, and whether it panicked.
@@ -152,7 +186,7 @@ async fn run_async(
     run: Arc<RunContext>,
     mut invocation: Invocation,
     report: Report,
-    myself: &ActorRef<()>,
+    myself: &ActorRef<AgentMsg>,
 ) -> Result<(), ActorProcessingErr> {
     let write_key = invocation.write_key.take();
     if let Some(key) = &write_key

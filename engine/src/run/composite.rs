@@ -199,8 +199,10 @@ impl DynAgent for Composite {
                 bare: true,
             };
             let spawned = match &ctx.actor {
-                Some(parent) => ractor::Actor::spawn_linked(None, SupervisorActor, args, parent.clone()).await,
-                None => ractor::Actor::spawn(None, SupervisorActor, args).await,
+                Some(parent) => {
+                    ractor::Actor::spawn_linked(None, SupervisorActor, Box::new(args), parent.clone()).await
+                }
+                None => ractor::Actor::spawn(None, SupervisorActor, Box::new(args)).await,
             };
             let (actor, _) = spawned.map_err(|e| AgentError::internal(format!("cannot start a supervisor: {e}")))?;
             // Stops the supervisor (and its children) if this invocation is dropped before it reports.

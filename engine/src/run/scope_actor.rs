@@ -212,7 +212,7 @@ impl RootState {
         )
         .await
         {
-            Ok(cell) => self.cell = Some(cell),
+            Ok(spawned) => self.cell = Some(spawned.cell()),
             Err(e) => {
                 self.cell = None;
                 let _ = myself.cast(ScopeMsg::RootDone(Err(e)));

@@ -24,7 +24,7 @@ use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, Supervisio
 use serde_json::Value;
 
 use super::RunContext;
-use super::agent_actor::{AgentActor, AgentArgs, AgentPanicked, panic_message};
+use super::agent_actor::{AgentActor, AgentArgs, AgentMsg, AgentPanicked, panic_message};
 use super::composite::CompositeInner;
 use super::frame::{Frame, Report};
 use super::invoke::{ChildOutcome, Invocation};
@@ -91,8 +91,23 @@ pub(crate) fn tree_error(err: &ActorProcessingErr, agent: &AgentRef, path: &str)
     AgentError::Planner { agent: agent.name().to_string(), path: path.to_string(), message: format!("failed: {err}") }
 }
 
+/// An invocation's actor: a leaf's agent actor (which can run more of them) or a composite's supervisor.
+pub(crate) enum Spawned {
+    Leaf(ActorRef<AgentMsg>),
+    Composite(ActorCell),
+}
+
+impl Spawned {
+    pub(crate) fn cell(&self) -> ActorCell {
+        match self {
+            Spawned::Leaf(a) => a.get_cell(),
+            Spawned::Composite(c) => c.clone(),
+        }
+    }
+}
+
 /// Spawns the actor of one invocation of `agent`, linked to `parent`: a supervisor for a composite, an agent
-/// actor for a leaf. Returns its cell.
+/// actor for a leaf.
 ///
 /// # Errors
 /// [`AgentError::Internal`] when the actor cannot start (its parent is stopping).
@@ -103,7 +118,7 @@ pub(crate) async fn spawn_invocation(
     report: Report,
     delay: Duration,
     parent: ActorCell,
-) -> Result<ActorCell, AgentError> {
+) -> Result<Spawned, AgentError> {
     let failed =
         |e: ractor::SpawnErr| AgentError::internal(format!("cannot start the actor of `{}`: {e}", agent.name()));
     match agent.0.as_composite().map(|c| &c.inner) {
@@ -117,32 +132,34 @@ pub(crate) async fn spawn_invocation(
                 delay,
                 bare: false,
             };
-            Actor::spawn_linked(None, SupervisorActor, args, parent).await.map(|(a, _)| a.get_cell()).map_err(failed)
+            let spawned = Actor::spawn_linked(None, SupervisorActor, Box::new(args), parent).await;
+            spawned.map(|(a, _)| Spawned::Composite(a.get_cell())).map_err(failed)
         }
         None => {
-            let args = AgentArgs { agent: agent.clone(), run: run.clone(), frame, report, delay };
-            Actor::spawn_linked(None, AgentActor, args, parent).await.map(|(a, _)| a.get_cell()).map_err(failed)
+            let args = Box::new(AgentArgs { agent: agent.clone(), run: run.clone(), frame, report, delay });
+            Actor::spawn_linked(None, AgentActor, args, parent).await.map(|(a, _)| Spawned::Leaf(a)).map_err(failed)
         }
     }
 }
 
 impl Actor for SupervisorActor {
     type Msg = SupervisorMsg;
-    type State = SupervisorState;
-    type Arguments = SupervisorArgs;
+    /// Boxed: ractor moves the state and arguments through several futures while the actor starts.
+    type State = Box<SupervisorState>;
+    type Arguments = Box<SupervisorArgs>;
 
     async fn pre_start(
         &self,
         myself: ActorRef<SupervisorMsg>,
-        args: SupervisorArgs,
+        args: Box<SupervisorArgs>,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(SupervisorState::new(args, myself))
+        Ok(Box::new(SupervisorState::new(*args, myself)))
     }
 
     async fn post_start(
         &self,
         myself: ActorRef<SupervisorMsg>,
-        state: &mut SupervisorState,
+        state: &mut Box<SupervisorState>,
     ) -> Result<(), ActorProcessingErr> {
         Box::pin(state.open()).await;
         state.after(&myself)
@@ -152,7 +169,7 @@ impl Actor for SupervisorActor {
         &self,
         myself: ActorRef<SupervisorMsg>,
         msg: SupervisorMsg,
-        state: &mut SupervisorState,
+        state: &mut Box<SupervisorState>,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             SupervisorMsg::ChildDone { id, result, failed } => Box::pin(state.handle(id, result, failed)).await,
@@ -170,12 +187,19 @@ impl Actor for SupervisorActor {
         &self,
         myself: ActorRef<SupervisorMsg>,
         evt: SupervisionEvent,
-        state: &mut SupervisorState,
+        state: &mut Box<SupervisorState>,
     ) -> Result<(), ActorProcessingErr> {
         match evt {
             SupervisionEvent::ActorFailed(cell, err) => {
+                state.idle.retain(|a| a.get_id() != cell.get_id());
                 let Some(id) = state.children.remove(&cell.get_id()) else { return Ok(()) };
-                let Some(index) = state.inflight.get(&id).map(|c| c.call.agent) else { return Ok(()) };
+                // The actor is gone: it is not reused.
+                let Some(index) = state.inflight.get_mut(&id).map(|c| {
+                    c.actor = None;
+                    c.call.agent
+                }) else {
+                    return Ok(());
+                };
                 let agent = state.inner.sub_agents[index].clone();
                 let path = state.child_paths[index].clone();
                 if agent.0.as_composite().is_some() && err.downcast_ref::<AgentPanicked>().is_none() {
@@ -192,6 +216,7 @@ impl Actor for SupervisorActor {
             }
             SupervisionEvent::ActorTerminated(cell, ..) => {
                 state.children.remove(&cell.get_id());
+                state.idle.retain(|a| a.get_id() != cell.get_id());
                 Ok(())
             }
             _ => Ok(()),
@@ -203,7 +228,7 @@ struct InFlight {
     call: AgentCall,
     attempt: u32,
     /// The child's actor, once spawned.
-    cell: Option<ActorCell>,
+    actor: Option<Spawned>,
 }
 
 /// The calls in flight as the journal knows them, for journaling changes instead of whole lists.
@@ -236,8 +261,10 @@ pub(crate) struct SupervisorState {
     planner: Box<dyn Planner>,
     /// Keyed by call number; foldhash, as SipHash of a call number cost more than the lookup.
     inflight: HashMap<u64, InFlight, foldhash::fast::RandomState>,
-    /// The call number of each child actor, for its supervision events.
+    /// The call number of each child actor running a call, for its supervision events.
     children: HashMap<ActorId, u64, foldhash::fast::RandomState>,
+    /// Agent actors free for the next leaf call.
+    idle: Vec<ActorRef<AgentMsg>>,
     /// Calls waiting for a human (their number, the call, the attempt).
     suspended: Vec<(u64, AgentCall, u32)>,
     /// The questions of the calls waiting for a human, with the call's number: reported in call order.
@@ -280,6 +307,7 @@ impl SupervisorState {
             child_paths,
             inflight: HashMap::default(),
             children: HashMap::default(),
+            idle: Vec::new(),
             suspended: Vec::new(),
             pending: Vec::new(),
             next_id: 0,
@@ -348,9 +376,19 @@ impl SupervisorState {
 
     /// Processes one completion.
     async fn handle(&mut self, id: u64, result: Result<ChildOutcome, AgentError>, failed: Option<InvocationRecord>) {
-        let Some(done) = self.inflight.remove(&id) else { return };
-        if let Some(cell) = &done.cell {
-            self.children.remove(&cell.get_id());
+        let Some(mut done) = self.inflight.remove(&id) else { return };
+        match done.actor.take() {
+            // Free for the next leaf call, unless it now runs an async agent (which belongs to the run).
+            Some(Spawned::Leaf(actor)) => {
+                self.children.remove(&actor.get_id());
+                if !matches!(result, Ok(ChildOutcome { async_started: true, .. })) {
+                    self.idle.push(actor);
+                }
+            }
+            Some(Spawned::Composite(cell)) => {
+                self.children.remove(&cell.get_id());
+            }
+            None => {}
         }
         if self.outcome.is_some() {
             return;
@@ -484,8 +522,8 @@ impl SupervisorState {
 
     fn abort_all(&mut self) {
         for (_, f) in self.inflight.drain() {
-            if let Some(cell) = f.cell {
-                cell.kill();
+            if let Some(actor) = f.actor {
+                actor.cell().kill();
             }
         }
         self.children.clear();
@@ -710,13 +748,24 @@ impl SupervisorState {
         {
             j.started.push(call_record(id, &call, attempt));
         }
-        self.inflight.insert(id, InFlight { call, attempt, cell: None });
+        self.inflight.insert(id, InFlight { call, attempt, actor: None });
         let report = Report::Parent { to: self.myself.clone(), id };
-        match spawn_invocation(&agent, &self.run, frame, report, delay, self.myself.get_cell()).await {
-            Ok(cell) => {
-                self.children.insert(cell.get_id(), id);
+        let spawned = if agent.0.as_composite().is_none()
+            && let Some(actor) = self.idle.pop()
+        {
+            let args = AgentArgs { agent, run: self.run.clone(), frame, report, delay };
+            match actor.cast(AgentMsg::Invoke(Box::new(args))) {
+                Ok(()) => Ok(Spawned::Leaf(actor)),
+                Err(_) => Err(AgentError::internal(format!("the agent actor of `{}` stopped", self.path()))),
+            }
+        } else {
+            spawn_invocation(&agent, &self.run, frame, report, delay, self.myself.get_cell()).await
+        };
+        match spawned {
+            Ok(actor) => {
+                self.children.insert(actor.cell().get_id(), id);
                 if let Some(f) = self.inflight.get_mut(&id) {
-                    f.cell = Some(cell);
+                    f.actor = Some(actor);
                 }
             }
             Err(e) => self.fail(e),
