@@ -40,6 +40,8 @@ fn step(seq: u64) -> StepRecord {
         }),
         async_started: false,
         failed: false,
+        item: None,
+        item_end: false,
     }
 }
 

@@ -148,6 +148,38 @@ fn every_item_of_a_mapper_asks_its_own_human_question() {
     assert_eq!(json_out(&o)["output"], json!(["yes", "no", "later"]), "answers in item order");
 }
 
+/// A mapper over a sequence with a human step, across processes: each item prices its order in its own scope,
+/// asks its own question, and labels the order with its own answer and price.
+#[test]
+fn every_item_of_a_mapped_sequence_keeps_its_own_keys_and_answer_across_processes() {
+    let store = tempfile::tempdir().unwrap();
+    let s = store.path();
+    let orders = r#"orders=[{"id":"A7","qty":1},{"id":"B2","qty":2},{"id":"C9","qty":3}]"#;
+    let o = agentic(s, &["run", &fixture("mapped_review.yaml"), "--input", orders, "--memory-id", "mr1", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // Two items at a time: the third waits for a free slot.
+    assert_eq!(
+        json_out(&o)["pending"],
+        json!([
+            {"id": "root/0/1#0", "prompt": "Ship A7 at 10?", "agent": "approve"},
+            {"id": "root/0/1#1", "prompt": "Ship B2 at 20?", "agent": "approve"}
+        ])
+    );
+    assert_eq!(agentic(s, &["respond", "mr1", "root/0/1#1", "no"]).status.code(), Some(0));
+    assert_eq!(agentic(s, &["respond", "mr1", "root/0/1#0", "yes"]).status.code(), Some(0));
+    let o = agentic(s, &["resume", "mr1", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(json_out(&o)["pending"], json!([{"id": "root/0/1#2", "prompt": "Ship C9 at 30?", "agent": "approve"}]));
+    assert_eq!(agentic(s, &["respond", "mr1", "root/0/1#2", "later"]).status.code(), Some(0));
+    let o = agentic(s, &["resume", "mr1", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json_out(&o)["output"], json!(["A7:10:yes", "B2:20:no", "C9:30:later"]));
+    // The items' keys never reached the shared state.
+    let shown = json_out(&agentic(s, &["show", "mr1", "--json"]));
+    let keys: Vec<&String> = shown["state"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["labels", "orders"]);
+}
+
 /// An answer starting with `-` is the answer, not an option: `respond RUN -5` and `respond RUN ID -5`, with
 /// `--store` before or after; an unknown option before the run id is still a usage error.
 #[test]

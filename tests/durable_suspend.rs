@@ -289,6 +289,8 @@ async fn a_stored_value_that_no_longer_fits_its_type_fails_the_resume() {
         invocation: None,
         async_started: false,
         failed: false,
+        item: None,
+        item_end: false,
     };
     run.records.push(bad.clone());
     agentic::engine::CheckpointStore::append(&store, bad).await.unwrap();

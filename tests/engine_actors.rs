@@ -302,3 +302,50 @@ async fn a_running_run_is_cancelled_by_id_from_another_task() {
         }
     }
 }
+
+/// A handler that writes the missing input and retries: the run completes with the written value, and a
+/// resumed run does not ask the handler again (the repair and the retried call are journaled).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_repairs_a_missing_input_and_a_resumed_run_does_not_ask_it_again() {
+    // `gate` needs `x`, then waits for a human before it finishes: the run suspends with the retry in flight.
+    let gate = || {
+        FnAgent::builder("gate", |ctx| {
+            Box::pin(async move {
+                let x: i64 = ctx.input_as("x")?;
+                match ctx.take_answer("go") {
+                    Some(answer) => Ok(json!(format!("{x}:{}", answer.as_str().unwrap_or("?")))),
+                    None => Err(ctx.suspend("go", "go on?")),
+                }
+            })
+        })
+        .input("x")
+        .output_key("out")
+        .build()
+    };
+    let asked = Arc::new(AtomicUsize::new(0));
+    let system = |asked: Arc<AtomicUsize>| {
+        Sequence::builder()
+            .name("repairing")
+            .sub_agents([gate()])
+            .output_key("out")
+            .error_handler(move |ctx: &agentic::engine::ErrorContext<'_>| {
+                asked.fetch_add(1, Ordering::SeqCst);
+                assert_eq!(ctx.error.kind(), "missing_argument");
+                agentic::engine::Recovery::RetryWith { writes: vec![("x".into(), json!(5))], after: Duration::ZERO }
+            })
+            .build()
+            .unwrap()
+    };
+    let store = MemoryStore::new();
+    let first = system(asked.clone()).invoke().memory_id("repair-resume").store(store.clone()).await.unwrap();
+    assert!(first.is_suspended(), "{:?}", first.result);
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    // The system built again, as another process would: the journal holds the repair and the retried call.
+    let second = system(asked.clone()).resume("repair-resume").store(store.clone()).answer("go", "yes").await.unwrap();
+    assert_eq!(second.output(), Some(&json!("5:yes")));
+    assert_eq!(second.state().get("x"), Some(&json!(5)));
+    assert_eq!(asked.load(Ordering::SeqCst), 1, "the handler was not asked again");
+    let history = second.history().await.unwrap();
+    let gates: Vec<u32> = history.iter().filter(|r| r.agent == "gate").map(|r| r.attempt).collect();
+    assert_eq!(gates, [2], "the completed invocation is the retry");
+}

@@ -276,6 +276,8 @@ fn a_ten_thousand_step_report_stays_light_in_the_browser() {
             }),
             async_started: false,
             failed: false,
+            item: None,
+            item_end: false,
         });
     }
     let run = RunRecord {

@@ -299,6 +299,8 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
         invocation: None,
         async_started: false,
         failed: false,
+        item: None,
+        item_end: false,
     }];
     let t0 = 1_700_000_000_000_000u64;
     for i in 0..n {
@@ -311,6 +313,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
             delta: vec![(format!("item_{}", i % 50), json!(format!("value {i} {PROBE}")))],
             planner_states: vec![PlannerState {
                 path: "root".into(),
+                item: None,
                 state: json!({"next": i + 1}),
                 inflight: vec![],
                 state_patch: None,
@@ -332,6 +335,8 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
             }),
             async_started: false,
             failed: false,
+            item: None,
+            item_end: false,
         });
     }
     let run = RunRecord {

@@ -34,6 +34,8 @@ fn step(run_id: &str, seq: u64) -> StepRecord {
         }),
         async_started: false,
         failed: false,
+        item: None,
+        item_end: false,
     }
 }
 

@@ -447,28 +447,31 @@ impl InvocationContext {
         &self.inputs
     }
 
-    /// A snapshot of the whole state.
+    /// A snapshot of the whole state, seen from this invocation's mapper item when it serves one (the item's
+    /// own writes first, then the shared state).
     pub fn view(&self) -> ScopeView {
-        self.run.scope.view()
+        self.run.scope.view_at(self.frame.item.as_ref())
     }
 
-    /// The run's scope, for agents that read or write several keys (scope actions).
+    /// The run's scope. Its writes go to the shared state, even inside a mapper item: write through
+    /// [`InvocationContext::write`] to keep them in the item.
     pub fn scope(&self) -> &ScopeHandle {
         &self.run.scope
     }
 
-    /// Writes `key` = `value` now (recorded in this step's state delta). Prefer returning the result and
-    /// letting the engine write `output_key`.
+    /// Writes `key` = `value` now (recorded in this step's state delta; inside a mapper item, in the item's
+    /// layer). Prefer returning the result and letting the engine write `output_key`.
     ///
     /// # Errors
     /// None today (kept fallible for scopes kept elsewhere).
     pub async fn write(&self, key: impl Into<String>, value: Value) -> Result<(), AgentError> {
         let key = key.into();
+        let item = self.frame.item.as_ref();
         if !self.keep_writes {
-            self.run.scope.write(vec![(key, value)]).await?;
+            self.run.scope.write_in(item, vec![(key, value)]).await?;
             return Ok(());
         }
-        self.run.scope.write(vec![(key.clone(), value.clone())]).await?;
+        self.run.scope.write_in(item, vec![(key.clone(), value.clone())]).await?;
         merge_delta(&mut lock(&self.writes), key, value);
         Ok(())
     }

@@ -44,6 +44,6 @@ pub use run::{
 pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
 pub use store::{
     CallRecord, CheckpointStore, CompletionRecord, Durability, DynCheckpointStore, Finish, InflightChange, Milestone,
-    PlannerState, RunImage, RunRecord, RunStatus, StepRecord, StoreRef,
+    PlannerState, RunImage, RunRecord, RunStatus, StepRecord, StoreRef, planner_key,
 };
 pub use value::ValueType;

@@ -62,14 +62,35 @@ type SnapshotMap<K, V> = imbl::GenericHashMap<K, V, FastHash, imbl::shared_ptr::
 /// An immutable snapshot of a run's state: what predicates, exit conditions and output functions read.
 ///
 /// Cloning is O(1) (structural sharing). Absent keys and keys holding `null` read as absent.
+///
+/// Inside a parallel mapper's item the view is seen from that item ([`ScopeView::item`]): the keys written
+/// by the item's invocations (its *layer*) come first, then those of the enclosing items, then the run's
+/// shared state. Items never see each other's writes.
 #[derive(Debug, Clone, Default)]
 pub struct ScopeView {
     // Keys and values behind `Arc`s: publishing a snapshot shares the map, so the next write copies the path
     // to its key — with `Arc`s that copy is reference-count bumps, not deep clones of neighbouring values.
     state: SnapshotMap<Arc<str>, Arc<Value>>,
+    /// The layers of the mapper items in progress, by item (`#3`, `#3#0`); a `null` value hides the key.
+    layers: SnapshotMap<Arc<str>, SnapshotMap<Arc<str>, Arc<Value>>>,
+    /// The item this view is seen from (none: the shared state only).
+    at: Option<Arc<str>>,
+    /// Values bound to the invocation this view is seen from (a mapper's item), read before everything else.
+    bound: Option<Arc<Map<String, Value>>>,
     pending: imbl::GenericHashSet<String, FastHash, imbl::shared_ptr::DefaultSharedPtr>,
     async_errors: SnapshotMap<String, AgentError>,
     seq: u64,
+}
+
+/// The item `item` and the items enclosing it, innermost first: `#3#0`, then `#3`.
+fn item_chain(item: &str) -> impl Iterator<Item = &str> {
+    let mut end = Some(item.len());
+    std::iter::from_fn(move || {
+        let e = end?;
+        let here = &item[..e];
+        end = here.rfind('#').filter(|&i| i > 0);
+        Some(here)
+    })
 }
 
 impl ScopeView {
@@ -79,14 +100,47 @@ impl ScopeView {
         ScopeView { state, ..Default::default() }
     }
 
+    /// This snapshot seen from mapper item `item` (`None`: the shared state). O(1).
+    pub fn at_item(&self, item: Option<&Arc<str>>) -> ScopeView {
+        ScopeView { at: item.cloned(), ..self.clone() }
+    }
+
+    /// This snapshot with `bindings` (the values bound to a mapper's call) read before the state: what the
+    /// planners and expressions of a composite invoked for one item see. O(1).
+    pub fn with_bindings(mut self, bindings: Option<&Arc<Map<String, Value>>>) -> ScopeView {
+        self.bound = bindings.cloned();
+        self
+    }
+
+    /// The mapper item this view is seen from (`#3`, `#3#0`), if any.
+    pub fn item(&self) -> Option<&str> {
+        self.at.as_deref()
+    }
+
+    /// The layers this view reads before the shared state, innermost first (none outside items).
+    fn visible_layers(&self) -> impl Iterator<Item = &SnapshotMap<Arc<str>, Arc<Value>>> {
+        let chain = self.at.as_deref().filter(|_| !self.layers.is_empty()).into_iter().flat_map(item_chain);
+        chain.filter_map(|item| self.layers.get(item))
+    }
+
     /// The value at `key`, if present.
     pub fn get(&self, key: &str) -> Option<&Value> {
+        if let Some(v) = self.bound.as_ref().and_then(|b| b.get(key)) {
+            return (!v.is_null()).then_some(v);
+        }
+        if self.at.is_some() && !self.layers.is_empty() {
+            for layer in self.visible_layers() {
+                if let Some(v) = layer.get(key) {
+                    return (!v.is_null()).then_some(&**v);
+                }
+            }
+        }
         self.state.get(key).map(|v| &**v)
     }
 
     /// Whether `key` holds a value.
     pub fn contains(&self, key: &str) -> bool {
-        self.state.contains_key(key)
+        self.get(key).is_some()
     }
 
     /// The value at `key` deserialised to `T`.
@@ -94,9 +148,9 @@ impl ScopeView {
     /// # Errors
     /// The value does not deserialise into `T` (the message names the key).
     pub fn get_as<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, String> {
-        match self.state.get(key) {
+        match self.get(key) {
             None => Ok(None),
-            Some(v) => T::deserialize(&**v).map(Some).map_err(|e| format!("key `{key}`: {e}")),
+            Some(v) => T::deserialize(v).map(Some).map_err(|e| format!("key `{key}`: {e}")),
         }
     }
 
@@ -113,24 +167,63 @@ impl ScopeView {
 
     /// Number of keys.
     pub fn len(&self) -> usize {
-        self.state.len()
+        if self.bound.is_none() && self.visible_layers().next().is_none() {
+            return self.state.len();
+        }
+        self.entries().len()
     }
 
     /// Whether the state is empty.
     pub fn is_empty(&self) -> bool {
-        self.state.is_empty()
+        self.len() == 0
+    }
+
+    /// The visible entries, each key once (its innermost value), `null`s left out.
+    fn entries(&self) -> Vec<(&str, &Value)> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for (k, v) in self.bound.iter().flat_map(|b| b.iter()) {
+            if seen.insert(k.as_str()) && !v.is_null() {
+                out.push((k.as_str(), v));
+            }
+        }
+        for layer in self.visible_layers() {
+            for (k, v) in layer.iter() {
+                if seen.insert(&**k) && !v.is_null() {
+                    out.push((&**k, &**v));
+                }
+            }
+        }
+        for (k, v) in self.state.iter() {
+            if !seen.contains(&**k) {
+                out.push((&**k, &**v));
+            }
+        }
+        out
     }
 
     /// Iterates over `(key, value)` pairs in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
-        self.state.iter().map(|(k, v)| (&**k, &**v))
+        self.entries().into_iter()
     }
 
     /// The state as a JSON object with keys sorted (deterministic output).
     pub fn to_map(&self) -> Map<String, Value> {
-        let mut entries: Vec<(&Arc<str>, &Arc<Value>)> = self.state.iter().collect();
+        let mut entries = self.entries();
         entries.sort_by(|a, b| a.0.cmp(b.0));
-        entries.into_iter().map(|(k, v)| (k.to_string(), (**v).clone())).collect()
+        entries.into_iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    }
+
+    /// The layers of the mapper items in progress, by item, keys sorted (`null` = the item removed the key).
+    pub fn layers(&self) -> std::collections::BTreeMap<String, Map<String, Value>> {
+        self.layers
+            .iter()
+            .map(|(item, layer)| {
+                let mut keys: Vec<_> = layer.iter().map(|(k, v)| (k.to_string(), (**v).clone())).collect();
+                keys.sort_by(|a, b| a.0.cmp(&b.0));
+                (item.to_string(), keys.into_iter().collect())
+            })
+            .collect()
     }
 
     /// The sequence number of the last accepted write (0 before any write).
@@ -141,7 +234,6 @@ impl ScopeView {
     /// The conversation context held in this snapshot (see `ScopeHandle::context`), most recent last.
     pub fn context(&self) -> Vec<ContextEntry> {
         let mut entries: Vec<(u64, ContextEntry)> = self
-            .state
             .iter()
             .filter_map(|(k, v)| {
                 let agent = k.strip_prefix(CONTEXT_PREFIX)?;
@@ -232,30 +324,55 @@ pub(crate) struct ScopeState {
 }
 
 impl ScopeState {
-    /// A scope holding `initial` state and `history`, and the receiving side of its snapshots.
+    /// A scope holding `initial` state, the layers of mapper items in progress and `history`, and the
+    /// receiving side of its snapshots.
     pub(crate) fn new(
         initial: Map<String, Value>,
+        layers: std::collections::BTreeMap<String, Map<String, Value>>,
         history: Vec<InvocationRecord>,
     ) -> (Self, watch::Receiver<ScopeView>) {
-        let (tx, rx) = watch::channel(ScopeView::from_map(initial));
+        let mut view = ScopeView::from_map(initial);
+        view.layers = layers_of(layers);
+        let (tx, rx) = watch::channel(view);
         (ScopeState { tx, history }, rx)
     }
 
-    /// Applies a delta (`null` removes a key) and returns its sequence number.
-    pub(crate) fn apply(&mut self, delta: Vec<(String, Value)>) -> u64 {
+    /// Applies a delta (`null` removes a key) to the shared state, or to the layer of mapper item `item`
+    /// (where `null` hides the key), and returns its sequence number.
+    pub(crate) fn apply(&mut self, item: Option<&Arc<str>>, delta: Vec<(String, Value)>) -> u64 {
         let mut seq = 0;
         self.tx.send_modify(|view| {
-            for (k, v) in delta {
-                if v.is_null() {
-                    view.state.remove(k.as_str());
-                } else {
-                    view.state.insert(Arc::from(k), Arc::new(v));
+            match item {
+                None => {
+                    for (k, v) in delta {
+                        if v.is_null() {
+                            view.state.remove(k.as_str());
+                        } else {
+                            view.state.insert(Arc::from(k), Arc::new(v));
+                        }
+                    }
+                }
+                Some(item) => {
+                    let layer = view.layers.entry(item.clone()).or_default();
+                    for (k, v) in delta {
+                        layer.insert(Arc::from(k), Arc::new(v));
+                    }
                 }
             }
             view.seq += 1;
             seq = view.seq;
         });
         seq
+    }
+
+    /// Drops the layer of mapper item `item` and of the items nested in it (the item has completed).
+    pub(crate) fn drop_layers(&mut self, item: &str) {
+        let nested = [item, "#"].concat();
+        self.tx.send_if_modified(|view| {
+            let before = view.layers.len();
+            view.layers.retain(|k, _| &**k != item && !k.starts_with(&nested));
+            view.layers.len() != before
+        });
     }
 
     /// Marks `key` as being produced by an async agent.
@@ -272,7 +389,7 @@ impl ScopeState {
             view.pending.remove(key);
         });
         match result {
-            Ok(delta) => self.apply(delta),
+            Ok(delta) => self.apply(None, delta),
             Err(e) => {
                 let mut seq = 0;
                 self.tx.send_modify(|view| {
@@ -286,13 +403,29 @@ impl ScopeState {
 
     /// Replaces the state and history (a run restarted from its journal), keeping the sequence number and the
     /// keys async agents are still producing.
-    pub(crate) fn reset(&mut self, state: Map<String, Value>, history: Vec<InvocationRecord>) {
+    pub(crate) fn reset(
+        &mut self,
+        state: Map<String, Value>,
+        layers: std::collections::BTreeMap<String, Map<String, Value>>,
+        history: Vec<InvocationRecord>,
+    ) {
         let fresh = ScopeView::from_map(state);
         self.tx.send_modify(|view| {
             view.state = fresh.state;
+            view.layers = layers_of(layers);
         });
         self.history = history;
     }
+}
+
+/// The snapshot form of item layers as a run image keeps them.
+fn layers_of(
+    layers: std::collections::BTreeMap<String, Map<String, Value>>,
+) -> SnapshotMap<Arc<str>, SnapshotMap<Arc<str>, Arc<Value>>> {
+    layers
+        .into_iter()
+        .map(|(item, layer)| (Arc::from(item), layer.into_iter().map(|(k, v)| (Arc::from(k), Arc::new(v))).collect()))
+        .collect()
 }
 
 /// Collects `(key, value)` writes into a delta, preserving order; later writes of a key win.
@@ -322,6 +455,8 @@ mod tests {
         assert_eq!(scope.view().seq(), 2);
         let key = TypedKey::<f64>::new("score").with_default(0.5);
         assert_eq!(scope.view().get_typed(&key), Ok(Some(0.5)));
+        assert_eq!(item_chain("#3#0").collect::<Vec<_>>(), ["#3#0", "#3"]);
+        assert_eq!(item_chain("#12").collect::<Vec<_>>(), ["#12"]);
         scope.close().await;
         assert!(scope.write(vec![("a".into(), json!(1))]).await.is_err(), "a closed scope refuses writes");
     }

@@ -84,6 +84,10 @@ pub struct InflightChange {
 pub struct PlannerState {
     /// Path id of the composite that owns the planner.
     pub path: String,
+    /// The mapper item the composite's invocation serves (`#3`), when it runs once per item: each item's
+    /// invocation has its own state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
     /// [`crate::planner::Planner::execution_state`].
     pub state: Value,
     /// Calls started and not yet completed (including the ones the planner just decided and calls waiting
@@ -156,6 +160,40 @@ pub struct StepRecord {
     /// planner advanced; what follows is a retry, a substitution, or the failure of the composite.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub failed: bool,
+    /// The mapper item whose layer the delta was written to (`#3`; absent: the shared state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
+    /// True when this step completes the mapped call serving `item`: the item's layer (and the layers nested
+    /// in it) end here.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub item_end: bool,
+}
+
+impl StepRecord {
+    /// A record of `run_id`'s step `seq` at `agent_path` with nothing in it yet.
+    pub fn new(run_id: impl Into<String>, seq: u64, agent_path: impl Into<String>) -> Self {
+        StepRecord {
+            run_id: run_id.into(),
+            seq,
+            agent_path: agent_path.into(),
+            delta: Vec::new(),
+            planner_states: Vec::new(),
+            invocation: None,
+            async_started: false,
+            failed: false,
+            item: None,
+            item_end: false,
+        }
+    }
+}
+
+/// The key of a composite's state in [`RunImage::planners`]: its path, followed by its mapper item if any
+/// (`root/0#3`).
+pub fn planner_key(path: &str, item: Option<&str>) -> String {
+    match item {
+        Some(item) => [path, item].concat(),
+        None => path.to_string(),
+    }
 }
 
 /// Status of a run.
@@ -251,8 +289,12 @@ pub struct RunImage {
     pub seq: u64,
     /// The state.
     pub state: Map<String, Value>,
-    /// Latest execution state of every composite still in progress, by path.
+    /// Latest execution state of every composite still in progress, by [`planner_key`] (path and item).
     pub planners: BTreeMap<String, PlannerState>,
+    /// The layers of the mapper items in progress, by item (`#3`): what their invocations wrote (`null`: the
+    /// item removed the key).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub layers: BTreeMap<String, Map<String, Value>>,
     /// Invocation history.
     pub history: Vec<InvocationRecord>,
     /// Paths of async agents started and not finished.
@@ -290,36 +332,55 @@ impl RunImage {
             // A failed attempt changes nothing a resume needs; only the journal (and reports) keep it.
             return Ok(());
         }
-        for (k, v) in &record.delta {
-            if v.is_null() {
-                self.state.remove(k);
-            } else {
-                self.state.insert(k.clone(), v.clone());
+        match &record.item {
+            None => {
+                for (k, v) in &record.delta {
+                    if v.is_null() {
+                        self.state.remove(k);
+                    } else {
+                        self.state.insert(k.clone(), v.clone());
+                    }
+                }
             }
+            Some(item) if !record.delta.is_empty() => {
+                let layer = self.layers.entry(item.clone()).or_default();
+                for (k, v) in &record.delta {
+                    layer.insert(k.clone(), v.clone());
+                }
+            }
+            Some(_) => {}
         }
         let path = &record.agent_path;
         if record.async_started {
             self.async_running.insert(path.clone());
         } else {
             self.async_running.remove(path);
-            // The agent at `path` completed: it and everything below it are no longer in progress.
+            // The agent at `path` completed (in its item): it and everything below it are no longer in
+            // progress.
             let prefix = format!("{path}/");
-            self.planners.retain(|p, _| p != path && !p.starts_with(&prefix));
+            let item = record.item.as_deref();
+            self.planners.retain(|_, p| {
+                let below = p.path == *path || p.path.starts_with(&prefix);
+                !(below && in_item(p.item.as_deref(), item))
+            });
+        }
+        if let (true, Some(item)) = (record.item_end, &record.item) {
+            let nested = format!("{item}#");
+            self.layers.retain(|k, _| k != item && !k.starts_with(&nested));
         }
         for ps in &record.planner_states {
+            let key = planner_key(&ps.path, ps.item.as_deref());
             if ps.state_patch.is_none() && ps.inflight_change.is_none() {
-                self.planners.insert(ps.path.clone(), ps.clone());
+                self.planners.insert(key, ps.clone());
                 continue;
             }
-            // A change to the composite's previous record. Without one it cannot be folded; the same holds
-            // when two invocations of one composite path ran at once (a mapper over a composite): their records
-            // interleave under one path. The composite then starts afresh on resume rather than from a state
-            // mixed from two invocations.
-            let folded = self.planners.get_mut(&ps.path).is_some_and(|prev| fold_change(prev, ps));
+            // A change to the composite's previous record; without one it cannot be folded, and the composite
+            // starts afresh on resume rather than from a partial state.
+            let folded = self.planners.get_mut(&key).is_some_and(|prev| fold_change(prev, ps));
             if !folded {
-                tracing::warn!(run_id = %self.run_id, path = %ps.path, seq = record.seq,
+                tracing::warn!(run_id = %self.run_id, path = %key, seq = record.seq,
                     "a planner state change does not fit the composite's previous record; it restarts on resume");
-                self.planners.remove(&ps.path);
+                self.planners.remove(&key);
             }
         }
         if let Some(inv) = &record.invocation {
@@ -340,6 +401,16 @@ impl RunImage {
             image.apply(r)?;
         }
         Ok(image)
+    }
+}
+
+/// Whether a composite running in mapper item `state_item` is inside `item` (every one is inside `None`).
+fn in_item(state_item: Option<&str>, item: Option<&str>) -> bool {
+    match item {
+        None => true,
+        Some(item) => {
+            state_item.is_some_and(|s| s == item || (s.starts_with(item) && s[item.len()..].starts_with('#')))
+        }
     }
 }
 
@@ -476,6 +547,7 @@ mod tests {
                 .into_iter()
                 .map(|(p, s)| PlannerState {
                     path: p.into(),
+                    item: None,
                     state: s,
                     inflight: vec![],
                     state_patch: None,
@@ -488,6 +560,8 @@ mod tests {
             invocation: None,
             async_started: false,
             failed: false,
+            item: None,
+            item_end: false,
         }
     }
 

@@ -161,6 +161,9 @@ pub(crate) struct StepView {
     pub(crate) path: String,
     pub(crate) name: String,
     pub(crate) kind: String,
+    /// The mapper item the step served (`#3`): its writes went to that item's own scope layer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) item: Option<String>,
     /// `inputs`, `async start`, `skipped` or `substituted` for steps without an invocation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) label: Option<&'static str>,
@@ -275,6 +278,8 @@ pub(crate) fn build(topology: Option<&TopologyNode>, run: &RunRecord, records: &
 
     // Replay the deltas; track loop iterations from the planners' states at dispatch time.
     let mut state: Map<String, Value> = Map::new();
+    // The layers of the mapper items in progress: an item's writes are diffed against its own layer.
+    let mut layers: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
     let mut planner_states: BTreeMap<String, PlannerState> = BTreeMap::new();
     let mut steps = Vec::with_capacity(records.len());
     let mut errors = Vec::new();
@@ -307,7 +312,12 @@ pub(crate) fn build(topology: Option<&TopologyNode>, run: &RunRecord, records: &
         }
 
         let mut diff = Vec::with_capacity(r.delta.len());
+        let target = match &r.item {
+            Some(item) => layers.entry(item.clone()).or_default(),
+            None => &mut state,
+        };
         for (k, v) in &r.delta {
+            let state = &mut *target;
             let old = state.get(k).cloned();
             let entry = match (old, v.is_null()) {
                 (None, true) => continue,
@@ -328,6 +338,11 @@ pub(crate) fn build(topology: Option<&TopologyNode>, run: &RunRecord, records: &
             diff.push(entry);
         }
 
+        if let (true, Some(item)) = (r.item_end, &r.item) {
+            let nested = format!("{item}#");
+            layers.retain(|k, _| k != item && !k.starts_with(&nested));
+        }
+
         let iteration = iteration_of(path, &topo, &planner_states);
         if !r.async_started && !r.failed {
             let prefix = format!("{path}/");
@@ -338,7 +353,7 @@ pub(crate) fn build(topology: Option<&TopologyNode>, run: &RunRecord, records: &
         }
         let decisions = r.planner_states.iter().map(|ps| decision(ps, &topo)).collect();
 
-        let mut search = format!("{name} {path} {kind}");
+        let mut search = format!("{name} {path}{} {kind}", r.item.as_deref().unwrap_or(""));
         for (k, _) in &r.delta {
             search.push(' ');
             search.push_str(k);
@@ -353,6 +368,7 @@ pub(crate) fn build(topology: Option<&TopologyNode>, run: &RunRecord, records: &
         let mut view = StepView {
             seq: r.seq,
             path: path.to_string(),
+            item: r.item.clone(),
             name,
             kind,
             label,
@@ -779,6 +795,8 @@ mod tests {
             }),
             async_started: false,
             failed: false,
+            item: None,
+            item_end: false,
         }
     }
 

@@ -40,6 +40,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }),
             async_started: false,
             failed: false,
+            item: None,
+            item_end: false,
         };
         store.append(record).await?;
         store.flush().await?;

@@ -9,9 +9,14 @@ use serde_json::{Map, Value};
 ///
 /// Stored in the `meta` tree under `format_version` (a big-endian `u32`). Version 2 added the write-ahead
 /// log (`<dir>/wal`); version 3 added planner state changes to the journal (`state_patch`,
-/// `inflight_change` and call numbers in planner states), which a reader of version 2 would ignore. Versions
-/// 1 and 2 are still read and are upgraded to 3 at open. A store of any other version is refused at open.
-pub const FORMAT_VERSION: u32 = 3;
+/// `inflight_change` and call numbers in planner states), which a reader of version 2 would ignore; version 4
+/// added mapper items to steps (`m`, `me`) and planner states (`item`), which a reader of version 3 would
+/// refuse. Versions 1 to 3 are still read and are upgraded to 4 at open. A store of any other version is
+/// refused at open.
+pub const FORMAT_VERSION: u32 = 4;
+
+/// The format version before mapper items.
+pub(crate) const FORMAT_VERSION_WITHOUT_ITEMS: u32 = 3;
 
 /// The format version before the write-ahead log: the same trees, no `wal` file.
 pub(crate) const FORMAT_VERSION_WITHOUT_WAL: u32 = 1;
@@ -20,7 +25,7 @@ pub(crate) const FORMAT_VERSION_WITHOUT_WAL: u32 = 1;
 pub(crate) const FORMAT_VERSION_WHOLE_PLANNER_STATES: u32 = 2;
 
 /// The one-byte prefix of every value in the `runs`, `journal` and `snapshots` trees: the value encoding of
-/// format versions 1 to 3.
+/// format versions 1 to 4.
 const VERSION_BYTE: u8 = 1;
 
 /// Key of the format version in the `meta` tree.
@@ -137,6 +142,10 @@ struct StepBodyRef<'a> {
     async_started: bool,
     #[serde(rename = "f", skip_serializing_if = "std::ops::Not::not")]
     failed: bool,
+    #[serde(rename = "m", skip_serializing_if = "Option::is_none")]
+    item: Option<&'a str>,
+    #[serde(rename = "me", skip_serializing_if = "std::ops::Not::not")]
+    item_end: bool,
 }
 
 #[derive(Deserialize)]
@@ -154,6 +163,10 @@ struct StepBody {
     async_started: bool,
     #[serde(rename = "f", default)]
     failed: bool,
+    #[serde(rename = "m", default)]
+    item: Option<String>,
+    #[serde(rename = "me", default)]
+    item_end: bool,
 }
 
 /// The invocation of a step, compactly: short names, defaults left out, the path only when it differs from
@@ -263,10 +276,29 @@ impl Invocation {
 
 /// Encodes a step record as its journal value.
 pub(crate) fn encode_step(record: &StepRecord) -> Result<Vec<u8>, StoreError> {
-    let StepRecord { run_id, seq, agent_path, delta, planner_states, invocation, async_started, failed } = record;
+    let StepRecord {
+        run_id,
+        seq,
+        agent_path,
+        delta,
+        planner_states,
+        invocation,
+        async_started,
+        failed,
+        item,
+        item_end,
+    } = record;
     let invocation = invocation.as_ref().map(|inv| InvocationRef::new(inv, agent_path));
-    let body =
-        StepBodyRef { agent_path, delta, planner_states, invocation, async_started: *async_started, failed: *failed };
+    let body = StepBodyRef {
+        agent_path,
+        delta,
+        planner_states,
+        invocation,
+        async_started: *async_started,
+        failed: *failed,
+        item: item.as_deref(),
+        item_end: *item_end,
+    };
     // The version byte first, the JSON straight after it in the same buffer.
     let mut value = Vec::with_capacity(128);
     value.push(VERSION_BYTE);
@@ -279,7 +311,7 @@ pub(crate) fn encode_step(record: &StepRecord) -> Result<Vec<u8>, StoreError> {
 pub(crate) fn decode_step(run_id: &str, seq: u64, value: &[u8]) -> Result<StepRecord, StoreError> {
     let record = format!("step {seq}");
     let json = payload(run_id, &record, value)?;
-    let StepBody { agent_path, delta, planner_states, invocation, async_started, failed } =
+    let StepBody { agent_path, delta, planner_states, invocation, async_started, failed, item, item_end } =
         serde_json::from_slice(json).map_err(|e| corrupt(run_id, &record, e.to_string()))?;
     let invocation = invocation.map(|inv| inv.into_record(&agent_path));
     Ok(StepRecord {
@@ -291,6 +323,8 @@ pub(crate) fn decode_step(run_id: &str, seq: u64, value: &[u8]) -> Result<StepRe
         invocation,
         async_started,
         failed,
+        item,
+        item_end,
     })
 }
 
@@ -419,6 +453,8 @@ pub(crate) mod tests {
             }),
             async_started: seq.is_multiple_of(11),
             failed: false,
+            item: None,
+            item_end: false,
         }
     }
 

@@ -306,9 +306,13 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
             let version = <[u8; 4]>::try_from(v.as_ref()).map(u32::from_be_bytes).map_err(|_| {
                 backend(format!("open store {shown}: the format version is corrupt ({:02x?})", v.as_ref()))
             })?;
-            if version == format::FORMAT_VERSION_WITHOUT_WAL || version == format::FORMAT_VERSION_WHOLE_PLANNER_STATES {
+            if version == format::FORMAT_VERSION_WITHOUT_WAL
+                || version == format::FORMAT_VERSION_WHOLE_PLANNER_STATES
+                || version == format::FORMAT_VERSION_WITHOUT_ITEMS
+            {
                 // Their records read the same; the version says that a write-ahead log may hold acknowledged
-                // steps and that planner states may be journaled as changes, so that a reader of an older
+                // steps, that planner states may be journaled as changes and that steps may carry mapper items,
+                // so that a reader of an older
                 // version (which would ignore both) refuses the store from now on.
                 meta.insert(META_FORMAT_VERSION, &FORMAT_VERSION.to_be_bytes())
                     .and_then(|_| db.flush())
@@ -677,7 +681,7 @@ mod tests {
         }
         let err = SledStore::open(tmp.path()).unwrap_err();
         assert!(
-            err.to_string().contains("format version 7 is not supported (this agentic-store reads versions 1 to 3)"),
+            err.to_string().contains("format version 7 is not supported (this agentic-store reads versions 1 to 4)"),
             "{err}"
         );
         assert!(err.to_string().contains(&tmp.path().display().to_string()), "{err}");

@@ -203,10 +203,10 @@ async fn run_async(
 
     let path = invocation.ctx.path().to_string();
     let (result, _) = invoke_body(&agent, &invocation).await;
-    let Closed { result, scope_writes, record, .. } = invocation.close(&agent, result);
+    let Closed { item, result, scope_writes, record, .. } = invocation.close(&agent, result);
     // The writes staged for completion and the history record; the output follows with the async end.
     let then = Delivery { report: Report::Nobody, result: Ok(ChildOutcome::default()), failed: None };
-    let _ = run.scope.tell(ScopeMsg::Complete { delta: scope_writes, record, then });
+    let _ = run.scope.tell(ScopeMsg::Complete { item, delta: scope_writes, record, then });
     let result = result.map(|mut o| {
         if let Some(k) = &write_key {
             merge_delta(&mut o.delta, k.clone(), o.output.clone());
@@ -238,6 +238,8 @@ async fn run_async(
                 invocation: outcome.record,
                 async_started: false,
                 failed: false,
+                item: None,
+                item_end: false,
             };
             run.journal_step(record).await?;
         }

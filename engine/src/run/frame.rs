@@ -80,13 +80,7 @@ impl Frame {
                 Some(Arc::new(merged))
             }
         };
-        // A mapper's call serves one item: `#<tag>` after the inherited item.
-        let item = if call.item {
-            let mut tag = itoa::Buffer::new();
-            Some(Arc::from([self.item.as_deref().unwrap_or(""), "#", tag.format(call.tag)].concat().as_str()))
-        } else {
-            self.item.clone()
-        };
+        let item = item_of(self.item.as_ref(), call);
         Frame {
             path,
             bindings,
@@ -98,6 +92,17 @@ impl Frame {
             allow_async: true,
             span,
         }
+    }
+}
+
+/// The mapper item the invocation of `call` serves, below a composite serving `parent`: a mapper's call serves
+/// one item, `#<tag>` after the inherited one; any other call serves the parent's.
+pub(crate) fn item_of(parent: Option<&Arc<str>>, call: &AgentCall) -> Option<Arc<str>> {
+    if call.item {
+        let mut tag = itoa::Buffer::new();
+        Some(Arc::from([parent.map_or("", |p| &**p), "#", tag.format(call.tag)].concat().as_str()))
+    } else {
+        parent.cloned()
     }
 }
 

@@ -43,6 +43,8 @@ pub(crate) struct Invocation {
 
 /// A closed invocation: the result for its supervisor and what the scope receives with it.
 pub(crate) struct Closed {
+    /// The mapper item the invocation served: its writes go to that item's layer.
+    pub(crate) item: Option<Arc<str>>,
     pub(crate) result: Result<ChildOutcome, AgentError>,
     /// Writes for the scope (the output, the writes staged for completion).
     pub(crate) scope_writes: Vec<(String, Value)>,
@@ -57,7 +59,7 @@ impl Closed {
     /// receiver sees the writes in the published snapshot.
     pub(crate) fn send(self, run: &RunContext, report: Report) {
         let then = Delivery { report, result: self.result, failed: self.failed };
-        let msg = ScopeMsg::Complete { delta: self.scope_writes, record: self.record, then };
+        let msg = ScopeMsg::Complete { item: self.item, delta: self.scope_writes, record: self.record, then };
         if let Err(ractor::MessagingErr::SendErr(ScopeMsg::Complete { then, .. })) = run.scope.actor().cast(msg) {
             // The scope is gone (the run ended under it): hand the result over anyway.
             then.deliver(run.scope.actor());
@@ -78,7 +80,9 @@ impl Invocation {
         actor: Option<ActorCell>,
     ) -> Result<Option<Invocation>, AgentError> {
         let spec = agent.spec();
-        let Some(inputs) = resolve_inputs(agent, run, &frame.path, frame.bindings.as_deref()).await? else {
+        let Some(inputs) =
+            resolve_inputs(agent, run, &frame.path, frame.item.as_ref(), frame.bindings.as_deref()).await?
+        else {
             return Ok(None);
         };
         let write_key =
@@ -140,7 +144,13 @@ impl Invocation {
         if let Err(AgentError::Suspended { .. }) = &result {
             // Waiting for a human is not an invocation: nothing is recorded until it completes.
             let result = result.map(|_| ChildOutcome::default());
-            return Closed { result, scope_writes: Vec::new(), record: None, failed: None };
+            return Closed {
+                item: ctx.frame.item.clone(),
+                result,
+                scope_writes: Vec::new(),
+                record: None,
+                failed: None,
+            };
         }
         let run = &ctx.run;
         let mut delta = std::mem::take(&mut *lock(&ctx.writes));
@@ -181,6 +191,7 @@ impl Invocation {
             });
         }
         let attempt = ctx.attempt();
+        let item = ctx.frame.item.clone();
         let record = InvocationRecord {
             agent: spec.name.clone(),
             path: ctx.path().to_string(),
@@ -196,7 +207,7 @@ impl Invocation {
         let journaled = run.journaling().then(|| record.clone());
         let failed = if result.is_err() { journaled.clone() } else { None };
         let result = result.map(|output| ChildOutcome { output, delta, record: journaled, ..Default::default() });
-        Closed { result, scope_writes, record: Some(record), failed }
+        Closed { item, result, scope_writes, record: Some(record), failed }
     }
 }
 
@@ -206,6 +217,7 @@ async fn resolve_inputs(
     agent: &AgentRef,
     run: &RunContext,
     path: &str,
+    item: Option<&Arc<str>>,
     bindings: Option<&Map<String, Value>>,
 ) -> Result<Option<Map<String, Value>>, AgentError> {
     let spec = agent.spec();
@@ -213,7 +225,7 @@ async fn resolve_inputs(
     if spec.inputs.is_empty() && bindings.is_none() {
         return Ok(Some(inputs));
     }
-    let view = run.scope.view();
+    let view = run.scope.view_at(item);
     for input in &spec.inputs {
         let raw = match bindings.and_then(|b| b.get(&input.key)) {
             Some(v) => Some(v.clone()),

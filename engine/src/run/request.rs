@@ -399,7 +399,9 @@ impl InvokeRequest {
         let mut state = std::mem::take(&mut image.state);
         state.extend(inputs.clone());
         let history = std::mem::take(&mut image.history);
-        let scope = ScopeHandle::spawn_named(Some(registry.actor_name(&run_id)), &run_id, state, history).await?;
+        let layers = std::mem::take(&mut image.layers);
+        let name = Some(registry.actor_name(&run_id));
+        let scope = ScopeHandle::spawn_named(name, &run_id, state, layers, history).await?;
         // Stops the run's actors if this future is dropped before the run ends (the caller gave up).
         let mut scope_guard = StopOnDrop(Some(scope.actor().get_cell()));
         let (writer_tx, writer) = match (&store, self.durability) {
@@ -433,6 +435,8 @@ impl InvokeRequest {
                 invocation: None,
                 async_started: false,
                 failed: false,
+                item: None,
+                item_end: false,
             };
             run.journal_step(record).await?;
         }
@@ -464,6 +468,8 @@ impl InvokeRequest {
                     invocation: outcome.record,
                     async_started: false,
                     failed: false,
+                    item: None,
+                    item_end: false,
                 };
                 run.journal_step(record).await?;
             }

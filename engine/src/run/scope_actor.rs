@@ -34,9 +34,12 @@ pub const MAX_RESTARTS: u32 = 3;
 pub(crate) enum ScopeMsg {
     /// Applies a finished invocation's writes and its history record, then hands its result to whoever
     /// waits for it: the supervisor handles a completion only once its writes are in the published snapshot.
-    Complete { delta: Vec<(String, Value)>, record: Option<InvocationRecord>, then: Delivery },
-    /// Applies a delta; replies with its sequence number.
-    Write { delta: Vec<(String, Value)>, reply: RpcReplyPort<u64> },
+    /// The writes go to the layer of the mapper item the invocation served, if any.
+    Complete { item: Option<Arc<str>>, delta: Vec<(String, Value)>, record: Option<InvocationRecord>, then: Delivery },
+    /// Applies a delta (to the shared state, or to a mapper item's layer); replies with its sequence number.
+    Write { item: Option<Arc<str>>, delta: Vec<(String, Value)>, reply: RpcReplyPort<u64> },
+    /// Drops the layer of a mapper item that completed, and the layers nested in it.
+    DropLayers(Arc<str>),
     /// Appends one record to the history.
     Record(InvocationRecord),
     /// Marks a key as being produced by an async agent.
@@ -118,9 +121,9 @@ impl Actor for ScopeActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            ScopeMsg::Complete { delta, record, then } => {
+            ScopeMsg::Complete { item, delta, record, then } => {
                 if !delta.is_empty() {
-                    state.scope.apply(delta);
+                    state.scope.apply(item.as_ref(), delta);
                 }
                 if let Some(record) = record {
                     state.scope.history.push(record);
@@ -130,9 +133,10 @@ impl Actor for ScopeActor {
                     _ => then.deliver(&myself),
                 }
             }
-            ScopeMsg::Write { delta, reply } => {
-                let _ = reply.send(state.scope.apply(delta));
+            ScopeMsg::Write { item, delta, reply } => {
+                let _ = reply.send(state.scope.apply(item.as_ref(), delta));
             }
+            ScopeMsg::DropLayers(item) => state.scope.drop_layers(&item),
             ScopeMsg::Record(record) => state.scope.history.push(record),
             ScopeMsg::MarkPending { key, reply } => {
                 state.scope.mark_pending(key);
@@ -190,7 +194,7 @@ impl Actor for ScopeActor {
         tracing::warn!(run_id = %root.start.run.run_id, restart = root.restarts, "run tree failed ({error}); restarting from the journal");
         match root.start.run.reload().await {
             Ok(image) => {
-                state.scope.reset(image.state, image.history);
+                state.scope.reset(image.state, image.layers, image.history);
                 root.spawn(&myself).await;
             }
             Err(e) => state.root_done(Err(e)),
@@ -252,18 +256,19 @@ impl ScopeHandle {
     /// [`AgentError::Internal`] when the actor cannot start.
     #[cfg(test)]
     pub(crate) async fn spawn(memory_id: &str, initial: Map<String, Value>) -> Result<Self, AgentError> {
-        Self::spawn_named(None, memory_id, initial, Vec::new()).await
+        Self::spawn_named(None, memory_id, initial, Default::default(), Vec::new()).await
     }
 
-    /// Starts the scope actor continuing an earlier run (its state and history), registered under `name` in
-    /// ractor's registry when given.
+    /// Starts the scope actor continuing an earlier run (its state, the layers of its mapper items in
+    /// progress, its history), registered under `name` in ractor's registry when given.
     pub(crate) async fn spawn_named(
         name: Option<String>,
         memory_id: &str,
         initial: Map<String, Value>,
+        layers: std::collections::BTreeMap<String, Map<String, Value>>,
         history: Vec<InvocationRecord>,
     ) -> Result<Self, AgentError> {
-        let (state, rx) = ScopeState::new(initial, history);
+        let (state, rx) = ScopeState::new(initial, layers, history);
         let shared = Arc::new(ScopeShared { memory_id: Arc::from(memory_id), history: OnceLock::new() });
         let args = ScopeArgs { state, shared: shared.clone() };
         let (actor, _) = Actor::spawn(name, ScopeActor, args).await.map_err(|e| AgentError::Run {
@@ -318,7 +323,25 @@ impl ScopeHandle {
     /// # Errors
     /// [`AgentError::Internal`] when the run has ended (its scope is closed).
     pub async fn write(&self, delta: Vec<(String, Value)>) -> Result<u64, AgentError> {
-        self.ask(|reply| ScopeMsg::Write { delta, reply }).await
+        self.write_in(None, delta).await
+    }
+
+    /// Writes `delta` to the layer of mapper item `item` (the shared state when `None`).
+    pub(crate) async fn write_in(
+        &self,
+        item: Option<&Arc<str>>,
+        delta: Vec<(String, Value)>,
+    ) -> Result<u64, AgentError> {
+        let item = item.cloned();
+        self.ask(|reply| ScopeMsg::Write { item, delta, reply }).await
+    }
+
+    /// The latest snapshot seen from mapper item `item`.
+    pub(crate) fn view_at(&self, item: Option<&Arc<str>>) -> ScopeView {
+        match item {
+            None => self.view(),
+            Some(_) => self.view().at_item(item),
+        }
     }
 
     /// Writes one typed value.

@@ -28,6 +28,7 @@ use super::agent_actor::{AgentActor, AgentArgs, AgentMsg, AgentPanicked, panic_m
 use super::composite::CompositeInner;
 use super::frame::{Frame, Report};
 use super::invoke::{ChildOutcome, Invocation};
+use super::scope_actor::ScopeMsg;
 use crate::agent::AgentRef;
 use crate::error::AgentError;
 use crate::error_handler::{ErrorContext, Recovery};
@@ -35,7 +36,7 @@ use crate::listener::{ListenerRef, RunEvent};
 use crate::planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 use crate::run::PendingResponse;
 use crate::scope::{InvocationRecord, ScopeView, merge_delta};
-use crate::store::{CallRecord, CompletionRecord, Finish, InflightChange, PlannerState, StepRecord};
+use crate::store::{CallRecord, CompletionRecord, Finish, InflightChange, PlannerState, StepRecord, planner_key};
 
 pub(crate) use super::frame::Delivery;
 
@@ -352,10 +353,10 @@ impl SupervisorState {
                 self.myself.send_after(t, || SupervisorMsg::Timeout);
             }
         }
-        if let Some(saved) = self.run.take_restore(self.path()) {
+        if let Some(saved) = self.run.take_restore(&planner_key(self.path(), self.frame.item.as_deref())) {
             return Box::pin(self.resume(saved)).await;
         }
-        let first = match decision_view(&self.run, self.planner.reads_state()).await {
+        let first = match decision_view(&self.run, &self.frame, self.planner.reads_state()).await {
             Ok(view) => {
                 let ctx = context(&self.inner, view, &self.frame.path);
                 let planner = &mut self.planner;
@@ -406,7 +407,7 @@ impl SupervisorState {
             Err(e) => {
                 if let Some(record) = failed
                     && !matches!(e, AgentError::Cancelled)
-                    && let Err(journal_error) = self.journal_failed_attempt(done.call.agent, record).await
+                    && let Err(journal_error) = self.journal_failed_attempt(&done.call, record).await
                 {
                     return self.fail(journal_error);
                 }
@@ -510,14 +511,18 @@ fn context<'a>(inner: &'a CompositeInner, view: ScopeView, path: &'a str) -> Pla
 }
 
 /// The snapshot a planner decides on: settled (no async production pending) when it reads the state.
-async fn decision_view(run: &RunContext, reads_state: bool) -> Result<ScopeView, AgentError> {
-    let view = run.scope.view();
-    if reads_state && view.has_pending() { run.scope.settled().await } else { Ok(view) }
+/// The view is seen from the composite's invocation: its mapper item's layer and its bound values first.
+async fn decision_view(run: &RunContext, frame: &Frame, reads_state: bool) -> Result<ScopeView, AgentError> {
+    let view = run.scope.view_at(frame.item.as_ref());
+    let view =
+        if reads_state && view.has_pending() { run.scope.settled().await?.at_item(frame.item.as_ref()) } else { view };
+    Ok(view.with_bindings(frame.bindings.as_ref()))
 }
 
 impl SupervisorState {
     fn planning_context(&self) -> PlanningContext<'_> {
-        context(&self.inner, self.run.scope.view(), &self.frame.path)
+        let view = self.run.scope.view_at(self.frame.item.as_ref()).with_bindings(self.frame.bindings.as_ref());
+        context(&self.inner, view, &self.frame.path)
     }
 
     fn abort_all(&mut self) {
@@ -554,7 +559,7 @@ impl SupervisorState {
         self.abort_all();
         // The result reads the state: wait for async agents still producing keys.
         let view = match self.run.scope.settled().await {
-            Ok(v) => v,
+            Ok(v) => v.at_item(self.frame.item.as_ref()).with_bindings(self.frame.bindings.as_ref()),
             Err(e) => return self.fail(e),
         };
         let result = match (&self.inner.output, with) {
@@ -772,6 +777,11 @@ impl SupervisorState {
         }
     }
 
+    /// The mapper item the invocation of `call` serves.
+    fn child_item(&self, call: &AgentCall) -> Option<Arc<str>> {
+        super::frame::item_of(self.frame.item.as_ref(), call)
+    }
+
     /// The error handler in effect: the composite's own, else the inherited one.
     fn handler(&self) -> Option<Arc<dyn crate::error_handler::ErrorHandler>> {
         self.inner.handler.clone().or_else(|| self.frame.handler.clone())
@@ -779,16 +789,18 @@ impl SupervisorState {
 
     /// Journals a failed attempt of sub-agent `agent` (a step that completes nothing: the planner does not
     /// advance; the report shows the attempt and its error).
-    async fn journal_failed_attempt(&mut self, agent: usize, record: InvocationRecord) -> Result<(), AgentError> {
+    async fn journal_failed_attempt(&mut self, call: &AgentCall, record: InvocationRecord) -> Result<(), AgentError> {
         let step = StepRecord {
             run_id: self.run.run_id.to_string(),
             seq: self.run.next_seq(),
-            agent_path: self.child_paths[agent].to_string(),
+            agent_path: self.child_paths[call.agent].to_string(),
             delta: Vec::new(),
             planner_states: Vec::new(),
             invocation: Some(record),
             async_started: false,
             failed: true,
+            item: self.child_item(call).as_deref().map(str::to_string),
+            item_end: false,
         };
         self.run.journal_step(step).await
     }
@@ -804,7 +816,8 @@ impl SupervisorState {
         if handled_below || matches!(error, AgentError::Cancelled) {
             return self.fail(error);
         }
-        let view = self.run.scope.view();
+        let item = self.child_item(&done.call);
+        let view = self.run.scope.view_at(item.as_ref());
         let decision = handler.handle(&ErrorContext {
             error: &error,
             agent: agent.name(),
@@ -828,7 +841,7 @@ impl SupervisorState {
                 let mut delta = Vec::new();
                 let key = agent.spec().output_key.clone().filter(|_| done.call.write_output);
                 if let Some(key) = key {
-                    if let Err(e) = self.run.scope.write(vec![(key.clone(), value.clone())]).await {
+                    if let Err(e) = self.run.scope.write_in(item.as_ref(), vec![(key.clone(), value.clone())]).await {
                         return self.fail(e);
                     }
                     merge_delta(&mut delta, key, value.clone());
@@ -844,8 +857,9 @@ impl SupervisorState {
     /// failed agent's path whose delta is the repair), so a resumed run retries without asking the handler
     /// again.
     async fn journal_repair(&mut self, done: &InFlight, writes: Vec<(String, Value)>) -> Result<(), AgentError> {
+        let item = self.child_item(&done.call);
         if !writes.is_empty() {
-            self.run.scope.write(writes.clone()).await?;
+            self.run.scope.write_in(item.as_ref(), writes.clone()).await?;
         }
         if !self.run.journaling() {
             return Ok(());
@@ -861,6 +875,7 @@ impl SupervisorState {
             delta: writes,
             planner_states: vec![PlannerState {
                 path: self.path().to_string(),
+                item: self.frame.item.as_deref().map(str::to_string),
                 state,
                 inflight,
                 state_patch,
@@ -872,6 +887,8 @@ impl SupervisorState {
             invocation: None,
             async_started: false,
             failed: false,
+            item: item.as_deref().map(str::to_string),
+            item_end: false,
         };
         self.run.journal_step(record).await
     }
@@ -880,6 +897,11 @@ impl SupervisorState {
     async fn complete(&mut self, id: u64, call: AgentCall, attempt: u32, outcome: ChildOutcome, substituted: bool) {
         let agent_index = call.agent;
         let journaling = self.run.journaling();
+        // A mapped call serves one item: its completion ends the item's layer.
+        let (child_item, item_end) = (self.child_item(&call), call.item);
+        if let (true, Some(item)) = (item_end, &child_item) {
+            let _ = self.run.scope.tell(ScopeMsg::DropLayers(item.clone()));
+        }
         // The planner's state before this completion, when no record of this invocation holds it yet: what a
         // panicking planner's journal record needs.
         let before = (journaling && self.journaled.is_none()).then(|| self.planner.execution_state());
@@ -892,7 +914,7 @@ impl SupervisorState {
             });
         }
         let completion = Completion { call, output: outcome.output, skipped: outcome.skipped, substituted };
-        let action = match decision_view(&self.run, self.planner.reads_state()).await {
+        let action = match decision_view(&self.run, &self.frame, self.planner.reads_state()).await {
             Ok(view) => {
                 let ctx = context(&self.inner, view, &self.frame.path);
                 let planner = &mut self.planner;
@@ -901,7 +923,9 @@ impl SupervisorState {
                     Err(panic) => {
                         let message = panic_message(panic.as_ref());
                         if journaling {
-                            let record = self.unconsumed_record(agent_index, outcome.delta, outcome.record, before);
+                            let ends = (child_item.clone(), item_end);
+                            let record =
+                                self.unconsumed_record(agent_index, outcome.delta, outcome.record, before, ends);
                             if let Err(e) = self.run.journal_step(record).await {
                                 tracing::error!(path = %self.path(), "journal write failed: {e}");
                             }
@@ -933,6 +957,7 @@ impl SupervisorState {
                 delta: outcome.delta,
                 planner_states: vec![PlannerState {
                     path: self.path().to_string(),
+                    item: self.frame.item.as_deref().map(str::to_string),
                     state,
                     inflight,
                     state_patch,
@@ -944,6 +969,8 @@ impl SupervisorState {
                 invocation: outcome.record,
                 async_started: outcome.async_started,
                 failed: false,
+                item: child_item.as_deref().map(str::to_string),
+                item_end,
             };
             if let Err(e) = self.run.journal_step(record).await {
                 return self.fail(e);
@@ -963,6 +990,7 @@ impl SupervisorState {
         delta: Vec<(String, Value)>,
         invocation: Option<InvocationRecord>,
         before: Option<Value>,
+        (item, item_end): (Option<Arc<str>>, bool),
     ) -> StepRecord {
         let whole = before.is_some();
         let (inflight, inflight_change) = self.journal_calls(&[], 1, whole);
@@ -973,6 +1001,7 @@ impl SupervisorState {
             delta,
             planner_states: vec![PlannerState {
                 path: self.path().to_string(),
+                item: self.frame.item.as_deref().map(str::to_string),
                 state_patch: if whole { None } else { Some(Value::Array(Vec::new())) },
                 state: before.unwrap_or(Value::Null),
                 inflight,
@@ -984,6 +1013,8 @@ impl SupervisorState {
             invocation,
             async_started: false,
             failed: false,
+            item: item.as_deref().map(str::to_string),
+            item_end,
         }
     }
 }

@@ -224,6 +224,7 @@
     who.appendChild(el('span', 'dot ' + clsOf(s)));
     who.appendChild(el('span', 'sname', s.name));
     if (s.path !== s.name) who.appendChild(el('code', 'spath', s.path));
+    if (s.item) who.appendChild(el('span', 'chip item', 'item ' + s.item));
     if (s.kind && s.kind !== s.name) who.appendChild(el('span', 'chip', s.kind));
     if (s.label && s.label !== s.kind) who.appendChild(el('span', 'chip label', s.label));
     if (s.iteration) who.appendChild(el('span', 'chip iter', 'iteration ' + s.iteration));
@@ -298,7 +299,7 @@
         tr.appendChild(before); tr.appendChild(after);
         t.appendChild(tr);
       });
-      b.appendChild(section('State changes', t));
+      b.appendChild(section(s.item ? 'State changes in item ' + s.item + '\u2019s scope' : 'State changes', t));
     }
     (s.decisions || []).forEach(function (d) {
       var box = el('div', 'decision');
