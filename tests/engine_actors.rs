@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentic::engine::{Registry, RunStatus};
+use agentic::engine::{Registry, RunEvent, RunStatus};
 use agentic::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -348,4 +348,62 @@ async fn a_handler_repairs_a_missing_input_and_a_resumed_run_does_not_ask_it_aga
     let history = second.history().await.unwrap();
     let gates: Vec<u32> = history.iter().filter(|r| r.agent == "gate").map(|r| r.attempt).collect();
     assert_eq!(gates, [2], "the completed invocation is the retry");
+}
+
+/// A subscriber joins a running run's event group through the registry, from another task, and receives the
+/// run's events from then on, ending with its completion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_run_is_watched_by_id_from_another_task() {
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let step = |name: &str, gate: Option<Arc<tokio::sync::Notify>>| {
+        let output = name.to_string();
+        FnAgent::builder(name, move |_ctx| {
+            let (gate, output) = (gate.clone(), output.clone());
+            Box::pin(async move {
+                if let Some(gate) = gate {
+                    gate.notified().await;
+                }
+                Ok(json!(output))
+            })
+        })
+        .output_key(format!("out_{name}"))
+        .build()
+    };
+    let flow = Sequence::builder()
+        .name("watched")
+        .sub_agents([step("first", Some(gate.clone())), step("second", None)])
+        .output_key("out_second")
+        .build()
+        .unwrap();
+    let run = tokio::spawn(async move { flow.invoke().memory_id("watched-1").await });
+    let registry = Registry::global();
+    let mut events = loop {
+        match registry.subscribe("watched-1").await {
+            Ok(events) => break events,
+            Err(_) => tokio::task::yield_now().await,
+        }
+    };
+    gate.notify_one();
+    let mut seen = Vec::new();
+    while let Some(event) = events.recv().await {
+        seen.push(match event {
+            RunEvent::AgentFinished { path, output, .. } => format!("finished {path} {output}"),
+            RunEvent::Completed { output, .. } => format!("completed {output}"),
+            RunEvent::ScopeDestroyed { .. } => "destroyed".to_string(),
+            _ => continue,
+        });
+    }
+    assert_eq!(
+        seen,
+        [
+            r#"finished root/0 "first""#,
+            r#"finished root/1 "second""#,
+            r#"finished root "second""#,
+            r#"completed "second""#,
+            "destroyed"
+        ]
+    );
+    assert_eq!(run.await.unwrap().unwrap().output(), Some(&json!("second")));
+    let err = registry.subscribe("watched-1").await.map(|_| ()).unwrap_err();
+    assert!(err.to_string().contains("not running"), "{err}");
 }

@@ -562,12 +562,13 @@ impl InvocationContext {
 
     /// Reports an event (tokens of a streaming model, tool calls) to the listeners of this invocation.
     pub fn emit(&self, event: &crate::listener::RunEvent) {
-        crate::listener::emit(&self.listeners, event);
+        self.run.emit(&self.listeners, event);
     }
 
-    /// Whether any listener would receive [`InvocationContext::emit`] events (skip building them otherwise).
+    /// Whether any listener or run subscriber would receive [`InvocationContext::emit`] events (skip building
+    /// them otherwise).
     pub fn has_listeners(&self) -> bool {
-        !self.listeners.is_empty()
+        self.run.observed(&self.listeners)
     }
 
     /// An [`AgentError::Failed`] naming this agent.

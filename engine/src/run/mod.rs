@@ -90,6 +90,11 @@ pub(crate) struct RunContext {
     answer_arrived: Notify,
     /// Compensations of completed actions, in completion order.
     compensations: Mutex<Vec<Compensation>>,
+    /// Whether event subscribers joined the run's process group ([`super::Registry::subscribe`]): events are
+    /// then built and sent to them even when no listener is registered.
+    subscribed: std::sync::atomic::AtomicBool,
+    /// The name of the run's process group of event subscribers.
+    group: String,
 }
 
 /// Undoes one completed action (a tool call with a declared compensation).
@@ -114,6 +119,8 @@ pub(crate) struct RunSetup {
     pub(crate) first_seq: u64,
     pub(crate) restore: HashMap<String, PlannerState>,
     pub(crate) answers: BTreeMap<String, Value>,
+    /// The run's process group of event subscribers.
+    pub(crate) group: String,
 }
 
 impl RunContext {
@@ -134,6 +141,41 @@ impl RunContext {
             consumed: Mutex::new(BTreeSet::new()),
             answer_arrived: Notify::new(),
             compensations: Mutex::new(Vec::new()),
+            subscribed: std::sync::atomic::AtomicBool::new(false),
+            group: setup.group,
+        }
+    }
+
+    /// Whether events for `listeners` are wanted at all (skip building them otherwise): a listener, or a
+    /// subscriber of the run.
+    pub(crate) fn observed(&self, listeners: &[crate::listener::ListenerRef]) -> bool {
+        !listeners.is_empty() || self.subscribed.load(Ordering::Relaxed)
+    }
+
+    /// Reports `event` to `listeners` and to the run's subscribers (the members of its process group).
+    pub(crate) fn emit(&self, listeners: &[crate::listener::ListenerRef], event: &crate::listener::RunEvent) {
+        crate::listener::emit(listeners, event);
+        if self.subscribed.load(Ordering::Relaxed) {
+            let members = ractor::pg::get_members(&self.group);
+            if members.is_empty() {
+                self.subscribed.store(false, Ordering::Relaxed);
+            }
+            for member in members {
+                let _ = member.send_message(event.clone());
+            }
+        }
+    }
+
+    /// Adds an event subscriber (an actor receiving `RunEvent` messages) to the run's process group.
+    pub(crate) fn subscribe(&self, subscriber: ActorCell) {
+        ractor::pg::join(self.group.clone(), vec![subscriber]);
+        self.subscribed.store(true, Ordering::Relaxed);
+    }
+
+    /// Lets the subscribers receive the events sent so far, then stops them (the run has ended).
+    pub(crate) fn end_subscriptions(&self) {
+        for member in ractor::pg::get_members(&self.group) {
+            let _ = member.drain();
         }
     }
 
@@ -171,6 +213,13 @@ impl RunContext {
                 lock(&self.exit_buffer).push(record);
                 Ok(())
             }
+        }
+    }
+
+    /// Closes the async durability writer's channel: it ends once it has appended the records it holds.
+    pub(crate) fn close_writer(&self) {
+        if let Some(writer) = &self.async_writer {
+            writer.close_channel();
         }
     }
 

@@ -154,6 +154,29 @@ impl Registry {
         })
     }
 
+    /// The events of the run with this id running in this process, from when this returns, as a stream that ends with
+    /// the run (after its `Completed`, `Suspended` or `Failed` event and `ScopeDestroyed`). The subscriber is
+    /// an actor in the run's process group: the run's actor adds it, and every event of the run (at every
+    /// level, with or without listeners) is sent to the group's members.
+    ///
+    /// # Errors
+    /// [`AgentError::Run`] when no run with this id is running in this process.
+    pub async fn subscribe(&self, run_id: &str) -> Result<super::RunEvents, AgentError> {
+        let run = self.address(run_id)?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (subscriber, _) = ractor::Actor::spawn(None, super::request::EventSubscriber, tx)
+            .await
+            .map_err(|e| AgentError::internal(format!("cannot start an event subscriber: {e}")))?;
+        let not_running =
+            || AgentError::Run { run_id: run_id.to_string(), message: "not running in this process".to_string() };
+        let (ack, joined) = tokio::sync::oneshot::channel();
+        if run.cast(ScopeMsg::Subscribe(subscriber.get_cell(), ack.into())).is_err() || joined.await.is_err() {
+            subscriber.stop(None);
+            return Err(not_running());
+        }
+        Ok(super::RunEvents::new(rx))
+    }
+
     /// The in-process store of `run_id` (created if absent; marked most recently used). Beyond the capacity,
     /// the least recently used stores of runs not running are evicted.
     pub(crate) fn kept_store(&self, run_id: &str) -> StoreRef {

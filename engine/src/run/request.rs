@@ -131,6 +131,10 @@ pub struct RunEvents {
 }
 
 impl RunEvents {
+    pub(crate) fn new(rx: mpsc::UnboundedReceiver<RunEvent>) -> Self {
+        RunEvents { rx }
+    }
+
     /// The next event; `None` once the run has ended and every event was received.
     pub async fn recv(&mut self) -> Option<RunEvent> {
         self.rx.recv().await
@@ -142,6 +146,36 @@ impl futures::Stream for RunEvents {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<RunEvent>> {
         self.rx.poll_recv(cx)
+    }
+}
+
+/// An actor of a run's process group of event subscribers: forwards each event to a [`RunEvents`] stream, and
+/// stops when the stream is dropped or the run ends (the run drains the group).
+pub(crate) struct EventSubscriber;
+
+impl ractor::Actor for EventSubscriber {
+    type Msg = RunEvent;
+    type State = mpsc::UnboundedSender<RunEvent>;
+    type Arguments = mpsc::UnboundedSender<RunEvent>;
+
+    async fn pre_start(
+        &self,
+        _myself: ractor::ActorRef<RunEvent>,
+        tx: Self::Arguments,
+    ) -> Result<Self::State, ractor::ActorProcessingErr> {
+        Ok(tx)
+    }
+
+    async fn handle(
+        &self,
+        myself: ractor::ActorRef<RunEvent>,
+        event: RunEvent,
+        tx: &mut Self::State,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        if tx.send(event).is_err() {
+            myself.stop(None);
+        }
+        Ok(())
     }
 }
 
@@ -423,6 +457,7 @@ impl InvokeRequest {
             first_seq: image.seq,
             restore,
             answers,
+            group: registry.actor_name(&run_id),
         }));
         if run.journaling() && !inputs.is_empty() {
             // The inputs are part of the state a resume rebuilds: journal them as the turn's first step.
@@ -497,7 +532,8 @@ impl InvokeRequest {
         let buffered = run.take_exit_buffer();
         let unused_answers = run.unused_answers();
         let last_seq = run.last_seq();
-        drop(run);
+        // No more steps: the async writer ends once it has appended what it holds.
+        run.close_writer();
         let mut flush_err = None;
         // The writer leaves its last batch unflushed when it saw the run end: the final record's flush (or
         // the one below, when there is no record) covers it.
@@ -553,17 +589,20 @@ impl InvokeRequest {
                 flush_err.get_or_insert(AgentError::internal(format!("journal: {e}")));
             }
         }
-        scope.close().await;
-        scope_guard.0 = None;
         let rid = run_id.to_string();
-        emit_run(match &result {
+        let emit_end = |event: RunEvent| run.emit(&run_listeners, &event);
+        emit_end(match &result {
             Ok(v) => RunEvent::Completed { run_id: rid.clone(), output: v.clone() },
             Err(AgentError::Suspended { pending }) => {
                 RunEvent::Suspended { run_id: rid.clone(), pending: pending.clone() }
             }
             Err(e) => RunEvent::Failed { run_id: rid.clone(), error: e.to_string() },
         });
-        emit_run(RunEvent::ScopeDestroyed { run_id: rid });
+        emit_end(RunEvent::ScopeDestroyed { run_id: rid });
+        run.end_subscriptions();
+        drop(run);
+        scope.close().await;
+        scope_guard.0 = None;
         let result = match result {
             Ok(v) => RunResult::Completed(v),
             Err(AgentError::Suspended { pending }) => RunResult::Suspended { pending },

@@ -52,6 +52,8 @@ pub(crate) enum ScopeMsg {
     Answer { id: String, value: Value },
     /// Cancels the run.
     Cancel,
+    /// Adds an event subscriber (an actor receiving the run's `RunEvent`s) to the run's process group.
+    Subscribe(ActorCell, RpcReplyPort<()>),
     /// Starts the run's root invocation, supervised by this actor; its result goes to `done`.
     StartRoot(Box<RootStart>),
     /// The root invocation finished.
@@ -74,8 +76,11 @@ pub(crate) struct ScopeActorState {
     scope: ScopeState,
     shared: Arc<ScopeShared>,
     root: Option<RootState>,
-    /// Answers that arrived before the root started.
+    /// Answers and subscribers that arrived before the root started.
     early_answers: Vec<(String, Value)>,
+    early_subscribers: Vec<ActorCell>,
+    /// The root has reported: the run is ending.
+    ended: bool,
 }
 
 struct RootState {
@@ -111,7 +116,14 @@ impl Actor for ScopeActor {
     type Arguments = ScopeArgs;
 
     async fn pre_start(&self, _myself: ActorRef<ScopeMsg>, args: ScopeArgs) -> Result<Self::State, ActorProcessingErr> {
-        Ok(ScopeActorState { scope: args.state, shared: args.shared, root: None, early_answers: Vec::new() })
+        Ok(ScopeActorState {
+            scope: args.state,
+            shared: args.shared,
+            root: None,
+            early_answers: Vec::new(),
+            early_subscribers: Vec::new(),
+            ended: false,
+        })
     }
 
     async fn handle(
@@ -152,6 +164,15 @@ impl Actor for ScopeActor {
                 Some(root) => root.start.run.give_answer(&id, value),
                 None => state.early_answers.push((id, value)),
             },
+            ScopeMsg::Subscribe(subscriber, reply) => {
+                match &state.root {
+                    Some(root) => root.start.run.subscribe(subscriber),
+                    // Nothing more will happen: the subscription ends at once.
+                    None if state.ended => subscriber.stop(None),
+                    None => state.early_subscribers.push(subscriber),
+                }
+                let _ = reply.send(());
+            }
             ScopeMsg::Cancel => {
                 if let Some(root) = &state.root {
                     root.start.run.cancel.cancel();
@@ -160,6 +181,9 @@ impl Actor for ScopeActor {
             ScopeMsg::StartRoot(start) => {
                 for (id, value) in state.early_answers.drain(..) {
                     start.run.give_answer(&id, value);
+                }
+                for subscriber in state.early_subscribers.drain(..) {
+                    start.run.subscribe(subscriber);
                 }
                 let mut root = RootState { start, cell: None, restarts: 0 };
                 root.spawn(&myself).await;
@@ -227,6 +251,7 @@ impl RootState {
 
 impl ScopeActorState {
     fn root_done(&mut self, result: Result<ChildOutcome, AgentError>) {
+        self.ended = true;
         if let Some(root) = self.root.take() {
             let _ = root.start.done.send(result);
         }

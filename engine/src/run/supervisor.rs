@@ -586,7 +586,7 @@ impl SupervisorState {
             Some(inv) => inv.ctx.listeners.clone(),
             None => self.frame.listeners.clone(),
         };
-        if listeners.is_empty() {
+        if !self.run.observed(&listeners) {
             return;
         }
         let (decision, calls) = match action {
@@ -596,7 +596,7 @@ impl SupervisorState {
             Action::Done | Action::DoneWith(_) => ("done", Vec::new()),
             _ => ("wait", Vec::new()),
         };
-        crate::listener::emit(
+        self.run.emit(
             &listeners,
             &RunEvent::PlannerDecision {
                 run_id: self.run.run_id.to_string(),
