@@ -23,6 +23,7 @@
 pub mod agent;
 pub mod error;
 pub mod error_handler;
+pub mod journal;
 pub mod listener;
 pub mod planner;
 pub mod run;

@@ -18,39 +18,8 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use crate::error::AgentError;
+pub use crate::journal::{InvocationRecord, TokenUsage};
 pub use crate::run::ScopeHandle;
-
-/// Token usage of one model call or one invocation (sum of its calls).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenUsage {
-    /// Prompt (input) tokens.
-    pub input: u64,
-    /// Completion (output) tokens.
-    pub output: u64,
-}
-
-/// One completed (or failed) invocation, as kept in the scope's history and in the step journal.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct InvocationRecord {
-    /// Agent name.
-    pub agent: String,
-    /// Stable path id of the agent in the system tree (`root/1/0`).
-    pub path: String,
-    /// The inputs the agent read, after coercion.
-    pub inputs: Map<String, Value>,
-    /// The agent's result (`null` when it failed or returned nothing).
-    pub output: Value,
-    /// Start time, microseconds since the Unix epoch.
-    pub started_at_us: u64,
-    /// End time, microseconds since the Unix epoch.
-    pub ended_at_us: u64,
-    /// Attempt number, 1-based (retries by an error handler increase it).
-    pub attempt: u32,
-    /// Tokens the invocation used, when it called a model.
-    pub tokens: Option<TokenUsage>,
-    /// The error message when the invocation failed.
-    pub error: Option<String>,
-}
 
 /// The hasher of the snapshot's maps: foldhash, seeded per process, instead of the standard library's
 /// SipHash, which costs several times as much on the short string keys of a state.

@@ -22,6 +22,7 @@ mod invoke;
 mod registry;
 mod request;
 mod scope_actor;
+mod session;
 mod supervisor;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

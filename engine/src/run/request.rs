@@ -6,40 +6,27 @@
 //! steps in flight run again); the id of a completed run starts a new turn on the same scope (state and
 //! history accumulate).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::frame::{Frame, Report};
+use super::now_us;
 use super::registry::Registry;
-use super::scope_actor::{RootStart, ScopeMsg};
-use super::supervisor::spawn_invocation;
-use super::{RunContext, RunSetup, WriterMsg, now_us};
-use crate::agent::{AgentRef, TopologyNode};
+use super::session::RunSession;
+use crate::agent::AgentRef;
 use crate::error::AgentError;
+pub use crate::journal::PendingResponse;
 use crate::listener::{AgentListener, ChannelListener, ListenerRef, RunEvent};
 use crate::scope::{InvocationRecord, ScopeHandle, ScopeView};
-use crate::store::{CheckpointStore, Durability, Milestone, RunImage, RunRecord, RunStatus, StepRecord, StoreRef};
+use crate::store::{CheckpointStore, Durability, RunStatus, StoreRef};
 
 /// The agent path of the journal record holding a turn's inputs (no agent has this path).
 pub const INPUTS_PATH: &str = "inputs";
-
-/// A response a suspended run waits for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PendingResponse {
-    /// Response id (default: the asking agent's path).
-    pub id: String,
-    /// The prompt shown to the human.
-    pub prompt: String,
-    /// Name of the agent that asked.
-    pub agent: String,
-}
 
 /// How a run ended, when it did not fail.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,11 +48,11 @@ pub struct RunOutcome {
     pub run_id: String,
     /// Completed or suspended.
     pub result: RunResult,
-    scope: ScopeHandle,
-    agent: AgentRef,
-    store: Option<StoreRef>,
-    durability: Durability,
-    registry: Registry,
+    pub(super) scope: ScopeHandle,
+    pub(super) agent: AgentRef,
+    pub(super) store: Option<StoreRef>,
+    pub(super) durability: Durability,
+    pub(super) registry: Registry,
 }
 
 impl std::fmt::Debug for RunOutcome {
@@ -184,7 +171,7 @@ impl ractor::Actor for EventSubscriber {
 /// Cancelling stops the run's actor tree (aborting every agent in flight), journals the run as cancelled and
 /// makes the invocation return [`AgentError::Cancelled`].
 #[derive(Debug, Clone, Default)]
-pub struct CancelHandle(CancellationToken);
+pub struct CancelHandle(pub(super) CancellationToken);
 
 impl CancelHandle {
     /// A new, uncancelled handle.
@@ -210,17 +197,17 @@ impl CancelHandle {
 /// cancel handle; the global registry.
 #[must_use = "a request does nothing until awaited"]
 pub struct InvokeRequest {
-    agent: AgentRef,
-    inputs: Map<String, Value>,
-    memory_id: Option<String>,
-    store: Option<StoreRef>,
-    durability: Durability,
-    cancel: CancelHandle,
-    answers: BTreeMap<String, Value>,
-    source: Option<String>,
-    run_name: Option<String>,
-    registry: Option<Registry>,
-    listeners: Vec<ListenerRef>,
+    pub(super) agent: AgentRef,
+    pub(super) inputs: Map<String, Value>,
+    pub(super) memory_id: Option<String>,
+    pub(super) store: Option<StoreRef>,
+    pub(super) durability: Durability,
+    pub(super) cancel: CancelHandle,
+    pub(super) answers: BTreeMap<String, Value>,
+    pub(super) source: Option<String>,
+    pub(super) run_name: Option<String>,
+    pub(super) registry: Option<Registry>,
+    pub(super) listeners: Vec<ListenerRef>,
 }
 
 impl AgentRef {
@@ -337,370 +324,10 @@ impl InvokeRequest {
     }
 
     async fn run(self) -> Result<RunOutcome, AgentError> {
-        let registry = self.registry.clone().unwrap_or_else(Registry::global);
-        let explicit_id = self.memory_id.is_some();
-        let run_id: Arc<str> = Arc::from(self.memory_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()));
-        let _active = registry.activate(&run_id)?;
-        let store =
-            self.store.or_else(|| (explicit_id || self.agent.0.may_suspend()).then(|| registry.kept_store(&run_id)));
-        let run_err = |message: String| AgentError::Run { run_id: run_id.to_string(), message };
-        let store_err = |e: crate::StoreError| AgentError::Run { run_id: run_id.to_string(), message: e.to_string() };
-
-        // Load what the store knows about this memory id.
-        let now_ms = now_us() / 1000;
-        let mut image = RunImage::new(run_id.to_string());
-        let mut record = None;
-        if let Some(store) = &store {
-            let (topology, fingerprint) = self.agent.topology_cached();
-            match store.run_dyn(&run_id).await.map_err(store_err)? {
-                Some(existing) => {
-                    if *existing.fingerprint != *fingerprint {
-                        return Err(run_err(format!(
-                            "was started by a different workflow (topology fingerprint {} in the store, {} now); \
-                             refusing to resume",
-                            existing.fingerprint, fingerprint
-                        )));
-                    }
-                    image = store.load_dyn(&run_id).await.map_err(store_err)?;
-                    check_state_types(&topology, &image.state).map_err(run_err)?;
-                    record = Some(existing);
-                }
-                None => {
-                    record = Some(RunRecord {
-                        run_id: run_id.to_string(),
-                        name: self.run_name.clone().unwrap_or_else(|| self.agent.name().to_string()),
-                        fingerprint: fingerprint.to_string(),
-                        status: RunStatus::Running,
-                        pending: Vec::new(),
-                        answers: BTreeMap::new(),
-                        detail: Value::Null,
-                        source: None,
-                        created_at_ms: now_ms,
-                        updated_at_ms: now_ms,
-                        milestones: Vec::new(),
-                    })
-                }
-            }
-        }
-        // A completed run starts a new turn; anything else continues where it stopped.
-        let resuming = record.as_ref().is_some_and(|r| r.status != RunStatus::Completed) && image.seq > 0;
-        let mut answers = record.as_ref().map(|r| r.answers.clone()).unwrap_or_default();
-        answers.extend(self.answers);
-        let milestone_kind = match record.as_ref().map(|r| r.status) {
-            None => None,
-            Some(_) if image.seq == 0 => Some("started"),
-            Some(RunStatus::Completed) => Some("new_turn"),
-            Some(_) => Some("resumed"),
-        };
-        if let (Some(rec), Some(kind)) = (record.as_mut(), milestone_kind) {
-            let given = if kind == "resumed" { answers.clone() } else { BTreeMap::new() };
-            rec.milestones.push(Milestone {
-                at_ms: now_ms,
-                kind: kind.to_string(),
-                seq: image.seq,
-                pending: Vec::new(),
-                answers: given,
-                error: None,
-                path: None,
-            });
-        }
-        if let (Some(store), Some(rec)) = (&store, record.as_mut()) {
-            rec.status = RunStatus::Running;
-            rec.pending.clear();
-            rec.answers = answers.clone();
-            rec.updated_at_ms = now_ms;
-            if self.source.is_some() {
-                rec.source = self.source.clone();
-            }
-            store.put_run_dyn(rec.clone()).await.map_err(store_err)?;
-            if self.durability == Durability::Sync {
-                // Async and exit durability make it durable with the first flush of a step (or the final
-                // record's): a crash before then leaves the run as it was, to be continued again.
-                store.flush_dyn().await.map_err(store_err)?;
-            }
-        }
-
-        // Run-level events go to the run's listeners and to the root agent's own.
-        let run_listeners: Arc<[ListenerRef]> =
-            self.listeners.iter().chain(self.agent.0.listeners()).cloned().collect();
-        let inherited: Arc<[ListenerRef]> = self.listeners.iter().cloned().collect();
-        let emit_run = |event: RunEvent| crate::listener::emit(&run_listeners, &event);
-        emit_run(RunEvent::ScopeCreated { run_id: run_id.to_string() });
-        if resuming {
-            emit_run(RunEvent::Resumed { run_id: run_id.to_string(), answers: answers.clone() });
-        }
-        let inputs = self.inputs;
-        let mut state = std::mem::take(&mut image.state);
-        state.extend(inputs.clone());
-        let history = std::mem::take(&mut image.history);
-        let layers = std::mem::take(&mut image.layers);
-        let name = Some(registry.actor_name(&run_id));
-        let scope = ScopeHandle::spawn_named(name, &run_id, state, layers, history).await?;
-        // Stops the run's actors if this future is dropped before the run ends (the caller gave up).
-        let mut scope_guard = StopOnDrop(Some(scope.actor().get_cell()));
-        let (writer_tx, writer) = match (&store, self.durability) {
-            (Some(s), Durability::Async) => {
-                let (tx, rx) = futures::channel::mpsc::unbounded::<WriterMsg>();
-                (Some(tx), Some(tokio::spawn(async_writer(s.clone(), rx))))
-            }
-            _ => (None, None),
-        };
-        let restore: HashMap<_, _> =
-            if resuming { std::mem::take(&mut image.planners).into_iter().collect() } else { HashMap::new() };
-        let run = Arc::new(RunContext::new(RunSetup {
-            run_id: run_id.clone(),
-            scope: scope.clone(),
-            store: store.clone(),
-            durability: self.durability,
-            cancel: self.cancel.0.clone(),
-            async_writer: writer_tx,
-            first_seq: image.seq,
-            restore,
-            answers,
-            group: registry.actor_name(&run_id),
-        }));
-        if run.journaling() && !inputs.is_empty() {
-            // The inputs are part of the state a resume rebuilds: journal them as the turn's first step.
-            let record = StepRecord {
-                run_id: run_id.to_string(),
-                seq: run.next_seq(),
-                agent_path: INPUTS_PATH.to_string(),
-                delta: inputs.into_iter().collect(),
-                planner_states: Vec::new(),
-                invocation: None,
-                async_started: false,
-                failed: false,
-                item: None,
-                item_end: false,
-            };
-            run.journal_step(record).await?;
-        }
-
-        let finished = if resuming { image.root_done.take() } else { None };
-        let root = async {
-            if let Some(output) = finished {
-                // The root completed before the process stopped; only its status was not saved.
-                return Ok(output);
-            }
-            if resuming {
-                for path in &image.async_running {
-                    restart_async(&self.agent, &run, path, inherited.clone()).await?;
-                }
-            }
-            let (done, outcome) = tokio::sync::oneshot::channel();
-            let start =
-                RootStart { agent: self.agent.clone(), run: run.clone(), frame: Frame::root(inherited.clone()), done };
-            scope.tell(ScopeMsg::StartRoot(Box::new(start)))?;
-            let outcome = outcome.await.map_err(|_| AgentError::internal("the run's scope actor stopped"))??;
-            run.wait_async().await?;
-            if run.journaling() {
-                let record = StepRecord {
-                    run_id: run.run_id.to_string(),
-                    seq: run.next_seq(),
-                    agent_path: "root".to_string(),
-                    delta: outcome.delta,
-                    planner_states: Vec::new(),
-                    invocation: outcome.record,
-                    async_started: false,
-                    failed: false,
-                    item: None,
-                    item_end: false,
-                };
-                run.journal_step(record).await?;
-            }
-            Ok::<Value, AgentError>(outcome.output)
-        };
-        let mut result = tokio::select! {
-            r = root => r,
-            () = self.cancel.0.cancelled() => Err(AgentError::Cancelled),
-        };
-        if let Err(AgentError::Suspended { .. }) = &result {
-            // Siblings have finished; async agents finish before the run reports the suspension.
-            if let Err(e) = run.wait_async().await {
-                result = Err(e);
-            }
-        }
-        if result.is_err() {
-            // Stop the tree (a cancellation, or a failure with agents still running) and the async agents.
-            for child in scope.actor().get_children() {
-                child.kill();
-            }
-            run.abort_async();
-        }
-
-        // Flush what async/exit durability still holds, then record the final status.
-        let buffered = run.take_exit_buffer();
-        let unused_answers = run.unused_answers();
-        let last_seq = run.last_seq();
-        // No more steps: the async writer ends once it has appended what it holds.
-        run.close_writer();
-        let mut flush_err = None;
-        // The writer leaves its last batch unflushed when it saw the run end: the final record's flush (or
-        // the one below, when there is no record) covers it.
-        let mut unflushed = false;
-        if let Some(task) = writer {
-            match task.await {
-                Ok(Ok(left)) => unflushed = left,
-                Ok(Err(e)) => flush_err = Some(AgentError::internal(format!("journal write failed: {e}"))),
-                Err(e) => flush_err = Some(AgentError::internal(format!("journal writer: {e}"))),
-            }
-        }
-        if let (true, Some(store), None) = (unflushed, &store, &record)
-            && let Err(e) = store.flush_dyn().await
-        {
-            flush_err.get_or_insert(AgentError::internal(format!("journal write failed: {e}")));
-        }
-        if let (Some(store), Some(mut rec)) = (store.clone(), record) {
-            for r in buffered {
-                if let Err(e) = store.append_dyn(r).await {
-                    flush_err.get_or_insert(AgentError::internal(format!("journal write failed: {e}")));
-                }
-            }
-            let (kind, pending, error, path) = match &result {
-                Ok(_) => ("completed", Vec::new(), None, None),
-                Err(AgentError::Suspended { pending }) => {
-                    ("suspended", pending.iter().map(|p| p.id.clone()).collect(), None, None)
-                }
-                Err(AgentError::Cancelled) => ("cancelled", Vec::new(), None, None),
-                Err(e) => ("failed", Vec::new(), Some(e.to_string()), e.agent_path().map(str::to_string)),
-            };
-            rec.milestones.push(Milestone {
-                at_ms: now_us() / 1000,
-                kind: kind.to_string(),
-                seq: last_seq,
-                pending,
-                answers: BTreeMap::new(),
-                error,
-                path,
-            });
-            (rec.status, rec.detail, rec.pending) = match &result {
-                Ok(v) => (RunStatus::Completed, v.clone(), Vec::new()),
-                Err(AgentError::Suspended { pending }) => (RunStatus::Suspended, Value::Null, pending.clone()),
-                Err(AgentError::Cancelled) => (RunStatus::Cancelled, Value::Null, Vec::new()),
-                Err(e) => (RunStatus::Failed, Value::String(e.to_string()), Vec::new()),
-            };
-            rec.answers = unused_answers;
-            rec.updated_at_ms = now_us() / 1000;
-            let saved = async {
-                store.put_run_dyn(rec).await?;
-                store.flush_dyn().await
-            };
-            if let Err(e) = saved.await {
-                flush_err.get_or_insert(AgentError::internal(format!("journal: {e}")));
-            }
-        }
-        let rid = run_id.to_string();
-        let emit_end = |event: RunEvent| run.emit(&run_listeners, &event);
-        emit_end(match &result {
-            Ok(v) => RunEvent::Completed { run_id: rid.clone(), output: v.clone() },
-            Err(AgentError::Suspended { pending }) => {
-                RunEvent::Suspended { run_id: rid.clone(), pending: pending.clone() }
-            }
-            Err(e) => RunEvent::Failed { run_id: rid.clone(), error: e.to_string() },
-        });
-        emit_end(RunEvent::ScopeDestroyed { run_id: rid });
-        run.end_subscriptions();
-        drop(run);
-        scope.close().await;
-        scope_guard.0 = None;
-        let result = match result {
-            Ok(v) => RunResult::Completed(v),
-            Err(AgentError::Suspended { pending }) => RunResult::Suspended { pending },
-            Err(e) => return Err(e),
-        };
-        if let Some(e) = flush_err {
-            return Err(e);
-        }
-        Ok(RunOutcome {
-            run_id: run_id.to_string(),
-            result,
-            scope,
-            agent: self.agent,
-            store,
-            durability: self.durability,
-            registry,
-        })
+        let mut session = RunSession::open(self).await?;
+        let result = session.execute().await;
+        session.close(result).await
     }
-}
-
-/// The journal writer of async durability: appends the records as they come and flushes after each batch
-/// (the records that arrived while the previous flush waited), so that the flush of step i overlaps step i+1.
-/// A batch that ends with the run (the channel closed) is left for the caller's final flush, which the run
-/// record needs anyway: returns whether it did so.
-async fn async_writer(
-    store: StoreRef,
-    mut rx: futures::channel::mpsc::UnboundedReceiver<WriterMsg>,
-) -> Result<bool, crate::error::StoreError> {
-    use futures::StreamExt;
-    let mut barriers = Vec::new();
-    while let Some(msg) = rx.next().await {
-        match msg {
-            WriterMsg::Record(rec) => store.append_dyn(rec).await?,
-            WriterMsg::Barrier(b) => barriers.push(b),
-        }
-        loop {
-            match rx.try_recv() {
-                Ok(WriterMsg::Record(more)) => store.append_dyn(more).await?,
-                Ok(WriterMsg::Barrier(b)) => barriers.push(b),
-                Err(futures::channel::mpsc::TryRecvError::Closed) => return Ok(true),
-                Err(futures::channel::mpsc::TryRecvError::Empty) => break,
-            }
-        }
-        for b in barriers.drain(..) {
-            let _ = b.send(());
-        }
-        store.flush_dyn().await?;
-    }
-    Ok(false)
-}
-
-/// Starts again an async agent that was running when the run stopped (under the run's scope actor).
-async fn restart_async(
-    root: &AgentRef,
-    run: &Arc<RunContext>,
-    path: &str,
-    listeners: Arc<[ListenerRef]>,
-) -> Result<(), AgentError> {
-    let mut agent = root.clone();
-    for part in path.split('/').skip(1) {
-        let child = part.parse::<usize>().ok().and_then(|i| agent.0.sub_agents().get(i).cloned());
-        agent = child.ok_or_else(|| AgentError::Run {
-            run_id: run.run_id.to_string(),
-            message: format!("checkpoint names agent path `{path}` that the workflow does not have"),
-        })?;
-    }
-    let frame = Frame::restarted_async(path, listeners);
-    let parent = run.scope.actor().get_cell();
-    spawn_invocation(&agent, run, frame, Report::Nobody, std::time::Duration::ZERO, parent).await.map(|_| ())
-}
-
-/// Kills an actor (and its tree) when dropped, unless disarmed by taking it out.
-struct StopOnDrop(Option<ractor::ActorCell>);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        if let Some(cell) = self.0.take() {
-            cell.kill();
-        }
-    }
-}
-
-/// Checks that every stored value still fits the type its agents declare.
-fn check_state_types(topology: &TopologyNode, state: &Map<String, Value>) -> Result<(), String> {
-    for node in topology.walk() {
-        let spec = &node.spec;
-        for (key, ty) in spec.declared_types() {
-            if let Some(v) = state.get(key)
-                && ty.coerce(v).is_none()
-            {
-                return Err(format!(
-                    "stored value of `{key}` ({v}) no longer fits its declared type {ty} (agent `{}`); refusing to resume",
-                    spec.name
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Records a human answer for a suspended run in `store` (it does not run anything; resume the run after).

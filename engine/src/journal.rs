@@ -1,0 +1,422 @@
+//! The journal's records: what a run's steps leave behind ([`StepRecord`], with the [`InvocationRecord`] of
+//! the agent that ran and the [`PlannerState`] of the composite that advanced), what a suspended run waits for
+//! ([`PendingResponse`]), and the [`RunImage`] a run resumes from, folded from its records. Every completed
+//! step at every nesting level produces one record: the state delta (only the keys written, in the shared
+//! state or a mapper item's layer), the execution state of the planner that advanced together with the calls
+//! it has in flight, and the invocation record. Folding the records in sequence order ([`RunImage::apply`])
+//! rebuilds the state, the history, and the exact position of every composite that was still running.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::StoreError;
+
+/// Token usage of one model call or one invocation (sum of its calls).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Prompt (input) tokens.
+    pub input: u64,
+    /// Completion (output) tokens.
+    pub output: u64,
+}
+
+/// One completed (or failed) invocation, as kept in the scope's history and in the step journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InvocationRecord {
+    /// Agent name.
+    pub agent: String,
+    /// Stable path id of the agent in the system tree (`root/1/0`).
+    pub path: String,
+    /// The inputs the agent read, after coercion.
+    pub inputs: Map<String, Value>,
+    /// The agent's result (`null` when it failed or returned nothing).
+    pub output: Value,
+    /// Start time, microseconds since the Unix epoch.
+    pub started_at_us: u64,
+    /// End time, microseconds since the Unix epoch.
+    pub ended_at_us: u64,
+    /// Attempt number, 1-based (retries by an error handler increase it).
+    pub attempt: u32,
+    /// Tokens the invocation used, when it called a model.
+    pub tokens: Option<TokenUsage>,
+    /// The error message when the invocation failed.
+    pub error: Option<String>,
+}
+
+/// A response a suspended run waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingResponse {
+    /// Response id (default: the asking agent's path).
+    pub id: String,
+    /// The prompt shown to the human.
+    pub prompt: String,
+    /// Name of the agent that asked.
+    pub agent: String,
+}
+
+/// A sub-agent call in flight, as journaled with its planner's state so a resume can dispatch it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// Sub-agent index.
+    pub agent: usize,
+    /// Planner tag.
+    pub tag: u64,
+    /// Call bindings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bindings: Option<Map<String, Value>>,
+    /// Whether the output is written to the agent's output key.
+    pub write_output: bool,
+    /// Whether the tag numbers a mapped item ([`AgentCall::item`](crate::AgentCall::item); absent: no).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub item: bool,
+    /// Attempt number of the call in flight, 1-based.
+    pub attempt: u32,
+    /// The call's number within its composite's invocation, which [`InflightChange::ended`] refers to
+    /// (0 in records written before calls were numbered).
+    #[serde(default)]
+    pub id: u64,
+}
+
+/// The calls in flight of a composite as a change to its previous record: what a fan-out journals at each
+/// completion instead of the whole list (O(1) per step instead of O(calls in flight)).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InflightChange {
+    /// Calls started (or restarted for another attempt) since the previous record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub started: Vec<CallRecord>,
+    /// [`CallRecord::id`]s of the calls no longer in flight.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ended: Vec<u64>,
+}
+
+/// The execution state of one composite at the time of a step: its planner's state and its calls in flight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannerState {
+    /// Path id of the composite that owns the planner.
+    pub path: String,
+    /// The mapper item the composite's invocation serves (`#3`), when it runs once per item: each item's
+    /// invocation has its own state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
+    /// [`crate::planner::Planner::execution_state`].
+    pub state: Value,
+    /// Calls started and not yet completed (including the ones the planner just decided and calls waiting
+    /// for a human).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inflight: Vec<CallRecord>,
+    /// When set, `state` is not journaled: these JSON Patch operations (RFC 6902) turn the previous record's
+    /// state into this one ([`crate::Planner::execution_state_patch`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_patch: Option<Value>,
+    /// When set, `inflight` is not journaled: the calls in flight are the previous record's with this change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inflight_change: Option<InflightChange>,
+    /// Set when the planner decided to finish: a resume finishes the composite at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<Finish>,
+    /// Why the planner decided, when it says ([`crate::Planner::rationale`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rationale: Option<String>,
+    /// Completions handed to the planner that it did not consume (it panicked deciding): a restart hands
+    /// them over again, so the agents that completed do not run again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unconsumed: Vec<CompletionRecord>,
+}
+
+/// A sub-agent's completion as journaled while its planner has not consumed it ([`PlannerState::unconsumed`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionRecord {
+    /// The call that completed.
+    pub call: CallRecord,
+    /// Its result.
+    pub output: Value,
+    /// True when an optional agent was skipped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
+    /// True when the result is an error handler's substitute.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub substituted: bool,
+}
+
+/// A planner's decision to finish, as journaled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Finish {
+    /// [`crate::Action::Done`].
+    Done,
+    /// [`crate::Action::DoneWith`].
+    DoneWith(Value),
+}
+
+/// One journal record: a completed step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Run id (memory id).
+    pub run_id: String,
+    /// Step sequence number within the run, from 1, gap-free.
+    pub seq: u64,
+    /// Path id of the agent whose completion this step records.
+    pub agent_path: String,
+    /// The keys it wrote, in write order (`null` = removed).
+    pub delta: Vec<(String, Value)>,
+    /// Execution states of the planners that changed with this step (the parent's, after deciding).
+    pub planner_states: Vec<PlannerState>,
+    /// The invocation (absent for skipped optional agents and async starts).
+    pub invocation: Option<InvocationRecord>,
+    /// True when this step records the start of an async agent (its completion is a later record).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub async_started: bool,
+    /// True when this step records a failed attempt (`invocation` holds its error): nothing completed, no
+    /// planner advanced; what follows is a retry, a substitution, or the failure of the composite.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
+    /// The mapper item whose layer the delta was written to (`#3`; absent: the shared state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
+    /// True when this step completes the mapped call serving `item`: the item's layer (and the layers nested
+    /// in it) end here.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub item_end: bool,
+}
+
+impl StepRecord {
+    /// A record of `run_id`'s step `seq` at `agent_path` with nothing in it yet.
+    pub fn new(run_id: impl Into<String>, seq: u64, agent_path: impl Into<String>) -> Self {
+        StepRecord {
+            run_id: run_id.into(),
+            seq,
+            agent_path: agent_path.into(),
+            delta: Vec::new(),
+            planner_states: Vec::new(),
+            invocation: None,
+            async_started: false,
+            failed: false,
+            item: None,
+            item_end: false,
+        }
+    }
+}
+
+/// The key of a composite's state in [`RunImage::planners`]: its path, followed by its mapper item if any
+/// (`root/0#3`).
+pub fn planner_key(path: &str, item: Option<&str>) -> String {
+    match item {
+        Some(item) => [path, item].concat(),
+        None => path.to_string(),
+    }
+}
+
+/// A run rebuilt from its journal: state, history, and the composites still in progress.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunImage {
+    /// Run id.
+    pub run_id: String,
+    /// Sequence number of the last record applied.
+    pub seq: u64,
+    /// The state.
+    pub state: Map<String, Value>,
+    /// Latest execution state of every composite still in progress, by [`planner_key`] (path and item).
+    pub planners: BTreeMap<String, PlannerState>,
+    /// The layers of the mapper items in progress, by item (`#3`): what their invocations wrote (`null`: the
+    /// item removed the key).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub layers: BTreeMap<String, Map<String, Value>>,
+    /// Invocation history.
+    pub history: Vec<InvocationRecord>,
+    /// Paths of async agents started and not finished.
+    pub async_running: BTreeSet<String>,
+    /// The root's result when the last record is the root's completion (the run finished; a crash before
+    /// its status was saved loses nothing).
+    #[serde(default)]
+    pub root_done: Option<Value>,
+}
+
+impl RunImage {
+    /// An empty image for `run_id`.
+    pub fn new(run_id: impl Into<String>) -> Self {
+        RunImage { run_id: run_id.into(), ..Default::default() }
+    }
+
+    /// Applies the next record.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] when the record belongs to another run or its sequence number is not the next.
+    pub fn apply(&mut self, record: &StepRecord) -> Result<(), StoreError> {
+        let corrupt = |message: String| StoreError::Corrupt {
+            run_id: self.run_id.clone(),
+            record: format!("step {}", record.seq),
+            message,
+        };
+        if record.run_id != self.run_id {
+            return Err(corrupt(format!("belongs to run `{}`", record.run_id)));
+        }
+        if record.seq != self.seq + 1 {
+            return Err(corrupt(format!("expected step {} next", self.seq + 1)));
+        }
+        self.seq = record.seq;
+        if record.failed {
+            // A failed attempt changes nothing a resume needs; only the journal (and reports) keep it.
+            return Ok(());
+        }
+        match &record.item {
+            None => {
+                for (k, v) in &record.delta {
+                    if v.is_null() {
+                        self.state.remove(k);
+                    } else {
+                        self.state.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            Some(item) if !record.delta.is_empty() => {
+                let layer = self.layers.entry(item.clone()).or_default();
+                for (k, v) in &record.delta {
+                    layer.insert(k.clone(), v.clone());
+                }
+            }
+            Some(_) => {}
+        }
+        let path = &record.agent_path;
+        if record.async_started {
+            self.async_running.insert(path.clone());
+        } else {
+            self.async_running.remove(path);
+            // The agent at `path` completed (in its item): it and everything below it are no longer in
+            // progress.
+            let prefix = format!("{path}/");
+            let item = record.item.as_deref();
+            self.planners.retain(|_, p| {
+                let below = p.path == *path || p.path.starts_with(&prefix);
+                !(below && in_item(p.item.as_deref(), item))
+            });
+        }
+        if let (true, Some(item)) = (record.item_end, &record.item) {
+            let nested = format!("{item}#");
+            self.layers.retain(|k, _| k != item && !k.starts_with(&nested));
+        }
+        for ps in &record.planner_states {
+            let key = planner_key(&ps.path, ps.item.as_deref());
+            if ps.state_patch.is_none() && ps.inflight_change.is_none() {
+                self.planners.insert(key, ps.clone());
+                continue;
+            }
+            // A change to the composite's previous record; without one it cannot be folded, and the composite
+            // starts afresh on resume rather than from a partial state.
+            let folded = self.planners.get_mut(&key).is_some_and(|prev| fold_change(prev, ps));
+            if !folded {
+                tracing::warn!(run_id = %self.run_id, path = %key, seq = record.seq,
+                    "a planner state change does not fit the composite's previous record; it restarts on resume");
+                self.planners.remove(&key);
+            }
+        }
+        if let Some(inv) = &record.invocation {
+            self.history.push(inv.clone());
+        }
+        self.root_done = (path == "root" && !record.async_started)
+            .then(|| record.invocation.as_ref().map(|i| i.output.clone()).unwrap_or(Value::Null));
+        Ok(())
+    }
+
+    /// Folds a journal from the start.
+    ///
+    /// # Errors
+    /// As [`RunImage::apply`].
+    pub fn fold<'a>(run_id: &str, records: impl IntoIterator<Item = &'a StepRecord>) -> Result<Self, StoreError> {
+        let mut image = RunImage::new(run_id);
+        for r in records {
+            image.apply(r)?;
+        }
+        Ok(image)
+    }
+}
+
+/// Whether a composite running in mapper item `state_item` is inside `item` (every one is inside `None`).
+fn in_item(state_item: Option<&str>, item: Option<&str>) -> bool {
+    match item {
+        None => true,
+        Some(item) => {
+            state_item.is_some_and(|s| s == item || (s.starts_with(item) && s[item.len()..].starts_with('#')))
+        }
+    }
+}
+
+/// Folds the change `ps` journals into `prev` in place (its state patched, its calls in flight changed):
+/// O(change), not O(state), so that folding a fan-out's K records stays O(K). Returns false when the patch
+/// does not apply to `prev`'s state (which is then not to be used).
+fn fold_change(prev: &mut PlannerState, ps: &PlannerState) -> bool {
+    match &ps.state_patch {
+        Some(ops) => {
+            let Ok(patch) = json_patch::Patch::deserialize(ops) else { return false };
+            if json_patch::patch(&mut prev.state, &patch).is_err() {
+                return false;
+            }
+        }
+        None => prev.state.clone_from(&ps.state),
+    }
+    match &ps.inflight_change {
+        Some(change) => {
+            let ended: std::collections::HashSet<u64> = change.ended.iter().copied().collect();
+            prev.inflight.retain(|c| !ended.contains(&c.id));
+            prev.inflight.extend(change.started.iter().cloned());
+        }
+        None => prev.inflight.clone_from(&ps.inflight),
+    }
+    prev.finished.clone_from(&ps.finished);
+    prev.rationale.clone_from(&ps.rationale);
+    prev.unconsumed.clone_from(&ps.unconsumed);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rec(seq: u64, path: &str, delta: Vec<(&str, Value)>, planners: Vec<(&str, Value)>) -> StepRecord {
+        StepRecord {
+            run_id: "r".into(),
+            seq,
+            agent_path: path.into(),
+            delta: delta.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            planner_states: planners
+                .into_iter()
+                .map(|(p, s)| PlannerState {
+                    path: p.into(),
+                    item: None,
+                    state: s,
+                    inflight: vec![],
+                    state_patch: None,
+                    inflight_change: None,
+                    finished: None,
+                    rationale: None,
+                    unconsumed: Vec::new(),
+                })
+                .collect(),
+            invocation: None,
+            async_started: false,
+            failed: false,
+            item: None,
+            item_end: false,
+        }
+    }
+
+    #[test]
+    fn folding_tracks_state_and_composites_in_progress() {
+        let records = vec![
+            rec(1, "root/0", vec![("a", json!(1))], vec![("root", json!({"next": 2}))]),
+            rec(2, "root/1/0", vec![("b", json!(2))], vec![("root/1", json!({"next": 1}))]),
+            rec(3, "root/1/1", vec![("a", Value::Null)], vec![("root/1", json!({"next": 2}))]),
+        ];
+        let image = RunImage::fold("r", &records).unwrap();
+        assert_eq!(image.seq, 3);
+        assert_eq!(Value::Object(image.state.clone()), json!({"b": 2}));
+        assert_eq!(image.planners.keys().collect::<Vec<_>>(), ["root", "root/1"]);
+        let mut image2 = image.clone();
+        image2.apply(&rec(4, "root/1", vec![], vec![("root", json!({"next": 3}))])).unwrap();
+        assert_eq!(image2.planners.keys().collect::<Vec<_>>(), ["root"], "a completed composite is done");
+        let err = image2.apply(&rec(6, "root/2", vec![], vec![])).unwrap_err();
+        assert_eq!(err.to_string(), "run `r`: record step 6 is corrupt: expected step 5 next");
+    }
+}

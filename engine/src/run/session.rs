@@ -1,0 +1,463 @@
+//! A run session: what awaiting an [`InvokeRequest`](super::InvokeRequest) does, in three parts.
+//!
+//! - [`RunSession::open`]: load what the store knows of the memory id (a new run, a resume from the last
+//!   checkpoint, or a new turn of a completed run), record the run as running, start the run's scope actor
+//!   (registered under the run id) and journal the turn's inputs.
+//! - [`RunSession::execute`]: start the root invocation under the scope actor and wait for its result, or
+//!   for a cancellation; the run does not end before its async agents.
+//! - [`RunSession::close`]: stop what still runs after a failure, flush the journal, record the status, end
+//!   the event subscriptions and stop the scope actor.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::frame::{Frame, Report};
+use super::registry::{ActiveGuard, Registry};
+use super::request::{CancelHandle, INPUTS_PATH, InvokeRequest, RunOutcome, RunResult};
+use super::scope_actor::{RootStart, ScopeMsg};
+use super::supervisor::spawn_invocation;
+use super::{RunContext, RunSetup, ScopeHandle, WriterMsg, now_us};
+use crate::agent::{AgentRef, TopologyNode};
+use crate::error::{AgentError, StoreError};
+use crate::listener::{ListenerRef, RunEvent};
+use crate::store::{Durability, Milestone, RunImage, RunRecord, RunStatus, StepRecord, StoreRef};
+
+/// One run between its request and its outcome. See the module documentation.
+pub(crate) struct RunSession {
+    agent: AgentRef,
+    registry: Registry,
+    store: Option<StoreRef>,
+    durability: Durability,
+    cancel: CancelHandle,
+    run_id: Arc<str>,
+    /// The run record (when the run is journaled).
+    record: Option<RunRecord>,
+    run: Arc<RunContext>,
+    scope: ScopeHandle,
+    /// Stops the run's actors if the session is dropped before it closes (the caller gave up).
+    scope_guard: StopOnDrop,
+    /// The async durability writer.
+    writer: Option<tokio::task::JoinHandle<Result<bool, StoreError>>>,
+    /// Run-level events go to the run's listeners and to the root agent's own.
+    run_listeners: Arc<[ListenerRef]>,
+    /// The listeners every invocation inherits.
+    inherited: Arc<[ListenerRef]>,
+    /// The root's result when the journal ends with it (the process stopped before saving the status).
+    finished: Option<Value>,
+    /// Async agents that were running when the run stopped: started again.
+    async_running: BTreeSet<String>,
+    _active: ActiveGuard,
+}
+
+impl RunSession {
+    /// Opens the run of `req`. See the module documentation.
+    ///
+    /// # Errors
+    /// [`AgentError::Run`] when the memory id is active, its workflow changed, a stored value no longer fits
+    /// its type, or the store fails.
+    pub(crate) async fn open(req: InvokeRequest) -> Result<RunSession, AgentError> {
+        let registry = req.registry.clone().unwrap_or_else(Registry::global);
+        let explicit_id = req.memory_id.is_some();
+        let run_id: Arc<str> = Arc::from(req.memory_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()));
+        let active = registry.activate(&run_id)?;
+        let store =
+            req.store.or_else(|| (explicit_id || req.agent.0.may_suspend()).then(|| registry.kept_store(&run_id)));
+        let run_err = |message: String| AgentError::Run { run_id: run_id.to_string(), message };
+        let store_err = |e: crate::StoreError| AgentError::Run { run_id: run_id.to_string(), message: e.to_string() };
+
+        // Load what the store knows about this memory id.
+        let now_ms = now_us() / 1000;
+        let mut image = RunImage::new(run_id.to_string());
+        let mut record = None;
+        if let Some(store) = &store {
+            let (topology, fingerprint) = req.agent.topology_cached();
+            match store.run_dyn(&run_id).await.map_err(store_err)? {
+                Some(existing) => {
+                    if *existing.fingerprint != *fingerprint {
+                        return Err(run_err(format!(
+                            "was started by a different workflow (topology fingerprint {} in the store, {} now); \
+                             refusing to resume",
+                            existing.fingerprint, fingerprint
+                        )));
+                    }
+                    image = store.load_dyn(&run_id).await.map_err(store_err)?;
+                    check_state_types(&topology, &image.state).map_err(run_err)?;
+                    record = Some(existing);
+                }
+                None => {
+                    record = Some(RunRecord {
+                        run_id: run_id.to_string(),
+                        name: req.run_name.clone().unwrap_or_else(|| req.agent.name().to_string()),
+                        fingerprint: fingerprint.to_string(),
+                        status: RunStatus::Running,
+                        pending: Vec::new(),
+                        answers: BTreeMap::new(),
+                        detail: Value::Null,
+                        source: None,
+                        created_at_ms: now_ms,
+                        updated_at_ms: now_ms,
+                        milestones: Vec::new(),
+                    })
+                }
+            }
+        }
+        // A completed run starts a new turn; anything else continues where it stopped.
+        let resuming = record.as_ref().is_some_and(|r| r.status != RunStatus::Completed) && image.seq > 0;
+        let mut answers = record.as_ref().map(|r| r.answers.clone()).unwrap_or_default();
+        answers.extend(req.answers);
+        let milestone_kind = match record.as_ref().map(|r| r.status) {
+            None => None,
+            Some(_) if image.seq == 0 => Some("started"),
+            Some(RunStatus::Completed) => Some("new_turn"),
+            Some(_) => Some("resumed"),
+        };
+        if let (Some(rec), Some(kind)) = (record.as_mut(), milestone_kind) {
+            let given = if kind == "resumed" { answers.clone() } else { BTreeMap::new() };
+            rec.milestones.push(Milestone {
+                at_ms: now_ms,
+                kind: kind.to_string(),
+                seq: image.seq,
+                pending: Vec::new(),
+                answers: given,
+                error: None,
+                path: None,
+            });
+        }
+        if let (Some(store), Some(rec)) = (&store, record.as_mut()) {
+            rec.status = RunStatus::Running;
+            rec.pending.clear();
+            rec.answers = answers.clone();
+            rec.updated_at_ms = now_ms;
+            if req.source.is_some() {
+                rec.source = req.source.clone();
+            }
+            store.put_run_dyn(rec.clone()).await.map_err(store_err)?;
+            if req.durability == Durability::Sync {
+                // Async and exit durability make it durable with the first flush of a step (or the final
+                // record's): a crash before then leaves the run as it was, to be continued again.
+                store.flush_dyn().await.map_err(store_err)?;
+            }
+        }
+
+        // Run-level events go to the run's listeners and to the root agent's own.
+        let run_listeners: Arc<[ListenerRef]> = req.listeners.iter().chain(req.agent.0.listeners()).cloned().collect();
+        let inherited: Arc<[ListenerRef]> = req.listeners.iter().cloned().collect();
+        let emit_run = |event: RunEvent| crate::listener::emit(&run_listeners, &event);
+        emit_run(RunEvent::ScopeCreated { run_id: run_id.to_string() });
+        if resuming {
+            emit_run(RunEvent::Resumed { run_id: run_id.to_string(), answers: answers.clone() });
+        }
+        let inputs = req.inputs;
+        let mut state = std::mem::take(&mut image.state);
+        state.extend(inputs.clone());
+        let history = std::mem::take(&mut image.history);
+        let layers = std::mem::take(&mut image.layers);
+        let name = Some(registry.actor_name(&run_id));
+        let scope = ScopeHandle::spawn_named(name, &run_id, state, layers, history).await?;
+        // Stops the run's actors if this future is dropped before the run ends (the caller gave up).
+        let scope_guard = StopOnDrop(Some(scope.actor().get_cell()));
+        let (writer_tx, writer) = match (&store, req.durability) {
+            (Some(s), Durability::Async) => {
+                let (tx, rx) = futures::channel::mpsc::unbounded::<WriterMsg>();
+                (Some(tx), Some(tokio::spawn(async_writer(s.clone(), rx))))
+            }
+            _ => (None, None),
+        };
+        let restore: HashMap<_, _> =
+            if resuming { std::mem::take(&mut image.planners).into_iter().collect() } else { HashMap::new() };
+        let run = Arc::new(RunContext::new(RunSetup {
+            run_id: run_id.clone(),
+            scope: scope.clone(),
+            store: store.clone(),
+            durability: req.durability,
+            cancel: req.cancel.0.clone(),
+            async_writer: writer_tx,
+            first_seq: image.seq,
+            restore,
+            answers,
+            group: registry.actor_name(&run_id),
+        }));
+        if run.journaling() && !inputs.is_empty() {
+            // The inputs are part of the state a resume rebuilds: journal them as the turn's first step.
+            let record = StepRecord {
+                run_id: run_id.to_string(),
+                seq: run.next_seq(),
+                agent_path: INPUTS_PATH.to_string(),
+                delta: inputs.into_iter().collect(),
+                planner_states: Vec::new(),
+                invocation: None,
+                async_started: false,
+                failed: false,
+                item: None,
+                item_end: false,
+            };
+            run.journal_step(record).await?;
+        }
+
+        let finished = if resuming { image.root_done.take() } else { None };
+        let async_running = if resuming { std::mem::take(&mut image.async_running) } else { Default::default() };
+        Ok(RunSession {
+            agent: req.agent,
+            registry,
+            store,
+            durability: req.durability,
+            cancel: req.cancel,
+            run_id,
+            record,
+            run,
+            scope,
+            scope_guard,
+            writer,
+            run_listeners,
+            inherited,
+            finished,
+            async_running,
+            _active: active,
+        })
+    }
+
+    /// Executes the run to its result. See the module documentation.
+    pub(crate) async fn execute(&mut self) -> Result<Value, AgentError> {
+        let run = &self.run;
+        let root = async {
+            if let Some(output) = self.finished.take() {
+                // The root completed before the process stopped; only its status was not saved.
+                return Ok(output);
+            }
+            for path in std::mem::take(&mut self.async_running) {
+                restart_async(&self.agent, run, &path, self.inherited.clone()).await?;
+            }
+            let (done, outcome) = tokio::sync::oneshot::channel();
+            let start = RootStart {
+                agent: self.agent.clone(),
+                run: run.clone(),
+                frame: Frame::root(self.inherited.clone()),
+                done,
+            };
+            self.scope.tell(ScopeMsg::StartRoot(Box::new(start)))?;
+            let outcome = outcome.await.map_err(|_| AgentError::internal("the run's scope actor stopped"))??;
+            run.wait_async().await?;
+            if run.journaling() {
+                let record = StepRecord {
+                    run_id: run.run_id.to_string(),
+                    seq: run.next_seq(),
+                    agent_path: "root".to_string(),
+                    delta: outcome.delta,
+                    planner_states: Vec::new(),
+                    invocation: outcome.record,
+                    async_started: false,
+                    failed: false,
+                    item: None,
+                    item_end: false,
+                };
+                run.journal_step(record).await?;
+            }
+            Ok::<Value, AgentError>(outcome.output)
+        };
+        let mut result = tokio::select! {
+            r = root => r,
+            () = self.cancel.0.cancelled() => Err(AgentError::Cancelled),
+        };
+        if let Err(AgentError::Suspended { .. }) = &result {
+            // Siblings have finished; async agents finish before the run reports the suspension.
+            if let Err(e) = run.wait_async().await {
+                result = Err(e);
+            }
+        }
+        if result.is_err() {
+            // Stop the tree (a cancellation, or a failure with agents still running) and the async agents.
+            for child in self.scope.actor().get_children() {
+                child.kill();
+            }
+            run.abort_async();
+        }
+        result
+    }
+
+    /// Closes the run with `result` and makes its outcome. See the module documentation.
+    ///
+    /// # Errors
+    /// The run's error; else a journal write that failed.
+    pub(crate) async fn close(self, result: Result<Value, AgentError>) -> Result<RunOutcome, AgentError> {
+        let RunSession {
+            agent,
+            registry,
+            store,
+            durability,
+            run_id,
+            record,
+            run,
+            scope,
+            mut scope_guard,
+            writer,
+            run_listeners,
+            ..
+        } = self;
+        // Flush what async/exit durability still holds, then record the final status.
+        let buffered = run.take_exit_buffer();
+        let unused_answers = run.unused_answers();
+        let last_seq = run.last_seq();
+        // No more steps: the async writer ends once it has appended what it holds.
+        run.close_writer();
+        let mut flush_err = None;
+        // The writer leaves its last batch unflushed when it saw the run end: the final record's flush (or
+        // the one below, when there is no record) covers it.
+        let mut unflushed = false;
+        if let Some(task) = writer {
+            match task.await {
+                Ok(Ok(left)) => unflushed = left,
+                Ok(Err(e)) => flush_err = Some(AgentError::internal(format!("journal write failed: {e}"))),
+                Err(e) => flush_err = Some(AgentError::internal(format!("journal writer: {e}"))),
+            }
+        }
+        if let (true, Some(store), None) = (unflushed, &store, &record)
+            && let Err(e) = store.flush_dyn().await
+        {
+            flush_err.get_or_insert(AgentError::internal(format!("journal write failed: {e}")));
+        }
+        if let (Some(store), Some(mut rec)) = (store.clone(), record) {
+            for r in buffered {
+                if let Err(e) = store.append_dyn(r).await {
+                    flush_err.get_or_insert(AgentError::internal(format!("journal write failed: {e}")));
+                }
+            }
+            let (kind, pending, error, path) = match &result {
+                Ok(_) => ("completed", Vec::new(), None, None),
+                Err(AgentError::Suspended { pending }) => {
+                    ("suspended", pending.iter().map(|p| p.id.clone()).collect(), None, None)
+                }
+                Err(AgentError::Cancelled) => ("cancelled", Vec::new(), None, None),
+                Err(e) => ("failed", Vec::new(), Some(e.to_string()), e.agent_path().map(str::to_string)),
+            };
+            rec.milestones.push(Milestone {
+                at_ms: now_us() / 1000,
+                kind: kind.to_string(),
+                seq: last_seq,
+                pending,
+                answers: BTreeMap::new(),
+                error,
+                path,
+            });
+            (rec.status, rec.detail, rec.pending) = match &result {
+                Ok(v) => (RunStatus::Completed, v.clone(), Vec::new()),
+                Err(AgentError::Suspended { pending }) => (RunStatus::Suspended, Value::Null, pending.clone()),
+                Err(AgentError::Cancelled) => (RunStatus::Cancelled, Value::Null, Vec::new()),
+                Err(e) => (RunStatus::Failed, Value::String(e.to_string()), Vec::new()),
+            };
+            rec.answers = unused_answers;
+            rec.updated_at_ms = now_us() / 1000;
+            let saved = async {
+                store.put_run_dyn(rec).await?;
+                store.flush_dyn().await
+            };
+            if let Err(e) = saved.await {
+                flush_err.get_or_insert(AgentError::internal(format!("journal: {e}")));
+            }
+        }
+        let rid = run_id.to_string();
+        let emit_end = |event: RunEvent| run.emit(&run_listeners, &event);
+        emit_end(match &result {
+            Ok(v) => RunEvent::Completed { run_id: rid.clone(), output: v.clone() },
+            Err(AgentError::Suspended { pending }) => {
+                RunEvent::Suspended { run_id: rid.clone(), pending: pending.clone() }
+            }
+            Err(e) => RunEvent::Failed { run_id: rid.clone(), error: e.to_string() },
+        });
+        emit_end(RunEvent::ScopeDestroyed { run_id: rid });
+        run.end_subscriptions();
+        drop(run);
+        scope.close().await;
+        scope_guard.0 = None;
+        let result = match result {
+            Ok(v) => RunResult::Completed(v),
+            Err(AgentError::Suspended { pending }) => RunResult::Suspended { pending },
+            Err(e) => return Err(e),
+        };
+        if let Some(e) = flush_err {
+            return Err(e);
+        }
+        Ok(RunOutcome { run_id: run_id.to_string(), result, scope, agent, store, durability, registry })
+    }
+}
+
+/// The journal writer of async durability: appends the records as they come and flushes after each batch
+/// (the records that arrived while the previous flush waited), so that the flush of step i overlaps step i+1.
+/// A batch that ends with the run (the channel closed) is left for the caller's final flush, which the run
+/// record needs anyway: returns whether it did so.
+async fn async_writer(
+    store: StoreRef,
+    mut rx: futures::channel::mpsc::UnboundedReceiver<WriterMsg>,
+) -> Result<bool, crate::error::StoreError> {
+    use futures::StreamExt;
+    let mut barriers = Vec::new();
+    while let Some(msg) = rx.next().await {
+        match msg {
+            WriterMsg::Record(rec) => store.append_dyn(rec).await?,
+            WriterMsg::Barrier(b) => barriers.push(b),
+        }
+        loop {
+            match rx.try_recv() {
+                Ok(WriterMsg::Record(more)) => store.append_dyn(more).await?,
+                Ok(WriterMsg::Barrier(b)) => barriers.push(b),
+                Err(futures::channel::mpsc::TryRecvError::Closed) => return Ok(true),
+                Err(futures::channel::mpsc::TryRecvError::Empty) => break,
+            }
+        }
+        for b in barriers.drain(..) {
+            let _ = b.send(());
+        }
+        store.flush_dyn().await?;
+    }
+    Ok(false)
+}
+
+/// Starts again an async agent that was running when the run stopped (under the run's scope actor).
+async fn restart_async(
+    root: &AgentRef,
+    run: &Arc<RunContext>,
+    path: &str,
+    listeners: Arc<[ListenerRef]>,
+) -> Result<(), AgentError> {
+    let mut agent = root.clone();
+    for part in path.split('/').skip(1) {
+        let child = part.parse::<usize>().ok().and_then(|i| agent.0.sub_agents().get(i).cloned());
+        agent = child.ok_or_else(|| AgentError::Run {
+            run_id: run.run_id.to_string(),
+            message: format!("checkpoint names agent path `{path}` that the workflow does not have"),
+        })?;
+    }
+    let frame = Frame::restarted_async(path, listeners);
+    let parent = run.scope.actor().get_cell();
+    spawn_invocation(&agent, run, frame, Report::Nobody, std::time::Duration::ZERO, parent).await.map(|_| ())
+}
+
+/// Kills an actor (and its tree) when dropped, unless disarmed by taking it out.
+struct StopOnDrop(Option<ractor::ActorCell>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(cell) = self.0.take() {
+            cell.kill();
+        }
+    }
+}
+
+/// Checks that every stored value still fits the type its agents declare.
+fn check_state_types(topology: &TopologyNode, state: &Map<String, Value>) -> Result<(), String> {
+    for node in topology.walk() {
+        let spec = &node.spec;
+        for (key, ty) in spec.declared_types() {
+            if let Some(v) = state.get(key)
+                && ty.coerce(v).is_none()
+            {
+                return Err(format!(
+                    "stored value of `{key}` ({v}) no longer fits its declared type {ty} (agent `{}`); refusing to resume",
+                    spec.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
