@@ -9,13 +9,14 @@
 //!
 //! ```text
 //! InvokeRequest (the session: open, execute, close)
-//!  └─ ScopeActor: one per run. Owns the state, history and pending keys (every write is a message; readers
-//!     │           use its snapshots); the run's address (answers, cancellation); the root's supervisor
-//!     │           (restarts a broken tree from the journal)
+//!  └─ ScopeActor: one per run. Owns the state, history, pending keys and mapper items' layers (every write
+//!     │           is a message; readers use its snapshots); the run's address (answers, cancellation, event
+//!     │           subscriptions); the root's supervisor (restarts a broken tree from the journal)
 //!     ├─ SupervisorActor: one per composite invocation. Owns the planner; one completion at a time:
 //!     │   │               next_action → journal the step → dispatch
-//!     │   ├─ AgentActor: one per leaf call, linked. Inputs ← snapshot, invoke, writes + result → ScopeActor
-//!     │   │              → ChildDone → supervisor; a panic → its supervisor's error handler
+//!     │   ├─ AgentActor: runs the supervisor's leaf calls, linked, kept idle between them. Inputs ← snapshot,
+//!     │   │              invoke, writes + result → ScopeActor → ChildDone → supervisor; a panic → its
+//!     │   │              supervisor's error handler
 //!     │   └─ SupervisorActor: a nested composite, linked ── its own children ...
 //!     └─ AgentActor: an async agent, re-linked under the ScopeActor once started
 //! ```
