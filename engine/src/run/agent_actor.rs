@@ -31,7 +31,6 @@ use super::scope_actor::ScopeMsg;
 use crate::agent::AgentRef;
 use crate::error::AgentError;
 use crate::scope::{InvocationRecord, merge_delta};
-use crate::store::StepRecord;
 
 /// The actor of leaf invocations. See the module documentation.
 pub(crate) struct AgentActor;
@@ -228,22 +227,7 @@ async fn run_async(
             }
         }
         let outcome = result?;
-        if run.journaling() {
-            let record = StepRecord {
-                run_id: run.run_id.to_string(),
-                seq: run.next_seq(),
-                agent_path: path,
-                delta: outcome.delta,
-                planner_states: Vec::new(),
-                invocation: outcome.record,
-                async_started: false,
-                failed: false,
-                item: None,
-                item_end: false,
-            };
-            run.journal_step(record).await?;
-        }
-        Ok(())
+        run.journal_completion(&path, outcome.delta, outcome.record).await
     };
     let _ = done.send(end.await);
     Ok(())

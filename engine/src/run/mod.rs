@@ -224,6 +224,21 @@ impl RunContext {
         }
     }
 
+    /// Journals the completion of the invocation at `path` outside any composite's step (the root's, an
+    /// async agent's): its writes and its invocation record.
+    pub(crate) async fn journal_completion(
+        &self,
+        path: &str,
+        delta: Vec<(String, Value)>,
+        invocation: Option<crate::scope::InvocationRecord>,
+    ) -> Result<(), AgentError> {
+        if !self.journaling() {
+            return Ok(());
+        }
+        let record = StepRecord { delta, invocation, ..StepRecord::new(&*self.run_id, self.next_seq(), path) };
+        self.journal_step(record).await
+    }
+
     /// Takes the records buffered by exit durability.
     pub(crate) fn take_exit_buffer(&self) -> Vec<StepRecord> {
         std::mem::take(&mut *lock(&self.exit_buffer))

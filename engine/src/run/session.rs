@@ -182,16 +182,8 @@ impl RunSession {
         if run.journaling() && !inputs.is_empty() {
             // The inputs are part of the state a resume rebuilds: journal them as the turn's first step.
             let record = StepRecord {
-                run_id: run_id.to_string(),
-                seq: run.next_seq(),
-                agent_path: INPUTS_PATH.to_string(),
                 delta: inputs.into_iter().collect(),
-                planner_states: Vec::new(),
-                invocation: None,
-                async_started: false,
-                failed: false,
-                item: None,
-                item_end: false,
+                ..StepRecord::new(&*run_id, run.next_seq(), INPUTS_PATH)
             };
             run.journal_step(record).await?;
         }
@@ -239,21 +231,7 @@ impl RunSession {
             self.scope.tell(ScopeMsg::StartRoot(Box::new(start)))?;
             let outcome = outcome.await.map_err(|_| AgentError::internal("the run's scope actor stopped"))??;
             run.wait_async().await?;
-            if run.journaling() {
-                let record = StepRecord {
-                    run_id: run.run_id.to_string(),
-                    seq: run.next_seq(),
-                    agent_path: "root".to_string(),
-                    delta: outcome.delta,
-                    planner_states: Vec::new(),
-                    invocation: outcome.record,
-                    async_started: false,
-                    failed: false,
-                    item: None,
-                    item_end: false,
-                };
-                run.journal_step(record).await?;
-            }
+            run.journal_completion("root", outcome.delta, outcome.record).await?;
             Ok::<Value, AgentError>(outcome.output)
         };
         let mut result = tokio::select! {

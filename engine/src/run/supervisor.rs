@@ -791,16 +791,10 @@ impl SupervisorState {
     /// advance; the report shows the attempt and its error).
     async fn journal_failed_attempt(&mut self, call: &AgentCall, record: InvocationRecord) -> Result<(), AgentError> {
         let step = StepRecord {
-            run_id: self.run.run_id.to_string(),
-            seq: self.run.next_seq(),
-            agent_path: self.child_paths[call.agent].to_string(),
-            delta: Vec::new(),
-            planner_states: Vec::new(),
             invocation: Some(record),
-            async_started: false,
             failed: true,
             item: self.child_item(call).as_deref().map(str::to_string),
-            item_end: false,
+            ..StepRecord::new(&*self.run.run_id, self.run.next_seq(), &*self.child_paths[call.agent])
         };
         self.run.journal_step(step).await
     }
