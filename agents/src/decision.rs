@@ -669,17 +669,17 @@ impl ScriptedDecisionModel {
 
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<DecisionRequest> {
-        self.script.lock().map(|s| s.requests.clone()).unwrap_or_default()
+        crate::lock(&self.script).requests.clone()
     }
 
     /// Decisions given so far.
     pub fn used(&self) -> usize {
-        self.script.lock().map(|s| s.used).unwrap_or_default()
+        crate::lock(&self.script).used
     }
 
     /// Decisions left.
     pub fn remaining(&self) -> usize {
-        self.script.lock().map(|s| s.decisions.len()).unwrap_or_default()
+        crate::lock(&self.script).decisions.len()
     }
 }
 
@@ -691,10 +691,7 @@ impl DecisionModel for ScriptedDecisionModel {
     fn decide(&self, request: DecisionRequest) -> BoxFuture<'_, Result<DecisionResponse, DecisionError>> {
         Box::pin(async move {
             let decision = {
-                let mut s = self.script.lock().map_err(|_| ModelError::Unavailable {
-                    provider: "scripted".into(),
-                    message: "script poisoned".into(),
-                })?;
+                let mut s = crate::lock(&self.script);
                 s.requests.push(request.clone());
                 let d = s.decisions.pop_front().ok_or(ModelError::ScriptExhausted { used: s.used })?;
                 s.used += 1;
@@ -1087,9 +1084,7 @@ mod tests {
         }
 
         async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
-            if let Ok(mut s) = self.seen.lock() {
-                s.push(request);
-            }
+            crate::lock(&self.seen).push(request);
             Ok(ChatResponse {
                 message: ChatMessage::assistant(self.reply.clone()),
                 usage: TokenUsage { input: 10, output: 5 },
@@ -1144,7 +1139,7 @@ mod tests {
         assert_eq!(round(r.yes_no("medical").expect("medical")), round(0.3 / 0.9));
         assert_eq!(r.usage, TokenUsage { input: 10, output: 5 });
         assert_eq!(r.model, "fixed-1");
-        let sent = seen.lock().expect("seen")[0].clone();
+        let sent = crate::lock(&seen)[0].clone();
         assert_eq!(
             sent.response_format,
             Some(ResponseFormat::JsonSchema {

@@ -27,3 +27,12 @@ pub use llm::{
 };
 pub use model::{ChatModel, ChatModelRef, DynChatModel, ModelError};
 pub use tools::{Tool, ToolCallInfo};
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Locks `m`, recovering from poisoning: the crate's critical sections are single updates that leave the data
+/// consistent, so a panic elsewhere while one was held loses nothing, and no later update is dropped (the one
+/// poisoning policy of the crate, as in the engine).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -28,7 +28,7 @@ use agentic_engine::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::common::{CompositeParts, Condition, composite_builder, restore_as};
+use crate::common::{CompositeParts, Condition, composite_builder, restore_as, state_of};
 
 /// A desire: a prioritised goal and the agents (its intention) that pursue it.
 pub struct Desire {
@@ -206,7 +206,7 @@ impl Planner for BdiPlanner {
     }
 
     fn execution_state(&self) -> Value {
-        json!({ "current": self.current, "next": self.next, "invocations": self.invocations })
+        state_of("bdi", self)
     }
 
     fn restore(&mut self, state: Value) -> Result<(), String> {
@@ -309,5 +309,57 @@ impl BdiBuilder {
         });
         let config = Arc::new(BdiConfig { desires, max_invocations: self.max_invocations });
         parts.build(move || BdiPlanner { config: Some(config.clone()), ..Default::default() }, details)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentic_engine::{AgentSpec, Completion};
+
+    use super::*;
+    use crate::common::testing::{agent, assert_state, calls, done, view};
+
+    fn planner() -> BdiPlanner {
+        let hedge = DesireConfig {
+            name: "hedge".to_string(),
+            priority: 2,
+            achievable: Some(Arc::new(|v| Ok(v.contains("risk")))),
+            satisfied: Arc::new(|v| Ok(v.contains("hedged"))),
+            agents: vec![2],
+        };
+        let trade = DesireConfig {
+            name: "trade".to_string(),
+            priority: 1,
+            achievable: None,
+            satisfied: Arc::new(|v| Ok(v.contains("traded"))),
+            agents: vec![0, 1],
+        };
+        BdiPlanner {
+            config: Some(Arc::new(BdiConfig { desires: vec![hedge, trade], max_invocations: 10 })),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn execution_state_is_exact_and_restores() {
+        assert_state(&BdiPlanner::default(), &mut planner(), r#"{"current":null,"next":[],"invocations":0}"#);
+        let agents = [
+            agent("analyse", "1", Some("analysis")),
+            agent("trade", "2", Some("traded")),
+            agent("hedge", "3", Some("hedged")),
+        ];
+        let spec = AgentSpec::new("bdi", "bdi");
+        let ctx = PlanningContext::new(view(json!({})), &agents, &spec, "root");
+        let mut p = planner();
+        let first = calls(p.first_action(&ctx).unwrap()).remove(0);
+        let risky = PlanningContext::new(view(json!({"analysis": 1, "risk": true})), &agents, &spec, "root");
+        let hedge = calls(p.next_action(&risky, &done(first, json!(1))).unwrap()).remove(0);
+        let mut restored = planner();
+        assert_state(&p, &mut restored, r#"{"current":0,"next":[1,1],"invocations":2}"#);
+        let hedged =
+            PlanningContext::new(view(json!({"analysis": 1, "risk": true, "hedged": 3})), &agents, &spec, "root");
+        let completed: Completion = done(hedge, json!(3));
+        assert_eq!(restored.next_action(&hedged, &completed).unwrap(), p.next_action(&hedged, &completed).unwrap());
+        assert_eq!(restored.execution_state(), p.execution_state());
     }
 }

@@ -18,7 +18,7 @@ use agentic_engine::{Action, AgentCall, AgentError, AgentRef, BuildError, Comple
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::common::{CompositeParts, Condition, composite_builder, restore_as};
+use crate::common::{CompositeParts, Condition, composite_builder, restore_as, state_of};
 use crate::p2p::activatable;
 
 /// The goal: the run succeeds as soon as it holds.
@@ -103,7 +103,7 @@ impl Planner for BlackboardPlanner {
     }
 
     fn execution_state(&self) -> Value {
-        json!({ "seen": self.seen, "invocations": self.invocations })
+        state_of("blackboard", self)
     }
 
     fn restore(&mut self, state: Value) -> Result<(), String> {
@@ -234,5 +234,34 @@ impl BlackboardBuilder {
         };
         let config = Arc::new(BlackboardConfig { goal, prefer, max_invocations: self.max_invocations });
         self.parts.build(move || BlackboardPlanner { config: Some(config.clone()), ..Default::default() }, details)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentic_engine::{AgentSpec, ScopeView};
+
+    use super::*;
+    use crate::common::testing::{agent, assert_state, calls, done, view};
+    use crate::p2p::input_fingerprint;
+
+    #[test]
+    fn execution_state_is_exact_and_restores() {
+        let agents = [agent("diagnose", "symptoms", Some("diagnosis")), agent("symptoms", "patient", Some("symptoms"))];
+        let spec = AgentSpec::new("blackboard", "blackboard");
+        let ctx = PlanningContext::new(view(json!({"patient": "Ada"})), &agents, &spec, "root");
+        let goal: Condition = Arc::new(|v: &ScopeView| Ok(v.contains("diagnosis")));
+        let config =
+            Arc::new(BlackboardConfig { goal: Goal::Condition(goal), prefer: vec![(0, None)], max_invocations: 5 });
+        let planner = || BlackboardPlanner { config: Some(config.clone()), ..Default::default() };
+        let mut p = planner();
+        let first = calls(p.first_action(&ctx).unwrap()).remove(0);
+        assert_eq!(input_fingerprint(agents[1].spec(), ctx.view()), Some(6362765628188002534));
+        let mut restored = planner();
+        assert_state(&p, &mut restored, r#"{"seen":[null,6362765628188002534],"invocations":1}"#);
+        let after = PlanningContext::new(view(json!({"patient": "Ada", "symptoms": "cough"})), &agents, &spec, "root");
+        let completed = done(first, json!("cough"));
+        assert_eq!(restored.next_action(&after, &completed).unwrap(), p.next_action(&after, &completed).unwrap());
+        assert_eq!(restored.execution_state(), p.execution_state());
     }
 }

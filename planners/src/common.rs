@@ -114,7 +114,64 @@ pub(crate) use composite_builder;
 /// A condition over the state (`Err` = evaluation failed, reported as an expression error).
 pub type Condition = Arc<dyn Fn(&ScopeView) -> Result<bool, String> + Send + Sync>;
 
+/// Serialises a planner's execution state (its derived `Serialize`, configuration fields skipped). A value
+/// that cannot be serialised — which the planners' states (numbers, strings, lists, JSON values) never are —
+/// gives `null`, with a warning naming the planner.
+pub(crate) fn state_of<T: serde::Serialize>(kind: &str, state: &T) -> Value {
+    serde_json::to_value(state).unwrap_or_else(|e| {
+        tracing::warn!(planner = kind, error = %e, "planner execution state not serialisable");
+        Value::Null
+    })
+}
+
 /// Deserialises a planner's execution state, naming the planner on failure.
 pub(crate) fn restore_as<T: serde::de::DeserializeOwned>(kind: &str, state: Value) -> Result<T, String> {
     serde_json::from_value(state).map_err(|e| format!("{kind} planner state: {e}"))
+}
+
+/// Helpers for the planners' unit tests: agents, snapshots, completions and the execution-state check.
+#[cfg(test)]
+pub(crate) mod testing {
+    use agentic_agents::Compute;
+    use agentic_engine::{Action, AgentCall, AgentRef, Completion, Planner, SpecBuilder};
+    use serde_json::Value;
+
+    /// A compute agent named `name` evaluating `expr` (its variables are its inputs), writing `output`.
+    pub(crate) fn agent(name: &str, expr: &str, output: Option<&str>) -> AgentRef {
+        let b = Compute::expression(name, expr).expect("expression");
+        match output {
+            Some(k) => b.output_key(k).build(),
+            None => b.build(),
+        }
+    }
+
+    /// A state snapshot holding the entries of the object `state`.
+    pub(crate) fn view(state: Value) -> agentic_engine::ScopeView {
+        match state {
+            Value::Object(m) => agentic_engine::ScopeView::from_map(m),
+            other => panic!("a state is an object, not {other}"),
+        }
+    }
+
+    /// The calls of `action`.
+    pub(crate) fn calls(action: Action) -> Vec<AgentCall> {
+        match action {
+            Action::Call(calls) => calls,
+            other => panic!("expected calls, got {other:?}"),
+        }
+    }
+
+    /// A completion of `call` with `output`.
+    pub(crate) fn done(call: AgentCall, output: Value) -> Completion {
+        Completion { call, output, skipped: false, substituted: false }
+    }
+
+    /// Asserts that `planner`'s execution state is exactly `expected` (compact JSON, keys in order, as
+    /// journaled), and that restoring it into `fresh` gives back the same state.
+    pub(crate) fn assert_state<P: Planner>(planner: &P, fresh: &mut P, expected: &str) {
+        let state = planner.execution_state();
+        assert_eq!(state.to_string(), expected);
+        fresh.restore(state).expect("restore");
+        assert_eq!(fresh.execution_state().to_string(), expected);
+    }
 }

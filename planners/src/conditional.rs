@@ -6,7 +6,7 @@ use agentic_engine::{Action, AgentCall, AgentError, AgentRef, BuildError, Comple
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::common::{CompositeParts, Condition, composite_builder, restore_as};
+use crate::common::{CompositeParts, Condition, composite_builder, restore_as, state_of};
 use std::sync::Arc;
 
 /// The conditional planner. Execution state: `{"active": [[branch, next position], ...]}` for branches still
@@ -55,15 +55,11 @@ impl Planner for ConditionalPlanner {
     }
 
     fn execution_state(&self) -> Value {
-        json!({ "active": self.active })
+        state_of("conditional", self)
     }
 
     fn restore(&mut self, state: Value) -> Result<(), String> {
-        #[derive(Deserialize)]
-        struct S {
-            active: Vec<(usize, usize)>,
-        }
-        self.active = restore_as::<S>("conditional", state)?.active;
+        self.active = restore_as::<ConditionalPlanner>("conditional", state)?.active;
         Ok(())
     }
 
@@ -132,5 +128,43 @@ impl ConditionalBuilder {
         let details = json!({ "branches": table.iter().map(|(_, a)| a.clone()).collect::<Vec<_>>() });
         let table = Arc::new(table);
         parts.build(move || ConditionalPlanner { active: Vec::new(), branches: table.clone() }, details)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentic_engine::{AgentSpec, PlanningContext};
+    use serde_json::json;
+
+    use super::*;
+    use crate::common::testing::{agent, assert_state, calls, done, view};
+
+    fn planner() -> ConditionalPlanner {
+        let yes: Condition = Arc::new(|_| Ok(true));
+        let no: Condition = Arc::new(|_| Ok(false));
+        ConditionalPlanner {
+            active: Vec::new(),
+            branches: Arc::new(vec![(yes.clone(), vec![0, 1]), (no, vec![2]), (yes, vec![3])]),
+        }
+    }
+
+    #[test]
+    fn execution_state_is_exact_and_restores() {
+        let agents = [
+            agent("a", "1", Some("a")),
+            agent("b", "2", Some("b")),
+            agent("c", "3", Some("c")),
+            agent("d", "4", Some("d")),
+        ];
+        let spec = AgentSpec::new("conditional", "conditional");
+        let ctx = PlanningContext::new(view(json!({})), &agents, &spec, "root");
+        let mut p = planner();
+        let first = calls(p.first_action(&ctx).unwrap());
+        assert_eq!(first.len(), 2);
+        p.next_action(&ctx, &done(first[0].clone(), json!(1))).unwrap();
+        let mut restored = planner();
+        assert_state(&p, &mut restored, r#"{"active":[[0,2],[2,1]]}"#);
+        let completed = done(first[1].clone(), json!(4));
+        assert_eq!(restored.next_action(&ctx, &completed).unwrap(), p.next_action(&ctx, &completed).unwrap());
     }
 }

@@ -20,7 +20,7 @@ use agentic_engine::{Action, AgentCall, AgentError, AgentRef, BuildError, Comple
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::common::{CompositeParts, composite_builder, restore_as};
+use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
 
 /// The call binding carrying the debate context.
 pub const DEBATE_CONTEXT_KEY: &str = "debateContext";
@@ -164,7 +164,7 @@ impl Planner for DebatePlanner {
     }
 
     fn execution_state(&self) -> Value {
-        json!({ "round": self.round, "context": self.context, "answers": self.answers, "judging": self.judging })
+        state_of("debate", self)
     }
 
     fn restore(&mut self, state: Value) -> Result<(), String> {
@@ -280,5 +280,39 @@ impl DebateBuilder {
         });
         let config = Arc::new(DebateConfig { debaters, max_rounds: self.max_rounds, convergence: self.convergence });
         parts.build(move || DebatePlanner { config: Some(config.clone()), ..Default::default() }, details)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentic_engine::AgentSpec;
+
+    use super::*;
+    use crate::common::testing::{agent, assert_state, calls, done, view};
+
+    #[test]
+    fn execution_state_is_exact_and_restores() {
+        let agents = [
+            agent("Pro", "debateContext", None),
+            agent("Con", "debateContext", None),
+            agent("Judge", "debateContext", None),
+        ];
+        let spec = AgentSpec::new("debate", "debate");
+        let ctx = PlanningContext::new(view(json!({})), &agents, &spec, "root");
+        let config = Arc::new(DebateConfig { debaters: 2, max_rounds: 3, convergence: Convergence::Unanimous });
+        let planner = || DebatePlanner { config: Some(config.clone()), ..Default::default() };
+        let mut p = planner();
+        let round1 = calls(p.first_action(&ctx).unwrap());
+        p.next_action(&ctx, &done(round1[0].clone(), json!("yes"))).unwrap();
+        let round2 = calls(p.next_action(&ctx, &done(round1[1].clone(), json!({"no": 1}))).unwrap());
+        p.next_action(&ctx, &done(round2[1].clone(), json!("no"))).unwrap();
+        let mut restored = planner();
+        assert_state(
+            &p,
+            &mut restored,
+            r#"{"round":2,"context":"Pro: \"yes\"\nCon: \"{\"no\":1}\"","answers":[null,"no"],"judging":false}"#,
+        );
+        let completed = done(round2[0].clone(), json!("no"));
+        assert_eq!(restored.next_action(&ctx, &completed).unwrap(), p.next_action(&ctx, &completed).unwrap());
     }
 }

@@ -30,7 +30,7 @@ use agentic_engine::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::common::{CompositeParts, composite_builder, restore_as};
+use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
 
 /// The name of the hidden decider agent.
 pub const ROUTER_AGENT_NAME: &str = "router";
@@ -172,7 +172,7 @@ impl Planner for RouterPlanner {
     }
 
     fn execution_state(&self) -> Value {
-        json!({ "decision": self.decision, "outputs": self.outputs })
+        state_of("decision router", self)
     }
 
     fn restore(&mut self, state: Value) -> Result<(), String> {
@@ -313,5 +313,34 @@ impl DecisionRouterBuilder {
         parts.agents.push(AgentRef::new(decider));
         let config = Arc::new(RouterConfig { agents: n, multi: self.threshold.is_some() });
         parts.build(move || RouterPlanner { config: Some(config.clone()), ..Default::default() }, details)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::testing::{agent, assert_state, calls, done, view};
+
+    #[test]
+    fn execution_state_is_exact_and_restores() {
+        let config = Arc::new(RouterConfig { agents: 2, multi: true });
+        let planner = || RouterPlanner { config: Some(config.clone()), ..Default::default() };
+        assert_state(&planner(), &mut planner(), r#"{"decision":null,"outputs":{}}"#);
+        let agents = [
+            agent("medical", "request", Some("m")),
+            agent("legal", "request", Some("l")),
+            agent(ROUTER_AGENT_NAME, "request", None),
+        ];
+        let spec = AgentSpec::new("decision_router", "decision_router");
+        let ctx = PlanningContext::new(view(json!({"request": "help"})), &agents, &spec, "root");
+        let mut p = planner();
+        let decide = calls(p.first_action(&ctx).unwrap()).remove(0);
+        let decision = json!({"selected": ["legal", "medical"], "probabilities": {}});
+        let chosen = calls(p.next_action(&ctx, &done(decide, decision)).unwrap());
+        p.next_action(&ctx, &done(chosen[1].clone(), json!("take rest"))).unwrap();
+        let mut restored = planner();
+        assert_state(&p, &mut restored, r#"{"decision":[1,0],"outputs":{"medical":"take rest"}}"#);
+        let completed = done(chosen[0].clone(), json!("sue"));
+        assert_eq!(restored.next_action(&ctx, &completed).unwrap(), p.next_action(&ctx, &completed).unwrap());
     }
 }

@@ -24,7 +24,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::common::{CompositeParts, composite_builder, restore_as};
+use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
 
 /// A node of the dependency graph.
 #[derive(Debug, Clone)]
@@ -216,7 +216,7 @@ impl Planner for GoapPlanner {
     }
 
     fn execution_state(&self) -> Value {
-        json!({ "path": self.path, "cursor": self.cursor })
+        state_of("goap", self)
     }
 
     fn restore(&mut self, state: Value) -> Result<(), String> {
@@ -285,5 +285,33 @@ impl GoapBuilder {
             move || GoapPlanner { graph: Some(graph.clone()), goal: goal.clone(), ..Default::default() },
             details,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentic_engine::{AgentSpec, PlanningContext};
+
+    use super::*;
+    use crate::common::testing::{agent, assert_state, calls, done, view};
+
+    #[test]
+    fn execution_state_is_exact_and_restores() {
+        let agents = [
+            agent("write", "person ~ sign", Some("writeup")),
+            agent("person", "prompt | upper", Some("person")),
+            agent("sign", "prompt ~ '?'", Some("sign")),
+        ];
+        let spec = AgentSpec::new("goap", "goap");
+        let ctx = PlanningContext::new(view(json!({"prompt": "mario"})), &agents, &spec, "root");
+        let graph = Arc::new(GoapGraph::new(&agents));
+        let planner = || GoapPlanner { graph: Some(graph.clone()), goal: "writeup".to_string(), ..Default::default() };
+        let mut p = planner();
+        let first = calls(p.first_action(&ctx).unwrap()).remove(0);
+        p.next_action(&ctx, &done(first, json!("MARIO"))).unwrap();
+        let mut restored = planner();
+        assert_state(&p, &mut restored, r#"{"path":[1,2,0],"cursor":2}"#);
+        let completed = done(agentic_engine::AgentCall::new(2), json!("mario?"));
+        assert_eq!(restored.next_action(&ctx, &completed).unwrap(), p.next_action(&ctx, &completed).unwrap());
     }
 }

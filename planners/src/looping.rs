@@ -10,7 +10,7 @@ use agentic_engine::{Action, AgentError, AgentRef, BuildError, Completion, Plann
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::common::{CompositeParts, composite_builder, restore_as};
+use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
 
 /// An exit condition: `(state, 1-based iteration) → exit?`.
 pub type ExitCondition = Arc<dyn Fn(&ScopeView, u32) -> Result<bool, String> + Send + Sync>;
@@ -80,18 +80,13 @@ impl Planner for LoopPlanner {
     }
 
     fn execution_state(&self) -> Value {
-        json!({ "iteration": self.iteration, "position": self.position })
+        state_of("loop", self)
     }
 
     fn restore(&mut self, state: Value) -> Result<(), String> {
-        #[derive(Deserialize)]
-        struct S {
-            iteration: u32,
-            position: usize,
-        }
-        let s: S = restore_as("loop", state)?;
-        self.iteration = s.iteration;
-        self.position = s.position;
+        let restored: LoopPlanner = restore_as("loop", state)?;
+        self.iteration = restored.iteration;
+        self.position = restored.position;
         Ok(())
     }
 
@@ -165,5 +160,38 @@ impl LoopBuilder {
         });
         let config = Arc::new(LoopConfig { max_iterations: self.max_iterations, exit: self.exit, at_end: self.at_end });
         self.parts.build(move || LoopPlanner { iteration: 0, position: 0, config: Some(config.clone()) }, details)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentic_engine::{AgentCall, AgentSpec, PlanningContext};
+    use serde_json::json;
+
+    use super::*;
+    use crate::common::testing::{agent, assert_state, done, view};
+
+    fn planner() -> LoopPlanner {
+        let config =
+            LoopConfig { max_iterations: 3, exit: Some(Arc::new(|v, _| Ok(v.contains("stop")))), at_end: false };
+        LoopPlanner { iteration: 0, position: 0, config: Some(Arc::new(config)) }
+    }
+
+    #[test]
+    fn execution_state_is_exact_and_restores() {
+        let agents = [agent("a", "1", Some("x")), agent("b", "2", Some("y"))];
+        let spec = AgentSpec::new("loop", "loop");
+        let ctx = PlanningContext::new(view(json!({"x": 1})), &agents, &spec, "root");
+        let mut p = planner();
+        p.first_action(&ctx).unwrap();
+        p.next_action(&ctx, &done(AgentCall::new(0), json!(1))).unwrap();
+        p.next_action(&ctx, &done(AgentCall::new(1), json!(2))).unwrap();
+        let mut restored = planner();
+        assert_state(&p, &mut restored, r#"{"iteration":2,"position":1}"#);
+        // The configuration survives the restore: the exit condition still ends the loop.
+        let stop = PlanningContext::new(view(json!({"stop": true})), &agents, &spec, "root");
+        let completed = done(AgentCall::new(0), json!(1));
+        assert_eq!(restored.next_action(&stop, &completed).unwrap(), Action::Done);
+        assert_eq!(restored.next_action(&ctx, &completed).unwrap(), p.next_action(&ctx, &completed).unwrap());
     }
 }

@@ -19,7 +19,7 @@ use agentic_engine::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::common::{CompositeParts, composite_builder, restore_as};
+use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
 
 /// A P2P exit condition: `(state, invocations started so far) → exit?`; `Err` fails the composite with an
 /// expression error.
@@ -130,7 +130,7 @@ impl Planner for P2pPlanner {
     }
 
     fn execution_state(&self) -> Value {
-        json!({ "seen": self.seen, "running": self.running, "invocations": self.invocations })
+        state_of("p2p", self)
     }
 
     fn restore(&mut self, state: Value) -> Result<(), String> {
@@ -216,5 +216,36 @@ impl P2pBuilder {
         let details = json!({ "max_invocations": self.max_invocations, "has_exit_condition": self.exit.is_some() });
         let config = Arc::new(P2pConfig { max_invocations: self.max_invocations, exit: self.exit });
         self.parts.build(move || P2pPlanner { config: Some(config.clone()), ..Default::default() }, details)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::testing::{agent, assert_state, calls, done, view};
+
+    #[test]
+    fn execution_state_is_exact_and_restores() {
+        let agents =
+            [agent("hypothesis", "findings", Some("hypothesis")), agent("literature", "topic", Some("findings"))];
+        let spec = AgentSpec::new("p2p", "p2p");
+        let ctx = PlanningContext::new(view(json!({"topic": "black holes"})), &agents, &spec, "root");
+        let config = Arc::new(P2pConfig { max_invocations: 10, exit: None });
+        let planner = || P2pPlanner { config: Some(config.clone()), ..Default::default() };
+        let mut p = planner();
+        let first = calls(p.first_action(&ctx).unwrap()).remove(0);
+        // Fingerprints are journaled as unsigned 64-bit numbers, this one above `i64::MAX`.
+        assert_eq!(input_fingerprint(agents[1].spec(), ctx.view()), Some(9303754478365262716));
+        let mut restored = planner();
+        assert_state(
+            &p,
+            &mut restored,
+            r#"{"seen":[null,9303754478365262716],"running":[false,true],"invocations":1}"#,
+        );
+        let after =
+            PlanningContext::new(view(json!({"topic": "black holes", "findings": "f"})), &agents, &spec, "root");
+        let completed = done(first, json!("f"));
+        assert_eq!(restored.next_action(&after, &completed).unwrap(), p.next_action(&after, &completed).unwrap());
+        assert_eq!(restored.execution_state(), p.execution_state());
     }
 }

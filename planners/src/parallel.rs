@@ -7,7 +7,7 @@ use agentic_engine::{Action, AgentError, AgentRef, BuildError, Completion, Plann
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::common::{CompositeParts, composite_builder, restore_as};
+use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
 
 /// The parallel planner. Execution state: `{"started": s, "completed": c}`; agents are started in
 /// declaration order, so the first `s` have started.
@@ -41,7 +41,7 @@ impl Planner for ParallelPlanner {
     }
 
     fn execution_state(&self) -> Value {
-        json!({ "started": self.started, "completed": self.completed })
+        state_of("parallel", self)
     }
 
     fn restore(&mut self, state: Value) -> Result<(), String> {
@@ -92,5 +92,31 @@ impl ParallelBuilder {
             move || ParallelPlanner { max_concurrency: max, ..Default::default() },
             json!({ "max_concurrency": max }),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentic_engine::{AgentSpec, PlanningContext};
+    use serde_json::json;
+
+    use super::*;
+    use crate::common::testing::{agent, assert_state, calls, done, view};
+
+    #[test]
+    fn execution_state_is_exact_and_restores() {
+        let agents = [agent("a", "1", Some("x")), agent("b", "2", Some("y")), agent("c", "3", Some("z"))];
+        let spec = AgentSpec::new("parallel", "parallel");
+        let ctx = PlanningContext::new(view(json!({})), &agents, &spec, "root");
+        let planner = || ParallelPlanner { max_concurrency: Some(2), ..Default::default() };
+        let mut p = planner();
+        let first = calls(p.first_action(&ctx).unwrap());
+        assert_eq!(first.len(), 2);
+        p.next_action(&ctx, &done(first[1].clone(), json!(2))).unwrap();
+        let mut restored = planner();
+        assert_state(&p, &mut restored, r#"{"started":3,"completed":1}"#);
+        assert_eq!(restored.max_concurrency, Some(2));
+        let completed = done(first[0].clone(), json!(1));
+        assert_eq!(restored.next_action(&ctx, &completed).unwrap(), p.next_action(&ctx, &completed).unwrap());
     }
 }

@@ -10,7 +10,7 @@ use agentic_engine::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::common::{CompositeParts, composite_builder, restore_as};
+use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
 
 /// The mapper planner. Execution state: `{"items": [...], "results": [...|null], "started": s,
 /// "completed": c}`; each completion changes one result and the counters, which it reports as a patch
@@ -87,7 +87,7 @@ impl Planner for MapperPlanner {
     }
 
     fn execution_state(&self) -> Value {
-        json!({ "items": self.items, "results": self.results, "started": self.started, "completed": self.completed })
+        state_of("parallel_mapper", self)
     }
 
     fn execution_state_patch(&self) -> Option<Value> {
@@ -209,5 +209,63 @@ impl ParallelMapperBuilder {
             },
             details,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentic_engine::{AgentSpec, PlanningContext};
+    use serde_json::json;
+
+    use super::*;
+    use crate::common::testing::{agent, assert_state, calls, done, view};
+
+    fn planner() -> MapperPlanner {
+        MapperPlanner {
+            items_key: "xs".to_string(),
+            item_key: "x".to_string(),
+            max_concurrency: Some(2),
+            ..Default::default()
+        }
+    }
+
+    /// Applies the `replace` operations of a JSON Patch (the only ones the mapper reports).
+    fn apply(state: &mut Value, patch: &Value) {
+        for op in patch.as_array().expect("a patch is a list") {
+            assert_eq!(op["op"], "replace");
+            let path = op["path"].as_str().expect("path");
+            *state.pointer_mut(path).unwrap_or_else(|| panic!("{path} is not in the state")) = op["value"].clone();
+        }
+    }
+
+    #[test]
+    fn execution_state_is_exact_and_restores() {
+        let agents = [agent("upper", "x | upper", None)];
+        let spec = AgentSpec::new("parallel_mapper", "parallel_mapper");
+        let ctx = PlanningContext::new(view(json!({"xs": ["a", "b", "c"]})), &agents, &spec, "root");
+        let mut p = planner();
+        let first = calls(p.first_action(&ctx).unwrap());
+        assert_eq!(first.len(), 2);
+        let mut before = p.execution_state();
+        p.next_action(&ctx, &done(first[1].clone(), json!("B"))).unwrap();
+        let expected = r#"{"items":["a","b","c"],"results":[null,"B",null],"started":3,"completed":1}"#;
+        let mut restored = planner();
+        assert_state(&p, &mut restored, expected);
+        // The patch of the step turns the state before it into the state after it.
+        apply(&mut before, &p.execution_state_patch().expect("a patch"));
+        assert_eq!(before.to_string(), expected);
+        // So does the last step's, which empties the results.
+        let mut before = p.execution_state();
+        let next = done(first[0].clone(), json!("A"));
+        assert_eq!(restored.next_action(&ctx, &next).unwrap(), p.next_action(&ctx, &next).unwrap());
+        apply(&mut before, &p.execution_state_patch().expect("a patch"));
+        assert_eq!(before, p.execution_state());
+        let last = done(AgentCall::new(0).item(2), json!("C"));
+        assert_eq!(p.next_action(&ctx, &last).unwrap(), Action::DoneWith(json!(["A", "B", "C"])));
+        let mut before = restored.execution_state();
+        restored.next_action(&ctx, &last).unwrap();
+        apply(&mut before, &restored.execution_state_patch().expect("a patch"));
+        assert_eq!(before.to_string(), r#"{"items":["a","b","c"],"results":[],"started":3,"completed":3}"#);
+        assert_eq!(before, restored.execution_state());
     }
 }

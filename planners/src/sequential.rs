@@ -3,9 +3,9 @@
 
 use agentic_engine::{Action, AgentError, AgentRef, BuildError, Completion, Planner, PlanningContext};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::common::{CompositeParts, composite_builder, restore_as};
+use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
 
 /// The sequence planner. Execution state: `{"next": <index of the next agent to start>}`.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -24,7 +24,7 @@ impl Planner for SequentialPlanner {
     }
 
     fn execution_state(&self) -> Value {
-        json!({ "next": self.next })
+        state_of("sequence", self)
     }
 
     fn restore(&mut self, state: Value) -> Result<(), String> {
@@ -81,5 +81,28 @@ impl SequenceBuilder {
     /// [`BuildError::ConflictingTypes`] when the tree declares one key with two types.
     pub fn build(self) -> Result<AgentRef, BuildError> {
         self.parts.build(SequentialPlanner::default, Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentic_engine::{AgentSpec, PlanningContext};
+    use serde_json::json;
+
+    use super::*;
+    use crate::common::testing::{agent, assert_state, calls, done, view};
+
+    #[test]
+    fn execution_state_is_exact_and_restores() {
+        let agents = [agent("a", "1", Some("x")), agent("b", "2", Some("y")), agent("c", "3", Some("z"))];
+        let spec = AgentSpec::new("sequence", "sequence");
+        let ctx = PlanningContext::new(view(json!({})), &agents, &spec, "root");
+        let mut p = SequentialPlanner::default();
+        let first = calls(p.first_action(&ctx).unwrap()).remove(0);
+        p.next_action(&ctx, &done(first, json!(1))).unwrap();
+        let mut restored = SequentialPlanner::default();
+        assert_state(&p, &mut restored, r#"{"next":2}"#);
+        let last = done(agentic_engine::AgentCall::new(1), json!(2));
+        assert_eq!(restored.next_action(&ctx, &last).unwrap(), p.next_action(&ctx, &last).unwrap());
     }
 }

@@ -50,7 +50,7 @@ use agentic_engine::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::common::{CompositeParts, composite_builder, restore_as};
+use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
 
 /// The state key (and planner-agent input) holding the supervisor context added to the prompt.
 pub const SUPERVISOR_CONTEXT_KEY: &str = "supervisor_context";
@@ -638,13 +638,7 @@ impl Planner for SupervisorPlanner {
     }
 
     fn execution_state(&self) -> Value {
-        json!({
-            "invocations": self.invocations,
-            "history": self.history,
-            "current": self.current,
-            "summary": self.summary,
-            "response": self.response,
-        })
+        state_of("supervisor", self)
     }
 
     fn restore(&mut self, state: Value) -> Result<(), String> {
@@ -850,5 +844,72 @@ impl SupervisorBuilder {
             strategy: self.strategy,
         });
         parts.build(move || SupervisorPlanner { config: Some(config.clone()), ..Default::default() }, details)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentic_engine::PlanningContext;
+
+    use super::*;
+    use crate::common::testing::{agent, assert_state, calls, done, view};
+
+    fn planner() -> SupervisorPlanner {
+        let config = SupervisorConfig {
+            agents: 2,
+            summarizer: Some(3),
+            scorer: None,
+            max_invocations: 5,
+            strategy: ResponseStrategy::Last,
+        };
+        SupervisorPlanner { config: Some(Arc::new(config)), ..Default::default() }
+    }
+
+    #[test]
+    fn execution_state_is_exact_and_restores() {
+        let agents = [
+            agent("withdraw", "user", Some("withdrawn")),
+            agent("credit", "user", Some("credited")),
+            agent(PLANNER_AGENT_NAME, "1", None),
+            agent(SUMMARIZER_AGENT_NAME, "1", None),
+        ];
+        let spec = AgentSpec::new("supervisor", "supervisor");
+        let ctx = PlanningContext::new(view(json!({"request": "move 100"})), &agents, &spec, "root");
+        let mut p = planner();
+        assert_state(
+            &p,
+            &mut planner(),
+            r#"{"invocations":0,"history":[],"current":null,"summary":null,"response":null}"#,
+        );
+        let ask = calls(p.first_action(&ctx).unwrap()).remove(0);
+        let decision = json!({"agentName": "withdraw", "arguments": {"user": "Mario"}});
+        let call = calls(p.next_action(&ctx, &done(ask.clone(), decision)).unwrap()).remove(0);
+        let summarize = calls(p.next_action(&ctx, &done(call, json!("Mario withdrew 100"))).unwrap()).remove(0);
+        p.next_action(&ctx, &done(summarize, json!("withdrawn"))).unwrap();
+        let decision = json!({"agentName": "credit", "arguments": {"user": "Luigi", "amount": 100}});
+        let call = calls(p.next_action(&ctx, &done(ask, decision)).unwrap()).remove(0);
+        let mut restored = planner();
+        assert_state(
+            &p,
+            &mut restored,
+            r#"{"invocations":1,"history":[{"agent":"withdraw","arguments":{"user":"Mario"},"output":"Mario withdrew 100"}],"current":{"agent":"credit","arguments":{"user":"Luigi","amount":100},"output":null},"summary":"withdrawn","response":null}"#,
+        );
+        let completed = done(call, json!("Luigi got 100"));
+        assert_eq!(restored.next_action(&ctx, &completed).unwrap(), p.next_action(&ctx, &completed).unwrap());
+        // A `done` response waiting for its score.
+        p.response = Some(json!("moved"));
+        let mut restored = planner();
+        assert_state(
+            &p,
+            &mut restored,
+            r#"{"invocations":2,"history":[{"agent":"withdraw","arguments":{"user":"Mario"},"output":"Mario withdrew 100"},{"agent":"credit","arguments":{"user":"Luigi","amount":100},"output":"Luigi got 100"}],"current":null,"summary":"withdrawn","response":"moved"}"#,
+        );
+        // A state journaled before `summary` and `response` existed restores with both null.
+        let mut old = planner();
+        old.restore(json!({"invocations": 1, "history": [], "current": null})).unwrap();
+        assert_eq!(
+            old.execution_state().to_string(),
+            r#"{"invocations":1,"history":[],"current":null,"summary":null,"response":null}"#
+        );
     }
 }

@@ -21,7 +21,7 @@ use agentic_engine::{Action, AgentCall, AgentError, AgentRef, BuildError, Comple
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::common::{CompositeParts, composite_builder, restore_as};
+use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
 
 /// One vote, as a custom strategy sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -204,7 +204,7 @@ impl Planner for VotingPlanner {
     }
 
     fn execution_state(&self) -> Value {
-        json!({ "votes": self.votes, "done": self.done })
+        state_of("voting", self)
     }
 
     fn restore(&mut self, state: Value) -> Result<(), String> {
@@ -283,5 +283,32 @@ impl VotingBuilder {
         let details = json!({ "strategy": self.strategy.name() });
         let config = Arc::new(VotingConfig { strategy: self.strategy, writes });
         self.parts.build(move || VotingPlanner { config: Some(config.clone()), ..Default::default() }, details)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentic_engine::{AgentSpec, Completion};
+
+    use super::*;
+    use crate::common::testing::{agent, assert_state, calls, done, view};
+
+    #[test]
+    fn execution_state_is_exact_and_restores() {
+        let agents =
+            [agent("a", "'POS'", Some("vote")), agent("b", "'NEG'", Some("vote")), agent("c", "x", Some("vote"))];
+        let spec = AgentSpec::new("voting", "voting");
+        let ctx = PlanningContext::new(view(json!({})), &agents, &spec, "root");
+        let config = Arc::new(VotingConfig { strategy: VotingStrategy::Majority, writes: vec![false; 3] });
+        let planner = || VotingPlanner { config: Some(config.clone()), ..Default::default() };
+        let mut p = planner();
+        let first = calls(p.first_action(&ctx).unwrap());
+        p.next_action(&ctx, &done(first[0].clone(), json!("POS"))).unwrap();
+        let skipped = Completion { call: first[2].clone(), output: Value::Null, skipped: true, substituted: false };
+        p.next_action(&ctx, &skipped).unwrap();
+        let mut restored = planner();
+        assert_state(&p, &mut restored, r#"{"votes":["POS",null,null],"done":[true,false,true]}"#);
+        let completed = done(first[1].clone(), json!("NEG"));
+        assert_eq!(restored.next_action(&ctx, &completed).unwrap(), p.next_action(&ctx, &completed).unwrap());
     }
 }

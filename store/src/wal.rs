@@ -29,7 +29,7 @@ use std::fs::File;
 use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use sled::{Batch, Db, Tree};
 
@@ -204,6 +204,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// [`lock`] without waiting: `None` only when another thread holds the lock (a poisoned lock is recovered).
+fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
 /// The keys from `lo` to `hi`, both included, as a range over unsized keys.
 fn inclusive<'a>(lo: &'a [u8], hi: &'a [u8]) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
     (Bound::Included(lo), Bound::Included(hi))
@@ -311,7 +320,7 @@ impl Wal {
     /// Writes the pending buffer to the file without `fdatasync`, unless a writer is busy (it will take the
     /// buffer). Keeps the buffer bounded while nothing flushes. Errors are remembered for the next sync.
     pub(crate) fn spill(&self) {
-        if let Ok(mut writer) = self.writer.try_lock() {
+        if let Some(mut writer) = try_lock(&self.writer) {
             let (buf, _) = self.take();
             self.write(&mut writer, &buf).ok();
         }

@@ -221,13 +221,11 @@ mod imp {
 
         /// Timings of this model's last request.
         pub fn stats(&self) -> LocalStats {
-            self.stats.lock().map(|s| *s).unwrap_or_default()
+            *crate::lock(&self.stats)
         }
 
         fn with_stats(&self, f: impl FnOnce(&mut LocalStats)) {
-            if let Ok(mut stats) = self.stats.lock() {
-                f(&mut stats);
-            }
+            f(&mut crate::lock(&self.stats));
         }
 
         fn unavailable(&self, message: impl Into<String>) -> ModelError {
@@ -263,7 +261,7 @@ mod imp {
 
         /// The loaded model, loading it on first use (blocking; call with the gate held).
         fn loaded(&self) -> Result<Arc<Loaded>, ModelError> {
-            let mut models = MODELS.lock().map_err(|_| self.unavailable("the local model registry is poisoned"))?;
+            let mut models = crate::lock(&MODELS);
             let models = models.get_or_insert_with(HashMap::new);
             if let Some(loaded) = models.get(&self.path) {
                 return Ok(loaded.clone());

@@ -108,24 +108,22 @@ impl ScriptedModel {
 
     /// Appends replies to the script.
     pub fn push<R: Into<ScriptedReply>>(&self, replies: impl IntoIterator<Item = R>) {
-        if let Ok(mut s) = self.script.lock() {
-            s.replies.extend(replies.into_iter().map(Into::into));
-        }
+        crate::lock(&self.script).replies.extend(replies.into_iter().map(Into::into));
     }
 
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<ChatRequest> {
-        self.script.lock().map(|s| s.requests.clone()).unwrap_or_default()
+        crate::lock(&self.script).requests.clone()
     }
 
     /// Replies given so far.
     pub fn used(&self) -> usize {
-        self.script.lock().map(|s| s.used).unwrap_or_default()
+        crate::lock(&self.script).used
     }
 
     /// Replies left.
     pub fn remaining(&self) -> usize {
-        self.script.lock().map(|s| s.replies.len()).unwrap_or_default()
+        crate::lock(&self.script).replies.len()
     }
 }
 
@@ -141,10 +139,7 @@ impl ChatModel for ScriptedModel {
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
         let input = request.messages.iter().map(|m| words(m.text())).sum();
         let reply = {
-            let mut s = self.script.lock().map_err(|_| ModelError::Unavailable {
-                provider: "scripted".into(),
-                message: "script poisoned".into(),
-            })?;
+            let mut s = crate::lock(&self.script);
             s.requests.push(request);
             let reply = s.replies.pop_front().ok_or(ModelError::ScriptExhausted { used: s.used })?;
             s.used += 1;
@@ -186,5 +181,23 @@ mod tests {
         let e = m.chat(ChatRequest::new(vec![])).await.expect_err("exhausted");
         assert_eq!(e.to_string(), "scripted model: no reply left (2 used)");
         assert_eq!(m.requests().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_poisoned_script_keeps_every_update() {
+        let m = ScriptedModel::new(["one"]);
+        let script = m.script.clone();
+        std::thread::spawn(move || {
+            let _held = script.lock();
+            panic!("poison the script");
+        })
+        .join()
+        .expect_err("the holder panicked");
+        assert!(m.script.is_poisoned());
+        m.push(["two"]);
+        assert_eq!(m.remaining(), 2);
+        let r = m.chat(ChatRequest::new(vec![ChatMessage::user("hi")])).await.expect("first");
+        assert_eq!(r.text(), "one");
+        assert_eq!((m.used(), m.remaining(), m.requests().len()), (1, 1, 1));
     }
 }
