@@ -160,7 +160,11 @@ pub(crate) struct ShowArgs {
     pub(crate) run_id: String,
     #[command(flatten)]
     pub(crate) store: StoreArg,
-    /// Print JSON.
+    /// Also show the internal state keys (those starting with `_`, e.g. `_context.*`, `_memory.*`) and
+    /// every value in full (long values are cut otherwise).
+    #[arg(long)]
+    pub(crate) all: bool,
+    /// Print JSON (always the whole state, internal keys and full values included).
     #[arg(long)]
     pub(crate) json: bool,
 }

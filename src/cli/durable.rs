@@ -228,8 +228,86 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
         }
     }
     out("state:");
+    let mut hidden = 0usize;
     for (k, v) in state {
-        out(&format!("  {k} = {v}"));
+        if args.all {
+            out(&format!("  {k} = {v}"));
+        } else if k.starts_with('_') {
+            hidden += 1;
+        } else {
+            out(&format!("  {k} = {}", shown_value(v)));
+        }
+    }
+    match hidden {
+        0 => {}
+        1 => out("(1 internal key hidden; --all shows it)"),
+        n => out(&format!("({n} internal keys hidden; --all shows them)")),
     }
     EXIT_OK
+}
+
+/// A value whose one-line JSON is longer than this many characters is cut by `show` (without `--all`).
+const LONG_VALUE: usize = 120;
+/// How much of a cut value `show` keeps: characters of a string, or of the JSON text of anything else.
+const KEPT: usize = 60;
+
+/// A state value as `show` prints it: its one-line JSON, or, when that is longer than [`LONG_VALUE`]
+/// characters, its start (trailing blanks dropped), an ellipsis and its length: `"Extract the fields of…" (2 431 chars)` for a
+/// string (the length of the string), `{"a":[1,2,…} (512 chars)` for anything else (the length of its JSON).
+fn shown_value(v: &Value) -> String {
+    let text = v.to_string();
+    let len = text.chars().count();
+    if len <= LONG_VALUE {
+        return text;
+    }
+    match v {
+        Value::String(s) => {
+            let kept: String = s.chars().take(KEPT).collect();
+            let quoted = Value::String(kept.trim_end().to_string()).to_string();
+            format!("{}…\" ({} chars)", &quoted[..quoted.len() - 1], grouped(s.chars().count()))
+        }
+        _ => format!("{}… ({} chars)", text.chars().take(KEPT).collect::<String>(), grouped(len)),
+    }
+}
+
+/// `n` with its thousands separated by spaces: `2 431`, `1 048 576`.
+fn grouped(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_grouped_by_thousands() {
+        let shown: Vec<String> = [0, 7, 999, 1000, 2431, 65_536, 1_048_576].into_iter().map(grouped).collect();
+        assert_eq!(shown, ["0", "7", "999", "1 000", "2 431", "65 536", "1 048 576"]);
+    }
+
+    #[test]
+    fn long_values_are_cut_with_their_length() {
+        // Up to 120 characters of JSON: unchanged.
+        let short = Value::String("x".repeat(118));
+        assert_eq!(shown_value(&short), short.to_string());
+        assert_eq!(shown_value(&json!({"a": [1, 2]})), r#"{"a":[1,2]}"#);
+        // A long string: its first 60 characters (escaped as JSON), an ellipsis, the string's length.
+        let prompt = format!("Extract the fields of the ticket.\n{}", "Example: ".repeat(300));
+        assert_eq!(
+            shown_value(&Value::String(prompt)),
+            r#""Extract the fields of the ticket.\nExample: Example: Example:…" (2 734 chars)"#
+        );
+        assert_eq!(shown_value(&Value::String("é".repeat(200))), format!("\"{}…\" (200 chars)", "é".repeat(60)));
+        // Anything else: the first 60 characters of its JSON, an ellipsis, the JSON's length.
+        let list = Value::Array((0..100).map(Value::from).collect());
+        assert_eq!(shown_value(&list), "[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,… (291 chars)");
+    }
 }
