@@ -235,7 +235,11 @@ fn respond_reports_what_is_wrong() {
     let s = store.path();
     let o = agentic(s, &["respond", "nope", "yes"]);
     assert_eq!(o.status.code(), Some(1));
-    assert_eq!(stderr(&o), "error: run `nope`: no such run in the store\n");
+    let s_shown = s.display();
+    assert_eq!(
+        stderr(&o),
+        format!("error: no run `nope` in store {s_shown}; list its runs with `agentic runs --store {s_shown}`\n")
+    );
 
     agentic(s, &["run", &fixture("approval.yaml"), "--input", "input=x", "--memory-id", "r"]);
     let o = agentic(s, &["respond", "r", "other-id", "yes"]);

@@ -36,11 +36,14 @@ pub(crate) enum Command {
     Validate(ValidateArgs),
 }
 
+/// The store directory when neither `--store` nor `$AGENTIC_STORE` names one.
+pub(crate) const DEFAULT_STORE: &str = ".agentic";
+
 /// Where runs are stored. Default `./.agentic`, or `$AGENTIC_STORE`.
 #[derive(Debug, Args)]
 pub(crate) struct StoreArg {
     /// Store directory (a sled database; one process at a time may open it).
-    #[arg(long, value_name = "DIR", env = "AGENTIC_STORE", default_value = ".agentic")]
+    #[arg(long, value_name = "DIR", env = "AGENTIC_STORE", default_value = DEFAULT_STORE)]
     pub(crate) store: PathBuf,
 }
 

@@ -18,12 +18,12 @@ fn runtime() -> Result<tokio::runtime::Runtime, u8> {
     })
 }
 
-/// Reads a run record, printing "no run" when absent.
+/// Reads a run record, printing [`super::no_such_run`] when absent.
 async fn run_record(store: &StoreRef, run_id: &str, dir: &std::path::Path) -> Result<RunRecord, u8> {
     match store.run_dyn(run_id).await {
         Ok(Some(r)) => Ok(r),
         Ok(None) => {
-            eprintln!("error: no run `{run_id}` in store {}", dir.display());
+            eprintln!("{}", super::no_such_run(run_id, dir));
             Err(EXIT_FAILED)
         }
         Err(e) => {
@@ -44,6 +44,10 @@ pub(crate) fn respond(args: RespondArgs) -> u8 {
         (Ok(rt), Ok(s)) => (rt, s),
         (Err(c), _) | (_, Err(c)) => return c,
     };
+    // The same error as the other commands for an unknown run id (the engine's own names no store).
+    if let Err(code) = rt.block_on(run_record(&store, &args.run_id, &args.store.store)) {
+        return code;
+    }
     match rt.block_on(agentic_engine::respond(&store, &args.run_id, response_id, value)) {
         Ok(id) => {
             eprintln!("answered `{id}` for run {}; continue it with: agentic resume {}", args.run_id, args.run_id);

@@ -97,6 +97,28 @@ fn init_tracing() -> Option<agentic::telemetry::OtlpGuard> {
     }
 }
 
+/// The one error for a run id the store does not hold (`respond`, `resume`, `show`, `report`; exit
+/// [`EXIT_FAILED`]): it names the id and the store and says how to list the runs there (`--store` included
+/// unless the store is the default one).
+pub(crate) fn no_such_run(run_id: &str, dir: &std::path::Path) -> String {
+    let store = if dir == std::path::Path::new(args::DEFAULT_STORE) {
+        String::new()
+    } else {
+        format!(" --store {}", shell_word(&dir.display().to_string()))
+    };
+    format!("error: no run `{run_id}` in store {}; list its runs with `agentic runs{store}`", dir.display())
+}
+
+/// `text` as one shell word: unchanged when it has only safe characters, else in single quotes.
+fn shell_word(text: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:=,@%".contains(c);
+    if !text.is_empty() && text.chars().all(safe) {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
 /// Opens the sled store at `dir`; on failure prints the error and returns exit code 1.
 pub(crate) fn open_store(dir: &std::path::Path) -> Result<agentic_engine::StoreRef, u8> {
     match agentic_store::SledStore::open(dir) {
@@ -105,5 +127,28 @@ pub(crate) fn open_store(dir: &std::path::Path) -> Result<agentic_engine::StoreR
             eprintln!("error: {e}");
             Err(EXIT_FAILED)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unknown_run_error_names_the_store_and_how_to_list_it() {
+        let dir = std::path::Path::new;
+        assert_eq!(
+            no_such_run("r1", dir(".agentic")),
+            "error: no run `r1` in store .agentic; list its runs with `agentic runs`"
+        );
+        assert_eq!(
+            no_such_run("r1", dir("/tmp/runs")),
+            "error: no run `r1` in store /tmp/runs; list its runs with `agentic runs --store /tmp/runs`"
+        );
+        assert_eq!(
+            no_such_run("r1", dir("/tmp/my runs")),
+            "error: no run `r1` in store /tmp/my runs; list its runs with `agentic runs --store '/tmp/my runs'`"
+        );
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
     }
 }

@@ -50,7 +50,7 @@ fn run_report(run_id: &str, dir: &Path, output: &Path) -> u8 {
     let (run, records) = match runtime.block_on(agentic_report::load_run(&store, run_id)) {
         Ok(loaded) => loaded,
         Err(agentic_report::ReportError::NoRun(_)) => {
-            eprintln!("error: no run `{run_id}` in store {}", dir.display());
+            eprintln!("{}", super::no_such_run(run_id, dir));
             return EXIT_FAILED;
         }
         Err(e) => {

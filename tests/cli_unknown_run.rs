@@ -1,0 +1,69 @@
+//! One error for a run id the store does not hold, whichever command is given it (`respond`, `resume`,
+//! `show`, `report`): the same sentence naming the id and the store, suggesting `agentic runs`, and exit 1.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+
+/// Runs the binary in `cwd`; `store` goes to `$AGENTIC_STORE` when given (else the default `./.agentic`).
+fn agentic(cwd: &Path, store: Option<&Path>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentic"));
+    cmd.args(args).current_dir(cwd).env_remove("AGENTIC_LOG").env_remove("AGENTIC_TEST_KILL_AFTER_STEP");
+    match store {
+        Some(s) => cmd.env("AGENTIC_STORE", s),
+        None => cmd.env_remove("AGENTIC_STORE"),
+    };
+    cmd.output().expect("the binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The four commands that take a run id, each given `id` (`report` writes to `out`).
+fn commands<'a>(id: &'a str, out: &'a str) -> [Vec<&'a str>; 4] {
+    [vec!["respond", id, "yes"], vec!["resume", id], vec!["show", id], vec!["report", id, "-o", out]]
+}
+
+#[test]
+fn every_command_words_an_unknown_run_id_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("runs");
+    let out = dir.path().join("r.html");
+    // A store that holds a run, so that the id is unknown in a store that is not empty.
+    let approval = format!("{FIXTURES}/approval.yaml");
+    let o = agentic(dir.path(), Some(&store), &["run", &approval, "--input", "input=x", "--memory-id", "known"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+
+    let s = store.display();
+    let expected = format!("error: no run `nope` in store {s}; list its runs with `agentic runs --store {s}`\n");
+    for args in commands("nope", out.to_str().unwrap()) {
+        // `--store DIR` and `$AGENTIC_STORE` say the same.
+        for (store_env, args) in
+            [(Some(store.as_path()), args.clone()), (None, [&args[..], &["--store", &s.to_string()]].concat())]
+        {
+            let o = agentic(dir.path(), store_env, &args);
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+            assert!(o.stdout.is_empty(), "{args:?}");
+            // `resume` first says which run it resumes, as it always does.
+            let expected = if args[0] == "resume" { format!("run: nope\n{expected}") } else { expected.clone() };
+            assert_eq!(stderr(&o), expected, "{args:?}");
+        }
+    }
+    assert!(!out.exists(), "no report is written for an unknown run");
+}
+
+#[test]
+fn in_the_default_store_the_suggestion_needs_no_store_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = "error: no run `r-2` in store .agentic; list its runs with `agentic runs`\n";
+    for args in commands("r-2", "r.html") {
+        let o = agentic(dir.path(), None, &args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let expected = if args[0] == "resume" { format!("run: r-2\n{expected}") } else { expected.to_string() };
+        assert_eq!(stderr(&o), expected, "{args:?}");
+    }
+}
