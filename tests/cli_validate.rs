@@ -46,6 +46,22 @@ fn unknown_kind_exits_64_with_the_location() {
 }
 
 #[test]
+fn a_yaml_indentation_error_is_located_and_has_a_hint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(&dir, "tabbed.yaml", "version: 1\nroot: a\nagents:\n  a:\n\tkind: compute\n");
+    let o = validate(&path);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "{path}:5:2: tabs disallowed within this context (block indentation)\n  \
+             hint: YAML indents with spaces, never tabs; replace the tabs in the indentation of line 5\n"
+        )
+    );
+}
+
+#[test]
 fn every_error_is_printed_one_per_line() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = write(

@@ -46,6 +46,54 @@ fn yaml_syntax_error_is_located() {
 }
 
 #[test]
+fn yaml_indentation_errors_have_a_hint_under_the_located_error() {
+    // A tab in the indentation.
+    let e = one("version: 1\nroot: a\nagents:\n\ta: { kind: compute, value: '1' }\n");
+    assert_eq!(
+        e.to_string(),
+        "spec.yaml:4:2: tabs disallowed within this context (block indentation)\n  \
+         hint: YAML indents with spaces, never tabs; replace the tabs in the indentation of line 4"
+    );
+    // A field indented less than the other fields of its agent.
+    let e = one("version: 1\nroot: a\nagents:\n  a:\n    kind: compute\n   value: '1'\n");
+    assert_eq!((e.line, e.column), (6, 4));
+    assert_eq!(e.message, "while parsing a block mapping, did not find expected key");
+    assert_eq!(
+        e.hint.as_deref(),
+        Some("YAML indents with spaces; check the indentation of line 6 against the lines above it")
+    );
+    assert_eq!(
+        e.to_string(),
+        "spec.yaml:6:4: while parsing a block mapping, did not find expected key\n  \
+         hint: YAML indents with spaces; check the indentation of line 6 against the lines above it"
+    );
+    // ... or more: the line continues the value above it, and its `: ` is not allowed there.
+    let e = one("version: 1\nroot: a\nagents:\n  a:\n    kind: compute\n      value: '1'\n");
+    assert_eq!(
+        e.to_string(),
+        "spec.yaml:6:12: mapping values are not allowed in this context\n  \
+         hint: YAML indents with spaces; check the indentation of line 6 against the lines above it, or quote its \
+         value if it contains `: `"
+    );
+    // A list item out of line with the others.
+    let e = one("version: 1\nroot: a\nagents:\n  a:\n    kind: sequence\n    agents:\n      - b\n     - c\n");
+    assert_eq!(
+        e.to_string(),
+        "spec.yaml:8:6: while parsing a block mapping, did not find expected key\n  \
+         hint: YAML indents with spaces; check the indentation of line 8 against the lines above it"
+    );
+    // A key without its colon.
+    let e = one("version: 1\nroot: a\nagents:\n  a:\n    kind: compute\n    value '1'\n    output_key: x\n");
+    assert_eq!(
+        e.to_string(),
+        "spec.yaml:6:5: simple key expected ':'\n  \
+         hint: a mapping entry is `key: value`, with a space after the colon; check line 6"
+    );
+    // An error that names its cause gets no hint.
+    assert_eq!(one("version: 1\nroot: a\nagents:\n  a: [1, 2\n").hint, None);
+}
+
+#[test]
 fn unknown_top_level_field() {
     let e = one("version: 1\nroot: a\nagent:\n  a: {}\nagents:\n  a: { kind: compute, value: '1' }\n");
     assert_eq!(

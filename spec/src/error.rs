@@ -7,7 +7,8 @@ use crate::node::Pos;
 /// One problem in a spec, with where it is.
 ///
 /// Displayed as `file:line:column: agent `name`: field `f`: message` (the agent and field parts only when
-/// they apply; `line:column` omitted when unknown, e.g. for an unreadable file).
+/// they apply; `line:column` omitted when unknown, e.g. for an unreadable file), then `  hint: ..` on a line
+/// of its own when there is a hint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpecError {
     /// The spec file as given (path or name).
@@ -22,6 +23,9 @@ pub struct SpecError {
     pub field: Option<String>,
     /// What is wrong.
     pub message: String,
+    /// How to fix it, when the message alone may not say (e.g. for a YAML indentation error: `YAML indents
+    /// with spaces; check the indentation of line 6 against the lines above it`).
+    pub hint: Option<String>,
 }
 
 impl SpecError {
@@ -44,7 +48,11 @@ impl fmt::Display for SpecError {
         if let Some(field) = &self.field {
             write!(f, "field `{field}`: ")?;
         }
-        f.write_str(&self.message)
+        f.write_str(&self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, "\n  hint: {hint}")?;
+        }
+        Ok(())
     }
 }
 
@@ -139,7 +147,16 @@ impl Sink {
             agent: agent.map(str::to_string),
             field: field.map(str::to_string),
             message: message.into(),
+            hint: None,
         });
+    }
+
+    /// Records an error like [`Sink::push`] (no agent, no field), with a hint.
+    pub(crate) fn push_with_hint(&mut self, pos: Pos, message: impl Into<String>, hint: Option<String>) {
+        self.push(pos, None, None, message);
+        if let Some(e) = self.errors.last_mut() {
+            e.hint = hint;
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {

@@ -36,6 +36,8 @@
 //!
 //! ## Rules checked
 //!
+//! - YAML syntax, located; a tab in the indentation, a line indented out of line with its mapping or list and a
+//!   key without `: ` also get a [`SpecError::hint`].
 //! - Unknown fields (top level, agents per kind, `error_handler`, branches, models per provider), with a
 //!   "did you mean" suggestion; a misspelt required field is reported once (not also as missing).
 //! - Unknown kinds (listing the valid kinds); known kinds this build does not support.
@@ -179,7 +181,8 @@ impl Spec {
         let tree = match node::read_tree(text) {
             Ok(t) => t,
             Err((pos, message)) => {
-                sink.push(pos, None, None, message);
+                let hint = node::syntax_hint(&message, pos);
+                sink.push_with_hint(pos, message, hint);
                 return Err(sink.into_errors());
             }
         };

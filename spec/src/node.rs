@@ -207,6 +207,39 @@ fn syntax_message(e: &serde_saphyr::Error) -> String {
     text.trim().to_string()
 }
 
+/// A hint for the YAML syntax errors a hand-written spec meets most, which name neither the cause nor the
+/// fix: a tab in the indentation, a line indented more or less than its mapping or list, a key without its
+/// `: `. `message` is [`read_tree`]'s, `pos` where the parser stopped.
+pub(crate) fn syntax_hint(message: &str, pos: Pos) -> Option<String> {
+    let line = pos.line;
+    if line == 0 {
+        return None;
+    }
+    const INDENTATION: &[&str] = &[
+        "did not find expected key",
+        "did not find expected '-'",
+        "mapping values are not allowed",
+        "block sequence entries are not allowed",
+        "invalid indentation",
+    ];
+    if message.contains("tabs disallowed") {
+        Some(format!("YAML indents with spaces, never tabs; replace the tabs in the indentation of line {line}"))
+    } else if INDENTATION.iter().any(|m| message.contains(m)) {
+        let quote = if message.contains("mapping values are not allowed") {
+            ", or quote its value if it contains `: `"
+        } else {
+            ""
+        };
+        Some(format!(
+            "YAML indents with spaces; check the indentation of line {line} against the lines above it{quote}"
+        ))
+    } else if message.contains("expected ':'") {
+        Some(format!("a mapping entry is `key: value`, with a space after the colon; check line {line}"))
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +261,37 @@ mod tests {
         assert_eq!(pos, Pos::new(1, 4));
         assert!(msg.contains("unclosed bracket"), "{msg}");
         assert!(!msg.contains("line"), "{msg}");
+    }
+
+    #[test]
+    fn indentation_errors_have_a_hint() {
+        let hint = |text: &str| {
+            let (pos, message) = read_tree(text).expect_err("fails");
+            (pos, message.clone(), syntax_hint(&message, pos))
+        };
+        let (pos, _, h) = hint("a:\n\tb: 1\n");
+        assert_eq!(pos.line, 2);
+        assert_eq!(
+            h.as_deref(),
+            Some("YAML indents with spaces, never tabs; replace the tabs in the indentation of line 2")
+        );
+        let (pos, _, h) = hint("a:\n  b: 1\n c: 2\n");
+        assert_eq!(pos.line, 3);
+        assert_eq!(
+            h.as_deref(),
+            Some("YAML indents with spaces; check the indentation of line 3 against the lines above it")
+        );
+        let (_, _, h) = hint("a: x: y\n");
+        assert_eq!(
+            h.as_deref(),
+            Some(
+                "YAML indents with spaces; check the indentation of line 1 against the lines above it, or quote its \
+                 value if it contains `: `"
+            )
+        );
+        // Errors that say what is wrong get no hint.
+        assert_eq!(hint("a: [1, 2\n").2, None);
+        assert_eq!(syntax_hint("did not find expected key", Pos::default()), None);
     }
 
     #[test]
