@@ -10,6 +10,7 @@
 //! Spec version: `examples/specs/story.yaml`.
 
 use std::error::Error;
+use std::process::ExitCode;
 
 use agentic::prelude::*;
 
@@ -18,10 +19,19 @@ use agentic::prelude::*;
 mod common;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
+async fn main() -> ExitCode {
     // Canned replies with `--scripted` or AGENTIC_SCRIPTED=1, else a real model (see `common::scripted`).
-    println!("{}", run(common::scripted()).await?);
-    Ok(())
+    match run(common::scripted()).await {
+        Ok(report) => {
+            println!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            // Without a model (no `local` feature, no OPENAI_BASE_URL), the two ways out (`common::NoModel`).
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Builds the pipeline, runs it and returns what `main` prints: each draft, then the final story.

@@ -17,11 +17,59 @@ pub fn scripted() -> bool {
 
 /// A model: the canned one `canned` makes when `scripted`, else the default model (the local one, or the
 /// server at `OPENAI_BASE_URL`).
+///
+/// # Errors
+/// [`NoModel`] when there is no default model: this binary was built without the `local` feature and
+/// `OPENAI_BASE_URL` is not set.
 pub fn model(scripted: bool, canned: impl FnOnce() -> ScriptedModel) -> Result<ChatModelRef, Box<dyn Error>> {
     if scripted {
         return Ok(ChatModelRef::new(canned()));
     }
-    Ok(agentic::default_model()?)
+    match agentic::default_model() {
+        Ok(model) => Ok(model),
+        Err(agentic::agents::model::ModelError::Unavailable { provider, .. }) if provider == "local" => {
+            Err(Box::new(NoModel { example: example_name() }))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// An example asked for the default model in a binary without one: the one sentence that says the two ways
+/// out. Its `Debug` is its text too, so that a `main` returning it prints `Error: no model to run ..`.
+pub struct NoModel {
+    /// The example's name (`story`), for the commands in the sentence.
+    pub example: String,
+}
+
+impl std::fmt::Display for NoModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let example = &self.example;
+        write!(
+            f,
+            "no model to run this example on: run it on canned replies with `cargo run --example {example} -- \
+             --scripted`, or install the local model once with `scripts/setup-local-model.sh` and run `cargo run \
+             --features local --example {example}`"
+        )
+    }
+}
+
+impl std::fmt::Debug for NoModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+impl Error for NoModel {}
+
+/// The running example's name: its executable's, without the `-<hash>` of a test build.
+fn example_name() -> String {
+    let exe = std::env::current_exe().ok();
+    let stem = exe.as_deref().and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned());
+    let stem = stem.unwrap_or_else(|| "<example>".to_string());
+    match stem.rsplit_once('-') {
+        Some((name, hash)) if hash.len() == 16 && hash.chars().all(|c| c.is_ascii_hexdigit()) => name.to_string(),
+        _ => stem,
+    }
 }
 
 /// A person's answer to `prompt`: typed at the terminal when a model runs, else `canned` (with `--scripted`,
