@@ -282,3 +282,81 @@ fn report_errors() {
     let o = agentic(&["report", "--spec", "/nonexistent/x.yaml", "-o", out]);
     assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
 }
+
+/// The README tour's triage, with its inputs declared: `temperature` a number, `patient` a string with a
+/// default.
+const TYPED: &str = r#"version: 1
+root: triage
+params:
+  temperature: number
+  patient: { type: string, default: "the patient", description: Who is measured }
+agents:
+  triage: { kind: sequence, agents: [classify, advise], output_key: advice }
+  classify:
+    kind: compute
+    value: "'high' if temperature >= 39 else 'normal'"
+    output_key: level
+  advise: { kind: compute, template: "{{ patient }}: {{ level }}", output_key: advice }
+"#;
+
+#[test]
+fn typed_inputs_are_checked_before_the_run_starts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = write(dir.path(), "typed.yaml", TYPED);
+    let spec = spec.to_str().expect("utf8");
+    // A value of the wrong type: exit 64, naming the key, the type and the value; no run starts.
+    let o = agentic(&["run", spec, "--input", "temperature=hot"]);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(stdout(&o), "");
+    assert_eq!(stderr(&o), "error: input `temperature`: expected a number, got \"hot\"\n");
+    let o = agentic(&["run", spec, "--input", "temperature=[39]"]);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(stderr(&o), "error: input `temperature`: expected a number, got [39]\n");
+    // A value given as text is JSON first: a number here; the default fills `patient`.
+    let o = agentic(&["run", spec, "--input", "temperature=39.5"]);
+    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "the patient: high\n".to_string()), "{}", stderr(&o));
+    // For a `string` input the text is the value, whatever JSON it would be.
+    let o = agentic(&["run", spec, "--input", "temperature=37", "--input", "patient=42"]);
+    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "42: normal\n".to_string()), "{}", stderr(&o));
+    // A required input missing, an undeclared one (a typo): usage errors.
+    let o = agentic(&["run", spec]);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(stderr(&o), "error: input `temperature`: missing (a number, declared in `params` without a default)\n");
+    let o = agentic(&["run", spec, "--input", "temprature=39"]);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(
+        stderr(&o),
+        "error: input `temprature`: not a parameter of this spec (did you mean `temperature`?); its params are \
+         `temperature`, `patient`\n"
+    );
+    // --inputs FILE.json is checked the same way (its values are JSON: a number is not a string there).
+    let inputs = write(dir.path(), "inputs.json", r#"{"temperature": 38, "patient": 7}"#);
+    let o = agentic(&["run", spec, "--inputs", inputs.to_str().expect("utf8")]);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(stderr(&o), "error: input `patient`: expected a string, got 7\n");
+}
+
+#[test]
+fn a_new_turn_of_a_completed_run_is_not_asked_for_its_inputs_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = write(dir.path(), "typed.yaml", TYPED);
+    let spec = spec.to_str().expect("utf8");
+    let store = dir.path().join("store");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agentic"))
+            .args(args)
+            .env("AGENTIC_STORE", &store)
+            .env_remove("AGENTIC_LOG")
+            .output()
+            .expect("the binary runs")
+    };
+    let o = run(&["run", spec, "--input", "temperature=40", "--input", "patient=Ada", "--memory-id", "t1"]);
+    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "Ada: high\n".to_string()), "{}", stderr(&o));
+    // The second turn runs on the first one's state: its temperature and patient (no default over it).
+    let o = run(&["run", spec, "--memory-id", "t1"]);
+    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "Ada: high\n".to_string()), "{}", stderr(&o));
+    // What it is given is still checked.
+    let o = run(&["run", spec, "--memory-id", "t1", "--input", "temperature=hot"]);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(stderr(&o), "error: input `temperature`: expected a number, got \"hot\"\n");
+}

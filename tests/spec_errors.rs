@@ -94,12 +94,34 @@ fn yaml_indentation_errors_have_a_hint_under_the_located_error() {
 }
 
 #[test]
+fn params_declare_known_types_and_defaults_of_their_type() {
+    let yaml = "version: 1\nroot: a\nparams:\n  temperature: nmber\n  city: { type: string, default: 5 }\n  \
+                n: { tipe: integer }\n  m: [1]\n  k: { type: integer, description: 3 }\nagents:\n  \
+                a: { kind: compute, value: '1' }\n";
+    assert_eq!(
+        errors(yaml),
+        [
+            "spec.yaml:4:16: field `params.temperature`: unknown type `nmber` (did you mean `number`?), expected one \
+             of `string`, `number`, `integer`, `boolean`, `array`, `object`",
+            "spec.yaml:5:34: field `params.city.default`: expected a string, found an integer",
+            "spec.yaml:6:8: field `params.n`: unknown field `tipe` (did you mean `type`?), expected one of `type`, \
+             `default`, `description`",
+            "spec.yaml:7:6: field `params.m`: expected a type name (`string`, `number`, `integer`, `boolean`, \
+             `array`, `object`) or `{type, default, description}`, found a list",
+            "spec.yaml:8:36: field `params.k.description`: expected a string, found an integer",
+        ]
+    );
+    let e = one("version: 1\nroot: a\nparams: [x]\nagents:\n  a: { kind: compute, value: '1' }\n");
+    assert_eq!(e.to_string(), "spec.yaml:3:9: field `params`: expected a mapping, found a list");
+}
+
+#[test]
 fn unknown_top_level_field() {
     let e = one("version: 1\nroot: a\nagent:\n  a: {}\nagents:\n  a: { kind: compute, value: '1' }\n");
     assert_eq!(
         e.to_string(),
         "spec.yaml:3:1: unknown field `agent` (did you mean `agents`?), expected one of `version`, `name`, `root`, \
-         `models`, `agents`"
+         `params`, `models`, `agents`"
     );
 }
 

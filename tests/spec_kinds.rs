@@ -443,3 +443,63 @@ fn unreachable_agents_are_listed() {
     let spec = Spec::parse(yaml, "u.yaml").expect("parses");
     assert_eq!(spec.unreachable_agents(), ["orphan"]);
 }
+
+#[test]
+fn params_are_read_and_check_a_run_s_inputs() {
+    use agentic_spec::ParamType;
+    let spec = Spec::parse(
+        "version: 1\nroot: a\nparams:\n  temperature: number\n  \
+         n: { type: integer, default: 3, description: How many }\n  tags: array\n  cfg: { type: object, default: {} }\n  \
+         ok: boolean\n  city: string\nagents:\n  a: { kind: compute, value: '1' }\n",
+        "typed.yaml",
+    )
+    .unwrap();
+    let params: Vec<(&str, ParamType, Option<&Value>, Option<&str>)> =
+        spec.params().iter().map(|p| (p.name.as_str(), p.ty, p.default.as_ref(), p.description.as_deref())).collect();
+    assert_eq!(
+        params,
+        [
+            ("temperature", ParamType::Number, None, None),
+            ("n", ParamType::Integer, Some(&json!(3)), Some("How many")),
+            ("tags", ParamType::Array, None, None),
+            ("cfg", ParamType::Object, Some(&json!({})), None),
+            ("ok", ParamType::Boolean, None, None),
+            ("city", ParamType::String, None, None),
+        ]
+    );
+    assert_eq!((spec.params()[1].pos.line, spec.params()[1].pos.column), (5, 3));
+
+    let inputs = |v: Value| -> Map<String, Value> { v.as_object().unwrap().clone() };
+    let shown = |errors: Vec<agentic_spec::InputError>| errors.iter().map(ToString::to_string).collect::<Vec<_>>();
+    let good = inputs(json!({"temperature": 0.7, "tags": ["a"], "ok": false, "city": "Oslo", "n": 2.0}));
+    assert_eq!(spec.check_inputs(&good), Ok(()));
+    let bad = inputs(json!({"temperature": "hot", "n": 2.5, "tags": "a", "ok": "yes", "city": 1, "cfg": [1]}));
+    assert_eq!(
+        shown(spec.check_inputs(&bad).unwrap_err()),
+        [
+            "input `temperature`: expected a number, got \"hot\"",
+            "input `n`: expected an integer, got 2.5",
+            "input `tags`: expected an array, got \"a\"",
+            "input `ok`: expected a boolean, got \"yes\"",
+            "input `city`: expected a string, got 1",
+            "input `cfg`: expected an object, got [1]",
+        ]
+    );
+    // Defaults fill what is missing; the required inputs missing are named in declaration order.
+    let mut given = inputs(json!({"temperature": 1, "ok": true}));
+    assert_eq!(
+        shown(spec.complete_inputs(&mut given).unwrap_err()),
+        [
+            "input `tags`: missing (an array, declared in `params` without a default)",
+            "input `city`: missing (a string, declared in `params` without a default)",
+        ]
+    );
+    assert_eq!(Value::Object(given), json!({"temperature": 1, "ok": true, "n": 3, "cfg": {}}));
+
+    // A spec without params takes any input.
+    let open = Spec::parse("version: 1\nroot: a\nagents:\n  a: { kind: compute, value: '1' }\n", "open.yaml").unwrap();
+    assert!(open.params().is_empty());
+    assert_eq!(open.check_inputs(&bad), Ok(()));
+    let mut none = Map::new();
+    assert_eq!(open.complete_inputs(&mut none), Ok(()));
+}

@@ -42,6 +42,9 @@
 //!   "did you mean" suggestion; a misspelt required field is reported once (not also as missing).
 //! - Unknown kinds (listing the valid kinds); known kinds this build does not support.
 //! - Duplicate mapping keys anywhere (agent names, fields, model names), naming the first occurrence.
+//! - `params` (the root's inputs): each a JSON-schema type name (`string`, `number`, `integer`, `boolean`,
+//!   `array`, `object`) or `{type, default, description}` with a `default` of that type. A run's inputs are
+//!   checked against them with [`Spec::check_inputs`] and [`Spec::complete_inputs`] (`agentic run` does).
 //! - `version` is the integer 1; `root` and `agents` are present; `root` and every reference name a
 //!   defined agent.
 //! - The agents form a tree: an agent has at most one parent, never contains itself or an ancestor (a
@@ -112,6 +115,7 @@ mod error;
 mod model;
 mod models;
 mod node;
+mod params;
 mod parse;
 mod validate;
 
@@ -128,6 +132,7 @@ pub use model::{
 pub use model::{DesireDef, PreferDef};
 pub use models::{decision_model_from_def, model_from_def};
 pub use node::Pos;
+pub use params::{InputError, ParamDef, ParamType};
 
 use error::Sink;
 
@@ -137,6 +142,7 @@ pub struct Spec {
     file: String,
     name: String,
     root: Located<String>,
+    params: Vec<ParamDef>,
     models: Vec<ModelDef>,
     agents: Vec<AgentDef>,
 }
@@ -199,6 +205,7 @@ impl Spec {
                 name: parsed.name.unwrap_or_else(|| file_stem(sink.file())),
                 file: sink.file().to_string(),
                 root,
+                params: parsed.params,
                 models: parsed.models,
                 agents: parsed.agents,
             }),
@@ -225,6 +232,36 @@ impl Spec {
     /// The name of the root agent.
     pub fn root(&self) -> &str {
         &self.root.value
+    }
+
+    /// The root's declared inputs (`params`), in file order; empty when the spec declares none.
+    pub fn params(&self) -> &[ParamDef] {
+        &self.params
+    }
+
+    /// Checks a run's inputs against `params`: each declared input is of its type, and no input is undeclared
+    /// (when `params` is declared; without it, any input goes). Inputs the run lacks are not errors here: see
+    /// [`Spec::complete_inputs`].
+    ///
+    /// # Errors
+    /// Every input that does not fit, in the order of `inputs`: `input `temperature`: expected a number, got
+    /// "hot"`, `input `citty`: not a parameter of this spec (did you mean `city`?); its params are ..`.
+    pub fn check_inputs(&self, inputs: &serde_json::Map<String, serde_json::Value>) -> Result<(), Vec<InputError>> {
+        let errors = params::check(&self.params, inputs);
+        if errors.is_empty() { Ok(()) } else { Err(errors) }
+    }
+
+    /// Adds to `inputs` the defaults of the declared inputs it lacks.
+    ///
+    /// # Errors
+    /// Every declared input without a default that `inputs` lacks, in declaration order: `input `city`:
+    /// missing (a string, declared in `params` without a default)` (the defaults are added all the same).
+    pub fn complete_inputs(
+        &self,
+        inputs: &mut serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), Vec<InputError>> {
+        let errors = params::complete(&self.params, inputs);
+        if errors.is_empty() { Ok(()) } else { Err(errors) }
     }
 
     /// Every agent definition, in file order.

@@ -7,18 +7,20 @@ use crate::model::{
     SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
 use crate::node::{Node, NodeValue, Pos};
+use crate::params::{ParamDef, ParamType};
 
 /// Fields every agent takes.
 const COMMON_FIELDS: &[&str] = &["kind", "description", "inputs", "output_key", "optional", "async", "timeout_ms"];
 /// Fields every composite takes besides the common ones.
 const COMPOSITE_FIELDS: &[&str] = &["output", "error_handler", "compensate_on_error"];
-const TOP_FIELDS: &[&str] = &["version", "name", "root", "models", "agents"];
+const TOP_FIELDS: &[&str] = &["version", "name", "root", "params", "models", "agents"];
 
 /// The top level of a spec, parsed (not yet cross-checked).
 pub(crate) struct Parsed {
     pub(crate) version: Option<Located<i64>>,
     pub(crate) name: Option<String>,
     pub(crate) root: Option<Located<String>>,
+    pub(crate) params: Vec<ParamDef>,
     pub(crate) models: Vec<ModelDef>,
     pub(crate) agents: Vec<AgentDef>,
     /// Every agent name defined (including agents whose definition has errors), for reference checks.
@@ -213,6 +215,7 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
         version: None,
         name: None,
         root: None,
+        params: Vec::new(),
         models: Vec::new(),
         agents: Vec::new(),
         names: Vec::new(),
@@ -240,6 +243,13 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
         }
         Some(_) => cx.nonempty(&top, "root"),
     };
+    if let Some(params) = top.get("params")
+        && !matches!(params.value, NodeValue::Null)
+    {
+        let before = cx.sink_len();
+        parsed.params = parse_params(params, &mut cx);
+        cx.nest_since(before, "params");
+    }
     if let Some(models) = top.get("models")
         && !matches!(models.value, NodeValue::Null)
         && let Some(obj) = cx.obj(models, Some("models"), "model name")
@@ -267,6 +277,82 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
         }
     }
     parsed
+}
+
+/// `params: {name: TYPE | {type: TYPE, default: VALUE, description: TEXT}}`: the root's declared inputs.
+/// Errors name the field under `params` (`temperature`, `temperature.default`).
+fn parse_params(node: &Node, cx: &mut Cx<'_>) -> Vec<ParamDef> {
+    let Some(obj) = cx.obj(node, None, "parameter") else { return Vec::new() };
+    let mut out = Vec::with_capacity(obj.entries.len());
+    for (name, pos, value) in &obj.entries {
+        if name.trim().is_empty() {
+            cx.err(*pos, None, "parameter names must not be empty");
+            continue;
+        }
+        let before = cx.sink_len();
+        let param = parse_param(name, *pos, value, cx);
+        cx.nest_since(before, name);
+        out.extend(param);
+    }
+    out
+}
+
+/// One entry of `params` (errors recorded without the parameter's name: the caller nests them under it).
+fn parse_param(name: &str, pos: Pos, value: &Node, cx: &mut Cx<'_>) -> Option<ParamDef> {
+    let param = |ty, default, description| ParamDef { name: name.to_string(), pos, ty, default, description };
+    match &value.value {
+        NodeValue::Str(_) => param_type(value, None, cx).map(|ty| param(ty, None, None)),
+        NodeValue::Map(_) => {
+            let fields = cx.obj(value, None, "field")?;
+            fields.check_fields(&["type", "default", "description"], cx);
+            let description = fields.get("description").and_then(|d| match &d.value {
+                NodeValue::Str(s) => Some(s.clone()),
+                _ => {
+                    cx.err(d.pos, Some("description"), format!("expected a string, found {}", d.type_name()));
+                    None
+                }
+            });
+            let Some(t) = fields.get("type") else {
+                cx.missing(value.pos, "type", format!("missing field `type` (one of {})", ParamType::names_list()));
+                return None;
+            };
+            let ty = param_type(t, Some("type"), cx)?;
+            let default = match fields.get("default") {
+                Some(d) if !ty.accepts(&d.to_json()) => {
+                    cx.err(d.pos, Some("default"), format!("expected {}, found {}", ty.described(), d.type_name()));
+                    return None;
+                }
+                other => other.map(Node::to_json),
+            };
+            Some(param(ty, default, description))
+        }
+        _ => {
+            let msg = format!(
+                "expected a type name ({}) or `{{type, default, description}}`, found {}",
+                ParamType::names_list(),
+                value.type_name()
+            );
+            cx.err(value.pos, None, msg);
+            None
+        }
+    }
+}
+
+/// A parameter's type name (`number`), with a located error (about `field`) when it is not one.
+fn param_type(node: &Node, field: Option<&str>, cx: &mut Cx<'_>) -> Option<ParamType> {
+    let Some(name) = node.as_str() else {
+        cx.err(node.pos, field, format!("expected a type name, found {}", node.type_name()));
+        return None;
+    };
+    if let Some(ty) = ParamType::from_name(name) {
+        return Some(ty);
+    }
+    let hint = match suggest(name, ParamType::ALL.iter().map(|t| t.name())) {
+        Some(s) => format!(" (did you mean `{s}`?)"),
+        None => String::new(),
+    };
+    cx.err(node.pos, field, format!("unknown type `{name}`{hint}, expected one of {}", ParamType::names_list()));
+    None
 }
 
 fn parse_model(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<ModelDef> {

@@ -74,10 +74,10 @@ pub(crate) struct RunArgs {
     /// The spec file (YAML or JSON).
     #[arg(value_name = "SPEC")]
     pub(crate) spec: PathBuf,
-    /// An input: VALUE is parsed as JSON when it is valid JSON, else taken as a string. Repeatable; wins over
-    /// `--inputs`.
+    /// An input: VALUE is parsed as JSON when it is valid JSON, else taken as a string (always the text for
+    /// an input the spec's `params` declare a `string`). Repeatable; wins over `--inputs`.
     #[arg(long = "input", value_name = "KEY=VALUE", value_parser = parse_key_value)]
-    pub(crate) input: Vec<(String, Value)>,
+    pub(crate) input: Vec<(String, String)>,
     /// A JSON file holding an object of inputs.
     #[arg(long, value_name = "FILE.json")]
     pub(crate) inputs: Option<PathBuf>,
@@ -202,10 +202,11 @@ pub(crate) fn parse_value(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
 }
 
-/// Parses `KEY=VALUE` (split at the first `=`; the key must not be empty).
-fn parse_key_value(arg: &str) -> Result<(String, Value), String> {
+/// Parses `KEY=VALUE` (split at the first `=`; the key must not be empty). The value stays text: how it is
+/// read depends on the spec's `params` (`run::collect_inputs`).
+fn parse_key_value(arg: &str) -> Result<(String, String), String> {
     match arg.split_once('=') {
-        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_string(), parse_value(value))),
+        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_string(), value.to_string())),
         Some(_) => Err(format!("`{arg}`: the key before `=` is empty")),
         None => Err(format!("`{arg}`: expected KEY=VALUE")),
     }
@@ -281,7 +282,7 @@ mod tests {
         assert_eq!(parse_value("\"5\""), json!("5"));
         assert_eq!(parse_value("hello world"), json!("hello world"));
         assert_eq!(parse_value(""), json!(""));
-        assert_eq!(parse_key_value("a=b=c"), Ok(("a".to_string(), json!("b=c"))));
+        assert_eq!(parse_key_value("a=b=c"), Ok(("a".to_string(), "b=c".to_string())));
         assert!(parse_key_value("novalue").is_err());
         assert!(parse_key_value("=3").is_err());
     }

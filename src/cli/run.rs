@@ -9,20 +9,23 @@ use super::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE};
 
 /// Runs the spec; returns the exit code.
 pub(crate) fn run(args: RunArgs) -> u8 {
-    let inputs = match collect_inputs(&args) {
-        Ok(i) => i,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return EXIT_USAGE;
-        }
-    };
-    let built = match Spec::from_path(&args.spec).and_then(|spec| spec.build()) {
+    let (spec, built) = match Spec::from_path(&args.spec).and_then(|spec| spec.build().map(|b| (spec, b))) {
         Ok(b) => b,
         Err(errors) => {
             eprintln!("{errors}");
             return EXIT_USAGE;
         }
     };
+    let mut inputs = match collect_inputs(&args, &spec) {
+        Ok(i) => i,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return EXIT_USAGE;
+        }
+    };
+    if let Err(errors) = spec.check_inputs(&inputs) {
+        return input_errors(&errors);
+    }
     if args.memory_id.as_deref().is_some_and(|id| id.trim().is_empty()) {
         eprintln!("error: --memory-id must not be empty");
         return EXIT_USAGE;
@@ -32,9 +35,6 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         Err(code) => return code,
     };
     let run_id = args.memory_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    eprintln!("run: {run_id}");
-    let source = std::fs::canonicalize(&args.spec).unwrap_or_else(|_| args.spec.clone());
-
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -42,32 +42,43 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             return EXIT_FAILED;
         }
     };
-    if args.memory_id.is_some() {
-        // A completed run id starts a new turn on its state; any other existing run is continued with
-        // `agentic resume`, not restarted with new inputs over its half-done state.
-        match runtime.block_on(store.run_dyn(&run_id)) {
-            Ok(Some(existing)) if existing.status != agentic_engine::RunStatus::Completed => {
-                let pending: Vec<&str> = existing.pending.iter().map(|p| p.id.as_str()).collect();
-                let how = if pending.is_empty() {
-                    format!("continue it with `agentic resume {run_id}`")
-                } else {
-                    format!(
-                        "it waits for {}: answer with `agentic respond {run_id} ..`, then `agentic resume {run_id}`",
-                        pending.join(", ")
-                    )
-                };
-                eprintln!(
-                    "error: run `{run_id}` already exists and is {}; {how} (or choose another --memory-id)",
-                    existing.status
-                );
-                return EXIT_USAGE;
-            }
-            Ok(_) => {}
+    let existing = match &args.memory_id {
+        None => None,
+        Some(_) => match runtime.block_on(store.run_dyn(&run_id)) {
+            Ok(existing) => existing,
             Err(e) => {
+                eprintln!("run: {run_id}");
                 eprintln!("error: {e}");
                 return EXIT_FAILED;
             }
-        }
+        },
+    };
+    // A new run gets the defaults of the inputs it lacks, and lacks no required one. A new turn of a completed
+    // run continues on its state, which may hold them already: it is given only what is given.
+    if existing.is_none()
+        && let Err(errors) = spec.complete_inputs(&mut inputs)
+    {
+        return input_errors(&errors);
+    }
+    eprintln!("run: {run_id}");
+    let source = std::fs::canonicalize(&args.spec).unwrap_or_else(|_| args.spec.clone());
+    // A completed run id starts a new turn on its state; any other existing run is continued with
+    // `agentic resume`, not restarted with new inputs over its half-done state.
+    if let Some(existing) = existing.filter(|e| e.status != agentic_engine::RunStatus::Completed) {
+        let pending: Vec<&str> = existing.pending.iter().map(|p| p.id.as_str()).collect();
+        let how = if pending.is_empty() {
+            format!("continue it with `agentic resume {run_id}`")
+        } else {
+            format!(
+                "it waits for {}: answer with `agentic respond {run_id} ..`, then `agentic resume {run_id}`",
+                pending.join(", ")
+            )
+        };
+        eprintln!(
+            "error: run `{run_id}` already exists and is {}; {how} (or choose another --memory-id)",
+            existing.status
+        );
+        return EXIT_USAGE;
     }
     let topology = args.report.as_ref().map(|_| built.root.topology());
     let report_store = store.clone();
@@ -100,8 +111,18 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     }
 }
 
-/// `--inputs FILE.json` (an object), then every `--input KEY=VALUE` on top.
-fn collect_inputs(args: &RunArgs) -> Result<Map<String, Value>, String> {
+/// Prints the inputs that do not fit the spec's `params`, one per line; returns the usage exit code.
+fn input_errors(errors: &[agentic_spec::InputError]) -> u8 {
+    for e in errors {
+        eprintln!("error: {e}");
+    }
+    EXIT_USAGE
+}
+
+/// `--inputs FILE.json` (an object), then every `--input KEY=VALUE` on top. A `--input` value is JSON when
+/// it is valid JSON, else the text; for an input `params` declares a `string`, a JSON value that is not a
+/// string is taken as the text (`--input zip=02139`, `--input name=true`).
+fn collect_inputs(args: &RunArgs, spec: &Spec) -> Result<Map<String, Value>, String> {
     let mut inputs = Map::new();
     if let Some(path) = &args.inputs {
         let text = std::fs::read_to_string(path).map_err(|e| format!("--inputs {}: {e}", path.display()))?;
@@ -117,8 +138,14 @@ fn collect_inputs(args: &RunArgs) -> Result<Map<String, Value>, String> {
             Err(e) => return Err(format!("--inputs {}: invalid JSON: {e}", path.display())),
         }
     }
-    for (key, value) in &args.input {
-        inputs.insert(key.clone(), value.clone());
+    for (key, text) in &args.input {
+        let is_string = spec.params().iter().any(|p| p.name == *key && p.ty == agentic_spec::ParamType::String);
+        let value = match super::args::parse_value(text) {
+            Value::String(s) => Value::String(s),
+            _ if is_string => Value::String(text.clone()),
+            other => other,
+        };
+        inputs.insert(key.clone(), value);
     }
     Ok(inputs)
 }
