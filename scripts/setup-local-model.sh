@@ -12,7 +12,8 @@
 # right size and sha256 it only prints the path. Also installs the build tools of the `llama-cpp-2` crate
 # (cmake, clang, libclang-dev) with apt-get when they are missing and we are root.
 #
-# Usage: scripts/setup-local-model.sh [--no-apt]
+# Usage: scripts/setup-local-model.sh [--no-apt | --apt-only]
+#        (--no-apt: the model only; --apt-only: the build tools only, as ./run-demo.sh's first stage)
 # Then:  cargo test --release --features local --test model_local -- --nocapture
 set -euo pipefail
 
@@ -49,7 +50,12 @@ install_build_tools() {
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 size_of() { stat -c %s "$1"; }
 
-[ "${1:-}" = "--no-apt" ] || install_build_tools
+case "${1:-}" in
+    --no-apt) ;;
+    --apt-only) install_build_tools; exit 0 ;;
+    "") install_build_tools ;;
+    *) die "unknown option \`$1\` (usage: scripts/setup-local-model.sh [--no-apt | --apt-only])" ;;
+esac
 
 # Fast path: a verified file is already there. Verification records the sha256, size and mtime beside the
 # file; when size and mtime still match, the file is taken as verified without re-hashing (instant). Set
