@@ -53,16 +53,112 @@ async fn the_showcase_spec_suspends_for_approval_and_sends_the_routed_experts_re
     let history = done.history().await.expect("history");
     let agents: Vec<&str> = history.iter().map(|r| r.agent.as_str()).collect();
     assert!(agents.contains(&"technical_expert"), "{agents:?}");
+    assert!(agents.contains(&"check"), "the grounding check is journaled: {agents:?}");
     assert!(!agents.contains(&"billing_expert") && !agents.contains(&"account_expert"), "{agents:?}");
+}
+
+/// The failure of issue 16: on a ticket that names no one, the model copies a few-shot example's customer and
+/// product. The check (a journaled `compute` agent) rejects both, the reply greets "there" and names no product,
+/// and the human is told why; approving it never yields `SENT`.
+#[tokio::test]
+async fn a_name_copied_from_the_examples_is_rejected_and_the_human_is_told_why() {
+    let spec = Spec::from_path(&spec_path()).expect("valid");
+    let ticket = "I cannot log in to my account";
+    let copied =
+        r#"{"customer": "Ben Ode", "product": "Mail account", "problem": "cannot log in", "urgency": "normal"}"#;
+    let model = ScriptedModel::new([copied, "ACCOUNT"]);
+    let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model))]).expect("build");
+
+    let outcome = built.root.invoke().input("ticket", ticket).await.expect("run");
+    assert!(outcome.is_suspended(), "waits for the human");
+    let reasons = ["customer name `Ben Ode` is not in the ticket", "product `Mail account` is not in the ticket"];
+    assert_eq!(
+        outcome.state().get("fields"),
+        Some(&json!({
+            "customer": null, "product": null, "problem": "cannot log in", "urgency": "normal", "rejected": reasons
+        })),
+        "the copied fields are null, with their reasons"
+    );
+    let reply = "Hello there, thank you for contacting us. For your security we have sent a verification link to the \
+                 email address on file (cannot log in); follow it within 24 hours to complete the change. - The \
+                 Account team";
+    assert_eq!(outcome.state().get("reply"), Some(&json!(reply)));
+    let pending = outcome.pending();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].id, "approve-reply");
+    assert_eq!(
+        pending[0].prompt,
+        format!(
+            "The check rejected what the ticket does not say, and the reply leaves it out: {}.\nSend this ACCOUNT \
+             reply (urgency: normal)? Answer approved or rejected.\n\n{reply}",
+            reasons.join("; ")
+        )
+    );
+
+    let done = outcome.resume().answer("approve-reply", "approved").await.expect("resume");
+    let answer = done.output().and_then(Value::as_str).unwrap().to_string();
+    assert_eq!(
+        answer,
+        format!(
+            "REVIEWED [ACCOUNT, normal] approved by a person (the check rejected: {}): {reply}",
+            reasons.join("; ")
+        )
+    );
+    assert!(!answer.contains("SENT") && !answer.contains("to Ben Ode"), "{answer}");
+    let history = done.history().await.expect("history");
+    let check = history.iter().find(|r| r.agent == "check").expect("the check is journaled");
+    assert_eq!(check.output.get("rejected"), Some(&json!(reasons)), "{check:?}");
+}
+
+/// Grounded fields pass the check whatever their case; a field the model leaves null is not a rejection (the
+/// reply then greets "there"), and only a rejection keeps the answer from `SENT`.
+#[tokio::test]
+async fn grounded_fields_pass_the_check_and_the_reply_is_sent() {
+    let spec = Spec::from_path(&spec_path()).expect("valid");
+    for (ticket, fields, rejected, sent) in [
+        (
+            "hi, PRIYA SHAH here: I was charged twice for my Acme Cloud plan.",
+            r#"{"customer": "Priya Shah", "product": "Acme Cloud plan", "problem": "charged twice", "urgency": "normal"}"#,
+            json!([]),
+            "SENT [BILLING, normal] to Priya Shah: Hello Priya Shah, thank you for contacting us about Acme Cloud plan. \
+             Our billing team has opened a review of your charges (charged twice).",
+        ),
+        (
+            "I was charged twice for my subscription this month",
+            r#"{"customer": null, "product": null, "problem": "charged twice", "urgency": "normal"}"#,
+            json!([]),
+            "SENT [BILLING, normal] to the customer: Hello there, thank you for contacting us. Our billing team has \
+             opened a review of your charges (charged twice).",
+        ),
+        (
+            "I was charged twice for my subscription this month",
+            r#"{"customer": "", "product": "subscription", "problem": "double billing", "urgency": "normal"}"#,
+            json!(["problem `double billing` is not in the ticket"]),
+            "REVIEWED [BILLING, normal] approved by a person (the check rejected: problem `double billing` is not in \
+             the ticket): Hello there, thank you for contacting us about subscription. Our billing team has opened a \
+             review of your charges.",
+        ),
+    ] {
+        let model = ScriptedModel::new([fields, "ACCOUNT"]);
+        let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model))]).expect("build");
+        let outcome = built.root.invoke().input("ticket", ticket).await.expect("run");
+        assert!(outcome.is_suspended(), "{ticket}");
+        assert_eq!(outcome.state().get("fields").and_then(|f| f.get("rejected")), Some(&rejected), "{ticket}");
+        assert_eq!(outcome.pending()[0].prompt.starts_with("Send this BILLING reply"), rejected == json!([]));
+        let done = outcome.resume().answer("approve-reply", "approved").await.expect("resume");
+        let answer = done.output().and_then(Value::as_str).unwrap();
+        assert!(answer.starts_with(sent), "{answer}");
+    }
 }
 
 #[tokio::test]
 async fn a_rejected_reply_is_held_back() {
     let spec = Spec::from_path(&spec_path()).expect("valid");
-    let fields = r#"{"customer": "Ana", "product": "Pro plan", "problem": "double charge", "urgency": "normal"}"#;
+    let fields = r#"{"customer": "Ana", "product": "Pro plan", "problem": "charged twice", "urgency": "normal"}"#;
     let model = ScriptedModel::new([fields, "BILLING"]);
     let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model))]).expect("build");
-    let outcome = built.root.invoke().input("ticket", "I was charged twice.").await.expect("run");
+    let outcome =
+        built.root.invoke().input("ticket", "Ana here: I was charged twice for my Pro plan.").await.expect("run");
     assert!(outcome.state().get("reply").and_then(Value::as_str).unwrap().ends_with("- The Billing team"));
     let done = outcome.resume().answer("approve-reply", "rejected").await.expect("resume");
     assert_eq!(done.output(), Some(&json!("HELD [BILLING, normal] for Ana (review: rejected)")));
@@ -153,7 +249,9 @@ async fn the_showcase_runs_through_the_binary_against_an_openai_compatible_serve
     );
     let state = &json_out(&show)["state"];
     assert_eq!(state["category"], json!("TECHNICAL"));
-    assert_eq!(state["fields"], serde_json::from_str::<Value>(FIELDS).unwrap());
+    let mut checked = serde_json::from_str::<Value>(FIELDS).unwrap();
+    checked["rejected"] = json!([]);
+    assert_eq!(state["fields"], checked, "every field is in the ticket: none rejected");
 
     assert_eq!(respond.status.code(), Some(0), "{}", stderr(&respond));
     assert_eq!(resume.status.code(), Some(0), "{}", stderr(&resume));
@@ -168,6 +266,7 @@ async fn the_showcase_runs_through_the_binary_against_an_openai_compatible_serve
     assert_eq!(report.status.code(), Some(0), "{}", stderr(&report));
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("technical_expert"), "the report shows the routed branch");
+    assert!(html.contains("check"), "the report shows the grounding check");
 
     // Both llm steps went to the server, with the model named by OPENAI_MODEL and structured outputs.
     let bodies: Vec<Value> = server
