@@ -89,7 +89,7 @@ async fn the_journal_and_the_report_show_item_scoped_writes() {
             .collect()
     };
     assert_eq!(
-        in_item("#1"),
+        in_item("|root/0#1"),
         [
             ("root/0/0".to_string(), vec![("y".to_string(), json!(20))], false),
             ("root/0/1".to_string(), vec![("z".to_string(), json!(21))], false),
@@ -101,14 +101,14 @@ async fn the_journal_and_the_report_show_item_scoped_writes() {
     assert_eq!(image.state.get("y"), None);
     assert_eq!(image.state.get("zs"), Some(&json!([11, 21, 31])));
     // The image halfway, after item #0's first step: its layer holds its write, the shared state does not.
-    let first = records.iter().position(|r| r.item.as_deref() == Some("#0")).unwrap();
+    let first = records.iter().position(|r| r.item.as_deref() == Some("|root/0#0")).unwrap();
     let half = RunImage::fold("items-1", &records[..=first]).unwrap();
-    assert_eq!(half.layers.get("#0").and_then(|l| l.get("y")), Some(&json!(10)));
+    assert_eq!(half.layers.get("|root/0#0").and_then(|l| l.get("y")), Some(&json!(10)));
     assert_eq!(half.state.get("y"), None);
 
     let html =
         agentic_report::report_from_store(&store.store_ref(), "items-1", Some(&system.topology())).await.unwrap();
-    assert!(html.contains(r##""item":"#2""##), "the report's steps carry their item");
+    assert!(html.contains(r##""item":"|root/0#2""##), "the report's steps carry their item");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,4 +127,40 @@ async fn a_nested_mapper_takes_its_items_from_its_own_invocation() {
         .unwrap();
     let outcome = outer.invoke().input("groups", json!([[1, 2], [3], []])).await.unwrap();
     assert_eq!(outcome.output(), Some(&json!([[2, 4], [6], []])));
+}
+
+/// Two mappers running at once (siblings in a parallel) over sequences that write the same keys: every item of
+/// each has its own layer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_mappers_running_at_once_keep_their_items_apart() {
+    let mapped = |name: &str, prefix: &'static str| {
+        let tag = FnAgent::builder(format!("{name}_tag"), move |ctx| {
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                Ok(json!(format!("{prefix}{}", ctx.input_as::<i64>("x")?)))
+            })
+        })
+        .input("x")
+        .output_key("t")
+        .build();
+        let pair =
+            Compute::expression(format!("{name}_pair"), "[t, x]").unwrap().inputs(["t", "x"]).output_key("r").build();
+        let per_item = Sequence::builder().name(format!("{name}_item")).sub_agents([tag, pair]).output_key("r");
+        ParallelMapper::builder()
+            .name(name)
+            .sub_agent(per_item.build().unwrap())
+            .items_key("xs")
+            .item_key("x")
+            .output_key(format!("out_{name}"))
+            .build()
+            .unwrap()
+    };
+    let both = Parallel::builder().name("both").sub_agents([mapped("a", "A"), mapped("b", "B")]).build().unwrap();
+    for rep in 0..20 {
+        let outcome = both.invoke().input("xs", json!([0, 1, 2, 3])).await.unwrap();
+        let state = outcome.state();
+        assert_eq!(state.get("out_a"), Some(&json!([["A0", 0], ["A1", 1], ["A2", 2], ["A3", 3]])), "repetition {rep}");
+        assert_eq!(state.get("out_b"), Some(&json!([["B0", 0], ["B1", 1], ["B2", 2], ["B3", 3]])), "repetition {rep}");
+        assert_eq!(state.get("t"), None);
+    }
 }

@@ -450,7 +450,7 @@ impl InvocationContext {
     /// A snapshot of the whole state, seen from this invocation's mapper item when it serves one (the item's
     /// own writes first, then the shared state).
     pub fn view(&self) -> ScopeView {
-        self.run.scope.view_at(self.frame.item.as_ref())
+        self.run.scope.view_at(self.frame.layer.as_ref())
     }
 
     /// The run's scope. Its writes go to the shared state, even inside a mapper item: write through
@@ -466,7 +466,7 @@ impl InvocationContext {
     /// None today (kept fallible for scopes kept elsewhere).
     pub async fn write(&self, key: impl Into<String>, value: Value) -> Result<(), AgentError> {
         let key = key.into();
-        let item = self.frame.item.as_ref();
+        let item = self.frame.layer.as_ref();
         if !self.keep_writes {
             self.run.scope.write_in(item, vec![(key, value)]).await?;
             return Ok(());

@@ -96,7 +96,8 @@ pub struct InflightChange {
 pub struct PlannerState {
     /// Path id of the composite that owns the planner.
     pub path: String,
-    /// The mapper item the composite's invocation serves (`#3`), when it runs once per item: each item's
+    /// The scope layer of the mapper item the composite's invocation serves (`|root/0#3`), when it runs once
+    /// per item: each item's
     /// invocation has its own state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item: Option<String>,
@@ -172,7 +173,8 @@ pub struct StepRecord {
     /// planner advanced; what follows is a retry, a substitution, or the failure of the composite.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub failed: bool,
-    /// The mapper item whose layer the delta was written to (`#3`; absent: the shared state).
+    /// The layer of the mapper item the delta was written to (`|root/0#3`: the item qualified by the mapped
+    /// call's path; absent: the shared state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item: Option<String>,
     /// True when this step completes the mapped call serving `item`: the item's layer (and the layers nested
@@ -200,7 +202,7 @@ impl StepRecord {
 }
 
 /// The key of a composite's state in [`RunImage::planners`]: its path, followed by its mapper item if any
-/// (`root/0#3`).
+/// layer (`root/0/1|root/0#3`).
 pub fn planner_key(path: &str, item: Option<&str>) -> String {
     match item {
         Some(item) => [path, item].concat(),
@@ -219,7 +221,7 @@ pub struct RunImage {
     pub state: Map<String, Value>,
     /// Latest execution state of every composite still in progress, by [`planner_key`] (path and item).
     pub planners: BTreeMap<String, PlannerState>,
-    /// The layers of the mapper items in progress, by item (`#3`): what their invocations wrote (`null`: the
+    /// The layers of the mapper items in progress, by layer (`|root/0#3`): what their invocations wrote (`null`: the
     /// item removed the key).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub layers: BTreeMap<String, Map<String, Value>>,
@@ -293,7 +295,7 @@ impl RunImage {
             });
         }
         if let (true, Some(item)) = (record.item_end, &record.item) {
-            let nested = format!("{item}#");
+            let nested = format!("{item}|");
             self.layers.retain(|k, _| k != item && !k.starts_with(&nested));
         }
         for ps in &record.planner_states {
@@ -337,7 +339,7 @@ fn in_item(state_item: Option<&str>, item: Option<&str>) -> bool {
     match item {
         None => true,
         Some(item) => {
-            state_item.is_some_and(|s| s == item || (s.starts_with(item) && s[item.len()..].starts_with('#')))
+            state_item.is_some_and(|s| s == item || (s.starts_with(item) && s[item.len()..].starts_with('|')))
         }
     }
 }

@@ -40,7 +40,8 @@ pub struct ScopeView {
     // Keys and values behind `Arc`s: publishing a snapshot shares the map, so the next write copies the path
     // to its key — with `Arc`s that copy is reference-count bumps, not deep clones of neighbouring values.
     state: SnapshotMap<Arc<str>, Arc<Value>>,
-    /// The layers of the mapper items in progress, by item (`#3`, `#3#0`); a `null` value hides the key.
+    /// The layers of the mapper items in progress (`|root/0#3`, `|root/0#3|root/0/1/0#0` nested); a `null`
+    /// value hides the key.
     layers: SnapshotMap<Arc<str>, SnapshotMap<Arc<str>, Arc<Value>>>,
     /// The item this view is seen from (none: the shared state only).
     at: Option<Arc<str>>,
@@ -51,13 +52,13 @@ pub struct ScopeView {
     seq: u64,
 }
 
-/// The item `item` and the items enclosing it, innermost first: `#3#0`, then `#3`.
-fn item_chain(item: &str) -> impl Iterator<Item = &str> {
-    let mut end = Some(item.len());
+/// The layer `layer` and the layers enclosing it, innermost first: `|a#3|b#0`, then `|a#3`.
+fn item_chain(layer: &str) -> impl Iterator<Item = &str> {
+    let mut end = Some(layer.len());
     std::iter::from_fn(move || {
         let e = end?;
-        let here = &item[..e];
-        end = here.rfind('#').filter(|&i| i > 0);
+        let here = &layer[..e];
+        end = here.rfind('|').filter(|&i| i > 0);
         Some(here)
     })
 }
@@ -81,7 +82,7 @@ impl ScopeView {
         self
     }
 
-    /// The mapper item this view is seen from (`#3`, `#3#0`), if any.
+    /// The mapper item layer this view is seen from (`|root/0#3`), if any.
     pub fn item(&self) -> Option<&str> {
         self.at.as_deref()
     }
@@ -336,7 +337,7 @@ impl ScopeState {
 
     /// Drops the layer of mapper item `item` and of the items nested in it (the item has completed).
     pub(crate) fn drop_layers(&mut self, item: &str) {
-        let nested = [item, "#"].concat();
+        let nested = [item, "|"].concat();
         self.tx.send_if_modified(|view| {
             let before = view.layers.len();
             view.layers.retain(|k, _| &**k != item && !k.starts_with(&nested));
@@ -424,8 +425,8 @@ mod tests {
         assert_eq!(scope.view().seq(), 2);
         let key = TypedKey::<f64>::new("score").with_default(0.5);
         assert_eq!(scope.view().get_typed(&key), Ok(Some(0.5)));
-        assert_eq!(item_chain("#3#0").collect::<Vec<_>>(), ["#3#0", "#3"]);
-        assert_eq!(item_chain("#12").collect::<Vec<_>>(), ["#12"]);
+        assert_eq!(item_chain("|root/0#3|root/0/1/0#0").collect::<Vec<_>>(), ["|root/0#3|root/0/1/0#0", "|root/0#3"]);
+        assert_eq!(item_chain("|root/0#12").collect::<Vec<_>>(), ["|root/0#12"]);
         scope.close().await;
         assert!(scope.write(vec![("a".into(), json!(1))]).await.is_err(), "a closed scope refuses writes");
     }

@@ -339,7 +339,7 @@ pub(crate) fn build(topology: Option<&TopologyNode>, run: &RunRecord, records: &
         }
 
         if let (true, Some(item)) = (r.item_end, &r.item) {
-            let nested = format!("{item}#");
+            let nested = format!("{item}|");
             layers.retain(|k, _| k != item && !k.starts_with(&nested));
         }
 

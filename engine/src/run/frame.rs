@@ -23,8 +23,12 @@ pub(crate) struct Frame {
     pub(crate) path: Arc<str>,
     /// Input values for this call only (a mapper's item), inherited by a composite's sub-agents.
     pub(crate) bindings: Option<Arc<Map<String, Value>>>,
-    /// Which mapper item the call serves (`#3`, `#3#0` nested), inherited like the bindings.
+    /// Which mapper item the call serves (`#3`, `#3#0` nested), inherited like the bindings: what response
+    /// ids and idempotency keys append.
     pub(crate) item: Option<Arc<str>>,
+    /// The scope layer of that item: the item qualified by the mapped call's path at every level
+    /// (`|root/0#3`, `|root/0#3|root/0/1/0#0`), so the items of two mappers running at once never share one.
+    pub(crate) layer: Option<Arc<str>>,
     /// 1-based; an error handler's retry increases it.
     pub(crate) attempt: u32,
     /// The error handler in effect (the composite's own, else inherited).
@@ -46,6 +50,7 @@ impl Frame {
             path: Arc::from("root"),
             bindings: None,
             item: None,
+            layer: None,
             attempt: 1,
             handler: None,
             listeners,
@@ -81,10 +86,12 @@ impl Frame {
             }
         };
         let item = item_of(self.item.as_ref(), call);
+        let layer = layer_of(self.layer.as_ref(), &path, call);
         Frame {
             path,
             bindings,
             item,
+            layer,
             attempt,
             handler,
             listeners,
@@ -101,6 +108,17 @@ pub(crate) fn item_of(parent: Option<&Arc<str>>, call: &AgentCall) -> Option<Arc
     if call.item {
         let mut tag = itoa::Buffer::new();
         Some(Arc::from([parent.map_or("", |p| &**p), "#", tag.format(call.tag)].concat().as_str()))
+    } else {
+        parent.cloned()
+    }
+}
+
+/// The scope layer of the invocation of `call` at `path`, below a composite whose layer is `parent`: a
+/// mapper's call opens `|<path>#<tag>` after the inherited layer; any other call stays in the parent's.
+pub(crate) fn layer_of(parent: Option<&Arc<str>>, path: &str, call: &AgentCall) -> Option<Arc<str>> {
+    if call.item {
+        let mut tag = itoa::Buffer::new();
+        Some(Arc::from([parent.map_or("", |p| &**p), "|", path, "#", tag.format(call.tag)].concat().as_str()))
     } else {
         parent.cloned()
     }

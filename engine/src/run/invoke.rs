@@ -43,7 +43,7 @@ pub(crate) struct Invocation {
 
 /// A closed invocation: the result for its supervisor and what the scope receives with it.
 pub(crate) struct Closed {
-    /// The mapper item the invocation served: its writes go to that item's layer.
+    /// The scope layer of the mapper item the invocation served: its writes go there.
     pub(crate) item: Option<Arc<str>>,
     pub(crate) result: Result<ChildOutcome, AgentError>,
     /// Writes for the scope (the output, the writes staged for completion).
@@ -81,7 +81,7 @@ impl Invocation {
     ) -> Result<Option<Invocation>, AgentError> {
         let spec = agent.spec();
         let Some(inputs) =
-            resolve_inputs(agent, run, &frame.path, frame.item.as_ref(), frame.bindings.as_deref()).await?
+            resolve_inputs(agent, run, &frame.path, frame.layer.as_ref(), frame.bindings.as_deref()).await?
         else {
             return Ok(None);
         };
@@ -145,7 +145,7 @@ impl Invocation {
             // Waiting for a human is not an invocation: nothing is recorded until it completes.
             let result = result.map(|_| ChildOutcome::default());
             return Closed {
-                item: ctx.frame.item.clone(),
+                item: ctx.frame.layer.clone(),
                 result,
                 scope_writes: Vec::new(),
                 record: None,
@@ -191,7 +191,7 @@ impl Invocation {
             });
         }
         let attempt = ctx.attempt();
-        let item = ctx.frame.item.clone();
+        let item = ctx.frame.layer.clone();
         let record = InvocationRecord {
             agent: spec.name.clone(),
             path: ctx.path().to_string(),

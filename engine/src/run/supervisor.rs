@@ -353,7 +353,7 @@ impl SupervisorState {
                 self.myself.send_after(t, || SupervisorMsg::Timeout);
             }
         }
-        if let Some(saved) = self.run.take_restore(&planner_key(self.path(), self.frame.item.as_deref())) {
+        if let Some(saved) = self.run.take_restore(&planner_key(self.path(), self.frame.layer.as_deref())) {
             return Box::pin(self.resume(saved)).await;
         }
         let first = match decision_view(&self.run, &self.frame, self.planner.reads_state()).await {
@@ -513,15 +513,15 @@ fn context<'a>(inner: &'a CompositeInner, view: ScopeView, path: &'a str) -> Pla
 /// The snapshot a planner decides on: settled (no async production pending) when it reads the state.
 /// The view is seen from the composite's invocation: its mapper item's layer and its bound values first.
 async fn decision_view(run: &RunContext, frame: &Frame, reads_state: bool) -> Result<ScopeView, AgentError> {
-    let view = run.scope.view_at(frame.item.as_ref());
+    let view = run.scope.view_at(frame.layer.as_ref());
     let view =
-        if reads_state && view.has_pending() { run.scope.settled().await?.at_item(frame.item.as_ref()) } else { view };
+        if reads_state && view.has_pending() { run.scope.settled().await?.at_item(frame.layer.as_ref()) } else { view };
     Ok(view.with_bindings(frame.bindings.as_ref()))
 }
 
 impl SupervisorState {
     fn planning_context(&self) -> PlanningContext<'_> {
-        let view = self.run.scope.view_at(self.frame.item.as_ref()).with_bindings(self.frame.bindings.as_ref());
+        let view = self.run.scope.view_at(self.frame.layer.as_ref()).with_bindings(self.frame.bindings.as_ref());
         context(&self.inner, view, &self.frame.path)
     }
 
@@ -559,7 +559,7 @@ impl SupervisorState {
         self.abort_all();
         // The result reads the state: wait for async agents still producing keys.
         let view = match self.run.scope.settled().await {
-            Ok(v) => v.at_item(self.frame.item.as_ref()).with_bindings(self.frame.bindings.as_ref()),
+            Ok(v) => v.at_item(self.frame.layer.as_ref()).with_bindings(self.frame.bindings.as_ref()),
             Err(e) => return self.fail(e),
         };
         let result = match (&self.inner.output, with) {
@@ -777,9 +777,9 @@ impl SupervisorState {
         }
     }
 
-    /// The mapper item the invocation of `call` serves.
+    /// The scope layer of the invocation of `call` (its mapper item's).
     fn child_item(&self, call: &AgentCall) -> Option<Arc<str>> {
-        super::frame::item_of(self.frame.item.as_ref(), call)
+        super::frame::layer_of(self.frame.layer.as_ref(), &self.child_paths[call.agent], call)
     }
 
     /// The error handler in effect: the composite's own, else the inherited one.
@@ -811,7 +811,11 @@ impl SupervisorState {
             return self.fail(error);
         }
         let item = self.child_item(&done.call);
-        let view = self.run.scope.view_at(item.as_ref());
+        let bindings = self
+            .frame
+            .child(path.clone(), &done.call, done.attempt, None, Arc::from([]), tracing::Span::none())
+            .bindings;
+        let view = self.run.scope.view_at(item.as_ref()).with_bindings(bindings.as_ref());
         let decision = handler.handle(&ErrorContext {
             error: &error,
             agent: agent.name(),
@@ -869,7 +873,7 @@ impl SupervisorState {
             delta: writes,
             planner_states: vec![PlannerState {
                 path: self.path().to_string(),
-                item: self.frame.item.as_deref().map(str::to_string),
+                item: self.frame.layer.as_deref().map(str::to_string),
                 state,
                 inflight,
                 state_patch,
@@ -951,7 +955,7 @@ impl SupervisorState {
                 delta: outcome.delta,
                 planner_states: vec![PlannerState {
                     path: self.path().to_string(),
-                    item: self.frame.item.as_deref().map(str::to_string),
+                    item: self.frame.layer.as_deref().map(str::to_string),
                     state,
                     inflight,
                     state_patch,
@@ -995,7 +999,7 @@ impl SupervisorState {
             delta,
             planner_states: vec![PlannerState {
                 path: self.path().to_string(),
-                item: self.frame.item.as_deref().map(str::to_string),
+                item: self.frame.layer.as_deref().map(str::to_string),
                 state_patch: if whole { None } else { Some(Value::Array(Vec::new())) },
                 state: before.unwrap_or(Value::Null),
                 inflight,
