@@ -1,0 +1,265 @@
+//! **Measured, not assumed** — runs the showcase's agents (`examples/specs/ticket_triage.yaml`: extract, check,
+//! classify, rules, categorize, ...) over the 30 labelled tickets of `tests/fixtures/tickets.jsonl` and prints
+//! what the model does: extraction exactness (customer and product, before and after the grounding check),
+//! invented fields (a customer or product the ticket does not contain) and category accuracy (the model
+//! alone, the keyword rules alone, both as the spec combines them).
+//!
+//! ```text
+//! scripts/setup-local-model.sh                                           # once: the model (and build tools)
+//! cargo run --release --features local --example measure_tickets       # the local model (Gemma 3 270M)
+//! OPENAI_BASE_URL=http://127.0.0.1:11434/v1 OPENAI_MODEL=llama3.2 cargo run --release --example measure_tickets
+//! cargo run --example measure_tickets -- FILE.jsonl                     # other labelled tickets
+//! ```
+//!
+//! Each ticket is one run of the spec's root up to its human step (the run suspends there; nothing is sent).
+//! A labelled ticket is `{"id", "ticket", "customer": null|"..", "product": null|[".." accepted values],
+//! "category", "ambiguous"}`; values compare trimmed and case-insensitively.
+
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use agentic::prelude::*;
+use agentic::spec::Spec;
+use serde_json::Value;
+
+/// One labelled ticket of the fixture file.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    /// Its number in the file.
+    pub id: u64,
+    /// The ticket's text.
+    pub text: String,
+    /// The customer's name as written in the ticket, or none when it names no one.
+    pub customer: Option<String>,
+    /// The accepted spellings of the product, empty when it names none.
+    pub product: Vec<String>,
+    /// BILLING, TECHNICAL or ACCOUNT.
+    pub category: String,
+    /// Whether the ticket could fairly go to two categories (the label is the better one).
+    pub ambiguous: bool,
+}
+
+/// What one run of the spec gave for one ticket.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// The ticket.
+    pub ticket: Ticket,
+    /// The model's fields (`extracted`).
+    pub extracted: Value,
+    /// The fields after the grounding check (`fields`, with `rejected`).
+    pub checked: Value,
+    /// The model's category (`guess`).
+    pub guess: String,
+    /// The keyword rules' category, "" when none matched (`rule_category`).
+    pub rules: String,
+    /// The spec's category (`category`).
+    pub category: String,
+    /// How long the run took (two model calls).
+    pub took: Duration,
+}
+
+/// Reads the labelled tickets (JSON lines).
+pub fn load(path: &Path) -> Result<Vec<Ticket>, Box<dyn Error>> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut tickets = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(line).map_err(|e| format!("{}:{}: {e}", path.display(), n + 1))?;
+        let field = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let product = match v.get("product") {
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+            _ => Vec::new(),
+        };
+        tickets.push(Ticket {
+            id: v.get("id").and_then(Value::as_u64).unwrap_or(n as u64 + 1),
+            text: field("ticket").ok_or_else(|| format!("{}:{}: no `ticket`", path.display(), n + 1))?,
+            customer: field("customer"),
+            product,
+            category: field("category").ok_or_else(|| format!("{}:{}: no `category`", path.display(), n + 1))?,
+            ambiguous: v.get("ambiguous").and_then(Value::as_bool).unwrap_or(false),
+        });
+    }
+    Ok(tickets)
+}
+
+/// The showcase spec.
+pub fn spec_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/specs/ticket_triage.yaml")
+}
+
+/// Runs the spec (its `default` model replaced by `model`) over `tickets`, one at a time, each up to its
+/// human step; `progress` is called after each.
+pub async fn measure(
+    model: ChatModelRef,
+    tickets: &[Ticket],
+    mut progress: impl FnMut(&Measured),
+) -> Result<Vec<Measured>, Box<dyn Error>> {
+    let spec = Spec::from_path(&spec_path())?;
+    let built = spec.build_with_models([("default".to_string(), model)])?;
+    let mut out = Vec::new();
+    for ticket in tickets {
+        let started = Instant::now();
+        let outcome = built.root.invoke().input("ticket", ticket.text.as_str()).await?;
+        let state = outcome.state();
+        let text = |k: &str| state.get(k).and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let m = Measured {
+            ticket: ticket.clone(),
+            extracted: state.get("extracted").cloned().unwrap_or(Value::Null),
+            checked: state.get("fields").cloned().unwrap_or(Value::Null),
+            guess: text("guess"),
+            rules: text("rule_category"),
+            category: text("category"),
+            took: started.elapsed(),
+        };
+        progress(&m);
+        out.push(m);
+    }
+    Ok(out)
+}
+
+/// A field's value as extracted: a non-blank string, trimmed.
+fn value<'a>(fields: &'a Value, key: &str) -> Option<&'a str> {
+    fields.get(key).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// Whether an extracted value matches the label: both absent, or equal (case-insensitive) to an accepted one.
+fn matches(got: Option<&str>, accepted: &[String]) -> bool {
+    match got {
+        None => accepted.is_empty(),
+        Some(g) => accepted.iter().any(|a| a.trim().eq_ignore_ascii_case(g)),
+    }
+}
+
+/// Whether an extracted value is invented: present, but not in the ticket's text (case-insensitive).
+fn invented(got: Option<&str>, ticket: &str) -> bool {
+    got.is_some_and(|g| !ticket.to_lowercase().contains(&g.to_lowercase()))
+}
+
+fn customer_labels(t: &Ticket) -> Vec<String> {
+    t.customer.iter().cloned().collect()
+}
+
+/// One line per ticket.
+pub fn line(m: &Measured) -> String {
+    let show = |v: Option<&str>| v.map_or("-".to_string(), |s| format!("{s:?}"));
+    let (cust, prod) = (value(&m.extracted, "customer"), value(&m.extracted, "product"));
+    let mark = |ok: bool| if ok { "ok" } else { "NO" };
+    let rejected = m.checked.get("rejected").and_then(Value::as_array).map_or(0, Vec::len);
+    format!(
+        "#{:<2} {:<9}{} model {:<9} {} rules {:<9} {} both {:<9} {} | customer {} {} product {} {} | rejected {} | {:.1}s",
+        m.ticket.id,
+        m.ticket.category,
+        if m.ticket.ambiguous { "*" } else { " " },
+        m.guess,
+        mark(m.guess == m.ticket.category),
+        if m.rules.is_empty() { "-" } else { &m.rules },
+        mark(m.rules == m.ticket.category),
+        m.category,
+        mark(m.category == m.ticket.category),
+        show(cust),
+        mark(matches(cust, &customer_labels(&m.ticket))),
+        show(prod),
+        mark(matches(prod, &m.ticket.product)),
+        rejected,
+        m.took.as_secs_f64(),
+    )
+}
+
+/// The figures.
+pub fn summary(results: &[Measured]) -> String {
+    let n = results.len();
+    let count = |f: &dyn Fn(&Measured) -> bool| results.iter().filter(|m| f(m)).count();
+    let exact = |fields: &dyn Fn(&Measured) -> &Value, key: &str| {
+        let right = count(&|m| {
+            let labels = if key == "customer" { customer_labels(&m.ticket) } else { m.ticket.product.clone() };
+            matches(value(fields(m), key), &labels)
+        });
+        format!("{right}/{n}")
+    };
+    fn raw(m: &Measured) -> &Value {
+        &m.extracted
+    }
+    fn checked(m: &Measured) -> &Value {
+        &m.checked
+    }
+    let both_exact = |fields: &dyn Fn(&Measured) -> &Value| {
+        let right = count(&|m| {
+            matches(value(fields(m), "customer"), &customer_labels(&m.ticket))
+                && matches(value(fields(m), "product"), &m.ticket.product)
+        });
+        format!("{right}/{n}")
+    };
+    let invented_in =
+        |fields: &dyn Fn(&Measured) -> &Value, key: &str| count(&|m| invented(value(fields(m), key), &m.ticket.text));
+    let named = count(&|m| m.ticket.customer.is_some());
+    let with_product = count(&|m| !m.ticket.product.is_empty());
+    let ambiguous = count(&|m| m.ticket.ambiguous);
+    let acc = |f: &dyn Fn(&Measured) -> &str| {
+        let right = count(&|m| f(m) == m.ticket.category);
+        let right_amb = count(&|m| m.ticket.ambiguous && f(m) == m.ticket.category);
+        format!("{right}/{n} ({right_amb}/{ambiguous} of the ambiguous)")
+    };
+    let mut labels: Vec<&str> = results.iter().map(|m| m.guess.as_str()).collect();
+    labels.sort_unstable();
+    labels.dedup();
+    let guesses: Vec<String> = labels.iter().map(|l| format!("{l} {}", count(&|m| m.guess == *l))).collect();
+    let rules_matched = count(&|m| !m.rules.is_empty());
+    let rejected_runs = count(&|m| m.checked.get("rejected").and_then(Value::as_array).is_some_and(|r| !r.is_empty()));
+    let problem_grounded = count(&|m| value(&m.checked, "problem").is_some());
+    let total: Duration = results.iter().map(|m| m.took).sum();
+    format!(
+        "{n} tickets ({named} name a customer, {with_product} a product, {ambiguous} ambiguous)\n\
+         extraction exact (customer and product): model {} / after the check {}  [customer {} / {}, product {} / {}]\n\
+         invented fields (not in the ticket): model {} customers, {} products / after the check {} customers, {} products\n\
+         runs with a rejected field (to the human with the reason, never SENT): {rejected_runs}/{n}; problem kept \
+         (in the ticket): {problem_grounded}/{n}\n\
+         category accuracy: model alone {}, rules alone {} (a rule matched {rules_matched}/{n}), both {}\n\
+         the model's guesses: {}\n\
+         time: {:.1}s in all, {:.1}s a ticket (two model calls)",
+        both_exact(&raw),
+        both_exact(&checked),
+        exact(&raw, "customer"),
+        exact(&checked, "customer"),
+        exact(&raw, "product"),
+        exact(&checked, "product"),
+        invented_in(&raw, "customer"),
+        invented_in(&raw, "product"),
+        invented_in(&checked, "customer"),
+        invented_in(&checked, "product"),
+        acc(&|m| m.guess.as_str()),
+        acc(&|m| m.rules.as_str()),
+        acc(&|m| m.category.as_str()),
+        guesses.join(", "),
+        total.as_secs_f64(),
+        total.as_secs_f64() / n.max(1) as f64,
+    )
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn Error>> {
+    let file = std::env::args()
+        .nth(1)
+        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tickets.jsonl"), PathBuf::from);
+    let model = match agentic::default_model() {
+        Ok(model) => model,
+        Err(_) => {
+            eprintln!(
+                "measure_tickets: no model to measure. This build lacks the local model (cargo feature `local`) and \
+                 OPENAI_BASE_URL is not set. Either:\n  scripts/setup-local-model.sh && cargo run --release \
+                 --features local --example measure_tickets\n  OPENAI_BASE_URL=http://127.0.0.1:11434/v1 \
+                 OPENAI_MODEL=llama3.2 cargo run --release --example measure_tickets"
+            );
+            std::process::exit(2);
+        }
+    };
+    let tickets = load(&file)?;
+    match std::env::var("OPENAI_BASE_URL") {
+        Ok(url) if !url.trim().is_empty() => eprintln!("model: the server at {url}"),
+        _ => eprintln!("model: the local model (Gemma 3 270M, in-process)"),
+    }
+    eprintln!("{} tickets from {} (* = ambiguous)", tickets.len(), file.display());
+    let results = measure(model, &tickets, |m| println!("{}", line(m))).await?;
+    println!("\n{}", summary(&results));
+    Ok(())
+}
