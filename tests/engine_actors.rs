@@ -407,3 +407,40 @@ async fn a_running_run_is_watched_by_id_from_another_task() {
     let err = registry.subscribe("watched-1").await.map(|_| ()).unwrap_err();
     assert!(err.to_string().contains("not running"), "{err}");
 }
+
+/// A run whose caller gives up (its future dropped) ends its subscribers' streams, and its memory id can be
+/// invoked again at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_run_ends_its_subscriptions_and_frees_its_id() {
+    let slow = FnAgent::builder("slow", |_ctx| {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Ok(json!("late"))
+        })
+    })
+    .output_key("out")
+    .build();
+    let quick = FnAgent::builder("quick", |_ctx| Box::pin(async move { Ok(json!("now")) })).output_key("out").build();
+    let registry = Registry::global();
+    for round in 0..5 {
+        let flow = Sequence::builder().name("abandoned").sub_agents([slow.clone()]).build().unwrap();
+        let run = tokio::spawn(async move { flow.invoke().memory_id("abandoned-1").await });
+        let mut events = loop {
+            match registry.subscribe("abandoned-1").await {
+                Ok(events) => break events,
+                Err(_) => tokio::task::yield_now().await,
+            }
+        };
+        run.abort();
+        let ended =
+            tokio::time::timeout(Duration::from_secs(5), async { while events.recv().await.is_some() {} }).await;
+        assert!(ended.is_ok(), "round {round}: the subscription ended with the abandoned run");
+        // Invoked again at once with another system: the id is free.
+        let again = Sequence::builder().name("abandoned").sub_agents([quick.clone()]).output_key("out").build();
+        let outcome = again.unwrap().invoke().memory_id(format!("abandoned-again-{round}")).await.unwrap();
+        assert_eq!(outcome.output(), Some(&json!("now")));
+        let same = Sequence::builder().name("abandoned").sub_agents([quick.clone()]).output_key("out").build();
+        let outcome = same.unwrap().invoke().memory_id("abandoned-1").store(MemoryStore::new()).await;
+        assert_eq!(outcome.unwrap().output(), Some(&json!("now")), "round {round}");
+    }
+}

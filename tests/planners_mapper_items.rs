@@ -164,3 +164,36 @@ async fn two_mappers_running_at_once_keep_their_items_apart() {
         assert_eq!(state.get("t"), None);
     }
 }
+
+/// An async agent inside a mapped item writes to the item's layer, and the item's readers wait for it there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_agent_inside_an_item_writes_to_the_items_layer() {
+    let side = FnAgent::builder("side", |ctx| {
+        Box::pin(async move {
+            let x: i64 = ctx.input_as("x")?;
+            tokio::time::sleep(Duration::from_micros((x % 3) as u64 * 200)).await;
+            Ok(json!(x * 2))
+        })
+    })
+    .input("x")
+    .output_key("side")
+    .asynchronous(true)
+    .build();
+    let pair = Compute::expression("pair", "[x, side]").unwrap().inputs(["x", "side"]).output_key("r").build();
+    let per_item = Sequence::builder().name("per_item").sub_agents([side, pair]).output_key("r").build().unwrap();
+    let system = ParallelMapper::builder()
+        .name("map")
+        .sub_agent(per_item)
+        .items_key("xs")
+        .item_key("x")
+        .output_key("out")
+        .build()
+        .unwrap();
+    let xs: Vec<i64> = (1..=10).collect();
+    let expected: Vec<Value> = xs.iter().map(|x| json!([x, x * 2])).collect();
+    for rep in 0..10 {
+        let outcome = system.invoke().input("xs", json!(xs)).await.unwrap();
+        assert_eq!(outcome.output(), Some(&Value::Array(expected.clone())), "repetition {rep}");
+        assert_eq!(outcome.state().get("side"), None, "repetition {rep}");
+    }
+}

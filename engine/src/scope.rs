@@ -216,14 +216,27 @@ impl ScopeView {
         entries.into_iter().map(|(_, e)| e).collect()
     }
 
+    /// Looks `key`'s async markers up as this view sees them: in the layers of its item first (an async agent
+    /// serving an item marks the key in the item's layer), then in the shared state.
+    fn marker<'a, T>(&'a self, key: &str, find: impl Fn(&str) -> Option<T> + 'a) -> Option<T> {
+        if let Some(at) = self.at.as_deref().filter(|_| !self.pending.is_empty() || !self.async_errors.is_empty()) {
+            for layer in item_chain(at) {
+                if let Some(t) = find(&marker_key(Some(layer), key)) {
+                    return Some(t);
+                }
+            }
+        }
+        find(key)
+    }
+
     /// Whether the async agent that was producing `key` failed (readers get its error).
     pub fn has_async_error(&self, key: &str) -> bool {
-        self.async_errors.contains_key(key)
+        self.async_error(key).is_some()
     }
 
     /// The error of the async agent that was producing `key`, when it failed.
     pub(crate) fn async_error(&self, key: &str) -> Option<&AgentError> {
-        self.async_errors.get(key)
+        self.marker(key, |k| self.async_errors.get(k))
     }
 
     /// Whether async agents are still producing any key.
@@ -233,7 +246,15 @@ impl ScopeView {
 
     /// Whether an async agent is still producing `key`.
     pub fn is_pending(&self, key: &str) -> bool {
-        self.pending.contains(key)
+        self.marker(key, |k| self.pending.contains(k).then_some(())).is_some()
+    }
+}
+
+/// The name of an async marker (pending key, async error): the key, qualified by the item layer it is in.
+fn marker_key(layer: Option<&str>, key: &str) -> String {
+    match layer {
+        Some(layer) => [layer, "\u{1f}", key].concat(),
+        None => key.to_string(),
     }
 }
 
@@ -311,27 +332,7 @@ impl ScopeState {
     /// (where `null` hides the key), and returns its sequence number.
     pub(crate) fn apply(&mut self, item: Option<&Arc<str>>, delta: Vec<(String, Value)>) -> u64 {
         let mut seq = 0;
-        self.tx.send_modify(|view| {
-            match item {
-                None => {
-                    for (k, v) in delta {
-                        if v.is_null() {
-                            view.state.remove(k.as_str());
-                        } else {
-                            view.state.insert(Arc::from(k), Arc::new(v));
-                        }
-                    }
-                }
-                Some(item) => {
-                    let layer = view.layers.entry(item.clone()).or_default();
-                    for (k, v) in delta {
-                        layer.insert(Arc::from(k), Arc::new(v));
-                    }
-                }
-            }
-            view.seq += 1;
-            seq = view.seq;
-        });
+        self.tx.send_modify(|view| seq = apply_to(view, item, delta));
         seq
     }
 
@@ -345,30 +346,37 @@ impl ScopeState {
         });
     }
 
-    /// Marks `key` as being produced by an async agent.
-    pub(crate) fn mark_pending(&mut self, key: String) {
+    /// Marks `key` as being produced by an async agent (in mapper item layer `layer`, if any).
+    pub(crate) fn mark_pending(&mut self, layer: Option<&Arc<str>>, key: &str) {
+        let marker = marker_key(layer.map(|l| &**l), key);
         self.tx.send_modify(|view| {
-            view.async_errors.remove(key.as_str());
-            view.pending.insert(key);
+            view.async_errors.remove(marker.as_str());
+            view.pending.insert(marker);
         });
     }
 
-    /// Ends an async production of `key`: applies its delta, or records its error for readers.
-    pub(crate) fn finish_async(&mut self, key: &str, result: Result<Vec<(String, Value)>, AgentError>) -> u64 {
+    /// Ends an async production of `key` (in layer `layer`): applies its delta there, or records its error for
+    /// readers.
+    pub(crate) fn finish_async(
+        &mut self,
+        layer: Option<&Arc<str>>,
+        key: &str,
+        result: Result<Vec<(String, Value)>, AgentError>,
+    ) -> u64 {
+        let marker = marker_key(layer.map(|l| &**l), key);
+        let mut seq = 0;
+        // One published change: a reader never sees the key no longer pending and not yet written.
         self.tx.send_modify(|view| {
-            view.pending.remove(key);
+            view.pending.remove(marker.as_str());
+            seq = match result {
+                Ok(delta) => apply_to(view, layer, delta),
+                Err(e) => {
+                    view.async_errors.insert(marker, e);
+                    view.seq
+                }
+            };
         });
-        match result {
-            Ok(delta) => self.apply(None, delta),
-            Err(e) => {
-                let mut seq = 0;
-                self.tx.send_modify(|view| {
-                    view.async_errors.insert(key.to_string(), e);
-                    seq = view.seq;
-                });
-                seq
-            }
-        }
+        seq
     }
 
     /// Replaces the state and history (a run restarted from its journal), keeping the sequence number and the
@@ -386,6 +394,29 @@ impl ScopeState {
         });
         self.history = history;
     }
+}
+
+/// Applies `delta` to `view` (its shared state, or the layer `item`) and returns the new sequence number.
+fn apply_to(view: &mut ScopeView, item: Option<&Arc<str>>, delta: Vec<(String, Value)>) -> u64 {
+    match item {
+        None => {
+            for (k, v) in delta {
+                if v.is_null() {
+                    view.state.remove(k.as_str());
+                } else {
+                    view.state.insert(Arc::from(k), Arc::new(v));
+                }
+            }
+        }
+        Some(item) => {
+            let layer = view.layers.entry(item.clone()).or_default();
+            for (k, v) in delta {
+                layer.insert(Arc::from(k), Arc::new(v));
+            }
+        }
+    }
+    view.seq += 1;
+    view.seq
 }
 
 /// The snapshot form of item layers as a run image keeps them.

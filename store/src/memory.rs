@@ -18,7 +18,7 @@ use crate::format::{decode_step, encode_step};
 pub struct MemoryRun {
     /// The run record, once [`CheckpointStore::put_run`] was called for the run.
     pub record: Option<RunRecord>,
-    /// The journal, in append order (sequence order when the engine appends).
+    /// The journal, in sequence order.
     pub records: Vec<StepRecord>,
 }
 
@@ -38,7 +38,7 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct StoredRun {
     record: Option<RunRecord>,
-    /// `(seq, journal value)` in append order.
+    /// `(seq, journal value)` in sequence order.
     records: Vec<(u64, Box<[u8]>)>,
 }
 
@@ -96,9 +96,18 @@ impl CheckpointStore for MemoryStore {
         let entry = (record.seq, encode_step(&record)?.into_boxed_slice());
         let mut runs = self.lock()?;
         // The run usually exists: look it up without cloning its id.
-        match runs.get_mut(&record.run_id) {
-            Some(run) => run.records.push(entry),
-            None => runs.entry(record.run_id).or_default().records.push(entry),
+        let records = match runs.get_mut(&record.run_id) {
+            Some(run) => &mut run.records,
+            None => &mut runs.entry(record.run_id).or_default().records,
+        };
+        // Kept in sequence order: two supervisors of one run may append their steps in the other order than
+        // they numbered them (each takes its number, then appends).
+        match records.last() {
+            Some((last, _)) if *last > entry.0 => {
+                let at = records.partition_point(|(seq, _)| *seq < entry.0);
+                records.insert(at, entry);
+            }
+            _ => records.push(entry),
         }
         Ok(())
     }
@@ -138,6 +147,17 @@ mod tests {
 
     use super::*;
     use crate::format::tests::{run_record, step};
+
+    #[tokio::test]
+    async fn steps_appended_out_of_order_are_read_in_sequence_order() {
+        let store = MemoryStore::new();
+        for seq in [1, 3, 2, 4] {
+            store.append(StepRecord::new("r", seq, "root/0")).await.unwrap();
+        }
+        let seqs: Vec<u64> = store.records("r").await.unwrap().iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [1, 2, 3, 4]);
+        assert_eq!(store.load("r").await.unwrap().seq, 4, "the journal folds");
+    }
 
     #[tokio::test]
     async fn keeps_runs_and_records_and_folds_them() {

@@ -188,8 +188,9 @@ async fn run_async(
     myself: &ActorRef<AgentMsg>,
 ) -> Result<(), ActorProcessingErr> {
     let write_key = invocation.write_key.take();
+    let layer = invocation.ctx.frame.layer.clone();
     if let Some(key) = &write_key
-        && let Err(e) = run.scope.mark_pending(key).await
+        && let Err(e) = run.scope.mark_pending(layer.as_ref(), key).await
     {
         Delivery { report, result: Err(e), failed: None }.deliver(run.scope.actor());
         return Ok(());
@@ -216,18 +217,18 @@ async fn run_async(
         match &write_key {
             Some(key) => {
                 let delta = result.as_ref().map(|o| o.delta.clone()).map_err(Clone::clone);
-                run.scope.finish_async(key, delta).await?;
+                run.scope.finish_async(layer.as_ref(), key, delta).await?;
             }
             None => {
                 if let Ok(o) = &result
                     && !o.delta.is_empty()
                 {
-                    run.scope.write(o.delta.clone()).await?;
+                    run.scope.write_in(layer.as_ref(), o.delta.clone()).await?;
                 }
             }
         }
         let outcome = result?;
-        run.journal_completion(&path, outcome.delta, outcome.record).await
+        run.journal_completion(&path, layer.as_ref(), outcome.delta, outcome.record).await
     };
     let _ = done.send(end.await);
     Ok(())

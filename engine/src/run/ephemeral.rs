@@ -19,13 +19,13 @@ pub(crate) struct EphemeralStore {
     inner: Arc<Mutex<Inner>>,
 }
 
-fn poisoned() -> StoreError {
-    StoreError::Backend(Arc::from("in-process store lock poisoned"))
-}
-
 impl CheckpointStore for EphemeralStore {
     async fn append(&self, record: StepRecord) -> Result<(), StoreError> {
-        self.inner.lock().map_err(|_| poisoned())?.records.push(record);
+        let mut inner = super::lock(&self.inner);
+        // Kept in sequence order: two supervisors may append their steps in the other order than they
+        // numbered them.
+        let at = inner.records.partition_point(|r| r.seq < record.seq);
+        inner.records.insert(at, record);
         Ok(())
     }
 
@@ -34,20 +34,20 @@ impl CheckpointStore for EphemeralStore {
     }
 
     async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
-        self.inner.lock().map_err(|_| poisoned())?.run = Some(run);
+        super::lock(&self.inner).run = Some(run);
         Ok(())
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        Ok(self.inner.lock().map_err(|_| poisoned())?.run.clone().filter(|r| r.run_id == run_id))
+        Ok(super::lock(&self.inner).run.clone().filter(|r| r.run_id == run_id))
     }
 
     async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        Ok(self.inner.lock().map_err(|_| poisoned())?.run.clone().into_iter().collect())
+        Ok(super::lock(&self.inner).run.clone().into_iter().collect())
     }
 
     async fn records(&self, run_id: &str) -> Result<Vec<StepRecord>, StoreError> {
-        let inner = self.inner.lock().map_err(|_| poisoned())?;
+        let inner = super::lock(&self.inner);
         Ok(inner.records.iter().filter(|r| r.run_id == run_id).cloned().collect())
     }
 }

@@ -231,7 +231,7 @@ async fn resolve_inputs(
             Some(v) => Some(v.clone()),
             None if view.is_pending(&input.key) || view.has_async_error(&input.key) => {
                 // Boxed: the rare wait on an async agent's key would enlarge every invocation's future.
-                Box::pin(run.scope.read_waiting(&input.key)).await?
+                Box::pin(run.scope.read_waiting_at(item, &input.key)).await?
             }
             None => view.get(&input.key).cloned(),
         };

@@ -229,13 +229,15 @@ impl RunContext {
     pub(crate) async fn journal_completion(
         &self,
         path: &str,
+        layer: Option<&Arc<str>>,
         delta: Vec<(String, Value)>,
         invocation: Option<crate::scope::InvocationRecord>,
     ) -> Result<(), AgentError> {
         if !self.journaling() {
             return Ok(());
         }
-        let record = StepRecord { delta, invocation, ..StepRecord::new(&*self.run_id, self.next_seq(), path) };
+        let item = layer.map(|l| l.to_string());
+        let record = StepRecord { delta, invocation, item, ..StepRecord::new(&*self.run_id, self.next_seq(), path) };
         self.journal_step(record).await
     }
 

@@ -43,9 +43,14 @@ pub(crate) enum ScopeMsg {
     /// Appends one record to the history.
     Record(InvocationRecord),
     /// Marks a key as being produced by an async agent.
-    MarkPending { key: String, reply: RpcReplyPort<()> },
+    MarkPending { item: Option<Arc<str>>, key: String, reply: RpcReplyPort<()> },
     /// Ends an async production: its delta, or its error for the readers.
-    FinishAsync { key: String, result: Result<Vec<(String, Value)>, AgentError>, reply: RpcReplyPort<u64> },
+    FinishAsync {
+        item: Option<Arc<str>>,
+        key: String,
+        result: Result<Vec<(String, Value)>, AgentError>,
+        reply: RpcReplyPort<u64>,
+    },
     /// The history so far.
     History(RpcReplyPort<Vec<InvocationRecord>>),
     /// A human answer for a pending-mode human agent of this run.
@@ -150,12 +155,12 @@ impl Actor for ScopeActor {
             }
             ScopeMsg::DropLayers(item) => state.scope.drop_layers(&item),
             ScopeMsg::Record(record) => state.scope.history.push(record),
-            ScopeMsg::MarkPending { key, reply } => {
-                state.scope.mark_pending(key);
+            ScopeMsg::MarkPending { item, key, reply } => {
+                state.scope.mark_pending(item.as_ref(), &key);
                 let _ = reply.send(());
             }
-            ScopeMsg::FinishAsync { key, result, reply } => {
-                let _ = reply.send(state.scope.finish_async(&key, result));
+            ScopeMsg::FinishAsync { item, key, result, reply } => {
+                let _ = reply.send(state.scope.finish_async(item.as_ref(), &key, result));
             }
             ScopeMsg::History(reply) => {
                 let _ = reply.send(state.scope.history.clone());
@@ -295,6 +300,16 @@ impl ScopeHandle {
     ) -> Result<Self, AgentError> {
         let (state, rx) = ScopeState::new(initial, layers, history);
         let shared = Arc::new(ScopeShared { memory_id: Arc::from(memory_id), history: OnceLock::new() });
+        // The previous run of this memory id may have been killed a moment ago (its caller gave up): its
+        // actor frees the name as it stops. The registry's active mark already says no run of it is live.
+        if let Some(name) = &name {
+            for _ in 0..200 {
+                if ractor::registry::where_is(name.clone()).is_none() {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }
         let args = ScopeArgs { state, shared: shared.clone() };
         let (actor, _) = Actor::spawn(name, ScopeActor, args).await.map_err(|e| AgentError::Run {
             run_id: memory_id.to_string(),
@@ -378,18 +393,23 @@ impl ScopeHandle {
         self.write(vec![(key.name().to_string(), v)]).await
     }
 
-    /// Marks `key` as being produced by an async agent: readers wait until it finishes.
-    pub(crate) async fn mark_pending(&self, key: &str) -> Result<(), AgentError> {
-        self.ask(|reply| ScopeMsg::MarkPending { key: key.to_string(), reply }).await
+    /// Marks `key` as being produced by an async agent (serving mapper item layer `item`): readers wait until
+    /// it finishes.
+    pub(crate) async fn mark_pending(&self, item: Option<&Arc<str>>, key: &str) -> Result<(), AgentError> {
+        let item = item.cloned();
+        self.ask(|reply| ScopeMsg::MarkPending { item, key: key.to_string(), reply }).await
     }
 
-    /// Ends an async production of `key`: writes its delta, or records its error for readers.
+    /// Ends an async production of `key`: writes its delta (in the item's layer), or records its error for
+    /// readers.
     pub(crate) async fn finish_async(
         &self,
+        item: Option<&Arc<str>>,
         key: &str,
         result: Result<Vec<(String, Value)>, AgentError>,
     ) -> Result<u64, AgentError> {
-        self.ask(|reply| ScopeMsg::FinishAsync { key: key.to_string(), result, reply }).await
+        let item = item.cloned();
+        self.ask(|reply| ScopeMsg::FinishAsync { item, key: key.to_string(), result, reply }).await
     }
 
     /// Reads `key`, waiting while an async agent is still producing it.
@@ -397,8 +417,18 @@ impl ScopeHandle {
     /// # Errors
     /// The error of the async agent that was producing `key`, with its original variant.
     pub async fn read_waiting(&self, key: &str) -> Result<Option<Value>, AgentError> {
+        self.read_waiting_at(None, key).await
+    }
+
+    /// Reads `key` as seen from mapper item layer `item`, waiting while an async agent is producing it.
+    pub(crate) async fn read_waiting_at(
+        &self,
+        item: Option<&Arc<str>>,
+        key: &str,
+    ) -> Result<Option<Value>, AgentError> {
         let mut rx = self.rx.clone();
-        let view = rx.wait_for(|v| !v.is_pending(key)).await.map_err(|_| self.closed())?;
+        let view = rx.wait_for(|v| !v.at_item(item).is_pending(key)).await.map_err(|_| self.closed())?;
+        let view = view.at_item(item);
         if let Some(e) = view.async_error(key) {
             return Err(e.clone());
         }

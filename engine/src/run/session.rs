@@ -157,7 +157,7 @@ impl RunSession {
         let name = Some(registry.actor_name(&run_id));
         let scope = ScopeHandle::spawn_named(name, &run_id, state, layers, history).await?;
         // Stops the run's actors if this future is dropped before the run ends (the caller gave up).
-        let scope_guard = StopOnDrop(Some(scope.actor().get_cell()));
+        let scope_guard = StopOnDrop(Some((scope.actor().get_cell(), registry.actor_name(&run_id))));
         let (writer_tx, writer) = match (&store, req.durability) {
             (Some(s), Durability::Async) => {
                 let (tx, rx) = futures::channel::mpsc::unbounded::<WriterMsg>();
@@ -231,7 +231,7 @@ impl RunSession {
             self.scope.tell(ScopeMsg::StartRoot(Box::new(start)))?;
             let outcome = outcome.await.map_err(|_| AgentError::internal("the run's scope actor stopped"))??;
             run.wait_async().await?;
-            run.journal_completion("root", outcome.delta, outcome.record).await?;
+            run.journal_completion("root", None, outcome.delta, outcome.record).await?;
             Ok::<Value, AgentError>(outcome.output)
         };
         let mut result = tokio::select! {
@@ -411,13 +411,17 @@ async fn restart_async(
     spawn_invocation(&agent, run, frame, Report::Nobody, std::time::Duration::ZERO, parent).await.map(|_| ())
 }
 
-/// Kills an actor (and its tree) when dropped, unless disarmed by taking it out.
-struct StopOnDrop(Option<ractor::ActorCell>);
+/// Kills the run's scope actor (and its tree) when dropped, unless disarmed by taking it out, and ends the
+/// run's event subscriptions (the members of its process group, named as the run's actor).
+struct StopOnDrop(Option<(ractor::ActorCell, String)>);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        if let Some(cell) = self.0.take() {
+        if let Some((cell, group)) = self.0.take() {
             cell.kill();
+            for member in ractor::pg::get_members(&group) {
+                let _ = member.drain();
+            }
         }
     }
 }
