@@ -8,25 +8,11 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+mod common;
+
+use common::{agentic, stderr, stdout};
+
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
-
-fn agentic(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(args)
-        .env("AGENTIC_STORE", store)
-        .env_remove("AGENTIC_LOG")
-        .env_remove("AGENTIC_TEST_KILL_AFTER_STEP")
-        .output()
-        .expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn json_out(o: &Output) -> Value {
     serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(o)))

@@ -4,9 +4,12 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use serde_json::{Value, json};
+
+mod common;
+
+use common::{agentic, stderr, stdout};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 
@@ -26,24 +29,6 @@ agents:
   numbers: { kind: compute, value: "range(100) | list", output_key: numbers }
   ask: { kind: llm, user: "{{ prompt }}", memory: { window: 2 }, output_key: answer }
 "#;
-
-fn agentic(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(args)
-        .env("AGENTIC_STORE", store)
-        .env_remove("AGENTIC_LOG")
-        .env_remove("AGENTIC_TEST_KILL_AFTER_STEP")
-        .output()
-        .expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// `show`'s output with the `updated:` timestamp replaced by `T` (it is the only line that varies).
 fn shown(store: &Path, args: &[&str]) -> String {

@@ -197,3 +197,27 @@ async fn an_async_agent_inside_an_item_writes_to_the_items_layer() {
         assert_eq!(outcome.state().get("side"), None, "repetition {rep}");
     }
 }
+
+/// An error handler's repair inside a mapped item sees the item's bound value, and writes in the item's layer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repair_inside_an_item_sees_the_item() {
+    let needs_x = FnAgent::builder("needs_x", |ctx| Box::pin(async move { Ok(json!(ctx.input_as::<i64>("x")? + 1)) }))
+        .input("x")
+        .output_key("r")
+        .build();
+    let per_item = Sequence::builder()
+        .name("per_item")
+        .sub_agents([needs_x])
+        .output_key("r")
+        .error_handler(RetryPolicy::new(1, Duration::ZERO).repair(|ctx| {
+            let it = ctx.view.get("it").and_then(Value::as_i64).ok_or("no item")?;
+            Ok(vec![("x".to_string(), json!(it * 100))])
+        }))
+        .build()
+        .unwrap();
+    let system =
+        ParallelMapper::builder().name("map").sub_agent(per_item).items_key("its").item_key("it").build().unwrap();
+    let outcome = system.invoke().input("its", json!([1, 2, 3])).await.unwrap();
+    assert_eq!(outcome.output(), Some(&json!([101, 201, 301])));
+    assert_eq!(outcome.state().get("x"), None, "the repairs stayed in their items");
+}

@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use agentic::engine::run::INPUTS_PATH;
@@ -15,21 +14,11 @@ use agentic::spec::Spec;
 use agentic::store::SledStore;
 use serde_json::{Map, Value, json};
 
+mod common;
+
+use common::{agentic, stderr};
+
 const PROBE: &str = r#"<img src=x onerror="document.body.dataset.xss=1">"#;
-
-fn agentic(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(args)
-        .env("AGENTIC_STORE", store)
-        .env_remove("AGENTIC_LOG")
-        .env_remove("AGENTIC_TEST_KILL_AFTER_STEP")
-        .output()
-        .expect("the binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// The JSON the page's script reads.
 fn page_data(html: &str) -> Value {

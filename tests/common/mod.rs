@@ -2,6 +2,8 @@
 //! cut short by a crash, and an OpenAI-compatible loopback server (wiremock). A test file uses only some of
 //! them, hence the `dead_code` allowances.
 
+use std::path::Path;
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use agentic::agents::model::OpenAiModel;
@@ -10,6 +12,34 @@ use agentic::spec::{Spec, SpecError};
 use agentic::store::MemoryStore;
 use serde_json::Value;
 use wiremock::{MockServer, ResponseTemplate};
+
+// ---------------------------------------------------------------------------------------------------------
+// The CLI
+
+/// Runs the `agentic` binary with `args` on the store `store` (`AGENTIC_STORE`), without log output or test
+/// crash points.
+#[allow(dead_code)]
+pub fn agentic(store: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(args)
+        .env("AGENTIC_STORE", store)
+        .env_remove("AGENTIC_LOG")
+        .env_remove("AGENTIC_TEST_KILL_AFTER_STEP")
+        .output()
+        .expect("the binary runs")
+}
+
+/// A command's standard output, as text.
+#[allow(dead_code)]
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A command's standard error, as text.
+#[allow(dead_code)]
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Spec errors

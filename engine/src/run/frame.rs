@@ -75,16 +75,7 @@ impl Frame {
         listeners: Arc<[ListenerRef]>,
         span: tracing::Span,
     ) -> Frame {
-        let bindings = match (&self.bindings, &call.bindings) {
-            (None, None) => None,
-            (Some(inherited), None) => Some(inherited.clone()),
-            (None, Some(own)) => Some(Arc::new(own.clone())),
-            (Some(inherited), Some(own)) => {
-                let mut merged = (**inherited).clone();
-                merged.extend(own.clone());
-                Some(Arc::new(merged))
-            }
-        };
+        let bindings = bindings_of(self.bindings.as_ref(), call);
         let item = item_of(self.item.as_ref(), call);
         let layer = layer_of(self.layer.as_ref(), &path, call);
         Frame {
@@ -98,6 +89,24 @@ impl Frame {
             write_output: call.write_output,
             allow_async: true,
             span,
+        }
+    }
+}
+
+/// The values bound to the invocation of `call` below a composite bound to `parent`: the call's own over the
+/// inherited ones.
+pub(crate) fn bindings_of(
+    parent: Option<&Arc<Map<String, Value>>>,
+    call: &AgentCall,
+) -> Option<Arc<Map<String, Value>>> {
+    match (parent, &call.bindings) {
+        (None, None) => None,
+        (Some(inherited), None) => Some(inherited.clone()),
+        (None, Some(own)) => Some(Arc::new(own.clone())),
+        (Some(inherited), Some(own)) => {
+            let mut merged = (**inherited).clone();
+            merged.extend(own.clone());
+            Some(Arc::new(merged))
         }
     }
 }

@@ -811,10 +811,7 @@ impl SupervisorState {
             return self.fail(error);
         }
         let item = self.child_item(&done.call);
-        let bindings = self
-            .frame
-            .child(path.clone(), &done.call, done.attempt, None, Arc::from([]), tracing::Span::none())
-            .bindings;
+        let bindings = super::frame::bindings_of(self.frame.bindings.as_ref(), &done.call);
         let view = self.run.scope.view_at(item.as_ref()).with_bindings(bindings.as_ref());
         let decision = handler.handle(&ErrorContext {
             error: &error,
