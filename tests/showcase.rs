@@ -71,7 +71,8 @@ async fn a_name_copied_from_the_examples_is_rejected_and_the_human_is_told_why()
 
     let outcome = built.root.invoke().input("ticket", ticket).await.expect("run");
     assert!(outcome.is_suspended(), "waits for the human");
-    let reasons = ["customer name `Ben Ode` is not in the ticket", "product `Mail account` is not in the ticket"];
+    let reasons =
+        ["the customer name the model gave is not in the ticket", "the product the model gave is not in the ticket"];
     assert_eq!(
         outcome.state().get("fields"),
         Some(&json!({
@@ -104,7 +105,10 @@ async fn a_name_copied_from_the_examples_is_rejected_and_the_human_is_told_why()
             reasons.join("; ")
         )
     );
-    assert!(!answer.contains("SENT") && !answer.contains("to Ben Ode"), "{answer}");
+    assert!(!answer.contains("SENT"), "{answer}");
+    for copied in ["Ben Ode", "Mail account"] {
+        assert!(!answer.contains(copied) && !pending[0].prompt.contains(copied), "names {copied}: {answer}");
+    }
     let history = done.history().await.expect("history");
     let check = history.iter().find(|r| r.agent == "check").expect("the check is journaled");
     assert_eq!(check.output.get("rejected"), Some(&json!(reasons)), "{check:?}");
@@ -133,10 +137,18 @@ async fn grounded_fields_pass_the_check_and_the_reply_is_sent() {
         (
             "I was charged twice for my subscription this month",
             r#"{"customer": "", "product": "subscription", "problem": "double billing", "urgency": "normal"}"#,
-            json!(["problem `double billing` is not in the ticket"]),
-            "REVIEWED [BILLING, normal] approved by a person (the check rejected: problem `double billing` is not in \
-             the ticket): Hello there, thank you for contacting us about subscription. Our billing team has opened a \
-             review of your charges.",
+            json!(["the problem the model gave has words the ticket does not contain"]),
+            "REVIEWED [BILLING, normal] approved by a person (the check rejected: the problem the model gave has words \
+             the ticket does not contain): Hello there, thank you for contacting us about subscription. Our billing \
+             team has opened a review of your charges.",
+        ),
+        (
+            // A paraphrase in the ticket's own words passes: every word of the problem is in the ticket.
+            "I was charged twice for my subscription this month!",
+            r#"{"customer": null, "product": null, "problem": "Subscription charged twice.", "urgency": "normal"}"#,
+            json!([]),
+            "SENT [BILLING, normal] to the customer: Hello there, thank you for contacting us. Our billing team has \
+             opened a review of your charges (Subscription charged twice.).",
         ),
     ] {
         let model = ScriptedModel::new([fields, "ACCOUNT"]);

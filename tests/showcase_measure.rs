@@ -107,6 +107,11 @@ async fn a_model_that_copies_the_examples_invents_fields_the_check_removes() {
     assert!(text.contains("the model's guesses: ACCOUNT 30"), "{text}");
     for m in &results {
         assert_eq!(m.checked["customer"], json!(null), "#{}", m.ticket.id);
-        assert_eq!(m.checked["rejected"][0], json!("customer name `Ben Ode` is not in the ticket"), "#{}", m.ticket.id);
+        assert_eq!(
+            m.checked["rejected"][0],
+            json!("the customer name the model gave is not in the ticket"),
+            "#{}",
+            m.ticket.id
+        );
     }
 }

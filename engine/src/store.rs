@@ -58,6 +58,26 @@ pub enum RunStatus {
     Cancelled,
 }
 
+impl std::str::FromStr for RunStatus {
+    type Err = String;
+
+    /// Parses the names [`RunStatus`]'s `Display` prints (`running`, `suspended`, ...).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "running" => RunStatus::Running,
+            "completed" => RunStatus::Completed,
+            "suspended" => RunStatus::Suspended,
+            "failed" => RunStatus::Failed,
+            "cancelled" => RunStatus::Cancelled,
+            other => {
+                return Err(format!(
+                    "unknown status `{other}` (expected running, suspended, completed, failed or cancelled)"
+                ));
+            }
+        })
+    }
+}
+
 impl std::fmt::Display for RunStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -347,6 +347,26 @@ impl Spec {
     }
 }
 
+/// The topology of the system a stored run was made by, rebuilt from the spec file the run records as its
+/// source (what `agentic report` and the server's report draw).
+///
+/// # Errors
+/// A sentence saying why there is no topology: the run records no source, the spec no longer builds, or it
+/// changed structure since the run (its fingerprint differs).
+pub fn run_topology(run: &agentic_engine::RunRecord) -> Result<agentic_engine::TopologyNode, String> {
+    let Some(source) = &run.source else {
+        return Err("the run was not started from a spec file (no source recorded)".to_string());
+    };
+    let built = Spec::from_path(Path::new(source))
+        .and_then(|s| s.build())
+        .map_err(|e| format!("the run's spec {source} does not build any more: {e}"))?;
+    let topology = built.root.topology();
+    if topology.fingerprint() != run.fingerprint {
+        return Err(format!("the run's spec {source} changed structure since the run"));
+    }
+    Ok(topology)
+}
+
 /// A built spec: the root agent to invoke, the spec's name and its models.
 #[derive(Debug, Clone)]
 pub struct BuiltSpec {

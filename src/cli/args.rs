@@ -34,6 +34,9 @@ pub(crate) enum Command {
     Report(ReportArgs),
     /// Check a spec: parse, validate and build it without running.
     Validate(ValidateArgs),
+    /// Host the store's runs behind an HTTP API and a web UI (SERVER.md): runs submitted over HTTP, live
+    /// events, an inbox for human steps; in-flight runs resume at start.
+    Serve(ServeArgs),
 }
 
 /// The store directory when neither `--store` nor `$AGENTIC_STORE` names one.
@@ -187,6 +190,26 @@ pub(crate) struct ReportArgs {
     pub(crate) output: PathBuf,
     #[command(flatten)]
     pub(crate) store: StoreArg,
+}
+
+/// `agentic serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+    /// The address to listen on. An address that is not loopback needs a token (--token-env).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7878")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// A directory of specs offered by name (file stem) to `POST /api/v1/runs {"spec_name": ..}` and the
+    /// web UI's new-run form.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) specs: Option<PathBuf>,
+    /// The environment variable holding the bearer token every request must carry.
+    #[arg(long, value_name = "NAME", default_value = "AGENTIC_TOKEN")]
+    pub(crate) token_env: String,
+    /// How long a run's lease lasts, in milliseconds (a PostgreSQL store shared by several servers).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub(crate) lease_ms: u64,
 }
 
 /// `agentic validate`.

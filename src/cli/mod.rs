@@ -6,6 +6,7 @@ mod durable;
 mod progress;
 mod report;
 mod run;
+mod serve;
 mod validate;
 
 use std::process::ExitCode;
@@ -72,6 +73,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Runs(args) => durable::runs(args),
         Command::Show(args) => durable::show(args),
         Command::Report(args) => report::report(args),
+        Command::Serve(args) => serve::serve(args),
     };
     ExitCode::from(code)
 }

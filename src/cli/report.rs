@@ -58,7 +58,7 @@ fn run_report(run_id: &str, dir: &Path, output: &Path) -> u8 {
             return EXIT_FAILED;
         }
     };
-    let html = match topology_of(&run) {
+    let html = match agentic_spec::run_topology(&run) {
         Ok(topology) => agentic_report::render_run(&topology, &run, &records),
         Err(reason) => {
             eprintln!("warning: {reason}; the report has no topology diagram");
@@ -66,21 +66,6 @@ fn run_report(run_id: &str, dir: &Path, output: &Path) -> u8 {
         }
     };
     write(output, &html)
-}
-
-/// The topology of the system that ran `run`, rebuilt from its spec file.
-fn topology_of(run: &RunRecord) -> Result<TopologyNode, String> {
-    let Some(source) = &run.source else {
-        return Err("the run was not started from a spec file (no source recorded)".to_string());
-    };
-    let built = Spec::from_path(Path::new(source))
-        .and_then(|s| s.build())
-        .map_err(|e| format!("the run's spec {source} does not build any more: {e}"))?;
-    let topology = built.root.topology();
-    if topology.fingerprint() != run.fingerprint {
-        return Err(format!("the run's spec {source} changed structure since the run"));
-    }
-    Ok(topology)
 }
 
 /// `agentic run --report FILE.html`: the report of the run that just ended (or suspended).

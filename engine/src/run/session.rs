@@ -234,9 +234,11 @@ impl RunSession {
             run.journal_completion("root", None, outcome.delta, outcome.record).await?;
             Ok::<Value, AgentError>(outcome.output)
         };
+        // Cancel first: a run resumed with an already cancelled handle starts no step.
         let mut result = tokio::select! {
-            r = root => r,
+            biased;
             () = self.cancel.0.cancelled() => Err(AgentError::Cancelled),
+            r = root => r,
         };
         if let Err(AgentError::Suspended { .. }) = &result {
             // Siblings have finished; async agents finish before the run reports the suspension.

@@ -1,0 +1,336 @@
+//! The HTTP API of SERVER.md §2 (`/api/v1/...`, `/healthz`).
+
+use std::convert::Infallible;
+use std::time::{Duration, UNIX_EPOCH};
+
+use agentic_engine::{Durability, RunRecord, RunStatus};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::events::{SseEvent, pending_json};
+use crate::host::{NewRun, SpecSource};
+
+/// Request bodies larger than this are refused with `413` (SERVER.md §2).
+pub(crate) const BODY_LIMIT: usize = 10 * 1024 * 1024;
+
+/// The API routes.
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/runs", post(create_run).get(list_runs))
+        .route("/api/v1/runs/{id}", get(get_run))
+        .route("/api/v1/runs/{id}/responses/{response_id}", post(respond))
+        .route("/api/v1/runs/{id}/cancel", post(cancel))
+        .route("/api/v1/runs/{id}/events", get(events))
+        .route("/api/v1/runs/{id}/report", get(report))
+        .route("/api/v1/specs", get(specs))
+        .route("/healthz", get(healthz))
+}
+
+/// A JSON body read strictly: malformed JSON and unknown fields are `400` naming what was wrong, a body over
+/// [`BODY_LIMIT`] is `413`, all as `{"error": ..}`. The content type is not required.
+pub(crate) struct StrictJson<T>(pub(crate) T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for StrictJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|e| match e {
+            BytesRejection::FailedToBufferBody(inner) if inner.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the body is larger than {BODY_LIMIT} bytes"))
+            }
+            other => ApiError::bad_request(format!("cannot read the body: {other}")),
+        })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(ApiError::bad_request("the body is empty: expected a JSON object"));
+        }
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error(&mut de)?;
+        de.end().map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
+        Ok(StrictJson(value))
+    }
+}
+
+/// Deserialises with a message that names the field (`inputs: invalid type: ...`, `unknown field `x``).
+fn serde_path_to_error<'de, T: DeserializeOwned>(
+    de: &mut serde_json::Deserializer<serde_json::de::SliceRead<'de>>,
+) -> Result<T, ApiError> {
+    T::deserialize(de).map_err(|e| {
+        let message = e.to_string();
+        if e.is_syntax() || e.is_eof() {
+            ApiError::bad_request(format!("invalid JSON: {message}"))
+        } else {
+            ApiError::bad_request(message)
+        }
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateRun {
+    spec: Option<String>,
+    spec_name: Option<String>,
+    #[serde(default)]
+    inputs: Option<Map<String, Value>>,
+    run_id: Option<String>,
+    durability: Option<String>,
+}
+
+async fn create_run(
+    State(app): State<AppState>,
+    StrictJson(body): StrictJson<CreateRun>,
+) -> Result<Response, ApiError> {
+    let spec = match (body.spec, body.spec_name) {
+        (Some(text), None) => SpecSource::Text(text),
+        (None, Some(name)) => SpecSource::Named(name),
+        (Some(_), Some(_)) => return Err(ApiError::bad_request("give either `spec` or `spec_name`, not both")),
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "missing field `spec` (the spec's YAML or JSON text) or `spec_name` (a spec of --specs)",
+            ));
+        }
+    };
+    let durability = match body.durability.as_deref() {
+        None | Some("sync") => Durability::Sync,
+        Some("async") => Durability::Async,
+        Some("exit") => Durability::Exit,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!("durability: `{other}` is not one of `sync`, `async`, `exit`")));
+        }
+    };
+    let new = NewRun { spec, inputs: body.inputs.unwrap_or_default(), run_id: body.run_id, durability };
+    let run_id = app.host.start(new).await?;
+    Ok((StatusCode::CREATED, Json(json!({"run_id": run_id, "status": "running"}))).into_response())
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    status: Option<String>,
+    limit: Option<String>,
+    cursor: Option<String>,
+}
+
+/// Runs per page when `limit` is not given, and the most a page holds.
+const DEFAULT_LIMIT: usize = 50;
+const MAX_LIMIT: usize = 1000;
+
+async fn list_runs(State(app): State<AppState>, Query(query): Query<ListQuery>) -> Result<Json<Value>, ApiError> {
+    let status = match query.status.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(s.parse::<RunStatus>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "status: `{s}` is not one of `running`, `suspended`, `completed`, `failed`, `cancelled`"
+            ))
+        })?),
+    };
+    let limit = match query.limit.as_deref() {
+        None | Some("") => DEFAULT_LIMIT,
+        Some(l) => match l.parse::<usize>() {
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
+            _ => return Err(ApiError::bad_request(format!("limit: `{l}` is not a number from 1 to {MAX_LIMIT}"))),
+        },
+    };
+    let mut runs = app.host.store().runs_dyn().await?;
+    runs.retain(|r| status.is_none_or(|s| r.status == s));
+    // Newest first; the cursor is the position of the last run of the previous page.
+    runs.sort_by(|a, b| b.updated_at_ms.cmp(&a.updated_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
+    let start = match query.cursor.as_deref() {
+        None | Some("") => 0,
+        Some(cursor) => {
+            let (at, id) = cursor
+                .split_once(':')
+                .and_then(|(at, id)| Some((at.parse::<u64>().ok()?, id)))
+                .ok_or_else(|| ApiError::bad_request(format!("cursor: `{cursor}` is not a cursor of this API")))?;
+            // The first run after (at, id) in the page order.
+            runs.iter()
+                .position(|r| r.updated_at_ms < at || (r.updated_at_ms == at && r.run_id.as_str() > id))
+                .unwrap_or(runs.len())
+        }
+    };
+    let page: Vec<&RunRecord> = runs.iter().skip(start).take(limit).collect();
+    let next_cursor = match (page.last(), start + page.len() < runs.len()) {
+        (Some(last), true) => json!(format!("{}:{}", last.updated_at_ms, last.run_id)),
+        _ => Value::Null,
+    };
+    let items: Vec<Value> = page
+        .iter()
+        .map(|r| {
+            json!({
+                "run_id": r.run_id,
+                "name": r.name,
+                "status": r.status.to_string(),
+                "pending": r.pending.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+                "updated_at": timestamp(r.updated_at_ms),
+            })
+        })
+        .collect();
+    Ok(Json(json!({"runs": items, "next_cursor": next_cursor})))
+}
+
+/// RFC 3339 time of milliseconds since the Unix epoch.
+pub(crate) fn timestamp(ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// The run as `GET /api/v1/runs/{id}` answers it.
+pub(crate) async fn run_json(app: &AppState, run_id: &str) -> Result<Value, ApiError> {
+    let Some(record) = app.host.store().run_dyn(run_id).await? else {
+        if app.host.is_executing(run_id) {
+            // Started a moment ago: the engine has not written its record yet.
+            return Ok(json!({"run_id": run_id, "name": null, "status": "running", "output": null,
+                             "state": {}, "pending": [], "history": [], "error": null, "steps": 0}));
+        }
+        return Err(ApiError::no_run(run_id));
+    };
+    let image = app.host.store().load_dyn(run_id).await?;
+    let (output, error) = match record.status {
+        RunStatus::Completed => (record.detail.clone(), Value::Null),
+        RunStatus::Failed => (Value::Null, record.detail.clone()),
+        _ => (Value::Null, Value::Null),
+    };
+    let mut state: Vec<(&String, &Value)> = image.state.iter().collect();
+    state.sort_by(|a, b| a.0.cmp(b.0));
+    let history: Vec<Value> = image
+        .history
+        .iter()
+        .map(|h| {
+            json!({"agent": h.agent, "path": h.path, "inputs": h.inputs, "output": h.output, "attempt": h.attempt,
+                   "error": h.error, "started_at_us": h.started_at_us, "ended_at_us": h.ended_at_us})
+        })
+        .collect();
+    Ok(json!({
+        "run_id": record.run_id,
+        "name": record.name,
+        "status": record.status.to_string(),
+        "output": output,
+        "state": Value::Object(state.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+        "pending": pending_json(&record.pending),
+        "history": history,
+        "error": error,
+        "steps": image.seq,
+        "created_at": timestamp(record.created_at_ms),
+        "updated_at": timestamp(record.updated_at_ms),
+        "executing": app.host.is_executing(run_id),
+    }))
+}
+
+async fn get_run(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    run_json(&app, &id).await.map(Json)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Answer {
+    value: Value,
+}
+
+async fn respond(
+    State(app): State<AppState>,
+    Path((id, response_id)): Path<(String, String)>,
+    StrictJson(body): StrictJson<Answer>,
+) -> Result<Response, ApiError> {
+    app.host.respond(&id, &response_id, body.value).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({"run_id": id, "response_id": response_id}))).into_response())
+}
+
+async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    app.host.cancel(&id).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({"run_id": id}))).into_response())
+}
+
+async fn report(State(app): State<AppState>, Path(id): Path<String>) -> Result<Html<String>, ApiError> {
+    let (run, records) = match agentic_report::load_run(app.host.store(), &id).await {
+        Ok(loaded) => loaded,
+        Err(agentic_report::ReportError::NoRun(_)) => return Err(ApiError::no_run(&id)),
+        Err(e) => return Err(ApiError::internal(e.to_string())),
+    };
+    let html = match agentic_spec::run_topology(&run) {
+        Ok(topology) => agentic_report::render_run(&topology, &run, &records),
+        Err(reason) => agentic_report::render_run_without_topology(&run, &records, &reason),
+    };
+    Ok(Html(html))
+}
+
+async fn specs(State(app): State<AppState>) -> Json<Value> {
+    Json(json!({"specs": app.host.specs().names()}))
+}
+
+async fn healthz(State(app): State<AppState>) -> Json<Value> {
+    Json(json!({"status": "ok", "store": app.store_label, "runs_in_flight": app.host.in_flight()}))
+}
+
+/// The event stream of `GET /api/v1/runs/{id}/events`.
+type EventStream = futures::stream::BoxStream<'static, Result<Event, Infallible>>;
+
+/// `GET /api/v1/runs/{id}/events`: the journaled events first, then the live ones; the stream ends after the
+/// final event (`completed`, `failed`, `cancelled`).
+async fn events(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Sse<KeepAliveStream<EventStream>>, ApiError> {
+    // Subscribe before reading the journal, so that no event falls between the two.
+    let live = app.host.hub().subscribe(&id);
+    let record = app.host.store().run_dyn(&id).await?;
+    let executing = app.host.is_executing(&id);
+    if record.is_none() && !executing {
+        return Err(ApiError::no_run(&id));
+    }
+    let records = match &record {
+        Some(_) => app.host.store().records_dyn(&id).await?,
+        None => Vec::new(),
+    };
+    let last = records.last().map_or(0, |r| r.seq);
+    let mut replay: Vec<SseEvent> = records.iter().filter_map(SseEvent::of_step).collect();
+    let mut ended = false;
+    if let Some(record) = record.as_ref().filter(|_| !executing)
+        && let Some(event) = SseEvent::of_status(record, last)
+    {
+        ended = event.is_final();
+        replay.push(event);
+    }
+    let head = futures::stream::iter(replay.iter().map(event_of).collect::<Vec<_>>());
+    if ended {
+        return Ok(sse(head.boxed()));
+    }
+    let tail = futures::stream::unfold(Some((live, last)), |state| async move {
+        let (mut live, last) = state?;
+        let (event, last) = next_live(&mut live, last).await?;
+        let next = (!event.is_final()).then_some((live, last));
+        Some((event_of(&event), next))
+    });
+    Ok(sse(head.chain(tail).boxed()))
+}
+
+/// The next live event not replayed yet (a journaled event at or before `last` was), with the new `last`.
+async fn next_live(live: &mut tokio::sync::broadcast::Receiver<SseEvent>, last: u64) -> Option<(SseEvent, u64)> {
+    loop {
+        match live.recv().await {
+            Ok(event) => match event.seq() {
+                Some(seq) if event.name.starts_with("agent_") && seq <= last => {}
+                Some(seq) => return Some((event, seq.max(last))),
+                None => return Some((event, last)),
+            },
+            Err(RecvError::Lagged(n)) => tracing::warn!("an event stream fell {n} events behind; they are skipped"),
+            Err(RecvError::Closed) => return None,
+        }
+    }
+}
+
+fn event_of(e: &SseEvent) -> Result<Event, Infallible> {
+    Ok(Event::default().event(e.name).data(e.data.to_string()))
+}
+
+fn sse(stream: EventStream) -> Sse<KeepAliveStream<EventStream>> {
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}

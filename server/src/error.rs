@@ -1,0 +1,109 @@
+//! The errors of the server: [`ServeError`] for starting and stopping it, [`ApiError`] for one request.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The listen address is not a loopback address and no token is configured (SERVER.md §1).
+    #[error(
+        "refusing to listen on {addr} without a token: a non-loopback address needs one (set ${token_env}, or \
+         name the variable with --token-env)"
+    )]
+    TokenRequired {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// The variable the token is read from.
+        token_env: String,
+    },
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `--specs DIR` cannot be read.
+    #[error("cannot read the specs directory {dir}: {source}")]
+    Specs {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The store failed while the server started (listing the runs to resume).
+    #[error("store: {0}")]
+    Store(#[from] agentic_engine::StoreError),
+    /// The HTTP server failed.
+    #[error("http server: {0}")]
+    Http(std::io::Error),
+}
+
+/// An error answered to one request: a status code and `{"error": "<what was wrong>"}` (SERVER.md §2), with
+/// extra fields when there is more to say (`errors` for an invalid spec).
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) message: String,
+    pub(crate) extra: Option<(&'static str, Value)>,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError { status, message: message.into(), extra: None }
+    }
+
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub(crate) fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+
+    pub(crate) fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, message)
+    }
+
+    pub(crate) fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, message)
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+
+    pub(crate) fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, message)
+    }
+
+    /// The one answer for a run id the store does not hold.
+    pub(crate) fn no_run(run_id: &str) -> Self {
+        Self::not_found(format!("no run `{run_id}`"))
+    }
+
+    pub(crate) fn with(mut self, key: &'static str, value: Value) -> Self {
+        self.extra = Some((key, value));
+        self
+    }
+}
+
+impl From<agentic_engine::StoreError> for ApiError {
+    fn from(e: agentic_engine::StoreError) -> Self {
+        ApiError::internal(format!("store: {e}"))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"error": self.message});
+        if let Some((key, value)) = self.extra {
+            body[key] = value;
+        }
+        (self.status, axum::Json(body)).into_response()
+    }
+}

@@ -1,0 +1,229 @@
+//! Run events as the server streams them (SERVER.md §2, `GET /api/v1/runs/{id}/events`).
+//!
+//! Two sources feed one channel per run ([`EventHub`]):
+//! - the journal: [`JournalTap`] wraps the store, so every appended step becomes an `agent_completed` (or
+//!   `agent_failed`) event carrying its `seq` — the same conversion replays a run's journal to a client that
+//!   connects late, so live and replayed events are alike;
+//! - the run's listener ([`HubListener`]): what is not journaled (`agent_started`, `token`, `tool_call`,
+//!   `planner_decision`, `suspended`, `resumed`), and the host's final event (`completed`, `failed`,
+//!   `cancelled`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use agentic_engine::{
+    AgentListener, CheckpointStore, PendingResponse, RunEvent, RunImage, RunRecord, StepRecord, StoreError, StoreRef,
+};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+/// Events kept per run for slow readers before they lag (a lagging reader re-reads the journal).
+const CHANNEL_CAPACITY: usize = 1024;
+
+/// One server-sent event: its name (`agent_completed`, `token`, ...) and its JSON data.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SseEvent {
+    pub(crate) name: &'static str,
+    pub(crate) data: Value,
+}
+
+impl SseEvent {
+    /// The journal sequence number of a journaled event.
+    pub(crate) fn seq(&self) -> Option<u64> {
+        self.data.get("seq").and_then(Value::as_u64)
+    }
+
+    /// Whether the stream ends after this event.
+    pub(crate) fn is_final(&self) -> bool {
+        matches!(self.name, "completed" | "failed" | "cancelled")
+    }
+
+    /// The event of one journaled step: `agent_completed` or `agent_failed`, or none for a step that
+    /// records no invocation (an async agent's start, a skipped optional agent).
+    pub(crate) fn of_step(record: &StepRecord) -> Option<SseEvent> {
+        let inv = record.invocation.as_ref()?;
+        if record.async_started {
+            return None;
+        }
+        let mut data = json!({
+            "seq": record.seq,
+            "path": inv.path,
+            "agent": inv.agent,
+            "attempt": inv.attempt,
+            "duration_ms": inv.ended_at_us.saturating_sub(inv.started_at_us) as f64 / 1000.0,
+        });
+        if let Some(item) = &record.item {
+            data["item"] = json!(item);
+        }
+        if record.failed {
+            data["error"] = json!(inv.error);
+            Some(SseEvent { name: "agent_failed", data })
+        } else {
+            data["output"] = inv.output.clone();
+            Some(SseEvent { name: "agent_completed", data })
+        }
+    }
+
+    /// A run-level event (`path` `root`, `agent` the run's name).
+    pub(crate) fn run_level(name: &'static str, run_name: &str, mut fields: Value) -> SseEvent {
+        let mut data = json!({"path": "root", "agent": run_name});
+        if let (Value::Object(data), Value::Object(fields)) = (&mut data, &mut fields) {
+            data.append(fields);
+        }
+        SseEvent { name, data }
+    }
+
+    /// The event that ends (or, for `suspended`, pauses) a run in the state `record` holds; `None` while
+    /// it runs.
+    pub(crate) fn of_status(record: &RunRecord, seq: u64) -> Option<SseEvent> {
+        use agentic_engine::RunStatus;
+        let name = &record.name;
+        Some(match record.status {
+            RunStatus::Running => return None,
+            RunStatus::Suspended => {
+                SseEvent::run_level("suspended", name, json!({"seq": seq, "pending": pending_json(&record.pending)}))
+            }
+            RunStatus::Completed => {
+                SseEvent::run_level("completed", name, json!({"seq": seq, "output": record.detail}))
+            }
+            RunStatus::Failed => SseEvent::run_level("failed", name, json!({"seq": seq, "error": record.detail})),
+            RunStatus::Cancelled => SseEvent::run_level("cancelled", name, json!({"seq": seq})),
+        })
+    }
+}
+
+/// Pending responses as the API shows them: `[{"id", "prompt", "agent"}]`.
+pub(crate) fn pending_json(pending: &[PendingResponse]) -> Value {
+    Value::Array(pending.iter().map(|p| json!({"id": p.id, "prompt": p.prompt, "agent": p.agent})).collect())
+}
+
+/// The per-run event channels of this process.
+#[derive(Clone, Default)]
+pub(crate) struct EventHub {
+    channels: Arc<Mutex<HashMap<String, broadcast::Sender<SseEvent>>>>,
+}
+
+impl EventHub {
+    fn channels(&self) -> MutexGuard<'_, HashMap<String, broadcast::Sender<SseEvent>>> {
+        // A panic while holding this lock cannot leave the map inconsistent (single inserts and removes).
+        self.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Subscribes to `run_id`'s events from now on.
+    pub(crate) fn subscribe(&self, run_id: &str) -> broadcast::Receiver<SseEvent> {
+        self.channels().entry(run_id.to_string()).or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0).subscribe()
+    }
+
+    /// Sends `event` to `run_id`'s subscribers (none: nothing to do). A final event closes the channel.
+    pub(crate) fn publish(&self, run_id: &str, event: SseEvent) {
+        let mut channels = self.channels();
+        let Some(tx) = channels.get(run_id) else { return };
+        let last = event.is_final();
+        let _ = tx.send(event);
+        if last || tx.receiver_count() == 0 {
+            channels.remove(run_id);
+        }
+    }
+}
+
+/// The store as the server uses it: every append also becomes an event of the run.
+pub(crate) struct JournalTap {
+    pub(crate) inner: StoreRef,
+    pub(crate) hub: EventHub,
+}
+
+impl CheckpointStore for JournalTap {
+    async fn append(&self, record: StepRecord) -> Result<(), StoreError> {
+        let event = SseEvent::of_step(&record);
+        let run_id = record.run_id.clone();
+        self.inner.append_dyn(record).await?;
+        if let Some(event) = event {
+            self.hub.publish(&run_id, event);
+        }
+        Ok(())
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        self.inner.flush_dyn().await
+    }
+
+    async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
+        self.inner.put_run_dyn(run).await
+    }
+
+    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        self.inner.run_dyn(run_id).await
+    }
+
+    async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.inner.runs_dyn().await
+    }
+
+    async fn records(&self, run_id: &str) -> Result<Vec<StepRecord>, StoreError> {
+        self.inner.records_dyn(run_id).await
+    }
+
+    async fn load(&self, run_id: &str) -> Result<RunImage, StoreError> {
+        self.inner.load_dyn(run_id).await
+    }
+}
+
+/// The listener the host puts on every run it executes: the events the journal does not carry.
+pub(crate) struct HubListener {
+    hub: EventHub,
+    run_name: String,
+    /// Agent names by path, from `agent_started` (tokens and tool calls name only the path).
+    agents: Mutex<HashMap<String, String>>,
+}
+
+impl HubListener {
+    pub(crate) fn new(hub: EventHub, run_name: String) -> Self {
+        HubListener { hub, run_name, agents: Mutex::default() }
+    }
+
+    fn agent_of(&self, path: &str) -> String {
+        let agents = self.agents.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        agents.get(path).cloned().unwrap_or_default()
+    }
+}
+
+impl AgentListener for HubListener {
+    fn inherited(&self) -> bool {
+        true
+    }
+
+    fn on_event(&self, event: &RunEvent) {
+        let (name, data) = match event {
+            RunEvent::AgentStarted { agent, path, attempt, .. } => {
+                let mut agents = self.agents.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                agents.insert(path.clone(), agent.clone());
+                ("agent_started", json!({"path": path, "agent": agent, "attempt": attempt}))
+            }
+            RunEvent::Token { path, text, .. } => {
+                ("token", json!({"path": path, "agent": self.agent_of(path), "text": text}))
+            }
+            RunEvent::ToolStarted { path, tool, arguments, .. } => {
+                ("tool_call", json!({"path": path, "agent": self.agent_of(path), "tool": tool, "arguments": arguments}))
+            }
+            RunEvent::ToolFinished { path, tool, result, .. } => {
+                ("tool_result", json!({"path": path, "agent": self.agent_of(path), "tool": tool, "result": result}))
+            }
+            RunEvent::PlannerDecision { path, calls, decision, rationale, .. } => (
+                "planner_decision",
+                json!({"path": path, "agent": self.agent_of(path), "calls": calls, "decision": decision,
+                       "rationale": rationale}),
+            ),
+            RunEvent::Suspended { pending, .. } => {
+                let e = SseEvent::run_level("suspended", &self.run_name, json!({"pending": pending_json(pending)}));
+                (e.name, e.data)
+            }
+            RunEvent::Resumed { answers, .. } => {
+                let e = SseEvent::run_level("resumed", &self.run_name, json!({"answers": answers}));
+                (e.name, e.data)
+            }
+            // Completions come from the journal (with their seq), the run's end from the host.
+            _ => return,
+        };
+        self.hub.publish(event.run_id(), SseEvent { name, data });
+    }
+}

@@ -1,0 +1,432 @@
+//! The run host: starts, resumes, answers and cancels the runs of one store, and knows which of them this
+//! process is executing.
+//!
+//! A run executes as the engine's run actors (one request per start or resumption, awaited on a task the
+//! host tracks). When a run suspends, nothing of it stays in memory: its record says what it waits for, an
+//! answer is recorded in the store, and once no response is left unanswered the host resumes it by itself.
+//! Record changes that decide whether to resume (an answer, a run ending) are serialised by one lock, so an
+//! answer that arrives while its run is still closing is never left without a resumption.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use agentic_engine::{AgentError, CancelHandle, Durability, InvokeRequest, RunRecord, RunStatus, StoreRef};
+use agentic_spec::{BuiltSpec, Spec, SpecErrors};
+use serde_json::{Map, Value, json};
+use tokio_util::task::TaskTracker;
+
+use crate::error::ApiError;
+use crate::events::{EventHub, HubListener, SseEvent};
+
+/// The spec a new run is made from.
+#[derive(Debug, Clone)]
+pub(crate) enum SpecSource {
+    /// The spec's text (YAML or JSON), as posted.
+    Text(String),
+    /// A spec of `--specs DIR`, by file stem.
+    Named(String),
+}
+
+/// A request for a new run.
+#[derive(Debug)]
+pub(crate) struct NewRun {
+    pub(crate) spec: SpecSource,
+    pub(crate) inputs: Map<String, Value>,
+    pub(crate) run_id: Option<String>,
+    pub(crate) durability: Durability,
+}
+
+/// The specs of `--specs DIR`, by file stem (`order_approval.yaml` → `order_approval`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SpecCatalog {
+    dir: Option<PathBuf>,
+}
+
+impl SpecCatalog {
+    pub(crate) fn new(dir: Option<PathBuf>) -> Self {
+        SpecCatalog { dir }
+    }
+
+    /// The spec names offered, sorted.
+    pub(crate) fn names(&self) -> Vec<String> {
+        let Some(dir) = &self.dir else { return Vec::new() };
+        let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+        let mut names: Vec<String> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| spec_extension(p))
+            .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// The file of spec `name`.
+    pub(crate) fn path(&self, name: &str) -> Result<PathBuf, ApiError> {
+        let Some(dir) = &self.dir else {
+            return Err(ApiError::unprocessable(format!(
+                "spec_name `{name}`: this server offers no specs by name (start it with --specs DIR), post the \
+                 spec's text as `spec` instead"
+            )));
+        };
+        let plain = !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || "-_.".contains(c));
+        if plain && !name.starts_with('.') {
+            for ext in ["yaml", "yml", "json"] {
+                let path = dir.join(format!("{name}.{ext}"));
+                if path.is_file() {
+                    return Ok(path);
+                }
+            }
+        }
+        Err(ApiError::unprocessable(format!(
+            "spec_name `{name}`: no such spec in {}; the specs offered are: {}",
+            dir.display(),
+            self.names().join(", ")
+        )))
+    }
+}
+
+fn spec_extension(path: &Path) -> bool {
+    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
+}
+
+/// The located errors of an invalid spec, as the API answers them (`422`).
+fn spec_errors(errors: &SpecErrors) -> ApiError {
+    let list: Vec<Value> = errors
+        .iter()
+        .map(|e| {
+            json!({"file": e.file, "line": e.line, "column": e.column, "agent": e.agent, "field": e.field,
+                   "message": e.message, "hint": e.hint, "text": e.to_string()})
+        })
+        .collect();
+    let first = errors.iter().next().map(ToString::to_string).unwrap_or_default();
+    let more = match errors.len() {
+        0 | 1 => String::new(),
+        n => format!(" (and {} more)", n - 1),
+    };
+    ApiError::unprocessable(format!("invalid spec: {first}{more}")).with("errors", Value::Array(list))
+}
+
+/// Runs hosted by this process.
+#[derive(Clone)]
+pub(crate) struct RunHost {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: StoreRef,
+    hub: EventHub,
+    specs: SpecCatalog,
+    /// Where posted spec texts are kept, so that their runs resume after a restart.
+    archive: Option<PathBuf>,
+    /// Runs executing in this process, with the handle that cancels them.
+    executing: Mutex<HashMap<String, CancelHandle>>,
+    /// Serialises the record changes that decide a resumption (answers, runs ending).
+    deciding: tokio::sync::Mutex<()>,
+    accepting: AtomicBool,
+    tasks: TaskTracker,
+}
+
+impl RunHost {
+    pub(crate) fn new(store: StoreRef, hub: EventHub, specs: SpecCatalog, archive: Option<PathBuf>) -> Self {
+        RunHost {
+            inner: Arc::new(Inner {
+                store,
+                hub,
+                specs,
+                archive,
+                executing: Mutex::default(),
+                deciding: tokio::sync::Mutex::new(()),
+                accepting: AtomicBool::new(true),
+                tasks: TaskTracker::new(),
+            }),
+        }
+    }
+
+    pub(crate) fn store(&self) -> &StoreRef {
+        &self.inner.store
+    }
+
+    pub(crate) fn hub(&self) -> &EventHub {
+        &self.inner.hub
+    }
+
+    pub(crate) fn specs(&self) -> &SpecCatalog {
+        &self.inner.specs
+    }
+
+    fn executing(&self) -> MutexGuard<'_, HashMap<String, CancelHandle>> {
+        // Single inserts and removes: a panic elsewhere cannot leave the map half-changed.
+        self.inner.executing.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether this process is executing `run_id` now.
+    pub(crate) fn is_executing(&self, run_id: &str) -> bool {
+        self.executing().contains_key(run_id)
+    }
+
+    /// How many runs this process is executing.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.executing().len()
+    }
+
+    /// Starts a new run; returns its id. Errors: `422` invalid spec or inputs, `409` run id taken, `503`
+    /// shutting down.
+    pub(crate) async fn start(&self, new: NewRun) -> Result<String, ApiError> {
+        if !self.inner.accepting.load(Ordering::SeqCst) {
+            return Err(ApiError::unavailable("the server is shutting down: it accepts no new runs"));
+        }
+        let (spec, source) = match &new.spec {
+            SpecSource::Named(name) => {
+                let path = self.inner.specs.path(name)?;
+                let spec = Spec::from_path(&path).map_err(|e| spec_errors(&e))?;
+                let source = std::fs::canonicalize(&path).unwrap_or(path);
+                (spec, Some(source))
+            }
+            SpecSource::Text(text) => (Spec::parse(text, "spec").map_err(|e| spec_errors(&e))?, None),
+        };
+        let built = spec.build().map_err(|e| spec_errors(&e))?;
+        let mut inputs = new.inputs;
+        let input_errors = |errors: Vec<agentic_spec::InputError>| {
+            let first = errors.first().map(ToString::to_string).unwrap_or_default();
+            let list: Vec<Value> =
+                errors.iter().map(|e| json!({"key": e.key, "message": e.message, "text": e.to_string()})).collect();
+            ApiError::unprocessable(format!("inputs: {first}")).with("errors", Value::Array(list))
+        };
+        spec.check_inputs(&inputs).map_err(input_errors)?;
+        spec.complete_inputs(&mut inputs).map_err(input_errors)?;
+        let run_id = match new.run_id {
+            Some(id) if id.trim().is_empty() => return Err(ApiError::bad_request("run_id: must not be empty")),
+            Some(id) => id,
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        if let Some(existing) = self.inner.store.run_dyn(&run_id).await? {
+            return Err(ApiError::conflict(format!("run_id: run `{run_id}` already exists ({})", existing.status)));
+        }
+        let source = match (source, &new.spec) {
+            (Some(path), _) => Some(path),
+            (None, SpecSource::Text(text)) => self.archive_spec(&spec, text)?,
+            (None, SpecSource::Named(_)) => None,
+        };
+        let cancel = CancelHandle::new();
+        {
+            let mut executing = self.executing();
+            if executing.contains_key(&run_id) {
+                return Err(ApiError::conflict(format!("run_id: run `{run_id}` already exists (running)")));
+            }
+            executing.insert(run_id.clone(), cancel.clone());
+        }
+        let mut request = built
+            .root
+            .invoke()
+            .inputs(inputs)
+            .memory_id(run_id.clone())
+            .durability(new.durability)
+            .store_ref(self.inner.store.clone())
+            .run_name(built.name.clone())
+            .cancel_handle(cancel)
+            .listener(HubListener::new(self.inner.hub.clone(), built.name.clone()));
+        if let Some(source) = source {
+            request = request.source(source.to_string_lossy());
+        }
+        self.drive(run_id.clone(), built.name, request);
+        Ok(run_id)
+    }
+
+    /// Keeps a posted spec's text as a file (`ARCHIVE/<uuid>/<name>.yaml`), the source its run resumes from.
+    fn archive_spec(&self, spec: &Spec, text: &str) -> Result<Option<PathBuf>, ApiError> {
+        let Some(archive) = &self.inner.archive else { return Ok(None) };
+        let dir = archive.join(uuid::Uuid::new_v4().simple().to_string());
+        let path = dir.join(format!("{}.yaml", sanitize(spec.name())));
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(&path, text))
+            .map_err(|e| ApiError::internal(format!("cannot keep the spec at {}: {e}", path.display())))?;
+        Ok(Some(path))
+    }
+
+    /// Awaits `request` on a tracked task, then ends the run's execution here.
+    fn drive(&self, run_id: String, run_name: String, request: InvokeRequest) {
+        let host = self.clone();
+        self.inner.tasks.spawn(async move {
+            let result = request.await;
+            if let Err(e) = &result {
+                tracing::debug!(run_id, "run ended with an error: {e}");
+            }
+            host.finished(&run_id, &run_name, result.err()).await;
+        });
+    }
+
+    /// A run's execution ended: tell its subscribers how, and resume it at once when every response it
+    /// waits for was answered while it was closing.
+    async fn finished(&self, run_id: &str, run_name: &str, error: Option<AgentError>) {
+        let _deciding = self.inner.deciding.lock().await;
+        self.executing().remove(run_id);
+        let record = match self.inner.store.run_dyn(run_id).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(run_id, "cannot read the run's record after it ended: {e}");
+                None
+            }
+        };
+        match &record {
+            Some(record) if record.status != RunStatus::Running => {
+                if record.status != RunStatus::Suspended
+                    && let Some(event) = SseEvent::of_status(record, last_seq(record))
+                {
+                    self.inner.hub.publish(run_id, event);
+                }
+            }
+            _ => {
+                // The run ended before its record said so (it could not start, or the store failed).
+                let error = error.map(|e| e.to_string()).unwrap_or_else(|| "the run stopped".to_string());
+                self.inner.hub.publish(run_id, SseEvent::run_level("failed", run_name, json!({"error": error})));
+            }
+        }
+        if let Some(record) = record
+            && ready_to_resume(&record)
+            && let Err(e) = self.resume_locked(&record, None)
+        {
+            tracing::error!(run_id, "cannot resume the answered run: {}", e.message);
+        }
+    }
+
+    /// Resumes `record`'s run (the caller holds the deciding lock and has checked it is not executing).
+    /// With `cancel` already cancelled, the run stops before its next step and is recorded `cancelled`.
+    fn resume_locked(&self, record: &RunRecord, cancel: Option<CancelHandle>) -> Result<(), ApiError> {
+        let run_id = &record.run_id;
+        let Some(source) = &record.source else {
+            return Err(ApiError::unprocessable(format!(
+                "run `{run_id}` was not started from a spec this server can find (no source recorded)"
+            )));
+        };
+        let built: BuiltSpec = Spec::from_path(Path::new(source)).and_then(|s| s.build()).map_err(|e| {
+            ApiError::unprocessable(format!("the spec of run `{run_id}` ({source}) no longer builds: {e}"))
+        })?;
+        let cancel = cancel.unwrap_or_default();
+        {
+            let mut executing = self.executing();
+            if executing.contains_key(run_id) {
+                return Ok(());
+            }
+            executing.insert(run_id.clone(), cancel.clone());
+        }
+        let request = built
+            .root
+            .resume(run_id.clone())
+            .store_ref(self.inner.store.clone())
+            .source(source.clone())
+            .run_name(record.name.clone())
+            .cancel_handle(cancel)
+            .listener(HubListener::new(self.inner.hub.clone(), record.name.clone()));
+        self.drive(run_id.clone(), record.name.clone(), request);
+        Ok(())
+    }
+
+    /// Records the answer `value` to `response_id` of `run_id`; resumes the run when nothing else is
+    /// pending. Errors: `404` unknown run or response, `409` already answered.
+    pub(crate) async fn respond(&self, run_id: &str, response_id: &str, value: Value) -> Result<(), ApiError> {
+        let _deciding = self.inner.deciding.lock().await;
+        let record = self.inner.store.run_dyn(run_id).await?.ok_or_else(|| ApiError::no_run(run_id))?;
+        let pending = record.pending.iter().any(|p| p.id == response_id);
+        if record.answers.contains_key(response_id) || (!pending && answered_before(&record, response_id)) {
+            return Err(ApiError::conflict(format!("response `{response_id}` of run `{run_id}` is already answered")));
+        }
+        if !pending || record.status != RunStatus::Suspended {
+            let waiting: Vec<&str> = record.pending.iter().map(|p| p.id.as_str()).collect();
+            let what = if waiting.is_empty() {
+                format!("it waits for no response ({})", record.status)
+            } else {
+                format!("it waits for: {}", waiting.join(", "))
+            };
+            return Err(ApiError::not_found(format!("run `{run_id}` has no pending response `{response_id}`; {what}")));
+        }
+        agentic_engine::respond(&self.inner.store, run_id, Some(response_id), value)
+            .await
+            .map_err(|e| ApiError::conflict(e.to_string()))?;
+        let Some(record) = self.inner.store.run_dyn(run_id).await? else {
+            return Err(ApiError::no_run(run_id));
+        };
+        if ready_to_resume(&record) && !self.is_executing(run_id) {
+            self.resume_locked(&record, None).map_err(|e| {
+                ApiError::new(e.status, format!("the answer is recorded, but the run cannot continue: {}", e.message))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Cancels `run_id`: it stops at its next step boundary, runs its compensations and is recorded
+    /// `cancelled`. Errors: `404` unknown run, `409` already ended.
+    pub(crate) async fn cancel(&self, run_id: &str) -> Result<(), ApiError> {
+        let _deciding = self.inner.deciding.lock().await;
+        if let Some(handle) = self.executing().get(run_id) {
+            handle.cancel();
+            return Ok(());
+        }
+        let record = self.inner.store.run_dyn(run_id).await?.ok_or_else(|| ApiError::no_run(run_id))?;
+        match record.status {
+            RunStatus::Running | RunStatus::Suspended => {
+                let cancel = CancelHandle::new();
+                cancel.cancel();
+                self.resume_locked(&record, Some(cancel))
+            }
+            status => Err(ApiError::conflict(format!("run `{run_id}` has already ended ({status})"))),
+        }
+    }
+
+    /// Resumes the runs that were executing when the last holder of the store stopped (`running`, nothing
+    /// pending), and the suspended runs whose every pending response was answered; returns how many.
+    pub(crate) async fn resume_interrupted(&self) -> Result<usize, agentic_engine::StoreError> {
+        let runs = self.inner.store.runs_dyn().await?;
+        let _deciding = self.inner.deciding.lock().await;
+        let mut resumed = 0;
+        for record in runs {
+            let interrupted = record.status == RunStatus::Running && record.pending.is_empty();
+            if !(interrupted || ready_to_resume(&record)) || self.is_executing(&record.run_id) {
+                continue;
+            }
+            match self.resume_locked(&record, None) {
+                Ok(()) => resumed += 1,
+                Err(e) => tracing::warn!(run_id = record.run_id, "not resumed: {}", e.message),
+            }
+        }
+        Ok(resumed)
+    }
+
+    /// Stops accepting new runs.
+    pub(crate) fn stop_accepting(&self) {
+        self.inner.accepting.store(false, Ordering::SeqCst);
+    }
+
+    /// Waits for every run task started so far (tests, shutdown).
+    pub(crate) async fn wait_idle(&self) {
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+        self.inner.tasks.reopen();
+    }
+}
+
+/// A suspended run whose every pending response has an answer.
+fn ready_to_resume(record: &RunRecord) -> bool {
+    record.status == RunStatus::Suspended
+        && !record.pending.is_empty()
+        && record.pending.iter().all(|p| record.answers.contains_key(&p.id))
+}
+
+/// Whether an earlier resumption of the run consumed an answer to `response_id`.
+fn answered_before(record: &RunRecord, response_id: &str) -> bool {
+    record.milestones.iter().any(|m| m.answers.contains_key(response_id))
+}
+
+/// The last step a run's record knows of (its latest milestone's).
+fn last_seq(record: &RunRecord) -> u64 {
+    record.milestones.last().map_or(0, |m| m.seq)
+}
+
+/// A file-name-safe form of a spec name.
+fn sanitize(name: &str) -> String {
+    let s: String = name.chars().map(|c| if c.is_alphanumeric() || "-_".contains(c) { c } else { '_' }).collect();
+    if s.is_empty() { "spec".to_string() } else { s }
+}

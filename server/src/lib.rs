@@ -1,0 +1,241 @@
+//! # agentic-server
+//!
+//! `agentic serve`: the runs of one store hosted behind an HTTP API (SERVER.md §2), with live events over
+//! server-sent events and a web UI whose inbox lets people answer human steps (§3). Runs execute as the
+//! engine's run actors in this process; a suspended run keeps nothing in memory, and once its answers are in
+//! it continues by itself. At start the server resumes the runs that were executing when the last process
+//! holding the store stopped.
+//!
+//! ```no_run
+//! # async fn demo(store: agentic_engine::StoreRef) -> Result<(), agentic_server::ServeError> {
+//! use agentic_server::{Server, ServerConfig};
+//!
+//! let server = Server::start(ServerConfig::new(store).specs_dir("examples/specs")).await?;
+//! println!("listening on {}", server.url());
+//! server.run_until(async { tokio::signal::ctrl_c().await.ok(); }).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! LangGraph offers the same as a hosted "agent server"; LangChain4j leaves it to the application.
+
+mod api;
+mod auth;
+mod error;
+mod events;
+mod host;
+mod ui;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agentic_engine::StoreRef;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use tokio_util::sync::CancellationToken;
+
+pub use error::ServeError;
+
+use events::{EventHub, JournalTap};
+use host::{RunHost, SpecCatalog};
+
+/// The default listen address: loopback, port 7878 (SERVER.md §1).
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7878);
+
+/// The variable the bearer token is read from unless `--token-env` names another.
+pub const DEFAULT_TOKEN_ENV: &str = "AGENTIC_TOKEN";
+
+/// The file a running server advertises itself in, inside its state directory (the sled store's
+/// directory): `{"url", "pid", "token_env"}`. The CLI finds the server there.
+pub const SERVER_FILE: &str = "server.json";
+
+/// How to start a [`Server`]. Defaults: listen on [`DEFAULT_LISTEN`]; no specs offered by name; no token
+/// (then only a loopback address is allowed); no state directory (posted specs are not kept, so their runs
+/// cannot resume after a restart, and the server does not advertise itself).
+#[derive(Clone)]
+pub struct ServerConfig {
+    store: StoreRef,
+    store_label: String,
+    state_dir: Option<PathBuf>,
+    listen: SocketAddr,
+    specs: Option<PathBuf>,
+    token: Option<String>,
+    token_env: String,
+}
+
+impl ServerConfig {
+    /// A configuration serving the runs of `store`.
+    pub fn new(store: StoreRef) -> Self {
+        ServerConfig {
+            store,
+            store_label: String::new(),
+            state_dir: None,
+            listen: DEFAULT_LISTEN,
+            specs: None,
+            token: None,
+            token_env: DEFAULT_TOKEN_ENV.to_string(),
+        }
+    }
+
+    /// How `/healthz` names the store (e.g. its directory).
+    pub fn store_label(mut self, label: impl Into<String>) -> Self {
+        self.store_label = label.into();
+        self
+    }
+
+    /// A directory of the server's own (the sled store's directory): [`SERVER_FILE`] is written there while
+    /// the server runs, and the texts of posted specs are kept under `specs/`.
+    pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.state_dir = Some(dir.into());
+        self
+    }
+
+    /// The address to listen on (port 0: any free port; see [`Server::local_addr`]).
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.listen = addr;
+        self
+    }
+
+    /// The specs offered by name (file stem): `POST /api/v1/runs {"spec_name": ..}` and the new-run form.
+    pub fn specs_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.specs = Some(dir.into());
+        self
+    }
+
+    /// The bearer token every request must carry (`Authorization: Bearer <token>`), and the variable it
+    /// came from (named in messages). `None`: no token.
+    pub fn token(mut self, token: Option<String>, from_env: impl Into<String>) -> Self {
+        self.token = token.filter(|t| !t.is_empty());
+        self.token_env = from_env.into();
+        self
+    }
+}
+
+/// What every handler shares.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub(crate) host: RunHost,
+    pub(crate) store_label: Arc<str>,
+    pub(crate) token: Option<Arc<str>>,
+}
+
+/// A running server. Drop it or call [`Server::shutdown`] to stop it.
+pub struct Server {
+    addr: SocketAddr,
+    host: RunHost,
+    stop: CancellationToken,
+    http: tokio::task::JoinHandle<std::io::Result<()>>,
+    server_file: Option<PathBuf>,
+}
+
+impl Server {
+    /// Binds the listen address, resumes the runs that were in flight when the store's last holder stopped,
+    /// advertises the server in its state directory and starts serving.
+    ///
+    /// # Errors
+    /// [`ServeError::TokenRequired`] for a non-loopback address without a token; [`ServeError::Bind`];
+    /// [`ServeError::Specs`] when the specs directory cannot be read; [`ServeError::Store`] when the runs
+    /// cannot be listed.
+    pub async fn start(config: ServerConfig) -> Result<Server, ServeError> {
+        if !config.listen.ip().is_loopback() && config.token.is_none() {
+            return Err(ServeError::TokenRequired { addr: config.listen, token_env: config.token_env });
+        }
+        if let Some(dir) = &config.specs {
+            std::fs::read_dir(dir).map_err(|source| ServeError::Specs { dir: dir.clone(), source })?;
+        }
+        let hub = EventHub::default();
+        let store: StoreRef = Arc::new(JournalTap { inner: config.store.clone(), hub: hub.clone() });
+        let archive = config.state_dir.as_ref().map(|d| d.join("specs"));
+        let host = RunHost::new(store, hub, SpecCatalog::new(config.specs.clone()), archive);
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
+        let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
+        let resumed = host.resume_interrupted().await?;
+        if resumed > 0 {
+            tracing::info!("resumed {resumed} interrupted runs");
+        }
+        let state = AppState {
+            host: host.clone(),
+            store_label: Arc::from(config.store_label.as_str()),
+            token: config.token.as_deref().map(Arc::from),
+        };
+        let app = router(state);
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        let http = tokio::spawn(async move {
+            axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await }).await
+        });
+        let server_file = config.state_dir.as_ref().map(|d| d.join(SERVER_FILE));
+        if let Some(file) = &server_file {
+            let advert = serde_json::json!({
+                "url": format!("http://{addr}"),
+                "pid": std::process::id(),
+                "token_env": config.token.as_ref().map(|_| config.token_env.clone()),
+            });
+            if let Err(e) = std::fs::write(file, advert.to_string()) {
+                tracing::warn!("cannot write {}: {e}; the CLI will not find this server", file.display());
+            }
+        }
+        Ok(Server { addr, host, stop, http, server_file })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The server's base URL (`http://127.0.0.1:7878`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Serves until `signal` completes, then shuts down ([`Server::shutdown`]).
+    ///
+    /// # Errors
+    /// As [`Server::shutdown`].
+    pub async fn run_until(self, signal: impl std::future::Future<Output = ()>) -> Result<(), ServeError> {
+        signal.await;
+        self.shutdown().await
+    }
+
+    /// Stops: no new runs are accepted, the HTTP server stops, the store is flushed and the advertisement
+    /// removed. Runs still executing are left as a crash would leave them (their completed steps are in
+    /// the journal): the next server on this store resumes them.
+    ///
+    /// # Errors
+    /// [`ServeError::Http`] when the HTTP server failed.
+    pub async fn shutdown(self) -> Result<(), ServeError> {
+        self.host.stop_accepting();
+        self.stop.cancel();
+        let served = self.http.await;
+        if let Err(e) = self.host.store().flush_dyn().await {
+            tracing::error!("flushing the store at shutdown: {e}");
+        }
+        if let Some(file) = &self.server_file {
+            let _ = std::fs::remove_file(file);
+        }
+        match served {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(ServeError::Http(e)),
+            Err(e) => Err(ServeError::Http(std::io::Error::other(e))),
+        }
+    }
+
+    /// Waits until no run task started so far is executing (runs that suspend count as done).
+    pub async fn wait_idle(&self) {
+        self.host.wait_idle().await;
+    }
+}
+
+/// The whole application: API, UI, auth, limits, tracing and compression.
+fn router(state: AppState) -> Router {
+    Router::new()
+        .merge(api::routes())
+        .merge(ui::routes())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
+        .layer(DefaultBodyLimit::max(api::BODY_LIMIT))
+        .layer(tower_http::compression::CompressionLayer::new())
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}

@@ -1,0 +1,357 @@
+//! The HTTP API of SERVER.md §2 against a real server on loopback, over a sled store on disk.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use agentic_server::{Server, ServerConfig};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// A sequence of two computations.
+const SHOUT: &str = r#"
+version: 1
+name: shout
+root: main
+params: { topic: string }
+agents:
+  main: { kind: sequence, agents: [draft, loud], output_key: loud }
+  draft: { kind: compute, inputs: [topic], template: "a story about {{ topic }}", output_key: story }
+  loud: { kind: compute, inputs: [story], value: "story | upper", output_key: loud }
+"#;
+
+/// A computation, a human approval, a computation.
+const APPROVAL: &str = r#"
+version: 1
+name: approval
+root: main
+agents:
+  main: { kind: sequence, agents: [offer, approve, decide], output_key: decision }
+  offer: { kind: compute, inputs: [item], template: "ship {{ item }}", output_key: offer }
+  approve: { kind: human, prompt: "Approve: {{ offer }}?", response_id: manager, output_key: answer }
+  decide: { kind: compute, template: "{{ offer }}: {{ answer }}", output_key: decision }
+"#;
+
+struct Harness {
+    server: Option<Server>,
+    base: String,
+    http: reqwest::Client,
+    dir: tempfile::TempDir,
+}
+
+impl Harness {
+    async fn start() -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(dir, None).await
+    }
+
+    async fn start_in(dir: tempfile::TempDir, token: Option<&str>) -> Harness {
+        let store = agentic_store::SledStore::open(dir.path().join("store")).unwrap().store_ref();
+        let config = ServerConfig::new(store)
+            .state_dir(dir.path().join("store"))
+            .store_label("test")
+            .listen("127.0.0.1:0".parse().unwrap())
+            .token(token.map(str::to_string), "TEST_TOKEN");
+        let server = Server::start(config).await.unwrap();
+        let base = server.url();
+        Harness { server: Some(server), base, http: reqwest::Client::new(), dir }
+    }
+
+    async fn stop(mut self) -> tempfile::TempDir {
+        self.server.take().unwrap().shutdown().await.unwrap();
+        self.dir
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let response = self.http.post(format!("{}{path}", self.base)).json(&body).send().await.unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
+        let response = self.http.post(format!("{}{path}", self.base)).body(body).send().await.unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let response = self.http.get(format!("{}{path}", self.base)).send().await.unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Polls the run until its status is `status` (20 s at most).
+    async fn wait_for(&self, run_id: &str, status: &str) -> Value {
+        let mut last = Value::Null;
+        for _ in 0..400 {
+            let (code, run) = self.get(&format!("/api/v1/runs/{run_id}")).await;
+            if code == StatusCode::OK && run["status"] == status && run["executing"] == false {
+                return run;
+            }
+            last = run;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("run {run_id} never reached {status}: {last}");
+    }
+
+    /// The whole event stream of a run, as (event, data) pairs, until the server ends it.
+    async fn events(&self, run_id: &str) -> Vec<(String, Value)> {
+        let text = tokio::time::timeout(Duration::from_secs(20), async {
+            let response = self.http.get(format!("{}/api/v1/runs/{run_id}/events", self.base)).send().await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            assert_eq!(response.headers()["content-type"], "text/event-stream");
+            response.text().await.unwrap()
+        })
+        .await
+        .expect("the stream ends after the final event");
+        parse_sse(&text)
+    }
+}
+
+fn parse_sse(text: &str) -> Vec<(String, Value)> {
+    let mut events = Vec::new();
+    for block in text.split("\n\n") {
+        let mut name = None;
+        let mut data = String::new();
+        for line in block.lines() {
+            if let Some(n) = line.strip_prefix("event: ") {
+                name = Some(n.to_string());
+            } else if let Some(d) = line.strip_prefix("data: ") {
+                data.push_str(d);
+            }
+        }
+        if let Some(name) = name {
+            events.push((name, serde_json::from_str(&data).unwrap()));
+        }
+    }
+    events
+}
+
+#[tokio::test]
+async fn a_posted_spec_runs_to_completion_and_its_events_replay() {
+    let h = Harness::start().await;
+    let (code, body) =
+        h.post("/api/v1/runs", json!({"spec": SHOUT, "inputs": {"topic": "dragons"}, "run_id": "r1"})).await;
+    assert_eq!((code, body), (StatusCode::CREATED, json!({"run_id": "r1", "status": "running"})));
+    let run = h.wait_for("r1", "completed").await;
+    assert_eq!(run["output"], "A STORY ABOUT DRAGONS");
+    assert_eq!(run["name"], "shout");
+    assert_eq!(run["state"]["story"], "a story about dragons");
+    assert_eq!(run["pending"], json!([]));
+    assert_eq!(run["error"], Value::Null);
+    let agents: Vec<&str> = run["history"].as_array().unwrap().iter().map(|h| h["agent"].as_str().unwrap()).collect();
+    assert_eq!(agents, ["draft", "loud", "main"]);
+
+    // A client connecting after the end gets the journaled sequence, then the final event, and the stream ends.
+    let events = h.events("r1").await;
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["agent_completed", "agent_completed", "agent_completed", "completed"]);
+    let seqs: Vec<u64> = events[..3].iter().map(|(_, d)| d["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [2, 3, 4], "step 1 records the inputs");
+    assert_eq!(events[0].1["agent"], "draft");
+    assert_eq!(events[0].1["path"], "root/0");
+    assert_eq!(events[0].1["output"], "a story about dragons");
+    assert_eq!(events[3].1["output"], "A STORY ABOUT DRAGONS");
+
+    let (code, list) = h.get("/api/v1/runs").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(list["runs"][0]["run_id"], "r1");
+    assert_eq!(list["runs"][0]["status"], "completed");
+    assert_eq!(list["next_cursor"], Value::Null);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_human_step_is_answered_over_http_and_the_run_continues_by_itself() {
+    let h = Harness::start().await;
+    let (code, _) = h
+        .post("/api/v1/runs", json!({"spec": APPROVAL, "inputs": {"item": "<b>10 widgets</b>"}, "run_id": "o1"}))
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    let run = h.wait_for("o1", "suspended").await;
+    assert_eq!(
+        run["pending"],
+        json!([{"id": "manager", "prompt": "Approve: ship <b>10 widgets</b>?", "agent": "approve"}])
+    );
+    let (code, list) = h.get("/api/v1/runs?status=suspended").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(list["runs"][0]["pending"], json!(["manager"]));
+
+    // Live: a client watching while the answer arrives sees the resumption and the end.
+    let watcher = {
+        let (http, base) = (h.http.clone(), h.base.clone());
+        tokio::spawn(async move {
+            let response = http.get(format!("{base}/api/v1/runs/o1/events")).send().await.unwrap();
+            parse_sse(&response.text().await.unwrap())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (code, body) = h.post("/api/v1/runs/o1/responses/manager", json!({"value": "approved"})).await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{body}");
+    let run = h.wait_for("o1", "completed").await;
+    assert_eq!(run["output"], "ship <b>10 widgets</b>: approved");
+    let events = tokio::time::timeout(Duration::from_secs(20), watcher).await.unwrap().unwrap();
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"agent_completed"), "{names:?}");
+    assert_eq!(&names[names.len() - 1], &"completed", "{names:?}");
+    assert!(names.contains(&"suspended") && names.contains(&"resumed"), "{names:?}");
+    let completed: Vec<(&str, u64)> = events
+        .iter()
+        .filter(|(n, _)| n == "agent_completed")
+        .map(|(_, d)| (d["agent"].as_str().unwrap(), d["seq"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(completed, [("offer", 2), ("approve", 3), ("decide", 4), ("main", 5)]);
+
+    // Answering again: 409; an unknown response: 404; an unknown run: 404.
+    let (code, body) = h.post("/api/v1/runs/o1/responses/manager", json!({"value": "again"})).await;
+    assert_eq!(code, StatusCode::CONFLICT);
+    assert_eq!(body["error"], "response `manager` of run `o1` is already answered");
+    let (code, body) = h.post("/api/v1/runs/o1/responses/boss", json!({"value": 1})).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"], "run `o1` has no pending response `boss`; it waits for no response (completed)");
+    let (code, body) = h.post("/api/v1/runs/nope/responses/manager", json!({"value": 1})).await;
+    assert_eq!((code, body), (StatusCode::NOT_FOUND, json!({"error": "no run `nope`"})));
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn bad_requests_get_the_status_and_message_of_the_contract() {
+    let h = Harness::start().await;
+    let (code, body) = h.post_raw("/api/v1/runs", "{\"spec\": ").await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert!(body["error"].as_str().unwrap().starts_with("invalid JSON: EOF while parsing"), "{body}");
+
+    let (code, body) = h.post("/api/v1/runs", json!({"spec": SHOUT, "input": {"topic": "x"}})).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert!(body["error"].as_str().unwrap().starts_with("unknown field `input`, expected one of"), "{body}");
+
+    let (code, body) = h.post("/api/v1/runs", json!({"inputs": {}})).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert!(body["error"].as_str().unwrap().starts_with("missing field `spec`"), "{body}");
+
+    let broken = "version: 1\nname: b\nroot: main\nagents:\n  main: { kind: sequence, agents: [ghost] }\n";
+    let (code, body) = h.post("/api/v1/runs", json!({"spec": broken})).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let errors = body["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{body}");
+    assert_eq!(errors[0]["line"], 5);
+    assert_eq!(errors[0]["agent"], "main");
+    assert!(errors[0]["message"].as_str().unwrap().contains("ghost"), "{body}");
+
+    let (code, body) = h.post("/api/v1/runs", json!({"spec": SHOUT, "inputs": {"topic": 7}})).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(body["error"].as_str().unwrap().contains("topic"), "{body}");
+
+    let (code, _) = h.post("/api/v1/runs", json!({"spec": SHOUT, "inputs": {"topic": "a"}, "run_id": "dup"})).await;
+    assert_eq!(code, StatusCode::CREATED);
+    h.wait_for("dup", "completed").await;
+    let (code, body) = h.post("/api/v1/runs", json!({"spec": SHOUT, "inputs": {"topic": "a"}, "run_id": "dup"})).await;
+    assert_eq!((code, body), (StatusCode::CONFLICT, json!({"error": "run_id: run `dup` already exists (completed)"})));
+
+    let (code, body) = h.post("/api/v1/runs", json!({"spec": SHOUT, "durability": "never"})).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"], "durability: `never` is not one of `sync`, `async`, `exit`");
+
+    let big = format!("{{\"spec\": \"{}\"}}", "x".repeat(11 * 1024 * 1024));
+    let (code, body) = h.post_raw("/api/v1/runs", big).await;
+    assert_eq!(code, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert_eq!(body["error"], "the body is larger than 10485760 bytes");
+
+    let (code, body) = h.get("/api/v1/runs/ghost").await;
+    assert_eq!((code, body), (StatusCode::NOT_FOUND, json!({"error": "no run `ghost`"})));
+    let (code, _) = h.get("/api/v1/runs/ghost/events").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let (code, body) = h.get("/api/v1/runs?status=done").await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body["error"],
+        "status: `done` is not one of `running`, `suspended`, `completed`, `failed`, `cancelled`"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn pages_of_runs_follow_the_cursor() {
+    let h = Harness::start().await;
+    for i in 0..5 {
+        let (code, _) =
+            h.post("/api/v1/runs", json!({"spec": SHOUT, "inputs": {"topic": "t"}, "run_id": format!("p{i}")})).await;
+        assert_eq!(code, StatusCode::CREATED);
+    }
+    for i in 0..5 {
+        h.wait_for(&format!("p{i}"), "completed").await;
+    }
+    let mut seen = Vec::new();
+    let mut cursor = String::new();
+    for _ in 0..3 {
+        let (code, page) = h.get(&format!("/api/v1/runs?limit=2&cursor={cursor}")).await;
+        assert_eq!(code, StatusCode::OK);
+        seen.extend(page["runs"].as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap().to_string()));
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = c.to_string(),
+            None => break,
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, ["p0", "p1", "p2", "p3", "p4"]);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_suspended_run_is_cancelled() {
+    let h = Harness::start().await;
+    h.post("/api/v1/runs", json!({"spec": APPROVAL, "inputs": {"item": "x"}, "run_id": "c1"})).await;
+    h.wait_for("c1", "suspended").await;
+    let (code, _) = h.post("/api/v1/runs/c1/cancel", json!({})).await;
+    assert_eq!(code, StatusCode::ACCEPTED);
+    let run = h.wait_for("c1", "cancelled").await;
+    assert_eq!(run["state"]["offer"], "ship x");
+    assert!(run["state"].get("decision").is_none());
+    let (code, body) = h.post("/api/v1/runs/c1/cancel", json!({})).await;
+    assert_eq!((code, body), (StatusCode::CONFLICT, json!({"error": "run `c1` has already ended (cancelled)"})));
+    let events = h.events("c1").await;
+    assert_eq!(events.last().unwrap().0, "cancelled");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_suspended_run_is_answered_after_a_restart() {
+    let h = Harness::start().await;
+    h.post("/api/v1/runs", json!({"spec": APPROVAL, "inputs": {"item": "y"}, "run_id": "s1"})).await;
+    h.wait_for("s1", "suspended").await;
+    assert!(h.dir.path().join("store").join(agentic_server::SERVER_FILE).is_file());
+    let dir = h.stop().await;
+    assert!(!dir.path().join("store").join(agentic_server::SERVER_FILE).exists());
+
+    let h = Harness::start_in(dir, None).await;
+    let (code, _) = h.post("/api/v1/runs/s1/responses/manager", json!({"value": "no"})).await;
+    assert_eq!(code, StatusCode::ACCEPTED);
+    let run = h.wait_for("s1", "completed").await;
+    assert_eq!(run["output"], "ship y: no");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_token_is_required_when_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::start_in(dir, Some("s3cret")).await;
+    let (code, body) = h.get("/api/v1/runs").await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["error"], "missing or wrong token: send the header `Authorization: Bearer <token>`");
+    let wrong = h.http.get(format!("{}/healthz", h.base)).bearer_auth("nope").send().await.unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    let right = h.http.get(format!("{}/healthz", h.base)).bearer_auth("s3cret").send().await.unwrap();
+    assert_eq!(right.status(), StatusCode::OK);
+    assert_eq!(right.json::<Value>().await.unwrap(), json!({"status": "ok", "store": "test", "runs_in_flight": 0}));
+    h.stop().await;
+
+    // Not loopback and no token: refused before listening.
+    let store = agentic_store::MemoryStore::new().store_ref();
+    let config = ServerConfig::new(store).listen("0.0.0.0:0".parse().unwrap());
+    let err = Server::start(config).await.err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        "refusing to listen on 0.0.0.0:0 without a token: a non-loopback address needs one (set $AGENTIC_TOKEN, \
+         or name the variable with --token-env)"
+    );
+}

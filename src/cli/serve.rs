@@ -1,0 +1,79 @@
+//! `agentic serve`: the store's runs behind the HTTP API and web UI of SERVER.md.
+
+use agentic_server::{Server, ServerConfig};
+
+use super::args::ServeArgs;
+use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+
+/// Serves until SIGTERM or Ctrl-C; returns the exit code (0 after a clean stop).
+pub(crate) fn serve(args: ServeArgs) -> u8 {
+    let dir = args.store.store.clone();
+    if args.lease_ms == 0 {
+        eprintln!("error: --lease-ms must be at least 1");
+        return EXIT_USAGE;
+    }
+    let token = std::env::var(&args.token_env).ok().filter(|t| !t.is_empty());
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let store = match super::open_store(&dir) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let mut config = ServerConfig::new(store)
+        .store_label(dir.display().to_string())
+        .state_dir(&dir)
+        .listen(args.listen)
+        .token(token, &args.token_env);
+    if let Some(specs) = &args.specs {
+        config = config.specs_dir(specs);
+    }
+    runtime.block_on(async move {
+        let server = match Server::start(config).await {
+            Ok(s) => s,
+            Err(e @ agentic_server::ServeError::TokenRequired { .. }) => {
+                eprintln!("error: {e}");
+                return EXIT_USAGE;
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_FAILED;
+            }
+        };
+        eprintln!("agentic serve: {} (store {}); stop with Ctrl-C or SIGTERM", server.url(), dir.display());
+        match server.run_until(stop_signal()).await {
+            Ok(()) => EXIT_OK,
+            Err(e) => {
+                eprintln!("error: {e}");
+                EXIT_FAILED
+            }
+        }
+    })
+}
+
+/// Completes on SIGTERM or Ctrl-C (SIGINT).
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("cannot watch SIGTERM: {e}");
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
