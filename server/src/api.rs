@@ -34,7 +34,12 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/v1/runs/{id}/cancel", post(cancel))
         .route("/api/v1/runs/{id}/events", get(events))
         .route("/api/v1/runs/{id}/report", get(report))
+        .route("/api/v1/runs/{id}/resume", post(resume))
         .route("/api/v1/specs", get(specs))
+        .route("/api/v1/store/runs", get(store_runs))
+        .route("/api/v1/store/runs/{id}", get(store_run))
+        .route("/api/v1/store/runs/{id}/records", get(store_records))
+        .route("/api/v1/store/runs/{id}/image", get(store_image))
         .route("/healthz", get(healthz))
 }
 
@@ -189,7 +194,8 @@ pub(crate) async fn run_json(app: &AppState, run_id: &str) -> Result<Value, ApiE
         if app.host.is_executing(run_id) {
             // Started a moment ago: the engine has not written its record yet.
             return Ok(json!({"run_id": run_id, "name": null, "status": "running", "output": null,
-                             "state": {}, "pending": [], "history": [], "error": null, "steps": 0}));
+                             "state": {}, "pending": [], "history": [], "error": null, "steps": 0,
+                             "executing": true}));
         }
         return Err(ApiError::no_run(run_id));
     };
@@ -247,6 +253,36 @@ async fn respond(
 async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     app.host.cancel(&id).await?;
     Ok((StatusCode::ACCEPTED, Json(json!({"run_id": id}))).into_response())
+}
+
+async fn resume(State(app): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    app.host.resume(&id).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({"run_id": id}))).into_response())
+}
+
+// The store as it is, read-only, for the CLI on a store this server holds (`agentic runs`, `show`, `report`
+// print exactly what they print without a server).
+
+async fn store_runs(State(app): State<AppState>) -> Result<Json<Vec<RunRecord>>, ApiError> {
+    Ok(Json(app.host.store().runs_dyn().await?))
+}
+
+async fn store_run(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<RunRecord>, ApiError> {
+    app.host.store().run_dyn(&id).await?.map(Json).ok_or_else(|| ApiError::no_run(&id))
+}
+
+async fn store_records(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<agentic_engine::StepRecord>>, ApiError> {
+    Ok(Json(app.host.store().records_dyn(&id).await?))
+}
+
+async fn store_image(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<agentic_engine::RunImage>, ApiError> {
+    Ok(Json(app.host.store().load_dyn(&id).await?))
 }
 
 async fn report(State(app): State<AppState>, Path(id): Path<String>) -> Result<Html<String>, ApiError> {

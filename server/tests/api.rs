@@ -127,7 +127,7 @@ fn parse_sse(text: &str) -> Vec<(String, Value)> {
     events
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_posted_spec_runs_to_completion_and_its_events_replay() {
     let h = Harness::start().await;
     let (code, body) =
@@ -161,7 +161,7 @@ async fn a_posted_spec_runs_to_completion_and_its_events_replay() {
     h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_human_step_is_answered_over_http_and_the_run_continues_by_itself() {
     let h = Harness::start().await;
     let (code, _) = h
@@ -214,7 +214,7 @@ async fn a_human_step_is_answered_over_http_and_the_run_continues_by_itself() {
     h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_the_status_and_message_of_the_contract() {
     let h = Harness::start().await;
     let (code, body) = h.post_raw("/api/v1/runs", "{\"spec\": ").await;
@@ -270,7 +270,7 @@ async fn bad_requests_get_the_status_and_message_of_the_contract() {
     h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_of_runs_follow_the_cursor() {
     let h = Harness::start().await;
     for i in 0..5 {
@@ -297,7 +297,7 @@ async fn pages_of_runs_follow_the_cursor() {
     h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_suspended_run_is_cancelled() {
     let h = Harness::start().await;
     h.post("/api/v1/runs", json!({"spec": APPROVAL, "inputs": {"item": "x"}, "run_id": "c1"})).await;
@@ -314,7 +314,7 @@ async fn a_suspended_run_is_cancelled() {
     h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_suspended_run_is_answered_after_a_restart() {
     let h = Harness::start().await;
     h.post("/api/v1/runs", json!({"spec": APPROVAL, "inputs": {"item": "y"}, "run_id": "s1"})).await;
@@ -331,7 +331,7 @@ async fn a_suspended_run_is_answered_after_a_restart() {
     h.stop().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_is_required_when_configured() {
     let dir = tempfile::tempdir().unwrap();
     let h = Harness::start_in(dir, Some("s3cret")).await;

@@ -7,9 +7,11 @@ use agentic_spec::Spec;
 use serde_json::{Value, json};
 
 use super::args::{RespondArgs, ResumeArgs, RunsArgs, ShowArgs};
-use super::open_store;
+use super::remote::{Remote, RemoteStore, error_of, segment};
+use super::run::{RunEnd, print_end};
 use super::run::{out, pending_json, print_json, report_outcome};
 use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+use super::{Opened, open, open_store};
 
 fn runtime() -> Result<tokio::runtime::Runtime, u8> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| {
@@ -40,9 +42,15 @@ fn timestamp(ms: u64) -> String {
 /// `agentic respond RUN_ID [RESPONSE_ID] VALUE`: records one answer; runs nothing.
 pub(crate) fn respond(args: RespondArgs) -> u8 {
     let (response_id, value) = args.answer();
-    let (rt, store) = match (runtime(), open_store(&args.store.store)) {
-        (Ok(rt), Ok(s)) => (rt, s),
+    let (rt, opened) = match (runtime(), open(&args.store.store)) {
+        (Ok(rt), Ok(o)) => (rt, o),
         (Err(c), _) | (_, Err(c)) => return c,
+    };
+    let store = match opened {
+        Opened::Local(store) => store,
+        Opened::Server(remote) => {
+            return rt.block_on(remote_respond(&remote, &args, response_id, value));
+        }
     };
     // The same error as the other commands for an unknown run id (the engine's own names no store).
     if let Err(code) = rt.block_on(run_record(&store, &args.run_id, &args.store.store)) {
@@ -62,11 +70,15 @@ pub(crate) fn respond(args: RespondArgs) -> u8 {
 
 /// `agentic resume RUN_ID`: rebuilds the run's spec and continues from the last checkpoint.
 pub(crate) fn resume(args: ResumeArgs) -> u8 {
-    let (rt, store) = match (runtime(), open_store(&args.store.store)) {
-        (Ok(rt), Ok(s)) => (rt, s),
+    let (rt, opened) = match (runtime(), open(&args.store.store)) {
+        (Ok(rt), Ok(o)) => (rt, o),
         (Err(c), _) | (_, Err(c)) => return c,
     };
     eprintln!("run: {}", args.run_id);
+    let store = match opened {
+        Opened::Local(store) => store,
+        Opened::Server(remote) => return rt.block_on(remote_resume(&remote, &args)),
+    };
     let record = match rt.block_on(run_record(&store, &args.run_id, &args.store.store)) {
         Ok(r) => r,
         Err(code) => return code,
@@ -124,6 +136,78 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         p.finish();
     }
     report_outcome(&args.run_id, result, args.json)
+}
+
+/// `respond` through the server holding the store: the same checks and messages as without it; the server
+/// records the answer and continues the run once nothing else is pending.
+async fn remote_respond(remote: &Remote, args: &RespondArgs, response_id: Option<&str>, value: Value) -> u8 {
+    let store: StoreRef = std::sync::Arc::new(RemoteStore(remote.clone()));
+    let record = match run_record(&store, &args.run_id, &args.store.store).await {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let id = match agentic_engine::answerable(&record, response_id) {
+        Ok(id) => id,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let path = format!("/api/v1/runs/{}/responses/{}", segment(&args.run_id), segment(&id));
+    match remote.post(&path, &json!({"value": value})).await {
+        Ok((202, _)) => {
+            eprintln!("answered `{id}` for run {}; continue it with: agentic resume {}", args.run_id, args.run_id);
+            EXIT_OK
+        }
+        Ok((status, body)) => {
+            eprintln!("error: {}", error_of(&body, status));
+            EXIT_FAILED
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_FAILED
+        }
+    }
+}
+
+/// `resume` through the server holding the store: the server continues the run (unless it already does),
+/// and the outcome is printed once it stops.
+async fn remote_resume(remote: &Remote, args: &ResumeArgs) -> u8 {
+    if args.spec.is_some() {
+        eprintln!(
+            "error: --spec cannot be used while the server at {} holds the store: it resumes runs from the spec \
+             they recorded",
+            remote.url()
+        );
+        return EXIT_USAGE;
+    }
+    let store: StoreRef = std::sync::Arc::new(RemoteStore(remote.clone()));
+    let record = match run_record(&store, &args.run_id, &args.store.store).await {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    if record.status == RunStatus::Completed {
+        eprintln!("run `{}` completed earlier; nothing to resume", args.run_id);
+        return print_end(&args.run_id, RunEnd::of_record(&record), args.json);
+    }
+    match remote.post(&format!("/api/v1/runs/{}/resume", segment(&args.run_id)), &json!({})).await {
+        Ok((202, _)) => {}
+        Ok((status, body)) => {
+            eprintln!("error: {}", error_of(&body, status));
+            return if status == 422 { EXIT_USAGE } else { EXIT_FAILED };
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    }
+    match remote.wait_stopped(&args.run_id).await {
+        Ok(record) => print_end(&args.run_id, RunEnd::of_record(&record), args.json),
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_FAILED
+        }
+    }
 }
 
 fn run_json(r: &RunRecord) -> Value {

@@ -4,6 +4,7 @@ mod args;
 mod crash;
 mod durable;
 mod progress;
+mod remote;
 mod report;
 mod run;
 mod serve;
@@ -121,15 +122,42 @@ fn shell_word(text: &str) -> String {
     }
 }
 
-/// Opens the sled store at `dir`; on failure prints the error and returns exit code 1.
-pub(crate) fn open_store(dir: &std::path::Path) -> Result<agentic_engine::StoreRef, u8> {
-    match agentic_store::SledStore::open(dir) {
-        Ok(s) => Ok(crash::arm(s.store_ref())),
-        Err(e) => {
-            eprintln!("error: {e}");
-            Err(EXIT_FAILED)
+/// A store as a command reaches it: opened here, or held by a running `agentic serve`.
+pub(crate) enum Opened {
+    /// Opened by this process.
+    Local(agentic_engine::StoreRef),
+    /// Held by the server advertised in the store directory.
+    Server(remote::Remote),
+}
+
+impl Opened {
+    /// The store to read: the local one, or the server's, read through it.
+    pub(crate) fn store_ref(&self) -> agentic_engine::StoreRef {
+        match self {
+            Opened::Local(store) => store.clone(),
+            Opened::Server(remote) => std::sync::Arc::new(remote::RemoteStore(remote.clone())),
         }
     }
+}
+
+/// Opens the sled store at `dir`, or, when another process holds it and a server advertises itself there,
+/// reaches it through that server; on failure prints the error and returns exit code 1.
+pub(crate) fn open(dir: &std::path::Path) -> Result<Opened, u8> {
+    match agentic_store::SledStore::open(dir) {
+        Ok(s) => Ok(Opened::Local(crash::arm(s.store_ref()))),
+        Err(e) => match remote::Remote::find(dir) {
+            Some(remote) => Ok(Opened::Server(remote)),
+            None => {
+                eprintln!("error: {e}");
+                Err(EXIT_FAILED)
+            }
+        },
+    }
+}
+
+/// [`open`], for the commands that only read the store (through the server when one holds it).
+pub(crate) fn open_store(dir: &std::path::Path) -> Result<agentic_engine::StoreRef, u8> {
+    open(dir).map(|o| o.store_ref())
 }
 
 #[cfg(test)]

@@ -86,7 +86,7 @@ pub(crate) fn after_run(
     }
 }
 
-fn write(output: &Path, html: &str) -> u8 {
+pub(crate) fn write(output: &Path, html: &str) -> u8 {
     match agentic_report::write_report(output, html) {
         Ok(()) => {
             eprintln!("report: {}", output.display());

@@ -30,8 +30,8 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         eprintln!("error: --memory-id must not be empty");
         return EXIT_USAGE;
     }
-    let store = match super::open_store(&args.store.store) {
-        Ok(s) => s,
+    let opened = match super::open(&args.store.store) {
+        Ok(o) => o,
         Err(code) => return code,
     };
     let run_id = args.memory_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
@@ -40,6 +40,13 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
             return EXIT_FAILED;
+        }
+    };
+    let store = match opened {
+        super::Opened::Local(store) => store,
+        super::Opened::Server(remote) => {
+            let topology = built.root.topology();
+            return runtime.block_on(remote_run(&remote, &args, &run_id, inputs, &topology));
         }
     };
     let existing = match &args.memory_id {
@@ -111,6 +118,69 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     }
 }
 
+/// `run` through the server holding the store: the spec's text and the inputs are posted, and the outcome is
+/// printed once the run stops (the server keeps the text, so the run resumes after a restart).
+async fn remote_run(
+    remote: &super::remote::Remote,
+    args: &RunArgs,
+    run_id: &str,
+    inputs: Map<String, Value>,
+    topology: &agentic_engine::TopologyNode,
+) -> u8 {
+    use super::remote::error_of;
+    let text = match std::fs::read_to_string(&args.spec) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {}: {e}", args.spec.display());
+            return EXIT_USAGE;
+        }
+    };
+    let durability = match args.durability {
+        super::args::DurabilityArg::Sync => "sync",
+        super::args::DurabilityArg::Async => "async",
+        super::args::DurabilityArg::Exit => "exit",
+    };
+    let body = json!({"spec": text, "inputs": inputs, "run_id": run_id, "durability": durability});
+    match remote.post("/api/v1/runs", &body).await {
+        Ok((201, _)) => eprintln!("run: {run_id}"),
+        Ok((status, body)) => {
+            let errors = body.get("errors").and_then(Value::as_array);
+            match errors {
+                Some(errors) if status == 422 => {
+                    for e in errors {
+                        eprintln!("error: {}", e.get("text").and_then(Value::as_str).unwrap_or_default());
+                    }
+                }
+                _ => eprintln!("error: {}", error_of(&body, status)),
+            }
+            return if matches!(status, 409 | 422 | 400) { EXIT_USAGE } else { EXIT_FAILED };
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    }
+    let code = match remote.wait_stopped(run_id).await {
+        Ok(record) => print_end(run_id, RunEnd::of_record(&record), args.json),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    if let Some(path) = &args.report {
+        let store: agentic_engine::StoreRef = std::sync::Arc::new(super::remote::RemoteStore(remote.clone()));
+        let report_code = match agentic_report::load_run(&store, run_id).await {
+            Ok((run, records)) => super::report::write(path, &agentic_report::render_run(topology, &run, &records)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                EXIT_FAILED
+            }
+        };
+        return if report_code == EXIT_OK { code } else { report_code.max(code) };
+    }
+    code
+}
+
 /// Prints the inputs that do not fit the spec's `params`, one per line; returns the usage exit code.
 fn input_errors(errors: &[agentic_spec::InputError]) -> u8 {
     for e in errors {
@@ -168,46 +238,87 @@ pub(crate) fn out(text: &str) {
     let _ = writeln!(stdout, "{text}");
 }
 
+/// How a run stopped, as the CLI prints it.
+pub(crate) enum RunEnd {
+    /// Completed with this output.
+    Completed(Value),
+    /// Suspended, waiting for these responses.
+    Suspended(Vec<PendingResponse>),
+    /// Failed (or was cancelled: `cancelled` true) with this message.
+    Failed { message: String, cancelled: bool },
+}
+
+impl RunEnd {
+    /// The end of a run awaited in this process.
+    pub(crate) fn of_result(result: Result<RunOutcome, AgentError>) -> RunEnd {
+        match result {
+            Ok(outcome) => match outcome.result {
+                RunResult::Completed(output) => RunEnd::Completed(output),
+                RunResult::Suspended { pending } => RunEnd::Suspended(pending),
+                other => RunEnd::Failed { message: format!("unexpected run result {other:?}"), cancelled: false },
+            },
+            Err(e) => RunEnd::Failed { cancelled: matches!(e, AgentError::Cancelled), message: e.to_string() },
+        }
+    }
+
+    /// The end of a run as its stored record says (a run a server executed).
+    pub(crate) fn of_record(record: &agentic_engine::RunRecord) -> RunEnd {
+        use agentic_engine::RunStatus;
+        match record.status {
+            RunStatus::Completed => RunEnd::Completed(record.detail.clone()),
+            RunStatus::Suspended => RunEnd::Suspended(record.pending.clone()),
+            RunStatus::Cancelled => RunEnd::Failed { message: AgentError::Cancelled.to_string(), cancelled: true },
+            RunStatus::Failed | RunStatus::Running => RunEnd::Failed {
+                message: match &record.detail {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                },
+                cancelled: false,
+            },
+        }
+    }
+}
+
 /// Prints the outcome and returns the exit code.
 pub(crate) fn report_outcome(run_id: &str, result: Result<RunOutcome, AgentError>, as_json: bool) -> u8 {
-    match result {
-        Ok(outcome) => match outcome.result {
-            RunResult::Completed(output) => {
-                if as_json {
-                    print_json(&json!({"run_id": run_id, "status": "completed", "output": output, "pending": []}));
-                } else {
-                    match &output {
-                        Value::String(s) => out(s),
-                        other => out(&other.to_string()),
-                    }
+    print_end(run_id, RunEnd::of_result(result), as_json)
+}
+
+/// Prints how the run ended (the result on stdout, pending responses and errors on stderr, or one JSON
+/// object with `--json`) and returns the exit code.
+pub(crate) fn print_end(run_id: &str, end: RunEnd, as_json: bool) -> u8 {
+    match end {
+        RunEnd::Completed(output) => {
+            if as_json {
+                print_json(&json!({"run_id": run_id, "status": "completed", "output": output, "pending": []}));
+            } else {
+                match &output {
+                    Value::String(s) => out(s),
+                    other => out(&other.to_string()),
                 }
-                EXIT_OK
             }
-            RunResult::Suspended { pending } => {
-                for p in &pending {
-                    eprintln!("pending: {} (agent `{}`): {}", p.id, p.agent, p.prompt);
-                }
-                if as_json {
-                    let pending: Vec<Value> = pending.iter().map(pending_json).collect();
-                    print_json(&json!({"run_id": run_id, "status": "suspended", "output": null, "pending": pending}));
-                }
-                EXIT_SUSPENDED
+            EXIT_OK
+        }
+        RunEnd::Suspended(pending) => {
+            for p in &pending {
+                eprintln!("pending: {} (agent `{}`): {}", p.id, p.agent, p.prompt);
             }
-            other => {
-                eprintln!("error: unexpected run result {other:?}");
-                EXIT_FAILED
+            if as_json {
+                let pending: Vec<Value> = pending.iter().map(pending_json).collect();
+                print_json(&json!({"run_id": run_id, "status": "suspended", "output": null, "pending": pending}));
             }
-        },
-        Err(e) => {
-            let status = if matches!(e, AgentError::Cancelled) { "cancelled" } else { "failed" };
-            eprintln!("error: {e}");
+            EXIT_SUSPENDED
+        }
+        RunEnd::Failed { message, cancelled } => {
+            let status = if cancelled { "cancelled" } else { "failed" };
+            eprintln!("error: {message}");
             if as_json {
                 print_json(&json!({
                     "run_id": run_id,
                     "status": status,
                     "output": null,
                     "pending": [],
-                    "error": e.to_string(),
+                    "error": message,
                 }));
             }
             EXIT_FAILED

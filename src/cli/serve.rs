@@ -20,9 +20,16 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
             return EXIT_FAILED;
         }
     };
-    let store = match super::open_store(&dir) {
-        Ok(s) => s,
-        Err(code) => return code,
+    // The server opens the store itself: it never goes through another server.
+    let store = match agentic_store::SledStore::open(&dir) {
+        Ok(s) => s.store_ref(),
+        Err(e) => {
+            match super::remote::Remote::find(&dir) {
+                Some(remote) => eprintln!("error: {e} (the server at {})", remote.url()),
+                None => eprintln!("error: {e}"),
+            }
+            return EXIT_FAILED;
+        }
     };
     let mut config = ServerConfig::new(store)
         .store_label(dir.display().to_string())

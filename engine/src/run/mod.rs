@@ -40,7 +40,7 @@ pub use composite::{Composite, CompositeBuilder, OutputFn};
 pub(crate) use frame::Frame;
 pub use registry::Registry;
 pub use request::{
-    CancelHandle, INPUTS_PATH, InvokeRequest, PendingResponse, RunEvents, RunOutcome, RunResult, respond,
+    CancelHandle, INPUTS_PATH, InvokeRequest, PendingResponse, RunEvents, RunOutcome, RunResult, answerable, respond,
 };
 pub use scope_actor::{MAX_RESTARTS, ScopeHandle};
 

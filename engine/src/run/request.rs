@@ -348,27 +348,32 @@ pub async fn respond(
         .await
         .map_err(|e| err(e.to_string()))?
         .ok_or_else(|| err("no such run in the store".to_string()))?;
-    if rec.status != RunStatus::Suspended {
-        return Err(err(format!("is {}, not suspended: nothing to respond to", rec.status)));
-    }
-    let ids: Vec<&str> = rec.pending.iter().map(|p| p.id.as_str()).collect();
-    let id = match response_id {
-        Some(id) if ids.contains(&id) => id.to_string(),
-        Some(id) => return Err(err(format!("no pending response `{id}` (pending: {})", ids.join(", ")))),
-        None if ids.len() == 1 => ids[0].to_string(),
-        None => {
-            return Err(err(format!(
-                "{} responses are pending ({}): name the one to answer",
-                ids.len(),
-                ids.join(", ")
-            )));
-        }
-    };
+    let id = answerable(&rec, response_id)?;
     rec.answers.insert(id.clone(), value);
     rec.updated_at_ms = now_us() / 1000;
     store.put_run_dyn(rec).await.map_err(|e| err(e.to_string()))?;
     store.flush_dyn().await.map_err(|e| err(e.to_string()))?;
     Ok(id)
+}
+
+/// Which pending response of a stored run an answer goes to: `response_id` when the run waits for it, else
+/// (`None`) its only pending response. The check [`respond`] makes before recording an answer.
+///
+/// # Errors
+/// [`AgentError::Run`] when the run is not suspended, the id is not pending, or the id is omitted while
+/// several responses are pending (the message lists them).
+pub fn answerable(rec: &crate::RunRecord, response_id: Option<&str>) -> Result<String, AgentError> {
+    let err = |message: String| AgentError::Run { run_id: rec.run_id.clone(), message };
+    if rec.status != RunStatus::Suspended {
+        return Err(err(format!("is {}, not suspended: nothing to respond to", rec.status)));
+    }
+    let ids: Vec<&str> = rec.pending.iter().map(|p| p.id.as_str()).collect();
+    match response_id {
+        Some(id) if ids.contains(&id) => Ok(id.to_string()),
+        Some(id) => Err(err(format!("no pending response `{id}` (pending: {})", ids.join(", ")))),
+        None if ids.len() == 1 => Ok(ids[0].to_string()),
+        None => Err(err(format!("{} responses are pending ({}): name the one to answer", ids.len(), ids.join(", ")))),
+    }
 }
 
 impl IntoFuture for InvokeRequest {

@@ -1,0 +1,168 @@
+//! The CLI on a store that `agentic serve` holds: the server advertises itself in the store directory
+//! (`server.json`), and the commands go through its HTTP API instead of failing with "store in use".
+//!
+//! `runs`, `show` and `report` read the store through the server ([`RemoteStore`], read-only) and print what
+//! they print without one; `respond`, `resume`, `run` and `fork` ask the server to act and wait for the run to
+//! stop (completed, suspended, failed or cancelled), then print its outcome as they do locally.
+
+use std::path::Path;
+use std::time::Duration;
+
+use agentic_engine::{CheckpointStore, RunImage, RunRecord, RunStatus, StepRecord, StoreError};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// A server holding a store, as its `server.json` advertises it.
+#[derive(Clone)]
+pub(crate) struct Remote {
+    url: String,
+    token: Option<String>,
+    token_env: Option<String>,
+    http: reqwest::Client,
+}
+
+impl Remote {
+    /// The server advertised in `dir`, if any.
+    pub(crate) fn find(dir: &Path) -> Option<Remote> {
+        let text = std::fs::read_to_string(dir.join(agentic_server::SERVER_FILE)).ok()?;
+        let advert: Value = serde_json::from_str(&text).ok()?;
+        let url = advert.get("url")?.as_str()?.trim_end_matches('/').to_string();
+        let token_env = advert.get("token_env").and_then(Value::as_str).map(str::to_string);
+        let token = token_env.as_deref().and_then(|name| std::env::var(name).ok()).filter(|t| !t.is_empty());
+        Some(Remote { url, token, token_env, http: reqwest::Client::new() })
+    }
+
+    /// The server's base URL.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, format!("{}{path}", self.url));
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    /// Sends `request`; returns the status and the JSON body (`null` when there is none).
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<(u16, Value), String> {
+        let response = request.send().await.map_err(|e| format!("the server at {} does not answer: {e}", self.url))?;
+        let status = response.status().as_u16();
+        if status == 401 {
+            let how = match &self.token_env {
+                Some(name) => format!("set ${name} to its token"),
+                None => "it needs a token".to_string(),
+            };
+            return Err(format!("the server at {} refused the request: {how}", self.url));
+        }
+        let body = response.bytes().await.map_err(|e| format!("reading the answer of {}: {e}", self.url))?;
+        Ok((status, serde_json::from_slice(&body).unwrap_or(Value::Null)))
+    }
+
+    /// `GET path` as `T`; `None` for 404.
+    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, String> {
+        let (status, body) = self.send(self.request(reqwest::Method::GET, path)).await?;
+        match status {
+            200 => serde_json::from_value(body).map(Some).map_err(|e| format!("unexpected answer to {path}: {e}")),
+            404 => Ok(None),
+            _ => Err(error_of(&body, status)),
+        }
+    }
+
+    /// `POST path` with `body`: the status and the JSON answer.
+    pub(crate) async fn post(&self, path: &str, body: &Value) -> Result<(u16, Value), String> {
+        self.send(self.request(reqwest::Method::POST, path).json(body)).await
+    }
+
+    /// Waits until the server no longer executes `run_id` and its record says it stopped; returns the record.
+    pub(crate) async fn wait_stopped(&self, run_id: &str) -> Result<RunRecord, String> {
+        let path = format!("/api/v1/runs/{}", segment(run_id));
+        let record_path = format!("/api/v1/store/runs/{}", segment(run_id));
+        // A run the server neither executes nor has ended (twice in a row, apart): it stopped without an
+        // outcome (its spec could not be rebuilt, or the server is shutting down).
+        let mut idle_running = 0;
+        loop {
+            let run: Option<Value> = self.get(&path).await?;
+            let executing = run.as_ref().and_then(|r| r.get("executing")).and_then(Value::as_bool).unwrap_or(true);
+            if !executing && let Some(record) = self.get::<RunRecord>(&record_path).await? {
+                if record.status != RunStatus::Running {
+                    return Ok(record);
+                }
+                idle_running += 1;
+                if idle_running >= 2 {
+                    return Err(format!(
+                        "run `{run_id}` stopped without an outcome (status running); the server's log says why"
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
+            idle_running = 0;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A run id as one URL path segment.
+pub(crate) fn segment(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The `error` of an API answer, or the status.
+pub(crate) fn error_of(body: &Value, status: u16) -> String {
+    body.get("error").and_then(Value::as_str).map_or_else(|| format!("the server answered {status}"), str::to_string)
+}
+
+/// The store a server holds, read through it. Writes are refused: they go through the server's API.
+pub(crate) struct RemoteStore(pub(crate) Remote);
+
+impl RemoteStore {
+    fn refused(&self) -> StoreError {
+        StoreError::Backend(format!("the store is held by the server at {}; writes go through it", self.0.url).into())
+    }
+}
+
+fn backend(message: String) -> StoreError {
+    StoreError::Backend(message.into())
+}
+
+impl CheckpointStore for RemoteStore {
+    async fn append(&self, _record: StepRecord) -> Result<(), StoreError> {
+        Err(self.refused())
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn put_run(&self, _run: RunRecord) -> Result<(), StoreError> {
+        Err(self.refused())
+    }
+
+    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        self.0.get(&format!("/api/v1/store/runs/{}", segment(run_id))).await.map_err(backend)
+    }
+
+    async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(self.0.get("/api/v1/store/runs").await.map_err(backend)?.unwrap_or_default())
+    }
+
+    async fn records(&self, run_id: &str) -> Result<Vec<StepRecord>, StoreError> {
+        let path = format!("/api/v1/store/runs/{}/records", segment(run_id));
+        Ok(self.0.get(&path).await.map_err(backend)?.unwrap_or_default())
+    }
+
+    async fn load(&self, run_id: &str) -> Result<RunImage, StoreError> {
+        let path = format!("/api/v1/store/runs/{}/image", segment(run_id));
+        Ok(self.0.get(&path).await.map_err(backend)?.unwrap_or_else(|| RunImage::new(run_id)))
+    }
+}

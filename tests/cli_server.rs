@@ -1,0 +1,134 @@
+//! The CLI on a store that `agentic serve` holds (real processes): `runs`, `show`, `report`, `respond`,
+//! `resume` and `run` go through the server and print what they print without it.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{agentic, stderr, stdout};
+
+const APPROVAL: &str = r#"
+version: 1
+name: approval
+root: main
+agents:
+  main: { kind: sequence, agents: [offer, approve, decide], output_key: decision }
+  offer: { kind: compute, inputs: [item], template: "ship {{ item }}", output_key: offer }
+  approve: { kind: human, prompt: "Approve: {{ offer }}?", response_id: manager, output_key: answer }
+  decide: { kind: compute, template: "{{ offer }}: {{ answer }}", output_key: decision }
+"#;
+
+/// `agentic serve` on `store`, stopped (SIGTERM) on drop.
+struct Served {
+    child: Child,
+    server_file: PathBuf,
+}
+
+impl Served {
+    fn start(store: &Path) -> Served {
+        let child = Command::new(env!("CARGO_BIN_EXE_agentic"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--store"])
+            .arg(store)
+            .env_remove("AGENTIC_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let server_file = store.join("server.json");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !server_file.is_file() {
+            assert!(Instant::now() < deadline, "the server never advertised itself");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Served { child, server_file }
+    }
+
+    fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(status.success());
+        let exit = self.child.wait().unwrap();
+        assert_eq!(exit.code(), Some(0), "SIGTERM stops the server cleanly");
+        assert!(!self.server_file.exists(), "the advertisement is removed");
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// (exit code, stdout, stderr) of the binary on `store`.
+fn cli(store: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let o = agentic(store, args);
+    (o.status.code(), stdout(&o), stderr(&o))
+}
+
+#[test]
+fn the_cli_goes_through_the_server_that_holds_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let spec = dir.path().join("approval.yaml");
+    std::fs::write(&spec, APPROVAL).unwrap();
+    let spec = spec.to_str().unwrap();
+
+    // Without a server.
+    let (code, _, err) = cli(&store, &["run", spec, "--memory-id", "a1", "--input", "item=tea"]);
+    assert_eq!(code, Some(2), "{err}");
+    let runs = cli(&store, &["runs"]);
+    let show = cli(&store, &["show", "a1"]);
+    let show_json = cli(&store, &["show", "a1", "--json"]);
+    let local_html = dir.path().join("local.html");
+    assert_eq!(cli(&store, &["report", "a1", "-o", local_html.to_str().unwrap()]).0, Some(0));
+    let unknown = cli(&store, &["show", "nope"]);
+
+    // The same commands while a server holds the store print the same.
+    let served = Served::start(&store);
+    let busy = cli(&store, &["serve", "--listen", "127.0.0.1:0"]);
+    assert_eq!(busy.0, Some(1));
+    assert!(busy.2.contains("is in use by another process (the server at http://127.0.0.1:"), "{}", busy.2);
+    assert_eq!(cli(&store, &["runs"]), runs);
+    assert_eq!(cli(&store, &["show", "a1"]), show);
+    assert_eq!(cli(&store, &["show", "a1", "--json"]), show_json);
+    assert_eq!(cli(&store, &["show", "nope"]), unknown);
+    let served_html = dir.path().join("served.html");
+    assert_eq!(cli(&store, &["report", "a1", "-o", served_html.to_str().unwrap()]).0, Some(0));
+    assert_eq!(std::fs::read_to_string(&served_html).unwrap(), std::fs::read_to_string(&local_html).unwrap());
+
+    // respond: the same message; the server continues the run, and resume prints its outcome.
+    let (code, out, err) = cli(&store, &["respond", "a1", "approved"]);
+    assert_eq!((code, out.as_str()), (Some(0), ""));
+    assert_eq!(err, "answered `manager` for run a1; continue it with: agentic resume a1\n");
+    let (code, out, err) = cli(&store, &["resume", "a1"]);
+    assert_eq!((code, out.as_str()), (Some(0), "ship tea: approved\n"), "{err}");
+    assert!(err.starts_with("run: a1\n"), "{err}");
+    let (code, _, err) = cli(&store, &["respond", "a1", "again"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(err, "error: run `a1`: is completed, not suspended: nothing to respond to\n");
+
+    // run: posted to the server; it suspends, and the outcome is printed as without a server.
+    let (code, out, err) = cli(&store, &["run", spec, "--memory-id", "a2", "--input", "item=cake", "--json"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err, "run: a2\npending: manager (agent `approve`): Approve: ship cake?\n");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["status"], "suspended");
+    assert_eq!(v["pending"][0]["id"], "manager");
+    let (code, _, err) = cli(&store, &["run", spec, "--memory-id", "a2", "--input", "item=cake"]);
+    assert_eq!(code, Some(64));
+    assert_eq!(err, "error: run_id: run `a2` already exists (suspended)\n");
+    let shown = cli(&store, &["show", "a2"]);
+    served.stop();
+
+    // After the server stops, the store opens here again and holds what the server showed.
+    assert_eq!(cli(&store, &["show", "a2"]), shown);
+    let (code, _, _) = cli(&store, &["respond", "a2", "no"]);
+    assert_eq!(code, Some(0));
+    let (code, out, _) = cli(&store, &["resume", "a2"]);
+    assert_eq!((code, out.as_str()), (Some(0), "ship cake: no\n"));
+}
