@@ -15,7 +15,7 @@ use agentic_engine::{
     AgentListener, CheckpointStore, PendingResponse, RunEvent, RunImage, RunRecord, StepRecord, StoreError, StoreRef,
 };
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, oneshot};
 
 /// Events kept per run for slow readers before they lag (a lagging reader re-reads the journal).
 const CHANNEL_CAPACITY: usize = 1024;
@@ -97,10 +97,11 @@ pub(crate) fn pending_json(pending: &[PendingResponse]) -> Value {
     Value::Array(pending.iter().map(|p| json!({"id": p.id, "prompt": p.prompt, "agent": p.agent})).collect())
 }
 
-/// The per-run event channels of this process.
+/// The per-run event channels of this process, and the runs being started (waiting for their record).
 #[derive(Clone, Default)]
 pub(crate) struct EventHub {
     channels: Arc<Mutex<HashMap<String, broadcast::Sender<SseEvent>>>>,
+    starting: Arc<Mutex<HashMap<String, oneshot::Sender<Result<(), String>>>>>,
 }
 
 impl EventHub {
@@ -112,6 +113,22 @@ impl EventHub {
     /// Subscribes to `run_id`'s events from now on.
     pub(crate) fn subscribe(&self, run_id: &str) -> broadcast::Receiver<SseEvent> {
         self.channels().entry(run_id.to_string()).or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0).subscribe()
+    }
+
+    /// Says when `run_id`'s record is first written (its inputs are journaled by then), or why the run
+    /// ended before.
+    pub(crate) fn expect_start(&self, run_id: &str) -> oneshot::Receiver<Result<(), String>> {
+        let (tx, rx) = oneshot::channel();
+        self.starting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(run_id.to_string(), tx);
+        rx
+    }
+
+    /// `run_id` started (`Ok`) or could not (`Err`); nothing when no one waits.
+    pub(crate) fn started(&self, run_id: &str, result: Result<(), String>) {
+        let waiting = self.starting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(run_id);
+        if let Some(tx) = waiting {
+            let _ = tx.send(result);
+        }
     }
 
     /// Sends `event` to `run_id`'s subscribers (none: nothing to do). A final event closes the channel.
@@ -148,7 +165,10 @@ impl CheckpointStore for JournalTap {
     }
 
     async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
-        self.inner.put_run_dyn(run).await
+        let run_id = run.run_id.clone();
+        self.inner.put_run_dyn(run).await?;
+        self.hub.started(&run_id, Ok(()));
+        Ok(())
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {

@@ -232,8 +232,15 @@ impl RunHost {
         if let Some(source) = source {
             request = request.source(source.to_string_lossy());
         }
+        // Answer once the run's record is written (after its inputs are journaled, and flushed with sync
+        // durability): a run the client was told about survives a crash from then on.
+        let started = self.inner.hub.expect_start(&run_id);
         self.drive(run_id.clone(), built.name, request);
-        Ok(run_id)
+        match started.await {
+            Ok(Ok(())) => Ok(run_id),
+            Ok(Err(error)) => Err(ApiError::internal(format!("run `{run_id}` could not start: {error}"))),
+            Err(_) => Err(ApiError::internal(format!("run `{run_id}` could not start"))),
+        }
     }
 
     /// Keeps a posted spec's text as a file (`ARCHIVE/<uuid>/<name>.yaml`), the source its run resumes from.
@@ -262,6 +269,8 @@ impl RunHost {
     /// A run's execution ended: tell its subscribers how, and resume it at once when every response it
     /// waits for was answered while it was closing.
     async fn finished(&self, run_id: &str, run_name: &str, error: Option<AgentError>) {
+        let reason = error.as_ref().map_or_else(|| "it stopped".to_string(), ToString::to_string);
+        self.inner.hub.started(run_id, Err(reason));
         let _deciding = self.inner.deciding.lock().await;
         self.executing().remove(run_id);
         let record = match self.inner.store.run_dyn(run_id).await {

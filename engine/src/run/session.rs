@@ -125,19 +125,13 @@ impl RunSession {
                 path: None,
             });
         }
-        if let (Some(store), Some(rec)) = (&store, record.as_mut()) {
+        if let Some(rec) = record.as_mut() {
             rec.status = RunStatus::Running;
             rec.pending.clear();
             rec.answers = answers.clone();
             rec.updated_at_ms = now_ms;
             if req.source.is_some() {
                 rec.source = req.source.clone();
-            }
-            store.put_run_dyn(rec.clone()).await.map_err(store_err)?;
-            if req.durability == Durability::Sync {
-                // Async and exit durability make it durable with the first flush of a step (or the final
-                // record's): a crash before then leaves the run as it was, to be continued again.
-                store.flush_dyn().await.map_err(store_err)?;
             }
         }
 
@@ -186,6 +180,16 @@ impl RunSession {
                 ..StepRecord::new(&*run_id, run.next_seq(), INPUTS_PATH)
             };
             run.journal_step(record).await?;
+        }
+        // The record says `running` only once the inputs are journaled: a crash in between must not leave a
+        // run that a restart would continue without them.
+        if let (Some(store), Some(rec)) = (&store, record.as_ref()) {
+            store.put_run_dyn(rec.clone()).await.map_err(store_err)?;
+            if req.durability == Durability::Sync {
+                // Async and exit durability make it durable with the first flush of a step (or the final
+                // record's): a crash before then leaves the run as it was, to be continued again.
+                store.flush_dyn().await.map_err(store_err)?;
+            }
         }
 
         let finished = if resuming { image.root_done.take() } else { None };
