@@ -119,6 +119,13 @@ pub enum AgentError {
     /// The run was cancelled before this invocation finished.
     #[error("run cancelled")]
     Cancelled,
+    /// Not a failure: the run was drained ([`crate::run::DrainHandle`]) and this invocation stopped at a step
+    /// boundary with work left (calls its planner decided on, not started). It stays in flight in the journal,
+    /// so resuming the run continues it. A drained run's invocation returns `Ok` with
+    /// [`crate::run::RunResult::Drained`]; this variant is what a drained composite reports to its parent (and
+    /// what a composite invoked as a plain agent returns). Error handlers never see it.
+    #[error("run drained: stopped at a step boundary, to be resumed")]
+    Drained,
     /// An engine-internal failure (actor could not start, journal write failed, ...).
     #[error("engine: {0}")]
     Internal(Arc<str>),
@@ -150,6 +157,7 @@ impl AgentError {
             AgentError::Suspended { .. } => "suspended",
             AgentError::Run { .. } => "run",
             AgentError::Cancelled => "cancelled",
+            AgentError::Drained => "drained",
             AgentError::Internal(_) => "internal",
         }
     }
@@ -165,9 +173,11 @@ impl AgentError {
             | AgentError::WrongType { path, .. }
             | AgentError::PlannerStalled { path, .. }
             | AgentError::Planner { path, .. } => Some(path),
-            AgentError::Cancelled | AgentError::Internal(_) | AgentError::Suspended { .. } | AgentError::Run { .. } => {
-                None
-            }
+            AgentError::Cancelled
+            | AgentError::Drained
+            | AgentError::Internal(_)
+            | AgentError::Suspended { .. }
+            | AgentError::Run { .. } => None,
         }
     }
 }

@@ -40,8 +40,8 @@ pub use listener::{
 };
 pub use planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 pub use run::{
-    CancelHandle, Composite, CompositeBuilder, InvokeRequest, OutputFn, PendingResponse, Registry, RunEvents,
-    RunOutcome, RunResult, answerable, respond,
+    CancelHandle, Composite, CompositeBuilder, DrainHandle, InvokeRequest, OutputFn, PendingResponse, Registry,
+    RunEvents, RunOutcome, RunResult, answerable, respond,
 };
 pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
 pub use store::{

@@ -147,6 +147,12 @@ pub enum RunEvent {
         /// The error message.
         error: String,
     },
+    /// The run was drained (`DrainHandle`): it stopped at a step boundary with steps left, and continues when
+    /// resumed. The last event before `ScopeDestroyed`, in place of `Completed`, `Suspended` or `Failed`.
+    Drained {
+        /// Run id.
+        run_id: String,
+    },
     /// The run's scope was released (the run ended or suspended).
     ScopeDestroyed {
         /// Run id.
@@ -170,6 +176,7 @@ impl RunEvent {
             | RunEvent::Resumed { run_id, .. }
             | RunEvent::Completed { run_id, .. }
             | RunEvent::Failed { run_id, .. }
+            | RunEvent::Drained { run_id }
             | RunEvent::ScopeDestroyed { run_id } => run_id,
         }
     }
@@ -204,7 +211,7 @@ pub trait AgentListener: Send + Sync + 'static {
     /// A tool finished.
     fn after_tool(&self, _event: &RunEvent) {}
 
-    /// Run-level events: scope created/destroyed, suspended, resumed, completed, failed, tokens.
+    /// Run-level events: scope created/destroyed, suspended, resumed, completed, failed, drained, tokens.
     fn on_run_event(&self, _event: &RunEvent) {}
 }
 
@@ -341,6 +348,8 @@ pub enum SessionStatus {
     Completed,
     /// Failed.
     Failed,
+    /// Stopped by a drain; resuming the run continues the session.
+    Drained,
 }
 
 /// What the monitor keeps about one memory id (a resumed run continues the same session).
@@ -379,7 +388,7 @@ impl AgentMonitor {
         Self::default()
     }
 
-    /// A monitor keeping the last `retention` ended (completed, failed or suspended) sessions.
+    /// A monitor keeping the last `retention` ended (completed, failed, suspended or drained) sessions.
     pub fn with_retention(retention: usize) -> Self {
         AgentMonitor {
             inner: Arc::new(Mutex::new(MonitorState { retention, sessions: BTreeMap::new(), ended: VecDeque::new() })),
@@ -470,6 +479,7 @@ impl AgentListener for AgentMonitor {
             RunEvent::Suspended { run_id, .. } => self.end(run_id, SessionStatus::Suspended),
             RunEvent::Completed { run_id, .. } => self.end(run_id, SessionStatus::Completed),
             RunEvent::Failed { run_id, .. } => self.end(run_id, SessionStatus::Failed),
+            RunEvent::Drained { run_id } => self.end(run_id, SessionStatus::Drained),
             _ => {}
         }
     }

@@ -46,7 +46,7 @@ impl std::str::FromStr for Durability {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
-    /// Running (or interrupted by a crash: resume it).
+    /// Running (or interrupted by a crash or a drain: resume it).
     Running,
     /// Finished with a result.
     Completed,
@@ -128,7 +128,8 @@ pub struct RunRecord {
 pub struct Milestone {
     /// When, milliseconds since the Unix epoch.
     pub at_ms: u64,
-    /// `started`, `resumed`, `new_turn`, `suspended`, `completed`, `failed` or `cancelled`.
+    /// `started`, `resumed`, `new_turn`, `suspended`, `completed`, `failed`, `cancelled` or `interrupted` (drained:
+    /// the run stays `running` and continues when resumed).
     pub kind: String,
     /// Step sequence number reached at that moment.
     pub seq: u64,

@@ -141,8 +141,9 @@ impl Invocation {
     pub(crate) fn close(self, agent: &AgentRef, result: Result<Value, AgentError>) -> Closed {
         let spec = agent.spec();
         let Invocation { ctx, span, started, write_key } = self;
-        if let Err(AgentError::Suspended { .. }) = &result {
-            // Waiting for a human is not an invocation: nothing is recorded until it completes.
+        if let Err(AgentError::Suspended { .. } | AgentError::Drained) = &result {
+            // Waiting for a human, or drained with steps left, is not an invocation: nothing is recorded until
+            // it completes.
             let result = result.map(|_| ChildOutcome::default());
             return Closed {
                 item: ctx.frame.layer.clone(),

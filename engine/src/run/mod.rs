@@ -40,7 +40,8 @@ pub use composite::{Composite, CompositeBuilder, OutputFn};
 pub(crate) use frame::Frame;
 pub use registry::Registry;
 pub use request::{
-    CancelHandle, INPUTS_PATH, InvokeRequest, PendingResponse, RunEvents, RunOutcome, RunResult, answerable, respond,
+    CancelHandle, DrainHandle, INPUTS_PATH, InvokeRequest, PendingResponse, RunEvents, RunOutcome, RunResult,
+    answerable, respond,
 };
 pub use scope_actor::{MAX_RESTARTS, ScopeHandle};
 
@@ -70,6 +71,8 @@ pub(crate) struct RunContext {
     pub(crate) store: Option<StoreRef>,
     pub(crate) durability: Durability,
     pub(crate) cancel: CancellationToken,
+    /// The drain handle's token, when the request has one: once cancelled, supervisors start no new call.
+    drain: Option<CancellationToken>,
     /// The ends of the async agents started (each answers once its agent has finished).
     async_ends: Mutex<Vec<oneshot::Receiver<Result<(), AgentError>>>>,
     /// The actors of the async agents started (killed when the run fails).
@@ -116,6 +119,7 @@ pub(crate) struct RunSetup {
     pub(crate) store: Option<StoreRef>,
     pub(crate) durability: Durability,
     pub(crate) cancel: CancellationToken,
+    pub(crate) drain: Option<CancellationToken>,
     pub(crate) async_writer: Option<futures::channel::mpsc::UnboundedSender<WriterMsg>>,
     pub(crate) first_seq: u64,
     pub(crate) restore: HashMap<String, PlannerState>,
@@ -132,6 +136,7 @@ impl RunContext {
             store: setup.store,
             durability: setup.durability,
             cancel: setup.cancel,
+            drain: setup.drain,
             async_ends: Mutex::new(Vec::new()),
             async_actors: Mutex::new(Vec::new()),
             step_seq: AtomicU64::new(setup.first_seq),
@@ -178,6 +183,11 @@ impl RunContext {
         for member in ractor::pg::get_members(&self.group) {
             let _ = member.drain();
         }
+    }
+
+    /// Whether the run is draining: supervisors hold the calls they decide on instead of starting them.
+    pub(crate) fn draining(&self) -> bool {
+        self.drain.as_ref().is_some_and(CancellationToken::is_cancelled)
     }
 
     /// Whether step records are wanted at all (skip building them otherwise).

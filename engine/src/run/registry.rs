@@ -154,10 +154,10 @@ impl Registry {
         })
     }
 
-    /// The events of the run with this id running in this process, from when this returns, as a stream that ends with
-    /// the run (after its `Completed`, `Suspended` or `Failed` event and `ScopeDestroyed`). The subscriber is
-    /// an actor in the run's process group: the run's actor adds it, and every event of the run (at every
-    /// level, with or without listeners) is sent to the group's members.
+    /// The events of the run with this id running in this process, from when this returns, as a stream that ends
+    /// with the run (after its `Completed`, `Suspended`, `Failed` or `Drained` event and `ScopeDestroyed`). The
+    /// subscriber is an actor in the run's process group: the run's actor adds it, and every event of the run
+    /// (at every level, with or without listeners) is sent to the group's members.
     ///
     /// # Errors
     /// [`AgentError::Run`] when no run with this id is running in this process.

@@ -1,9 +1,10 @@
 //! Starting and resuming runs: [`InvokeRequest`] (an `IntoFuture` with chained options), its [`RunOutcome`],
-//! and [`respond`] (recording a human answer for a suspended run).
+//! [`respond`] (recording a human answer for a suspended run), and the handles that cancel ([`CancelHandle`])
+//! or drain ([`DrainHandle`]) runs from outside.
 //!
 //! One entry point covers every case, keyed by the memory id: a new id starts a run; the id of a suspended,
-//! failed, cancelled or crashed run resumes it from its last checkpoint (completed steps never re-run; the
-//! steps in flight run again); the id of a completed run starts a new turn on the same scope (state and
+//! failed, cancelled, drained or crashed run resumes it from its last checkpoint (completed steps never re-run;
+//! the steps in flight run again); the id of a completed run starts a new turn on the same scope (state and
 //! history accumulate).
 
 use std::collections::BTreeMap;
@@ -39,10 +40,15 @@ pub enum RunResult {
         /// The pending responses.
         pending: Vec<PendingResponse>,
     },
+    /// Stopped by a drain ([`DrainHandle`]) at a step boundary, with steps left: the run is recorded
+    /// `running` and resuming it ([`RunOutcome::resume`], or a request with its memory id) continues with the
+    /// steps it did not start.
+    Drained,
 }
 
 /// The outcome of a run that did not fail: its id, its result and its scope. A suspended outcome can be
-/// answered and resumed directly: `outcome.resume().answer("human-review", "APPROVED").await`.
+/// answered and resumed directly: `outcome.resume().answer("human-review", "APPROVED").await`; a drained one
+/// continues with `outcome.resume().await`.
 pub struct RunOutcome {
     /// The run id (memory id).
     pub run_id: String,
@@ -62,25 +68,30 @@ impl std::fmt::Debug for RunOutcome {
 }
 
 impl RunOutcome {
-    /// The result when completed (`None` when suspended).
+    /// The result when completed (`None` when suspended or drained).
     pub fn output(&self) -> Option<&Value> {
         match &self.result {
             RunResult::Completed(v) => Some(v),
-            RunResult::Suspended { .. } => None,
+            RunResult::Suspended { .. } | RunResult::Drained => None,
         }
     }
 
-    /// The responses the run waits for (empty when completed).
+    /// The responses the run waits for (empty when completed or drained).
     pub fn pending(&self) -> &[PendingResponse] {
         match &self.result {
             RunResult::Suspended { pending } => pending,
-            RunResult::Completed(_) => &[],
+            RunResult::Completed(_) | RunResult::Drained => &[],
         }
     }
 
     /// Whether the run is waiting for a human.
     pub fn is_suspended(&self) -> bool {
         matches!(self.result, RunResult::Suspended { .. })
+    }
+
+    /// Whether the run was stopped by a drain (it continues when resumed).
+    pub fn is_drained(&self) -> bool {
+        matches!(self.result, RunResult::Drained)
     }
 
     /// The final state snapshot.
@@ -169,7 +180,7 @@ impl ractor::Actor for EventSubscriber {
 /// Cancels a run from outside: pass it with [`InvokeRequest::cancel_handle`] and call [`CancelHandle::cancel`].
 ///
 /// Cancelling stops the run's actor tree (aborting every agent in flight), journals the run as cancelled and
-/// makes the invocation return [`AgentError::Cancelled`].
+/// makes the invocation return [`AgentError::Cancelled`], also when the run is draining ([`DrainHandle`]).
 #[derive(Debug, Clone, Default)]
 pub struct CancelHandle(pub(super) CancellationToken);
 
@@ -190,11 +201,49 @@ impl CancelHandle {
     }
 }
 
+/// Drains runs from outside: pass it with [`InvokeRequest::drain_handle`] (one handle may serve any number of
+/// runs, clones included) and call [`DrainHandle::drain`].
+///
+/// A drained run stops at its step boundaries without ending: its supervisors start no new invocation (the
+/// calls their planners decide on are journaled in flight, not started), the invocations in flight finish
+/// and their steps are journaled, async agents in flight finish too, the journal is flushed whatever the
+/// durability mode, and the invocation returns `Ok` with [`RunResult::Drained`]. The run stays recorded
+/// `running` (milestone `interrupted`): resuming it starts the calls it did not start, and nothing completed
+/// runs again. A run that reaches its end or a suspension while draining completes or suspends as usual. A
+/// step in flight is waited for however long it takes (a pending-mode human agent waits for its answer): to
+/// bound the wait, cancel the run afterwards ([`CancelHandle`]), which wins as it always does. A run without a
+/// journal (no store, no explicit memory id, no agent that can suspend) could not continue: a drain leaves it
+/// running to its end.
+///
+/// A handle of its own rather than a mode of [`CancelHandle`]: a server drains all its runs at once with one
+/// handle while it cancels them one at a time, and a drain followed by a cancel (a shutdown deadline) needs
+/// both signals on one run.
+#[derive(Debug, Clone, Default)]
+pub struct DrainHandle(pub(super) CancellationToken);
+
+impl DrainHandle {
+    /// A new handle, not draining.
+    pub fn new() -> Self {
+        DrainHandle(CancellationToken::new())
+    }
+
+    /// Drains every run given this handle (those running, and those started with it later, which stop at
+    /// their first step boundary). Idempotent.
+    pub fn drain(&self) {
+        self.0.cancel();
+    }
+
+    /// Whether [`DrainHandle::drain`] was called.
+    pub fn is_draining(&self) -> bool {
+        self.0.is_cancelled()
+    }
+}
+
 /// A request to run (or resume) an agent as a system. Chain options, then `.await` it.
 ///
 /// Defaults: no inputs; a new UUID as memory id; no store (runs with an explicit memory id, and systems that
 /// can suspend, are checkpointed in an in-process store kept by the [`Registry`]); [`Durability::Sync`]; no
-/// cancel handle; the global registry.
+/// cancel handle; no drain handle; the global registry.
 #[must_use = "a request does nothing until awaited"]
 pub struct InvokeRequest {
     pub(super) agent: AgentRef,
@@ -203,6 +252,7 @@ pub struct InvokeRequest {
     pub(super) store: Option<StoreRef>,
     pub(super) durability: Durability,
     pub(super) cancel: CancelHandle,
+    pub(super) drain: Option<DrainHandle>,
     pub(super) answers: BTreeMap<String, Value>,
     pub(super) source: Option<String>,
     pub(super) run_name: Option<String>,
@@ -220,6 +270,7 @@ impl AgentRef {
             store: None,
             durability: Durability::Sync,
             cancel: CancelHandle::new(),
+            drain: None,
             answers: BTreeMap::new(),
             source: None,
             run_name: None,
@@ -274,6 +325,13 @@ impl InvokeRequest {
     /// Lets the caller cancel the run through `handle`.
     pub fn cancel_handle(mut self, handle: CancelHandle) -> Self {
         self.cancel = handle;
+        self
+    }
+
+    /// Lets the caller drain the run through `handle` (see [`DrainHandle`]); one handle may be given to many
+    /// requests.
+    pub fn drain_handle(mut self, handle: DrainHandle) -> Self {
+        self.drain = Some(handle);
         self
     }
 

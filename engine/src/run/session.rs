@@ -4,7 +4,8 @@
 //!   checkpoint, or a new turn of a completed run), record the run as running, start the run's scope actor
 //!   (registered under the run id) and journal the turn's inputs.
 //! - [`RunSession::execute`]: start the root invocation under the scope actor and wait for its result, or
-//!   for a cancellation; the run does not end before its async agents.
+//!   for a cancellation; the run does not end before its async agents. A drain needs nothing here: the
+//!   supervisors hold their next calls and the root reports [`AgentError::Drained`] once nothing runs.
 //! - [`RunSession::close`]: stop what still runs after a failure, flush the journal, record the status, end
 //!   the event subscriptions and stop the scope actor.
 
@@ -167,6 +168,8 @@ impl RunSession {
             store: store.clone(),
             durability: req.durability,
             cancel: req.cancel.0.clone(),
+            // Without a journal a drained run could not continue: it runs to its end.
+            drain: req.drain.filter(|_| store.is_some()).map(|d| d.0),
             async_writer: writer_tx,
             first_seq: image.seq,
             restore,
@@ -244,9 +247,14 @@ impl RunSession {
             () = self.cancel.0.cancelled() => Err(AgentError::Cancelled),
             r = root => r,
         };
-        if let Err(AgentError::Suspended { .. }) = &result {
-            // Siblings have finished; async agents finish before the run reports the suspension.
-            if let Err(e) = run.wait_async().await {
+        if let Err(AgentError::Suspended { .. } | AgentError::Drained) = &result {
+            // Siblings have finished; async agents finish before the run reports the suspension or the drain
+            // (a cancel still stops them).
+            let waited = tokio::select! {
+                r = run.wait_async() => r,
+                () = self.cancel.0.cancelled() => Err(AgentError::Cancelled),
+            };
+            if let Err(e) = waited {
                 result = Err(e);
             }
         }
@@ -313,6 +321,8 @@ impl RunSession {
                     ("suspended", pending.iter().map(|p| p.id.clone()).collect(), None, None)
                 }
                 Err(AgentError::Cancelled) => ("cancelled", Vec::new(), None, None),
+                // Drained: still running as far as the store knows; the milestone marks where it stopped.
+                Err(AgentError::Drained) => ("interrupted", Vec::new(), None, None),
                 Err(e) => ("failed", Vec::new(), Some(e.to_string()), e.agent_path().map(str::to_string)),
             };
             rec.milestones.push(Milestone {
@@ -328,6 +338,7 @@ impl RunSession {
                 Ok(v) => (RunStatus::Completed, v.clone(), Vec::new()),
                 Err(AgentError::Suspended { pending }) => (RunStatus::Suspended, Value::Null, pending.clone()),
                 Err(AgentError::Cancelled) => (RunStatus::Cancelled, Value::Null, Vec::new()),
+                Err(AgentError::Drained) => (RunStatus::Running, Value::Null, Vec::new()),
                 Err(e) => (RunStatus::Failed, Value::String(e.to_string()), Vec::new()),
             };
             rec.answers = unused_answers;
@@ -347,6 +358,7 @@ impl RunSession {
             Err(AgentError::Suspended { pending }) => {
                 RunEvent::Suspended { run_id: rid.clone(), pending: pending.clone() }
             }
+            Err(AgentError::Drained) => RunEvent::Drained { run_id: rid.clone() },
             Err(e) => RunEvent::Failed { run_id: rid.clone(), error: e.to_string() },
         });
         emit_end(RunEvent::ScopeDestroyed { run_id: rid });
@@ -357,6 +369,7 @@ impl RunSession {
         let result = match result {
             Ok(v) => RunResult::Completed(v),
             Err(AgentError::Suspended { pending }) => RunResult::Suspended { pending },
+            Err(AgentError::Drained) => RunResult::Drained,
             Err(e) => return Err(e),
         };
         if let Some(e) = flush_err {

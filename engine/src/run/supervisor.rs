@@ -10,6 +10,10 @@
 //! scope actor, which restarts the root from the journal. A planner that panics journals first the
 //! completion it was handed, so the restart hands it over again and no completed step runs twice.
 //!
+//! Draining (the run's `DrainHandle`): a call the supervisor would start is held instead — journaled in flight
+//! as usual, not started — and once nothing runs the supervisor reports [`AgentError::Drained`], which its
+//! parent holds as a call in flight in turn. A resume starts the held calls; nothing completed runs again.
+//!
 //! When the composite's result is decided, the supervisor closes its invocation (record, output write)
 //! through the scope actor, which hands the result to the parent, and stops; stopping kills any children
 //! still running (ractor terminates an actor's children with it), and a failure undoes what completed below
@@ -270,6 +274,9 @@ pub(crate) struct SupervisorState {
     suspended: Vec<(u64, AgentCall, u32)>,
     /// The questions of the calls waiting for a human, with the call's number: reported in call order.
     pending: Vec<(u64, PendingResponse)>,
+    /// Calls not started because the run is draining, and children that reported drained (number, call,
+    /// attempt): in flight for the journal, started by a resume.
+    held: Vec<(u64, AgentCall, u32)>,
     next_id: u64,
     /// What the journal knows of the calls in flight: `None` until this invocation journaled a whole record.
     journaled: Option<JournaledCalls>,
@@ -311,6 +318,7 @@ impl SupervisorState {
             idle: Vec::new(),
             suspended: Vec::new(),
             pending: Vec::new(),
+            held: Vec::new(),
             next_id: 0,
             journaled: None,
             unconsumed: Vec::new(),
@@ -394,7 +402,9 @@ impl SupervisorState {
         if self.outcome.is_some() {
             return;
         }
-        if let (Some(j), false) = (&mut self.journaled, matches!(result, Err(AgentError::Suspended { .. }))) {
+        // A call waiting for a human or drained stays in flight.
+        let stays = matches!(result, Err(AgentError::Suspended { .. } | AgentError::Drained));
+        if let (Some(j), false) = (&mut self.journaled, stays) {
             j.ended.push(id);
         }
         match result {
@@ -402,7 +412,11 @@ impl SupervisorState {
             Err(AgentError::Suspended { pending }) => {
                 self.suspended.push((id, done.call, done.attempt));
                 self.pending.extend(pending.into_iter().map(|p| (id, p)));
-                self.suspend_if_idle();
+                self.settle_if_idle();
+            }
+            Err(AgentError::Drained) => {
+                self.held.push((id, done.call, done.attempt));
+                self.settle_if_idle();
             }
             Err(e) => {
                 if let Some(record) = failed
@@ -421,6 +435,10 @@ impl SupervisorState {
         if let Some(e) = self.broken.take() {
             self.concluded = true;
             return Err(Box::new(TreeFailed(e)));
+        }
+        if self.outcome.is_none() && !self.concluded && self.inflight.is_empty() && !self.held.is_empty() {
+            // Drained with nothing running (e.g. a retry held): nothing else will wake this supervisor.
+            self.fail(AgentError::Drained);
         }
         if self.outcome.is_some() && !self.concluded {
             self.conclude();
@@ -537,8 +555,9 @@ impl SupervisorState {
     fn fail(&mut self, error: AgentError) {
         self.abort_all();
         if self.outcome.is_none() {
-            // Undo what completed below before reporting the failure (not for a suspension).
-            self.compensate = self.inner.compensate_on_error && !matches!(error, AgentError::Suspended { .. });
+            // Undo what completed below before reporting the failure (not for a suspension or a drain).
+            self.compensate =
+                self.inner.compensate_on_error && !matches!(error, AgentError::Suspended { .. } | AgentError::Drained);
             self.outcome = Some(Err(error));
         }
     }
@@ -679,24 +698,32 @@ impl SupervisorState {
         }
     }
 
-    /// When only calls waiting for a human remain, the composite suspends (its siblings have finished).
-    fn suspend_if_idle(&mut self) {
-        if self.inflight.is_empty() && !self.suspended.is_empty() {
+    /// When nothing runs any more: with calls held by a drain the composite reports drained (work is left that
+    /// needs no human: it wins over a suspension, whose human agents ask again on resume); with only calls
+    /// waiting for a human it suspends (its siblings have finished).
+    fn settle_if_idle(&mut self) {
+        if !self.inflight.is_empty() {
+            return;
+        }
+        if !self.held.is_empty() {
+            return self.fail(AgentError::Drained);
+        }
+        if !self.suspended.is_empty() {
             let mut pending = std::mem::take(&mut self.pending);
             pending.sort_by_key(|(id, _)| *id);
             self.fail(AgentError::Suspended { pending: pending.into_iter().map(|(_, p)| p).collect() });
         }
     }
 
-    /// The calls in flight (including those waiting for a human), plus `new` ones about to start at
-    /// `attempt` (numbered as [`SupervisorState::spawn_child`] will number them).
+    /// The calls in flight (including those waiting for a human or held by a drain), plus `new` ones about to
+    /// start at `attempt` (numbered as [`SupervisorState::spawn_child`] will number them).
     fn inflight_records(&self, new: &[AgentCall], attempt: u32) -> Vec<CallRecord> {
         let mut running: Vec<(&u64, &InFlight)> = self.inflight.iter().collect();
         running.sort_by_key(|(id, _)| **id);
         running
             .into_iter()
             .map(|(id, f)| call_record(*id, &f.call, f.attempt))
-            .chain(self.suspended.iter().map(|(id, c, a)| call_record(*id, c, *a)))
+            .chain(self.suspended.iter().chain(&self.held).map(|(id, c, a)| call_record(*id, c, *a)))
             .chain(new.iter().zip(self.next_id..).map(|(c, id)| call_record(id, c, attempt)))
             .collect()
     }
@@ -710,7 +737,7 @@ impl SupervisorState {
         whole: bool,
     ) -> (Vec<CallRecord>, Option<InflightChange>) {
         let announced = self.next_id + new.len() as u64;
-        let in_flight = self.inflight.len() + self.suspended.len() + new.len();
+        let in_flight = self.inflight.len() + self.suspended.len() + self.held.len() + new.len();
         let change = match self.journaled.take() {
             Some(j) if !whole && j.started.len() + new.len() + j.ended.len() < in_flight => {
                 let mut started = j.started;
@@ -727,17 +754,27 @@ impl SupervisorState {
     }
 
     fn stalled(&mut self) {
-        if !self.suspended.is_empty() {
-            return self.suspend_if_idle();
+        if !self.suspended.is_empty() || !self.held.is_empty() {
+            return self.settle_if_idle();
         }
         let e = AgentError::PlannerStalled { agent: self.inner.spec.name.clone(), path: self.path().to_string() };
         self.fail(e);
     }
 
-    /// Starts a child: an actor linked to this supervisor.
+    /// Starts a child: an actor linked to this supervisor. While the run drains, the call is held instead: in
+    /// flight for the journal, not started.
     async fn spawn_child(&mut self, call: AgentCall, attempt: u32, delay: Duration) {
         let id = self.next_id;
         self.next_id += 1;
+        if let Some(j) = &mut self.journaled
+            && id >= j.announced
+        {
+            j.started.push(call_record(id, &call, attempt));
+        }
+        if self.run.draining() {
+            self.held.push((id, call, attempt));
+            return;
+        }
         let agent = self.inner.sub_agents[call.agent].clone();
         let path = self.child_paths[call.agent].clone();
         let frame = self.frame.child(
@@ -748,11 +785,6 @@ impl SupervisorState {
             self.child_listeners.clone(),
             self.child_span.clone(),
         );
-        if let Some(j) = &mut self.journaled
-            && id >= j.announced
-        {
-            j.started.push(call_record(id, &call, attempt));
-        }
         self.inflight.insert(id, InFlight { call, attempt, actor: None });
         let report = Report::Parent { to: self.myself.clone(), id };
         let spawned = if agent.0.as_composite().is_none()
