@@ -391,7 +391,9 @@ async fn async_writer(
     Ok(false)
 }
 
-/// Starts again an async agent that was running when the run stopped (under the run's scope actor).
+/// Starts again an async agent that was running when the run stopped (under the run's scope actor), and waits
+/// until it has started: its output key is then pending, so the root started next waits for it instead of
+/// missing it.
 async fn restart_async(
     root: &AgentRef,
     run: &Arc<RunContext>,
@@ -408,7 +410,12 @@ async fn restart_async(
     }
     let frame = Frame::restarted_async(path, listeners);
     let parent = run.scope.actor().get_cell();
-    spawn_invocation(&agent, run, frame, Report::Nobody, std::time::Duration::ZERO, parent).await.map(|_| ())
+    let (started, start) = tokio::sync::oneshot::channel();
+    spawn_invocation(&agent, run, frame, Report::Bare(started), std::time::Duration::ZERO, parent).await?;
+    start
+        .await
+        .map_err(|_| AgentError::internal(format!("the async agent at `{path}` stopped before it started")))?
+        .map(|_| ())
 }
 
 /// Kills the run's scope actor (and its tree) when dropped, unless disarmed by taking it out, and ends the
