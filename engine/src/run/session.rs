@@ -99,6 +99,7 @@ impl RunSession {
                         created_at_ms: now_ms,
                         updated_at_ms: now_ms,
                         milestones: Vec::new(),
+                        forked_from: None,
                     })
                 }
             }
@@ -123,6 +124,7 @@ impl RunSession {
                 answers: given,
                 error: None,
                 path: None,
+                forked_from: None,
             });
         }
         if let (Some(store), Some(rec)) = (&store, record.as_mut()) {
@@ -317,6 +319,7 @@ impl RunSession {
                 answers: BTreeMap::new(),
                 error,
                 path,
+                forked_from: None,
             });
             (rec.status, rec.detail, rec.pending) = match &result {
                 Ok(v) => (RunStatus::Completed, v.clone(), Vec::new()),
