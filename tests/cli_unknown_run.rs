@@ -1,5 +1,5 @@
 //! One error for a run id the store does not hold, whichever command is given it (`respond`, `resume`,
-//! `show`, `report`): the same sentence naming the id and the store, suggesting `agentic runs`, and exit 1.
+//! `fork`, `show`, `report`): the same sentence naming the id and the store, suggesting `agentic runs`, and exit 1.
 
 #![allow(clippy::unwrap_used)]
 
@@ -23,9 +23,15 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// The four commands that take a run id, each given `id` (`report` writes to `out`).
-fn commands<'a>(id: &'a str, out: &'a str) -> [Vec<&'a str>; 4] {
-    [vec!["respond", id, "yes"], vec!["resume", id], vec!["show", id], vec!["report", id, "-o", out]]
+/// The commands that take a run id, each given `id` (`report` writes to `out`).
+fn commands<'a>(id: &'a str, out: &'a str) -> [Vec<&'a str>; 5] {
+    [
+        vec!["respond", id, "yes"],
+        vec!["resume", id],
+        vec!["fork", id, "--at", "1"],
+        vec!["show", id],
+        vec!["report", id, "-o", out],
+    ]
 }
 
 #[test]

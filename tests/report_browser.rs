@@ -299,7 +299,9 @@ fn a_ten_thousand_step_report_stays_light_in_the_browser() {
             answers: Default::default(),
             error: None,
             path: None,
+            forked_from: None,
         }],
+        forked_from: None,
     };
     let html = agentic_report::render_run_without_topology(&run, &records, "synthetic run");
     let page = out_dir().join("big.html");
@@ -323,4 +325,47 @@ fn a_ten_thousand_step_report_stays_light_in_the_browser() {
     let shot = out_dir().join("big.png");
     run_chromium(&browser, &page, &[&format!("--screenshot={}", shot.display())]);
     assert!(shot.is_file());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forked_runs_report_shows_where_it_comes_from() {
+    // The original's id is hostile: it is shown in the fork's header, milestone and timeline, as text.
+    let original = format!("run-{PROBE}");
+    let steps: Vec<AgentRef> = (0..4).map(|i| worker(&format!("w{i}"), 15, "topic", &format!("k{i}"))).collect();
+    let system = Sequence::builder().name("four").sub_agents(steps).build().unwrap();
+    let store = MemoryStore::new().store_ref();
+    system.invoke().input("topic", "forks").memory_id(original.clone()).store_ref(store.clone()).await.unwrap();
+    agentic::engine::fork(&store, &original, 3, Some("fork-1".into())).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    system.resume("fork-1").store_ref(store.clone()).await.unwrap();
+    let html = agentic_report::report_from_store(&store, "fork-1", Some(&system.topology())).await.unwrap();
+    assert!(!html.contains(PROBE), "no probe survives unescaped in the page source");
+    let escaped = "run-&lt;img src=x onerror=&quot;document.body.dataset.xss=1&quot;&gt;";
+    assert!(html.contains(&format!("forked from <code>{escaped}</code> at step 3</span>")), "the header");
+    assert!(html.contains(&format!("<div class=\"ms-detail\">from run <code>{escaped}</code></div>")), "the milestone");
+
+    let dir = out_dir();
+    let page = dir.join("fork.html");
+    agentic_report::write_report(&page, &html).unwrap();
+    let Some(browser) = chromium() else {
+        if std::env::var_os("AGENTIC_REQUIRE_BROWSER").is_some() {
+            panic!("AGENTIC_REQUIRE_BROWSER is set but Chromium was not found (install Debian's `chromium`)");
+        }
+        eprintln!("SKIPPED: Chromium not found (apt-get install -y chromium); the browser checks did not run");
+        return;
+    };
+    let shot = dir.join("fork.png");
+    let _ = std::fs::remove_file(&shot);
+    let (_, log) = run_chromium(&browser, &page, &[&format!("--screenshot={}", shot.display())]);
+    assert!(shot.is_file(), "no screenshot: {log}");
+    let (dom, log) = run_chromium(&browser, &page, &["--dump-dom"]);
+    assert!(console_errors(&log).is_empty(), "console errors: {:?}", console_errors(&log));
+    std::fs::write(dir.join("fork.dom.html"), &dom).unwrap();
+    assert!(dom.contains(r#"data-ready="1""#) && !dom.contains("data-xss") && !dom.contains("<img"));
+    // In the step list, between step 3 and step 4; on the timeline, the break between the two runs.
+    assert!(dom.contains(r#"<div class="ms-row forked"><strong>forked</strong>"#), "the fork in the step list");
+    assert!(
+        dom.contains(&format!(" · after step 3 · from run <code>{}</code></div>", escaped.replace("&quot;", "\"")))
+    );
+    assert!(dom.contains("fork +"), "the break between the original's steps and the fork's is labelled");
 }

@@ -348,6 +348,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
                 answers: Default::default(),
                 error: None,
                 path: None,
+                forked_from: None,
             },
             Milestone {
                 at_ms: t0 / 1_000 + 2_000,
@@ -357,8 +358,10 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
                 answers: Default::default(),
                 error: None,
                 path: None,
+                forked_from: None,
             },
         ],
+        forked_from: None,
     };
     (run, records)
 }

@@ -231,3 +231,33 @@ pub enum StoreError {
     #[error("no run `{0}` in the store")]
     UnknownRun(String),
 }
+
+/// Why a run could not be forked ([`crate::fork()`]). Nothing was written when the fork is refused; a store
+/// failure while writing may leave part of the new run's journal (without a run record, so its id stays
+/// refused as taken).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ForkError {
+    /// The store holds no run with this id.
+    #[error("no run `{0}` in the store")]
+    UnknownRun(String),
+    /// The fork point is past the run's last journaled step.
+    #[error("cannot fork run `{run_id}` at step {at_seq}: it has {last_seq} steps (fork at 0 to {last_seq})")]
+    BeyondEnd {
+        /// The run to fork.
+        run_id: String,
+        /// The step asked for.
+        at_seq: u64,
+        /// The run's last journaled step (its number of steps).
+        last_seq: u64,
+    },
+    /// The id asked for the new run is already used in the store (by a run record or by journal records).
+    #[error("run id `{0}` is already used in the store")]
+    IdTaken(String),
+    /// The id asked for the new run is empty (or only blanks).
+    #[error("the new run's id must not be empty")]
+    EmptyId,
+    /// The store failed, or the run's journal does not decode or fold.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

@@ -33,7 +33,7 @@ pub mod store;
 pub mod value;
 
 pub use agent::{Agent, AgentRef, AgentSpec, DynAgent, InputSpec, InvocationContext, SpecBuilder, TopologyNode};
-pub use error::{AgentError, BuildError, StoreError};
+pub use error::{AgentError, BuildError, ForkError, StoreError};
 pub use error_handler::{ErrorContext, ErrorHandler, Recovery, RetryPolicy};
 pub use listener::{
     AgentListener, AgentMonitor, ListenerRef, MonitoredInvocation, MonitoredSession, RunEvent, SessionStatus,
@@ -41,11 +41,11 @@ pub use listener::{
 pub use planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 pub use run::{
     CancelHandle, Composite, CompositeBuilder, DrainHandle, InvokeRequest, OutputFn, PendingResponse, Registry,
-    RunEvents, RunOutcome, RunResult, answerable, respond,
+    RunEvents, RunOutcome, RunResult, answerable, fork, respond,
 };
 pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
 pub use store::{
-    CallRecord, CheckpointStore, CompletionRecord, Durability, DynCheckpointStore, Finish, InflightChange, Milestone,
-    PlannerState, RunImage, RunRecord, RunStatus, StepRecord, StoreRef, planner_key,
+    CallRecord, CheckpointStore, CompletionRecord, Durability, DynCheckpointStore, Finish, ForkOrigin, InflightChange,
+    Milestone, PlannerState, RunImage, RunRecord, RunStatus, StepRecord, StoreRef, planner_key,
 };
 pub use value::ValueType;

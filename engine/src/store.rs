@@ -117,9 +117,24 @@ pub struct RunRecord {
     pub created_at_ms: u64,
     /// Last update, milliseconds since the Unix epoch.
     pub updated_at_ms: u64,
-    /// Starts, suspensions (with what was pending), resumptions (with the answers) and endings, in order.
+    /// Starts, suspensions (with what was pending), resumptions (with the answers), forks and endings, in
+    /// order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub milestones: Vec<Milestone>,
+    /// The run this one was forked from and the step it was forked at ([`crate::fork()`]); `None` for a run
+    /// that was started, not forked (and in records written before forks existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOrigin>,
+}
+
+/// Where a forked run comes from: its journal is the first `at_seq` steps of run `run_id`'s
+/// ([`RunRecord::forked_from`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkOrigin {
+    /// The run it was forked from.
+    pub run_id: String,
+    /// The last step it shares with that run (0: none).
+    pub at_seq: u64,
 }
 
 /// A change of a run's status, as kept in its [`RunRecord`] (reports show suspensions and the answers that
@@ -128,8 +143,8 @@ pub struct RunRecord {
 pub struct Milestone {
     /// When, milliseconds since the Unix epoch.
     pub at_ms: u64,
-    /// `started`, `resumed`, `new_turn`, `suspended`, `completed`, `failed`, `cancelled` or `interrupted` (drained:
-    /// the run stays `running` and continues when resumed).
+    /// `started`, `resumed`, `new_turn`, `forked`, `suspended`, `completed`, `failed`, `cancelled` or
+    /// `interrupted` (drained: the run stays `running` and continues when resumed).
     pub kind: String,
     /// Step sequence number reached at that moment.
     pub seq: u64,
@@ -145,6 +160,9 @@ pub struct Milestone {
     /// Path of the agent that failed, when the error names one (failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The run this one was forked from (forked; `seq` is the step it was forked at).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
 }
 
 /// Where runs are kept: the journal, the run records, and the folded images runs resume from.

@@ -6,9 +6,9 @@
 //! A run report shows the topology (the agent tree with kinds, input and output keys, and the data flow
 //! between keys), the run's status and duration, a timeline in which parallel branches overlap and waiting
 //! periods (suspensions) are collapsed, the milestones (starts, suspensions with what was pending,
-//! resumptions with the human answers, endings), tokens per agent and per run, errors with the failing
-//! agent's path, and every step with its inputs, output, state diff (replayed from the journal's deltas) and
-//! the planner's decision. The page is rendered deterministically from the stored data: rendering the same
+//! resumptions with the human answers, forks, endings), a forked run's lineage (the run and step it was
+//! forked from), tokens per agent and per run, errors with the failing agent's path, and every step with its
+//! inputs, output, state diff (replayed from the journal's deltas) and the planner's decision. The page is rendered deterministically from the stored data: rendering the same
 //! run twice, in any process, gives the same bytes.
 //!
 //! ```no_run

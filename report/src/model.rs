@@ -55,6 +55,8 @@ pub(crate) struct Summary {
     pub(crate) tokens_out: u64,
     pub(crate) tokens_total: u64,
     pub(crate) source: Option<String>,
+    /// The run it was forked from and at which step.
+    pub(crate) forked_from: Option<ForkView>,
     /// The result (completed), as one line of JSON or text.
     pub(crate) output: Option<String>,
     /// The error message (failed or cancelled).
@@ -64,6 +66,13 @@ pub(crate) struct Summary {
     pub(crate) pending: Vec<PendingView>,
     /// Answers recorded and not consumed yet.
     pub(crate) answers: Vec<(String, String)>,
+}
+
+/// The run a forked run comes from.
+#[derive(Serialize)]
+pub(crate) struct ForkView {
+    pub(crate) run_id: String,
+    pub(crate) at_seq: u64,
 }
 
 /// A response the run waits for.
@@ -110,6 +119,8 @@ pub(crate) struct MilestoneView {
     /// `(response id, answer as JSON)`.
     pub(crate) answers: Vec<(String, String)>,
     pub(crate) error: Option<String>,
+    /// The run this one was forked from (a `forked` milestone).
+    pub(crate) forked_from: Option<String>,
     /// Time spent waiting before this resumption, when it follows a suspension.
     pub(crate) waited: Option<String>,
 }
@@ -149,7 +160,8 @@ pub(crate) struct Break {
     pub(crate) w: u64,
     /// Real length, formatted.
     pub(crate) real: String,
-    /// `suspended` or `idle`.
+    /// `suspended` (a wait for a human, a resumption, a new turn), `forked` (between a run's step and its
+    /// fork's next one) or `idle`.
     pub(crate) kind: String,
     pub(crate) label: String,
 }
@@ -578,6 +590,7 @@ fn milestone_views(milestones: &[Milestone], mapping: &TimeMap) -> Vec<Milestone
             pending: m.pending.clone(),
             answers: m.answers.iter().map(|(k, v)| (k.clone(), value_json(v, 400))).collect(),
             error: m.error.clone(),
+            forked_from: m.forked_from.clone(),
             waited,
         });
     }
@@ -622,6 +635,7 @@ fn summary(run: &RunRecord, records: &[StepRecord], agents: &[AgentRow], mapping
         tokens_out,
         tokens_total: tokens_in + tokens_out,
         source: run.source.clone(),
+        forked_from: run.forked_from.as_ref().map(|f| ForkView { run_id: f.run_id.clone(), at_seq: f.at_seq }),
         output,
         error,
         error_path,
@@ -667,7 +681,7 @@ impl TimeMap {
         let t_end = merged.last().map_or(t0, |m| m.1);
         let break_w = (busy_us / 25).max(1);
         let windows: Vec<(u64, u64)> = merged.windows(2).map(|w| (w[0].1, w[1].0)).collect();
-        // Each suspension, resumption or new turn marks one gap: the longest one its time falls in (milliseconds,
+        // Each suspension, resumption, fork or new turn marks one gap: the longest one its time falls in (milliseconds,
         // so within 1 ms of either end). A short gap between two steps next to it is not a wait.
         let near = |m: &Milestone, (g0, g1): (u64, u64)| {
             let t = m.at_ms.saturating_mul(1_000);
@@ -677,7 +691,7 @@ impl TimeMap {
             .milestones
             .iter()
             .map(|m| {
-                if !matches!(m.kind.as_str(), "suspended" | "resumed" | "new_turn") {
+                if !matches!(m.kind.as_str(), "suspended" | "resumed" | "new_turn" | "forked") {
                     return None;
                 }
                 (0..windows.len()).filter(|&i| near(m, windows[i])).max_by_key(|&i| windows[i].1 - windows[i].0)
@@ -704,11 +718,17 @@ impl TimeMap {
                                 .collect::<Vec<_>>()
                                 .join(", ")
                         )),
+                        "forked" => parts.push(match &m.forked_from {
+                            Some(from) => format!("forked from {from} at step {}", m.seq),
+                            None => format!("forked at step {}", m.seq),
+                        }),
                         "suspended" | "resumed" | "new_turn" => parts.push(m.kind.replace('_', " ")),
                         _ => {}
                     }
                 }
-                gaps.push((g0, g1, "suspended", parts.join(" · ")));
+                // A fork's gap is the time between the original run's step and the fork's next one.
+                let kind = if inside.iter().any(|m| m.kind == "forked") { "forked" } else { "suspended" };
+                gaps.push((g0, g1, kind, parts.join(" · ")));
             } else if len > 1_000_000 && len > busy_us / 4 && len > break_w {
                 gaps.push((g0, g1, "idle", "idle".to_string()));
             }
@@ -809,6 +829,7 @@ mod tests {
             answers: BTreeMap::new(),
             error: None,
             path: None,
+            forked_from: None,
         }
     }
 
@@ -836,6 +857,33 @@ mod tests {
         let gaps: Vec<(u64, u64, &str)> = map.gaps.iter().map(|(a, b, k, _)| (*a, *b, *k)).collect();
         assert_eq!(gaps, [(10_000, 5_010_100, "suspended")]);
         assert_eq!(map.gaps[0].3, "suspended · resumed");
+    }
+
+    #[test]
+    fn a_fork_is_the_break_between_the_original_steps_and_its_own() {
+        // Steps 1 and 2 are the original's (copied); the fork was made at 60 s and resumed at once.
+        let records = [step_at(1, 9_000, 10_000), step_at(2, 10_100, 11_000), step_at(3, 60_000_100, 60_001_000)];
+        let run: RunRecord = serde_json::from_value(serde_json::json!({
+            "run_id": "f", "name": "n", "fingerprint": "f", "status": "completed",
+            "created_at_ms": 60_000, "updated_at_ms": 60_001,
+            "forked_from": {"run_id": "orig", "at_seq": 2},
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let forked = Milestone { forked_from: Some("orig".into()), seq: 2, ..milestone(60_000, "forked") };
+        let run = RunRecord {
+            milestones: vec![milestone(9, "started"), forked, Milestone { seq: 2, ..milestone(60_000, "resumed") }],
+            ..run
+        };
+        let map = TimeMap::new(&run, &records);
+        let gaps: Vec<(u64, u64, &str)> = map.gaps.iter().map(|(a, b, k, _)| (*a, *b, *k)).collect();
+        assert_eq!(gaps, [(11_000, 60_000_100, "forked")]);
+        assert_eq!(map.gaps[0].3, "forked from orig at step 2 · resumed");
+        let shown = milestone_views(&run.milestones, &map);
+        assert_eq!(shown[1].forked_from.as_deref(), Some("orig"));
+        assert_eq!(shown[2].waited, None, "a resumption after a fork waited for nobody");
+        let model = build(None, &run, &records);
+        let origin = model.summary.forked_from.map(|f| (f.run_id, f.at_seq));
+        assert_eq!(origin, Some(("orig".to_string(), 2)));
     }
 
     #[test]

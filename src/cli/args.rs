@@ -26,6 +26,8 @@ pub(crate) enum Command {
     Respond(RespondArgs),
     /// Continue a suspended or interrupted run from its last checkpoint.
     Resume(ResumeArgs),
+    /// Fork a run after one of its steps into a new run, and continue the new one (time travel).
+    Fork(ForkArgs),
     /// List the runs in the store.
     Runs(RunsArgs),
     /// Show a run's status, state and pending responses.
@@ -141,6 +143,30 @@ pub(crate) struct ResumeArgs {
     pub(crate) store: StoreArg,
     /// The spec to continue the run with, when its file has moved (default: the path the run was started
     /// from). Its structure must be the run's.
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) spec: Option<PathBuf>,
+    /// Print one JSON object {"run_id", "status", "output", "pending"} on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `agentic fork`.
+#[derive(Debug, Args)]
+pub(crate) struct ForkArgs {
+    /// The run to fork (it is only read).
+    #[arg(value_name = "RUN_ID")]
+    pub(crate) run_id: String,
+    /// The last step the new run keeps: 0 (none) to the run's number of steps (`agentic show RUN_ID` prints
+    /// it). The new run continues after it.
+    #[arg(long, value_name = "SEQ")]
+    pub(crate) at: u64,
+    /// The new run's id. Default: a new UUID.
+    #[arg(long, value_name = "NEW_ID")]
+    pub(crate) memory_id: Option<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+    /// The spec to continue the new run with, when the run's spec file has moved (default: the path the run
+    /// was started from). Its structure must be the run's.
     #[arg(long, value_name = "SPEC")]
     pub(crate) spec: Option<PathBuf>,
     /// Print one JSON object {"run_id", "status", "output", "pending"} on stdout.

@@ -1,12 +1,12 @@
-//! The commands over the store (SPEC.md §2): `respond`, `resume`, `runs`, `show`.
+//! The commands over the store (SPEC.md §2): `respond`, `resume`, `fork`, `runs`, `show`.
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use agentic_engine::{RunRecord, RunStatus, StoreRef};
+use agentic_engine::{ForkError, RunRecord, RunStatus, StoreRef};
 use agentic_spec::Spec;
 use serde_json::{Value, json};
 
-use super::args::{RespondArgs, ResumeArgs, RunsArgs, ShowArgs};
+use super::args::{ForkArgs, RespondArgs, ResumeArgs, RunsArgs, ShowArgs};
 use super::remote::{Remote, RemoteStore, error_of, segment};
 use super::run::{RunEnd, print_end};
 use super::run::{out, pending_json, print_json, report_outcome};
@@ -83,11 +83,60 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    if record.status == agentic_engine::RunStatus::Completed {
+    continue_run(&rt, store, &record, args.spec.as_deref(), args.json)
+}
+
+/// `agentic fork RUN_ID --at SEQ`: writes a new run holding the first SEQ steps of RUN_ID, then continues it as
+/// `resume` does (same output and exit codes).
+pub(crate) fn fork(args: ForkArgs) -> u8 {
+    if args.memory_id.as_deref().is_some_and(|id| id.trim().is_empty()) {
+        eprintln!("error: --memory-id must not be empty");
+        return EXIT_USAGE;
+    }
+    let (rt, store) = match (runtime(), open_store(&args.store.store)) {
+        (Ok(rt), Ok(s)) => (rt, s),
+        (Err(c), _) | (_, Err(c)) => return c,
+    };
+    let record = match rt.block_on(agentic_engine::fork(&store, &args.run_id, args.at, args.memory_id.clone())) {
+        Ok(r) => r,
+        Err(ForkError::UnknownRun(_)) => {
+            eprintln!("{}", super::no_such_run(&args.run_id, &args.store.store));
+            return EXIT_FAILED;
+        }
+        Err(e @ ForkError::IdTaken(_)) => {
+            eprintln!("error: {e}; choose another --memory-id");
+            return EXIT_USAGE;
+        }
+        Err(e @ (ForkError::BeyondEnd { .. } | ForkError::EmptyId)) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    eprintln!("run: {}", record.run_id);
+    eprintln!("forked from {} at step {}", args.run_id, args.at);
+    continue_run(&rt, store, &record, args.spec.as_deref(), args.json)
+}
+
+/// Continues the run of `record` from its last checkpoint, rebuilding its spec (`spec`, else the one it was
+/// started from), and prints the outcome: what `resume` and `fork` do once they have the run. Returns the
+/// exit code.
+fn continue_run(
+    rt: &tokio::runtime::Runtime,
+    store: StoreRef,
+    record: &RunRecord,
+    spec: Option<&std::path::Path>,
+    json: bool,
+) -> u8 {
+    let run_id = &record.run_id;
+    if record.status == RunStatus::Completed {
         // Nothing to continue: print the stored result rather than starting the workflow again.
-        eprintln!("run `{}` completed earlier; nothing to resume", args.run_id);
-        let outcome = json!({"run_id": args.run_id, "status": "completed", "output": record.detail, "pending": []});
-        if args.json {
+        eprintln!("run `{run_id}` completed earlier; nothing to resume");
+        let outcome = json!({"run_id": run_id, "status": "completed", "output": record.detail, "pending": []});
+        if json {
             print_json(&outcome);
         } else {
             match &record.detail {
@@ -97,14 +146,15 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         }
         return EXIT_OK;
     }
-    let source = match (&args.spec, record.source.clone()) {
-        (Some(spec), _) => std::fs::canonicalize(spec).unwrap_or_else(|_| spec.clone()).to_string_lossy().into_owned(),
+    let source = match (spec, record.source.clone()) {
+        (Some(spec), _) => {
+            std::fs::canonicalize(spec).unwrap_or_else(|_| spec.to_path_buf()).to_string_lossy().into_owned()
+        }
         (None, Some(source)) => source,
         (None, None) => {
             eprintln!(
-                "error: run `{}` was not started from a spec file; resume it from the program that ran it, or \
-                 give the spec with --spec",
-                args.run_id
+                "error: run `{run_id}` was not started from a spec file; resume it from the program that ran it, \
+                 or give the spec with --spec"
             );
             return EXIT_FAILED;
         }
@@ -113,19 +163,18 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(b) => b,
         Err(errors) => {
             eprintln!(
-                "error: the spec of run `{}` ({source}) no longer builds (if the file moved, give it with \
-                 --spec):\n{errors}",
-                args.run_id
+                "error: the spec of run `{run_id}` ({source}) no longer builds (if the file moved, give it with \
+                 --spec):\n{errors}"
             );
             return EXIT_USAGE;
         }
     };
     let request = built
         .root
-        .resume(args.run_id.clone())
+        .resume(run_id.clone())
         .store_ref(store)
         .source(source)
-        .cancel_handle(super::cancel_on_ctrl_c(&rt, &args.run_id));
+        .cancel_handle(super::cancel_on_ctrl_c(rt, run_id));
     let progress = super::progress::Progress::start();
     let request = match &progress {
         Some(p) => request.listener(p.clone()),
@@ -135,7 +184,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     if let Some(p) = &progress {
         p.finish();
     }
-    report_outcome(&args.run_id, result, args.json)
+    report_outcome(run_id, result, json)
 }
 
 /// `respond` through the server holding the store: the same checks and messages as without it; the server
@@ -219,6 +268,7 @@ fn run_json(r: &RunRecord) -> Value {
         "created_at": timestamp(r.created_at_ms),
         "updated_at": timestamp(r.updated_at_ms),
         "source": r.source,
+        "forked_from": r.forked_from.as_ref().map(|f| json!({"run_id": f.run_id, "at_seq": f.at_seq})),
     })
 }
 
@@ -303,6 +353,9 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
     out(&format!("status:  {}", record.status));
     out(&format!("updated: {}", timestamp(record.updated_at_ms)));
     out(&format!("steps:   {}", image.seq));
+    if let Some(f) = &record.forked_from {
+        out(&format!("forked:  from {} at step {}", f.run_id, f.at_seq));
+    }
     if !output.is_null() {
         out(&format!("output:  {output}"));
     }

@@ -71,6 +71,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Validate(args) => validate::validate(&args),
         Command::Respond(args) => durable::respond(args),
         Command::Resume(args) => durable::resume(args),
+        Command::Fork(args) => durable::fork(args),
         Command::Runs(args) => durable::runs(args),
         Command::Show(args) => durable::show(args),
         Command::Report(args) => report::report(args),
@@ -100,7 +101,7 @@ fn init_tracing() -> Option<agentic::telemetry::OtlpGuard> {
     }
 }
 
-/// The one error for a run id the store does not hold (`respond`, `resume`, `show`, `report`; exit
+/// The one error for a run id the store does not hold (`respond`, `resume`, `fork`, `show`, `report`; exit
 /// [`EXIT_FAILED`]): it names the id and the store and says how to list the runs there (`--store` included
 /// unless the store is the default one).
 pub(crate) fn no_such_run(run_id: &str, dir: &std::path::Path) -> String {

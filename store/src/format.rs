@@ -427,6 +427,7 @@ pub(crate) mod tests {
             created_at_ms: 1,
             updated_at_ms,
             milestones: Vec::new(),
+            forked_from: None,
         }
     }
 

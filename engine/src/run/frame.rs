@@ -139,7 +139,8 @@ pub(crate) enum Report {
     Parent { to: ActorRef<SupervisorMsg>, id: u64 },
     /// To the run's scope actor: the root invocation.
     Root,
-    /// To a future waiting for a composite invoked as a plain agent (its value, and whether to write it).
+    /// To a future waiting for a composite invoked as a plain agent (its value, and whether to write it), or
+    /// for the start of an async agent restarted on resume.
     Bare(oneshot::Sender<Result<(Value, bool), AgentError>>),
     /// Nobody waits.
     Nobody,

@@ -17,6 +17,7 @@
 mod agent_actor;
 mod composite;
 mod ephemeral;
+mod fork;
 mod frame;
 mod invoke;
 mod registry;
@@ -37,6 +38,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub use composite::{Composite, CompositeBuilder, OutputFn};
+pub use fork::fork;
 pub(crate) use frame::Frame;
 pub use registry::Registry;
 pub use request::{

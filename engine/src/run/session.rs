@@ -100,6 +100,7 @@ impl RunSession {
                         created_at_ms: now_ms,
                         updated_at_ms: now_ms,
                         milestones: Vec::new(),
+                        forked_from: None,
                     })
                 }
             }
@@ -124,6 +125,7 @@ impl RunSession {
                 answers: given,
                 error: None,
                 path: None,
+                forked_from: None,
             });
         }
         if let Some(rec) = record.as_mut() {
@@ -333,6 +335,7 @@ impl RunSession {
                 answers: BTreeMap::new(),
                 error,
                 path,
+                forked_from: None,
             });
             (rec.status, rec.detail, rec.pending) = match &result {
                 Ok(v) => (RunStatus::Completed, v.clone(), Vec::new()),
@@ -410,7 +413,9 @@ async fn async_writer(
     Ok(false)
 }
 
-/// Starts again an async agent that was running when the run stopped (under the run's scope actor).
+/// Starts again an async agent that was running when the run stopped (under the run's scope actor), and waits
+/// until it has started: its output key is then pending, so the root started next waits for it instead of
+/// missing it.
 async fn restart_async(
     root: &AgentRef,
     run: &Arc<RunContext>,
@@ -427,7 +432,12 @@ async fn restart_async(
     }
     let frame = Frame::restarted_async(path, listeners);
     let parent = run.scope.actor().get_cell();
-    spawn_invocation(&agent, run, frame, Report::Nobody, std::time::Duration::ZERO, parent).await.map(|_| ())
+    let (started, start) = tokio::sync::oneshot::channel();
+    spawn_invocation(&agent, run, frame, Report::Bare(started), std::time::Duration::ZERO, parent).await?;
+    start
+        .await
+        .map_err(|_| AgentError::internal(format!("the async agent at `{path}` stopped before it started")))?
+        .map(|_| ())
 }
 
 /// Kills the run's scope actor (and its tree) when dropped, unless disarmed by taking it out, and ends the

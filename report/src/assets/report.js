@@ -142,11 +142,13 @@
     tl.breaks.forEach(function (b) {
       var x = labelW + b.x * scale, w = Math.max(8, b.w * scale);
       var r = sv('rect', { class: 'brk', x: x, y: top - 4, width: w, height: height - top });
-      r.appendChild(sv('title', {}, (b.kind === 'suspended' ? 'Waiting ' : 'Idle ') + b.real + (b.label ? ' — ' + b.label : '')));
+      // [title, label] words of a break: a wait for a human, the time between a run and its fork, idle time
+      var words = { suspended: ['Waiting ', 'waited '], forked: ['Forked, later by ', 'fork +'] }[b.kind] || ['Idle ', 'idle '];
+      r.appendChild(sv('title', {}, words[0] + b.real + (b.label ? ' — ' + b.label : '')));
       svg.appendChild(r);
       var right = x + w + 150 > width;
       var lbl = sv('text', { class: 'brk-label', x: right ? x - 4 : x + w + 4, y: top + 10, 'text-anchor': right ? 'end' : 'start' },
-        (b.kind === 'suspended' ? 'waited ' : 'idle ') + b.real);
+        words[1] + b.real);
       lbl.appendChild(sv('title', {}, b.label));
       svg.appendChild(lbl);
     });
@@ -212,6 +214,10 @@
       d.appendChild(el('code', null, a[1]));
     });
     if (m.error) d.appendChild(doc.createTextNode(' · ' + m.error));
+    if (m.forked_from) {
+      d.appendChild(doc.createTextNode(' · from run '));
+      d.appendChild(el('code', null, m.forked_from));
+    }
     return d;
   }
 
