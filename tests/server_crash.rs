@@ -17,8 +17,8 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 /// Model calls by prompt.
 type Calls = Arc<Mutex<HashMap<String, usize>>>;
 
-/// An OpenAI-compatible model that answers `done(<prompt>)` after 250 ms and counts its calls by prompt.
-struct Echo(Calls);
+/// An OpenAI-compatible model that answers `done(<prompt>)` after a delay and counts its calls by prompt.
+struct Echo(Calls, Duration);
 
 impl Respond for Echo {
     fn respond(&self, request: &Request) -> ResponseTemplate {
@@ -31,7 +31,7 @@ impl Respond for Echo {
                          "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
         });
-        ResponseTemplate::new(200).set_delay(Duration::from_millis(250)).set_body_json(completion)
+        ResponseTemplate::new(200).set_delay(self.1).set_body_json(completion)
     }
 }
 
@@ -84,6 +84,13 @@ impl Served {
             std::thread::sleep(Duration::from_millis(20));
         };
         Served { child, url }
+    }
+
+    /// SIGTERM; returns the exit code.
+    fn term(mut self) -> Option<i32> {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        self.child.wait().unwrap().code()
     }
 
     fn kill9(mut self) {
@@ -173,7 +180,11 @@ fn step_of(prompt: &str) -> (String, String) {
 async fn runs_in_flight_survive_a_kill_of_the_server_and_no_completed_step_runs_twice() {
     let model = MockServer::start().await;
     let calls: Calls = Arc::default();
-    Mock::given(method("POST")).and(path("/v1/chat/completions")).respond_with(Echo(calls.clone())).mount(&model).await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(Echo(calls.clone(), Duration::from_millis(250)))
+        .mount(&model)
+        .await;
     let dir = tempfile::tempdir().unwrap();
     let specs = specs(dir.path(), &model.uri());
     let http = reqwest::Client::new();
@@ -247,4 +258,78 @@ async fn runs_in_flight_survive_a_kill_of_the_server_and_no_completed_step_runs_
     // Every step ran at least once, and only a step in flight at the kill ran twice.
     assert_eq!(by_step.len(), 14 * 5 + 6 * 3);
     assert!(by_step.values().all(|n| *n == 1 || *n == 2), "{by_step:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_the_steps_in_flight_finish_and_the_runs_continue_at_the_next_start() {
+    let model = MockServer::start().await;
+    let calls: Calls = Arc::default();
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(Echo(calls.clone(), Duration::from_millis(1500)))
+        .mount(&model)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let specs = specs(dir.path(), &model.uri());
+    let store = dir.path().join("store");
+    let http = reqwest::Client::new();
+    let served = Served::start(&store, &specs);
+    for job in ["t-1", "t-2"] {
+        let body = json!({"spec_name": "chain", "inputs": {"job": job}, "run_id": job});
+        let response = http.post(format!("{}/api/v1/runs", served.url)).json(&body).send().await.unwrap();
+        assert_eq!(response.status(), 201);
+    }
+    // Both first steps are with the model: stop the server now.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while calls.lock().unwrap().len() < 2 {
+        assert!(Instant::now() < deadline, "the runs never called the model");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let started = Instant::now();
+    assert_eq!(served.term(), Some(0), "a clean stop");
+    assert!(started.elapsed() >= Duration::from_millis(1000), "it waited for the steps in flight");
+
+    {
+        use agentic::engine::CheckpointStore;
+        let sled = agentic::store::SledStore::open(&store).unwrap();
+        for job in ["t-1", "t-2"] {
+            let record = sled.run(job).await.unwrap().unwrap();
+            assert_eq!(record.status.to_string(), "running", "{job} continues at the next start");
+            assert_eq!(record.milestones.last().unwrap().kind, "interrupted");
+            let agents: Vec<String> = sled
+                .records(job)
+                .await
+                .unwrap()
+                .iter()
+                .filter_map(|r| r.invocation.as_ref().map(|i| i.agent.clone()))
+                .collect();
+            assert_eq!(
+                agents,
+                ["s1"],
+                "{job}: the step in flight finished and was journaled; nothing after it started"
+            );
+        }
+    }
+    assert_eq!(calls.lock().unwrap().len(), 2, "no second step started");
+
+    // The next start continues both runs: s1 is not asked again.
+    let served = Served::start(&store, &specs);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for job in ["t-1", "t-2"] {
+        loop {
+            let r = run(&http, &served.url, job).await;
+            if r["status"] == "completed" {
+                assert_eq!(
+                    r["output"],
+                    format!("done(s5 after done(s4 after done(s3 after done(s2 after done(s1 of {job})))))")
+                );
+                break;
+            }
+            assert!(Instant::now() < deadline, "{job} never completed: {r}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let calls = calls.lock().unwrap();
+    assert!(calls.values().all(|n| *n == 1), "every step called the model once: {calls:?}");
+    assert_eq!(calls.len(), 10);
 }

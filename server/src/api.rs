@@ -35,6 +35,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/v1/runs/{id}/events", get(events))
         .route("/api/v1/runs/{id}/report", get(report))
         .route("/api/v1/runs/{id}/resume", post(resume))
+        .route("/api/v1/runs/{id}/fork", post(fork))
         .route("/api/v1/specs", get(specs))
         .route("/api/v1/store/runs", get(store_runs))
         .route("/api/v1/store/runs/{id}", get(store_run))
@@ -253,6 +254,22 @@ async fn respond(
 async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     app.host.cancel(&id).await?;
     Ok((StatusCode::ACCEPTED, Json(json!({"run_id": id}))).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fork {
+    at_seq: u64,
+    run_id: Option<String>,
+}
+
+async fn fork(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    StrictJson(body): StrictJson<Fork>,
+) -> Result<Response, ApiError> {
+    let run_id = app.host.fork(&id, body.at_seq, body.run_id).await?;
+    Ok((StatusCode::CREATED, Json(json!({"run_id": run_id}))).into_response())
 }
 
 async fn resume(State(app): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {

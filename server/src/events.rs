@@ -131,6 +131,11 @@ impl EventHub {
         }
     }
 
+    /// Ends every event stream (shutdown): their channels close.
+    pub(crate) fn close_all(&self) {
+        self.channels().clear();
+    }
+
     /// Sends `event` to `run_id`'s subscribers (none: nothing to do). A final event closes the channel.
     pub(crate) fn publish(&self, run_id: &str, event: SseEvent) {
         let mut channels = self.channels();

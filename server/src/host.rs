@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use agentic_engine::{AgentError, CancelHandle, Durability, InvokeRequest, RunRecord, RunStatus, StoreRef};
+use agentic_engine::{
+    AgentError, CancelHandle, DrainHandle, Durability, InvokeRequest, RunOutcome, RunRecord, RunStatus, StoreRef,
+};
 use agentic_spec::{BuiltSpec, Spec, SpecErrors};
 use serde_json::{Map, Value, json};
 use tokio_util::task::TaskTracker;
@@ -127,6 +129,8 @@ struct Inner {
     /// Serialises the record changes that decide a resumption (answers, runs ending).
     deciding: tokio::sync::Mutex<()>,
     accepting: AtomicBool,
+    /// Given to every run: at shutdown, runs stop at their step boundaries and stay `running`.
+    drain: DrainHandle,
     tasks: TaskTracker,
 }
 
@@ -141,6 +145,7 @@ impl RunHost {
                 executing: Mutex::default(),
                 deciding: tokio::sync::Mutex::new(()),
                 accepting: AtomicBool::new(true),
+                drain: DrainHandle::new(),
                 tasks: TaskTracker::new(),
             }),
         }
@@ -228,6 +233,7 @@ impl RunHost {
             .store_ref(self.inner.store.clone())
             .run_name(built.name.clone())
             .cancel_handle(cancel)
+            .drain_handle(self.inner.drain.clone())
             .listener(HubListener::new(self.inner.hub.clone(), built.name.clone()));
         if let Some(source) = source {
             request = request.source(source.to_string_lossy());
@@ -262,13 +268,15 @@ impl RunHost {
             if let Err(e) = &result {
                 tracing::debug!(run_id, "run ended with an error: {e}");
             }
-            host.finished(&run_id, &run_name, result.err()).await;
+            host.finished(&run_id, &run_name, result).await;
         });
     }
 
     /// A run's execution ended: tell its subscribers how, and resume it at once when every response it
     /// waits for was answered while it was closing.
-    async fn finished(&self, run_id: &str, run_name: &str, error: Option<AgentError>) {
+    async fn finished(&self, run_id: &str, run_name: &str, result: Result<RunOutcome, AgentError>) {
+        let drained = result.as_ref().is_ok_and(RunOutcome::is_drained);
+        let error = result.err();
         let reason = error.as_ref().map_or_else(|| "it stopped".to_string(), ToString::to_string);
         self.inner.hub.started(run_id, Err(reason));
         let _deciding = self.inner.deciding.lock().await;
@@ -288,6 +296,8 @@ impl RunHost {
                     self.inner.hub.publish(run_id, event);
                 }
             }
+            // Drained at shutdown: it continues at the next start.
+            Some(_) if drained => {}
             _ => {
                 // The run ended before its record said so (it could not start, or the store failed).
                 let error = error.map(|e| e.to_string()).unwrap_or_else(|| "the run stopped".to_string());
@@ -329,6 +339,7 @@ impl RunHost {
             .source(source.clone())
             .run_name(record.name.clone())
             .cancel_handle(cancel)
+            .drain_handle(self.inner.drain.clone())
             .listener(HubListener::new(self.inner.hub.clone(), record.name.clone()));
         self.drive(run_id.clone(), record.name.clone(), request);
         Ok(())
@@ -382,6 +393,26 @@ impl RunHost {
         }
     }
 
+    /// Forks `run_id` after its step `at_seq` into a new run (`new_id`, else a new UUID) and continues the
+    /// fork; the original is not touched. Errors: `404` unknown run, `422` a step beyond the journal, `409`
+    /// the new id is taken, `400` an empty id.
+    pub(crate) async fn fork(&self, run_id: &str, at_seq: u64, new_id: Option<String>) -> Result<String, ApiError> {
+        use agentic_engine::ForkError;
+        if !self.inner.accepting.load(Ordering::SeqCst) {
+            return Err(ApiError::unavailable("the server is shutting down: it accepts no new runs"));
+        }
+        let _deciding = self.inner.deciding.lock().await;
+        let record = agentic_engine::fork(&self.inner.store, run_id, at_seq, new_id).await.map_err(|e| match e {
+            ForkError::UnknownRun(_) => ApiError::no_run(run_id),
+            e @ ForkError::BeyondEnd { .. } => ApiError::unprocessable(format!("at_seq: {e}")),
+            e @ ForkError::IdTaken(_) => ApiError::conflict(format!("run_id: {e}")),
+            e @ ForkError::EmptyId => ApiError::bad_request(format!("run_id: {e}")),
+            e => ApiError::internal(e.to_string()),
+        })?;
+        self.resume_locked(&record, None)?;
+        Ok(record.run_id)
+    }
+
     /// Cancels `run_id`: it stops at its next step boundary, runs its compensations and is recorded
     /// `cancelled`. Errors: `404` unknown run, `409` already ended.
     pub(crate) async fn cancel(&self, run_id: &str) -> Result<(), ApiError> {
@@ -423,6 +454,14 @@ impl RunHost {
     /// Stops accepting new runs.
     pub(crate) fn stop_accepting(&self) {
         self.inner.accepting.store(false, Ordering::SeqCst);
+    }
+
+    /// Stops the runs at their step boundaries (the steps in flight finish and are journaled; the runs stay
+    /// `running`) and waits for them, at most `grace`; returns whether they all stopped in time.
+    pub(crate) async fn drain(&self, grace: std::time::Duration) -> bool {
+        self.inner.drain.drain();
+        self.inner.tasks.close();
+        tokio::time::timeout(grace, self.inner.tasks.wait()).await.is_ok()
     }
 
     /// Waits for every run task started so far (tests, shutdown).

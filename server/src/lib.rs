@@ -42,6 +42,9 @@ use host::{RunHost, SpecCatalog};
 /// The default listen address: loopback, port 7878 (SERVER.md §1).
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7878);
 
+/// How long [`Server::shutdown`] waits for the steps in flight to finish.
+pub const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The variable the bearer token is read from unless `--token-env` names another.
 pub const DEFAULT_TOKEN_ENV: &str = "AGENTIC_TOKEN";
 
@@ -199,14 +202,21 @@ impl Server {
         self.shutdown().await
     }
 
-    /// Stops: no new runs are accepted, the HTTP server stops, the store is flushed and the advertisement
-    /// removed. Runs still executing are left as a crash would leave them (their completed steps are in
-    /// the journal): the next server on this store resumes them.
+    /// Stops (SIGTERM): no new runs are accepted; the runs executing stop at their step boundaries — the
+    /// steps in flight finish and are journaled, nothing new starts, the runs stay `running` — for at most
+    /// [`DRAIN_GRACE`]; then the HTTP server stops, the store is flushed and the advertisement removed. The
+    /// next server on this store continues the runs. A step still running after the grace is left as a crash
+    /// would leave it (it runs again at the next start).
     ///
     /// # Errors
     /// [`ServeError::Http`] when the HTTP server failed.
     pub async fn shutdown(self) -> Result<(), ServeError> {
         self.host.stop_accepting();
+        if !self.host.drain(DRAIN_GRACE).await {
+            tracing::warn!("steps still running after {DRAIN_GRACE:?}: they run again at the next start");
+        }
+        // Event streams of runs that did not end would keep their connections (and the shutdown) open.
+        self.host.hub().close_all();
         self.stop.cancel();
         let served = self.http.await;
         if let Err(e) = self.host.store().flush_dyn().await {

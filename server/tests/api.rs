@@ -355,3 +355,50 @@ async fn a_token_is_required_when_configured() {
          or name the variable with --token-env)"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_re_executes_only_the_steps_after_its_point_and_leaves_the_original_alone() {
+    let steps: String =
+        (1..=10).map(|i| format!("  c{i}: {{ kind: compute, value: \"acc ~ '{i}'\", output_key: acc }}\n")).collect();
+    let names: Vec<String> = (1..=10).map(|i| format!("c{i}")).collect();
+    let spec = format!(
+        "version: 1\nname: ten\nroot: main\nagents:\n  main: {{ kind: sequence, agents: [{}], output_key: acc }}\n{steps}",
+        names.join(", ")
+    );
+    let h = Harness::start().await;
+    let (code, _) = h.post("/api/v1/runs", json!({"spec": spec, "inputs": {"acc": ">"}, "run_id": "ten"})).await;
+    assert_eq!(code, StatusCode::CREATED);
+    let original = h.wait_for("ten", "completed").await;
+    assert_eq!(original["output"], ">12345678910");
+    let (_, journal_before) = h.get("/api/v1/store/runs/ten/records").await;
+    let (_, record_before) = h.get("/api/v1/store/runs/ten").await;
+
+    // Step 1 holds the inputs, steps 2..=5 are c1..c4: the fork continues with c5.
+    let (code, body) = h.post("/api/v1/runs/ten/fork", json!({"at_seq": 5, "run_id": "ten-b"})).await;
+    assert_eq!((code, body), (StatusCode::CREATED, json!({"run_id": "ten-b"})));
+    let fork = h.wait_for("ten-b", "completed").await;
+    assert_eq!(fork["output"], original["output"]);
+    let (_, journal) = h.get("/api/v1/store/runs/ten-b/records").await;
+    let rerun: Vec<&str> = journal
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["seq"].as_u64().unwrap() > 5)
+        .map(|r| r["invocation"]["agent"].as_str().unwrap())
+        .collect();
+    assert_eq!(rerun, ["c5", "c6", "c7", "c8", "c9", "c10", "main"]);
+    assert_eq!(h.get("/api/v1/store/runs/ten/records").await.1, journal_before, "the original's journal");
+    assert_eq!(h.get("/api/v1/store/runs/ten").await.1, record_before, "the original's record");
+
+    let (code, body) = h.post("/api/v1/runs/ten/fork", json!({"at_seq": 40})).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(body["error"], "at_seq: cannot fork run `ten` at step 40: it has 12 steps (fork at 0 to 12)");
+    let (code, _) = h.post("/api/v1/runs/ten/fork", json!({"at_seq": 3, "run_id": "ten-b"})).await;
+    assert_eq!(code, StatusCode::CONFLICT);
+    let (code, body) = h.post("/api/v1/runs/ten/fork", json!({"at": 3})).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert!(body["error"].as_str().unwrap().starts_with("unknown field `at`"), "{body}");
+    let (code, _) = h.post("/api/v1/runs/none/fork", json!({"at_seq": 1})).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    h.stop().await;
+}

@@ -93,9 +93,13 @@ pub(crate) fn fork(args: ForkArgs) -> u8 {
         eprintln!("error: --memory-id must not be empty");
         return EXIT_USAGE;
     }
-    let (rt, store) = match (runtime(), open_store(&args.store.store)) {
-        (Ok(rt), Ok(s)) => (rt, s),
+    let (rt, opened) = match (runtime(), open(&args.store.store)) {
+        (Ok(rt), Ok(o)) => (rt, o),
         (Err(c), _) | (_, Err(c)) => return c,
+    };
+    let store = match opened {
+        Opened::Local(store) => store,
+        Opened::Server(remote) => return rt.block_on(remote_fork(&remote, &args)),
     };
     let record = match rt.block_on(agentic_engine::fork(&store, &args.run_id, args.at, args.memory_id.clone())) {
         Ok(r) => r,
@@ -212,6 +216,51 @@ async fn remote_respond(remote: &Remote, args: &RespondArgs, response_id: Option
             eprintln!("error: {}", error_of(&body, status));
             EXIT_FAILED
         }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_FAILED
+        }
+    }
+}
+
+/// `fork` through the server holding the store: the server writes the fork and continues it; the outcome is
+/// printed once it stops.
+async fn remote_fork(remote: &Remote, args: &ForkArgs) -> u8 {
+    if args.spec.is_some() {
+        eprintln!(
+            "error: --spec cannot be used while the server at {} holds the store: it continues forks from the spec \
+             their run recorded",
+            remote.url()
+        );
+        return EXIT_USAGE;
+    }
+    let body = json!({"at_seq": args.at, "run_id": args.memory_id});
+    let new_id = match remote.post(&format!("/api/v1/runs/{}/fork", segment(&args.run_id)), &body).await {
+        Ok((201, answer)) => answer.get("run_id").and_then(Value::as_str).unwrap_or_default().to_string(),
+        Ok((404, _)) => {
+            eprintln!("{}", super::no_such_run(&args.run_id, &args.store.store));
+            return EXIT_FAILED;
+        }
+        Ok((status, answer)) => {
+            let message = error_of(&answer, status);
+            // The server names the field; the CLI's own wording has none.
+            let message =
+                message.strip_prefix("at_seq: ").or_else(|| message.strip_prefix("run_id: ")).unwrap_or(&message);
+            match status {
+                409 => eprintln!("error: {message}; choose another --memory-id"),
+                _ => eprintln!("error: {message}"),
+            }
+            return if matches!(status, 400 | 409 | 422) { EXIT_USAGE } else { EXIT_FAILED };
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    eprintln!("run: {new_id}");
+    eprintln!("forked from {} at step {}", args.run_id, args.at);
+    match remote.wait_stopped(&new_id).await {
+        Ok(record) => print_end(&new_id, RunEnd::of_record(&record), args.json),
         Err(e) => {
             eprintln!("error: {e}");
             EXIT_FAILED
