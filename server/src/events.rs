@@ -101,8 +101,11 @@ pub(crate) fn pending_json(pending: &[PendingResponse]) -> Value {
 #[derive(Clone, Default)]
 pub(crate) struct EventHub {
     channels: Arc<Mutex<HashMap<String, broadcast::Sender<SseEvent>>>>,
-    starting: Arc<Mutex<HashMap<String, oneshot::Sender<Result<(), String>>>>>,
+    starting: Arc<Mutex<HashMap<String, StartSignal>>>,
 }
+
+/// Says whether a run started (its record is written) or why it could not.
+type StartSignal = oneshot::Sender<Result<(), String>>;
 
 impl EventHub {
     fn channels(&self) -> MutexGuard<'_, HashMap<String, broadcast::Sender<SseEvent>>> {
