@@ -5,8 +5,8 @@
 //!   `agent_failed`) event carrying its `seq` — the same conversion replays a run's journal to a client that
 //!   connects late, so live and replayed events are alike;
 //! - the run's listener ([`HubListener`]): what is not journaled (`agent_started`, `token`, `tool_call`,
-//!   `planner_decision`, `suspended`, `resumed`), and the host's final event (`completed`, `failed`,
-//!   `cancelled`).
+//!   `planner_decision`, `suspended`);
+//! - the host: `resumed` when it continues a run, and the final event (`completed`, `failed`, `cancelled`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -243,10 +243,6 @@ impl AgentListener for HubListener {
             ),
             RunEvent::Suspended { pending, .. } => {
                 let e = SseEvent::run_level("suspended", &self.run_name, json!({"pending": pending_json(pending)}));
-                (e.name, e.data)
-            }
-            RunEvent::Resumed { answers, .. } => {
-                let e = SseEvent::run_level("resumed", &self.run_name, json!({"answers": answers}));
                 (e.name, e.data)
             }
             // Completions come from the journal (with their seq), the run's end from the host.

@@ -341,6 +341,8 @@ impl RunHost {
             .cancel_handle(cancel)
             .drain_handle(self.inner.drain.clone())
             .listener(HubListener::new(self.inner.hub.clone(), record.name.clone()));
+        let answers: Map<String, Value> = record.answers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        self.inner.hub.publish(run_id, SseEvent::run_level("resumed", &record.name, json!({"answers": answers})));
         self.drive(run_id.clone(), record.name.clone(), request);
         Ok(())
     }

@@ -328,6 +328,9 @@ impl Builder<'_> {
         if let Some(n) = llm.max_tool_iterations {
             b = b.max_tool_iterations(n);
         }
+        if llm.stream {
+            b = b.streaming(true);
+        }
         if let Some(choice) = &llm.tool_choice {
             b = b.tool_choice(choice.clone());
         }

@@ -299,6 +299,8 @@ pub struct LlmDef {
     pub temperature: Option<f64>,
     /// `max_tokens`: token limit of this agent's answers (default: the model's).
     pub max_tokens: Option<u32>,
+    /// `stream`: the answer is streamed, each text delta a `token` run event (default false).
+    pub stream: bool,
 }
 
 /// One entry of an `llm` agent's `tools`: a function the model may call, computed by an expression or a

@@ -468,6 +468,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             "tool_choice",
             "temperature",
             "max_tokens",
+            "stream",
         ],
         "sequence" => &["agents"],
         "loop" => &["agents", "max_iterations", "exit_when", "test_exit_at_loop_end"],
@@ -857,6 +858,7 @@ fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::L
         ok
     });
     let max_tokens = cx.int(obj, "max_tokens", 1, u64::from(u32::MAX)).and_then(|n| u32::try_from(n).ok());
+    let stream = cx.boolean(obj, "stream");
     Some(crate::model::LlmDef {
         model: model?,
         system,
@@ -871,6 +873,7 @@ fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::L
         tool_choice,
         temperature,
         max_tokens,
+        stream,
     })
 }
 
