@@ -132,7 +132,17 @@ const DEFAULT_LIMIT: usize = 50;
 const MAX_LIMIT: usize = 1000;
 
 async fn list_runs(State(app): State<AppState>, Query(query): Query<ListQuery>) -> Result<Json<Value>, ApiError> {
-    let status = match query.status.as_deref() {
+    list_json(&app, query.status.as_deref(), query.limit.as_deref(), query.cursor.as_deref()).await.map(Json)
+}
+
+/// One page of runs as `GET /api/v1/runs` answers it (the query's `status`, `limit` and `cursor` as given).
+pub(crate) async fn list_json(
+    app: &AppState,
+    status: Option<&str>,
+    limit: Option<&str>,
+    cursor: Option<&str>,
+) -> Result<Value, ApiError> {
+    let status = match status {
         None | Some("") => None,
         Some(s) => Some(s.parse::<RunStatus>().map_err(|_| {
             ApiError::bad_request(format!(
@@ -140,7 +150,7 @@ async fn list_runs(State(app): State<AppState>, Query(query): Query<ListQuery>) 
             ))
         })?),
     };
-    let limit = match query.limit.as_deref() {
+    let limit = match limit {
         None | Some("") => DEFAULT_LIMIT,
         Some(l) => match l.parse::<usize>() {
             Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
@@ -151,7 +161,7 @@ async fn list_runs(State(app): State<AppState>, Query(query): Query<ListQuery>) 
     runs.retain(|r| status.is_none_or(|s| r.status == s));
     // Newest first; the cursor is the position of the last run of the previous page.
     runs.sort_by(|a, b| b.updated_at_ms.cmp(&a.updated_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
-    let start = match query.cursor.as_deref() {
+    let start = match cursor {
         None | Some("") => 0,
         Some(cursor) => {
             let (at, id) = cursor
@@ -181,7 +191,7 @@ async fn list_runs(State(app): State<AppState>, Query(query): Query<ListQuery>) 
             })
         })
         .collect();
-    Ok(Json(json!({"runs": items, "next_cursor": next_cursor})))
+    Ok(json!({"runs": items, "next_cursor": next_cursor}))
 }
 
 /// RFC 3339 time of milliseconds since the Unix epoch.

@@ -17,10 +17,12 @@ pub(crate) async fn require_token(State(app): State<AppState>, request: Request,
     let Some(token) = app.token.as_deref() else {
         return next.run(request).await;
     };
-    if request.uri().path() == "/login" || presented(request.headers()).is_some_and(|t| same(t, token)) {
+    let path = request.uri().path();
+    // The login form and the UI's static script and stylesheet (no run data) are open: the form needs them.
+    let open = path == "/login" || path.starts_with("/assets/");
+    if open || presented(request.headers()).is_some_and(|t| same(t, token)) {
         return next.run(request).await;
     }
-    let path = request.uri().path();
     if path.starts_with("/api/") || path == "/healthz" {
         let mut response = ApiError::new(
             StatusCode::UNAUTHORIZED,

@@ -243,6 +243,7 @@ fn router(state: AppState) -> Router {
     Router::new()
         .merge(api::routes())
         .merge(ui::routes())
+        .fallback(ui::not_found)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
         .layer(DefaultBodyLimit::max(api::BODY_LIMIT))
         .layer(tower_http::compression::CompressionLayer::new())

@@ -1,18 +1,401 @@
-//! The web UI (SERVER.md §3).
+//! The web UI (SERVER.md §3): server-rendered pages (minijinja, HTML auto-escaped) over the same data as the
+//! API, plus one small script and one stylesheet served by the binary under `/assets/` (no external asset).
+//!
+//! Everything a page shows that comes from a run (prompts, answers, output, state) goes through the
+//! templates' auto-escaping, and the script only ever puts run data into the page as text
+//! (`textContent`). The pages also carry a strict Content-Security-Policy (scripts and styles from this
+//! server only, no inline script): a second line of defence.
 
-use axum::Router;
+use std::sync::LazyLock;
+
+use agentic_engine::RunStatus;
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use minijinja::Environment;
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 use crate::AppState;
+use crate::api::{list_json, run_json, timestamp};
+use crate::error::ApiError;
+
+/// The script of every page.
+const APP_JS: &str = include_str!("../ui/assets/app.js");
+/// The stylesheet of every page.
+const STYLE_CSS: &str = include_str!("../ui/assets/style.css");
+
+/// The assets' URLs carry a hash of their content, so they can be cached for good.
+static ASSETS: LazyLock<Assets> = LazyLock::new(|| Assets {
+    js: format!("app-{:016x}.js", fnv1a(APP_JS.as_bytes())),
+    css: format!("style-{:016x}.css", fnv1a(STYLE_CSS.as_bytes())),
+});
+
+struct Assets {
+    js: String,
+    css: String,
+}
+
+/// FNV-1a, 64 bits: a content hash for the assets' URLs (not a security measure).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// The page templates; their names end in `.html`, so minijinja escapes every value as HTML.
+static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
+    let mut env = Environment::new();
+    let templates = [
+        ("base.html", include_str!("../ui/templates/base.html")),
+        ("macros.html", include_str!("../ui/templates/macros.html")),
+        ("runs.html", include_str!("../ui/templates/runs.html")),
+        ("run.html", include_str!("../ui/templates/run.html")),
+        ("inbox.html", include_str!("../ui/templates/inbox.html")),
+        ("new.html", include_str!("../ui/templates/new.html")),
+        ("login.html", include_str!("../ui/templates/login.html")),
+        ("error.html", include_str!("../ui/templates/error.html")),
+    ];
+    for (name, source) in templates {
+        if let Err(e) = env.add_template(name, source) {
+            // A broken built-in template is a bug; the tests render every page.
+            tracing::error!("web UI template {name}: {e:#}");
+        }
+    }
+    env.add_filter("seg", |s: String| path_segment(&s));
+    env.add_filter("short_time", |s: String| short_time(&s));
+    // Our own URLs (hex and dots): marked safe so that their slashes are not escaped.
+    env.add_global("js", minijinja::Value::from_safe_string(format!("/assets/{}", ASSETS.js)));
+    env.add_global("css", minijinja::Value::from_safe_string(format!("/assets/{}", ASSETS.css)));
+    env
+});
 
 /// The UI's routes.
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
+        .route("/", get(runs_page))
+        .route("/runs/{id}", get(run_page))
+        .route("/inbox", get(inbox_page))
+        .route("/inbox.json", get(inbox_json))
+        .route("/new", get(new_page))
+        .route("/login", get(login_form).post(login_submit))
+        .route("/assets/{file}", get(asset))
+}
+
+/// An HTML page with the UI's security headers.
+struct Page {
+    status: StatusCode,
+    html: String,
+}
+
+impl IntoResponse for Page {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, axum::response::Html(self.html)).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(
+                "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \
+                 form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+            ),
+        );
+        headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+        headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        response
+    }
+}
+
+/// Renders template `name` with `context` (plus `page`, the nav's current item).
+fn render(status: StatusCode, name: &str, page: &str, mut context: Value) -> Page {
+    context["page"] = json!(page);
+    let rendered = TEMPLATES.get_template(name).and_then(|t| t.render(minijinja::value::Serde(&context)));
+    match rendered {
+        Ok(html) => Page { status, html },
+        Err(e) => {
+            tracing::error!("rendering the web UI page {name}: {e:#}");
+            Page {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                html: "<!doctype html><title>agentic: error</title><p>This page could not be rendered; see the \
+                       server's log.</p>"
+                    .to_string(),
+            }
+        }
+    }
+}
+
+/// The error page (`404` for an unknown run, else what the API would answer).
+fn error_page(error: &ApiError) -> Page {
+    let heading = match error.status {
+        StatusCode::NOT_FOUND => "Not found",
+        s if s.is_server_error() => "Server error",
+        _ => "Error",
+    };
+    render(error.status, "error.html", "", json!({"heading": heading, "message": error.message}))
+}
+
+/// The answer to a path no route serves: `404`, as JSON under `/api/`, else as a page.
+pub(crate) async fn not_found(uri: Uri) -> Response {
+    let path = uri.path();
+    if path.starts_with("/api/") || path == "/healthz" {
+        return ApiError::not_found(format!("no such endpoint: {path}")).into_response();
+    }
+    error_page(&ApiError::not_found(format!("There is no page at {path}."))).into_response()
+}
+
+/// Shows a value from a run: a string as its text, anything else as indented JSON.
+fn display(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
+    }
+}
+
+/// Percent-encodes `s` as one URL path segment (or query value): everything but the unreserved characters.
+fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `2025-01-02T03:04:05.678Z` → `2025-01-02 03:04:05Z`, as the script shows it too.
+fn short_time(rfc3339: &str) -> String {
+    match (rfc3339.get(..10), rfc3339.get(11..19)) {
+        (Some(date), Some(time)) => format!("{date} {time}Z"),
+        _ => rfc3339.to_string(),
+    }
+}
+
+/// The status filters of the runs list (`""`: all).
+const FILTERS: [&str; 6] = ["", "running", "suspended", "completed", "failed", "cancelled"];
+
+#[derive(Deserialize)]
+struct RunsQuery {
+    status: Option<String>,
+    cursor: Option<String>,
+}
+
+/// `/`: the runs, newest first, with status filters; the script refreshes the first page every 2 s.
+async fn runs_page(State(app): State<AppState>, Query(query): Query<RunsQuery>) -> Page {
+    let status = query.status.unwrap_or_default();
+    let (runs, next_cursor, error) =
+        match list_json(&app, Some(&status), None, query.cursor.as_deref().filter(|c| !c.is_empty())).await {
+            Ok(page) => (page["runs"].clone(), page["next_cursor"].clone(), None),
+            Err(e) => (json!([]), Value::Null, Some(e.message)),
+        };
+    let live = query.cursor.is_none_or(|c| c.is_empty()) && error.is_none();
+    let status = if error.is_some() { String::new() } else { status };
+    render(
+        StatusCode::OK,
+        "runs.html",
+        "runs",
+        json!({"runs": runs, "next_cursor": next_cursor, "status": status, "filters": FILTERS,
+               "error": error, "live": live}),
+    )
+}
+
+/// `/runs/{id}`: status, output, error, pending steps with answer forms, state; the script adds the live
+/// timeline from the run's events.
+async fn run_page(State(app): State<AppState>, Path(id): Path<String>) -> Page {
+    let run = match run_json(&app, &id).await {
+        Ok(run) => run,
+        Err(e) => return error_page(&e),
+    };
+    // The answers already in (the run waits for the others); the API's `pending` does not say.
+    let answered = match app.host.store().run_dyn(&id).await {
+        Ok(Some(record)) => record.answers.keys().cloned().collect(),
+        _ => Vec::new(),
+    };
+    let pending: Vec<Value> = run["pending"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|p| {
+                    let done = p["id"].as_str().is_some_and(|id| answered.iter().any(|a| a == id));
+                    json!({"id": p["id"], "prompt": p["prompt"], "agent": p["agent"], "answered": done})
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut state = Vec::new();
+    let mut hidden_keys = 0;
+    if let Some(map) = run["state"].as_object() {
+        for (key, value) in map {
+            if key.starts_with('_') {
+                hidden_keys += 1;
+            } else {
+                state.push(json!({"key": key, "value": display(value)}));
+            }
+        }
+    }
+    let optional = |v: &Value| if v.is_null() { Value::Null } else { json!(display(v)) };
+    let active = matches!(run["status"].as_str(), Some("running" | "suspended"));
+    render(
+        StatusCode::OK,
+        "run.html",
+        "run",
+        json!({"run": run, "output": optional(&run["output"]), "error": optional(&run["error"]),
+               "pending": pending, "state": state, "hidden_keys": hidden_keys, "active": active}),
+    )
+}
+
+/// Every unanswered human step of every suspended run, the longest waiting first.
+async fn inbox_items(app: &AppState) -> Result<Vec<Value>, ApiError> {
+    let runs = app.host.store().runs_dyn().await?;
+    let mut waiting: Vec<_> = runs.into_iter().filter(|r| r.status == RunStatus::Suspended).collect();
+    waiting.sort_by(|a, b| a.updated_at_ms.cmp(&b.updated_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
+    Ok(waiting
+        .iter()
+        .flat_map(|r| {
+            r.pending.iter().filter(|p| !r.answers.contains_key(&p.id)).map(|p| {
+                json!({"run_id": r.run_id, "name": r.name, "id": p.id, "prompt": p.prompt, "agent": p.agent,
+                       "since": timestamp(r.updated_at_ms)})
+            })
+        })
+        .collect())
+}
+
+/// `/inbox`: the human steps waiting for an answer, each with its form; the script keeps the list current.
+async fn inbox_page(State(app): State<AppState>) -> Page {
+    match inbox_items(&app).await {
+        Ok(items) => render(StatusCode::OK, "inbox.html", "inbox", json!({"items": items})),
+        Err(e) => error_page(&e),
+    }
+}
+
+/// `/inbox.json`: the inbox's items, for its script (`{"items": [{"run_id", "name", "id", "prompt", "agent",
+/// "since"}]}`); unlike the API's `pending`, answered steps of a run still waiting for others are left out.
+async fn inbox_json(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(json!({"items": inbox_items(&app).await?})))
+}
+
+/// `/new`: the new-run form for the specs of `--specs`, with each spec's declared inputs.
+async fn new_page(State(app): State<AppState>) -> Page {
+    let specs: Vec<Value> = app
+        .host
+        .specs()
+        .names()
+        .into_iter()
+        .map(|name| {
+            let parsed = app.host.specs().path(&name).map_err(|e| e.message).and_then(|path| {
+                agentic_spec::Spec::from_path(&path).map_err(|e| format!("this spec does not parse: {e}"))
+            });
+            match parsed {
+                Ok(spec) => {
+                    let params: Vec<Value> = spec
+                        .params()
+                        .iter()
+                        .map(|p| {
+                            json!({"name": p.name, "type": p.ty.name(),
+                                   "default": p.default.as_ref().map(Value::to_string),
+                                   "description": p.description})
+                        })
+                        .collect();
+                    json!({"name": name, "params": params, "error": null})
+                }
+                Err(error) => json!({"name": name, "params": [], "error": error}),
+            }
+        })
+        .collect();
+    render(StatusCode::OK, "new.html", "new", json!({"specs": specs}))
 }
 
 /// The login page shown to a browser without the token.
 pub(crate) fn login_page(wrong: bool) -> String {
-    let note = if wrong { "<p>That token is wrong.</p>" } else { "" };
-    format!(
-        "<!doctype html><title>agentic: sign in</title>{note}<form method=post action=/login><input name=token type=password><button>Sign in</button></form>"
+    login(wrong.then_some("That token is wrong.")).html
+}
+
+fn login(message: Option<&str>) -> Page {
+    render(StatusCode::OK, "login.html", "login", json!({"message": message}))
+}
+
+/// `GET /login`: the form (the front page when no token is configured).
+async fn login_form(State(app): State<AppState>) -> Response {
+    if app.token.is_none() {
+        return Redirect::to("/").into_response();
+    }
+    login(None).into_response()
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    token: String,
+}
+
+/// `POST /login`: the right token sets the `agentic_token` cookie (HttpOnly, SameSite=Strict) and goes to
+/// the runs; a wrong one shows the form again (`401`).
+async fn login_submit(State(app): State<AppState>, Form(form): Form<LoginForm>) -> Response {
+    let Some(token) = app.token.as_deref() else {
+        return Redirect::to("/").into_response();
+    };
+    if !crate::auth::same(form.token.trim(), token) {
+        let mut page = login(Some("That token is wrong."));
+        page.status = StatusCode::UNAUTHORIZED;
+        return page.into_response();
+    }
+    let cookie = format!("{}={token}; Path=/; HttpOnly; SameSite=Strict", crate::auth::COOKIE);
+    let cookie = token.bytes().all(cookie_octet).then(|| HeaderValue::from_str(&cookie).ok()).flatten();
+    let Some(cookie) = cookie else {
+        let mut page = login(Some(
+            "The token is right, but it holds characters a cookie cannot carry (spaces, quotes, commas, \
+             semicolons or backslashes): the browser cannot keep it. Use the API with an Authorization header.",
+        ));
+        page.status = StatusCode::UNPROCESSABLE_ENTITY;
+        return page.into_response();
+    };
+    let mut response = Redirect::to("/").into_response();
+    response.headers_mut().insert(header::SET_COOKIE, cookie);
+    response
+}
+
+/// Whether a byte may appear in a cookie value unquoted (RFC 6265 `cookie-octet`).
+fn cookie_octet(b: u8) -> bool {
+    matches!(b, 0x21 | 0x23..=0x2B | 0x2D..=0x3A | 0x3C..=0x5B | 0x5D..=0x7E)
+}
+
+/// `/assets/{file}`: the script and the stylesheet, cached for a year (their names change with them).
+async fn asset(Path(file): Path<String>) -> Response {
+    let (body, kind) = if file == ASSETS.js {
+        (APP_JS, "text/javascript; charset=utf-8")
+    } else if file == ASSETS.css {
+        (STYLE_CSS, "text/css; charset=utf-8")
+    } else {
+        return (StatusCode::NOT_FOUND, "no such asset").into_response();
+    };
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            (header::CACHE_CONTROL, "public, max-age=31536000, immutable"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
     )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helpers() {
+        assert_eq!(path_segment("a b/c?d&é"), "a%20b%2Fc%3Fd%26%C3%A9");
+        assert_eq!(short_time("2025-01-02T03:04:05.678Z"), "2025-01-02 03:04:05Z");
+        assert_eq!(display(&json!("text")), "text");
+        assert_eq!(display(&json!({"a": 1})), "{\n  \"a\": 1\n}");
+        assert!(cookie_octet(b'a') && !cookie_octet(b';') && !cookie_octet(b' '));
+    }
+
+    #[test]
+    fn every_template_parses() {
+        for name in ["runs.html", "run.html", "inbox.html", "new.html", "login.html", "error.html"] {
+            assert!(TEMPLATES.get_template(name).is_ok(), "{name}");
+        }
+    }
 }

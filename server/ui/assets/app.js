@@ -1,0 +1,417 @@
+// agentic serve: the web UI's only script. Run data (prompts, answers, output, state, events) enters the page
+// as text only (textContent / text nodes), never as markup.
+(function () {
+  'use strict';
+
+  var FINAL = { completed: true, failed: true, cancelled: true };
+  var EVENTS = ['agent_started', 'agent_completed', 'agent_failed', 'token', 'tool_call', 'tool_result',
+    'planner_decision', 'suspended', 'resumed', 'completed', 'failed', 'cancelled'];
+
+  // An element with properties (`role` and `data-*` as attributes) and children (strings become text nodes).
+  function el(tag, props, children) {
+    var node = document.createElement(tag);
+    Object.keys(props || {}).forEach(function (k) {
+      if (k === 'role' || k.indexOf('data-') === 0) node.setAttribute(k, props[k]);
+      else node[k] = props[k];
+    });
+    (children || []).forEach(function (c) {
+      node.appendChild(typeof c === 'string' ? document.createTextNode(c) : c);
+    });
+    return node;
+  }
+
+  // A value from a run: a string as its text, anything else as indented JSON.
+  function display(v) {
+    if (typeof v === 'string') return v;
+    if (v === undefined) return '';
+    return JSON.stringify(v, null, 2);
+  }
+
+  function clip(s, n) { return s.length > n ? s.slice(0, n) + '…' : s; }
+  function seg(s) { return encodeURIComponent(s); }
+  function shortTime(s) { return s && s.length >= 19 ? s.slice(0, 10) + ' ' + s.slice(11, 19) + 'Z' : (s || ''); }
+
+  function timeEl(ts) {
+    if (!ts) return document.createTextNode('');
+    var t = el('time', {}, [shortTime(ts)]);
+    t.dateTime = ts;
+    return t;
+  }
+
+  function badge(status) { return el('span', { className: 'badge status-' + status }, [status]); }
+
+  // An answer's text as the CLI reads it: JSON when it is valid JSON, else the text as a string.
+  function parseValue(text) {
+    try { return JSON.parse(text); } catch (e) { return text; }
+  }
+
+  // A call to the API: {status, ok, data}; a network failure is status 0.
+  function api(method, path, body) {
+    var init = { method: method, headers: { Accept: 'application/json' }, credentials: 'same-origin' };
+    if (body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    return fetch(path, init).then(function (res) {
+      return res.json().catch(function () { return null; }).then(function (data) {
+        return { status: res.status, ok: res.ok, data: data };
+      });
+    }, function (e) {
+      return { status: 0, ok: false, data: { error: 'cannot reach the server: ' + e.message } };
+    });
+  }
+
+  // The API's error message, with its list of located errors (an invalid spec, invalid inputs).
+  function showError(box, r) {
+    var message = r.data && typeof r.data.error === 'string' ? r.data.error : 'the server answered ' + r.status;
+    box.replaceChildren(document.createTextNode(message));
+    var errors = r.data && Array.isArray(r.data.errors) ? r.data.errors : [];
+    if (errors.length > 1) {
+      box.appendChild(el('ul', {}, errors.map(function (e) { return el('li', {}, [display(e.text || e.message || e)]); })));
+    }
+    box.hidden = false;
+  }
+
+  function showMessage(box, message) {
+    box.replaceChildren(document.createTextNode(message));
+    box.hidden = false;
+  }
+
+  // ---- Answer forms (run page and inbox) --------------------------------------------------------------
+
+  function answerForm(runId, responseId) {
+    var form = el('form', { className: 'answer-form', 'data-run-id': runId, 'data-response-id': responseId }, [
+      el('label', {}, ['Answer ', el('span', { className: 'hint' }, ['(JSON, or plain text sent as a string)']),
+        el('textarea', { name: 'value', rows: 2, required: true })]),
+      el('button', { type: 'submit' }, ['Answer']),
+      el('p', { className: 'form-error', role: 'alert', hidden: true })
+    ]);
+    return form;
+  }
+
+  function answered(form) {
+    var runId = form.dataset.runId;
+    var item = form.closest('li');
+    if (document.body.dataset.page === 'inbox' && item) {
+      // The item leaves the inbox; a note links to its run.
+      var link = el('a', { href: '/runs/' + seg(runId) }, ['Open run ' + runId]);
+      var note = el('li', { className: 'card answered-note', 'data-run-id': runId }, [
+        el('p', { className: 'done' }, ['Answered ' + form.dataset.responseId + '. ', link])
+      ]);
+      item.replaceWith(note);
+      updateInboxEmpty();
+    } else {
+      form.replaceWith(el('p', { className: 'done' }, ['Answered; the run continues once every answer is in.']));
+    }
+  }
+
+  document.addEventListener('submit', function (ev) {
+    var form = ev.target;
+    if (!form.classList || !form.classList.contains('answer-form')) return;
+    ev.preventDefault();
+    var button = form.querySelector('button');
+    var box = form.querySelector('.form-error');
+    box.hidden = true;
+    button.disabled = true;
+    var path = '/api/v1/runs/' + seg(form.dataset.runId) + '/responses/' + seg(form.dataset.responseId);
+    api('POST', path, { value: parseValue(form.elements.value.value) }).then(function (r) {
+      button.disabled = false;
+      if (r.status === 202) answered(form);
+      else showError(box, r);
+    });
+  });
+
+  // Ctrl+Enter (Cmd+Enter) in an answer sends it.
+  document.addEventListener('keydown', function (ev) {
+    var t = ev.target;
+    if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey) && t.form && t.form.classList.contains('answer-form')) {
+      ev.preventDefault();
+      t.form.requestSubmit();
+    }
+  });
+
+  // ---- Runs list ----------------------------------------------------------------------------------------
+
+  function runsPage() {
+    var table = document.getElementById('runs');
+    if (!table || table.dataset.live !== 'true') return;
+    var status = table.dataset.status;
+    var tbody = table.tBodies[0];
+    function render(runs) {
+      tbody.replaceChildren.apply(tbody, runs.map(function (r) {
+        return el('tr', { 'data-run-id': r.run_id }, [
+          el('td', {}, [el('a', { href: '/runs/' + seg(r.run_id) }, [r.run_id])]),
+          el('td', {}, [r.name || '']),
+          el('td', {}, [badge(r.status)]),
+          el('td', {}, [(r.pending || []).join(', ')]),
+          el('td', {}, [timeEl(r.updated_at)])
+        ]);
+      }));
+      document.getElementById('runs-empty').hidden = runs.length > 0;
+    }
+    function tick() {
+      var next = function () { setTimeout(tick, 2000); };
+      if (document.hidden) return next();
+      api('GET', '/api/v1/runs?limit=50' + (status ? '&status=' + seg(status) : '')).then(function (r) {
+        if (r.ok && r.data && Array.isArray(r.data.runs)) render(r.data.runs);
+        next();
+      });
+    }
+    setTimeout(tick, 2000);
+  }
+
+  // ---- Run page -----------------------------------------------------------------------------------------
+
+  function eventDetail(name, d) {
+    var attempt = d.attempt > 1 ? ' (attempt ' + d.attempt + ')' : '';
+    switch (name) {
+      case 'agent_started': return attempt.trim();
+      case 'agent_completed': return display(d.output) + attempt;
+      case 'agent_failed': return display(d.error) + attempt;
+      case 'tool_call': return (d.tool || '') + ' ' + display(d.arguments);
+      case 'tool_result': return (d.tool || '') + ' → ' + display(d.result);
+      case 'planner_decision': return [display(d.decision), d.rationale ? display(d.rationale) : ''].join(' ').trim();
+      case 'suspended': return 'waiting for ' + (d.pending || []).map(function (p) { return p.id; }).join(', ');
+      case 'resumed': return 'answers ' + display(d.answers);
+      case 'completed': return display(d.output);
+      case 'failed': return display(d.error);
+      default: return '';
+    }
+  }
+
+  function runPage() {
+    var root = document.getElementById('run');
+    if (!root) return;
+    var id = root.dataset.runId;
+    var base = '/api/v1/runs/' + seg(id);
+    var tbody = document.querySelector('#timeline tbody');
+    var live = document.getElementById('live');
+    var cancel = document.getElementById('cancel');
+    var note = document.getElementById('cancel-note');
+    var lastToken = null;
+
+    function addRow(name, d) {
+      if (name === 'token') {
+        if (lastToken && lastToken.path === d.path) {
+          lastToken.text += d.text || '';
+          lastToken.cell.textContent = lastToken.text.length > 400 ? '…' + lastToken.text.slice(-400) : lastToken.text;
+          return;
+        }
+      }
+      var full = name === 'token' ? (d.text || '') : eventDetail(name, d);
+      var cell = el('td', {}, [clip(full, 300)]);
+      if (full.length > 300) cell.title = clip(full, 5000);
+      var path = d.path || '';
+      if (d.item !== undefined) path += ' [item ' + display(d.item) + ']';
+      tbody.appendChild(el('tr', { 'data-event': name }, [
+        el('td', {}, [d.seq !== undefined && d.seq !== null ? String(d.seq) : '']),
+        el('td', {}, [el('span', { className: 'ev ev-' + name }, [name])]),
+        el('td', {}, [d.agent || '']),
+        el('td', {}, [el('code', {}, [path])]),
+        cell
+      ]));
+      lastToken = name === 'token' ? { path: d.path, cell: cell, text: full } : null;
+    }
+
+    function pendingItem(p) {
+      return el('li', { className: 'card pending-item', 'data-response-id': p.id }, [
+        el('p', { className: 'prompt' }, [display(p.prompt)]),
+        el('p', { className: 'meta-line' }, ['response ', el('code', {}, [p.id]), ' · agent ', el('code', {}, [p.agent || ''])]),
+        answerForm(id, p.id)
+      ]);
+    }
+
+    function applyRun(run) {
+      document.getElementById('run-status').replaceChildren(badge(run.status));
+      document.getElementById('run-name').textContent = run.name || '';
+      document.getElementById('run-created').replaceChildren(timeEl(run.created_at));
+      document.getElementById('run-updated').replaceChildren(timeEl(run.updated_at));
+      document.getElementById('run-steps').textContent = String(run.steps === undefined ? '' : run.steps);
+      var out = run.output === null || run.output === undefined;
+      document.getElementById('run-output-box').hidden = out;
+      document.getElementById('run-output').textContent = out ? '' : display(run.output);
+      var err = run.error === null || run.error === undefined;
+      document.getElementById('run-error-box').hidden = err;
+      document.getElementById('run-error').textContent = err ? '' : display(run.error);
+
+      // Pending steps: keep the items still waiting (an answer being typed stays), add the new ones.
+      var list = document.getElementById('pending');
+      var pending = Array.isArray(run.pending) ? run.pending : [];
+      var ids = pending.map(function (p) { return p.id; });
+      Array.prototype.slice.call(list.children).forEach(function (li) {
+        if (ids.indexOf(li.dataset.responseId) < 0) li.remove();
+      });
+      pending.forEach(function (p) {
+        var shown = Array.prototype.some.call(list.children, function (li) { return li.dataset.responseId === p.id; });
+        if (!shown) list.appendChild(pendingItem(p));
+      });
+      document.getElementById('pending-box').hidden = pending.length === 0;
+
+      var state = run.state || {};
+      var keys = Object.keys(state).sort();
+      var shownKeys = keys.filter(function (k) { return k.charAt(0) !== '_'; });
+      document.querySelector('#state tbody').replaceChildren.apply(document.querySelector('#state tbody'),
+        shownKeys.map(function (k) {
+          return el('tr', {}, [el('td', {}, [el('code', {}, [k])]),
+            el('td', {}, [el('pre', { className: 'value' }, [display(state[k])])])]);
+        }));
+      document.getElementById('state-empty').hidden = shownKeys.length > 0;
+      document.getElementById('state-hidden').hidden = keys.length === shownKeys.length;
+      document.getElementById('state-hidden-count').textContent = String(keys.length - shownKeys.length);
+      var active = run.status === 'running' || run.status === 'suspended';
+      cancel.hidden = !active;
+      if (!active) note.textContent = '';
+    }
+
+    var refreshing = false, again = false, soon = null;
+    function refresh() {
+      if (refreshing) { again = true; return; }
+      refreshing = true;
+      api('GET', base).then(function (r) {
+        if (r.ok && r.data) applyRun(r.data);
+        refreshing = false;
+        if (again) { again = false; refresh(); }
+      });
+    }
+    function refreshSoon() {
+      if (soon) return;
+      soon = setTimeout(function () { soon = null; refresh(); }, 700);
+    }
+
+    var opened = false, ended = false;
+    var source = new EventSource(base + '/events');
+    source.addEventListener('open', function () {
+      // A reconnection replays the journal from the start.
+      if (opened) { tbody.replaceChildren(); lastToken = null; }
+      opened = true;
+      live.textContent = 'live';
+    });
+    source.addEventListener('error', function () {
+      if (!ended) live.textContent = source.readyState === EventSource.CLOSED ? 'disconnected' : 'reconnecting…';
+    });
+    EVENTS.forEach(function (name) {
+      source.addEventListener(name, function (e) {
+        var d = {};
+        try { d = JSON.parse(e.data) || {}; } catch (x) { d = {}; }
+        addRow(name, d);
+        if (FINAL[name]) {
+          ended = true;
+          source.close();
+          live.textContent = 'ended';
+          refresh();
+        } else if (name === 'suspended' || name === 'resumed') {
+          refresh();
+        } else if (name === 'agent_completed' || name === 'agent_failed') {
+          refreshSoon();
+        }
+      });
+    });
+
+    cancel.addEventListener('click', function () {
+      cancel.disabled = true;
+      api('POST', base + '/cancel').then(function (r) {
+        cancel.disabled = false;
+        if (r.status === 202) note.textContent = 'Cancelling: the run stops at its next step.';
+        else note.textContent = r.data && r.data.error ? r.data.error : 'the server answered ' + r.status;
+      });
+    });
+  }
+
+  // ---- Inbox --------------------------------------------------------------------------------------------
+
+  function updateInboxEmpty() {
+    var list = document.getElementById('inbox');
+    var empty = document.getElementById('inbox-empty');
+    if (list && empty) empty.hidden = list.querySelector('li.inbox-item') !== null;
+  }
+
+  function inboxPage() {
+    var list = document.getElementById('inbox');
+    if (!list) return;
+    function key(runId, responseId) { return runId + '\u0000' + responseId; }
+    function item(i) {
+      return el('li', { className: 'card inbox-item', 'data-run-id': i.run_id, 'data-response-id': i.id }, [
+        el('p', { className: 'prompt' }, [display(i.prompt)]),
+        el('p', { className: 'meta-line' }, ['run ', el('a', { href: '/runs/' + seg(i.run_id) }, [i.run_id]),
+          ' (' + (i.name || '') + ') · response ', el('code', {}, [i.id]), ' · agent ', el('code', {}, [i.agent || '']),
+          ' · waiting since ', timeEl(i.since)]),
+        answerForm(i.run_id, i.id)
+      ]);
+    }
+    // Reconciles with the server's list: items answered elsewhere leave, new ones are added at the end.
+    function sync(items) {
+      var wanted = {};
+      items.forEach(function (i) { wanted[key(i.run_id, i.id)] = i; });
+      var shown = {};
+      Array.prototype.slice.call(list.querySelectorAll('li.inbox-item')).forEach(function (li) {
+        var k = key(li.dataset.runId, li.dataset.responseId);
+        if (!wanted[k]) li.remove();
+        else shown[k] = true;
+      });
+      items.forEach(function (i) {
+        if (!shown[key(i.run_id, i.id)]) list.appendChild(item(i));
+      });
+      updateInboxEmpty();
+    }
+    function tick() {
+      var next = function () { setTimeout(tick, 2000); };
+      if (document.hidden) return next();
+      api('GET', '/inbox.json').then(function (r) {
+        if (r.ok && r.data && Array.isArray(r.data.items)) sync(r.data.items);
+        next();
+      });
+    }
+    setTimeout(tick, 2000);
+  }
+
+  // ---- New run ------------------------------------------------------------------------------------------
+
+  function newRunPage() {
+    var form = document.getElementById('new-run');
+    if (!form) return;
+    var select = form.elements.spec_name;
+    var box = document.getElementById('new-run-error');
+    var button = form.querySelector('button[type=submit]');
+    function showInfo() {
+      document.querySelectorAll('.spec-info').forEach(function (d) { d.hidden = d.dataset.spec !== select.value; });
+    }
+    var wanted = new URLSearchParams(location.search).get('spec');
+    if (wanted !== null) select.value = wanted;
+    select.addEventListener('change', showInfo);
+    showInfo();
+    form.addEventListener('submit', function (ev) {
+      ev.preventDefault();
+      box.hidden = true;
+      var text = form.elements.inputs.value.trim();
+      var inputs;
+      try { inputs = text === '' ? {} : JSON.parse(text); } catch (e) {
+        return showMessage(box, 'inputs: not valid JSON (' + e.message + ')');
+      }
+      if (inputs === null || typeof inputs !== 'object' || Array.isArray(inputs)) {
+        return showMessage(box, 'inputs: expected a JSON object, like {"topic": "dragons"}');
+      }
+      var body = { spec_name: select.value, inputs: inputs };
+      var runId = form.elements.run_id.value.trim();
+      if (runId) body.run_id = runId;
+      button.disabled = true;
+      api('POST', '/api/v1/runs', body).then(function (r) {
+        if (r.status === 201 && r.data && typeof r.data.run_id === 'string') {
+          location.assign('/runs/' + seg(r.data.run_id));
+          return;
+        }
+        button.disabled = false;
+        showError(box, r);
+      });
+    });
+  }
+
+  function start() {
+    runsPage();
+    runPage();
+    inboxPage();
+    newRunPage();
+    document.body.dataset.ready = '1';
+  }
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+  else start();
+})();

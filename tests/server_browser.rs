@@ -1,0 +1,414 @@
+//! The web UI of `agentic serve` in a real browser (headless Chromium driven over the DevTools protocol with
+//! chromiumoxide): the real binary serves `examples/specs` with a loopback OpenAI-compatible model; the
+//! browser starts an `order_approval` run from the new-run form, answers its human step in the inbox and
+//! watches the run page reach `completed` with the shipped order. An XSS probe in a human prompt, the state
+//! and an answer stays text on the run page and in the inbox.
+//!
+//! Screenshots land in `target/tmp/server-ui/`; with `AGENTIC_UPDATE_SCREENSHOTS=1` they also replace
+//! `docs/img/server-run.png` and `docs/img/server-inbox.png`.
+//!
+//! Skipped with a message when Chromium is not installed, unless `AGENTIC_REQUIRE_BROWSER` is set (CI sets it).
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chromiumoxide::cdp::browser_protocol::page::{
+    CaptureScreenshotFormat, EventJavascriptDialogOpening, HandleJavaScriptDialogParams,
+};
+use chromiumoxide::cdp::js_protocol::runtime::{ConsoleApiCalledType, EventConsoleApiCalled, EventExceptionThrown};
+use chromiumoxide::handler::viewport::Viewport;
+use chromiumoxide::page::ScreenshotParams;
+use chromiumoxide::{Browser, BrowserConfig, Page};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const PROBE: &str = r#"<img src=x onerror="document.body.dataset.xss=1">"#;
+
+/// What the `extract` agent's model answers (its output schema: customer, item, quantity).
+const ORDER_FIELDS: &str = r#"{"customer":"ACME Corp","item":"widgets","quantity":1000}"#;
+
+/// A run whose state, human prompt and output carry the probe (posted over the API as text).
+const PROBE_SPEC: &str = r#"
+version: 1
+name: xss_probe
+root: main
+agents:
+  main: { kind: sequence, agents: [note, ask, done], output_key: done }
+  note: { kind: compute, inputs: [text], template: "{{ text }}", output_key: note }
+  ask:
+    kind: human
+    prompt: 'Approve <img src=x onerror="document.body.dataset.xss=1"> {{ note }}?'
+    response_id: check
+    output_key: answer
+  done: { kind: compute, template: "answered {{ answer }}", output_key: done }
+"#;
+
+/// Every wait's limit: each wait polls and returns as soon as its condition holds.
+const WAIT: Duration = Duration::from_secs(20);
+
+fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("AGENTIC_CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    let candidates = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"];
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path).chain([PathBuf::from("/usr/bin")]) {
+        for c in candidates {
+            let p = dir.join(c);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// `agentic serve` as a child process, killed on drop; its log is kept in `log`.
+struct Serve {
+    child: Child,
+    base: String,
+    log: PathBuf,
+}
+
+impl Serve {
+    fn start(store: &Path, model_url: &str) -> Serve {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let specs = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/specs");
+        let log = store.with_extension("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_agentic"))
+            .args(["serve", "--store"])
+            .arg(store)
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--specs"])
+            .arg(&specs)
+            .env("OPENAI_BASE_URL", model_url)
+            .env("OPENAI_API_KEY", "sk-loopback")
+            .env("OPENAI_MODEL", "gpt-test")
+            .env_remove("AGENTIC_TOKEN")
+            .env_remove("AGENTIC_STORE")
+            .env_remove("AGENTIC_LOG")
+            .env_remove("AGENTIC_TEST_KILL_AFTER_STEP")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("the binary starts");
+        Serve { child, base: format!("http://127.0.0.1:{port}"), log }
+    }
+
+    /// Waits until `/healthz` answers.
+    async fn ready(&mut self, http: &reqwest::Client) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Ok(r) = http.get(format!("{}/healthz", self.base)).send().await
+                && r.status().is_success()
+            {
+                return;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("agentic serve exited ({status}): {}", std::fs::read_to_string(&self.log).unwrap_or_default());
+            }
+            assert!(Instant::now() < deadline, "agentic serve did not answer /healthz");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What the page did that it must not: dialogs opened, uncaught exceptions and `console.error` calls.
+#[derive(Default)]
+struct Watch {
+    dialogs: AtomicUsize,
+    errors: Mutex<Vec<String>>,
+}
+
+impl Watch {
+    async fn attach(page: &Page) -> Arc<Watch> {
+        let watch = Arc::new(Watch::default());
+        let mut dialogs = page.event_listener::<EventJavascriptDialogOpening>().await.unwrap();
+        let (w, p) = (watch.clone(), page.clone());
+        tokio::spawn(async move {
+            while let Some(event) = dialogs.next().await {
+                w.dialogs.fetch_add(1, Ordering::SeqCst);
+                w.errors.lock().unwrap().push(format!("dialog: {}", event.message));
+                let _ = p.execute(HandleJavaScriptDialogParams::new(false)).await;
+            }
+        });
+        let mut exceptions = page.event_listener::<EventExceptionThrown>().await.unwrap();
+        let w = watch.clone();
+        tokio::spawn(async move {
+            while let Some(event) = exceptions.next().await {
+                w.errors.lock().unwrap().push(format!("exception: {:?}", event.exception_details));
+            }
+        });
+        let mut console = page.event_listener::<EventConsoleApiCalled>().await.unwrap();
+        let w = watch.clone();
+        tokio::spawn(async move {
+            while let Some(event) = console.next().await {
+                if event.r#type == ConsoleApiCalledType::Error {
+                    w.errors.lock().unwrap().push(format!("console.error: {:?}", event.args));
+                }
+            }
+        });
+        watch
+    }
+
+    fn assert_clean(&self, where_: &str) {
+        assert_eq!(self.dialogs.load(Ordering::SeqCst), 0, "a dialog opened on {where_}");
+        let errors = self.errors.lock().unwrap();
+        assert!(errors.is_empty(), "errors on {where_}: {errors:?}");
+    }
+}
+
+/// The value of a JavaScript expression (`null` when it has none or the page is between documents).
+async fn eval(page: &Page, expression: &str) -> Value {
+    match page.evaluate(expression).await {
+        Ok(result) => result.value().cloned().unwrap_or(Value::Null),
+        Err(_) => Value::Null,
+    }
+}
+
+/// Polls `expression` until it is truthy (not null, false, 0 or ""); returns its value.
+async fn wait_for(page: &Page, what: &str, expression: &str) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let value = eval(page, expression).await;
+        let truthy = match &value {
+            Value::Null => false,
+            Value::Bool(b) => *b,
+            Value::Number(n) => n.as_f64() != Some(0.0),
+            Value::String(s) => !s.is_empty(),
+            _ => true,
+        };
+        if truthy {
+            return value;
+        }
+        if Instant::now() > deadline {
+            let body = eval(page, "document.body ? document.body.innerText : ''").await;
+            panic!("timed out waiting for {what}; last value {value}; the page shows:\n{body}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits for a page of the UI at `path` whose script has run.
+async fn wait_page(page: &Page, path: &str) {
+    let check = format!("location.pathname === {} && document.body.dataset.ready === '1'", json!(path));
+    wait_for(page, &format!("the page {path}"), &check).await;
+}
+
+async fn click(page: &Page, selector: &str) {
+    page.find_element(selector).await.unwrap_or_else(|e| panic!("no {selector}: {e}")).click().await.unwrap();
+}
+
+async fn type_into(page: &Page, selector: &str, text: &str) {
+    let element = page.find_element(selector).await.unwrap_or_else(|e| panic!("no {selector}: {e}"));
+    element.click().await.unwrap();
+    // Select what is there, so that typing replaces it.
+    element.call_js_fn("function() { this.select(); }", false).await.unwrap();
+    element.type_str(text).await.unwrap();
+}
+
+/// The checks of the probe: nothing ran, no element was made from it, and its text is on the page.
+async fn assert_probe_is_text(page: &Page, watch: &Watch, where_: &str) {
+    let state = eval(
+        page,
+        &format!(
+            "({{xss: document.body.dataset.xss === undefined ? null : document.body.dataset.xss, \
+               images: document.querySelectorAll('img').length, visible: document.body.innerText.includes({})}})",
+            json!(PROBE)
+        ),
+    )
+    .await;
+    assert_eq!(state, json!({"xss": null, "images": 0, "visible": true}), "the probe on {where_}");
+    watch.assert_clean(where_);
+}
+
+async fn screenshot(page: &Page, name: &str) {
+    let png = page.screenshot(ScreenshotParams::builder().format(CaptureScreenshotFormat::Png).build()).await.unwrap();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("server-ui");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), &png).unwrap();
+    if std::env::var_os("AGENTIC_UPDATE_SCREENSHOTS").is_some() {
+        std::fs::write(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/img").join(name), &png).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_ui_takes_an_order_through_the_inbox_in_chromium_and_shows_run_data_as_text() {
+    let Some(chromium) = chromium() else {
+        if std::env::var_os("AGENTIC_REQUIRE_BROWSER").is_some() {
+            panic!("AGENTIC_REQUIRE_BROWSER is set but Chromium was not found (install Debian's `chromium`)");
+        }
+        eprintln!("SKIPPED: Chromium not found (apt-get install -y chromium); the browser checks did not run");
+        return;
+    };
+    let started = Instant::now();
+
+    // The model: every chat completion answers the order's fields.
+    let model = MockServer::start().await;
+    let completion = json!({
+        "id": "c", "object": "chat.completion", "model": "gpt-test",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": ORDER_FIELDS}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 4}
+    });
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(200).set_body_json(completion)).mount(&model).await;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let mut serve = Serve::start(&tmp.path().join("store"), &format!("{}/v1", model.uri()));
+    let http = reqwest::Client::new();
+    serve.ready(&http).await;
+    let base = serve.base.clone();
+
+    // The probe run, over the API: it waits in the inbox next to the order.
+    let created = http
+        .post(format!("{base}/api/v1/runs"))
+        .json(&json!({"spec": PROBE_SPEC, "inputs": {"text": PROBE}, "run_id": "xss-probe"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), reqwest::StatusCode::CREATED);
+
+    let profile = tempfile::tempdir().unwrap();
+    let config = BrowserConfig::builder()
+        .chrome_executable(&chromium)
+        .no_sandbox()
+        .user_data_dir(profile.path())
+        .window_size(1280, 800)
+        .viewport(Viewport { width: 1280, height: 800, ..Viewport::default() })
+        .args(["--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--disable-background-networking"])
+        .build()
+        .unwrap();
+    let (mut browser, mut handler) = Browser::launch(config).await.expect("chromium starts");
+    let events = tokio::spawn(async move { while handler.next().await.is_some() {} });
+    let page = browser.new_page("about:blank").await.unwrap();
+    let watch = Watch::attach(&page).await;
+
+    // The runs list, then the new-run form through the nav.
+    page.goto(format!("{base}/")).await.unwrap();
+    wait_page(&page, "/").await;
+    wait_for(&page, "the probe run listed", "document.querySelector('tr[data-run-id=\"xss-probe\"]') !== null").await;
+    click(&page, r#"header nav a[href="/new"]"#).await;
+    wait_page(&page, "/new").await;
+    let picked = eval(
+        &page,
+        "(function () { const s = document.getElementById('spec_name'); s.value = 'order_approval'; \
+         s.dispatchEvent(new Event('change', {bubbles: true})); return s.value; })()",
+    )
+    .await;
+    assert_eq!(picked, "order_approval", "order_approval is offered");
+    type_into(&page, "#inputs", r#"{"order": "ACME Corp orders 1000 widgets"}"#).await;
+    type_into(&page, "#run_id", "order-1").await;
+    click(&page, "#new-run button[type=submit]").await;
+    wait_page(&page, "/runs/order-1").await;
+
+    // The inbox shows the order's approval (and the probe, as text).
+    click(&page, r#"header nav a[href="/inbox"]"#).await;
+    wait_page(&page, "/inbox").await;
+    let order_item = r#"li.inbox-item[data-run-id="order-1"]"#;
+    let prompt = wait_for(
+        &page,
+        "the order's approval in the inbox",
+        &format!("(function () {{ const li = document.querySelector('{order_item}'); return li ? li.querySelector('.prompt').textContent : null; }})()"),
+    )
+    .await;
+    assert_eq!(prompt, "Ship 1000 widgets to ACME Corp? Answer approved or rejected.");
+    wait_for(
+        &page,
+        "the probe in the inbox",
+        "document.querySelector('li.inbox-item[data-run-id=\"xss-probe\"]') !== null",
+    )
+    .await;
+    assert_probe_is_text(&page, &watch, "the inbox").await;
+    screenshot(&page, "server-inbox.png").await;
+
+    type_into(&page, &format!("{order_item} textarea"), "approved").await;
+    click(&page, &format!("{order_item} button")).await;
+    let answered = r#"li.answered-note a[href="/runs/order-1"]"#;
+    wait_for(&page, "the answered note", &format!("document.querySelector('{answered}') !== null")).await;
+    assert_eq!(
+        eval(&page, &format!("document.querySelector('{order_item}') === null")).await,
+        true,
+        "the answered item left the inbox"
+    );
+
+    // The run page, reached from the note, fills in and completes.
+    click(&page, answered).await;
+    wait_page(&page, "/runs/order-1").await;
+    wait_for(
+        &page,
+        "the run completed with its output",
+        "document.querySelector('#run-status .badge').textContent === 'completed' && \
+         document.getElementById('run-output').textContent === 'SHIPPED 1000 widgets to ACME Corp'",
+    )
+    .await;
+    let timeline = wait_for(
+        &page,
+        "the timeline's final event",
+        "(function () { const rows = Array.from(document.querySelectorAll('#timeline tbody tr')); \
+           if (!rows.some(r => r.dataset.event === 'completed')) return null; \
+           return rows.filter(r => r.dataset.event === 'agent_completed').map(r => \
+             [r.cells[0].textContent, r.cells[2].textContent, r.cells[3].textContent]); })()",
+    )
+    .await;
+    assert_eq!(
+        timeline,
+        json!([
+            ["2", "extract", "root/0"],
+            ["3", "approval", "root/1"],
+            ["4", "ship", "root/2"],
+            ["5", "order_workflow", "root"]
+        ]),
+        "one row per journaled step, with its seq, agent and path"
+    );
+    let state = eval(&page, "document.getElementById('state').innerText").await;
+    assert!(state.as_str().unwrap().contains("SHIPPED 1000 widgets to ACME Corp"), "{state}");
+    assert_eq!(eval(&page, "document.getElementById('cancel').hidden").await, true, "no cancel once ended");
+    let report = eval(&page, "document.querySelector('a[href=\"/api/v1/runs/order-1/report\"]') !== null").await;
+    assert_eq!(report, true, "the report is linked");
+    watch.assert_clean("the order's run page");
+    screenshot(&page, "server-run.png").await;
+
+    // The probe's run page: the state and prompt as text; answered with the probe, its output as text too.
+    page.goto(format!("{base}/runs/xss-probe")).await.unwrap();
+    wait_page(&page, "/runs/xss-probe").await;
+    wait_for(
+        &page,
+        "the probe's timeline",
+        "document.querySelector('#timeline tr[data-event=\"suspended\"]') !== null",
+    )
+    .await;
+    assert_probe_is_text(&page, &watch, "the probe's run page").await;
+    let shown = eval(&page, "document.querySelector('#pending .prompt').textContent").await;
+    assert_eq!(shown, json!(format!("Approve {PROBE} {PROBE}?")));
+    type_into(&page, "#pending textarea", PROBE).await;
+    click(&page, "#pending button").await;
+    let output = wait_for(
+        &page,
+        "the probe's output",
+        "document.querySelector('#run-status .badge').textContent === 'completed' && \
+         document.getElementById('run-output').textContent",
+    )
+    .await;
+    assert_eq!(output, json!(format!("answered {PROBE}")));
+    assert_probe_is_text(&page, &watch, "the probe's completed run page").await;
+
+    browser.close().await.unwrap();
+    let _ = browser.wait().await;
+    events.await.unwrap();
+    drop(serve);
+    let took = started.elapsed();
+    eprintln!("the browser test took {took:?}");
+    assert!(took < Duration::from_secs(60), "the browser test took {took:?}");
+}
