@@ -345,6 +345,17 @@ async fn a_token_is_required_when_configured() {
     assert_eq!(right.json::<Value>().await.unwrap(), json!({"status": "ok", "store": "test", "runs_in_flight": 0}));
     h.stop().await;
 
+    // Not loopback with a token: a request without it gets 401.
+    let store = agentic_store::MemoryStore::new().store_ref();
+    let config = ServerConfig::new(store).listen("0.0.0.0:0".parse().unwrap()).token(Some("t0k".into()), "TEST_TOKEN");
+    let server = Server::start(config).await.unwrap();
+    let url = format!("http://127.0.0.1:{}/api/v1/runs", server.local_addr().port());
+    let response = reqwest::Client::new().get(&url).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let response = reqwest::Client::new().get(&url).bearer_auth("t0k").send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    server.shutdown().await.unwrap();
+
     // Not loopback and no token: refused before listening.
     let store = agentic_store::MemoryStore::new().store_ref();
     let config = ServerConfig::new(store).listen("0.0.0.0:0".parse().unwrap());
