@@ -184,10 +184,17 @@ impl RunSession {
                 delta: inputs.into_iter().collect(),
                 ..StepRecord::new(&*run_id, run.next_seq(), INPUTS_PATH)
             };
-            run.journal_step(record).await?;
+            match (&store, req.durability) {
+                // Appended with the run record and made durable by the same flush below (sync) or by the
+                // writer's first flush (async): a crash never leaves one without the other.
+                (Some(store), Durability::Sync | Durability::Async) => {
+                    store.append_dyn(record).await.map_err(store_err)?
+                }
+                _ => run.journal_step(record).await?,
+            }
         }
-        // The record says `running` only once the inputs are journaled: a crash in between must not leave a
-        // run that a restart would continue without them.
+        // The record says `running` only once the inputs are in the journal: a crash in between must not
+        // leave a run that a restart would continue without them.
         if let (Some(store), Some(rec)) = (&store, record.as_ref()) {
             store.put_run_dyn(rec.clone()).await.map_err(store_err)?;
             if req.durability == Durability::Sync {
