@@ -12,4 +12,5 @@ pub mod llm;
 pub mod proc;
 pub mod runner;
 pub mod scenarios;
+pub mod serve;
 pub mod table;

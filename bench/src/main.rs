@@ -8,7 +8,7 @@ use agentic_bench::error::{Context, Result};
 use agentic_bench::langgraph::{self, Figures};
 use agentic_bench::runner::{self, Lg, Plan, Setup};
 use agentic_bench::scenarios::{self, ConcurrentMode};
-use agentic_bench::{proc, table};
+use agentic_bench::{proc, serve, table};
 use clap::{Parser, Subcommand};
 
 /// The engine side by side with the LangGraph baseline harness: one table, scenario | LangGraph | ours | ratio.
@@ -19,7 +19,7 @@ struct Args {
     #[arg(long)]
     quick: bool,
     /// Run only these scenarios (repeatable or comma-separated): seq, fanout, resume, concurrent, disk, fsync,
-    /// llm.
+    /// llm, serve.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     scenario: Vec<String>,
     /// Also run the Python harness now, back to back (a virtualenv is created under the output directory from
@@ -58,6 +58,15 @@ enum ChildWhat {
     Resume { store: PathBuf, id: String },
     /// M concurrent 5-step runs in this process.
     Concurrent { m: usize, mode: String },
+    /// The server of `agentic serve` (the same library call), for the smoke test of the serve scenario.
+    Serve {
+        #[arg(long)]
+        store: PathBuf,
+        #[arg(long)]
+        specs: PathBuf,
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+    },
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -78,6 +87,18 @@ fn run_child(what: ChildWhat) -> Result<()> {
         ChildWhat::Concurrent { m, mode } => {
             let r = rt.block_on(scenarios::concurrent_child(m, ConcurrentMode::parse(&mode)?))?;
             serde_json::to_string(&r).ctx("encoding the result")?
+        }
+        ChildWhat::Serve { store, specs, listen } => {
+            let sled = agentic::store::SledStore::open(&store).ctx(format!("opening {}", store.display()))?;
+            let config = agentic_server::ServerConfig::new(sled.store_ref())
+                .state_dir(&store)
+                .listen(listen)
+                .specs_dir(&specs);
+            rt.block_on(async {
+                let server = agentic_server::Server::start(config).await.ctx("starting the server")?;
+                server.run_until(std::future::pending::<()>()).await.ctx("serving")
+            })?;
+            return Ok(());
         }
     };
     println!("{line}");
@@ -158,7 +179,27 @@ fn main_inner(args: Args) -> Result<()> {
         notes.push("LangGraph column: the harness's recorded results-langgraph.md (run 3, same machine); pass --langgraph to re-run it back to back.".into());
     }
 
-    let setup = Setup { plan, scenarios: args.scenario.clone(), work: out.join("tmp"), exe };
+    let serve_on = args.scenario.is_empty() || args.scenario.iter().any(|s| s == "serve");
+    let serve_cmd = if serve_on {
+        let bin = serve::agentic_binary(&exe)?;
+        vec![bin.display().to_string(), "serve".to_string()]
+    } else {
+        Vec::new()
+    };
+    let lg_project = Path::new(env!("CARGO_MANIFEST_DIR")).join("langgraph-serve");
+    let langgraph_serve = if serve_on && args.langgraph {
+        match serve::ensure_langgraph_venv(&lg_project, &out.join("venv-serve"), &args.python) {
+            Ok(venv) => Some((venv, lg_project)),
+            Err(e) => {
+                eprintln!("bench: LangGraph's dev server is not available: {e}");
+                notes.push(format!("serve: no LangGraph dev server (its virtualenv failed: {e})."));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let setup = Setup { plan, scenarios: args.scenario.clone(), work: out.join("tmp"), exe, serve_cmd, langgraph_serve };
     let rt = runtime()?;
     let load_ours = proc::loadavg();
     let report = runner::run(&setup, &lg, &rt)?;

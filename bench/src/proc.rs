@@ -5,7 +5,16 @@ use std::time::Duration;
 
 /// A `Vm*:` field of `/proc/self/status` in KiB (`VmRSS`, `VmHWM`), or `None` off Linux.
 pub fn status_kib(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status_field("/proc/self/status", field)
+}
+
+/// A `Vm*:` field of process `pid`'s `/proc/PID/status` in KiB, or `None` when it is gone or off Linux.
+pub fn pid_status_kib(pid: u32, field: &str) -> Option<u64> {
+    status_field(&format!("/proc/{pid}/status"), field)
+}
+
+fn status_field(path: &str, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(path).ok()?;
     status
         .lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
@@ -25,7 +34,16 @@ pub fn peak_rss_kib() -> Option<u64> {
 
 /// CPU time (user + system, all threads) of this process so far, from `/proc/self/stat` (10 ms ticks).
 pub fn cpu_time() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    stat_cpu_time("/proc/self/stat")
+}
+
+/// CPU time (user + system, all threads) of process `pid` so far, from `/proc/PID/stat`.
+pub fn pid_cpu_time(pid: u32) -> Option<Duration> {
+    stat_cpu_time(&format!("/proc/{pid}/stat"))
+}
+
+fn stat_cpu_time(path: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(path).ok()?;
     // Fields after the command name (which may hold spaces) start at field 3; utime and stime are 14 and 15.
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();

@@ -12,10 +12,10 @@ use crate::error::{Context, Error, Result, ensure};
 use crate::langgraph::{Figures, HarnessPlan};
 use crate::scenarios::{self, Backend, ConcurrentMode, ConcurrentResult, Keys, ResumeTimes, Shape, median};
 use crate::table::{self, Row};
-use crate::{llm, proc};
+use crate::{llm, proc, serve};
 
 /// The scenarios, by the names `--scenario` takes.
-pub const SCENARIOS: [&str; 7] = ["seq", "fanout", "resume", "concurrent", "disk", "fsync", "llm"];
+pub const SCENARIOS: [&str; 8] = ["seq", "fanout", "resume", "concurrent", "disk", "fsync", "llm", "serve"];
 
 /// The LLM server's fixed latency.
 pub const LLM_LATENCY: Duration = Duration::from_millis(50);
@@ -43,6 +43,8 @@ pub struct Plan {
     pub llm_seq: (usize, usize),
     /// LLM: (M concurrent runs, steps per run, repetitions).
     pub llm_conc: (usize, usize, usize),
+    /// Serve: (M runs submitted over HTTP, C concurrent clients).
+    pub serve: (usize, usize),
 }
 
 const SLED: [Backend; 3] =
@@ -89,6 +91,7 @@ impl Plan {
             llm_parallel: (100, 5),
             llm_seq: (10, 3),
             llm_conc: (1000, 5, 3),
+            serve: (1000, 50),
         }
     }
 
@@ -116,6 +119,7 @@ impl Plan {
             llm_parallel: (100, 3),
             llm_seq: (10, 1),
             llm_conc: (1000, 5, 1),
+            serve: (300, 50),
         }
     }
 
@@ -132,6 +136,7 @@ impl Plan {
             llm_parallel: (5, 1),
             llm_seq: (2, 1),
             llm_conc: (5, 2, 1),
+            serve: (20, 4),
         }
     }
 
@@ -211,6 +216,12 @@ pub struct Setup {
     pub work: PathBuf,
     /// This binary, spawned for the child-process scenarios (resume, concurrent).
     pub exe: PathBuf,
+    /// The command that starts our server, without its `--store`, `--specs` and `--listen` (serve scenario):
+    /// `[".../agentic", "serve"]`.
+    pub serve_cmd: Vec<String>,
+    /// LangGraph's dev server for the serve scenario: the virtualenv with `langgraph-cli[inmem]` and the
+    /// directory holding `langgraph.json` and `chain.py`; `None` runs ours only.
+    pub langgraph_serve: Option<(PathBuf, PathBuf)>,
 }
 
 impl Setup {
@@ -262,6 +273,9 @@ pub fn run(setup: &Setup, lg: &Lg, rt: &tokio::runtime::Runtime) -> Result<Repor
     }
     if setup.on("llm") {
         run_llm(setup, rt, &mut report)?;
+    }
+    if setup.on("serve") {
+        run_serve(setup, rt, &mut report)?;
     }
     Ok(report)
 }
@@ -775,6 +789,77 @@ impl CpuAccount {
             per(self.steal)
         )
     }
+}
+
+fn run_serve(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -> Result<()> {
+    let (m, c) = setup.plan.serve;
+    let measure = |server: &serve::ServerProcess, what: &str| -> Result<serve::ServeResult> {
+        eprintln!("bench: {m} runs over HTTP from {c} clients to {what} (load {})", proc::loadavg());
+        let r = rt.block_on(serve::measure(server, m, c))?;
+        ensure(r.completed == m, || format!("{what}: {} of {m} runs completed", r.completed))?;
+        Ok(r)
+    };
+    let mut ours = Vec::new();
+    for durability in ["sync", "async"] {
+        let dir = tempfile::tempdir_in(&setup.work).ctx("temporary directory")?;
+        let server = serve::ServerProcess::agentic(&setup.serve_cmd, dir.path(), durability)?;
+        ours.push((durability, measure(&server, &format!("agentic serve ({durability})"))?));
+    }
+    report.counts.push(("serve runs completed (ours, sync)".into(), ours[0].1.completed));
+    let lg = match &setup.langgraph_serve {
+        Some((venv, project)) => {
+            let dir = tempfile::tempdir_in(&setup.work).ctx("temporary directory")?;
+            let server = serve::ServerProcess::langgraph(venv, project, dir.path())?;
+            let r = measure(&server, "langgraph dev")?;
+            report.counts.push(("serve runs completed (LangGraph)".into(), r.completed));
+            Some(r)
+        }
+        None => None,
+    };
+    let head = format!("serve: {m} runs of a 5-step chain over HTTP, {c} concurrent clients");
+    for (durability, r) in &ours {
+        let ratio = lg.as_ref().map(|l| r.runs_per_s() / l.runs_per_s());
+        report.rows.push(Row {
+            scenario: format!("{head}: runs/s (ours: {durability} durability; LangGraph dev: in memory)"),
+            langgraph: lg.as_ref().map(|l| format!("{:.0}", l.runs_per_s())).unwrap_or_default(),
+            ours: format!("{:.0} (wall {:.2} s)", r.runs_per_s(), r.wall.as_secs_f64()),
+            ratio: ratio.map(table::ratio).unwrap_or_default(),
+            target: String::new(),
+        });
+    }
+    let (_, sync) = &ours[0];
+    for (name, q, lq) in [
+        ("p50", sync.p50, lg.as_ref().map(|l| l.p50)),
+        ("p99", sync.p99, lg.as_ref().map(|l| l.p99)),
+    ] {
+        report.rows.push(Row {
+            scenario: format!("{head}: submit latency {name} (request → run created; ours sync)"),
+            langgraph: lq.map(table::dur).unwrap_or_default(),
+            ours: table::dur(q),
+            ratio: lq.map(|l| table::ratio(l.as_secs_f64() / q.as_secs_f64())).unwrap_or_default(),
+            target: String::new(),
+        });
+    }
+    let kib = |k: u64| table::bytes(k as f64 * 1024.0);
+    report.rows.push(Row {
+        scenario: format!("{head}: server peak RSS [after warm-up] (ours sync)"),
+        langgraph: lg.as_ref().map(|l| format!("{} [{}]", kib(l.peak_rss_kib), kib(l.base_rss_kib))).unwrap_or_default(),
+        ours: format!("{} [{}]", kib(sync.peak_rss_kib), kib(sync.base_rss_kib)),
+        ratio: lg.as_ref().map(|l| table::ratio(l.peak_rss_kib as f64 / sync.peak_rss_kib as f64)).unwrap_or_default(),
+        target: String::new(),
+    });
+    let per_run = |r: &serve::ServeResult| r.server_cpu.as_secs_f64() * 1e6 / m as f64;
+    report.rows.push(Row {
+        scenario: format!("{head}: server CPU time per run (ours sync)"),
+        langgraph: lg.as_ref().map(|l| table::us(per_run(l))).unwrap_or_default(),
+        ours: table::us(per_run(sync)),
+        ratio: lg.as_ref().map(|l| table::ratio(per_run(l) / per_run(sync))).unwrap_or_default(),
+        target: String::new(),
+    });
+    if lg.is_none() {
+        report.notes.push("serve: no LangGraph dev server this time (pass --langgraph to start one side by side).".into());
+    }
+    Ok(())
 }
 
 /// Fails unless every name in `scenarios` is known.

@@ -70,6 +70,8 @@ fn every_scenario_runs_at_a_tiny_size() {
         scenarios: Vec::new(),
         work: work.path().join("work"),
         exe: PathBuf::from(env!("CARGO_BIN_EXE_agentic-bench")),
+        serve_cmd: vec![env!("CARGO_BIN_EXE_agentic-bench").into(), "child".into(), "serve".into()],
+        langgraph_serve: None,
     };
     let report = runner::run(&setup, &Lg::default(), &rt).expect("bench");
     let count = |what: &str| {
@@ -87,6 +89,9 @@ fn every_scenario_runs_at_a_tiny_size() {
     // How many calls overlap depends on the machine's speed; only the bounds are exact.
     assert!((1..=5).contains(&count("llm parallel peak in flight")));
     assert!((1..=5).contains(&count("llm concurrent peak in flight")));
+    // Every run checked its output ([input, 0, 1, 2, 3, 4]) through the completed event of its SSE stream.
+    assert_eq!(count("serve runs completed (ours, sync)"), 20);
+    assert!(report.rows.iter().any(|r| r.scenario.contains("submit latency p99")));
     assert!(report.rows.len() >= 10);
 }
 
