@@ -35,6 +35,12 @@ struct Args {
     /// Where the table, the virtualenv, the harness copy and the scratch stores go (default: target/bench).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// The serve scenario's size: runs submitted over HTTP (default 1000; 300 with --quick).
+    #[arg(long, value_name = "M")]
+    serve_runs: Option<usize>,
+    /// The serve scenario's concurrent clients (default 50).
+    #[arg(long, value_name = "C")]
+    serve_clients: Option<usize>,
     #[command(subcommand)]
     child: Option<Child>,
 }
@@ -90,10 +96,8 @@ fn run_child(what: ChildWhat) -> Result<()> {
         }
         ChildWhat::Serve { store, specs, listen } => {
             let sled = agentic::store::SledStore::open(&store).ctx(format!("opening {}", store.display()))?;
-            let config = agentic_server::ServerConfig::new(sled.store_ref())
-                .state_dir(&store)
-                .listen(listen)
-                .specs_dir(&specs);
+            let config =
+                agentic_server::ServerConfig::new(sled.store_ref()).state_dir(&store).listen(listen).specs_dir(&specs);
             rt.block_on(async {
                 let server = agentic_server::Server::start(config).await.ctx("starting the server")?;
                 server.run_until(std::future::pending::<()>()).await.ctx("serving")
@@ -139,7 +143,8 @@ fn main_inner(args: Args) -> Result<()> {
     std::fs::create_dir_all(&out).ctx(format!("creating {}", out.display()))?;
     let harness =
         args.lg_harness.unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/bench/langgraph"));
-    let plan = if args.quick { Plan::quick() } else { Plan::full() };
+    let mut plan = if args.quick { Plan::quick() } else { Plan::full() };
+    plan.serve = (args.serve_runs.unwrap_or(plan.serve.0), args.serve_clients.unwrap_or(plan.serve.1).max(1));
     let started = now_utc();
     let load0 = proc::loadavg();
     let mut notes = Vec::new();
@@ -199,7 +204,8 @@ fn main_inner(args: Args) -> Result<()> {
     } else {
         None
     };
-    let setup = Setup { plan, scenarios: args.scenario.clone(), work: out.join("tmp"), exe, serve_cmd, langgraph_serve };
+    let setup =
+        Setup { plan, scenarios: args.scenario.clone(), work: out.join("tmp"), exe, serve_cmd, langgraph_serve };
     let rt = runtime()?;
     let load_ours = proc::loadavg();
     let report = runner::run(&setup, &lg, &rt)?;

@@ -828,10 +828,8 @@ fn run_serve(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -
         });
     }
     let (_, sync) = &ours[0];
-    for (name, q, lq) in [
-        ("p50", sync.p50, lg.as_ref().map(|l| l.p50)),
-        ("p99", sync.p99, lg.as_ref().map(|l| l.p99)),
-    ] {
+    for (name, q, lq) in [("p50", sync.p50, lg.as_ref().map(|l| l.p50)), ("p99", sync.p99, lg.as_ref().map(|l| l.p99))]
+    {
         report.rows.push(Row {
             scenario: format!("{head}: submit latency {name} (request → run created; ours sync)"),
             langgraph: lq.map(table::dur).unwrap_or_default(),
@@ -843,7 +841,10 @@ fn run_serve(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -
     let kib = |k: u64| table::bytes(k as f64 * 1024.0);
     report.rows.push(Row {
         scenario: format!("{head}: server peak RSS [after warm-up] (ours sync)"),
-        langgraph: lg.as_ref().map(|l| format!("{} [{}]", kib(l.peak_rss_kib), kib(l.base_rss_kib))).unwrap_or_default(),
+        langgraph: lg
+            .as_ref()
+            .map(|l| format!("{} [{}]", kib(l.peak_rss_kib), kib(l.base_rss_kib)))
+            .unwrap_or_default(),
         ours: format!("{} [{}]", kib(sync.peak_rss_kib), kib(sync.base_rss_kib)),
         ratio: lg.as_ref().map(|l| table::ratio(l.peak_rss_kib as f64 / sync.peak_rss_kib as f64)).unwrap_or_default(),
         target: String::new(),
@@ -857,7 +858,9 @@ fn run_serve(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -
         target: String::new(),
     });
     if lg.is_none() {
-        report.notes.push("serve: no LangGraph dev server this time (pass --langgraph to start one side by side).".into());
+        report
+            .notes
+            .push("serve: no LangGraph dev server this time (pass --langgraph to start one side by side).".into());
     }
     Ok(())
 }

@@ -121,8 +121,7 @@ impl ServerProcess {
             .stderr(log)
             .spawn()
             .ctx(format!("spawning {}", exe))?;
-        let server =
-            ServerProcess { child, url: format!("http://127.0.0.1:{port}"), kind: Kind::Agentic(durability) };
+        let server = ServerProcess { child, url: format!("http://127.0.0.1:{port}"), kind: Kind::Agentic(durability) };
         server.wait_ready("/api/v1/runs", &work.join("server.log"))?;
         Ok(server)
     }
@@ -334,7 +333,10 @@ pub fn agentic_binary(bench_exe: &Path) -> Result<PathBuf> {
     if release {
         cmd.arg("--release");
     }
-    eprintln!("bench: building the agentic binary ({cargo} build{} --bin agentic)", if release { " --release" } else { "" });
+    eprintln!(
+        "bench: building the agentic binary ({cargo} build{} --bin agentic)",
+        if release { " --release" } else { "" }
+    );
     let status = cmd.status().ctx(format!("running {cargo}"))?;
     ensure(status.success(), || format!("`{cargo} build --bin agentic` failed ({status})"))?;
     let bin = dir.join("agentic");
@@ -374,7 +376,8 @@ mod tests {
 
     #[test]
     fn reads_the_output_of_the_completed_event() {
-        let sse = "event: agent_completed\ndata: {\"seq\":1}\n\nevent: completed\ndata: {\"seq\":7,\"output\":[3,0]}\n\n";
+        let sse =
+            "event: agent_completed\ndata: {\"seq\":1}\n\nevent: completed\ndata: {\"seq\":7,\"output\":[3,0]}\n\n";
         assert_eq!(final_output(sse), Some(json!([3, 0])));
         assert_eq!(final_output("event: failed\ndata: {}\n\n"), None);
     }

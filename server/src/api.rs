@@ -376,7 +376,7 @@ async fn events(
 }
 
 /// The next live event not replayed yet (a journaled event at or before `last` was), with the new `last`.
-async fn next_live(live: &mut tokio::sync::broadcast::Receiver<SseEvent>, last: u64) -> Option<(SseEvent, u64)> {
+async fn next_live(live: &mut crate::events::Subscription, last: u64) -> Option<(SseEvent, u64)> {
     loop {
         match live.recv().await {
             Ok(event) => match event.seq() {

@@ -113,9 +113,15 @@ impl EventHub {
         self.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Subscribes to `run_id`'s events from now on.
-    pub(crate) fn subscribe(&self, run_id: &str) -> broadcast::Receiver<SseEvent> {
-        self.channels().entry(run_id.to_string()).or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0).subscribe()
+    /// Subscribes to `run_id`'s events from now on. The run's channel goes when its last subscription is
+    /// dropped (or with the run's final event), so a finished run keeps nothing in memory.
+    pub(crate) fn subscribe(&self, run_id: &str) -> Subscription {
+        let rx = self
+            .channels()
+            .entry(run_id.to_string())
+            .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
+            .subscribe();
+        Subscription { rx: Some(rx), hub: self.clone(), run_id: run_id.to_string() }
     }
 
     /// Says when `run_id`'s record is first written (its inputs are journaled by then), or why the run
@@ -147,6 +153,35 @@ impl EventHub {
         let _ = tx.send(event);
         if last || tx.receiver_count() == 0 {
             channels.remove(run_id);
+        }
+    }
+}
+
+/// A subscription to one run's live events ([`EventHub::subscribe`]); dropping the last one of a run removes
+/// the run's channel.
+pub(crate) struct Subscription {
+    rx: Option<broadcast::Receiver<SseEvent>>,
+    hub: EventHub,
+    run_id: String,
+}
+
+impl Subscription {
+    /// The next event; `Err` when the channel closed or this subscriber lagged behind by more than the
+    /// channel's capacity.
+    pub(crate) async fn recv(&mut self) -> Result<SseEvent, broadcast::error::RecvError> {
+        match self.rx.as_mut() {
+            Some(rx) => rx.recv().await,
+            None => Err(broadcast::error::RecvError::Closed),
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        drop(self.rx.take());
+        let mut channels = self.hub.channels();
+        if channels.get(&self.run_id).is_some_and(|tx| tx.receiver_count() == 0) {
+            channels.remove(&self.run_id);
         }
     }
 }
@@ -249,5 +284,34 @@ impl AgentListener for HubListener {
             _ => return,
         };
         self.hub.publish(event.run_id(), SseEvent { name, data });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(name: &'static str) -> SseEvent {
+        SseEvent { name, data: json!({}) }
+    }
+
+    #[tokio::test]
+    async fn a_run_keeps_a_channel_only_while_someone_listens() {
+        let hub = EventHub::default();
+        // A late client of a finished run subscribes, reads the journal, and goes: nothing stays behind.
+        drop(hub.subscribe("done"));
+        assert_eq!(hub.channels().len(), 0);
+
+        let mut a = hub.subscribe("live");
+        let b = hub.subscribe("live");
+        drop(b);
+        assert_eq!(hub.channels().len(), 1, "one subscriber is still there");
+        hub.publish("live", event("agent_started"));
+        assert_eq!(a.recv().await.map(|e| e.name), Ok("agent_started"));
+        hub.publish("live", event("completed"));
+        assert_eq!(hub.channels().len(), 0, "the final event closes the channel");
+        assert_eq!(a.recv().await.map(|e| e.name), Ok("completed"));
+        drop(a);
+        assert_eq!(hub.channels().len(), 0);
     }
 }

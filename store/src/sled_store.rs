@@ -1053,6 +1053,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_checkpoint_of_more_entries_than_one_batch_writes_them_all_to_sled() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SledStore::open(tmp.path()).unwrap();
+        // 600 runs of 3 steps: 1800 journal records and 600 run records, several sled batches each.
+        for r in 0..600 {
+            let id = format!("r{r}");
+            store.put_run(run_record(&id, r)).await.unwrap();
+            for seq in 1..=3 {
+                store.append(step(&id, seq)).await.unwrap();
+            }
+        }
+        store.flush().await.unwrap();
+        store.checkpoint().unwrap();
+        assert_eq!(wal_len(tmp.path()), 0, "the checkpoint empties the log");
+        let crashed = tempfile::tempdir().unwrap();
+        crash_copy(tmp.path(), crashed.path());
+        drop(store);
+        let store = SledStore::open(crashed.path()).unwrap();
+        assert_eq!(store.runs().await.unwrap().len(), 600);
+        for r in [0, 255, 256, 599] {
+            let id = format!("r{r}");
+            assert_eq!(store.run(&id).await.unwrap(), Some(run_record(&id, r)), "{id}");
+            assert_eq!(store.records(&id).await.unwrap().iter().map(|s| s.seq).collect::<Vec<_>>(), [1, 2, 3], "{id}");
+        }
+    }
+
+    #[tokio::test]
     async fn a_long_run_without_flushes_spills_the_pending_entries_to_the_file() {
         let tmp = tempfile::tempdir().unwrap();
         let store = SledStore::open(tmp.path()).unwrap().with_snapshot_interval(0);
