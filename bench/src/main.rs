@@ -23,7 +23,8 @@ struct Args {
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     scenario: Vec<String>,
     /// Also run the Python harness now, back to back (a virtualenv is created under the output directory from
-    /// its requirements.lock.txt); without it the LangGraph column holds its recorded results-langgraph.md.
+    /// its requirements.lock.txt); without it the LangGraph column holds its recorded results-langgraph.md. The
+    /// serve scenario then also starts LangGraph's dev server (`langgraph-cli[inmem]`, its own virtualenv).
     #[arg(long)]
     langgraph: bool,
     /// The LangGraph harness directory.
@@ -159,8 +160,10 @@ fn main_inner(args: Args) -> Result<()> {
             notes.push(format!("no recorded LangGraph figures ({}/results-langgraph.md: {e})", harness.display()))
         }
     }
-    if args.langgraph {
-        let harness_plan = plan.harness(args.quick, &args.scenario);
+    let harness_plan = plan.harness(args.quick, &args.scenario);
+    if args.langgraph && harness_plan.commands.is_empty() {
+        // Only scenarios the harness has no script for (serve): nothing to re-run.
+    } else if args.langgraph {
         let rerun = langgraph::ensure_venv(&harness, &out.join("venv"), &args.python)
             .and_then(|py| langgraph::run_harness(&harness, &out.join("langgraph"), &py, &harness_plan));
         match rerun {
