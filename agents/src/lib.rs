@@ -4,7 +4,8 @@
 //! [`Tool`]s; non-AI agents — [`FnAgent`] (async closures),
 //! [`ScopeAction`] (state-to-writes functions), [`Compute`] (minijinja expressions and templates) — the
 //! human-in-the-loop agent [`Human`], [`decision`] models (typed questions answered with probabilities), and
-//! the [`expr`] module the spec and planners use for conditions and output expressions.
+//! the [`expr`] module the spec and planners use for conditions and output expressions; MCP on the official
+//! Rust SDK: [`McpClient`] and [`McpAgent`] (one MCP tool as an agent).
 
 mod closure;
 mod compute;
@@ -13,6 +14,7 @@ pub mod error;
 pub mod expr;
 mod human;
 mod llm;
+mod mcp;
 pub mod model;
 mod tools;
 
@@ -25,6 +27,7 @@ pub use llm::{
     DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder, OutputType, SUMMARY_PROMPT, extract_json, memory_key,
     parse_answer,
 };
+pub use mcp::{McpAgent, McpAgentBuilder, McpClient, McpError, McpServer, McpTool};
 pub use model::{ChatModel, ChatModelRef, DynChatModel, ModelError};
 pub use tools::{Tool, ToolCallInfo};
 

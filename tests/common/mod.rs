@@ -134,3 +134,57 @@ pub async fn bodies(server: &MockServer) -> Vec<Value> {
         .map(|r| serde_json::from_slice(&r.body).expect("request JSON"))
         .collect()
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Protocol peers (the official MCP and A2A Python SDKs)
+
+/// The Python of the peers' virtualenv (`scripts/setup-peers.sh`): `AGENTIC_PEERS_PYTHON`, else
+/// `target/peers/bin/python`. `None` (the test is skipped, saying so) when it is missing, unless
+/// `AGENTIC_REQUIRE_PEERS` is set (CI sets it): then the test fails.
+#[allow(dead_code)]
+pub fn peers_python() -> Option<std::path::PathBuf> {
+    let python = std::env::var_os("AGENTIC_PEERS_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/peers/bin/python"));
+    if python.exists() {
+        return Some(python);
+    }
+    if std::env::var_os("AGENTIC_REQUIRE_PEERS").is_some() {
+        panic!("AGENTIC_REQUIRE_PEERS is set but {} is missing: run scripts/setup-peers.sh", python.display());
+    }
+    eprintln!("skipped: no protocol peers at {} (run scripts/setup-peers.sh)", python.display());
+    None
+}
+
+/// A peer script of `tests/peers/`.
+#[allow(dead_code)]
+pub fn peer_script(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers").join(name).display().to_string()
+}
+
+/// A free loopback port.
+#[allow(dead_code)]
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// A child process killed when dropped (a peer server).
+#[allow(dead_code)]
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits until something accepts connections on `port` (30 s at most).
+#[allow(dead_code)]
+pub fn wait_port(port: u16) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "nothing listens on port {port} after 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,477 @@
+//! MCP (Model Context Protocol) on the official Rust SDK, `rmcp`: a client of one MCP server over stdio (a
+//! child process) or streamable HTTP ([`McpClient`]), and [`McpAgent`], one of the server's tools as a
+//! non-AI agent (the original's `McpAgent` of `langchain4j-agentic-mcp`).
+//!
+//! The agent's inputs are the tool's arguments, named as in its input schema: the required properties are
+//! required inputs, a property with a schema `default` is an input with that default, and the other optional
+//! properties are passed when the state holds them. The arguments are checked against the schema before the
+//! call (a mismatch fails the agent, naming it). The result is the tool's structured content when the tool
+//! declares an output schema — unwrapped when the server wrapped a plain value as `{"result": value}` (MCP
+//! requires an object, so the SDKs wrap) — else its text content. A tool error (`isError`) fails the agent
+//! with the tool's message; a server that cannot be reached or dies fails it naming the server.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use agentic_engine::{Agent, AgentError, AgentRef, AgentSpec, InputSpec, InvocationContext, SpecBuilder};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService, ServiceExt};
+use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::{Map, Value};
+use tokio::sync::{Mutex, OnceCell};
+
+/// How to reach an MCP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum McpServer {
+    /// A child process speaking MCP on its stdin/stdout: the program and its arguments. It is started on the
+    /// first use and stopped when the last [`McpClient`] holding it is dropped.
+    Stdio {
+        /// Program and arguments (`["python", "server.py"]`).
+        command: Vec<String>,
+    },
+    /// A server speaking streamable HTTP at this URL (`http://127.0.0.1:8000/mcp`).
+    Http {
+        /// The endpoint's URL.
+        url: String,
+    },
+}
+
+impl std::fmt::Display for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            McpServer::Stdio { command } => write!(f, "`{}`", command.join(" ")),
+            McpServer::Http { url } => f.write_str(url),
+        }
+    }
+}
+
+/// What an MCP operation failed on. Every variant names the server (its name and how it is reached).
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum McpError {
+    /// The server could not be started or reached, or its initialisation failed.
+    #[error("MCP server `{server}` ({at}): cannot connect: {message}")]
+    Connect {
+        /// The server's name.
+        server: String,
+        /// Its command or URL.
+        at: String,
+        /// Why.
+        message: String,
+    },
+    /// A request failed after the connection was made: the server died, closed the connection, or answered
+    /// with a protocol error.
+    #[error("MCP server `{server}` ({at}): {what} failed: {message}")]
+    Request {
+        /// The server's name.
+        server: String,
+        /// Its command or URL.
+        at: String,
+        /// The request (`tools/list`, `tools/call generate_story`).
+        what: String,
+        /// Why.
+        message: String,
+    },
+    /// The server offers no tool of that name.
+    #[error("MCP server `{server}` has no tool `{tool}`; its tools are: {available}")]
+    UnknownTool {
+        /// The server's name.
+        server: String,
+        /// The tool asked for.
+        tool: String,
+        /// The tools it offers, comma-separated.
+        available: String,
+    },
+    /// No tool name was given and the server offers more than one (or none).
+    #[error("MCP server `{server}` offers {count} tools ({available}): name the tool to use")]
+    ToolNotNamed {
+        /// The server's name.
+        server: String,
+        /// How many tools it offers.
+        count: usize,
+        /// The tools it offers, comma-separated.
+        available: String,
+    },
+    /// The tool ran and reported an error (`isError`).
+    #[error("MCP tool `{tool}` of server `{server}` failed: {message}")]
+    Tool {
+        /// The server's name.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// The tool's error text.
+        message: String,
+    },
+}
+
+/// One tool of an MCP server, as `tools/list` describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpTool {
+    /// The tool's name.
+    pub name: String,
+    /// What it does (empty when the server gives no description).
+    pub description: String,
+    /// The JSON schema of its arguments (an object schema).
+    pub input_schema: Value,
+    /// The JSON schema of its structured result, when it declares one.
+    pub output_schema: Option<Value>,
+}
+
+impl McpTool {
+    /// The argument names: required ones first, in the schema's order.
+    pub fn argument_names(&self) -> Vec<String> {
+        let required = self.required();
+        let mut names: Vec<String> = required.clone();
+        if let Some(props) = self.input_schema.get("properties").and_then(Value::as_object) {
+            names.extend(props.keys().filter(|k| !required.contains(k)).cloned());
+        }
+        names
+    }
+
+    fn required(&self) -> Vec<String> {
+        self.input_schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).map(String::from).collect())
+            .unwrap_or_default()
+    }
+
+    /// The agent inputs of the arguments: required properties, and optional ones with a schema default.
+    fn agent_inputs(&self) -> Vec<InputSpec> {
+        let required = self.required();
+        let props = self.input_schema.get("properties").and_then(Value::as_object);
+        let mut inputs: Vec<InputSpec> = required.iter().map(InputSpec::new).collect();
+        if let Some(props) = props {
+            for (k, p) in props {
+                if let (false, Some(d)) = (required.contains(k), p.get("default")) {
+                    inputs.push(InputSpec::new(k).default_value(d.clone()));
+                }
+            }
+        }
+        inputs
+    }
+}
+
+type Connection = Arc<RunningService<RoleClient, ()>>;
+
+/// A client of one MCP server, shared by the agents and tools that use it (`Arc<McpClient>`). It connects on
+/// first use and keeps the connection; after the server died, the next request connects again (a stdio
+/// server is restarted).
+pub struct McpClient {
+    name: String,
+    server: McpServer,
+    conn: Mutex<Option<Connection>>,
+    tools: Mutex<Option<Arc<[McpTool]>>>,
+}
+
+impl std::fmt::Debug for McpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpClient").field("name", &self.name).field("server", &self.server).finish_non_exhaustive()
+    }
+}
+
+impl McpClient {
+    /// A client of `server`, called `name` in errors and reports.
+    pub fn new(name: impl Into<String>, server: McpServer) -> Arc<McpClient> {
+        Arc::new(McpClient { name: name.into(), server, conn: Mutex::new(None), tools: Mutex::new(None) })
+    }
+
+    /// A client of the stdio server started as `command` (program, then arguments).
+    pub fn stdio<S: Into<String>>(name: impl Into<String>, command: impl IntoIterator<Item = S>) -> Arc<McpClient> {
+        McpClient::new(name, McpServer::Stdio { command: command.into_iter().map(Into::into).collect() })
+    }
+
+    /// A client of the streamable HTTP server at `url`.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Arc<McpClient> {
+        McpClient::new(name, McpServer::Http { url: url.into() })
+    }
+
+    /// The server's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How the server is reached.
+    pub fn server(&self) -> &McpServer {
+        &self.server
+    }
+
+    fn connect_error(&self, message: impl std::fmt::Display) -> McpError {
+        McpError::Connect { server: self.name.clone(), at: self.server.to_string(), message: message.to_string() }
+    }
+
+    fn request_error(&self, what: &str, message: impl std::fmt::Display) -> McpError {
+        McpError::Request {
+            server: self.name.clone(),
+            at: self.server.to_string(),
+            what: what.to_string(),
+            message: message.to_string(),
+        }
+    }
+
+    async fn connection(&self) -> Result<Connection, McpError> {
+        let mut conn = self.conn.lock().await;
+        if let Some(c) = conn.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let service = match &self.server {
+            McpServer::Stdio { command } => {
+                let (program, args) = command.split_first().ok_or_else(|| self.connect_error("empty command"))?;
+                let cmd = tokio::process::Command::new(program).configure(|c| {
+                    c.args(args);
+                });
+                let transport = TokioChildProcess::new(cmd).map_err(|e| self.connect_error(e))?;
+                ().serve(transport).await.map_err(|e| self.connect_error(e))?
+            }
+            McpServer::Http { url } => {
+                let transport = StreamableHttpClientTransport::from_uri(url.clone());
+                ().serve(transport).await.map_err(|e| self.connect_error(e))?
+            }
+        };
+        let c = Arc::new(service);
+        *conn = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Forgets a connection that failed, so that the next request connects again.
+    async fn drop_connection(&self, failed: &Connection) {
+        let mut conn = self.conn.lock().await;
+        if conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, failed)) {
+            *conn = None;
+        }
+    }
+
+    /// The server's tools (`tools/list`, every page), listed once and kept.
+    ///
+    /// # Errors
+    /// [`McpError::Connect`] or [`McpError::Request`].
+    pub async fn tools(&self) -> Result<Arc<[McpTool]>, McpError> {
+        let mut cached = self.tools.lock().await;
+        if let Some(t) = cached.as_ref() {
+            return Ok(t.clone());
+        }
+        let conn = self.connection().await?;
+        let listed = match conn.list_all_tools().await {
+            Ok(l) => l,
+            Err(e) => {
+                self.drop_connection(&conn).await;
+                return Err(self.request_error("tools/list", e));
+            }
+        };
+        let tools: Arc<[McpTool]> = listed
+            .into_iter()
+            .map(|t| McpTool {
+                name: t.name.to_string(),
+                description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+                input_schema: Value::Object((*t.input_schema).clone()),
+                output_schema: t.output_schema.map(|s| Value::Object((*s).clone())),
+            })
+            .collect();
+        *cached = Some(tools.clone());
+        Ok(tools)
+    }
+
+    /// The tool called `name`, or the server's only tool when `name` is `None`.
+    ///
+    /// # Errors
+    /// [`McpError::UnknownTool`], [`McpError::ToolNotNamed`], or the errors of [`McpClient::tools`].
+    pub async fn tool(&self, name: Option<&str>) -> Result<McpTool, McpError> {
+        let tools = self.tools().await?;
+        let available = || tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ");
+        match name {
+            Some(n) => tools.iter().find(|t| t.name == n).cloned().ok_or_else(|| McpError::UnknownTool {
+                server: self.name.clone(),
+                tool: n.to_string(),
+                available: available(),
+            }),
+            None if tools.len() == 1 => Ok(tools[0].clone()),
+            None => {
+                Err(McpError::ToolNotNamed { server: self.name.clone(), count: tools.len(), available: available() })
+            }
+        }
+    }
+
+    /// Calls `tool` with `arguments` and returns its raw result.
+    ///
+    /// # Errors
+    /// [`McpError::Connect`] or [`McpError::Request`] (the server died, a protocol error).
+    pub async fn call_raw(&self, tool: &str, arguments: Map<String, Value>) -> Result<CallToolResult, McpError> {
+        let conn = self.connection().await?;
+        let mut params = CallToolRequestParams::new(Cow::Owned(tool.to_string()));
+        params.arguments = Some(arguments);
+        match conn.call_tool(params).await {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                self.drop_connection(&conn).await;
+                Err(self.request_error(&format!("tools/call {tool}"), e))
+            }
+        }
+    }
+
+    /// Calls `tool` with `arguments`: its structured content when it declares an output schema (a plain value
+    /// the server wrapped as `{"result": value}` unwrapped), else its text content (text blocks joined by
+    /// newlines).
+    ///
+    /// # Errors
+    /// [`McpError::Tool`] when the tool reports an error; the errors of [`McpClient::call_raw`].
+    pub async fn call(&self, tool: &McpTool, arguments: Map<String, Value>) -> Result<Value, McpError> {
+        let result = self.call_raw(&tool.name, arguments).await?;
+        let text = || {
+            result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.as_str())).collect::<Vec<_>>().join("\n")
+        };
+        if result.is_error == Some(true) {
+            return Err(McpError::Tool { server: self.name.clone(), tool: tool.name.clone(), message: text() });
+        }
+        match (&tool.output_schema, &result.structured_content) {
+            (Some(schema), Some(structured)) => Ok(unwrap_result(schema, structured)),
+            _ => Ok(Value::String(text())),
+        }
+    }
+}
+
+/// `{"result": v}` → `v` when the output schema has the single property `result` (how the SDKs wrap a tool
+/// returning a plain value); anything else as it is.
+fn unwrap_result(schema: &Value, structured: &Value) -> Value {
+    let single =
+        schema.get("properties").and_then(Value::as_object).is_some_and(|p| p.len() == 1 && p.contains_key("result"));
+    match structured.as_object() {
+        Some(o) if single && o.len() == 1 => o.get("result").cloned().unwrap_or(Value::Null),
+        _ => structured.clone(),
+    }
+}
+
+/// One MCP tool as a non-AI agent: its inputs are the tool's arguments, its result the tool's.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), agentic_agents::McpError> {
+/// use agentic_agents::{McpAgent, McpClient};
+/// use agentic_engine::SpecBuilder;
+/// let stories = McpClient::http("stories", "http://127.0.0.1:8081/mcp");
+/// let writer = McpAgent::builder(stories).tool_name("generate_story").output_key("story").build().await?;
+/// # Ok(()) }
+/// ```
+pub struct McpAgent {
+    spec: AgentSpec,
+    client: Arc<McpClient>,
+    tool_name: Option<String>,
+    tool: OnceCell<McpTool>,
+}
+
+/// Builder of an [`McpAgent`]. Defaults: the agent is named after the tool, its description is the tool's,
+/// its inputs are the tool's arguments (see the module docs); `tool_name` may be omitted when the server
+/// offers one tool.
+pub struct McpAgentBuilder {
+    spec: AgentSpec,
+    client: Arc<McpClient>,
+    tool_name: Option<String>,
+}
+
+impl SpecBuilder for McpAgentBuilder {
+    fn spec_mut(&mut self) -> &mut AgentSpec {
+        &mut self.spec
+    }
+}
+
+impl McpAgent {
+    /// A builder over the server of `client`.
+    pub fn builder(client: Arc<McpClient>) -> McpAgentBuilder {
+        McpAgentBuilder { spec: AgentSpec::new("", "mcp"), client, tool_name: None }
+    }
+}
+
+impl McpAgentBuilder {
+    /// The tool to wrap (needed when the server offers more than one).
+    pub fn tool_name(mut self, name: impl Into<String>) -> Self {
+        self.tool_name = Some(name.into());
+        self
+    }
+
+    /// The agent's name (default: the tool's name).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.spec.name = name.into();
+        self
+    }
+
+    /// Asks the server for the tool (connecting to it) and builds the agent with the tool's name, description
+    /// and arguments as inputs, where not set on the builder.
+    ///
+    /// # Errors
+    /// The server cannot be reached, or has no such tool (or several and no name was given).
+    pub async fn build(self) -> Result<AgentRef, McpError> {
+        let tool = self.client.tool(self.tool_name.as_deref()).await?;
+        let mut spec = self.spec;
+        apply_tool(&mut spec, &tool);
+        let cell = OnceCell::new_with(Some(tool));
+        Ok(AgentRef::new(McpAgent { spec, client: self.client, tool_name: self.tool_name, tool: cell }))
+    }
+
+    /// Builds the agent without asking the server: the tool is looked up at the first invocation, and the
+    /// agent's declared inputs are those set on the builder (the arguments are still read from the state by
+    /// their schema names at the call). This is how specs build `kind: mcp` agents, so that building a
+    /// workflow starts no server.
+    pub fn build_lazy(self) -> AgentRef {
+        let mut spec = self.spec;
+        if spec.name.is_empty() {
+            spec.name = self.tool_name.clone().unwrap_or_else(|| self.client.name.clone());
+        }
+        AgentRef::new(McpAgent { spec, client: self.client, tool_name: self.tool_name, tool: OnceCell::new() })
+    }
+}
+
+fn apply_tool(spec: &mut AgentSpec, tool: &McpTool) {
+    if spec.name.is_empty() {
+        spec.name = tool.name.clone();
+    }
+    if spec.description.is_empty() {
+        spec.description = tool.description.clone();
+    }
+    if spec.inputs.is_empty() {
+        spec.inputs = tool.agent_inputs();
+    }
+}
+
+impl McpAgent {
+    /// The arguments of the call: every schema property the invocation's inputs or the state hold.
+    fn arguments(&self, tool: &McpTool, ctx: &InvocationContext) -> Result<Map<String, Value>, AgentError> {
+        let view = ctx.view();
+        let mut args = Map::new();
+        for name in tool.argument_names() {
+            if let Some(v) = ctx.input(&name).or_else(|| view.get(&name)) {
+                args.insert(name, v.clone());
+            }
+        }
+        for name in tool.required() {
+            if !args.contains_key(&name) {
+                return Err(AgentError::MissingArgument {
+                    agent: ctx.agent_name().to_string(),
+                    path: ctx.path().to_string(),
+                    key: name,
+                });
+            }
+        }
+        let value = Value::Object(args);
+        crate::llm::check_schema(&tool.input_schema, &value, "the arguments")
+            .map_err(|e| ctx.fail(format!("MCP tool `{}` of server `{}`: {e}", tool.name, self.client.name)))?;
+        match value {
+            Value::Object(args) => Ok(args),
+            _ => Ok(Map::new()),
+        }
+    }
+}
+
+impl Agent for McpAgent {
+    fn spec(&self) -> &AgentSpec {
+        &self.spec
+    }
+
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+        let tool = self
+            .tool
+            .get_or_try_init(|| self.client.tool(self.tool_name.as_deref()))
+            .await
+            .map_err(|e| ctx.fail(e.to_string()))?;
+        let args = self.arguments(tool, ctx)?;
+        self.client.call(tool, args).await.map_err(|e| ctx.fail(e.to_string()))
+    }
+}
