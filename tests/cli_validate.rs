@@ -68,7 +68,7 @@ fn every_error_is_printed_one_per_line() {
         &dir,
         "many.yaml",
         "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [a, ghost] }\n  \
-         a: { kind: mcp }\n  main: { kind: compute, value: '1' }\n",
+         a: { kind: a2a }\n  main: { kind: compute, value: '1' }\n",
     );
     let o = validate(&path);
     assert_eq!(o.status.code(), Some(64));
@@ -78,7 +78,7 @@ fn every_error_is_printed_one_per_line() {
         lines,
         [
             format!("{path}:4:39: agent `main`: unknown agent `ghost`; defined agents: `a`, `main`"),
-            format!("{path}:5:14: agent `a`: kind `mcp` is not supported yet by this build"),
+            format!("{path}:5:14: agent `a`: kind `a2a` is not supported yet by this build"),
             format!("{path}:6:3: duplicate agent name `main` (first defined at line 4, column 3)"),
         ]
     );

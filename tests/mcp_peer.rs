@@ -120,3 +120,57 @@ async fn bad_arguments_tool_errors_and_a_dead_server_are_located_errors() {
         .unwrap_err();
     assert!(unreachable.to_string().starts_with("MCP server `gone` (http://127.0.0.1:"), "{unreachable}");
 }
+
+#[test]
+fn a_spec_mcp_agent_runs_from_the_cli_over_stdio_and_http() {
+    let Some(python) = peers_python() else { return };
+    let (_server, url) = http_server(&python);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("story.yaml");
+    let script = peer_script("mcp_server.py");
+    std::fs::write(
+        &spec,
+        format!(
+            "version: 1\nroot: main\nparams: {{topic: string, a: integer, b: integer}}\nagents:\n  \
+             main: {{ kind: sequence, agents: [story, sum, both], output_key: both }}\n  \
+             story: {{ kind: mcp, server: {{command: ['{}', '{script}', stdio]}}, tool: generate_story, output_key: story }}\n  \
+             sum: {{ kind: mcp, server: {{url: '{url}'}}, tool: add, inputs: [a, b], output_key: sum }}\n  \
+             both: {{ kind: compute, template: '{{{{ story }}}} / {{{{ sum.total }}}}', output_key: both }}\n",
+            python.display()
+        ),
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let o = common::agentic(
+        &store,
+        &["run", spec.to_str().unwrap(), "--input", "topic=owls", "--input", "a=20", "--input", "b=22"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    assert_eq!(common::stdout(&o), "A plain story about owls. / 42\n");
+}
+
+#[test]
+fn mcp_spec_errors_are_located() {
+    let errors = |agent: &str| {
+        let text = format!("version: 1\nroot: a\nagents:\n  a: {agent}\n");
+        agentic::spec::Spec::parse(&text, "spec.yaml").unwrap_err().iter().map(|e| e.to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        errors("{ kind: mcp, tool: x }"),
+        ["spec.yaml:4:6: agent `a`: missing field `server` (`{command: [program, args..]}` or `{url: ..}`)"]
+    );
+    assert_eq!(
+        errors("{ kind: mcp, server: {url: 'ftp://x'} }"),
+        ["spec.yaml:4:33: agent `a`: field `server.url`: expected an http:// or https:// URL, found `ftp://x`"]
+    );
+    assert_eq!(
+        errors("{ kind: mcp, server: {comand: [x]} }"),
+        [
+            "spec.yaml:4:28: agent `a`: field `server`: unknown field `comand` (did you mean `command`?), expected one of `command`, `url`"
+        ]
+    );
+    assert_eq!(
+        errors("{ kind: mcp, server: {command: []} }"),
+        ["spec.yaml:4:37: agent `a`: field `server.command`: must name a program"]
+    );
+}

@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_agents::expr::Expression;
-use agentic_agents::{Compute, Human, HumanMode};
+use agentic_agents::{Compute, Human, HumanMode, McpAgent, McpClient, McpServer};
 use agentic_engine::{AgentRef, BuildError, ErrorContext, RetryPolicy, SpecBuilder};
 use agentic_planners::{CompositeBuilderExt, Conditional, Loop, Parallel, ParallelMapper, Sequence};
 use serde_json::Value;
 
 use crate::error::Sink;
-use crate::model::{AgentDef, AgentKind, ComputeBody, Located};
+use crate::model::{AgentDef, AgentKind, ComputeBody, Located, McpServerDef};
 use crate::validate::expr_message;
 
 /// Builds agents by name, recursively; errors go to the sink at the agent's position.
@@ -145,6 +145,17 @@ impl<'a> Builder<'a> {
             AgentKind::Supervisor(s) => self.supervisor(def, s),
             AgentKind::DecisionRouter { agents, model, threshold } => {
                 self.decision_router(def, agents, model, *threshold)
+            }
+            AgentKind::Mcp(mcp) => {
+                let server = match &mcp.server.value {
+                    McpServerDef::Stdio { command } => McpServer::Stdio { command: command.clone() },
+                    McpServerDef::Http { url } => McpServer::Http { url: url.clone() },
+                };
+                let mut b = McpAgent::builder(McpClient::new(def.name.clone(), server)).name(def.name.clone());
+                if let Some(tool) = &mcp.tool {
+                    b = b.tool_name(tool.value.clone());
+                }
+                Ok(common(b, def).build_lazy())
             }
             AgentKind::Unsupported(kind) => {
                 self.sink.push(

@@ -26,8 +26,9 @@
 //! all problems are collected, not just the first: see [`SpecErrors`].
 //!
 //! Kinds supported by this build: `compute`, `human`, `llm`, `sequence`, `loop`, `parallel`, `parallel_mapper`,
-//! `conditional`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`, `supervisor`, `decision_router`. The
-//! other kinds of SPEC.md (`mcp`, `a2a`) are recognised and rejected with "not supported yet". The
+//! `conditional`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`, `supervisor`, `decision_router`, `mcp`
+//! (one tool of an MCP server; the server is started or reached at the agent's first call, not when the spec
+//! is built). The other kind of SPEC.md, `a2a`, is recognised and rejected with "not supported yet". The
 //! `models` section builds chat models ([`model_from_def`]: `openai`, `scripted`; `local` is reported as not
 //! built in) when an `llm` agent uses them; [`Spec::build_with_models`] substitutes models (tests, servers
 //! chosen at run time). `llm` agents' `tools` are expressions or templates over the state and the model's
@@ -126,8 +127,8 @@ use agentic_engine::AgentRef;
 pub use error::{SpecError, SpecErrors};
 pub use model::SupervisorDef;
 pub use model::{
-    AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, LlmDef, Located, ModelDef,
-    ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
+    AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, LlmDef, Located, McpDef,
+    McpServerDef, ModelDef, ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
 pub use model::{DesireDef, PreferDef};
 pub use models::{decision_model_from_def, model_from_def};

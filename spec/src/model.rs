@@ -111,6 +111,8 @@ pub enum AgentKind {
         /// `response_id` (default: the agent's path).
         response_id: Option<String>,
     },
+    /// `mcp`: one tool of an MCP server as an agent.
+    Mcp(McpDef),
     /// `sequence`: runs `agents` in order.
     Sequence {
         /// Sub-agents by name.
@@ -227,6 +229,7 @@ impl AgentKind {
         match self {
             AgentKind::Compute(_) => "compute",
             AgentKind::Human { .. } => "human",
+            AgentKind::Mcp(_) => "mcp",
             AgentKind::Sequence { .. } => "sequence",
             AgentKind::Loop { .. } => "loop",
             AgentKind::Parallel { .. } => "parallel",
@@ -261,11 +264,39 @@ impl AgentKind {
             AgentKind::Debate { debaters, judge, .. } => debaters.iter().chain(std::iter::once(judge)).collect(),
             AgentKind::Bdi { desires, .. } => desires.iter().flat_map(|d| d.agents.iter()).collect(),
             AgentKind::Conditional { branches } => branches.iter().flat_map(|b| b.agents.iter()).collect(),
-            AgentKind::Compute(_) | AgentKind::Human { .. } | AgentKind::Llm(_) | AgentKind::Unsupported(_) => {
-                Vec::new()
-            }
+            AgentKind::Compute(_)
+            | AgentKind::Human { .. }
+            | AgentKind::Mcp(_)
+            | AgentKind::Llm(_)
+            | AgentKind::Unsupported(_) => Vec::new(),
         }
     }
+}
+
+/// The fields of an `mcp` agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpDef {
+    /// `server`: how to reach the MCP server.
+    pub server: Located<McpServerDef>,
+    /// `tool`: the tool's name (none: the server's only tool).
+    pub tool: Option<Located<String>>,
+}
+
+/// An MCP server as a spec writes it: `{command: [program, args..]}` (stdio) or `{url: ..}` (streamable
+/// HTTP).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum McpServerDef {
+    /// `command`: a child process speaking MCP on stdin/stdout.
+    Stdio {
+        /// Program and arguments.
+        command: Vec<String>,
+    },
+    /// `url`: a streamable HTTP endpoint.
+    Http {
+        /// The endpoint.
+        url: String,
+    },
 }
 
 /// The fields of an `llm` agent.
@@ -397,10 +428,11 @@ pub const SUPPORTED_KINDS: &[&str] = &[
     "bdi",
     "supervisor",
     "decision_router",
+    "mcp",
 ];
 
 /// Kinds of SPEC.md that are recognised but not supported yet by this build.
-pub const UNSUPPORTED_KINDS: &[&str] = &["mcp", "a2a"];
+pub const UNSUPPORTED_KINDS: &[&str] = &["a2a"];
 
 /// One `prefer` rule of a `blackboard`: `{agent, when}`.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,8 +3,8 @@
 
 use crate::error::{Sink, suggest};
 use crate::model::{
-    AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, Located, ModelDef, ModelProvider,
-    SUPPORTED_KINDS, UNSUPPORTED_KINDS,
+    AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, Located, McpDef, McpServerDef,
+    ModelDef, ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
 use crate::node::{Node, NodeValue, Pos};
 use crate::params::{ParamDef, ParamType};
@@ -279,6 +279,74 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
     parsed
 }
 
+/// An MCP `server`: `{command: [program, args..]}` or `{url: http(s)://..}`.
+fn parse_mcp_server(node: &Node, cx: &mut Cx<'_>) -> Option<Located<McpServerDef>> {
+    let obj = cx.obj(node, Some("server"), "field")?;
+    let before = cx.sink_len();
+    obj.check_fields(&["command", "url"], cx);
+    cx.nest_since(before, "server");
+    match (obj.get("command"), obj.get("url")) {
+        (Some(c), None) => {
+            let NodeValue::Seq(items) = &c.value else {
+                cx.err(
+                    c.pos,
+                    Some("server.command"),
+                    format!("expected a list (program, then arguments), found {}", c.type_name()),
+                );
+                return None;
+            };
+            let mut command = Vec::with_capacity(items.len());
+            for item in items {
+                match &item.value {
+                    NodeValue::Str(s) => command.push(s.clone()),
+                    NodeValue::Int(_) | NodeValue::UInt(_) | NodeValue::Float(_) | NodeValue::Bool(_) => {
+                        command.push(item.to_json().to_string())
+                    }
+                    _ => {
+                        cx.err(
+                            item.pos,
+                            Some("server.command"),
+                            format!("expected a string, found {}", item.type_name()),
+                        );
+                        return None;
+                    }
+                }
+            }
+            if command.first().is_none_or(|p| p.trim().is_empty()) {
+                cx.err(c.pos, Some("server.command"), "must name a program");
+                return None;
+            }
+            Some(Located::new(McpServerDef::Stdio { command }, node.pos))
+        }
+        (None, Some(_)) => {
+            let url = cx.nonempty(&obj, "url")?;
+            if !(url.value.starts_with("http://") || url.value.starts_with("https://")) {
+                cx.err(
+                    url.pos,
+                    Some("server.url"),
+                    format!("expected an http:// or https:// URL, found `{}`", url.value),
+                );
+                return None;
+            }
+            Some(Located::new(McpServerDef::Http { url: url.value }, node.pos))
+        }
+        (Some(_), Some(u)) => {
+            cx.err(u.pos, Some("server"), "give either `command` (stdio) or `url` (streamable HTTP), not both");
+            None
+        }
+        (None, None) => {
+            if !cx.suggested.iter().any(|f| f == "command" || f == "url") {
+                cx.err(
+                    node.pos,
+                    Some("server"),
+                    "expected `command: [program, args..]` (stdio) or `url: ..` (streamable HTTP)",
+                );
+            }
+            None
+        }
+    }
+}
+
 /// `params: {name: TYPE | {type: TYPE, default: VALUE, description: TEXT}}`: the root's declared inputs.
 /// Errors name the field under `params` (`temperature`, `temperature.default`).
 fn parse_params(node: &Node, cx: &mut Cx<'_>) -> Vec<ParamDef> {
@@ -456,6 +524,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
     let specific: &[&str] = match kind {
         "compute" => &["value", "template"],
         "human" => &["prompt", "mode", "response_id"],
+        "mcp" => &["server", "tool"],
         "llm" => &[
             "model",
             "system",
@@ -495,7 +564,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             return None;
         }
     };
-    let is_composite = kind != "compute" && kind != "human" && kind != "llm";
+    let is_composite = !matches!(kind, "compute" | "human" | "llm" | "mcp");
     let mut allowed: Vec<&str> = COMMON_FIELDS.to_vec();
     if is_composite {
         allowed.extend_from_slice(COMPOSITE_FIELDS);
@@ -548,6 +617,21 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             };
             let response_id = cx.nonempty(&obj, "response_id").map(|s| s.value);
             AgentKind::Human { prompt: prompt?, pending_mode, response_id }
+        }
+        "mcp" => {
+            let server = match obj.get("server") {
+                None => {
+                    cx.missing(
+                        obj.pos,
+                        "server",
+                        "missing field `server` (`{command: [program, args..]}` or `{url: ..}`)",
+                    );
+                    None
+                }
+                Some(node) => parse_mcp_server(node, &mut cx),
+            };
+            let tool = cx.nonempty(&obj, "tool");
+            AgentKind::Mcp(McpDef { server: server?, tool })
         }
         "sequence" => AgentKind::Sequence { agents: cx.required_list(&obj, "agents") },
         "loop" => AgentKind::Loop {
