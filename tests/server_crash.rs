@@ -333,3 +333,42 @@ async fn sigterm_lets_the_steps_in_flight_finish_and_the_runs_continue_at_the_ne
     assert!(calls.values().all(|n| *n == 1), "every step called the model once: {calls:?}");
     assert_eq!(calls.len(), 10);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_answered_201_exists_after_a_kill_whatever_its_durability() {
+    let model = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(Echo(Calls::default(), Duration::from_millis(300)))
+        .mount(&model)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let specs = specs(dir.path(), &model.uri());
+    let store = dir.path().join("store");
+    let http = reqwest::Client::new();
+    let served = Served::start(&store, &specs);
+    let jobs = ["sync", "async", "exit"];
+    for durability in jobs {
+        let body = json!({"spec_name": "chain", "inputs": {"job": durability}, "run_id": durability, "durability": durability});
+        let response = http.post(format!("{}/api/v1/runs", served.url)).json(&body).send().await.unwrap();
+        assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    }
+    // Their first steps are still waiting for the model.
+    served.kill9();
+
+    let served = Served::start(&store, &specs);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for job in jobs {
+        let expected = format!("done(s5 after done(s4 after done(s3 after done(s2 after done(s1 of {job})))))");
+        loop {
+            let r = run(&http, &served.url, job).await;
+            assert_ne!(r["status"], "failed", "{job}: {r}");
+            if r["status"] == "completed" {
+                assert_eq!(r["output"], json!(expected), "{job}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "{job} never completed: {r}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}

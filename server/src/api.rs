@@ -44,6 +44,11 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/healthz", get(healthz))
 }
 
+/// `405` for a known path with another method, as `{"error": ..}` naming the method and the path.
+pub(crate) async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("method {method} is not allowed on {}", uri.path()))
+}
+
 /// A JSON body read strictly: malformed JSON and unknown fields are `400` naming what was wrong, a body over
 /// [`BODY_LIMIT`] is `413`, all as `{"error": ..}`. The content type is not required.
 pub(crate) struct StrictJson<T>(pub(crate) T);
@@ -61,23 +66,31 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for StrictJson<T> {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Err(ApiError::bad_request("the body is empty: expected a JSON object"));
         }
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::bad_request("the body must be a JSON object (`{..}`)"));
+        }
         let mut de = serde_json::Deserializer::from_slice(&bytes);
-        let value = serde_path_to_error(&mut de)?;
+        let value = deserialize_named(&mut de)?;
         de.end().map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
         Ok(StrictJson(value))
     }
 }
 
-/// Deserialises with a message that names the field (`inputs: invalid type: ...`, `unknown field `x``).
-fn serde_path_to_error<'de, T: DeserializeOwned>(
+/// Deserialises with a message that names the field (`spec_name: invalid type: ...`, `unknown field `x``).
+fn deserialize_named<'de, T: DeserializeOwned>(
     de: &mut serde_json::Deserializer<serde_json::de::SliceRead<'de>>,
 ) -> Result<T, ApiError> {
-    T::deserialize(de).map_err(|e| {
-        let message = e.to_string();
-        if e.is_syntax() || e.is_eof() {
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let message = inner.to_string();
+        if inner.is_syntax() || inner.is_eof() {
             ApiError::bad_request(format!("invalid JSON: {message}"))
-        } else {
+        } else if path.is_empty() || path == "." || message.starts_with("unknown field") {
+            // An unknown field's message names it already.
             ApiError::bad_request(message)
+        } else {
+            ApiError::bad_request(format!("{path}: {message}"))
         }
     })
 }

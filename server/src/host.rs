@@ -380,18 +380,20 @@ impl RunHost {
     }
 
     /// Continues `run_id` from its last checkpoint when it is not executing (`agentic resume` through the
-    /// server): a run interrupted by a crash, or a suspended run (which then asks again for what is still
-    /// unanswered). A run executing here, or one that ended, is left as it is. Errors: `404` unknown run,
-    /// `422` its spec cannot be found or built.
+    /// server): a run interrupted by a crash, a suspended run (which then asks again for what is still
+    /// unanswered), a failed or cancelled one. A run executing here, or a completed one, is left as it is.
+    /// Errors: `404` unknown run, `422` its spec cannot be found or built.
     pub(crate) async fn resume(&self, run_id: &str) -> Result<(), ApiError> {
         let _deciding = self.inner.deciding.lock().await;
         if self.is_executing(run_id) {
             return Ok(());
         }
         let record = self.inner.store.run_dyn(run_id).await?.ok_or_else(|| ApiError::no_run(run_id))?;
+        // As `agentic resume` without a server: anything but a completed run continues from its last
+        // checkpoint (a failed or cancelled one too).
         match record.status {
-            RunStatus::Running | RunStatus::Suspended => self.resume_locked(&record, None),
-            _ => Ok(()),
+            RunStatus::Completed => Ok(()),
+            _ => self.resume_locked(&record, None),
         }
     }
 

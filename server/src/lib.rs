@@ -244,6 +244,7 @@ fn router(state: AppState) -> Router {
         .merge(api::routes())
         .merge(ui::routes())
         .fallback(ui::not_found)
+        .method_not_allowed_fallback(api::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
         .layer(DefaultBodyLimit::max(api::BODY_LIMIT))
         .layer(tower_http::compression::CompressionLayer::new())

@@ -267,6 +267,20 @@ async fn bad_requests_get_the_status_and_message_of_the_contract() {
         body["error"],
         "status: `done` is not one of `running`, `suspended`, `completed`, `failed`, `cancelled`"
     );
+
+    // Type errors name the field; a body that is not an object says so; a wrong method is JSON too.
+    let (code, body) = h.post("/api/v1/runs", json!({"spec_name": 5})).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert!(body["error"].as_str().unwrap().starts_with("spec_name: invalid type: integer `5`"), "{body}");
+    let (code, body) = h.post("/api/v1/runs/dup/fork", json!({"at_seq": -1})).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert!(body["error"].as_str().unwrap().starts_with("at_seq: invalid value: integer `-1`"), "{body}");
+    let (code, body) = h.post_raw("/api/v1/runs", "[]").await;
+    assert_eq!((code, body), (StatusCode::BAD_REQUEST, json!({"error": "the body must be a JSON object (`{..}`)"})));
+    let response = h.http.delete(format!("{}/api/v1/runs/dup", h.base)).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body, json!({"error": "method DELETE is not allowed on /api/v1/runs/dup"}));
     h.stop().await;
 }
 
@@ -311,6 +325,11 @@ async fn a_suspended_run_is_cancelled() {
     assert_eq!((code, body), (StatusCode::CONFLICT, json!({"error": "run `c1` has already ended (cancelled)"})));
     let events = h.events("c1").await;
     assert_eq!(events.last().unwrap().0, "cancelled");
+    // As `agentic resume` without a server: a cancelled run continues from its last checkpoint.
+    let (code, _) = h.post("/api/v1/runs/c1/resume", json!({})).await;
+    assert_eq!(code, StatusCode::ACCEPTED);
+    let run = h.wait_for("c1", "suspended").await;
+    assert_eq!(run["pending"][0]["prompt"], "Approve: ship x?");
     h.stop().await;
 }
 

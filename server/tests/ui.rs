@@ -100,6 +100,7 @@ async fn every_page_renders_and_the_assets_come_from_the_server() {
         assert!(html.contains(link), "{link} in {html}");
     }
     assert!(html.contains("No runs"));
+    assert!(html.contains(r#"data-live="true""#), "the first page refreshes itself: {html}");
     let csp = headers[CONTENT_SECURITY_POLICY].to_str().unwrap();
     assert!(csp.contains("script-src 'self'") && csp.contains("default-src 'none'"), "{csp}");
     assert!(!html.contains("http://") && !html.contains("https://"), "no external asset: {html}");

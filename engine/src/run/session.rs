@@ -184,24 +184,19 @@ impl RunSession {
                 delta: inputs.into_iter().collect(),
                 ..StepRecord::new(&*run_id, run.next_seq(), INPUTS_PATH)
             };
-            match (&store, req.durability) {
-                // Appended with the run record and made durable by the same flush below (sync) or by the
-                // writer's first flush (async): a crash never leaves one without the other.
-                (Some(store), Durability::Sync | Durability::Async) => {
-                    store.append_dyn(record).await.map_err(store_err)?
-                }
-                _ => run.journal_step(record).await?,
+            match &store {
+                // Appended with the run record and made durable by the same flush below, whatever the
+                // durability: a crash never leaves one without the other.
+                Some(store) => store.append_dyn(record).await.map_err(store_err)?,
+                None => run.journal_step(record).await?,
             }
         }
         // The record says `running` only once the inputs are in the journal: a crash in between must not
-        // leave a run that a restart would continue without them.
+        // leave a run that a restart would continue without them. One flush makes the run exist on disk
+        // (what a server's `201` promises); the durability mode governs the steps after it.
         if let (Some(store), Some(rec)) = (&store, record.as_ref()) {
             store.put_run_dyn(rec.clone()).await.map_err(store_err)?;
-            if req.durability == Durability::Sync {
-                // Async and exit durability make it durable with the first flush of a step (or the final
-                // record's): a crash before then leaves the run as it was, to be continued again.
-                store.flush_dyn().await.map_err(store_err)?;
-            }
+            store.flush_dyn().await.map_err(store_err)?;
         }
 
         let finished = if resuming { image.root_done.take() } else { None };
