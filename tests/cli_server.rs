@@ -132,3 +132,92 @@ fn the_cli_goes_through_the_server_that_holds_the_store() {
     let (code, out, _) = cli(&store, &["resume", "a2"]);
     assert_eq!((code, out.as_str()), (Some(0), "ship cake: no\n"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_on_a_run_through_the_server_cancels_it_as_without_a_server() {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let model = MockServer::start().await;
+    let completion = serde_json::json!({
+        "id": "c", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "late"}, "finish_reason": "stop"}]
+    });
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion).set_delay(Duration::from_secs(2)))
+        .mount(&model)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let spec = dir.path().join("slow.yaml");
+    std::fs::write(
+        &spec,
+        format!(
+            "version: 1\nroot: main\nmodels:\n  default: {{ provider: openai, base_url: \"{}/v1\", model: m }}\n\
+             agents:\n  main: {{ kind: sequence, agents: [slow, after], output_key: b }}\n  \
+             slow: {{ kind: llm, user: hi, output_key: a }}\n  after: {{ kind: llm, user: again, output_key: b }}\n",
+            model.uri()
+        ),
+    )
+    .unwrap();
+    let served = Served::start(&store);
+    let child = Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(["run", spec.to_str().unwrap(), "--memory-id", "r"])
+        .env("AGENTIC_STORE", &store)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env_remove("AGENTIC_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the server runs it (its first step waits for the model), Ctrl-C.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cli(&store, &["show", "r", "--json"]).0 != Some(0) {
+        assert!(Instant::now() < deadline, "the run never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("interrupted: cancelling run `r` (Ctrl-C again to exit at once); `agentic resume r` continues it"),
+        "{err}"
+    );
+    assert!(err.ends_with("error: run cancelled\n"), "{err}");
+    let (code, shown, _) = cli(&store, &["show", "r", "--json"]);
+    assert_eq!(code, Some(0));
+    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(shown["status"], "cancelled");
+    assert_eq!(shown["state"].get("b"), None, "the second step never ran");
+    served.stop();
+}
+
+#[test]
+fn run_with_a_memory_id_behaves_the_same_through_the_server() {
+    const COUNT: &str = "version: 1\nroot: main\nagents:\n  \
+        main: { kind: sequence, agents: [count, ask], output_key: n }\n  \
+        count: { kind: compute, inputs: [], value: '(n if n is defined else 0) + 1', output_key: n }\n  \
+        ask: { kind: human, prompt: 'again?', response_id: again, optional: true, inputs: [stop], output_key: answer }\n";
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("count.yaml");
+    std::fs::write(&spec, COUNT).unwrap();
+    let spec = spec.to_str().unwrap();
+    let steps: [&[&str]; 4] = [
+        &["run", spec, "--memory-id", "c"],
+        // A completed id starts a new turn on its state.
+        &["run", spec, "--memory-id", "c"],
+        // A suspended id is refused with advice.
+        &["run", spec, "--memory-id", "s", "--input", "stop=1"],
+        &["run", spec, "--memory-id", "s"],
+    ];
+    let local_store = dir.path().join("local");
+    let local: Vec<_> = steps.iter().map(|args| cli(&local_store, args)).collect();
+    assert_eq!(local[1].1, "2\n", "{local:?}");
+    assert_eq!(local[3].0, Some(64), "{local:?}");
+    let store = dir.path().join("served");
+    let served = Served::start(&store);
+    let remote: Vec<_> = steps.iter().map(|args| cli(&store, args)).collect();
+    assert_eq!(remote, local);
+    served.stop();
+}

@@ -104,6 +104,8 @@ struct CreateRun {
     inputs: Option<Map<String, Value>>,
     run_id: Option<String>,
     durability: Option<String>,
+    #[serde(default)]
+    new_turn: bool,
 }
 
 async fn create_run(
@@ -128,7 +130,13 @@ async fn create_run(
             return Err(ApiError::bad_request(format!("durability: `{other}` is not one of `sync`, `async`, `exit`")));
         }
     };
-    let new = NewRun { spec, inputs: body.inputs.unwrap_or_default(), run_id: body.run_id, durability };
+    let new = NewRun {
+        spec,
+        inputs: body.inputs.unwrap_or_default(),
+        run_id: body.run_id,
+        durability,
+        new_turn: body.new_turn,
+    };
     let run_id = app.host.start(new).await?;
     Ok((StatusCode::CREATED, Json(json!({"run_id": run_id, "status": "running"}))).into_response())
 }

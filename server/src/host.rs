@@ -38,6 +38,8 @@ pub(crate) struct NewRun {
     pub(crate) inputs: Map<String, Value>,
     pub(crate) run_id: Option<String>,
     pub(crate) durability: Durability,
+    /// A `run_id` of a completed run starts a new turn on its state instead of being refused.
+    pub(crate) new_turn: bool,
 }
 
 /// The specs of `--specs DIR`, by file stem (`order_approval.yaml` → `order_approval`).
@@ -202,14 +204,19 @@ impl RunHost {
             ApiError::unprocessable(format!("inputs: {first}")).with("errors", Value::Array(list))
         };
         spec.check_inputs(&inputs).map_err(input_errors)?;
-        spec.complete_inputs(&mut inputs).map_err(input_errors)?;
         let run_id = match new.run_id {
             Some(id) if id.trim().is_empty() => return Err(ApiError::bad_request("run_id: must not be empty")),
             Some(id) => id,
             None => uuid::Uuid::new_v4().to_string(),
         };
-        if let Some(existing) = self.inner.store.run_dyn(&run_id).await? {
-            return Err(ApiError::conflict(format!("run_id: run `{run_id}` already exists ({})", existing.status)));
+        match self.inner.store.run_dyn(&run_id).await? {
+            // A new turn on a completed run continues on its state: its inputs are neither required nor
+            // defaulted (as `agentic run --memory-id` of a completed run).
+            Some(existing) if new.new_turn && existing.status == RunStatus::Completed => {}
+            Some(existing) => {
+                return Err(ApiError::conflict(format!("run_id: run `{run_id}` already exists ({})", existing.status)));
+            }
+            None => spec.complete_inputs(&mut inputs).map_err(input_errors)?,
         }
         let source = match (source, &new.spec) {
             (Some(path), _) => Some(path),

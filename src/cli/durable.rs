@@ -259,7 +259,7 @@ async fn remote_fork(remote: &Remote, args: &ForkArgs) -> u8 {
     };
     eprintln!("run: {new_id}");
     eprintln!("forked from {} at step {}", args.run_id, args.at);
-    match remote.wait_stopped(&new_id).await {
+    match remote.wait_stopped_or_cancel(&new_id).await {
         Ok(record) => print_end(&new_id, RunEnd::of_record(&record), args.json),
         Err(e) => {
             eprintln!("error: {e}");
@@ -299,7 +299,7 @@ async fn remote_resume(remote: &Remote, args: &ResumeArgs) -> u8 {
             return EXIT_FAILED;
         }
     }
-    match remote.wait_stopped(&args.run_id).await {
+    match remote.wait_stopped_or_cancel(&args.run_id).await {
         Ok(record) => print_end(&args.run_id, RunEnd::of_record(&record), args.json),
         Err(e) => {
             eprintln!("error: {e}");

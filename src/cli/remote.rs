@@ -75,6 +75,31 @@ impl Remote {
         self.send(self.request(reqwest::Method::POST, path).json(body)).await
     }
 
+    /// [`Remote::wait_stopped`], with Ctrl-C as without a server: the first one cancels the run on the server
+    /// (it stops at its next step boundary and is recorded `cancelled`; `agentic resume` continues it), a
+    /// second one exits at once with status 130.
+    pub(crate) async fn wait_stopped_or_cancel(&self, run_id: &str) -> Result<RunRecord, String> {
+        let remote = self.clone();
+        let id = run_id.to_string();
+        let watcher = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_err() {
+                return;
+            }
+            eprintln!(
+                "interrupted: cancelling run `{id}` (Ctrl-C again to exit at once); `agentic resume {id}` continues it"
+            );
+            if let Err(e) = remote.post(&format!("/api/v1/runs/{}/cancel", segment(&id)), &Value::Null).await {
+                eprintln!("error: cannot cancel run `{id}`: {e}");
+            }
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        });
+        let stopped = self.wait_stopped(run_id).await;
+        watcher.abort();
+        stopped
+    }
+
     /// Waits until the server no longer executes `run_id` and its record says it stopped; returns the record.
     pub(crate) async fn wait_stopped(&self, run_id: &str) -> Result<RunRecord, String> {
         let path = format!("/api/v1/runs/{}", segment(run_id));

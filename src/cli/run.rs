@@ -42,11 +42,12 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             return EXIT_FAILED;
         }
     };
-    let store = match opened {
-        super::Opened::Local(store) => store,
+    // Through a server that holds the store, the same checks read the store through it.
+    let (store, remote) = match opened {
+        super::Opened::Local(store) => (store, None),
         super::Opened::Server(remote) => {
-            let topology = built.root.topology();
-            return runtime.block_on(remote_run(&remote, &args, &run_id, inputs, &topology));
+            let store: agentic_engine::StoreRef = std::sync::Arc::new(super::remote::RemoteStore(remote.clone()));
+            (store, Some(remote))
         }
     };
     let existing = match &args.memory_id {
@@ -71,7 +72,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     let source = std::fs::canonicalize(&args.spec).unwrap_or_else(|_| args.spec.clone());
     // A completed run id starts a new turn on its state; any other existing run is continued with
     // `agentic resume`, not restarted with new inputs over its half-done state.
-    if let Some(existing) = existing.filter(|e| e.status != agentic_engine::RunStatus::Completed) {
+    if let Some(existing) = existing.as_ref().filter(|e| e.status != agentic_engine::RunStatus::Completed) {
         let pending: Vec<&str> = existing.pending.iter().map(|p| p.id.as_str()).collect();
         let how = if pending.is_empty() {
             format!("continue it with `agentic resume {run_id}`")
@@ -86,6 +87,11 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             existing.status
         );
         return EXIT_USAGE;
+    }
+    if let Some(remote) = remote {
+        let topology = built.root.topology();
+        let new_turn = existing.is_some();
+        return runtime.block_on(remote_run(&remote, &args, &run_id, inputs, &topology, new_turn));
     }
     let topology = args.report.as_ref().map(|_| built.root.topology());
     let report_store = store.clone();
@@ -126,6 +132,7 @@ async fn remote_run(
     run_id: &str,
     inputs: Map<String, Value>,
     topology: &agentic_engine::TopologyNode,
+    new_turn: bool,
 ) -> u8 {
     use super::remote::error_of;
     let text = match std::fs::read_to_string(&args.spec) {
@@ -140,9 +147,12 @@ async fn remote_run(
         super::args::DurabilityArg::Async => "async",
         super::args::DurabilityArg::Exit => "exit",
     };
-    let body = json!({"spec": text, "inputs": inputs, "run_id": run_id, "durability": durability});
+    let mut body = json!({"spec": text, "inputs": inputs, "run_id": run_id, "durability": durability});
+    if new_turn {
+        body["new_turn"] = Value::Bool(true);
+    }
     match remote.post("/api/v1/runs", &body).await {
-        Ok((201, _)) => eprintln!("run: {run_id}"),
+        Ok((201, _)) => {}
         Ok((status, body)) => {
             let errors = body.get("errors").and_then(Value::as_array);
             match errors {
@@ -160,7 +170,7 @@ async fn remote_run(
             return EXIT_FAILED;
         }
     }
-    let code = match remote.wait_stopped(run_id).await {
+    let code = match remote.wait_stopped_or_cancel(run_id).await {
         Ok(record) => print_end(run_id, RunEnd::of_record(&record), args.json),
         Err(e) => {
             eprintln!("error: {e}");
