@@ -121,7 +121,11 @@ fn the_cli_goes_through_the_server_that_holds_the_store() {
     assert_eq!(v["pending"][0]["id"], "manager");
     let (code, _, err) = cli(&store, &["run", spec, "--memory-id", "a2", "--input", "item=cake"]);
     assert_eq!(code, Some(64));
-    assert_eq!(err, "error: run_id: run `a2` already exists (suspended)\n");
+    assert_eq!(
+        err,
+        "run: a2\nerror: run `a2` already exists and is suspended; it waits for manager: answer with `agentic \
+         respond a2 ..`, then `agentic resume a2` (or choose another --memory-id)\n"
+    );
     let shown = cli(&store, &["show", "a2"]);
     served.stop();
 
