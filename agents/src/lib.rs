@@ -27,9 +27,11 @@ pub use llm::{
     DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder, OutputType, SUMMARY_PROMPT, extract_json, memory_key,
     parse_answer,
 };
-pub use mcp::{McpAgent, McpAgentBuilder, McpClient, McpError, McpServer, McpTool};
+pub use mcp::{
+    McpAgent, McpAgentBuilder, McpClient, McpError, McpServer, McpTool, McpToolProvider, McpToolProviderBuilder,
+};
 pub use model::{ChatModel, ChatModelRef, DynChatModel, ModelError};
-pub use tools::{Tool, ToolCallInfo};
+pub use tools::{Tool, ToolCallInfo, ToolProvider};
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

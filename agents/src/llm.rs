@@ -25,12 +25,17 @@
 //!   `max_tool_iterations` rounds (default 10). A failing call is reported to the model as `error: ..`; a
 //!   successful call of a tool with a compensation registers it with the invocation. Listeners get
 //!   `ToolStarted`/`ToolFinished` events.
+//! - **Tool providers** (`tool_provider(..)`, see [`ToolProvider`]): tools known only at run time (an MCP
+//!   server's, [`crate::McpToolProvider`]) are asked for at every invocation and offered with the agent's
+//!   own tools; two tools of the same name fail the invocation, naming where each comes from. A provider
+//!   tool may fail the agent (its MCP server died) instead of reporting an error to the model.
 //! - **Streaming** (`streaming(true)`): the model's answer is streamed and every text delta is reported to
 //!   the listeners as a `Token` event (e.g. through `InvokeRequest::events`); the result is the same.
 //!
 //! Follows LangChain4j agentic's AI-service agents (`@UserMessage` templates, typed returns, chat memory,
 //! summarized context, dynamic chat model); the lenient parsing and the single re-ask are ours.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use agentic_engine::{
@@ -45,7 +50,7 @@ use crate::expr::Template;
 use crate::model::{
     ChatMessage, ChatModelRef, ChatRequest, ChatResponse, ModelInfo, ResponseFormat, StreamEvent, ToolChoice,
 };
-use crate::tools::{Tool, ToolCallInfo, result_text};
+use crate::tools::{Tool, ToolCallInfo, ToolFailure, ToolProvider, result_text};
 
 /// The default bound on tool rounds per model exchange ([`LlmAgentBuilder::max_tool_iterations`]).
 pub const DEFAULT_MAX_TOOL_ITERATIONS: usize = 10;
@@ -207,6 +212,7 @@ pub struct LlmAgent {
     temperature: Option<f64>,
     max_tokens: Option<u32>,
     tools: Vec<Tool>,
+    providers: Vec<Arc<dyn ToolProvider>>,
     tool_choice: Option<ToolChoice>,
     max_tool_iterations: usize,
     streaming: bool,
@@ -219,6 +225,7 @@ impl std::fmt::Debug for LlmAgent {
             .field("model", &self.model)
             .field("output", &self.output)
             .field("tools", &self.tools.iter().map(Tool::name).collect::<Vec<_>>())
+            .field("providers", &self.providers.iter().map(|p| p.source()).collect::<Vec<_>>())
             .field("streaming", &self.streaming)
             .finish_non_exhaustive()
     }
@@ -243,6 +250,7 @@ pub struct LlmAgentBuilder {
     temperature: Option<f64>,
     max_tokens: Option<u32>,
     tools: Vec<Tool>,
+    providers: Vec<Arc<dyn ToolProvider>>,
     tool_choice: Option<ToolChoice>,
     max_tool_iterations: usize,
     streaming: bool,
@@ -271,6 +279,7 @@ impl LlmAgent {
             temperature: None,
             max_tokens: None,
             tools: Vec::new(),
+            providers: Vec::new(),
             tool_choice: None,
             max_tool_iterations: DEFAULT_MAX_TOOL_ITERATIONS,
             streaming: false,
@@ -397,6 +406,13 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// Lets the model call the tools `provider` offers when the agent runs (an MCP server's, say), asked at
+    /// every invocation; added to the providers given before (default none).
+    pub fn tool_provider(mut self, provider: impl ToolProvider) -> Self {
+        self.providers.push(Arc::new(provider));
+        self
+    }
+
     /// Whether the model must call a tool in its first answer: [`ToolChoice::Required`] (some tool),
     /// [`ToolChoice::Tool`] (that tool: a forced tool call, which small models follow reliably under
     /// constrained decoding), [`ToolChoice::None`] (no tool), [`ToolChoice::Auto`] (default: the model
@@ -436,7 +452,9 @@ impl LlmAgentBuilder {
                 return Err(invalid(format!("two tools are named `{}`", t.name()), &self.spec.name));
             }
         }
+        // With providers, the tool may be theirs: checked at invocation.
         if let Some(ToolChoice::Tool(name)) = &self.tool_choice
+            && self.providers.is_empty()
             && !self.tools.iter().any(|t| t.name() == name)
         {
             let known: Vec<&str> = self.tools.iter().map(Tool::name).collect();
@@ -463,6 +481,7 @@ impl LlmAgentBuilder {
             temperature: self.temperature,
             max_tokens: self.max_tokens,
             tools: self.tools,
+            providers: self.providers,
             tool_choice: self.tool_choice,
             max_tool_iterations: self.max_tool_iterations,
             streaming: self.streaming,
@@ -576,13 +595,14 @@ impl LlmAgent {
         model: &ChatModelRef,
         info: &ModelInfo,
         request: &mut ChatRequest,
+        tools: &[Tool],
         keep: bool,
     ) -> Result<ChatResponse, AgentError> {
         let mut rounds = 0;
         loop {
-            let sent = if keep || !self.tools.is_empty() { request.clone() } else { std::mem::take(request) };
+            let sent = if keep || !tools.is_empty() { request.clone() } else { std::mem::take(request) };
             let response = self.ask(ctx, model, sent).await?;
-            if self.tools.is_empty() || response.tool_calls().is_empty() {
+            if tools.is_empty() || response.tool_calls().is_empty() {
                 return Ok(response);
             }
             if rounds == self.max_tool_iterations {
@@ -603,7 +623,14 @@ impl LlmAgent {
                 request.tool_choice = Some(ToolChoice::Auto);
             }
             let calls = response.tool_calls().to_vec();
-            let results = futures::future::join_all(calls.iter().map(|c| self.call_tool(ctx, c))).await;
+            let results = futures::future::join_all(calls.iter().map(|c| self.call_tool(ctx, tools, c))).await;
+            if let Some((_, Err(ToolFailure::Agent(e)))) =
+                results.iter().find(|(_, r)| matches!(r, Err(ToolFailure::Agent(_))))
+            {
+                return Err(ctx.fail(e.clone()));
+            }
+            let results =
+                results.into_iter().map(|(t, r)| (t, r.map_err(|(ToolFailure::Model(e) | ToolFailure::Agent(e))| e)));
             request.messages.push(response.message);
             for (call, (tool, result)) in calls.iter().zip(results) {
                 if let (Some(tool), Ok(value)) = (tool, &result)
@@ -618,12 +645,13 @@ impl LlmAgent {
 
     /// Runs one tool call, reporting `ToolStarted`/`ToolFinished` to the listeners. Unknown tools and tool
     /// failures are results (`Err`) for the model, not failures of the agent.
-    async fn call_tool(
+    async fn call_tool<'t>(
         &self,
         ctx: &InvocationContext,
+        tools: &'t [Tool],
         call: &crate::model::ToolCall,
-    ) -> (Option<&Tool>, Result<Value, String>) {
-        let tool = self.tools.iter().find(|t| t.name() == call.name);
+    ) -> (Option<&'t Tool>, Result<Value, ToolFailure>) {
+        let tool = tools.iter().find(|t| t.name() == call.name);
         if ctx.has_listeners() {
             ctx.emit(&RunEvent::ToolStarted {
                 run_id: ctx.run_id().to_string(),
@@ -643,16 +671,18 @@ impl LlmAgent {
                     idempotency_key: format!("{}/{}", ctx.idempotency_key(), call.id),
                     state: ctx.view(),
                 };
-                tool.call(info, call.arguments.clone()).await
+                tool.call_checked(info, call.arguments.clone()).await
             }
             None => {
-                let known: Vec<&str> = self.tools.iter().map(Tool::name).collect();
-                Err(format!("unknown tool `{}` (the tools are: {})", call.name, known.join(", ")))
+                let known: Vec<&str> = tools.iter().map(Tool::name).collect();
+                Err(ToolFailure::Model(format!("unknown tool `{}` (the tools are: {})", call.name, known.join(", "))))
             }
         };
         match &result {
             Ok(_) => tracing::debug!(agent = %self.spec.name, tool = %call.name, "tool call succeeded"),
-            Err(e) => tracing::info!(agent = %self.spec.name, tool = %call.name, "tool call failed: {e}"),
+            Err(ToolFailure::Model(e) | ToolFailure::Agent(e)) => {
+                tracing::info!(agent = %self.spec.name, tool = %call.name, "tool call failed: {e}")
+            }
         }
         if ctx.has_listeners() {
             ctx.emit(&RunEvent::ToolFinished {
@@ -661,11 +691,46 @@ impl LlmAgent {
                 tool: call.name.clone(),
                 result: match &result {
                     Ok(v) => v.clone(),
-                    Err(e) => Value::String(format!("error: {e}")),
+                    Err(ToolFailure::Model(e) | ToolFailure::Agent(e)) => Value::String(format!("error: {e}")),
                 },
             });
         }
         (tool, result)
+    }
+}
+
+impl LlmAgent {
+    /// The tools of this invocation: the agent's own, then each provider's, all names distinct.
+    async fn resolve_tools(&self, ctx: &InvocationContext) -> Result<Cow<'_, [Tool]>, AgentError> {
+        if self.providers.is_empty() {
+            return Ok(Cow::Borrowed(&self.tools));
+        }
+        let mut tools = self.tools.clone();
+        let mut sources: Vec<String> = vec!["the agent's own tools".to_string(); tools.len()];
+        for provider in &self.providers {
+            for tool in provider.tools().await.map_err(|e| ctx.fail(e))? {
+                if let Some(i) = tools.iter().position(|t| t.name() == tool.name()) {
+                    return Err(ctx.fail(format!(
+                        "two tools are named `{}`: one of {} and one of {}; rename one (a name mapping of the \
+                         provider, `rename` in a spec)",
+                        tool.name(),
+                        sources[i],
+                        provider.source()
+                    )));
+                }
+                tools.push(tool);
+                sources.push(provider.source());
+            }
+        }
+        if let Some(ToolChoice::Tool(name)) = &self.tool_choice
+            && !tools.iter().any(|t| t.name() == name)
+        {
+            let known: Vec<&str> = tools.iter().map(Tool::name).collect();
+            return Err(
+                ctx.fail(format!("tool_choice names `{name}`, which is not among the tools ({})", known.join(", ")))
+            );
+        }
+        Ok(Cow::Owned(tools))
     }
 }
 
@@ -713,14 +778,15 @@ impl Agent for LlmAgent {
         let mut request = ChatRequest::new(messages);
         request.temperature = self.temperature;
         request.max_tokens = self.max_tokens;
-        request.tools = self.tools.iter().map(|t| t.spec().clone()).collect();
+        let tools = self.resolve_tools(ctx).await?;
+        request.tools = tools.iter().map(|t| t.spec().clone()).collect();
         request.tool_choice = self.tool_choice.clone();
         let wrapped = structured.as_ref().is_some_and(|(_, w)| *w);
         request.response_format = structured.map(|(f, _)| f);
 
         // A text answer always reads; any other type may be asked for again, which needs the request.
         let keep = !matches!(self.output, OutputType::String);
-        let response = self.converse(ctx, &model, info, &mut request, keep).await?;
+        let response = self.converse(ctx, &model, info, &mut request, &tools, keep).await?;
         let mut answer = response.text().to_string();
         let value = match parse(&self.output, &answer, wrapped, self.checker.as_ref()) {
             Ok(v) => v,
@@ -737,7 +803,7 @@ impl Agent for LlmAgent {
                 }
                 request.messages.push(ChatMessage::user(again));
                 // Boxed: the rare second question would enlarge every invocation's future.
-                let response = Box::pin(self.converse(ctx, &model, info, &mut request, true)).await?;
+                let response = Box::pin(self.converse(ctx, &model, info, &mut request, &tools, true)).await?;
                 answer = response.text().to_string();
                 parse(&self.output, &answer, wrapped, self.checker.as_ref()).map_err(|second| {
                     ctx.fail(format!(

@@ -475,3 +475,149 @@ impl Agent for McpAgent {
         self.client.call(tool, args).await.map_err(|e| ctx.fail(e.to_string()))
     }
 }
+
+type ToolFilter = Arc<dyn Fn(&McpClient, &McpTool) -> bool + Send + Sync>;
+type ToolNameMapper = Arc<dyn Fn(&McpClient, &McpTool) -> String + Send + Sync>;
+
+/// The tools of one or more MCP servers offered to an LLM agent
+/// ([`crate::LlmAgentBuilder::tool_provider`]); the original's `McpToolProvider`.
+///
+/// The servers are asked for their tools at the agent's first invocation (and each server's list is kept by
+/// its [`McpClient`]). A call's arguments are checked against the tool's input schema first; a schema
+/// mismatch and the tool's own error (`isError`) are reported to the model (`error: ..`), which may call
+/// again; a server that cannot be reached or dies fails the agent, naming the server.
+///
+/// ```no_run
+/// use agentic_agents::{McpClient, McpToolProvider};
+/// let calc = McpClient::http("calc", "http://127.0.0.1:8081/mcp");
+/// let files = McpClient::stdio("files", ["python", "files_server.py"]);
+/// let provider = McpToolProvider::builder()
+///     .client(calc)
+///     .client(files)
+///     .filter_tool_names(["add", "read_file"])
+///     .tool_name_mapper(|server, tool| format!("{}_{}", server.name(), tool.name))
+///     .build();
+/// ```
+#[derive(Clone)]
+pub struct McpToolProvider {
+    clients: Vec<Arc<McpClient>>,
+    filter: Option<ToolFilter>,
+    mapper: Option<ToolNameMapper>,
+}
+
+impl std::fmt::Debug for McpToolProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpToolProvider").field("clients", &self.clients).finish_non_exhaustive()
+    }
+}
+
+/// Builder of an [`McpToolProvider`]. Defaults: no server, every tool of each server, named as the server
+/// names it.
+#[derive(Default)]
+pub struct McpToolProviderBuilder {
+    clients: Vec<Arc<McpClient>>,
+    filters: Vec<ToolFilter>,
+    mapper: Option<ToolNameMapper>,
+}
+
+impl McpToolProvider {
+    /// A builder with no server yet.
+    pub fn builder() -> McpToolProviderBuilder {
+        McpToolProviderBuilder::default()
+    }
+}
+
+impl McpToolProviderBuilder {
+    /// Offers the tools of this server too.
+    pub fn client(mut self, client: Arc<McpClient>) -> Self {
+        self.clients.push(client);
+        self
+    }
+
+    /// Offers only the tools for which `keep(server, tool)` holds (all filters must hold).
+    pub fn filter(mut self, keep: impl Fn(&McpClient, &McpTool) -> bool + Send + Sync + 'static) -> Self {
+        self.filters.push(Arc::new(keep));
+        self
+    }
+
+    /// Offers only the tools with these names (as the servers name them).
+    pub fn filter_tool_names<S: Into<String>>(self, names: impl IntoIterator<Item = S>) -> Self {
+        let names: Vec<String> = names.into_iter().map(Into::into).collect();
+        self.filter(move |_, tool| names.contains(&tool.name))
+    }
+
+    /// Names each tool for the model as `name(server, tool)` returns (to tell apart tools of the same name
+    /// on two servers); the server is still called with the tool's own name.
+    pub fn tool_name_mapper(mut self, name: impl Fn(&McpClient, &McpTool) -> String + Send + Sync + 'static) -> Self {
+        self.mapper = Some(Arc::new(name));
+        self
+    }
+
+    /// The provider.
+    pub fn build(self) -> McpToolProvider {
+        let filters = self.filters;
+        let filter: Option<ToolFilter> = match filters.len() {
+            0 => None,
+            _ => Some(Arc::new(move |c: &McpClient, t: &McpTool| filters.iter().all(|f| f(c, t)))),
+        };
+        McpToolProvider { clients: self.clients, filter, mapper: self.mapper }
+    }
+}
+
+/// One MCP tool as a tool of an LLM agent, named `name` for the model.
+fn llm_tool(client: Arc<McpClient>, tool: McpTool, name: String) -> crate::Tool {
+    let spec = crate::model::ToolSpec::new(name, tool.description.clone(), tool.input_schema.clone());
+    let tool = Arc::new(tool);
+    crate::Tool::checked(spec, move |args| {
+        let (client, tool) = (client.clone(), tool.clone());
+        Box::pin(async move {
+            let args = match args {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            };
+            client.call(&tool, args).await.map_err(|e| match e {
+                McpError::Tool { message, .. } => crate::tools::ToolFailure::Model(message),
+                other => crate::tools::ToolFailure::Agent(other.to_string()),
+            })
+        })
+    })
+}
+
+impl crate::ToolProvider for McpToolProvider {
+    fn source(&self) -> String {
+        let names: Vec<String> = self.clients.iter().map(|c| format!("`{}`", c.name)).collect();
+        match names.len() {
+            1 => format!("MCP server {}", names[0]),
+            _ => format!("MCP servers {}", names.join(", ")),
+        }
+    }
+
+    fn tools(&self) -> futures::future::BoxFuture<'_, Result<Vec<crate::Tool>, String>> {
+        Box::pin(async move {
+            let mut out: Vec<crate::Tool> = Vec::new();
+            let mut servers: Vec<&str> = Vec::new();
+            for client in &self.clients {
+                let listed = client.tools().await.map_err(|e| e.to_string())?;
+                for tool in listed.iter() {
+                    if self.filter.as_ref().is_some_and(|keep| !keep(client, tool)) {
+                        continue;
+                    }
+                    let name = match &self.mapper {
+                        Some(m) => m(client, tool),
+                        None => tool.name.clone(),
+                    };
+                    if let Some(i) = out.iter().position(|t| t.name() == name) {
+                        return Err(format!(
+                            "two tools are named `{name}`: one of MCP server `{}` and one of MCP server `{}`; \
+                             rename one (a name mapping of the provider, `rename` in a spec)",
+                            servers[i], client.name
+                        ));
+                    }
+                    out.push(llm_tool(client.clone(), tool.clone(), name));
+                    servers.push(&client.name);
+                }
+            }
+            Ok(out)
+        })
+    }
+}

@@ -14,6 +14,9 @@
 //! A tool failing (its arguments do not deserialise, or the function returns `Err`) does not fail the agent:
 //! the model gets `error: <message>` as the call's result and may try again.
 //!
+//! Tools known only when the agent runs — the tools of an MCP server — come from a [`ToolProvider`]
+//! ([`crate::LlmAgentBuilder::tool_provider`]), asked at every invocation (the original's `ToolProvider`).
+//!
 //! ```
 //! use agentic_agents::Tool;
 //! use serde_json::json;
@@ -47,10 +50,35 @@ use agentic_engine::ScopeView;
 
 use crate::model::ToolSpec;
 
-type ToolFn = Arc<dyn Fn(ToolCallInfo, Value) -> BoxFuture<'static, Result<Value, String>> + Send + Sync>;
+type ToolFn = Arc<dyn Fn(ToolCallInfo, Value) -> BoxFuture<'static, Result<Value, ToolFailure>> + Send + Sync>;
 type UndoFn = Arc<dyn Fn(Value, Value) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 /// The undo of one successful call, its arguments and result bound.
 pub(crate) type BoundUndo = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), String>> + Send>;
+
+/// Why a tool call failed: an error the model reads and may act on (bad arguments, the tool's own error),
+/// or one that fails the calling agent (the server behind the tool is gone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ToolFailure {
+    /// Sent to the model as the call's result (`error: ..`).
+    Model(String),
+    /// Fails the agent with this message.
+    Agent(String),
+}
+
+/// A source of tools the LLM agent asks for at every invocation, for tools known only at run time (the
+/// tools of an MCP server: [`crate::McpToolProvider`]); the original's `ToolProvider`. The tools of all
+/// providers and the agent's own tools must have distinct names (a clash fails the invocation, naming both
+/// sources).
+pub trait ToolProvider: Send + Sync + 'static {
+    /// Names the provider in errors (`MCP server \`calc\``).
+    fn source(&self) -> String;
+
+    /// The tools offered now.
+    ///
+    /// # Errors
+    /// The message the agent fails with (the server cannot be reached, say).
+    fn tools(&self) -> BoxFuture<'_, Result<Vec<Tool>, String>>;
+}
 
 /// What a tool function may want to know about the call it serves (see [`Tool::with_call`]).
 #[derive(Debug, Clone)]
@@ -108,8 +136,9 @@ fn parameters_of<A: schemars::JsonSchema>() -> Value {
     schema
 }
 
-fn to_result<R: Serialize>(r: Result<R, String>) -> Result<Value, String> {
+fn to_result<R: Serialize>(r: Result<R, String>) -> Result<Value, ToolFailure> {
     r.and_then(|v| serde_json::to_value(v).map_err(|e| format!("the result is not JSON: {e}")))
+        .map_err(ToolFailure::Model)
 }
 
 impl Tool {
@@ -139,7 +168,7 @@ impl Tool {
         let run: ToolFn = Arc::new(move |call, args: Value| {
             let parsed = A::deserialize(&args).map_err(|e| format!("invalid arguments: {e}"));
             let f = f.clone();
-            Box::pin(async move { to_result(f(call, parsed?).await) })
+            Box::pin(async move { to_result(f(call, parsed.map_err(ToolFailure::Model)?).await) })
         });
         Tool { spec: ToolSpec::new(name, description, parameters_of::<A>()), run, undo: None, undo_name: None }
     }
@@ -173,11 +202,29 @@ impl Tool {
         Fut: Future<Output = Result<Value, String>> + Send + 'static,
     {
         let checked = schema.clone();
+        let f = Arc::new(f);
         let run: ToolFn = Arc::new(move |call, args| match crate::llm::check_schema(&checked, &args, "the call") {
-            Ok(()) => Box::pin(f(call, args)),
-            Err(e) => Box::pin(std::future::ready(Err(e))),
+            Ok(()) => {
+                let f = f.clone();
+                Box::pin(async move { f(call, args).await.map_err(ToolFailure::Model) })
+            }
+            Err(e) => Box::pin(std::future::ready(Err(ToolFailure::Model(e)))),
         });
         Tool { spec: ToolSpec::new(name, description, schema), run, undo: None, undo_name: None }
+    }
+
+    /// A tool whose function may also fail the calling agent ([`ToolFailure::Agent`]); the arguments are
+    /// checked against `schema` first (a mismatch is the model's error).
+    pub(crate) fn checked<F>(spec: ToolSpec, f: F) -> Self
+    where
+        F: Fn(Value) -> BoxFuture<'static, Result<Value, ToolFailure>> + Send + Sync + 'static,
+    {
+        let checked = spec.parameters.clone();
+        let run: ToolFn = Arc::new(move |_call, args| match crate::llm::check_schema(&checked, &args, "the call") {
+            Ok(()) => f(args),
+            Err(e) => Box::pin(std::future::ready(Err(ToolFailure::Model(e)))),
+        });
+        Tool { spec, run, undo: None, undo_name: None }
     }
 
     /// Declares how to undo a successful call: `undo(arguments, result)` (the arguments as JSON, the result
@@ -217,8 +264,14 @@ impl Tool {
     /// Runs the tool with `arguments` (JSON as the model wrote it).
     ///
     /// # Errors
-    /// The message the model gets: the arguments do not deserialise, or the function failed.
+    /// The message the model gets: the arguments do not deserialise, or the function failed (or, for a tool
+    /// of a [`ToolProvider`], the message the calling agent fails with).
     pub async fn call(&self, call: ToolCallInfo, arguments: Value) -> Result<Value, String> {
+        self.call_checked(call, arguments).await.map_err(|(ToolFailure::Model(e) | ToolFailure::Agent(e))| e)
+    }
+
+    /// Runs the tool, telling the model's errors from the agent's.
+    pub(crate) async fn call_checked(&self, call: ToolCallInfo, arguments: Value) -> Result<Value, ToolFailure> {
         (self.run)(call, arguments).await
     }
 

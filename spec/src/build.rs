@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_agents::expr::Expression;
-use agentic_agents::{Compute, Human, HumanMode, McpAgent, McpClient, McpServer};
+use agentic_agents::{Compute, Human, HumanMode, McpAgent, McpClient, McpServer, McpToolProvider};
 use agentic_engine::{AgentRef, BuildError, ErrorContext, RetryPolicy, SpecBuilder};
 use agentic_planners::{CompositeBuilderExt, Conditional, Loop, Parallel, ParallelMapper, Sequence};
 use serde_json::Value;
 
 use crate::error::Sink;
-use crate::model::{AgentDef, AgentKind, ComputeBody, Located, McpServerDef};
+use crate::model::{AgentDef, AgentKind, ComputeBody, Located, McpServerDef, McpServerEntry};
 use crate::validate::expr_message;
 
 /// Builds agents by name, recursively; errors go to the sink at the agent's position.
@@ -23,6 +23,9 @@ pub(crate) struct Builder<'a> {
     models: HashMap<String, Result<agentic_agents::ChatModelRef, String>>,
     /// Decision models by name (scripted `decisions`); other models are chat models used as decision models.
     decision_models: HashMap<String, agentic_agents::DecisionModelRef>,
+    /// The `mcp_servers` of the spec, and the client of each once an agent uses it (one per built spec).
+    mcp_servers: &'a [McpServerEntry],
+    mcp_clients: HashMap<String, Arc<McpClient>>,
 }
 
 /// A failure already recorded in the sink.
@@ -31,6 +34,11 @@ pub(crate) struct Reported;
 type Built = Result<AgentRef, Reported>;
 
 impl<'a> Builder<'a> {
+    pub(crate) fn with_mcp_servers(mut self, servers: &'a [McpServerEntry]) -> Self {
+        self.mcp_servers = servers;
+        self
+    }
+
     pub(crate) fn new(agents: &'a [AgentDef], sink: &'a mut Sink) -> Self {
         Builder {
             by_name: agents.iter().map(|a| (a.name.as_str(), a)).collect(),
@@ -38,6 +46,8 @@ impl<'a> Builder<'a> {
             sink,
             models: HashMap::new(),
             decision_models: HashMap::new(),
+            mcp_servers: &[],
+            mcp_clients: HashMap::new(),
         }
     }
 
@@ -147,11 +157,16 @@ impl<'a> Builder<'a> {
                 self.decision_router(def, agents, model, *threshold)
             }
             AgentKind::Mcp(mcp) => {
-                let server = match &mcp.server.value {
-                    McpServerDef::Stdio { command } => McpServer::Stdio { command: command.clone() },
-                    McpServerDef::Http { url } => McpServer::Http { url: url.clone() },
+                let client = match &mcp.server.value {
+                    McpServerDef::Named { name } => self.mcp_client(name, mcp.server.pos, &def.name, "server")?,
+                    McpServerDef::Stdio { command } => {
+                        McpClient::new(def.name.clone(), McpServer::Stdio { command: command.clone() })
+                    }
+                    McpServerDef::Http { url } => {
+                        McpClient::new(def.name.clone(), McpServer::Http { url: url.clone() })
+                    }
                 };
-                let mut b = McpAgent::builder(McpClient::new(def.name.clone(), server)).name(def.name.clone());
+                let mut b = McpAgent::builder(client).name(def.name.clone());
                 if let Some(tool) = &mcp.tool {
                     b = b.tool_name(tool.value.clone());
                 }
@@ -288,6 +303,36 @@ fn repair_writes(
 
 impl Builder<'_> {
     /// Sets the chat models `llm` agents refer to.
+    /// The client of the server `name` of `mcp_servers`, shared by every agent of the spec that uses it.
+    fn mcp_client(
+        &mut self,
+        name: &str,
+        pos: crate::node::Pos,
+        agent: &str,
+        field: &str,
+    ) -> Result<Arc<McpClient>, Reported> {
+        if let Some(c) = self.mcp_clients.get(name) {
+            return Ok(c.clone());
+        }
+        let Some(entry) = self.mcp_servers.iter().find(|s| s.name == name) else {
+            // Reported by validation already; a spec built without it still gets a located error.
+            self.sink.push(pos, Some(agent), Some(field), format!("unknown MCP server `{name}`"));
+            return Err(Reported);
+        };
+        let server = match &entry.server.value {
+            McpServerDef::Stdio { command } => McpServer::Stdio { command: command.clone() },
+            McpServerDef::Http { url } => McpServer::Http { url: url.clone() },
+            McpServerDef::Named { name: other } => {
+                let msg = format!("MCP server `{name}` is declared as another name (`{other}`)");
+                self.sink.push(entry.server.pos, Some(agent), Some(field), msg);
+                return Err(Reported);
+            }
+        };
+        let client = McpClient::new(name, server);
+        self.mcp_clients.insert(name.to_string(), client.clone());
+        Ok(client)
+    }
+
     pub(crate) fn with_models(mut self, models: HashMap<String, Result<agentic_agents::ChatModelRef, String>>) -> Self {
         self.models = models;
         self
@@ -335,6 +380,21 @@ impl Builder<'_> {
                     return Err(Reported);
                 }
             }
+        }
+        for (i, t) in llm.mcp_tools.iter().enumerate() {
+            let client = self.mcp_client(&t.server.value, t.server.pos, &def.name, &format!("tools[{i}].mcp"))?;
+            let mut p = McpToolProvider::builder().client(client);
+            if let Some(filter) = &t.filter {
+                p = p.filter_tool_names(filter.iter().map(|n| n.value.clone()));
+            }
+            if !t.rename.is_empty() {
+                let rename: HashMap<String, String> =
+                    t.rename.iter().map(|(from, to)| (from.clone(), to.value.clone())).collect();
+                p = p.tool_name_mapper(move |_, tool| {
+                    rename.get(&tool.name).cloned().unwrap_or_else(|| tool.name.clone())
+                });
+            }
+            b = b.tool_provider(p.build());
         }
         if let Some(n) = llm.max_tool_iterations {
             b = b.max_tool_iterations(n);

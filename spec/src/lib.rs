@@ -128,7 +128,7 @@ pub use error::{SpecError, SpecErrors};
 pub use model::SupervisorDef;
 pub use model::{
     AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, LlmDef, Located, McpDef,
-    McpServerDef, ModelDef, ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
+    McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
 pub use model::{DesireDef, PreferDef};
 pub use models::{decision_model_from_def, model_from_def};
@@ -145,6 +145,7 @@ pub struct Spec {
     root: Located<String>,
     params: Vec<ParamDef>,
     models: Vec<ModelDef>,
+    mcp_servers: Vec<McpServerEntry>,
     agents: Vec<AgentDef>,
 }
 
@@ -198,6 +199,7 @@ impl Spec {
         validate::check_prefer(&parsed.agents, &parsed.names, &mut sink);
         validate::check_llm(&parsed.agents, &parsed.models, &parsed.names, &mut sink);
         validate::check_pattern_models(&parsed.agents, &parsed.models, &mut sink);
+        validate::check_mcp_servers(&parsed.agents, &parsed.mcp_server_names, &mut sink);
         for agent in &parsed.agents {
             validate::check_expressions(agent, &mut sink);
         }
@@ -208,6 +210,7 @@ impl Spec {
                 root,
                 params: parsed.params,
                 models: parsed.models,
+                mcp_servers: parsed.mcp_servers,
                 agents: parsed.agents,
             }),
             _ => {
@@ -280,6 +283,11 @@ impl Spec {
         &self.models
     }
 
+    /// Every MCP server declared in `mcp_servers`, in file order.
+    pub fn mcp_servers(&self) -> &[McpServerEntry] {
+        &self.mcp_servers
+    }
+
     /// Names of the agents defined but not reachable from the root (they are validated, never built).
     pub fn unreachable_agents(&self) -> Vec<&str> {
         let mut seen: Vec<&str> = vec![self.root.value.as_str()];
@@ -335,6 +343,7 @@ impl Spec {
         let root = build::Builder::new(&self.agents, &mut sink)
             .with_models(chat_models)
             .with_decision_models(decision_models)
+            .with_mcp_servers(&self.mcp_servers)
             .build(&self.root, None);
         match root {
             Ok(root) if sink.is_empty() => Ok(BuiltSpec { name: self.name.clone(), root, models: self.models.clone() }),

@@ -153,7 +153,7 @@ pub enum AgentKind {
         branches: Vec<BranchDef>,
     },
     /// `llm`: asks a chat model (see [`LlmDef`]).
-    Llm(LlmDef),
+    Llm(Box<LlmDef>),
     /// `goap`: plans the shortest chain of `agents` producing its `output_key` (the goal) and runs it.
     Goap {
         /// Sub-agents by name.
@@ -276,7 +276,7 @@ impl AgentKind {
 /// The fields of an `mcp` agent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpDef {
-    /// `server`: how to reach the MCP server.
+    /// `server`: how to reach the MCP server, or the name of one in `mcp_servers`.
     pub server: Located<McpServerDef>,
     /// `tool`: the tool's name (none: the server's only tool).
     pub tool: Option<Located<String>>,
@@ -297,6 +297,34 @@ pub enum McpServerDef {
         /// The endpoint.
         url: String,
     },
+    /// A name in the spec's `mcp_servers` (an `mcp` agent's `server: calc`).
+    Named {
+        /// The server's name.
+        name: String,
+    },
+}
+
+/// One entry of the top-level `mcp_servers`: an MCP server declared once, used by `mcp` agents
+/// (`server: <name>`) and by `llm` agents' `tools: [{mcp: <name>}]`; one connection (one child process for
+/// stdio) per built spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServerEntry {
+    /// The server's name (its key under `mcp_servers`).
+    pub name: String,
+    /// How to reach it (never [`McpServerDef::Named`]), located at the entry.
+    pub server: Located<McpServerDef>,
+}
+
+/// An `llm` agent's `tools` entry `{mcp: <server>, filter: [..], rename: {..}}`: the tools of an MCP server
+/// the model may call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpToolsDef {
+    /// `mcp`: a name in `mcp_servers`.
+    pub server: Located<String>,
+    /// `filter`: only these tools (as the server names them); none = every tool of the server.
+    pub filter: Option<Vec<Located<String>>>,
+    /// `rename`: server tool name → the name the model sees (to tell apart tools of the same name).
+    pub rename: Vec<(String, Located<String>)>,
 }
 
 /// The fields of an `llm` agent.
@@ -322,6 +350,8 @@ pub struct LlmDef {
     pub has_context: bool,
     /// `tools`: the functions the model may call, in declaration order.
     pub tools: Vec<ToolDef>,
+    /// `tools` entries naming an MCP server (`{mcp: ..}`), in declaration order; offered after `tools`.
+    pub mcp_tools: Vec<McpToolsDef>,
     /// `max_tool_iterations`: the bound on tool rounds per answer (default: the agent's default, 10).
     pub max_tool_iterations: Option<usize>,
     /// `tool_choice`: `auto` (default), `none`, `required`, or a tool's name (that tool is called first).

@@ -4,7 +4,7 @@
 use crate::error::{Sink, suggest};
 use crate::model::{
     AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, Located, McpDef, McpServerDef,
-    ModelDef, ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
+    McpServerEntry, McpToolsDef, ModelDef, ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
 use crate::node::{Node, NodeValue, Pos};
 use crate::params::{ParamDef, ParamType};
@@ -13,7 +13,7 @@ use crate::params::{ParamDef, ParamType};
 const COMMON_FIELDS: &[&str] = &["kind", "description", "inputs", "output_key", "optional", "async", "timeout_ms"];
 /// Fields every composite takes besides the common ones.
 const COMPOSITE_FIELDS: &[&str] = &["output", "error_handler", "compensate_on_error"];
-const TOP_FIELDS: &[&str] = &["version", "name", "root", "params", "models", "agents"];
+const TOP_FIELDS: &[&str] = &["version", "name", "root", "params", "models", "mcp_servers", "agents"];
 
 /// The top level of a spec, parsed (not yet cross-checked).
 pub(crate) struct Parsed {
@@ -22,6 +22,9 @@ pub(crate) struct Parsed {
     pub(crate) root: Option<Located<String>>,
     pub(crate) params: Vec<ParamDef>,
     pub(crate) models: Vec<ModelDef>,
+    pub(crate) mcp_servers: Vec<McpServerEntry>,
+    /// Every MCP server name declared (including entries with errors), for reference checks.
+    pub(crate) mcp_server_names: Vec<String>,
     pub(crate) agents: Vec<AgentDef>,
     /// Every agent name defined (including agents whose definition has errors), for reference checks.
     pub(crate) names: Vec<String>,
@@ -217,6 +220,8 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
         root: None,
         params: Vec::new(),
         models: Vec::new(),
+        mcp_servers: Vec::new(),
+        mcp_server_names: Vec::new(),
         agents: Vec::new(),
         names: Vec::new(),
         pos: tree.pos,
@@ -260,6 +265,17 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
             }
         }
     }
+    if let Some(servers) = top.get("mcp_servers")
+        && !matches!(servers.value, NodeValue::Null)
+        && let Some(obj) = cx.obj(servers, Some("mcp_servers"), "MCP server name")
+    {
+        for (name, _, node) in &obj.entries {
+            parsed.mcp_server_names.push(name.clone());
+            if let Some(server) = parse_mcp_server(node, &mut cx, &format!("mcp_servers.{name}")) {
+                parsed.mcp_servers.push(McpServerEntry { name: name.clone(), server });
+            }
+        }
+    }
     match top.get("agents") {
         None => cx.err(top.pos, None, "missing field `agents`"),
         Some(agents) => {
@@ -279,18 +295,20 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
     parsed
 }
 
-/// An MCP `server`: `{command: [program, args..]}` or `{url: http(s)://..}`.
-fn parse_mcp_server(node: &Node, cx: &mut Cx<'_>) -> Option<Located<McpServerDef>> {
-    let obj = cx.obj(node, Some("server"), "field")?;
+/// An MCP server at `field` (an agent's `server`, `mcp_servers.<name>`): `{command: [program, args..]}` or
+/// `{url: http(s)://..}`.
+fn parse_mcp_server(node: &Node, cx: &mut Cx<'_>, field: &str) -> Option<Located<McpServerDef>> {
+    let obj = cx.obj(node, Some(field), "field")?;
     let before = cx.sink_len();
     obj.check_fields(&["command", "url"], cx);
-    cx.nest_since(before, "server");
+    cx.nest_since(before, field);
+    let sub = |name: &str| format!("{field}.{name}");
     match (obj.get("command"), obj.get("url")) {
         (Some(c), None) => {
             let NodeValue::Seq(items) = &c.value else {
                 cx.err(
                     c.pos,
-                    Some("server.command"),
+                    Some(&sub("command")),
                     format!("expected a list (program, then arguments), found {}", c.type_name()),
                 );
                 return None;
@@ -305,7 +323,7 @@ fn parse_mcp_server(node: &Node, cx: &mut Cx<'_>) -> Option<Located<McpServerDef
                     _ => {
                         cx.err(
                             item.pos,
-                            Some("server.command"),
+                            Some(&sub("command")),
                             format!("expected a string, found {}", item.type_name()),
                         );
                         return None;
@@ -313,7 +331,7 @@ fn parse_mcp_server(node: &Node, cx: &mut Cx<'_>) -> Option<Located<McpServerDef
                 }
             }
             if command.first().is_none_or(|p| p.trim().is_empty()) {
-                cx.err(c.pos, Some("server.command"), "must name a program");
+                cx.err(c.pos, Some(&sub("command")), "must name a program");
                 return None;
             }
             Some(Located::new(McpServerDef::Stdio { command }, node.pos))
@@ -323,7 +341,7 @@ fn parse_mcp_server(node: &Node, cx: &mut Cx<'_>) -> Option<Located<McpServerDef
             if !(url.value.starts_with("http://") || url.value.starts_with("https://")) {
                 cx.err(
                     url.pos,
-                    Some("server.url"),
+                    Some(&sub("url")),
                     format!("expected an http:// or https:// URL, found `{}`", url.value),
                 );
                 return None;
@@ -331,14 +349,14 @@ fn parse_mcp_server(node: &Node, cx: &mut Cx<'_>) -> Option<Located<McpServerDef
             Some(Located::new(McpServerDef::Http { url: url.value }, node.pos))
         }
         (Some(_), Some(u)) => {
-            cx.err(u.pos, Some("server"), "give either `command` (stdio) or `url` (streamable HTTP), not both");
+            cx.err(u.pos, Some(field), "give either `command` (stdio) or `url` (streamable HTTP), not both");
             None
         }
         (None, None) => {
             if !cx.suggested.iter().any(|f| f == "command" || f == "url") {
                 cx.err(
                     node.pos,
-                    Some("server"),
+                    Some(field),
                     "expected `command: [program, args..]` (stdio) or `url: ..` (streamable HTTP)",
                 );
             }
@@ -624,11 +642,16 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
                     cx.missing(
                         obj.pos,
                         "server",
-                        "missing field `server` (`{command: [program, args..]}` or `{url: ..}`)",
+                        "missing field `server` (a name in `mcp_servers`, `{command: [program, args..]}` or `{url: ..}`)",
                     );
                     None
                 }
-                Some(node) => parse_mcp_server(node, &mut cx),
+                Some(node) => match node.as_str() {
+                    Some(name) if !name.trim().is_empty() => {
+                        Some(Located::new(McpServerDef::Named { name: name.to_string() }, node.pos))
+                    }
+                    _ => parse_mcp_server(node, &mut cx, "server"),
+                },
             };
             let tool = cx.nonempty(&obj, "tool");
             AgentKind::Mcp(McpDef { server: server?, tool })
@@ -659,7 +682,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
                 _ => return None,
             }
         }
-        "llm" => AgentKind::Llm(parse_llm(&obj, pos, &mut cx)?),
+        "llm" => AgentKind::Llm(Box::new(parse_llm(&obj, pos, &mut cx)?)),
         "goap" => AgentKind::Goap { agents: cx.required_list(&obj, "agents") },
         "p2p" => AgentKind::P2p {
             agents: cx.required_list(&obj, "agents"),
@@ -898,19 +921,21 @@ fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::L
         })
         .unwrap_or_default();
     let has_context = obj.get("context").is_some();
-    let tools = obj.get("tools").map(|node| parse_tools(node, cx)).unwrap_or_default();
+    let (tools, mcp_tools) = obj.get("tools").map(|node| parse_tools(node, cx)).unwrap_or_default();
     let max_tool_iterations = cx.int(obj, "max_tool_iterations", 1, 1000).and_then(|n| usize::try_from(n).ok());
     let tool_choice = cx.nonempty(obj, "tool_choice").and_then(|c| {
         use agentic_agents::model::ToolChoice;
         match c.value.as_str() {
             "auto" => Some(ToolChoice::Auto),
             "none" => Some(ToolChoice::None),
-            "required" if tools.is_empty() => {
+            "required" if tools.is_empty() && mcp_tools.is_empty() => {
                 cx.err(c.pos, Some("tool_choice"), "`required` needs at least one tool in `tools`");
                 None
             }
             "required" => Some(ToolChoice::Required),
             name if tools.iter().any(|t| t.name.value == name) => Some(ToolChoice::Tool(name.to_string())),
+            // An MCP server's tools are known when the agent runs: checked then.
+            name if !mcp_tools.is_empty() => Some(ToolChoice::Tool(name.to_string())),
             name => {
                 let names: Vec<&str> = tools.iter().map(|t| t.name.value.as_str()).collect();
                 let hint = match suggest(name, names.iter().copied().chain(["auto", "none", "required"])) {
@@ -953,6 +978,7 @@ fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::L
         context_summarized,
         has_context,
         tools,
+        mcp_tools,
         max_tool_iterations,
         tool_choice,
         temperature,
@@ -961,16 +987,24 @@ fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::L
     })
 }
 
-/// `tools: [{name, description, parameters, value | template}]`.
-fn parse_tools(node: &Node, cx: &mut Cx<'_>) -> Vec<crate::model::ToolDef> {
+/// `tools: [{name, description, parameters, value | template} | {mcp, filter, rename}]`.
+fn parse_tools(node: &Node, cx: &mut Cx<'_>) -> (Vec<crate::model::ToolDef>, Vec<McpToolsDef>) {
     use crate::model::ToolDef;
     let NodeValue::Seq(items) = &node.value else {
         cx.err(node.pos, Some("tools"), format!("expected a list of tools, found {}", node.type_name()));
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let mut out: Vec<ToolDef> = Vec::with_capacity(items.len());
+    let mut mcp: Vec<McpToolsDef> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let before = cx.sink_len();
+        if let NodeValue::Map(entries) = &item.value
+            && entries.iter().any(|(k, _)| k.key_text() == "mcp")
+        {
+            mcp.extend(cx.obj(item, None, "field").and_then(|t| parse_mcp_tools(&t, cx)));
+            cx.nest_since(before, &format!("tools[{i}]"));
+            continue;
+        }
         let tool = cx.obj(item, None, "field").and_then(|t| {
             t.check_fields(&["name", "description", "parameters", "value", "template"], cx);
             let name = cx.required(&t, "name");
@@ -1015,7 +1049,45 @@ fn parse_tools(node: &Node, cx: &mut Cx<'_>) -> Vec<crate::model::ToolDef> {
         cx.nest_since(before, &format!("tools[{i}]"));
         out.extend(tool);
     }
-    out
+    (out, mcp)
+}
+
+/// A tool name: letters, digits, `_` and `-`.
+fn is_tool_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// `{mcp: <server>, filter: [tool names], rename: {tool: name}}`: an MCP server's tools in `tools`.
+fn parse_mcp_tools(t: &Obj<'_>, cx: &mut Cx<'_>) -> Option<McpToolsDef> {
+    t.check_fields(&["mcp", "filter", "rename"], cx);
+    let server = cx.nonempty(t, "mcp");
+    let filter = cx.string_list(t, "filter");
+    let mut rename = Vec::new();
+    if let Some(node) = t.get("rename")
+        && let Some(map) = cx.obj(node, Some("rename"), "tool name")
+    {
+        for (from, _, to) in &map.entries {
+            let field = format!("rename.{from}");
+            match to.as_str() {
+                Some(name) if is_tool_name(name) => {
+                    if let Some(f) = &filter
+                        && !f.iter().any(|n| &n.value == from)
+                    {
+                        let msg = format!("renames `{from}`, which `filter` leaves out");
+                        cx.err(to.pos, Some(&field), msg);
+                        continue;
+                    }
+                    rename.push((from.clone(), Located::new(name.to_string(), to.pos)));
+                }
+                Some(name) => {
+                    let msg = format!("`{name}`: a tool name has only letters, digits, `_` and `-`");
+                    cx.err(to.pos, Some(&field), msg);
+                }
+                None => cx.err(to.pos, Some(&field), format!("expected a tool name, found {}", to.type_name())),
+            }
+        }
+    }
+    Some(McpToolsDef { server: server?, filter, rename })
 }
 
 /// `parameters: {name: type-or-schema}` of a tool.

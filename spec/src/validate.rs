@@ -350,3 +350,39 @@ pub(crate) fn check_prefer(agents: &[AgentDef], names: &[String], sink: &mut Sin
         }
     }
 }
+
+/// Checks every MCP server name an agent uses (`mcp` agents' `server: <name>`, `llm` agents'
+/// `tools: [{mcp: <name>}]`): it must be declared in `mcp_servers`.
+pub(crate) fn check_mcp_servers(agents: &[AgentDef], declared: &[String], sink: &mut Sink) {
+    let names: Vec<&str> = declared.iter().map(String::as_str).collect();
+    let mut check = |name: &str, pos: Pos, agent: &str, field: &str| {
+        if names.contains(&name) {
+            return;
+        }
+        let hint = match suggest(name, names.iter().copied()) {
+            Some(s) => format!(" (did you mean `{s}`?)"),
+            None => String::new(),
+        };
+        let declared = if names.is_empty() {
+            "no MCP servers are declared (add `mcp_servers: {NAME: {command: [..]} | {url: ..}}`)".to_string()
+        } else {
+            format!("declared: {}", names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))
+        };
+        sink.push(pos, Some(agent), Some(field), format!("unknown MCP server `{name}`{hint}; {declared}"));
+    };
+    for agent in agents {
+        match &agent.kind {
+            AgentKind::Mcp(m) => {
+                if let crate::model::McpServerDef::Named { name } = &m.server.value {
+                    check(name, m.server.pos, &agent.name, "server");
+                }
+            }
+            AgentKind::Llm(l) => {
+                for (i, t) in l.mcp_tools.iter().enumerate() {
+                    check(&t.server.value, t.server.pos, &agent.name, &format!("tools[{i}].mcp"));
+                }
+            }
+            _ => {}
+        }
+    }
+}
