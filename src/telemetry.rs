@@ -149,7 +149,10 @@ pub fn init_from_env() -> Result<Option<OtlpGuard>, TelemetryError> {
         tracing_subscriber::EnvFilter::try_from_env("AGENTIC_LOG")
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
     };
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter());
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_filter(filter());
     let Some(config) = OtlpConfig::from_env()? else {
         return tracing_subscriber::registry()
             .with(fmt)

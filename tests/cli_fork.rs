@@ -172,7 +172,18 @@ fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
         64,
         "error: run id `ten-1` is already used in the store; choose another --memory-id\n",
     );
-    refused(&["fork", "ten-1", "--at", "2", "--memory-id", " "], 64, "error: --memory-id must not be empty\n");
+    refused(
+        &["fork", "ten-1", "--at", "2", "--memory-id", " "],
+        64,
+        "error: --memory-id: ` ` has whitespace (a run id is 1 to 200 bytes without `/`, whitespace or control \
+         characters, and not `.` or `..`)\n",
+    );
+    refused(
+        &["fork", "ten-1", "--at", "2", "--memory-id", ".."],
+        64,
+        "error: --memory-id: `..` is a path step (a run id is 1 to 200 bytes without `/`, whitespace or control \
+         characters, and not `.` or `..`)\n",
+    );
     // What the argument parser refuses is a usage error too.
     for args in [&["fork", "ten-1"][..], &["fork", "ten-1", "--at", "-1"], &["fork", "ten-1", "--at", "x"]] {
         let o = agentic(s, args);

@@ -254,9 +254,9 @@ pub enum ForkError {
     /// The id asked for the new run is already used in the store (by a run record or by journal records).
     #[error("run id `{0}` is already used in the store")]
     IdTaken(String),
-    /// The id asked for the new run is empty (or only blanks).
-    #[error("the new run's id must not be empty")]
-    EmptyId,
+    /// The id asked for the new run is not a valid run id (see [`crate::check_run_id`]).
+    #[error("the new run's id {0}")]
+    InvalidId(String),
     /// The store failed, or the run's journal does not decode or fold.
     #[error(transparent)]
     Store(#[from] StoreError),

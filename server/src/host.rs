@@ -205,8 +205,10 @@ impl RunHost {
         };
         spec.check_inputs(&inputs).map_err(input_errors)?;
         let run_id = match new.run_id {
-            Some(id) if id.trim().is_empty() => return Err(ApiError::bad_request("run_id: must not be empty")),
-            Some(id) => id,
+            Some(id) => {
+                agentic_engine::check_run_id(&id).map_err(|e| ApiError::bad_request(format!("run_id: {e}")))?;
+                id
+            }
             None => uuid::Uuid::new_v4().to_string(),
         };
         match self.inner.store.run_dyn(&run_id).await? {
@@ -417,7 +419,7 @@ impl RunHost {
             ForkError::UnknownRun(_) => ApiError::no_run(run_id),
             e @ ForkError::BeyondEnd { .. } => ApiError::unprocessable(format!("at_seq: {e}")),
             e @ ForkError::IdTaken(_) => ApiError::conflict(format!("run_id: {e}")),
-            e @ ForkError::EmptyId => ApiError::bad_request(format!("run_id: {e}")),
+            e @ ForkError::InvalidId(_) => ApiError::bad_request(format!("run_id: {e}")),
             e => ApiError::internal(e.to_string()),
         })?;
         self.resume_locked(&record, None)?;

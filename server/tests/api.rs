@@ -247,6 +247,15 @@ async fn bad_requests_get_the_status_and_message_of_the_contract() {
     h.wait_for("dup", "completed").await;
     let (code, body) = h.post("/api/v1/runs", json!({"spec": SHOUT, "inputs": {"topic": "a"}, "run_id": "dup"})).await;
     assert_eq!((code, body), (StatusCode::CONFLICT, json!({"error": "run_id: run `dup` already exists (completed)"})));
+    let (code, body) = h.post("/api/v1/runs", json!({"spec": SHOUT, "inputs": {"topic": "a"}, "run_id": ".."})).await;
+    assert_eq!(
+        (code, body),
+        (
+            StatusCode::BAD_REQUEST,
+            json!({"error": "run_id: `..` is a path step (a run id is 1 to 200 bytes without `/`, whitespace or \
+                             control characters, and not `.` or `..`)"})
+        )
+    );
 
     let (code, body) = h.post("/api/v1/runs", json!({"spec": SHOUT, "durability": "never"})).await;
     assert_eq!(code, StatusCode::BAD_REQUEST);

@@ -223,8 +223,9 @@ pub(crate) struct ReportArgs {
 pub(crate) struct ServeArgs {
     #[command(flatten)]
     pub(crate) store: StoreArg,
-    /// The address to listen on. An address that is not loopback needs a token (--token-env).
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7878")]
+    /// The address to listen on: `IP:PORT`, `HOST:PORT` (`localhost:7878`) or a port alone (on 127.0.0.1).
+    /// An address that is not loopback needs a token (--token-env).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7878", value_parser = listen_addr)]
     pub(crate) listen: std::net::SocketAddr,
     /// A directory of specs offered by name (file stem) to `POST /api/v1/runs {"spec_name": ..}` and the
     /// web UI's new-run form.
@@ -270,6 +271,18 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn listen_takes_an_address_a_host_or_a_port() {
+        assert_eq!(listen_addr("0.0.0.0:80").unwrap().to_string(), "0.0.0.0:80");
+        assert_eq!(listen_addr("[::1]:7878").unwrap().to_string(), "[::1]:7878");
+        assert_eq!(listen_addr("9000").unwrap().to_string(), "127.0.0.1:9000");
+        assert!(listen_addr("localhost:7878").unwrap().ip().is_loopback());
+        assert_eq!(
+            listen_addr("localhost").unwrap_err(),
+            "no port in `localhost`: expected IP:PORT, HOST:PORT or PORT (e.g. 127.0.0.1:7878, localhost:7878, 7878)"
+        );
     }
 
     /// Parses `agentic respond ARGS..` into (run id, response id, answer, store).
@@ -335,4 +348,21 @@ mod tests {
         assert!(parse_key_value("novalue").is_err());
         assert!(parse_key_value("=3").is_err());
     }
+}
+
+/// `--listen`: an `IP:PORT`, a `HOST:PORT` resolved now (its first address), or a port alone on 127.0.0.1.
+fn listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(addr) = text.parse::<std::net::SocketAddr>() {
+        return Ok(addr);
+    }
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    let expected = "expected IP:PORT, HOST:PORT or PORT (e.g. 127.0.0.1:7878, localhost:7878, 7878)";
+    if !text.contains(':') {
+        return Err(format!("no port in `{text}`: {expected}"));
+    }
+    let mut addrs = text.to_socket_addrs().map_err(|e| format!("cannot resolve `{text}`: {e}; {expected}"))?;
+    addrs.next().ok_or_else(|| format!("`{text}` resolves to no address; {expected}"))
 }

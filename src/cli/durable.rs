@@ -89,8 +89,8 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
 /// `agentic fork RUN_ID --at SEQ`: writes a new run holding the first SEQ steps of RUN_ID, then continues it as
 /// `resume` does (same output and exit codes).
 pub(crate) fn fork(args: ForkArgs) -> u8 {
-    if args.memory_id.as_deref().is_some_and(|id| id.trim().is_empty()) {
-        eprintln!("error: --memory-id must not be empty");
+    if let Some(Err(e)) = args.memory_id.as_deref().map(agentic_engine::check_run_id) {
+        eprintln!("error: --memory-id: {e}");
         return EXIT_USAGE;
     }
     let (rt, opened) = match (runtime(), open(&args.store.store)) {
@@ -111,7 +111,7 @@ pub(crate) fn fork(args: ForkArgs) -> u8 {
             eprintln!("error: {e}; choose another --memory-id");
             return EXIT_USAGE;
         }
-        Err(e @ (ForkError::BeyondEnd { .. } | ForkError::EmptyId)) => {
+        Err(e @ (ForkError::BeyondEnd { .. } | ForkError::InvalidId(_))) => {
             eprintln!("error: {e}");
             return EXIT_USAGE;
         }

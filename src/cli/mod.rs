@@ -80,12 +80,18 @@ pub(crate) fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-/// Logs to stderr, filtered by `AGENTIC_LOG` (default `warn`).
+/// Logs to stderr, filtered by `AGENTIC_LOG` (default `warn`); colours only on a terminal (a log file or a
+/// journal gets plain text).
 #[cfg(not(feature = "otel"))]
 fn init_tracing() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTIC_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
 }
 
 /// Logs to stderr, filtered by `AGENTIC_LOG` (default `warn`), and exports the spans over OTLP when

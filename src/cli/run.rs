@@ -26,8 +26,8 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     if let Err(errors) = spec.check_inputs(&inputs) {
         return input_errors(&errors);
     }
-    if args.memory_id.as_deref().is_some_and(|id| id.trim().is_empty()) {
-        eprintln!("error: --memory-id must not be empty");
+    if let Some(Err(e)) = args.memory_id.as_deref().map(agentic_engine::check_run_id) {
+        eprintln!("error: --memory-id: {e}");
         return EXIT_USAGE;
     }
     let opened = match super::open(&args.store.store) {

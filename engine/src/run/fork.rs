@@ -27,7 +27,7 @@ use crate::store::{ForkOrigin, Milestone, RunImage, RunRecord, RunStatus, StoreR
 ///
 /// # Errors
 /// [`ForkError::UnknownRun`] when the store has no run `run_id`; [`ForkError::BeyondEnd`] when `at_seq` is past
-/// its last step; [`ForkError::EmptyId`] and [`ForkError::IdTaken`] for a new id that is blank or already used
+/// its last step; [`ForkError::InvalidId`] and [`ForkError::IdTaken`] for a new id that is not a valid run id or already used
 /// (by a run record or journal records); [`ForkError::Store`] when the store fails or the steps to copy do not
 /// fold.
 pub async fn fork(
@@ -38,9 +38,7 @@ pub async fn fork(
 ) -> Result<RunRecord, ForkError> {
     let origin = store.run_dyn(run_id).await?.ok_or_else(|| ForkError::UnknownRun(run_id.to_string()))?;
     let new_id = new_run_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    if new_id.trim().is_empty() {
-        return Err(ForkError::EmptyId);
-    }
+    crate::check_run_id(&new_id).map_err(ForkError::InvalidId)?;
     let records = store.records_dyn(run_id).await?;
     let last_seq = records.last().map_or(0, |r| r.seq);
     if at_seq > last_seq {
