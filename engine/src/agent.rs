@@ -597,12 +597,33 @@ impl InvocationContext {
     /// An [`AgentError::Suspended`] asking a human for response `id` with `prompt`: return it to suspend the
     /// run at this agent. The run resumes here once the response is answered.
     pub fn suspend(&self, id: impl Into<String>, prompt: impl Into<String>) -> AgentError {
+        self.suspend_with(id, prompt, Value::Null)
+    }
+
+    /// As [`InvocationContext::suspend`], keeping `data` with the pending response: what this agent needs to
+    /// continue once answered (a remote task's ids). It is journaled with the suspension and, when the run
+    /// resumes, [`InvocationContext::suspension`] hands it back, in this process or a later one.
+    pub fn suspend_with(&self, id: impl Into<String>, prompt: impl Into<String>, data: Value) -> AgentError {
         AgentError::Suspended {
             pending: vec![crate::run::PendingResponse {
                 id: id.into(),
                 prompt: prompt.into(),
                 agent: self.name.to_string(),
+                data,
             }],
         }
+    }
+
+    /// The pending response `id` this run was suspended with by [`InvocationContext::suspend_with`] (with its
+    /// data), while its answer is not used: the run resumed from that suspension. Kept in the run's record
+    /// until the answer is used, so that a resume after a failure or a crash still finds it.
+    pub fn suspension(&self, id: &str) -> Option<crate::run::PendingResponse> {
+        self.run.suspension(id)
+    }
+
+    /// The answer to response `id`, if one was given, without using it (see
+    /// [`InvocationContext::take_answer`]): for an agent that uses it only once its work with it succeeded.
+    pub fn peek_answer(&self, id: &str) -> Option<Value> {
+        self.run.peek_answer(id)
     }
 }

@@ -54,6 +54,11 @@ pub struct PendingResponse {
     pub prompt: String,
     /// Name of the agent that asked.
     pub agent: String,
+    /// What the asking agent needs to continue once answered (an A2A agent: the remote task and context
+    /// ids), journaled with the suspension and handed back to it on resume
+    /// ([`crate::InvocationContext::suspension`]); null for a human agent.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub data: Value,
 }
 
 /// A sub-agent call in flight, as journaled with its planner's state so a resume can dispatch it again.

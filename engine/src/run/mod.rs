@@ -92,6 +92,8 @@ pub(crate) struct RunContext {
     answers: Mutex<BTreeMap<String, Value>>,
     /// Response ids whose answers were used in this run.
     consumed: Mutex<BTreeSet<String>>,
+    /// The pending responses with agent data ([`PendingResponse::data`]) the run was suspended with, by id.
+    suspensions: BTreeMap<String, PendingResponse>,
     /// Woken when an answer arrives in-process (pending-mode human agents wait on it).
     answer_arrived: Notify,
     /// Compensations of completed actions, in completion order.
@@ -126,6 +128,8 @@ pub(crate) struct RunSetup {
     pub(crate) first_seq: u64,
     pub(crate) restore: HashMap<String, PlannerState>,
     pub(crate) answers: BTreeMap<String, Value>,
+    /// The pending responses with agent data the run was suspended with.
+    pub(crate) suspensions: Vec<PendingResponse>,
     /// The run's process group of event subscribers.
     pub(crate) group: String,
 }
@@ -147,6 +151,7 @@ impl RunContext {
             restore: Mutex::new(setup.restore),
             answers: Mutex::new(setup.answers),
             consumed: Mutex::new(BTreeSet::new()),
+            suspensions: setup.suspensions.into_iter().map(|p| (p.id.clone(), p)).collect(),
             answer_arrived: Notify::new(),
             compensations: Mutex::new(Vec::new()),
             subscribed: std::sync::atomic::AtomicBool::new(false),
@@ -270,6 +275,26 @@ impl RunContext {
             lock(&self.consumed).insert(id.to_string());
         }
         answer
+    }
+
+    /// The answer to response `id`, if one was given, left for a later [`RunContext::take_answer`].
+    pub(crate) fn peek_answer(&self, id: &str) -> Option<Value> {
+        lock(&self.answers).get(id).cloned()
+    }
+
+    /// The pending response with agent data the run was suspended with under `id`, while its answer is unused.
+    pub(crate) fn suspension(&self, id: &str) -> Option<PendingResponse> {
+        if lock(&self.consumed).contains(id) {
+            return None;
+        }
+        self.suspensions.get(id).cloned()
+    }
+
+    /// The suspensions with agent data whose answers were not used: kept in the run's record when the run
+    /// ends otherwise than suspended or completed, for the next resume.
+    pub(crate) fn unresolved_suspensions(&self) -> Vec<PendingResponse> {
+        let consumed = lock(&self.consumed);
+        self.suspensions.values().filter(|p| !consumed.contains(&p.id)).cloned().collect()
     }
 
     /// Records an answer delivered in-process and wakes pending-mode waiters.

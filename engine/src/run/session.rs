@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use super::frame::{Frame, Report};
 use super::registry::{ActiveGuard, Registry};
-use super::request::{CancelHandle, INPUTS_PATH, InvokeRequest, RunOutcome, RunResult};
+use super::request::{CancelHandle, INPUTS_PATH, InvokeRequest, PendingResponse, RunOutcome, RunResult};
 use super::scope_actor::{RootStart, ScopeMsg};
 use super::supervisor::spawn_invocation;
 use super::{RunContext, RunSetup, ScopeHandle, WriterMsg, now_us};
@@ -107,6 +107,12 @@ impl RunSession {
         }
         // A completed run starts a new turn; anything else continues where it stopped.
         let resuming = record.as_ref().is_some_and(|r| r.status != RunStatus::Completed) && image.seq > 0;
+        // The suspensions that carry agent data (a remote task's ids) stay in the record until answered and
+        // used, whatever happens to this resumption (a failure, a crash).
+        let suspensions: Vec<PendingResponse> = record
+            .as_ref()
+            .map(|r| r.pending.iter().filter(|p| !p.data.is_null()).cloned().collect())
+            .unwrap_or_default();
         let mut answers = record.as_ref().map(|r| r.answers.clone()).unwrap_or_default();
         answers.extend(req.answers);
         let milestone_kind = match record.as_ref().map(|r| r.status) {
@@ -130,7 +136,7 @@ impl RunSession {
         }
         if let Some(rec) = record.as_mut() {
             rec.status = RunStatus::Running;
-            rec.pending.clear();
+            rec.pending = suspensions.clone();
             rec.answers = answers.clone();
             rec.updated_at_ms = now_ms;
             if req.source.is_some() {
@@ -176,6 +182,7 @@ impl RunSession {
             first_seq: image.seq,
             restore,
             answers,
+            suspensions,
             group: registry.actor_name(&run_id),
         }));
         if run.journaling() && !inputs.is_empty() {
@@ -342,9 +349,9 @@ impl RunSession {
             (rec.status, rec.detail, rec.pending) = match &result {
                 Ok(v) => (RunStatus::Completed, v.clone(), Vec::new()),
                 Err(AgentError::Suspended { pending }) => (RunStatus::Suspended, Value::Null, pending.clone()),
-                Err(AgentError::Cancelled) => (RunStatus::Cancelled, Value::Null, Vec::new()),
-                Err(AgentError::Drained) => (RunStatus::Running, Value::Null, Vec::new()),
-                Err(e) => (RunStatus::Failed, Value::String(e.to_string()), Vec::new()),
+                Err(AgentError::Cancelled) => (RunStatus::Cancelled, Value::Null, run.unresolved_suspensions()),
+                Err(AgentError::Drained) => (RunStatus::Running, Value::Null, run.unresolved_suspensions()),
+                Err(e) => (RunStatus::Failed, Value::String(e.to_string()), run.unresolved_suspensions()),
             };
             rec.answers = unused_answers;
             rec.updated_at_ms = now_us() / 1000;
