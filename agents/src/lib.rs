@@ -5,8 +5,10 @@
 //! [`ScopeAction`] (state-to-writes functions), [`Compute`] (minijinja expressions and templates) — the
 //! human-in-the-loop agent [`Human`], [`decision`] models (typed questions answered with probabilities), and
 //! the [`expr`] module the spec and planners use for conditions and output expressions; MCP on the official
-//! Rust SDK: [`McpClient`] and [`McpAgent`] (one MCP tool as an agent).
+//! Rust SDK: [`McpClient`] and [`McpAgent`] (one MCP tool as an agent); A2A: [`a2a::A2aAgent`] (a remote
+//! A2A agent as an agent) over the typed client and wire types of [`a2a`].
 
+pub mod a2a;
 mod closure;
 mod compute;
 pub mod decision;
@@ -18,6 +20,7 @@ mod mcp;
 pub mod model;
 mod tools;
 
+pub use a2a::{A2aAgent, A2aAgentBuilder, A2aClient, A2aError, A2aTenant};
 pub use closure::{FnAgent, FnAgentBuilder, ScopeAction};
 pub use compute::{Compute, ComputeBuilder};
 pub use decision::{ChatDecisionModel, DecisionModel, DecisionModelRef, ScriptedDecisionModel};
