@@ -78,7 +78,7 @@ fn every_error_is_printed_one_per_line() {
         lines,
         [
             format!("{path}:4:39: agent `main`: unknown agent `ghost`; defined agents: `a`, `main`"),
-            format!("{path}:5:14: agent `a`: kind `a2a` is not supported yet by this build"),
+            format!("{path}:5:6: agent `a`: missing field `url`"),
             format!("{path}:6:3: duplicate agent name `main` (first defined at line 4, column 3)"),
         ]
     );

@@ -416,7 +416,7 @@ root: main
 agents:
   main: { kind: sequence, agents: [a, b, ghost] }
   a: { kind: compute, value: "1 +" }
-  b: { kind: a2a, agents: [] }
+  b: { kind: a2a, url: ftp://x }
   c: { kind: frobnicate }
 "#;
     let errs = errors(yaml);
@@ -424,7 +424,7 @@ agents:
     assert!(errs[0].starts_with("spec.yaml:1:10: field `version`"));
     assert!(errs[1].starts_with("spec.yaml:4:42: agent `main`: unknown agent `ghost`"));
     assert!(errs[2].starts_with("spec.yaml:5:30: agent `a`: field `value`: invalid expression"));
-    assert_eq!(errs[3], "spec.yaml:6:14: agent `b`: kind `a2a` is not supported yet by this build");
+    assert_eq!(errs[3], "spec.yaml:6:24: agent `b`: field `url`: expected an http:// or https:// URL, found `ftp://x`");
     assert!(errs[4].starts_with("spec.yaml:7:14: agent `c`: unknown kind `frobnicate`"));
     // The whole set displays one error per line.
     let all = Spec::parse(yaml, "spec.yaml").expect_err("invalid").to_string();

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_agents::expr::Expression;
-use agentic_agents::{Compute, Human, HumanMode, McpAgent, McpClient, McpServer, McpToolProvider};
+use agentic_agents::{
+    A2aAgent, A2aClient, A2aTenant, Compute, Human, HumanMode, McpAgent, McpClient, McpServer, McpToolProvider,
+};
 use agentic_engine::{AgentRef, BuildError, ErrorContext, RetryPolicy, SpecBuilder};
 use agentic_planners::{CompositeBuilderExt, Conditional, Loop, Parallel, ParallelMapper, Sequence};
 use serde_json::Value;
@@ -169,6 +171,38 @@ impl<'a> Builder<'a> {
                 let mut b = McpAgent::builder(client).name(def.name.clone());
                 if let Some(tool) = &mcp.tool {
                     b = b.tool_name(tool.value.clone());
+                }
+                Ok(common(b, def).build_lazy())
+            }
+            AgentKind::A2a(a2a) => {
+                let mut b = A2aAgent::builder(A2aClient::new(def.name.clone(), a2a.url.value.clone()))
+                    .name(def.name.clone())
+                    .streaming(a2a.stream);
+                if let Some(t) = &a2a.tenant {
+                    b = b.tenant(A2aTenant::Fixed(t.value.clone()));
+                }
+                if let Some(k) = &a2a.tenant_key {
+                    b = b.tenant(A2aTenant::FromKey(k.value.clone()));
+                }
+                if let Some(k) = &a2a.context_key {
+                    b = b.context_key(k.value.clone());
+                }
+                if let Some(k) = &a2a.task_key {
+                    b = b.task_key(k.value.clone());
+                }
+                if let Some(m) = &a2a.message {
+                    b = match b.message(&m.value) {
+                        Ok(b) => b,
+                        Err(e) => {
+                            self.sink.push(
+                                m.pos,
+                                Some(&def.name),
+                                Some("message"),
+                                format!("invalid template: {}", expr_message(&e)),
+                            );
+                            return Err(Reported);
+                        }
+                    };
                 }
                 Ok(common(b, def).build_lazy())
             }

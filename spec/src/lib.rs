@@ -28,7 +28,7 @@
 //! Kinds supported by this build: `compute`, `human`, `llm`, `sequence`, `loop`, `parallel`, `parallel_mapper`,
 //! `conditional`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`, `supervisor`, `decision_router`, `mcp`
 //! (one tool of an MCP server; the server is started or reached at the agent's first call, not when the spec
-//! is built). The other kind of SPEC.md, `a2a`, is recognised and rejected with "not supported yet". The
+//! is built), `a2a` (a remote A2A agent; its card is read at the agent's first call). The
 //! `models` section builds chat models ([`model_from_def`]: `openai`, `scripted`; `local` is reported as not
 //! built in) when an `llm` agent uses them; [`Spec::build_with_models`] substitutes models (tests, servers
 //! chosen at run time). `llm` agents' `tools` are expressions or templates over the state and the model's
@@ -127,7 +127,7 @@ use agentic_engine::AgentRef;
 pub use error::{SpecError, SpecErrors};
 pub use model::SupervisorDef;
 pub use model::{
-    AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, LlmDef, Located, McpDef,
+    A2aDef, AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, LlmDef, Located, McpDef,
     McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
 pub use model::{DesireDef, PreferDef};

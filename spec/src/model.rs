@@ -113,6 +113,8 @@ pub enum AgentKind {
     },
     /// `mcp`: one tool of an MCP server as an agent.
     Mcp(McpDef),
+    /// `a2a`: a remote A2A agent as an agent.
+    A2a(A2aDef),
     /// `sequence`: runs `agents` in order.
     Sequence {
         /// Sub-agents by name.
@@ -230,6 +232,7 @@ impl AgentKind {
             AgentKind::Compute(_) => "compute",
             AgentKind::Human { .. } => "human",
             AgentKind::Mcp(_) => "mcp",
+            AgentKind::A2a(_) => "a2a",
             AgentKind::Sequence { .. } => "sequence",
             AgentKind::Loop { .. } => "loop",
             AgentKind::Parallel { .. } => "parallel",
@@ -267,6 +270,7 @@ impl AgentKind {
             AgentKind::Compute(_)
             | AgentKind::Human { .. }
             | AgentKind::Mcp(_)
+            | AgentKind::A2a(_)
             | AgentKind::Llm(_)
             | AgentKind::Unsupported(_) => Vec::new(),
         }
@@ -280,6 +284,25 @@ pub struct McpDef {
     pub server: Located<McpServerDef>,
     /// `tool`: the tool's name (none: the server's only tool).
     pub tool: Option<Located<String>>,
+}
+
+/// The fields of an `a2a` agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct A2aDef {
+    /// `url`: the remote agent's card URL or base URL (`http(s)://`).
+    pub url: Located<String>,
+    /// `tenant`: a fixed tenant (none: the card's, or the one its URL names).
+    pub tenant: Option<Located<String>>,
+    /// `tenant_key`: the state key holding the tenant of each call.
+    pub tenant_key: Option<Located<String>>,
+    /// `message`: the template of the message (none: the inputs' values, one per line).
+    pub message: Option<Located<String>>,
+    /// `context_key`: the state key of the remote context id (read, then written back).
+    pub context_key: Option<Located<String>>,
+    /// `task_key`: the state key of the remote task id (read, then written back while the task is open).
+    pub task_key: Option<Located<String>>,
+    /// `stream`: stream when the card allows it and the run is observed (default true).
+    pub stream: bool,
 }
 
 /// An MCP server as a spec writes it: `{command: [program, args..]}` (stdio) or `{url: ..}` (streamable
@@ -459,10 +482,11 @@ pub const SUPPORTED_KINDS: &[&str] = &[
     "supervisor",
     "decision_router",
     "mcp",
+    "a2a",
 ];
 
 /// Kinds of SPEC.md that are recognised but not supported yet by this build.
-pub const UNSUPPORTED_KINDS: &[&str] = &["a2a"];
+pub const UNSUPPORTED_KINDS: &[&str] = &[];
 
 /// One `prefer` rule of a `blackboard`: `{agent, when}`.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,8 +3,8 @@
 
 use crate::error::{Sink, suggest};
 use crate::model::{
-    AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, Located, McpDef, McpServerDef,
-    McpServerEntry, McpToolsDef, ModelDef, ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
+    A2aDef, AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, Located, McpDef,
+    McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
 use crate::node::{Node, NodeValue, Pos};
 use crate::params::{ParamDef, ParamType};
@@ -543,6 +543,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
         "compute" => &["value", "template"],
         "human" => &["prompt", "mode", "response_id"],
         "mcp" => &["server", "tool"],
+        "a2a" => &["url", "tenant", "tenant_key", "message", "context_key", "task_key", "stream"],
         "llm" => &[
             "model",
             "system",
@@ -582,7 +583,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             return None;
         }
     };
-    let is_composite = !matches!(kind, "compute" | "human" | "llm" | "mcp");
+    let is_composite = !matches!(kind, "compute" | "human" | "llm" | "mcp" | "a2a");
     let mut allowed: Vec<&str> = COMMON_FIELDS.to_vec();
     if is_composite {
         allowed.extend_from_slice(COMPOSITE_FIELDS);
@@ -655,6 +656,31 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             };
             let tool = cx.nonempty(&obj, "tool");
             AgentKind::Mcp(McpDef { server: server?, tool })
+        }
+        "a2a" => {
+            let url = cx.required(&obj, "url");
+            if let Some(u) = &url
+                && !(u.value.starts_with("http://") || u.value.starts_with("https://"))
+            {
+                cx.err(u.pos, Some("url"), format!("expected an http:// or https:// URL, found `{}`", u.value));
+                return None;
+            }
+            let tenant = cx.nonempty(&obj, "tenant");
+            let tenant_key = cx.nonempty(&obj, "tenant_key");
+            if let (Some(_), Some(k)) = (&tenant, &tenant_key) {
+                cx.err(k.pos, Some("tenant_key"), "give either `tenant` (fixed) or `tenant_key` (per call), not both");
+                return None;
+            }
+            let stream = obj.get("stream").is_none() || cx.boolean(&obj, "stream");
+            AgentKind::A2a(A2aDef {
+                url: url?,
+                tenant,
+                tenant_key,
+                message: cx.nonempty(&obj, "message"),
+                context_key: cx.nonempty(&obj, "context_key"),
+                task_key: cx.nonempty(&obj, "task_key"),
+                stream,
+            })
         }
         "sequence" => AgentKind::Sequence { agents: cx.required_list(&obj, "agents") },
         "loop" => AgentKind::Loop {

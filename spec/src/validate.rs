@@ -216,6 +216,13 @@ pub(crate) fn check_expressions(agent: &AgentDef, sink: &mut Sink) {
                 }
             }
         }
+        AgentKind::A2a(a2a) => {
+            if let Some(m) = &a2a.message
+                && let Err(e) = Template::compile(&m.value)
+            {
+                sink.push(m.pos, Some(&agent.name), Some("message"), format!("invalid template: {}", expr_message(&e)));
+            }
+        }
         AgentKind::Compute(ComputeBody::Template(t)) => {
             if let Err(e) = Template::compile(&t.value) {
                 sink.push(
