@@ -336,8 +336,14 @@ pub(crate) fn print_end(run_id: &str, end: RunEnd, as_json: bool) -> u8 {
     }
 }
 
+/// A pending response as `--json` prints it; with the asking agent's data when it has some (an A2A agent: the
+/// remote task and context ids).
 pub(crate) fn pending_json(p: &PendingResponse) -> Value {
-    json!({"id": p.id, "prompt": p.prompt, "agent": p.agent})
+    let mut v = json!({"id": p.id, "prompt": p.prompt, "agent": p.agent});
+    if !p.data.is_null() {
+        v["data"] = p.data.clone();
+    }
+    v
 }
 
 pub(crate) fn print_json(v: &Value) {

@@ -1,0 +1,280 @@
+//! A2A against a real peer: the official Python SDK (`a2a-sdk` from PyPI) serving the agents of
+//! `tests/peers/a2a_server.py`. The peer comes from `scripts/setup-peers.sh` (CI runs it).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use agentic::agents::Compute;
+use agentic::agents::a2a::{A2aAgent, A2aClient, A2aError, A2aTenant};
+use agentic::engine::{AgentListener, RunEvent, TypedKey, ValueType};
+use agentic::prelude::*;
+use common::{KillOnDrop, agentic, free_port, peer_script, peers_python, stderr, stdout, wait_port};
+use serde_json::{Value, json};
+
+/// The peer on `port`; its base URL.
+fn peer_on(python: &std::path::Path, port: u16) -> (KillOnDrop, String) {
+    let child = std::process::Command::new(python)
+        .args([peer_script("a2a_server.py"), port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let guard = KillOnDrop(child);
+    wait_port(port);
+    (guard, format!("http://127.0.0.1:{port}"))
+}
+
+fn peer(python: &std::path::Path) -> (KillOnDrop, String) {
+    peer_on(python, free_port())
+}
+
+fn json_out(o: &std::process::Output) -> Value {
+    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(o)))
+}
+
+#[tokio::test]
+async fn a_two_turn_conversation_keeps_its_context_id() {
+    let Some(python) = peers_python() else { return };
+    let (_peer, base) = peer(&python);
+    let chat = A2aClient::new("chat", format!("{base}/chat"));
+    // Typed use: built from the card (name and description), its output declared a string.
+    let first = A2aAgent::builder(chat.clone())
+        .name("first")
+        .inputs(["opening"])
+        .context_key("conversation")
+        .output_type(ValueType::String)
+        .output_key("one")
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(first.spec().description, "Repeats what it is told in capitals, remembering the conversation.");
+    let second = A2aAgent::builder(chat.clone())
+        .name("second")
+        .message("{{ follow_up }}!")
+        .unwrap()
+        .inputs(["follow_up"])
+        .context_key("conversation")
+        .task_key("task")
+        .output_key("two")
+        .build_lazy();
+    let seq = Sequence::builder()
+        .sub_agents([
+            first,
+            Compute::expression("remember", "conversation").unwrap().output_key("after_one").build(),
+            second,
+        ])
+        .output_key("two")
+        .build()
+        .unwrap();
+    let out = seq.invoke().input("opening", "hello").input("follow_up", "again").await.unwrap();
+    let state = out.state();
+    assert_eq!(
+        state.get_typed(&TypedKey::<String>::new("one")).unwrap().as_deref(),
+        Some("HELLO (turn 1; earlier: nothing)")
+    );
+    assert_eq!(out.output(), Some(&json!("AGAIN! (turn 2; earlier: hello)")), "the remote remembered turn one");
+    let context = state.get("conversation").and_then(Value::as_str).unwrap().to_string();
+    assert!(!context.is_empty());
+    assert_eq!(state.get("after_one"), Some(&json!(context)), "the same context id after both turns");
+    assert_eq!(state.get("task"), None, "the task ended: no open task id");
+
+    // Untyped use, alone: without a context key every call is a new conversation.
+    let alone = A2aAgent::builder(chat).inputs(["text"]).build().await.unwrap();
+    assert_eq!(alone.spec().name, "chat");
+    let out = alone.invoke().input("text", "hi").await.unwrap();
+    assert_eq!(out.output(), Some(&json!("HI (turn 1; earlier: nothing)")));
+}
+
+#[tokio::test]
+async fn the_tenant_comes_from_the_card_url_is_fixed_or_read_from_a_key() {
+    let Some(python) = peers_python() else { return };
+    let (_peer, base) = peer(&python);
+    let ask = |client: Arc<A2aClient>, tenant: A2aTenant| {
+        A2aAgent::builder(client).inputs(["text"]).tenant(tenant).build_lazy()
+    };
+    let by_card = ask(A2aClient::new("acme", format!("{base}/.well-known/acme/agent-card.json")), A2aTenant::FromCard);
+    let out = by_card.invoke().input("text", "hi").await.unwrap();
+    assert_eq!(out.output(), Some(&json!("HI (turn 1; earlier: nothing) [tenant acme]")));
+    let fixed = ask(A2aClient::new("chat", format!("{base}/chat")), A2aTenant::Fixed("beta".into()));
+    let out = fixed.invoke().input("text", "hi").await.unwrap();
+    assert_eq!(out.output(), Some(&json!("HI (turn 1; earlier: nothing) [tenant beta]")));
+    let keyed = ask(A2aClient::new("chat", format!("{base}/chat")), A2aTenant::FromKey("customer".into()));
+    let out = keyed.invoke().input("text", "hi").input("customer", "gamma").await.unwrap();
+    assert_eq!(out.output(), Some(&json!("HI (turn 1; earlier: nothing) [tenant gamma]")));
+}
+
+#[tokio::test]
+async fn a_card_offering_only_protocol_0_3_is_spoken_to_in_0_3() {
+    let Some(python) = peers_python() else { return };
+    let (_peer, base) = peer(&python);
+    let legacy = A2aClient::new("legacy", format!("{base}/legacy"));
+    let endpoint = legacy.endpoint().await.unwrap();
+    assert_eq!(endpoint.version, agentic::agents::a2a::ProtocolVersion::V0_3);
+    let turn = |name: &str| {
+        A2aAgent::builder(legacy.clone()).name(name).inputs(["text"]).context_key("c").output_key(name).build_lazy()
+    };
+    let seq = Sequence::builder().sub_agents([turn("t1"), turn("t2")]).output_key("t2").build().unwrap();
+    let out = seq.invoke().input("text", "old").await.unwrap();
+    assert_eq!(out.output(), Some(&json!("OLD (turn 2; earlier: old)")));
+}
+
+#[derive(Default, Clone)]
+struct Tokens(Arc<Mutex<Vec<String>>>);
+
+impl AgentListener for Tokens {
+    fn on_run_event(&self, event: &RunEvent) {
+        if let RunEvent::Token { text, .. } = event {
+            self.0.lock().unwrap().push(text.clone());
+        }
+    }
+}
+
+#[tokio::test]
+async fn streamed_artifact_chunks_become_token_events() {
+    let Some(python) = peers_python() else { return };
+    let (_peer, base) = peer(&python);
+    let chat = A2aAgent::builder(A2aClient::new("chat", format!("{base}/chat"))).inputs(["text"]).build_lazy();
+    let tokens = Tokens::default();
+    let out = chat.invoke().input("text", "hello").listener(tokens.clone()).await.unwrap();
+    assert_eq!(out.output(), Some(&json!("HELLO (turn 1; earlier: nothing)")));
+    assert_eq!(*tokens.0.lock().unwrap(), ["HELLO (turn 1; e", "arlier: nothing)"]);
+}
+
+/// intro (compute) → book (a2a, the travel agent asks where) → done (compute).
+fn travel_spec(dir: &std::path::Path, url: &str) -> String {
+    let spec = dir.join("trip.yaml");
+    std::fs::write(
+        &spec,
+        format!(
+            "version: 1\nroot: main\nagents:\n  \
+             main: {{ kind: sequence, agents: [intro, book, done], output_key: done }}\n  \
+             intro: {{ kind: compute, value: \"'a hotel'\", output_key: trip }}\n  \
+             book: {{ kind: a2a, url: '{url}', inputs: [trip], context_key: ctx, task_key: task, output_key: booking }}\n  \
+             done: {{ kind: compute, template: 'Done: {{{{ booking }}}}', output_key: done }}\n"
+        ),
+    )
+    .unwrap();
+    spec.display().to_string()
+}
+
+#[test]
+fn a_remote_question_suspends_the_run_and_the_answer_completes_the_remote_task_in_new_processes() {
+    let Some(python) = peers_python() else { return };
+    let (_peer, base) = peer(&python);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = travel_spec(dir.path(), &format!("{base}/travel"));
+    let store = dir.path().join("store");
+    let o = agentic(&store, &["run", &spec, "--memory-id", "trip-1", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let out = json_out(&o);
+    assert_eq!(out["status"], json!("suspended"));
+    let pending = &out["pending"][0];
+    assert_eq!(
+        (&pending["id"], &pending["prompt"], &pending["agent"]),
+        (&json!("root/1"), &json!("Which city should I book a hotel in?"), &json!("book"))
+    );
+    let context = pending["data"]["context_id"].as_str().unwrap().to_string();
+    assert_eq!(pending["data"]["state"], json!("input-required"));
+
+    let o = agentic(&store, &["respond", "trip-1", "Paris"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = agentic(&store, &["resume", "trip-1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Done: Booked a hotel in Paris.\n");
+
+    let shown = json_out(&agentic(&store, &["show", "trip-1", "--json"]));
+    assert_eq!(shown["state"]["ctx"], json!(context), "the remote context of the suspended task");
+    assert_eq!(shown["state"].get("task"), None, "the remote task completed: no open task id");
+    let paths: Vec<&str> = shown["history"].as_array().unwrap().iter().map(|h| h["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["root/0", "root/1", "root/2", "root"], "each step completed once");
+}
+
+#[test]
+fn an_unreachable_server_is_a_located_error_and_resume_after_fixing_continues() {
+    let Some(python) = peers_python() else { return };
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{port}/travel");
+    let spec = travel_spec(dir.path(), &url);
+    let store = dir.path().join("store");
+    let o = agentic(&store, &["run", &spec, "--memory-id", "trip-2"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let expected = format!(
+        "agent `book` (root/1) failed: A2A agent `book`: bad agent card at {url}/.well-known/agent-card.json: "
+    );
+    assert!(stderr(&o).contains(&expected), "{}", stderr(&o));
+
+    // The server comes up: resuming continues at the A2A agent, the step before it is not run again.
+    let (_peer, _) = peer_on(&python, port);
+    let o = agentic(&store, &["resume", "trip-2", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(json_out(&o)["pending"][0]["prompt"], json!("Which city should I book a hotel in?"));
+    assert_eq!(agentic(&store, &["respond", "trip-2", "Rome"]).status.code(), Some(0));
+    let o = agentic(&store, &["resume", "trip-2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Done: Booked a hotel in Rome.\n");
+    let shown = json_out(&agentic(&store, &["show", "trip-2", "--json"]));
+    let intro = shown["history"].as_array().unwrap().iter().filter(|h| h["path"] == json!("root/0")).count();
+    assert_eq!(intro, 1, "the step before the A2A agent completed once");
+}
+
+#[tokio::test]
+async fn a_card_that_does_not_parse_is_an_error_naming_the_agent_and_the_url() {
+    let Some(python) = peers_python() else { return };
+    let (_peer, base) = peer(&python);
+    let broken = A2aClient::new("broken", format!("{base}/broken"));
+    let err = A2aAgent::builder(broken.clone()).build().await.unwrap_err();
+    let card = format!("{base}/broken/.well-known/agent-card.json");
+    assert!(matches!(&err, A2aError::Card { agent, url, .. } if agent == "broken" && *url == card), "{err:?}");
+    assert!(
+        err.to_string().starts_with(&format!("A2A agent `broken`: bad agent card at {card}: not a card: ")),
+        "{err}"
+    );
+
+    let seq = Sequence::builder()
+        .sub_agents([
+            Compute::expression("before", "'kept'").unwrap().output_key("before").build(),
+            A2aAgent::builder(broken).name("remote").inputs(["before"]).build_lazy(),
+        ])
+        .build()
+        .unwrap();
+    let err = seq.invoke().await.unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("agent `remote` (root/1) failed: A2A agent `broken`: bad agent card at {card}")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a2a_spec_errors_are_located() {
+    let errors = |agent: &str| {
+        let text = format!("version: 1\nroot: a\nagents:\n  a: {agent}\n");
+        agentic::spec::Spec::parse(&text, "spec.yaml").unwrap_err().iter().map(|e| e.to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(errors("{ kind: a2a, inputs: [x] }"), ["spec.yaml:4:6: agent `a`: missing field `url`"]);
+    assert_eq!(
+        errors("{ kind: a2a, url: 'ftp://x' }"),
+        ["spec.yaml:4:24: agent `a`: field `url`: expected an http:// or https:// URL, found `ftp://x`"]
+    );
+    assert_eq!(
+        errors("{ kind: a2a, url: 'http://x', tenant: t, tenant_key: k }"),
+        [
+            "spec.yaml:4:59: agent `a`: field `tenant_key`: give either `tenant` (fixed) or `tenant_key` (per call), not both"
+        ]
+    );
+    assert_eq!(
+        errors("{ kind: a2a, url: 'http://x', mesage: hi }"),
+        [
+            "spec.yaml:4:36: agent `a`: unknown field `mesage` (did you mean `message`?), expected one of `kind`, `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `url`, `tenant`, `tenant_key`, `message`, `context_key`, `task_key`, `stream`"
+        ]
+    );
+    assert_eq!(
+        errors("{ kind: a2a, url: 'http://x', message: '{{ x' }"),
+        [
+            "spec.yaml:4:45: agent `a`: field `message`: invalid template: syntax error: unexpected end of input, expected end of variable block"
+        ]
+    );
+}
