@@ -262,6 +262,23 @@ fn parse_key_value(arg: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `--listen`: an `IP:PORT`, a `HOST:PORT` resolved now (its first address), or a port alone on 127.0.0.1.
+fn listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(addr) = text.parse::<std::net::SocketAddr>() {
+        return Ok(addr);
+    }
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    let expected = "expected IP:PORT, HOST:PORT or PORT (e.g. 127.0.0.1:7878, localhost:7878, 7878)";
+    if !text.contains(':') {
+        return Err(format!("no port in `{text}`: {expected}"));
+    }
+    let mut addrs = text.to_socket_addrs().map_err(|e| format!("cannot resolve `{text}`: {e}; {expected}"))?;
+    addrs.next().ok_or_else(|| format!("`{text}` resolves to no address; {expected}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,21 +365,4 @@ mod tests {
         assert!(parse_key_value("novalue").is_err());
         assert!(parse_key_value("=3").is_err());
     }
-}
-
-/// `--listen`: an `IP:PORT`, a `HOST:PORT` resolved now (its first address), or a port alone on 127.0.0.1.
-fn listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
-    use std::net::ToSocketAddrs;
-    if let Ok(addr) = text.parse::<std::net::SocketAddr>() {
-        return Ok(addr);
-    }
-    if let Ok(port) = text.parse::<u16>() {
-        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    let expected = "expected IP:PORT, HOST:PORT or PORT (e.g. 127.0.0.1:7878, localhost:7878, 7878)";
-    if !text.contains(':') {
-        return Err(format!("no port in `{text}`: {expected}"));
-    }
-    let mut addrs = text.to_socket_addrs().map_err(|e| format!("cannot resolve `{text}`: {e}; {expected}"))?;
-    addrs.next().ok_or_else(|| format!("`{text}` resolves to no address; {expected}"))
 }
