@@ -23,7 +23,8 @@ pub(crate) async fn require_token(State(app): State<AppState>, request: Request,
     if open || presented(request.headers()).is_some_and(|t| same(t, token)) {
         return next.run(request).await;
     }
-    if path.starts_with("/api/") || path == "/healthz" {
+    // Programs (the API, MCP clients) get a JSON answer they can act on; browsers the login form.
+    if path.starts_with("/api/") || path == "/healthz" || path == crate::mcp::PATH {
         let mut response = ApiError::new(
             StatusCode::UNAUTHORIZED,
             "missing or wrong token: send the header `Authorization: Bearer <token>`",

@@ -134,6 +134,8 @@ struct Inner {
     /// Given to every run: at shutdown, runs stop at their step boundaries and stay `running`.
     drain: DrainHandle,
     tasks: TaskTracker,
+    /// Woken each time a run's execution here ends (after the host decided whether to resume it).
+    stopped: tokio::sync::Notify,
 }
 
 impl RunHost {
@@ -149,6 +151,7 @@ impl RunHost {
                 accepting: AtomicBool::new(true),
                 drain: DrainHandle::new(),
                 tasks: TaskTracker::new(),
+                stopped: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -319,6 +322,23 @@ impl RunHost {
         {
             tracing::error!(run_id, "cannot resume the answered run: {}", e.message);
         }
+        self.inner.stopped.notify_waiters();
+    }
+
+    /// Waits until `run_id` is not executing in this process (it completed, failed, was cancelled, suspended,
+    /// or was drained at shutdown), then returns its record (`None`: the store holds none, the run could not
+    /// start). A run whose answers arrived while it was closing is resumed at once and waited for again.
+    /// Errors: the store cannot be read.
+    pub(crate) async fn wait_stopped(&self, run_id: &str) -> Result<Option<RunRecord>, ApiError> {
+        loop {
+            // Registered before the check, so that an end between the two is not missed.
+            let notified = self.inner.stopped.notified();
+            if !self.is_executing(run_id) {
+                break;
+            }
+            notified.await;
+        }
+        Ok(self.inner.store.run_dyn(run_id).await?)
     }
 
     /// Resumes `record`'s run (the caller holds the deciding lock and has checked it is not executing).

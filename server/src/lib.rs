@@ -23,6 +23,7 @@ mod auth;
 mod error;
 mod events;
 mod host;
+mod mcp;
 mod ui;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -99,7 +100,8 @@ impl ServerConfig {
         self
     }
 
-    /// The specs offered by name (file stem): `POST /api/v1/runs {"spec_name": ..}` and the new-run form.
+    /// The specs offered by name (file stem): `POST /api/v1/runs {"spec_name": ..}`, the new-run form, and
+    /// the MCP tools at `/mcp`.
     pub fn specs_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.specs = Some(dir.into());
         self
@@ -163,8 +165,11 @@ impl Server {
             store_label: Arc::from(config.store_label.as_str()),
             token: config.token.as_deref().map(Arc::from),
         };
-        let app = router(state);
         let stop = CancellationToken::new();
+        // The MCP endpoint's sessions and streams end with the HTTP server (else they would hold its graceful
+        // shutdown open).
+        let protocols = Protocols { mcp: mcp::service(state.clone(), stop.child_token(), !addr.ip().is_loopback()) };
+        let app = router(state, protocols);
         let stopped = stop.clone();
         let http = tokio::spawn(async move {
             axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await }).await
@@ -238,11 +243,18 @@ impl Server {
     }
 }
 
-/// The whole application: API, UI, auth, limits, tracing and compression.
-fn router(state: AppState) -> Router {
+/// The agent protocols served next to the API, each a tower service of its SDK mounted at its path (MCP at
+/// [`mcp::PATH`]; A2A's agent card and JSON-RPC endpoint join here).
+struct Protocols {
+    mcp: mcp::McpService,
+}
+
+/// The whole application: API, UI, agent protocols, auth, limits, tracing and compression.
+fn router(state: AppState, protocols: Protocols) -> Router {
     Router::new()
         .merge(api::routes())
         .merge(ui::routes())
+        .route_service(mcp::PATH, protocols.mcp)
         .fallback(ui::not_found)
         .method_not_allowed_fallback(api::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))

@@ -1,0 +1,547 @@
+//! `/mcp`: the specs of `--specs DIR` offered as MCP tools over streamable HTTP (the server side of the
+//! official Rust SDK, rmcp), next to the HTTP API and behind the same token.
+//!
+//! - `tools/list`: one tool per spec the API's `GET /api/v1/specs` names (read from the directory at each
+//!   request), named by its file stem, described by its root agent's description; the input schema is the
+//!   spec's `params` when it declares them, else the inputs its agents read that no earlier agent writes.
+//! - `tools/call`: starts a run exactly as `POST /api/v1/runs {"spec_name", "inputs"}` does (the host's one
+//!   path: same checks, same journal, same events), waits until it stops and answers with its outcome:
+//!   completed → the output (as text, and `{run_id, status, output}` as structured content); failed or
+//!   cancelled → a tool error naming the run; suspended for a person → the run id, the pending prompts and
+//!   how to answer them (`{run_id, status: "suspended", pending}`). Arguments that break the schema are a tool
+//!   error naming the field; a client that cancels the call cancels the run.
+//!
+//! LangGraph's agent server offers its graphs over MCP the same way (one tool per assistant).
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use agentic_engine::{Durability, RunRecord, RunStatus, TopologyNode, ValueType};
+use agentic_spec::{AgentKind, ParamDef, Spec};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::host::{NewRun, SpecSource};
+
+/// Where the MCP endpoint is mounted.
+pub(crate) const PATH: &str = "/mcp";
+
+/// What the server tells MCP clients at initialisation (`instructions`).
+const INSTRUCTIONS: &str = "Each tool runs one workflow of this agentic server to its end and returns its output \
+     (structured content: {run_id, status, output}). A workflow that waits for a person returns status \
+     `suspended` with its run id and the pending prompts instead: a person answers in the server's web inbox \
+     (/inbox) or with POST /api/v1/runs/{run_id}/responses/{response_id} {\"value\": ..}; the run then continues \
+     by itself, and GET /api/v1/runs/{run_id} shows its status and output.";
+
+/// The MCP endpoint as a tower service, for `Router::route_service(PATH, ..)`.
+pub(crate) type McpService = StreamableHttpService<SpecTools, LocalSessionManager>;
+
+/// The MCP endpoint over `app`'s specs and runs. `stop` ends its sessions and streams (at shutdown). `public`
+/// (a non-loopback listen address, so a token is required) turns off rmcp's `Host` allow-list, which only
+/// admits loopback names (a guard against DNS rebinding for servers without a token).
+pub(crate) fn service(app: AppState, stop: CancellationToken, public: bool) -> McpService {
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(stop)
+        .with_max_request_body_bytes(crate::api::BODY_LIMIT);
+    if public {
+        config = config.disable_allowed_hosts();
+    }
+    let tools = SpecTools { app };
+    StreamableHttpService::new(move || Ok(tools.clone()), Arc::new(LocalSessionManager::default()), config)
+}
+
+/// The MCP server handler: the specs as tools.
+#[derive(Clone)]
+pub(crate) struct SpecTools {
+    app: AppState,
+}
+
+impl SpecTools {
+    /// The tools offered now: the specs of the directory that parse, in name order (a spec that does not
+    /// parse is left out, as the new-run form shows it with its error).
+    fn tools(&self) -> Vec<Tool> {
+        let catalog = self.app.host.specs();
+        catalog
+            .names()
+            .into_iter()
+            .filter_map(|name| {
+                let path = catalog.path(&name).ok()?;
+                match SpecTool::load(&name, &path) {
+                    Ok(tool) => Some(tool.tool),
+                    Err(e) => {
+                        tracing::debug!("spec `{name}` is not offered as an MCP tool: {e}");
+                        None
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// The tool `name`. Errors: `Err` no such spec (a protocol error, as MCP wants for unknown tools);
+    /// `Ok(Err)` the spec does not parse (a tool error saying why).
+    fn find(&self, name: &str) -> Result<Result<SpecTool, CallToolResult>, ErrorData> {
+        let catalog = self.app.host.specs();
+        let path = catalog.path(name).map_err(|_| {
+            let names = self.tools().iter().map(|t| format!("`{}`", t.name)).collect::<Vec<_>>().join(", ");
+            ErrorData::invalid_params(format!("unknown tool `{name}`; the tools are: {names}"), None)
+        })?;
+        Ok(SpecTool::load(name, &path).map_err(|e| tool_error(format!("tool `{name}`: {e}"), None)))
+    }
+
+    /// Runs spec `name` with `inputs` until it stops; a cancelled `ct` cancels the run.
+    async fn run(&self, name: &str, inputs: Map<String, Value>, ct: CancellationToken) -> CallToolResult {
+        let host = &self.app.host;
+        let new = NewRun {
+            spec: SpecSource::Named(name.to_string()),
+            inputs,
+            run_id: None,
+            durability: Durability::Sync,
+            new_turn: false,
+        };
+        let run_id = match host.start(new).await {
+            Ok(id) => id,
+            Err(e) => return start_error(name, e),
+        };
+        let stopped = tokio::select! {
+            stopped = host.wait_stopped(&run_id) => stopped,
+            () = ct.cancelled() => {
+                // The client gave up on the call: the run stops at its next step boundary, recorded `cancelled`.
+                if let Err(e) = host.cancel(&run_id).await {
+                    tracing::debug!(run_id, "cancelling the run of a cancelled MCP call: {}", e.message);
+                }
+                return tool_error(
+                    format!("the call was cancelled, and so is run `{run_id}`"),
+                    Some(json!({"run_id": run_id, "status": "cancelled"})),
+                );
+            }
+        };
+        match stopped {
+            Ok(Some(record)) => outcome(&record),
+            Ok(None) => tool_error(format!("run `{run_id}` stopped before it started"), None),
+            Err(e) => tool_error(format!("run `{run_id}`: {}", e.message), None),
+        }
+    }
+}
+
+impl ServerHandler for SpecTools {
+    fn get_info(&self) -> ServerConfig {
+        let implementation = Implementation::new("agentic", env!("CARGO_PKG_VERSION"))
+            .with_title("agentic serve")
+            .with_description("Workflows (agentic specs) offered as tools: each call runs one to its end.");
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(implementation)
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        // The directory is read at each request: the list is never fresh for longer.
+        Ok(ListToolsResult::with_all_items(self.tools()).with_ttl_ms(0))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let path = self.app.host.specs().path(name).ok()?;
+        SpecTool::load(name, &path).ok().map(|t| t.tool)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let tool = match self.find(&name)? {
+            Ok(tool) => tool,
+            Err(error) => return Ok(error.into()),
+        };
+        let inputs = request.arguments.unwrap_or_default();
+        if let Err(errors) = tool.check(&inputs) {
+            return Ok(invalid_arguments(&name, &errors).into());
+        }
+        Ok(self.run(&name, inputs, context.ct).await.into())
+    }
+}
+
+/// One spec as a tool.
+struct SpecTool {
+    tool: Tool,
+    /// Without `params`: the inputs its agents read; the required ones are checked before a run starts
+    /// (with `params`, the host checks the inputs against them).
+    inferred: Vec<Inferred>,
+}
+
+impl SpecTool {
+    /// The tool of spec file `path`, named `name`. Errors: the spec's errors, as text.
+    fn load(name: &str, path: &Path) -> Result<SpecTool, String> {
+        let spec = Spec::from_path(path).map_err(|e| format!("the spec is invalid: {e}"))?;
+        let root = spec.agent(spec.root());
+        let mut description = root
+            .map(|a| a.description.trim())
+            .filter(|d| !d.is_empty())
+            .map_or_else(|| format!("Runs the workflow `{}`.", spec.name()), str::to_string);
+        if spec.agents().iter().any(|a| matches!(a.kind, AgentKind::Human { .. })) {
+            if !description.ends_with('.') {
+                description.push('.');
+            }
+            description.push_str(
+                " It may stop to wait for a person's answer: the result then has status `suspended`, the run id \
+                 and how to answer.",
+            );
+        }
+        let (schema, inferred) = if spec.params().is_empty() {
+            // A spec whose models cannot be built here (a `local` model in a binary without it) is offered
+            // with an open schema; calling it says why it cannot run.
+            let inferred = spec.build().map(|b| infer_inputs(&b.root.topology())).unwrap_or_default();
+            (inferred_schema(&inferred), inferred)
+        } else {
+            (params_schema(spec.params()), Vec::new())
+        };
+        let mut tool = Tool::new(name.to_string(), description, schema);
+        if spec.name() != name {
+            tool = tool.with_title(spec.name());
+        }
+        Ok(SpecTool { tool, inferred })
+    }
+
+    /// Checks `inputs` against the inferred required inputs (a spec without `params`). Errors: one line per
+    /// missing input, naming it and the agent that reads it.
+    fn check(&self, inputs: &Map<String, Value>) -> Result<(), Vec<String>> {
+        let errors: Vec<String> = self
+            .inferred
+            .iter()
+            .filter(|i| i.required && !inputs.contains_key(&i.key))
+            .map(|i| format!("input `{}`: missing (read by agent `{}`)", i.key, i.agent))
+            .collect();
+        if errors.is_empty() { Ok(()) } else { Err(errors) }
+    }
+}
+
+/// An input of a spec without `params`, inferred from what its agents read.
+#[derive(Debug, Clone, PartialEq)]
+struct Inferred {
+    key: String,
+    /// The type an agent declares for it (`Any` when none does).
+    value_type: ValueType,
+    /// Read, without a default, by an agent that always runs (not optional, not chosen by a planner or a
+    /// condition): a run without it fails.
+    required: bool,
+    /// The first agent that reads it.
+    agent: String,
+}
+
+/// The input schema of declared `params`: their types, descriptions and defaults; required when without a
+/// default; nothing else accepted.
+fn params_schema(params: &[ParamDef]) -> JsonObject {
+    let properties: Map<String, Value> = params
+        .iter()
+        .map(|p| {
+            let mut property = json!({"type": p.ty.name()});
+            if let Some(description) = &p.description {
+                property["description"] = json!(description);
+            }
+            if let Some(default) = &p.default {
+                property["default"] = default.clone();
+            }
+            (p.name.clone(), property)
+        })
+        .collect();
+    let required: Vec<&str> = params.iter().filter(|p| p.default.is_none()).map(|p| p.name.as_str()).collect();
+    object_schema(properties, required, false)
+}
+
+/// The input schema of inferred inputs: typed when an agent declares a type, else any JSON value; other
+/// inputs are accepted too (a spec without `params` takes any input).
+fn inferred_schema(inferred: &[Inferred]) -> JsonObject {
+    let properties: Map<String, Value> = inferred
+        .iter()
+        .map(|i| {
+            let mut property = json!({"description": format!("read by agent `{}`", i.agent)});
+            if let Some(ty) = schema_type(i.value_type) {
+                property["type"] = json!(ty);
+            }
+            (i.key.clone(), property)
+        })
+        .collect();
+    let required: Vec<&str> = inferred.iter().filter(|i| i.required).map(|i| i.key.as_str()).collect();
+    object_schema(properties, required, true)
+}
+
+fn object_schema(properties: Map<String, Value>, required: Vec<&str>, open: bool) -> JsonObject {
+    let mut schema = Map::new();
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), Value::Object(properties));
+    if !required.is_empty() {
+        schema.insert("required".into(), json!(required));
+    }
+    if !open {
+        schema.insert("additionalProperties".into(), json!(false));
+    }
+    schema
+}
+
+/// The JSON-schema type of a declared value type (`None` for any value).
+fn schema_type(ty: ValueType) -> Option<&'static str> {
+    Some(match ty {
+        ValueType::String => "string",
+        ValueType::Number => "number",
+        ValueType::Integer => "integer",
+        ValueType::Boolean => "boolean",
+        ValueType::List => "array",
+        ValueType::Object => "object",
+        _ => return None,
+    })
+}
+
+/// The inputs a run of `root` needs from its caller: what its agents read that no agent before them writes,
+/// in the order first read. Planners that pick their sub-agents by what they need (GOAP, blackboard, ...)
+/// have every key their sub-agents write counted as written; the keys planners bind for a call (a mapper's
+/// item, a debate's context, a supervisor's) are not inputs.
+fn infer_inputs(root: &TopologyNode) -> Vec<Inferred> {
+    let mut walk = Walk::default();
+    walk.node(root, true, &[]);
+    walk.found
+}
+
+#[derive(Default)]
+struct Walk {
+    written: HashSet<String>,
+    found: Vec<Inferred>,
+}
+
+impl Walk {
+    fn node(&mut self, node: &TopologyNode, always_runs: bool, bound: &[String]) {
+        let spec = &node.spec;
+        let runs = always_runs && !spec.optional;
+        for input in &spec.inputs {
+            self.read(&input.key, input.value_type, runs && input.default.is_none(), &spec.name, bound);
+        }
+        let kind = spec.kind.as_str();
+        let mut bound = bound.to_vec();
+        match kind {
+            "parallel_mapper" => {
+                if let Some(item) = node.details.get("item_key").and_then(Value::as_str) {
+                    bound.push(item.to_string());
+                }
+                if let Some(items) = node.details.get("items").and_then(Value::as_str).filter(|s| identifier(s)) {
+                    self.read(items, ValueType::List, runs, &spec.name, &bound);
+                }
+            }
+            "debate" => bound.push(agentic_planners::debate::DEBATE_CONTEXT_KEY.to_string()),
+            "supervisor" => {
+                use agentic_planners::supervisor as s;
+                bound.extend(
+                    [
+                        s::SUPERVISOR_CONTEXT_KEY,
+                        s::SUPERVISOR_HISTORY_KEY,
+                        s::SUPERVISOR_SUMMARY_KEY,
+                        s::SUPERVISOR_RESPONSES_KEY,
+                    ]
+                    .map(str::to_string),
+                );
+            }
+            _ => {}
+        }
+        // Sub-agents run in their order (sequence, loop, parallel, voting, mapper, conditional) or as a planner
+        // picks them; only the first kind's always run (a mapper's run once per item: maybe never).
+        let ordered = matches!(kind, "sequence" | "loop" | "parallel" | "voting" | "parallel_mapper" | "conditional");
+        let children_run = runs && matches!(kind, "sequence" | "loop" | "parallel" | "voting");
+        if !ordered {
+            let mut outputs = Vec::new();
+            collect_outputs(node, &mut outputs);
+            self.written.extend(outputs);
+        }
+        for child in &node.children {
+            self.node(child, children_run, &bound);
+        }
+        if let Some(key) = &spec.output_key {
+            self.written.insert(key.clone());
+        }
+    }
+
+    fn read(&mut self, key: &str, value_type: ValueType, required: bool, agent: &str, bound: &[String]) {
+        if self.written.contains(key) || bound.iter().any(|b| b == key) {
+            return;
+        }
+        match self.found.iter_mut().find(|f| f.key == key) {
+            Some(found) => {
+                found.required |= required;
+                if found.value_type == ValueType::Any {
+                    found.value_type = value_type;
+                }
+            }
+            None => self.found.push(Inferred { key: key.to_string(), value_type, required, agent: agent.to_string() }),
+        }
+    }
+}
+
+/// The output keys of `node`'s sub-agents, at every depth.
+fn collect_outputs(node: &TopologyNode, into: &mut Vec<String>) {
+    for child in &node.children {
+        into.extend(child.spec.output_key.iter().cloned());
+        collect_outputs(child, into);
+    }
+}
+
+/// Whether `s` is a plain state key (`words`), not an expression (`order.items`).
+fn identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_') && chars.all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// A tool error: `text` as its content, `structured` (if any) as its structured content.
+fn tool_error(text: impl Into<String>, structured: Option<Value>) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text.into())]);
+    result.structured_content = structured;
+    result
+}
+
+/// The tool error of arguments that break the schema, one error per line after the first.
+fn invalid_arguments(tool: &str, errors: &[String]) -> CallToolResult {
+    tool_error(format!("invalid arguments for tool `{tool}`: {}", errors.join("; ")), None)
+}
+
+/// The tool error of a run that could not start: its inputs do not fit (naming the field), its spec does
+/// not build, the server is stopping.
+fn start_error(tool: &str, error: ApiError) -> CallToolResult {
+    if let Some(first) = error.message.strip_prefix("inputs: ") {
+        let mut errors: Vec<String> = match &error.extra {
+            Some(("errors", Value::Array(list))) => {
+                list.iter().filter_map(|e| e.get("text").and_then(Value::as_str).map(str::to_string)).collect()
+            }
+            _ => Vec::new(),
+        };
+        if errors.is_empty() {
+            errors.push(first.to_string());
+        }
+        return invalid_arguments(tool, &errors);
+    }
+    tool_error(format!("tool `{tool}`: {}", error.message), None)
+}
+
+/// The result of a run that stopped in the state `record` holds.
+fn outcome(record: &RunRecord) -> CallToolResult {
+    let run_id = &record.run_id;
+    match record.status {
+        RunStatus::Completed => {
+            let output = record.detail.clone();
+            let text = match &output {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+            result.structured_content = Some(json!({"run_id": run_id, "status": "completed", "output": output}));
+            result
+        }
+        RunStatus::Failed => {
+            let error = match &record.detail {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            tool_error(
+                format!("run `{run_id}` of `{}` failed: {error}", record.name),
+                Some(json!({"run_id": run_id, "status": "failed", "error": error})),
+            )
+        }
+        RunStatus::Cancelled => tool_error(
+            format!("run `{run_id}` of `{}` was cancelled", record.name),
+            Some(json!({"run_id": run_id, "status": "cancelled"})),
+        ),
+        RunStatus::Suspended => suspended(record),
+        // Drained at shutdown: it stopped at a step boundary and continues at the next start.
+        RunStatus::Running => tool_error(
+            format!(
+                "the server is stopping: run `{run_id}` of `{}` stopped at a step boundary and continues when the \
+                 server starts again (GET /api/v1/runs/{run_id} then shows its outcome)",
+                record.name
+            ),
+            Some(json!({"run_id": run_id, "status": "running"})),
+        ),
+    }
+}
+
+/// The (non-error) result of a run waiting for a person: its id, the unanswered prompts and how to answer.
+fn suspended(record: &RunRecord) -> CallToolResult {
+    let run_id = &record.run_id;
+    let pending: Vec<_> = record.pending.iter().filter(|p| !record.answers.contains_key(&p.id)).collect();
+    let mut text = format!("Run `{run_id}` of `{}` is waiting for a person (status `suspended`).\n", record.name);
+    for p in &pending {
+        text.push_str(&format!("- response `{}` (agent `{}`): {}\n", p.id, p.agent, p.prompt));
+    }
+    let example = pending.first().map_or("{response_id}", |p| p.id.as_str());
+    text.push_str(&format!(
+        "A person answers in this server's web inbox (/inbox), or with POST \
+         /api/v1/runs/{run_id}/responses/{example} and the body {{\"value\": <the answer>}}. The run then continues \
+         by itself; GET /api/v1/runs/{run_id} shows its status and output."
+    ));
+    let pending_json: Vec<Value> =
+        pending.iter().map(|p| json!({"id": p.id, "prompt": p.prompt, "agent": p.agent})).collect();
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(json!({"run_id": run_id, "status": "suspended", "pending": pending_json}));
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inferred(yaml: &str) -> Vec<(String, bool)> {
+        let spec = Spec::parse(yaml, "spec.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let built = spec.build().unwrap_or_else(|e| panic!("{e}"));
+        infer_inputs(&built.root.topology()).into_iter().map(|i| (i.key, i.required)).collect()
+    }
+
+    fn owned(list: &[(&str, bool)]) -> Vec<(String, bool)> {
+        list.iter().map(|(k, r)| (k.to_string(), *r)).collect()
+    }
+
+    #[test]
+    fn inputs_are_what_agents_read_before_anyone_writes_it() {
+        let hello = std::fs::read_to_string("../examples/specs/hello.yaml").unwrap_or_default();
+        assert_eq!(inferred(&hello), owned(&[("name", true)]));
+        let countdown = std::fs::read_to_string("../examples/specs/countdown.yaml").unwrap_or_default();
+        assert_eq!(inferred(&countdown), owned(&[("budget", true)]));
+        // A mapper's item is bound by the mapper; its items are an input.
+        let shout = std::fs::read_to_string("../examples/specs/shout_all.json").unwrap_or_default();
+        let spec = Spec::parse(&shout, "shout_all.json").unwrap_or_else(|e| panic!("{e}"));
+        let built = spec.build().unwrap_or_else(|e| panic!("{e}"));
+        let found: Vec<(String, bool)> =
+            infer_inputs(&built.root.topology()).into_iter().map(|i| (i.key, i.required)).collect();
+        assert_eq!(found, owned(&[("words", true)]));
+        // A planner that picks its agents by need: what they write is not an input, nothing is required.
+        let goap = std::fs::read_to_string("../examples/specs/goap.yaml").unwrap_or_default();
+        assert_eq!(inferred(&goap), owned(&[("prompt", false), ("city", false)]));
+        // Branches of a condition may not run; an optional agent neither.
+        let triage = std::fs::read_to_string("../examples/specs/triage.yaml").unwrap_or_default();
+        assert_eq!(inferred(&triage), owned(&[("temperature", true)]));
+    }
+
+    #[test]
+    fn declared_params_make_a_closed_schema() {
+        let spec = Spec::parse(
+            "version: 1\nroot: a\nparams:\n  city: string\n  days: {type: integer, default: 3, description: How \
+             many}\nagents:\n  a: {kind: compute, value: \"city ~ days\"}\n",
+            "weather.yaml",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            Value::Object(params_schema(spec.params())),
+            json!({"type": "object", "properties": {"city": {"type": "string"},
+                   "days": {"type": "integer", "description": "How many", "default": 3}},
+                   "required": ["city"], "additionalProperties": false})
+        );
+    }
+}
