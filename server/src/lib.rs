@@ -18,6 +18,7 @@
 //!
 //! LangGraph offers the same as a hosted "agent server"; LangChain4j leaves it to the application.
 
+mod a2a;
 mod api;
 mod auth;
 mod error;
@@ -122,6 +123,8 @@ pub(crate) struct AppState {
     pub(crate) host: RunHost,
     pub(crate) store_label: Arc<str>,
     pub(crate) token: Option<Arc<str>>,
+    /// The context ids A2A clients gave their tasks.
+    pub(crate) a2a_contexts: a2a::Contexts,
 }
 
 /// A running server. Drop it or call [`Server::shutdown`] to stop it.
@@ -164,6 +167,7 @@ impl Server {
             host: host.clone(),
             store_label: Arc::from(config.store_label.as_str()),
             token: config.token.as_deref().map(Arc::from),
+            a2a_contexts: a2a::Contexts::default(),
         };
         let stop = CancellationToken::new();
         // The MCP endpoint's sessions and streams end with the HTTP server (else they would hold its graceful
@@ -255,6 +259,7 @@ fn router(state: AppState, protocols: Protocols) -> Router {
         .merge(api::routes())
         .merge(ui::routes())
         .route_service(mcp::PATH, protocols.mcp)
+        .merge(a2a::routes())
         .fallback(ui::not_found)
         .method_not_allowed_fallback(api::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))

@@ -176,8 +176,8 @@ impl ServerHandler for SpecTools {
     }
 }
 
-/// One spec as a tool.
-struct SpecTool {
+/// One spec as a tool (and, for A2A, as a skill).
+pub(crate) struct SpecTool {
     tool: Tool,
     /// Without `params`: the inputs its agents read; the required ones are checked before a run starts
     /// (with `params`, the host checks the inputs against them).
@@ -186,7 +186,33 @@ struct SpecTool {
 
 impl SpecTool {
     /// The tool of spec file `path`, named `name`. Errors: the spec's errors, as text.
-    fn load(name: &str, path: &Path) -> Result<SpecTool, String> {
+    /// The spec's description (its root's, else "Runs the workflow `name`.").
+    pub(crate) fn description(&self) -> String {
+        self.tool.description.as_deref().unwrap_or_default().to_string()
+    }
+
+    /// The names of the inputs its schema lists: the required ones first, in schema order.
+    pub(crate) fn input_names(&self) -> Vec<String> {
+        let required: Vec<String> = self
+            .tool
+            .input_schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default();
+        let mut names = required.clone();
+        if let Some(props) = self.tool.input_schema.get("properties").and_then(Value::as_object) {
+            names.extend(props.keys().filter(|k| !required.contains(k)).cloned());
+        }
+        names
+    }
+
+    /// The JSON-schema type its schema gives input `name`, if any.
+    pub(crate) fn input_type(&self, name: &str) -> Option<&str> {
+        self.tool.input_schema.get("properties")?.get(name)?.get("type")?.as_str()
+    }
+
+    pub(crate) fn load(name: &str, path: &Path) -> Result<SpecTool, String> {
         let spec = Spec::from_path(path).map_err(|e| format!("the spec is invalid: {e}"))?;
         let root = spec.agent(spec.root());
         let mut description = root
@@ -219,7 +245,7 @@ impl SpecTool {
 
     /// Checks `inputs` against the inferred required inputs (a spec without `params`). Errors: one line per
     /// missing input, naming it and the agent that reads it.
-    fn check(&self, inputs: &Map<String, Value>) -> Result<(), Vec<String>> {
+    pub(crate) fn check(&self, inputs: &Map<String, Value>) -> Result<(), Vec<String>> {
         let errors: Vec<String> = self
             .inferred
             .iter()

@@ -1,10 +1,11 @@
 """An A2A client on the official Python SDK (`a2a-sdk` from PyPI), the peer of the tests of `agentic serve`'s
 A2A side.
 
-    python a2a_client.py URL card                      # the resolved agent card
+    python a2a_client.py URL card [--card-path P]                 # the resolved agent card
     python a2a_client.py URL send TEXT [--context ID] [--task ID] [--data JSON] [--stream] [--token T]
+                                       [--card-path P]
 
-URL is the agent's base URL (the card is read from URL/.well-known/agent-card.json). `send` prints
+URL is the agent's base URL; the card is read from URL/.well-known/agent-card.json, or URL + P. `send` prints
 {"events": [..]}: every StreamResponse the client yields, as protobuf JSON (a `task`, a `message`, or with
 `--stream` the status and artifact updates). Errors print {"error": ".."} and exit 1.
 """
@@ -34,10 +35,11 @@ async def main(args):
     url, command = args[0], args[1]
     rest = args[2:]
     token = option(rest, "--token")
+    card_path = option(rest, "--card-path")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx.AsyncClient(headers=headers, timeout=60) as http:
         if command == "card":
-            card = await A2ACardResolver(http, url).get_agent_card()
+            card = await A2ACardResolver(http, url).get_agent_card(relative_card_path=card_path)
             print(json.dumps(json_format.MessageToDict(card)))
             return
         stream = "--stream" in rest
@@ -58,7 +60,9 @@ async def main(args):
             context_id=context_id or "",
             task_id=task_id or "",
         )
-        client = await create_client(url, ClientConfig(streaming=stream, httpx_client=http))
+        client = await create_client(
+            url, ClientConfig(streaming=stream, httpx_client=http), relative_card_path=card_path
+        )
         events = []
         async for event in client.send_message(SendMessageRequest(message=message)):
             events.append(json_format.MessageToDict(event))
