@@ -288,3 +288,145 @@ async fn the_last_run_record_put_wins<B: Backend>(backend: B) {
     assert_eq!(store.run("r").await.unwrap(), Some(last.clone()));
     assert_eq!(store.runs().await.unwrap(), [last]);
 }
+
+/// What only the PostgreSQL store has: its schema and its migrations, its errors, and damaged rows.
+#[cfg(feature = "postgres")]
+mod postgres_only {
+    use super::*;
+    use agentic_store::{PG_SCHEMA_VERSION, PgStore};
+
+    /// A plain connection to the test database (for looking at or damaging the tables).
+    async fn sql(url: &str) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn processes_starting_together_migrate_once_and_a_newer_schema_is_refused() {
+        let Some(url) = pg::fresh_database("migrations").await else { return };
+        let starters: Vec<_> = (0..6)
+            .map(|_| {
+                let url = url.clone();
+                tokio::spawn(async move { PgStore::connect(&url).await })
+            })
+            .collect();
+        for starter in starters {
+            starter.await.unwrap().unwrap();
+        }
+        let client = sql(&url).await;
+        let versions: Vec<i32> = client
+            .query("SELECT version FROM agentic_schema_version ORDER BY version", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(versions, (1..=PG_SCHEMA_VERSION).collect::<Vec<_>>());
+        // The lease columns are there for the next increment.
+        let columns: Vec<String> = client
+            .query(
+                "SELECT column_name::text FROM information_schema.columns WHERE table_name = 'agentic_runs' \
+                 ORDER BY ordinal_position",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(
+            columns,
+            ["run_id", "record", "status", "updated_at_ms", "lease_owner", "lease_expires_at", "fencing_token"]
+        );
+        // An existing schema is used as it is.
+        let store = PgStore::connect(&url).await.unwrap();
+        store.put_run(run_record("r", RunStatus::Running, 1)).await.unwrap();
+        store.flush().await.unwrap();
+        drop(store);
+        assert!(PgStore::connect(&url).await.unwrap().run("r").await.unwrap().is_some());
+
+        client
+            .execute("INSERT INTO agentic_schema_version (version, writer) VALUES (99, 'future')", &[])
+            .await
+            .unwrap();
+        let err = PgStore::connect(&url).await.unwrap_err();
+        assert!(
+            err.to_string().contains(&format!(
+                "open store {url}: schema version 99 is newer than this agentic-store's (reads up to {PG_SCHEMA_VERSION})"
+            )),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bad_url_or_an_unreachable_server_is_an_error_naming_it_without_the_password() {
+        let err = PgStore::connect("postgres://u:secret@127.0.0.1:1/db?connect_timeout=5").await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("open store postgres://u:***@127.0.0.1:1/db?connect_timeout=5: "), "{text}");
+        assert!(!text.contains("secret"), "{text}");
+        assert!(text.to_lowercase().contains("connect"), "{text}");
+        let err = PgStore::connect("postgres://h/db?sslmode=bogus").await.unwrap_err();
+        assert!(err.to_string().contains("open store postgres://h/db?sslmode=bogus: not a PostgreSQL URL"), "{err}");
+        let Some(url) = pg::server_url("bad_url") else { return };
+        let err = PgStore::connect(&pg::with_dbname(&url, "no_such_database_here")).await.unwrap_err();
+        assert!(err.to_string().contains("no_such_database_here"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn damaged_rows_are_corrupt_records_naming_the_run_and_a_damaged_snapshot_is_rebuilt() {
+        let Some(url) = pg::fresh_database("damaged").await else { return };
+        let store = PgStore::connect(&url).await.unwrap().with_snapshot_interval(10);
+        let mut records = fill(&store, "run-7", 20).await;
+        store.put_run(run_record("run-7", RunStatus::Running, 1)).await.unwrap();
+        store.flush().await.unwrap();
+        for seq in 21..=25 {
+            records.push(step("run-7", seq));
+            store.append(step("run-7", seq)).await.unwrap();
+        }
+        store.flush().await.unwrap();
+        let client = sql(&url).await;
+        let snapshot: (i64, i64) = {
+            let row = client.query_one("SELECT seq, history_len FROM agentic_snapshots", &[]).await.unwrap();
+            (row.get(0), row.get(1))
+        };
+        assert_eq!(snapshot, (20, 20), "compacted by the flush that wrote step 20");
+
+        // A damaged snapshot is skipped by load and rebuilt by compact.
+        client.execute("UPDATE agentic_snapshots SET head = '{\"garbage\": 1}'", &[]).await.unwrap();
+        assert_eq!(store.load("run-7").await.unwrap(), RunImage::fold("run-7", &records).unwrap());
+        assert_eq!(store.compact("run-7").await.unwrap(), 25);
+        assert_eq!(store.load("run-7").await.unwrap(), RunImage::fold("run-7", &records).unwrap());
+        let chunks: i64 = client.query_one("SELECT count(*) FROM agentic_snapshot_chunks", &[]).await.unwrap().get(0);
+        assert_eq!(chunks, 1, "the rebuilt snapshot's one chunk");
+
+        client.execute("UPDATE agentic_journal SET step = '{\"zz\": 1}' WHERE seq = 24", &[]).await.unwrap();
+        client.execute("UPDATE agentic_runs SET record = '{\"run_id\": 5}'", &[]).await.unwrap();
+        let err = store.records("run-7").await.unwrap_err();
+        let agentic_engine::StoreError::Corrupt { run_id, record, .. } = &err else { panic!("{err}") };
+        assert_eq!((run_id.as_str(), record.as_str()), ("run-7", "step 24"));
+        // The snapshot at 25 covers step 24: only a fold from the journal reads it.
+        assert_eq!(store.load("run-7").await.unwrap().seq, 25);
+        client.execute("DELETE FROM agentic_snapshots", &[]).await.unwrap();
+        let err = store.load("run-7").await.unwrap_err();
+        assert!(err.to_string().starts_with("run `run-7`: record step 24 is corrupt"), "{err}");
+        let err = store.run("run-7").await.unwrap_err();
+        assert!(matches!(&err, agentic_engine::StoreError::Corrupt { record, .. } if record == "run record"), "{err}");
+        assert!(store.runs().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_failed_flush_keeps_its_records_for_the_next_one() {
+        let Some(url) = pg::fresh_database("failed_flush").await else { return };
+        let store = PgStore::connect(&url).await.unwrap();
+        let client = sql(&url).await;
+        client.execute("ALTER TABLE agentic_journal RENAME TO agentic_journal_away", &[]).await.unwrap();
+        let records = fill(&store, "r", 3).await;
+        let err = store.flush().await.unwrap_err();
+        assert!(err.to_string().contains(&format!("flush in store {url}: ")), "{err}");
+        client.execute("ALTER TABLE agentic_journal_away RENAME TO agentic_journal", &[]).await.unwrap();
+        store.flush().await.unwrap();
+        drop(store);
+        assert_eq!(PgStore::connect(&url).await.unwrap().records("r").await.unwrap(), records);
+    }
+}
