@@ -7,7 +7,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 
-use agentic_engine::{CheckpointStore, InvocationRecord, RunImage, RunRecord, RunStatus, StepRecord};
+use agentic_engine::{CheckpointStore, InvocationRecord, RunRecord, RunStatus, StepRecord};
 use agentic_store::SledStore;
 use serde_json::{Map, json};
 
