@@ -80,7 +80,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 ///   refused: at `append` when it is still buffered, else by the flush that writes it (the rest of that
 ///   transaction commits).
 /// - Reads write what is buffered first, so a handle reads its own appends; they see what other processes
-///   committed.
+///   committed. Records still buffered when the last handle is dropped are lost (a drop cannot wait for the
+///   database): flush before (the engine flushes before a run returns or suspends).
 /// - Every [`PgStore::snapshot_interval`] steps of a run, the flush that writes the step folds the previous
 ///   snapshot and the journal rows after it into a new snapshot (`agentic_snapshots` and one row of
 ///   `agentic_snapshot_chunks`); [`CheckpointStore::load`] = latest snapshot + the rows after it.
