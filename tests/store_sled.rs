@@ -1,13 +1,13 @@
-//! The sled store through its public API: round trips across reopen, compaction, a directory held by
-//! another process, and a process killed with SIGKILL while it flushes steps (every step it reported durable
-//! is loaded back).
+//! The sled store through its public API: a directory held by another process, and a process killed with
+//! SIGKILL while it flushes steps (every step it reported durable is loaded back). Round trips across a
+//! reopen and compaction are in the store suite both backends run (`store/tests/store_suite.rs`).
 
 #![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 
-use agentic_engine::{CheckpointStore, InvocationRecord, RunImage, RunRecord, RunStatus, StepRecord};
+use agentic_engine::{CheckpointStore, InvocationRecord, RunRecord, RunStatus, StepRecord};
 use agentic_store::SledStore;
 use serde_json::{Map, json};
 
@@ -45,51 +45,6 @@ fn run_record(run_id: &str, status: RunStatus, updated_at_ms: u64) -> RunRecord 
         "created_at_ms": 1, "updated_at_ms": updated_at_ms,
     }))
     .unwrap()
-}
-
-#[tokio::test]
-async fn what_was_flushed_is_seen_by_a_new_open_of_the_directory() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut records = Vec::new();
-    {
-        let store = SledStore::open(tmp.path()).unwrap().with_snapshot_interval(64);
-        store.put_run(run_record("first", RunStatus::Completed, 100)).await.unwrap();
-        store.put_run(run_record("second", RunStatus::Suspended, 200)).await.unwrap();
-        for seq in 1..=300 {
-            let record = step("second", seq);
-            store.append(record.clone()).await.unwrap();
-            records.push(record);
-        }
-        store.flush().await.unwrap();
-    }
-    let store = SledStore::open(tmp.path()).unwrap();
-    let runs = store.runs().await.unwrap();
-    assert_eq!(runs.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), ["second", "first"]);
-    assert_eq!(runs[0].status, RunStatus::Suspended);
-    assert_eq!(store.records("second").await.unwrap(), records);
-    assert_eq!(store.load("second").await.unwrap(), RunImage::fold("second", &records).unwrap());
-    assert!(store.records("first").await.unwrap().is_empty());
-    assert_eq!(store.load("nobody").await.unwrap(), RunImage::new("nobody"));
-    assert_eq!(store.run("nobody").await.unwrap(), None);
-    // Through the engine's object-safe handle too.
-    let shared = store.store_ref();
-    assert_eq!(shared.load_dyn("second").await.unwrap().seq, 300);
-}
-
-#[tokio::test]
-async fn compaction_at_any_interval_loads_what_a_plain_fold_gives() {
-    for n in [1, 10, 256, 999] {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = SledStore::open(tmp.path()).unwrap().with_snapshot_interval(n);
-        let mut records = Vec::new();
-        for seq in 1..=1000 {
-            let record = step("r", seq);
-            store.append(record.clone()).await.unwrap();
-            records.push(record);
-        }
-        assert_eq!(store.load("r").await.unwrap(), RunImage::fold("r", &records).unwrap(), "N = {n}");
-        assert_eq!(store.records("r").await.unwrap().len(), 1000);
-    }
 }
 
 /// Not a test on its own: the child process of `a_directory_held_by_another_process_is_in_use`.

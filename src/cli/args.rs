@@ -47,7 +47,8 @@ pub(crate) const DEFAULT_STORE: &str = ".agentic";
 /// Where runs are stored. Default `./.agentic`, or `$AGENTIC_STORE`.
 #[derive(Debug, Args)]
 pub(crate) struct StoreArg {
-    /// Store directory (a sled database; one process at a time may open it).
+    /// Store directory (a sled database; one process at a time may open it), or a PostgreSQL database URL
+    /// (`postgres://user@host:port/dbname`; several processes may share it).
     #[arg(long, value_name = "DIR", env = "AGENTIC_STORE", default_value = DEFAULT_STORE)]
     pub(crate) store: PathBuf,
 }

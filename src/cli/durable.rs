@@ -42,9 +42,13 @@ fn timestamp(ms: u64) -> String {
 /// `agentic respond RUN_ID [RESPONSE_ID] VALUE`: records one answer; runs nothing.
 pub(crate) fn respond(args: RespondArgs) -> u8 {
     let (response_id, value) = args.answer();
-    let (rt, opened) = match (runtime(), open(&args.store.store)) {
-        (Ok(rt), Ok(o)) => (rt, o),
-        (Err(c), _) | (_, Err(c)) => return c,
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(c) => return c,
+    };
+    let opened = match open(&rt, &args.store.store) {
+        Ok(o) => o,
+        Err(c) => return c,
     };
     let store = match opened {
         Opened::Local(store) => store,
@@ -70,9 +74,13 @@ pub(crate) fn respond(args: RespondArgs) -> u8 {
 
 /// `agentic resume RUN_ID`: rebuilds the run's spec and continues from the last checkpoint.
 pub(crate) fn resume(args: ResumeArgs) -> u8 {
-    let (rt, opened) = match (runtime(), open(&args.store.store)) {
-        (Ok(rt), Ok(o)) => (rt, o),
-        (Err(c), _) | (_, Err(c)) => return c,
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(c) => return c,
+    };
+    let opened = match open(&rt, &args.store.store) {
+        Ok(o) => o,
+        Err(c) => return c,
     };
     eprintln!("run: {}", args.run_id);
     let store = match opened {
@@ -93,9 +101,13 @@ pub(crate) fn fork(args: ForkArgs) -> u8 {
         eprintln!("error: --memory-id: {e}");
         return EXIT_USAGE;
     }
-    let (rt, opened) = match (runtime(), open(&args.store.store)) {
-        (Ok(rt), Ok(o)) => (rt, o),
-        (Err(c), _) | (_, Err(c)) => return c,
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(c) => return c,
+    };
+    let opened = match open(&rt, &args.store.store) {
+        Ok(o) => o,
+        Err(c) => return c,
     };
     let store = match opened {
         Opened::Local(store) => store,
@@ -323,9 +335,13 @@ fn run_json(r: &RunRecord) -> Value {
 
 /// `agentic runs`: one line per run, most recently updated first.
 pub(crate) fn runs(args: RunsArgs) -> u8 {
-    let (rt, store) = match (runtime(), open_store(&args.store.store)) {
-        (Ok(rt), Ok(s)) => (rt, s),
-        (Err(c), _) | (_, Err(c)) => return c,
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(c) => return c,
+    };
+    let store = match open_store(&rt, &args.store.store) {
+        Ok(s) => s,
+        Err(c) => return c,
     };
     let runs = match rt.block_on(store.runs_dyn()) {
         Ok(r) => r,
@@ -339,7 +355,7 @@ pub(crate) fn runs(args: RunsArgs) -> u8 {
         return EXIT_OK;
     }
     if runs.is_empty() {
-        eprintln!("no runs in store {}", args.store.store.display());
+        eprintln!("no runs in store {}", super::store_label(&args.store.store));
         return EXIT_OK;
     }
     let id_w = runs.iter().map(|r| r.run_id.len()).max().unwrap_or(2).max(2);
@@ -361,9 +377,13 @@ pub(crate) fn runs(args: RunsArgs) -> u8 {
 
 /// `agentic show RUN_ID`: status, result or error, state, pending responses.
 pub(crate) fn show(args: ShowArgs) -> u8 {
-    let (rt, store) = match (runtime(), open_store(&args.store.store)) {
-        (Ok(rt), Ok(s)) => (rt, s),
-        (Err(c), _) | (_, Err(c)) => return c,
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(c) => return c,
+    };
+    let store = match open_store(&rt, &args.store.store) {
+        Ok(s) => s,
+        Err(c) => return c,
     };
     let record = match rt.block_on(run_record(&store, &args.run_id, &args.store.store)) {
         Ok(r) => r,

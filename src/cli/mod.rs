@@ -111,12 +111,19 @@ fn init_tracing() -> Option<agentic::telemetry::OtlpGuard> {
 /// [`EXIT_FAILED`]): it names the id and the store and says how to list the runs there (`--store` included
 /// unless the store is the default one).
 pub(crate) fn no_such_run(run_id: &str, dir: &std::path::Path) -> String {
+    let shown = store_label(dir);
     let store = if dir == std::path::Path::new(args::DEFAULT_STORE) {
         String::new()
     } else {
-        format!(" --store {}", shell_word(&dir.display().to_string()))
+        format!(" --store {}", shell_word(&shown))
     };
-    format!("error: no run `{run_id}` in store {}; list its runs with `agentic runs{store}`", dir.display())
+    format!("error: no run `{run_id}` in store {shown}; list its runs with `agentic runs{store}`")
+}
+
+/// The store as messages show it: the directory, or the PostgreSQL URL with its password hidden.
+pub(crate) fn store_label(store: &std::path::Path) -> String {
+    let text = store.display().to_string();
+    if agentic_store::is_postgres_url(&text) { agentic_store::redact_url(&text) } else { text }
 }
 
 /// `text` as one shell word: unchanged when it has only safe characters, else in single quotes.
@@ -147,9 +154,14 @@ impl Opened {
     }
 }
 
-/// Opens the sled store at `dir`, or, when another process holds it and a server advertises itself there,
-/// reaches it through that server; on failure prints the error and returns exit code 1.
-pub(crate) fn open(dir: &std::path::Path) -> Result<Opened, u8> {
+/// Opens the store `--store` names on `rt` (whose tasks run the connections of a PostgreSQL store): a
+/// PostgreSQL database for a `postgres://` or `postgresql://` URL, else the sled store in directory `dir`, or,
+/// when another process holds it and a server advertises itself there, that server. On failure prints the
+/// error and returns exit code 1.
+pub(crate) fn open(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Result<Opened, u8> {
+    if let Some(url) = dir.to_str().filter(|d| agentic_store::is_postgres_url(d)) {
+        return open_postgres(rt, url).map(|s| Opened::Local(crash::arm(s)));
+    }
     match agentic_store::SledStore::open(dir) {
         Ok(s) => Ok(Opened::Local(crash::arm(s.store_ref()))),
         Err(e) => match remote::Remote::find(dir) {
@@ -162,9 +174,31 @@ pub(crate) fn open(dir: &std::path::Path) -> Result<Opened, u8> {
     }
 }
 
+/// Connects to the PostgreSQL store at `url` (its schema migrated to this build's).
+#[cfg(feature = "postgres")]
+fn open_postgres(rt: &tokio::runtime::Runtime, url: &str) -> Result<agentic_engine::StoreRef, u8> {
+    match rt.block_on(agentic_store::PgStore::connect(url)) {
+        Ok(store) => Ok(store.store_ref()),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(EXIT_FAILED)
+        }
+    }
+}
+
+/// A build without the `postgres` feature refuses a PostgreSQL URL.
+#[cfg(not(feature = "postgres"))]
+fn open_postgres(_: &tokio::runtime::Runtime, url: &str) -> Result<agentic_engine::StoreRef, u8> {
+    eprintln!(
+        "error: store {}: this agentic was built without the `postgres` feature (cargo build --features postgres)",
+        agentic_store::redact_url(url)
+    );
+    Err(EXIT_FAILED)
+}
+
 /// [`open`], for the commands that only read the store (through the server when one holds it).
-pub(crate) fn open_store(dir: &std::path::Path) -> Result<agentic_engine::StoreRef, u8> {
-    open(dir).map(|o| o.store_ref())
+pub(crate) fn open_store(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Result<agentic_engine::StoreRef, u8> {
+    open(rt, dir).map(|o| o.store_ref())
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ fn run_report(run_id: &str, dir: &Path, output: &Path) -> u8 {
             return EXIT_FAILED;
         }
     };
-    let store = match open_store(dir) {
+    let store = match open_store(&runtime, dir) {
         Ok(s) => s,
         Err(code) => return code,
     };

@@ -30,11 +30,6 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         eprintln!("error: --memory-id: {e}");
         return EXIT_USAGE;
     }
-    let opened = match super::open(&args.store.store) {
-        Ok(o) => o,
-        Err(code) => return code,
-    };
-    let run_id = args.memory_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -42,6 +37,11 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             return EXIT_FAILED;
         }
     };
+    let opened = match super::open(&runtime, &args.store.store) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    let run_id = args.memory_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     // Through a server that holds the store, the same checks read the store through it.
     let (store, remote) = match opened {
         super::Opened::Local(store) => (store, None),

@@ -20,6 +20,14 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
             return EXIT_FAILED;
         }
     };
+    if agentic_store::is_postgres_url(&dir.display().to_string()) {
+        eprintln!(
+            "error: store {}: `agentic serve` on a PostgreSQL store comes with run leases, not in this build yet; \
+             use a store directory",
+            super::store_label(&dir)
+        );
+        return EXIT_USAGE;
+    }
     // The server opens the store itself: it never goes through another server.
     let store = match agentic_store::SledStore::open(&dir) {
         Ok(s) => s.store_ref(),

@@ -309,8 +309,13 @@ pub(crate) fn encode_step(record: &StepRecord) -> Result<Vec<u8>, StoreError> {
 
 /// Decodes the journal value of step `seq` of `run_id`.
 pub(crate) fn decode_step(run_id: &str, seq: u64, value: &[u8]) -> Result<StepRecord, StoreError> {
+    let json = payload(run_id, &format!("step {seq}"), value)?;
+    decode_step_json(run_id, seq, json)
+}
+
+/// Decodes the JSON of step `seq` of `run_id` (a journal value without its version byte).
+pub(crate) fn decode_step_json(run_id: &str, seq: u64, json: &[u8]) -> Result<StepRecord, StoreError> {
     let record = format!("step {seq}");
-    let json = payload(run_id, &record, value)?;
     let StepBody { agent_path, delta, planner_states, invocation, async_started, failed, item, item_end } =
         serde_json::from_slice(json).map_err(|e| corrupt(run_id, &record, e.to_string()))?;
     let invocation = invocation.map(|inv| inv.into_record(&agent_path));
@@ -337,7 +342,11 @@ pub(crate) fn encode_run(run: &RunRecord) -> Result<Vec<u8>, StoreError> {
 
 /// Decodes the `runs` value stored under `run_id`.
 pub(crate) fn decode_run(run_id: &str, value: &[u8]) -> Result<RunRecord, StoreError> {
-    let json = payload(run_id, "run record", value)?;
+    decode_run_json(run_id, payload(run_id, "run record", value)?)
+}
+
+/// Decodes the JSON of the run record of `run_id` (a `runs` value without its version byte).
+pub(crate) fn decode_run_json(run_id: &str, json: &[u8]) -> Result<RunRecord, StoreError> {
     let run: RunRecord = serde_json::from_slice(json).map_err(|e| corrupt(run_id, "run record", e.to_string()))?;
     if run.run_id != run_id {
         return Err(corrupt(run_id, "run record", format!("holds run `{}`", run.run_id)));
@@ -373,6 +382,12 @@ pub(crate) fn decode_snapshot_head(run_id: &str, value: &[u8]) -> Result<(RunIma
         .split_first_chunk::<8>()
         .map(|(seq, json)| (u64::from_be_bytes(*seq), json))
         .ok_or_else(|| corrupt(run_id, "snapshot", "shorter than its header"))?;
+    decode_snapshot_head_json(run_id, seq, json)
+}
+
+/// Decodes the JSON of a snapshot head of `run_id` at step `seq` (a head value without its version byte and
+/// sequence number).
+pub(crate) fn decode_snapshot_head_json(run_id: &str, seq: u64, json: &[u8]) -> Result<(RunImage, u64), StoreError> {
     let record = format!("snapshot at step {seq}");
     let mut head: Map<String, Value> =
         serde_json::from_slice(json).map_err(|e| corrupt(run_id, &record, e.to_string()))?;
@@ -400,8 +415,13 @@ pub(crate) fn encode_chunk(run_id: &str, seq: u64, history: &[InvocationRecord])
 
 /// Decodes the history chunk of `run_id` that ends at step `seq`.
 pub(crate) fn decode_chunk(run_id: &str, seq: u64, value: &[u8]) -> Result<Vec<InvocationRecord>, StoreError> {
+    let json = payload(run_id, &format!("snapshot history to step {seq}"), value)?;
+    decode_chunk_json(run_id, seq, json)
+}
+
+/// Decodes the JSON of a history chunk of `run_id` ending at step `seq` (without its version byte).
+pub(crate) fn decode_chunk_json(run_id: &str, seq: u64, json: &[u8]) -> Result<Vec<InvocationRecord>, StoreError> {
     let record = format!("snapshot history to step {seq}");
-    let json = payload(run_id, &record, value)?;
     serde_json::from_slice(json).map_err(|e| corrupt(run_id, &record, e.to_string()))
 }
 

@@ -1,6 +1,6 @@
 //! # agentic-store
 //!
-//! Checkpoint stores for `agentic`, both implementing [`agentic_engine::CheckpointStore`]:
+//! Checkpoint stores for `agentic`, all implementing [`agentic_engine::CheckpointStore`]:
 //!
 //! - [`MemoryStore`]: the journal, run records and images kept in process memory (tests, demos, runs that
 //!   need no restart). Nothing survives the process.
@@ -8,8 +8,12 @@
 //!   is append-only, a compacted snapshot every N steps accelerates [`CheckpointStore::load`], and
 //!   [`CheckpointStore::flush`] is one `fdatasync` of a write-ahead log in front of sled (replayed at open
 //!   after a crash). The on-disk format is versioned and documented in `docs/store-format.md`.
+//! - `PgStore` (feature `postgres`): runs in a PostgreSQL database, for more than one process. One committed
+//!   transaction per [`CheckpointStore::flush`] (per step under `sync` durability); the schema is versioned and
+//!   migrated by the store (`docs/store-format.md`, PostgreSQL). The feature adds tokio-postgres and
+//!   deadpool-postgres (no TLS); the `agentic` binary enables it by default.
 //!
-//! Both are cheap to clone (clones share the data) and can be handed to the engine as a
+//! All are cheap to clone (clones share the data) and can be handed to the engine as a
 //! [`agentic_engine::StoreRef`] with `store_ref()`.
 //!
 //! [`CheckpointStore`]: agentic_engine::CheckpointStore
@@ -18,9 +22,15 @@
 
 mod format;
 mod memory;
+mod pg_url;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod sled_store;
 mod wal;
 
 pub use format::FORMAT_VERSION;
 pub use memory::{MemoryRun, MemoryStore};
+pub use pg_url::{is_postgres_url, redact_url};
+#[cfg(feature = "postgres")]
+pub use postgres::{PG_SCHEMA_VERSION, PgStore};
 pub use sled_store::{DEFAULT_SNAPSHOT_INTERVAL, SledStore};

@@ -1,0 +1,663 @@
+//! The PostgreSQL store: runs in tables of a PostgreSQL database (`docs/store-format.md`, PostgreSQL), through
+//! tokio-postgres and a deadpool connection pool, without TLS.
+//!
+//! Appends and run records are buffered in the handle and written by [`CheckpointStore::flush`] in one
+//! statement (one implicit transaction): under `sync` durability that is one committed transaction per step,
+//! the step's journal row together with any run record put since the last flush. Concurrent flushes of one
+//! handle share one transaction (group commit), as the sled store's share one `fdatasync`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use agentic_engine::{CheckpointStore, RunImage, RunRecord, StepRecord, StoreError, StoreRef};
+use bytes::BytesMut;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
+use tokio_postgres::{NoTls, Row};
+
+use crate::format;
+use crate::pg_url::redact_url;
+use crate::sled_store::DEFAULT_SNAPSHOT_INTERVAL;
+
+/// The version of the PostgreSQL schema this crate writes (the highest row of `agentic_schema_version`).
+///
+/// [`PgStore::connect`] applies the migrations up to it to an older schema (an empty database gets them all)
+/// and refuses a database whose schema is newer. Version 1: `agentic_runs` (with the lease columns
+/// `lease_owner`, `lease_expires_at`, `fencing_token`, unused until leases), `agentic_journal`,
+/// `agentic_snapshots`, `agentic_snapshot_chunks`.
+pub const PG_SCHEMA_VERSION: i32 = 1;
+
+/// The migrations, in order: `(version, SQL)`. Each runs once, in the transaction that records its version.
+const MIGRATIONS: &[(i32, &str)] = &[(
+    1,
+    "CREATE TABLE agentic_runs (
+         run_id text PRIMARY KEY,
+         record json NOT NULL,
+         status text NOT NULL,
+         updated_at_ms bigint NOT NULL,
+         lease_owner text,
+         lease_expires_at timestamptz,
+         fencing_token bigint NOT NULL DEFAULT 0
+     );
+     CREATE INDEX agentic_runs_updated ON agentic_runs (updated_at_ms DESC, run_id);
+     CREATE TABLE agentic_journal (
+         run_id text NOT NULL,
+         seq bigint NOT NULL,
+         step json NOT NULL,
+         PRIMARY KEY (run_id, seq)
+     );
+     CREATE TABLE agentic_snapshots (
+         run_id text PRIMARY KEY,
+         seq bigint NOT NULL,
+         history_len bigint NOT NULL,
+         head json NOT NULL
+     );
+     CREATE TABLE agentic_snapshot_chunks (
+         run_id text NOT NULL,
+         seq bigint NOT NULL,
+         chunk json NOT NULL,
+         PRIMARY KEY (run_id, seq)
+     );",
+)];
+
+/// The key of the transaction-level advisory lock that serialises schema migrations across processes
+/// (`pg_advisory_xact_lock`): the bytes of `agentic` and a zero, as a big-endian `i64`.
+const MIGRATION_LOCK: i64 = 0x6167_656e_7469_6300;
+
+/// Connections the pool opens at most per store handle.
+const POOL_SIZE: usize = 8;
+
+/// How long connecting may take when the URL does not say (`connect_timeout`).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A checkpoint store in a PostgreSQL database (tables and transactions: `docs/store-format.md`).
+///
+/// - [`CheckpointStore::append`] and [`CheckpointStore::put_run`] buffer the record in the handle;
+///   [`CheckpointStore::flush`] writes everything buffered in one statement, i.e. one transaction, and returns
+///   once it committed (durable as the server's `synchronous_commit` makes commits: with the default `on`, in
+///   the server's write-ahead log on disk). A step already journaled (a duplicate `(run_id, seq)`) is
+///   refused: at `append` when it is still buffered, else by the flush that writes it (the rest of that
+///   transaction commits).
+/// - Reads write what is buffered first, so a handle reads its own appends; they see what other processes
+///   committed. Records still buffered when the last handle is dropped are lost (a drop cannot wait for the
+///   database): flush before (the engine flushes before a run returns or suspends).
+/// - Every [`PgStore::snapshot_interval`] steps of a run, the flush that writes the step folds the previous
+///   snapshot and the journal rows after it into a new snapshot (`agentic_snapshots` and one row of
+///   `agentic_snapshot_chunks`); [`CheckpointStore::load`] = latest snapshot + the rows after it.
+/// - Cheap to clone: clones share the buffer and the connection pool (up to 8 connections), whose connections
+///   run on the tokio runtime that opened them: use a store on the runtime it was connected on.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+    snapshot_interval: u64,
+}
+
+struct Inner {
+    pool: Pool,
+    /// The URL without its password, for messages.
+    shown: String,
+    /// What `append` and `put_run` buffered since the last flush.
+    pending: Mutex<Pending>,
+    /// Held by the flush writing; the number of buffered writes (`Pending::pushed`) flushed so far.
+    flushed: tokio::sync::Mutex<u64>,
+}
+
+/// Records buffered for the next flush, encoded (the sled store's values: a version byte, then the JSON).
+#[derive(Default)]
+struct Pending {
+    journal: BTreeMap<(String, u64), Vec<u8>>,
+    /// The latest run record of each run.
+    runs: BTreeMap<String, PendingRun>,
+    /// Records buffered since the store was opened (flushes compare it with what they wrote).
+    pushed: u64,
+}
+
+struct PendingRun {
+    value: Vec<u8>,
+    status: String,
+    updated_at_ms: i64,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("url", &self.inner.shown)
+            .field("snapshot_interval", &self.snapshot_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A JSON value as the text PostgreSQL's `json` type keeps verbatim (a parameter of type `json` or `json[]`).
+#[derive(Debug)]
+struct JsonText<'a>(&'a [u8]);
+
+impl ToSql for JsonText<'_> {
+    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(self.0);
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSON
+    }
+
+    to_sql_checked!();
+}
+
+/// The message of a PostgreSQL error: the server's message (and detail) for a server error, else the client's
+/// error with its cause.
+fn pg_message(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut text = format!("{} ({})", db.message(), db.code().code());
+        if let Some(detail) = db.detail() {
+            text.push_str(&format!(": {detail}"));
+        }
+        return text;
+    }
+    match std::error::Error::source(e) {
+        Some(cause) if !e.to_string().contains(&cause.to_string()) => format!("{e}: {cause}"),
+        _ => e.to_string(),
+    }
+}
+
+fn pool_message(e: &deadpool_postgres::PoolError) -> String {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => pg_message(e),
+        other => other.to_string(),
+    }
+}
+
+/// A sequence number as PostgreSQL's `bigint`.
+fn seq_i64(op: &str, run_id: &str, seq: u64) -> Result<i64, StoreError> {
+    i64::try_from(seq)
+        .map_err(|_| format::backend(format!("{op}: run `{run_id}` step {seq} is past PostgreSQL's bigint")))
+}
+
+/// The JSON of an encoded value (its version byte dropped).
+fn json_of(value: &[u8]) -> &[u8] {
+    value.get(1..).unwrap_or_default()
+}
+
+fn check_run_id(op: &str, run_id: &str) -> Result<(), StoreError> {
+    if run_id.contains('\0') {
+        return Err(format::backend(format!(
+            "{op}: run id {run_id:?} contains a NUL byte, which PostgreSQL text cannot hold"
+        )));
+    }
+    Ok(())
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (`postgres://user[:password]@host[:port]/dbname[?param=value…]`, as
+    /// libpq reads it: `host=/dir` for a unix socket, `connect_timeout=S`, `options=-csearch_path%3Dschema` for
+    /// tables in another schema than `public`), and brings its schema to [`PG_SCHEMA_VERSION`]: creates the
+    /// tables in an empty database, applies the missing migrations to an older schema, under an advisory lock
+    /// so that processes starting together apply them once. No TLS. Call it on the tokio runtime that will use
+    /// the store: the pool's connections run on it.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] naming the URL (its password hidden) when it does not parse, the server cannot
+    /// be reached or refuses the login, a migration fails, or the database's schema is newer than this build
+    /// (`schema version N is newer than this agentic-store's (reads up to 1)`).
+    pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
+        let shown = redact_url(url);
+        let fail = |what: String| format::backend(format!("open store {shown}: {what}"));
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| fail(format!("not a PostgreSQL URL: {}", pg_message(&e))))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("agentic");
+        }
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .build()
+            .map_err(|e| fail(format!("cannot build the connection pool: {e}")))?;
+        let store = PgStore {
+            inner: Arc::new(Inner {
+                pool,
+                shown: shown.clone(),
+                pending: Mutex::new(Pending::default()),
+                flushed: tokio::sync::Mutex::new(0),
+            }),
+            snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
+        };
+        store.migrate().await.map_err(fail)?;
+        Ok(store)
+    }
+
+    /// Brings the schema to [`PG_SCHEMA_VERSION`] in one transaction under the migration advisory lock.
+    async fn migrate(&self) -> Result<(), String> {
+        let mut client = self.inner.pool.get().await.map_err(|e| pool_message(&e))?;
+        let tx = client.transaction().await.map_err(|e| pg_message(&e))?;
+        let step = |what: &'static str| move |e: tokio_postgres::Error| format!("{what}: {}", pg_message(&e));
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(step("take the migration lock"))?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS agentic_schema_version (
+                 version integer PRIMARY KEY,
+                 writer text NOT NULL,
+                 applied_at timestamptz NOT NULL DEFAULT now()
+             )",
+        )
+        .await
+        .map_err(step("create agentic_schema_version"))?;
+        let row = tx
+            .query_one("SELECT coalesce(max(version), 0) FROM agentic_schema_version", &[])
+            .await
+            .map_err(step("read the schema version"))?;
+        let current: i32 = row.get(0);
+        if current > PG_SCHEMA_VERSION {
+            return Err(format!(
+                "schema version {current} is newer than this agentic-store's (reads up to {PG_SCHEMA_VERSION}); \
+                 use a newer agentic"
+            ));
+        }
+        let writer = concat!("agentic-store ", env!("CARGO_PKG_VERSION"));
+        for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+            tx.batch_execute(sql).await.map_err(|e| format!("migration {version}: {}", pg_message(&e)))?;
+            tx.execute("INSERT INTO agentic_schema_version (version, writer) VALUES ($1, $2)", &[version, &writer])
+                .await
+                .map_err(|e| format!("record migration {version}: {}", pg_message(&e)))?;
+        }
+        tx.commit().await.map_err(step("commit the migrations"))
+    }
+
+    /// This store compacting every `n` steps of a run (0: never; the default is
+    /// [`DEFAULT_SNAPSHOT_INTERVAL`]). Applies to this handle and clones made from it.
+    #[must_use]
+    pub fn with_snapshot_interval(mut self, n: u64) -> Self {
+        self.snapshot_interval = n;
+        self
+    }
+
+    /// Steps between compactions of a run's snapshot (0: never).
+    pub fn snapshot_interval(&self) -> u64 {
+        self.snapshot_interval
+    }
+
+    /// The database's URL, its password hidden.
+    pub fn url(&self) -> &str {
+        &self.inner.shown
+    }
+
+    /// The store as the engine holds it (a shared handle to the same buffer and pool).
+    pub fn store_ref(&self) -> StoreRef {
+        Arc::new(self.clone())
+    }
+
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        // Every update of the buffer is one map operation: a panic cannot leave it half-updated.
+        self.inner.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn backend(&self, op: &str, e: impl std::fmt::Display) -> StoreError {
+        format::backend(format!("{op} in store {}: {e}", self.inner.shown))
+    }
+
+    async fn client(&self, op: &str) -> Result<deadpool_postgres::Object, StoreError> {
+        self.inner.pool.get().await.map_err(|e| self.backend(op, pool_message(&e)))
+    }
+
+    /// Folds the run's latest snapshot and the journal rows after it into a new snapshot now, and returns the
+    /// step it reaches (0 for a run without steps). A flush does this when it writes a step whose number is a
+    /// multiple of [`PgStore::snapshot_interval`].
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] when a journal row after the snapshot does not decode, [`StoreError::Backend`]
+    /// when the database fails.
+    pub async fn compact(&self, run_id: &str) -> Result<u64, StoreError> {
+        check_run_id("compact", run_id)?;
+        self.write_pending().await?;
+        let mut client = self.client("compact").await?;
+        let head = self.read_head(&client, run_id).await?;
+        let last = self.last_seq(&client, run_id).await?;
+        let (mut image, history_before, rebuilt) = match head {
+            Some(Ok((image, len))) if image.seq <= last => (image, len, false),
+            // No snapshot, an unreadable one, or one ahead of the journal: rebuild from the start.
+            Some(_) => (RunImage::new(run_id), 0, true),
+            None => (RunImage::new(run_id), 0, false),
+        };
+        let start = image.seq;
+        for record in self.journal_from(&client, run_id, start + 1).await? {
+            image.apply(&record)?;
+        }
+        let fail = |e: tokio_postgres::Error| self.backend("compact: write the snapshot", pg_message(&e));
+        let tx = client.transaction().await.map_err(fail)?;
+        if rebuilt {
+            tx.execute("DELETE FROM agentic_snapshots WHERE run_id = $1", &[&run_id]).await.map_err(fail)?;
+            tx.execute("DELETE FROM agentic_snapshot_chunks WHERE run_id = $1", &[&run_id]).await.map_err(fail)?;
+        }
+        if image.seq != start {
+            let seq = seq_i64("compact", run_id, image.seq)?;
+            let history_len = history_before + image.history.len() as u64;
+            let chunk = format::encode_chunk(run_id, image.seq, &image.history)?;
+            let head = format::encode_snapshot_head(&image, history_len)?;
+            // The head's value is the version byte, 8 bytes of sequence number, then the JSON.
+            let head_json = head.get(9..).unwrap_or_default();
+            tx.execute(
+                "INSERT INTO agentic_snapshot_chunks (run_id, seq, chunk) VALUES ($1, $2, $3)
+                 ON CONFLICT (run_id, seq) DO UPDATE SET chunk = excluded.chunk",
+                &[&run_id, &seq, &JsonText(json_of(&chunk))],
+            )
+            .await
+            .map_err(fail)?;
+            tx.execute(
+                "INSERT INTO agentic_snapshots (run_id, seq, history_len, head) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (run_id) DO UPDATE
+                 SET seq = excluded.seq, history_len = excluded.history_len, head = excluded.head",
+                &[&run_id, &seq, &seq_i64("compact", run_id, history_len)?, &JsonText(head_json)],
+            )
+            .await
+            .map_err(fail)?;
+        }
+        tx.commit().await.map_err(fail)?;
+        Ok(image.seq)
+    }
+
+    /// The run's snapshot head, if it has one: the image without its history and the history's length, or
+    /// the error that it does not decode.
+    async fn read_head(
+        &self,
+        client: &tokio_postgres::Client,
+        run_id: &str,
+    ) -> Result<Option<Result<(RunImage, u64), StoreError>>, StoreError> {
+        let row = client
+            .query_opt("SELECT seq, head::text FROM agentic_snapshots WHERE run_id = $1", &[&run_id])
+            .await
+            .map_err(|e| self.backend("load: read the snapshot", pg_message(&e)))?;
+        Ok(row.map(|row| {
+            let seq: i64 = row.get(0);
+            let head: String = row.get(1);
+            format::decode_snapshot_head_json(run_id, seq as u64, head.as_bytes())
+        }))
+    }
+
+    /// The last journaled step of `run_id` (0 when it has none).
+    async fn last_seq(&self, client: &tokio_postgres::Client, run_id: &str) -> Result<u64, StoreError> {
+        let row = client
+            .query_one("SELECT coalesce(max(seq), 0) FROM agentic_journal WHERE run_id = $1", &[&run_id])
+            .await
+            .map_err(|e| self.backend("read the journal", pg_message(&e)))?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    /// The journal rows of `run_id` from step `from` on, in step order, decoded.
+    async fn journal_from(
+        &self,
+        client: &tokio_postgres::Client,
+        run_id: &str,
+        from: u64,
+    ) -> Result<Vec<StepRecord>, StoreError> {
+        let from = i64::try_from(from).unwrap_or(i64::MAX);
+        let rows = client
+            .query(
+                "SELECT seq, step::text FROM agentic_journal WHERE run_id = $1 AND seq >= $2 ORDER BY seq",
+                &[&run_id, &from],
+            )
+            .await
+            .map_err(|e| self.backend("read the journal", pg_message(&e)))?;
+        rows.iter().map(|row| decode_step_row(run_id, row)).collect()
+    }
+
+    /// The run's snapshot with its whole history, if it has a readable one.
+    async fn snapshot(&self, client: &tokio_postgres::Client, run_id: &str) -> Result<Option<RunImage>, StoreError> {
+        let Some(head) = self.read_head(client, run_id).await? else { return Ok(None) };
+        let (mut image, history_len) = head?;
+        let rows = client
+            .query(
+                "SELECT seq, chunk::text FROM agentic_snapshot_chunks WHERE run_id = $1 AND seq <= $2 ORDER BY seq",
+                &[&run_id, &seq_i64("load", run_id, image.seq)?],
+            )
+            .await
+            .map_err(|e| self.backend("load: read the snapshot history", pg_message(&e)))?;
+        for row in rows {
+            let seq: i64 = row.get(0);
+            let chunk: String = row.get(1);
+            image.history.extend(format::decode_chunk_json(run_id, seq as u64, chunk.as_bytes())?);
+        }
+        if image.history.len() as u64 != history_len {
+            return Err(StoreError::Corrupt {
+                run_id: run_id.to_string(),
+                record: format!("snapshot at step {}", image.seq),
+                message: format!("history has {} entries, the head says {history_len}", image.history.len()),
+            });
+        }
+        Ok(Some(image))
+    }
+
+    /// Writes what is buffered (the flush without its durability promise: every write is a committed
+    /// transaction anyway).
+    async fn write_pending(&self) -> Result<(), StoreError> {
+        self.flush_buffer().await
+    }
+
+    /// Writes everything buffered so far in one statement, unless a flush running meanwhile did; then
+    /// compacts the runs whose snapshot interval a written step reached.
+    async fn flush_buffer(&self) -> Result<(), StoreError> {
+        let target = self.pending().pushed;
+        let mut flushed = self.inner.flushed.lock().await;
+        if *flushed >= target {
+            return Ok(());
+        }
+        let (journal, runs, pushed) = {
+            let mut pending = self.pending();
+            (std::mem::take(&mut pending.journal), std::mem::take(&mut pending.runs), pending.pushed)
+        };
+        if journal.is_empty() && runs.is_empty() {
+            *flushed = pushed;
+            return Ok(());
+        }
+        let written = match self.write(&journal, &runs).await {
+            Ok(written) => written,
+            Err(e) => {
+                // Kept for the next flush; what was buffered meanwhile is newer and stays.
+                let mut pending = self.pending();
+                for (key, value) in journal {
+                    pending.journal.entry(key).or_insert(value);
+                }
+                for (run_id, run) in runs {
+                    pending.runs.entry(run_id).or_insert(run);
+                }
+                return Err(e);
+            }
+        };
+        *flushed = pushed;
+        drop(flushed);
+        // Rows the statement did not insert: already journaled. The same value is a write repeated after a
+        // lost acknowledgement; another one is a second writer of the step, refused.
+        let refused = self.refused(&journal, &written).await?;
+        if self.snapshot_interval > 0 {
+            let mut due: Vec<&str> = journal
+                .keys()
+                .filter(|(_, seq)| seq.is_multiple_of(self.snapshot_interval))
+                .map(|(run_id, _)| run_id.as_str())
+                .collect();
+            due.dedup();
+            for run_id in due {
+                // Snapshots are derived: a failed compaction costs the next load a longer fold, not the step.
+                if let Err(e) = Box::pin(self.compact(run_id)).await {
+                    tracing::warn!("store {}: compaction of run `{run_id}` failed: {e}", self.inner.shown);
+                }
+            }
+        }
+        match refused {
+            Some((run_id, seq)) => Err(format::backend(format!(
+                "append: run `{run_id}` step {seq} is already journaled in store {}",
+                self.inner.shown
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The first buffered row that was not inserted because another value holds its key.
+    async fn refused(
+        &self,
+        journal: &BTreeMap<(String, u64), Vec<u8>>,
+        written: &[(String, u64)],
+    ) -> Result<Option<(String, u64)>, StoreError> {
+        if written.len() == journal.len() {
+            return Ok(None);
+        }
+        let written: std::collections::BTreeSet<&(String, u64)> = written.iter().collect();
+        let client = self.client("flush").await?;
+        for (key, value) in journal.iter().filter(|(key, _)| !written.contains(key)) {
+            let row = client
+                .query_opt(
+                    "SELECT step::text FROM agentic_journal WHERE run_id = $1 AND seq = $2",
+                    &[&key.0, &seq_i64("flush", &key.0, key.1)?],
+                )
+                .await
+                .map_err(|e| self.backend("flush: read a journaled step", pg_message(&e)))?;
+            if row.map(|r| r.get::<_, String>(0)).as_deref().map(str::as_bytes) != Some(json_of(value)) {
+                return Ok(Some(key.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// One statement, one transaction: inserts the journal rows (skipping keys already journaled) and upserts
+    /// the run records. Returns the keys of the journal rows inserted.
+    async fn write(
+        &self,
+        journal: &BTreeMap<(String, u64), Vec<u8>>,
+        runs: &BTreeMap<String, PendingRun>,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut run_ids = Vec::with_capacity(journal.len());
+        let mut seqs = Vec::with_capacity(journal.len());
+        let mut steps = Vec::with_capacity(journal.len());
+        for ((run_id, seq), value) in journal {
+            run_ids.push(run_id.as_str());
+            seqs.push(seq_i64("flush", run_id, *seq)?);
+            steps.push(JsonText(json_of(value)));
+        }
+        let ids: Vec<&str> = runs.keys().map(String::as_str).collect();
+        let records: Vec<JsonText<'_>> = runs.values().map(|r| JsonText(json_of(&r.value))).collect();
+        let statuses: Vec<&str> = runs.values().map(|r| r.status.as_str()).collect();
+        let updated: Vec<i64> = runs.values().map(|r| r.updated_at_ms).collect();
+        let client = self.client("flush").await?;
+        let fail = |e: tokio_postgres::Error| self.backend("flush", pg_message(&e));
+        let statement = client
+            .prepare_cached(
+                "WITH journal AS (
+                     INSERT INTO agentic_journal (run_id, seq, step)
+                     SELECT * FROM unnest($1::text[], $2::bigint[], $3::json[])
+                     ON CONFLICT (run_id, seq) DO NOTHING
+                     RETURNING run_id, seq
+                 ), runs AS (
+                     INSERT INTO agentic_runs (run_id, record, status, updated_at_ms)
+                     SELECT * FROM unnest($4::text[], $5::json[], $6::text[], $7::bigint[])
+                     ON CONFLICT (run_id) DO UPDATE
+                     SET record = excluded.record, status = excluded.status, updated_at_ms = excluded.updated_at_ms
+                 )
+                 SELECT run_id, seq FROM journal",
+            )
+            .await
+            .map_err(fail)?;
+        let params: [&(dyn ToSql + Sync); 7] = [&run_ids, &seqs, &steps, &ids, &records, &statuses, &updated];
+        let rows = client.query(&statement, &params).await.map_err(fail)?;
+        Ok(rows.iter().map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1) as u64)).collect())
+    }
+}
+
+/// Decodes a `(seq, step::text)` row of `run_id`'s journal.
+fn decode_step_row(run_id: &str, row: &Row) -> Result<StepRecord, StoreError> {
+    let seq: i64 = row.get(0);
+    let step: String = row.get(1);
+    format::decode_step_json(run_id, seq as u64, step.as_bytes())
+}
+
+impl CheckpointStore for PgStore {
+    async fn append(&self, record: StepRecord) -> Result<(), StoreError> {
+        check_run_id("append", &record.run_id)?;
+        seq_i64("append", &record.run_id, record.seq)?;
+        let value = format::encode_step(&record)?;
+        let mut pending = self.pending();
+        let key = (record.run_id, record.seq);
+        if pending.journal.contains_key(&key) {
+            return Err(format::backend(format!(
+                "append: run `{}` step {} is already journaled in store {}",
+                key.0, key.1, self.inner.shown
+            )));
+        }
+        pending.journal.insert(key, value);
+        pending.pushed += 1;
+        Ok(())
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        self.flush_buffer().await
+    }
+
+    async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
+        check_run_id("put_run", &run.run_id)?;
+        let value = format::encode_run(&run)?;
+        let updated_at_ms = i64::try_from(run.updated_at_ms).unwrap_or(i64::MAX);
+        let mut pending = self.pending();
+        pending.runs.insert(run.run_id, PendingRun { value, status: run.status.to_string(), updated_at_ms });
+        pending.pushed += 1;
+        Ok(())
+    }
+
+    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        if check_run_id("run", run_id).is_err() {
+            return Ok(None);
+        }
+        self.write_pending().await?;
+        let client = self.client("run").await?;
+        let row = client
+            .query_opt("SELECT record::text FROM agentic_runs WHERE run_id = $1", &[&run_id])
+            .await
+            .map_err(|e| self.backend("run", pg_message(&e)))?;
+        row.map(|row| format::decode_run_json(run_id, row.get::<_, String>(0).as_bytes())).transpose()
+    }
+
+    async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.write_pending().await?;
+        let client = self.client("runs").await?;
+        let rows = client
+            .query("SELECT run_id, record::text FROM agentic_runs", &[])
+            .await
+            .map_err(|e| self.backend("runs", pg_message(&e)))?;
+        let mut runs = rows
+            .iter()
+            .map(|row| format::decode_run_json(row.get(0), row.get::<_, String>(1).as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Byte order of the run ids, as the other stores (the database's collation may differ).
+        runs.sort_by(|a, b| b.updated_at_ms.cmp(&a.updated_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
+        Ok(runs)
+    }
+
+    async fn records(&self, run_id: &str) -> Result<Vec<StepRecord>, StoreError> {
+        if check_run_id("records", run_id).is_err() {
+            return Ok(Vec::new());
+        }
+        self.write_pending().await?;
+        let client = self.client("records").await?;
+        self.journal_from(&client, run_id, 0).await
+    }
+
+    async fn load(&self, run_id: &str) -> Result<RunImage, StoreError> {
+        if check_run_id("load", run_id).is_err() {
+            return Ok(RunImage::new(run_id));
+        }
+        self.write_pending().await?;
+        let client = self.client("load").await?;
+        // The journal is the source of truth: a snapshot that cannot be read is skipped, not fatal.
+        let mut image = match self.snapshot(&client, run_id).await {
+            Ok(Some(image)) if image.seq <= self.last_seq(&client, run_id).await? => image,
+            // Ahead of the journal (rows removed by hand): fold from the journal.
+            Ok(Some(_) | None) | Err(StoreError::Corrupt { .. }) => RunImage::new(run_id),
+            Err(e) => return Err(e),
+        };
+        for record in self.journal_from(&client, run_id, image.seq + 1).await? {
+            image.apply(&record)?;
+        }
+        Ok(image)
+    }
+}

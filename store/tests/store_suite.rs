@@ -1,0 +1,432 @@
+//! One store test suite, run against every persistent backend: the sled store (always) and the PostgreSQL
+//! store (feature `postgres`; each test in a fresh database of the server `AGENTIC_TEST_PG_URL` names,
+//! skipped with a message when it is unset unless `AGENTIC_REQUIRE_PG=1`). The tests only use the store
+//! trait and what both stores offer (a reopen, a snapshot interval, `compact`); what is particular to one
+//! backend (sled's write-ahead log, PostgreSQL's schema migrations) is tested next to it.
+
+#![allow(clippy::unwrap_used)]
+
+use agentic_engine::{CheckpointStore, InvocationRecord, RunImage, RunRecord, RunStatus, StepRecord};
+use serde_json::{Map, json};
+
+#[cfg(feature = "postgres")]
+#[path = "support/pg.rs"]
+mod pg;
+
+/// A persistent store under test: opened (again) on the same data, with a snapshot interval.
+trait Backend: Sized + Send + Sync {
+    type Store: CheckpointStore + Clone;
+
+    /// A handle on the backend's data (a new one each call: a reopen).
+    async fn open(&self, snapshot_interval: u64) -> Self::Store;
+
+    /// The store's own `compact`.
+    async fn compact(store: &Self::Store, run_id: &str) -> u64;
+}
+
+struct Sled(tempfile::TempDir);
+
+impl Sled {
+    fn new() -> Sled {
+        Sled(tempfile::tempdir().unwrap())
+    }
+}
+
+impl Backend for Sled {
+    type Store = agentic_store::SledStore;
+
+    async fn open(&self, snapshot_interval: u64) -> Self::Store {
+        agentic_store::SledStore::open(self.0.path()).unwrap().with_snapshot_interval(snapshot_interval)
+    }
+
+    async fn compact(store: &Self::Store, run_id: &str) -> u64 {
+        store.compact(run_id).unwrap()
+    }
+}
+
+#[cfg(feature = "postgres")]
+struct Pg(String);
+
+#[cfg(feature = "postgres")]
+impl Backend for Pg {
+    type Store = agentic_store::PgStore;
+
+    async fn open(&self, snapshot_interval: u64) -> Self::Store {
+        agentic_store::PgStore::connect(&self.0).await.unwrap().with_snapshot_interval(snapshot_interval)
+    }
+
+    async fn compact(store: &Self::Store, run_id: &str) -> u64 {
+        store.compact(run_id).await.unwrap()
+    }
+}
+
+/// Each test once per backend: `sled::NAME` and `postgres::NAME`.
+macro_rules! suite {
+    ($($name:ident),* $(,)?) => {
+        mod sled {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Sled::new()).await;
+                }
+            )*
+        }
+
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(url) = super::pg::fresh_database(stringify!($name)).await else { return };
+                    super::$name(super::Pg(url)).await;
+                }
+            )*
+        }
+    };
+}
+
+suite!(
+    run_records_and_journal_round_trip_and_survive_a_reopen,
+    the_journal_is_append_only_and_run_ids_cannot_hold_nul,
+    compaction_at_any_interval_loads_what_a_plain_fold_gives,
+    concurrent_runs_flushing_every_step_all_survive_a_reopen,
+    a_handle_reads_what_it_appended_before_any_flush,
+    the_last_run_record_put_wins,
+);
+
+fn step(run_id: &str, seq: u64) -> StepRecord {
+    StepRecord {
+        run_id: run_id.into(),
+        seq,
+        agent_path: format!("root/{}", seq % 4),
+        delta: vec![(format!("k{}", seq % 5), if seq.is_multiple_of(9) { json!(null) } else { json!({"n": seq}) })],
+        planner_states: vec![serde_json::from_value(json!({"path": "root", "state": {"next": seq % 4}})).unwrap()],
+        invocation: Some(InvocationRecord {
+            agent: "worker".into(),
+            path: format!("root/{}", seq % 4),
+            inputs: Map::new(),
+            output: json!(seq),
+            started_at_us: seq * 100,
+            ended_at_us: seq * 100 + 7,
+            attempt: 1,
+            tokens: None,
+            error: None,
+        }),
+        async_started: false,
+        failed: false,
+        item: None,
+        item_end: false,
+    }
+}
+
+fn run_record(run_id: &str, status: RunStatus, updated_at_ms: u64) -> RunRecord {
+    serde_json::from_value(json!({
+        "run_id": run_id, "name": "demo", "fingerprint": "abc", "status": status,
+        "created_at_ms": 1, "updated_at_ms": updated_at_ms,
+        "answers": {"q1": {"ok": true}},
+        "pending": [{"id": "q2", "prompt": "why?", "agent": "ask", "data": {"options": [1, 2]}}],
+    }))
+    .unwrap()
+}
+
+async fn fill<S: CheckpointStore>(store: &S, run_id: &str, steps: u64) -> Vec<StepRecord> {
+    let mut records = Vec::new();
+    for seq in 1..=steps {
+        let record = step(run_id, seq);
+        store.append(record.clone()).await.unwrap();
+        records.push(record);
+    }
+    records
+}
+
+async fn run_records_and_journal_round_trip_and_survive_a_reopen<B: Backend>(backend: B) {
+    let (a, ab) = {
+        let store = backend.open(64).await;
+        assert!(store.records("nope").await.unwrap().is_empty());
+        assert_eq!(store.run("nope").await.unwrap(), None);
+        assert_eq!(store.load("nope").await.unwrap(), RunImage::new("nope"));
+        assert!(store.runs().await.unwrap().is_empty());
+
+        store.put_run(run_record("a", RunStatus::Running, 10)).await.unwrap();
+        store.put_run(run_record("b", RunStatus::Completed, 30)).await.unwrap();
+        store.put_run(run_record("ab", RunStatus::Suspended, 20)).await.unwrap();
+        let a = fill(&store, "a", 300).await;
+        let ab = fill(&store, "ab", 3).await;
+        store.flush().await.unwrap();
+        // Through a clone too.
+        assert_eq!(store.clone().records("a").await.unwrap(), a);
+        (a, ab)
+    };
+    let store = backend.open(64).await;
+    let ids: Vec<String> = store.runs().await.unwrap().into_iter().map(|r| r.run_id).collect();
+    assert_eq!(ids, ["b", "ab", "a"], "most recently updated first");
+    let suspended = store.run("ab").await.unwrap().unwrap();
+    assert_eq!(suspended, run_record("ab", RunStatus::Suspended, 20), "pending responses and answers kept");
+    assert_eq!(store.records("a").await.unwrap(), a, "run `a` does not see run `ab`'s records");
+    assert_eq!(store.records("ab").await.unwrap(), ab);
+    assert!(store.records("b").await.unwrap().is_empty());
+    assert_eq!(store.load("a").await.unwrap(), RunImage::fold("a", &a).unwrap());
+    let mut updated = run_record("a", RunStatus::Completed, 50);
+    updated.detail = json!({"result": [1, 2.5, "three"]});
+    store.put_run(updated.clone()).await.unwrap();
+    store.flush().await.unwrap();
+    assert_eq!(store.run("a").await.unwrap(), Some(updated));
+    assert_eq!(store.runs().await.unwrap()[0].run_id, "a");
+    // Through the engine's object-safe handle.
+    let shared: agentic_engine::StoreRef = std::sync::Arc::new(store);
+    assert_eq!(shared.load_dyn("a").await.unwrap().seq, 300);
+}
+
+async fn the_journal_is_append_only_and_run_ids_cannot_hold_nul<B: Backend>(backend: B) {
+    let store = backend.open(0).await;
+    store.append(step("r", 1)).await.unwrap();
+    // Twice before a flush.
+    let err = store.append(step("r", 1)).await.unwrap_err();
+    assert!(err.to_string().contains("run `r` step 1 is already journaled"), "{err}");
+    store.flush().await.unwrap();
+    // After the flush, with another value: refused by the append or by the flush that writes it (PostgreSQL
+    // writes at the flush).
+    let mut other = step("r", 1);
+    other.delta = vec![("other".into(), json!(1))];
+    let err = match store.append(other).await {
+        Err(e) => e,
+        Ok(()) => store.flush().await.unwrap_err(),
+    };
+    assert!(err.to_string().contains("run `r` step 1 is already journaled"), "{err}");
+    assert_eq!(store.records("r").await.unwrap(), [step("r", 1)], "the first value stays");
+    store.append(step("r", 2)).await.unwrap();
+    store.flush().await.unwrap();
+    assert_eq!(store.records("r").await.unwrap().len(), 2, "the store goes on");
+
+    let err = store.append(step("a\0b", 1)).await.unwrap_err();
+    assert!(err.to_string().contains("contains a NUL byte"), "{err}");
+    assert!(store.records("a\0b").await.unwrap().is_empty());
+}
+
+async fn compaction_at_any_interval_loads_what_a_plain_fold_gives<B: Backend>(backend: B) {
+    for n in [0, 1, 7, 256] {
+        let run_id = format!("r{n}");
+        let store = backend.open(n).await;
+        let mut records = Vec::new();
+        for seq in 1..=300 {
+            let record = step(&run_id, seq);
+            store.append(record.clone()).await.unwrap();
+            records.push(record);
+            if seq % 10 == 0 {
+                store.flush().await.unwrap();
+            }
+            if seq % 100 == 0 {
+                assert_eq!(store.load(&run_id).await.unwrap(), RunImage::fold(&run_id, &records).unwrap(), "N={n}");
+            }
+        }
+        store.flush().await.unwrap();
+        assert_eq!(store.records(&run_id).await.unwrap().len(), 300, "N={n}: every record kept");
+        assert_eq!(B::compact(&store, &run_id).await, 300);
+        let image = RunImage::fold(&run_id, &records).unwrap();
+        assert_eq!(store.load(&run_id).await.unwrap(), image, "N={n} compacted");
+        drop(store);
+        // Reopened: from the snapshot.
+        assert_eq!(backend.open(n).await.load(&run_id).await.unwrap(), image, "N={n} reopened");
+    }
+}
+
+async fn concurrent_runs_flushing_every_step_all_survive_a_reopen<B: Backend>(backend: B) {
+    {
+        let store = backend.open(16).await;
+        let tasks: Vec<_> = (0..8)
+            .map(|j| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let run_id = format!("run-{j}");
+                    for seq in 1..=40 {
+                        store.append(step(&run_id, seq)).await.unwrap();
+                        store.flush().await.unwrap();
+                    }
+                    store.put_run(run_record(&run_id, RunStatus::Completed, 40)).await.unwrap();
+                    store.flush().await.unwrap();
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+    }
+    let store = backend.open(16).await;
+    assert_eq!(store.runs().await.unwrap().len(), 8);
+    for j in 0..8 {
+        let run_id = format!("run-{j}");
+        let expected: Vec<_> = (1..=40).map(|seq| step(&run_id, seq)).collect();
+        assert_eq!(store.records(&run_id).await.unwrap(), expected, "{run_id}");
+        assert_eq!(store.load(&run_id).await.unwrap(), RunImage::fold(&run_id, &expected).unwrap(), "{run_id}");
+        assert_eq!(store.run(&run_id).await.unwrap(), Some(run_record(&run_id, RunStatus::Completed, 40)));
+    }
+}
+
+async fn a_handle_reads_what_it_appended_before_any_flush<B: Backend>(backend: B) {
+    let store = backend.open(5).await;
+    store.put_run(run_record("r", RunStatus::Running, 1)).await.unwrap();
+    let records = fill(&store, "r", 12).await;
+    assert_eq!(store.run("r").await.unwrap(), Some(run_record("r", RunStatus::Running, 1)));
+    assert_eq!(store.records("r").await.unwrap(), records);
+    assert_eq!(store.load("r").await.unwrap(), RunImage::fold("r", &records).unwrap());
+    assert_eq!(store.runs().await.unwrap().len(), 1);
+}
+
+async fn the_last_run_record_put_wins<B: Backend>(backend: B) {
+    let store = backend.open(0).await;
+    for i in 1..=5 {
+        store.put_run(run_record("r", RunStatus::Running, i)).await.unwrap();
+        if i % 2 == 0 {
+            store.flush().await.unwrap();
+        }
+    }
+    let last = run_record("r", RunStatus::Suspended, 6);
+    store.put_run(last.clone()).await.unwrap();
+    store.flush().await.unwrap();
+    drop(store);
+    let store = backend.open(0).await;
+    assert_eq!(store.run("r").await.unwrap(), Some(last.clone()));
+    assert_eq!(store.runs().await.unwrap(), [last]);
+}
+
+/// What only the PostgreSQL store has: its schema and its migrations, its errors, and damaged rows.
+#[cfg(feature = "postgres")]
+mod postgres_only {
+    use super::*;
+    use agentic_store::{PG_SCHEMA_VERSION, PgStore};
+
+    /// A plain connection to the test database (for looking at or damaging the tables).
+    async fn sql(url: &str) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn processes_starting_together_migrate_once_and_a_newer_schema_is_refused() {
+        let Some(url) = pg::fresh_database("migrations").await else { return };
+        let starters: Vec<_> = (0..6)
+            .map(|_| {
+                let url = url.clone();
+                tokio::spawn(async move { PgStore::connect(&url).await })
+            })
+            .collect();
+        for starter in starters {
+            starter.await.unwrap().unwrap();
+        }
+        let client = sql(&url).await;
+        let versions: Vec<i32> = client
+            .query("SELECT version FROM agentic_schema_version ORDER BY version", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(versions, (1..=PG_SCHEMA_VERSION).collect::<Vec<_>>());
+        // The lease columns are there for the next increment.
+        let columns: Vec<String> = client
+            .query(
+                "SELECT column_name::text FROM information_schema.columns WHERE table_name = 'agentic_runs' \
+                 ORDER BY ordinal_position",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(
+            columns,
+            ["run_id", "record", "status", "updated_at_ms", "lease_owner", "lease_expires_at", "fencing_token"]
+        );
+        // An existing schema is used as it is.
+        let store = PgStore::connect(&url).await.unwrap();
+        store.put_run(run_record("r", RunStatus::Running, 1)).await.unwrap();
+        store.flush().await.unwrap();
+        drop(store);
+        assert!(PgStore::connect(&url).await.unwrap().run("r").await.unwrap().is_some());
+
+        client
+            .execute("INSERT INTO agentic_schema_version (version, writer) VALUES (99, 'future')", &[])
+            .await
+            .unwrap();
+        let err = PgStore::connect(&url).await.unwrap_err();
+        assert!(
+            err.to_string().contains(&format!(
+                "open store {url}: schema version 99 is newer than this agentic-store's (reads up to {PG_SCHEMA_VERSION})"
+            )),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bad_url_or_an_unreachable_server_is_an_error_naming_it_without_the_password() {
+        let err = PgStore::connect("postgres://u:secret@127.0.0.1:1/db?connect_timeout=5").await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("open store postgres://u:***@127.0.0.1:1/db?connect_timeout=5: "), "{text}");
+        assert!(!text.contains("secret"), "{text}");
+        assert!(text.to_lowercase().contains("connect"), "{text}");
+        let err = PgStore::connect("postgres://h/db?sslmode=bogus").await.unwrap_err();
+        assert!(err.to_string().contains("open store postgres://h/db?sslmode=bogus: not a PostgreSQL URL"), "{err}");
+        let Some(url) = pg::server_url("bad_url") else { return };
+        let err = PgStore::connect(&pg::with_dbname(&url, "no_such_database_here")).await.unwrap_err();
+        assert!(err.to_string().contains("no_such_database_here"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn damaged_rows_are_corrupt_records_naming_the_run_and_a_damaged_snapshot_is_rebuilt() {
+        let Some(url) = pg::fresh_database("damaged").await else { return };
+        let store = PgStore::connect(&url).await.unwrap().with_snapshot_interval(10);
+        let mut records = fill(&store, "run-7", 20).await;
+        store.put_run(run_record("run-7", RunStatus::Running, 1)).await.unwrap();
+        store.flush().await.unwrap();
+        for seq in 21..=25 {
+            records.push(step("run-7", seq));
+            store.append(step("run-7", seq)).await.unwrap();
+        }
+        store.flush().await.unwrap();
+        let client = sql(&url).await;
+        let snapshot: (i64, i64) = {
+            let row = client.query_one("SELECT seq, history_len FROM agentic_snapshots", &[]).await.unwrap();
+            (row.get(0), row.get(1))
+        };
+        assert_eq!(snapshot, (20, 20), "compacted by the flush that wrote step 20");
+
+        // A damaged snapshot is skipped by load and rebuilt by compact.
+        client.execute("UPDATE agentic_snapshots SET head = '{\"garbage\": 1}'", &[]).await.unwrap();
+        assert_eq!(store.load("run-7").await.unwrap(), RunImage::fold("run-7", &records).unwrap());
+        assert_eq!(store.compact("run-7").await.unwrap(), 25);
+        assert_eq!(store.load("run-7").await.unwrap(), RunImage::fold("run-7", &records).unwrap());
+        let chunks: i64 = client.query_one("SELECT count(*) FROM agentic_snapshot_chunks", &[]).await.unwrap().get(0);
+        assert_eq!(chunks, 1, "the rebuilt snapshot's one chunk");
+
+        client.execute("UPDATE agentic_journal SET step = '{\"zz\": 1}' WHERE seq = 24", &[]).await.unwrap();
+        client.execute("UPDATE agentic_runs SET record = '{\"run_id\": 5}'", &[]).await.unwrap();
+        let err = store.records("run-7").await.unwrap_err();
+        let agentic_engine::StoreError::Corrupt { run_id, record, .. } = &err else { panic!("{err}") };
+        assert_eq!((run_id.as_str(), record.as_str()), ("run-7", "step 24"));
+        // The snapshot at 25 covers step 24: only a fold from the journal reads it.
+        assert_eq!(store.load("run-7").await.unwrap().seq, 25);
+        client.execute("DELETE FROM agentic_snapshots", &[]).await.unwrap();
+        let err = store.load("run-7").await.unwrap_err();
+        assert!(err.to_string().starts_with("run `run-7`: record step 24 is corrupt"), "{err}");
+        let err = store.run("run-7").await.unwrap_err();
+        assert!(matches!(&err, agentic_engine::StoreError::Corrupt { record, .. } if record == "run record"), "{err}");
+        assert!(store.runs().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_failed_flush_keeps_its_records_for_the_next_one() {
+        let Some(url) = pg::fresh_database("failed_flush").await else { return };
+        let store = PgStore::connect(&url).await.unwrap();
+        let client = sql(&url).await;
+        client.execute("ALTER TABLE agentic_journal RENAME TO agentic_journal_away", &[]).await.unwrap();
+        let records = fill(&store, "r", 3).await;
+        let err = store.flush().await.unwrap_err();
+        assert!(err.to_string().contains(&format!("flush in store {url}: ")), "{err}");
+        client.execute("ALTER TABLE agentic_journal_away RENAME TO agentic_journal", &[]).await.unwrap();
+        store.flush().await.unwrap();
+        drop(store);
+        assert_eq!(PgStore::connect(&url).await.unwrap().records("r").await.unwrap(), records);
+    }
+}

@@ -1,0 +1,160 @@
+//! The CLI on a PostgreSQL store (`--store postgres://…`, `AGENTIC_STORE`), every command a new process of
+//! the real binary: a run suspended on a human step, answered and resumed; a run killed with SIGKILL after
+//! each step, resumed to the uncrashed result; the store's errors. Each test uses a fresh database of the
+//! server `AGENTIC_TEST_PG_URL` names (`scripts/pg-test-server.sh`); without it the tests are skipped with a
+//! message, unless `AGENTIC_REQUIRE_PG=1` (CI), when they fail.
+
+#![cfg(feature = "postgres")]
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+#[path = "../store/tests/support/pg.rs"]
+mod pg;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+
+/// A fresh database's URL, or `None` when the PostgreSQL tests are skipped.
+fn database(test: &str) -> Option<String> {
+    tokio::runtime::Runtime::new().unwrap().block_on(pg::fresh_database(test))
+}
+
+/// The binary on store `store` (through `AGENTIC_STORE`), killed after step `kill` when given.
+fn agentic(store: &str, kill: Option<u64>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentic"));
+    cmd.args(args).env("AGENTIC_STORE", store).env_remove("AGENTIC_LOG");
+    match kill {
+        Some(k) => cmd.env("AGENTIC_TEST_KILL_AFTER_STEP", k.to_string()),
+        None => cmd.env_remove("AGENTIC_TEST_KILL_AFTER_STEP"),
+    };
+    cmd.output().expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_out(o: &Output) -> Value {
+    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(o)))
+}
+
+#[test]
+fn a_human_step_is_answered_and_resumed_in_new_processes() {
+    let Some(url) = database("human_step") else { return };
+    let spec = format!("{FIXTURES}/approval.yaml");
+    // `--store URL` here, `AGENTIC_STORE` below: both name the store.
+    let o = Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(["run", &spec, "--input", "input=data", "--memory-id", "order-1", "--json", "--store", &url])
+        .env_remove("AGENTIC_STORE")
+        .env_remove("AGENTIC_TEST_KILL_AFTER_STEP")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        json_out(&o),
+        json!({"run_id": "order-1", "status": "suspended", "output": null,
+               "pending": [{"id": "human-review", "prompt": "Approve PROCESSED: data?", "agent": "review"}]})
+    );
+    let o = agentic(&url, None, &["runs", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json_out(&o)[0]["status"], json!("suspended"));
+
+    let o = agentic(&url, None, &["respond", "order-1", "APPROVED"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = agentic(&url, None, &["resume", "order-1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Final: PROCESSED: data | APPROVED\n");
+
+    let shown = json_out(&agentic(&url, None, &["show", "order-1", "--json"]));
+    assert_eq!(shown["status"], json!("completed"));
+    assert_eq!(shown["state"]["approval"], json!("APPROVED"));
+    let paths: Vec<&str> = shown["history"].as_array().unwrap().iter().map(|h| h["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["root/0", "root/1", "root/2", "root"], "each agent completed once");
+
+    let report = tempfile::tempdir().unwrap();
+    let html = report.path().join("r.html");
+    let o = agentic(&url, None, &["report", "order-1", "-o", html.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&html).unwrap().contains("order-1"));
+
+    // A fork before the human step asks again; its own answer completes it.
+    let o = agentic(&url, None, &["fork", "order-1", "--at", "2", "--memory-id", "order-2", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(agentic(&url, None, &["respond", "order-2", "REJECTED"]).status.code(), Some(0));
+    let o = agentic(&url, None, &["resume", "order-2"]);
+    assert_eq!(stdout(&o), "Final: PROCESSED: data | REJECTED\n", "{}", stderr(&o));
+    let ids: Vec<Value> = json_out(&agentic(&url, None, &["runs", "--json"]))
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run_id"].clone())
+        .collect();
+    assert_eq!(ids, [json!("order-2"), json!("order-1")]);
+
+    let o = agentic(&url, None, &["show", "nobody"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains(&format!("error: no run `nobody` in store {url}; list its runs with")),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// How many times each agent path completed.
+fn completions(shown: &Value) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for h in shown["history"].as_array().unwrap() {
+        *counts.entry(h["path"].as_str().unwrap().to_string()).or_default() += 1;
+    }
+    counts
+}
+
+#[test]
+fn a_run_killed_after_any_step_resumes_to_the_uncrashed_result() {
+    let Some(url) = database("kill_9") else { return };
+    let spec = format!("{FIXTURES}/crash.yaml");
+    let show = |id: &str| json_out(&agentic(&url, None, &["show", id, "--json"]));
+    let o = agentic(&url, None, &["run", &spec, "--input", "input=x", "--memory-id", "clean"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "B(A(x))+C(A(x))+3\n");
+    let clean = show("clean");
+    let steps = clean["steps"].as_u64().unwrap();
+    assert_eq!(steps, 11);
+    for k in 1..=steps {
+        let id = format!("crash-{k}");
+        let o = agentic(&url, Some(k), &["run", &spec, "--input", "input=x", "--memory-id", &id]);
+        assert_eq!(o.status.code(), None, "k={k}: killed by a signal; {}", stderr(&o));
+        let crashed = show(&id);
+        assert_eq!(crashed["status"], "running", "k={k}");
+        assert_eq!(crashed["steps"].as_u64(), Some(k), "k={k}: steps 1..=k are committed");
+        let o = agentic(&url, None, &["resume", &id]);
+        assert_eq!(o.status.code(), Some(0), "k={k}: {}", stderr(&o));
+        assert_eq!(stdout(&o), "B(A(x))+C(A(x))+3\n", "k={k}");
+        let resumed = show(&id);
+        assert_eq!(resumed["state"], clean["state"], "k={k}");
+        assert_eq!(resumed["steps"], clean["steps"], "k={k}: no step journaled twice");
+        assert_eq!(completions(&resumed), completions(&clean), "k={k}: no completed agent ran twice");
+    }
+}
+
+#[test]
+fn an_unreachable_server_is_an_error_naming_the_store_without_its_password() {
+    let url = "postgres://agentic:hunter2@127.0.0.1:1/runs?connect_timeout=5";
+    for args in [vec!["runs"], vec!["show", "r1"], vec!["resume", "r1"], vec!["respond", "r1", "yes"]] {
+        let o = agentic(url, None, &args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains("open store postgres://agentic:***@127.0.0.1:1/runs?connect_timeout=5: "), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+    let o = agentic(url, None, &["serve"]);
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not in this build yet"), "{}", stderr(&o));
+}
