@@ -175,13 +175,13 @@ fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
     refused(
         &["fork", "ten-1", "--at", "2", "--memory-id", " "],
         64,
-        "error: --memory-id: ` ` has whitespace (a run id is 1 to 200 bytes without `/`, whitespace or control \
-         characters, and not `.` or `..`)\n",
+        "error: --memory-id: ` ` is blank (a run id is 1 to 200 bytes, not blank, without control characters, \
+         and not `.` or `..`)\n",
     );
     refused(
         &["fork", "ten-1", "--at", "2", "--memory-id", ".."],
         64,
-        "error: --memory-id: `..` is a path step (a run id is 1 to 200 bytes without `/`, whitespace or control \
+        "error: --memory-id: `..` is a path step (a run id is 1 to 200 bytes, not blank, without control \
          characters, and not `.` or `..`)\n",
     );
     // What the argument parser refuses is a usage error too.

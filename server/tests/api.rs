@@ -252,8 +252,8 @@ async fn bad_requests_get_the_status_and_message_of_the_contract() {
         (code, body),
         (
             StatusCode::BAD_REQUEST,
-            json!({"error": "run_id: `..` is a path step (a run id is 1 to 200 bytes without `/`, whitespace or \
-                             control characters, and not `.` or `..`)"})
+            json!({"error": "run_id: `..` is a path step (a run id is 1 to 200 bytes, not blank, without control \
+                             characters, and not `.` or `..`)"})
         )
     );
 
