@@ -1,7 +1,8 @@
 //! # agentic-server
 //!
 //! `agentic serve`: the runs of one store hosted behind an HTTP API (SERVER.md §2), with live events over
-//! server-sent events and a web UI whose inbox lets people answer human steps (§3). Runs execute as the
+//! server-sent events, a web UI whose inbox lets people answer human steps (§3), and the specs of `--specs` as
+//! MCP tools at `/mcp` (streamable HTTP; each call runs one workflow). Runs execute as the
 //! engine's run actors in this process; a suspended run keeps nothing in memory, and once its answers are in
 //! it continues by itself. At start the server resumes the runs that were executing when the last process
 //! holding the store stopped.
