@@ -102,6 +102,8 @@ pub(crate) fn pending_json(pending: &[PendingResponse]) -> Value {
 pub(crate) struct EventHub {
     channels: Arc<Mutex<HashMap<String, broadcast::Sender<SseEvent>>>>,
     starting: Arc<Mutex<HashMap<String, StartSignal>>>,
+    /// Runs being started whose record is written but not flushed yet: they start at the next flush.
+    unflushed: Arc<Mutex<Vec<String>>>,
 }
 
 /// Says whether a run started (its record is written) or why it could not.
@@ -124,12 +126,25 @@ impl EventHub {
         Subscription { rx: Some(rx), hub: self.clone(), run_id: run_id.to_string() }
     }
 
-    /// Says when `run_id`'s record is first written (its inputs are journaled by then), or why the run
-    /// ended before.
+    /// Says when `run_id`'s record is first written and flushed (its inputs are journaled by then), or why
+    /// the run ended before.
     pub(crate) fn expect_start(&self, run_id: &str) -> oneshot::Receiver<Result<(), String>> {
         let (tx, rx) = oneshot::channel();
         self.starting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(run_id.to_string(), tx);
         rx
+    }
+
+    /// `run_id`'s record is written: if someone waits for its start, it starts once the store is flushed.
+    fn written(&self, run_id: &str) {
+        let waited = self.starting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(run_id);
+        if waited {
+            self.unflushed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(run_id.to_string());
+        }
+    }
+
+    /// The runs written and not flushed so far (a flush about to begin covers them).
+    fn take_unflushed(&self) -> Vec<String> {
+        std::mem::take(&mut *self.unflushed.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
     /// `run_id` started (`Ok`) or could not (`Err`); nothing when no one waits.
@@ -204,13 +219,21 @@ impl CheckpointStore for JournalTap {
     }
 
     async fn flush(&self) -> Result<(), StoreError> {
-        self.inner.flush_dyn().await
+        // The runs whose record was written before this flush exist on disk once it returns.
+        let written = self.hub.take_unflushed();
+        self.inner.flush_dyn().await?;
+        for run_id in written {
+            self.hub.started(&run_id, Ok(()));
+        }
+        Ok(())
     }
 
+    /// A new run's start is answered (`201`) only once its record is on disk: the engine flushes the store
+    /// right after writing it, in every durability mode, and the flush signals it.
     async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
         let run_id = run.run_id.clone();
         self.inner.put_run_dyn(run).await?;
-        self.hub.started(&run_id, Ok(()));
+        self.hub.written(&run_id);
         Ok(())
     }
 

@@ -1,7 +1,8 @@
 //! # agentic-server
 //!
 //! `agentic serve`: the runs of one store hosted behind an HTTP API (SERVER.md §2), with live events over
-//! server-sent events and a web UI whose inbox lets people answer human steps (§3). Runs execute as the
+//! server-sent events, a web UI whose inbox lets people answer human steps (§3), and the specs of `--specs` as
+//! MCP tools at `/mcp` (streamable HTTP; each call runs one workflow). Runs execute as the
 //! engine's run actors in this process; a suspended run keeps nothing in memory, and once its answers are in
 //! it continues by itself. At start the server resumes the runs that were executing when the last process
 //! holding the store stopped.
@@ -247,8 +248,8 @@ impl Server {
     }
 }
 
-/// The agent protocols served next to the API, each a tower service of its SDK mounted at its path (MCP at
-/// [`mcp::PATH`]; A2A's agent card and JSON-RPC endpoint join here).
+/// The agent protocols served next to the API as tower services of their SDKs (MCP at [`mcp::PATH`]); A2A's
+/// cards and JSON-RPC endpoints are plain routes ([`a2a::routes`]).
 struct Protocols {
     mcp: mcp::McpService,
 }

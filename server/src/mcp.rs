@@ -94,7 +94,12 @@ impl SpecTools {
         let catalog = self.app.host.specs();
         let path = catalog.path(name).map_err(|_| {
             let names = self.tools().iter().map(|t| format!("`{}`", t.name)).collect::<Vec<_>>().join(", ");
-            ErrorData::invalid_params(format!("unknown tool `{name}`; the tools are: {names}"), None)
+            let offered = if names.is_empty() {
+                "this server offers none (`agentic serve --specs DIR` offers the specs of DIR)".to_string()
+            } else {
+                format!("the tools are: {names}")
+            };
+            ErrorData::invalid_params(format!("unknown tool `{name}`; {offered}"), None)
         })?;
         Ok(SpecTool::load(name, &path).map_err(|e| tool_error(format!("tool `{name}`: {e}"), None)))
     }
