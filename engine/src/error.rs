@@ -230,6 +230,23 @@ pub enum StoreError {
     /// No run with that id.
     #[error("no run `{0}` in the store")]
     UnknownRun(String),
+    /// This process no longer holds the run's lease: another process took the run over (its lease had
+    /// expired), so this one may not write the run any more; nothing of the refused write was stored
+    /// ([`crate::CheckpointStore::acquire_lease`], fencing: `docs/store-format.md`).
+    #[error(
+        "run `{run_id}`: the lease was lost to another process (now held by `{holder}`, fencing token {token}; \
+         this process held token {held}): it stops writing the run, nothing was written"
+    )]
+    LeaseLost {
+        /// The run.
+        run_id: String,
+        /// The owner id of the process that holds the lease now (empty when nobody does).
+        holder: String,
+        /// The run's fencing token now.
+        token: u64,
+        /// The token this process held.
+        held: u64,
+    },
 }
 
 /// Why a run could not be forked ([`crate::fork()`]). Nothing was written when the fork is refused; a store

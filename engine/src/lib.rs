@@ -46,6 +46,6 @@ pub use run::{
 pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
 pub use store::{
     CallRecord, CheckpointStore, CompletionRecord, Durability, DynCheckpointStore, Finish, ForkOrigin, InflightChange,
-    Milestone, PlannerState, RunImage, RunRecord, RunStatus, StepRecord, StoreRef, planner_key,
+    Lease, Milestone, PlannerState, RunImage, RunRecord, RunStatus, RunUpdate, StepRecord, StoreRef, planner_key,
 };
 pub use value::ValueType;

@@ -215,7 +215,113 @@ pub trait CheckpointStore: Send + Sync + 'static {
             RunImage::fold(run_id, &records)
         }
     }
+
+    /// Makes everything appended so far durable, and fails when `run_id`'s records could not be written
+    /// because this process lost the run's lease ([`StoreError::LeaseLost`]); a lost lease of another run
+    /// written in the same batch does not fail this call. Default: [`CheckpointStore::flush`].
+    ///
+    /// # Errors
+    /// The backend failed, or the run's lease was lost.
+    fn flush_run(&self, run_id: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = run_id;
+        self.flush()
+    }
+
+    /// Whether other processes may execute this store's runs at the same time (a database server): then a
+    /// host takes a lease before it executes a run, renews its leases ([`CheckpointStore::renew_leases`])
+    /// and looks for runs to take over ([`CheckpointStore::takeover_candidates`]). Default: `false` (one
+    /// process holds the whole store).
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// Takes the lease on `run_id` for this handle's owner: `Some` when the run had no holder, its holder's
+    /// lease expired (a take-over: the fencing token increases), or this owner held it; `None` when another
+    /// owner holds an unexpired lease. A run the store does not hold yet is claimed: its first record is
+    /// written with the lease. Default: always `Some` with token 0 (one process holds the whole store).
+    ///
+    /// # Errors
+    /// The backend failed.
+    fn acquire_lease(&self, run_id: &str) -> impl Future<Output = Result<Option<Lease>, StoreError>> + Send {
+        let lease = Lease { run_id: run_id.to_string(), owner: "this process".to_string(), token: 0 };
+        async move { Ok(Some(lease)) }
+    }
+
+    /// Extends every lease this handle holds by the store's lease time; returns the runs whose lease was
+    /// lost (taken over by another process), which this handle may no longer write. Default: nothing lost.
+    ///
+    /// # Errors
+    /// The backend failed (the leases run out unless a later renewal succeeds).
+    fn renew_leases(&self) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send {
+        async { Ok(Vec::new()) }
+    }
+
+    /// Gives up this handle's lease on `run_id` (its execution here ended): another process may take it at
+    /// once. Nothing happens when the lease was lost. Default: nothing to do.
+    ///
+    /// # Errors
+    /// The backend failed (the lease then runs out by itself).
+    fn release_lease(&self, run_id: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = run_id;
+        async { Ok(()) }
+    }
+
+    /// Runs a host may have to continue: `running` or `suspended` ones whose lease has expired or was
+    /// released (the caller decides: interrupted, or every answer given). Default: every `running` and
+    /// `suspended` run.
+    ///
+    /// # Errors
+    /// The backend failed or a record is corrupt.
+    fn takeover_candidates(&self) -> impl Future<Output = Result<Vec<RunRecord>, StoreError>> + Send {
+        async move {
+            let runs = self.runs().await?;
+            Ok(runs.into_iter().filter(|r| matches!(r.status, RunStatus::Running | RunStatus::Suspended)).collect())
+        }
+    }
+
+    /// Applies `change` to `run_id`'s record and writes it durably, atomically with respect to other
+    /// processes' updates (an answer posted to one server while another answers a second response of the
+    /// same run). Returns `None` for an unknown run, `Some(Err(message))` when `change` refused (nothing
+    /// written), else the record written. Default: read, change, [`CheckpointStore::put_run`],
+    /// [`CheckpointStore::flush`] (atomic when one process holds the store and serialises its updates).
+    ///
+    /// # Errors
+    /// The backend failed or the record is corrupt.
+    fn update_run(
+        &self,
+        run_id: &str,
+        change: RunUpdate,
+    ) -> impl Future<Output = Result<Option<Result<RunRecord, String>>, StoreError>> + Send {
+        async move {
+            let Some(mut record) = self.run(run_id).await? else { return Ok(None) };
+            if let Err(message) = change(&mut record) {
+                return Ok(Some(Err(message)));
+            }
+            self.put_run(record.clone()).await?;
+            self.flush().await?;
+            Ok(Some(Ok(record)))
+        }
+    }
 }
+
+/// A run's lease as its holder took it ([`CheckpointStore::acquire_lease`]): while a process holds it, the run
+/// executes there and nowhere else; journal appends of the run check it (the fencing token) in their
+/// transaction. The idea: leases with fencing tokens (Gray and Cheriton 1989; Kleppmann, "How to do
+/// distributed locking", 2016).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The run.
+    pub run_id: String,
+    /// The holder's owner id (a store handle's, one per process).
+    pub owner: String,
+    /// Fencing token: increased at every take-over, so a former holder's writes are refused (0 for stores
+    /// that one process holds whole).
+    pub token: u64,
+}
+
+/// A change of a run record made atomically by [`CheckpointStore::update_run`]: `Err(message)` refuses it
+/// (nothing is written).
+pub type RunUpdate = Box<dyn FnOnce(&mut RunRecord) -> Result<(), String> + Send>;
 
 /// Object-safe companion of [`CheckpointStore`], implemented for every store.
 #[allow(missing_docs)]
@@ -227,6 +333,17 @@ pub trait DynCheckpointStore: Send + Sync + 'static {
     fn runs_dyn(&self) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>>;
     fn records_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Vec<StepRecord>, StoreError>>;
     fn load_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<RunImage, StoreError>>;
+    fn flush_run_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
+    fn shared_dyn(&self) -> bool;
+    fn acquire_lease_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Option<Lease>, StoreError>>;
+    fn renew_leases_dyn(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+    fn release_lease_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
+    fn takeover_candidates_dyn(&self) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>>;
+    fn update_run_dyn<'a>(
+        &'a self,
+        run_id: &'a str,
+        change: RunUpdate,
+    ) -> BoxFuture<'a, Result<Option<Result<RunRecord, String>>, StoreError>>;
 }
 
 impl<S: CheckpointStore> DynCheckpointStore for S {
@@ -250,6 +367,31 @@ impl<S: CheckpointStore> DynCheckpointStore for S {
     }
     fn load_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<RunImage, StoreError>> {
         Box::pin(self.load(run_id))
+    }
+    fn flush_run_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.flush_run(run_id))
+    }
+    fn shared_dyn(&self) -> bool {
+        self.shared()
+    }
+    fn acquire_lease_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Option<Lease>, StoreError>> {
+        Box::pin(self.acquire_lease(run_id))
+    }
+    fn renew_leases_dyn(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        Box::pin(self.renew_leases())
+    }
+    fn release_lease_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.release_lease(run_id))
+    }
+    fn takeover_candidates_dyn(&self) -> BoxFuture<'_, Result<Vec<RunRecord>, StoreError>> {
+        Box::pin(self.takeover_candidates())
+    }
+    fn update_run_dyn<'a>(
+        &'a self,
+        run_id: &'a str,
+        change: RunUpdate,
+    ) -> BoxFuture<'a, Result<Option<Result<RunRecord, String>>, StoreError>> {
+        Box::pin(self.update_run(run_id, change))
     }
 }
 

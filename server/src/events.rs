@@ -252,6 +252,38 @@ impl CheckpointStore for JournalTap {
     async fn load(&self, run_id: &str) -> Result<RunImage, StoreError> {
         self.inner.load_dyn(run_id).await
     }
+
+    async fn flush_run(&self, run_id: &str) -> Result<(), StoreError> {
+        self.inner.flush_run_dyn(run_id).await
+    }
+
+    fn shared(&self) -> bool {
+        self.inner.shared_dyn()
+    }
+
+    async fn acquire_lease(&self, run_id: &str) -> Result<Option<agentic_engine::Lease>, StoreError> {
+        self.inner.acquire_lease_dyn(run_id).await
+    }
+
+    async fn renew_leases(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.renew_leases_dyn().await
+    }
+
+    async fn release_lease(&self, run_id: &str) -> Result<(), StoreError> {
+        self.inner.release_lease_dyn(run_id).await
+    }
+
+    async fn takeover_candidates(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.inner.takeover_candidates_dyn().await
+    }
+
+    async fn update_run(
+        &self,
+        run_id: &str,
+        change: agentic_engine::RunUpdate,
+    ) -> Result<Option<Result<RunRecord, String>>, StoreError> {
+        self.inner.update_run_dyn(run_id, change).await
+    }
 }
 
 /// The listener the host puts on every run it executes: the events the journal does not carry.

@@ -228,6 +228,15 @@ impl RunHost {
             (None, SpecSource::Text(text)) => self.archive_spec(&spec, text)?,
             (None, SpecSource::Named(_)) => None,
         };
+        if self.is_executing(&run_id) {
+            return Err(ApiError::conflict(format!("run_id: run `{run_id}` already exists (running)")));
+        }
+        // On a shared store the run executes where its lease is: here, from now on.
+        if self.inner.store.acquire_lease_dyn(&run_id).await?.is_none() {
+            return Err(ApiError::conflict(format!(
+                "run_id: run `{run_id}` already exists (executing in another process)"
+            )));
+        }
         let cancel = CancelHandle::new();
         {
             let mut executing = self.executing();
@@ -293,6 +302,10 @@ impl RunHost {
         self.inner.hub.started(run_id, Err(reason));
         let _deciding = self.inner.deciding.lock().await;
         self.executing().remove(run_id);
+        // Its execution here ended (drained ones too: another server continues them at once).
+        if let Err(e) = self.inner.store.release_lease_dyn(run_id).await {
+            tracing::warn!(run_id, "cannot release the run's lease (it runs out by itself): {e}");
+        }
         let record = match self.inner.store.run_dyn(run_id).await {
             Ok(r) => r,
             Err(e) => {
@@ -318,7 +331,7 @@ impl RunHost {
         }
         if let Some(record) = record
             && ready_to_resume(&record)
-            && let Err(e) = self.resume_locked(&record, None)
+            && let Err(e) = self.resume_locked(&record, None).await
         {
             tracing::error!(run_id, "cannot resume the answered run: {}", e.message);
         }
@@ -343,7 +356,50 @@ impl RunHost {
 
     /// Resumes `record`'s run (the caller holds the deciding lock and has checked it is not executing).
     /// With `cancel` already cancelled, the run stops before its next step and is recorded `cancelled`.
-    fn resume_locked(&self, record: &RunRecord, cancel: Option<CancelHandle>) -> Result<(), ApiError> {
+    ///
+    /// On a shared store it first takes the run's lease: when another process holds it, the run executes
+    /// there and nothing is done here (`Ok`). The record is read again under the lease, so a run another
+    /// process continued meanwhile is seen as it is now.
+    async fn resume_locked(&self, record: &RunRecord, cancel: Option<CancelHandle>) -> Result<(), ApiError> {
+        let run_id = &record.run_id;
+        if self.is_executing(run_id) {
+            return Ok(());
+        }
+        let store = &self.inner.store;
+        let fresh;
+        let record = if store.shared_dyn() {
+            if store.acquire_lease_dyn(run_id).await?.is_none() {
+                return Ok(());
+            }
+            fresh = match store.run_dyn(run_id).await {
+                Ok(Some(r)) => r,
+                Ok(None) => {
+                    let _ = store.release_lease_dyn(run_id).await;
+                    return Err(ApiError::no_run(run_id));
+                }
+                Err(e) => {
+                    let _ = store.release_lease_dyn(run_id).await;
+                    return Err(e.into());
+                }
+            };
+            // Another process completed it meanwhile: nothing to continue.
+            if fresh.status == RunStatus::Completed {
+                let _ = store.release_lease_dyn(run_id).await;
+                return Ok(());
+            }
+            &fresh
+        } else {
+            record
+        };
+        let result = self.resume_leased(record, cancel);
+        if result.is_err() {
+            let _ = store.release_lease_dyn(run_id).await;
+        }
+        result
+    }
+
+    /// Resumes `record`'s run, whose lease this process holds.
+    fn resume_leased(&self, record: &RunRecord, cancel: Option<CancelHandle>) -> Result<(), ApiError> {
         let run_id = &record.run_id;
         let Some(source) = &record.source else {
             return Err(ApiError::unprocessable(format!(
@@ -401,7 +457,7 @@ impl RunHost {
             return Err(ApiError::no_run(run_id));
         };
         if ready_to_resume(&record) && !self.is_executing(run_id) {
-            self.resume_locked(&record, None).map_err(|e| {
+            self.resume_locked(&record, None).await.map_err(|e| {
                 ApiError::new(e.status, format!("the answer is recorded, but the run cannot continue: {}", e.message))
             })?;
         }
@@ -422,7 +478,7 @@ impl RunHost {
         // checkpoint (a failed or cancelled one too).
         match record.status {
             RunStatus::Completed => Ok(()),
-            _ => self.resume_locked(&record, None),
+            _ => self.resume_locked(&record, None).await,
         }
     }
 
@@ -442,7 +498,7 @@ impl RunHost {
             e @ ForkError::InvalidId(_) => ApiError::bad_request(format!("run_id: {e}")),
             e => ApiError::internal(e.to_string()),
         })?;
-        self.resume_locked(&record, None)?;
+        self.resume_locked(&record, None).await?;
         Ok(record.run_id)
     }
 
@@ -459,7 +515,7 @@ impl RunHost {
             RunStatus::Running | RunStatus::Suspended => {
                 let cancel = CancelHandle::new();
                 cancel.cancel();
-                self.resume_locked(&record, Some(cancel))
+                self.resume_locked(&record, Some(cancel)).await
             }
             status => Err(ApiError::conflict(format!("run `{run_id}` has already ended ({status})"))),
         }
@@ -467,8 +523,15 @@ impl RunHost {
 
     /// Resumes the runs that were executing when the last holder of the store stopped (`running`, nothing
     /// pending), and the suspended runs whose every pending response was answered; returns how many.
+    ///
+    /// On a shared store (several servers on one database) this runs at start and then periodically: the
+    /// candidates are the runs whose lease expired (their holder died or was paused too long) or was released,
+    /// and each is taken only when its lease can be acquired (a take-over: the fencing token increases).
     pub(crate) async fn resume_interrupted(&self) -> Result<usize, agentic_engine::StoreError> {
-        let runs = self.inner.store.runs_dyn().await?;
+        if !self.inner.accepting.load(Ordering::SeqCst) {
+            return Ok(0);
+        }
+        let runs = self.inner.store.takeover_candidates_dyn().await?;
         let _deciding = self.inner.deciding.lock().await;
         let mut resumed = 0;
         for record in runs {
@@ -476,12 +539,30 @@ impl RunHost {
             if !(interrupted || ready_to_resume(&record)) || self.is_executing(&record.run_id) {
                 continue;
             }
-            match self.resume_locked(&record, None) {
-                Ok(()) => resumed += 1,
+            let before = self.in_flight();
+            match self.resume_locked(&record, None).await {
+                Ok(()) if self.in_flight() > before => resumed += 1,
+                Ok(()) => {}
                 Err(e) => tracing::warn!(run_id = record.run_id, "not resumed: {}", e.message),
             }
         }
         Ok(resumed)
+    }
+
+    /// Renews the leases of the runs this process executes (a shared store); a run whose lease was lost to
+    /// another process is cancelled here (its writes are refused already).
+    pub(crate) async fn renew_leases(&self) {
+        match self.inner.store.renew_leases_dyn().await {
+            Ok(lost) => {
+                for run_id in lost {
+                    tracing::warn!(run_id, "the run's lease was lost to another process: it stops here");
+                    if let Some(handle) = self.executing().get(&run_id) {
+                        handle.cancel();
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("cannot renew the runs' leases: {e}"),
+        }
     }
 
     /// Stops accepting new runs.

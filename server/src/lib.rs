@@ -31,6 +31,7 @@ mod ui;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use agentic_engine::StoreRef;
 use axum::Router;
@@ -67,7 +68,11 @@ pub struct ServerConfig {
     specs: Option<PathBuf>,
     token: Option<String>,
     token_env: String,
+    lease_time: Duration,
 }
+
+/// How long a run's lease lasts unless [`ServerConfig::lease_time`] says otherwise (SERVER.md §4).
+pub const DEFAULT_LEASE_TIME: Duration = Duration::from_secs(10);
 
 impl ServerConfig {
     /// A configuration serving the runs of `store`.
@@ -80,7 +85,15 @@ impl ServerConfig {
             specs: None,
             token: None,
             token_env: DEFAULT_TOKEN_ENV.to_string(),
+            lease_time: DEFAULT_LEASE_TIME,
         }
+    }
+
+    /// How long the leases of the store last (the store's own setting, e.g. `PgStore::with_lease`): on a
+    /// shared store the server renews its leases and looks for runs to take over every third of it.
+    pub fn lease_time(mut self, lease_time: Duration) -> Self {
+        self.lease_time = lease_time;
+        self
     }
 
     /// How `/healthz` names the store (e.g. its directory).
@@ -175,6 +188,9 @@ impl Server {
         // shutdown open).
         let protocols = Protocols { mcp: mcp::service(state.clone(), stop.child_token(), !addr.ip().is_loopback()) };
         let app = router(state, protocols);
+        if host.store().shared_dyn() {
+            tokio::spawn(keep_leases(host.clone(), config.lease_time / 3, stop.clone()));
+        }
         let stopped = stop.clone();
         let http = tokio::spawn(async move {
             axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await }).await
@@ -245,6 +261,27 @@ impl Server {
     /// Waits until no run task started so far is executing (runs that suspend count as done).
     pub async fn wait_idle(&self) {
         self.host.wait_idle().await;
+    }
+}
+
+/// On a shared store, every `interval` (a third of the lease time) until `stop`: renews the leases of the
+/// runs this server executes, then takes over the runs whose lease ran out (a server that died) and the
+/// suspended runs whose every answer was given (an answer that its server could not act on). Polling, not
+/// LISTEN/NOTIFY: a take-over waits for a lease to expire anyway, and an answer is acted on at once by the
+/// server it was posted to (this loop only catches the rare answer that raced with its run's suspension).
+async fn keep_leases(host: RunHost, interval: Duration, stop: CancellationToken) {
+    let interval = interval.max(Duration::from_millis(10));
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+        host.renew_leases().await;
+        match host.resume_interrupted().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("took over {n} runs"),
+            Err(e) => tracing::warn!("cannot look for runs to take over: {e}"),
+        }
     }
 }
 

@@ -20,30 +20,41 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
             return EXIT_FAILED;
         }
     };
-    if agentic_store::is_postgres_url(&dir.display().to_string()) {
-        eprintln!(
-            "error: store {}: `agentic serve` on a PostgreSQL store comes with run leases, not in this build yet; \
-             use a store directory",
-            super::store_label(&dir)
-        );
-        return EXIT_USAGE;
-    }
-    // The server opens the store itself: it never goes through another server.
-    let store = match agentic_store::SledStore::open(&dir) {
-        Ok(s) => s.store_ref(),
-        Err(e) => {
-            match super::remote::Remote::find(&dir) {
-                Some(remote) => eprintln!("error: {e} (the server at {})", remote.url()),
-                None => eprintln!("error: {e}"),
+    let lease_time = std::time::Duration::from_millis(args.lease_ms);
+    let shown = super::store_label(&dir);
+    let (store, state_dir) = if let Some(url) = dir.to_str().filter(|d| agentic_store::is_postgres_url(d)) {
+        // Several servers share the database: each one is a lease owner of its own.
+        match runtime.block_on(agentic_store::PgStore::connect(url)) {
+            Ok(s) => {
+                let owner = format!("{}-{}", host_name(), s.owner());
+                (s.with_lease(owner, lease_time).store_ref(), None)
             }
-            return EXIT_FAILED;
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_FAILED;
+            }
+        }
+    } else {
+        // The server opens the store itself: it never goes through another server.
+        match agentic_store::SledStore::open(&dir) {
+            Ok(s) => (s.store_ref(), Some(dir.clone())),
+            Err(e) => {
+                match super::remote::Remote::find(&dir) {
+                    Some(remote) => eprintln!("error: {e} (the server at {})", remote.url()),
+                    None => eprintln!("error: {e}"),
+                }
+                return EXIT_FAILED;
+            }
         }
     };
     let mut config = ServerConfig::new(store)
-        .store_label(dir.display().to_string())
-        .state_dir(&dir)
+        .store_label(shown.clone())
         .listen(args.listen)
+        .lease_time(lease_time)
         .token(token, &args.token_env);
+    if let Some(state_dir) = &state_dir {
+        config = config.state_dir(state_dir);
+    }
     if let Some(specs) = &args.specs {
         config = config.specs_dir(specs);
     }
@@ -59,7 +70,7 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
                 return EXIT_FAILED;
             }
         };
-        eprintln!("agentic serve: {} (store {}); stop with Ctrl-C or SIGTERM", server.url(), dir.display());
+        eprintln!("agentic serve: {} (store {shown}); stop with Ctrl-C or SIGTERM", server.url());
         match server.run_until(stop_signal()).await {
             Ok(()) => EXIT_OK,
             Err(e) => {
@@ -68,6 +79,16 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
             }
         }
     })
+}
+
+/// This machine's name (`HOSTNAME`, else `/etc/hostname`, else `host`), for lease owner ids.
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_string())
 }
 
 /// Completes on SIGTERM or Ctrl-C (SIGINT).

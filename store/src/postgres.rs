@@ -6,11 +6,11 @@
 //! the step's journal row together with any run record put since the last flush. Concurrent flushes of one
 //! handle share one transaction (group commit), as the sled store's share one `fdatasync`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use agentic_engine::{CheckpointStore, RunImage, RunRecord, StepRecord, StoreError, StoreRef};
+use agentic_engine::{CheckpointStore, Lease, RunImage, RunRecord, RunUpdate, StepRecord, StoreError, StoreRef};
 use bytes::BytesMut;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
@@ -71,6 +71,19 @@ const POOL_SIZE: usize = 8;
 /// How long connecting may take when the URL does not say (`connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a lease lasts from its last renewal unless [`PgStore::with_lease`] says otherwise (SERVER.md §4:
+/// `--lease-ms` defaults to 10 000).
+pub const DEFAULT_LEASE_TIME: Duration = Duration::from_secs(10);
+
+/// An owner id for this process: `pid-<pid>-<16 hex digits>` (the digits from the standard library's
+/// random hasher keys and the clock), different for every process and every call.
+fn new_owner_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    format!("pid-{}-{:016x}", std::process::id(), h.finish())
+}
+
 /// A checkpoint store in a PostgreSQL database (tables and transactions: `docs/store-format.md`).
 ///
 /// - [`CheckpointStore::append`] and [`CheckpointStore::put_run`] buffer the record in the handle;
@@ -97,6 +110,14 @@ struct Inner {
     pool: Pool,
     /// The URL without its password, for messages.
     shown: String,
+    /// This handle's lease owner id.
+    owner: String,
+    /// How long a lease lasts from its last renewal.
+    lease_time: Duration,
+    /// The leases this handle holds (or held, when lost): run id → fencing token.
+    leases: Mutex<HashMap<String, u64>>,
+    /// Runs whose lease this handle lost, with the error its writes of them get.
+    lost: Mutex<HashMap<String, StoreError>>,
     /// What `append` and `put_run` buffered since the last flush.
     pending: Mutex<Pending>,
     /// Held by the flush writing; the number of buffered writes (`Pending::pushed`) flushed so far.
@@ -119,10 +140,36 @@ struct PendingRun {
     updated_at_ms: i64,
 }
 
+impl Inner {
+    fn new(pool: Pool, shown: String, owner: String, lease_time: Duration) -> Inner {
+        Inner {
+            pool,
+            shown,
+            owner,
+            lease_time,
+            leases: Mutex::default(),
+            lost: Mutex::default(),
+            pending: Mutex::new(Pending::default()),
+            flushed: tokio::sync::Mutex::new(0),
+        }
+    }
+}
+
+/// Locks a map that every update changes with one operation (a panic cannot leave it half-updated).
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A lease time as PostgreSQL `bigint` milliseconds.
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgStore")
             .field("url", &self.inner.shown)
+            .field("owner", &self.inner.owner)
             .field("snapshot_interval", &self.snapshot_interval)
             .finish_non_exhaustive()
     }
@@ -218,12 +265,7 @@ impl PgStore {
             .build()
             .map_err(|e| fail(format!("cannot build the connection pool: {e}")))?;
         let store = PgStore {
-            inner: Arc::new(Inner {
-                pool,
-                shown: shown.clone(),
-                pending: Mutex::new(Pending::default()),
-                flushed: tokio::sync::Mutex::new(0),
-            }),
+            inner: Arc::new(Inner::new(pool, shown.clone(), new_owner_id(), DEFAULT_LEASE_TIME)),
             snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
         };
         store.migrate().await.map_err(fail)?;
@@ -274,6 +316,36 @@ impl PgStore {
     pub fn with_snapshot_interval(mut self, n: u64) -> Self {
         self.snapshot_interval = n;
         self
+    }
+
+    /// A new handle on the same database and connection pool, with lease owner id `owner` and leases lasting
+    /// `lease_time` from their last renewal (default: a fresh `pid-…` id per connect, [`DEFAULT_LEASE_TIME`]).
+    /// The new handle has its own buffer and holds no lease; each process (each server) uses one owner id,
+    /// distinct from every other's: two handles with one id would not fence each other.
+    #[must_use]
+    pub fn with_lease(&self, owner: impl Into<String>, lease_time: Duration) -> Self {
+        PgStore {
+            inner: Arc::new(Inner::new(self.inner.pool.clone(), self.inner.shown.clone(), owner.into(), lease_time)),
+            snapshot_interval: self.snapshot_interval,
+        }
+    }
+
+    /// This handle's lease owner id.
+    pub fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+
+    /// How long this handle's leases last from their last renewal.
+    pub fn lease_time(&self) -> Duration {
+        self.inner.lease_time
+    }
+
+    /// The error a write of `run_id` gets when this handle lost its lease, if it did.
+    fn lost(&self, run_id: &str) -> Result<(), StoreError> {
+        match locked(&self.inner.lost).get(run_id) {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
     }
 
     /// Steps between compactions of a run's snapshot (0: never).
@@ -434,26 +506,52 @@ impl PgStore {
     /// Writes what is buffered (the flush without its durability promise: every write is a committed
     /// transaction anyway).
     async fn write_pending(&self) -> Result<(), StoreError> {
-        self.flush_buffer().await
+        self.flush_buffer().await.map(drop)
     }
 
     /// Writes everything buffered so far in one statement, unless a flush running meanwhile did; then
     /// compacts the runs whose snapshot interval a written step reached.
-    async fn flush_buffer(&self) -> Result<(), StoreError> {
+    async fn flush_buffer(&self) -> Result<Vec<String>, StoreError> {
         let target = self.pending().pushed;
         let mut flushed = self.inner.flushed.lock().await;
         if *flushed >= target {
-            return Ok(());
+            return Ok(Vec::new());
         }
-        let (journal, runs, pushed) = {
+        let (mut journal, mut runs, pushed) = {
             let mut pending = self.pending();
             (std::mem::take(&mut pending.journal), std::mem::take(&mut pending.runs), pending.pushed)
         };
         if journal.is_empty() && runs.is_empty() {
             *flushed = pushed;
-            return Ok(());
+            return Ok(Vec::new());
         }
-        let written = match self.write(&journal, &runs).await {
+        let mut lost_now = Vec::new();
+        let written = loop {
+            let result = match self.write(&journal, &runs).await {
+                Ok(WriteOutcome::Written(written)) => Ok(written),
+                Ok(WriteOutcome::Lost(lost)) => {
+                    // Nothing was written: drop the runs whose lease is lost (their writes are refused from
+                    // now on) and write the others.
+                    let mut map = locked(&self.inner.lost);
+                    for (run_id, error) in lost {
+                        journal.retain(|(r, _), _| *r != run_id);
+                        runs.remove(&run_id);
+                        tracing::warn!("store {}: {error}", self.inner.shown);
+                        map.insert(run_id.clone(), error);
+                        lost_now.push(run_id);
+                    }
+                    drop(map);
+                    if journal.is_empty() && runs.is_empty() {
+                        *flushed = pushed;
+                        return Ok(lost_now);
+                    }
+                    continue;
+                }
+                Err(e) => Err(e),
+            };
+            break result;
+        };
+        let written = match written {
             Ok(written) => written,
             Err(e) => {
                 // Kept for the next flush; what was buffered meanwhile is newer and stays.
@@ -491,7 +589,7 @@ impl PgStore {
                 "append: run `{run_id}` step {seq} is already journaled in store {}",
                 self.inner.shown
             ))),
-            None => Ok(()),
+            None => Ok(lost_now),
         }
     }
 
@@ -521,13 +619,20 @@ impl PgStore {
         Ok(None)
     }
 
-    /// One statement, one transaction: inserts the journal rows (skipping keys already journaled) and upserts
-    /// the run records. Returns the keys of the journal rows inserted.
+    /// One statement, one transaction: checks the lease of every run written (the fence, below), and when
+    /// it holds, inserts the journal rows (skipping keys already journaled) and upserts the run records;
+    /// returns the keys of the journal rows inserted. When it does not hold for a run, nothing is written and
+    /// the lost runs are returned.
+    ///
+    /// The fence: the run's row is locked (`FOR SHARE`, so a take-over's `UPDATE` waits for this transaction
+    /// or this one reads the take-over's row), and must say `lease_owner` = this handle's owner and
+    /// `fencing_token` = the token this handle took, for a run it holds a lease on; for another run, the
+    /// row must have no live lease of another owner (a run without a row yet passes).
     async fn write(
         &self,
         journal: &BTreeMap<(String, u64), Vec<u8>>,
         runs: &BTreeMap<String, PendingRun>,
-    ) -> Result<Vec<(String, u64)>, StoreError> {
+    ) -> Result<WriteOutcome, StoreError> {
         let mut run_ids = Vec::with_capacity(journal.len());
         let mut seqs = Vec::with_capacity(journal.len());
         let mut steps = Vec::with_capacity(journal.len());
@@ -536,7 +641,15 @@ impl PgStore {
             seqs.push(seq_i64("flush", run_id, *seq)?);
             steps.push(JsonText(json_of(value)));
         }
+        let fenced: BTreeSet<&str> = run_ids.iter().copied().chain(runs.keys().map(String::as_str)).collect();
+        let fenced: Vec<&str> = fenced.into_iter().collect();
         let ids: Vec<&str> = runs.keys().map(String::as_str).collect();
+        // The token held (-1: no lease).
+        let (fence_tokens, run_tokens): (Vec<i64>, Vec<i64>) = {
+            let leases = locked(&self.inner.leases);
+            let held = |run_id: &&str| leases.get(*run_id).map_or(-1, |t| i64::try_from(*t).unwrap_or(i64::MAX));
+            (fenced.iter().map(held).collect(), ids.iter().map(held).collect())
+        };
         let records: Vec<JsonText<'_>> = runs.values().map(|r| JsonText(json_of(&r.value))).collect();
         let statuses: Vec<&str> = runs.values().map(|r| r.status.as_str()).collect();
         let updated: Vec<i64> = runs.values().map(|r| r.updated_at_ms).collect();
@@ -544,25 +657,117 @@ impl PgStore {
         let fail = |e: tokio_postgres::Error| self.backend("flush", pg_message(&e));
         let statement = client
             .prepare_cached(
-                "WITH journal AS (
+                "WITH fence AS (
+                     SELECT r.run_id, r.lease_owner, r.lease_expires_at, r.fencing_token, f.held
+                     FROM agentic_runs r JOIN unnest($8::text[], $9::bigint[]) AS f(run_id, held)
+                          ON r.run_id = f.run_id
+                     FOR SHARE OF r
+                 ), lost AS (
+                     SELECT run_id, lease_owner, fencing_token, held FROM fence
+                     WHERE NOT CASE WHEN held >= 0
+                         THEN lease_owner IS NOT DISTINCT FROM $10 AND fencing_token = held
+                         ELSE lease_owner IS NULL OR lease_owner = $10 OR lease_expires_at <= now() END
+                 ), journal AS (
                      INSERT INTO agentic_journal (run_id, seq, step)
                      SELECT * FROM unnest($1::text[], $2::bigint[], $3::json[])
+                     WHERE NOT EXISTS (SELECT 1 FROM lost)
                      ON CONFLICT (run_id, seq) DO NOTHING
                      RETURNING run_id, seq
                  ), runs AS (
-                     INSERT INTO agentic_runs (run_id, record, status, updated_at_ms)
-                     SELECT * FROM unnest($4::text[], $5::json[], $6::text[], $7::bigint[])
+                     INSERT INTO agentic_runs
+                         (run_id, record, status, updated_at_ms, lease_owner, lease_expires_at, fencing_token)
+                     SELECT u.run_id, u.record, u.status, u.updated,
+                            CASE WHEN u.held >= 0 THEN $10 END,
+                            CASE WHEN u.held >= 0 THEN now() + $11::bigint * interval '1 millisecond' END,
+                            greatest(u.held, 0)
+                     FROM unnest($4::text[], $5::json[], $6::text[], $7::bigint[], $12::bigint[])
+                          AS u(run_id, record, status, updated, held)
+                     WHERE NOT EXISTS (SELECT 1 FROM lost)
                      ON CONFLICT (run_id) DO UPDATE
                      SET record = excluded.record, status = excluded.status, updated_at_ms = excluded.updated_at_ms
                  )
-                 SELECT run_id, seq FROM journal",
+                 SELECT 0, run_id, seq, NULL::text, NULL::bigint FROM journal
+                 UNION ALL SELECT 1, run_id, fencing_token, lease_owner, held FROM lost",
             )
             .await
             .map_err(fail)?;
-        let params: [&(dyn ToSql + Sync); 7] = [&run_ids, &seqs, &steps, &ids, &records, &statuses, &updated];
+        let owner = self.inner.owner.as_str();
+        let ttl = millis(self.inner.lease_time);
+        let params: [&(dyn ToSql + Sync); 12] = [
+            &run_ids,
+            &seqs,
+            &steps,
+            &ids,
+            &records,
+            &statuses,
+            &updated,
+            &fenced,
+            &fence_tokens,
+            &owner,
+            &ttl,
+            &run_tokens,
+        ];
         let rows = client.query(&statement, &params).await.map_err(fail)?;
-        Ok(rows.iter().map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1) as u64)).collect())
+        let mut written = Vec::new();
+        let mut lost = Vec::new();
+        for row in &rows {
+            let run_id: String = row.get(1);
+            if row.get::<_, i32>(0) == 0 {
+                written.push((run_id, row.get::<_, i64>(2) as u64));
+            } else {
+                let holder: Option<String> = row.get(3);
+                let held: i64 = row.get(4);
+                let error = StoreError::LeaseLost {
+                    run_id: run_id.clone(),
+                    holder: holder.unwrap_or_default(),
+                    token: row.get::<_, i64>(2) as u64,
+                    held: held.max(0) as u64,
+                };
+                lost.push((run_id, error));
+            }
+        }
+        if lost.is_empty() { Ok(WriteOutcome::Written(written)) } else { Ok(WriteOutcome::Lost(lost)) }
     }
+
+    /// The runs whose lease this handle held and lost, among `run_ids`, with the lease-lost errors.
+    async fn read_lost(
+        &self,
+        client: &tokio_postgres::Client,
+        run_ids: &[String],
+        tokens: &HashMap<String, u64>,
+    ) -> Result<Vec<(String, StoreError)>, StoreError> {
+        let rows = client
+            .query("SELECT run_id, lease_owner, fencing_token FROM agentic_runs WHERE run_id = ANY($1)", &[&run_ids])
+            .await
+            .map_err(|e| self.backend("renew leases", pg_message(&e)))?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| {
+                let run_id: String = row.get(0);
+                let holder: Option<String> = row.get(1);
+                let token = row.get::<_, i64>(2) as u64;
+                let held = *tokens.get(&run_id)?;
+                let same = holder.as_deref() == Some(self.inner.owner.as_str()) && token == held;
+                (!same).then(|| {
+                    let error = StoreError::LeaseLost {
+                        run_id: run_id.clone(),
+                        holder: holder.unwrap_or_default(),
+                        token,
+                        held,
+                    };
+                    (run_id, error)
+                })
+            })
+            .collect())
+    }
+}
+
+/// What the fenced write statement did.
+enum WriteOutcome {
+    /// Everything written: the keys of the journal rows inserted.
+    Written(Vec<(String, u64)>),
+    /// Nothing written: these runs' leases are lost.
+    Lost(Vec<(String, StoreError)>),
 }
 
 /// Decodes a `(seq, step::text)` row of `run_id`'s journal.
@@ -575,6 +780,7 @@ fn decode_step_row(run_id: &str, row: &Row) -> Result<StepRecord, StoreError> {
 impl CheckpointStore for PgStore {
     async fn append(&self, record: StepRecord) -> Result<(), StoreError> {
         check_run_id("append", &record.run_id)?;
+        self.lost(&record.run_id)?;
         seq_i64("append", &record.run_id, record.seq)?;
         let value = format::encode_step(&record)?;
         let mut pending = self.pending();
@@ -591,11 +797,16 @@ impl CheckpointStore for PgStore {
     }
 
     async fn flush(&self) -> Result<(), StoreError> {
-        self.flush_buffer().await
+        let lost = self.flush_buffer().await?;
+        match lost.first() {
+            Some(run_id) => self.lost(run_id),
+            None => Ok(()),
+        }
     }
 
     async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
         check_run_id("put_run", &run.run_id)?;
+        self.lost(&run.run_id)?;
         let value = format::encode_run(&run)?;
         let updated_at_ms = i64::try_from(run.updated_at_ms).unwrap_or(i64::MAX);
         let mut pending = self.pending();
@@ -640,6 +851,170 @@ impl CheckpointStore for PgStore {
         self.write_pending().await?;
         let client = self.client("records").await?;
         self.journal_from(&client, run_id, 0).await
+    }
+
+    async fn flush_run(&self, run_id: &str) -> Result<(), StoreError> {
+        self.flush_buffer().await?;
+        self.lost(run_id)
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    async fn acquire_lease(&self, run_id: &str) -> Result<Option<Lease>, StoreError> {
+        check_run_id("acquire a lease", run_id)?;
+        self.write_pending().await?;
+        let client = self.client("acquire a lease").await?;
+        let owner = self.inner.owner.as_str();
+        let fail =
+            |e: tokio_postgres::Error| self.backend(&format!("acquire the lease of run `{run_id}`"), pg_message(&e));
+        // Free (never leased, released or expired) or already ours: take it, with a new fencing token.
+        let row = client
+            .query_opt(
+                "UPDATE agentic_runs
+                 SET lease_owner = $2, lease_expires_at = now() + $3::bigint * interval '1 millisecond',
+                     fencing_token = fencing_token + 1
+                 WHERE run_id = $1
+                   AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at IS NULL
+                        OR lease_expires_at <= now())
+                 RETURNING fencing_token",
+                &[&run_id, &owner, &millis(self.inner.lease_time)],
+            )
+            .await
+            .map_err(fail)?;
+        let token = match row {
+            Some(row) => row.get::<_, i64>(0) as u64,
+            None => {
+                let exists = client
+                    .query_opt("SELECT 1 FROM agentic_runs WHERE run_id = $1", &[&run_id])
+                    .await
+                    .map_err(fail)?
+                    .is_some();
+                if exists {
+                    return Ok(None);
+                }
+                // Not stored yet: claimed; its first record is written with this lease (token 1).
+                1
+            }
+        };
+        locked(&self.inner.leases).insert(run_id.to_string(), token);
+        locked(&self.inner.lost).remove(run_id);
+        Ok(Some(Lease { run_id: run_id.to_string(), owner: owner.to_string(), token }))
+    }
+
+    async fn renew_leases(&self) -> Result<Vec<String>, StoreError> {
+        let held: HashMap<String, u64> = {
+            let lost = locked(&self.inner.lost);
+            locked(&self.inner.leases)
+                .iter()
+                .filter(|(r, _)| !lost.contains_key(*r))
+                .map(|(r, t)| (r.clone(), *t))
+                .collect()
+        };
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = held.keys().cloned().collect();
+        let tokens: Vec<i64> = ids.iter().map(|r| held.get(r).map_or(0, |t| *t as i64)).collect();
+        let client = self.client("renew leases").await?;
+        let rows = client
+            .query(
+                "UPDATE agentic_runs r SET lease_expires_at = now() + $4::bigint * interval '1 millisecond'
+                 FROM unnest($1::text[], $2::bigint[]) AS f(run_id, held)
+                 WHERE r.run_id = f.run_id AND r.lease_owner = $3 AND r.fencing_token = f.held
+                 RETURNING r.run_id",
+                &[&ids, &tokens, &self.inner.owner, &millis(self.inner.lease_time)],
+            )
+            .await
+            .map_err(|e| self.backend("renew leases", pg_message(&e)))?;
+        if rows.len() == ids.len() {
+            return Ok(Vec::new());
+        }
+        let renewed: BTreeSet<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+        let missing: Vec<String> = ids.into_iter().filter(|r| !renewed.contains(r)).collect();
+        // A claimed run without a row yet is not lost; a row with another owner or token is.
+        let lost = self.read_lost(&client, &missing, &held).await?;
+        let mut map = locked(&self.inner.lost);
+        let mut names = Vec::with_capacity(lost.len());
+        for (run_id, error) in lost {
+            tracing::warn!("store {}: {error}", self.inner.shown);
+            map.insert(run_id.clone(), error);
+            names.push(run_id);
+        }
+        Ok(names)
+    }
+
+    async fn release_lease(&self, run_id: &str) -> Result<(), StoreError> {
+        match self.flush_buffer().await {
+            Ok(_) | Err(StoreError::LeaseLost { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let token = locked(&self.inner.leases).remove(run_id);
+        let lost = locked(&self.inner.lost).remove(run_id).is_some();
+        let Some(token) = token.filter(|_| !lost) else { return Ok(()) };
+        let client = self.client("release a lease").await?;
+        // Expired now (the owner and token stay, for the record): any process may take it.
+        client
+            .execute(
+                "UPDATE agentic_runs SET lease_expires_at = now()
+                 WHERE run_id = $1 AND lease_owner = $2 AND fencing_token = $3",
+                &[&run_id, &self.inner.owner, &(token as i64)],
+            )
+            .await
+            .map_err(|e| self.backend(&format!("release the lease of run `{run_id}`"), pg_message(&e)))?;
+        Ok(())
+    }
+
+    async fn takeover_candidates(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.write_pending().await?;
+        let client = self.client("find runs to take over").await?;
+        // A `running` run without any lease was started without one (`agentic run`): it may be executing.
+        let rows = client
+            .query(
+                "SELECT run_id, record::text FROM agentic_runs
+                 WHERE (status = 'running' AND lease_expires_at <= now())
+                    OR (status = 'suspended' AND (lease_expires_at IS NULL OR lease_expires_at <= now()))",
+                &[],
+            )
+            .await
+            .map_err(|e| self.backend("find runs to take over", pg_message(&e)))?;
+        rows.iter().map(|row| format::decode_run_json(row.get(0), row.get::<_, String>(1).as_bytes())).collect()
+    }
+
+    async fn update_run(
+        &self,
+        run_id: &str,
+        change: RunUpdate,
+    ) -> Result<Option<Result<RunRecord, String>>, StoreError> {
+        if check_run_id("update_run", run_id).is_err() {
+            return Ok(None);
+        }
+        self.write_pending().await?;
+        let mut client = self.client("update a run").await?;
+        let fail = |e: tokio_postgres::Error| self.backend(&format!("update run `{run_id}`"), pg_message(&e));
+        let tx = client.transaction().await.map_err(fail)?;
+        let Some(row) = tx
+            .query_opt("SELECT record::text FROM agentic_runs WHERE run_id = $1 FOR UPDATE", &[&run_id])
+            .await
+            .map_err(fail)?
+        else {
+            return Ok(None);
+        };
+        let mut record = format::decode_run_json(run_id, row.get::<_, String>(0).as_bytes())?;
+        if let Err(message) = change(&mut record) {
+            return Ok(Some(Err(message)));
+        }
+        let value = format::encode_run(&record)?;
+        let updated = i64::try_from(record.updated_at_ms).unwrap_or(i64::MAX);
+        tx.execute(
+            "UPDATE agentic_runs SET record = $2, status = $3, updated_at_ms = $4 WHERE run_id = $1",
+            &[&run_id, &JsonText(json_of(&value)), &record.status.to_string(), &updated],
+        )
+        .await
+        .map_err(fail)?;
+        tx.commit().await.map_err(fail)?;
+        Ok(Some(Ok(record)))
     }
 
     async fn load(&self, run_id: &str) -> Result<RunImage, StoreError> {

@@ -218,8 +218,9 @@ impl RunContext {
         let failed = |e: crate::StoreError| AgentError::internal(format!("journal write failed: {e}"));
         match self.durability {
             Durability::Sync => {
+                let run_id = record.run_id.clone();
                 store.append_dyn(record).await.map_err(failed)?;
-                store.flush_dyn().await.map_err(failed)
+                store.flush_run_dyn(&run_id).await.map_err(failed)
             }
             Durability::Async => match &self.async_writer {
                 Some(tx) => tx

@@ -401,17 +401,26 @@ pub async fn respond(
     value: Value,
 ) -> Result<String, AgentError> {
     let err = |message: String| AgentError::Run { run_id: run_id.to_string(), message };
-    let mut rec = store
-        .run_dyn(run_id)
-        .await
-        .map_err(|e| err(e.to_string()))?
-        .ok_or_else(|| err("no such run in the store".to_string()))?;
-    let id = answerable(&rec, response_id)?;
-    rec.answers.insert(id.clone(), value);
-    rec.updated_at_ms = now_us() / 1000;
-    store.put_run_dyn(rec).await.map_err(|e| err(e.to_string()))?;
-    store.flush_dyn().await.map_err(|e| err(e.to_string()))?;
-    Ok(id)
+    let response_id = response_id.map(str::to_string);
+    let chosen = Arc::new(std::sync::Mutex::new(String::new()));
+    let answered = chosen.clone();
+    // One atomic change of the record (a database store locks its row): answers posted at once to two
+    // servers for two responses of one run both stay.
+    let change: crate::RunUpdate = Box::new(move |rec| {
+        let id = answerable(rec, response_id.as_deref()).map_err(|e| match e {
+            AgentError::Run { message, .. } => message,
+            other => other.to_string(),
+        })?;
+        rec.answers.insert(id.clone(), value);
+        rec.updated_at_ms = now_us() / 1000;
+        *answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = id;
+        Ok(())
+    });
+    match store.update_run_dyn(run_id, change).await.map_err(|e| err(e.to_string()))? {
+        None => Err(err("no such run in the store".to_string())),
+        Some(Err(message)) => Err(err(message)),
+        Some(Ok(_)) => Ok(std::mem::take(&mut *chosen.lock().unwrap_or_else(std::sync::PoisonError::into_inner))),
+    }
 }
 
 /// Which pending response of a stored run an answer goes to: `response_id` when the run waits for it, else

@@ -164,7 +164,7 @@ impl RunSession {
         let (writer_tx, writer) = match (&store, req.durability) {
             (Some(s), Durability::Async) => {
                 let (tx, rx) = futures::channel::mpsc::unbounded::<WriterMsg>();
-                (Some(tx), Some(tokio::spawn(async_writer(s.clone(), rx))))
+                (Some(tx), Some(tokio::spawn(async_writer(s.clone(), run_id.clone(), rx))))
             }
             _ => (None, None),
         };
@@ -203,7 +203,7 @@ impl RunSession {
         // (what a server's `201` promises); the durability mode governs the steps after it.
         if let (Some(store), Some(rec)) = (&store, record.as_ref()) {
             store.put_run_dyn(rec.clone()).await.map_err(store_err)?;
-            store.flush_dyn().await.map_err(store_err)?;
+            store.flush_run_dyn(&rec.run_id).await.map_err(store_err)?;
         }
 
         let finished = if resuming { image.root_done.take() } else { None };
@@ -316,7 +316,7 @@ impl RunSession {
             }
         }
         if let (true, Some(store), None) = (unflushed, &store, &record)
-            && let Err(e) = store.flush_dyn().await
+            && let Err(e) = store.flush_run_dyn(&run_id).await
         {
             flush_err.get_or_insert(AgentError::internal(format!("journal write failed: {e}")));
         }
@@ -356,8 +356,9 @@ impl RunSession {
             rec.answers = unused_answers;
             rec.updated_at_ms = now_us() / 1000;
             let saved = async {
+                let run_id = rec.run_id.clone();
                 store.put_run_dyn(rec).await?;
-                store.flush_dyn().await
+                store.flush_run_dyn(&run_id).await
             };
             if let Err(e) = saved.await {
                 flush_err.get_or_insert(AgentError::internal(format!("journal: {e}")));
@@ -397,6 +398,7 @@ impl RunSession {
 /// record needs anyway: returns whether it did so.
 async fn async_writer(
     store: StoreRef,
+    run_id: Arc<str>,
     mut rx: futures::channel::mpsc::UnboundedReceiver<WriterMsg>,
 ) -> Result<bool, crate::error::StoreError> {
     use futures::StreamExt;
@@ -417,7 +419,7 @@ async fn async_writer(
         for b in barriers.drain(..) {
             let _ = b.send(());
         }
-        store.flush_dyn().await?;
+        store.flush_run_dyn(&run_id).await?;
     }
     Ok(false)
 }
