@@ -147,6 +147,15 @@ impl EventHub {
         std::mem::take(&mut *self.unflushed.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
+    /// Whether `run_id` was written and not flushed so far; forgets it (a flush of that run about to begin
+    /// covers it).
+    fn take_unflushed_run(&self, run_id: &str) -> bool {
+        let mut unflushed = self.unflushed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = unflushed.len();
+        unflushed.retain(|r| r != run_id);
+        unflushed.len() != before
+    }
+
     /// `run_id` started (`Ok`) or could not (`Err`); nothing when no one waits.
     pub(crate) fn started(&self, run_id: &str, result: Result<(), String>) {
         let waiting = self.starting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(run_id);
@@ -253,8 +262,14 @@ impl CheckpointStore for JournalTap {
         self.inner.load_dyn(run_id).await
     }
 
+    /// As [`JournalTap::flush`], for one run (the engine's flushes of a run's steps).
     async fn flush_run(&self, run_id: &str) -> Result<(), StoreError> {
-        self.inner.flush_run_dyn(run_id).await
+        let written = self.hub.take_unflushed_run(run_id);
+        self.inner.flush_run_dyn(run_id).await?;
+        if written {
+            self.hub.started(run_id, Ok(()));
+        }
+        Ok(())
     }
 
     fn shared(&self) -> bool {
