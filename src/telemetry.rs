@@ -147,7 +147,7 @@ where
 pub fn init_from_env() -> Result<Option<OtlpGuard>, TelemetryError> {
     let filter = || {
         tracing_subscriber::EnvFilter::try_from_env("AGENTIC_LOG")
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=off"))
     };
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)

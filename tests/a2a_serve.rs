@@ -36,7 +36,17 @@ agents:
   decide: { kind: compute, template: "{{ offer }}: {{ answer }}", output_key: decision }
 "#;
 
-/// `agentic serve` on a fresh store with the specs `hello` and `approval`; killed on drop.
+const SUM: &str = r#"
+version: 1
+root: s
+params:
+  a: integer
+  b: { type: integer, default: 2 }
+agents:
+  s: { kind: compute, description: Adds a and b, value: "a + b" }
+"#;
+
+/// `agentic serve` on a fresh store with the specs `hello`, `approval` and `sum`; killed on drop.
 struct Served {
     _child: KillOnDrop,
     base: String,
@@ -50,6 +60,7 @@ impl Served {
         std::fs::create_dir(&specs).unwrap();
         std::fs::write(specs.join("hello.yaml"), HELLO).unwrap();
         std::fs::write(specs.join("approval.yaml"), APPROVAL).unwrap();
+        std::fs::write(specs.join("sum.yaml"), SUM).unwrap();
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_agentic"))
             .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--store"])
@@ -103,7 +114,13 @@ fn the_cards_list_the_specs_as_skills_and_their_endpoints() {
     let card = client(&python, &served.base, &["card"]);
     assert_eq!(card["name"], "agentic");
     let skills: Vec<&str> = card["skills"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
-    assert_eq!(skills, ["approval", "hello"]);
+    assert_eq!(skills, ["approval", "hello", "sum"]);
+    assert_eq!(
+        card["skills"][0]["description"],
+        "Ships an item once a manager approves. Send `item` as the message's text (or a data part {\"item\": ..}). \
+         It may stop to ask a person: the task is then `input-required`, and the next message with its task id is \
+         the answer."
+    );
     assert_eq!(card["capabilities"]["streaming"], true);
     let interfaces = &card["supportedInterfaces"];
     assert_eq!(interfaces[0]["url"], format!("{}/a2a", served.base));
@@ -208,7 +225,7 @@ async fn the_0_3_method_names_and_the_protocol_errors() {
         (
             -32602,
             "name the workflow: `tenant` (1.0), `metadata.spec`, or post to /a2a/<workflow>; the workflows are: \
-             approval, hello"
+             approval, hello, sum"
                 .to_string()
         )
     );
@@ -220,4 +237,18 @@ async fn the_0_3_method_names_and_the_protocol_errors() {
         "messageId": "m3", "role": "ROLE_USER", "parts": [{"data": {"item": 3, "extra": 1}}, {"text": "x"}]}}});
     let started = served.rpc("/a2a", two.to_string()).await;
     assert_eq!(started["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{started}");
+
+    // Typed params: a data part may leave out an input with a default; the text stands for the one required
+    // input left (read as JSON for a typed one); a required input left out is named.
+    let sum = |parts: Value| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+            "messageId": "m4", "role": "ROLE_USER", "parts": parts}}})
+        .to_string()
+    };
+    let output = |v: &Value| v["result"]["task"]["artifacts"][0]["parts"][0]["data"].clone();
+    assert_eq!(output(&served.rpc("/a2a/sum", sum(json!([{"data": {"a": 40}}]))).await), json!(42));
+    assert_eq!(output(&served.rpc("/a2a/sum", sum(json!([{"text": "5"}, {"data": {"b": 5}}]))).await), json!(10));
+    let missing = served.rpc("/a2a/sum", sum(json!([{"data": {"b": 1}}]))).await;
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    assert!(missing["error"]["message"].as_str().unwrap().contains("`a`"), "{missing}");
 }

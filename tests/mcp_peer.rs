@@ -420,3 +420,29 @@ fn mcp_server_names_filters_and_renames_are_checked_where_they_are_written() {
         ["spec.yaml:3:27: field `mcp_servers.calc.url`: expected an http:// or https:// URL, found `ftp://x`"]
     );
 }
+
+#[tokio::test]
+async fn a_filter_or_rename_naming_a_tool_the_server_lacks_fails_the_agent_listing_the_tools() {
+    let Some(python) = peers_python() else { return };
+    let model = model_server(vec![json!({"role": "assistant", "content": "ok"})]).await;
+    for (provider, named, field) in [
+        (McpToolProvider::builder().filter_tool_names(["ad"]), "ad", "filter"),
+        (McpToolProvider::builder().rename("sum", "plus"), "sum", "rename"),
+    ] {
+        let agent = LlmAgent::builder(openai(&model))
+            .name("clerk")
+            .user("Hi.")
+            .tool_provider(provider.client(stdio_client(&python, &[])).build())
+            .build()
+            .unwrap();
+        let err = agent.invoke().await.unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "agent `clerk` (root) failed: MCP server `tools` offers no tool `{named}` (named in `{field}`); the \
+                 tools offered are: generate_story, add, fail, die"
+            )
+        );
+    }
+    assert!(bodies(&model).await.is_empty(), "the model is not asked");
+}

@@ -198,7 +198,11 @@ impl McpClient {
     }
 
     fn connect_error(&self, message: impl std::fmt::Display) -> McpError {
-        McpError::Connect { server: self.name.clone(), at: self.server.to_string(), message: message.to_string() }
+        McpError::Connect {
+            server: self.name.clone(),
+            at: self.server.to_string(),
+            message: tidy(&message.to_string()),
+        }
     }
 
     fn request_error(&self, what: &str, message: impl std::fmt::Display) -> McpError {
@@ -206,7 +210,7 @@ impl McpClient {
             server: self.name.clone(),
             at: self.server.to_string(),
             what: what.to_string(),
-            message: message.to_string(),
+            message: tidy(&message.to_string()),
         }
     }
 
@@ -328,6 +332,23 @@ impl McpClient {
             _ => Ok(Value::String(text())),
         }
     }
+}
+
+/// An SDK error's text without the Rust type names it quotes (`Transport [rmcp::transport::..<..>] error:`).
+fn tidy(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(start) = rest.find('[') {
+        let Some(len) = rest[start..].find(']') else { break };
+        let inside = &rest[start + 1..start + len];
+        out.push_str(&rest[..start]);
+        if !inside.contains("::") {
+            out.push_str(&rest[start..=start + len]);
+        }
+        rest = &rest[start + len + 1..];
+    }
+    out.push_str(rest);
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// `{"result": v}` → `v` when the output schema has the single property `result` (how the SDKs wrap a tool
@@ -503,6 +524,9 @@ pub struct McpToolProvider {
     clients: Vec<Arc<McpClient>>,
     filter: Option<ToolFilter>,
     mapper: Option<ToolNameMapper>,
+    /// Tool names the filter or the renames name: each must be offered by a server.
+    named: Vec<(String, &'static str)>,
+    renames: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for McpToolProvider {
@@ -518,6 +542,8 @@ pub struct McpToolProviderBuilder {
     clients: Vec<Arc<McpClient>>,
     filters: Vec<ToolFilter>,
     mapper: Option<ToolNameMapper>,
+    named: Vec<(String, &'static str)>,
+    renames: Vec<(String, String)>,
 }
 
 impl McpToolProvider {
@@ -540,10 +566,21 @@ impl McpToolProviderBuilder {
         self
     }
 
-    /// Offers only the tools with these names (as the servers name them).
-    pub fn filter_tool_names<S: Into<String>>(self, names: impl IntoIterator<Item = S>) -> Self {
+    /// Offers only the tools with these names (as the servers name them). A name no server offers fails the
+    /// agent's invocation, listing the tools offered (a misspelt name is not silently ignored).
+    pub fn filter_tool_names<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
         let names: Vec<String> = names.into_iter().map(Into::into).collect();
+        self.named.extend(names.iter().map(|n| (n.clone(), "filter")));
         self.filter(move |_, tool| names.contains(&tool.name))
+    }
+
+    /// Shows the servers' tool `from` to the model as `to` (applied before [`Self::tool_name_mapper`], which
+    /// then sees the other tools only). A `from` no server offers fails the agent's invocation.
+    pub fn rename(mut self, from: impl Into<String>, to: impl Into<String>) -> Self {
+        let from = from.into();
+        self.named.push((from.clone(), "rename"));
+        self.renames.push((from, to.into()));
+        self
     }
 
     /// Names each tool for the model as `name(server, tool)` returns (to tell apart tools of the same name
@@ -560,7 +597,7 @@ impl McpToolProviderBuilder {
             0 => None,
             _ => Some(Arc::new(move |c: &McpClient, t: &McpTool| filters.iter().all(|f| f(c, t)))),
         };
-        McpToolProvider { clients: self.clients, filter, mapper: self.mapper }
+        McpToolProvider { clients: self.clients, filter, mapper: self.mapper, named: self.named, renames: self.renames }
     }
 }
 
@@ -596,15 +633,31 @@ impl crate::ToolProvider for McpToolProvider {
         Box::pin(async move {
             let mut out: Vec<crate::Tool> = Vec::new();
             let mut servers: Vec<&str> = Vec::new();
+            let mut listed_all = Vec::with_capacity(self.clients.len());
             for client in &self.clients {
-                let listed = client.tools().await.map_err(|e| e.to_string())?;
+                listed_all.push(client.tools().await.map_err(|e| e.to_string())?);
+            }
+            for (name, what) in &self.named {
+                if !listed_all.iter().any(|l| l.iter().any(|t| &t.name == name)) {
+                    let offered: Vec<&str> =
+                        listed_all.iter().flat_map(|l| l.iter().map(|t| t.name.as_str())).collect();
+                    return Err(format!(
+                        "{} offers no tool `{name}` (named in `{what}`); the tools offered are: {}",
+                        self.source(),
+                        offered.join(", ")
+                    ));
+                }
+            }
+            for (client, listed) in self.clients.iter().zip(&listed_all) {
                 for tool in listed.iter() {
                     if self.filter.as_ref().is_some_and(|keep| !keep(client, tool)) {
                         continue;
                     }
-                    let name = match &self.mapper {
-                        Some(m) => m(client, tool),
-                        None => tool.name.clone(),
+                    let renamed = self.renames.iter().find(|(from, _)| from == &tool.name).map(|(_, to)| to.clone());
+                    let name = match (renamed, &self.mapper) {
+                        (Some(to), _) => to,
+                        (None, Some(m)) => m(client, tool),
+                        (None, None) => tool.name.clone(),
                     };
                     if let Some(i) = out.iter().position(|t| t.name() == name) {
                         return Err(format!(

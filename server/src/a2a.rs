@@ -124,7 +124,16 @@ fn skill(name: &str, tool: &SpecTool) -> AgentSkill {
     AgentSkill {
         id: name.to_string(),
         name: name.to_string(),
-        description: format!("{} {how}", tool.description()),
+        description: format!(
+            "{} {how}{}",
+            tool.summary(),
+            if tool.asks_people() {
+                " It may stop to ask a person: the task is then `input-required`, and the next message with its \
+             task id is the answer."
+            } else {
+                ""
+            }
+        ),
         tags: vec!["workflow".into()],
         ..AgentSkill::default()
     }
@@ -163,7 +172,8 @@ async fn spec_card(State(app): State<AppState>, Path(name): Path<String>, header
     match load(&app, &name) {
         Ok(tool) => {
             let url = format!("{base}/a2a/{name}");
-            axum::Json(card(name.clone(), tool.description(), &url, vec![skill(&name, &tool)])).into_response()
+            let description = tool.summary().to_string();
+            axum::Json(card(name.clone(), description, &url, vec![skill(&name, &tool)])).into_response()
         }
         Err(e) => ApiError::not_found(e.message).into_response(),
     }
@@ -535,8 +545,9 @@ fn internal(e: ApiError) -> JsonRpcError {
     rpc_error(error_code::INTERNAL_ERROR, e.message)
 }
 
-/// The inputs of a new run from its first message: its data parts (objects, merged), and its text as the
-/// value of the one input the data leaves unset.
+/// The inputs of a new run from its first message: its data parts (objects, merged), and its text (its text
+/// parts) as the value of the one required input the data leaves unset — or, when the data sets every
+/// required input, of the one optional input it leaves unset; inputs with defaults take them.
 fn inputs_of(tool: &SpecTool, message: &Message) -> Result<Map<String, Value>, JsonRpcError> {
     let mut inputs = Map::new();
     for part in &message.parts {
@@ -551,9 +562,17 @@ fn inputs_of(tool: &SpecTool, message: &Message) -> Result<Map<String, Value>, J
             None => {}
         }
     }
-    let text = message.text();
+    let text: String = message.parts.iter().filter_map(|p| p.text.as_deref()).collect();
     if !text.trim().is_empty() {
-        let open: Vec<String> = tool.input_names().into_iter().filter(|n| !inputs.contains_key(n)).collect();
+        let unset =
+            |names: Vec<String>| -> Vec<String> { names.into_iter().filter(|n| !inputs.contains_key(n)).collect() };
+        let mut open = unset(tool.required_inputs());
+        if open.is_empty() {
+            open = unset(tool.input_names());
+            if open.len() > 1 {
+                open.clear();
+            }
+        }
         match open.as_slice() {
             [one] => {
                 let value = match tool.input_type(one) {
@@ -567,7 +586,7 @@ fn inputs_of(tool: &SpecTool, message: &Message) -> Result<Map<String, Value>, J
                 return Err(rpc_error(
                     error_code::INVALID_PARAMS,
                     format!(
-                        "params.message: the workflow takes the inputs {}: send them as a data part (an object), \
+                        "params.message: the workflow needs the inputs {}: send them as a data part (an object), \
                          the text can only stand for one",
                         many.join(", ")
                     ),

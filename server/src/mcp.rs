@@ -184,6 +184,10 @@ impl ServerHandler for SpecTools {
 /// One spec as a tool (and, for A2A, as a skill).
 pub(crate) struct SpecTool {
     tool: Tool,
+    /// The root agent's description (default "Runs the workflow `name`."), ending with a full stop.
+    summary: String,
+    /// Whether a run may stop for a person (the spec has a `human` agent).
+    asks_people: bool,
     /// Without `params`: the inputs its agents read; the required ones are checked before a run starts
     /// (with `params`, the host checks the inputs against them).
     inferred: Vec<Inferred>,
@@ -191,9 +195,24 @@ pub(crate) struct SpecTool {
 
 impl SpecTool {
     /// The tool of spec file `path`, named `name`. Errors: the spec's errors, as text.
-    /// The spec's description (its root's, else "Runs the workflow `name`.").
-    pub(crate) fn description(&self) -> String {
-        self.tool.description.as_deref().unwrap_or_default().to_string()
+    /// The spec's description (its root's, else "Runs the workflow `name`."), ending with a full stop.
+    pub(crate) fn summary(&self) -> &str {
+        &self.summary
+    }
+
+    /// Whether a run may stop for a person's answer.
+    pub(crate) fn asks_people(&self) -> bool {
+        self.asks_people
+    }
+
+    /// The inputs a run needs: those its schema requires.
+    pub(crate) fn required_inputs(&self) -> Vec<String> {
+        self.tool
+            .input_schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default()
     }
 
     /// The names of the inputs its schema lists: the required ones first, in schema order.
@@ -220,14 +239,16 @@ impl SpecTool {
     pub(crate) fn load(name: &str, path: &Path) -> Result<SpecTool, String> {
         let spec = Spec::from_path(path).map_err(|e| format!("the spec is invalid: {e}"))?;
         let root = spec.agent(spec.root());
-        let mut description = root
+        let mut summary = root
             .map(|a| a.description.trim())
             .filter(|d| !d.is_empty())
             .map_or_else(|| format!("Runs the workflow `{}`.", spec.name()), str::to_string);
-        if spec.agents().iter().any(|a| matches!(a.kind, AgentKind::Human { .. })) {
-            if !description.ends_with('.') {
-                description.push('.');
-            }
+        if !summary.ends_with(['.', '!', '?']) {
+            summary.push('.');
+        }
+        let asks_people = spec.agents().iter().any(|a| matches!(a.kind, AgentKind::Human { .. }));
+        let mut description = summary.clone();
+        if asks_people {
             description.push_str(
                 " It may stop to wait for a person's answer: the result then has status `suspended`, the run id \
                  and how to answer.",
@@ -245,7 +266,7 @@ impl SpecTool {
         if spec.name() != name {
             tool = tool.with_title(spec.name());
         }
-        Ok(SpecTool { tool, inferred })
+        Ok(SpecTool { tool, summary, asks_people, inferred })
     }
 
     /// Checks `inputs` against the inferred required inputs (a spec without `params`). Errors: one line per
@@ -512,11 +533,13 @@ fn suspended(record: &RunRecord) -> CallToolResult {
     for p in &pending {
         text.push_str(&format!("- response `{}` (agent `{}`): {}\n", p.id, p.agent, p.prompt));
     }
-    let example = pending.first().map_or("{response_id}", |p| p.id.as_str());
+    // Ids are path segments, percent-encoded (a response id is an agent path: `root/0` → `root%2F0`).
+    let example = pending.first().map_or("{response_id}".to_string(), |p| crate::ui::path_segment(&p.id));
+    let run = crate::ui::path_segment(run_id);
     text.push_str(&format!(
         "A person answers in this server's web inbox (/inbox), or with POST \
-         /api/v1/runs/{run_id}/responses/{example} and the body {{\"value\": <the answer>}}. The run then continues \
-         by itself; GET /api/v1/runs/{run_id} shows its status and output."
+         /api/v1/runs/{run}/responses/{example} and the body {{\"value\": <the answer>}}. The run then continues \
+         by itself; GET /api/v1/runs/{run} shows its status and output."
     ));
     let pending_json: Vec<Value> =
         pending.iter().map(|p| json!({"id": p.id, "prompt": p.prompt, "agent": p.agent})).collect();

@@ -152,7 +152,7 @@ fn display(value: &Value) -> String {
 }
 
 /// Percent-encodes `s` as one URL path segment (or query value): everything but the unreserved characters.
-fn path_segment(s: &str) -> String {
+pub(crate) fn path_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

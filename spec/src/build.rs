@@ -421,12 +421,8 @@ impl Builder<'_> {
             if let Some(filter) = &t.filter {
                 p = p.filter_tool_names(filter.iter().map(|n| n.value.clone()));
             }
-            if !t.rename.is_empty() {
-                let rename: HashMap<String, String> =
-                    t.rename.iter().map(|(from, to)| (from.clone(), to.value.clone())).collect();
-                p = p.tool_name_mapper(move |_, tool| {
-                    rename.get(&tool.name).cloned().unwrap_or_else(|| tool.name.clone())
-                });
+            for (from, to) in &t.rename {
+                p = p.rename(from.clone(), to.value.clone());
             }
             b = b.tool_provider(p.build());
         }

@@ -36,7 +36,7 @@ pub(crate) enum Command {
     Report(ReportArgs),
     /// Check a spec: parse, validate and build it without running.
     Validate(ValidateArgs),
-    /// Host the store's runs behind an HTTP API and a web UI (SERVER.md): runs submitted over HTTP, live
+    /// Host the store's runs behind an HTTP API and a web UI (docs/server.md): runs submitted over HTTP, live
     /// events, an inbox for human steps; in-flight runs resume at start.
     Serve(ServeArgs),
 }

@@ -80,13 +80,18 @@ pub(crate) fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-/// Logs to stderr, filtered by `AGENTIC_LOG` (default `warn`); colours only on a terminal (a log file or a
+/// The log filter without `AGENTIC_LOG`: warnings, but not the MCP SDK's (its transport failures come back
+/// as the errors of the agents, naming the server).
+#[cfg(not(feature = "otel"))]
+pub(crate) const DEFAULT_LOG: &str = "warn,rmcp=off";
+
+/// Logs to stderr, filtered by `AGENTIC_LOG` (default `warn`, without the MCP SDK's); colours only on a terminal (a log file or a
 /// journal gets plain text).
 #[cfg(not(feature = "otel"))]
 fn init_tracing() {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTIC_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
