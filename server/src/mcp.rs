@@ -194,7 +194,6 @@ pub(crate) struct SpecTool {
 }
 
 impl SpecTool {
-    /// The tool of spec file `path`, named `name`. Errors: the spec's errors, as text.
     /// The spec's description (its root's, else "Runs the workflow `name`."), ending with a full stop.
     pub(crate) fn summary(&self) -> &str {
         &self.summary
@@ -236,19 +235,21 @@ impl SpecTool {
         self.tool.input_schema.get("properties")?.get(name)?.get("type")?.as_str()
     }
 
+    /// The tool of spec file `path`, named `name`. Errors: the spec's errors, as text.
     pub(crate) fn load(name: &str, path: &Path) -> Result<SpecTool, String> {
         let spec = Spec::from_path(path).map_err(|e| format!("the spec is invalid: {e}"))?;
         let root = spec.agent(spec.root());
-        let mut summary = root
+        let mut description = root
             .map(|a| a.description.trim())
             .filter(|d| !d.is_empty())
             .map_or_else(|| format!("Runs the workflow `{}`.", spec.name()), str::to_string);
+        let mut summary = description.clone();
         if !summary.ends_with(['.', '!', '?']) {
             summary.push('.');
         }
         let asks_people = spec.agents().iter().any(|a| matches!(a.kind, AgentKind::Human { .. }));
-        let mut description = summary.clone();
         if asks_people {
+            description.clone_from(&summary);
             description.push_str(
                 " It may stop to wait for a person's answer: the result then has status `suspended`, the run id \
                  and how to answer.",
