@@ -377,7 +377,9 @@ async fn events(
     let last = records.last().map_or(0, |r| r.seq);
     let mut replay: Vec<SseEvent> = records.iter().filter_map(SseEvent::of_step).collect();
     let mut ended = false;
-    if let Some(record) = record.as_ref().filter(|_| !executing)
+    // A run still closing its execution when it suspended already published `suspended`, maybe before this
+    // subscription: its record says so (a duplicate live `suspended` may follow; it is not final).
+    if let Some(record) = record.as_ref().filter(|r| !executing || r.status == RunStatus::Suspended)
         && let Some(event) = SseEvent::of_status(record, last)
     {
         ended = event.is_final();
