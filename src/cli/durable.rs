@@ -20,6 +20,13 @@ fn runtime() -> Result<tokio::runtime::Runtime, u8> {
     })
 }
 
+/// The runtime and the store at `dir` (or the server holding it); the exit code after printing why not.
+fn runtime_and_store(dir: &std::path::Path) -> Result<(tokio::runtime::Runtime, Opened), u8> {
+    let rt = runtime()?;
+    let opened = open(&rt, dir)?;
+    Ok((rt, opened))
+}
+
 /// Reads a run record, printing [`super::no_such_run`] when absent.
 async fn run_record(store: &StoreRef, run_id: &str, dir: &std::path::Path) -> Result<RunRecord, u8> {
     match store.run_dyn(run_id).await {
@@ -42,12 +49,8 @@ fn timestamp(ms: u64) -> String {
 /// `agentic respond RUN_ID [RESPONSE_ID] VALUE`: records one answer; runs nothing.
 pub(crate) fn respond(args: RespondArgs) -> u8 {
     let (response_id, value) = args.answer();
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
-    let opened = match open(&rt, &args.store.store) {
-        Ok(o) => o,
+    let (rt, opened) = match runtime_and_store(&args.store.store) {
+        Ok(both) => both,
         Err(c) => return c,
     };
     let store = match opened {
@@ -74,12 +77,8 @@ pub(crate) fn respond(args: RespondArgs) -> u8 {
 
 /// `agentic resume RUN_ID`: rebuilds the run's spec and continues from the last checkpoint.
 pub(crate) fn resume(args: ResumeArgs) -> u8 {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
-    let opened = match open(&rt, &args.store.store) {
-        Ok(o) => o,
+    let (rt, opened) = match runtime_and_store(&args.store.store) {
+        Ok(both) => both,
         Err(c) => return c,
     };
     eprintln!("run: {}", args.run_id);
@@ -101,12 +100,8 @@ pub(crate) fn fork(args: ForkArgs) -> u8 {
         eprintln!("error: --memory-id: {e}");
         return EXIT_USAGE;
     }
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(c) => return c,
-    };
-    let opened = match open(&rt, &args.store.store) {
-        Ok(o) => o,
+    let (rt, opened) = match runtime_and_store(&args.store.store) {
+        Ok(both) => both,
         Err(c) => return c,
     };
     let store = match opened {
