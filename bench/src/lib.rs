@@ -9,6 +9,7 @@
 pub mod error;
 pub mod langgraph;
 pub mod llm;
+pub mod pg;
 pub mod proc;
 pub mod runner;
 pub mod scenarios;

@@ -8,7 +8,7 @@ use agentic_bench::error::{Context, Result};
 use agentic_bench::langgraph::{self, Figures};
 use agentic_bench::runner::{self, Lg, Plan, Setup};
 use agentic_bench::scenarios::{self, ConcurrentMode};
-use agentic_bench::{proc, serve, table};
+use agentic_bench::{pg, proc, serve, table};
 use clap::{Parser, Subcommand};
 
 /// The engine side by side with the LangGraph baseline harness: one table, scenario | LangGraph | ours | ratio.
@@ -19,7 +19,7 @@ struct Args {
     #[arg(long)]
     quick: bool,
     /// Run only these scenarios (repeatable or comma-separated): seq, fanout, resume, concurrent, disk, fsync,
-    /// llm, serve.
+    /// llm, serve, pg.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     scenario: Vec<String>,
     /// Also run the Python harness now, back to back (a virtualenv is created under the output directory from
@@ -39,6 +39,10 @@ struct Args {
     /// The serve scenario's size: runs submitted over HTTP (default 1000; 300 with --quick).
     #[arg(long, value_name = "M")]
     serve_runs: Option<usize>,
+    /// The pg scenario's PostgreSQL server (a URL whose user may create databases); without it a throwaway
+    /// cluster is started with scripts/pg-test-server.sh (fsync on) and stopped at the end.
+    #[arg(long, value_name = "URL", env = "AGENTIC_BENCH_PG_URL")]
+    pg_url: Option<String>,
     /// The serve scenario's concurrent clients (default 50).
     #[arg(long, value_name = "C")]
     serve_clients: Option<usize>,
@@ -187,7 +191,8 @@ fn main_inner(args: Args) -> Result<()> {
         notes.push("LangGraph column: the harness's recorded results-langgraph.md (run 3, same machine); pass --langgraph to re-run it back to back.".into());
     }
 
-    let serve_on = args.scenario.is_empty() || args.scenario.iter().any(|s| s == "serve");
+    let pg_on = args.scenario.is_empty() || args.scenario.iter().any(|s| s == "pg");
+    let serve_on = pg_on || args.scenario.is_empty() || args.scenario.iter().any(|s| s == "serve");
     let serve_cmd = if serve_on {
         let bin = serve::agentic_binary(&exe)?;
         vec![bin.display().to_string(), "serve".to_string()]
@@ -207,8 +212,31 @@ fn main_inner(args: Args) -> Result<()> {
     } else {
         None
     };
+    let pg = if pg_on {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/pg-test-server.sh");
+        match pg::PgServer::start_or_use(args.pg_url.clone(), &script) {
+            Ok(server) => {
+                let mut peers = pg::Peers::prepare(
+                    &out.join("venv-pg"),
+                    &out.join("graph-flow-target"),
+                    &args.python,
+                    args.langgraph,
+                );
+                notes.append(&mut peers.notes);
+                let plan = if args.quick { pg::PgPlan::quick() } else { pg::PgPlan::full() };
+                Some(std::sync::Arc::new(pg::PgSetup { server, peers, plan }))
+            }
+            Err(e) => {
+                eprintln!("bench: skipping the pg scenario: {e}");
+                notes.push(format!("pg: skipped, no PostgreSQL server ({e}); pass --pg-url or install PostgreSQL."));
+                None
+            }
+        }
+    } else {
+        None
+    };
     let setup =
-        Setup { plan, scenarios: args.scenario.clone(), work: out.join("tmp"), exe, serve_cmd, langgraph_serve };
+        Setup { plan, scenarios: args.scenario.clone(), work: out.join("tmp"), exe, serve_cmd, langgraph_serve, pg };
     let rt = runtime()?;
     let load_ours = proc::loadavg();
     let report = runner::run(&setup, &lg, &rt)?;

@@ -15,7 +15,7 @@ use crate::table::{self, Row};
 use crate::{llm, proc, serve};
 
 /// The scenarios, by the names `--scenario` takes.
-pub const SCENARIOS: [&str; 8] = ["seq", "fanout", "resume", "concurrent", "disk", "fsync", "llm", "serve"];
+pub const SCENARIOS: [&str; 9] = ["seq", "fanout", "resume", "concurrent", "disk", "fsync", "llm", "serve", "pg"];
 
 /// The LLM server's fixed latency.
 pub const LLM_LATENCY: Duration = Duration::from_millis(50);
@@ -222,6 +222,8 @@ pub struct Setup {
     /// LangGraph's dev server for the serve scenario: the virtualenv with `langgraph-cli[inmem]` and the
     /// directory holding `langgraph.json` and `chain.py`; `None` runs ours only.
     pub langgraph_serve: Option<(PathBuf, PathBuf)>,
+    /// The PostgreSQL scenario's server and peers; `None` skips it (the reason is in the notes).
+    pub pg: Option<std::sync::Arc<crate::pg::PgSetup>>,
 }
 
 impl Setup {
@@ -276,6 +278,9 @@ pub fn run(setup: &Setup, lg: &Lg, rt: &tokio::runtime::Runtime) -> Result<Repor
     }
     if setup.on("serve") {
         run_serve(setup, rt, &mut report)?;
+    }
+    if let Some(pg) = setup.pg.as_ref().filter(|_| setup.on("pg")) {
+        crate::pg::run(pg, &setup.serve_cmd, &setup.work, rt, &mut report.rows, &mut report.notes)?;
     }
     Ok(report)
 }

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agentic::agents::Human;
-use agentic::engine::CheckpointStore;
+use agentic::engine::{CheckpointStore, InvokeRequest};
 use agentic::prelude::*;
 use agentic::store::SledStore;
 use serde::{Deserialize, Serialize};
@@ -117,8 +117,29 @@ pub async fn run_chain(
         (Backend::Sled(d), Some(s)) => req.store(s.clone()).memory_id(id).durability(d),
         (Backend::Sled(_), None) => return Err(Error::msg("a sled backend needs an open store")),
     };
+    finish_chain(req, n, keys, backend.name()).await
+}
+
+/// [`run_chain`] on any store (the `pg` scenario's [`agentic::store::PgStore`]) with `durability`.
+///
+/// # Errors
+/// When the run fails or its final state is not the expected one.
+pub async fn run_chain_on<S: CheckpointStore + Clone>(
+    system: &AgentRef,
+    n: usize,
+    keys: Keys,
+    store: &S,
+    durability: Durability,
+    id: &str,
+) -> Result<Duration> {
+    let req = system.invoke().input("input", 1).store(store.clone()).memory_id(id).durability(durability);
+    finish_chain(req, n, keys, "store").await
+}
+
+/// Awaits `req` (a chain of `n`), times it and checks its final state.
+async fn finish_chain(req: InvokeRequest, n: usize, keys: Keys, backend: &str) -> Result<Duration> {
     let t0 = Instant::now();
-    let outcome = req.await.ctx(format!("chain of {n} ({}, {})", keys.name(), backend.name()))?;
+    let outcome = req.await.ctx(format!("chain of {n} ({}, {backend})", keys.name()))?;
     let elapsed = t0.elapsed();
     let state = outcome.state();
     let (last, count) = match keys {

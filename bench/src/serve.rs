@@ -103,6 +103,19 @@ impl ServerProcess {
     /// # Errors
     /// When it cannot be spawned or does not answer within 30 s.
     pub fn agentic(argv: &[String], work: &Path, durability: &'static str) -> Result<ServerProcess> {
+        ServerProcess::agentic_on(argv, work, work.join("store").as_os_str(), durability)
+    }
+
+    /// [`ServerProcess::agentic`] on the store `store` (a directory or a `postgres://` URL).
+    ///
+    /// # Errors
+    /// When it cannot be spawned or does not answer within 60 s.
+    pub fn agentic_on(
+        argv: &[String],
+        work: &Path,
+        store: &std::ffi::OsStr,
+        durability: &'static str,
+    ) -> Result<ServerProcess> {
         let specs = work.join("specs");
         std::fs::create_dir_all(&specs).ctx(format!("creating {}", specs.display()))?;
         std::fs::write(specs.join(format!("{SPEC_NAME}.yaml")), CHAIN_SPEC).ctx("writing the chain spec")?;
@@ -112,7 +125,7 @@ impl ServerProcess {
         let child = Command::new(exe)
             .args(args)
             .arg("--store")
-            .arg(work.join("store"))
+            .arg(store)
             .arg("--specs")
             .arg(&specs)
             .args(["--listen", &format!("127.0.0.1:{port}")])
@@ -273,22 +286,35 @@ pub fn quantile(v: &[Duration], q: f64) -> Duration {
 /// # Errors
 /// When a request fails or a run's output is wrong.
 pub async fn measure(server: &ServerProcess, runs: usize, clients: usize) -> Result<ServeResult> {
+    measure_many(&[server], runs, clients).await
+}
+
+/// [`measure`] over several servers sharing one store: run i goes to server i mod K (and is awaited there).
+/// RSS figures are the largest server's; the CPU time is the servers' sum.
+///
+/// # Errors
+/// When a request fails, a run's output is wrong, or `servers` is empty.
+pub async fn measure_many(servers: &[&ServerProcess], runs: usize, clients: usize) -> Result<ServeResult> {
+    ensure(!servers.is_empty(), || "no server to measure".into())?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(clients.max(1))
         .timeout(Duration::from_secs(120))
         .build()
         .ctx("building the HTTP client")?;
-    for i in 0..10 {
-        one_run(&http, &server.url, server.kind, i, "warm").await?;
+    for (s, server) in servers.iter().enumerate() {
+        for i in 0..10 {
+            one_run(&http, &server.url, server.kind, s * 10 + i, "warm").await?;
+        }
     }
-    let pid = server.pid();
-    let base_rss_kib = proc::pid_status_kib(pid, "VmRSS").unwrap_or(0);
-    let cpu0 = proc::pid_cpu_time(pid).unwrap_or_default();
+    let base_rss_kib = servers.iter().map(|s| proc::pid_status_kib(s.pid(), "VmRSS").unwrap_or(0)).max().unwrap_or(0);
+    let cpu = || servers.iter().map(|s| proc::pid_cpu_time(s.pid()).unwrap_or_default()).sum::<Duration>();
+    let cpu0 = cpu();
+    let targets: Arc<Vec<(String, Kind)>> = Arc::new(servers.iter().map(|s| (s.url.clone(), s.kind)).collect());
     let next = Arc::new(AtomicUsize::new(0));
     let t0 = Instant::now();
     let tasks: Vec<_> = (0..clients.max(1))
         .map(|_| {
-            let (http, url, kind, next) = (http.clone(), server.url.clone(), server.kind, next.clone());
+            let (http, targets, next) = (http.clone(), targets.clone(), next.clone());
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 loop {
@@ -296,7 +322,8 @@ pub async fn measure(server: &ServerProcess, runs: usize, clients: usize) -> Res
                     if i >= runs {
                         return Ok::<_, Error>(latencies);
                     }
-                    latencies.push(one_run(&http, &url, kind, i, "run").await?);
+                    let (url, kind) = &targets[i % targets.len()];
+                    latencies.push(one_run(&http, url, *kind, i, "run").await?);
                 }
             })
         })
@@ -306,7 +333,7 @@ pub async fn measure(server: &ServerProcess, runs: usize, clients: usize) -> Res
         latencies.extend(t.await.ctx("a client task")??);
     }
     let wall = t0.elapsed();
-    let server_cpu = proc::pid_cpu_time(pid).unwrap_or_default().saturating_sub(cpu0);
+    let server_cpu = cpu().saturating_sub(cpu0);
     latencies.sort();
     Ok(ServeResult {
         completed: latencies.len(),
@@ -314,7 +341,7 @@ pub async fn measure(server: &ServerProcess, runs: usize, clients: usize) -> Res
         p50: quantile(&latencies, 0.50),
         p99: quantile(&latencies, 0.99),
         base_rss_kib,
-        peak_rss_kib: proc::pid_status_kib(pid, "VmHWM").unwrap_or(0),
+        peak_rss_kib: servers.iter().map(|s| proc::pid_status_kib(s.pid(), "VmHWM").unwrap_or(0)).max().unwrap_or(0),
         server_cpu,
     })
 }
