@@ -35,6 +35,11 @@ impl Planner for SequentialPlanner {
     fn kind(&self) -> &'static str {
         "sequence"
     }
+
+    /// The last sub-agent: a sequence always ends with it (a streamed result carries its tokens).
+    fn last_agent(&self, sub_agents: usize) -> Option<usize> {
+        sub_agents.checked_sub(1)
+    }
 }
 
 impl SequentialPlanner {
