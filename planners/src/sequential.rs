@@ -98,6 +98,12 @@ mod tests {
     use crate::common::testing::{agent, assert_state, calls, done, view};
 
     #[test]
+    fn the_last_agent_is_the_last_sub_agent() {
+        let p = SequentialPlanner::default();
+        assert_eq!((p.last_agent(3), p.last_agent(1), p.last_agent(0)), (Some(2), Some(0), None));
+    }
+
+    #[test]
     fn execution_state_is_exact_and_restores() {
         let agents = [agent("a", "1", Some("x")), agent("b", "2", Some("y")), agent("c", "3", Some("z"))];
         let spec = AgentSpec::new("sequence", "sequence");

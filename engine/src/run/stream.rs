@@ -141,14 +141,19 @@ impl ResultStream {
         self.source.as_ref()
     }
 
+    /// The next item; `None` after the terminal one. The same as `futures::StreamExt::next`, without the
+    /// trait.
+    pub async fn recv(&mut self) -> Option<Result<StreamItem, AgentError>> {
+        std::future::poll_fn(|cx| futures::Stream::poll_next(Pin::new(&mut *self), cx)).await
+    }
+
     /// Skips the remaining tokens and waits for the run's end.
     ///
     /// # Errors
     /// The run's failure, as awaiting the request would return it; [`AgentError::Internal`] when the stream
     /// had already yielded its end.
     pub async fn outcome(mut self) -> Result<RunOutcome, AgentError> {
-        use futures::StreamExt;
-        while let Some(item) = self.next().await {
+        while let Some(item) = self.recv().await {
             if let StreamItem::End(outcome) = item? {
                 return Ok(outcome);
             }
