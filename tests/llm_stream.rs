@@ -1,7 +1,8 @@
 //! Streamed results (`InvokeRequest::stream`) against a loopback OpenAI-compatible server: a sequence whose
 //! last agent streams hands its tokens to the caller in order, then the run's end; the final state holds the
 //! whole answer; a suspended run and a failed run end the stream with the reason; a retried final agent says
-//! so; a system without a fixed final agent yields only its end.
+//! so; a system without a fixed final agent yields only its end. With a model held mid-answer: a token reaches
+//! the caller before the model finishes, and dropping the stream stops the run.
 
 #![allow(clippy::unwrap_used)]
 
@@ -208,10 +209,36 @@ async fn outcome_skips_the_tokens() {
     assert_eq!(outcome.output(), Some(&json!("Once upon a time.")));
 }
 
-/// A model that streams `Once `, then waits until `release` is notified before it streams the rest.
+/// A model that streams `Once `, then waits until `release` is notified before it streams the rest; `dropped`
+/// turns true when its answer is dropped unfinished (the run was stopped).
 struct Held {
     info: agentic::agents::model::ModelInfo,
     release: std::sync::Arc<tokio::sync::Notify>,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Sets its flag when dropped, unless disarmed.
+struct DropFlag(Option<std::sync::Arc<std::sync::atomic::AtomicBool>>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        if let Some(flag) = self.0.take() {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+fn held() -> (Held, std::sync::Arc<tokio::sync::Notify>, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let dropped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let info = agentic::agents::model::ModelInfo {
+        provider: "held".into(),
+        server: "held".into(),
+        model: "held".into(),
+        json_schema: false,
+        tools: false,
+    };
+    (Held { info, release: release.clone(), dropped: dropped.clone() }, release, dropped)
 }
 
 impl agentic::agents::model::ChatModel for Held {
@@ -234,9 +261,12 @@ impl agentic::agents::model::ChatModel for Held {
         use agentic::agents::model::StreamEvent;
         let done = self.chat(request).await?;
         let release = self.release.clone();
+        let dropped = self.dropped.clone();
         let first = futures::stream::iter([Ok(StreamEvent::Token("Once ".into()))]);
         let rest = futures::stream::once(async move {
+            let mut flag = DropFlag(Some(dropped));
             release.notified().await;
+            flag.0 = None;
             futures::stream::iter([Ok(StreamEvent::Token("upon a time.".into())), Ok(StreamEvent::Done(done))])
         })
         .flatten();
@@ -246,15 +276,7 @@ impl agentic::agents::model::ChatModel for Held {
 
 #[tokio::test]
 async fn a_token_reaches_the_caller_while_the_model_is_still_answering() {
-    let release = std::sync::Arc::new(tokio::sync::Notify::new());
-    let info = agentic::agents::model::ModelInfo {
-        provider: "held".into(),
-        server: "held".into(),
-        model: "held".into(),
-        json_schema: false,
-        tools: false,
-    };
-    let model = Held { info, release: release.clone() };
+    let (model, release, _) = held();
     let tell = LlmAgent::builder(model).name("tell").user("Tell a story").streaming(true).output_key("story").build();
     let system = Sequence::builder().sub_agents([tell.unwrap()]).output_key("story").build().unwrap();
     let mut stream = system.invoke().stream();
@@ -264,4 +286,21 @@ async fn a_token_reaches_the_caller_while_the_model_is_still_answering() {
     let (items, end) = drain(stream).await;
     assert_eq!(items, ["token:upon a time."]);
     assert_eq!(end.unwrap().state().get("story"), Some(&json!("Once upon a time.")));
+}
+
+#[tokio::test]
+async fn dropping_the_stream_stops_the_run() {
+    let (model, _release, dropped) = held();
+    let tell = LlmAgent::builder(model).name("tell").user("Tell a story").streaming(true).output_key("story").build();
+    let system = Sequence::builder().sub_agents([tell.unwrap()]).output_key("story").build().unwrap();
+    let mut stream = system.invoke().stream();
+    let first = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.expect("the first token comes");
+    assert!(matches!(first, Some(Ok(StreamItem::Token(ref t))) if t == "Once "), "{first:?}");
+    assert!(!dropped.load(std::sync::atomic::Ordering::SeqCst));
+    drop(stream);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !dropped.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(std::time::Instant::now() < deadline, "the model's answer is still awaited 10 s after the drop");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
