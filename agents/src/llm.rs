@@ -30,7 +30,9 @@
 //!   own tools; two tools of the same name fail the invocation, naming where each comes from. A provider
 //!   tool may fail the agent (its MCP server died) instead of reporting an error to the model.
 //! - **Streaming** (`streaming(true)`): the model's answer is streamed and every text delta is reported to
-//!   the listeners as a `Token` event (e.g. through `InvokeRequest::events`); the result is the same.
+//!   the listeners as a `Token` event (e.g. through `InvokeRequest::events`); the result is the same. When
+//!   the agent is a system's final agent (the root, or a sequence's last sub-agent), its tokens are the
+//!   system's streamed answer (`InvokeRequest::stream`).
 //!
 //! Follows LangChain4j agentic's AI-service agents (`@UserMessage` templates, typed returns, chat memory,
 //! summarized context, dynamic chat model); the lenient parsing and the single re-ask are ours.
@@ -431,7 +433,8 @@ impl LlmAgentBuilder {
     }
 
     /// Streams the model's answers and reports each text delta to the listeners as a
-    /// [`RunEvent::Token`] (default false). The result is the same as without streaming.
+    /// [`RunEvent::Token`] (default false). The result is the same as without streaming; as a system's final
+    /// agent, its tokens are the system's streamed answer (`InvokeRequest::stream`).
     pub fn streaming(mut self, streaming: bool) -> Self {
         self.streaming = streaming;
         self
@@ -741,6 +744,10 @@ impl Agent for LlmAgent {
 
     fn has_chat_memory(&self) -> bool {
         self.memory_window.is_some()
+    }
+
+    fn streams(&self) -> bool {
+        self.streaming
     }
 
     async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {

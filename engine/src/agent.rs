@@ -218,6 +218,15 @@ pub trait Agent: Send + Sync + 'static {
     fn has_chat_memory(&self) -> bool {
         false
     }
+
+    /// Whether this agent reports its answer as it produces it, one [`RunEvent::Token`] per text delta (an
+    /// LLM agent with streaming on); default false. When the final agent of a system streams, the system's
+    /// result stream carries its tokens (`InvokeRequest::stream`).
+    ///
+    /// [`RunEvent::Token`]: crate::listener::RunEvent::Token
+    fn streams(&self) -> bool {
+        false
+    }
 }
 
 /// Object-safe companion of [`Agent`], implemented for every `Agent`; composites implement it directly.
@@ -251,6 +260,11 @@ pub trait DynAgent: Send + Sync + 'static {
 
     /// Whether this agent, or one below it, keeps a chat memory (see [`Agent::has_chat_memory`]).
     fn has_chat_memory(&self) -> bool {
+        false
+    }
+
+    /// Whether this agent reports its answer as `Token` events while it runs (see [`Agent::streams`]).
+    fn streams(&self) -> bool {
         false
     }
 
@@ -293,6 +307,10 @@ impl<A: Agent> DynAgent for A {
 
     fn has_chat_memory(&self) -> bool {
         Agent::has_chat_memory(self)
+    }
+
+    fn streams(&self) -> bool {
+        Agent::streams(self)
     }
 }
 

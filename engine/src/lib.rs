@@ -41,7 +41,7 @@ pub use listener::{
 pub use planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 pub use run::{
     CancelHandle, Composite, CompositeBuilder, DrainHandle, InvokeRequest, OutputFn, PendingResponse, Registry,
-    RunEvents, RunOutcome, RunResult, answerable, check_run_id, fork, respond,
+    ResultStream, RunEvents, RunOutcome, RunResult, StreamItem, StreamSource, answerable, check_run_id, fork, respond,
 };
 pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
 pub use store::{

@@ -279,6 +279,10 @@ impl DynAgent for Listened {
         self.inner.0.has_chat_memory()
     }
 
+    fn streams(&self) -> bool {
+        self.inner.0.streams()
+    }
+
     fn inherits_error_handler(&self) -> bool {
         self.inner.0.inherits_error_handler()
     }

@@ -224,4 +224,13 @@ pub trait Planner: Send + 'static {
     fn kind(&self) -> &'static str {
         "custom"
     }
+
+    /// The sub-agent (index among `sub_agents`) that every invocation of this planner calls last, when the
+    /// planner's structure fixes it before the run (a sequence: its last sub-agent); `None` (the default) when
+    /// it depends on the run. A system's result stream (`InvokeRequest::stream`) follows these down from the
+    /// root to find its final agent: only that agent's tokens are the system's streamed answer. Idea from
+    /// LangChain4j agentic, where only the agent invoked last propagates its token stream to the system.
+    fn last_agent(&self, _sub_agents: usize) -> Option<usize> {
+        None
+    }
 }

@@ -35,6 +35,11 @@ impl Planner for SequentialPlanner {
     fn kind(&self) -> &'static str {
         "sequence"
     }
+
+    /// The last sub-agent: a sequence always ends with it (a streamed result carries its tokens).
+    fn last_agent(&self, sub_agents: usize) -> Option<usize> {
+        sub_agents.checked_sub(1)
+    }
 }
 
 impl SequentialPlanner {
@@ -91,6 +96,12 @@ mod tests {
 
     use super::*;
     use crate::common::testing::{agent, assert_state, calls, done, view};
+
+    #[test]
+    fn the_last_agent_is_the_last_sub_agent() {
+        let p = SequentialPlanner::default();
+        assert_eq!((p.last_agent(3), p.last_agent(1), p.last_agent(0)), (Some(2), Some(0), None));
+    }
 
     #[test]
     fn execution_state_is_exact_and_restores() {

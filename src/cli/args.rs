@@ -102,6 +102,13 @@ pub(crate) struct RunArgs {
     /// Print one JSON object {"run_id", "status", "output", "pending"} on stdout.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Print the answer of the system's final agent (the root, or a sequence's last agent: an llm agent with
+    /// `stream: true`) as it is produced: its tokens on stdout as they come, a newline after the last one,
+    /// then the output as without --stream. With --json, one {"token": TEXT} line per token before the
+    /// object. Earlier agents run as usual; a suspended or failed run prints its pending responses or error
+    /// after the tokens received.
+    #[arg(long)]
+    pub(crate) stream: bool,
 }
 
 /// `agentic respond`.
@@ -149,6 +156,9 @@ pub(crate) struct ResumeArgs {
     /// Print one JSON object {"run_id", "status", "output", "pending"} on stdout.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Print the final agent's tokens as they come, then the output (as `agentic run --stream`).
+    #[arg(long)]
+    pub(crate) stream: bool,
 }
 
 /// `agentic fork`.

@@ -90,7 +90,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    continue_run(&rt, store, &record, args.spec.as_deref(), args.json)
+    continue_run(&rt, store, &record, args.spec.as_deref(), args.json, args.stream)
 }
 
 /// `agentic fork RUN_ID --at SEQ`: writes a new run holding the first SEQ steps of RUN_ID, then continues it as
@@ -129,7 +129,7 @@ pub(crate) fn fork(args: ForkArgs) -> u8 {
     };
     eprintln!("run: {}", record.run_id);
     eprintln!("forked from {} at step {}", args.run_id, args.at);
-    continue_run(&rt, store, &record, args.spec.as_deref(), args.json)
+    continue_run(&rt, store, &record, args.spec.as_deref(), args.json, false)
 }
 
 /// Continues the run of `record` from its last checkpoint, rebuilding its spec (`spec`, else the one it was
@@ -141,6 +141,7 @@ fn continue_run(
     record: &RunRecord,
     spec: Option<&std::path::Path>,
     json: bool,
+    stream: bool,
 ) -> u8 {
     let run_id = &record.run_id;
     if record.status == RunStatus::Completed {
@@ -191,7 +192,11 @@ fn continue_run(
         Some(p) => request.listener(p.clone()),
         None => request,
     };
-    let result = rt.block_on(async move { request.await });
+    let result = if stream {
+        super::stream::run_streamed(rt, request, progress.as_ref(), json)
+    } else {
+        rt.block_on(async move { request.await })
+    };
     if let Some(p) = &progress {
         p.finish();
     }
@@ -285,6 +290,12 @@ async fn remote_resume(remote: &Remote, args: &ResumeArgs) -> u8 {
             remote.url()
         );
         return EXIT_USAGE;
+    }
+    if args.stream {
+        eprintln!(
+            "note: --stream is not available through a server (`agentic serve` holds the store): the output \
+             follows when the run ends"
+        );
     }
     let store: StoreRef = std::sync::Arc::new(RemoteStore(remote.clone()));
     let record = match run_record(&store, &args.run_id, &args.store.store).await {

@@ -8,6 +8,7 @@ mod remote;
 mod report;
 mod run;
 mod serve;
+mod stream;
 mod validate;
 
 use std::process::ExitCode;

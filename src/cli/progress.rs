@@ -20,6 +20,8 @@ struct State {
     finished: u64,
     tool: Option<String>,
     tokens: u64,
+    /// Stopped for good ([`Progress::stop`]): events no longer draw.
+    stopped: bool,
 }
 
 /// The spinner and what it shows. Cloning shares it.
@@ -46,6 +48,15 @@ impl Progress {
 
     /// Removes the line (before the outcome is printed).
     pub(crate) fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+
+    /// Removes the line for the rest of the run: later events no longer draw it (`--stream` prints tokens on
+    /// the terminal's current line, which a redraw would cut).
+    pub(crate) fn stop(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.stopped = true;
+        }
         self.bar.finish_and_clear();
     }
 
@@ -78,6 +89,9 @@ fn message(s: &State) -> String {
 impl AgentListener for Progress {
     fn on_event(&self, event: &RunEvent) {
         let Ok(mut s) = self.state.lock() else { return };
+        if s.stopped {
+            return;
+        }
         match event {
             RunEvent::AgentStarted { path, agent, .. } => s.running.push((path.clone(), agent.clone())),
             RunEvent::AgentFinished { path, .. } | RunEvent::AgentFailed { path, .. } => {

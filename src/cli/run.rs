@@ -89,6 +89,12 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         return EXIT_USAGE;
     }
     if let Some(remote) = remote {
+        if args.stream {
+            eprintln!(
+                "note: --stream is not available through a server (`agentic serve` holds the store): the output \
+                 follows when the run ends"
+            );
+        }
         let topology = built.root.topology();
         let new_turn = existing.is_some();
         return runtime.block_on(remote_run(&remote, &args, &run_id, inputs, &topology, new_turn));
@@ -110,7 +116,11 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         Some(p) => request.listener(p.clone()),
         None => request,
     };
-    let result = runtime.block_on(async move { request.await });
+    let result = if args.stream {
+        super::stream::run_streamed(&runtime, request, progress.as_ref(), args.json)
+    } else {
+        runtime.block_on(async move { request.await })
+    };
     if let Some(p) = &progress {
         p.finish();
     }

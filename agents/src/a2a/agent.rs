@@ -275,6 +275,12 @@ impl Agent for A2aAgent {
         &self.spec
     }
 
+    /// Streams when asked to (the default): each artifact chunk is a `Token` event, when the card says the
+    /// remote agent streams.
+    fn streams(&self) -> bool {
+        self.streaming
+    }
+
     async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
         let id = self.response_id(ctx);
         let view = ctx.view();

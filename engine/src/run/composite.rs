@@ -57,6 +57,14 @@ impl Composite {
     }
 }
 
+impl Composite {
+    /// The sub-agent its planner always calls last ([`Planner::last_agent`]), asked of a fresh planner.
+    pub(crate) fn last_agent(&self) -> Option<usize> {
+        let n = self.inner.sub_agents.len();
+        (self.inner.factory)().last_agent(n).filter(|i| *i < n)
+    }
+}
+
 /// Builder of a [`Composite`]. Defaults: no sub-agents, no output key, no output function (the result is the
 /// value at `output_key`, else null), error handler inherited from the enclosing composite.
 pub struct CompositeBuilder {

@@ -24,6 +24,7 @@ mod registry;
 mod request;
 mod scope_actor;
 mod session;
+mod stream;
 mod supervisor;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -46,6 +47,7 @@ pub use request::{
     answerable, respond,
 };
 pub use scope_actor::{MAX_RESTARTS, ScopeHandle};
+pub use stream::{ResultStream, StreamItem, StreamSource};
 
 use crate::error::AgentError;
 use crate::store::{Durability, PlannerState, RunImage, StepRecord, StoreRef};
