@@ -93,21 +93,8 @@ impl PgServer {
         client.batch_execute(&format!("CREATE DATABASE {name}")).await.ctx("CREATE DATABASE")?;
         drop(client);
         let _ = conn.await;
-        Ok(with_database(&self.url, name))
+        Ok(agentic::store::with_database(&self.url, name))
     }
-}
-
-/// `url` with its database replaced by `db` (`postgres://u@h:p/old?x` → `postgres://u@h:p/db?x`).
-pub fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let host_end = base[scheme_end..].find('/').map_or(base.len(), |i| scheme_end + i);
-    let mut out = format!("{}/{db}", &base[..host_end]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
 }
 
 /// The peers the scenario runs next to ours; each `None` when it could not be set up (the reason is a note).
@@ -389,13 +376,6 @@ fn run_workers(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn replaces_the_database_of_a_url() {
-        assert_eq!(with_database("postgres://a@127.0.0.1:5432/postgres", "b"), "postgres://a@127.0.0.1:5432/b");
-        assert_eq!(with_database("postgres://a@h/x?sslmode=disable", "b"), "postgres://a@h/b?sslmode=disable");
-        assert_eq!(with_database("postgres://a@h:1", "b"), "postgres://a@h:1/b");
-    }
 
     #[test]
     fn reads_a_peers_rows() {

@@ -72,6 +72,7 @@ fn every_scenario_runs_at_a_tiny_size() {
         exe: PathBuf::from(env!("CARGO_BIN_EXE_agentic-bench")),
         serve_cmd: vec![env!("CARGO_BIN_EXE_agentic-bench").into(), "child".into(), "serve".into()],
         langgraph_serve: None,
+        pg: None,
     };
     let report = runner::run(&setup, &Lg::default(), &rt).expect("bench");
     let count = |what: &str| {
@@ -99,4 +100,25 @@ fn every_scenario_runs_at_a_tiny_size() {
 fn unknown_scenarios_are_refused() {
     assert!(runner::check_scenarios(&["seq".into(), "llm".into()]).is_ok());
     assert!(runner::check_scenarios(&["nope".into()]).is_err());
+}
+
+#[path = "../../store/tests/support/pg.rs"]
+mod pg_support;
+
+#[test]
+fn the_pg_scenario_runs_the_chain_on_postgresql_with_every_durability() {
+    let rt = rt();
+    let Some(url) = rt.block_on(pg_support::fresh_database("bench pg smoke")) else { return };
+    let store = rt.block_on(agentic::store::PgStore::connect(&url)).expect("store");
+    for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
+        // ours_per_step checks `k4` = 4 and 6 keys in every run's final state.
+        let per_step = rt
+            .block_on(agentic_bench::pg::ours_per_step(&store, 5, durability, 2, &format!("smoke-{durability:?}")))
+            .expect("run");
+        assert!(per_step > 0.0);
+    }
+    // A warm-up and two measured runs per durability, each recorded completed under its own id.
+    let runs = rt.block_on(agentic::engine::CheckpointStore::runs(&store)).expect("runs");
+    assert_eq!(runs.len(), 9);
+    assert!(runs.iter().all(|r| r.status == agentic::engine::RunStatus::Completed), "{runs:?}");
 }

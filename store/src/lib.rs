@@ -30,7 +30,7 @@ mod wal;
 
 pub use format::FORMAT_VERSION;
 pub use memory::{MemoryRun, MemoryStore};
-pub use pg_url::{is_postgres_url, redact_url};
+pub use pg_url::{is_postgres_url, redact_url, with_database};
 #[cfg(feature = "postgres")]
 pub use postgres::{PG_SCHEMA_VERSION, PgStore};
 pub use sled_store::{DEFAULT_SNAPSHOT_INTERVAL, SledStore};

@@ -29,6 +29,15 @@ pub fn redact_url(url: &str) -> String {
     shown
 }
 
+/// `url` naming the database `dbname` on the same server instead of its own (`postgres://u@h:5432/a?x=1` →
+/// `postgres://u@h:5432/{dbname}?x=1`), for tools that create a database per test or per benchmark.
+pub fn with_database(url: &str, dbname: &str) -> String {
+    let authority = url.find("://").map_or(0, |i| i + 3);
+    let query = url[authority..].find('?').map_or(url.len(), |i| authority + i);
+    let path = url[authority..query].find('/').map_or(query, |i| authority + i);
+    format!("{}/{dbname}{}", &url[..path], &url[query..])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -41,5 +50,12 @@ mod tests {
         assert_eq!(redact_url("postgres://u@h/db?password=secret&x=1"), "postgres://u@h/db?password=***&x=1");
         assert_eq!(redact_url("postgres://h/db"), "postgres://h/db");
         assert_eq!(redact_url("postgres://u:p@ss@h/db"), "postgres://u:***@h/db");
+    }
+
+    #[test]
+    fn another_database_on_the_same_server() {
+        assert_eq!(with_database("postgres://a@127.0.0.1:5432/postgres", "b"), "postgres://a@127.0.0.1:5432/b");
+        assert_eq!(with_database("postgres://a@h/x?sslmode=disable", "b"), "postgres://a@h/b?sslmode=disable");
+        assert_eq!(with_database("postgres://a@h:1", "b"), "postgres://a@h:1/b");
     }
 }

@@ -25,10 +25,7 @@ pub fn server_url(test: &str) -> Option<String> {
 
 /// `url` with its database name replaced by `dbname`.
 pub fn with_dbname(url: &str, dbname: &str) -> String {
-    let authority = url.find("://").map_or(0, |i| i + 3);
-    let query = url[authority..].find('?').map_or(url.len(), |i| authority + i);
-    let path = url[authority..query].find('/').map_or(query, |i| authority + i);
-    format!("{}/{dbname}{}", &url[..path], &url[query..])
+    agentic_store::with_database(url, dbname)
 }
 
 /// Creates an empty database for one test and returns its URL, or `None` when the tests are skipped.
