@@ -57,6 +57,9 @@
 //!   `error_handler.fallback`) and template (`template`) compiles (minijinja).
 //! - `error_handler.set` is a mapping of state keys to expressions (strings), and needs `retry` ≥ 1 (its writes
 //!   are made before a retry, so without retries they could never be made).
+//! - A `registry` agent takes only `name` (the registered agent has its own fields); the name is looked up when
+//!   the spec is built ([`Spec::build_with`]), and an unknown one is reported with the agent's path and the
+//!   registered names.
 //! - Field types: strings, booleans (`true`/`false` only: YAML 1.2 core, so `yes`, `on`, `y` are strings),
 //!   integers in range (`max_iterations`, `max_concurrency`, `timeout_ms` ≥ 1; `retry`, `backoff_ms` ≥ 0).
 //!
