@@ -172,8 +172,12 @@ impl Outcome {
     }
 }
 
-/// Records invocation trees per memory id (see the [module](self) docs). Register it on the root (it is
-/// inherited) or on a run (`InvokeRequest::listener`); clones share the record.
+/// Records every invocation of the runs it sees, per memory id, in memory: inputs, output or error, attempt,
+/// start and end, tokens, and each session's milestones. Register it on the root (it is inherited) or on a run
+/// (`InvokeRequest::listener`); clones share the record. `agentic_report::report_from_monitor` renders a kept
+/// session as the HTML report `agentic report` draws, without a store. Idea from LangChain4j agentic's
+/// `AgentMonitor` (`successfulExecutions`, `failedExecutions`, `setMaxRetainedSessions`); the paused outcome
+/// and the milestones are ours.
 ///
 /// Sessions that ended are kept apart by outcome: successful (completed), failed, and paused (suspended or
 /// drained). Each outcome keeps at most [`AgentMonitor::retention`] sessions (default 100), dropping its
