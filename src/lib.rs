@@ -64,9 +64,9 @@ pub mod prelude {
     pub use agentic_agents::{Compute, FnAgent, Human, HumanMode, LlmAgent, OutputType, ScopeAction, Tool};
     pub use agentic_agents::{DecisionModelRef, ScriptedDecisionModel};
     pub use agentic_engine::{
-        Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, CancelHandle, Completion, Composite, DrainHandle,
-        Durability, ErrorHandler, InputSpec, InvocationContext, Planner, PlanningContext, Recovery, RetryPolicy,
-        RunOutcome, RunResult, ScopeView, SpecBuilder, TypedKey, ValueType,
+        Action, Agent, AgentCall, AgentError, AgentMonitor, AgentRef, AgentRegistry, AgentSpec, CancelHandle,
+        Completion, Composite, DrainHandle, Durability, ErrorHandler, InputSpec, InvocationContext, Planner,
+        PlanningContext, Recovery, RetryPolicy, RunOutcome, RunResult, ScopeView, SpecBuilder, TypedKey, ValueType,
     };
     pub use agentic_planners::{
         Bdi, Blackboard, CompositeBuilderExt, Conditional, ContextStrategy, Convergence, Debate, DecisionRouter,

@@ -196,3 +196,25 @@ fn supervisors_and_decision_routers_validate_and_report_their_topology() {
         format!("{bad}:6:65: agent `r`: field `threshold`: must be strictly between 0 and 1, found 1.5\n")
     );
 }
+
+#[test]
+fn registered_agents_are_checked_against_stand_ins_with_a_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(
+        &dir,
+        "story.yaml",
+        "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [write, edit] }\n  \
+         write: { kind: compute, template: \"about {{ topic }}\", output_key: story }\n  \
+         edit: { kind: registry, name: style_editor }\n",
+    );
+    let o = validate(&path);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ok: story (3 agents)\n");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "warning: {path}: agent `edit` is the registered agent `style_editor`: only the Rust program that \
+             registers it can run the spec; the spec is checked without it\n"
+        )
+    );
+}

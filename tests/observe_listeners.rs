@@ -1,4 +1,5 @@
-//! Listeners, the monitor and the event stream.
+//! Listeners, the monitor (successes and failures kept apart, retention changed while in use) and the event
+//! stream.
 
 #![allow(clippy::unwrap_used)]
 
@@ -118,6 +119,56 @@ async fn the_monitor_keeps_the_last_sessions_and_shows_suspensions() {
         session.invocations.iter().filter(|i| i.output.is_some()).map(|i| i.agent.as_str()).collect();
     // in start order: turn 1 ran `a` and suspended at `gate`; turn 2 re-entered the sequence, then `gate`, `b`
     assert_eq!(finished, ["a", "sequence", "gate", "b"]);
+}
+
+#[tokio::test]
+async fn the_monitor_keeps_successes_and_failures_apart_and_its_retention_changes_while_in_use() {
+    // `check` fails when the order's quantity is 0.
+    let check = Compute::expression("check", "quantity * 10").unwrap().output_key("price").build();
+    let guard = FnAgent::from_async("guard", |inputs| async move {
+        match inputs.get("price").and_then(|v| v.as_u64()) {
+            Some(0) => Err("nothing to sell".to_string()),
+            Some(p) => Ok(json!(p)),
+            None => Err("no price".to_string()),
+        }
+    })
+    .inputs(["price"])
+    .output_key("total")
+    .build();
+    let monitor = AgentMonitor::with_retention(3);
+    let shop = Sequence::builder()
+        .name("shop")
+        .sub_agents([check, guard])
+        .output_key("total")
+        .build()
+        .unwrap()
+        .with_listener(monitor.clone());
+    for (id, quantity) in [("o1", 1), ("o2", 0), ("o3", 2), ("o4", 3), ("o5", 0), ("o6", 4)] {
+        let _ = shop.invoke().memory_id(id).input("quantity", quantity).await;
+    }
+    let ids = |sessions: Vec<agentic::engine::MonitoredSession>| -> Vec<String> {
+        sessions.into_iter().map(|s| s.run_id).collect()
+    };
+    assert_eq!(ids(monitor.successful_executions()), ["o3", "o4", "o6"], "o1 went: 3 successes are kept");
+    assert_eq!(ids(monitor.failed_executions()), ["o2", "o5"], "failures have their own retention");
+    let o5 = &monitor.failed_executions()[1];
+    assert_eq!(o5.error.as_deref(), Some("agent `guard` (root/1) failed: nothing to sell"));
+    let failed: Vec<&str> = o5.failures().iter().map(|i| i.path.as_str()).collect();
+    assert_eq!(failed, ["root", "root/1"]);
+    assert_eq!(monitor.successful_executions()[2].output, Some(json!(40)));
+
+    // Another handle on the same monitor lowers the retention: the oldest go at once, and it holds for what
+    // ends next.
+    let handle = monitor.clone();
+    handle.set_retention(1);
+    assert_eq!(ids(monitor.successful_executions()), ["o6"]);
+    assert_eq!(ids(monitor.failed_executions()), ["o5"]);
+    shop.invoke().memory_id("o7").input("quantity", 5).await.unwrap();
+    assert_eq!(ids(monitor.successful_executions()), ["o7"]);
+    assert_eq!(monitor.run_ids(), ["o5", "o7"]);
+    handle.set_retention(10);
+    shop.invoke().memory_id("o8").input("quantity", 6).await.unwrap();
+    assert_eq!(ids(monitor.successful_executions()), ["o7", "o8"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,7 @@
 //! after a human sub-agent suspended the run; the decision router with a scripted decision model (one choice,
 //! a threshold with parallel agents, none selected) and with a chat model (feedback, resume). Crash tests
 //! for both: a crash after every journaled step resumes to the same result with no completed agent and no
-//! model call repeated.
+//! model call repeated. A supervisor whose agents come from the agents registry picks them by name.
 
 #![allow(clippy::unwrap_used)]
 
@@ -15,7 +15,7 @@ use std::time::Duration;
 use agentic::agents::decision::{Question, ScriptedDecisionModel};
 use agentic::agents::model::ScriptedModel;
 use agentic::agents::{FnAgent, Human};
-use agentic::engine::{AgentRef, CheckpointStore, InputSpec, SpecBuilder, ValueType};
+use agentic::engine::{AgentRef, AgentRegistry, CheckpointStore, InputSpec, SpecBuilder, ValueType};
 use agentic::planners::{ContextStrategy, DecisionRouter, ResponseStrategy, Supervisor};
 use agentic::prelude::{CompositeBuilderExt, MemoryStore};
 use serde_json::{Map, Value, json};
@@ -106,6 +106,33 @@ async fn a_bank_transfer_withdraws_credits_and_answers_with_the_summary() {
             )
         ]
     );
+}
+
+#[tokio::test]
+async fn a_supervisor_picks_registered_agents_by_name() {
+    // The agents come from the registry a program filled (by name), not from the code building the supervisor.
+    let registry = AgentRegistry::new();
+    registry.register(account_agent("withdraw", "Withdraws an amount from a user's account.", "withdrew")).unwrap();
+    registry.register(account_agent("credit", "Credits an amount to a user's account.", "received")).unwrap();
+    let model = ScriptedModel::new([WITHDRAW, CREDIT, DONE]);
+    let bank = Supervisor::builder()
+        .name("bank")
+        .sub_agents(registry.agents(["withdraw", "credit"]).unwrap())
+        .chat_model(model.clone())
+        .response_strategy(ResponseStrategy::Summary)
+        .supervisor_context("Amounts are in euros.")
+        .output_key("result")
+        .build()
+        .unwrap();
+    let out = bank.invoke().input("request", REQUEST).await.unwrap();
+    assert_eq!(out.output(), Some(&json!("Transferred 100 from Mario to Georgios")));
+    assert_eq!(out.state().get("withdraw_result"), Some(&json!("Mario withdrew 100")));
+    assert_eq!(out.state().get("credit_result"), Some(&json!("Georgios received 100")));
+    // The planner is offered the registered agents by name, exactly as agents built in place.
+    assert_eq!(messages(&model, 0)[0], pair("system", SYSTEM));
+    // An unknown name is an error before anything is built.
+    let err = registry.agents(["withdraw", "refund"]).unwrap_err();
+    assert_eq!(err.to_string(), "no agent registered as `refund` (registered: `credit`, `withdraw`)");
 }
 
 #[tokio::test]

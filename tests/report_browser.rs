@@ -1,6 +1,8 @@
 //! The HTML report in a real browser (headless Chromium): the page's script runs without console errors,
 //! draws the topology and the timeline, renders the step list, and no string from a model, a human or the
-//! state runs as markup (an XSS probe stays text). Screenshots are kept in `target/tmp/report/` for review.
+//! state runs as markup (an XSS probe stays text); the report of the same run straight from the in-process
+//! `AgentMonitor` (no store) renders too, with its failed and retried step visible. Screenshots are kept in
+//! `target/tmp/report/` for review.
 //!
 //! Skipped with a message when Chromium is not installed, unless `AGENTIC_REQUIRE_BROWSER` is set (CI sets it).
 
@@ -175,28 +177,49 @@ fn review_system() -> AgentRef {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_report_renders_in_chromium_without_errors_and_escapes_everything() {
     // A suspended-then-resumed run with a retry, a loop, parallel branches and hostile strings.
+    // The in-process monitor watches the same run: its report (no store) goes to the browser too.
     let system = review_system();
     let store = MemoryStore::new();
-    let outcome =
-        system.invoke().input("topic", "dragons").memory_id("article-1").store_ref(store.store_ref()).await.unwrap();
+    let monitor = AgentMonitor::new();
+    let outcome = system
+        .invoke()
+        .input("topic", "dragons")
+        .memory_id("article-1")
+        .store_ref(store.store_ref())
+        .listener(monitor.clone())
+        .await
+        .unwrap();
     assert!(outcome.is_suspended());
     tokio::time::sleep(Duration::from_millis(150)).await;
     let done = system
         .resume("article-1")
         .store_ref(store.store_ref())
         .answer("editor-approval", format!("Approved {PROBE}"))
+        .listener(monitor.clone())
         .await
         .unwrap();
     assert!(!done.is_suspended());
     let html =
         agentic_report::report_from_store(&store.store_ref(), "article-1", Some(&system.topology())).await.unwrap();
     assert!(!html.contains(PROBE), "no probe survives unescaped in the page source");
+    let monitored = agentic_report::report_from_monitor(&monitor, "article-1", Some(&system.topology())).unwrap();
+    assert!(!monitored.contains(PROBE), "no probe survives unescaped in the monitor's page source");
+    let session = monitor.session("article-1").unwrap();
+    let failures: Vec<(&str, u32, Option<&str>)> =
+        session.failures().iter().map(|i| (i.path.as_str(), i.attempt, i.error.as_deref())).collect();
+    assert_eq!(
+        failures,
+        [("root/2/2", 1, Some("agent `link_check` (root/2/2) failed: HTTP 503 from <link checker>"))],
+        "the monitor keeps the failed attempt apart"
+    );
+    assert_eq!(monitor.successful_executions().len(), 1);
+    assert!(monitor.failed_executions().is_empty(), "the run succeeded: its failed attempt was retried");
 
     // The topology of the same system, and a large run, for the browser too.
     let topology_html = agentic_report::render_topology(&system.topology(), "article-review");
 
     let dir = out_dir();
-    let pages = [("run", html), ("topology", topology_html)];
+    let pages = [("run", html), ("topology", topology_html), ("monitor", monitored)];
     for (name, page) in &pages {
         agentic_report::write_report(dir.join(format!("{name}.html")), page).unwrap();
     }
@@ -245,6 +268,37 @@ async fn the_report_renders_in_chromium_without_errors_and_escapes_everything() 
             assert!(dom.contains(r#"<span class="chip retry">attempt 2</span>"#));
             assert!(dom.contains(r#"<span class="chip iter">iteration 3</span>"#));
             assert!(dom.contains("waiting for <code>editor-approval</code>"));
+            assert!(!dom.contains("<img"), "no image element was created from data");
+        }
+        if *name == "monitor" {
+            // The same renderer on the monitor's record: the run's invocations (not its inputs step: the
+            // monitor sees invocations only), the failed attempt and its retry, the suspension.
+            assert!(dom.contains(r#"id="timeline-svg""#), "timeline drawn");
+            assert!(
+                dom.contains(
+                    r#"<span id="run-origin">from the in-process monitor: invocations, no state diffs</span>"#
+                )
+            );
+            assert!(dom.contains(r#"<span class="status st-completed" id="run-status">completed</span>"#));
+            assert_eq!(
+                dom.matches(r#"<rect class="bar "#).count(),
+                13,
+                "one bar per invocation, and one for the failed attempt that was retried"
+            );
+            assert_eq!(dom.matches(r#"<details class="step""#).count(), 13, "12 invocations and the failed attempt");
+            assert!(dom.contains("failed attempt"), "the failed attempt is labelled");
+            assert!(dom.contains(r#"<rect class="bar k-code retry""#), "the retried check is marked");
+            assert!(dom.contains(r#"<span class="chip retry">attempt 2</span>"#));
+            assert!(dom.contains(r#"<span class="chip iter">iteration 3</span>"#));
+            assert!(
+                dom.contains("<pre>agent `link_check` (root/2/2) failed: HTTP 503 from &lt;link checker&gt;</pre>"),
+                "the failure is listed with its message"
+            );
+            assert!(dom.contains(r#"<rect class="brk""#), "the suspension is a collapsed break");
+            assert!(
+                dom.contains(r#"<span class="preview">&lt;img src=x onerror="document.body.dataset.xss=1"&gt; Dragons are misunderstood.</span>"#),
+                "the model's reply is text"
+            );
             assert!(!dom.contains("<img"), "no image element was created from data");
         }
     }

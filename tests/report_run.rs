@@ -1,6 +1,7 @@
 //! HTML reports (`agentic-report`): a suspended-then-resumed run through the real binary (`run --report`,
 //! `report RUN_ID` in new processes, byte-identical to an in-process render), reports without topology,
-//! topology reports, escaping of model/human/state strings, and a 10 000-step run.
+//! topology reports, escaping of model/human/state strings, a 10 000-step run, and the report of a failed run
+//! straight from the in-process monitor.
 
 #![allow(clippy::unwrap_used)]
 
@@ -276,6 +277,97 @@ async fn retries_loops_and_hostile_strings_are_rendered_safely() {
         steps.iter().filter(|s| s["name"] == json!("step")).map(|s| &s["iteration"]).collect();
     assert_eq!(iterations, [&json!(1), &json!(2), &json!(3)]);
     assert!(html.contains(r#"<td class="num">1</td><td class="num"></td><td class="num">"#), "one retry for flaky");
+}
+
+#[tokio::test]
+async fn the_monitors_report_shows_every_invocation_the_failed_attempts_and_where_the_run_failed() {
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let flaky = FnAgent::from_async("reserve", move |_| {
+        let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async move { if n == 0 { Err("warehouse busy".to_string()) } else { Ok(json!("reserved")) } }
+    })
+    .output_key("reservation")
+    .build();
+    let broken = FnAgent::from_async("charge", |_| async { Err::<Value, _>("card declined".to_string()) })
+        .output_key("receipt")
+        .build();
+    let step = Compute::expression("count", "(n if n is defined else 0) + 1")
+        .unwrap()
+        .inputs(Vec::<String>::new())
+        .output_key("n")
+        .build();
+    let counter = Loop::builder().name("tally").sub_agents([step]).max_iterations(2).build().unwrap();
+    let system = Sequence::builder()
+        .name("order")
+        .sub_agents([counter, flaky, broken])
+        .error_handler(RetryPolicy::new(1, Duration::from_millis(1)))
+        .build()
+        .unwrap();
+    let monitor = AgentMonitor::new();
+    let err = system.invoke().memory_id("m-1").listener(monitor.clone()).await.unwrap_err();
+    assert_eq!(err.to_string(), "agent `charge` (root/2) failed: card declined");
+    assert!(monitor.successful_executions().is_empty());
+    assert_eq!(monitor.failed_executions().len(), 1);
+
+    let topology = system.topology();
+    let html = agentic_report::report_from_monitor(&monitor, "m-1", Some(&topology)).unwrap();
+    assert_eq!(html, agentic_report::report_from_monitor(&monitor, "m-1", Some(&topology)).unwrap(), "deterministic");
+    assert!(html.contains(r#"<span class="status st-failed" id="run-status">failed</span>"#));
+    assert!(html.contains(r#"<span id="run-origin">from the in-process monitor: invocations, no state diffs</span>"#));
+    // The banner names the failing agent (minijinja escapes `/` too).
+    assert!(html.contains(
+        "<strong>Run failed</strong> in agent <code>root&#x2f;2</code>\n    \
+         <pre>agent `charge` (root&#x2f;2) failed: card declined</pre>"
+    ));
+    let data = page_data(&html);
+    /// seq, name, label, attempt, iteration, error.
+    type Row<'a> = (u64, &'a str, Option<&'a str>, u64, Option<u64>, Option<&'a str>);
+    let steps: Vec<Row<'_>> = data["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["seq"].as_u64().unwrap(),
+                s["name"].as_str().unwrap(),
+                s["label"].as_str(),
+                s["attempt"].as_u64().unwrap(),
+                s["iteration"].as_u64(),
+                s["error"].as_str(),
+            )
+        })
+        .collect();
+    let declined = Some("agent `charge` (root/2) failed: card declined");
+    assert_eq!(
+        steps,
+        [
+            (1, "count", None, 1, Some(1), None),
+            (2, "count", None, 1, Some(2), None),
+            (3, "tally", None, 1, None, None),
+            (4, "reserve", Some("failed attempt"), 1, None, Some("agent `reserve` (root/1) failed: warehouse busy")),
+            (5, "reserve", None, 2, None, None),
+            (6, "charge", Some("failed attempt"), 1, None, declined),
+            (7, "charge", Some("failed attempt"), 2, None, declined),
+            (8, "order", Some("failed attempt"), 1, None, declined),
+        ]
+    );
+    let milestones: Vec<(&str, u64)> = data["milestones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["kind"].as_str().unwrap(), m["seq"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(milestones, [("started", 0), ("failed", 8)]);
+
+    // Without the topology the report says so; an id the monitor does not keep is a clear error.
+    let session = monitor.session("m-1").unwrap();
+    let bare = agentic_report::render_monitored(&session, None);
+    assert!(bare.contains("the system&#x27;s topology was not given to the report"), "the reason is shown");
+    let missing = agentic_report::report_from_monitor(&monitor, "m-2", None).unwrap_err();
+    assert_eq!(
+        missing.to_string(),
+        "the monitor keeps no session `m-2` (it keeps `m-1`; ended sessions beyond its retention are dropped)"
+    );
 }
 
 fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {

@@ -143,7 +143,7 @@ fn unknown_kind_lists_the_valid_kinds() {
         e.message,
         "unknown kind `frobnicate`, expected one of `compute`, `human`, `sequence`, `loop`, `parallel`, \
          `parallel_mapper`, `conditional`, `llm`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`, \
-         `supervisor`, `decision_router`, `mcp`, `a2a`"
+         `supervisor`, `decision_router`, `mcp`, `a2a`, `registry`"
     );
     let e = one("version: 1\nroot: a\nagents:\n  a: { kind: sequnce, agents: [] }\n");
     assert!(e.message.starts_with("unknown kind `sequnce` (did you mean `sequence`?)"), "{e}");

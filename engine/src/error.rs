@@ -278,3 +278,32 @@ pub enum ForkError {
     #[error(transparent)]
     Store(#[from] StoreError),
 }
+
+/// Why an agents registry operation failed ([`crate::AgentRegistry`]).
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// No agent is registered under this name.
+    #[error("no agent registered as `{name}` ({})", registered_list(.registered))]
+    Unknown {
+        /// The name looked up.
+        name: String,
+        /// The names registered, sorted.
+        registered: Vec<String>,
+    },
+    /// An agent is already registered under this name (names are unique; remove the old one first).
+    #[error("an agent is already registered as `{0}`")]
+    Duplicate(String),
+    /// Registered names must not be empty or blank.
+    #[error("an agent cannot be registered under an empty name")]
+    EmptyName,
+}
+
+/// ``registered: `a`, `b` `` or `the registry is empty`, for [`RegistryError::Unknown`].
+fn registered_list(names: &[String]) -> String {
+    if names.is_empty() {
+        return "the registry is empty".to_string();
+    }
+    let list: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    format!("registered: {}", list.join(", "))
+}

@@ -22,6 +22,7 @@
 //! ```
 
 pub mod agent;
+pub mod agent_registry;
 pub mod error;
 pub mod error_handler;
 pub mod journal;
@@ -33,7 +34,8 @@ pub mod store;
 pub mod value;
 
 pub use agent::{Agent, AgentRef, AgentSpec, DynAgent, InputSpec, InvocationContext, SpecBuilder, TopologyNode};
-pub use error::{AgentError, BuildError, ForkError, StoreError};
+pub use agent_registry::AgentRegistry;
+pub use error::{AgentError, BuildError, ForkError, RegistryError, StoreError};
 pub use error_handler::{ErrorContext, ErrorHandler, Recovery, RetryPolicy};
 pub use listener::{
     AgentListener, AgentMonitor, ListenerRef, MonitoredInvocation, MonitoredSession, RunEvent, SessionStatus,

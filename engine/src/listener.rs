@@ -9,9 +9,9 @@
 //! before inner ones'), synchronously on the run's tasks: keep them quick. A listener that panics is logged
 //! and never breaks the run. Idea from LangChain4j agentic's `AgentListener` and `AgentMonitor`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -21,6 +21,10 @@ use crate::agent::{AgentRef, AgentSpec, DynAgent, InvocationContext};
 use crate::error::AgentError;
 use crate::run::PendingResponse;
 use crate::scope::TokenUsage;
+
+mod monitor;
+
+pub use monitor::{AgentMonitor, MonitoredInvocation, MonitoredSession, SessionStatus};
 
 /// Something that happened in a run, as listeners and event streams see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -316,176 +320,6 @@ impl AgentRef {
             None => self.clone(),
         };
         AgentRef::new(Listened { inner, listeners })
-    }
-}
-
-/// One invocation as the monitor records it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MonitoredInvocation {
-    /// Agent name.
-    pub agent: String,
-    /// Agent path.
-    pub path: String,
-    /// Attempt, 1-based.
-    pub attempt: u32,
-    /// Inputs.
-    pub inputs: Map<String, Value>,
-    /// Output, when finished.
-    pub output: Option<Value>,
-    /// Error message, when failed.
-    pub error: Option<String>,
-    /// Duration in microseconds, when ended.
-    pub duration_us: Option<u64>,
-    /// Tokens, when it called a model.
-    pub tokens: Option<TokenUsage>,
-}
-
-/// Status of a monitored session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionStatus {
-    /// Running.
-    InProgress,
-    /// Waiting for a human (not "in progress" forever).
-    Suspended,
-    /// Completed.
-    Completed,
-    /// Failed.
-    Failed,
-    /// Stopped by a drain; resuming the run continues the session.
-    Drained,
-}
-
-/// What the monitor keeps about one memory id (a resumed run continues the same session).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MonitoredSession {
-    /// Memory id.
-    pub run_id: String,
-    /// Status.
-    pub status: SessionStatus,
-    /// Invocations in start order.
-    pub invocations: Vec<MonitoredInvocation>,
-}
-
-/// Records invocation trees per memory id, with bounded retention of ended sessions (default 100;
-/// [`AgentMonitor::with_retention`]; 0 keeps none). Register it on the root (it is inherited) or on a run.
-#[derive(Clone)]
-pub struct AgentMonitor {
-    inner: Arc<Mutex<MonitorState>>,
-}
-
-struct MonitorState {
-    retention: usize,
-    sessions: BTreeMap<String, MonitoredSession>,
-    ended: VecDeque<String>,
-}
-
-impl Default for AgentMonitor {
-    fn default() -> Self {
-        Self::with_retention(100)
-    }
-}
-
-impl AgentMonitor {
-    /// A monitor keeping the last 100 ended sessions.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A monitor keeping the last `retention` ended (completed, failed, suspended or drained) sessions.
-    pub fn with_retention(retention: usize) -> Self {
-        AgentMonitor {
-            inner: Arc::new(Mutex::new(MonitorState { retention, sessions: BTreeMap::new(), ended: VecDeque::new() })),
-        }
-    }
-
-    /// The session of `run_id`, if kept.
-    pub fn session(&self, run_id: &str) -> Option<MonitoredSession> {
-        self.inner.lock().ok().and_then(|s| s.sessions.get(run_id).cloned())
-    }
-
-    /// Ids of the sessions kept, sorted.
-    pub fn run_ids(&self) -> Vec<String> {
-        self.inner.lock().map(|s| s.sessions.keys().cloned().collect()).unwrap_or_default()
-    }
-
-    /// Forgets everything.
-    pub fn clear(&self) {
-        if let Ok(mut s) = self.inner.lock() {
-            s.sessions.clear();
-            s.ended.clear();
-        }
-    }
-
-    fn with_session(&self, run_id: &str, f: impl FnOnce(&mut MonitoredSession)) {
-        let Ok(mut s) = self.inner.lock() else { return };
-        let session = s.sessions.entry(run_id.to_string()).or_insert_with(|| MonitoredSession {
-            run_id: run_id.to_string(),
-            status: SessionStatus::InProgress,
-            invocations: Vec::new(),
-        });
-        f(session);
-    }
-
-    fn end(&self, run_id: &str, status: SessionStatus) {
-        self.with_session(run_id, |s| s.status = status);
-        let Ok(mut s) = self.inner.lock() else { return };
-        s.ended.retain(|id| id != run_id);
-        s.ended.push_back(run_id.to_string());
-        while s.ended.len() > s.retention {
-            if let Some(old) = s.ended.pop_front() {
-                s.sessions.remove(&old);
-            }
-        }
-    }
-}
-
-impl AgentListener for AgentMonitor {
-    fn inherited(&self) -> bool {
-        true
-    }
-
-    fn on_event(&self, event: &RunEvent) {
-        match event {
-            RunEvent::ScopeCreated { run_id } => {
-                self.with_session(run_id, |s| s.status = SessionStatus::InProgress);
-                if let Ok(mut st) = self.inner.lock() {
-                    st.ended.retain(|id| id != run_id);
-                }
-            }
-            RunEvent::AgentStarted { run_id, agent, path, attempt, inputs } => self.with_session(run_id, |s| {
-                s.invocations.push(MonitoredInvocation {
-                    agent: agent.clone(),
-                    path: path.clone(),
-                    attempt: *attempt,
-                    inputs: inputs.clone(),
-                    output: None,
-                    error: None,
-                    duration_us: None,
-                    tokens: None,
-                })
-            }),
-            RunEvent::AgentFinished { run_id, path, attempt, output, duration_us, tokens, .. } => {
-                self.with_session(run_id, |s| {
-                    if let Some(inv) = s.invocations.iter_mut().rev().find(|i| i.path == *path && i.attempt == *attempt)
-                    {
-                        inv.output = Some(output.clone());
-                        inv.duration_us = Some(*duration_us);
-                        inv.tokens = *tokens;
-                    }
-                })
-            }
-            RunEvent::AgentFailed { run_id, path, attempt, error, .. } => self.with_session(run_id, |s| {
-                if let Some(inv) = s.invocations.iter_mut().rev().find(|i| i.path == *path && i.attempt == *attempt) {
-                    inv.error = Some(error.clone());
-                }
-            }),
-            RunEvent::Suspended { run_id, .. } => self.end(run_id, SessionStatus::Suspended),
-            RunEvent::Completed { run_id, .. } => self.end(run_id, SessionStatus::Completed),
-            RunEvent::Failed { run_id, .. } => self.end(run_id, SessionStatus::Failed),
-            RunEvent::Drained { run_id } => self.end(run_id, SessionStatus::Drained),
-            _ => {}
-        }
     }
 }
 

@@ -18,6 +18,21 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Without a store, the same page comes from the in-process [`AgentMonitor`]
+//! ([`report_from_monitor`]): every invocation with its inputs, output, error, attempt, timing and tokens,
+//! failed attempts, the milestones and the result; not the state diffs nor the planners' decisions, which
+//! only the journal holds.
+//!
+//! ```no_run
+//! # async fn demo(system: agentic_engine::AgentRef) -> Result<(), Box<dyn std::error::Error>> {
+//! use agentic_engine::AgentMonitor;
+//! let monitor = AgentMonitor::new();
+//! system.invoke().memory_id("order-1").listener(monitor.clone()).await?;
+//! let html = agentic_report::report_from_monitor(&monitor, "order-1", Some(&system.topology()))?;
+//! agentic_report::write_report("order-1.html", &html)?;
+//! # Ok(()) }
+//! ```
+//!
 //! Every string that comes from a model, a human or the state is escaped: the page template is rendered by
 //! minijinja with HTML auto-escaping, the SVG is built with explicit escaping, and the data the page's script
 //! reads is JSON inside `<script type="application/json">` with `<`, `>` and `&` escaped, displayed with
@@ -25,12 +40,13 @@
 
 mod escape;
 mod model;
+mod monitor;
 mod page;
 mod topology;
 
 use std::path::{Path, PathBuf};
 
-use agentic_engine::{RunRecord, StepRecord, StoreError, StoreRef, TopologyNode};
+use agentic_engine::{AgentMonitor, MonitoredSession, RunRecord, StepRecord, StoreError, StoreRef, TopologyNode};
 
 /// Why a report could not be produced.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +54,17 @@ pub enum ReportError {
     /// The store has no run with this id.
     #[error("no run `{0}` in the store")]
     NoRun(String),
+    /// The monitor keeps no session with this id (never seen, or dropped by its retention).
+    #[error(
+        "the monitor keeps no session `{run_id}` ({}; ended sessions beyond its retention are dropped)",
+        kept_list(.kept)
+    )]
+    NotMonitored {
+        /// The memory id asked for.
+        run_id: String,
+        /// The ids of the sessions it keeps, sorted.
+        kept: Vec<String>,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -51,6 +78,18 @@ pub enum ReportError {
     },
 }
 
+/// ``it keeps `a`, `b` `` or `it keeps none`, for [`ReportError::NotMonitored`].
+fn kept_list(ids: &[String]) -> String {
+    if ids.is_empty() {
+        return "it keeps none".to_string();
+    }
+    let list: Vec<String> = ids.iter().map(|i| format!("`{i}`")).collect();
+    format!("it keeps {}", list.join(", "))
+}
+
+/// What the header of a report rendered from the monitor says of its origin.
+const MONITOR_ORIGIN: &str = "from the in-process monitor: invocations, no state diffs";
+
 /// Renders the report of a run: `topology` is the system that ran it (`AgentRef::topology()`), `run` its
 /// record and `records` its journal in sequence order (`CheckpointStore::records`).
 pub fn render_run(topology: &TopologyNode, run: &RunRecord, records: &[StepRecord]) -> String {
@@ -61,6 +100,35 @@ pub fn render_run(topology: &TopologyNode, run: &RunRecord, records: &[StepRecor
 /// the report where the topology diagram would be.
 pub fn render_run_without_topology(run: &RunRecord, records: &[StepRecord], reason: &str) -> String {
     page::run_page(None, Some(reason), run, records)
+}
+
+/// Renders the report of a session recorded by the in-process monitor ([`AgentMonitor::session`]) with the
+/// renderer of [`render_run`]: one step per invocation that ended, in the order they ended, failed attempts
+/// marked and listed with their errors, retries counted, suspensions and resumptions on the timeline, the
+/// status with the result or the error. `topology` is the system that ran it (`AgentRef::topology()`); without
+/// it the report says the topology is missing. The monitor sees no state writes: the steps show inputs and
+/// outputs, no state diff and no planner decision (a store's report has them).
+pub fn render_monitored(session: &MonitoredSession, topology: Option<&TopologyNode>) -> String {
+    let (run, records, iterations) = monitor::run_of(session, topology);
+    let reason = "the system's topology was not given to the report";
+    let reason = topology.is_none().then_some(reason);
+    page::monitor_page(topology, reason, &run, &records, &iterations, MONITOR_ORIGIN)
+}
+
+/// Renders the report of run `run_id` (its memory id) straight from the in-process monitor, without a store:
+/// [`render_monitored`] of the session it keeps.
+///
+/// # Errors
+/// [`ReportError::NotMonitored`] when the monitor keeps no session `run_id`, listing the ones it keeps.
+pub fn report_from_monitor(
+    monitor: &AgentMonitor,
+    run_id: &str,
+    topology: Option<&TopologyNode>,
+) -> Result<String, ReportError> {
+    let session = monitor
+        .session(run_id)
+        .ok_or_else(|| ReportError::NotMonitored { run_id: run_id.to_string(), kept: monitor.run_ids() })?;
+    Ok(render_monitored(&session, topology))
 }
 
 /// Renders a topology report: the agent tree and the data flow between keys, for a workflow named `name`.

@@ -55,6 +55,8 @@ pub(crate) struct Summary {
     pub(crate) tokens_out: u64,
     pub(crate) tokens_total: u64,
     pub(crate) source: Option<String>,
+    /// Where the data comes from when it is not a store (the in-process monitor).
+    pub(crate) origin: Option<String>,
     /// The run it was forked from and at which step.
     pub(crate) forked_from: Option<ForkView>,
     /// The result (completed), as one line of JSON or text.
@@ -285,6 +287,17 @@ pub(crate) fn error_path(message: &str) -> Option<String> {
 
 /// Builds the model of a run.
 pub(crate) fn build(topology: Option<&TopologyNode>, run: &RunRecord, records: &[StepRecord]) -> RunModel {
+    build_with(topology, run, records, &BTreeMap::new())
+}
+
+/// Builds the model of a run whose loop iterations are known by step (`seq` → 1-based iteration of the
+/// innermost loop) rather than from the planners' states (the monitor's records have none).
+pub(crate) fn build_with(
+    topology: Option<&TopologyNode>,
+    run: &RunRecord,
+    records: &[StepRecord],
+    iterations: &BTreeMap<u64, u64>,
+) -> RunModel {
     let topo = Topo::new(topology);
     let mapping = TimeMap::new(run, records);
 
@@ -355,7 +368,7 @@ pub(crate) fn build(topology: Option<&TopologyNode>, run: &RunRecord, records: &
             layers.retain(|k, _| k != item && !k.starts_with(&nested));
         }
 
-        let iteration = iteration_of(path, &topo, &planner_states);
+        let iteration = iterations.get(&r.seq).copied().or_else(|| iteration_of(path, &topo, &planner_states));
         if !r.async_started && !r.failed {
             let prefix = format!("{path}/");
             planner_states.retain(|p, _| p != path && !p.starts_with(&prefix));
@@ -635,6 +648,7 @@ fn summary(run: &RunRecord, records: &[StepRecord], agents: &[AgentRow], mapping
         tokens_out,
         tokens_total: tokens_in + tokens_out,
         source: run.source.clone(),
+        origin: None,
         forked_from: run.forked_from.as_ref().map(|f| ForkView { run_id: f.run_id.clone(), at_seq: f.at_seq }),
         output,
         error,

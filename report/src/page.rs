@@ -37,7 +37,25 @@ pub(crate) fn run_page(
     run: &RunRecord,
     records: &[StepRecord],
 ) -> String {
-    let m = model::build(topology, run, records);
+    page(topology, reason, model::build(topology, run, records), run)
+}
+
+/// The page of a session of the in-process monitor: its run record, its steps, and the loop iteration of each
+/// step (by `seq`); the header says where the data comes from.
+pub(crate) fn monitor_page(
+    topology: Option<&TopologyNode>,
+    reason: Option<&str>,
+    run: &RunRecord,
+    records: &[StepRecord],
+    iterations: &std::collections::BTreeMap<u64, u64>,
+    origin: &str,
+) -> String {
+    let mut m = model::build_with(topology, run, records, iterations);
+    m.summary.origin = Some(origin.to_string());
+    page(topology, reason, m, run)
+}
+
+fn page(topology: Option<&TopologyNode>, reason: Option<&str>, m: model::RunModel, run: &RunRecord) -> String {
     let svg = topology.map(|t| safe(topology::svg(t, &m.annotations)));
     render(context! {
         mode => "run",

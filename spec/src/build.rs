@@ -8,7 +8,7 @@ use agentic_agents::expr::Expression;
 use agentic_agents::{
     A2aAgent, A2aClient, A2aTenant, Compute, Human, HumanMode, McpAgent, McpClient, McpServer, McpToolProvider,
 };
-use agentic_engine::{AgentRef, BuildError, ErrorContext, RetryPolicy, SpecBuilder};
+use agentic_engine::{AgentRef, AgentRegistry, BuildError, ErrorContext, RegistryError, RetryPolicy, SpecBuilder};
 use agentic_planners::{CompositeBuilderExt, Conditional, Loop, Parallel, ParallelMapper, Sequence};
 use serde_json::Value;
 
@@ -28,6 +28,10 @@ pub(crate) struct Builder<'a> {
     /// The `mcp_servers` of the spec, and the client of each once an agent uses it (one per built spec).
     mcp_servers: &'a [McpServerEntry],
     mcp_clients: HashMap<String, Arc<McpClient>>,
+    /// The agents `registry` agents refer to (none: such an agent is an error).
+    registry: Option<AgentRegistry>,
+    /// Each spec agent's path in the built tree (`root/1/0`), for errors.
+    paths: HashMap<String, String>,
 }
 
 /// A failure already recorded in the sink.
@@ -50,7 +54,16 @@ impl<'a> Builder<'a> {
             decision_models: HashMap::new(),
             mcp_servers: &[],
             mcp_clients: HashMap::new(),
+            registry: None,
+            paths: HashMap::new(),
         }
+    }
+
+    /// Sets the registry `registry` agents are looked up in, and the spec agents' paths (for its errors).
+    pub(crate) fn with_registry(mut self, registry: Option<AgentRegistry>, paths: HashMap<String, String>) -> Self {
+        self.registry = registry;
+        self.paths = paths;
+        self
     }
 
     /// Builds agent `name` and everything below it.
@@ -206,6 +219,7 @@ impl<'a> Builder<'a> {
                 }
                 Ok(common(b, def).build_lazy())
             }
+            AgentKind::Registry { name } => self.registered(def, name),
             AgentKind::Unsupported(kind) => {
                 self.sink.push(
                     def.kind_pos,
@@ -216,6 +230,36 @@ impl<'a> Builder<'a> {
                 Err(Reported)
             }
         }
+    }
+
+    /// The agent registered under `name` (a `registry` agent).
+    fn registered(&mut self, def: &AgentDef, name: &Located<String>) -> Built {
+        let at = match self.paths.get(&def.name) {
+            Some(path) => format!(" at {path}"),
+            None => String::new(),
+        };
+        let message = match &self.registry {
+            None => format!(
+                "kind `registry` needs an agents registry, and this spec was built without one (the Rust program \
+                 that registers agents builds the spec with `BuildContext::registry`); `{}`{at} is not resolved",
+                name.value
+            ),
+            Some(registry) => match registry.get(&name.value) {
+                Ok(agent) => return Ok(agent),
+                Err(RegistryError::Unknown { registered, .. }) => {
+                    let list = if registered.is_empty() {
+                        "none is registered".to_string()
+                    } else {
+                        let names: Vec<String> = registered.iter().map(|n| format!("`{n}`")).collect();
+                        format!("registered: {}", names.join(", "))
+                    };
+                    format!("no agent registered as `{}`{at} ({list})", name.value)
+                }
+                Err(other) => format!("`{}`{at}: {other}", name.value),
+            },
+        };
+        self.sink.push(name.pos, Some(&def.name), Some("name"), message);
+        Err(Reported)
     }
 
     fn compute(&mut self, def: &AgentDef, body: &ComputeBody) -> Built {

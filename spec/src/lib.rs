@@ -28,7 +28,9 @@
 //! Kinds supported by this build: `compute`, `human`, `llm`, `sequence`, `loop`, `parallel`, `parallel_mapper`,
 //! `conditional`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`, `supervisor`, `decision_router`, `mcp`
 //! (one tool of an MCP server; the server is started or reached at the agent's first call, not when the spec
-//! is built), `a2a` (a remote A2A agent; its card is read at the agent's first call). The
+//! is built), `a2a` (a remote A2A agent; its card is read at the agent's first call), `registry` (an agent the
+//! Rust program registered by name in an [`agentic_engine::AgentRegistry`], given to [`Spec::build_with`]
+//! through [`BuildContext::registry`]: a local agent, a whole workflow, or a remote A2A or MCP agent). The
 //! `models` section builds chat models ([`model_from_def`]: `openai`, `scripted`; `local` is reported as not
 //! built in) when an `llm` agent uses them; [`Spec::build_with_models`] substitutes models (tests, servers
 //! chosen at run time). `llm` agents' `tools` are expressions or templates over the state and the model's
@@ -55,6 +57,9 @@
 //!   `error_handler.fallback`) and template (`template`) compiles (minijinja).
 //! - `error_handler.set` is a mapping of state keys to expressions (strings), and needs `retry` ≥ 1 (its writes
 //!   are made before a retry, so without retries they could never be made).
+//! - A `registry` agent takes only `name` (the registered agent has its own fields); the name is looked up when
+//!   the spec is built ([`Spec::build_with`]), and an unknown one is reported with the agent's path and the
+//!   registered names.
 //! - Field types: strings, booleans (`true`/`false` only: YAML 1.2 core, so `yes`, `on`, `y` are strings),
 //!   integers in range (`max_iterations`, `max_concurrency`, `timeout_ms` ≥ 1; `retry`, `backoff_ms` ≥ 0).
 //!
@@ -311,7 +316,7 @@ impl Spec {
     /// Problems only the builders detect (e.g. conflicting declared types, a mapped agent without inputs and
     /// no `item_key`), located at the agent.
     pub fn build(&self) -> Result<BuiltSpec, SpecErrors> {
-        self.build_with_models(Vec::<(String, agentic_agents::ChatModelRef)>::new())
+        self.build_with(&BuildContext::new())
     }
 
     /// Builds like [`Spec::build`], using `models` instead of the spec's entries of the same names (the
@@ -327,8 +332,43 @@ impl Spec {
         &self,
         models: impl IntoIterator<Item = (String, agentic_agents::ChatModelRef)>,
     ) -> Result<BuiltSpec, SpecErrors> {
+        self.build_with(&BuildContext::new().models(models))
+    }
+
+    /// Builds like [`Spec::build`], with what the Rust program supplies: chat models substituted for the
+    /// spec's entries of the same names (as [`Spec::build_with_models`]) and the agents registry that
+    /// `kind: registry` agents are looked up in.
+    ///
+    /// ```
+    /// use agentic_engine::{AgentRegistry, SpecBuilder};
+    /// use agentic_spec::{BuildContext, Spec};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let registry = AgentRegistry::new();
+    /// registry.register(agentic_agents::Compute::template("shout", "{{ text | upper }}")?.output_key("loud").build())?;
+    /// let spec = Spec::parse(
+    ///     r#"
+    /// version: 1
+    /// root: main
+    /// agents:
+    ///   main: { kind: sequence, agents: [greet, loud] }
+    ///   greet: { kind: compute, template: "hello {{ who }}", output_key: text }
+    ///   loud: { kind: registry, name: shout }
+    /// "#,
+    ///     "greet.yaml",
+    /// )?;
+    /// let built = spec.build_with(&BuildContext::new().registry(registry))?;
+    /// let outcome = built.root.invoke().input("who", "Ada").await?;
+    /// assert_eq!(outcome.state().get("loud"), Some(&serde_json::json!("HELLO ADA")));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Spec::build_with_models`]; also a `registry` agent whose `name` is not registered (naming the
+    /// spec agent, its path in the tree and the registered names), or any `registry` agent when the context
+    /// has no registry, located at its `name` field.
+    pub fn build_with(&self, context: &BuildContext) -> Result<BuiltSpec, SpecErrors> {
         let mut sink = Sink::new(self.file.clone());
-        let models: Vec<(String, agentic_agents::ChatModelRef)> = models.into_iter().collect();
+        let models: Vec<(String, agentic_agents::ChatModelRef)> = context.models.clone();
         let substituted: Vec<String> = models.iter().map(|(n, _)| n.clone()).collect();
         let mut chat_models: std::collections::HashMap<String, Result<agentic_agents::ChatModelRef, String>> =
             self.models.iter().map(|d| (d.name.clone(), model_from_def(d).map_err(|e| e.to_string()))).collect();
@@ -344,6 +384,7 @@ impl Spec {
             .with_models(chat_models)
             .with_decision_models(decision_models)
             .with_mcp_servers(&self.mcp_servers)
+            .with_registry(context.registry.clone(), self.agent_paths())
             .build(&self.root, None);
         match root {
             Ok(root) if sink.is_empty() => Ok(BuiltSpec { name: self.name.clone(), root, models: self.models.clone() }),
@@ -354,6 +395,71 @@ impl Spec {
                 Err(sink.into_errors())
             }
         }
+    }
+}
+
+impl Spec {
+    /// The path each agent reachable from the root will have in the built tree (`root`, `root/1/0`): a
+    /// composite's sub-agents are numbered in declaration order ([`AgentKind::references`]).
+    fn agent_paths(&self) -> std::collections::HashMap<String, String> {
+        let mut paths = std::collections::HashMap::new();
+        let mut stack = vec![(self.root.value.as_str(), "root".to_string())];
+        while let Some((name, path)) = stack.pop() {
+            if paths.contains_key(name) {
+                continue;
+            }
+            if let Some(def) = self.agent(name) {
+                for (i, r) in def.kind.references().into_iter().enumerate() {
+                    stack.push((r.value.as_str(), format!("{path}/{i}")));
+                }
+            }
+            paths.insert(name.to_string(), path);
+        }
+        paths
+    }
+}
+
+/// What a Rust program supplies when it builds a spec ([`Spec::build_with`]) besides the spec's text: chat
+/// models standing in for the spec's `models` entries of the same names, and the agents registry that
+/// `kind: registry` agents are looked up in. Defaults: no substituted model, no registry (a `registry`
+/// agent is then a build error).
+#[derive(Clone, Default)]
+pub struct BuildContext {
+    models: Vec<(String, agentic_agents::ChatModelRef)>,
+    registry: Option<agentic_engine::AgentRegistry>,
+}
+
+impl std::fmt::Debug for BuildContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let models: Vec<&str> = self.models.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("BuildContext").field("models", &models).field("registry", &self.registry).finish()
+    }
+}
+
+impl BuildContext {
+    /// An empty context: the spec is built from its own text only.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Uses `model` for the spec's model entry `name` (which the spec must still define; see
+    /// [`Spec::build_with_models`]).
+    pub fn model(mut self, name: impl Into<String>, model: impl Into<agentic_agents::ChatModelRef>) -> Self {
+        self.models.push((name.into(), model.into()));
+        self
+    }
+
+    /// Uses each `(name, model)` for the spec's model entry `name`.
+    pub fn models(mut self, models: impl IntoIterator<Item = (String, agentic_agents::ChatModelRef)>) -> Self {
+        self.models.extend(models);
+        self
+    }
+
+    /// Looks `kind: registry` agents up in `registry` (shared: agents registered later, before the build, are
+    /// seen too).
+    pub fn registry(mut self, registry: agentic_engine::AgentRegistry) -> Self {
+        self.registry = Some(registry);
+        self
     }
 }
 

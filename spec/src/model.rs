@@ -220,6 +220,12 @@ pub enum AgentKind {
         /// one choice.
         threshold: Option<f64>,
     },
+    /// `registry`: an agent the Rust program registered in its [`agentic_engine::AgentRegistry`] under
+    /// `name`, looked up when the spec is built (`BuildContext::registry`). It keeps its own name and fields.
+    Registry {
+        /// `name`: the registered name.
+        name: Located<String>,
+    },
     /// A kind of SPEC.md this build does not support yet (`llm`, `supervisor`, ...). Never present in a
     /// spec that validated.
     Unsupported(String),
@@ -247,6 +253,7 @@ impl AgentKind {
             AgentKind::Bdi { .. } => "bdi",
             AgentKind::Supervisor(_) => "supervisor",
             AgentKind::DecisionRouter { .. } => "decision_router",
+            AgentKind::Registry { .. } => "registry",
             AgentKind::Unsupported(kind) => kind,
         }
     }
@@ -272,6 +279,7 @@ impl AgentKind {
             | AgentKind::Mcp(_)
             | AgentKind::A2a(_)
             | AgentKind::Llm(_)
+            | AgentKind::Registry { .. }
             | AgentKind::Unsupported(_) => Vec::new(),
         }
     }
@@ -483,6 +491,7 @@ pub const SUPPORTED_KINDS: &[&str] = &[
     "decision_router",
     "mcp",
     "a2a",
+    "registry",
 ];
 
 /// Kinds of SPEC.md that are recognised but not supported yet by this build.

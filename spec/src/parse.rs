@@ -523,6 +523,35 @@ impl Cx<'_> {
     }
 }
 
+/// A `registry` agent: `name` only. The agent was built in Rust with its own fields, so the common fields
+/// are refused with that reason (not as unknown fields).
+fn parse_registry(name: &str, pos: Pos, kind_pos: Pos, obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<AgentDef> {
+    let own: Vec<&(String, Pos, &Node)> =
+        obj.entries.iter().filter(|(k, _, _)| k != "kind" && COMMON_FIELDS.contains(&k.as_str())).collect();
+    for (field, field_pos, _) in own {
+        cx.err(
+            *field_pos,
+            None,
+            format!(
+                "a `registry` agent takes only `name`: `{field}` belongs to the registered agent, which is built \
+                 in Rust with its own fields"
+            ),
+        );
+    }
+    let rest = Obj {
+        pos: obj.pos,
+        entries: obj
+            .entries
+            .iter()
+            .filter(|(k, _, _)| k == "kind" || !COMMON_FIELDS.contains(&k.as_str()))
+            .cloned()
+            .collect(),
+    };
+    rest.check_fields(&["kind", "name"], cx);
+    let registered = cx.required(obj, "name")?;
+    Some(bare_agent(name, pos, kind_pos, AgentKind::Registry { name: registered }))
+}
+
 fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<AgentDef> {
     let mut cx = Cx { sink, agent: Some(name.to_string()), suggested: Vec::new() };
     let obj = cx.obj(node, None, "field")?;
@@ -573,6 +602,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             &["agents", "model", "response_strategy", "context_strategy", "supervisor_context", "max_invocations"]
         }
         "decision_router" => &["agents", "model", "threshold"],
+        "registry" => &["name"],
         other => {
             let all = SUPPORTED_KINDS.iter().chain(UNSUPPORTED_KINDS).copied();
             let hint = match suggest(other, all) {
@@ -583,6 +613,9 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             return None;
         }
     };
+    if kind == "registry" {
+        return parse_registry(name, pos, kind_pos, &obj, &mut cx);
+    }
     let is_composite = !matches!(kind, "compute" | "human" | "llm" | "mcp" | "a2a");
     let mut allowed: Vec<&str> = COMMON_FIELDS.to_vec();
     if is_composite {

@@ -7,7 +7,8 @@ use super::{EXIT_OK, EXIT_USAGE};
 
 /// Prints `ok: <name> (<N> agents)` (exit 0) or every located error (exit 64). Agents not reachable from
 /// the root are reported as warnings on stderr, and so are `local` models this binary cannot run (built
-/// without the cargo feature `local`): the spec is still valid, it only needs another binary to run.
+/// without the cargo feature `local`) and `registry` agents (only the Rust program that registers them can
+/// run the spec): the spec is still valid, it only needs another binary to run.
 pub(crate) fn validate(args: &ValidateArgs) -> u8 {
     let built = Spec::from_path(&args.spec).and_then(|spec| {
         let missing: Vec<(String, agentic_agents::ChatModelRef)> = spec
@@ -21,7 +22,29 @@ pub(crate) fn validate(args: &ValidateArgs) -> u8 {
                 (d.name.clone(), agentic_agents::ChatModelRef::new(stand_in))
             })
             .collect();
-        spec.build_with_models(missing).map(|_| spec)
+        // `registry` agents come from the Rust program that builds the spec: checked here against stand-ins.
+        let registry = agentic_engine::AgentRegistry::new();
+        for def in spec.agents() {
+            if let agentic_spec::AgentKind::Registry { name } = &def.kind
+                && !registry.contains(&name.value)
+            {
+                eprintln!(
+                    "warning: {}: agent `{}` is the registered agent `{}`: only the Rust program that registers it \
+                     can run the spec; the spec is checked without it",
+                    spec.file(),
+                    def.name,
+                    name.value
+                );
+                let stand_in = agentic_agents::ScopeAction::with_spec(
+                    agentic_engine::AgentSpec::new(name.value.clone(), "registry"),
+                    |_| Err("a stand-in for a registered agent".to_string()),
+                );
+                // The name is not blank (parsing refused a blank one) and not registered yet: this cannot fail.
+                let _ = registry.register_as(name.value.clone(), stand_in);
+            }
+        }
+        let context = agentic_spec::BuildContext::new().models(missing).registry(registry);
+        spec.build_with(&context).map(|_| spec)
     });
     match built {
         Ok(spec) => {
