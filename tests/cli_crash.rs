@@ -59,7 +59,16 @@ fn crash_at_every_step(spec: &str, expected: &str, expected_steps: u64) {
     let steps = clean["steps"].as_u64().unwrap();
     assert_eq!(steps, expected_steps);
 
-    for k in 1..=steps {
+    // The last step, the root's completion, is written in one transaction with the final record: a crash
+    // right after it finds the run completed.
+    let id = format!("crash-{steps}");
+    let o = agentic(s, Some(steps), &["run", spec, "--input", "input=x", "--memory-id", &id]);
+    assert_eq!(o.status.code(), None, "k={steps}: the process was killed by a signal");
+    let crashed = show(s, &id);
+    assert_eq!((&crashed["status"], &crashed["steps"]), (&Value::from("completed"), &clean["steps"]));
+    assert_eq!(crashed["state"], clean["state"]);
+
+    for k in 1..steps {
         let id = format!("crash-{k}");
         let o = agentic(s, Some(k), &["run", spec, "--input", "input=x", "--memory-id", &id]);
         assert_eq!(o.status.code(), None, "k={k}: the process was killed by a signal");

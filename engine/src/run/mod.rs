@@ -261,6 +261,21 @@ impl RunContext {
         self.journal_step(record).await
     }
 
+    /// Journals the root's completion when the run's final record follows at once: under sync durability the
+    /// step is appended unflushed and the final record's flush writes both in one transaction (one commit
+    /// instead of two; a crash in between loses no agent's work, only the root's bookkeeping, redone on resume).
+    pub(crate) async fn journal_root_completion(
+        &self,
+        delta: Vec<(String, Value)>,
+        invocation: Option<crate::scope::InvocationRecord>,
+    ) -> Result<(), AgentError> {
+        let (Some(store), Durability::Sync) = (&self.store, self.durability) else {
+            return self.journal_completion("root", None, delta, invocation).await;
+        };
+        let record = StepRecord { delta, invocation, ..StepRecord::new(&*self.run_id, self.next_seq(), "root") };
+        store.append_dyn(record).await.map_err(|e| AgentError::internal(format!("journal write failed: {e}")))
+    }
+
     /// Takes the records buffered by exit durability.
     pub(crate) fn take_exit_buffer(&self) -> Vec<StepRecord> {
         std::mem::take(&mut *lock(&self.exit_buffer))

@@ -231,6 +231,8 @@ impl RunSession {
     /// Executes the run to its result. See the module documentation.
     pub(crate) async fn execute(&mut self) -> Result<Value, AgentError> {
         let run = &self.run;
+        // `close` writes the final record and flushes: the root's completion can ride on that flush.
+        let final_record = self.record.is_some() && self.store.is_some();
         let root = async {
             if let Some(output) = self.finished.take() {
                 // The root completed before the process stopped; only its status was not saved.
@@ -249,7 +251,11 @@ impl RunSession {
             self.scope.tell(ScopeMsg::StartRoot(Box::new(start)))?;
             let outcome = outcome.await.map_err(|_| AgentError::internal("the run's scope actor stopped"))??;
             run.wait_async().await?;
-            run.journal_completion("root", None, outcome.delta, outcome.record).await?;
+            if final_record {
+                run.journal_root_completion(outcome.delta, outcome.record).await?;
+            } else {
+                run.journal_completion("root", None, outcome.delta, outcome.record).await?;
+            }
             Ok::<Value, AgentError>(outcome.output)
         };
         // Cancel first: a run resumed with an already cancelled handle starts no step.
