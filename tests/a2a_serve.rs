@@ -8,9 +8,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use common::{KillOnDrop, free_port, peer_script, peers_python, wait_port};
+use common::{peer_script, peers_python};
 use serde_json::{Value, json};
 
 const HELLO: &str = r#"
@@ -47,35 +47,11 @@ agents:
 "#;
 
 /// `agentic serve` on a fresh store with the specs `hello`, `approval` and `sum`; killed on drop.
-struct Served {
-    _child: KillOnDrop,
-    base: String,
-    _dir: tempfile::TempDir,
-}
+type Served = common::ServedSpecs;
 
 impl Served {
-    fn start() -> Served {
-        let dir = tempfile::tempdir().unwrap();
-        let specs = dir.path().join("specs");
-        std::fs::create_dir(&specs).unwrap();
-        std::fs::write(specs.join("hello.yaml"), HELLO).unwrap();
-        std::fs::write(specs.join("approval.yaml"), APPROVAL).unwrap();
-        std::fs::write(specs.join("sum.yaml"), SUM).unwrap();
-        let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_agentic"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--store"])
-            .arg(dir.path().join("store"))
-            .arg("--specs")
-            .arg(&specs)
-            .env_remove("AGENTIC_LOG")
-            .env_remove("AGENTIC_TOKEN")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let child = KillOnDrop(child);
-        wait_port(port);
-        Served { _child: child, base: format!("http://127.0.0.1:{port}"), _dir: dir }
+    fn started() -> Served {
+        Served::start(&[("hello.yaml", HELLO), ("approval.yaml", APPROVAL), ("sum.yaml", SUM)], "127.0.0.1", None)
     }
 
     /// A JSON-RPC request posted to `path`, and the response's body.
@@ -110,7 +86,7 @@ fn task_of(v: &Value) -> &Value {
 #[test]
 fn the_cards_list_the_specs_as_skills_and_their_endpoints() {
     let Some(python) = peers_python() else { return };
-    let served = Served::start();
+    let served = Served::started();
     let card = client(&python, &served.base, &["card"]);
     assert_eq!(card["name"], "agentic");
     let skills: Vec<&str> = card["skills"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
@@ -140,7 +116,7 @@ fn the_cards_list_the_specs_as_skills_and_their_endpoints() {
 #[tokio::test]
 async fn a_message_runs_the_workflow_and_the_task_holds_its_output() {
     let Some(python) = peers_python() else { return };
-    let served = Served::start();
+    let served = Served::started();
     let hello = ["--card-path", "/.well-known/hello/agent-card.json"];
     let sent = client(&python, &served.base, &[&["send", "Ada", "--context", "ctx-1"][..], &hello].concat());
     let task = task_of(&sent);
@@ -166,7 +142,7 @@ async fn a_message_runs_the_workflow_and_the_task_holds_its_output() {
 #[test]
 fn a_human_step_is_input_required_and_the_follow_up_message_completes_the_task() {
     let Some(python) = peers_python() else { return };
-    let served = Served::start();
+    let served = Served::started();
     let approval = ["--card-path", "/.well-known/approval/agent-card.json"];
     let first = client(&python, &served.base, &[&["send", "cake"][..], &approval].concat());
     let task = task_of(&first);
@@ -194,7 +170,7 @@ fn a_human_step_is_input_required_and_the_follow_up_message_completes_the_task()
 
 #[tokio::test]
 async fn the_0_3_method_names_and_the_protocol_errors() {
-    let served = tokio::task::spawn_blocking(Served::start).await.unwrap();
+    let served = tokio::task::spawn_blocking(Served::started).await.unwrap();
     let send = json!({"jsonrpc": "2.0", "id": 7, "method": "message/send", "params": {"message": {
         "kind": "message", "messageId": "m1", "role": "user", "parts": [{"kind": "text", "text": "Dee"}]}}});
     let answer = served.rpc("/a2a/hello", send.to_string()).await;

@@ -188,3 +188,43 @@ pub fn wait_port(port: u16) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// `agentic serve` on a fresh store with `specs` (file name, text) in its `--specs` directory, listening on
+/// `host` (a free port) with `AGENTIC_TOKEN` = `token` when given; killed when dropped.
+#[allow(dead_code)]
+pub struct ServedSpecs {
+    _child: KillOnDrop,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    _dir: tempfile::TempDir,
+}
+
+#[allow(dead_code)]
+impl ServedSpecs {
+    /// Starts the server and waits for its port.
+    pub fn start(specs: &[(&str, &str)], host: &str, token: Option<&str>) -> ServedSpecs {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spec_dir = dir.path().join("specs");
+        std::fs::create_dir(&spec_dir).expect("specs dir");
+        for (file, text) in specs {
+            std::fs::write(spec_dir.join(file), text).expect("spec file");
+        }
+        let port = free_port();
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_agentic"));
+        command
+            .args(["serve", "--listen", &format!("{host}:{port}"), "--store"])
+            .arg(dir.path().join("store"))
+            .arg("--specs")
+            .arg(&spec_dir)
+            .env_remove("AGENTIC_LOG")
+            .env_remove("AGENTIC_TOKEN")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if let Some(token) = token {
+            command.env("AGENTIC_TOKEN", token);
+        }
+        let child = KillOnDrop(command.spawn().expect("spawn agentic serve"));
+        wait_port(port);
+        ServedSpecs { _child: child, base: format!("http://127.0.0.1:{port}"), _dir: dir }
+    }
+}
