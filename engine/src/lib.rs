@@ -32,7 +32,9 @@ pub mod scope;
 pub mod store;
 pub mod value;
 
-pub use agent::{Agent, AgentRef, AgentSpec, DynAgent, InputSpec, InvocationContext, SpecBuilder, TopologyNode};
+pub use agent::{
+    Agent, AgentRef, AgentSpec, Declaration, DynAgent, InputSpec, InvocationContext, KeyDecl, SpecBuilder, TopologyNode,
+};
 pub use error::{AgentError, BuildError, ForkError, StoreError};
 pub use error_handler::{ErrorContext, ErrorHandler, Recovery, RetryPolicy};
 pub use listener::{
@@ -48,4 +50,4 @@ pub use store::{
     CallRecord, CheckpointStore, CompletionRecord, Durability, DynCheckpointStore, Finish, ForkOrigin, InflightChange,
     Lease, Milestone, PlannerState, RunImage, RunRecord, RunStatus, RunUpdate, StepRecord, StoreRef, planner_key,
 };
-pub use value::ValueType;
+pub use value::{StateType, ValueType};
