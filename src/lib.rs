@@ -18,12 +18,21 @@
 
 pub use agentic_agents as agents;
 pub use agentic_engine as engine;
+/// Declarative agents (docs/declarative.md): `#[agent]` on an async fn, `#[agents]` on a trait of LLM agents and
+/// composites (`#[sequence]`, `#[looping]`, `#[parallel]`, `#[conditional]`, `#[supervisor]` on its methods).
+pub use agentic_macros::{agent, agents, conditional, looping, parallel, sequence, supervisor};
 pub use agentic_planners as planners;
 pub use agentic_spec as spec;
 pub use agentic_store as store;
 
 #[cfg(feature = "otel")]
 pub mod telemetry;
+
+/// What the declarative agents' expansions name: the builders and the typed-call helpers.
+#[doc(hidden)]
+pub mod __private {
+    pub use agentic_planners::__private::*;
+}
 
 /// The chat model a program uses when it does not name one: the same choice a spec's `provider: local` makes.
 ///
@@ -66,8 +75,9 @@ pub mod prelude {
     pub use agentic_engine::{
         Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, CancelHandle, Completion, Composite, DrainHandle,
         Durability, ErrorHandler, InputSpec, InvocationContext, Planner, PlanningContext, Recovery, RetryPolicy,
-        RunOutcome, RunResult, ScopeView, SpecBuilder, TypedKey, ValueType,
+        RunOutcome, RunResult, ScopeView, SpecBuilder, StateType, TypedKey, ValueType,
     };
+    pub use agentic_macros::{agent, agents, conditional, looping, parallel, sequence, supervisor};
     pub use agentic_planners::{
         Bdi, Blackboard, CompositeBuilderExt, Conditional, ContextStrategy, Convergence, Debate, DecisionRouter,
         Desire, Goap, Loop, P2p, Parallel, ParallelMapper, ResponseStrategy, Sequence, Supervisor, Voting,

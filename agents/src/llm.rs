@@ -343,6 +343,25 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// Parses the answer as `T` and declares the output's type as `T`'s (value type and Rust type,
+    /// [`agentic_engine::StateType`]): text for `String`, a number, an integer or a boolean for those scalars
+    /// (parsed leniently, as [`OutputType::Number`] and the others), otherwise JSON matching `T`'s schema
+    /// ([`LlmAgentBuilder::output_as`]). What a method of an `#[agents]` trait returning `T` builds.
+    pub fn returns<T: serde::de::DeserializeOwned + agentic_engine::StateType>(mut self) -> Self {
+        let scalar = match (T::value_type(), T::schema().get("enum").is_some()) {
+            (ValueType::String, false) => Some(OutputType::String),
+            (ValueType::Number, false) => Some(OutputType::Number),
+            (ValueType::Integer, false) => Some(OutputType::Integer),
+            (ValueType::Boolean, false) => Some(OutputType::Boolean),
+            _ => None,
+        };
+        self.output = scalar.unwrap_or_else(|| OutputType::Schema(T::schema()));
+        self.checker = Some(Arc::new(|v: &Value| T::deserialize(v).map(|_| ()).map_err(|e| e.to_string())));
+        self.spec.output_type = T::value_type();
+        self.spec.output_rust_type = Some(T::rust_type().to_string());
+        self
+    }
+
     /// Keeps the last `messages` messages of this agent's conversation (per memory id) and sends them with
     /// each new question (default: no memory).
     pub fn memory_window(mut self, messages: usize) -> Self {

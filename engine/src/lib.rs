@@ -22,6 +22,7 @@
 //! ```
 
 pub mod agent;
+pub mod declare;
 pub mod error;
 pub mod error_handler;
 pub mod journal;
@@ -51,3 +52,14 @@ pub use store::{
     Lease, Milestone, PlannerState, RunImage, RunRecord, RunStatus, RunUpdate, StepRecord, StoreRef, planner_key,
 };
 pub use value::{StateType, ValueType};
+
+/// What the declarative agents' expansions name (`agentic-macros`): [`declare`] and the types it uses.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::agent::{AgentRef, AgentSpec, InputSpec, KeyDecl, SpecBuilder};
+    pub use crate::declare::*;
+    pub use crate::error::{AgentError, BuildError};
+    pub use crate::scope::ScopeView;
+    pub use futures::future::BoxFuture;
+    pub use serde_json::Value;
+}
