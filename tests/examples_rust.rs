@@ -11,6 +11,10 @@
 mod story;
 
 #[allow(dead_code)]
+#[path = "../examples/story_declarative.rs"]
+mod story_declarative;
+
+#[allow(dead_code)]
 #[path = "../examples/style_review.rs"]
 mod style_review;
 
@@ -76,6 +80,7 @@ const EXAMPLES: &[&str] = &[
     "p2p_research",
     "sentiment_voting",
     "story",
+    "story_declarative",
     "style_review",
     "supervisor_bank",
 ];
@@ -104,6 +109,16 @@ async fn story_example() {
             "style_editor: In the vaulted library of Eldmoor, Mira the apprentice found a dragon egg among the grimoires. It hatched in a burst of emerald fire during her trial, and the old masters fell silent.\n",
             "story: In the vaulted library of Eldmoor, Mira the apprentice found a dragon egg among the grimoires. It hatched in a burst of emerald fire during her trial, and the old masters fell silent.",
         )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn story_declarative_example() {
+    let printed = story_declarative::run(true).await.unwrap();
+    assert_eq!(
+        printed,
+        "story: In the vaulted library of Eldmoor, Mira the apprentice found a dragon egg among the grimoires. It \
+         hatched in a burst of emerald fire during her trial, and the old masters fell silent."
     );
 }
 

@@ -44,8 +44,8 @@ impl Args {
     pub fn of_attribute(attr: &syn::Attribute) -> syn::Result<Args> {
         let name = attr.path().get_ident().map(ToString::to_string).unwrap_or_default();
         match &attr.meta {
-            Meta::Path(_) => Ok(Args { attr: name, span: attr.span(), items: Vec::new() }),
-            Meta::List(list) => Args::parse(&name, attr.span(), list.tokens.clone()),
+            Meta::Path(_) => Ok(Args { attr: name, span: attr.path().span(), items: Vec::new() }),
+            Meta::List(list) => Args::parse(&name, attr.path().span(), list.tokens.clone()),
             Meta::NameValue(nv) => Err(error(nv.span(), format!("`#[{name}]` takes `#[{name}(key = value, ..)]`"))),
         }
     }
