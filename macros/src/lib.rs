@@ -36,7 +36,7 @@ use proc_macro::TokenStream;
 /// (skipped when a required input is missing), `asynchronous`, `timeout_ms = N`, `crate = path` (the crate the
 /// expansion names, default `agentic`; `agentic_engine` when only that crate is a dependency).
 ///
-/// ```ignore
+/// ```text
 /// /// Counts the words of a story.
 /// #[agent(output_key = "words")]
 /// async fn word_count(story: String, minimum: Option<i64>) -> Result<i64, String> { .. }
