@@ -19,8 +19,12 @@
 pub use agentic_agents as agents;
 pub use agentic_engine as engine;
 /// Declarative agents (docs/declarative.md): `#[agent]` on an async fn, `#[agents]` on a trait of LLM agents and
-/// composites (`#[sequence]`, `#[looping]`, `#[parallel]`, `#[conditional]`, `#[supervisor]` on its methods).
-pub use agentic_macros::{agent, agents, conditional, looping, parallel, sequence, supervisor};
+/// composites (`#[sequence]`, `#[looping]`, `#[parallel]`, `#[conditional]`, `#[supervisor]` and the pattern
+/// planners' attributes on its methods).
+pub use agentic_macros::{
+    agent, agents, blackboard, conditional, debate, goap, looping, p2p, parallel, parallel_mapper, sequence,
+    supervisor, voting,
+};
 pub use agentic_planners as planners;
 pub use agentic_spec as spec;
 pub use agentic_store as store;
@@ -77,7 +81,10 @@ pub mod prelude {
         Durability, ErrorHandler, InputSpec, InvocationContext, Planner, PlanningContext, Recovery, RetryPolicy,
         RunOutcome, RunResult, ScopeView, SpecBuilder, StateType, TypedKey, ValueType,
     };
-    pub use agentic_macros::{agent, agents, conditional, looping, parallel, sequence, supervisor};
+    pub use agentic_macros::{
+        agent, agents, blackboard, conditional, debate, goap, looping, p2p, parallel, parallel_mapper, sequence,
+        supervisor, voting,
+    };
     pub use agentic_planners::{
         Bdi, Blackboard, CompositeBuilderExt, Conditional, ContextStrategy, Convergence, Debate, DecisionRouter,
         Desire, Goap, Loop, P2p, Parallel, ParallelMapper, ResponseStrategy, Sequence, Supervisor, Voting,

@@ -7,7 +7,7 @@ use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
 use crate::args::{Args, error};
-use crate::types::{doc_summary, option_inner, result_inner};
+use crate::types::{doc_summary, option_inner, param_key, result_inner};
 
 /// The keys `#[agent]` takes on a function.
 const KEYS: &[&str] = &["output_key", "description", "name", "optional", "asynchronous", "timeout_ms", "crate"];
@@ -39,13 +39,12 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
     let mut inputs = Vec::new();
     let mut reads = Vec::new();
     let mut call_args = Vec::new();
-    for (i, arg) in func.sig.inputs.iter().enumerate() {
+    for (i, arg) in func.sig.inputs.iter_mut().enumerate() {
         let FnArg::Typed(pat) = arg else { continue };
         let Pat::Ident(ident) = &*pat.pat else {
             return Err(at(pat.pat.span(), "a parameter must be a plain name: it names the state key".to_string()));
         };
-        let key = ident.ident.to_string();
-        let key = key.strip_prefix("r#").unwrap_or(&key).to_string();
+        let key = param_key(&mut pat.attrs, &ident.ident)?;
         let ty = &*pat.ty;
         let spec_var = format_ident!("__input_{}", i);
         let read_var = format_ident!("__read_{}", i);

@@ -31,6 +31,8 @@ use proc_macro::TokenStream;
 
 /// A non-AI agent from an async function (see the crate docs).
 ///
+/// A parameter reads the state key of its name, or the one `#[key("..")]` on it names.
+///
 /// Arguments: `output_key = ".."` (required when the function returns a value), `description = ".."`
 /// (default: the doc comment's first paragraph), `name = ".."` (default: the function's name), `optional`
 /// (skipped when a required input is missing), `asynchronous`, `timeout_ms = N`, `crate = path` (the crate the
@@ -59,6 +61,12 @@ pub fn agent(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///   `#[conditional(branch(when = f, agents(..)), .., output_key = "..")]` (`f: fn(&ScopeView) -> bool`),
 ///   `#[supervisor(agents(..), max_invocations = N, max_retries = N, response = "last" | "summary" |
 ///   "scored", context = "..", request_key = "..")]` (its planner asks the builder's model).
+/// - The pattern planners: `#[parallel_mapper(agent = a, items_key = "..", item_key = "..", max_concurrency = N)]`,
+///   `#[goap(agents(..), output_key = "goal")]`, `#[p2p(agents(..), max_invocations = N, exit = f)]`
+///   (`f: fn(&ScopeView) -> bool`), `#[blackboard(agents(..), goal = f, max_invocations = N)]`,
+///   `#[voting(agents(..), strategy = "majority" | "average" | "highest", aggregate = f)]`
+///   (`f: fn(&[Vote]) -> Result<Value, String>`), `#[debate(debaters(..), judge = a, max_rounds = N,
+///   converged = f)]` (`f: fn(&[Value]) -> bool`).
 ///   Sub-agents are the trait's methods by name, or `#[agent]` functions elsewhere by path (`self::f`).
 ///   `output = f` (`fn(&ScopeView) -> Result<Value, String>`) computes the result from the final state.
 ///
@@ -97,5 +105,17 @@ method_attributes!(
     /// Branches of sub-agents under conditions, on a method of an [`macro@agents`] trait.
     conditional,
     /// A supervisor (an LLM picks the next sub-agent), on a method of an [`macro@agents`] trait.
-    supervisor
+    supervisor,
+    /// One agent mapped over a list, on a method of an [`macro@agents`] trait.
+    parallel_mapper,
+    /// Goal-oriented planning over sub-agents, on a method of an [`macro@agents`] trait.
+    goap,
+    /// Sub-agents as peers, on a method of an [`macro@agents`] trait.
+    p2p,
+    /// A blackboard of sub-agents, on a method of an [`macro@agents`] trait.
+    blackboard,
+    /// Sub-agents voting, on a method of an [`macro@agents`] trait.
+    voting,
+    /// Debaters and a judge, on a method of an [`macro@agents`] trait.
+    debate
 );

@@ -9,10 +9,23 @@ use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemTrait, LitStr, Meta, Pat, Path, ReturnType, TraitItem, TraitItemFn, Type};
 
 use crate::args::{Args, error, paths_of};
-use crate::types::{doc_summary, option_inner};
+use crate::types::{doc_summary, option_inner, param_key};
 
 /// The attributes that make a method an agent.
-const KINDS: &[&str] = &["agent", "sequence", "looping", "parallel", "conditional", "supervisor"];
+const KINDS: &[&str] = &[
+    "agent",
+    "sequence",
+    "looping",
+    "parallel",
+    "conditional",
+    "supervisor",
+    "parallel_mapper",
+    "goap",
+    "p2p",
+    "blackboard",
+    "voting",
+    "debate",
+];
 
 /// Keys every agent attribute takes.
 const COMMON: &[&str] = &["output_key", "description", "name"];
@@ -100,8 +113,7 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
         let Pat::Ident(p) = &*pat.pat else {
             return Err(at(pat.pat.span(), "a parameter must be a plain name: it names the state key".to_string()));
         };
-        let key = p.ident.to_string();
-        let key = key.strip_prefix("r#").unwrap_or(&key).to_string();
+        let key = param_key(&mut pat.attrs.clone(), &p.ident)?;
         params.push((key, p.ident.clone(), (*pat.ty).clone()));
     }
     let output = match &f.sig.output {
@@ -115,7 +127,13 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
         "looping" => vec!["agents", "output", "max_iterations", "exit", "at_end"],
         "parallel" => vec!["agents", "output", "max_concurrency"],
         "conditional" => vec!["branch", "output"],
-        _ => vec!["agents", "max_invocations", "max_retries", "response", "context", "request_key"],
+        "supervisor" => vec!["agents", "max_invocations", "max_retries", "response", "context", "request_key"],
+        "parallel_mapper" => vec!["agent", "items_key", "item_key", "max_concurrency", "output"],
+        "goap" => vec!["agents", "output"],
+        "p2p" => vec!["agents", "max_invocations", "exit", "output"],
+        "blackboard" => vec!["agents", "goal", "max_invocations", "output"],
+        "voting" => vec!["agents", "strategy", "aggregate", "output"],
+        _ => vec!["debaters", "judge", "max_rounds", "converged", "output"],
     };
     args.only(&[COMMON, keys.as_slice()].concat())?;
     if kind == "agent" {
@@ -143,11 +161,37 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
         if subs.is_empty() {
             return Err(at(args.span, "missing `branch(when = condition, agents(..))`".to_string()));
         }
+    } else if kind == "parallel_mapper" {
+        match args.path("agent")? {
+            Some(path) => subs.push(sub_of(path)),
+            None => return Err(at(args.span, "missing `agent = ..`: the agent mapped over the items".to_string())),
+        }
+        if args.string("items_key")?.is_none() {
+            return Err(at(args.span, "missing `items_key = \"..\"`: the state key holding the list".to_string()));
+        }
+    } else if kind == "debate" {
+        match args.paths("debaters")? {
+            Some(paths) if !paths.is_empty() => subs.extend(paths.into_iter().map(sub_of)),
+            _ => return Err(at(args.span, "missing `debaters(..)`: the debaters, by method name".to_string())),
+        }
+        match args.path("judge")? {
+            Some(path) => subs.push(sub_of(path)),
+            None => return Err(at(args.span, "missing `judge = ..`: the agent deciding the answer".to_string())),
+        }
     } else {
         match args.paths("agents")? {
             Some(paths) if !paths.is_empty() => subs.extend(paths.into_iter().map(sub_of)),
             _ => return Err(at(args.span, "missing `agents(..)`: the sub-agents, by method name".to_string())),
         }
+    }
+    if kind == "voting"
+        && let Some(r) = args.string("strategy")?
+        && !["majority", "average", "highest"].contains(&r.value().as_str())
+    {
+        return Err(at(
+            r.span(),
+            format!("unknown strategy `{}` (expected `majority`, `average` or `highest`)", r.value()),
+        ));
     }
     if args.string("output_key")?.is_none() && !is_unit(&output) {
         return Err(at(
@@ -444,6 +488,49 @@ fn build_one(
                 branches.push(quote!(.branch_when(#when, [#(#agents),*])));
             }
             quote!(let __b = #private::Conditional::builder().name(#name) #(#branches)*;)
+        }
+        "parallel_mapper" => {
+            let items = args.string("items_key")?;
+            let item = args.string("item_key")?.map(|k| quote!(.item_key(#k)));
+            let max = args.int("max_concurrency")?.map(|n| quote!(.max_concurrency(#n)));
+            let agent = &subs[0];
+            quote! {
+                let __b = #private::ParallelMapper::builder().name(#name).sub_agent(#agent).items_key(#items)
+                    #item #max;
+            }
+        }
+        "goap" => quote!(let __b = #private::Goap::builder().name(#name).sub_agents([#(#subs),*]);),
+        "p2p" => {
+            let max = args.int("max_invocations")?.map(|n| quote!(.max_invocations(#n)));
+            let exit = args.path("exit")?.map(|p| quote!(.exit_when(#p)));
+            quote!(let __b = #private::P2p::builder().name(#name).sub_agents([#(#subs),*]) #max #exit;)
+        }
+        "blackboard" => {
+            let max = args.int("max_invocations")?.map(|n| quote!(.max_invocations(#n)));
+            let goal = args.path("goal")?.map(|p| quote!(.goal_when(#p)));
+            quote!(let __b = #private::Blackboard::builder().name(#name).sub_agents([#(#subs),*]) #max #goal;)
+        }
+        "voting" => {
+            let strategy = args.string("strategy")?.map(|r| {
+                let variant = match r.value().as_str() {
+                    "average" => quote!(Average),
+                    "highest" => quote!(Highest),
+                    _ => quote!(Majority),
+                };
+                quote!(.strategy(#private::VotingStrategy::#variant))
+            });
+            let aggregate = args.path("aggregate")?.map(|p| quote!(.aggregate(#p)));
+            quote!(let __b = #private::Voting::builder().name(#name).sub_agents([#(#subs),*]) #strategy #aggregate;)
+        }
+        "debate" => {
+            let (judge, debaters) = subs.split_last().map_or((None, &subs[..]), |(j, d)| (Some(j), d));
+            let judge = judge.map(|j| quote!(.judge(#j)));
+            let rounds = args.int("max_rounds")?.map(|n| quote!(.max_rounds(#n)));
+            let converged = args.path("converged")?.map(|p| quote!(.converged_when(#p)));
+            quote! {
+                let __b = #private::Debate::builder().name(#name).debaters([#(#debaters),*]) #judge #rounds
+                    #converged;
+            }
         }
         _ => {
             let max = args.int("max_invocations")?.map(|n| quote!(.max_invocations(#n)));

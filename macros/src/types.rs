@@ -71,3 +71,18 @@ pub fn doc_summary(attrs: &[Attribute]) -> String {
     }
     lines.join(" ")
 }
+
+/// The state key of a parameter: its `#[key("..")]` attribute (the original's `@V("..")`), else its name
+/// (without `r#`). The attribute is removed from `attrs`.
+pub fn param_key(attrs: &mut Vec<Attribute>, ident: &syn::Ident) -> syn::Result<String> {
+    let mut key = None;
+    for attr in attrs.iter().filter(|a| a.path().is_ident("key")) {
+        let lit: syn::LitStr = attr.parse_args().map_err(|e| {
+            syn::Error::new(e.span(), format!("`#[key(\"..\")]` on `{ident}` names the state key it reads"))
+        })?;
+        key = Some(lit.value());
+    }
+    attrs.retain(|a| !a.path().is_ident("key"));
+    let name = ident.to_string();
+    Ok(key.unwrap_or_else(|| name.strip_prefix("r#").unwrap_or(&name).to_string()))
+}

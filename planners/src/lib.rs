@@ -51,6 +51,7 @@ pub mod __private {
     pub use agentic_agents::__private::*;
 
     pub use crate::{
-        CompositeBuilderExt, Conditional, ContextStrategy, Loop, Parallel, ResponseStrategy, Sequence, Supervisor,
+        Blackboard, CompositeBuilderExt, Conditional, ContextStrategy, Debate, Goap, Loop, P2p, Parallel,
+        ParallelMapper, ResponseStrategy, Sequence, Supervisor, Voting, VotingStrategy,
     };
 }
