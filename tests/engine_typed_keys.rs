@@ -137,3 +137,26 @@ async fn a_rust_type_declared_after_an_untyped_one_is_still_compared() {
          `engine_typed_keys::Review` by `critic` (root/2)"
     );
 }
+
+#[tokio::test]
+async fn an_llm_agent_with_a_typed_output_key_parses_its_answer_as_the_keys_type() {
+    let model = ScriptedModel::new([r#"{"title": "OWLS", "text": "A tale of owls."}"#]);
+    let err = LlmAgent::builder(model.clone()).name("writer").user("About {{ topic }}").output_key(&STORY).build();
+    assert_eq!(
+        err.unwrap_err().to_string(),
+        "`writer`: output key `story` is declared as object `engine_typed_keys::Story`, but the agent answers text: \
+         parse the answer with `returns::<T>()` (or `output(..)`)"
+    );
+    let writer = LlmAgent::builder(model)
+        .name("writer")
+        .user("About {{ topic }}")
+        .returns::<Story>()
+        .input(&TOPIC)
+        .output_key(&STORY)
+        .build()
+        .unwrap();
+    let out = writer.invoke().input("topic", "owls").await.unwrap();
+    assert_eq!(out.state().get_typed(&STORY), Ok(Some(Story { title: "OWLS".into(), text: "A tale of owls.".into() })));
+    let seq = Sequence::builder().sub_agents([writer, counter()]).output_key(&WORDS).build();
+    assert!(seq.is_ok(), "the LLM writer and the counter agree on `story`");
+}

@@ -462,8 +462,9 @@ impl LlmAgentBuilder {
     /// Builds the agent.
     ///
     /// # Errors
-    /// [`BuildError::Invalid`] when a template does not compile, no user message was given, or two tools
-    /// have the same name.
+    /// [`BuildError::Invalid`] when a template does not compile, no user message was given, two tools have the
+    /// same name, or the output key is typed (`output_key(&KEY)`) with a type the answer's text does not fit
+    /// while the output is text (the default).
     pub fn build(mut self) -> Result<AgentRef, BuildError> {
         let invalid = |message: String, agent: &str| BuildError::Invalid { agent: agent.to_string(), message };
         if let Some(e) = self.errors.first() {
@@ -486,6 +487,18 @@ impl LlmAgentBuilder {
         let Some(user) = self.user else {
             return Err(invalid("an LLM agent needs a user message".to_string(), &self.spec.name));
         };
+        if let (Some(rust), Some(key)) = (&self.spec.output_rust_type, &self.spec.output_key)
+            && self.output == OutputType::String
+            && !matches!(self.spec.output_type, ValueType::String | ValueType::Any)
+        {
+            // A typed output key (`output_key(&KEY)`) the answer's text would not fit.
+            let message = format!(
+                "output key `{key}` is declared as {} `{rust}`, but the agent answers text: parse the answer with \
+                 `returns::<T>()` (or `output(..)`)",
+                self.spec.output_type
+            );
+            return Err(invalid(message, &self.spec.name));
+        }
         if self.spec.output_type == ValueType::Any {
             // Declared from `output` unless `output_type` was set explicitly.
             self.spec.output_type = self.output.value_type();
