@@ -39,6 +39,26 @@ fn greet(name: String) {
     let _ = name;
 }
 
+/// The first word of a text, if it has one.
+#[agent(output_key = "first")]
+async fn first_word(text: String) -> Option<String> {
+    text.split_whitespace().next().map(str::to_string)
+}
+
+#[tokio::test]
+async fn an_optional_result_is_declared_as_its_inner_type_and_none_writes_nothing() {
+    let first = first_word_agent();
+    let spec = first.spec();
+    assert_eq!(
+        (spec.output_type, spec.output_rust_type.as_deref()),
+        (ValueType::String, Some("alloc::string::String"))
+    );
+    let out = first.invoke().input("text", "owls hoot").await.unwrap();
+    assert_eq!(out.state().get("first"), Some(&json!("owls")));
+    let out = first.invoke().input("text", "  ").await.unwrap();
+    assert_eq!((out.output(), out.state().get("first")), (Some(&Value::Null), None));
+}
+
 #[tokio::test]
 async fn a_declared_function_is_an_agent_with_typed_inputs_and_output() {
     let counter = word_count_agent();

@@ -345,17 +345,24 @@ impl LlmAgentBuilder {
 
     /// Parses the answer as `T` and declares the output's type as `T`'s (value type and Rust type,
     /// [`agentic_engine::StateType`]): text for `String`, a number, an integer or a boolean for those scalars
-    /// (parsed leniently, as [`OutputType::Number`] and the others), otherwise JSON matching `T`'s schema
+    /// (parsed leniently, as [`OutputType::Number`] and the others), one of the names for an enum of unit
+    /// variants ([`OutputType::Enum`], its schema's `enum`), otherwise JSON matching `T`'s schema
     /// ([`LlmAgentBuilder::output_as`]). What a method of an `#[agents]` trait returning `T` builds.
     pub fn returns<T: serde::de::DeserializeOwned + agentic_engine::StateType>(mut self) -> Self {
-        let scalar = match (T::value_type(), T::schema().get("enum").is_some()) {
+        let schema = T::schema();
+        let names: Option<Vec<String>> = schema
+            .get("enum")
+            .and_then(Value::as_array)
+            .and_then(|names| names.iter().map(|n| n.as_str().map(str::to_string)).collect());
+        let scalar = match (T::value_type(), schema.get("enum").is_some()) {
+            (ValueType::String, true) => names.map(OutputType::Enum),
             (ValueType::String, false) => Some(OutputType::String),
             (ValueType::Number, false) => Some(OutputType::Number),
             (ValueType::Integer, false) => Some(OutputType::Integer),
             (ValueType::Boolean, false) => Some(OutputType::Boolean),
             _ => None,
         };
-        self.output = scalar.unwrap_or_else(|| OutputType::Schema(T::schema()));
+        self.output = scalar.unwrap_or(OutputType::Schema(schema));
         self.checker = Some(Arc::new(|v: &Value| T::deserialize(v).map(|_| ()).map_err(|e| e.to_string())));
         self.spec.output_type = T::value_type();
         self.spec.output_rust_type = Some(T::rust_type().to_string());

@@ -114,6 +114,14 @@ pub fn declared_output<T: AgentOutput>(key: &str) -> (KeyDecl, WriteOutput<T>) {
     })
 }
 
+/// The output key `key` of a `#[agent]` function returning `Option<T>`: declared as `T`; `None` is stored
+/// as `null` (the key is left absent). See [`declared_output`].
+pub fn declared_optional_output<T: AgentOutput>(key: &str) -> (KeyDecl, WriteOutput<Option<T>>) {
+    (KeyDecl::of::<T>(key), |ctx, output| {
+        serde_json::to_value(output).map_err(|e| ctx.fail(format!("the result does not serialise: {e}")))
+    })
+}
+
 /// Parameter `key` of an `#[agents]` method: its input spec, declared as `T` (optional when `optional`).
 pub fn call_input<T: CallInput>(key: &str, optional: bool) -> InputSpec {
     InputSpec::of::<T>(key).optional(optional)

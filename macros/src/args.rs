@@ -92,6 +92,19 @@ impl Args {
         }
     }
 
+    /// `key = "text"` or `key = SOME_CONST` (a path to a `&str`), if given, as an expression.
+    pub fn text(&self, key: &str) -> syn::Result<Option<TokenStream>> {
+        let Some(meta) = self.get(key) else { return Ok(None) };
+        match self.value(key, meta, "a string")? {
+            Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => Ok(Some(quote::quote!(#s))),
+            Expr::Path(p) => Ok(Some(quote::quote!(#p))),
+            other => Err(error(
+                other.span(),
+                format!("`#[{}]`: `{key}` takes a string or a constant: `{key} = \"..\"`", self.attr),
+            )),
+        }
+    }
+
     /// `key = <integer>`, if given.
     pub fn int(&self, key: &str) -> syn::Result<Option<syn::LitInt>> {
         let Some(meta) = self.get(key) else { return Ok(None) };

@@ -81,11 +81,18 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
     };
     let (declare_output, produce) = match (&output_ty, &output_key) {
         (Some(ty), Some(key)) => (
-            quote_spanned! {ty.span()=>
-                let (__output, __write) = #private::declared_output::<#ty>(#key);
+            {
+                // `Option<T>`: `None` writes nothing; the key is declared as `T`.
+                let declare = match option_inner(ty) {
+                    Some(inner) => quote_spanned!(inner.span()=> #private::declared_optional_output::<#inner>(#key)),
+                    None => quote_spanned!(ty.span()=> #private::declared_output::<#ty>(#key)),
+                };
+                quote! {
+                let (__output, __write) = #declare;
                 __spec.output_key = Some(__output.key);
                 if let Some(value_type) = __output.value_type { __spec.output_type = value_type; }
                 __spec.output_rust_type = __output.rust_type;
+                }
             },
             quote! { __write(ctx, &__result) },
         ),

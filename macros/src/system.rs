@@ -137,7 +137,7 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
     };
     args.only(&[COMMON, keys.as_slice()].concat())?;
     if kind == "agent" {
-        if args.string("user")?.is_none() {
+        if args.text("user")?.is_none() {
             return Err(at(args.span, "missing `user = \"..\"`: the user message template".to_string()));
         }
         if is_unit(&output) {
@@ -436,7 +436,9 @@ fn build_one(
     });
     let output_key = match args.string("output_key")? {
         Some(key) if !is_unit(output) => {
-            quote_spanned!(output.span()=> let __b = __b.output_key(#private::call_output::<#output>(#key));)
+            // `Option<T>`: the key may stay absent; it is declared as `T`.
+            let declared = option_inner(output).unwrap_or(output);
+            quote_spanned!(output.span()=> let __b = __b.output_key(#private::call_output::<#declared>(#key));)
         }
         Some(key) => quote!(let __b = __b.output_key(#key);),
         None => quote!(),
@@ -446,8 +448,8 @@ fn build_one(
     let model = quote!(self.#model.clone().unwrap_or_else(|| self.model.clone()));
     let head = match m.kind() {
         "agent" => {
-            let user = args.string("user")?;
-            let system = args.string("system")?.map(|s| quote!(.system(#s)));
+            let user = args.text("user")?;
+            let system = args.text("system")?.map(|s| quote!(.system(#s)));
             let max_tokens = args.int("max_tokens")?.map(|n| quote!(.max_tokens(#n)));
             let temperature = args.float("temperature")?.map(|t| quote!(.temperature(#t)));
             let memory = args.int("memory_window")?.map(|n| quote!(.memory_window(#n)));

@@ -1,6 +1,7 @@
-//! The story pipeline written declaratively (`examples/story_declarative.rs`: an `#[agents]` trait) returns,
-//! with the same scripted models, exactly what the builder version (`examples/story.rs`) returns: the same
-//! output, the same final state and the same steps.
+//! Each example with a declarative twin returns, declared, exactly what its builder version returns with the
+//! same scripted models: the same output, the same final state and the same steps. The story pipeline
+//! (`examples/story_declarative.rs` against `examples/story.rs`), the style review (a loop in a sequence) and
+//! the expert router (an enum-typed classifier and a conditional).
 
 #![allow(clippy::unwrap_used)]
 #![allow(clippy::duplicate_mod)]
@@ -13,9 +14,27 @@ mod story;
 #[path = "../examples/story_declarative.rs"]
 mod story_declarative;
 
+#[allow(dead_code)]
+#[path = "../examples/style_review.rs"]
+mod style_review;
+
+#[allow(dead_code)]
+#[path = "../examples/style_review_declarative.rs"]
+mod style_review_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/expert_router.rs"]
+mod expert_router;
+
+#[allow(dead_code)]
+#[path = "../examples/expert_router_declarative.rs"]
+mod expert_router_declarative;
+
 use agentic::prelude::*;
+use expert_router_declarative::{Category, ExpertRouter};
 use serde_json::{Map, Value, json};
 use story_declarative::NovelCreator;
+use style_review_declarative::StyledWriter;
 
 const STORY: &str = "In the vaulted library of Eldmoor, Mira the apprentice found a dragon egg among the grimoires. \
                      It hatched in a burst of emerald fire during her trial, and the old masters fell silent.";
@@ -37,6 +56,13 @@ fn state_without_times(outcome: &RunOutcome) -> Map<String, Value> {
 /// Each step's agent, inputs and output, in order.
 async fn steps(outcome: &RunOutcome) -> Vec<(String, Value)> {
     outcome.history().await.unwrap().into_iter().map(|r| (r.agent, r.output)).collect()
+}
+
+/// Asserts that two runs ended alike: output, final state (but the context's times) and steps.
+async fn assert_same_run(declared: &RunOutcome, built: &RunOutcome) {
+    assert_eq!(declared.output(), built.output());
+    assert_eq!(state_without_times(declared), state_without_times(built));
+    assert_eq!(steps(declared).await, steps(built).await);
 }
 
 async fn run(agent: &AgentRef) -> RunOutcome {
@@ -126,4 +152,42 @@ async fn the_declared_agents_have_the_built_ones_settings_and_declare_their_type
     let root = &declared.spec;
     assert_eq!(root.inputs.iter().map(|i| i.key.as_str()).collect::<Vec<_>>(), ["topic", "audience", "style"]);
     assert_eq!(root.description, "The pipeline: writer → audience editor → style editor.");
+}
+
+const LIGHTHOUSE: &str = "The lighthouse keeper counted ships every night, mostly to annoy the seagulls. One night \
+                          he counted one too many, and it winked back.";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_style_review_returns_what_the_built_one_returns() {
+    let inputs = |agent: &AgentRef| agent.invoke().input("topic", "a lighthouse keeper").input("style", "comedy");
+    let built = inputs(&style_review::styled_writer(true).unwrap()).await.unwrap();
+    let declared_agents = style_review_declarative::styled_writer(true).unwrap();
+    let declared = inputs(declared_agents.styled_writer_agent()).await.unwrap();
+    assert_eq!(built.output(), Some(&json!(LIGHTHOUSE)));
+    assert_same_run(&declared, &built).await;
+    assert_eq!(declared.state().get("score"), Some(&json!(0.85)));
+    let names: Vec<String> = steps(&declared).await.into_iter().map(|(agent, _)| agent).collect();
+    assert_eq!(names, ["writer", "scorer", "editor", "scorer", "style_review", "styled_writer"]);
+
+    let fresh = style_review_declarative::styled_writer(true).unwrap();
+    assert_eq!(fresh.styled_writer("a lighthouse keeper", "comedy").await.unwrap(), LIGHTHOUSE);
+}
+
+const LEG: &str = "Keep the leg still and raised, and put ice on it. Go to an emergency room for an X-ray and a cast.";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_expert_router_returns_what_the_built_one_returns() {
+    let request = |agent: &AgentRef| agent.invoke().input("request", "I broke my leg, what should I do?");
+    let built = request(&expert_router::router(true).unwrap()).await.unwrap();
+    let declared_agents = expert_router_declarative::expert_router(true).unwrap();
+    let declared = request(declared_agents.expert_router_agent()).await.unwrap();
+    assert_eq!(built.output(), Some(&json!(LEG)));
+    assert_same_run(&declared, &built).await;
+    assert_eq!(declared.state().get("category"), Some(&json!("MEDICAL")));
+
+    // The classifier alone, typed: its answer read as one of the enum's names.
+    let fresh = expert_router_declarative::expert_router(true).unwrap();
+    assert_eq!(fresh.classify("I broke my leg").await.unwrap(), Category::Medical);
+    let fresh = expert_router_declarative::expert_router(true).unwrap();
+    assert_eq!(fresh.expert_router("I broke my leg").await.unwrap().as_deref(), Some(LEG));
 }
