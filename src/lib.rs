@@ -15,6 +15,25 @@
 //! assert_eq!(outcome.output(), Some(&serde_json::json!("ONCE UPON A TIME, A DRAGON.")));
 //! # Ok(()) }
 //! ```
+//!
+//! Agents can also be declared, with their types (`docs/declarative.md`): an async function as a non-AI agent,
+//! a trait of LLM agents and composites whose methods are typed calls.
+//!
+//! ```
+//! use agentic::prelude::*;
+//!
+//! /// Counts the words of a story.
+//! #[agent(output_key = "words")]
+//! async fn word_count(story: String) -> usize {
+//!     story.split_whitespace().count()
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let outcome = word_count_agent().invoke().input("story", "a tale of two owls").await?;
+//! assert_eq!(outcome.output(), Some(&serde_json::json!(5)));
+//! assert_eq!(word_count_agent().spec().output_type, ValueType::Integer);
+//! # Ok(()) }
+//! ```
 
 pub use agentic_agents as agents;
 pub use agentic_engine as engine;
