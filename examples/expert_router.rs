@@ -8,8 +8,8 @@
 //! OPENAI_BASE_URL=http://127.0.0.1:11434/v1 OPENAI_MODEL=llama3.2 cargo run --example expert_router
 //! ```
 //!
-//! Spec version: `examples/specs/expert_router.yaml`. The `decision_router` example routes without the
-//! category step.
+//! Spec version: `examples/specs/expert_router.yaml`; declarative twin: `examples/expert_router_declarative.rs`.
+//! The `decision_router` example routes without the category step.
 
 use std::error::Error;
 
@@ -47,6 +47,18 @@ Category:";
 
 /// Builds the classifier, the experts and the router, runs it on one request and returns what `main` prints.
 pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+    let router = router(scripted)?;
+    let request = "I broke my leg, what should I do?";
+    let outcome = router.invoke().input("request", request).await?;
+
+    let category = outcome.state().get("category").and_then(Value::as_str).unwrap_or_default().to_string();
+    let response = outcome.output().and_then(Value::as_str).unwrap_or("(no expert for this request)").to_string();
+    Ok(format!("request: {request}\ncategory: {category}\nresponse: {response}"))
+}
+
+/// The classifier, then the experts' conditional (`expert_router_declarative.rs` declares the same agents with
+/// attributes).
+pub fn router(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
     let classify = LlmAgent::builder(model("classify", scripted)?)
         .name("classify")
         .description("Categorizes a user request")
@@ -74,15 +86,7 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
         .branch_when(is("LEGAL"), [expert("legal", "legal")?])
         .branch_when(is("TECHNICAL"), [expert("technical", "technical")?])
         .build()?;
-    let router =
-        Sequence::builder().name("expert_router").sub_agents([classify, experts]).output_key("response").build()?;
-
-    let request = "I broke my leg, what should I do?";
-    let outcome = router.invoke().input("request", request).await?;
-
-    let category = outcome.state().get("category").and_then(Value::as_str).unwrap_or_default().to_string();
-    let response = outcome.output().and_then(Value::as_str).unwrap_or("(no expert for this request)").to_string();
-    Ok(format!("request: {request}\ncategory: {category}\nresponse: {response}"))
+    Ok(Sequence::builder().name("expert_router").sub_agents([classify, experts]).output_key("response").build()?)
 }
 
 /// The model `agent` asks: its canned replies with `--scripted`, else the default model (the local one, or

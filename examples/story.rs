@@ -7,7 +7,7 @@
 //! OPENAI_BASE_URL=http://127.0.0.1:11434/v1 OPENAI_MODEL=llama3.2 cargo run --example story   # any server
 //! ```
 //!
-//! Spec version: `examples/specs/story.yaml`.
+//! Spec version: `examples/specs/story.yaml`; declarative twin: `examples/story_declarative.rs`.
 
 use std::error::Error;
 use std::process::ExitCode;
@@ -36,6 +36,29 @@ async fn main() -> ExitCode {
 
 /// Builds the pipeline, runs it and returns what `main` prints: each draft, then the final story.
 pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+    let novel_creator = novel_creator(scripted)?;
+
+    let outcome = novel_creator
+        .invoke()
+        .input("topic", "dragons and wizards")
+        .input("audience", "young adults")
+        .input("style", "fantasy")
+        .await?;
+
+    // The history holds every step: here, the three drafts (and the sequence itself, last).
+    let mut report = String::new();
+    for record in outcome.history().await? {
+        if record.agent != "novel_creator" {
+            report += &format!("{}: {}\n", record.agent, record.output.as_str().unwrap_or_default());
+        }
+    }
+    report += &format!("story: {}", outcome.output().and_then(|v| v.as_str()).unwrap_or_default());
+    Ok(report)
+}
+
+/// The pipeline: the writer, then the audience editor, then the style editor, each rewriting `story`.
+/// (`story_declarative.rs` declares the same agents with attributes.)
+pub fn novel_creator(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
     let writer = LlmAgent::builder(model("writer", scripted)?)
         .name("writer")
         .description("Drafts a short story about a topic")
@@ -60,38 +83,21 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
         .max_tokens(160)
         .output_key("story")
         .build()?;
-    let novel_creator = Sequence::builder()
+    Ok(Sequence::builder()
         .name("novel_creator")
         .sub_agents([writer, audience_editor, style_editor])
         .output_key("story")
-        .build()?;
-
-    let outcome = novel_creator
-        .invoke()
-        .input("topic", "dragons and wizards")
-        .input("audience", "young adults")
-        .input("style", "fantasy")
-        .await?;
-
-    // The history holds every step: here, the three drafts (and the sequence itself, last).
-    let mut report = String::new();
-    for record in outcome.history().await? {
-        if record.agent != "novel_creator" {
-            report += &format!("{}: {}\n", record.agent, record.output.as_str().unwrap_or_default());
-        }
-    }
-    report += &format!("story: {}", outcome.output().and_then(|v| v.as_str()).unwrap_or_default());
-    Ok(report)
+        .build()?)
 }
 
 /// The model `agent` asks: its canned replies with `--scripted`, else the default model (the local one, or
 /// the server at `OPENAI_BASE_URL`).
-fn model(agent: &str, scripted: bool) -> Result<ChatModelRef, Box<dyn Error>> {
+pub fn model(agent: &str, scripted: bool) -> Result<ChatModelRef, Box<dyn Error>> {
     common::model(scripted, || ScriptedModel::new(script(agent)).named(agent))
 }
 
 /// The canned replies of each agent, in order.
-fn script(agent: &str) -> Vec<&'static str> {
+pub fn script(agent: &str) -> Vec<&'static str> {
     match agent {
         "writer" => vec!["Mira, a wizard's apprentice, found a dragon egg in the library. It hatched during her exam."],
         "audience_editor" => vec![

@@ -8,7 +8,7 @@
 //! OPENAI_BASE_URL=http://127.0.0.1:11434/v1 OPENAI_MODEL=llama3.2 cargo run --example style_review
 //! ```
 //!
-//! Spec version: `examples/specs/style_review.yaml`.
+//! Spec version: `examples/specs/style_review.yaml`; declarative twin: `examples/style_review_declarative.rs`.
 
 use std::error::Error;
 
@@ -28,6 +28,21 @@ async fn main() -> Result<(), Box<dyn Error>> {
 
 /// Builds the writer and the review loop, runs them and returns what `main` prints.
 pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+    let styled_writer = styled_writer(scripted)?;
+
+    let outcome = styled_writer.invoke().input("topic", "a lighthouse keeper").input("style", "comedy").await?;
+
+    let history = outcome.history().await?;
+    let scores: Vec<String> = history.iter().filter(|r| r.agent == "scorer").map(|r| r.output.to_string()).collect();
+    Ok(format!(
+        "scores: {}\nstory: {}",
+        scores.join(", "),
+        outcome.output().and_then(Value::as_str).unwrap_or_default()
+    ))
+}
+
+/// The writer, then the review loop (`style_review_declarative.rs` declares the same agents with attributes).
+pub fn styled_writer(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
     let writer = LlmAgent::builder(model("writer", scripted)?)
         .name("writer")
         .description("Drafts a short story about a topic")
@@ -65,23 +80,12 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
         .max_iterations(5)
         .output_key("story")
         .build()?;
-    let styled_writer =
-        Sequence::builder().name("styled_writer").sub_agents([writer, review]).output_key("story").build()?;
-
-    let outcome = styled_writer.invoke().input("topic", "a lighthouse keeper").input("style", "comedy").await?;
-
-    let history = outcome.history().await?;
-    let scores: Vec<String> = history.iter().filter(|r| r.agent == "scorer").map(|r| r.output.to_string()).collect();
-    Ok(format!(
-        "scores: {}\nstory: {}",
-        scores.join(", "),
-        outcome.output().and_then(Value::as_str).unwrap_or_default()
-    ))
+    Ok(Sequence::builder().name("styled_writer").sub_agents([writer, review]).output_key("story").build()?)
 }
 
 /// The model `agent` asks: its canned replies with `--scripted`, else the default model (the local one, or
 /// the server at `OPENAI_BASE_URL`).
-fn model(agent: &str, scripted: bool) -> Result<ChatModelRef, Box<dyn Error>> {
+pub fn model(agent: &str, scripted: bool) -> Result<ChatModelRef, Box<dyn Error>> {
     common::model(scripted, || ScriptedModel::new(script(agent)).named(agent))
 }
 

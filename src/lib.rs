@@ -15,15 +15,47 @@
 //! assert_eq!(outcome.output(), Some(&serde_json::json!("ONCE UPON A TIME, A DRAGON.")));
 //! # Ok(()) }
 //! ```
+//!
+//! Agents can also be declared, with their types (`docs/declarative.md`): an async function as a non-AI agent,
+//! a trait of LLM agents and composites whose methods are typed calls.
+//!
+//! ```
+//! use agentic::prelude::*;
+//!
+//! /// Counts the words of a story.
+//! #[agent(output_key = "words")]
+//! async fn word_count(story: String) -> usize {
+//!     story.split_whitespace().count()
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let outcome = word_count_agent().invoke().input("story", "a tale of two owls").await?;
+//! assert_eq!(outcome.output(), Some(&serde_json::json!(5)));
+//! assert_eq!(word_count_agent().spec().output_type, ValueType::Integer);
+//! # Ok(()) }
+//! ```
 
 pub use agentic_agents as agents;
 pub use agentic_engine as engine;
+/// Declarative agents (docs/declarative.md): `#[agent]` on an async fn, `#[agents]` on a trait of LLM agents and
+/// composites (`#[sequence]`, `#[looping]`, `#[parallel]`, `#[conditional]`, `#[supervisor]` and the pattern
+/// planners' attributes on its methods).
+pub use agentic_macros::{
+    agent, agents, blackboard, conditional, debate, goap, looping, p2p, parallel, parallel_mapper, sequence,
+    supervisor, voting,
+};
 pub use agentic_planners as planners;
 pub use agentic_spec as spec;
 pub use agentic_store as store;
 
 #[cfg(feature = "otel")]
 pub mod telemetry;
+
+/// What the declarative agents' expansions name: the builders and the typed-call helpers.
+#[doc(hidden)]
+pub mod __private {
+    pub use agentic_planners::__private::*;
+}
 
 /// The chat model a program uses when it does not name one: the same choice a spec's `provider: local` makes.
 ///
@@ -66,7 +98,12 @@ pub mod prelude {
     pub use agentic_engine::{
         Action, Agent, AgentCall, AgentError, AgentMonitor, AgentRef, AgentRegistry, AgentSpec, CancelHandle,
         Completion, Composite, DrainHandle, Durability, ErrorHandler, InputSpec, InvocationContext, Planner,
-        PlanningContext, Recovery, RetryPolicy, RunOutcome, RunResult, ScopeView, SpecBuilder, TypedKey, ValueType,
+        PlanningContext, Recovery, RetryPolicy, RunOutcome, RunResult, ScopeView, SpecBuilder, StateType, TypedKey,
+        ValueType,
+    };
+    pub use agentic_macros::{
+        agent, agents, blackboard, conditional, debate, goap, looping, p2p, parallel, parallel_mapper, sequence,
+        supervisor, voting,
     };
     pub use agentic_planners::{
         Bdi, Blackboard, CompositeBuilderExt, Conditional, ContextStrategy, Convergence, Debate, DecisionRouter,

@@ -259,7 +259,7 @@ async fn conflicting_declared_types_are_rejected_at_build() {
     let a = Compute::expression("a", "1").unwrap().output_key("score").output_type(ValueType::Number).build();
     let b = Compute::expression("b", "score").unwrap().input(InputSpec::new("score").typed(ValueType::String)).build();
     let err = Sequence::builder().sub_agents([a, b]).build().unwrap_err();
-    assert_eq!(err.to_string(), "key `score` is declared as number by `a` and as string by `b`");
+    assert_eq!(err.to_string(), "key `score` is declared as number by `a` (root/0) and as string by `b` (root/1)");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,6 +11,10 @@
 mod story;
 
 #[allow(dead_code)]
+#[path = "../examples/story_declarative.rs"]
+mod story_declarative;
+
+#[allow(dead_code)]
 #[path = "../examples/style_review.rs"]
 mod style_review;
 
@@ -62,6 +66,14 @@ mod decision_router;
 #[path = "../examples/order_approval.rs"]
 mod order_approval;
 
+#[allow(dead_code)]
+#[path = "../examples/style_review_declarative.rs"]
+mod style_review_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/expert_router_declarative.rs"]
+mod expert_router_declarative;
+
 /// The examples this test runs (every example but the model-free quickstart).
 const EXAMPLES: &[&str] = &[
     "bdi_trading",
@@ -70,13 +82,16 @@ const EXAMPLES: &[&str] = &[
     "ethics_debate",
     "evening_planner",
     "expert_router",
+    "expert_router_declarative",
     "goap_horoscope",
     "horoscope_mapper",
     "order_approval",
     "p2p_research",
     "sentiment_voting",
     "story",
+    "story_declarative",
     "style_review",
+    "style_review_declarative",
     "supervisor_bank",
 ];
 
@@ -108,6 +123,16 @@ async fn story_example() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn story_declarative_example() {
+    let printed = story_declarative::run(true).await.unwrap();
+    assert_eq!(
+        printed,
+        "story: In the vaulted library of Eldmoor, Mira the apprentice found a dragon egg among the grimoires. It \
+         hatched in a burst of emerald fire during her trial, and the old masters fell silent."
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn style_review_example() {
     let printed = style_review::run(true).await.unwrap();
     assert_eq!(
@@ -116,6 +141,26 @@ async fn style_review_example() {
             "scores: 0.4, 0.85\n",
             "story: The lighthouse keeper counted ships every night, mostly to annoy the seagulls. One night he counted one too many, and it winked back.",
         )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn style_review_declarative_example() {
+    let printed = style_review_declarative::run(true).await.unwrap();
+    assert_eq!(
+        printed,
+        "story: The lighthouse keeper counted ships every night, mostly to annoy the seagulls. One night he \
+         counted one too many, and it winked back."
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expert_router_declarative_example() {
+    let printed = expert_router_declarative::run(true).await.unwrap();
+    assert_eq!(
+        printed,
+        "request: I broke my leg, what should I do?\nresponse: Keep the leg still and raised, and put ice on it. Go \
+         to an emergency room for an X-ray and a cast."
     );
 }
 

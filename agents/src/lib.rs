@@ -44,3 +44,19 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+/// What the declarative agents' expansions name (`agentic-macros`): the engine's, and the LLM agent's
+/// builder with the bound of an `#[agents]` method's return type.
+#[doc(hidden)]
+pub mod __private {
+    pub use agentic_engine::__private::*;
+
+    pub use crate::llm::{LlmAgent, LlmAgentBuilder};
+    pub use crate::model::ChatModelRef;
+
+    /// `builder` answering `T` ([`LlmAgentBuilder::returns`]), with the bound of an `#[agents]` method's
+    /// return type (one compile error naming the attribute when `T` does not fit).
+    pub fn llm_returns<T: CallOutput>(builder: LlmAgentBuilder) -> LlmAgentBuilder {
+        builder.returns::<T>()
+    }
+}

@@ -343,6 +343,32 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// Parses the answer as `T` and declares the output's type as `T`'s (value type and Rust type,
+    /// [`agentic_engine::StateType`]): text for `String`, a number, an integer or a boolean for those scalars
+    /// (parsed leniently, as [`OutputType::Number`] and the others), one of the names for an enum of unit
+    /// variants ([`OutputType::Enum`], its schema's `enum`), otherwise JSON matching `T`'s schema
+    /// ([`LlmAgentBuilder::output_as`]). What a method of an `#[agents]` trait returning `T` builds.
+    pub fn returns<T: serde::de::DeserializeOwned + agentic_engine::StateType>(mut self) -> Self {
+        let schema = T::schema();
+        let names: Option<Vec<String>> = schema
+            .get("enum")
+            .and_then(Value::as_array)
+            .and_then(|names| names.iter().map(|n| n.as_str().map(str::to_string)).collect());
+        let scalar = match (T::value_type(), schema.get("enum").is_some()) {
+            (ValueType::String, true) => names.map(OutputType::Enum),
+            (ValueType::String, false) => Some(OutputType::String),
+            (ValueType::Number, false) => Some(OutputType::Number),
+            (ValueType::Integer, false) => Some(OutputType::Integer),
+            (ValueType::Boolean, false) => Some(OutputType::Boolean),
+            _ => None,
+        };
+        self.output = scalar.unwrap_or(OutputType::Schema(schema));
+        self.checker = Some(Arc::new(|v: &Value| T::deserialize(v).map(|_| ()).map_err(|e| e.to_string())));
+        self.spec.output_type = T::value_type();
+        self.spec.output_rust_type = Some(T::rust_type().to_string());
+        self
+    }
+
     /// Keeps the last `messages` messages of this agent's conversation (per memory id) and sends them with
     /// each new question (default: no memory).
     pub fn memory_window(mut self, messages: usize) -> Self {
@@ -443,8 +469,9 @@ impl LlmAgentBuilder {
     /// Builds the agent.
     ///
     /// # Errors
-    /// [`BuildError::Invalid`] when a template does not compile, no user message was given, or two tools
-    /// have the same name.
+    /// [`BuildError::Invalid`] when a template does not compile, no user message was given, two tools have the
+    /// same name, or the output key is typed (`output_key(&KEY)`) with a type the answer's text does not fit
+    /// while the output is text (the default).
     pub fn build(mut self) -> Result<AgentRef, BuildError> {
         let invalid = |message: String, agent: &str| BuildError::Invalid { agent: agent.to_string(), message };
         if let Some(e) = self.errors.first() {
@@ -467,6 +494,18 @@ impl LlmAgentBuilder {
         let Some(user) = self.user else {
             return Err(invalid("an LLM agent needs a user message".to_string(), &self.spec.name));
         };
+        if let (Some(rust), Some(key)) = (&self.spec.output_rust_type, &self.spec.output_key)
+            && self.output == OutputType::String
+            && !matches!(self.spec.output_type, ValueType::String | ValueType::Any)
+        {
+            // A typed output key (`output_key(&KEY)`) the answer's text would not fit.
+            let message = format!(
+                "output key `{key}` is declared as {} `{rust}`, but the agent answers text: parse the answer with \
+                 `returns::<T>()` (or `output(..)`)",
+                self.spec.output_type
+            );
+            return Err(invalid(message, &self.spec.name));
+        }
         if self.spec.output_type == ValueType::Any {
             // Declared from `output` unless `output_type` was set explicitly.
             self.spec.output_type = self.output.value_type();

@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 
 use crate::error::AgentError;
 use crate::run::{Frame, RunContext, lock};
-use crate::scope::{ScopeHandle, ScopeView, TokenUsage, merge_delta};
-use crate::value::ValueType;
+use crate::scope::{ScopeHandle, ScopeView, TokenUsage, TypedKey, merge_delta};
+use crate::value::{StateType, ValueType};
 
 /// One input an agent reads from the scope.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,17 +26,42 @@ pub struct InputSpec {
     /// Value used when the key is absent (then the input is never "missing").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<Value>,
+    /// The Rust type declared for the key (`std::any::type_name`), when declared from one ([`StateType`]):
+    /// two agents declaring one key with two Rust types conflict even when both are, say, objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rust_type: Option<String>,
+    /// An optional input: when the key is absent the agent still runs and reads `null` (an `Option<T>`
+    /// parameter of a declarative agent). Default false: an absent key is a missing argument.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
 }
 
 impl InputSpec {
     /// An untyped input with no default.
     pub fn new(key: impl Into<String>) -> Self {
-        InputSpec { key: key.into(), value_type: ValueType::Any, default: None }
+        InputSpec { key: key.into(), value_type: ValueType::Any, default: None, rust_type: None, optional: false }
+    }
+
+    /// An input of Rust type `T`: its value type and Rust name declared ([`StateType`]).
+    pub fn of<T: StateType + ?Sized>(key: impl Into<String>) -> Self {
+        InputSpec::new(key).typed(T::value_type()).rust_type(T::rust_type())
     }
 
     /// Declares the type.
     pub fn typed(mut self, value_type: ValueType) -> Self {
         self.value_type = value_type;
+        self
+    }
+
+    /// Declares the Rust type's name (see [`InputSpec::rust_type`]).
+    pub fn rust_type(mut self, name: impl Into<String>) -> Self {
+        self.rust_type = Some(name.into());
+        self
+    }
+
+    /// Marks the input optional (see [`InputSpec::optional`]).
+    pub fn optional(mut self, optional: bool) -> Self {
+        self.optional = optional;
         self
     }
 
@@ -59,6 +84,85 @@ impl From<String> for InputSpec {
     }
 }
 
+impl From<&String> for InputSpec {
+    fn from(key: &String) -> Self {
+        InputSpec::new(key.clone())
+    }
+}
+
+/// A typed key as an input: its name, its declared types ([`StateType`]) and its default, if it has one.
+impl<T: StateType + Serialize> From<&TypedKey<T>> for InputSpec {
+    fn from(key: &TypedKey<T>) -> Self {
+        let input = InputSpec::of::<T>(key.name());
+        match key.default().map(serde_json::to_value) {
+            Some(Ok(default)) => input.default_value(default),
+            _ => input,
+        }
+    }
+}
+
+/// A state key to write an output to, with the types it declares: what [`SpecBuilder::output_key`] takes.
+///
+/// From a plain name (`"story"`, a `String`) it declares nothing (an explicit
+/// [`SpecBuilder::output_type`] stays); from a [`TypedKey<T>`] it declares `T`'s value type and Rust type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyDecl {
+    /// The state key.
+    pub key: String,
+    /// The declared value type, if any.
+    pub value_type: Option<ValueType>,
+    /// The declared Rust type's name, if any.
+    pub rust_type: Option<String>,
+}
+
+impl KeyDecl {
+    /// Key `key` declared as Rust type `T` ([`StateType`]).
+    pub fn of<T: StateType + ?Sized>(key: impl Into<String>) -> Self {
+        KeyDecl { key: key.into(), value_type: Some(T::value_type()), rust_type: Some(T::rust_type().to_string()) }
+    }
+}
+
+impl From<&str> for KeyDecl {
+    fn from(key: &str) -> Self {
+        KeyDecl { key: key.to_string(), value_type: None, rust_type: None }
+    }
+}
+
+impl From<String> for KeyDecl {
+    fn from(key: String) -> Self {
+        KeyDecl { key, value_type: None, rust_type: None }
+    }
+}
+
+impl From<&String> for KeyDecl {
+    fn from(key: &String) -> Self {
+        KeyDecl::from(key.clone())
+    }
+}
+
+impl From<std::borrow::Cow<'_, str>> for KeyDecl {
+    fn from(key: std::borrow::Cow<'_, str>) -> Self {
+        KeyDecl::from(key.into_owned())
+    }
+}
+
+impl<T: StateType> From<&TypedKey<T>> for KeyDecl {
+    fn from(key: &TypedKey<T>) -> Self {
+        KeyDecl::of::<T>(key.name())
+    }
+}
+
+/// One key's declaration by an agent: what the build-time type check compares.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Declaration<'a> {
+    /// The state key.
+    pub key: &'a str,
+    /// Its declared value type ([`ValueType::Any`]: none).
+    pub value_type: ValueType,
+    /// Its declared Rust type, if declared from one.
+    pub rust_type: Option<&'a str>,
+}
+
 /// Metadata of an agent: what planners, supervisors and reports know about it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentSpec {
@@ -74,6 +178,10 @@ pub struct AgentSpec {
     pub output_key: Option<String>,
     /// Declared type of the output key, checked for conflicts when the system is built.
     pub output_type: ValueType,
+    /// Declared Rust type of the output key (`std::any::type_name`), when declared from one ([`StateType`]).
+    /// Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_rust_type: Option<String>,
     /// Skip silently (no invocation, no write) when an input is missing. Default false.
     pub optional: bool,
     /// Run without blocking the planner; readers of the output wait for it. Default false.
@@ -109,6 +217,7 @@ impl AgentSpec {
             inputs: Vec::new(),
             output_key: None,
             output_type: ValueType::Any,
+            output_rust_type: None,
             optional: false,
             is_async: false,
             timeout: None,
@@ -121,11 +230,18 @@ impl AgentSpec {
     }
 
     /// Every key this agent declares a type for: its inputs, then its output key.
-    pub fn declared_types(&self) -> impl Iterator<Item = (&str, ValueType)> {
-        self.inputs
-            .iter()
-            .map(|i| (i.key.as_str(), i.value_type))
-            .chain(self.output_key.iter().map(|k| (k.as_str(), self.output_type)))
+    pub fn declared_types(&self) -> impl Iterator<Item = Declaration<'_>> {
+        let inputs = self.inputs.iter().map(|i| Declaration {
+            key: &i.key,
+            value_type: i.value_type,
+            rust_type: i.rust_type.as_deref(),
+        });
+        let output = self.output_key.iter().map(|k| Declaration {
+            key: k,
+            value_type: self.output_type,
+            rust_type: self.output_rust_type.as_deref(),
+        });
+        inputs.chain(output)
     }
 }
 
@@ -142,9 +258,16 @@ pub trait SpecBuilder: Sized {
         self
     }
 
-    /// Sets the output key (default none).
-    fn output_key(mut self, key: impl Into<String>) -> Self {
-        self.spec_mut().output_key = Some(key.into());
+    /// Sets the output key (default none): a name, or a [`TypedKey<T>`] (`output_key(&STORY)`), which also
+    /// declares the key's type as `T`'s ([`StateType`]: its value type and Rust type).
+    fn output_key(mut self, key: impl Into<KeyDecl>) -> Self {
+        let key = key.into();
+        let spec = self.spec_mut();
+        spec.output_key = Some(key.key);
+        if let Some(value_type) = key.value_type {
+            spec.output_type = value_type;
+            spec.output_rust_type = key.rust_type;
+        }
         self
     }
 
@@ -154,7 +277,8 @@ pub trait SpecBuilder: Sized {
         self
     }
 
-    /// Adds an input (a key name, or an [`InputSpec`] with type/default).
+    /// Adds an input: a key name, a [`TypedKey<T>`] (`input(&TOPIC)`: declared as `T`, with the key's default),
+    /// or an [`InputSpec`] with type/default. An input of the same key given before is replaced.
     fn input(mut self, input: impl Into<InputSpec>) -> Self {
         let input = input.into();
         let inputs = &mut self.spec_mut().inputs;

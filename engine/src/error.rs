@@ -186,19 +186,26 @@ impl AgentError {
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// Two agents declare different types for the same state key.
-    #[error("key `{key}` is declared as {first} by `{first_agent}` and as {second} by `{second_agent}`")]
+    /// Two agents declare different types for the same state key: two value types, or two Rust types.
+    #[error(
+        "key `{key}` is declared as {first} by `{first_agent}` ({first_path}) and as {second} by `{second_agent}` \
+         ({second_path})"
+    )]
     ConflictingTypes {
         /// The state key.
         key: String,
-        /// First declared type.
+        /// First declared type (`object`, or with its Rust type: ``object `app::Story` ``).
         first: String,
         /// Agent that declared it first.
         first_agent: String,
+        /// That agent's path in the system being built (`root/0`).
+        first_path: String,
         /// Conflicting type.
         second: String,
         /// Agent that declared the conflicting type.
         second_agent: String,
+        /// That agent's path in the system being built.
+        second_path: String,
     },
     /// A builder was missing a required part or had an invalid one.
     #[error("`{agent}`: {message}")]

@@ -23,6 +23,7 @@
 
 pub mod agent;
 pub mod agent_registry;
+pub mod declare;
 pub mod error;
 pub mod error_handler;
 pub mod journal;
@@ -33,7 +34,9 @@ pub mod scope;
 pub mod store;
 pub mod value;
 
-pub use agent::{Agent, AgentRef, AgentSpec, DynAgent, InputSpec, InvocationContext, SpecBuilder, TopologyNode};
+pub use agent::{
+    Agent, AgentRef, AgentSpec, Declaration, DynAgent, InputSpec, InvocationContext, KeyDecl, SpecBuilder, TopologyNode,
+};
 pub use agent_registry::AgentRegistry;
 pub use error::{AgentError, BuildError, ForkError, RegistryError, StoreError};
 pub use error_handler::{ErrorContext, ErrorHandler, Recovery, RetryPolicy};
@@ -50,4 +53,15 @@ pub use store::{
     CallRecord, CheckpointStore, CompletionRecord, Durability, DynCheckpointStore, Finish, ForkOrigin, InflightChange,
     Lease, Milestone, PlannerState, RunImage, RunRecord, RunStatus, RunUpdate, StepRecord, StoreRef, planner_key,
 };
-pub use value::ValueType;
+pub use value::{StateType, ValueType};
+
+/// What the declarative agents' expansions name (`agentic-macros`): [`declare`] and the types it uses.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::agent::{AgentRef, AgentSpec, InputSpec, KeyDecl, SpecBuilder};
+    pub use crate::declare::*;
+    pub use crate::error::{AgentError, BuildError};
+    pub use crate::scope::ScopeView;
+    pub use futures::future::BoxFuture;
+    pub use serde_json::Value;
+}

@@ -261,7 +261,9 @@ fn marker_key(layer: Option<&str>, key: &str) -> String {
 /// A state key with its value type and an optional default: typed access to the scope.
 ///
 /// `TypedKey::<f64>::new("score")` reads and writes `score` as an `f64`; reading deserialises, so typed reads
-/// are the allowlist of types the scope ever builds.
+/// are the allowlist of types the scope ever builds. Builders take typed keys for inputs and output keys
+/// (`.input(&SCORE)`, `.output_key(&SCORE)`): the key's type is then declared as `T`'s
+/// ([`crate::value::StateType`]) and checked against every other agent's declaration when the system is built.
 #[derive(Debug, Clone)]
 pub struct TypedKey<T> {
     name: std::borrow::Cow<'static, str>,
@@ -289,6 +291,11 @@ impl<T> TypedKey<T> {
     /// The key's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The value read when the key is absent, if set.
+    pub fn default(&self) -> Option<&T> {
+        self.default.as_ref()
     }
 }
 

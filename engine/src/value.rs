@@ -107,6 +107,86 @@ impl ValueType {
     }
 }
 
+/// A Rust type that can be declared as the type of a state key: its [`ValueType`] and its Rust name.
+///
+/// Implemented for every [`schemars::JsonSchema`] type — the std scalars and collections (`String` is a
+/// string, `i64` an integer, `f64` a number, `bool` a boolean, `Vec<T>` a list, maps an object) and any type
+/// deriving `JsonSchema` — through the `type` of its JSON schema (`Option<T>` is `T`'s type; a schema
+/// without one type, like `serde_json::Value`'s, is [`ValueType::Any`]). What typed builders
+/// (`output_key(&KEY)`, `input(&KEY)`, the declarative agents) declare: two agents declaring one key with two
+/// value types, or with two Rust types, fail when the system is built.
+///
+/// Plays the part of the original's typed `@V` parameters and agent return types.
+pub trait StateType {
+    /// The value type of `Self`'s JSON schema.
+    fn value_type() -> ValueType;
+
+    /// The Rust type's name (`std::any::type_name`), telling apart two types of one value type.
+    fn rust_type() -> &'static str;
+
+    /// The JSON schema of `Self` (with its definitions).
+    fn schema() -> Value;
+}
+
+impl<T: schemars::JsonSchema + ?Sized> StateType for T {
+    fn value_type() -> ValueType {
+        let schema = Self::schema();
+        schema_value_type(&schema, &schema)
+    }
+
+    fn rust_type() -> &'static str {
+        std::any::type_name::<T>()
+    }
+
+    fn schema() -> Value {
+        schemars::SchemaGenerator::default().into_root_schema_for::<T>().to_value()
+    }
+}
+
+/// The value type a JSON schema describes: its `type` (without `null`), or the one type every alternative of
+/// an `anyOf`/`oneOf` shares, following `$ref`s into the root's definitions; else [`ValueType::Any`].
+fn schema_value_type(schema: &Value, root: &Value) -> ValueType {
+    if let Some(target) = schema.get("$ref").and_then(Value::as_str) {
+        let resolved =
+            target.strip_prefix("#/").map(|path| path.split('/').try_fold(root, |v, part| v.get(part))).unwrap_or(None);
+        return match resolved {
+            Some(s) if !std::ptr::eq(s, schema) => schema_value_type(s, root),
+            _ => ValueType::Any,
+        };
+    }
+    let named = |name: &str| match name {
+        "string" => Some(ValueType::String),
+        "number" => Some(ValueType::Number),
+        "integer" => Some(ValueType::Integer),
+        "boolean" => Some(ValueType::Boolean),
+        "array" => Some(ValueType::List),
+        "object" => Some(ValueType::Object),
+        _ => None,
+    };
+    match schema.get("type") {
+        Some(Value::String(name)) => return named(name).unwrap_or(ValueType::Any),
+        Some(Value::Array(names)) => {
+            let mut types = names.iter().filter_map(Value::as_str).filter(|n| *n != "null");
+            return match (types.next(), types.next()) {
+                (Some(one), None) => named(one).unwrap_or(ValueType::Any),
+                _ => ValueType::Any,
+            };
+        }
+        _ => {}
+    }
+    for alternatives in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(options)) = schema.get(alternatives) {
+            let mut types = options
+                .iter()
+                .filter(|o| o.get("type").and_then(Value::as_str) != Some("null"))
+                .map(|o| schema_value_type(o, root));
+            let first = types.next().unwrap_or(ValueType::Any);
+            return if types.all(|t| t == first) { first } else { ValueType::Any };
+        }
+    }
+    ValueType::Any
+}
+
 /// The JSON type name of a value (`null`, `boolean`, `number`, `string`, `list`, `object`), for messages.
 pub fn json_type_name(value: &Value) -> &'static str {
     match value {
@@ -144,5 +224,35 @@ mod tests {
         assert_eq!(ValueType::Object.coerce_owned(json!(r#"{"a":1}"#)), Ok(json!({"a": 1})));
         assert_eq!(ValueType::Boolean.coerce_owned(json!("maybe")), Err(json!("maybe")));
         assert_eq!(ValueType::List.coerce_owned(json!({"a": 1})), Err(json!({"a": 1})));
+    }
+
+    #[test]
+    fn state_types_come_from_the_json_schema() {
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Story {
+            title: String,
+        }
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        enum Mood {
+            Calm,
+            Wild,
+        }
+        assert_eq!(String::value_type(), ValueType::String);
+        assert_eq!(<str>::value_type(), ValueType::String);
+        assert_eq!(i64::value_type(), ValueType::Integer);
+        assert_eq!(u8::value_type(), ValueType::Integer);
+        assert_eq!(f64::value_type(), ValueType::Number);
+        assert_eq!(bool::value_type(), ValueType::Boolean);
+        assert_eq!(Vec::<String>::value_type(), ValueType::List);
+        assert_eq!(std::collections::BTreeMap::<String, i64>::value_type(), ValueType::Object);
+        assert_eq!(Story::value_type(), ValueType::Object);
+        assert_eq!(Option::<Story>::value_type(), ValueType::Object);
+        assert_eq!(Option::<f64>::value_type(), ValueType::Number);
+        assert_eq!(Mood::value_type(), ValueType::String);
+        assert_eq!(Value::value_type(), ValueType::Any);
+        assert_eq!(String::rust_type(), "alloc::string::String");
+        assert_eq!(Story::rust_type(), "agentic_engine::value::tests::state_types_come_from_the_json_schema::Story");
     }
 }

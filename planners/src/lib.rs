@@ -44,3 +44,14 @@ pub use supervisor::{
     SupervisorScorerAgent, SupervisorStep, SupervisorSummarizerAgent,
 };
 pub use voting::{Vote, Voting, VotingBuilder, VotingPlanner, VotingStrategy};
+
+/// What the declarative agents' expansions name (`agentic-macros`): the agents' and the composites' builders.
+#[doc(hidden)]
+pub mod __private {
+    pub use agentic_agents::__private::*;
+
+    pub use crate::{
+        Blackboard, CompositeBuilderExt, Conditional, ContextStrategy, Debate, Goap, Loop, P2p, Parallel,
+        ParallelMapper, ResponseStrategy, Sequence, Supervisor, Voting, VotingStrategy,
+    };
+}

@@ -150,29 +150,59 @@ impl CompositeBuilder {
     }
 }
 
-/// Rejects a tree in which two agents declare different (non-`any`) types for the same key.
+/// Rejects a tree in which two agents declare different (non-`any`) value types for the same key, or two
+/// different Rust types (both declared from Rust types, [`crate::value::StateType`]).
 pub(crate) fn check_types(root: &AgentRef) -> Result<(), BuildError> {
-    let mut seen: std::collections::HashMap<String, (ValueType, String)> = std::collections::HashMap::new();
+    use std::collections::HashMap;
+    /// The first declaration of a key seen: its type, and the agent and path that declared it.
+    struct First {
+        value_type: ValueType,
+        rust_type: Option<String>,
+        agent: String,
+        path: String,
+    }
+    let described = |value_type: ValueType, rust_type: Option<&str>| match rust_type {
+        Some(rust) => format!("{value_type} `{rust}`"),
+        None => value_type.to_string(),
+    };
+    // Per key: the first value type declared, and the first Rust type declared (which may come later).
+    let mut by_type: HashMap<String, First> = HashMap::new();
+    let mut by_rust: HashMap<String, First> = HashMap::new();
     let topology = root.topology();
     for node in topology.walk() {
         let spec = &node.spec;
-        for (key, ty) in spec.declared_types() {
-            if ty == ValueType::Any {
+        for d in spec.declared_types() {
+            if d.value_type == ValueType::Any {
                 continue;
             }
-            match seen.get(key) {
-                Some((first, first_agent)) if *first != ty => {
-                    return Err(BuildError::ConflictingTypes {
-                        key: key.to_string(),
-                        first: first.to_string(),
-                        first_agent: first_agent.clone(),
-                        second: ty.to_string(),
-                        second_agent: spec.name.clone(),
-                    });
-                }
+            let conflict = |first: &First| BuildError::ConflictingTypes {
+                key: d.key.to_string(),
+                first: described(first.value_type, first.rust_type.as_deref()),
+                first_agent: first.agent.clone(),
+                first_path: first.path.clone(),
+                second: described(d.value_type, d.rust_type),
+                second_agent: spec.name.clone(),
+                second_path: node.path.clone(),
+            };
+            let this = || First {
+                value_type: d.value_type,
+                rust_type: d.rust_type.map(str::to_string),
+                agent: spec.name.clone(),
+                path: node.path.clone(),
+            };
+            match by_type.get(d.key) {
+                Some(first) if first.value_type != d.value_type => return Err(conflict(first)),
                 Some(_) => {}
                 None => {
-                    seen.insert(key.to_string(), (ty, spec.name.clone()));
+                    by_type.insert(d.key.to_string(), this());
+                }
+            }
+            let Some(rust) = d.rust_type else { continue };
+            match by_rust.get(d.key) {
+                Some(first) if first.rust_type.as_deref() != Some(rust) => return Err(conflict(first)),
+                Some(_) => {}
+                None => {
+                    by_rust.insert(d.key.to_string(), this());
                 }
             }
         }

@@ -237,6 +237,11 @@ async fn resolve_inputs(
             None => view.get(&input.key).cloned(),
         };
         let Some(raw) = raw.or_else(|| input.default.clone()) else {
+            if input.optional {
+                // An optional input reads `null` when absent; the agent still runs.
+                inputs.insert(input.key.clone(), Value::Null);
+                continue;
+            }
             if spec.optional {
                 return Ok(None);
             }

@@ -476,7 +476,8 @@ impl Drop for StopOnDrop {
 fn check_state_types(topology: &TopologyNode, state: &Map<String, Value>) -> Result<(), String> {
     for node in topology.walk() {
         let spec = &node.spec;
-        for (key, ty) in spec.declared_types() {
+        for d in spec.declared_types() {
+            let (key, ty) = (d.key, d.value_type);
             if let Some(v) = state.get(key)
                 && ty.coerce(v).is_none()
             {

@@ -1,0 +1,217 @@
+//! What the declarative agents (`agentic-macros`: `#[agent]`, `#[agents]`) expand to, in the engine's terms:
+//! a leaf agent from an async function ([`fn_agent`]), the typed call of an agent ([`call`]), and the bounds
+//! that make a wrong parameter or return type a compile error naming the attribute ([`AgentInput`],
+//! [`AgentOutput`], [`CallInput`], [`CallOutput`]).
+//!
+//! Not meant to be used by hand: the builders say the same with more words. The original's annotated
+//! interfaces (`@Agent`, `@V`) are turned into agents by reflection at run time; here the macros write the
+//! builder calls at compile time.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::agent::{Agent, AgentRef, AgentSpec, InputSpec, InvocationContext, KeyDecl};
+use crate::error::AgentError;
+use crate::value::StateType;
+
+/// A type a `#[agent]` function takes as a parameter: read from the state (deserialised) and declared as the
+/// input's type.
+#[diagnostic::on_unimplemented(
+    message = "`#[agent]`: parameter type `{Self}` cannot be read from the state",
+    label = "not deserialisable with a JSON schema",
+    note = "a parameter of an `#[agent]` function must implement `serde::Deserialize` and `schemars::JsonSchema`"
+)]
+pub trait AgentInput: DeserializeOwned + StateType {}
+
+impl<T: DeserializeOwned + StateType> AgentInput for T {}
+
+/// A type a `#[agent]` function returns (inside `Result` or not): written to the state (serialised) and
+/// declared as the output key's type.
+#[diagnostic::on_unimplemented(
+    message = "`#[agent]`: return type `{Self}` cannot be stored in the state",
+    label = "not serialisable with a JSON schema",
+    note = "the result of an `#[agent]` function must implement `serde::Serialize` and `schemars::JsonSchema`"
+)]
+pub trait AgentOutput: Serialize + StateType {}
+
+impl<T: Serialize + StateType> AgentOutput for T {}
+
+/// A type a method of an `#[agents]` trait takes: written to the state as an input of the call.
+#[diagnostic::on_unimplemented(
+    message = "`#[agents]`: parameter type `{Self}` cannot be written to the state",
+    label = "not serialisable with a JSON schema",
+    note = "a parameter of an `#[agents]` method must implement `serde::Serialize` and `schemars::JsonSchema`"
+)]
+pub trait CallInput: Serialize + StateType {}
+
+impl<T: Serialize + StateType> CallInput for T {}
+
+/// A type a method of an `#[agents]` trait returns: parsed from the answer through its JSON schema.
+#[diagnostic::on_unimplemented(
+    message = "`#[agents]`: return type `{Self}` cannot be parsed from the agent's answer",
+    label = "not deserialisable with a JSON schema",
+    note = "an `#[agents]` method must return a type implementing `serde::Deserialize` and `schemars::JsonSchema`"
+)]
+pub trait CallOutput: DeserializeOwned + StateType {}
+
+impl<T: DeserializeOwned + StateType> CallOutput for T {}
+
+type LeafFn = Arc<dyn for<'a> Fn(&'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> + Send + Sync>;
+
+/// The agent a `#[agent]` function becomes: its spec and the closure calling the function.
+struct DeclaredFn {
+    spec: AgentSpec,
+    f: LeafFn,
+}
+
+impl Agent for DeclaredFn {
+    fn spec(&self) -> &AgentSpec {
+        &self.spec
+    }
+
+    fn invoke(&self, ctx: &InvocationContext) -> impl Future<Output = Result<Value, AgentError>> + Send {
+        (self.f)(ctx)
+    }
+}
+
+/// A leaf agent with metadata `spec` (kind `closure`, like `FnAgent`'s) running `f`.
+pub fn fn_agent<F>(spec: AgentSpec, f: F) -> AgentRef
+where
+    F: for<'a> Fn(&'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> + Send + Sync + 'static,
+{
+    AgentRef::new(DeclaredFn { spec, f: Arc::new(f) })
+}
+
+/// Reads an input of a declared agent from its invocation (see [`declared_input`]).
+pub type ReadInput<T> = fn(&InvocationContext, &str) -> Result<T, AgentError>;
+
+/// Turns a declared agent's result into the value stored (see [`declared_output`]).
+pub type WriteOutput<T> = fn(&InvocationContext, &T) -> Result<Value, AgentError>;
+
+/// Parameter `key` of a `#[agent]` function: its input spec (declared as `T`) and
+/// the function reading it from an invocation ([`AgentError::Coercion`] when the value does not deserialise
+/// as `T`). One bound to check, so a wrong type is one compile error.
+pub fn declared_input<T: AgentInput>(key: &str) -> (InputSpec, ReadInput<T>) {
+    (InputSpec::of::<T>(key), |ctx, key| ctx.input_as(key))
+}
+
+/// An `Option<T>` parameter `key` of a `#[agent]` function: an optional input declared as `T`, read as
+/// `None` when absent (see [`declared_input`]).
+pub fn declared_optional_input<T: AgentInput>(key: &str) -> (InputSpec, ReadInput<Option<T>>) {
+    (InputSpec::of::<T>(key).optional(true), |ctx, key| ctx.input_as(key))
+}
+
+/// The output key `key` of a `#[agent]` function returning `T`: the key declared as `T`, and the function
+/// turning a result into the stored value ([`AgentError::Failed`] naming the agent when it does not
+/// serialise). One bound to check, so a wrong type is one compile error.
+pub fn declared_output<T: AgentOutput>(key: &str) -> (KeyDecl, WriteOutput<T>) {
+    (KeyDecl::of::<T>(key), |ctx, output| {
+        serde_json::to_value(output).map_err(|e| ctx.fail(format!("the result does not serialise: {e}")))
+    })
+}
+
+/// The output key `key` of a `#[agent]` function returning `Option<T>`: declared as `T`; `None` is stored
+/// as `null` (the key is left absent). See [`declared_output`].
+pub fn declared_optional_output<T: AgentOutput>(key: &str) -> (KeyDecl, WriteOutput<Option<T>>) {
+    (KeyDecl::of::<T>(key), |ctx, output| {
+        serde_json::to_value(output).map_err(|e| ctx.fail(format!("the result does not serialise: {e}")))
+    })
+}
+
+/// Parameter `key` of an `#[agents]` method: its input spec, declared as `T` (optional when `optional`).
+pub fn call_input<T: CallInput>(key: &str, optional: bool) -> InputSpec {
+    InputSpec::of::<T>(key).optional(optional)
+}
+
+/// The output key `key` of an `#[agents]` method returning `T`, declared as `T`.
+pub fn call_output<T: CallOutput>(key: &str) -> KeyDecl {
+    KeyDecl::of::<T>(key)
+}
+
+/// An input of a typed call: `key` and its value as JSON (an error when it does not serialise).
+pub fn arg<T: Serialize + ?Sized>(key: &'static str, value: &T) -> (&'static str, Result<Value, String>) {
+    (key, serde_json::to_value(value).map_err(|e| e.to_string()))
+}
+
+/// Invokes `agent` as one run with `inputs` (a `null` input is left out) and returns its result as `T`: what
+/// a method of an `#[agents]` trait does.
+///
+/// # Errors
+/// The run's error; [`AgentError::Suspended`] when the run waits for a human (resume it through the agent:
+/// [`AgentRef::resume`] with the run id); [`AgentError::Drained`] when drained; [`AgentError::Coercion`]
+/// naming the agent's output key when an input does not serialise or the result does not deserialise as `T`.
+pub async fn call<T: DeserializeOwned>(
+    agent: &AgentRef,
+    inputs: Vec<(&'static str, Result<Value, String>)>,
+) -> Result<T, AgentError> {
+    let spec = agent.spec();
+    let coercion = |key: &str, value: String, expected: String| AgentError::Coercion {
+        agent: spec.name.clone(),
+        path: "root".to_string(),
+        key: key.to_string(),
+        value,
+        expected,
+    };
+    let mut request = agent.invoke();
+    for (key, value) in inputs {
+        match value {
+            Ok(Value::Null) => {}
+            Ok(value) => request = request.input(key, value),
+            Err(e) => return Err(coercion(key, "(not serialisable)".to_string(), e)),
+        }
+    }
+    let outcome = request.await?;
+    match outcome.result {
+        crate::run::RunResult::Completed(value) => T::deserialize(&value).map_err(|e| {
+            let key = spec.output_key.as_deref().unwrap_or("output");
+            coercion(key, value.to_string(), format!("{} ({e})", std::any::type_name::<T>()))
+        }),
+        crate::run::RunResult::Suspended { pending } => Err(AgentError::Suspended { pending }),
+        crate::run::RunResult::Drained => Err(AgentError::Drained),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::agent::SpecBuilder;
+
+    struct Spec(AgentSpec);
+
+    impl SpecBuilder for Spec {
+        fn spec_mut(&mut self) -> &mut AgentSpec {
+            &mut self.0
+        }
+    }
+
+    #[tokio::test]
+    async fn a_declared_function_runs_and_its_call_is_typed() {
+        let (x, read) = declared_input::<i64>("x");
+        let (y, write) = declared_output::<i64>("y");
+        let spec = Spec(AgentSpec::new("double", "closure")).input(x).output_key(y).0;
+        let agent = fn_agent(spec, move |ctx| {
+            Box::pin(async move {
+                let x = read(ctx, "x")?;
+                write(ctx, &(x * 2))
+            })
+        });
+        let y: i64 = call(&agent, vec![arg("x", &21)]).await.unwrap();
+        assert_eq!(y, 42);
+        let err = call::<String>(&agent, vec![arg("x", &1)]).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "agent `double` (root): input `y` = 2 cannot be coerced to alloc::string::String (invalid type: \
+             integer `2`, expected a string)"
+        );
+        let err = call::<i64>(&agent, vec![("x", Ok(json!(null)))]).await.unwrap_err();
+        assert_eq!(err.to_string(), "agent `double` (root): missing argument `x`");
+    }
+}

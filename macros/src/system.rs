@@ -1,0 +1,588 @@
+//! `#[agents]` on a trait: each method is an agent — an LLM agent (`#[agent(user = .., ..)]`) or a composite
+//! over the trait's other agents (`#[sequence]`, `#[looping]`, `#[parallel]`, `#[conditional]`,
+//! `#[supervisor]`) — and a typed call. Generates `<Trait>Agents` (the agents, implementing the trait) and
+//! `<Trait>AgentsBuilder` (the chat models: one for all, or one per agent).
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{FnArg, Ident, ItemTrait, LitStr, Meta, Pat, Path, ReturnType, TraitItem, TraitItemFn, Type};
+
+use crate::args::{Args, error, paths_of};
+use crate::types::{doc_summary, option_inner, param_key};
+
+/// The attributes that make a method an agent.
+const KINDS: &[&str] = &[
+    "agent",
+    "sequence",
+    "looping",
+    "parallel",
+    "conditional",
+    "supervisor",
+    "parallel_mapper",
+    "goap",
+    "p2p",
+    "blackboard",
+    "voting",
+    "debate",
+];
+
+/// Keys every agent attribute takes.
+const COMMON: &[&str] = &["output_key", "description", "name"];
+
+/// One sub-agent named in a composite: a method of the trait, or an `#[agent]` function elsewhere (a path).
+enum Sub {
+    Method(Ident),
+    External(Path),
+}
+
+/// One method of the trait, read.
+struct Method {
+    ident: Ident,
+    /// The agent's name (the method's, unless `name = ".."`).
+    name: String,
+    /// Doc and other attributes kept on the trait method.
+    attrs: Vec<syn::Attribute>,
+    params: Vec<(String, Ident, Type)>,
+    /// The return type (`()` when none).
+    output: Type,
+    args: Args,
+    /// The sub-agents (composites), including the branches' of a conditional.
+    subs: Vec<Sub>,
+}
+
+impl Method {
+    fn kind(&self) -> &str {
+        &self.args.attr
+    }
+
+    fn is_llm(&self) -> bool {
+        self.kind() == "agent"
+    }
+
+    /// Whether it needs a chat model (an LLM agent, or a supervisor's planner).
+    fn has_model(&self) -> bool {
+        matches!(self.kind(), "agent" | "supervisor")
+    }
+}
+
+fn is_unit(ty: &Type) -> bool {
+    matches!(ty, Type::Tuple(t) if t.elems.is_empty())
+}
+
+/// Reads one trait method.
+fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
+    let ident = f.sig.ident.clone();
+    let kinds: Vec<&syn::Attribute> = f.attrs.iter().filter(|a| KINDS.iter().any(|k| a.path().is_ident(k))).collect();
+    let attr = match kinds.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(error(
+                f.sig.span(),
+                format!(
+                    "`#[agents]`: method `{ident}` needs an agent attribute: `#[agent(user = \"..\", output_key = \
+                     \"..\")]` (an LLM agent) or a composite (`#[sequence(agents(..), output_key = \"..\")]`, \
+                     `#[looping]`, `#[parallel]`, `#[conditional]`, `#[supervisor]`)"
+                ),
+            ));
+        }
+        [_, second, ..] => {
+            return Err(error(second.span(), format!("`#[agents]`: method `{ident}` has two agent attributes")));
+        }
+    };
+    let args = Args::of_attribute(attr)?;
+    let kind = args.attr.clone();
+    let at = |span: Span, message: String| error(span, format!("`#[{kind}]` on `{ident}`: {message}"));
+    if f.default.is_some() {
+        let what = if kind == "agent" { "the model answers it" } else { "its sub-agents answer it" };
+        return Err(at(f.default.span(), format!("a method of an `#[agents]` trait has no body: {what}")));
+    }
+    if f.sig.asyncness.is_none() {
+        return Err(at(f.sig.fn_token.span(), "declare the method `async fn`".to_string()));
+    }
+    if !f.sig.generics.params.is_empty() {
+        return Err(at(f.sig.generics.span(), "an agent method cannot be generic".to_string()));
+    }
+    match f.sig.receiver() {
+        Some(r) if r.reference.is_some() && r.mutability.is_none() => {}
+        _ => return Err(at(f.sig.span(), "an agent method takes `&self`".to_string())),
+    }
+    let mut params = Vec::new();
+    for arg in &f.sig.inputs {
+        let FnArg::Typed(pat) = arg else { continue };
+        let Pat::Ident(p) = &*pat.pat else {
+            return Err(at(pat.pat.span(), "a parameter must be a plain name: it names the state key".to_string()));
+        };
+        let key = param_key(&mut pat.attrs.clone(), &p.ident)?;
+        params.push((key, p.ident.clone(), (*pat.ty).clone()));
+    }
+    let output = match &f.sig.output {
+        ReturnType::Default => syn::parse_quote!(()),
+        ReturnType::Type(_, ty) => (**ty).clone(),
+    };
+    let mut subs = Vec::new();
+    let keys: Vec<&str> = match kind.as_str() {
+        "agent" => vec!["system", "user", "max_tokens", "temperature", "optional", "streaming", "memory_window"],
+        "sequence" => vec!["agents", "output"],
+        "looping" => vec!["agents", "output", "max_iterations", "exit", "at_end"],
+        "parallel" => vec!["agents", "output", "max_concurrency"],
+        "conditional" => vec!["branch", "output"],
+        "supervisor" => vec!["agents", "max_invocations", "max_retries", "response", "context", "request_key"],
+        "parallel_mapper" => vec!["agent", "items_key", "item_key", "max_concurrency", "output"],
+        "goap" => vec!["agents", "output"],
+        "p2p" => vec!["agents", "max_invocations", "exit", "output"],
+        "blackboard" => vec!["agents", "goal", "max_invocations", "output"],
+        "voting" => vec!["agents", "strategy", "aggregate", "output"],
+        _ => vec!["debaters", "judge", "max_rounds", "converged", "output"],
+    };
+    args.only(&[COMMON, keys.as_slice()].concat())?;
+    if kind == "agent" {
+        if args.text("user")?.is_none() {
+            return Err(at(args.span, "missing `user = \"..\"`: the user message template".to_string()));
+        }
+        if is_unit(&output) {
+            return Err(at(f.sig.span(), "an LLM agent returns its answer: give the method a return type".to_string()));
+        }
+    } else if kind == "conditional" {
+        for branch in args.all("branch") {
+            let Meta::List(list) = branch else {
+                return Err(at(branch.span(), "`branch` takes `branch(when = condition, agents(..))`".to_string()));
+            };
+            let inner = Args::parse("conditional", list.span(), list.tokens.clone())?;
+            inner.only(&["when", "agents"])?;
+            if inner.path("when")?.is_none() {
+                return Err(at(list.span(), "a branch needs `when = condition` (a `fn(&ScopeView) -> bool`)".into()));
+            }
+            match inner.paths("agents")? {
+                Some(paths) => subs.extend(paths.into_iter().map(sub_of)),
+                None => return Err(at(list.span(), "a branch needs `agents(..)`".to_string())),
+            }
+        }
+        if subs.is_empty() {
+            return Err(at(args.span, "missing `branch(when = condition, agents(..))`".to_string()));
+        }
+    } else if kind == "parallel_mapper" {
+        match args.path("agent")? {
+            Some(path) => subs.push(sub_of(path)),
+            None => return Err(at(args.span, "missing `agent = ..`: the agent mapped over the items".to_string())),
+        }
+        if args.string("items_key")?.is_none() {
+            return Err(at(args.span, "missing `items_key = \"..\"`: the state key holding the list".to_string()));
+        }
+    } else if kind == "debate" {
+        match args.paths("debaters")? {
+            Some(paths) if !paths.is_empty() => subs.extend(paths.into_iter().map(sub_of)),
+            _ => return Err(at(args.span, "missing `debaters(..)`: the debaters, by method name".to_string())),
+        }
+        match args.path("judge")? {
+            Some(path) => subs.push(sub_of(path)),
+            None => return Err(at(args.span, "missing `judge = ..`: the agent deciding the answer".to_string())),
+        }
+    } else {
+        match args.paths("agents")? {
+            Some(paths) if !paths.is_empty() => subs.extend(paths.into_iter().map(sub_of)),
+            _ => return Err(at(args.span, "missing `agents(..)`: the sub-agents, by method name".to_string())),
+        }
+    }
+    if kind == "voting"
+        && let Some(r) = args.string("strategy")?
+        && !["majority", "average", "highest"].contains(&r.value().as_str())
+    {
+        return Err(at(
+            r.span(),
+            format!("unknown strategy `{}` (expected `majority`, `average` or `highest`)", r.value()),
+        ));
+    }
+    if args.string("output_key")?.is_none() && !is_unit(&output) {
+        return Err(at(
+            args.span,
+            format!("missing `output_key = \"..\"`: the state key the result of `{ident}` is written to"),
+        ));
+    }
+    if kind == "supervisor"
+        && let Some(r) = args.string("response")?
+        && !["last", "summary", "scored"].contains(&r.value().as_str())
+    {
+        return Err(at(r.span(), format!("unknown response `{}` (expected `last`, `summary` or `scored`)", r.value())));
+    }
+    let name = args.string("name")?.map(|s| s.value()).unwrap_or_else(|| ident.to_string());
+    let attrs = f.attrs.iter().filter(|a| !KINDS.iter().any(|k| a.path().is_ident(k))).cloned().collect();
+    Ok(Method { ident, name, attrs, params, output, args, subs })
+}
+
+fn sub_of(path: Path) -> Sub {
+    match path.get_ident() {
+        Some(ident) => Sub::Method(ident.clone()),
+        None => Sub::External(path),
+    }
+}
+
+/// Expands `#[agents]` on a trait.
+pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let item: ItemTrait = syn::parse2(item).map_err(|e| error(e.span(), "`#[agents]` goes on a trait"))?;
+    let args = Args::parse("agents", Span::call_site(), attr)?;
+    args.only(&["crate"])?;
+    let krate = crate::types::krate(&args)?;
+    let private = quote!(#krate::__private);
+    let trait_ident = &item.ident;
+    if !item.generics.params.is_empty() {
+        return Err(error(
+            item.generics.span(),
+            format!("`#[agents]` on `{trait_ident}`: the trait cannot be generic"),
+        ));
+    }
+    let mut methods = Vec::new();
+    for entry in &item.items {
+        match entry {
+            TraitItem::Fn(f) => methods.push(read_method(f)?),
+            other => {
+                return Err(error(other.span(), "`#[agents]`: the trait holds agent methods only"));
+            }
+        }
+    }
+    let order = build_order(trait_ident, &methods)?;
+
+    let vis = &item.vis;
+    let agents_ident = format_ident!("{}Agents", trait_ident);
+    let builder_ident = format_ident!("{}AgentsBuilder", trait_ident);
+    let var = |ident: &Ident| format_ident!("__agent_{}", ident);
+    let model_field = |ident: &Ident| format_ident!("{}_model", ident);
+
+    // The trait, its methods as typed calls.
+    let mut trait_methods = Vec::new();
+    let mut impl_methods = Vec::new();
+    for m in &methods {
+        let Method { ident, attrs, output, .. } = m;
+        let params = m.params.iter().map(|(_, p, ty)| quote!(#p: impl ::std::convert::Into<#ty>));
+        let signature = quote! {
+            fn #ident(&self, #(#params),*)
+                -> impl ::std::future::Future<Output = ::std::result::Result<#output, #private::AgentError>>
+                + ::std::marker::Send
+        };
+        trait_methods.push(quote! { #(#attrs)* #signature; });
+        let converts = m.params.iter().map(|(key, p, ty)| {
+            quote! { #private::arg(#key, &{ let #p: #ty = #p.into(); #p }) }
+        });
+        let field = var(ident);
+        impl_methods.push(quote! {
+            #signature {
+                let __inputs = vec![#(#converts),*];
+                let __agent = self.#field.clone();
+                async move { #private::call::<#output>(&__agent, __inputs).await }
+            }
+        });
+    }
+
+    // The builder: one agent per method, in dependency order.
+    let mut builds = Vec::new();
+    for &i in &order {
+        builds.push(build_one(&methods[i], &private, &var, &model_field)?);
+    }
+    let fields: Vec<Ident> = methods.iter().map(|m| var(&m.ident)).collect();
+    let accessors = methods.iter().map(|m| {
+        let getter = format_ident!("{}_agent", m.ident);
+        let field = var(&m.ident);
+        let doc = format!("The agent `{}` (what `{}` invokes), to compose or invoke with options.", m.name, m.ident);
+        quote! { #[doc = #doc] #vis fn #getter(&self) -> &#private::AgentRef { &self.#field } }
+    });
+    let with_model: Vec<&Method> = methods.iter().filter(|m| m.has_model()).collect();
+    let model_fields: Vec<Ident> = with_model.iter().map(|m| model_field(&m.ident)).collect();
+    let model_setters = with_model.iter().map(|m| {
+        let setter = model_field(&m.ident);
+        let doc = format!("The chat model of `{}` (default: the builder's model).", m.name);
+        quote! {
+            #[doc = #doc]
+            #vis fn #setter(mut self, model: impl ::std::convert::Into<#private::ChatModelRef>) -> Self {
+                self.#setter = ::std::option::Option::Some(model.into());
+                self
+            }
+        }
+    });
+    let trait_attrs = &item.attrs;
+    let unsafety = &item.unsafety;
+    let supertraits = if item.supertraits.is_empty() {
+        quote!()
+    } else {
+        let s = &item.supertraits;
+        quote!(: #s)
+    };
+    let agents_doc = format!(
+        "The agents of [`{trait_ident}`] (`#[agents]`), built by [`{builder_ident}`]; each method of the trait \
+         invokes its agent as one run."
+    );
+    let builder_doc = format!(
+        "Builds [`{agents_ident}`]: every agent asks the builder's model unless given one of its own. \
+         `build` fails with a `BuildError` when a template does not compile or two agents declare one key with \
+         two types."
+    );
+    let builder_fn_doc = format!("A builder of [`{agents_ident}`] whose agents ask `model`.");
+    let build_doc = format!(
+        "Builds the agents of [`{trait_ident}`].\n\n# Errors\nA `BuildError` when a template does not compile or \
+         two agents declare one key with two types."
+    );
+    Ok(quote! {
+        #(#trait_attrs)*
+        #vis #unsafety trait #trait_ident #supertraits {
+            #(#trait_methods)*
+        }
+
+        #[doc = #agents_doc]
+        #[derive(Clone, Debug)]
+        #vis struct #agents_ident {
+            #(#fields: #private::AgentRef,)*
+        }
+
+        #[doc = #builder_doc]
+        #vis struct #builder_ident {
+            model: #private::ChatModelRef,
+            #(#model_fields: ::std::option::Option<#private::ChatModelRef>,)*
+        }
+
+        impl #agents_ident {
+            #[doc = #builder_fn_doc]
+            #vis fn builder(model: impl ::std::convert::Into<#private::ChatModelRef>) -> #builder_ident {
+                #builder_ident { model: model.into(), #(#model_fields: ::std::option::Option::None,)* }
+            }
+
+            #(#accessors)*
+        }
+
+        impl #builder_ident {
+            #(#model_setters)*
+
+            #[doc = #build_doc]
+            #vis fn build(self) -> ::std::result::Result<#agents_ident, #private::BuildError> {
+                #[allow(unused_imports)]
+                use #private::{CompositeBuilderExt as _, SpecBuilder as _};
+                #(#builds)*
+                ::std::result::Result::Ok(#agents_ident { #(#fields,)* })
+            }
+        }
+
+        impl #trait_ident for #agents_ident {
+            #(#impl_methods)*
+        }
+    })
+}
+
+/// The order the agents are built in: LLM agents first, then each composite after its sub-agents. Fails on
+/// an unknown sub-agent or a cycle, naming the attribute.
+fn build_order(trait_ident: &Ident, methods: &[Method]) -> syn::Result<Vec<usize>> {
+    let index = |ident: &Ident| methods.iter().position(|m| m.ident == *ident);
+    for m in methods {
+        for sub in &m.subs {
+            if let Sub::Method(ident) = sub
+                && index(ident).is_none()
+            {
+                let known = methods.iter().map(|m| format!("`{}`", m.ident)).collect::<Vec<_>>().join(", ");
+                return Err(error(
+                    ident.span(),
+                    format!(
+                        "`#[{}]` on `{}`: unknown sub-agent `{ident}`: the agents of `{trait_ident}` are {known} (an \
+                         `#[agent]` function declared elsewhere is named by its path, like `self::{ident}`)",
+                        m.kind(),
+                        m.ident
+                    ),
+                ));
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..methods.len()).filter(|&i| methods[i].is_llm()).collect();
+    while order.len() < methods.len() {
+        let ready = (0..methods.len()).find(|&i| {
+            !order.contains(&i)
+                && methods[i].subs.iter().all(|s| match s {
+                    Sub::Method(ident) => index(ident).is_some_and(|j| order.contains(&j)),
+                    Sub::External(_) => true,
+                })
+        });
+        match ready {
+            Some(i) => order.push(i),
+            None => {
+                let stuck = methods.iter().enumerate().find(|(i, _)| !order.contains(i)).map(|(_, m)| m);
+                let m = stuck.unwrap_or(&methods[0]);
+                return Err(error(
+                    m.ident.span(),
+                    format!(
+                        "`#[{}]` on `{}`: its sub-agents form a cycle (a composite contains itself)",
+                        m.kind(),
+                        m.ident
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(order)
+}
+
+/// The statement building `m`'s agent into its variable.
+fn build_one(
+    m: &Method,
+    private: &TokenStream,
+    var: &dyn Fn(&Ident) -> Ident,
+    model_field: &dyn Fn(&Ident) -> Ident,
+) -> syn::Result<TokenStream> {
+    let target = var(&m.ident);
+    let name = &m.name;
+    let args = &m.args;
+    let description = match args.string("description")? {
+        Some(d) => d.value(),
+        None => doc_summary(&m.attrs),
+    };
+    let output = &m.output;
+    let inputs = m.params.iter().map(|(key, _, ty)| match option_inner(ty) {
+        Some(inner) => quote_spanned!(inner.span()=> let __b = __b.input(#private::call_input::<#inner>(#key, true));),
+        None => quote_spanned!(ty.span()=> let __b = __b.input(#private::call_input::<#ty>(#key, false));),
+    });
+    let output_key = match args.string("output_key")? {
+        Some(key) if !is_unit(output) => {
+            // `Option<T>`: the key may stay absent; it is declared as `T`.
+            let declared = option_inner(output).unwrap_or(output);
+            quote_spanned!(output.span()=> let __b = __b.output_key(#private::call_output::<#declared>(#key));)
+        }
+        Some(key) => quote!(let __b = __b.output_key(#key);),
+        None => quote!(),
+    };
+    let subs: Vec<TokenStream> = m.subs.iter().map(|s| sub_expr(s, var)).collect();
+    let model = model_field(&m.ident);
+    let model = quote!(self.#model.clone().unwrap_or_else(|| self.model.clone()));
+    let head = match m.kind() {
+        "agent" => {
+            let user = args.text("user")?;
+            let system = args.text("system")?.map(|s| quote!(.system(#s)));
+            let max_tokens = args.int("max_tokens")?.map(|n| quote!(.max_tokens(#n)));
+            let temperature = args.float("temperature")?.map(|t| quote!(.temperature(#t)));
+            let memory = args.int("memory_window")?.map(|n| quote!(.memory_window(#n)));
+            let streaming = args.flag("streaming")?;
+            let optional = args.flag("optional")?;
+            let returns = quote_spanned!(output.span()=> #private::llm_returns::<#output>);
+            quote! {
+                let __b = #private::LlmAgent::builder(#model).name(#name) #system .user(#user)
+                    #max_tokens #temperature #memory .streaming(#streaming);
+                let __b = #returns(__b).optional(#optional);
+            }
+        }
+        "sequence" => quote!(let __b = #private::Sequence::builder().name(#name).sub_agents([#(#subs),*]);),
+        "parallel" => {
+            let max = args.int("max_concurrency")?.map(|n| quote!(.max_concurrency(#n)));
+            quote!(let __b = #private::Parallel::builder().name(#name).sub_agents([#(#subs),*]) #max;)
+        }
+        "looping" => {
+            let max = args.int("max_iterations")?.map(|n| quote!(.max_iterations(#n)));
+            let exit = args.path("exit")?.map(|p| quote!(.exit_when(#p)));
+            let at_end = args.flag("at_end")?;
+            quote! {
+                let __b = #private::Loop::builder().name(#name).sub_agents([#(#subs),*]) #max #exit
+                    .test_exit_at_loop_end(#at_end);
+            }
+        }
+        "conditional" => {
+            let mut branches = Vec::new();
+            for branch in args.all("branch") {
+                let Meta::List(list) = branch else { continue };
+                let inner = Args::parse("conditional", list.span(), list.tokens.clone())?;
+                let when = inner.path("when")?;
+                let agents = match inner.get_meta("agents") {
+                    Some(meta) => paths_of("conditional", "agents", meta)?,
+                    None => Vec::new(),
+                };
+                let agents = agents.into_iter().map(|p| sub_expr(&sub_of(p), var));
+                branches.push(quote!(.branch_when(#when, [#(#agents),*])));
+            }
+            quote!(let __b = #private::Conditional::builder().name(#name) #(#branches)*;)
+        }
+        "parallel_mapper" => {
+            let items = args.string("items_key")?;
+            let item = args.string("item_key")?.map(|k| quote!(.item_key(#k)));
+            let max = args.int("max_concurrency")?.map(|n| quote!(.max_concurrency(#n)));
+            let agent = &subs[0];
+            quote! {
+                let __b = #private::ParallelMapper::builder().name(#name).sub_agent(#agent).items_key(#items)
+                    #item #max;
+            }
+        }
+        "goap" => quote!(let __b = #private::Goap::builder().name(#name).sub_agents([#(#subs),*]);),
+        "p2p" => {
+            let max = args.int("max_invocations")?.map(|n| quote!(.max_invocations(#n)));
+            let exit = args.path("exit")?.map(|p| quote!(.exit_when(#p)));
+            quote!(let __b = #private::P2p::builder().name(#name).sub_agents([#(#subs),*]) #max #exit;)
+        }
+        "blackboard" => {
+            let max = args.int("max_invocations")?.map(|n| quote!(.max_invocations(#n)));
+            let goal = args.path("goal")?.map(|p| quote!(.goal_when(#p)));
+            quote!(let __b = #private::Blackboard::builder().name(#name).sub_agents([#(#subs),*]) #max #goal;)
+        }
+        "voting" => {
+            let strategy = args.string("strategy")?.map(|r| {
+                let variant = match r.value().as_str() {
+                    "average" => quote!(Average),
+                    "highest" => quote!(Highest),
+                    _ => quote!(Majority),
+                };
+                quote!(.strategy(#private::VotingStrategy::#variant))
+            });
+            let aggregate = args.path("aggregate")?.map(|p| quote!(.aggregate(#p)));
+            quote!(let __b = #private::Voting::builder().name(#name).sub_agents([#(#subs),*]) #strategy #aggregate;)
+        }
+        "debate" => {
+            let (judge, debaters) = subs.split_last().map_or((None, &subs[..]), |(j, d)| (Some(j), d));
+            let judge = judge.map(|j| quote!(.judge(#j)));
+            let rounds = args.int("max_rounds")?.map(|n| quote!(.max_rounds(#n)));
+            let converged = args.path("converged")?.map(|p| quote!(.converged_when(#p)));
+            quote! {
+                let __b = #private::Debate::builder().name(#name).debaters([#(#debaters),*]) #judge #rounds
+                    #converged;
+            }
+        }
+        _ => {
+            let max = args.int("max_invocations")?.map(|n| quote!(.max_invocations(#n)));
+            let retries = args.int("max_retries")?.map(|n| quote!(.max_retries(#n)));
+            let response = args.string("response")?.map(|r| {
+                let variant = match r.value().as_str() {
+                    "summary" => quote!(Summary),
+                    "scored" => quote!(Scored),
+                    _ => quote!(Last),
+                };
+                quote!(.response_strategy(#private::ResponseStrategy::#variant))
+            });
+            let context = args.string("context")?.map(|c| quote!(.supervisor_context(#c)));
+            let request = args.string("request_key")?.map(|k| quote!(.request_key(#k)));
+            quote! {
+                let __b = #private::Supervisor::builder().name(#name).chat_model(#model).sub_agents([#(#subs),*])
+                    #max #retries #response #context #request;
+            }
+        }
+    };
+    let output_fn = match args.path("output")? {
+        Some(path) if !m.is_llm() => quote!(let __b = __b.output(#path);),
+        _ => quote!(),
+    };
+    let description = LitStr::new(&description, Span::call_site());
+    Ok(quote! {
+        let #target = {
+            #head
+            let __b = __b.description(#description);
+            #(#inputs)*
+            #output_key
+            #output_fn
+            __b.build()?
+        };
+    })
+}
+
+/// The expression giving a sub-agent's `AgentRef`: the variable of a method's agent, or `<path>_agent()`.
+fn sub_expr(sub: &Sub, var: &dyn Fn(&Ident) -> Ident) -> TokenStream {
+    match sub {
+        Sub::Method(ident) => {
+            let v = var(ident);
+            quote!(#v.clone())
+        }
+        Sub::External(path) => {
+            let mut path = path.clone();
+            if let Some(last) = path.segments.last_mut() {
+                last.ident = format_ident!("{}_agent", last.ident);
+            }
+            quote!(#path())
+        }
+    }
+}
