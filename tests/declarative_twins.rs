@@ -30,8 +30,17 @@ mod expert_router;
 #[path = "../examples/expert_router_declarative.rs"]
 mod expert_router_declarative;
 
+#[allow(dead_code)]
+#[path = "../examples/quickstart.rs"]
+mod quickstart;
+
+#[allow(dead_code)]
+#[path = "../examples/quickstart_declarative.rs"]
+mod quickstart_declarative;
+
 use agentic::prelude::*;
 use expert_router_declarative::{Category, ExpertRouter};
+use quickstart_declarative::Improver;
 use serde_json::{Map, Value, json};
 use story_declarative::NovelCreator;
 use style_review_declarative::StyledWriter;
@@ -190,4 +199,19 @@ async fn the_declared_expert_router_returns_what_the_built_one_returns() {
     assert_eq!(fresh.classify("I broke my leg").await.unwrap(), Category::Medical);
     let fresh = expert_router_declarative::expert_router(true).unwrap();
     assert_eq!(fresh.expert_router("I broke my leg").await.unwrap().as_deref(), Some(LEG));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_quickstart_returns_what_the_built_one_returns() {
+    let topic = |agent: &AgentRef| agent.invoke().input("topic", "dragons");
+    let built = topic(&quickstart::improve().unwrap()).await.unwrap();
+    let declared_agents = quickstart_declarative::improver().unwrap();
+    let declared = topic(declared_agents.improve_agent()).await.unwrap();
+    assert_eq!(built.output(), Some(&json!("dragons: draft 3")));
+    assert_same_run(&declared, &built).await;
+    assert_eq!(declared.state().get("revision"), Some(&json!(3)));
+    assert_eq!(quickstart_declarative::run().await.unwrap(), quickstart::run().await.unwrap());
+
+    let fresh = quickstart_declarative::improver().unwrap();
+    assert_eq!(fresh.improve("dragons").await.unwrap(), "dragons: draft 3");
 }

@@ -74,7 +74,11 @@ mod style_review_declarative;
 #[path = "../examples/expert_router_declarative.rs"]
 mod expert_router_declarative;
 
-/// The examples this test runs (every example but the model-free quickstart).
+#[allow(dead_code)]
+#[path = "../examples/quickstart_declarative.rs"]
+mod quickstart_declarative;
+
+/// The examples this test runs (every example but the model-free quickstart, whose twin is run against it).
 const EXAMPLES: &[&str] = &[
     "bdi_trading",
     "blackboard_diagnosis",
@@ -87,6 +91,7 @@ const EXAMPLES: &[&str] = &[
     "horoscope_mapper",
     "order_approval",
     "p2p_research",
+    "quickstart_declarative",
     "sentiment_voting",
     "story",
     "story_declarative",
@@ -130,6 +135,13 @@ async fn story_declarative_example() {
         "story: In the vaulted library of Eldmoor, Mira the apprentice found a dragon egg among the grimoires. It \
          hatched in a burst of emerald fire during her trial, and the old masters fell silent."
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quickstart_declarative_example() {
+    let printed = quickstart_declarative::run().await.unwrap();
+    assert!(printed.starts_with("result: \"dragons: draft 3\"\nstate:  {"), "{printed}");
+    assert!(printed.ends_with("  root     improve    -> \"dragons: draft 3\""), "{printed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
