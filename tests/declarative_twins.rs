@@ -38,7 +38,16 @@ mod quickstart;
 #[path = "../examples/quickstart_declarative.rs"]
 mod quickstart_declarative;
 
+#[allow(dead_code)]
+#[path = "../examples/evening_planner.rs"]
+mod evening_planner;
+
+#[allow(dead_code)]
+#[path = "../examples/evening_planner_declarative.rs"]
+mod evening_planner_declarative;
+
 use agentic::prelude::*;
+use evening_planner_declarative::EveningPlanner;
 use expert_router_declarative::{Category, ExpertRouter};
 use quickstart_declarative::Improver;
 use serde_json::{Map, Value, json};
@@ -72,6 +81,17 @@ async fn assert_same_run(declared: &RunOutcome, built: &RunOutcome) {
     assert_eq!(declared.output(), built.output());
     assert_eq!(state_without_times(declared), state_without_times(built));
     assert_eq!(steps(declared).await, steps(built).await);
+}
+
+/// As [`assert_same_run`], for agents run concurrently: the same steps, in any order.
+async fn assert_same_concurrent_run(declared: &RunOutcome, built: &RunOutcome) {
+    assert_eq!(declared.output(), built.output());
+    assert_eq!(state_without_times(declared), state_without_times(built));
+    let sorted = |mut steps: Vec<(String, Value)>| {
+        steps.sort_by(|a, b| (&a.0, a.1.to_string()).cmp(&(&b.0, b.1.to_string())));
+        steps
+    };
+    assert_eq!(sorted(steps(declared).await), sorted(steps(built).await));
 }
 
 async fn run(agent: &AgentRef) -> RunOutcome {
@@ -214,4 +234,24 @@ async fn the_declared_quickstart_returns_what_the_built_one_returns() {
 
     let fresh = quickstart_declarative::improver().unwrap();
     assert_eq!(fresh.improve("dragons").await.unwrap(), "dragons: draft 3");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_evening_planner_returns_what_the_built_one_returns() {
+    let mood = |agent: &AgentRef| agent.invoke().input("mood", "romantic");
+    let built = mood(&evening_planner::evening_planner(true).unwrap()).await.unwrap();
+    let declared_agents = evening_planner_declarative::evening_planner(true).unwrap();
+    let declared = mood(declared_agents.evening_planner_agent()).await.unwrap();
+    assert_eq!(built.output().and_then(Value::as_array).map(Vec::len), Some(3));
+    // The two experts run at the same time: their steps come in either order.
+    assert_same_concurrent_run(&declared, &built).await;
+
+    let fresh = evening_planner_declarative::evening_planner(true).unwrap();
+    let plans = fresh.evening_planner("romantic").await.unwrap();
+    assert_eq!(
+        plans[0],
+        evening_planner_declarative::Plan { movie: "Casablanca".into(), meal: "Oysters with champagne".into() }
+    );
+    let fresh = evening_planner_declarative::evening_planner(true).unwrap();
+    assert_eq!(fresh.movie_expert("romantic").await.unwrap(), ["Casablanca", "Before Sunrise", "La La Land"]);
 }

@@ -75,6 +75,10 @@ mod style_review_declarative;
 mod expert_router_declarative;
 
 #[allow(dead_code)]
+#[path = "../examples/evening_planner_declarative.rs"]
+mod evening_planner_declarative;
+
+#[allow(dead_code)]
 #[path = "../examples/quickstart_declarative.rs"]
 mod quickstart_declarative;
 
@@ -85,6 +89,7 @@ const EXAMPLES: &[&str] = &[
     "decision_router",
     "ethics_debate",
     "evening_planner",
+    "evening_planner_declarative",
     "expert_router",
     "expert_router_declarative",
     "goap_horoscope",
@@ -188,6 +193,11 @@ async fn evening_planner_example() {
             "3. La La Land with Chocolate fondue",
         )
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evening_planner_declarative_example() {
+    assert_eq!(evening_planner_declarative::run(true).await.unwrap(), evening_planner::run(true).await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
