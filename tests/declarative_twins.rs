@@ -46,9 +46,18 @@ mod evening_planner;
 #[path = "../examples/evening_planner_declarative.rs"]
 mod evening_planner_declarative;
 
+#[allow(dead_code)]
+#[path = "../examples/horoscope_mapper.rs"]
+mod horoscope_mapper;
+
+#[allow(dead_code)]
+#[path = "../examples/horoscope_mapper_declarative.rs"]
+mod horoscope_mapper_declarative;
+
 use agentic::prelude::*;
 use evening_planner_declarative::EveningPlanner;
 use expert_router_declarative::{Category, ExpertRouter};
+use horoscope_mapper_declarative::Astrology;
 use quickstart_declarative::Improver;
 use serde_json::{Map, Value, json};
 use story_declarative::NovelCreator;
@@ -254,4 +263,19 @@ async fn the_declared_evening_planner_returns_what_the_built_one_returns() {
     );
     let fresh = evening_planner_declarative::evening_planner(true).unwrap();
     assert_eq!(fresh.movie_expert("romantic").await.unwrap(), ["Casablanca", "Before Sunrise", "La La Land"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_horoscope_mapper_returns_what_the_built_one_returns() {
+    let persons = json!(horoscope_mapper_declarative::persons());
+    let built =
+        horoscope_mapper::batch_horoscopes(true).unwrap().invoke().input("persons", persons.clone()).await.unwrap();
+    let declared_agents = horoscope_mapper_declarative::astrology(true).unwrap();
+    let declared = declared_agents.batch_horoscopes_agent().invoke().input("persons", persons).await.unwrap();
+    assert_eq!(built.output().and_then(Value::as_array).map(Vec::len), Some(3));
+    assert_same_run(&declared, &built).await;
+
+    let fresh = horoscope_mapper_declarative::astrology(true).unwrap();
+    let horoscopes = fresh.batch_horoscopes(horoscope_mapper_declarative::persons()).await.unwrap();
+    assert_eq!(horoscopes[1], "Luigi, a pisces dream points to an old friend; call them before Friday.");
 }

@@ -79,6 +79,10 @@ mod expert_router_declarative;
 mod evening_planner_declarative;
 
 #[allow(dead_code)]
+#[path = "../examples/horoscope_mapper_declarative.rs"]
+mod horoscope_mapper_declarative;
+
+#[allow(dead_code)]
 #[path = "../examples/quickstart_declarative.rs"]
 mod quickstart_declarative;
 
@@ -94,6 +98,7 @@ const EXAMPLES: &[&str] = &[
     "expert_router_declarative",
     "goap_horoscope",
     "horoscope_mapper",
+    "horoscope_mapper_declarative",
     "order_approval",
     "p2p_research",
     "quickstart_declarative",
@@ -211,6 +216,11 @@ async fn horoscope_mapper_example() {
             "Peach (leo): Peach, leo confidence wins the room, but listen before you roar.",
         )
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn horoscope_mapper_declarative_example() {
+    assert_eq!(horoscope_mapper_declarative::run(true).await.unwrap(), horoscope_mapper::run(true).await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
