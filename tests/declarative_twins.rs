@@ -54,11 +54,20 @@ mod horoscope_mapper;
 #[path = "../examples/horoscope_mapper_declarative.rs"]
 mod horoscope_mapper_declarative;
 
+#[allow(dead_code)]
+#[path = "../examples/sentiment_voting.rs"]
+mod sentiment_voting;
+
+#[allow(dead_code)]
+#[path = "../examples/sentiment_voting_declarative.rs"]
+mod sentiment_voting_declarative;
+
 use agentic::prelude::*;
 use evening_planner_declarative::EveningPlanner;
 use expert_router_declarative::{Category, ExpertRouter};
 use horoscope_mapper_declarative::Astrology;
 use quickstart_declarative::Improver;
+use sentiment_voting_declarative::{Sentiment, SentimentCouncil};
 use serde_json::{Map, Value, json};
 use story_declarative::NovelCreator;
 use style_review_declarative::StyledWriter;
@@ -278,4 +287,23 @@ async fn the_declared_horoscope_mapper_returns_what_the_built_one_returns() {
     let fresh = horoscope_mapper_declarative::astrology(true).unwrap();
     let horoscopes = fresh.batch_horoscopes(horoscope_mapper_declarative::persons()).await.unwrap();
     assert_eq!(horoscopes[1], "Luigi, a pisces dream points to an old friend; call them before Friday.");
+}
+
+const REVIEW: &str = "The screen is gorgeous and setup took two minutes, though the box was dented.";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_sentiment_voting_returns_what_the_built_one_returns() {
+    let text = |agent: &AgentRef| agent.invoke().input("text", REVIEW);
+    let built = text(&sentiment_voting::council(true).unwrap()).await.unwrap();
+    let declared_agents = sentiment_voting_declarative::council(true).unwrap();
+    let declared = text(declared_agents.sentiment_agent()).await.unwrap();
+    assert_eq!(built.output(), Some(&json!("POSITIVE")));
+    // The voters run at the same time: their steps come in any order.
+    assert_same_concurrent_run(&declared, &built).await;
+    assert_eq!(declared.state().get("vote2"), Some(&json!("POSITIVE")));
+
+    let fresh = sentiment_voting_declarative::council(true).unwrap();
+    assert_eq!(fresh.sentiment(REVIEW).await.unwrap(), Sentiment::Positive);
+    let fresh = sentiment_voting_declarative::council(true).unwrap();
+    assert_eq!(fresh.feedback(REVIEW).await.unwrap(), Sentiment::Neutral);
 }

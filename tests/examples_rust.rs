@@ -83,6 +83,10 @@ mod evening_planner_declarative;
 mod horoscope_mapper_declarative;
 
 #[allow(dead_code)]
+#[path = "../examples/sentiment_voting_declarative.rs"]
+mod sentiment_voting_declarative;
+
+#[allow(dead_code)]
 #[path = "../examples/quickstart_declarative.rs"]
 mod quickstart_declarative;
 
@@ -103,6 +107,7 @@ const EXAMPLES: &[&str] = &[
     "p2p_research",
     "quickstart_declarative",
     "sentiment_voting",
+    "sentiment_voting_declarative",
     "story",
     "story_declarative",
     "style_review",
@@ -302,6 +307,14 @@ async fn sentiment_voting_example() {
             "votes: general POSITIVE, tone POSITIVE, feedback NEUTRAL\n",
             "classification: POSITIVE",
         )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentiment_voting_declarative_example() {
+    assert_eq!(
+        sentiment_voting_declarative::run(true).await.unwrap(),
+        "text: The screen is gorgeous and setup took two minutes, though the box was dented.\nclassification: Positive"
     );
 }
 
