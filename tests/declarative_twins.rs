@@ -62,7 +62,16 @@ mod sentiment_voting;
 #[path = "../examples/sentiment_voting_declarative.rs"]
 mod sentiment_voting_declarative;
 
+#[allow(dead_code)]
+#[path = "../examples/ethics_debate.rs"]
+mod ethics_debate;
+
+#[allow(dead_code)]
+#[path = "../examples/ethics_debate_declarative.rs"]
+mod ethics_debate_declarative;
+
 use agentic::prelude::*;
+use ethics_debate_declarative::EthicsPanel;
 use evening_planner_declarative::EveningPlanner;
 use expert_router_declarative::{Category, ExpertRouter};
 use horoscope_mapper_declarative::Astrology;
@@ -306,4 +315,22 @@ async fn the_declared_sentiment_voting_returns_what_the_built_one_returns() {
     assert_eq!(fresh.sentiment(REVIEW).await.unwrap(), Sentiment::Positive);
     let fresh = sentiment_voting_declarative::council(true).unwrap();
     assert_eq!(fresh.feedback(REVIEW).await.unwrap(), Sentiment::Neutral);
+}
+
+const QUESTION: &str = "Is it ethical to sell AI-generated art without saying that an AI made it?";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_ethics_debate_returns_what_the_built_one_returns() {
+    let question = |agent: &AgentRef| agent.invoke().input("question", QUESTION);
+    let built = question(&ethics_debate::ethics_panel(true).unwrap()).await.unwrap();
+    let declared_agents = ethics_debate_declarative::ethics_panel(true).unwrap();
+    let declared = question(declared_agents.ethics_panel_agent()).await.unwrap();
+    assert!(built.output().and_then(Value::as_str).unwrap().starts_with("The panel converged"));
+    // The debaters of a round answer at the same time: their steps come in any order.
+    assert_same_concurrent_run(&declared, &built).await;
+    let rounds = steps(&declared).await.into_iter().filter(|(agent, _)| agent == "Utilitarian").count();
+    assert_eq!(rounds, 2);
+
+    let fresh = ethics_debate_declarative::ethics_panel(true).unwrap();
+    assert!(fresh.ethics_panel(QUESTION).await.unwrap().starts_with("The panel converged"));
 }

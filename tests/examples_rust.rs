@@ -87,6 +87,10 @@ mod horoscope_mapper_declarative;
 mod sentiment_voting_declarative;
 
 #[allow(dead_code)]
+#[path = "../examples/ethics_debate_declarative.rs"]
+mod ethics_debate_declarative;
+
+#[allow(dead_code)]
 #[path = "../examples/quickstart_declarative.rs"]
 mod quickstart_declarative;
 
@@ -96,6 +100,7 @@ const EXAMPLES: &[&str] = &[
     "blackboard_diagnosis",
     "decision_router",
     "ethics_debate",
+    "ethics_debate_declarative",
     "evening_planner",
     "evening_planner_declarative",
     "expert_router",
@@ -332,6 +337,17 @@ async fn ethics_debate_example() {
             "Pragmatist (round 1): Labels are cheap and avoid lawsuits and backlash later. DISAGREE\n",
             "Pragmatist (round 2): Disclosure is the practical norm markets are moving to. DISAGREE\n",
             "rounds: 2\n",
+            "verdict: The panel converged: selling AI-generated art without disclosure is unethical. Sellers should label it, which costs little and keeps buyers' trust.",
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ethics_debate_declarative_example() {
+    assert_eq!(
+        ethics_debate_declarative::run(true).await.unwrap(),
+        concat!(
+            "question: Is it ethical to sell AI-generated art without saying that an AI made it?\n",
             "verdict: The panel converged: selling AI-generated art without disclosure is unethical. Sellers should label it, which costs little and keeps buyers' trust.",
         )
     );
