@@ -70,10 +70,19 @@ mod ethics_debate;
 #[path = "../examples/ethics_debate_declarative.rs"]
 mod ethics_debate_declarative;
 
+#[allow(dead_code)]
+#[path = "../examples/goap_horoscope.rs"]
+mod goap_horoscope;
+
+#[allow(dead_code)]
+#[path = "../examples/goap_horoscope_declarative.rs"]
+mod goap_horoscope_declarative;
+
 use agentic::prelude::*;
 use ethics_debate_declarative::EthicsPanel;
 use evening_planner_declarative::EveningPlanner;
 use expert_router_declarative::{Category, ExpertRouter};
+use goap_horoscope_declarative::{Astrologer, Sign};
 use horoscope_mapper_declarative::Astrology;
 use quickstart_declarative::Improver;
 use sentiment_voting_declarative::{Sentiment, SentimentCouncil};
@@ -333,4 +342,23 @@ async fn the_declared_ethics_debate_returns_what_the_built_one_returns() {
 
     let fresh = ethics_debate_declarative::ethics_panel(true).unwrap();
     assert!(fresh.ethics_panel(QUESTION).await.unwrap().starts_with("The panel converged"));
+}
+
+const MARIO: &str = "My name is Mario and my zodiac sign is pisces";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_goap_horoscope_returns_what_the_built_one_returns() {
+    let prompt = |agent: &AgentRef| agent.invoke().input("prompt", MARIO);
+    let built = prompt(&goap_horoscope::astrologer(true).unwrap()).await.unwrap();
+    let declared_agents = goap_horoscope_declarative::astrologer(true).unwrap();
+    let declared = prompt(declared_agents.astrologer_agent()).await.unwrap();
+    assert!(built.output().and_then(Value::as_str).unwrap().starts_with("Mario (pisces)\nHoroscope: "));
+    assert_same_run(&declared, &built).await;
+    let names: Vec<String> = steps(&declared).await.into_iter().map(|(agent, _)| agent).collect();
+    assert_eq!(names, ["person", "sign", "horoscope", "story", "writer", "astrologer"]);
+
+    let fresh = goap_horoscope_declarative::astrologer(true).unwrap();
+    assert_eq!(fresh.astrologer(MARIO).await.unwrap(), built.output().and_then(Value::as_str).unwrap());
+    let fresh = goap_horoscope_declarative::astrologer(true).unwrap();
+    assert_eq!(fresh.sign(MARIO).await.unwrap(), Sign::Pisces);
 }

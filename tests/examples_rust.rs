@@ -91,6 +91,10 @@ mod sentiment_voting_declarative;
 mod ethics_debate_declarative;
 
 #[allow(dead_code)]
+#[path = "../examples/goap_horoscope_declarative.rs"]
+mod goap_horoscope_declarative;
+
+#[allow(dead_code)]
 #[path = "../examples/quickstart_declarative.rs"]
 mod quickstart_declarative;
 
@@ -106,6 +110,7 @@ const EXAMPLES: &[&str] = &[
     "expert_router",
     "expert_router_declarative",
     "goap_horoscope",
+    "goap_horoscope_declarative",
     "horoscope_mapper",
     "horoscope_mapper_declarative",
     "order_approval",
@@ -268,6 +273,18 @@ async fn goap_horoscope_example() {
         printed,
         concat!(
             "plan: person -> sign -> horoscope -> story -> writer\n",
+            "Mario (pisces)\n",
+            "Horoscope: Mario, the tide turns in your favour: say yes to the unexpected invitation.\n",
+            "In the news: A plumber named Mario accepted a mystery invitation and won a lifetime supply of pipes.",
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn goap_horoscope_declarative_example() {
+    assert_eq!(
+        goap_horoscope_declarative::run(true).await.unwrap(),
+        concat!(
             "Mario (pisces)\n",
             "Horoscope: Mario, the tide turns in your favour: say yes to the unexpected invitation.\n",
             "In the news: A plumber named Mario accepted a mystery invitation and won a lifetime supply of pipes.",
