@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Arguing is free text, which a 270M base model does only roughly: it runs, but expect the full three rounds.
-//! Spec version: `examples/specs/debate.yaml`.
+//! Spec version: `examples/specs/debate.yaml`; declarative twin: `examples/ethics_debate_declarative.rs`.
 
 use std::error::Error;
 
@@ -30,6 +30,25 @@ async fn main() -> Result<(), Box<dyn Error>> {
 
 /// Builds the debaters and the judge, runs the debate on one question and returns the rounds and the verdict.
 pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+    let question = "Is it ethical to sell AI-generated art without saying that an AI made it?";
+    let outcome = ethics_panel(scripted)?.invoke().input("question", question).await?;
+
+    let mut report = format!("question: {question}\n");
+    let history = outcome.history().await?;
+    let rounds = history.iter().filter(|r| r.agent == "Utilitarian").count();
+    // Debaters of one round finish in any order: list each one's answers, round by round.
+    for name in ["Utilitarian", "Deontologist", "Pragmatist"] {
+        for (round, record) in history.iter().filter(|r| r.agent == name).enumerate() {
+            report += &format!("{name} (round {}): {}\n", round + 1, record.output.as_str().unwrap_or_default());
+        }
+    }
+    report += &format!("rounds: {rounds}\nverdict: {}", outcome.output().and_then(Value::as_str).unwrap_or_default());
+    Ok(report)
+}
+
+/// The three debaters and the judge: up to three rounds, until every answer ends with the same word.
+/// (`ethics_debate_declarative.rs` declares the same agents with attributes.)
+pub fn ethics_panel(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
     let debater = |name: &str, stance: &str, key: &str| -> Result<AgentRef, Box<dyn Error>> {
         Ok(LlmAgent::builder(model(name, scripted)?)
             .name(name)
@@ -53,7 +72,7 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
         .max_tokens(120)
         .output_key("verdict")
         .build()?;
-    let panel = Debate::builder()
+    Ok(Debate::builder()
         .name("ethics_panel")
         .debaters([
             debater("Utilitarian", "utilitarian", "utilitarian")?,
@@ -64,22 +83,7 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
         .convergence(Convergence::UnanimousLastWord)
         .max_rounds(3)
         .output_key("verdict")
-        .build()?;
-
-    let question = "Is it ethical to sell AI-generated art without saying that an AI made it?";
-    let outcome = panel.invoke().input("question", question).await?;
-
-    let mut report = format!("question: {question}\n");
-    let history = outcome.history().await?;
-    let rounds = history.iter().filter(|r| r.agent == "Utilitarian").count();
-    // Debaters of one round finish in any order: list each one's answers, round by round.
-    for name in ["Utilitarian", "Deontologist", "Pragmatist"] {
-        for (round, record) in history.iter().filter(|r| r.agent == name).enumerate() {
-            report += &format!("{name} (round {}): {}\n", round + 1, record.output.as_str().unwrap_or_default());
-        }
-    }
-    report += &format!("rounds: {rounds}\nverdict: {}", outcome.output().and_then(Value::as_str).unwrap_or_default());
-    Ok(report)
+        .build()?)
 }
 
 /// The model `agent` asks: its canned replies with `--scripted`, else the default model (the local one, or

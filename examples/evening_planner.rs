@@ -8,7 +8,7 @@
 //! OPENAI_BASE_URL=http://127.0.0.1:11434/v1 OPENAI_MODEL=llama3.2 cargo run --example evening_planner
 //! ```
 //!
-//! Spec version: `examples/specs/evening_planner.yaml`.
+//! Spec version: `examples/specs/evening_planner.yaml`; declarative twin: `examples/evening_planner_declarative.rs`.
 
 use std::error::Error;
 
@@ -28,6 +28,20 @@ async fn main() -> Result<(), Box<dyn Error>> {
 
 /// Builds the two experts and the parallel block, runs it for a romantic evening and returns the plans.
 pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+    let outcome = evening_planner(scripted)?.invoke().input("mood", "romantic").await?;
+
+    let mut report = String::from("plans for a romantic evening:");
+    let plans = outcome.output().and_then(Value::as_array).cloned().unwrap_or_default();
+    for (i, plan) in plans.iter().enumerate() {
+        let field = |key: &str| plan[key].as_str().unwrap_or_default().to_string();
+        report += &format!("\n{}. {} with {}", i + 1, field("movie"), field("meal"));
+    }
+    Ok(report)
+}
+
+/// The two experts in a parallel block whose output pairs their ideas.
+/// (`evening_planner_declarative.rs` declares the same agents with attributes.)
+pub fn evening_planner(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
     // Exactly three names: the answer is read as this JSON schema.
     let three_names = OutputType::Schema(json!({
         "type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 3
@@ -48,7 +62,7 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
         .output(three_names)
         .output_key("movies")
         .build()?;
-    let planner = Parallel::builder()
+    Ok(Parallel::builder()
         .name("evening_planner")
         .sub_agents([food_expert, movie_expert])
         .output(|view| {
@@ -62,17 +76,7 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
             Ok(Value::Array(plans))
         })
         .output_key("plans")
-        .build()?;
-
-    let outcome = planner.invoke().input("mood", "romantic").await?;
-
-    let mut report = String::from("plans for a romantic evening:");
-    let plans = outcome.output().and_then(Value::as_array).cloned().unwrap_or_default();
-    for (i, plan) in plans.iter().enumerate() {
-        let field = |key: &str| plan[key].as_str().unwrap_or_default().to_string();
-        report += &format!("\n{}. {} with {}", i + 1, field("movie"), field("meal"));
-    }
-    Ok(report)
+        .build()?)
 }
 
 /// The model `agent` asks: its canned replies with `--scripted`, else the default model (the local one, or

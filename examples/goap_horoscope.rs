@@ -12,7 +12,7 @@
 //! OPENAI_BASE_URL=http://127.0.0.1:11434/v1 OPENAI_MODEL=llama3.2 cargo run --example goap_horoscope
 //! ```
 //!
-//! Spec version: `examples/specs/goap.yaml`.
+//! Spec version: `examples/specs/goap.yaml`; declarative twin: `examples/goap_horoscope_declarative.rs`.
 
 use std::error::Error;
 
@@ -59,6 +59,17 @@ Sign:";
 
 /// Builds the agents and the GOAP planner, runs it on one prompt and returns the plan and the writeup.
 pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+    let outcome =
+        astrologer(scripted)?.invoke().input("prompt", "My name is Mario and my zodiac sign is pisces").await?;
+
+    let plan: Vec<String> =
+        outcome.history().await?.into_iter().filter(|r| r.agent != "astrologer").map(|r| r.agent).collect();
+    Ok(format!("plan: {}\n{}", plan.join(" -> "), outcome.output().and_then(Value::as_str).unwrap_or_default()))
+}
+
+/// The agents and the GOAP planner, planning backwards from the writeup.
+/// (`goap_horoscope_declarative.rs` declares the same agents with attributes.)
+pub fn astrologer(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
     let person = LlmAgent::builder(model("person", scripted)?)
         .name("person")
         .description("Extracts the person from the user's prompt")
@@ -99,17 +110,11 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
     .build();
     let weather = Compute::template("weather", "sunny in {{ city }}")?.output_key("forecast").build();
 
-    let astrologer = Goap::builder()
+    Ok(Goap::builder()
         .name("astrologer")
         .sub_agents([horoscope, person, weather, sign, writer, story])
         .output_key("writeup")
-        .build()?;
-
-    let outcome = astrologer.invoke().input("prompt", "My name is Mario and my zodiac sign is pisces").await?;
-
-    let plan: Vec<String> =
-        outcome.history().await?.into_iter().filter(|r| r.agent != "astrologer").map(|r| r.agent).collect();
-    Ok(format!("plan: {}\n{}", plan.join(" -> "), outcome.output().and_then(Value::as_str).unwrap_or_default()))
+        .build()?)
 }
 
 /// The model `agent` asks: its canned replies with `--scripted`, else the default model (the local one, or

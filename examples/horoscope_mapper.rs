@@ -7,7 +7,7 @@
 //! OPENAI_BASE_URL=http://127.0.0.1:11434/v1 OPENAI_MODEL=llama3.2 cargo run --example horoscope_mapper
 //! ```
 //!
-//! Spec version: `examples/specs/horoscope_mapper.yaml`.
+//! Spec version: `examples/specs/horoscope_mapper.yaml`; declarative twin: `examples/horoscope_mapper_declarative.rs`.
 
 use std::error::Error;
 
@@ -27,30 +27,12 @@ async fn main() -> Result<(), Box<dyn Error>> {
 
 /// Builds the mapper, runs it over three people and returns one horoscope per line.
 pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
-    let astrologer = LlmAgent::builder(model(scripted)?)
-        .name("astrologer")
-        .description("An astrologist that writes a horoscope for a person")
-        .system("You are an astrologist who writes horoscopes from a person's name and zodiac sign.")
-        .user("Write a one-sentence horoscope for {{ person.name }}, whose zodiac sign is {{ person.sign }}.")
-        .max_tokens(80)
-        .build()?;
-    let horoscopes = ParallelMapper::builder()
-        .name("batch_horoscopes")
-        .sub_agent(astrologer)
-        .items_key("persons") // the list
-        .item_key("person") // the astrologer's input that receives each item
-        // The scripted replies are used in the order the model is asked, so the offline run maps one person
-        // at a time; with a real model all three are asked at once.
-        .max_concurrency(if scripted { 1 } else { 3 })
-        .output_key("horoscopes")
-        .build()?;
-
     let persons = json!([
         {"name": "Mario", "sign": "aries"},
         {"name": "Luigi", "sign": "pisces"},
         {"name": "Peach", "sign": "leo"}
     ]);
-    let outcome = horoscopes.invoke().input("persons", persons.clone()).await?;
+    let outcome = batch_horoscopes(scripted)?.invoke().input("persons", persons.clone()).await?;
 
     let results = outcome.output().and_then(Value::as_array).cloned().unwrap_or_default();
     let lines: Vec<String> = persons
@@ -68,6 +50,28 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
         })
         .collect();
     Ok(lines.join("\n"))
+}
+
+/// The astrologer, applied to every person of `persons` by a parallel mapper.
+/// (`horoscope_mapper_declarative.rs` declares the same agents with attributes.)
+pub fn batch_horoscopes(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
+    let astrologer = LlmAgent::builder(model(scripted)?)
+        .name("astrologer")
+        .description("An astrologist that writes a horoscope for a person")
+        .system("You are an astrologist who writes horoscopes from a person's name and zodiac sign.")
+        .user("Write a one-sentence horoscope for {{ person.name }}, whose zodiac sign is {{ person.sign }}.")
+        .max_tokens(80)
+        .build()?;
+    Ok(ParallelMapper::builder()
+        .name("batch_horoscopes")
+        .sub_agent(astrologer)
+        .items_key("persons") // the list
+        .item_key("person") // the astrologer's input that receives each item
+        // The scripted replies are used in the order the model is asked, so the offline run maps one person
+        // at a time; with a real model all three are asked at once.
+        .max_concurrency(if scripted { 1 } else { 3 })
+        .output_key("horoscopes")
+        .build()?)
 }
 
 /// The astrologer's model: canned replies with `--scripted`, else the default model (the local one, or the

@@ -8,7 +8,7 @@
 //! OPENAI_BASE_URL=http://127.0.0.1:11434/v1 OPENAI_MODEL=llama3.2 cargo run --example sentiment_voting
 //! ```
 //!
-//! Spec version: `examples/specs/voting.yaml`.
+//! Spec version: `examples/specs/voting.yaml`; declarative twin: `examples/sentiment_voting_declarative.rs`.
 
 use std::error::Error;
 
@@ -39,6 +39,23 @@ Sentiment: NEUTRAL
 
 /// Builds the three voters and the council, classifies one review and returns the votes and the result.
 pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+    let text = "The screen is gorgeous and setup took two minutes, though the box was dented.";
+    let outcome = council(scripted)?.invoke().input("text", text).await?;
+
+    let state = outcome.state();
+    let vote = |key: &str| state.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+    Ok(format!(
+        "text: {text}\nvotes: general {}, tone {}, feedback {}\nclassification: {}",
+        vote("vote1"),
+        vote("vote2"),
+        vote("vote3"),
+        outcome.output().and_then(Value::as_str).unwrap_or_default()
+    ))
+}
+
+/// The three voters and the council, the majority winning.
+/// (`sentiment_voting_declarative.rs` declares the same agents with attributes.)
+pub fn council(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
     let voter = |name: &str, task: &str, key: &str| -> Result<AgentRef, Box<dyn Error>> {
         Ok(LlmAgent::builder(model(name, scripted)?)
             .name(name)
@@ -50,7 +67,7 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
             .output_key(key)
             .build()?)
     };
-    let council = Voting::builder()
+    Ok(Voting::builder()
         .name("sentiment")
         .sub_agents([
             voter("general", "Classify the sentiment of the text.", "vote1")?,
@@ -59,20 +76,7 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
         ])
         .strategy(VotingStrategy::Majority)
         .output_key("classification")
-        .build()?;
-
-    let text = "The screen is gorgeous and setup took two minutes, though the box was dented.";
-    let outcome = council.invoke().input("text", text).await?;
-
-    let state = outcome.state();
-    let vote = |key: &str| state.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
-    Ok(format!(
-        "text: {text}\nvotes: general {}, tone {}, feedback {}\nclassification: {}",
-        vote("vote1"),
-        vote("vote2"),
-        vote("vote3"),
-        outcome.output().and_then(Value::as_str).unwrap_or_default()
-    ))
+        .build()?)
 }
 
 /// The model `agent` asks: its canned replies with `--scripted`, else the default model (the local one, or

@@ -30,8 +30,62 @@ mod expert_router;
 #[path = "../examples/expert_router_declarative.rs"]
 mod expert_router_declarative;
 
+#[allow(dead_code)]
+#[path = "../examples/quickstart.rs"]
+mod quickstart;
+
+#[allow(dead_code)]
+#[path = "../examples/quickstart_declarative.rs"]
+mod quickstart_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/evening_planner.rs"]
+mod evening_planner;
+
+#[allow(dead_code)]
+#[path = "../examples/evening_planner_declarative.rs"]
+mod evening_planner_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/horoscope_mapper.rs"]
+mod horoscope_mapper;
+
+#[allow(dead_code)]
+#[path = "../examples/horoscope_mapper_declarative.rs"]
+mod horoscope_mapper_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/sentiment_voting.rs"]
+mod sentiment_voting;
+
+#[allow(dead_code)]
+#[path = "../examples/sentiment_voting_declarative.rs"]
+mod sentiment_voting_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/ethics_debate.rs"]
+mod ethics_debate;
+
+#[allow(dead_code)]
+#[path = "../examples/ethics_debate_declarative.rs"]
+mod ethics_debate_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/goap_horoscope.rs"]
+mod goap_horoscope;
+
+#[allow(dead_code)]
+#[path = "../examples/goap_horoscope_declarative.rs"]
+mod goap_horoscope_declarative;
+
 use agentic::prelude::*;
+use ethics_debate_declarative::EthicsPanel;
+use evening_planner_declarative::EveningPlanner;
 use expert_router_declarative::{Category, ExpertRouter};
+use goap_horoscope_declarative::{Astrologer, Sign};
+use horoscope_mapper_declarative::Astrology;
+use quickstart_declarative::Improver;
+use sentiment_voting_declarative::{Sentiment, SentimentCouncil};
 use serde_json::{Map, Value, json};
 use story_declarative::NovelCreator;
 use style_review_declarative::StyledWriter;
@@ -63,6 +117,17 @@ async fn assert_same_run(declared: &RunOutcome, built: &RunOutcome) {
     assert_eq!(declared.output(), built.output());
     assert_eq!(state_without_times(declared), state_without_times(built));
     assert_eq!(steps(declared).await, steps(built).await);
+}
+
+/// As [`assert_same_run`], for agents run concurrently: the same steps, in any order.
+async fn assert_same_concurrent_run(declared: &RunOutcome, built: &RunOutcome) {
+    assert_eq!(declared.output(), built.output());
+    assert_eq!(state_without_times(declared), state_without_times(built));
+    let sorted = |mut steps: Vec<(String, Value)>| {
+        steps.sort_by(|a, b| (&a.0, a.1.to_string()).cmp(&(&b.0, b.1.to_string())));
+        steps
+    };
+    assert_eq!(sorted(steps(declared).await), sorted(steps(built).await));
 }
 
 async fn run(agent: &AgentRef) -> RunOutcome {
@@ -190,4 +255,110 @@ async fn the_declared_expert_router_returns_what_the_built_one_returns() {
     assert_eq!(fresh.classify("I broke my leg").await.unwrap(), Category::Medical);
     let fresh = expert_router_declarative::expert_router(true).unwrap();
     assert_eq!(fresh.expert_router("I broke my leg").await.unwrap().as_deref(), Some(LEG));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_quickstart_returns_what_the_built_one_returns() {
+    let topic = |agent: &AgentRef| agent.invoke().input("topic", "dragons");
+    let built = topic(&quickstart::improve().unwrap()).await.unwrap();
+    let declared_agents = quickstart_declarative::improver().unwrap();
+    let declared = topic(declared_agents.improve_agent()).await.unwrap();
+    assert_eq!(built.output(), Some(&json!("dragons: draft 3")));
+    assert_same_run(&declared, &built).await;
+    assert_eq!(declared.state().get("revision"), Some(&json!(3)));
+    assert_eq!(quickstart_declarative::run().await.unwrap(), quickstart::run().await.unwrap());
+
+    let fresh = quickstart_declarative::improver().unwrap();
+    assert_eq!(fresh.improve("dragons").await.unwrap(), "dragons: draft 3");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_evening_planner_returns_what_the_built_one_returns() {
+    let mood = |agent: &AgentRef| agent.invoke().input("mood", "romantic");
+    let built = mood(&evening_planner::evening_planner(true).unwrap()).await.unwrap();
+    let declared_agents = evening_planner_declarative::evening_planner(true).unwrap();
+    let declared = mood(declared_agents.evening_planner_agent()).await.unwrap();
+    assert_eq!(built.output().and_then(Value::as_array).map(Vec::len), Some(3));
+    // The two experts run at the same time: their steps come in either order.
+    assert_same_concurrent_run(&declared, &built).await;
+
+    let fresh = evening_planner_declarative::evening_planner(true).unwrap();
+    let plans = fresh.evening_planner("romantic").await.unwrap();
+    assert_eq!(
+        plans[0],
+        evening_planner_declarative::Plan { movie: "Casablanca".into(), meal: "Oysters with champagne".into() }
+    );
+    let fresh = evening_planner_declarative::evening_planner(true).unwrap();
+    assert_eq!(fresh.movie_expert("romantic").await.unwrap(), ["Casablanca", "Before Sunrise", "La La Land"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_horoscope_mapper_returns_what_the_built_one_returns() {
+    let persons = json!(horoscope_mapper_declarative::persons());
+    let built =
+        horoscope_mapper::batch_horoscopes(true).unwrap().invoke().input("persons", persons.clone()).await.unwrap();
+    let declared_agents = horoscope_mapper_declarative::astrology(true).unwrap();
+    let declared = declared_agents.batch_horoscopes_agent().invoke().input("persons", persons).await.unwrap();
+    assert_eq!(built.output().and_then(Value::as_array).map(Vec::len), Some(3));
+    assert_same_run(&declared, &built).await;
+
+    let fresh = horoscope_mapper_declarative::astrology(true).unwrap();
+    let horoscopes = fresh.batch_horoscopes(horoscope_mapper_declarative::persons()).await.unwrap();
+    assert_eq!(horoscopes[1], "Luigi, a pisces dream points to an old friend; call them before Friday.");
+}
+
+const REVIEW: &str = "The screen is gorgeous and setup took two minutes, though the box was dented.";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_sentiment_voting_returns_what_the_built_one_returns() {
+    let text = |agent: &AgentRef| agent.invoke().input("text", REVIEW);
+    let built = text(&sentiment_voting::council(true).unwrap()).await.unwrap();
+    let declared_agents = sentiment_voting_declarative::council(true).unwrap();
+    let declared = text(declared_agents.sentiment_agent()).await.unwrap();
+    assert_eq!(built.output(), Some(&json!("POSITIVE")));
+    // The voters run at the same time: their steps come in any order.
+    assert_same_concurrent_run(&declared, &built).await;
+    assert_eq!(declared.state().get("vote2"), Some(&json!("POSITIVE")));
+
+    let fresh = sentiment_voting_declarative::council(true).unwrap();
+    assert_eq!(fresh.sentiment(REVIEW).await.unwrap(), Sentiment::Positive);
+    let fresh = sentiment_voting_declarative::council(true).unwrap();
+    assert_eq!(fresh.feedback(REVIEW).await.unwrap(), Sentiment::Neutral);
+}
+
+const QUESTION: &str = "Is it ethical to sell AI-generated art without saying that an AI made it?";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_ethics_debate_returns_what_the_built_one_returns() {
+    let question = |agent: &AgentRef| agent.invoke().input("question", QUESTION);
+    let built = question(&ethics_debate::ethics_panel(true).unwrap()).await.unwrap();
+    let declared_agents = ethics_debate_declarative::ethics_panel(true).unwrap();
+    let declared = question(declared_agents.ethics_panel_agent()).await.unwrap();
+    assert!(built.output().and_then(Value::as_str).unwrap().starts_with("The panel converged"));
+    // The debaters of a round answer at the same time: their steps come in any order.
+    assert_same_concurrent_run(&declared, &built).await;
+    let rounds = steps(&declared).await.into_iter().filter(|(agent, _)| agent == "Utilitarian").count();
+    assert_eq!(rounds, 2);
+
+    let fresh = ethics_debate_declarative::ethics_panel(true).unwrap();
+    assert!(fresh.ethics_panel(QUESTION).await.unwrap().starts_with("The panel converged"));
+}
+
+const MARIO: &str = "My name is Mario and my zodiac sign is pisces";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_goap_horoscope_returns_what_the_built_one_returns() {
+    let prompt = |agent: &AgentRef| agent.invoke().input("prompt", MARIO);
+    let built = prompt(&goap_horoscope::astrologer(true).unwrap()).await.unwrap();
+    let declared_agents = goap_horoscope_declarative::astrologer(true).unwrap();
+    let declared = prompt(declared_agents.astrologer_agent()).await.unwrap();
+    assert!(built.output().and_then(Value::as_str).unwrap().starts_with("Mario (pisces)\nHoroscope: "));
+    assert_same_run(&declared, &built).await;
+    let names: Vec<String> = steps(&declared).await.into_iter().map(|(agent, _)| agent).collect();
+    assert_eq!(names, ["person", "sign", "horoscope", "story", "writer", "astrologer"]);
+
+    let fresh = goap_horoscope_declarative::astrologer(true).unwrap();
+    assert_eq!(fresh.astrologer(MARIO).await.unwrap(), built.output().and_then(Value::as_str).unwrap());
+    let fresh = goap_horoscope_declarative::astrologer(true).unwrap();
+    assert_eq!(fresh.sign(MARIO).await.unwrap(), Sign::Pisces);
 }

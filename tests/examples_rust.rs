@@ -74,20 +74,50 @@ mod style_review_declarative;
 #[path = "../examples/expert_router_declarative.rs"]
 mod expert_router_declarative;
 
-/// The examples this test runs (every example but the model-free quickstart).
+#[allow(dead_code)]
+#[path = "../examples/evening_planner_declarative.rs"]
+mod evening_planner_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/horoscope_mapper_declarative.rs"]
+mod horoscope_mapper_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/sentiment_voting_declarative.rs"]
+mod sentiment_voting_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/ethics_debate_declarative.rs"]
+mod ethics_debate_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/goap_horoscope_declarative.rs"]
+mod goap_horoscope_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/quickstart_declarative.rs"]
+mod quickstart_declarative;
+
+/// The examples this test runs (every example but the model-free quickstart, whose twin is run against it).
 const EXAMPLES: &[&str] = &[
     "bdi_trading",
     "blackboard_diagnosis",
     "decision_router",
     "ethics_debate",
+    "ethics_debate_declarative",
     "evening_planner",
+    "evening_planner_declarative",
     "expert_router",
     "expert_router_declarative",
     "goap_horoscope",
+    "goap_horoscope_declarative",
     "horoscope_mapper",
+    "horoscope_mapper_declarative",
     "order_approval",
     "p2p_research",
+    "quickstart_declarative",
     "sentiment_voting",
+    "sentiment_voting_declarative",
     "story",
     "story_declarative",
     "style_review",
@@ -130,6 +160,13 @@ async fn story_declarative_example() {
         "story: In the vaulted library of Eldmoor, Mira the apprentice found a dragon egg among the grimoires. It \
          hatched in a burst of emerald fire during her trial, and the old masters fell silent."
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quickstart_declarative_example() {
+    let printed = quickstart_declarative::run().await.unwrap();
+    assert!(printed.starts_with("result: \"dragons: draft 3\"\nstate:  {"), "{printed}");
+    assert!(printed.ends_with("  root     improve    -> \"dragons: draft 3\""), "{printed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,6 +216,11 @@ async fn evening_planner_example() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evening_planner_declarative_example() {
+    assert_eq!(evening_planner_declarative::run(true).await.unwrap(), evening_planner::run(true).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn horoscope_mapper_example() {
     let printed = horoscope_mapper::run(true).await.unwrap();
     assert_eq!(
@@ -189,6 +231,11 @@ async fn horoscope_mapper_example() {
             "Peach (leo): Peach, leo confidence wins the room, but listen before you roar.",
         )
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn horoscope_mapper_declarative_example() {
+    assert_eq!(horoscope_mapper_declarative::run(true).await.unwrap(), horoscope_mapper::run(true).await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -226,6 +273,18 @@ async fn goap_horoscope_example() {
         printed,
         concat!(
             "plan: person -> sign -> horoscope -> story -> writer\n",
+            "Mario (pisces)\n",
+            "Horoscope: Mario, the tide turns in your favour: say yes to the unexpected invitation.\n",
+            "In the news: A plumber named Mario accepted a mystery invitation and won a lifetime supply of pipes.",
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn goap_horoscope_declarative_example() {
+    assert_eq!(
+        goap_horoscope_declarative::run(true).await.unwrap(),
+        concat!(
             "Mario (pisces)\n",
             "Horoscope: Mario, the tide turns in your favour: say yes to the unexpected invitation.\n",
             "In the news: A plumber named Mario accepted a mystery invitation and won a lifetime supply of pipes.",
@@ -274,6 +333,14 @@ async fn sentiment_voting_example() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentiment_voting_declarative_example() {
+    assert_eq!(
+        sentiment_voting_declarative::run(true).await.unwrap(),
+        "text: The screen is gorgeous and setup took two minutes, though the box was dented.\nclassification: Positive"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ethics_debate_example() {
     let printed = ethics_debate::run(true).await.unwrap();
     assert_eq!(
@@ -287,6 +354,17 @@ async fn ethics_debate_example() {
             "Pragmatist (round 1): Labels are cheap and avoid lawsuits and backlash later. DISAGREE\n",
             "Pragmatist (round 2): Disclosure is the practical norm markets are moving to. DISAGREE\n",
             "rounds: 2\n",
+            "verdict: The panel converged: selling AI-generated art without disclosure is unethical. Sellers should label it, which costs little and keeps buyers' trust.",
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ethics_debate_declarative_example() {
+    assert_eq!(
+        ethics_debate_declarative::run(true).await.unwrap(),
+        concat!(
+            "question: Is it ethical to sell AI-generated art without saying that an AI made it?\n",
             "verdict: The panel converged: selling AI-generated art without disclosure is unethical. Sellers should label it, which costs little and keeps buyers' trust.",
         )
     );

@@ -156,6 +156,27 @@ impl OutputType {
     }
 }
 
+/// The names of an enum of unit variants from its JSON schema: its `enum`, or (variants with doc comments)
+/// a `oneOf`/`anyOf` whose alternatives are each one string (`const`, or an `enum` of one). `None` for any
+/// other schema.
+fn enum_names(schema: &Value) -> Option<Vec<String>> {
+    let strings = |values: &Value| -> Option<Vec<String>> {
+        values.as_array()?.iter().map(|n| n.as_str().map(str::to_string)).collect()
+    };
+    if let Some(names) = schema.get("enum") {
+        return strings(names);
+    }
+    let alternatives = schema.get("oneOf").or_else(|| schema.get("anyOf"))?.as_array()?;
+    alternatives
+        .iter()
+        .map(|alt| match (alt.get("const"), alt.get("enum").and_then(&strings)) {
+            (Some(Value::String(name)), _) => Some(name.clone()),
+            (None, Some(names)) if names.len() == 1 => names.into_iter().next(),
+            _ => None,
+        })
+        .collect()
+}
+
 fn without_meta(schema: &Value) -> Value {
     let mut s = schema.clone();
     if let Value::Object(m) = &mut s {
@@ -346,15 +367,13 @@ impl LlmAgentBuilder {
     /// Parses the answer as `T` and declares the output's type as `T`'s (value type and Rust type,
     /// [`agentic_engine::StateType`]): text for `String`, a number, an integer or a boolean for those scalars
     /// (parsed leniently, as [`OutputType::Number`] and the others), one of the names for an enum of unit
-    /// variants ([`OutputType::Enum`], its schema's `enum`), otherwise JSON matching `T`'s schema
+    /// variants ([`OutputType::Enum`], its schema's `enum`, or its `oneOf` of one string each when the variants
+    /// have doc comments), otherwise JSON matching `T`'s schema
     /// ([`LlmAgentBuilder::output_as`]). What a method of an `#[agents]` trait returning `T` builds.
     pub fn returns<T: serde::de::DeserializeOwned + agentic_engine::StateType>(mut self) -> Self {
         let schema = T::schema();
-        let names: Option<Vec<String>> = schema
-            .get("enum")
-            .and_then(Value::as_array)
-            .and_then(|names| names.iter().map(|n| n.as_str().map(str::to_string)).collect());
-        let scalar = match (T::value_type(), schema.get("enum").is_some()) {
+        let names = enum_names(&schema);
+        let scalar = match (T::value_type(), schema.get("enum").is_some() || names.is_some()) {
             (ValueType::String, true) => names.map(OutputType::Enum),
             (ValueType::String, false) => Some(OutputType::String),
             (ValueType::Number, false) => Some(OutputType::Number),
