@@ -46,9 +46,8 @@ Recommendation: SELL
 Analysis: {{ marketAnalysis }}
 Recommendation:";
 
-/// Builds the agents and the desires, runs the desk on one market and returns the recommendation, the order
-/// the agents ran in and the plans.
-pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+/// The agents and the BDI composite pursuing the desires with them.
+pub fn desk(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
     let llm = |name: &str, description: &str, user: &str, key: &str| -> Result<AgentRef, Box<dyn Error>> {
         Ok(LlmAgent::builder(model(name, scripted)?)
             .name(name)
@@ -110,8 +109,13 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
             Ok(json!({"hedge": get("hedgingStrategy"), "plan": get("rebalancingPlan"), "liquidity": get("liquidityAssessment")}))
         })
         .build()?;
+    Ok(desk)
+}
 
-    let outcome = desk
+/// Builds the desk, runs it on one market and returns the recommendation, the order the agents ran in and the
+/// plans.
+pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+    let outcome = desk(scripted)?
         .invoke()
         .input("marketData", "10-year yields up 80 basis points in a month; bond funds see record outflows")
         .input("portfolio", "60% bonds, 35% stocks, 5% cash")

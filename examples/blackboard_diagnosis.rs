@@ -79,9 +79,8 @@ fn labels(names: &[&str]) -> OutputType {
     OutputType::Enum(names.iter().map(|n| n.to_string()).collect())
 }
 
-/// Builds the knowledge sources, the reviewer and the blackboard, runs one diagnosis with its reviews and
-/// returns the transcript.
-pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+/// The knowledge sources, the reviewer and the blackboard over them.
+pub fn diagnostics(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
     let symptoms = LlmAgent::builder(model("symptoms", scripted)?)
         .name("symptoms")
         .description("Extracts the symptoms from the patient's account")
@@ -147,8 +146,12 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
         .max_invocations(20)
         .output_key("approvedDiagnosis")
         .build()?;
+    Ok(diagnostics)
+}
 
-    let mut outcome = diagnostics
+/// Builds the blackboard, runs one diagnosis with its reviews and returns the transcript.
+pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+    let mut outcome = diagnostics(scripted)?
         .invoke()
         .input("patient", "Ada, 34: headache and fever for two days; she takes ibuprofen for the pain.")
         .input("labResults", "CRP 25, ESR raised, white cells normal")

@@ -55,29 +55,37 @@ fn experts(scripted: bool) -> Result<Vec<AgentRef>, Box<dyn Error>> {
     ])
 }
 
-/// Routes one request to the best expert, then another to every fitting expert, and returns the answers.
-pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
-    let router = DecisionRouter::builder()
+/// The router running the one best expert.
+pub fn router(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
+    Ok(DecisionRouter::builder()
         .name("expert_router")
         .sub_agents(experts(scripted)?)
         .chat_model(model("router", scripted)?)
         .output_key("response")
-        .build()?;
-    let request = "I broke my leg, what should I do?";
-    let outcome = router.invoke().input("request", request).await?;
-    let mut report =
-        format!("request: {request}\nresponse: {}\n", outcome.output().and_then(Value::as_str).unwrap_or_default());
+        .build()?)
+}
 
-    let multi = DecisionRouter::builder()
+/// The router running every expert whose probability of fitting reaches 0.5.
+pub fn multi_router(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
+    Ok(DecisionRouter::builder()
         .name("multi_expert_router")
         .sub_agents(experts(scripted)?)
         .chat_model(model("multi_router", scripted)?)
         .threshold(0.5)
         .output_key("responses")
-        .build()?;
+        .build()?)
+}
+
+/// Routes one request to the best expert, then another to every fitting expert, and returns the answers.
+pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+    let request = "I broke my leg, what should I do?";
+    let outcome = router(scripted)?.invoke().input("request", request).await?;
+    let mut report =
+        format!("request: {request}\nresponse: {}\n", outcome.output().and_then(Value::as_str).unwrap_or_default());
+
     let request = "I broke my leg in a car accident caused by another driver: how should I take care of my leg, and \
                    can I sue the driver for damages?";
-    let outcome = multi.invoke().input("request", request).await?;
+    let outcome = multi_router(scripted)?.invoke().input("request", request).await?;
     report += &format!("request: {request}");
     for (expert, answer) in outcome.output().and_then(Value::as_object).cloned().unwrap_or_default() {
         report += &format!("\n{expert}: {}", answer.as_str().unwrap_or_default());

@@ -31,7 +31,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
 }
 
 /// The workflow: extract the order, wait for the manager, ship or hold it.
-fn workflow(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
+pub fn workflow(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
     let extract = LlmAgent::builder(model(scripted)?)
         .name("extract")
         .description("Extracts the customer, the item and the quantity from an order")

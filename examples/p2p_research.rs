@@ -27,8 +27,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Builds the five peers, runs the research on black holes and returns the hypothesis and its score.
-pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+/// The five peers and the P2P composite over them.
+pub fn research(scripted: bool) -> Result<AgentRef, Box<dyn Error>> {
     let peer = |name: &str, description: &str, user: &str, output_key: &str| -> Result<_, Box<dyn Error>> {
         Ok(LlmAgent::builder(model(name, scripted)?)
             .name(name)
@@ -85,8 +85,12 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
         .exit_when(|view| view.get("score").and_then(Value::as_f64).is_some_and(|s| s >= 0.85))
         .output_key("hypothesis")
         .build()?;
+    Ok(research)
+}
 
-    let outcome = research.invoke().input("topic", "black holes").await?;
+/// Builds the five peers, runs the research on black holes and returns the hypothesis and its score.
+pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+    let outcome = research(scripted)?.invoke().input("topic", "black holes").await?;
 
     let score = outcome.state().get("score").cloned().unwrap_or_default();
     Ok(format!("hypothesis: {}\nscore: {score}", outcome.output().and_then(Value::as_str).unwrap_or_default()))

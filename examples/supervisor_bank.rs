@@ -33,7 +33,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
 }
 
 /// Account balances in US dollars, shared by the bank agents.
-type Ledger = Arc<Mutex<BTreeMap<String, f64>>>;
+pub type Ledger = Arc<Mutex<BTreeMap<String, f64>>>;
 
 /// Rounds to cents.
 fn cents(amount: f64) -> f64 {
@@ -63,12 +63,15 @@ fn account_agent(name: &str, description: &str, sign: f64, ledger: &Ledger) -> A
     .build()
 }
 
-/// Builds the bank agents and the supervisor, runs one transfer and returns the answer and the balances.
-pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
-    let ledger: Ledger = Arc::new(Mutex::new(BTreeMap::from([("Mario".into(), 1000.0), ("Georgios".into(), 1000.0)])));
+/// The ledger before the transfer: Mario and Georgios hold 1000 USD each.
+pub fn ledger() -> Ledger {
+    Arc::new(Mutex::new(BTreeMap::from([("Mario".into(), 1000.0), ("Georgios".into(), 1000.0)])))
+}
 
-    let withdraw = account_agent("withdraw", "A banker that withdraws USD from an account", -1.0, &ledger);
-    let credit = account_agent("credit", "A banker that credits USD to an account", 1.0, &ledger);
+/// The bank agents over `ledger` and the supervisor planning with them.
+pub fn bank(scripted: bool, ledger: &Ledger) -> Result<AgentRef, Box<dyn Error>> {
+    let withdraw = account_agent("withdraw", "A banker that withdraws USD from an account", -1.0, ledger);
+    let credit = account_agent("credit", "A banker that credits USD to an account", 1.0, ledger);
     let exchange = FnAgent::from_async("exchange", |inputs: Map<String, Value>| async move {
         let currency = |key: &str| inputs.get(key).and_then(Value::as_str).unwrap_or_default().to_uppercase();
         let amount = inputs.get("amount").and_then(Value::as_f64).unwrap_or_default();
@@ -95,8 +98,16 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
         .supervisor_context("Accounts hold US dollars (USD): exchange other currencies to USD first.")
         .output_key("response")
         .build()?;
+    Ok(bank)
+}
 
-    let outcome = bank.invoke().input("request", "Transfer 100 EUR from Mario's account to Georgios' one").await?;
+/// Builds the bank agents and the supervisor, runs one transfer and returns the answer and the balances.
+pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
+    let ledger = ledger();
+    let outcome = bank(scripted, &ledger)?
+        .invoke()
+        .input("request", "Transfer 100 EUR from Mario's account to Georgios' one")
+        .await?;
 
     let mut report = String::new();
     for record in outcome.history().await? {

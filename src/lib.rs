@@ -102,8 +102,8 @@ pub mod prelude {
         ValueType,
     };
     pub use agentic_macros::{
-        agent, agents, blackboard, conditional, debate, goap, looping, p2p, parallel, parallel_mapper, sequence,
-        supervisor, voting,
+        agent, agents, bdi, blackboard, conditional, debate, decision_router, goap, human, looping, p2p, parallel,
+        parallel_mapper, sequence, supervisor, voting,
     };
     pub use agentic_planners::{
         Bdi, Blackboard, CompositeBuilderExt, Conditional, ContextStrategy, Convergence, Debate, DecisionRouter,

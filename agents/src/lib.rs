@@ -59,4 +59,15 @@ pub mod __private {
     pub fn llm_returns<T: CallOutput>(builder: LlmAgentBuilder) -> LlmAgentBuilder {
         builder.returns::<T>()
     }
+
+    /// The builder of a `#[human]` method's agent: `prompt` compiled, an error naming the agent when it does not.
+    pub fn human_builder(name: &str, prompt: &str) -> Result<crate::human::HumanBuilder, BuildError> {
+        crate::Human::builder(name, prompt)
+            .map_err(|e| BuildError::Invalid { agent: name.to_string(), message: format!("the prompt: {e}") })
+    }
+
+    /// The agent of a `#[human]` method, built (the builder cannot fail once the prompt compiled).
+    pub fn human_build(builder: crate::human::HumanBuilder) -> Result<AgentRef, BuildError> {
+        Ok(builder.build())
+    }
 }

@@ -122,6 +122,101 @@ pub fn declared_optional_output<T: AgentOutput>(key: &str) -> (KeyDecl, WriteOut
     })
 }
 
+/// A parameter `key` of a `#[agent]` function that is not one of its inputs (`inputs(..)` lists the others):
+/// read from the state when the agent runs, without activating it (`Option<T>`: `None` when absent).
+pub fn declared_context<T: AgentInput>() -> ReadInput<T> {
+    |ctx, key| {
+        let v = ctx.view().get(key).cloned().unwrap_or(Value::Null);
+        T::deserialize(&v).map_err(|e| AgentError::Coercion {
+            agent: ctx.agent_name().to_string(),
+            path: ctx.path().to_string(),
+            key: key.to_string(),
+            value: v.to_string(),
+            expected: e.to_string(),
+        })
+    }
+}
+
+/// The result of a `#[agent(reply_only)]` function: returned to the caller (a supervisor, a typed call)
+/// without being written to a state key. See [`declared_output`].
+pub fn declared_reply<T: AgentOutput>() -> WriteOutput<T> {
+    |ctx, output| serde_json::to_value(output).map_err(|e| ctx.fail(format!("the result does not serialise: {e}")))
+}
+
+/// A type a `#[agent(update)]` function returns: a state update, each field a key.
+#[diagnostic::on_unimplemented(
+    message = "`#[agent(update)]`: return type `{Self}` cannot be a state update",
+    label = "not serialisable",
+    note = "an `update` agent returns a struct or map implementing `serde::Serialize`: each field is a state key"
+)]
+pub trait AgentUpdate: Serialize {}
+
+impl<T: Serialize> AgentUpdate for T {}
+
+/// Writes the result of a `#[agent(update)]` function: each field of the object it serialises to is written
+/// to the state key of its name, in one step, except `null` fields (a `None` leaves its key as it is). The
+/// idea is a graph node returning a partial state update (LangGraph) or a scope action writing several keys.
+///
+/// # Errors
+/// [`AgentError::Failed`] naming the agent when the result does not serialise to an object.
+pub async fn write_update<T: AgentUpdate>(ctx: &InvocationContext, update: &T) -> Result<Value, AgentError> {
+    let value = serde_json::to_value(update).map_err(|e| ctx.fail(format!("the update does not serialise: {e}")))?;
+    let Value::Object(fields) = value else {
+        return Err(
+            ctx.fail(format!("an `update` agent returns a struct or map whose fields are state keys, not {value}"))
+        );
+    };
+    for (key, value) in fields {
+        if !value.is_null() {
+            ctx.write(key, value).await?;
+        }
+    }
+    Ok(Value::Null)
+}
+
+/// Values the `#[resource]` parameters of `#[agent]` functions take, by type (a ledger, a client, a pool):
+/// given once to the builder of an `#[agents]` trait (`.resource(value)`) and cloned into every agent that
+/// declares a parameter of its type. The idea is axum's `Extension`: shared state found by type.
+#[derive(Clone, Default)]
+pub struct Resources {
+    values: std::collections::HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Resources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resources").field("count", &self.values.len()).finish()
+    }
+}
+
+impl Resources {
+    /// No resources.
+    pub fn new() -> Self {
+        Resources::default()
+    }
+
+    /// Adds `value`, replacing a value of the same type.
+    pub fn insert<T: Clone + Send + Sync + 'static>(&mut self, value: T) {
+        self.values.insert(std::any::TypeId::of::<T>(), Arc::new(value));
+    }
+
+    /// A clone of the value of type `T` that `#[resource]` parameter `param` of agent `agent` takes.
+    ///
+    /// # Errors
+    /// [`BuildError::Invalid`] naming the agent, the parameter and the type when no value of type `T` was
+    /// given.
+    pub fn get<T: Clone + Send + Sync + 'static>(&self, agent: &str, param: &str) -> Result<T, crate::BuildError> {
+        self.values.get(&std::any::TypeId::of::<T>()).and_then(|v| v.downcast_ref::<T>()).cloned().ok_or_else(|| {
+            crate::BuildError::Invalid {
+                agent: agent.to_string(),
+                message: format!(
+                    "`#[resource] {param}` needs a value of type `{}`: give it to the builder with `.resource(..)`",
+                    std::any::type_name::<T>()
+                ),
+            }
+        })
+    }
+}
+
 /// Parameter `key` of an `#[agents]` method: its input spec, declared as `T` (optional when `optional`).
 pub fn call_input<T: CallInput>(key: &str, optional: bool) -> InputSpec {
     InputSpec::of::<T>(key).optional(optional)

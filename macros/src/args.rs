@@ -31,8 +31,8 @@ impl Args {
             let key = meta.path().get_ident().map(ToString::to_string).unwrap_or_else(|| {
                 meta.path().segments.iter().map(|s| s.ident.to_string()).collect::<Vec<_>>().join("::")
             });
-            // `branch(..)` repeats; every other key is given once.
-            if key != "branch" && items.iter().any(|(k, _)| *k == key) {
+            // `branch(..)`, `desire(..)` and `prefer(..)` repeat; every other key is given once.
+            if !["branch", "desire", "prefer"].contains(&key.as_str()) && items.iter().any(|(k, _)| *k == key) {
                 return Err(error(meta.span(), format!("`#[{attr}]`: `{key}` is given twice")));
             }
             items.push((key, meta));
@@ -148,6 +148,12 @@ impl Args {
         }
     }
 
+    /// `key("a", "b", ..)`, if given: the state keys listed.
+    pub fn strings(&self, key: &str) -> syn::Result<Option<Vec<LitStr>>> {
+        let Some(meta) = self.get(key) else { return Ok(None) };
+        strings_of(&self.attr, key, meta).map(Some)
+    }
+
     /// `key(a, b::c, ..)`, if given: the paths listed.
     pub fn paths(&self, key: &str) -> syn::Result<Option<Vec<Path>>> {
         let Some(meta) = self.get(key) else { return Ok(None) };
@@ -163,5 +169,16 @@ pub fn paths_of(attr: &str, key: &str, meta: &Meta) -> syn::Result<Vec<Path>> {
             Ok(paths.into_iter().collect())
         }
         _ => Err(error(meta.span(), format!("`#[{attr}]`: `{key}` lists agents: `{key}(a, b)`"))),
+    }
+}
+
+/// The string literals listed in `key("a", "b", ..)` (state keys).
+pub fn strings_of(attr: &str, key: &str, meta: &Meta) -> syn::Result<Vec<LitStr>> {
+    match meta {
+        Meta::List(list) => {
+            let keys = Punctuated::<LitStr, Token![,]>::parse_terminated.parse2(list.tokens.clone())?;
+            Ok(keys.into_iter().collect())
+        }
+        _ => Err(error(meta.span(), format!("`#[{attr}]`: `{key}` lists state keys: `{key}(\"a\", \"b\")`"))),
     }
 }

@@ -33,7 +33,14 @@ use proc_macro::TokenStream;
 ///
 /// A parameter reads the state key of its name, or the one `#[key("..")]` on it names.
 ///
-/// Arguments: `output_key = ".."` (required when the function returns a value), `description = ".."`
+/// A `#[resource] name: T` parameter is no input: a value given when the agent is built (a ledger, a client),
+/// cloned into each call; `<fn>_agent` takes it as its parameter, and an `#[agents]` trait naming the function
+/// takes it from its builder's `.resource(value)`.
+///
+/// Arguments: `output_key = ".."` (required when the function returns a value, unless `reply_only`: the result
+/// goes to the caller and no state key, or `update`: the result is a struct whose non-null fields are written
+/// each to its key), `inputs("a", ..)` (the keys that activate it; a parameter left out is read from the state
+/// without activating it), `description = ".."`
 /// (default: the doc comment's first paragraph), `name = ".."` (default: the function's name), `optional`
 /// (skipped when a required input is missing), `asynchronous`, `timeout_ms = N`, `crate = path` (the crate the
 /// expansion names, default `agentic`; `agentic_engine` when only that crate is a dependency).
@@ -54,7 +61,10 @@ pub fn agent(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// Method attributes (each method has one):
 /// - `#[agent(user = "..", system = "..", output_key = "..", description = "..", name = "..", max_tokens = N,
-///   temperature = x, memory_window = N, streaming, optional)]`: an LLM agent; `user` is required.
+///   temperature = x, memory_window = N, streaming, optional, inputs("a", ..))]`: an LLM agent; `user` is
+///   required.
+/// - `#[human(prompt = "..", output_key = "..", response_id = "..", inputs("a", ..), optional)]`: a human step;
+///   the run suspends until the answer is given (a typed call returns `AgentError::Suspended`).
 /// - `#[sequence(agents(a, b, ..), output_key = "..", output = f)]`,
 ///   `#[parallel(agents(..), max_concurrency = N, ..)]`,
 ///   `#[looping(agents(..), max_iterations = N, exit = f, at_end, ..)]` (`f: fn(&ScopeView, u32) -> bool`),
@@ -66,7 +76,10 @@ pub fn agent(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///   (`f: fn(&ScopeView) -> bool`), `#[blackboard(agents(..), goal = f, max_invocations = N)]`,
 ///   `#[voting(agents(..), strategy = "majority" | "average" | "highest", aggregate = f)]`
 ///   (`f: fn(&[Vote]) -> Result<Value, String>`), `#[debate(debaters(..), judge = a, max_rounds = N,
-///   converged = f)]` (`f: fn(&[Value]) -> bool`).
+///   converged = f)]` (`f: fn(&[Value]) -> bool`), `#[bdi(desire(name = "..", priority = N, satisfied = f |
+///   satisfied_key = "..", achievable = f | achievable_key = "..", agents(..)), .., max_invocations = N)]`,
+///   `#[decision_router(agents(..), threshold = x, max_retries = N, request_key = "..")]` (its router asks the
+///   builder's model); a blackboard also takes `prefer(agent = a, when = f)` (repeated).
 ///   Sub-agents are the trait's methods by name, or `#[agent]` functions elsewhere by path (`self::f`).
 ///   `output = f` (`fn(&ScopeView) -> Result<Value, String>`) computes the result from the final state.
 ///
@@ -117,5 +130,11 @@ method_attributes!(
     /// Sub-agents voting, on a method of an [`macro@agents`] trait.
     voting,
     /// Debaters and a judge, on a method of an [`macro@agents`] trait.
-    debate
+    debate,
+    /// A human step (the run suspends for a person's answer), on a method of an [`macro@agents`] trait.
+    human,
+    /// Belief-desire-intention planning over desires, on a method of an [`macro@agents`] trait.
+    bdi,
+    /// A model routing the request to the fitting sub-agents, on a method of an [`macro@agents`] trait.
+    decision_router
 );

@@ -25,6 +25,9 @@ const KINDS: &[&str] = &[
     "blackboard",
     "voting",
     "debate",
+    "human",
+    "bdi",
+    "decision_router",
 ];
 
 /// Keys every agent attribute takes.
@@ -56,13 +59,14 @@ impl Method {
         &self.args.attr
     }
 
-    fn is_llm(&self) -> bool {
-        self.kind() == "agent"
+    /// Whether it has no sub-agents (an LLM agent or a human).
+    fn is_leaf(&self) -> bool {
+        matches!(self.kind(), "agent" | "human")
     }
 
-    /// Whether it needs a chat model (an LLM agent, or a supervisor's planner).
+    /// Whether it needs a chat model (an LLM agent, a supervisor's planner, a decision router's).
     fn has_model(&self) -> bool {
-        matches!(self.kind(), "agent" | "supervisor")
+        matches!(self.kind(), "agent" | "supervisor" | "decision_router")
     }
 }
 
@@ -81,8 +85,9 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
                 f.sig.span(),
                 format!(
                     "`#[agents]`: method `{ident}` needs an agent attribute: `#[agent(user = \"..\", output_key = \
-                     \"..\")]` (an LLM agent) or a composite (`#[sequence(agents(..), output_key = \"..\")]`, \
-                     `#[looping]`, `#[parallel]`, `#[conditional]`, `#[supervisor]`)"
+                     \"..\")]` (an LLM agent), `#[human(prompt = \"..\", output_key = \"..\")]` or a composite \
+                     (`#[sequence(agents(..), output_key = \"..\")]`, `#[looping]`, `#[parallel]`, \
+                     `#[conditional]`, `#[supervisor]`, the pattern planners)"
                 ),
             ));
         }
@@ -94,7 +99,11 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
     let kind = args.attr.clone();
     let at = |span: Span, message: String| error(span, format!("`#[{kind}]` on `{ident}`: {message}"));
     if f.default.is_some() {
-        let what = if kind == "agent" { "the model answers it" } else { "its sub-agents answer it" };
+        let what = match kind.as_str() {
+            "agent" => "the model answers it",
+            "human" => "a person answers it",
+            _ => "its sub-agents answer it",
+        };
         return Err(at(f.default.span(), format!("a method of an `#[agents]` trait has no body: {what}")));
     }
     if f.sig.asyncness.is_none() {
@@ -122,7 +131,12 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
     };
     let mut subs = Vec::new();
     let keys: Vec<&str> = match kind.as_str() {
-        "agent" => vec!["system", "user", "max_tokens", "temperature", "optional", "streaming", "memory_window"],
+        "agent" => {
+            vec!["system", "user", "max_tokens", "temperature", "optional", "streaming", "memory_window", "inputs"]
+        }
+        "human" => vec!["prompt", "response_id", "inputs", "optional"],
+        "bdi" => vec!["desire", "max_invocations", "output"],
+        "decision_router" => vec!["agents", "threshold", "max_retries", "request_key", "output"],
         "sequence" => vec!["agents", "output"],
         "looping" => vec!["agents", "output", "max_iterations", "exit", "at_end"],
         "parallel" => vec!["agents", "output", "max_concurrency"],
@@ -131,7 +145,7 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
         "parallel_mapper" => vec!["agent", "items_key", "item_key", "max_concurrency", "output"],
         "goap" => vec!["agents", "output"],
         "p2p" => vec!["agents", "max_invocations", "exit", "output"],
-        "blackboard" => vec!["agents", "goal", "max_invocations", "output"],
+        "blackboard" => vec!["agents", "goal", "max_invocations", "prefer", "output"],
         "voting" => vec!["agents", "strategy", "aggregate", "output"],
         _ => vec!["debaters", "judge", "max_rounds", "converged", "output"],
     };
@@ -142,6 +156,55 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
         }
         if is_unit(&output) {
             return Err(at(f.sig.span(), "an LLM agent returns its answer: give the method a return type".to_string()));
+        }
+    } else if kind == "human" {
+        if args.text("prompt")?.is_none() {
+            return Err(at(args.span, "missing `prompt = \"..\"`: the question the person is asked".to_string()));
+        }
+        if is_unit(&output) {
+            return Err(at(f.sig.span(), "a human step returns the answer: give the method a return type".to_string()));
+        }
+    } else if kind == "bdi" {
+        for desire in args.all("desire") {
+            let Meta::List(list) = desire else {
+                return Err(at(desire.span(), "`desire` takes `desire(name = \"..\", priority = N, ..)`".to_string()));
+            };
+            let inner = Args::parse("bdi", list.span(), list.tokens.clone())?;
+            inner.only(&[
+                "name",
+                "priority",
+                "satisfied",
+                "satisfied_key",
+                "achievable",
+                "achievable_key",
+                "agents",
+            ])?;
+            if inner.string("name")?.is_none() {
+                return Err(at(list.span(), "a desire needs `name = \"..\"`".to_string()));
+            }
+            if inner.get_meta("priority").is_none() {
+                return Err(at(list.span(), "a desire needs `priority = N` (higher is more important)".to_string()));
+            }
+            if inner.path("satisfied")?.is_some() == inner.string("satisfied_key")?.is_some() {
+                return Err(at(
+                    list.span(),
+                    "a desire needs one of `satisfied = f` (a `fn(&ScopeView) -> bool`) and `satisfied_key = \"..\"`"
+                        .to_string(),
+                ));
+            }
+            if inner.path("achievable")?.is_some() && inner.string("achievable_key")?.is_some() {
+                return Err(at(
+                    list.span(),
+                    "a desire takes `achievable = f` or `achievable_key`, not both".to_string(),
+                ));
+            }
+            match inner.paths("agents")? {
+                Some(paths) if !paths.is_empty() => subs.extend(paths.into_iter().map(sub_of)),
+                _ => return Err(at(list.span(), "a desire needs `agents(..)`: its intention".to_string())),
+            }
+        }
+        if subs.is_empty() {
+            return Err(at(args.span, "missing `desire(name = \"..\", priority = N, .., agents(..))`".to_string()));
         }
     } else if kind == "conditional" {
         for branch in args.all("branch") {
@@ -184,6 +247,24 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
             _ => return Err(at(args.span, "missing `agents(..)`: the sub-agents, by method name".to_string())),
         }
     }
+    for prefer in args.all("prefer") {
+        let Meta::List(list) = prefer else {
+            return Err(at(prefer.span(), "`prefer` takes `prefer(agent = a, when = condition)`".to_string()));
+        };
+        let inner = Args::parse("blackboard", list.span(), list.tokens.clone())?;
+        inner.only(&["agent", "when"])?;
+        let Some(agent) = inner.path("agent")? else {
+            return Err(at(list.span(), "a preference needs `agent = a`: one of the `agents(..)`".to_string()));
+        };
+        let listed = subs.iter().any(|s| match (s, agent.get_ident()) {
+            (Sub::Method(m), Some(a)) => m == a,
+            (Sub::External(p), _) => quote!(#p).to_string() == quote!(#agent).to_string(),
+            _ => false,
+        });
+        if !listed {
+            return Err(at(agent.span(), "a preferred agent must be one of the `agents(..)`".to_string()));
+        }
+    }
     if kind == "voting"
         && let Some(r) = args.string("strategy")?
         && !["majority", "average", "highest"].contains(&r.value().as_str())
@@ -193,10 +274,13 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
             format!("unknown strategy `{}` (expected `majority`, `average` or `highest`)", r.value()),
         ));
     }
-    if args.string("output_key")?.is_none() && !is_unit(&output) {
+    // A composite computing its result (`output = f`) returns it without a key; every other agent writes it.
+    let leaf = matches!(kind.as_str(), "agent" | "human");
+    if args.string("output_key")?.is_none() && !is_unit(&output) && (leaf || args.path("output")?.is_none()) {
+        let hint = if leaf { "" } else { " (or computed from the final state with `output = f`)" };
         return Err(at(
             args.span,
-            format!("missing `output_key = \"..\"`: the state key the result of `{ident}` is written to"),
+            format!("missing `output_key = \"..\"`: the state key the result of `{ident}` is written to{hint}"),
         ));
     }
     if kind == "supervisor"
@@ -335,13 +419,18 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
         #[doc = #builder_doc]
         #vis struct #builder_ident {
             model: #private::ChatModelRef,
+            resources: #private::Resources,
             #(#model_fields: ::std::option::Option<#private::ChatModelRef>,)*
         }
 
         impl #agents_ident {
             #[doc = #builder_fn_doc]
             #vis fn builder(model: impl ::std::convert::Into<#private::ChatModelRef>) -> #builder_ident {
-                #builder_ident { model: model.into(), #(#model_fields: ::std::option::Option::None,)* }
+                #builder_ident {
+                    model: model.into(),
+                    resources: #private::Resources::new(),
+                    #(#model_fields: ::std::option::Option::None,)*
+                }
             }
 
             #(#accessors)*
@@ -349,6 +438,16 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
 
         impl #builder_ident {
             #(#model_setters)*
+
+            /// Gives the `#[resource]` parameters of type `T` of the `#[agent]` functions this trait names as
+            /// sub-agents (a ledger, a client): each agent gets a clone. Missing, `build` fails naming it.
+            #vis fn resource<T: ::std::clone::Clone + ::std::marker::Send + ::std::marker::Sync + 'static>(
+                mut self,
+                value: T,
+            ) -> Self {
+                self.resources.insert(value);
+                self
+            }
 
             #[doc = #build_doc]
             #vis fn build(self) -> ::std::result::Result<#agents_ident, #private::BuildError> {
@@ -387,7 +486,7 @@ fn build_order(trait_ident: &Ident, methods: &[Method]) -> syn::Result<Vec<usize
             }
         }
     }
-    let mut order: Vec<usize> = (0..methods.len()).filter(|&i| methods[i].is_llm()).collect();
+    let mut order: Vec<usize> = (0..methods.len()).filter(|&i| methods[i].is_leaf()).collect();
     while order.len() < methods.len() {
         let ready = (0..methods.len()).find(|&i| {
             !order.contains(&i)
@@ -430,10 +529,25 @@ fn build_one(
         None => doc_summary(&m.attrs),
     };
     let output = &m.output;
-    let inputs = m.params.iter().map(|(key, _, ty)| match option_inner(ty) {
+    let call_input = |key: &str, ty: &Type| match option_inner(ty) {
         Some(inner) => quote_spanned!(inner.span()=> let __b = __b.input(#private::call_input::<#inner>(#key, true));),
         None => quote_spanned!(ty.span()=> let __b = __b.input(#private::call_input::<#ty>(#key, false));),
-    });
+    };
+    // `inputs("a", ..)` (LLM agents, humans): exactly these keys activate the agent, typed when a parameter
+    // reads them; otherwise every parameter is an input, besides the template's variables.
+    let inputs: Vec<TokenStream> = match args.strings("inputs").ok().flatten() {
+        Some(listed) if m.is_leaf() => {
+            let mut inputs = vec![quote!(let __b = __b.inputs(::std::vec::Vec::<#private::InputSpec>::new());)];
+            for key in listed {
+                inputs.push(match m.params.iter().find(|(k, _, _)| *k == key.value()) {
+                    Some((k, _, ty)) => call_input(k, ty),
+                    None => quote!(let __b = __b.input(#private::InputSpec::new(#key));),
+                });
+            }
+            inputs
+        }
+        _ => m.params.iter().map(|(key, _, ty)| call_input(key, ty)).collect(),
+    };
     let output_key = match args.string("output_key")? {
         Some(key) if !is_unit(output) => {
             // `Option<T>`: the key may stay absent; it is declared as `T`.
@@ -447,6 +561,60 @@ fn build_one(
     let model = model_field(&m.ident);
     let model = quote!(self.#model.clone().unwrap_or_else(|| self.model.clone()));
     let head = match m.kind() {
+        "human" => {
+            let prompt = args.text("prompt")?;
+            let response_id = args.string("response_id")?.map(|r| quote!(.response_id(#r)));
+            let optional = args.flag("optional")?;
+            quote! {
+                let __b = #private::human_builder(#name, #prompt)? #response_id;
+                let __b = __b.optional(#optional);
+            }
+        }
+        "bdi" => {
+            let mut desires = Vec::new();
+            let mut next = 0;
+            for desire in args.all("desire") {
+                let Meta::List(list) = desire else { continue };
+                let inner = Args::parse("bdi", list.span(), list.tokens.clone())?;
+                let desire_name = inner.string("name")?;
+                let priority = match inner.get_meta("priority") {
+                    Some(Meta::NameValue(nv)) => nv.value.clone(),
+                    _ => syn::parse_quote!(0),
+                };
+                let count = inner.paths("agents")?.map_or(0, |p| p.len());
+                let agents = &subs[next..next + count];
+                next += count;
+                let satisfied = match (inner.path("satisfied")?, inner.string("satisfied_key")?) {
+                    (Some(f), _) => quote!(move |__v: &#private::ScopeView| ::std::result::Result::Ok(#f(__v))),
+                    (None, key) => {
+                        quote!(move |__v: &#private::ScopeView| ::std::result::Result::Ok(__v.contains(#key)))
+                    }
+                };
+                let achievable = match (inner.path("achievable")?, inner.string("achievable_key")?) {
+                    (Some(f), _) => {
+                        quote!(.achievable(move |__v: &#private::ScopeView| ::std::result::Result::Ok(#f(__v))))
+                    }
+                    (None, Some(key)) => {
+                        quote!(.achievable(move |__v: &#private::ScopeView| ::std::result::Result::Ok(__v.contains(#key))))
+                    }
+                    (None, None) => quote!(),
+                };
+                desires.push(quote! {
+                    .desire(#private::Desire::new(#desire_name, #priority, #satisfied, [#(#agents),*]) #achievable)
+                });
+            }
+            let max = args.int("max_invocations")?.map(|n| quote!(.max_invocations(#n)));
+            quote!(let __b = #private::Bdi::builder().name(#name) #(#desires)* #max;)
+        }
+        "decision_router" => {
+            let threshold = args.float("threshold")?.map(|t| quote!(.threshold(#t)));
+            let retries = args.int("max_retries")?.map(|n| quote!(.max_retries(#n)));
+            let request = args.string("request_key")?.map(|k| quote!(.request_key(#k)));
+            quote! {
+                let __b = #private::DecisionRouter::builder().name(#name).chat_model(#model)
+                    .sub_agents([#(#subs),*]) #threshold #retries #request;
+            }
+        }
         "agent" => {
             let user = args.text("user")?;
             let system = args.text("system")?.map(|s| quote!(.system(#s)));
@@ -510,7 +678,26 @@ fn build_one(
         "blackboard" => {
             let max = args.int("max_invocations")?.map(|n| quote!(.max_invocations(#n)));
             let goal = args.path("goal")?.map(|p| quote!(.goal_when(#p)));
-            quote!(let __b = #private::Blackboard::builder().name(#name).sub_agents([#(#subs),*]) #max #goal;)
+            let mut prefers = Vec::new();
+            for prefer in args.all("prefer") {
+                let Meta::List(list) = prefer else { continue };
+                let inner = Args::parse("blackboard", list.span(), list.tokens.clone())?;
+                let (Some(agent), when) = (inner.path("agent")?, inner.path("when")?) else { continue };
+                let agent = sub_expr(&sub_of(agent), var);
+                prefers.push(match when {
+                    Some(f) => quote! {
+                        .prefer(
+                            #agent.name().to_string(),
+                            move |__v: &#private::ScopeView| ::std::result::Result::Ok(#f(__v)),
+                        )
+                    },
+                    None => quote!(.prefer_always(#agent.name().to_string())),
+                });
+            }
+            quote! {
+                let __b = #private::Blackboard::builder().name(#name).sub_agents([#(#subs),*]) #max #goal
+                    #(#prefers)*;
+            }
         }
         "voting" => {
             let strategy = args.string("strategy")?.map(|r| {
@@ -554,9 +741,10 @@ fn build_one(
         }
     };
     let output_fn = match args.path("output")? {
-        Some(path) if !m.is_llm() => quote!(let __b = __b.output(#path);),
+        Some(path) if !m.is_leaf() => quote!(let __b = __b.output(#path);),
         _ => quote!(),
     };
+    let build = if m.kind() == "human" { quote!(#private::human_build(__b)?) } else { quote!(__b.build()?) };
     let description = LitStr::new(&description, Span::call_site());
     Ok(quote! {
         let #target = {
@@ -565,12 +753,13 @@ fn build_one(
             #(#inputs)*
             #output_key
             #output_fn
-            __b.build()?
+            #build
         };
     })
 }
 
-/// The expression giving a sub-agent's `AgentRef`: the variable of a method's agent, or `<path>_agent()`.
+/// The expression giving a sub-agent's `AgentRef`: the variable of a method's agent, or
+/// `<path>_agent_in(&resources)?` (an `#[agent]` function with its `#[resource]` parameters).
 fn sub_expr(sub: &Sub, var: &dyn Fn(&Ident) -> Ident) -> TokenStream {
     match sub {
         Sub::Method(ident) => {
@@ -580,9 +769,9 @@ fn sub_expr(sub: &Sub, var: &dyn Fn(&Ident) -> Ident) -> TokenStream {
         Sub::External(path) => {
             let mut path = path.clone();
             if let Some(last) = path.segments.last_mut() {
-                last.ident = format_ident!("{}_agent", last.ident);
+                last.ident = format_ident!("{}_agent_in", last.ident);
             }
-            quote!(#path())
+            quote!(#path(&self.resources)?)
         }
     }
 }

@@ -51,7 +51,7 @@ pub mod __private {
     pub use agentic_agents::__private::*;
 
     pub use crate::{
-        Blackboard, CompositeBuilderExt, Conditional, ContextStrategy, Debate, Goap, Loop, P2p, Parallel,
-        ParallelMapper, ResponseStrategy, Sequence, Supervisor, Voting, VotingStrategy,
+        Bdi, Blackboard, CompositeBuilderExt, Conditional, ContextStrategy, Debate, DecisionRouter, Desire, Goap, Loop,
+        P2p, Parallel, ParallelMapper, ResponseStrategy, Sequence, Supervisor, Voting, VotingStrategy,
     };
 }
