@@ -282,3 +282,92 @@ async fn a_declared_supervisor_plans_with_the_builders_model() {
         "{system}"
     );
 }
+
+/// A counter shared by the agents that take it (a `#[resource]`).
+#[derive(Clone, Default)]
+struct Tally(std::sync::Arc<std::sync::atomic::AtomicI64>);
+
+/// Adds `amount` to the tally and answers the new total without writing the state.
+#[agent(reply_only)]
+async fn add(#[resource] tally: Tally, amount: i64) -> i64 {
+    tally.0.fetch_add(amount, std::sync::atomic::Ordering::SeqCst) + amount
+}
+
+/// Splits a name into two keys at once; a `None` field leaves its key alone.
+#[derive(Serialize)]
+struct NameParts {
+    first: String,
+    last: Option<String>,
+}
+
+/// Writes `first` and `last` from `name`, when `name` changes only; `title` is read, not waited for.
+#[agent(update, inputs("name"))]
+fn split_name(name: String, title: Option<String>) -> NameParts {
+    let mut words = name.split_whitespace();
+    let first = format!("{}{}", title.map(|t| format!("{t} ")).unwrap_or_default(), words.next().unwrap_or_default());
+    NameParts { first, last: words.next().map(str::to_string) }
+}
+
+/// Answers a number where a state update is expected.
+#[agent(update)]
+fn not_an_update(x: i64) -> i64 {
+    x
+}
+
+#[agents]
+trait Counter {
+    /// Adds twice through the supervisor.
+    #[supervisor(agents(self::add), response = "summary", output_key = "total")]
+    async fn count(&self, request: String) -> String;
+}
+
+#[tokio::test]
+async fn resources_reach_the_agents_and_reply_only_agents_answer_without_a_key() {
+    let tally = Tally::default();
+    let agent = add_agent(tally.clone());
+    assert_eq!(agent.spec().output_key, None);
+    assert_eq!(agent.spec().inputs.iter().map(|i| i.key.as_str()).collect::<Vec<_>>(), ["amount"]);
+    let outcome = agent.invoke().input("amount", 5).await.unwrap();
+    assert_eq!(outcome.output(), Some(&json!(5)));
+    assert_eq!(outcome.state().get("amount"), Some(&json!(5)));
+    assert_eq!(outcome.state().to_map().len(), 1);
+    assert_eq!(tally.0.load(std::sync::atomic::Ordering::SeqCst), 5);
+
+    // The trait's builder gives the resource to every agent naming its type; without it, `build` says which.
+    let model = ScriptedModel::new([
+        r#"{"agentName": "add", "arguments": {"amount": 2}}"#,
+        r#"{"agentName": "add", "arguments": {"amount": 3}}"#,
+        r#"{"agentName": "done", "arguments": {"response": "5 in all"}}"#,
+    ]);
+    let counter = CounterAgents::builder(model.clone()).resource(tally.clone()).build().unwrap();
+    assert_eq!(counter.count("add 2 then 3").await.unwrap(), "5 in all");
+    assert_eq!(tally.0.load(std::sync::atomic::Ordering::SeqCst), 10);
+    let err = CounterAgents::builder(model).build().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "`add`: `#[resource] tally` needs a value of type `declarative_agents::Tally`: give it to the builder with \
+         `.resource(..)`"
+    );
+}
+
+#[tokio::test]
+async fn an_update_agent_writes_its_fields_and_reads_what_it_does_not_wait_for() {
+    let agent = split_name_agent();
+    let spec = agent.spec();
+    assert_eq!(spec.inputs.iter().map(|i| i.key.as_str()).collect::<Vec<_>>(), ["name"]);
+    assert_eq!(spec.output_key, None);
+    let outcome = agent.invoke().input("name", "Ada Lovelace").input("title", "Lady").await.unwrap();
+    assert_eq!(outcome.state().get("first"), Some(&json!("Lady Ada")));
+    assert_eq!(outcome.state().get("last"), Some(&json!("Lovelace")));
+    // Absent: the optional parameter reads `None`; a `None` field writes nothing.
+    let outcome = agent.invoke().input("name", "Plato").await.unwrap();
+    assert_eq!(outcome.state().get("first"), Some(&json!("Plato")));
+    assert_eq!(outcome.state().get("last"), None);
+
+    let err = not_an_update_agent().invoke().input("x", 3).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "agent `not_an_update` (root) failed: an `update` agent returns a struct or map whose fields are state keys, \
+         not 3"
+    );
+}

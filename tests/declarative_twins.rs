@@ -1,7 +1,7 @@
 //! Each example with a declarative twin returns, declared, exactly what its builder version returns with the
 //! same scripted models: the same output, the same final state and the same steps. The story pipeline
 //! (`examples/story_declarative.rs` against `examples/story.rs`), the style review (a loop in a sequence) and
-//! the expert router (an enum-typed classifier and a conditional).
+//! the expert router (an enum-typed classifier and a conditional), and each of the other examples.
 
 #![allow(clippy::unwrap_used)]
 #![allow(clippy::duplicate_mod)]
@@ -78,17 +78,70 @@ mod goap_horoscope;
 #[path = "../examples/goap_horoscope_declarative.rs"]
 mod goap_horoscope_declarative;
 
+#[allow(dead_code)]
+#[path = "../examples/order_approval.rs"]
+mod order_approval;
+
+#[allow(dead_code)]
+#[path = "../examples/order_approval_declarative.rs"]
+mod order_approval_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/supervisor_bank.rs"]
+mod supervisor_bank;
+
+#[allow(dead_code)]
+#[path = "../examples/supervisor_bank_declarative.rs"]
+mod supervisor_bank_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/p2p_research.rs"]
+mod p2p_research;
+
+#[allow(dead_code)]
+#[path = "../examples/p2p_research_declarative.rs"]
+mod p2p_research_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/blackboard_diagnosis.rs"]
+mod blackboard_diagnosis;
+
+#[allow(dead_code)]
+#[path = "../examples/blackboard_diagnosis_declarative.rs"]
+mod blackboard_diagnosis_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/bdi_trading.rs"]
+mod bdi_trading;
+
+#[allow(dead_code)]
+#[path = "../examples/bdi_trading_declarative.rs"]
+mod bdi_trading_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/decision_router.rs"]
+mod decision_router;
+
+#[allow(dead_code)]
+#[path = "../examples/decision_router_declarative.rs"]
+mod decision_router_declarative;
+
 use agentic::prelude::*;
+use bdi_trading_declarative::TradingDesk;
+use blackboard_diagnosis_declarative::Diagnosis;
+use decision_router_declarative::Experts;
 use ethics_debate_declarative::EthicsPanel;
 use evening_planner_declarative::EveningPlanner;
 use expert_router_declarative::{Category, ExpertRouter};
 use goap_horoscope_declarative::{Astrologer, Sign};
 use horoscope_mapper_declarative::Astrology;
+use order_approval_declarative::OrderDesk;
 use quickstart_declarative::Improver;
 use sentiment_voting_declarative::{Sentiment, SentimentCouncil};
 use serde_json::{Map, Value, json};
 use story_declarative::NovelCreator;
 use style_review_declarative::StyledWriter;
+use supervisor_bank_declarative::Bank;
 
 const STORY: &str = "In the vaulted library of Eldmoor, Mira the apprentice found a dragon egg among the grimoires. \
                      It hatched in a burst of emerald fire during her trial, and the old masters fell silent.";
@@ -361,4 +414,197 @@ async fn the_declared_goap_horoscope_returns_what_the_built_one_returns() {
     assert_eq!(fresh.astrologer(MARIO).await.unwrap(), built.output().and_then(Value::as_str).unwrap());
     let fresh = goap_horoscope_declarative::astrologer(true).unwrap();
     assert_eq!(fresh.sign(MARIO).await.unwrap(), Sign::Pisces);
+}
+
+const ORDER: &str = "ACME Corp orders 1000 widgets, to be delivered in Turin.";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_order_approval_suspends_and_resumes_like_the_built_one() {
+    // Each suspends at the manager's approval, then resumes from its store with the answer.
+    async fn approve(first: &AgentRef, again: &AgentRef) -> (RunOutcome, RunOutcome) {
+        let store = MemoryStore::new();
+        let request = first.invoke().memory_id("order-1").store(store.clone()).input("order", ORDER);
+        let suspended = request.await.unwrap();
+        let done = again.resume("order-1").store(store).answer("manager-approval", "approved").await.unwrap();
+        (suspended, done)
+    }
+    let (built_suspended, built) =
+        approve(&order_approval::workflow(true).unwrap(), &order_approval::workflow(true).unwrap()).await;
+    let (first, again) =
+        (order_approval_declarative::order_desk(true).unwrap(), order_approval_declarative::order_desk(true).unwrap());
+    let (declared_suspended, declared) = approve(first.order_workflow_agent(), again.order_workflow_agent()).await;
+
+    assert_eq!(declared_suspended.pending(), built_suspended.pending());
+    assert_eq!(declared_suspended.pending()[0].prompt, "Ship 1000 widgets to ACME Corp? Answer approved or rejected.");
+    assert_eq!(built.output(), Some(&json!("SHIPPED 1000 widgets to ACME Corp")));
+    assert_same_run(&declared, &built).await;
+    assert_eq!(
+        declared.state().get("details"),
+        Some(&json!({"customer": "ACME Corp", "item": "widgets", "quantity": 1000}))
+    );
+    assert_eq!(order_approval_declarative::run(true).await.unwrap(), order_approval::run(true).await.unwrap());
+
+    // The typed call of a workflow with a human step ends suspended, naming the pending response.
+    let fresh = order_approval_declarative::order_desk(true).unwrap();
+    match fresh.order_workflow(ORDER).await {
+        Err(AgentError::Suspended { pending }) => assert_eq!(pending[0].id, "manager-approval"),
+        other => panic!("expected a suspension, got {other:?}"),
+    }
+}
+
+const TRANSFER: &str = "Transfer 100 EUR from Mario's account to Georgios' one";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_bank_returns_what_the_built_one_returns_over_its_own_ledger() {
+    let built_ledger = supervisor_bank::ledger();
+    let built = supervisor_bank::bank(true, &built_ledger).unwrap().invoke().input("request", TRANSFER).await.unwrap();
+    let ledger = supervisor_bank_declarative::ledger();
+    let declared_agents = supervisor_bank_declarative::bank(true, &ledger).unwrap();
+    let declared = declared_agents.bank_agent().invoke().input("request", TRANSFER).await.unwrap();
+    assert_eq!(built.output(), Some(&json!("Transferred 100 EUR (115.00 USD) from Mario to Georgios.")));
+    assert_same_run(&declared, &built).await;
+    // The bank agents answered the supervisor without writing a state key; the ledger they share moved.
+    assert_eq!(declared.state().get("withdraw"), None);
+    let balances = ledger.lock().unwrap().clone();
+    assert_eq!(balances, *built_ledger.lock().unwrap());
+    assert_eq!(balances.get("Mario"), Some(&885.0));
+    assert_eq!(balances.get("Georgios"), Some(&1115.0));
+    assert_eq!(supervisor_bank_declarative::run(true).await.unwrap(), supervisor_bank::run(true).await.unwrap());
+
+    // The typed call returns the summary; the ledger given to this builder is the one that changes.
+    let other = supervisor_bank_declarative::ledger();
+    let fresh = supervisor_bank_declarative::bank(true, &other).unwrap();
+    assert_eq!(fresh.bank(TRANSFER).await.unwrap(), "Transferred 100 EUR (115.00 USD) from Mario to Georgios.");
+    assert_eq!(other.lock().unwrap().get("Mario"), Some(&885.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_research_returns_what_the_built_one_returns() {
+    let topic = |agent: &AgentRef| agent.invoke().input("topic", "black holes");
+    let built = topic(&p2p_research::research(true).unwrap()).await.unwrap();
+    let declared_agents = p2p_research_declarative::research(true).unwrap();
+    let declared = topic(declared_agents.research_agent()).await.unwrap();
+    assert_eq!(
+        built.output(),
+        Some(&json!("Primordial black holes from the early universe make up part of dark matter."))
+    );
+    // Peers run as their inputs change, concurrently: the validator may answer either critique first, so the
+    // runs agree on the result and the state, and on every step but the validator's.
+    assert_eq!(declared.output(), built.output());
+    let state = |outcome: &RunOutcome| {
+        let mut state = outcome.state().to_map();
+        state.retain(|key, _| !key.starts_with(agentic::engine::CONTEXT_PREFIX));
+        state
+    };
+    assert_eq!(state(&declared), state(&built));
+    let others = |steps: Vec<(String, Value)>| {
+        let mut steps: Vec<String> = steps
+            .into_iter()
+            .filter(|(agent, _)| agent != "validator")
+            .map(|(agent, output)| format!("{agent} {output}"))
+            .collect();
+        steps.sort();
+        steps
+    };
+    assert_eq!(others(steps(&declared).await), others(steps(&built).await));
+    assert_eq!(declared.state().get("score"), Some(&json!(0.9)));
+    // The scorer runs once per critique: a new hypothesis alone does not activate it.
+    let scored = steps(&declared).await.into_iter().filter(|(agent, _)| agent == "scorer").count();
+    assert_eq!(scored, 2);
+    let scorer = &declared_agents.scorer_agent().spec().inputs;
+    assert_eq!(scorer.iter().map(|i| i.key.as_str()).collect::<Vec<_>>(), ["critique"]);
+    assert_eq!(scorer[0].value_type, ValueType::String);
+}
+
+const PATIENT: &str = "Ada, 34: headache and fever for two days; she takes ibuprofen for the pain.";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_diagnosis_returns_what_the_built_one_returns_through_its_reviews() {
+    // Runs to the goal, answering the reviews: first more symptoms, then an approval.
+    async fn diagnose(agent: &AgentRef) -> (RunOutcome, Vec<String>) {
+        let mut outcome = agent
+            .invoke()
+            .input("patient", PATIENT)
+            .input("labResults", "CRP 25, ESR raised, white cells normal")
+            .input("medications", "ibuprofen")
+            .await
+            .unwrap();
+        let mut prompts = Vec::new();
+        let mut answers = ["she also has a blocked nose and pain behind the cheeks", "approved"].into_iter();
+        while outcome.is_suspended() {
+            let pending = outcome.pending()[0].clone();
+            prompts.push(pending.prompt);
+            outcome = outcome.resume().answer(pending.id, answers.next().unwrap()).await.unwrap();
+        }
+        (outcome, prompts)
+    }
+    let (built, built_prompts) = diagnose(&blackboard_diagnosis::diagnostics(true).unwrap()).await;
+    let declared_agents = blackboard_diagnosis_declarative::diagnostics(true).unwrap();
+    let (declared, declared_prompts) = diagnose(declared_agents.diagnostics_agent()).await;
+    assert_eq!(built.output(), Some(&json!("SINUSITIS")));
+    assert_eq!(declared_prompts, built_prompts);
+    assert_eq!(declared_prompts.len(), 2);
+    assert_same_run(&declared, &built).await;
+    assert_eq!(
+        declared.state().get("symptoms"),
+        Some(&json!(
+            "headache, fever; on medication (ibuprofen); she also has a blocked nose and pain behind the cheeks"
+        ))
+    );
+    // The drug check ran right after the symptoms: it is preferred when they mention a medication.
+    let names: Vec<String> = steps(&declared).await.into_iter().map(|(agent, _)| agent).collect();
+    assert_eq!(names[..2], ["symptoms", "drugs"]);
+    assert_eq!(declared.state().get_as::<Diagnosis>("approvedDiagnosis").unwrap(), Some(Diagnosis::Sinusitis));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_trading_desk_returns_what_the_built_one_returns() {
+    let market = |agent: &AgentRef| {
+        agent
+            .invoke()
+            .input("marketData", "10-year yields up 80 basis points in a month; bond funds see record outflows")
+            .input("portfolio", "60% bonds, 35% stocks, 5% cash")
+    };
+    let built = market(&bdi_trading::desk(true).unwrap()).await.unwrap();
+    let declared_agents = bdi_trading_declarative::desk(true).unwrap();
+    let declared = market(declared_agents.trading_agent()).await.unwrap();
+    assert_eq!(built.output().and_then(|o| o.get("hedge")), Some(&json!("Buy put options on the main bond fund.")));
+    assert_same_run(&declared, &built).await;
+    let names: Vec<String> = steps(&declared).await.into_iter().map(|(agent, _)| agent).collect();
+    assert_eq!(names, ["analysis", "recommend", "hedge", "default_hedge", "rebalance", "liquidity", "trading"]);
+    assert_eq!(bdi_trading_declarative::run(true).await.unwrap(), bdi_trading::run(true).await.unwrap());
+
+    // The typed call: the decision computed from the final state, without an output key.
+    let fresh = bdi_trading_declarative::desk(true).unwrap();
+    let decision = fresh.trading("yields up sharply", "60% bonds").await.unwrap();
+    assert_eq!(decision.plan, "Move 20% from bonds to short-term treasuries and cash, keeping the puts.");
+    assert_eq!(decision.liquidity, "5% cash covers three months of withdrawals: liquid enough.");
+}
+
+const BROKEN_LEG: &str = "I broke my leg, what should I do?";
+const ACCIDENT: &str = "I broke my leg in a car accident caused by another driver: how should I take care of my \
+                        leg, and can I sue the driver for damages?";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_routers_return_what_the_built_ones_return() {
+    let request = |agent: &AgentRef, text: &str| agent.invoke().input("request", text.to_string());
+    let built = request(&decision_router::router(true).unwrap(), BROKEN_LEG).await.unwrap();
+    let experts = decision_router_declarative::experts(true).unwrap();
+    let declared = request(experts.expert_router_agent(), BROKEN_LEG).await.unwrap();
+    assert_eq!(
+        built.output(),
+        Some(&json!("Keep the leg still and raised, and get an X-ray at an emergency room today."))
+    );
+    assert_same_run(&declared, &built).await;
+
+    let built = request(&decision_router::multi_router(true).unwrap(), ACCIDENT).await.unwrap();
+    let experts = decision_router_declarative::experts(true).unwrap();
+    let declared = request(experts.multi_expert_router_agent(), ACCIDENT).await.unwrap();
+    assert_eq!(built.output().and_then(Value::as_object).map(|m| m.len()), Some(2));
+    // The fitting experts run at the same time: their steps come in either order.
+    assert_same_concurrent_run(&declared, &built).await;
+
+    let experts = decision_router_declarative::experts(true).unwrap();
+    let answers = experts.multi_expert_router(ACCIDENT).await.unwrap();
+    assert_eq!(answers.keys().collect::<Vec<_>>(), ["legal", "medical"]);
 }

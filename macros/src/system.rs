@@ -262,7 +262,8 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
             _ => false,
         });
         if !listed {
-            return Err(at(agent.span(), "a preferred agent must be one of the `agents(..)`".to_string()));
+            let named = quote!(#agent).to_string().replace(' ', "");
+            return Err(at(agent.span(), format!("preferred agent `{named}` is not one of the `agents(..)`")));
         }
     }
     if kind == "voting"
