@@ -98,11 +98,38 @@ mod goap_horoscope_declarative;
 #[path = "../examples/quickstart_declarative.rs"]
 mod quickstart_declarative;
 
+#[allow(dead_code)]
+#[path = "../examples/bdi_trading_declarative.rs"]
+mod bdi_trading_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/blackboard_diagnosis_declarative.rs"]
+mod blackboard_diagnosis_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/decision_router_declarative.rs"]
+mod decision_router_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/order_approval_declarative.rs"]
+mod order_approval_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/p2p_research_declarative.rs"]
+mod p2p_research_declarative;
+
+#[allow(dead_code)]
+#[path = "../examples/supervisor_bank_declarative.rs"]
+mod supervisor_bank_declarative;
+
 /// The examples this test runs (every example but the model-free quickstart, whose twin is run against it).
 const EXAMPLES: &[&str] = &[
     "bdi_trading",
+    "bdi_trading_declarative",
     "blackboard_diagnosis",
+    "blackboard_diagnosis_declarative",
     "decision_router",
+    "decision_router_declarative",
     "ethics_debate",
     "ethics_debate_declarative",
     "evening_planner",
@@ -114,7 +141,9 @@ const EXAMPLES: &[&str] = &[
     "horoscope_mapper",
     "horoscope_mapper_declarative",
     "order_approval",
+    "order_approval_declarative",
     "p2p_research",
+    "p2p_research_declarative",
     "quickstart_declarative",
     "sentiment_voting",
     "sentiment_voting_declarative",
@@ -123,6 +152,7 @@ const EXAMPLES: &[&str] = &[
     "style_review",
     "style_review_declarative",
     "supervisor_bank",
+    "supervisor_bank_declarative",
 ];
 
 #[test]
@@ -409,6 +439,47 @@ async fn order_approval_example() {
             "order-12345 is waiting for manager-approval: Ship 1000 widgets to ACME Corp? Answer approved or rejected.\n",
             "manager: approved\n",
             "order-12345: SHIPPED 1000 widgets to ACME Corp",
+        )
+    );
+    // The twin after it: both use the memory id `order-12345`, which one process runs once at a time.
+    assert_eq!(order_approval_declarative::run(true).await.unwrap(), printed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bdi_trading_declarative_example() {
+    assert_eq!(bdi_trading_declarative::run(true).await.unwrap(), bdi_trading::run(true).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blackboard_diagnosis_declarative_example() {
+    assert_eq!(
+        blackboard_diagnosis_declarative::run(true).await.unwrap(),
+        blackboard_diagnosis::run(true).await.unwrap()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_research_declarative_example() {
+    assert_eq!(p2p_research_declarative::run(true).await.unwrap(), p2p_research::run(true).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn supervisor_bank_declarative_example() {
+    assert_eq!(supervisor_bank_declarative::run(true).await.unwrap(), supervisor_bank::run(true).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decision_router_declarative_example() {
+    let printed = decision_router_declarative::run(true).await.unwrap();
+    // The answers of the fitting experts come by expert name (a `BTreeMap`).
+    assert_eq!(
+        printed,
+        concat!(
+            "request: I broke my leg, what should I do?\n",
+            "response: Keep the leg still and raised, and get an X-ray at an emergency room today.\n",
+            "request: I broke my leg in a car accident caused by another driver: how should I take care of my leg, and can I sue the driver for damages?\n",
+            "legal: Yes: the other driver's insurer owes you damages; keep the police report and medical bills.\n",
+            "medical: Keep the leg still and raised, and get an X-ray at an emergency room today.",
         )
     );
 }
