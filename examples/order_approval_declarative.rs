@@ -1,7 +1,8 @@
 //! **Human in the loop, durable, declared** — the order approval of `order_approval.rs` with the declarative
 //! attributes: the extractor returns an `Order` struct (answered as JSON through its schema), the manager's
 //! approval is a `#[human]` method, and shipping is a plain Rust function (`#[agent]`) reading the typed order.
-//! The first request suspends at the approval; a later one resumes the run by the order id from the store.
+//! The workflow's typed call takes the order id as the run's memory id (`#[memory_id]`) and checkpoints in the
+//! builder's store: it ends suspended at the approval, and a later request resumes the run by the order id.
 //!
 //! ```text
 //! cargo run --example order_approval_declarative -- --scripted    # canned reply and approval
@@ -52,9 +53,9 @@ pub trait OrderDesk {
     )]
     async fn approval(&self) -> String;
 
-    /// The workflow: extract, approve, ship.
+    /// The workflow: extract, approve, ship; one run per order id.
     #[sequence(agents(extract, approval, self::ship), output_key = "result")]
-    async fn order_workflow(&self, order: String) -> String;
+    async fn order_workflow(&self, #[memory_id] order_id: String, order: String) -> String;
 }
 
 /// Ships the order, or holds it.
@@ -73,9 +74,10 @@ async fn main() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// The agents; the extractor asks the builder version's canned reply with `--scripted`.
-pub fn order_desk(scripted: bool) -> Result<OrderDeskAgents, Box<dyn Error>> {
-    Ok(OrderDeskAgents::builder(model(scripted)?).build()?)
+/// The agents, checkpointing their runs in `store`; the extractor asks the builder version's canned reply
+/// with `--scripted`.
+pub fn order_desk(scripted: bool, store: &MemoryStore) -> Result<OrderDeskAgents, Box<dyn Error>> {
+    Ok(OrderDeskAgents::builder(model(scripted)?).store(store.clone()).build()?)
 }
 
 /// Runs one order to the approval, answers it in a second request, and returns the transcript.
@@ -84,23 +86,21 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
     let order_id = "order-12345";
 
     // The first request runs until the approval, then suspends; the state is checkpointed in the store.
-    let first = order_desk(scripted)?
-        .order_workflow_agent()
-        .invoke()
-        .memory_id(order_id)
-        .store(store.clone())
-        .input("order", "ACME Corp orders 1000 widgets, to be delivered in Turin.")
-        .await?;
-    let Some(pending) = first.pending().first().cloned() else {
-        return Ok(format!("{order_id} finished without an approval: {:?}", first.output()));
+    let first = order_desk(scripted, &store)?
+        .order_workflow(order_id, "ACME Corp orders 1000 widgets, to be delivered in Turin.")
+        .await;
+    let pending = match first {
+        Err(AgentError::Suspended { pending }) if !pending.is_empty() => pending[0].clone(),
+        Err(e) => return Err(e.into()),
+        Ok(result) => return Ok(format!("{order_id} finished without an approval: {result}")),
     };
     let mut transcript = format!("{order_id} is waiting for {}: {}\n", pending.id, pending.prompt);
 
     // Later, maybe in another process: the manager answers, and the run resumes by its id.
     let answer = common::ask(&pending.prompt, "approved", scripted)?;
     transcript += &format!("manager: {answer}\n");
-    let done =
-        order_desk(scripted)?.order_workflow_agent().resume(order_id).store(store).answer(pending.id, answer).await?;
+    let resumed = order_desk(scripted, &store)?.order_workflow_agent().resume(order_id).store(store);
+    let done = resumed.answer(pending.id, answer).await?;
     transcript += &format!("{order_id}: {}", done.output().and_then(serde_json::Value::as_str).unwrap_or_default());
     Ok(transcript)
 }

@@ -430,8 +430,12 @@ async fn the_declared_order_approval_suspends_and_resumes_like_the_built_one() {
     }
     let (built_suspended, built) =
         approve(&order_approval::workflow(true).unwrap(), &order_approval::workflow(true).unwrap()).await;
-    let (first, again) =
-        (order_approval_declarative::order_desk(true).unwrap(), order_approval_declarative::order_desk(true).unwrap());
+    // The builder's store serves the typed calls only: these runs are given theirs by `approve`.
+    let unused = MemoryStore::new();
+    let (first, again) = (
+        order_approval_declarative::order_desk(true, &unused).unwrap(),
+        order_approval_declarative::order_desk(true, &unused).unwrap(),
+    );
     let (declared_suspended, declared) = approve(first.order_workflow_agent(), again.order_workflow_agent()).await;
 
     assert_eq!(declared_suspended.pending(), built_suspended.pending());
@@ -444,12 +448,17 @@ async fn the_declared_order_approval_suspends_and_resumes_like_the_built_one() {
     );
     assert_eq!(order_approval_declarative::run(true).await.unwrap(), order_approval::run(true).await.unwrap());
 
-    // The typed call of a workflow with a human step ends suspended, naming the pending response.
-    let fresh = order_approval_declarative::order_desk(true).unwrap();
-    match fresh.order_workflow(ORDER).await {
+    // The typed call of a workflow with a human step ends suspended, naming the pending response; its run is
+    // checkpointed in the builder's store under the `#[memory_id]` argument, and resumes from there.
+    let store = MemoryStore::new();
+    let fresh = order_approval_declarative::order_desk(true, &store).unwrap();
+    match fresh.order_workflow("order-2", ORDER).await {
         Err(AgentError::Suspended { pending }) => assert_eq!(pending[0].id, "manager-approval"),
         other => panic!("expected a suspension, got {other:?}"),
     }
+    let again = order_approval_declarative::order_desk(true, &store).unwrap();
+    let done = again.order_workflow_agent().resume("order-2").store(store).answer("manager-approval", "rejected");
+    assert_eq!(done.await.unwrap().output(), Some(&json!("HELD: rejected")));
 }
 
 const TRANSFER: &str = "Transfer 100 EUR from Mario's account to Georgios' one";

@@ -232,16 +232,50 @@ pub fn arg<T: Serialize + ?Sized>(key: &'static str, value: &T) -> (&'static str
     (key, serde_json::to_value(value).map_err(|e| e.to_string()))
 }
 
-/// Invokes `agent` as one run with `inputs` (a `null` input is left out) and returns its result as `T`: what
-/// a method of an `#[agents]` trait does.
+/// What every typed call of an `#[agents]` trait's agents shares: the store their runs checkpoint in
+/// (default: none, the runs stay in the process). Set by the trait's builder (`.store(store)`).
+#[derive(Clone, Default)]
+pub struct CallOptions {
+    store: Option<crate::store::StoreRef>,
+}
+
+impl std::fmt::Debug for CallOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallOptions").field("store", &self.store.is_some()).finish()
+    }
+}
+
+impl CallOptions {
+    /// Checkpoints every call's run in `store` (a `MemoryStore`, a `SledStore`, a PostgreSQL store).
+    pub fn set_store<S: crate::store::CheckpointStore>(&mut self, store: S) {
+        self.store = Some(Arc::new(store));
+    }
+}
+
+/// Invokes `agent` as one run with `inputs` (a `null` input is left out) and returns its result as `T`.
+///
+/// # Errors
+/// As [`call_with`].
+pub async fn call<T: DeserializeOwned>(
+    agent: &AgentRef,
+    inputs: Vec<(&'static str, Result<Value, String>)>,
+) -> Result<T, AgentError> {
+    call_with(agent, inputs, None, &CallOptions::default()).await
+}
+
+/// Invokes `agent` as one run with `inputs` (a `null` input is left out), under `memory_id` when given (a
+/// `#[memory_id]` parameter: the original's `@MemoryId`) and with `options`, and returns its result as `T`:
+/// what a method of an `#[agents]` trait does.
 ///
 /// # Errors
 /// The run's error; [`AgentError::Suspended`] when the run waits for a human (resume it through the agent:
 /// [`AgentRef::resume`] with the run id); [`AgentError::Drained`] when drained; [`AgentError::Coercion`]
 /// naming the agent's output key when an input does not serialise or the result does not deserialise as `T`.
-pub async fn call<T: DeserializeOwned>(
+pub async fn call_with<T: DeserializeOwned>(
     agent: &AgentRef,
     inputs: Vec<(&'static str, Result<Value, String>)>,
+    memory_id: Option<String>,
+    options: &CallOptions,
 ) -> Result<T, AgentError> {
     let spec = agent.spec();
     let coercion = |key: &str, value: String, expected: String| AgentError::Coercion {
@@ -252,6 +286,12 @@ pub async fn call<T: DeserializeOwned>(
         expected,
     };
     let mut request = agent.invoke();
+    if let Some(id) = memory_id {
+        request = request.memory_id(id);
+    }
+    if let Some(store) = &options.store {
+        request = request.store_ref(store.clone());
+    }
     for (key, value) in inputs {
         match value {
             Ok(Value::Null) => {}

@@ -62,6 +62,7 @@ pub mod __private {
     pub use crate::declare::*;
     pub use crate::error::{AgentError, BuildError};
     pub use crate::scope::ScopeView;
+    pub use crate::store::CheckpointStore;
     pub use futures::future::BoxFuture;
     pub use serde_json::Value;
 }

@@ -47,6 +47,8 @@ struct Method {
     /// Doc and other attributes kept on the trait method.
     attrs: Vec<syn::Attribute>,
     params: Vec<(String, Ident, Type)>,
+    /// The `#[memory_id]` parameter: its position among the parameters, name and type.
+    memory_id: Option<(usize, Ident, Type)>,
     /// The return type (`()` when none).
     output: Type,
     args: Args,
@@ -117,11 +119,19 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
         _ => return Err(at(f.sig.span(), "an agent method takes `&self`".to_string())),
     }
     let mut params = Vec::new();
-    for arg in &f.sig.inputs {
+    let mut memory_id = None;
+    for (position, arg) in f.sig.inputs.iter().filter(|a| matches!(a, FnArg::Typed(_))).enumerate() {
         let FnArg::Typed(pat) = arg else { continue };
         let Pat::Ident(p) = &*pat.pat else {
             return Err(at(pat.pat.span(), "a parameter must be a plain name: it names the state key".to_string()));
         };
+        if let Some(attr) = pat.attrs.iter().find(|a| a.path().is_ident("memory_id")) {
+            if memory_id.is_some() {
+                return Err(at(attr.span(), "a method takes one `#[memory_id]` parameter".to_string()));
+            }
+            memory_id = Some((position, p.ident.clone(), (*pat.ty).clone()));
+            continue;
+        }
         let key = param_key(&mut pat.attrs.clone(), &p.ident)?;
         params.push((key, p.ident.clone(), (*pat.ty).clone()));
     }
@@ -292,7 +302,7 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
     }
     let name = args.string("name")?.map(|s| s.value()).unwrap_or_else(|| ident.to_string());
     let attrs = f.attrs.iter().filter(|a| !KINDS.iter().any(|k| a.path().is_ident(k))).cloned().collect();
-    Ok(Method { ident, name, attrs, params, output, args, subs })
+    Ok(Method { ident, name, attrs, params, memory_id, output, args, subs })
 }
 
 fn sub_of(path: Path) -> Sub {
@@ -338,7 +348,11 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
     let mut impl_methods = Vec::new();
     for m in &methods {
         let Method { ident, attrs, output, .. } = m;
-        let params = m.params.iter().map(|(_, p, ty)| quote!(#p: impl ::std::convert::Into<#ty>));
+        let mut params: Vec<TokenStream> =
+            m.params.iter().map(|(_, p, ty)| quote!(#p: impl ::std::convert::Into<#ty>)).collect();
+        if let Some((position, p, ty)) = &m.memory_id {
+            params.insert((*position).min(params.len()), quote!(#p: impl ::std::convert::Into<#ty>));
+        }
         let signature = quote! {
             fn #ident(&self, #(#params),*)
                 -> impl ::std::future::Future<Output = ::std::result::Result<#output, #private::AgentError>>
@@ -349,11 +363,19 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
             quote! { #private::arg(#key, &{ let #p: #ty = #p.into(); #p }) }
         });
         let field = var(ident);
+        let memory_id = match &m.memory_id {
+            Some((_, p, ty)) => quote! {
+                ::std::option::Option::Some(::std::string::ToString::to_string(&{ let #p: #ty = #p.into(); #p }))
+            },
+            None => quote!(::std::option::Option::None),
+        };
         impl_methods.push(quote! {
             #signature {
                 let __inputs = vec![#(#converts),*];
+                let __memory_id = #memory_id;
                 let __agent = self.#field.clone();
-                async move { #private::call::<#output>(&__agent, __inputs).await }
+                let __options = self.__options.clone();
+                async move { #private::call_with::<#output>(&__agent, __inputs, __memory_id, &__options).await }
             }
         });
     }
@@ -415,12 +437,14 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
         #[derive(Clone, Debug)]
         #vis struct #agents_ident {
             #(#fields: #private::AgentRef,)*
+            __options: #private::CallOptions,
         }
 
         #[doc = #builder_doc]
         #vis struct #builder_ident {
             model: #private::ChatModelRef,
             resources: #private::Resources,
+            options: #private::CallOptions,
             #(#model_fields: ::std::option::Option<#private::ChatModelRef>,)*
         }
 
@@ -430,6 +454,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
                 #builder_ident {
                     model: model.into(),
                     resources: #private::Resources::new(),
+                    options: ::std::default::Default::default(),
                     #(#model_fields: ::std::option::Option::None,)*
                 }
             }
@@ -450,12 +475,20 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
                 self
             }
 
+            /// Checkpoints the run of every typed call in `store` (default: none, runs stay in the
+            /// process): with a `#[memory_id]` parameter, a suspended call is resumed from there by
+            /// `<method>_agent().resume(id)`.
+            #vis fn store<S: #private::CheckpointStore>(mut self, store: S) -> Self {
+                self.options.set_store(store);
+                self
+            }
+
             #[doc = #build_doc]
             #vis fn build(self) -> ::std::result::Result<#agents_ident, #private::BuildError> {
                 #[allow(unused_imports)]
                 use #private::{CompositeBuilderExt as _, SpecBuilder as _};
                 #(#builds)*
-                ::std::result::Result::Ok(#agents_ident { #(#fields,)* })
+                ::std::result::Result::Ok(#agents_ident { #(#fields,)* __options: self.options })
             }
         }
 
