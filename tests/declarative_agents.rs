@@ -371,3 +371,61 @@ async fn an_update_agent_writes_its_fields_and_reads_what_it_does_not_wait_for()
          not 3"
     );
 }
+
+/// Notes a line for `copies` copies.
+#[agent(output_key = "line")]
+fn print_line(copies: i64) -> String {
+    format!("{copies} x")
+}
+
+#[agents]
+trait Printer {
+    /// Asks how many copies to print.
+    #[human(prompt = "How many copies?", response_id = "copies", output_key = "copies")]
+    async fn ask_copies(&self) -> i64;
+
+    /// Asks, then prints.
+    #[sequence(agents(ask_copies, self::print_line), output_key = "line")]
+    async fn print(&self, #[memory_id] job: String) -> String;
+}
+
+#[tokio::test]
+async fn a_typed_human_step_refuses_an_answer_of_another_type_and_asks_again() {
+    let store = MemoryStore::new();
+    let printer =
+        PrinterAgents::builder(ScriptedModel::new(Vec::<String>::new())).store(store.clone()).build().unwrap();
+    match printer.print("job-1").await {
+        Err(AgentError::Suspended { pending }) => assert_eq!(pending[0].prompt, "How many copies?"),
+        other => panic!("expected a suspension, got {other:?}"),
+    }
+    // A wrong answer never reaches the state: the run stays suspended, and the question says why.
+    let resume = || printer.print_agent().resume("job-1").store(store.clone());
+    let refused = resume().answer("copies", "three").await.unwrap();
+    assert!(refused.is_suspended());
+    assert_eq!(refused.pending()[0].prompt, "How many copies?\n(the answer \"three\" is not an integer)");
+    assert_eq!(refused.state().get("copies"), None);
+    let refused = resume().answer("copies", "2.5").await.unwrap();
+    assert_eq!(refused.pending()[0].prompt, "How many copies?\n(the answer \"2.5\" is not an integer)");
+    // A fitting one is coerced to the declared type.
+    let done = resume().answer("copies", " 3 ").await.unwrap();
+    assert_eq!(done.output(), Some(&json!("3 x")));
+    assert_eq!(done.state().get("copies"), Some(&json!(3)));
+}
+
+/// Announces a name, waiting for `trigger` only.
+#[agent(inputs("trigger"), output_key = "announcement")]
+fn announce(name: String, nick: Option<String>) -> String {
+    format!("{name}{}", nick.map(|n| format!(" ({n})")).unwrap_or_default())
+}
+
+#[tokio::test]
+async fn a_parameter_read_without_waiting_is_checked_when_read() {
+    let outcome = announce_agent().invoke().input("trigger", true).input("name", "Ada").await.unwrap();
+    assert_eq!(outcome.output(), Some(&json!("Ada")));
+    let err = announce_agent().invoke().input("trigger", true).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "agent `announce` (root): input `name` = null cannot be coerced to alloc::string::String (invalid type: \
+         null, expected a string)"
+    );
+}

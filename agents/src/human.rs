@@ -10,7 +10,9 @@
 //!
 //! Follows LangChain4j agentic's `HumanInTheLoop` agent; suspension across restarts is ours.
 
-use agentic_engine::{Agent, AgentError, AgentRef, AgentSpec, InputSpec, InvocationContext, SpecBuilder};
+use std::sync::Arc;
+
+use agentic_engine::{Agent, AgentError, AgentRef, AgentSpec, InputSpec, InvocationContext, SpecBuilder, ValueType};
 use serde_json::Value;
 
 use crate::error::ExprError;
@@ -26,13 +28,18 @@ pub enum HumanMode {
     Pending,
 }
 
+/// Checks an answer against a Rust type (see [`HumanBuilder::returns`]).
+type Checker = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
+
 /// A human-in-the-loop agent. Its result is the answer: JSON when the answer text parses as JSON, else the
-/// string.
+/// string. With a declared output type (a string, a number, ...) the answer is coerced to it; an answer that
+/// does not fit is refused and the question asked again, saying why, so a wrong answer never reaches the state.
 pub struct Human {
     spec: AgentSpec,
     prompt: Template,
     response_id: Option<String>,
     mode: HumanMode,
+    checker: Option<Checker>,
 }
 
 /// Builder of a [`Human`] agent. Defaults: mode suspend, response id = the agent's path (plus the mapper
@@ -42,6 +49,7 @@ pub struct HumanBuilder {
     prompt: Template,
     response_id: Option<String>,
     mode: HumanMode,
+    checker: Option<Checker>,
 }
 
 impl SpecBuilder for HumanBuilder {
@@ -59,7 +67,7 @@ impl Human {
         let prompt = Template::compile(prompt)?;
         let mut spec = AgentSpec::new(name, "human");
         spec.inputs = prompt.variables().into_iter().map(InputSpec::new).collect();
-        Ok(HumanBuilder { spec, prompt, response_id: None, mode: HumanMode::Suspend })
+        Ok(HumanBuilder { spec, prompt, response_id: None, mode: HumanMode::Suspend, checker: None })
     }
 }
 
@@ -76,10 +84,53 @@ impl HumanBuilder {
         self
     }
 
+    /// Answers `T`: the output type is `T`'s ([`agentic_engine::StateType`]) and an answer that does not
+    /// deserialise as `T` (after coercion: `"3"` for an integer) is refused and asked again. What a `#[human]`
+    /// method returning `T` builds.
+    pub fn returns<T: serde::de::DeserializeOwned + agentic_engine::StateType>(mut self) -> Self {
+        self.spec.output_type = T::value_type();
+        self.spec.output_rust_type = Some(T::rust_type().to_string());
+        self.checker = Some(Arc::new(|v: &Value| T::deserialize(v).map(|_| ()).map_err(|e| e.to_string())));
+        self
+    }
+
     /// Builds the agent.
     pub fn build(self) -> AgentRef {
-        AgentRef::new(Human { spec: self.spec, prompt: self.prompt, response_id: self.response_id, mode: self.mode })
+        AgentRef::new(Human {
+            spec: self.spec,
+            prompt: self.prompt,
+            response_id: self.response_id,
+            mode: self.mode,
+            checker: self.checker,
+        })
     }
+}
+
+impl Human {
+    /// The answer as the agent returns it, or why it is refused: coerced to the declared output type (a
+    /// string answer stays the text for a string type), then checked against the declared Rust type.
+    fn accept(&self, answer: Value) -> Result<Value, String> {
+        let shown = answer.to_string();
+        let value = match self.spec.output_type {
+            ValueType::Any => parse_answer(answer),
+            ValueType::String if answer.is_string() => answer,
+            declared => {
+                let parsed = parse_answer(answer);
+                declared.coerce(&parsed).ok_or_else(|| format!("the answer {shown} is not {}", article(declared)))?
+            }
+        };
+        if let Some(check) = &self.checker {
+            check(&value).map_err(|e| format!("the answer {shown} does not fit: {e}"))?;
+        }
+        Ok(value)
+    }
+}
+
+/// `an integer`, `a string`, ...: a declared type in a sentence.
+fn article(value_type: ValueType) -> String {
+    let name = value_type.to_string();
+    let an = name.starts_with(['a', 'e', 'i', 'o', 'u']);
+    format!("{} {name}", if an { "an" } else { "a" })
 }
 
 /// An answer as the agent returns it: a string holding JSON becomes that JSON.
@@ -101,22 +152,36 @@ impl Agent for Human {
             Some(item) => [base, item].concat(),
             None => base.to_string(),
         };
-        if let Some(answer) = ctx.take_answer(&id) {
-            return Ok(parse_answer(answer));
-        }
-        let prompt =
+        let render = || {
             self.prompt.render_inputs(&ctx.view(), ctx.inputs()).map_err(|message| AgentError::Expression {
                 agent: ctx.agent_name().to_string(),
                 path: ctx.path().to_string(),
                 what: "prompt".to_string(),
                 message,
-            })?;
-        match self.mode {
-            HumanMode::Suspend => Err(ctx.suspend(id, prompt)),
-            HumanMode::Pending => {
-                tracing::info!(agent = ctx.agent_name(), response_id = %id, "waiting for a human answer: {prompt}");
-                Ok(parse_answer(ctx.wait_answer(&id).await))
+            })
+        };
+        let mut refused = None;
+        if let Some(answer) = ctx.take_answer(&id) {
+            match self.accept(answer) {
+                Ok(value) => return Ok(value),
+                Err(reason) => refused = Some(reason),
             }
+        }
+        let mut prompt = render()?;
+        match self.mode {
+            HumanMode::Suspend => {
+                if let Some(reason) = refused {
+                    prompt = format!("{prompt}\n({reason})");
+                }
+                Err(ctx.suspend(id, prompt))
+            }
+            HumanMode::Pending => loop {
+                tracing::info!(agent = ctx.agent_name(), response_id = %id, "waiting for a human answer: {prompt}");
+                match self.accept(ctx.wait_answer(&id).await) {
+                    Ok(value) => return Ok(value),
+                    Err(reason) => tracing::warn!(agent = ctx.agent_name(), response_id = %id, "{reason}"),
+                }
+            },
         }
     }
 

@@ -66,6 +66,12 @@ pub mod __private {
             .map_err(|e| BuildError::Invalid { agent: name.to_string(), message: format!("the prompt: {e}") })
     }
 
+    /// `builder` answering `T` ([`crate::HumanBuilder::returns`]), with the bound of an `#[agents]` method's
+    /// return type.
+    pub fn human_returns<T: CallOutput>(builder: crate::human::HumanBuilder) -> crate::human::HumanBuilder {
+        builder.returns::<T>()
+    }
+
     /// The agent of a `#[human]` method, built (the builder cannot fail once the prompt compiled).
     pub fn human_build(builder: crate::human::HumanBuilder) -> Result<AgentRef, BuildError> {
         Ok(builder.build())

@@ -580,7 +580,7 @@ impl InvocationContext {
             path: self.frame.path.to_string(),
             key: key.to_string(),
             value: v.to_string(),
-            expected: e.to_string(),
+            expected: format!("{} ({e})", std::any::type_name::<T>()),
         })
     }
 

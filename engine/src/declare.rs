@@ -132,7 +132,7 @@ pub fn declared_context<T: AgentInput>() -> ReadInput<T> {
             path: ctx.path().to_string(),
             key: key.to_string(),
             value: v.to_string(),
-            expected: e.to_string(),
+            expected: format!("{} ({e})", std::any::type_name::<T>()),
         })
     }
 }
@@ -172,6 +172,24 @@ pub async fn write_update<T: AgentUpdate>(ctx: &InvocationContext, update: &T) -
         }
     }
     Ok(Value::Null)
+}
+
+/// A type a `#[resource]` parameter takes: cloned into each call of the agent, which may run on any thread.
+#[diagnostic::on_unimplemented(
+    message = "`#[resource]`: `{Self}` cannot be shared by an agent's calls",
+    label = "not `Clone + Send + Sync + 'static`",
+    note = "a resource is cloned into each call, on any thread: wrap it as `Arc<Mutex<..>>` or use a `Send + Sync` handle"
+)]
+pub trait AgentResource: Clone + Send + Sync + 'static {}
+
+impl<T: Clone + Send + Sync + 'static> AgentResource for T {}
+
+/// The value of `#[resource]` parameter `param` of agent `agent`, from `resources` (see [`Resources::get`]).
+///
+/// # Errors
+/// [`crate::BuildError::Invalid`] naming the agent, the parameter and the type when no value of type `T` was given.
+pub fn resource<T: AgentResource>(resources: &Resources, agent: &str, param: &str) -> Result<T, crate::BuildError> {
+    resources.get::<T>(agent, param)
 }
 
 /// Values the `#[resource]` parameters of `#[agent]` functions take, by type (a ledger, a client, a pool):
@@ -302,8 +320,24 @@ pub async fn call_with<T: DeserializeOwned>(
     let outcome = request.await?;
     match outcome.result {
         crate::run::RunResult::Completed(value) => T::deserialize(&value).map_err(|e| {
-            let key = spec.output_key.as_deref().unwrap_or("output");
-            coercion(key, value.to_string(), format!("{} ({e})", std::any::type_name::<T>()))
+            let key = spec.output_key.as_deref().unwrap_or("the result");
+            if value.is_null() {
+                return AgentError::Failed {
+                    agent: spec.name.clone(),
+                    path: "root".to_string(),
+                    message: format!(
+                        "the run ended without a result (`{key}` was never written), where the call returns {}",
+                        std::any::type_name::<T>()
+                    ),
+                };
+            }
+            AgentError::WrongType {
+                agent: spec.name.clone(),
+                path: "root".to_string(),
+                key: key.to_string(),
+                expected: format!("{} to be returned ({e})", std::any::type_name::<T>()),
+                found: value.to_string(),
+            }
         }),
         crate::run::RunResult::Suspended { pending } => Err(AgentError::Suspended { pending }),
         crate::run::RunResult::Drained => Err(AgentError::Drained),
@@ -343,8 +377,8 @@ mod tests {
         let err = call::<String>(&agent, vec![arg("x", &1)]).await.unwrap_err();
         assert_eq!(
             err.to_string(),
-            "agent `double` (root): input `y` = 2 cannot be coerced to alloc::string::String (invalid type: \
-             integer `2`, expected a string)"
+            "agent `double` (root): key `y` must be alloc::string::String to be returned (invalid type: integer \
+             `2`, expected a string), found 2"
         );
         let err = call::<i64>(&agent, vec![("x", Ok(json!(null)))]).await.unwrap_err();
         assert_eq!(err.to_string(), "agent `double` (root): missing argument `x`");

@@ -165,7 +165,9 @@ impl Args {
 pub fn paths_of(attr: &str, key: &str, meta: &Meta) -> syn::Result<Vec<Path>> {
     match meta {
         Meta::List(list) => {
-            let paths = Punctuated::<Path, Token![,]>::parse_terminated.parse2(list.tokens.clone())?;
+            let paths = Punctuated::<Path, Token![,]>::parse_terminated.parse2(list.tokens.clone()).map_err(|e| {
+                error(e.span(), format!("`#[{attr}]`: `{key}(..)` lists agents by name, like `{key}(a, self::f)`"))
+            })?;
             Ok(paths.into_iter().collect())
         }
         _ => Err(error(meta.span(), format!("`#[{attr}]`: `{key}` lists agents: `{key}(a, b)`"))),
@@ -176,7 +178,12 @@ pub fn paths_of(attr: &str, key: &str, meta: &Meta) -> syn::Result<Vec<Path>> {
 pub fn strings_of(attr: &str, key: &str, meta: &Meta) -> syn::Result<Vec<LitStr>> {
     match meta {
         Meta::List(list) => {
-            let keys = Punctuated::<LitStr, Token![,]>::parse_terminated.parse2(list.tokens.clone())?;
+            let keys = Punctuated::<LitStr, Token![,]>::parse_terminated.parse2(list.tokens.clone()).map_err(|e| {
+                error(
+                    e.span(),
+                    format!("`#[{attr}]`: `{key}(..)` lists state keys as strings, like `{key}(\"a\", \"b\")`"),
+                )
+            })?;
             Ok(keys.into_iter().collect())
         }
         _ => Err(error(meta.span(), format!("`#[{attr}]`: `{key}` lists state keys: `{key}(\"a\", \"b\")`"))),

@@ -120,6 +120,10 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
     if reply_only && update {
         return Err(at(args.span, "`reply_only` and `update` exclude each other".to_string()));
     }
+    if (reply_only || update) && output_ty.is_none() {
+        let flag = if update { "`update` writes the fields of the result" } else { "`reply_only` returns the result" };
+        return Err(at(func.sig.span(), format!("{flag}: give the function a return type")));
+    }
     let await_call = if func.sig.asyncness.is_some() { quote!(.await) } else { quote!() };
     let unwrap_result = if fallible {
         quote! { let __result = __result.map_err(|e| ctx.fail(e.to_string()))?; }
@@ -178,7 +182,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
     let resource_clones = resources.iter().map(|(ident, _)| quote!(let #ident = ::std::clone::Clone::clone(&#ident);));
     let resource_gets = resources.iter().map(|(ident, ty)| {
         let param = ident.to_string();
-        quote_spanned!(ty.span()=> __resources.get::<#ty>(#name, #param)?)
+        quote_spanned!(ty.span()=> #private::resource::<#ty>(__resources, #name, #param)?)
     });
     let doc = format!(
         "The agent of [`{fn_name}`] (`#[agent]`): named `{name}`, reads its parameters from the state, writes \

@@ -125,6 +125,14 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
         let Pat::Ident(p) = &*pat.pat else {
             return Err(at(pat.pat.span(), "a parameter must be a plain name: it names the state key".to_string()));
         };
+        if let Some(attr) = pat.attrs.iter().find(|a| a.path().is_ident("resource")) {
+            return Err(at(
+                attr.span(),
+                "`#[resource]` goes on a parameter of an `#[agent]` function (named here as `self::f`); a method's \
+                 parameters are the call's inputs"
+                    .to_string(),
+            ));
+        }
         if let Some(attr) = pat.attrs.iter().find(|a| a.path().is_ident("memory_id")) {
             if memory_id.is_some() {
                 return Err(at(attr.span(), "a method takes one `#[memory_id]` parameter".to_string()));
@@ -195,12 +203,18 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
             if inner.get_meta("priority").is_none() {
                 return Err(at(list.span(), "a desire needs `priority = N` (higher is more important)".to_string()));
             }
-            if inner.path("satisfied")?.is_some() == inner.string("satisfied_key")?.is_some() {
-                return Err(at(
-                    list.span(),
-                    "a desire needs one of `satisfied = f` (a `fn(&ScopeView) -> bool`) and `satisfied_key = \"..\"`"
-                        .to_string(),
-                ));
+            match (inner.path("satisfied")?.is_some(), inner.string("satisfied_key")?.is_some()) {
+                (true, true) => {
+                    return Err(at(list.span(), "a desire takes `satisfied = f` or `satisfied_key`, not both".into()));
+                }
+                (false, false) => {
+                    return Err(at(
+                        list.span(),
+                        "a desire needs `satisfied = f` (a `fn(&ScopeView) -> bool`) or `satisfied_key = \"..\"`"
+                            .to_string(),
+                    ));
+                }
+                _ => {}
             }
             if inner.path("achievable")?.is_some() && inner.string("achievable_key")?.is_some() {
                 return Err(at(
@@ -273,7 +287,16 @@ fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
         });
         if !listed {
             let named = quote!(#agent).to_string().replace(' ', "");
-            return Err(at(agent.span(), format!("preferred agent `{named}` is not one of the `agents(..)`")));
+            let last = agent.segments.last().map(|s| s.ident.to_string());
+            let same_name = subs.iter().find_map(|s| match s {
+                Sub::External(p) if p.segments.last().map(|s| s.ident.to_string()) == last => {
+                    Some(quote!(#p).to_string().replace(' ', ""))
+                }
+                Sub::Method(m) if Some(m.to_string()) == last => Some(m.to_string()),
+                _ => None,
+            });
+            let hint = same_name.map(|n| format!(": write it as in `agents(..)`, `agent = {n}`")).unwrap_or_default();
+            return Err(at(agent.span(), format!("preferred agent `{named}` is not one of the `agents(..)`{hint}")));
         }
     }
     if kind == "voting"
@@ -599,9 +622,10 @@ fn build_one(
             let prompt = args.text("prompt")?;
             let response_id = args.string("response_id")?.map(|r| quote!(.response_id(#r)));
             let optional = args.flag("optional")?;
+            let returns = quote_spanned!(output.span()=> #private::human_returns::<#output>);
             quote! {
                 let __b = #private::human_builder(#name, #prompt)? #response_id;
-                let __b = __b.optional(#optional);
+                let __b = #returns(__b).optional(#optional);
             }
         }
         "bdi" => {
@@ -619,14 +643,15 @@ fn build_one(
                 let agents = &subs[next..next + count];
                 next += count;
                 let satisfied = match (inner.path("satisfied")?, inner.string("satisfied_key")?) {
-                    (Some(f), _) => quote!(move |__v: &#private::ScopeView| ::std::result::Result::Ok(#f(__v))),
+                    (Some(f), _) => condition(&f, private),
                     (None, key) => {
                         quote!(move |__v: &#private::ScopeView| ::std::result::Result::Ok(__v.contains(#key)))
                     }
                 };
                 let achievable = match (inner.path("achievable")?, inner.string("achievable_key")?) {
                     (Some(f), _) => {
-                        quote!(.achievable(move |__v: &#private::ScopeView| ::std::result::Result::Ok(#f(__v))))
+                        let f = condition(&f, private);
+                        quote!(.achievable(#f))
                     }
                     (None, Some(key)) => {
                         quote!(.achievable(move |__v: &#private::ScopeView| ::std::result::Result::Ok(__v.contains(#key))))
@@ -719,12 +744,10 @@ fn build_one(
                 let (Some(agent), when) = (inner.path("agent")?, inner.path("when")?) else { continue };
                 let agent = sub_expr(&sub_of(agent), var);
                 prefers.push(match when {
-                    Some(f) => quote! {
-                        .prefer(
-                            #agent.name().to_string(),
-                            move |__v: &#private::ScopeView| ::std::result::Result::Ok(#f(__v)),
-                        )
-                    },
+                    Some(f) => {
+                        let f = condition(&f, private);
+                        quote!(.prefer(#agent.name().to_string(), #f))
+                    }
                     None => quote!(.prefer_always(#agent.name().to_string())),
                 });
             }
@@ -790,6 +813,13 @@ fn build_one(
             #build
         };
     })
+}
+
+/// A condition `f` (a `fn(&ScopeView) -> bool`) as the closure the builders take. `f` is first bound as that
+/// function type, so a function of another signature is one error at `f` saying which type was expected.
+fn condition(f: &Path, private: &TokenStream) -> TokenStream {
+    let typed = quote_spanned!(f.span()=> let __f: fn(&#private::ScopeView) -> bool = #f;);
+    quote!({ #typed move |__v: &#private::ScopeView| ::std::result::Result::Ok(__f(__v)) })
 }
 
 /// The expression giving a sub-agent's `AgentRef`: the variable of a method's agent, or
