@@ -406,6 +406,9 @@ async fn a_typed_human_step_refuses_an_answer_of_another_type_and_asks_again() {
     assert_eq!(refused.state().get("copies"), None);
     let refused = resume().answer("copies", "2.5").await.unwrap();
     assert_eq!(refused.pending()[0].prompt, "How many copies?\n(the answer \"2.5\" is not an integer)");
+    // An answer to a question the run does not ask is refused, naming the ones it asks.
+    let err = resume().answer("copise", "3").await.unwrap_err();
+    assert_eq!(err.to_string(), "run `job-1`: no pending response `copise` (pending: copies)");
     // A fitting one is coerced to the declared type.
     let done = resume().answer("copies", " 3 ").await.unwrap();
     assert_eq!(done.output(), Some(&json!("3 x")));

@@ -113,6 +113,13 @@ impl RunSession {
             .as_ref()
             .map(|r| r.pending.iter().filter(|p| !p.data.is_null()).cloned().collect())
             .unwrap_or_default();
+        // An answer to a suspended run must name one of its pending responses (a typo is an error, not an
+        // answer silently kept for a question never asked).
+        if let Some(rec) = record.as_ref().filter(|r| r.status == RunStatus::Suspended) {
+            for id in req.answers.keys() {
+                super::request::answerable(rec, Some(id))?;
+            }
+        }
         let mut answers = record.as_ref().map(|r| r.answers.clone()).unwrap_or_default();
         answers.extend(req.answers);
         let milestone_kind = match record.as_ref().map(|r| r.status) {
