@@ -37,14 +37,17 @@
 
 pub use agentic_agents as agents;
 pub use agentic_engine as engine;
-/// Declarative agents (docs/declarative.md): `#[agent]` on an async fn, `#[agents]` on a trait of LLM agents and
-/// composites (`#[sequence]`, `#[looping]`, `#[parallel]`, `#[conditional]`, `#[supervisor]` and the pattern
-/// planners' attributes on its methods).
+/// Declarative agents (docs/declarative.md): `#[agent]` on an async fn, `#[agents]` on a trait of LLM agents,
+/// human steps and composites (`#[human]`, `#[sequence]`, `#[looping]`, `#[parallel]`, `#[conditional]`,
+/// `#[supervisor]`, `#[decision_router]`, `#[bdi]` and the pattern planners' attributes on its methods).
 pub use agentic_macros::{
-    agent, agents, blackboard, conditional, debate, goap, looping, p2p, parallel, parallel_mapper, sequence,
-    supervisor, voting,
+    agent, agents, bdi, blackboard, conditional, debate, decision_router, goap, human, looping, p2p, parallel,
+    parallel_mapper, sequence, supervisor, voting,
 };
 pub use agentic_planners as planners;
+/// The HTML execution report (`agentic report`): from a store, or from an in-process monitor
+/// (`report::report_from_monitor`).
+pub use agentic_report as report;
 pub use agentic_spec as spec;
 pub use agentic_store as store;
 

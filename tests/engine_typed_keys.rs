@@ -160,3 +160,39 @@ async fn an_llm_agent_with_a_typed_output_key_parses_its_answer_as_the_keys_type
     let seq = Sequence::builder().sub_agents([writer, counter()]).output_key(&WORDS).build();
     assert!(seq.is_ok(), "the LLM writer and the counter agree on `story`");
 }
+
+/// An agent answering `answer` under the typed key `words`.
+fn answering(answer: serde_json::Value) -> AgentRef {
+    FnAgent::builder("count", move |_| {
+        let answer = answer.clone();
+        Box::pin(async move { Ok(answer) })
+    })
+    .output_key(&WORDS)
+    .build()
+}
+
+#[tokio::test]
+async fn a_typed_output_is_coerced_when_written_and_refused_when_it_cannot_be() {
+    let outcome = answering(json!("42")).invoke().await.unwrap();
+    assert_eq!(outcome.state().get("words"), Some(&json!(42)));
+
+    // Refused at the write: the step fails, naming the key and the type, and the state never holds it.
+    let counted = Sequence::builder().name("pipe").sub_agents([answering(json!("many"))]).build().unwrap();
+    let err = counted.invoke().memory_id("typed-out").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "agent `count` (root/0): key `words` must be integer (its declared type), found \"many\""
+    );
+}
+
+#[tokio::test]
+async fn an_optional_key_declares_the_type_inside() {
+    const MAYBE_WORDS: TypedKey<Option<i64>> = TypedKey::new("words");
+    let reader =
+        FnAgent::builder("reader", |ctx| Box::pin(async move { Ok(json!(ctx.input_as::<Option<i64>>("words")?)) }))
+            .input(&MAYBE_WORDS)
+            .output_key("seen")
+            .build();
+    let system = Sequence::builder().sub_agents([answering(json!(3)), reader]).output_key("seen").build().unwrap();
+    assert_eq!(system.invoke().await.unwrap().output(), Some(&json!(3)));
+}

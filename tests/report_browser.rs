@@ -202,7 +202,7 @@ async fn the_report_renders_in_chromium_without_errors_and_escapes_everything() 
     let html =
         agentic_report::report_from_store(&store.store_ref(), "article-1", Some(&system.topology())).await.unwrap();
     assert!(!html.contains(PROBE), "no probe survives unescaped in the page source");
-    let monitored = agentic_report::report_from_monitor(&monitor, "article-1", Some(&system.topology())).unwrap();
+    let monitored = agentic::report::report_from_monitor(&monitor, "article-1", Some(&system.topology())).unwrap();
     assert!(!monitored.contains(PROBE), "no probe survives unescaped in the monitor's page source");
     let session = monitor.session("article-1").unwrap();
     let failures: Vec<(&str, u32, Option<&str>)> =

@@ -121,7 +121,8 @@ pub trait StateType {
     /// The value type of `Self`'s JSON schema.
     fn value_type() -> ValueType;
 
-    /// The Rust type's name (`std::any::type_name`), telling apart two types of one value type.
+    /// The Rust type's name (`std::any::type_name`), telling apart two types of one value type; `Option<T>`'s
+    /// is `T`'s (a key may be absent whatever its type).
     fn rust_type() -> &'static str;
 
     /// The JSON schema of `Self` (with its definitions).
@@ -135,7 +136,8 @@ impl<T: schemars::JsonSchema + ?Sized> StateType for T {
     }
 
     fn rust_type() -> &'static str {
-        std::any::type_name::<T>()
+        let name = std::any::type_name::<T>();
+        name.strip_prefix("core::option::Option<").and_then(|inner| inner.strip_suffix('>')).unwrap_or(name)
     }
 
     fn schema() -> Value {

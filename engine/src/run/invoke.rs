@@ -153,6 +153,18 @@ impl Invocation {
                 failed: None,
             };
         }
+        // The result written to a typed output key is coerced to its declared type ("42" → 42 for an integer);
+        // one that cannot be fails the step, so the state never holds a value its declaration refuses.
+        let result = match (result, &write_key) {
+            (Ok(v), Some(key)) if !v.is_null() => spec.output_type.coerce_owned(v).map_err(|v| AgentError::WrongType {
+                agent: spec.name.clone(),
+                path: ctx.path().to_string(),
+                key: key.clone(),
+                expected: format!("{} (its declared type)", spec.output_type),
+                found: v.to_string(),
+            }),
+            (result, _) => result,
+        };
         let run = &ctx.run;
         let mut delta = std::mem::take(&mut *lock(&ctx.writes));
         let mut scope_writes = std::mem::take(&mut *lock(&ctx.deferred));
