@@ -466,7 +466,9 @@ pub(crate) fn build_with(
         agents.push(acc.row(&path, &name, "", depth_of(&path)));
     }
 
-    let milestones = milestone_views(&run.milestones, &mapping);
+    let ends: Vec<u64> =
+        records.iter().filter_map(|r| r.invocation.as_ref()).map(|i| i.ended_at_us.max(i.started_at_us)).collect();
+    let milestones = milestone_views(&run.milestones, &mapping, &ends);
     let summary = summary(run, records, &agents, &mapping);
     if let Some(p) = &summary.error_path {
         annotations.failed.insert(p.clone());
@@ -584,7 +586,10 @@ fn decision(ps: &PlannerState, topo: &Topo<'_>) -> Decision {
     }
 }
 
-fn milestone_views(milestones: &[Milestone], mapping: &TimeMap) -> Vec<MilestoneView> {
+/// The milestones as shown. A milestone's time has millisecond precision and the steps' microsecond: one that
+/// ends a session (suspended, failed, completed, ...) is placed after the steps that ended within its
+/// millisecond (`ends`: each step's end, µs), so it never shows before the step it follows.
+fn milestone_views(milestones: &[Milestone], mapping: &TimeMap, ends: &[u64]) -> Vec<MilestoneView> {
     let mut out = Vec::with_capacity(milestones.len());
     let mut suspended_at: Option<u64> = None;
     for m in milestones {
@@ -599,7 +604,12 @@ fn milestone_views(milestones: &[Milestone], mapping: &TimeMap) -> Vec<Milestone
             kind: m.kind.clone(),
             seq: m.seq,
             at: timestamp_ms(m.at_ms),
-            x: mapping.has_data().then(|| mapping.map(m.at_ms * 1_000)),
+            x: mapping.has_data().then(|| {
+                let at = m.at_ms * 1_000;
+                let ends_session = !matches!(m.kind.as_str(), "started" | "resumed" | "new_turn" | "forked");
+                let after = ends.iter().filter(|&&e| e < at + 1_000).max().copied().filter(|_| ends_session);
+                mapping.map(after.map_or(at, |e| e.max(at)))
+            }),
             pending: m.pending.clone(),
             answers: m.answers.iter().map(|(k, v)| (k.clone(), value_json(v, 400))).collect(),
             error: m.error.clone(),
@@ -892,12 +902,28 @@ mod tests {
         let gaps: Vec<(u64, u64, &str)> = map.gaps.iter().map(|(a, b, k, _)| (*a, *b, *k)).collect();
         assert_eq!(gaps, [(11_000, 60_000_100, "forked")]);
         assert_eq!(map.gaps[0].3, "forked from orig at step 2 · resumed");
-        let shown = milestone_views(&run.milestones, &map);
+        let shown = milestone_views(&run.milestones, &map, &[]);
         assert_eq!(shown[1].forked_from.as_deref(), Some("orig"));
         assert_eq!(shown[2].waited, None, "a resumption after a fork waited for nobody");
         let model = build(None, &run, &records);
         let origin = model.summary.forked_from.map(|f| (f.run_id, f.at_seq));
         assert_eq!(origin, Some(("orig".to_string(), 2)));
+    }
+
+    #[test]
+    fn a_milestone_ending_a_session_is_drawn_after_the_steps_of_its_millisecond() {
+        // Two steps within the first millisecond; the run failed in that millisecond (its time: 0 ms).
+        let records = [step_at(1, 60, 120), step_at(2, 150, 300)];
+        let run: RunRecord = serde_json::from_value(serde_json::json!({
+            "run_id": "f", "name": "n", "fingerprint": "f", "status": "failed",
+            "created_at_ms": 0, "updated_at_ms": 0,
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let run = RunRecord { milestones: vec![milestone(0, "started"), milestone(0, "failed")], ..run };
+        let map = TimeMap::new(&run, &records);
+        let shown = milestone_views(&run.milestones, &map, &[120, 300]);
+        assert_eq!(shown[0].x, Some(map.map(0)), "a start stays at its time");
+        assert_eq!(shown[1].x, Some(map.map(300)), "the failure comes after the last step");
     }
 
     #[test]
