@@ -68,8 +68,11 @@ impl Harness {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// Posts `body` as it is, on a connection of its own: a server refusing a body (too large) closes the
+    /// connection without reading it, which must not be the one the next request reuses.
     async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
-        let response = self.http.post(format!("{}{path}", self.base)).body(body).send().await.unwrap();
+        let request = self.http.post(format!("{}{path}", self.base)).header(reqwest::header::CONNECTION, "close");
+        let response = request.body(body).send().await.unwrap();
         let status = response.status();
         (status, response.json().await.unwrap_or(Value::Null))
     }
