@@ -90,9 +90,9 @@ fn an_unknown_registered_name_fails_the_build_naming_the_agent_its_path_and_the_
     let empty = spec.build_with(&BuildContext::new().registry(AgentRegistry::new())).unwrap_err();
     assert_eq!(
         empty.to_string(),
-        "story.yaml:7:37: agent `audience`: field `name`: no agent registered as `audience_editor` at root/1 (none \
-         is registered)\n\
-         story.yaml:8:34: agent `style`: field `name`: no agent registered as `critic` at root/2 (none is registered)"
+        "story.yaml:7:37: agent `audience`: field `name`: no agent registered as `audience_editor` at root/1 (the \
+         registry is empty)\n\
+         story.yaml:8:34: agent `style`: field `name`: no agent registered as `critic` at root/2 (the registry is empty)"
     );
 }
 

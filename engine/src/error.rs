@@ -306,8 +306,9 @@ pub enum RegistryError {
     EmptyName,
 }
 
-/// ``registered: `a`, `b` `` or `the registry is empty`, for [`RegistryError::Unknown`].
-fn registered_list(names: &[String]) -> String {
+/// ``registered: `a`, `b` `` or `the registry is empty`: what [`RegistryError::Unknown`] says of the names
+/// registered (`names`, sorted); a spec naming an unregistered agent says the same.
+pub fn registered_list(names: &[String]) -> String {
     if names.is_empty() {
         return "the registry is empty".to_string();
     }

@@ -247,12 +247,7 @@ impl<'a> Builder<'a> {
             Some(registry) => match registry.get(&name.value) {
                 Ok(agent) => return Ok(agent),
                 Err(RegistryError::Unknown { registered, .. }) => {
-                    let list = if registered.is_empty() {
-                        "none is registered".to_string()
-                    } else {
-                        let names: Vec<String> = registered.iter().map(|n| format!("`{n}`")).collect();
-                        format!("registered: {}", names.join(", "))
-                    };
+                    let list = agentic_engine::registered_list(&registered);
                     format!("no agent registered as `{}`{at} ({list})", name.value)
                 }
                 Err(other) => format!("`{}`{at}: {other}", name.value),
