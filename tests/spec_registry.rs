@@ -220,3 +220,29 @@ agents:
     assert_eq!(out.output(), Some(&json!("A STORY ABOUT DRAGONS")));
     assert_eq!(built.root.topology().children[1].spec.kind, "a2a");
 }
+
+#[test]
+fn a_supervisor_given_one_registered_agent_twice_names_both_entries() {
+    let registry = editors();
+    let style = registry.get("style_editor").unwrap();
+    registry.register_as("stylist", style).unwrap();
+    let spec = Spec::parse(
+        r#"version: 1
+root: desk
+models:
+  planner: { provider: scripted }
+agents:
+  desk: { kind: supervisor, agents: [style, again], model: planner, output_key: story }
+  style: { kind: registry, name: style_editor }
+  again: { kind: registry, name: stylist }
+"#,
+        "desk.yaml",
+    )
+    .unwrap();
+    let err = spec.build_with(&BuildContext::new().registry(registry)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "desk.yaml:6:45: agent `desk`: field `agents`: `again` is the agent named `style_editor`, as `style` is: a \
+         supervisor chooses its sub-agents by name, so each must be another agent"
+    );
+}

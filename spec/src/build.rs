@@ -284,6 +284,29 @@ impl<'a> Builder<'a> {
         if failed { Err(Reported) } else { Ok(out) }
     }
 
+    /// The sub-agents of a planner that chooses them by name (a supervisor, a decision router): two entries
+    /// that are one agent (a registry alias, an agent listed twice) are an error at the second one, naming both.
+    fn named_children(&mut self, def: &AgentDef, names: &[Located<String>]) -> Result<Vec<AgentRef>, Reported> {
+        let subs = self.children(def, names)?;
+        let mut failed = false;
+        for (i, (sub, entry)) in subs.iter().zip(names).enumerate() {
+            let first = subs[..i].iter().zip(names).find(|(other, _)| other.name() == sub.name());
+            if let Some((_, earlier)) = first {
+                let message = format!(
+                    "`{}` is the agent named `{}`, as `{}` is: a {} chooses its sub-agents by name, so each must be \
+                     another agent",
+                    entry.value,
+                    sub.name(),
+                    earlier.value,
+                    if matches!(def.kind, AgentKind::Supervisor(_)) { "supervisor" } else { "decision router" }
+                );
+                self.sink.push(entry.pos, Some(&def.name), Some("agents"), message);
+                failed = true;
+            }
+        }
+        if failed { Err(Reported) } else { Ok(subs) }
+    }
+
     fn expression(&mut self, def: &AgentDef, field: &str, src: &Located<String>) -> Result<Arc<Expression>, Reported> {
         Expression::compile(&src.value).map(Arc::new).map_err(|e| {
             self.sink.push(src.pos, Some(&def.name), Some(field), format!("invalid expression: {}", expr_message(&e)));
@@ -553,7 +576,7 @@ impl<'a> Builder<'a> {
 
     fn supervisor(&mut self, def: &'a AgentDef, s: &crate::model::SupervisorDef) -> Built {
         use agentic_planners::{ContextStrategy, ResponseStrategy, Supervisor};
-        let subs = self.children(def, &s.agents);
+        let subs = self.named_children(def, &s.agents);
         let model = self.chat_model(def, &s.model);
         let (subs, model) = (subs?, model?);
         let invalid = |builder: &mut Self, message: String| {
@@ -582,7 +605,7 @@ impl<'a> Builder<'a> {
         threshold: Option<f64>,
     ) -> Built {
         use agentic_planners::DecisionRouter;
-        let subs = self.children(def, agents)?;
+        let subs = self.named_children(def, agents)?;
         let mut b = composite(DecisionRouter::builder(), def, self)?.sub_agents(subs);
         b = match self.decision_models.get(&model.value) {
             Some(m) => b.decision_model(m.clone()),
