@@ -574,7 +574,13 @@ impl InvocationContext {
     /// # Errors
     /// [`AgentError::Coercion`] when absent or not deserialisable, naming the key.
     pub fn input_as<T: DeserializeOwned>(&self, key: &str) -> Result<T, AgentError> {
-        let v = self.inputs.get(key).cloned().unwrap_or(Value::Null);
+        self.read_as(key, self.inputs.get(key))
+    }
+
+    /// `value` (read for `key`; absent: `null`) deserialised to `T`, or the coercion error naming this
+    /// invocation and the key.
+    pub(crate) fn read_as<T: DeserializeOwned>(&self, key: &str, value: Option<&Value>) -> Result<T, AgentError> {
+        let v = value.cloned().unwrap_or(Value::Null);
         T::deserialize(&v).map_err(|e| AgentError::Coercion {
             agent: self.name.to_string(),
             path: self.frame.path.to_string(),

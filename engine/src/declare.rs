@@ -125,16 +125,7 @@ pub fn declared_optional_output<T: AgentOutput>(key: &str) -> (KeyDecl, WriteOut
 /// A parameter `key` of a `#[agent]` function that is not one of its inputs (`inputs(..)` lists the others):
 /// read from the state when the agent runs, without activating it (`Option<T>`: `None` when absent).
 pub fn declared_context<T: AgentInput>() -> ReadInput<T> {
-    |ctx, key| {
-        let v = ctx.view().get(key).cloned().unwrap_or(Value::Null);
-        T::deserialize(&v).map_err(|e| AgentError::Coercion {
-            agent: ctx.agent_name().to_string(),
-            path: ctx.path().to_string(),
-            key: key.to_string(),
-            value: v.to_string(),
-            expected: format!("{} ({e})", std::any::type_name::<T>()),
-        })
-    }
+    |ctx, key| ctx.read_as(key, ctx.view().get(key))
 }
 
 /// The result of a `#[agent(reply_only)]` function: returned to the caller (a supervisor, a typed call)
