@@ -343,6 +343,8 @@ fn a_ten_thousand_step_report_stays_light_in_the_browser() {
         answers: Default::default(),
         detail: json!(null),
         source: None,
+        spec_hash: None,
+        cancel_requested: false,
         created_at_ms: t0 / 1_000,
         updated_at_ms: t0 / 1_000 + 1_000,
         milestones: vec![Milestone {

@@ -429,6 +429,8 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
         answers: Default::default(),
         detail: json!("done"),
         source: None,
+        spec_hash: None,
+        cancel_requested: false,
         created_at_ms: t0 / 1_000,
         updated_at_ms: t0 / 1_000 + 2_000,
         milestones: vec![

@@ -530,6 +530,30 @@ impl TopologyNode {
         format!("{h:016x}")
     }
 
+    /// The first difference of *structure* between this tree and `newer` — an agent's name or kind, or the
+    /// sub-agents of a composite (SERVER.md §5: what a run may not change when it moves to a newer spec text;
+    /// prompts, templates, models, descriptions and settings may differ) — as a sentence naming the agent and its
+    /// path; `None` when the structure is the same.
+    pub fn structure_change(&self, newer: &TopologyNode) -> Option<String> {
+        let (a, b) = (&self.spec, &newer.spec);
+        let at = format!("agent `{}` at `{}`", a.name, self.path);
+        if a.name != b.name {
+            return Some(format!("{at} is now named `{}`", b.name));
+        }
+        if a.kind != b.kind {
+            return Some(format!("{at}: its kind changed from `{}` to `{}`", a.kind, b.kind));
+        }
+        let names = |n: &TopologyNode| n.children.iter().map(|c| format!("`{}`", c.spec.name)).collect::<Vec<_>>();
+        if self.children.len() != newer.children.len() {
+            return Some(format!(
+                "{at}: its sub-agents changed from [{}] to [{}]",
+                names(self).join(", "),
+                names(newer).join(", ")
+            ));
+        }
+        self.children.iter().zip(&newer.children).find_map(|(old, new)| old.structure_change(new))
+    }
+
     /// Depth-first iterator over the tree.
     pub fn walk(&self) -> Vec<&TopologyNode> {
         let mut out = vec![self];

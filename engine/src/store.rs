@@ -113,6 +113,16 @@ pub struct RunRecord {
     /// Where the system came from (a spec file path), for `resume` in another process.
     #[serde(default)]
     pub source: Option<String>,
+    /// The SHA-256 (64 lowercase hex digits, [`spec_hash`]) of the spec text the run executes, kept in the
+    /// store's spec archive ([`CheckpointStore::spec`]): resumes and take-overs rebuild the run from that text,
+    /// whatever became of the file (SERVER.md §5). `None` for runs built in Rust and runs recorded before the
+    /// archive existed (they resume from [`RunRecord::source`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_hash: Option<String>,
+    /// A cancel was requested ([`CheckpointStore::request_cancel`]): the process executing the run stops it,
+    /// and one that takes the run over cancels it instead of continuing (SERVER.md §4).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel_requested: bool,
     /// Creation time, milliseconds since the Unix epoch.
     pub created_at_ms: u64,
     /// Last update, milliseconds since the Unix epoch.
@@ -302,6 +312,116 @@ pub trait CheckpointStore: Send + Sync + 'static {
             Ok(Some(Ok(record)))
         }
     }
+
+    /// Keeps `text` (a spec's YAML or JSON) durably in the store's spec archive and returns its
+    /// [`spec_hash`]; the same text is kept once. Runs name it in [`RunRecord::spec_hash`]. Default: refused
+    /// (a store without an archive; its runs resume from their source path).
+    ///
+    /// # Errors
+    /// The backend failed, or the store keeps no spec texts.
+    fn put_spec(&self, text: &str) -> impl Future<Output = Result<String, StoreError>> + Send {
+        let _ = text;
+        async { Err(StoreError::Backend("this store keeps no spec texts".into())) }
+    }
+
+    /// The spec text archived under `hash` ([`CheckpointStore::put_spec`]), if the store holds it. Default:
+    /// `None`.
+    ///
+    /// # Errors
+    /// The backend failed or the text is corrupt.
+    fn spec(&self, hash: &str) -> impl Future<Output = Result<Option<String>, StoreError>> + Send {
+        let _ = hash;
+        async { Ok(None) }
+    }
+
+    /// Records that `run_id` is to be cancelled ([`RunRecord::cancel_requested`]), durably, and tells the
+    /// other processes of a shared store at once (PostgreSQL: `NOTIFY`). Returns the record as written, or
+    /// `None` for an unknown run. Default: [`CheckpointStore::update_run`] setting the flag.
+    ///
+    /// # Errors
+    /// The backend failed or the record is corrupt.
+    fn request_cancel(&self, run_id: &str) -> impl Future<Output = Result<Option<RunRecord>, StoreError>> + Send {
+        async move {
+            let change: RunUpdate = Box::new(|r: &mut RunRecord| {
+                r.cancel_requested = true;
+                Ok(())
+            });
+            Ok(self.update_run(run_id, change).await?.and_then(Result::ok))
+        }
+    }
+
+    /// The journal records of `run_id` from step `from` on, in sequence order (what a follower of a run
+    /// executing elsewhere reads as it goes). Default: [`CheckpointStore::records`], filtered.
+    ///
+    /// # Errors
+    /// The backend failed or a record is corrupt.
+    fn records_from(
+        &self,
+        run_id: &str,
+        from: u64,
+    ) -> impl Future<Output = Result<Vec<StepRecord>, StoreError>> + Send {
+        async move {
+            let mut records = self.records(run_id).await?;
+            records.retain(|r| r.seq >= from);
+            Ok(records)
+        }
+    }
+
+    /// Sends `payloads`, in order, on `channel` to every process listening to this store
+    /// ([`CheckpointStore::listen`]), this one included; they are delivered after what this handle sent before
+    /// them. Default: nothing to do (one process holds the store).
+    ///
+    /// # Errors
+    /// The backend failed (the messages are lost; listeners fall back to reading the store).
+    fn notify(&self, channel: &str, payloads: Vec<String>) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = (channel, payloads);
+        async { Ok(()) }
+    }
+
+    /// Listens to `channels` ([`CheckpointStore::notify`]): every message sent on them by any process sharing
+    /// the store, in the order they were sent, for as long as the receiver is kept. The store re-establishes a
+    /// lost connection by itself and then sends [`Notice::Reconnected`] (messages sent meanwhile are lost: read
+    /// the store again). `None`: the store has no such messages (one process holds it). PostgreSQL:
+    /// `LISTEN`/`NOTIFY` on a connection of its own.
+    ///
+    /// # Errors
+    /// The backend failed.
+    fn listen(
+        &self,
+        channels: Vec<String>,
+    ) -> impl Future<Output = Result<Option<tokio::sync::mpsc::UnboundedReceiver<Notice>>, StoreError>> + Send {
+        let _ = channels;
+        async { Ok(None) }
+    }
+}
+
+/// What [`CheckpointStore::listen`] receives: a message another process (or this one) sent with
+/// [`CheckpointStore::notify`], or word that the connection was lost and re-established.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Notice {
+    /// A message.
+    Message {
+        /// The channel it was sent on.
+        channel: String,
+        /// Its text.
+        payload: String,
+    },
+    /// The listening connection was lost and is back: messages sent meanwhile were not received.
+    Reconnected,
+}
+
+/// The name of a spec text in a store's spec archive: its SHA-256 as 64 lowercase hex digits (the same text,
+/// byte for byte, always has the same hash, so it is stored once).
+pub fn spec_hash(text: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    let mut hex = String::with_capacity(64);
+    for b in digest.iter() {
+        hex.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+        hex.push(char::from(b"0123456789abcdef"[usize::from(b & 0xf)]));
+    }
+    hex
 }
 
 /// A run's lease as its holder took it ([`CheckpointStore::acquire_lease`]): while a process holds it, the run
@@ -344,7 +464,17 @@ pub trait DynCheckpointStore: Send + Sync + 'static {
         run_id: &'a str,
         change: RunUpdate,
     ) -> BoxFuture<'a, Result<Option<Result<RunRecord, String>>, StoreError>>;
+    fn put_spec_dyn<'a>(&'a self, text: &'a str) -> BoxFuture<'a, Result<String, StoreError>>;
+    fn spec_dyn<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
+    fn request_cancel_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Option<RunRecord>, StoreError>>;
+    fn records_from_dyn<'a>(&'a self, run_id: &'a str, from: u64)
+    -> BoxFuture<'a, Result<Vec<StepRecord>, StoreError>>;
+    fn notify_dyn<'a>(&'a self, channel: &'a str, payloads: Vec<String>) -> BoxFuture<'a, Result<(), StoreError>>;
+    fn listen_dyn(&self, channels: Vec<String>) -> BoxFuture<'_, Result<Option<NoticeReceiver>, StoreError>>;
 }
+
+/// The receiving end of [`CheckpointStore::listen`].
+pub type NoticeReceiver = tokio::sync::mpsc::UnboundedReceiver<Notice>;
 
 impl<S: CheckpointStore> DynCheckpointStore for S {
     fn append_dyn(&self, record: StepRecord) -> BoxFuture<'_, Result<(), StoreError>> {
@@ -392,6 +522,28 @@ impl<S: CheckpointStore> DynCheckpointStore for S {
         change: RunUpdate,
     ) -> BoxFuture<'a, Result<Option<Result<RunRecord, String>>, StoreError>> {
         Box::pin(self.update_run(run_id, change))
+    }
+    fn put_spec_dyn<'a>(&'a self, text: &'a str) -> BoxFuture<'a, Result<String, StoreError>> {
+        Box::pin(self.put_spec(text))
+    }
+    fn spec_dyn<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        Box::pin(self.spec(hash))
+    }
+    fn request_cancel_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Option<RunRecord>, StoreError>> {
+        Box::pin(self.request_cancel(run_id))
+    }
+    fn records_from_dyn<'a>(
+        &'a self,
+        run_id: &'a str,
+        from: u64,
+    ) -> BoxFuture<'a, Result<Vec<StepRecord>, StoreError>> {
+        Box::pin(self.records_from(run_id, from))
+    }
+    fn notify_dyn<'a>(&'a self, channel: &'a str, payloads: Vec<String>) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.notify(channel, payloads))
+    }
+    fn listen_dyn(&self, channels: Vec<String>) -> BoxFuture<'_, Result<Option<NoticeReceiver>, StoreError>> {
+        Box::pin(self.listen(channels))
     }
 }
 

@@ -69,6 +69,8 @@ pub(crate) fn run_of(
         answers: Default::default(),
         detail,
         source: None,
+        spec_hash: None,
+        cancel_requested: false,
         created_at_ms: session.started_at_ms,
         updated_at_ms: session.updated_at_ms,
         milestones: session.milestones.clone(),

@@ -41,6 +41,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/v1/store/runs/{id}", get(store_run))
         .route("/api/v1/store/runs/{id}/records", get(store_records))
         .route("/api/v1/store/runs/{id}/image", get(store_image))
+        .route("/api/v1/store/specs/{hash}", get(store_spec))
         .route("/healthz", get(healthz))
 }
 
@@ -257,6 +258,7 @@ pub(crate) async fn run_json(app: &AppState, run_id: &str) -> Result<Value, ApiE
         "history": history,
         "error": error,
         "steps": image.seq,
+        "spec": {"name": record.name, "hash": record.spec_hash},
         "created_at": timestamp(record.created_at_ms),
         "updated_at": timestamp(record.updated_at_ms),
         "executing": app.host.is_executing(run_id),
@@ -303,7 +305,37 @@ async fn fork(
     Ok((StatusCode::CREATED, Json(json!({"run_id": run_id}))).into_response())
 }
 
-async fn resume(State(app): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Resume {
+    spec: Option<String>,
+    spec_name: Option<String>,
+}
+
+/// `POST /api/v1/runs/{id}/resume`, with no body or `{}`: continue the run on its spec; with `{"spec"}` or
+/// `{"spec_name"}`: first move it to that spec when its structure is unchanged (SERVER.md §5), else `422`
+/// naming the change.
+async fn resume(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let upgrade = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        let mut de = serde_json::Deserializer::from_slice(&body);
+        let resume: Resume = deserialize_named(&mut de)?;
+        de.end().map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
+        match (resume.spec, resume.spec_name) {
+            (Some(text), None) => Some(SpecSource::Text(text)),
+            (None, Some(name)) => Some(SpecSource::Named(name)),
+            (Some(_), Some(_)) => return Err(ApiError::bad_request("give either `spec` or `spec_name`, not both")),
+            (None, None) => None,
+        }
+    };
+    if let Some(spec) = upgrade {
+        app.host.upgrade(&id, spec).await?;
+    }
     app.host.resume(&id).await?;
     Ok((StatusCode::ACCEPTED, Json(json!({"run_id": id}))).into_response())
 }
@@ -317,6 +349,13 @@ async fn store_runs(State(app): State<AppState>) -> Result<Json<Vec<RunRecord>>,
 
 async fn store_run(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<RunRecord>, ApiError> {
     app.host.store().run_dyn(&id).await?.map(Json).ok_or_else(|| ApiError::no_run(&id))
+}
+
+async fn store_spec(State(app): State<AppState>, Path(hash): Path<String>) -> Result<Json<Value>, ApiError> {
+    match app.host.store().spec_dyn(&hash).await? {
+        Some(text) => Ok(Json(json!({"hash": hash, "text": text}))),
+        None => Err(ApiError::not_found(format!("no spec {hash} in the store's spec archive"))),
+    }
 }
 
 async fn store_records(
@@ -339,7 +378,7 @@ async fn report(State(app): State<AppState>, Path(id): Path<String>) -> Result<H
         Err(agentic_report::ReportError::NoRun(_)) => return Err(ApiError::no_run(&id)),
         Err(e) => return Err(ApiError::internal(e.to_string())),
     };
-    let html = match agentic_spec::run_topology(&run) {
+    let html = match agentic_spec::run_topology(app.host.store(), &run).await {
         Ok(topology) => agentic_report::render_run(&topology, &run, &records),
         Err(reason) => agentic_report::render_run_without_topology(&run, &records, &reason),
     };
@@ -357,64 +396,125 @@ async fn healthz(State(app): State<AppState>) -> Json<Value> {
 /// The event stream of `GET /api/v1/runs/{id}/events`.
 type EventStream = futures::stream::BoxStream<'static, Result<Event, Infallible>>;
 
-/// `GET /api/v1/runs/{id}/events`: the journaled events first, then the live ones; the stream ends after the
-/// final event (`completed`, `failed`, `cancelled`).
+/// `GET /api/v1/runs/{id}/events`: the journaled events first (after `Last-Event-ID`, when a client
+/// reconnects), then the live ones; the stream ends after the final event (`completed`, `failed`,
+/// `cancelled`). On a shared store the run may execute in another server: a follower feeds this server's
+/// channel of the run from the store and the other servers (`crate::cluster`).
 async fn events(
     State(app): State<AppState>,
     Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
 ) -> Result<Sse<KeepAliveStream<EventStream>>, ApiError> {
+    let after = match headers.get("last-event-id").map(|v| v.to_str().map(str::trim)) {
+        None | Some(Ok("")) => 0,
+        Some(Ok(v)) => v.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!("Last-Event-ID: `{v}` is not an event id of this stream (a step number)"))
+        })?,
+        Some(Err(_)) => return Err(ApiError::bad_request("Last-Event-ID: not text")),
+    };
     // Subscribe before reading the journal, so that no event falls between the two.
     let live = app.host.hub().subscribe(&id);
-    let record = app.host.store().run_dyn(&id).await?;
+    let store = app.host.store().clone();
+    let record = store.run_dyn(&id).await?;
     let executing = app.host.is_executing(&id);
     if record.is_none() && !executing {
         return Err(ApiError::no_run(&id));
     }
     let records = match &record {
-        Some(_) => app.host.store().records_dyn(&id).await?,
+        Some(_) => store.records_from_dyn(&id, after + 1).await?,
         None => Vec::new(),
     };
-    let last = records.last().map_or(0, |r| r.seq);
+    let last = records.last().map_or(after, |r| r.seq);
     let mut replay: Vec<SseEvent> = records.iter().filter_map(SseEvent::of_step).collect();
     let mut ended = false;
     // A run still closing its execution when it suspended already published `suspended`, maybe before this
-    // subscription: its record says so (a duplicate live `suspended` may follow; it is not final).
+    // subscription: its record says so (a duplicate live `suspended` is not passed on).
     if let Some(record) = record.as_ref().filter(|r| !executing || r.status == RunStatus::Suspended)
         && let Some(event) = SseEvent::of_status(record, last)
     {
         ended = event.is_final();
         replay.push(event);
     }
+    let suspended = replay.last().is_some_and(|e| e.name == "suspended");
     let head = futures::stream::iter(replay.iter().map(event_of).collect::<Vec<_>>());
     if ended {
         return Ok(sse(head.boxed()));
     }
-    let tail = futures::stream::unfold(Some((live, last)), |state| async move {
-        let (mut live, last) = state?;
-        let (event, last) = next_live(&mut live, last).await?;
-        let next = (!event.is_final()).then_some((live, last));
+    if let Some(cluster) = app.host.hub().cluster() {
+        cluster.follow(store.clone(), app.host.hub().clone(), &id, last);
+    }
+    let tail = Tail { live, store, run_id: id, last, suspended, queue: std::collections::VecDeque::new() };
+    let tail = futures::stream::unfold(Some(tail), |state| async move {
+        let mut tail = state?;
+        let event = tail.next().await?;
+        let next = (!event.is_final()).then_some(tail);
         Some((event_of(&event), next))
     });
     Ok(sse(head.chain(tail).boxed()))
 }
 
-/// The next live event not replayed yet (a journaled event at or before `last` was), with the new `last`.
-async fn next_live(live: &mut crate::events::Subscription, last: u64) -> Option<(SseEvent, u64)> {
-    loop {
-        match live.recv().await {
-            Ok(event) => match event.seq() {
-                Some(seq) if event.name.starts_with("agent_") && seq <= last => {}
-                Some(seq) => return Some((event, seq.max(last))),
-                None => return Some((event, last)),
-            },
-            Err(RecvError::Lagged(n)) => tracing::warn!("an event stream fell {n} events behind; they are skipped"),
-            Err(RecvError::Closed) => return None,
+/// The live part of an event stream.
+struct Tail {
+    live: crate::events::Subscription,
+    store: agentic_engine::StoreRef,
+    run_id: String,
+    /// The last journaled step passed on.
+    last: u64,
+    /// Whether the last event passed on was `suspended` (a second one is not passed on).
+    suspended: bool,
+    /// Events read from the store to fill a gap, passed on before the live one that revealed it.
+    queue: std::collections::VecDeque<SseEvent>,
+}
+
+impl Tail {
+    /// The next event not passed on yet: a journaled step at or before `last` was; a step after `last + 1`
+    /// first brings the steps between from the store (a run that moved between servers mid-stream), so the
+    /// steps arrive in order, each once.
+    async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(event) = self.queue.pop_front() {
+                return Some(self.passed(event));
+            }
+            let event = match self.live.recv().await {
+                Ok(event) => event,
+                Err(RecvError::Lagged(n)) => {
+                    tracing::warn!("an event stream fell {n} events behind; its steps are read from the store");
+                    continue;
+                }
+                Err(RecvError::Closed) => return None,
+            };
+            if event.name == "suspended" && self.suspended {
+                continue;
+            }
+            match event.seq().filter(|_| event.name.starts_with("agent_")) {
+                Some(seq) if seq <= self.last => {}
+                Some(seq) if seq > self.last + 1 => {
+                    if let Ok(missed) = self.store.records_from_dyn(&self.run_id, self.last + 1).await {
+                        self.queue.extend(missed.iter().filter(|r| r.seq < seq).filter_map(SseEvent::of_step));
+                    }
+                    self.queue.push_back(event);
+                }
+                _ => return Some(self.passed(event)),
+            }
         }
+    }
+
+    fn passed(&mut self, event: SseEvent) -> SseEvent {
+        if let Some(seq) = event.seq().filter(|_| event.name.starts_with("agent_")) {
+            self.last = self.last.max(seq);
+        }
+        self.suspended = event.name == "suspended";
+        event
     }
 }
 
+/// The SSE event; a journaled step's id is its sequence number (what `Last-Event-ID` resumes after).
 fn event_of(e: &SseEvent) -> Result<Event, Infallible> {
-    Ok(Event::default().event(e.name).data(e.data.to_string()))
+    let event = Event::default().event(e.name).data(e.data.to_string());
+    Ok(match e.seq().filter(|_| e.name.starts_with("agent_")) {
+        Some(seq) => event.id(seq.to_string()),
+        None => event,
+    })
 }
 
 fn sse(stream: EventStream) -> Sse<KeepAliveStream<EventStream>> {

@@ -17,6 +17,8 @@ use agentic_engine::{
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, oneshot};
 
+use crate::cluster::Cluster;
+
 /// Events kept per run for slow readers before they lag (a lagging reader re-reads the journal).
 const CHANNEL_CAPACITY: usize = 1024;
 
@@ -101,6 +103,8 @@ pub(crate) fn pending_json(pending: &[PendingResponse]) -> Value {
 #[derive(Clone, Default)]
 pub(crate) struct EventHub {
     channels: Arc<Mutex<HashMap<String, broadcast::Sender<SseEvent>>>>,
+    /// The other servers of a shared store, told the live events of the runs they stream.
+    cluster: Option<Cluster>,
     starting: Arc<Mutex<HashMap<String, StartSignal>>>,
     /// Runs being started whose record is written but not flushed yet: they start at the next flush.
     unflushed: Arc<Mutex<Vec<String>>>,
@@ -113,6 +117,36 @@ impl EventHub {
     fn channels(&self) -> MutexGuard<'_, HashMap<String, broadcast::Sender<SseEvent>>> {
         // A panic while holding this lock cannot leave the map inconsistent (single inserts and removes).
         self.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A hub that also publishes live events to the servers of `cluster` that stream them.
+    pub(crate) fn new(cluster: Cluster) -> Self {
+        EventHub { cluster: Some(cluster), ..EventHub::default() }
+    }
+
+    /// The other servers of the store.
+    pub(crate) fn cluster(&self) -> Option<&Cluster> {
+        self.cluster.as_ref()
+    }
+
+    /// Whether someone here subscribes to `run_id`'s events.
+    pub(crate) fn has_subscribers(&self, run_id: &str) -> bool {
+        self.channels().get(run_id).is_some_and(|tx| tx.receiver_count() > 0)
+    }
+
+    /// [`EventHub::publish`] of a live event of a run executing here, also to the other servers streaming it.
+    pub(crate) fn publish_live(&self, run_id: &str, event: SseEvent) {
+        if let Some(cluster) = &self.cluster {
+            cluster.publish(run_id, &event);
+        }
+        self.publish(run_id, event);
+    }
+
+    /// Announces to the other servers streaming `run_id` that something of it was committed.
+    pub(crate) fn committed(&self, run_id: &str) {
+        if let Some(cluster) = &self.cluster {
+            cluster.committed(run_id);
+        }
     }
 
     /// Subscribes to `run_id`'s events from now on. The run's channel goes when its last subscription is
@@ -234,6 +268,9 @@ impl CheckpointStore for JournalTap {
         for run_id in written {
             self.hub.started(&run_id, Ok(()));
         }
+        if let Some(cluster) = &self.hub.cluster {
+            cluster.committed_all();
+        }
         Ok(())
     }
 
@@ -269,6 +306,7 @@ impl CheckpointStore for JournalTap {
         if written {
             self.hub.started(run_id, Ok(()));
         }
+        self.hub.committed(run_id);
         Ok(())
     }
 
@@ -298,6 +336,30 @@ impl CheckpointStore for JournalTap {
         change: agentic_engine::RunUpdate,
     ) -> Result<Option<Result<RunRecord, String>>, StoreError> {
         self.inner.update_run_dyn(run_id, change).await
+    }
+
+    async fn put_spec(&self, text: &str) -> Result<String, StoreError> {
+        self.inner.put_spec_dyn(text).await
+    }
+
+    async fn spec(&self, hash: &str) -> Result<Option<String>, StoreError> {
+        self.inner.spec_dyn(hash).await
+    }
+
+    async fn request_cancel(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        self.inner.request_cancel_dyn(run_id).await
+    }
+
+    async fn records_from(&self, run_id: &str, from: u64) -> Result<Vec<StepRecord>, StoreError> {
+        self.inner.records_from_dyn(run_id, from).await
+    }
+
+    async fn notify(&self, channel: &str, payloads: Vec<String>) -> Result<(), StoreError> {
+        self.inner.notify_dyn(channel, payloads).await
+    }
+
+    async fn listen(&self, channels: Vec<String>) -> Result<Option<agentic_engine::NoticeReceiver>, StoreError> {
+        self.inner.listen_dyn(channels).await
     }
 }
 
@@ -353,7 +415,7 @@ impl AgentListener for HubListener {
             // Completions come from the journal (with their seq), the run's end from the host.
             _ => return,
         };
-        self.hub.publish(event.run_id(), SseEvent { name, data });
+        self.hub.publish_live(event.run_id(), SseEvent { name, data });
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use agentic_engine::{
     AgentError, CancelHandle, DrainHandle, Durability, InvokeRequest, RunOutcome, RunRecord, RunStatus, StoreRef,
 };
-use agentic_spec::{BuiltSpec, Spec, SpecErrors};
+use agentic_spec::{Spec, SpecErrors};
 use serde_json::{Map, Value, json};
 use tokio_util::task::TaskTracker;
 
@@ -124,8 +124,10 @@ struct Inner {
     store: StoreRef,
     hub: EventHub,
     specs: SpecCatalog,
-    /// Where posted spec texts are kept, so that their runs resume after a restart.
-    archive: Option<PathBuf>,
+    /// Runs this process could not continue, with the reason it reported (once, not at every scan).
+    unresumable: Mutex<HashMap<String, (u64, String)>>,
+    /// Tells the other processes of a shared store about this one's runs (events, cancels).
+    pub(crate) cluster: crate::cluster::Cluster,
     /// Runs executing in this process, with the handle that cancels them.
     executing: Mutex<HashMap<String, CancelHandle>>,
     /// Serialises the record changes that decide a resumption (answers, runs ending).
@@ -139,13 +141,14 @@ struct Inner {
 }
 
 impl RunHost {
-    pub(crate) fn new(store: StoreRef, hub: EventHub, specs: SpecCatalog, archive: Option<PathBuf>) -> Self {
+    pub(crate) fn new(store: StoreRef, hub: EventHub, specs: SpecCatalog, cluster: crate::cluster::Cluster) -> Self {
         RunHost {
             inner: Arc::new(Inner {
                 store,
                 hub,
                 specs,
-                archive,
+                unresumable: Mutex::default(),
+                cluster,
                 executing: Mutex::default(),
                 deciding: tokio::sync::Mutex::new(()),
                 accepting: AtomicBool::new(true),
@@ -173,6 +176,10 @@ impl RunHost {
         self.inner.executing.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn unresumable(&self) -> MutexGuard<'_, HashMap<String, (u64, String)>> {
+        self.inner.unresumable.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Whether this process is executing `run_id` now.
     pub(crate) fn is_executing(&self, run_id: &str) -> bool {
         self.executing().contains_key(run_id)
@@ -189,14 +196,14 @@ impl RunHost {
         if !self.inner.accepting.load(Ordering::SeqCst) {
             return Err(ApiError::unavailable("the server is shutting down: it accepts no new runs"));
         }
-        let (spec, source) = match &new.spec {
+        let (text, spec, source) = match &new.spec {
             SpecSource::Named(name) => {
                 let path = self.inner.specs.path(name)?;
-                let spec = Spec::from_path(&path).map_err(|e| spec_errors(&e))?;
+                let (text, spec) = agentic_spec::read_spec_file(&path).map_err(|e| spec_errors(&e))?;
                 let source = std::fs::canonicalize(&path).unwrap_or(path);
-                (spec, Some(source))
+                (text, spec, Some(source.to_string_lossy().into_owned()))
             }
-            SpecSource::Text(text) => (Spec::parse(text, "spec").map_err(|e| spec_errors(&e))?, None),
+            SpecSource::Text(text) => (text.clone(), Spec::parse(text, "spec").map_err(|e| spec_errors(&e))?, None),
         };
         let built = spec.build().map_err(|e| spec_errors(&e))?;
         let mut inputs = new.inputs;
@@ -223,11 +230,8 @@ impl RunHost {
             }
             None => spec.complete_inputs(&mut inputs).map_err(input_errors)?,
         }
-        let source = match (source, &new.spec) {
-            (Some(path), _) => Some(path),
-            (None, SpecSource::Text(text)) => self.archive_spec(&spec, text)?,
-            (None, SpecSource::Named(_)) => None,
-        };
+        // The run keeps this text whatever becomes of the file (SERVER.md §5): any server continues it from it.
+        let hash = self.inner.store.put_spec_dyn(&text).await?;
         if self.is_executing(&run_id) {
             return Err(ApiError::conflict(format!("run_id: run `{run_id}` already exists (running)")));
         }
@@ -252,12 +256,13 @@ impl RunHost {
             .memory_id(run_id.clone())
             .durability(new.durability)
             .store_ref(self.inner.store.clone())
+            .spec_hash(hash)
             .run_name(built.name.clone())
             .cancel_handle(cancel)
             .drain_handle(self.inner.drain.clone())
             .listener(HubListener::new(self.inner.hub.clone(), built.name.clone()));
         if let Some(source) = source {
-            request = request.source(source.to_string_lossy());
+            request = request.source(source);
         }
         // Answer once the run's record is written (after its inputs are journaled, and flushed with sync
         // durability): a run the client was told about survives a crash from then on.
@@ -268,17 +273,6 @@ impl RunHost {
             Ok(Err(error)) => Err(ApiError::internal(format!("run `{run_id}` could not start: {error}"))),
             Err(_) => Err(ApiError::internal(format!("run `{run_id}` could not start"))),
         }
-    }
-
-    /// Keeps a posted spec's text as a file (`ARCHIVE/<uuid>/<name>.yaml`), the source its run resumes from.
-    fn archive_spec(&self, spec: &Spec, text: &str) -> Result<Option<PathBuf>, ApiError> {
-        let Some(archive) = &self.inner.archive else { return Ok(None) };
-        let dir = archive.join(uuid::Uuid::new_v4().simple().to_string());
-        let path = dir.join(format!("{}.yaml", sanitize(spec.name())));
-        std::fs::create_dir_all(&dir)
-            .and_then(|()| std::fs::write(&path, text))
-            .map_err(|e| ApiError::internal(format!("cannot keep the spec at {}: {e}", path.display())))?;
-        Ok(Some(path))
     }
 
     /// Awaits `request` on a tracked task, then ends the run's execution here.
@@ -313,6 +307,8 @@ impl RunHost {
                 None
             }
         };
+        // The servers streaming it read its end (or suspension) from the store.
+        self.inner.hub.committed(run_id);
         match &record {
             Some(record) if record.status != RunStatus::Running => {
                 if record.status != RunStatus::Suspended
@@ -391,25 +387,26 @@ impl RunHost {
         } else {
             record
         };
-        let result = self.resume_leased(record, cancel);
+        let result = self.resume_leased(record, cancel).await;
         if result.is_err() {
             let _ = store.release_lease_dyn(run_id).await;
         }
         result
     }
 
-    /// Resumes `record`'s run, whose lease this process holds.
-    fn resume_leased(&self, record: &RunRecord, cancel: Option<CancelHandle>) -> Result<(), ApiError> {
+    /// Resumes `record`'s run, whose lease this process holds, on the spec text it started with (or, for a run
+    /// recorded before the spec archive, its file). A run whose record asks for a cancel is cancelled instead.
+    async fn resume_leased(&self, record: &RunRecord, cancel: Option<CancelHandle>) -> Result<(), ApiError> {
         let run_id = &record.run_id;
-        let Some(source) = &record.source else {
-            return Err(ApiError::unprocessable(format!(
-                "run `{run_id}` was not started from a spec this server can find (no source recorded)"
-            )));
+        let built = match agentic_spec::run_spec(&self.inner.store, record).await.and_then(|s| s.build(run_id)) {
+            Ok(built) => built,
+            Err(e @ agentic_spec::RunSpecError::Store { .. }) => return Err(ApiError::internal(e.to_string())),
+            Err(e) => return Err(ApiError::unprocessable(e.to_string())),
         };
-        let built: BuiltSpec = Spec::from_path(Path::new(source)).and_then(|s| s.build()).map_err(|e| {
-            ApiError::unprocessable(format!("the spec of run `{run_id}` ({source}) no longer builds: {e}"))
-        })?;
         let cancel = cancel.unwrap_or_default();
+        if record.cancel_requested {
+            cancel.cancel();
+        }
         {
             let mut executing = self.executing();
             if executing.contains_key(run_id) {
@@ -417,17 +414,21 @@ impl RunHost {
             }
             executing.insert(run_id.clone(), cancel.clone());
         }
-        let request = built
+        let mut request = built
             .root
             .resume(run_id.clone())
             .store_ref(self.inner.store.clone())
-            .source(source.clone())
             .run_name(record.name.clone())
             .cancel_handle(cancel)
             .drain_handle(self.inner.drain.clone())
             .listener(HubListener::new(self.inner.hub.clone(), record.name.clone()));
+        if let Some(source) = &record.source {
+            request = request.source(source.clone());
+        }
         let answers: Map<String, Value> = record.answers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        self.inner.hub.publish(run_id, SseEvent::run_level("resumed", &record.name, json!({"answers": answers})));
+        let resumed = SseEvent::run_level("resumed", &record.name, json!({"answers": answers}));
+        self.inner.cluster.publish(run_id, &resumed);
+        self.inner.hub.publish(run_id, resumed);
         self.drive(run_id.clone(), record.name.clone(), request);
         Ok(())
     }
@@ -482,6 +483,47 @@ impl RunHost {
         }
     }
 
+    /// Moves `run_id` to a newer spec text (SERVER.md §5) when its structure is unchanged; the caller then
+    /// resumes it. Errors: `404` unknown run, `409` it is executing (here or, on a shared store, elsewhere) or
+    /// completed, `422` the spec is invalid or changes the run's structure (naming the change).
+    pub(crate) async fn upgrade(&self, run_id: &str, source: SpecSource) -> Result<(), ApiError> {
+        let _deciding = self.inner.deciding.lock().await;
+        let store = &self.inner.store;
+        if self.is_executing(run_id) {
+            return Err(ApiError::conflict(format!(
+                "run `{run_id}` is executing: move it to another spec once it is suspended or stopped"
+            )));
+        }
+        let (text, spec, path, label) = match &source {
+            SpecSource::Named(name) => {
+                let path = self.inner.specs.path(name)?;
+                let (text, spec) = agentic_spec::read_spec_file(&path).map_err(|e| spec_errors(&e))?;
+                let path = std::fs::canonicalize(&path).unwrap_or(path).to_string_lossy().into_owned();
+                (text, spec, Some(path), format!("spec_name `{name}`"))
+            }
+            SpecSource::Text(text) => {
+                (text.clone(), Spec::parse(text, "spec").map_err(|e| spec_errors(&e))?, None, "the posted spec".into())
+            }
+        };
+        let built = spec.build().map_err(|e| spec_errors(&e))?;
+        if store.shared_dyn() && store.acquire_lease_dyn(run_id).await?.is_none() {
+            return Err(ApiError::conflict(format!("run `{run_id}` is executing in another process")));
+        }
+        let result = async {
+            let record = store.run_dyn(run_id).await?.ok_or_else(|| ApiError::no_run(run_id))?;
+            if record.status == RunStatus::Completed {
+                return Err(ApiError::conflict(format!("run `{run_id}` has completed: nothing to continue")));
+            }
+            agentic_spec::upgrade_run(store, &record, &text, path, &built, &label).await.map_err(|e| match e {
+                agentic_spec::RunSpecError::Store { .. } => ApiError::internal(e.to_string()),
+                e => ApiError::unprocessable(e.to_string()),
+            })
+        }
+        .await;
+        let _ = store.release_lease_dyn(run_id).await;
+        result.map(drop)
+    }
+
     /// Forks `run_id` after its step `at_seq` into a new run (`new_id`, else a new UUID) and continues the
     /// fork; the original is not touched. Errors: `404` unknown run, `422` a step beyond the journal, `409`
     /// the new id is taken, `400` an empty id.
@@ -503,21 +545,50 @@ impl RunHost {
     }
 
     /// Cancels `run_id`: it stops at its next step boundary, runs its compensations and is recorded
-    /// `cancelled`. Errors: `404` unknown run, `409` already ended.
+    /// `cancelled`. The cancel is recorded in the store first, so that the process executing the run stops it
+    /// (told at once on a shared store), and a process that takes it over cancels it instead of continuing.
+    /// Errors: `404` unknown run, `409` already ended.
     pub(crate) async fn cancel(&self, run_id: &str) -> Result<(), ApiError> {
         let _deciding = self.inner.deciding.lock().await;
-        if let Some(handle) = self.executing().get(run_id) {
+        let executing_here = self.executing().get(run_id).cloned();
+        let record = self.inner.store.run_dyn(run_id).await?;
+        if let Some(status) = record.as_ref().map(|r| r.status).filter(|s| is_ended(*s))
+            && executing_here.is_none()
+        {
+            return Err(ApiError::conflict(format!("run `{run_id}` has already ended ({status})")));
+        }
+        if record.is_some() && self.inner.store.shared_dyn() {
+            self.inner.store.request_cancel_dyn(run_id).await?;
+        }
+        if let Some(handle) = executing_here {
             handle.cancel();
             return Ok(());
         }
-        let record = self.inner.store.run_dyn(run_id).await?.ok_or_else(|| ApiError::no_run(run_id))?;
-        match record.status {
-            RunStatus::Running | RunStatus::Suspended => {
-                let cancel = CancelHandle::new();
-                cancel.cancel();
-                self.resume_locked(&record, Some(cancel)).await
+        let record = record.ok_or_else(|| ApiError::no_run(run_id))?;
+        // Executing nowhere (suspended, or interrupted): cancelled here, unless another process holds it (it
+        // was told).
+        let cancel = CancelHandle::new();
+        cancel.cancel();
+        self.resume_locked(&record, Some(cancel)).await
+    }
+
+    /// Cancels `run_id` if it executes here (a cancel recorded by another process).
+    pub(crate) fn cancel_here(&self, run_id: &str) {
+        if let Some(handle) = self.executing().get(run_id) {
+            tracing::info!(run_id, "cancelled from another server");
+            handle.cancel();
+        }
+    }
+
+    /// Cancels the runs executing here whose record asks for it (after messages may have been missed).
+    pub(crate) async fn cancel_requested_here(&self) {
+        let runs: Vec<String> = self.executing().keys().cloned().collect();
+        for run_id in runs {
+            if let Ok(Some(record)) = self.inner.store.run_dyn(&run_id).await
+                && record.cancel_requested
+            {
+                self.cancel_here(&run_id);
             }
-            status => Err(ApiError::conflict(format!("run `{run_id}` has already ended ({status})"))),
         }
     }
 
@@ -539,11 +610,26 @@ impl RunHost {
             if !(interrupted || ready_to_resume(&record)) || self.is_executing(&record.run_id) {
                 continue;
             }
+            // A run that could not be continued is tried again only once its record changed.
+            let failed_before = self.unresumable().get(&record.run_id).map(|(at, _)| *at);
+            if failed_before == Some(record.updated_at_ms) {
+                continue;
+            }
             let before = self.in_flight();
             match self.resume_locked(&record, None).await {
-                Ok(()) if self.in_flight() > before => resumed += 1,
+                Ok(()) if self.in_flight() > before => {
+                    self.unresumable().remove(&record.run_id);
+                    resumed += 1;
+                }
                 Ok(()) => {}
-                Err(e) => tracing::warn!(run_id = record.run_id, "not resumed: {}", e.message),
+                Err(e) => {
+                    tracing::warn!(
+                        run_id = record.run_id,
+                        "cannot continue the run (tried again when its record changes): {}",
+                        e.message
+                    );
+                    self.unresumable().insert(record.run_id.clone(), (record.updated_at_ms, e.message));
+                }
             }
         }
         Ok(resumed)
@@ -586,6 +672,11 @@ impl RunHost {
     }
 }
 
+/// Whether a run in `status` has ended (nothing continues it).
+fn is_ended(status: RunStatus) -> bool {
+    matches!(status, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
+}
+
 /// A suspended run whose every pending response has an answer.
 fn ready_to_resume(record: &RunRecord) -> bool {
     record.status == RunStatus::Suspended
@@ -601,10 +692,4 @@ fn answered_before(record: &RunRecord, response_id: &str) -> bool {
 /// The last step a run's record knows of (its latest milestone's).
 fn last_seq(record: &RunRecord) -> u64 {
     record.milestones.last().map_or(0, |m| m.seq)
-}
-
-/// A file-name-safe form of a spec name.
-fn sanitize(name: &str) -> String {
-    let s: String = name.chars().map(|c| if c.is_alphanumeric() || "-_".contains(c) { c } else { '_' }).collect();
-    if s.is_empty() { "spec".to_string() } else { s }
 }

@@ -22,6 +22,7 @@
 mod a2a;
 mod api;
 mod auth;
+mod cluster;
 mod error;
 mod events;
 mod host;
@@ -165,10 +166,22 @@ impl Server {
         if let Some(dir) = &config.specs {
             std::fs::read_dir(dir).map_err(|source| ServeError::Specs { dir: dir.clone(), source })?;
         }
-        let hub = EventHub::default();
+        let cluster = cluster::Cluster::new(config.store.shared_dyn());
+        let hub = EventHub::new(cluster.clone());
         let store: StoreRef = Arc::new(JournalTap { inner: config.store.clone(), hub: hub.clone() });
-        let archive = config.state_dir.as_ref().map(|d| d.join("specs"));
-        let host = RunHost::new(store, hub, SpecCatalog::new(config.specs.clone()), archive);
+        let host = RunHost::new(store, hub, SpecCatalog::new(config.specs.clone()), cluster.clone());
+        // Cancels recorded by other servers reach the runs executing here at once.
+        let (on_cancel, on_reconnect) = (host.clone(), host.clone());
+        cluster
+            .start(
+                config.store.clone(),
+                move |run_id| on_cancel.cancel_here(&run_id),
+                move || {
+                    let host = on_reconnect.clone();
+                    tokio::spawn(async move { host.cancel_requested_here().await });
+                },
+            )
+            .await?;
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;

@@ -123,6 +123,7 @@ mod models;
 mod node;
 mod params;
 mod parse;
+mod pinned;
 mod validate;
 
 use std::path::Path;
@@ -139,6 +140,7 @@ pub use model::{DesireDef, PreferDef};
 pub use models::{decision_model_from_def, model_from_def};
 pub use node::Pos;
 pub use params::{InputError, ParamDef, ParamType};
+pub use pinned::{RunSpec, RunSpecError, read_spec_file, run_spec, upgrade_run};
 
 use error::Sink;
 
@@ -160,16 +162,7 @@ impl Spec {
     /// # Errors
     /// The file cannot be read, or every problem found in it.
     pub fn from_path(path: &Path) -> Result<Spec, SpecErrors> {
-        let file = path.display().to_string();
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) => {
-                let mut sink = Sink::new(file);
-                sink.push(Pos::default(), None, None, format!("cannot read the spec: {e}"));
-                return Err(sink.into_errors());
-            }
-        };
-        Spec::parse(&text, &file)
+        pinned::read_spec_file(path).map(|(_, spec)| spec)
     }
 
     /// Parses and validates `text` (YAML or JSON). `file_name` is used in error messages, and its stem is
@@ -463,22 +456,21 @@ impl BuildContext {
     }
 }
 
-/// The topology of the system a stored run was made by, rebuilt from the spec file the run records as its
-/// source (what `agentic report` and the server's report draw).
+/// The topology of the system a stored run was made by, rebuilt from the spec it executes ([`run_spec`]: its
+/// archived text, else its file): what `agentic report` and the server's report draw.
 ///
 /// # Errors
-/// A sentence saying why there is no topology: the run records no source, the spec no longer builds, or it
+/// A sentence saying why there is no topology: the run records no spec, the spec no longer builds, or it
 /// changed structure since the run (its fingerprint differs).
-pub fn run_topology(run: &agentic_engine::RunRecord) -> Result<agentic_engine::TopologyNode, String> {
-    let Some(source) = &run.source else {
-        return Err("the run was not started from a spec file (no source recorded)".to_string());
-    };
-    let built = Spec::from_path(Path::new(source))
-        .and_then(|s| s.build())
-        .map_err(|e| format!("the run's spec {source} does not build any more: {e}"))?;
+pub async fn run_topology(
+    store: &agentic_engine::StoreRef,
+    run: &agentic_engine::RunRecord,
+) -> Result<agentic_engine::TopologyNode, String> {
+    let loaded = run_spec(store, run).await.map_err(|e| e.to_string())?;
+    let built = loaded.build(&run.run_id).map_err(|e| e.to_string())?;
     let topology = built.root.topology();
     if topology.fingerprint() != run.fingerprint {
-        return Err(format!("the run's spec {source} changed structure since the run"));
+        return Err(format!("the run's spec {} changed structure since the run", loaded.origin));
     }
     Ok(topology)
 }

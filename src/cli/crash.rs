@@ -63,4 +63,64 @@ impl CheckpointStore for KillAfter {
     async fn load(&self, run_id: &str) -> Result<RunImage, StoreError> {
         self.inner.load_dyn(run_id).await
     }
+
+    async fn flush_run(&self, run_id: &str) -> Result<(), StoreError> {
+        self.inner.flush_run_dyn(run_id).await?;
+        if self.last.load(Ordering::SeqCst) >= self.after {
+            die();
+        }
+        Ok(())
+    }
+
+    fn shared(&self) -> bool {
+        self.inner.shared_dyn()
+    }
+
+    async fn acquire_lease(&self, run_id: &str) -> Result<Option<agentic_engine::Lease>, StoreError> {
+        self.inner.acquire_lease_dyn(run_id).await
+    }
+
+    async fn renew_leases(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.renew_leases_dyn().await
+    }
+
+    async fn release_lease(&self, run_id: &str) -> Result<(), StoreError> {
+        self.inner.release_lease_dyn(run_id).await
+    }
+
+    async fn takeover_candidates(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.inner.takeover_candidates_dyn().await
+    }
+
+    async fn update_run(
+        &self,
+        run_id: &str,
+        change: agentic_engine::RunUpdate,
+    ) -> Result<Option<Result<RunRecord, String>>, StoreError> {
+        self.inner.update_run_dyn(run_id, change).await
+    }
+
+    async fn put_spec(&self, text: &str) -> Result<String, StoreError> {
+        self.inner.put_spec_dyn(text).await
+    }
+
+    async fn spec(&self, hash: &str) -> Result<Option<String>, StoreError> {
+        self.inner.spec_dyn(hash).await
+    }
+
+    async fn request_cancel(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        self.inner.request_cancel_dyn(run_id).await
+    }
+
+    async fn records_from(&self, run_id: &str, from: u64) -> Result<Vec<StepRecord>, StoreError> {
+        self.inner.records_from_dyn(run_id, from).await
+    }
+
+    async fn notify(&self, channel: &str, payloads: Vec<String>) -> Result<(), StoreError> {
+        self.inner.notify_dyn(channel, payloads).await
+    }
+
+    async fn listen(&self, channels: Vec<String>) -> Result<Option<agentic_engine::NoticeReceiver>, StoreError> {
+        self.inner.listen_dyn(channels).await
+    }
 }

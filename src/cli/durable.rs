@@ -3,7 +3,6 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use agentic_engine::{ForkError, RunRecord, RunStatus, StoreRef};
-use agentic_spec::Spec;
 use serde_json::{Value, json};
 
 use super::args::{ForkArgs, RespondArgs, ResumeArgs, RunsArgs, ShowArgs};
@@ -158,35 +157,49 @@ fn continue_run(
         }
         return EXIT_OK;
     }
-    let source = match (spec, record.source.clone()) {
-        (Some(spec), _) => {
-            std::fs::canonicalize(spec).unwrap_or_else(|_| spec.to_path_buf()).to_string_lossy().into_owned()
-        }
-        (None, Some(source)) => source,
-        (None, None) => {
+    // `--spec FILE` moves the run to that text when its structure is unchanged (SERVER.md §5).
+    let upgraded;
+    let record = match spec {
+        Some(path) => match upgrade(rt, &store, record, path) {
+            Ok(r) => {
+                upgraded = r;
+                &upgraded
+            }
+            Err(code) => return code,
+        },
+        None => record,
+    };
+    let loaded = rt.block_on(agentic_spec::run_spec(&store, record)).and_then(|s| s.build(run_id));
+    let built = match loaded {
+        Ok(b) => b,
+        Err(agentic_spec::RunSpecError::NoSpec { .. }) => {
             eprintln!(
-                "error: run `{run_id}` was not started from a spec file; resume it from the program that ran it, \
-                 or give the spec with --spec"
+                "error: run `{run_id}` was not started from a spec; resume it from the program that ran it, or \
+                 give the spec with --spec"
             );
             return EXIT_FAILED;
         }
-    };
-    let built = match Spec::from_path(std::path::Path::new(&source)).and_then(|s| s.build()) {
-        Ok(b) => b,
-        Err(errors) => {
-            eprintln!(
-                "error: the spec of run `{run_id}` ({source}) no longer builds (if the file moved, give it with \
-                 --spec):\n{errors}"
-            );
+        Err(e @ agentic_spec::RunSpecError::Invalid { .. }) => {
+            eprintln!("error: {e}\n(if the file moved, give it with --spec)");
             return EXIT_USAGE;
         }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
     };
-    let request = built
-        .root
-        .resume(run_id.clone())
-        .store_ref(store)
-        .source(source)
-        .cancel_handle(super::cancel_on_ctrl_c(rt, run_id));
+    let cancel = super::cancel_on_ctrl_c(rt, run_id);
+    if record.cancel_requested {
+        cancel.cancel();
+    }
+    let lease = match super::lease::take(rt, &store, run_id, &cancel) {
+        Ok(lease) => lease,
+        Err(code) => return code,
+    };
+    let mut request = built.root.resume(run_id.clone()).store_ref(store).cancel_handle(cancel);
+    if let Some(source) = &record.source {
+        request = request.source(source.clone());
+    }
     let progress = super::progress::Progress::start();
     let request = match &progress {
         Some(p) => request.listener(p.clone()),
@@ -200,7 +213,45 @@ fn continue_run(
     if let Some(p) = &progress {
         p.finish();
     }
+    if let Some(lease) = lease {
+        lease.release(rt);
+    }
     report_outcome(run_id, result, json)
+}
+
+/// Moves `record`'s run to the spec file `path` when its structure is unchanged; prints the refusal (what
+/// changed, where) and returns the exit code otherwise.
+fn upgrade(
+    rt: &tokio::runtime::Runtime,
+    store: &StoreRef,
+    record: &RunRecord,
+    path: &std::path::Path,
+) -> Result<RunRecord, u8> {
+    let (text, spec) = agentic_spec::read_spec_file(path).map_err(|errors| {
+        eprintln!("{errors}");
+        EXIT_USAGE
+    })?;
+    let built = spec.build().map_err(|errors| {
+        eprintln!("{errors}");
+        EXIT_USAGE
+    })?;
+    let source = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).to_string_lossy().into_owned();
+    let upgraded =
+        rt.block_on(agentic_spec::upgrade_run(store, record, &text, Some(source), &built, &path.display().to_string()));
+    match upgraded {
+        Ok(record) => {
+            eprintln!("run `{}` now executes {} (the same structure)", record.run_id, path.display());
+            Ok(record)
+        }
+        Err(e @ agentic_spec::RunSpecError::StructureChanged { .. }) => {
+            eprintln!("error: {e}; resume it without --spec to continue on its own spec, or start a new run");
+            Err(EXIT_USAGE)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(EXIT_FAILED)
+        }
+    }
 }
 
 /// `respond` through the server holding the store: the same checks and messages as without it; the server
@@ -335,6 +386,7 @@ fn run_json(r: &RunRecord) -> Value {
         "created_at": timestamp(r.created_at_ms),
         "updated_at": timestamp(r.updated_at_ms),
         "source": r.source,
+        "spec": {"name": r.name, "hash": r.spec_hash},
         "forked_from": r.forked_from.as_ref().map(|f| json!({"run_id": f.run_id, "at_seq": f.at_seq})),
     })
 }
@@ -428,6 +480,9 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
     out(&format!("status:  {}", record.status));
     out(&format!("updated: {}", timestamp(record.updated_at_ms)));
     out(&format!("steps:   {}", image.seq));
+    if let Some(hash) = &record.spec_hash {
+        out(&format!("spec:    {} {hash}", record.name));
+    }
     if let Some(f) = &record.forked_from {
         out(&format!("forked:  from {} at step {}", f.run_id, f.at_seq));
     }

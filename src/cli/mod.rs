@@ -3,6 +3,7 @@
 mod args;
 mod crash;
 mod durable;
+mod lease;
 mod progress;
 mod remote;
 mod report;

@@ -190,4 +190,10 @@ impl CheckpointStore for RemoteStore {
         let path = format!("/api/v1/store/runs/{}/image", segment(run_id));
         Ok(self.0.get(&path).await.map_err(backend)?.unwrap_or_else(|| RunImage::new(run_id)))
     }
+
+    async fn spec(&self, hash: &str) -> Result<Option<String>, StoreError> {
+        let path = format!("/api/v1/store/specs/{}", segment(hash));
+        let found: Option<serde_json::Value> = self.0.get(&path).await.map_err(backend)?;
+        Ok(found.and_then(|v| v["text"].as_str().map(str::to_string)))
+    }
 }

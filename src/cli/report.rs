@@ -58,7 +58,7 @@ fn run_report(run_id: &str, dir: &Path, output: &Path) -> u8 {
             return EXIT_FAILED;
         }
     };
-    let html = match agentic_spec::run_topology(&run) {
+    let html = match runtime.block_on(agentic_spec::run_topology(&store, &run)) {
         Ok(topology) => agentic_report::render_run(&topology, &run, &records),
         Err(reason) => {
             eprintln!("warning: {reason}; the report has no topology diagram");

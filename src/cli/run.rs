@@ -9,7 +9,8 @@ use super::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE};
 
 /// Runs the spec; returns the exit code.
 pub(crate) fn run(args: RunArgs) -> u8 {
-    let (spec, built) = match Spec::from_path(&args.spec).and_then(|spec| spec.build().map(|b| (spec, b))) {
+    let read = agentic_spec::read_spec_file(&args.spec);
+    let (text, spec, built) = match read.and_then(|(text, spec)| spec.build().map(|b| (text, spec, b))) {
         Ok(b) => b,
         Err(errors) => {
             eprintln!("{errors}");
@@ -101,6 +102,19 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     }
     let topology = args.report.as_ref().map(|_| built.root.topology());
     let report_store = store.clone();
+    // The run keeps this text whatever becomes of the file (SERVER.md §5).
+    let hash = match runtime.block_on(store.put_spec_dyn(&text)) {
+        Ok(hash) => hash,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let cancel = super::cancel_on_ctrl_c(&runtime, &run_id);
+    let lease = match super::lease::take(&runtime, &store, &run_id, &cancel) {
+        Ok(lease) => lease,
+        Err(code) => return code,
+    };
     let request = built
         .root
         .invoke()
@@ -109,8 +123,9 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         .durability(args.durability.into())
         .store_ref(store)
         .source(source.to_string_lossy())
+        .spec_hash(hash)
         .run_name(built.name.clone())
-        .cancel_handle(super::cancel_on_ctrl_c(&runtime, &run_id));
+        .cancel_handle(cancel);
     let progress = super::progress::Progress::start();
     let request = match &progress {
         Some(p) => request.listener(p.clone()),
@@ -123,6 +138,9 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     };
     if let Some(p) = &progress {
         p.finish();
+    }
+    if let Some(lease) = lease {
+        lease.release(&runtime);
     }
     let code = report_outcome(&run_id, result, args.json);
     match (&args.report, &topology) {

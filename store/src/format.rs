@@ -11,9 +11,13 @@ use serde_json::{Map, Value};
 /// log (`<dir>/wal`); version 3 added planner state changes to the journal (`state_patch`,
 /// `inflight_change` and call numbers in planner states), which a reader of version 2 would ignore; version 4
 /// added mapper items to steps (`m`, `me`) and planner states (`item`), which a reader of version 3 would
-/// refuse. Versions 1 to 3 are still read and are upgraded to 4 at open. A store of any other version is
-/// refused at open.
-pub const FORMAT_VERSION: u32 = 4;
+/// refuse; version 5 added the spec archive (the `specs` tree) and run records naming their spec text
+/// (`spec_hash`), which a reader of version 4 would ignore (it would resume such runs from their file). Versions
+/// 1 to 4 are still read and are upgraded to 5 at open. A store of any other version is refused at open.
+pub const FORMAT_VERSION: u32 = 5;
+
+/// The format version before the spec archive.
+pub(crate) const FORMAT_VERSION_WITHOUT_SPECS: u32 = 4;
 
 /// The format version before mapper items.
 pub(crate) const FORMAT_VERSION_WITHOUT_ITEMS: u32 = 3;
@@ -340,6 +344,25 @@ pub(crate) fn encode_run(run: &RunRecord) -> Result<Vec<u8>, StoreError> {
     Ok(with_version(json))
 }
 
+/// Encodes a spec text for the `specs` tree: the version byte, then the text's UTF-8 bytes.
+pub(crate) fn encode_spec(text: &str) -> Vec<u8> {
+    let mut value = Vec::with_capacity(text.len() + 1);
+    value.push(VERSION_BYTE);
+    value.extend_from_slice(text.as_bytes());
+    value
+}
+
+/// Decodes the `specs` value stored under `hash`; a text whose hash is not its key is corrupt.
+pub(crate) fn decode_spec(hash: &str, value: &[u8]) -> Result<String, StoreError> {
+    let record = format!("spec {hash}");
+    let bytes = payload(hash, &record, value)?;
+    let text = String::from_utf8(bytes.to_vec()).map_err(|e| corrupt(hash, &record, e.to_string()))?;
+    if agentic_engine::spec_hash(&text) != hash {
+        return Err(corrupt(hash, &record, "the text does not have this hash".to_string()));
+    }
+    Ok(text)
+}
+
 /// Decodes the `runs` value stored under `run_id`.
 pub(crate) fn decode_run(run_id: &str, value: &[u8]) -> Result<RunRecord, StoreError> {
     decode_run_json(run_id, payload(run_id, "run record", value)?)
@@ -444,6 +467,8 @@ pub(crate) mod tests {
             answers: std::collections::BTreeMap::new(),
             detail: Value::Null,
             source: Some("demo.yaml".into()),
+            spec_hash: None,
+            cancel_requested: false,
             created_at_ms: 1,
             updated_at_ms,
             milestones: Vec::new(),

@@ -22,6 +22,8 @@
 
 mod format;
 mod memory;
+#[cfg(feature = "postgres")]
+mod pg_listen;
 mod pg_url;
 #[cfg(feature = "postgres")]
 mod postgres;

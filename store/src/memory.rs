@@ -32,6 +32,8 @@ pub struct MemoryRun {
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     runs: Arc<Mutex<HashMap<String, StoredRun>>>,
+    /// The spec archive: spec hash → text.
+    specs: Arc<Mutex<HashMap<String, Arc<str>>>>,
 }
 
 /// One run as the store keeps it: the run record, and the journal encoded record by record.
@@ -121,6 +123,18 @@ impl CheckpointStore for MemoryStore {
         let entry = runs.entry(run.run_id.clone()).or_default();
         entry.record = Some(run);
         Ok(())
+    }
+
+    async fn put_spec(&self, text: &str) -> Result<String, StoreError> {
+        let hash = agentic_engine::spec_hash(text);
+        let mut specs = self.specs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        specs.entry(hash.clone()).or_insert_with(|| Arc::from(text));
+        Ok(hash)
+    }
+
+    async fn spec(&self, hash: &str) -> Result<Option<String>, StoreError> {
+        let specs = self.specs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Ok(specs.get(hash).map(|t| t.to_string()))
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {

@@ -25,13 +25,15 @@ use crate::sled_store::DEFAULT_SNAPSHOT_INTERVAL;
 /// [`PgStore::connect`] applies the migrations up to it to an older schema (an empty database gets them all)
 /// and refuses a database whose schema is newer. Version 1: `agentic_runs` (with the lease columns
 /// `lease_owner`, `lease_expires_at`, `fencing_token`, unused until leases), `agentic_journal`,
-/// `agentic_snapshots`, `agentic_snapshot_chunks`.
-pub const PG_SCHEMA_VERSION: i32 = 1;
+/// `agentic_snapshots`, `agentic_snapshot_chunks`. Version 2: the spec archive `agentic_specs` and
+/// `agentic_runs.cancel_requested_at` (SERVER.md §4, §5).
+pub const PG_SCHEMA_VERSION: i32 = 2;
 
 /// The migrations, in order: `(version, SQL)`. Each runs once, in the transaction that records its version.
-const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    "CREATE TABLE agentic_runs (
+const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        "CREATE TABLE agentic_runs (
          run_id text PRIMARY KEY,
          record json NOT NULL,
          status text NOT NULL,
@@ -59,7 +61,17 @@ const MIGRATIONS: &[(i32, &str)] = &[(
          chunk json NOT NULL,
          PRIMARY KEY (run_id, seq)
      );",
-)];
+    ),
+    (
+        2,
+        "CREATE TABLE agentic_specs (
+         hash text PRIMARY KEY,
+         text text NOT NULL,
+         created_at timestamptz NOT NULL DEFAULT now()
+     );
+     ALTER TABLE agentic_runs ADD COLUMN cancel_requested_at timestamptz;",
+    ),
+];
 
 /// The key of the transaction-level advisory lock that serialises schema migrations across processes
 /// (`pg_advisory_xact_lock`): the bytes of `agentic` and a zero, as a big-endian `i64`.
@@ -108,6 +120,8 @@ pub struct PgStore {
 
 struct Inner {
     pool: Pool,
+    /// The connection settings (for the listening connection, which is not the pool's).
+    config: tokio_postgres::Config,
     /// The URL without its password, for messages.
     shown: String,
     /// This handle's lease owner id.
@@ -141,9 +155,10 @@ struct PendingRun {
 }
 
 impl Inner {
-    fn new(pool: Pool, shown: String, owner: String, lease_time: Duration) -> Inner {
+    fn new(pool: Pool, config: tokio_postgres::Config, shown: String, owner: String, lease_time: Duration) -> Inner {
         Inner {
             pool,
+            config,
             shown,
             owner,
             lease_time,
@@ -259,13 +274,14 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("agentic");
         }
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager =
+            Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
             .build()
             .map_err(|e| fail(format!("cannot build the connection pool: {e}")))?;
         let store = PgStore {
-            inner: Arc::new(Inner::new(pool, shown.clone(), new_owner_id(), DEFAULT_LEASE_TIME)),
+            inner: Arc::new(Inner::new(pool, config, shown.clone(), new_owner_id(), DEFAULT_LEASE_TIME)),
             snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
         };
         store.migrate().await.map_err(fail)?;
@@ -325,7 +341,13 @@ impl PgStore {
     #[must_use]
     pub fn with_lease(&self, owner: impl Into<String>, lease_time: Duration) -> Self {
         PgStore {
-            inner: Arc::new(Inner::new(self.inner.pool.clone(), self.inner.shown.clone(), owner.into(), lease_time)),
+            inner: Arc::new(Inner::new(
+                self.inner.pool.clone(),
+                self.inner.config.clone(),
+                self.inner.shown.clone(),
+                owner.into(),
+                lease_time,
+            )),
             snapshot_interval: self.snapshot_interval,
         }
     }
@@ -770,6 +792,27 @@ enum WriteOutcome {
     Lost(Vec<(String, StoreError)>),
 }
 
+/// Decodes a `(run_id, record::text, cancel_requested_at IS NOT NULL)` row of `agentic_runs`: the cancel
+/// request lives in its own column, which the engine's record writes never overwrite.
+fn decode_run_row(row: &Row) -> Result<RunRecord, StoreError> {
+    let mut record = format::decode_run_json(row.get(0), row.get::<_, String>(1).as_bytes())?;
+    record.cancel_requested |= row.get::<_, bool>(2);
+    Ok(record)
+}
+
+/// The channel names `listen` accepts: PostgreSQL identifiers written as they are.
+fn check_channel(channel: &str) -> Result<(), StoreError> {
+    let plain = !channel.is_empty()
+        && channel.len() < 64
+        && channel.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !channel.starts_with(|c: char| c.is_ascii_digit());
+    if plain {
+        Ok(())
+    } else {
+        Err(format::backend(format!("listen: channel {channel:?} is not a lowercase identifier")))
+    }
+}
+
 /// Decodes a `(seq, step::text)` row of `run_id`'s journal.
 fn decode_step_row(run_id: &str, row: &Row) -> Result<StepRecord, StoreError> {
     let seq: i64 = row.get(0);
@@ -822,23 +865,23 @@ impl CheckpointStore for PgStore {
         self.write_pending().await?;
         let client = self.client("run").await?;
         let row = client
-            .query_opt("SELECT record::text FROM agentic_runs WHERE run_id = $1", &[&run_id])
+            .query_opt(
+                "SELECT run_id, record::text, cancel_requested_at IS NOT NULL FROM agentic_runs WHERE run_id = $1",
+                &[&run_id],
+            )
             .await
             .map_err(|e| self.backend("run", pg_message(&e)))?;
-        row.map(|row| format::decode_run_json(run_id, row.get::<_, String>(0).as_bytes())).transpose()
+        row.as_ref().map(decode_run_row).transpose()
     }
 
     async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
         self.write_pending().await?;
         let client = self.client("runs").await?;
         let rows = client
-            .query("SELECT run_id, record::text FROM agentic_runs", &[])
+            .query("SELECT run_id, record::text, cancel_requested_at IS NOT NULL FROM agentic_runs", &[])
             .await
             .map_err(|e| self.backend("runs", pg_message(&e)))?;
-        let mut runs = rows
-            .iter()
-            .map(|row| format::decode_run_json(row.get(0), row.get::<_, String>(1).as_bytes()))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut runs = rows.iter().map(decode_run_row).collect::<Result<Vec<_>, _>>()?;
         // Byte order of the run ids, as the other stores (the database's collation may differ).
         runs.sort_by(|a, b| b.updated_at_ms.cmp(&a.updated_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
         Ok(runs)
@@ -972,14 +1015,14 @@ impl CheckpointStore for PgStore {
         // A `running` run without any lease was started without one (`agentic run`): it may be executing.
         let rows = client
             .query(
-                "SELECT run_id, record::text FROM agentic_runs
+                "SELECT run_id, record::text, cancel_requested_at IS NOT NULL FROM agentic_runs
                  WHERE (status = 'running' AND lease_expires_at <= now())
                     OR (status = 'suspended' AND (lease_expires_at IS NULL OR lease_expires_at <= now()))",
                 &[],
             )
             .await
             .map_err(|e| self.backend("find runs to take over", pg_message(&e)))?;
-        rows.iter().map(|row| format::decode_run_json(row.get(0), row.get::<_, String>(1).as_bytes())).collect()
+        rows.iter().map(decode_run_row).collect()
     }
 
     async fn update_run(
@@ -995,13 +1038,17 @@ impl CheckpointStore for PgStore {
         let fail = |e: tokio_postgres::Error| self.backend(&format!("update run `{run_id}`"), pg_message(&e));
         let tx = client.transaction().await.map_err(fail)?;
         let Some(row) = tx
-            .query_opt("SELECT record::text FROM agentic_runs WHERE run_id = $1 FOR UPDATE", &[&run_id])
+            .query_opt(
+                "SELECT run_id, record::text, cancel_requested_at IS NOT NULL FROM agentic_runs
+                 WHERE run_id = $1 FOR UPDATE",
+                &[&run_id],
+            )
             .await
             .map_err(fail)?
         else {
             return Ok(None);
         };
-        let mut record = format::decode_run_json(run_id, row.get::<_, String>(0).as_bytes())?;
+        let mut record = decode_run_row(&row)?;
         if let Err(message) = change(&mut record) {
             return Ok(Some(Err(message)));
         }
@@ -1015,6 +1062,86 @@ impl CheckpointStore for PgStore {
         .map_err(fail)?;
         tx.commit().await.map_err(fail)?;
         Ok(Some(Ok(record)))
+    }
+
+    async fn put_spec(&self, text: &str) -> Result<String, StoreError> {
+        let hash = agentic_engine::spec_hash(text);
+        let client = self.client("put_spec").await?;
+        client
+            .execute(
+                "INSERT INTO agentic_specs (hash, text) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING",
+                &[&hash, &text],
+            )
+            .await
+            .map_err(|e| self.backend("put_spec", pg_message(&e)))?;
+        Ok(hash)
+    }
+
+    async fn spec(&self, hash: &str) -> Result<Option<String>, StoreError> {
+        let client = self.client("spec").await?;
+        let row = client
+            .query_opt("SELECT text FROM agentic_specs WHERE hash = $1", &[&hash])
+            .await
+            .map_err(|e| self.backend("spec", pg_message(&e)))?;
+        Ok(row.map(|r| r.get::<_, String>(0)))
+    }
+
+    /// Sets `cancel_requested_at` and notifies `agentic_cancel` (payload: the run id) in one transaction.
+    async fn request_cancel(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        if check_run_id("request_cancel", run_id).is_err() {
+            return Ok(None);
+        }
+        self.write_pending().await?;
+        let client = self.client("request a cancel").await?;
+        let row = client
+            .query_opt(
+                "WITH u AS (
+                     UPDATE agentic_runs SET cancel_requested_at = coalesce(cancel_requested_at, now())
+                     WHERE run_id = $1 RETURNING run_id, record::text
+                 )
+                 SELECT u.run_id, u.record, true, pg_notify('agentic_cancel', u.run_id)::text FROM u",
+                &[&run_id],
+            )
+            .await
+            .map_err(|e| self.backend(&format!("request the cancel of run `{run_id}`"), pg_message(&e)))?;
+        row.as_ref().map(decode_run_row).transpose()
+    }
+
+    async fn records_from(&self, run_id: &str, from: u64) -> Result<Vec<StepRecord>, StoreError> {
+        if check_run_id("records", run_id).is_err() {
+            return Ok(Vec::new());
+        }
+        self.write_pending().await?;
+        let client = self.client("records").await?;
+        self.journal_from(&client, run_id, from).await
+    }
+
+    async fn notify(&self, channel: &str, payloads: Vec<String>) -> Result<(), StoreError> {
+        if payloads.is_empty() {
+            return Ok(());
+        }
+        let client = self.client("notify").await?;
+        // One statement: delivered together, in array order, after anything this handle sent before.
+        client
+            .execute(
+                "SELECT pg_notify($1, p) FROM unnest($2::text[]) WITH ORDINALITY AS t(p, n) ORDER BY n",
+                &[&channel, &payloads],
+            )
+            .await
+            .map_err(|e| self.backend(&format!("notify `{channel}`"), pg_message(&e)))?;
+        Ok(())
+    }
+
+    async fn listen(&self, channels: Vec<String>) -> Result<Option<agentic_engine::NoticeReceiver>, StoreError> {
+        for channel in &channels {
+            check_channel(channel)?;
+        }
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let first = crate::pg_listen::connect(&self.inner.config, &channels, tx.clone())
+            .await
+            .map_err(|e| self.backend("listen", e))?;
+        tokio::spawn(crate::pg_listen::keep(self.inner.config.clone(), channels, tx, first, self.inner.shown.clone()));
+        Ok(Some(rx))
     }
 
     async fn load(&self, run_id: &str) -> Result<RunImage, StoreError> {

@@ -45,6 +45,9 @@ struct Inner {
     runs: Tree,
     journal: Tree,
     snapshots: Tree,
+    /// The spec archive: spec hash → version byte + text (written at once and fsynced: rare, and a run's
+    /// record must never name a text that a crash lost).
+    specs: Tree,
 }
 
 impl Drop for Inner {
@@ -309,6 +312,7 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
             if version == format::FORMAT_VERSION_WITHOUT_WAL
                 || version == format::FORMAT_VERSION_WHOLE_PLANNER_STATES
                 || version == format::FORMAT_VERSION_WITHOUT_ITEMS
+                || version == format::FORMAT_VERSION_WITHOUT_SPECS
             {
                 // Their records read the same; the version says that a write-ahead log may hold acknowledged
                 // steps, that planner states may be journaled as changes and that steps may carry mapper items,
@@ -354,6 +358,7 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
         trees = (tree(&db, "runs")?, tree(&db, "journal")?, tree(&db, "snapshots")?);
     }
     let (runs, journal, snapshots) = trees;
+    let specs = tree(&db, "specs")?;
     let log = std::fs::File::open(dir.join("db"))
         .map_err(|e| backend(format!("open store {shown}: open the log file for fdatasync: {e}")))?;
     let wal = Wal::open(dir, log, journal.clone(), runs.clone())
@@ -369,7 +374,7 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
             replayed.entries
         );
     }
-    Ok(Inner { dir: dir.to_path_buf(), db, wal, runs, journal, snapshots })
+    Ok(Inner { dir: dir.to_path_buf(), db, wal, runs, journal, snapshots, specs })
 }
 
 /// Opens sled with `config`, waiting up to [`LOCK_WAIT`] for a lock that a closing database still holds.
@@ -459,6 +464,29 @@ impl CheckpointStore for SledStore {
             self.inner.wal.spill();
         }
         Ok(())
+    }
+
+    async fn put_spec(&self, text: &str) -> Result<String, StoreError> {
+        let hash = agentic_engine::spec_hash(text);
+        let known = self.inner.specs.contains_key(hash.as_bytes()).map_err(|e| self.backend("put_spec", e))?;
+        if !known {
+            self.inner
+                .specs
+                .insert(hash.as_bytes(), format::encode_spec(text))
+                .map_err(|e| self.backend("put_spec", e))?;
+            // Durable before any run record names it (sled's own flush: the log does not hold the archive).
+            let inner = self.inner.clone();
+            tokio::task::spawn_blocking(move || inner.specs.flush())
+                .await
+                .map_err(|e| self.backend("put_spec", e))?
+                .map_err(|e| self.backend("put_spec: flush", e))?;
+        }
+        Ok(hash)
+    }
+
+    async fn spec(&self, hash: &str) -> Result<Option<String>, StoreError> {
+        let value = self.inner.specs.get(hash.as_bytes()).map_err(|e| self.backend("spec", e))?;
+        value.map(|v| format::decode_spec(hash, &v)).transpose()
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {

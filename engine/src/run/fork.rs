@@ -82,6 +82,8 @@ pub async fn fork(
         answers: BTreeMap::new(),
         detail: Value::Null,
         source: origin.source,
+        spec_hash: origin.spec_hash,
+        cancel_requested: false,
         created_at_ms: now_ms,
         updated_at_ms: now_ms,
         milestones,
@@ -169,6 +171,8 @@ mod tests {
                 answers: BTreeMap::from([("left".to_string(), json!("over"))]),
                 detail: json!("done"),
                 source: Some("flow.yaml".into()),
+                spec_hash: None,
+                cancel_requested: false,
                 created_at_ms: 1,
                 updated_at_ms: 2,
                 milestones: vec![

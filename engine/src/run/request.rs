@@ -255,6 +255,7 @@ pub struct InvokeRequest {
     pub(super) drain: Option<DrainHandle>,
     pub(super) answers: BTreeMap<String, Value>,
     pub(super) source: Option<String>,
+    pub(super) spec_hash: Option<String>,
     pub(super) run_name: Option<String>,
     pub(super) registry: Option<Registry>,
     pub(super) listeners: Vec<ListenerRef>,
@@ -273,6 +274,7 @@ impl AgentRef {
             drain: None,
             answers: BTreeMap::new(),
             source: None,
+            spec_hash: None,
             run_name: None,
             registry: None,
             listeners: Vec::new(),
@@ -344,6 +346,13 @@ impl InvokeRequest {
     /// Records where the system came from (a spec path), for resuming from another process.
     pub fn source(mut self, source: impl Into<String>) -> Self {
         self.source = Some(source.into());
+        self
+    }
+
+    /// Records the [`crate::spec_hash`] of the spec text the system was built from, archived in the run's
+    /// store ([`CheckpointStore::put_spec`]): resumes in any process rebuild the run from that text.
+    pub fn spec_hash(mut self, hash: impl Into<String>) -> Self {
+        self.spec_hash = Some(hash.into());
         self
     }
 

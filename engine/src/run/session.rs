@@ -97,6 +97,8 @@ impl RunSession {
                         answers: BTreeMap::new(),
                         detail: Value::Null,
                         source: None,
+                        spec_hash: None,
+                        cancel_requested: false,
                         created_at_ms: now_ms,
                         updated_at_ms: now_ms,
                         milestones: Vec::new(),
@@ -148,6 +150,9 @@ impl RunSession {
             rec.updated_at_ms = now_ms;
             if req.source.is_some() {
                 rec.source = req.source.clone();
+            }
+            if req.spec_hash.is_some() {
+                rec.spec_hash = req.spec_hash.clone();
             }
         }
 

@@ -1,0 +1,106 @@
+//! `agentic run` and `resume` on a shared store (PostgreSQL) hold the run's lease as a server does (SERVER.md
+//! §4): a server cannot take over a run a live CLI executes, and takes over a dead CLI's run once its lease
+//! expires. While it holds the lease the CLI renews it every third of the lease time, and stops the run when
+//! the lease is lost or when a cancel is recorded for it anywhere.
+
+use std::time::Duration;
+
+use agentic_engine::{CancelHandle, Notice, StoreRef};
+use tokio::task::JoinHandle;
+
+use super::EXIT_FAILED;
+
+/// The lease the CLI holds on a run; [`Held::release`] gives it up.
+pub(crate) struct Held {
+    store: StoreRef,
+    run_id: String,
+    keeper: JoinHandle<()>,
+}
+
+/// How often the lease is renewed: a third of the store's default lease time (10 s).
+const RENEW_EVERY: Duration = Duration::from_millis(3333);
+
+/// Takes `run_id`'s lease on a shared store (`None` on a store one process holds); prints why not and returns
+/// the exit code when another process executes the run.
+pub(crate) fn take(
+    rt: &tokio::runtime::Runtime,
+    store: &StoreRef,
+    run_id: &str,
+    cancel: &CancelHandle,
+) -> Result<Option<Held>, u8> {
+    if !store.shared_dyn() {
+        return Ok(None);
+    }
+    match rt.block_on(store.acquire_lease_dyn(run_id)) {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            eprintln!(
+                "error: run `{run_id}` is executing in another process (a server or another `agentic` holds its \
+                 lease); watch it with `agentic show {run_id}`"
+            );
+            return Err(EXIT_FAILED);
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Err(EXIT_FAILED);
+        }
+    }
+    let (store2, run, cancel) = (store.clone(), run_id.to_string(), cancel.clone());
+    let keeper = rt.spawn(async move {
+        let mut notices = match store2.listen_dyn(vec!["agentic_cancel".to_string()]).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!("cannot listen for cancels (they are seen at the next renewal): {e}");
+                None
+            }
+        };
+        loop {
+            let renew = async {
+                match &mut notices {
+                    Some(rx) => tokio::time::timeout(RENEW_EVERY, rx.recv()).await.ok().flatten(),
+                    None => {
+                        tokio::time::sleep(RENEW_EVERY).await;
+                        None
+                    }
+                }
+            };
+            match renew.await {
+                Some(Notice::Message { payload, .. }) if payload == run => {
+                    eprintln!("run `{run}`: cancelled (a cancel was recorded for it)");
+                    cancel.cancel();
+                    continue;
+                }
+                Some(Notice::Message { .. }) => continue,
+                Some(_) => {}
+                None => {}
+            }
+            match store2.renew_leases_dyn().await {
+                Ok(lost) if lost.contains(&run) => {
+                    eprintln!("run `{run}`: its lease was lost to another process; it stops here");
+                    cancel.cancel();
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("cannot renew the run's lease: {e}"),
+            }
+            // A cancel recorded while the notice was missed.
+            if let Ok(Some(record)) = store2.run_dyn(&run).await
+                && record.cancel_requested
+                && !cancel.is_cancelled()
+            {
+                cancel.cancel();
+            }
+        }
+    });
+    Ok(Some(Held { store: store.clone(), run_id: run_id.to_string(), keeper }))
+}
+
+impl Held {
+    /// Stops renewing and gives the lease up (another process may continue the run at once).
+    pub(crate) fn release(self, rt: &tokio::runtime::Runtime) {
+        self.keeper.abort();
+        if let Err(e) = rt.block_on(self.store.release_lease_dyn(&self.run_id)) {
+            tracing::warn!("cannot release the run's lease (it runs out by itself): {e}");
+        }
+    }
+}
