@@ -272,14 +272,13 @@ async fn read_events(
                 }
                 (name, event_id) = (None, None);
                 data.clear();
-            } else if line.starts_with(':') {
             } else if let Some(v) = field("event:") {
                 name = Some(v);
             } else if let Some(v) = field("id:") {
                 event_id = Some(v);
             } else if let Some(v) = field("data:") {
                 data.push(v);
-            }
+            } // Else a comment (`: keep-alive`) or a field this test does not read.
         }
     }
 }

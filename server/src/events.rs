@@ -20,7 +20,7 @@ use tokio::sync::{broadcast, oneshot};
 use crate::cluster::Cluster;
 
 /// Events kept per run for slow readers before they lag (a lagging reader re-reads the journal).
-const CHANNEL_CAPACITY: usize = 1024;
+const CHANNEL_CAPACITY: usize = 8192;
 
 /// One server-sent event: its name (`agent_completed`, `token`, ...) and its JSON data.
 #[derive(Debug, Clone, PartialEq)]

@@ -345,7 +345,7 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
         }
     }
     let tree = |db: &Db, name: &str| db.open_tree(name).map_err(|e| op(&format!("open tree `{name}`"), e));
-    let mut trees = (tree(&db, "runs")?, tree(&db, "journal")?, tree(&db, "snapshots")?);
+    let mut trees = (tree(&db, "runs")?, tree(&db, "journal")?, tree(&db, "snapshots")?, tree(&db, "specs")?);
     let mut db = db;
     if created {
         // sled writes a snapshot of its own (and zeroes its log's tail, both fsynced) at the first open after
@@ -355,10 +355,9 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
         drop((trees, meta));
         drop(db);
         db = open_db(&config, &shown)?;
-        trees = (tree(&db, "runs")?, tree(&db, "journal")?, tree(&db, "snapshots")?);
+        trees = (tree(&db, "runs")?, tree(&db, "journal")?, tree(&db, "snapshots")?, tree(&db, "specs")?);
     }
-    let (runs, journal, snapshots) = trees;
-    let specs = tree(&db, "specs")?;
+    let (runs, journal, snapshots, specs) = trees;
     let log = std::fs::File::open(dir.join("db"))
         .map_err(|e| backend(format!("open store {shown}: open the log file for fdatasync: {e}")))?;
     let wal = Wal::open(dir, log, journal.clone(), runs.clone())
@@ -664,7 +663,7 @@ mod tests {
         }
         let err = SledStore::open(tmp.path()).unwrap_err();
         assert!(
-            err.to_string().contains("format version 7 is not supported (this agentic-store reads versions 1 to 4)"),
+            err.to_string().contains("format version 7 is not supported (this agentic-store reads versions 1 to 5)"),
             "{err}"
         );
         assert!(err.to_string().contains(&tmp.path().display().to_string()), "{err}");
