@@ -25,7 +25,8 @@ fn database(test: &str) -> Option<String> {
 /// The binary on store `store` (through `AGENTIC_STORE`), killed after step `kill` when given.
 fn agentic(store: &str, kill: Option<u64>, args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentic"));
-    cmd.args(args).env("AGENTIC_STORE", store).env_remove("AGENTIC_LOG");
+    // Short leases: a resume after a `kill -9` waits for the dead process's lease to expire.
+    cmd.args(args).env("AGENTIC_STORE", store).env("AGENTIC_LEASE_MS", "300").env_remove("AGENTIC_LOG");
     match kill {
         Some(k) => cmd.env("AGENTIC_TEST_KILL_AFTER_STEP", k.to_string()),
         None => cmd.env_remove("AGENTIC_TEST_KILL_AFTER_STEP"),

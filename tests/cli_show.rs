@@ -62,6 +62,7 @@ name:    capital
 status:  completed
 updated: T
 steps:   5
+spec:    capital b01b1151125f5eeb4a1a45aa1d568f7ae3fb6bada518ca2c485b4827e43843a5
 output:  "Paris"
 state:
   answer = "Paris"
@@ -125,6 +126,7 @@ name:    approval
 status:  suspended
 updated: T
 steps:   2
+spec:    approval 0f750d12e6125d9c294834f54b0d96b1f31cce74cde2d492d955c7aee58d700f
 pending:
   human-review (agent `review`): Approve PROCESSED: data?
 state:

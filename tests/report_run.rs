@@ -193,9 +193,13 @@ fn a_run_without_a_spec_is_reported_without_topology_and_says_so() {
     let out = dir.path().join("calc.html");
     let o = agentic(&store, &["report", "calc-1", "-o", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("warning: the run was not started from a spec file (no source recorded)"));
+    assert!(
+        stderr(&o).contains("warning: run `calc-1` was not started from a spec (no spec text or file recorded)"),
+        "{}",
+        stderr(&o)
+    );
     let html = std::fs::read_to_string(&out).unwrap();
-    assert!(html.contains(r#"<p class="banner b-info" id="no-topology">Topology not available: the run was not started from a spec file (no source recorded)."#));
+    assert!(html.contains(r#"<p class="banner b-info" id="no-topology">Topology not available: run `calc-1` was not started from a spec (no spec text or file recorded)."#));
     assert!(!html.contains(r#"id="topology-svg""#));
     assert_eq!(page_data(&html)["steps"][1]["name"], json!("double"), "names come from the invocations");
 

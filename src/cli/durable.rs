@@ -480,11 +480,11 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
     out(&format!("status:  {}", record.status));
     out(&format!("updated: {}", timestamp(record.updated_at_ms)));
     out(&format!("steps:   {}", image.seq));
-    if let Some(hash) = &record.spec_hash {
-        out(&format!("spec:    {} {hash}", record.name));
-    }
     if let Some(f) = &record.forked_from {
         out(&format!("forked:  from {} at step {}", f.run_id, f.at_seq));
+    }
+    if let Some(hash) = &record.spec_hash {
+        out(&format!("spec:    {} {hash}", record.name));
     }
     if !output.is_null() {
         out(&format!("output:  {output}"));

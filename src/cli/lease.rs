@@ -17,8 +17,16 @@ pub(crate) struct Held {
     keeper: JoinHandle<()>,
 }
 
-/// How often the lease is renewed: a third of the store's default lease time (10 s).
-const RENEW_EVERY: Duration = Duration::from_millis(3333);
+/// The variable that sets the CLI's lease time in milliseconds (default: the store's, 10 000).
+pub(crate) const LEASE_ENV: &str = "AGENTIC_LEASE_MS";
+
+/// The store's default lease time.
+const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+
+/// The lease time `AGENTIC_LEASE_MS` sets, if it is a number of milliseconds.
+pub(crate) fn lease_time_from_env() -> Option<Duration> {
+    std::env::var(LEASE_ENV).ok()?.parse::<u64>().ok().filter(|ms| *ms > 0).map(Duration::from_millis)
+}
 
 /// Takes `run_id`'s lease on a shared store (`None` on a store one process holds); prints why not and returns
 /// the exit code when another process executes the run.
@@ -31,20 +39,37 @@ pub(crate) fn take(
     if !store.shared_dyn() {
         return Ok(None);
     }
-    match rt.block_on(store.acquire_lease_dyn(run_id)) {
-        Ok(Some(_)) => {}
-        Ok(None) => {
-            eprintln!(
-                "error: run `{run_id}` is executing in another process (a server or another `agentic` holds its \
-                 lease); watch it with `agentic show {run_id}`"
-            );
-            return Err(EXIT_FAILED);
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Err(EXIT_FAILED);
+    let lease_time = lease_time_from_env().unwrap_or(DEFAULT_LEASE);
+    // A holder that died (a `kill -9`) keeps the lease until it expires: wait that long, at most.
+    let give_up = std::time::Instant::now() + lease_time + Duration::from_secs(1);
+    let mut told = false;
+    loop {
+        match rt.block_on(store.acquire_lease_dyn(run_id)) {
+            Ok(Some(_)) => break,
+            Ok(None) if std::time::Instant::now() < give_up => {
+                if !told {
+                    eprintln!(
+                        "run `{run_id}`: another process holds its lease; waiting up to {} s for it to end or expire",
+                        (lease_time + Duration::from_secs(1)).as_secs()
+                    );
+                    told = true;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Ok(None) => {
+                eprintln!(
+                    "error: run `{run_id}` is executing in another process (a server or another `agentic` holds its \
+                     lease); watch it with `agentic show {run_id}`"
+                );
+                return Err(EXIT_FAILED);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Err(EXIT_FAILED);
+            }
         }
     }
+    let renew_every = lease_time / 3;
     let (store2, run, cancel) = (store.clone(), run_id.to_string(), cancel.clone());
     let keeper = rt.spawn(async move {
         let mut notices = match store2.listen_dyn(vec!["agentic_cancel".to_string()]).await {
@@ -57,9 +82,9 @@ pub(crate) fn take(
         loop {
             let renew = async {
                 match &mut notices {
-                    Some(rx) => tokio::time::timeout(RENEW_EVERY, rx.recv()).await.ok().flatten(),
+                    Some(rx) => tokio::time::timeout(renew_every, rx.recv()).await.ok().flatten(),
                     None => {
-                        tokio::time::sleep(RENEW_EVERY).await;
+                        tokio::time::sleep(renew_every).await;
                         None
                     }
                 }

@@ -185,7 +185,14 @@ pub(crate) fn open(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Resul
 #[cfg(feature = "postgres")]
 fn open_postgres(rt: &tokio::runtime::Runtime, url: &str) -> Result<agentic_engine::StoreRef, u8> {
     match rt.block_on(agentic_store::PgStore::connect(url)) {
-        Ok(store) => Ok(store.store_ref()),
+        Ok(store) => Ok(match lease::lease_time_from_env() {
+            // The owner id as a server's: distinct per process.
+            Some(time) => {
+                let owner = format!("cli-pid-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple());
+                store.with_lease(owner, time).store_ref()
+            }
+            None => store.store_ref(),
+        }),
         Err(e) => {
             eprintln!("error: {e}");
             Err(EXIT_FAILED)

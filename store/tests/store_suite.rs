@@ -337,7 +337,16 @@ mod postgres_only {
             .collect();
         assert_eq!(
             columns,
-            ["run_id", "record", "status", "updated_at_ms", "lease_owner", "lease_expires_at", "fencing_token"]
+            [
+                "run_id",
+                "record",
+                "status",
+                "updated_at_ms",
+                "lease_owner",
+                "lease_expires_at",
+                "fencing_token",
+                "cancel_requested_at"
+            ]
         );
         // An existing schema is used as it is.
         let store = PgStore::connect(&url).await.unwrap();
