@@ -206,10 +206,8 @@ impl Cluster {
         let Some(tx) = followers.get(run_id) else { return };
         if message["j"].as_bool() == Some(true) {
             let _ = tx.send(ToFollower::Read);
-        } else if let (Some(name), Some(data)) = (message["n"].as_str(), message.get("d")) {
-            if let Some(name) = live_event_name(name) {
-                let _ = tx.send(ToFollower::Live(SseEvent { name, data: data.clone() }));
-            }
+        } else if let (Some(name), Some(data)) = (message["n"].as_str().and_then(live_event_name), message.get("d")) {
+            let _ = tx.send(ToFollower::Live(SseEvent { name, data: data.clone() }));
         }
     }
 
