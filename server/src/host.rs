@@ -126,8 +126,6 @@ struct Inner {
     specs: SpecCatalog,
     /// Runs this process could not continue, with the reason it reported (once, not at every scan).
     unresumable: Mutex<HashMap<String, (u64, String)>>,
-    /// Tells the other processes of a shared store about this one's runs (events, cancels).
-    pub(crate) cluster: crate::cluster::Cluster,
     /// Runs executing in this process, with the handle that cancels them.
     executing: Mutex<HashMap<String, CancelHandle>>,
     /// Serialises the record changes that decide a resumption (answers, runs ending).
@@ -141,14 +139,13 @@ struct Inner {
 }
 
 impl RunHost {
-    pub(crate) fn new(store: StoreRef, hub: EventHub, specs: SpecCatalog, cluster: crate::cluster::Cluster) -> Self {
+    pub(crate) fn new(store: StoreRef, hub: EventHub, specs: SpecCatalog) -> Self {
         RunHost {
             inner: Arc::new(Inner {
                 store,
                 hub,
                 specs,
                 unresumable: Mutex::default(),
-                cluster,
                 executing: Mutex::default(),
                 deciding: tokio::sync::Mutex::new(()),
                 accepting: AtomicBool::new(true),
@@ -196,15 +193,7 @@ impl RunHost {
         if !self.inner.accepting.load(Ordering::SeqCst) {
             return Err(ApiError::unavailable("the server is shutting down: it accepts no new runs"));
         }
-        let (text, spec, source) = match &new.spec {
-            SpecSource::Named(name) => {
-                let path = self.inner.specs.path(name)?;
-                let (text, spec) = agentic_spec::read_spec_file(&path).map_err(|e| spec_errors(&e))?;
-                let source = std::fs::canonicalize(&path).unwrap_or(path);
-                (text, spec, Some(source.to_string_lossy().into_owned()))
-            }
-            SpecSource::Text(text) => (text.clone(), Spec::parse(text, "spec").map_err(|e| spec_errors(&e))?, None),
-        };
+        let (text, spec, source) = self.read_spec(&new.spec)?;
         let built = spec.build().map_err(|e| spec_errors(&e))?;
         let mut inputs = new.inputs;
         let input_errors = |errors: Vec<agentic_spec::InputError>| {
@@ -272,6 +261,20 @@ impl RunHost {
             Ok(Ok(())) => Ok(run_id),
             Ok(Err(error)) => Err(ApiError::internal(format!("run `{run_id}` could not start: {error}"))),
             Err(_) => Err(ApiError::internal(format!("run `{run_id}` could not start"))),
+        }
+    }
+
+    /// The text of `source`, parsed, and the canonical path of its file (a spec of `--specs`). Errors: `422`
+    /// an unknown spec name or an invalid spec, with every located error.
+    fn read_spec(&self, source: &SpecSource) -> Result<(String, Spec, Option<String>), ApiError> {
+        match source {
+            SpecSource::Named(name) => {
+                let path = self.inner.specs.path(name)?;
+                let (text, spec) = agentic_spec::read_spec_file(&path).map_err(|e| spec_errors(&e))?;
+                let path = std::fs::canonicalize(&path).unwrap_or(path).to_string_lossy().into_owned();
+                Ok((text, spec, Some(path)))
+            }
+            SpecSource::Text(text) => Ok((text.clone(), Spec::parse(text, "spec").map_err(|e| spec_errors(&e))?, None)),
         }
     }
 
@@ -427,8 +430,7 @@ impl RunHost {
         }
         let answers: Map<String, Value> = record.answers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let resumed = SseEvent::run_level("resumed", &record.name, json!({"answers": answers}));
-        self.inner.cluster.publish(run_id, &resumed);
-        self.inner.hub.publish(run_id, resumed);
+        self.inner.hub.publish_live(run_id, resumed);
         self.drive(run_id.clone(), record.name.clone(), request);
         Ok(())
     }
@@ -494,16 +496,10 @@ impl RunHost {
                 "run `{run_id}` is executing: move it to another spec once it is suspended or stopped"
             )));
         }
-        let (text, spec, path, label) = match &source {
-            SpecSource::Named(name) => {
-                let path = self.inner.specs.path(name)?;
-                let (text, spec) = agentic_spec::read_spec_file(&path).map_err(|e| spec_errors(&e))?;
-                let path = std::fs::canonicalize(&path).unwrap_or(path).to_string_lossy().into_owned();
-                (text, spec, Some(path), format!("spec_name `{name}`"))
-            }
-            SpecSource::Text(text) => {
-                (text.clone(), Spec::parse(text, "spec").map_err(|e| spec_errors(&e))?, None, "the posted spec".into())
-            }
+        let (text, spec, path) = self.read_spec(&source)?;
+        let label = match &source {
+            SpecSource::Named(name) => format!("spec_name `{name}`"),
+            SpecSource::Text(_) => "the posted spec".to_string(),
         };
         let built = spec.build().map_err(|e| spec_errors(&e))?;
         if store.shared_dyn() && store.acquire_lease_dyn(run_id).await?.is_none() {

@@ -169,7 +169,7 @@ impl Server {
         let cluster = cluster::Cluster::new(config.store.shared_dyn());
         let hub = EventHub::new(cluster.clone());
         let store: StoreRef = Arc::new(JournalTap { inner: config.store.clone(), hub: hub.clone() });
-        let host = RunHost::new(store, hub, SpecCatalog::new(config.specs.clone()), cluster.clone());
+        let host = RunHost::new(store, hub, SpecCatalog::new(config.specs.clone()));
         // Cancels recorded by other servers reach the runs executing here at once.
         let (on_cancel, on_reconnect) = (host.clone(), host.clone());
         cluster

@@ -79,26 +79,35 @@ pub(crate) fn take(
                 None
             }
         };
+        let mut renew_at = tokio::time::Instant::now() + renew_every;
         loop {
-            let renew = async {
-                match &mut notices {
-                    Some(rx) => tokio::time::timeout(renew_every, rx.recv()).await.ok().flatten(),
-                    None => {
-                        tokio::time::sleep(renew_every).await;
-                        None
-                    }
+            // Messages of other runs do not delay the renewal: it is due at a fixed time.
+            let message = match &mut notices {
+                Some(rx) => tokio::time::timeout_at(renew_at, rx.recv()).await.ok(),
+                None => {
+                    tokio::time::sleep_until(renew_at).await;
+                    None
                 }
             };
-            match renew.await {
-                Some(Notice::Message { payload, .. }) if payload == run => {
-                    eprintln!("run `{run}`: cancelled (a cancel was recorded for it)");
-                    cancel.cancel();
+            match message {
+                Some(Some(Notice::Message { payload, .. })) => {
+                    if payload == run && !cancel.is_cancelled() {
+                        eprintln!("run `{run}`: cancelled (a cancel was recorded for it)");
+                        cancel.cancel();
+                    }
                     continue;
                 }
-                Some(Notice::Message { .. }) => continue,
-                Some(_) => {}
-                None => {}
+                // The listening connection ended for good: renewals alone from now on.
+                Some(None) => notices = None,
+                // Reconnected, or the renewal is due.
+                Some(Some(_)) | None => {}
             }
+            if tokio::time::Instant::now() < renew_at {
+                // Reconnected: a cancel may have been missed; read the record now, renew when due.
+                cancel_if_recorded(&store2, &run, &cancel).await;
+                continue;
+            }
+            renew_at = tokio::time::Instant::now() + renew_every;
             match store2.renew_leases_dyn().await {
                 Ok(lost) if lost.contains(&run) => {
                     eprintln!("run `{run}`: its lease was lost to another process; it stops here");
@@ -109,15 +118,20 @@ pub(crate) fn take(
                 Err(e) => tracing::warn!("cannot renew the run's lease: {e}"),
             }
             // A cancel recorded while the notice was missed.
-            if let Ok(Some(record)) = store2.run_dyn(&run).await
-                && record.cancel_requested
-                && !cancel.is_cancelled()
-            {
-                cancel.cancel();
-            }
+            cancel_if_recorded(&store2, &run, &cancel).await;
         }
     });
     Ok(Some(Held { store: store.clone(), run_id: run_id.to_string(), keeper }))
+}
+
+/// Cancels the run when its record says a cancel was recorded for it.
+async fn cancel_if_recorded(store: &StoreRef, run_id: &str, cancel: &CancelHandle) {
+    if let Ok(Some(record)) = store.run_dyn(run_id).await
+        && record.cancel_requested
+        && !cancel.is_cancelled()
+    {
+        cancel.cancel();
+    }
 }
 
 impl Held {
