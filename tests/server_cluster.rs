@@ -111,10 +111,15 @@ struct Served {
 
 impl Served {
     fn start(db: &str) -> Served {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agentic"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agentic"));
+        // `CLUSTER_DEBUG=<filter>` shows the servers' logs (e.g. `warn`).
+        match std::env::var("CLUSTER_DEBUG") {
+            Ok(filter) => command.env("AGENTIC_LOG", filter),
+            Err(_) => command.env_remove("AGENTIC_LOG"),
+        };
+        let mut child = command
             .args(["serve", "--listen", "127.0.0.1:0", "--lease-ms", "1500", "--store", db])
             .env("OPENAI_API_KEY", "sk-test")
-            .env_remove("AGENTIC_LOG")
             .env_remove("AGENTIC_SERVER")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -128,7 +133,13 @@ impl Served {
                 break rest.split(' ').next().unwrap().to_string();
             }
         };
-        std::thread::spawn(move || for _ in lines {});
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if std::env::var_os("CLUSTER_DEBUG").is_some() {
+                    eprintln!("[server] {line}");
+                }
+            }
+        });
         Served { child, url }
     }
 
@@ -474,6 +485,21 @@ async fn events_on_b_follow_a_long_run_on_a() {
     let missing: Vec<_> = journal.iter().filter(|s| seqs.binary_search(s).is_err()).take(10).collect();
     assert!(missing.is_empty(), "journaled steps without an event (first 10): {missing:?}");
     assert_eq!(seqs, journal);
+
+    // Live events without gaps: from the first live `agent_started` of the counter that B received (those before
+    // B's watch reached A are not sent), every completion of the counter has its start.
+    let first_live = events.iter().position(|e| e.name == "agent_started" && e.data["agent"] == "count").unwrap();
+    let of = |name: &str| events[first_live..].iter().filter(|e| e.name == name && e.data["agent"] == "count").count();
+    // And in order: the counter's events after it alternate, each start before its completion.
+    let names: Vec<&str> = events[first_live..]
+        .iter()
+        .filter(|e| e.data["agent"] == "count" && e.name.starts_with("agent_"))
+        .map(|e| e.name.as_str())
+        .collect();
+    let out_of_order = names.chunks(2).position(|pair| pair != ["agent_started", "agent_completed"]);
+    assert_eq!(out_of_order, None, "the counter's live and journaled events on B are out of order");
+    assert_eq!(of("agent_started"), of("agent_completed"), "a live `agent_started` is missing on B");
+    assert!(first_live < 1000, "live events reached B late: the first at event {first_live}");
 
     // Live: the first step arrived long before the last.
     let first_at = steps.first().unwrap().at - start;

@@ -6,7 +6,9 @@
 //!   ([`CheckpointStore::request_cancel`]); the server executing the run cancels it at once.
 //! - `agentic_watch` (payload: a run id) — a server streaming a run's events (`GET /events`) says so every
 //!   [`WATCH_EVERY`]; the server executing that run then publishes its live events for [`WATCH_TTL`].
-//! - `agentic_events` (payload: JSON `{"o": owner, "r": run id, "n": name, "d": data}` for a live event,
+//! - `agentic_events` (payload: JSON `{"o": owner, "i": number, "r": run id, "n": name, "d": data}` for a
+//!   live event (`i` counts the sender's messages: PostgreSQL delivers identical payloads of one transaction
+//!   once),
 //!   `{"o", "r", "j": true}` once a step or a record of the run is committed) — read by the followers of
 //!   that run on the other servers.
 //!
@@ -38,8 +40,9 @@ const EVENTS_CHANNEL: &str = "agentic_events";
 
 /// How often a follower says it watches its run.
 const WATCH_EVERY: Duration = Duration::from_millis(1000);
-/// How long an executing server publishes a run's events after the last watch message.
-const WATCH_TTL: Duration = Duration::from_millis(3500);
+/// How long an executing server publishes a run's events after the last watch message: long enough that a
+/// busy server, whose watch messages queue up behind event messages, does not stop publishing meanwhile.
+const WATCH_TTL: Duration = Duration::from_secs(15);
 /// How often a follower reads the store without being told to (the safety net).
 const POLL_EVERY: Duration = Duration::from_millis(500);
 /// PostgreSQL refuses a `NOTIFY` payload of 8000 bytes or more; a live event larger than this is not sent
@@ -51,7 +54,30 @@ enum ToFollower {
     /// A live event of its run, from the server executing it.
     Live(SseEvent),
     /// Something of its run was committed: read the store.
-    Read,
+    Read(Read),
+}
+
+/// What to read of a followed run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Read {
+    /// Its steps up to this one (`None`: all of them).
+    to: Option<u64>,
+    /// Its record too (its execution somewhere ended: it may have ended, or suspended).
+    status: bool,
+}
+
+impl Read {
+    /// Everything: the steps and the record.
+    const ALL: Read = Read { to: None, status: true };
+
+    /// One read serving both.
+    fn and(self, other: Read) -> Read {
+        let to = match (self.to, other.to) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
+        Read { to, status: self.status || other.status }
+    }
 }
 
 /// This server's side of the cluster: publishes the live events of watched runs, runs the followers of runs
@@ -66,11 +92,15 @@ struct Inner {
     shared: bool,
     /// This server's id in messages (its own are ignored).
     owner: String,
+    /// Live events published so far (their number in their message).
+    sent: std::sync::atomic::AtomicU64,
     /// Runs some server streams, until when.
     watched: Mutex<HashMap<String, Instant>>,
     /// Payloads for `agentic_events`, sent in order by one task.
     outbox: mpsc::UnboundedSender<String>,
     outbox_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
+    /// The last step appended of each watched run executing here (what a commit announcement names).
+    appended: Mutex<HashMap<String, u64>>,
     /// The followers running here, by run.
     followers: Mutex<HashMap<String, mpsc::UnboundedSender<ToFollower>>>,
 }
@@ -87,9 +117,11 @@ impl Cluster {
             inner: Arc::new(Inner {
                 shared,
                 owner: uuid::Uuid::new_v4().simple().to_string(),
+                sent: std::sync::atomic::AtomicU64::new(0),
                 watched: Mutex::default(),
                 outbox,
                 outbox_rx: Mutex::new(Some(rx)),
+                appended: Mutex::default(),
                 followers: Mutex::default(),
             }),
         }
@@ -115,7 +147,10 @@ impl Cluster {
         if !self.watched(run_id) || event.is_final() {
             return;
         }
-        let payload = json!({"o": self.inner.owner, "r": run_id, "n": event.name, "d": event.data}).to_string();
+        // `i` numbers the messages: PostgreSQL delivers identical payloads sent in one transaction once, and two
+        // live events can be identical (a loop's `agent_started`, iteration after iteration).
+        let i = self.inner.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let payload = json!({"o": self.inner.owner, "i": i, "r": run_id, "n": event.name, "d": event.data}).to_string();
         if payload.len() > MAX_PAYLOAD {
             tracing::debug!(run_id, "a live `{}` event is too large to publish ({} bytes)", event.name, payload.len());
             return;
@@ -123,21 +158,48 @@ impl Cluster {
         let _ = self.inner.outbox.send(payload);
     }
 
-    /// Announces that something of `run_id` was committed (a step, its record), if some server streams it.
-    pub(crate) fn committed(&self, run_id: &str) {
+    /// Step `seq` of `run_id` (executing here) was appended: a later commit announcement names it, so that
+    /// the followers read up to it and no further — steps committed after the live events not sent yet would
+    /// otherwise come before them.
+    pub(crate) fn appended(&self, run_id: &str, seq: u64) {
         if self.watched(run_id) {
-            let _ = self.inner.outbox.send(json!({"o": self.inner.owner, "r": run_id, "j": true}).to_string());
+            let mut appended = locked(&self.inner.appended);
+            let last = appended.entry(run_id.to_string()).or_default();
+            *last = (*last).max(seq);
         }
     }
 
-    /// [`Cluster::committed`] for every watched run (a flush of the whole store).
+    /// Announces that `run_id`'s steps appended so far (and its record) are committed, if some server
+    /// streams it.
+    pub(crate) fn committed(&self, run_id: &str) {
+        if self.watched(run_id) {
+            let seq = locked(&self.inner.appended).get(run_id).copied();
+            let message = json!({"o": self.inner.owner, "r": run_id, "j": seq.map_or(json!(true), Value::from)});
+            let _ = self.inner.outbox.send(message.to_string());
+        }
+    }
+
+    /// [`Cluster::committed`] for every run appended to here (a flush of the whole store).
     pub(crate) fn committed_all(&self) {
         if !self.inner.shared {
             return;
         }
-        let runs: Vec<String> = locked(&self.inner.watched).keys().cloned().collect();
+        let runs: Vec<String> = locked(&self.inner.appended).keys().cloned().collect();
         for run_id in runs {
             self.committed(&run_id);
+        }
+    }
+
+    /// `run_id`'s execution here ended, its record written: the servers streaming it read its steps and its
+    /// record (ended, or suspended).
+    pub(crate) fn ended(&self, run_id: &str) {
+        if !self.inner.shared {
+            return;
+        }
+        let seq = locked(&self.inner.appended).remove(run_id);
+        if self.watched(run_id) {
+            let j = seq.map_or(json!(true), Value::from);
+            let _ = self.inner.outbox.send(json!({"o": self.inner.owner, "r": run_id, "j": j, "s": true}).to_string());
         }
     }
 
@@ -165,7 +227,7 @@ impl Cluster {
                         batch.push(next);
                     }
                     if let Err(e) = store.notify_dyn(EVENTS_CHANNEL, batch).await {
-                        tracing::debug!("cannot publish run events: {e}");
+                        tracing::warn!("cannot publish run events: {e}");
                     }
                 }
             });
@@ -185,7 +247,7 @@ impl Cluster {
                     Notice::Reconnected => {
                         reconnected();
                         for tx in locked(&cluster.inner.followers).values() {
-                            let _ = tx.send(ToFollower::Read);
+                            let _ = tx.send(ToFollower::Read(Read::ALL));
                         }
                     }
                     _ => {}
@@ -197,15 +259,17 @@ impl Cluster {
 
     /// An `agentic_events` message: to the follower of its run, if one runs here.
     fn received(&self, payload: &str) {
-        let Ok(message) = serde_json::from_str::<Value>(payload) else { return };
-        if message["o"].as_str() == Some(self.inner.owner.as_str()) {
+        // This server's own messages (`{"o":"<owner>",…`, as `json!` writes them) are skipped unparsed.
+        if payload.get(6..6 + self.inner.owner.len()) == Some(self.inner.owner.as_str()) {
             return;
         }
+        let Ok(message) = serde_json::from_str::<Value>(payload) else { return };
         let Some(run_id) = message["r"].as_str() else { return };
         let followers = locked(&self.inner.followers);
         let Some(tx) = followers.get(run_id) else { return };
-        if message["j"].as_bool() == Some(true) {
-            let _ = tx.send(ToFollower::Read);
+        if let Some(j) = message.get("j") {
+            let status = message.get("s").is_some();
+            let _ = tx.send(ToFollower::Read(Read { to: j.as_u64(), status }));
         } else if let (Some(name), Some(data)) = (message["n"].as_str().and_then(live_event_name), message.get("d")) {
             let _ = tx.send(ToFollower::Live(SseEvent { name, data: data.clone() }));
         }
@@ -230,40 +294,49 @@ impl Cluster {
         let run_id = run_id.to_string();
         tokio::spawn(async move {
             let status = store.run_dyn(&run_id).await.ok().flatten().map(|r| r.status);
-            let mut follower = Follower { store, hub, run_id, last, status };
+            let ahead = std::collections::VecDeque::new();
+            let mut follower = Follower { store, hub, run_id, last, ahead, status };
             let mut watch_at = Instant::now();
-            loop {
+            'follow: loop {
                 if watch_at <= Instant::now() {
                     // Also a heartbeat: the executing server publishes while it hears it.
                     let _ = follower.store.notify_dyn(WATCH_CHANNEL, vec![follower.run_id.clone()]).await;
                     watch_at = Instant::now() + WATCH_EVERY;
                 }
-                let read = tokio::select! {
+                // The messages queued now (not those arriving meanwhile: the heartbeat must not wait for a
+                // quiet moment), or a read of everything after a quiet poll interval.
+                let mut batch = Vec::new();
+                tokio::select! {
                     message = rx.recv() => match message {
-                        Some(ToFollower::Live(event)) => {
-                            follower.hub.publish(&follower.run_id, event);
-                            false
-                        }
-                        Some(ToFollower::Read) => true,
+                        Some(message) => batch.push(message),
                         None => break,
                     },
-                    () = tokio::time::sleep(POLL_EVERY) => true,
+                    () = tokio::time::sleep(POLL_EVERY) => batch.push(ToFollower::Read(Read::ALL)),
                 };
-                // Announcements that queued up meanwhile are served by one read.
-                let mut read = read;
-                while let Ok(message) = rx.try_recv() {
+                for _ in 0..rx.len().min(4096) {
+                    match rx.try_recv() {
+                        Ok(message) => batch.push(message),
+                        Err(_) => break,
+                    }
+                }
+                // Consecutive announcements are served by one read, in order with the live events.
+                let mut read: Option<Read> = None;
+                for message in batch {
                     match message {
+                        ToFollower::Read(more) => read = Some(read.map_or(more, |r| r.and(more))),
                         ToFollower::Live(event) => {
-                            if read {
-                                follower.read().await;
-                                read = false;
+                            if let Some(bound) = read.take()
+                                && follower.read(bound).await
+                            {
+                                break 'follow;
                             }
                             follower.hub.publish(&follower.run_id, event);
                         }
-                        ToFollower::Read => read = true,
                     }
                 }
-                if read && follower.read().await {
+                if let Some(bound) = read
+                    && follower.read(bound).await
+                {
                     break;
                 }
                 if !follower.hub.has_subscribers(&follower.run_id) {
@@ -296,26 +369,41 @@ struct Follower {
     run_id: String,
     /// The last journaled step passed on.
     last: u64,
+    /// Steps read from the store and not passed on yet (announced later, after live events that precede them):
+    /// one query serves many announcements.
+    ahead: std::collections::VecDeque<agentic_engine::StepRecord>,
     /// The run's status as last read.
     status: Option<RunStatus>,
 }
 
 impl Follower {
-    /// Passes on the steps committed after `last`, then the final event when the run ended; returns whether
-    /// it ended.
-    async fn read(&mut self) -> bool {
-        let records = match self.store.records_from_dyn(&self.run_id, self.last + 1).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::debug!(run_id = self.run_id, "cannot read the run's journal: {e}");
+    /// Passes on the steps committed after `last` that `read` asks for (from the store only when those read
+    /// ahead do not reach that far), then, when asked and no step read is left, the final event if the run
+    /// ended (or `suspended`); returns whether it ended.
+    async fn read(&mut self, read: Read) -> bool {
+        let have = self.ahead.back().map_or(self.last, |r| r.seq);
+        if read.to.is_none_or(|to| to > have) {
+            match self.store.records_from_dyn(&self.run_id, have + 1).await {
+                Ok(records) => self.ahead.extend(records),
+                Err(e) => {
+                    tracing::debug!(run_id = self.run_id, "cannot read the run's journal: {e}");
+                    return false;
+                }
+            }
+        }
+        while let Some(record) = self.ahead.front() {
+            if read.to.is_some_and(|to| record.seq > to) {
+                // Announced later, after the live events that precede it.
                 return false;
             }
-        };
-        for record in &records {
             if let Some(event) = SseEvent::of_step(record) {
                 self.hub.publish(&self.run_id, event);
             }
             self.last = self.last.max(record.seq);
+            self.ahead.pop_front();
+        }
+        if !read.status {
+            return false;
         }
         let record = match self.store.run_dyn(&self.run_id).await {
             Ok(Some(r)) => r,

@@ -253,8 +253,11 @@ pub(crate) struct JournalTap {
 impl CheckpointStore for JournalTap {
     async fn append(&self, record: StepRecord) -> Result<(), StoreError> {
         let event = SseEvent::of_step(&record);
-        let run_id = record.run_id.clone();
+        let (run_id, seq) = (record.run_id.clone(), record.seq);
         self.inner.append_dyn(record).await?;
+        if let Some(cluster) = &self.hub.cluster {
+            cluster.appended(&run_id, seq);
+        }
         if let Some(event) = event {
             self.hub.publish(&run_id, event);
         }

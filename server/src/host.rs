@@ -311,7 +311,9 @@ impl RunHost {
             }
         };
         // The servers streaming it read its end (or suspension) from the store.
-        self.inner.hub.committed(run_id);
+        if let Some(cluster) = self.inner.hub.cluster() {
+            cluster.ended(run_id);
+        }
         match &record {
             Some(record) if record.status != RunStatus::Running => {
                 if record.status != RunStatus::Suspended
