@@ -444,3 +444,52 @@ async fn a_fork_re_executes_only_the_steps_after_its_point_and_leaves_the_origin
     assert_eq!(code, StatusCode::NOT_FOUND);
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_with_a_spec_moves_a_run_only_when_its_structure_is_unchanged() {
+    let h = Harness::start().await;
+    let (code, _) = h.post("/api/v1/runs", json!({"spec": APPROVAL, "inputs": {"item": "nuts"}, "run_id": "u1"})).await;
+    assert_eq!(code, StatusCode::CREATED);
+    let run = h.wait_for("u1", "suspended").await;
+    let hash = run["spec"]["hash"].as_str().unwrap().to_string();
+    assert_eq!((run["spec"]["name"].as_str(), hash.len()), (Some("approval"), 64));
+
+    // Another structure (a step added): refused, naming the change; the run is left as it was.
+    let grown = APPROVAL
+        .replace("agents: [offer, approve, decide]", "agents: [offer, approve, decide, log]")
+        .replace("agents:\n", "agents:\n  log: { kind: compute, template: \"logged\", output_key: logged }\n");
+    let (code, body) = h.post("/api/v1/runs/u1/resume", json!({"spec": grown})).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(
+        body["error"],
+        "run `u1` cannot move to the posted spec: its structure changed: agent `main` at `root`: its sub-agents \
+         changed from [`offer`, `approve`, `decide`] to [`offer`, `approve`, `decide`, `log`]"
+    );
+    let (_, run) = h.get("/api/v1/runs/u1").await;
+    assert_eq!((run["status"].as_str(), run["spec"]["hash"].as_str()), (Some("suspended"), Some(hash.as_str())));
+    // Both fields, or an unknown one: 400.
+    let (code, body) = h.post("/api/v1/runs/u1/resume", json!({"spec": APPROVAL, "spec_name": "x"})).await;
+    assert_eq!(
+        (code, body["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("give either `spec` or `spec_name`, not both"))
+    );
+
+    // The same structure with another template: moved, and what is left runs on the new text.
+    let (code, _) = h.post("/api/v1/runs/u1/responses/manager", json!({"value": "go"})).await;
+    assert_eq!(code, StatusCode::ACCEPTED);
+    h.wait_for("u1", "completed").await;
+    let (code, _) =
+        h.post("/api/v1/runs", json!({"spec": APPROVAL, "inputs": {"item": "bolts"}, "run_id": "u2"})).await;
+    assert_eq!(code, StatusCode::CREATED);
+    h.wait_for("u2", "suspended").await;
+    let renamed = APPROVAL.replace("\"{{ offer }}: {{ answer }}\"", "\"v2 {{ offer }} -> {{ answer }}\"");
+    let (code, body) = h.post("/api/v1/runs/u2/resume", json!({"spec": renamed})).await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{body}");
+    let run = h.wait_for("u2", "suspended").await;
+    assert_ne!(run["spec"]["hash"], json!(hash), "the run names the new text");
+    let (code, _) = h.post("/api/v1/runs/u2/responses/manager", json!({"value": "ok"})).await;
+    assert_eq!(code, StatusCode::ACCEPTED);
+    let run = h.wait_for("u2", "completed").await;
+    assert_eq!(run["output"], "v2 ship bolts -> ok");
+    h.stop().await;
+}
