@@ -19,6 +19,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use agentic::prelude::Durability;
 use agentic::store::PgStore;
@@ -150,17 +151,19 @@ pub struct PgPlan {
     pub seq: [(usize, usize); 2],
     /// Workers: (M runs, C clients).
     pub workers: (usize, usize),
+    /// Answers posted to the other server of two: how many runs.
+    pub handoffs: usize,
 }
 
 impl PgPlan {
-    /// N = 10 (10 reps) and 100 (5 reps); 300 runs from 30 clients.
+    /// N = 10 (10 reps) and 100 (5 reps); 300 runs from 30 clients; 200 answers through another server.
     pub fn full() -> PgPlan {
-        PgPlan { seq: [(10, 10), (100, 5)], workers: (300, 30) }
+        PgPlan { seq: [(10, 10), (100, 5)], workers: (300, 30), handoffs: 200 }
     }
 
-    /// N = 10 and 100, 3 reps each; 100 runs from 20 clients.
+    /// N = 10 and 100, 3 reps each; 100 runs from 20 clients; 50 answers through another server.
     pub fn quick() -> PgPlan {
-        PgPlan { seq: [(10, 3), (100, 3)], workers: (100, 20) }
+        PgPlan { seq: [(10, 3), (100, 3)], workers: (100, 20), handoffs: 50 }
     }
 }
 
@@ -368,9 +371,86 @@ fn run_workers(
             ratio: lg.map(|l| table::ratio(ours / l)).unwrap_or_default(),
             target: String::new(),
         });
+        if k == 2 {
+            let n = setup.plan.handoffs;
+            eprintln!("bench: {n} answers posted to one server for runs suspended on the other");
+            let (p50, p99) = rt.block_on(answer_handoff(&servers[0], &servers[1], n))?;
+            rows.push(Row {
+                scenario: format!(
+                    "PostgreSQL, 2 workers: an answer posted to a server other than the one the run suspended on → its next step starts (`agent_started` on that server's event stream), {n} runs: p50 / p99"
+                ),
+                langgraph: String::new(),
+                ours: format!("{} / {}", table::dur(p50), table::dur(p99)),
+                ratio: String::new(),
+                target: format!("< 100 ms (SERVER.md §4) {}", if p99 < Duration::from_millis(100) { "✔" } else { "✘" }),
+            });
+        }
         drop(servers);
     }
     Ok(())
+}
+
+/// A human step, then a computation: what [`answer_handoff`] runs.
+const HANDOFF_SPEC: &str = "\
+version: 1
+name: handoff
+root: main
+agents:
+  main: { kind: sequence, agents: [ask, after], output_key: done }
+  ask: { kind: human, prompt: 'go?', response_id: go, output_key: answer }
+  after: { kind: compute, template: 'after {{ answer }}', output_key: done }
+";
+
+/// For `runs` runs suspended on `a`: the time from posting the answer to `b` until `b`'s event stream of the
+/// run shows the next step starting; returns the median and the 99th percentile.
+async fn answer_handoff(a: &ServerProcess, b: &ServerProcess, runs: usize) -> Result<(Duration, Duration)> {
+    let http = reqwest::Client::new();
+    let mut times = Vec::with_capacity(runs);
+    for i in 0..runs + 3 {
+        let id = format!("handoff-{i}");
+        let body = serde_json::json!({"spec": HANDOFF_SPEC, "run_id": id});
+        let resp = http.post(format!("{}/api/v1/runs", a.url)).json(&body).send().await.ctx("POST /api/v1/runs")?;
+        ensure(resp.status().as_u16() == 201, || format!("POST /api/v1/runs: {}", resp.status()))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let run: Value = http
+                .get(format!("{}/api/v1/runs/{id}", a.url))
+                .send()
+                .await
+                .ctx("GET run")?
+                .json()
+                .await
+                .ctx("GET run")?;
+            if run["status"] == "suspended" && run["executing"] == false {
+                break;
+            }
+            ensure(Instant::now() < deadline, || format!("run {id} did not suspend: {run}"))?;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut stream = http.get(format!("{}/api/v1/runs/{id}/events", b.url)).send().await.ctx("GET events")?;
+        let t0 = Instant::now();
+        let answer = format!("{}/api/v1/runs/{id}/responses/go", b.url);
+        let resp = http.post(answer).json(&serde_json::json!({"value": "yes"})).send().await.ctx("POST answer")?;
+        ensure(resp.status().as_u16() == 202, || format!("POST answer: {}", resp.status()))?;
+        let mut text = String::new();
+        let started = loop {
+            let chunk = tokio::time::timeout(Duration::from_secs(10), stream.chunk())
+                .await
+                .ctx(format!("run {id}: no next step within 10 s"))?
+                .ctx("reading events")?
+                .ctx(format!("run {id}: the stream ended before the next step: {text}"))?;
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            // `agent_started` of the step after the human one (its data starts with its path).
+            if text.contains("{\"path\":\"root/1\"") {
+                break t0.elapsed();
+            }
+        };
+        if i >= 3 {
+            times.push(started);
+        }
+    }
+    times.sort();
+    Ok((serve::quantile(&times, 0.5), serve::quantile(&times, 0.99)))
 }
 
 #[cfg(test)]

@@ -591,7 +591,8 @@ impl RunHost {
     }
 
     /// Resumes the runs that were executing when the last holder of the store stopped (`running`, nothing
-    /// pending), and the suspended runs whose every pending response was answered; returns how many.
+    /// pending), the suspended runs whose every pending response was answered, and the runs with a recorded
+    /// cancel (they are cancelled); returns how many.
     ///
     /// On a shared store (several servers on one database) this runs at start and then periodically: the
     /// candidates are the runs whose lease expired (their holder died or was paused too long) or was released,
@@ -605,7 +606,10 @@ impl RunHost {
         let mut resumed = 0;
         for record in runs {
             let interrupted = record.status == RunStatus::Running && record.pending.is_empty();
-            if !(interrupted || ready_to_resume(&record)) || self.is_executing(&record.run_id) {
+            // A recorded cancel its server could not carry out (it died after answering `202`) is carried out
+            // here, suspended runs included.
+            let cancelled = record.cancel_requested;
+            if !(interrupted || cancelled || ready_to_resume(&record)) || self.is_executing(&record.run_id) {
                 continue;
             }
             // A run that could not be continued is tried again only once its record changed.

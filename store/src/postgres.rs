@@ -548,8 +548,26 @@ impl PgStore {
             return Ok(Vec::new());
         }
         let mut lost_now = Vec::new();
+        let mut retry: Option<(std::time::Instant, Duration)> = None;
         let written = loop {
             let result = match self.write(&journal, &runs).await {
+                Ok(WriteOutcome::Unreachable(e)) => {
+                    // Wait for the database (a restart) rather than fail the runs whose steps these are.
+                    let (since, pause) = retry.get_or_insert_with(|| {
+                        tracing::warn!(
+                            "store {}: {e}; retrying the flush for up to {FLUSH_RETRY_FOR:?}",
+                            self.inner.shown
+                        );
+                        (std::time::Instant::now(), Duration::from_millis(50))
+                    });
+                    if since.elapsed() >= FLUSH_RETRY_FOR {
+                        Err(e)
+                    } else {
+                        tokio::time::sleep(*pause).await;
+                        *pause = (*pause * 2).min(Duration::from_secs(1));
+                        continue;
+                    }
+                }
                 Ok(WriteOutcome::Written(written)) => Ok(written),
                 Ok(WriteOutcome::Lost(lost)) => {
                     // Nothing was written: drop the runs whose lease is lost (their writes are refused from
@@ -675,9 +693,15 @@ impl PgStore {
         let records: Vec<JsonText<'_>> = runs.values().map(|r| JsonText(json_of(&r.value))).collect();
         let statuses: Vec<&str> = runs.values().map(|r| r.status.as_str()).collect();
         let updated: Vec<i64> = runs.values().map(|r| r.updated_at_ms).collect();
-        let client = self.client("flush").await?;
+        let client = match self.inner.pool.get().await {
+            Ok(client) => client,
+            Err(e) if pool_unreachable(&e) => {
+                return Ok(WriteOutcome::Unreachable(self.backend("flush", pool_message(&e))));
+            }
+            Err(e) => return Err(self.backend("flush", pool_message(&e))),
+        };
         let fail = |e: tokio_postgres::Error| self.backend("flush", pg_message(&e));
-        let statement = client
+        let statement = match client
             .prepare_cached(
                 "WITH fence AS (
                      SELECT r.run_id, r.lease_owner, r.lease_expires_at, r.fencing_token, f.held
@@ -712,7 +736,11 @@ impl PgStore {
                  UNION ALL SELECT 1, run_id, fencing_token, lease_owner, held FROM lost",
             )
             .await
-            .map_err(fail)?;
+        {
+            Ok(statement) => statement,
+            Err(e) if unreachable(&e) => return Ok(WriteOutcome::Unreachable(fail(e))),
+            Err(e) => return Err(fail(e)),
+        };
         let owner = self.inner.owner.as_str();
         let ttl = millis(self.inner.lease_time);
         let params: [&(dyn ToSql + Sync); 12] = [
@@ -729,7 +757,13 @@ impl PgStore {
             &ttl,
             &run_tokens,
         ];
-        let rows = client.query(&statement, &params).await.map_err(fail)?;
+        let rows = match client.query(&statement, &params).await {
+            Ok(rows) => rows,
+            // The statement is one transaction: it committed or it did nothing, and writing it again is
+            // harmless (a journal row already there with the same value is accepted).
+            Err(e) if unreachable(&e) => return Ok(WriteOutcome::Unreachable(fail(e))),
+            Err(e) => return Err(fail(e)),
+        };
         let mut written = Vec::new();
         let mut lost = Vec::new();
         for row in &rows {
@@ -790,6 +824,33 @@ enum WriteOutcome {
     Written(Vec<(String, u64)>),
     /// Nothing written: these runs' leases are lost.
     Lost(Vec<(String, StoreError)>),
+    /// Nothing written: the database could not be reached (a restart, a cut connection); worth another try.
+    Unreachable(StoreError),
+}
+
+/// How long a flush keeps trying while the database cannot be reached (a restart takes well under a second; a
+/// lease that runs out meanwhile makes the retry fail with the lease lost, as it should).
+const FLUSH_RETRY_FOR: Duration = Duration::from_secs(30);
+
+/// Whether `e` says the connection or the server went away (SQLSTATE class 08, `57P01` to `57P03`: an
+/// administrator's shutdown, a crash, a server starting up), rather than the statement being wrong.
+fn unreachable(e: &tokio_postgres::Error) -> bool {
+    match e.code() {
+        Some(code) => {
+            let code = code.code();
+            code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
+        }
+        None => e.is_closed() || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>()),
+    }
+}
+
+/// [`unreachable`] for an error getting a connection from the pool.
+fn pool_unreachable(e: &deadpool_postgres::PoolError) -> bool {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => unreachable(e),
+        deadpool_postgres::PoolError::Timeout(_) | deadpool_postgres::PoolError::Closed => true,
+        _ => false,
+    }
 }
 
 /// Decodes a `(run_id, record::text, cancel_requested_at IS NOT NULL)` row of `agentic_runs`: the cancel
