@@ -205,6 +205,13 @@ impl Server {
             tokio::spawn(keep_leases(host.clone(), config.lease_time / 3, stop.clone()));
         }
         let stopped = stop.clone();
+        // No Nagle: an event stream writes small frames one after another, which Nagle's algorithm would hold
+        // until the client's delayed acknowledgement (40 ms on Linux) — every live event would wait for it.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+        });
         let http = tokio::spawn(async move {
             axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await }).await
         });
