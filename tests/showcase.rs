@@ -23,15 +23,15 @@ const TICKET: &str = "Hi, this is Sam Ortiz. Since yesterday's update the CloudS
 
 const FIELDS: &str = r#"{"customer": "Sam Ortiz", "product": "CloudSync desktop app", "problem": "crashes on startup", "urgency": "high"}"#;
 
-const TECHNICAL_REPLY: &str = "Hello Sam Ortiz, thank you for reporting a problem with CloudSync desktop app. Our \
-                               engineers are investigating it (crashes on startup). Meanwhile, please update to the \
-                               latest version and restart; if it happens again, reply with the time it occurred so \
-                               we can find it in our logs. - The Technical Support team";
+const TECHNICAL_REPLY: &str = "Hello Sam Ortiz, thank you for reporting this problem with CloudSync desktop app \
+                               (\"crashes on startup\"). Our engineers will look into it. Meanwhile, updating to the \
+                               latest version and restarting may help; if it happens again, please reply with the \
+                               time it occurred so that we can find it in our logs. - The Technical Support team";
 
 #[tokio::test]
 async fn the_showcase_spec_suspends_for_approval_and_sends_the_routed_experts_reply() {
     let spec = Spec::from_path(&spec_path()).expect("the showcase spec validates");
-    let model = ScriptedModel::new([FIELDS, "TECHNICAL"]);
+    let model = ScriptedModel::new([FIELDS, "technical"]);
     let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model.clone()))]).expect("build");
 
     let outcome = built.root.invoke().input("ticket", TICKET).await.expect("run");
@@ -40,9 +40,18 @@ async fn the_showcase_spec_suspends_for_approval_and_sends_the_routed_experts_re
     assert_eq!(outcome.state().get("reply"), Some(&json!(TECHNICAL_REPLY)));
     assert_eq!(model.used(), 2, "two llm steps: extract, classify");
     let requests = model.requests();
-    let classify_prompt = requests[1].messages.last().unwrap().text().to_string();
-    assert!(classify_prompt.contains(&format!("Ticket: {TICKET}\nCategory:")), "{classify_prompt}");
-    assert!(classify_prompt.contains("Category: BILLING"), "few-shot examples: {classify_prompt}");
+    let classify = &requests[1].messages;
+    assert_eq!(
+        classify.last().unwrap().text(),
+        format!("Ticket: {TICKET}\n\nAnswer with one of: billing, technical, account."),
+        "the ticket, after the instructions (a model without enum outputs is told the values)"
+    );
+    let instructions = classify[0].text();
+    assert!(instructions.contains("technical - the product misbehaves"), "{instructions}");
+    assert!(
+        instructions.contains("Ticket: I was charged twice for my subscription this month. -> billing"),
+        "{instructions}"
+    );
 
     let done = outcome.resume().answer("approve-reply", "approved").await.expect("resume");
     assert_eq!(
@@ -66,7 +75,7 @@ async fn a_name_copied_from_the_examples_is_rejected_and_the_human_is_told_why()
     let ticket = "I cannot log in to my account";
     let copied =
         r#"{"customer": "Ben Ode", "product": "Mail account", "problem": "cannot log in", "urgency": "normal"}"#;
-    let model = ScriptedModel::new([copied, "ACCOUNT"]);
+    let model = ScriptedModel::new([copied, "account"]);
     let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model))]).expect("build");
 
     let outcome = built.root.invoke().input("ticket", ticket).await.expect("run");
@@ -80,9 +89,9 @@ async fn a_name_copied_from_the_examples_is_rejected_and_the_human_is_told_why()
         })),
         "the copied fields are null, with their reasons"
     );
-    let reply = "Hello there, thank you for contacting us. For your security we have sent a verification link to the \
-                 email address on file (cannot log in); follow it within 24 hours to complete the change. - The \
-                 Account team";
+    let reply = "Hello there, thank you for contacting us (\"cannot log in\"). For your security, a member of our \
+                 Account team will first confirm your identity by email, then help you with your request. Please do \
+                 not share your password with anyone, including us. - The Account team";
     assert_eq!(outcome.state().get("reply"), Some(&json!(reply)));
     let pending = outcome.pending();
     assert_eq!(pending.len(), 1);
@@ -124,34 +133,35 @@ async fn grounded_fields_pass_the_check_and_the_reply_is_sent() {
             "hi, PRIYA SHAH here: I was charged twice for my Acme Cloud plan.",
             r#"{"customer": "Priya Shah", "product": "Acme Cloud plan", "problem": "charged twice", "urgency": "normal"}"#,
             json!([]),
-            "SENT [BILLING, normal] to Priya Shah: Hello Priya Shah, thank you for contacting us about Acme Cloud plan. \
-             Our billing team has opened a review of your charges (charged twice).",
+            "SENT [BILLING, normal] to Priya Shah: Hello Priya Shah, thank you for contacting us about Acme Cloud plan \
+             (\"charged twice\"). Our Billing team will review the charges on your account",
         ),
         (
             "I was charged twice for my subscription this month",
             r#"{"customer": null, "product": null, "problem": "charged twice", "urgency": "normal"}"#,
             json!([]),
-            "SENT [BILLING, normal] to the customer: Hello there, thank you for contacting us. Our billing team has \
-             opened a review of your charges (charged twice).",
+            "SENT [BILLING, normal] to the customer: Hello there, thank you for contacting us (\"charged twice\"). Our \
+             Billing team will review the charges on your account",
         ),
         (
             "I was charged twice for my subscription this month",
             r#"{"customer": "", "product": "subscription", "problem": "double billing", "urgency": "normal"}"#,
             json!(["the problem the model gave has words the ticket does not contain"]),
+            // A generic word is no product's name: dropped (it is in the ticket: not a rejection).
             "REVIEWED [BILLING, normal] approved by a person (the check rejected: the problem the model gave has words \
-             the ticket does not contain): Hello there, thank you for contacting us about subscription. Our billing \
-             team has opened a review of your charges.",
+             the ticket does not contain): Hello there, thank you for contacting us. Our Billing team will review the \
+             charges on your account",
         ),
         (
             // A paraphrase in the ticket's own words passes: every word of the problem is in the ticket.
             "I was charged twice for my subscription this month!",
             r#"{"customer": null, "product": null, "problem": "Subscription charged twice.", "urgency": "normal"}"#,
             json!([]),
-            "SENT [BILLING, normal] to the customer: Hello there, thank you for contacting us. Our billing team has \
-             opened a review of your charges (Subscription charged twice.).",
+            "SENT [BILLING, normal] to the customer: Hello there, thank you for contacting us (\"Subscription charged \
+             twice.\"). Our Billing team will review the charges on your account",
         ),
     ] {
-        let model = ScriptedModel::new([fields, "ACCOUNT"]);
+        let model = ScriptedModel::new([fields, "account"]);
         let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model))]).expect("build");
         let outcome = built.root.invoke().input("ticket", ticket).await.expect("run");
         assert!(outcome.is_suspended(), "{ticket}");
@@ -167,7 +177,7 @@ async fn grounded_fields_pass_the_check_and_the_reply_is_sent() {
 async fn a_rejected_reply_is_held_back() {
     let spec = Spec::from_path(&spec_path()).expect("valid");
     let fields = r#"{"customer": "Ana", "product": "Pro plan", "problem": "charged twice", "urgency": "normal"}"#;
-    let model = ScriptedModel::new([fields, "BILLING"]);
+    let model = ScriptedModel::new([fields, "billing"]);
     let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model))]).expect("build");
     let outcome =
         built.root.invoke().input("ticket", "Ana here: I was charged twice for my Pro plan.").await.expect("run");
@@ -177,7 +187,7 @@ async fn a_rejected_reply_is_held_back() {
 }
 
 /// The OpenAI-compatible loopback server: the extraction request (a JSON schema with `customer`) gets the
-/// fields, the classification request (the wrapped enum) gets `{"value": "TECHNICAL"}`.
+/// fields, the classification request (the wrapped enum) gets `{"value": "technical"}`.
 struct Triage;
 
 impl Respond for Triage {
@@ -187,7 +197,7 @@ impl Respond for Triage {
         let content = if schema["properties"].get("customer").is_some() {
             FIELDS.to_string()
         } else {
-            json!({"value": "TECHNICAL"}).to_string()
+            json!({"value": "technical"}).to_string()
         };
         ResponseTemplate::new(200).set_body_json(json!({
             "id": "c", "object": "chat.completion", "model": "gpt-test",
@@ -312,20 +322,31 @@ fn without_the_local_feature_or_a_server_the_local_provider_reports_a_clear_erro
 #[tokio::test]
 async fn keyword_rules_decide_the_category_and_the_models_guess_fills_in() {
     let spec = Spec::from_path(&spec_path()).expect("valid");
-    let fields = r#"{"customer": "Lee", "product": "Pro plan", "problem": "question", "urgency": "low"}"#;
-    for (ticket, guess, category) in [
-        // The model guesses ACCOUNT, the ticket says it was charged: BILLING.
-        ("I was charged twice for my Pro plan.", "ACCOUNT", "BILLING"),
-        ("My password reset link has expired.", "TECHNICAL", "ACCOUNT"),
-        ("The export fails with error 42.", "BILLING", "TECHNICAL"),
+    for (ticket, product, guess, rule, category) in [
+        // The model guesses account, the ticket says it was charged: BILLING.
+        ("I was charged twice for my Pro plan.", "Pro plan", "account", "BILLING", "BILLING"),
+        ("My password reset link has expired.", "", "technical", "ACCOUNT", "ACCOUNT"),
+        ("The export fails with error 42.", "", "billing", "TECHNICAL", "TECHNICAL"),
+        // A keyword starts a word ("feed" is no `fee`), and the product's name is no keyword.
+        ("The camera feed is black at night.", "", "technical", "", "TECHNICAL"),
+        (
+            "The Invoice Scanner shows every photo upside down.",
+            "Invoice Scanner",
+            "technical",
+            "TECHNICAL",
+            "TECHNICAL",
+        ),
         // No rule matches: the model's guess decides.
-        ("Where can I find your office?", "ACCOUNT", "ACCOUNT"),
-        ("Where can I find your office?", "TECHNICAL", "TECHNICAL"),
+        ("Where can I find your office?", "", "account", "", "ACCOUNT"),
+        ("Where can I find your office?", "", "technical", "", "TECHNICAL"),
     ] {
-        let model = ScriptedModel::new([fields, guess]);
+        let product = if product.is_empty() { Value::Null } else { json!(product) };
+        let fields = json!({"customer": null, "product": product, "problem": null, "urgency": "low"}).to_string();
+        let model = ScriptedModel::new([fields.as_str(), guess]);
         let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model))]).expect("build");
         let outcome = built.root.invoke().input("ticket", ticket).await.expect("run");
         assert_eq!(outcome.state().get("guess"), Some(&json!(guess)), "{ticket}");
+        assert_eq!(outcome.state().get("rule_category"), Some(&json!(rule)), "{ticket}");
         assert_eq!(outcome.state().get("category"), Some(&json!(category)), "{ticket} (guess {guess})");
     }
 }

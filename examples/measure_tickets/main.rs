@@ -6,9 +6,10 @@
 //!
 //! ```text
 //! scripts/setup-local-model.sh                                           # once: the model (and build tools)
-//! cargo run --release --features local --example measure_tickets       # the local model (Gemma 3 270M)
+//! cargo run --release --features local --example measure_tickets       # the local model (Qwen2.5 Coder 0.5B)
+//! AGENTIC_LOCAL_MODEL=gemma3-270m cargo run --release --features local --example measure_tickets  # Gemma 3 270M
 //! OPENAI_BASE_URL=http://127.0.0.1:11434/v1 OPENAI_MODEL=llama3.2 cargo run --release --example measure_tickets
-//! cargo run --example measure_tickets -- FILE.jsonl                     # other labelled tickets
+//! cargo run --release --features local --example measure_tickets -- tests/fixtures/tickets_unseen.jsonl
 //! ```
 //!
 //! Each ticket is one run of the spec's root up to its human step (the run suspends there; nothing is sent).
@@ -83,9 +84,12 @@ pub fn load(path: &Path) -> Result<Vec<Ticket>, Box<dyn Error>> {
     Ok(tickets)
 }
 
-/// The showcase spec.
+/// The showcase spec, or the variant `$TICKETS_SPEC` names (same agents and keys, other prompts).
 pub fn spec_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/specs/ticket_triage.yaml")
+    match std::env::var_os("TICKETS_SPEC").filter(|p| !p.is_empty()) {
+        Some(path) => PathBuf::from(path),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/specs/ticket_triage.yaml"),
+    }
 }
 
 /// Runs the spec (its `default` model replaced by `model`) over `tickets`, one at a time, each up to its
@@ -107,7 +111,7 @@ pub async fn measure(
             ticket: ticket.clone(),
             extracted: state.get("extracted").cloned().unwrap_or(Value::Null),
             checked: state.get("fields").cloned().unwrap_or(Value::Null),
-            guess: text("guess"),
+            guess: text("guess").to_uppercase(),
             rules: text("rule_category"),
             category: text("category"),
             took: started.elapsed(),
@@ -205,6 +209,8 @@ pub fn summary(results: &[Measured]) -> String {
     labels.dedup();
     let guesses: Vec<String> = labels.iter().map(|l| format!("{l} {}", count(&|m| m.guess == *l))).collect();
     let rules_matched = count(&|m| !m.rules.is_empty());
+    let unmatched = n - rules_matched;
+    let model_unmatched = count(&|m| m.rules.is_empty() && m.guess == m.ticket.category);
     let rejected_runs = count(&|m| m.checked.get("rejected").and_then(Value::as_array).is_some_and(|r| !r.is_empty()));
     let problem_grounded = count(&|m| value(&m.checked, "problem").is_some());
     let total: Duration = results.iter().map(|m| m.took).sum();
@@ -214,7 +220,8 @@ pub fn summary(results: &[Measured]) -> String {
          invented fields (not in the ticket): model {} customers, {} products / after the check {} customers, {} products\n\
          runs with a rejected field (to the human with the reason, never SENT): {rejected_runs}/{n}; problem kept \
          (in the ticket): {problem_grounded}/{n}\n\
-         category accuracy: model alone {}, rules alone {} (a rule matched {rules_matched}/{n}), both {}\n\
+         category accuracy: model alone {}, rules alone {} (a rule matched {rules_matched}/{n}), both {}; \
+         model alone where no rule matched: {model_unmatched}/{unmatched}\n\
          the model's guesses: {}\n\
          time: {:.1}s in all, {:.1}s a ticket (two model calls)",
         both_exact(&raw),
@@ -256,7 +263,10 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let tickets = load(&file)?;
     match std::env::var("OPENAI_BASE_URL") {
         Ok(url) if !url.trim().is_empty() => eprintln!("model: the server at {url}"),
-        _ => eprintln!("model: the local model (Gemma 3 270M, in-process)"),
+        _ => eprintln!(
+            "model: the local model {} (in-process; AGENTIC_LOCAL_MODEL chooses another)",
+            agentic::agents::model::default_local_model_path().display()
+        ),
     }
     eprintln!("{} tickets from {} (* = ambiguous)", tickets.len(), file.display());
     let results = measure(model, &tickets, |m| println!("{}", line(m))).await?;

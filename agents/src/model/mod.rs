@@ -35,7 +35,10 @@ use futures::stream::BoxStream;
 
 pub use error::ModelError;
 pub(crate) use error::shorten as shorten_text;
-pub use local::{DEFAULT_LOCAL_MAX_TOKENS, DEFAULT_LOCAL_MODEL_FILE, default_local_model_path, local_model};
+pub use local::{
+    DEFAULT_LOCAL_MAX_TOKENS, DEFAULT_LOCAL_MODEL_FILE, KNOWN_LOCAL_MODELS, KnownLocalModel, default_local_model_path,
+    local_model, local_model_dir,
+};
 #[cfg(feature = "local")]
 pub use local::{LocalModel, LocalStats};
 pub use openai::{DEFAULT_BASE_URL, DEFAULT_OPENAI_MODEL, OpenAiBuilder, OpenAiModel};
