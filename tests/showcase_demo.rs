@@ -114,7 +114,7 @@ fn a_built_demo_runs_the_ticket_through_the_human_step_with_one_line_per_stage()
     );
     assert!(err.contains("ticket: Ada here: I cannot log in"), "{err}");
     assert!(err.contains("stdin is not a terminal: answering `approved`"), "{err}");
-    assert!(err.contains("a template filled with the extracted fields"), "{err}");
+    assert!(err.contains("a template filled with the checked fields"), "{err}");
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().next(), Some("SENT [ACCOUNT, normal] to Ada: Hello Ada"));
     let calls = std::fs::read_to_string(&calls).unwrap();
     let verbs: Vec<&str> = calls.lines().filter_map(|l| l.split(' ').next()).collect();
@@ -122,4 +122,31 @@ fn a_built_demo_runs_the_ticket_through_the_human_step_with_one_line_per_stage()
     assert!(calls.contains("examples/specs/ticket_triage.yaml --input ticket=Ada here: I cannot log in"), "{calls}");
     let before_run = err.lines().take_while(|l| !l.starts_with("[4/4]")).count();
     assert!(before_run <= 30, "{err}");
+}
+
+/// `DEMO_INBOX=1`: the run is left suspended for the web inbox; the script names the server command and the
+/// inbox's address, and answers nothing itself.
+#[test]
+fn the_inbox_mode_leaves_the_approval_to_the_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    executable(&dir.path().join("bin/cargo"), "#!/bin/sh\necho '    Finished `release` profile' >&2\n");
+    let calls = dir.path().join("calls");
+    let agentic = format!(
+        "#!/bin/sh\necho \"$@\" >>'{}'\ncase \"$1\" in\n  run) echo 'pending: approve-reply' >&2; exit 2 ;;\nesac\nexit 0\n",
+        calls.display()
+    );
+    executable(&dir.path().join("target/release/agentic"), &agentic);
+    let o = demo(dir.path(), &[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"), ("DEMO_INBOX", "1")], &["Hi"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    let serve = format!(
+        "{} serve --store {}",
+        dir.path().join("target/release/agentic").display(),
+        dir.path().join("store").display()
+    );
+    assert!(err.contains(&serve), "{err}");
+    assert!(err.contains("then open http://127.0.0.1:7878/inbox"), "{err}");
+    let calls = std::fs::read_to_string(&calls).unwrap();
+    let verbs: Vec<&str> = calls.lines().filter_map(|l| l.split(' ').next()).collect();
+    assert_eq!(verbs, ["run"], "nothing answered or resumed: {calls}");
 }

@@ -26,7 +26,7 @@
 //! **Prompt cache.** The KV state of a prompt's prefix (everything before its last message: instructions,
 //! schema, examples) is computed once and restored for every later request that starts the same way: in memory
 //! for the process, and on disk for later processes (`prompt-cache/` beside the model file,
-//! `AGENTIC_LOCAL_PROMPT_CACHE=DIR` or `off`). Measured on the showcase's ticket, one `agentic run` with two
+//! `AGENTIC_LOCAL_PROMPT_CACHE=DIR`, `memory` or `off`). Measured on the showcase's ticket, one `agentic run` with two
 //! model calls took 7.0 s with an empty cache and 3.75 s with the prefixes on disk (docs/showcase.md).
 //!
 //! The model is loaded lazily, once per process and path, on the first request (or by
@@ -217,6 +217,7 @@ mod imp {
         info: ModelInfo,
         path: PathBuf,
         stats: Arc<Mutex<LocalStats>>,
+        prompt_cache: bool,
     }
 
     impl LocalModel {
@@ -234,7 +235,15 @@ mod imp {
                 },
                 path,
                 stats: Arc::new(Mutex::new(LocalStats::default())),
+                prompt_cache: true,
             }
+        }
+
+        /// This model without the prompt cache: every prompt is decoded whole (as with
+        /// `AGENTIC_LOCAL_PROMPT_CACHE=off` for all models).
+        pub fn without_prompt_cache(mut self) -> Self {
+            self.prompt_cache = false;
+            self
         }
 
         /// The model file's path.
@@ -417,13 +426,11 @@ mod imp {
 
             let prompt_start = Instant::now();
             let mut batch = LlamaBatch::new(BATCH, 1);
-            let cached = if prefix_len >= MIN_CACHED_PREFIX {
-                prompt_cache::restore(&mut ctx, loaded, &self.path, &tokens, prefix_len)
-            } else {
-                0
-            };
+            let caching = self.prompt_cache && prefix_len >= MIN_CACHED_PREFIX && prompt_cache::enabled();
+            let cached =
+                if caching { prompt_cache::restore(&mut ctx, loaded, &self.path, &tokens, prefix_len) } else { 0 };
             let mut decoded = cached;
-            if cached == 0 && prefix_len >= MIN_CACHED_PREFIX {
+            if cached == 0 && caching {
                 decode(&mut ctx, &mut batch, &tokens[..prefix_len], 0, false)
                     .map_err(|e| failed("decoding the prompt", &e))?;
                 prompt_cache::store(&ctx, loaded, &self.path, &tokens[..prefix_len]);
@@ -976,7 +983,7 @@ mod imp {
     /// tokens, as llama.cpp's own server and `--prompt-cache` do. Kept in memory for the process and on disk
     /// for later processes (`llama_state_seq_save_file`, which stores the tokens beside the state): the
     /// directory `$AGENTIC_LOCAL_PROMPT_CACHE`, else `prompt-cache/` beside the model file;
-    /// `AGENTIC_LOCAL_PROMPT_CACHE=off` keeps it in memory only. A file that does not load (another llama.cpp,
+    /// `AGENTIC_LOCAL_PROMPT_CACHE=memory` keeps it in memory only, `off` turns it off. A file that does not load (another llama.cpp,
     /// a damaged file) is a miss, never an error.
     mod prompt_cache {
         use std::path::{Path, PathBuf};
@@ -1003,6 +1010,11 @@ mod imp {
 
         /// Most recently used last.
         static MEMORY: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+        /// False when `AGENTIC_LOCAL_PROMPT_CACHE` is `off` (or `0`): every prompt is decoded whole.
+        pub(super) fn enabled() -> bool {
+            !matches!(std::env::var("AGENTIC_LOCAL_PROMPT_CACHE").as_deref(), Ok("off" | "0"))
+        }
 
         /// Restores into sequence 0 of `ctx` the longest cached prefix of `tokens` (from memory, else the one of
         /// `prefix_len` tokens from disk); returns how many tokens it holds (0: nothing cached).
@@ -1092,6 +1104,7 @@ mod imp {
         fn file(loaded: &Loaded, model: &Path, prefix: &[LlamaToken]) -> Option<PathBuf> {
             let dir = match std::env::var("AGENTIC_LOCAL_PROMPT_CACHE") {
                 Ok(v) if v == "off" || v == "0" => return None,
+                Ok(v) if v == "memory" => return None,
                 Ok(v) if !v.trim().is_empty() => PathBuf::from(v),
                 _ => model.parent().unwrap_or(Path::new(".")).join("prompt-cache"),
             };
