@@ -673,7 +673,8 @@ mod imp {
         /// turn). `AGENTIC_LOCAL_CHAT_TEMPLATE=1` asks for chat turns everywhere, `=0` for plain text wherever
         /// the answer is constrained.
         fn plain_prompt(&self, loaded: &Loaded) -> bool {
-            let constrained = self.grammar.is_some() && matches!(self.tool_output, ToolOutput::None);
+            let constrained =
+                (self.grammar.is_some() || self.enum_answer.is_some()) && matches!(self.tool_output, ToolOutput::None);
             match std::env::var("AGENTIC_LOCAL_CHAT_TEMPLATE").as_deref() {
                 Ok("1") => false,
                 Ok("0") => constrained,
@@ -689,13 +690,6 @@ mod imp {
     }
 
     impl EnumAnswer {
-        /// The grammar of the bare values, after an optional space (the model's natural continuation of
-        /// `Category:`; rejecting its favourite token would send every step down the slow path of [`pick`]).
-        fn grammar(&self) -> String {
-            let alternatives: Vec<String> = self.values.iter().map(|v| gbnf_literal(v)).collect();
-            format!("root ::= \" \"? ({})\n", alternatives.join(" | "))
-        }
-
         /// The JSON text of the answer for the generated `value`.
         fn wrap(&self, value: &str) -> String {
             let value = Value::String(value.to_string());
@@ -723,23 +717,6 @@ mod imp {
             return None;
         }
         Some(EnumAnswer { key: Some(key.clone()), values: values(inner)? })
-    }
-
-    /// `text` as a GBNF string literal.
-    fn gbnf_literal(text: &str) -> String {
-        let mut out = String::from("\"");
-        for c in text.chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                '\t' => out.push_str("\\t"),
-                c => out.push(c),
-            }
-        }
-        out.push('"');
-        out
     }
 
     /// How the answer is read.
@@ -790,15 +767,14 @@ mod imp {
                 (None, Some(ResponseFormat::JsonObject)) => Some(json!({"type": "object"})),
                 (None, _) => None,
             };
-            // An enum answer (the LLM agent's `{"value": <enum>}`, or a bare string enum) is generated as the bare
-            // value, which continues few-shot prompts (`Category: BILLING`) far better than JSON does, then
-            // wrapped.
+            // An enum answer (the LLM agent's `{"value": <enum>}`, or a bare string enum) is chosen by scoring each
+            // bare value (no grammar), then wrapped.
             let enum_answer = match (&tool_output, &schema) {
                 (ToolOutput::None, Some(schema)) => enum_answer(schema),
                 _ => None,
             };
             let grammar = match (&enum_answer, schema) {
-                (Some(answer), _) => Some(answer.grammar()),
+                (Some(_), _) => None,
                 (None, Some(schema)) => Some(grammar_of(model, &schema)?),
                 (None, None) => None,
             };
@@ -1402,8 +1378,9 @@ mod imp {
             let request = ChatRequest::new(vec![ChatMessage::user("Kind?")])
                 .response_format(ResponseFormat::JsonSchema { name: "answer".into(), schema: wrapped, strict: true });
             let plan = Plan::new(&model, &request).expect("plan");
-            assert_eq!(plan.grammar.as_deref(), Some("root ::= \" \"? (\"BILLING\" | \"SAY \\\"HI\\\"\")\n"));
+            assert_eq!(plan.grammar, None, "an enum answer is scored, not generated");
             let answer = plan.enum_answer.as_ref().expect("an enum answer");
+            assert_eq!(answer.values, ["BILLING", "SAY \"HI\""]);
             assert_eq!(answer.wrap("BILLING"), r#"{"value":"BILLING"}"#);
             let bare = enum_answer(&json!({"type": "string", "enum": ["A", "B"]})).expect("a bare enum");
             assert_eq!(bare.wrap("A"), r#""A""#);
