@@ -40,55 +40,23 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{Mock, MockServer};
 
+#[path = "support/echo_model.rs"]
+mod echo_model;
 #[path = "../store/tests/support/pg.rs"]
 mod pg;
+use echo_model::{Calls, Echo, model, models};
 
 /// One test at a time (see the top of the file).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 // ---------------------------------------------------------------------------------------------------------
 // The model
-
-/// Every model call: its prompt (the last message) and when it arrived.
-type Calls = Arc<Mutex<Vec<(String, Instant)>>>;
-
-/// An OpenAI-compatible model that answers `done(<prompt>)` after a delay and records its calls.
-struct Echo(Calls, Duration);
-
-impl Respond for Echo {
-    fn respond(&self, request: &Request) -> ResponseTemplate {
-        let at = Instant::now();
-        let body: Value = serde_json::from_slice(&request.body).unwrap();
-        let prompt = body["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string();
-        self.0.lock().unwrap().push((prompt.clone(), at));
-        let completion = json!({
-            "id": "c", "object": "chat.completion", "created": 0, "model": "gpt-test",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("done({prompt})")},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
-        });
-        ResponseTemplate::new(200).set_delay(self.1).set_body_json(completion)
-    }
-}
-
-/// A model server answering after `delay`, and its call log.
-async fn model(delay: Duration) -> (MockServer, Calls) {
-    let server = MockServer::start().await;
-    let calls: Calls = Arc::default();
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(Echo(calls.clone(), delay))
-        .mount(&server)
-        .await;
-    (server, calls)
-}
 
 /// The calls counted by (run, step): every prompt names its run (`job-…`) and starts with its step's name.
 fn calls_by_step(calls: &Calls) -> BTreeMap<(String, String), usize> {
@@ -107,11 +75,6 @@ fn step_of(prompt: &str) -> (String, String) {
         .find(|w| w.starts_with("job-"))
         .unwrap_or_else(|| panic!("a prompt without its run: {prompt}"));
     (job.to_string(), step)
-}
-
-/// The `models:` section of a spec using `model`.
-fn models(model: &MockServer) -> String {
-    format!("models:\n  default: {{ provider: openai, base_url: \"{}/v1\", model: gpt-test }}\n", model.uri())
 }
 
 /// A sequence of `n` model steps `s1`..`sn`, each given the previous one's output; its output is `sn`'s.

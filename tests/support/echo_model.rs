@@ -1,0 +1,48 @@
+//! The model of the cluster tests (tests/server_cluster.rs, tests/server_faults.rs): an OpenAI-compatible
+//! loopback server that answers `done(<prompt>)` after a delay and records every call.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// Every model call: its prompt (the last message) and when it arrived.
+pub type Calls = Arc<Mutex<Vec<(String, Instant)>>>;
+
+/// An OpenAI-compatible model that answers `done(<prompt>)` after a delay and records its calls.
+pub struct Echo(pub Calls, pub Duration);
+
+impl Respond for Echo {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let at = Instant::now();
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let prompt = body["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string();
+        self.0.lock().unwrap().push((prompt.clone(), at));
+        let completion = json!({
+            "id": "c", "object": "chat.completion", "created": 0, "model": "gpt-test",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("done({prompt})")},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
+        });
+        ResponseTemplate::new(200).set_delay(self.1).set_body_json(completion)
+    }
+}
+
+/// A model server answering after `delay`, and its call log.
+pub async fn model(delay: Duration) -> (MockServer, Calls) {
+    let server = MockServer::start().await;
+    let calls: Calls = Arc::default();
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(Echo(calls.clone(), delay))
+        .mount(&server)
+        .await;
+    (server, calls)
+}
+
+/// The `models:` section of a spec whose `default` model is `model`.
+pub fn models(model: &MockServer) -> String {
+    format!("models:\n  default: {{ provider: openai, base_url: \"{}/v1\", model: gpt-test }}\n", model.uri())
+}
