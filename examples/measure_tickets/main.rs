@@ -149,9 +149,16 @@ pub fn line(m: &Measured) -> String {
     let show = |v: Option<&str>| v.map_or("-".to_string(), |s| format!("{s:?}"));
     let (cust, prod) = (value(&m.extracted, "customer"), value(&m.extracted, "product"));
     let mark = |ok: bool| if ok { "ok" } else { "NO" };
-    let rejected = m.checked.get("rejected").and_then(Value::as_array).map_or(0, Vec::len);
+    let reasons: Vec<&str> =
+        m.checked.get("rejected").and_then(Value::as_array).map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect());
+    let rejected = reasons.len();
+    // A rejected problem is shown with its reason: what the model wrote that the ticket does not contain.
+    let problem = match value(&m.extracted, "problem") {
+        Some(p) if value(&m.checked, "problem").is_none() => format!("\n    problem {p:?} rejected"),
+        _ => String::new(),
+    };
     format!(
-        "#{:<2} {:<9}{} model {:<9} {} rules {:<9} {} both {:<9} {} | customer {} {} product {} {} | rejected {} | {:.1}s",
+        "#{:<2} {:<9}{} model {:<9} {} rules {:<9} {} both {:<9} {} | customer {} {} product {} {} | rejected {} | {:.1}s{}",
         m.ticket.id,
         m.ticket.category,
         if m.ticket.ambiguous { "*" } else { " " },
@@ -167,6 +174,7 @@ pub fn line(m: &Measured) -> String {
         mark(matches(prod, &m.ticket.product)),
         rejected,
         m.took.as_secs_f64(),
+        problem,
     )
 }
 

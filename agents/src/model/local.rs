@@ -68,7 +68,12 @@ pub struct KnownLocalModel {
 
 /// The models the setup script installs; the first is the default: Qwen2.5 Coder 0.5B Instruct (Q4_K_M,
 /// 491 MB, Apache-2.0), an instruction-tuned model, and Gemma 3 270M (Q4_K_M, 253 MB), a base model.
-pub const KNOWN_LOCAL_MODELS: [KnownLocalModel; 2] = [
+pub const KNOWN_LOCAL_MODELS: [KnownLocalModel; 3] = [
+    KnownLocalModel {
+        name: "qwen2.5-coder-1.5b",
+        description: "Qwen2.5 Coder 1.5B Instruct",
+        file: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    },
     KnownLocalModel {
         name: "qwen2.5-coder-0.5b",
         description: "Qwen2.5 Coder 0.5B Instruct",
@@ -77,7 +82,7 @@ pub const KNOWN_LOCAL_MODELS: [KnownLocalModel; 2] = [
     KnownLocalModel { name: "gemma3-270m", description: "Gemma 3 270M (base)", file: "gemma3-270m-q4_k_m.gguf" },
 ];
 
-/// File name of the default local model (Qwen2.5 Coder 0.5B Instruct, Q4_K_M), as `scripts/setup-local-model.sh`
+/// File name of the default local model (Qwen2.5 Coder 1.5B Instruct, Q4_K_M), as `scripts/setup-local-model.sh`
 /// installs it.
 pub const DEFAULT_LOCAL_MODEL_FILE: &str = KNOWN_LOCAL_MODELS[0].file;
 
@@ -446,6 +451,7 @@ mod imp {
                 let (scores, scored_tokens) =
                     score(&mut ctx, &mut batch, logits_index, tokens.len(), answer, &vocab, plain)
                         .map_err(|e| failed("scoring the answer's values", &e))?;
+                tracing::debug!(values = ?answer.values, ?scores, "enum answer scored");
                 let best = scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i);
                 let value = answer.values.get(best).cloned().unwrap_or_default();
                 return Ok(Generated {
