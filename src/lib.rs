@@ -65,7 +65,7 @@ pub mod __private {
 /// - When `OPENAI_BASE_URL` is set (and not blank): an [`OpenAiModel`](agents::model::OpenAiModel) on that
 ///   OpenAI-compatible server (OpenAI, Ollama, vLLM, llama.cpp's `llama-server`, ...), model `OPENAI_MODEL`
 ///   (default [`DEFAULT_OPENAI_MODEL`](agents::model::DEFAULT_OPENAI_MODEL)), API key from `OPENAI_API_KEY`.
-/// - Otherwise: the in-process local model (Qwen2.5 Coder 0.5B Instruct, or `AGENTIC_LOCAL_MODEL`; installed by
+/// - Otherwise: the in-process local model (Qwen2.5 Coder 1.5B Instruct, or `AGENTIC_LOCAL_MODEL`; installed by
 ///   `scripts/setup-local-model.sh`), which
 ///   needs the cargo feature `local` (`cargo run --features local ...`).
 ///

@@ -277,7 +277,7 @@ fn a_missing_user_message_and_unknown_fields_are_reported() {
             "spec.yaml:6:19: agent `a`: unknown field `sytem` (did you mean `system`?), expected one of `kind`, \
              `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `model`, `system`, `user`, \
              `output`, `memory`, `context`, `tools`, `max_tool_iterations`, `tool_choice`, `temperature`, `max_tokens`, \
-             `stream`",
+             `stream`, `confidence_key`",
         ]
     );
 }
@@ -618,5 +618,26 @@ fn a_tool_parameter_schema_with_an_unknown_type_is_located() {
         ["spec.yaml:10:37: agent `a`: field `tools[0].parameters.n.type`: \"numbr\" is not a JSON schema type \
              (did you mean `number`?), expected one of `string`, `number`, `integer`, `boolean`, `object`, \
              `array`, `null`"]
+    );
+}
+
+/// `confidence_key` needs an enum output: anything else is refused where it is written.
+#[test]
+fn confidence_key_needs_an_enum_output() {
+    let text = r#"version: 1
+name: s
+root: a
+models:
+  default: { provider: scripted, replies: ["x"] }
+agents:
+  a:
+    kind: llm
+    user: hi
+    confidence_key: sure
+"#;
+    assert_eq!(
+        errors(text),
+        ["spec.yaml:10:21: agent `a`: field `confidence_key`: needs an enum output (`output: {enum: [..]}`), but the \
+          output is text"]
     );
 }

@@ -1,4 +1,4 @@
-//! Opt-in test of the `local` chat provider (the default model, Qwen2.5 Coder 0.5B Instruct Q4_K_M, or the one
+//! Opt-in test of the `local` chat provider (the default model, Qwen2.5 Coder 1.5B Instruct Q4_K_M, or the one
 //! `AGENTIC_LOCAL_MODEL` names, run in-process by llama.cpp), offline:
 //! a JSON-schema extraction returns the right JSON, a few-shot enum classification always answers a member of
 //! the enum, a forced tool call returns its arguments, and a spec with `provider: local` runs both kinds of

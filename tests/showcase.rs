@@ -160,6 +160,29 @@ async fn grounded_fields_pass_the_check_and_the_reply_is_sent() {
             "SENT [BILLING, normal] to the customer: Hello there, thank you for contacting us (\"Subscription charged \
              twice.\"). Our Billing team will review the charges on your account",
         ),
+        (
+            // Other forms of the ticket's words pass (stems: "prices" for "price", "renewing" for "renewal");
+            // linking words ("when") carry no fact.
+            "Why did the price of my renewal go up from 20 to 25 dollars?",
+            r#"{"customer": null, "product": null, "problem": "prices went up from 20 to 25 when renewing", "urgency": "normal"}"#,
+            json!(["the problem the model gave has words the ticket does not contain"]),
+            // "went" is not in the ticket: a paraphrase beyond word forms is still rejected.
+            "REVIEWED [BILLING, normal]",
+        ),
+        (
+            "Why did the price of my renewal go up from 20 to 25 dollars?",
+            r#"{"customer": null, "product": null, "problem": "prices go up from 20 to 25 when renewing", "urgency": "normal"}"#,
+            json!([]),
+            "SENT [BILLING, normal] to the customer: Hello there, thank you for contacting us (\"prices go up from 20 \
+             to 25 when renewing\").",
+        ),
+        (
+            // A number the ticket does not have is an invented detail, whatever else matches.
+            "Why did the price of my renewal go up from 20 to 25 dollars?",
+            r#"{"customer": null, "product": null, "problem": "price go up from 20 to 2", "urgency": "normal"}"#,
+            json!(["the problem the model gave has words the ticket does not contain"]),
+            "REVIEWED [BILLING, normal]",
+        ),
     ] {
         let model = ScriptedModel::new([fields, "account"]);
         let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model))]).expect("build");
@@ -348,5 +371,39 @@ async fn keyword_rules_decide_the_category_and_the_models_guess_fills_in() {
         assert_eq!(outcome.state().get("guess"), Some(&json!(guess)), "{ticket}");
         assert_eq!(outcome.state().get("rule_category"), Some(&json!(rule)), "{ticket}");
         assert_eq!(outcome.state().get("category"), Some(&json!(category)), "{ticket} (guess {guess})");
+    }
+}
+
+/// The model decides over a keyword rule when it is sure: "price" is a billing keyword, but a blank page is a
+/// technical problem. With the model's probability of `technical` at 0.95 the ticket is TECHNICAL; at 0.6 the
+/// rule wins (BILLING); a model that reports no probabilities leaves the rules first (the other tests).
+#[tokio::test]
+async fn a_sure_model_overrules_a_keyword_rule() {
+    use agentic::agents::model::{ScriptedReply, TokenLogprob, TopLogprob};
+    let spec = Spec::from_path(&spec_path()).expect("valid");
+    let ticket = "The price list page in Storefront stays blank since this morning.";
+    let fields =
+        r#"{"customer": null, "product": "Storefront", "problem": "price list page stays blank", "urgency": "normal"}"#;
+    for (p, category, confidence) in [(0.95, "TECHNICAL", 0.95), (0.6, "BILLING", 0.6)] {
+        let alternative = |token: &str, p: f64| TopLogprob { token: token.to_string(), logprob: f64::ln(p) };
+        let top = vec![
+            alternative("technical", p),
+            alternative("billing", (1.0 - p) * 0.8),
+            alternative("account", (1.0 - p) * 0.2),
+        ];
+        let guess = ScriptedReply::Scored {
+            text: "technical".to_string(),
+            logprobs: vec![TokenLogprob { token: "technical".to_string(), logprob: f64::ln(p), top }],
+        };
+        let model = ScriptedModel::new([ScriptedReply::from(fields), guess]);
+        let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model.clone()))]).expect("build");
+        let outcome = built.root.invoke().input("ticket", ticket).await.expect("run");
+        assert_eq!(model.requests()[1].logprobs, Some(5), "the classification asks for log-probabilities");
+        let state = outcome.state();
+        assert_eq!(state.get("rule_category"), Some(&json!("BILLING")));
+        assert_eq!(state.get("guess"), Some(&json!("technical")));
+        let sure = state.get("guess_confidence").and_then(Value::as_f64).expect("a confidence");
+        assert!((sure - confidence).abs() < 1e-9, "{sure}");
+        assert_eq!(state.get("category"), Some(&json!(category)), "p = {p}");
     }
 }

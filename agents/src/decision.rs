@@ -840,7 +840,7 @@ impl ChatDecisionModel {
 }
 
 /// The byte offset in `reply` where the string value of property `name` starts (after its opening quote).
-fn value_start(reply: &str, name: &str) -> Option<usize> {
+pub(crate) fn value_start(reply: &str, name: &str) -> Option<usize> {
     let key = format!("\"{name}\"");
     let mut from = 0;
     while let Some(at) = reply[from..].find(&key) {
@@ -863,7 +863,7 @@ fn value_start(reply: &str, name: &str) -> Option<usize> {
 /// must be a prefix; an alternative matching several answers splits its probability between them). `None`
 /// when the tokens do not spell `text`, the position has no alternatives matching an answer, or all mass is
 /// zero. The result is normalised over the allowed answers.
-fn distribution(tokens: &[TokenLogprob], text: &str, start: usize, allowed: &[String]) -> Option<Vec<f64>> {
+pub(crate) fn distribution(tokens: &[TokenLogprob], text: &str, start: usize, allowed: &[String]) -> Option<Vec<f64>> {
     let spelled: String = tokens.iter().map(|t| t.token.as_str()).collect();
     if spelled != text {
         return None;

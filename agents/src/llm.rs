@@ -50,7 +50,8 @@ use serde_json::{Value, json};
 use crate::error::ExprError;
 use crate::expr::Template;
 use crate::model::{
-    ChatMessage, ChatModelRef, ChatRequest, ChatResponse, ModelInfo, ResponseFormat, StreamEvent, ToolChoice,
+    ChatMessage, ChatModelRef, ChatRequest, ChatResponse, ModelInfo, ResponseFormat, StreamEvent, TokenLogprob,
+    ToolChoice,
 };
 use crate::tools::{Tool, ToolCallInfo, ToolFailure, ToolProvider, result_text};
 
@@ -239,6 +240,7 @@ pub struct LlmAgent {
     tool_choice: Option<ToolChoice>,
     max_tool_iterations: usize,
     streaming: bool,
+    confidence_key: Option<String>,
 }
 
 impl std::fmt::Debug for LlmAgent {
@@ -277,6 +279,7 @@ pub struct LlmAgentBuilder {
     tool_choice: Option<ToolChoice>,
     max_tool_iterations: usize,
     streaming: bool,
+    confidence_key: Option<String>,
     errors: Vec<String>,
 }
 
@@ -306,6 +309,7 @@ impl LlmAgent {
             tool_choice: None,
             max_tool_iterations: DEFAULT_MAX_TOOL_ITERATIONS,
             streaming: false,
+            confidence_key: None,
             errors: Vec::new(),
         }
     }
@@ -485,6 +489,17 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// Writes the model's confidence in its enum answer under `key` (besides the answer under the output key):
+    /// the probability of the chosen value, normalised over the enum's values (0..=1); when the provider
+    /// reports no log-probabilities the key is cleared (unset: `key is not defined` in an expression). The request asks for them ([`ChatRequest::logprobs`]); the
+    /// `local` provider scores every value whole, an OpenAI-compatible server gives the first token's
+    /// alternatives. A spec can then trust the model only when it is sure, e.g. fall back to keyword rules
+    /// below a threshold. Only for [`OutputType::Enum`] outputs (a build error otherwise).
+    pub fn confidence_key(mut self, key: impl Into<String>) -> Self {
+        self.confidence_key = Some(key.into());
+        self
+    }
+
     /// Builds the agent.
     ///
     /// # Errors
@@ -513,6 +528,13 @@ impl LlmAgentBuilder {
         let Some(user) = self.user else {
             return Err(invalid("an LLM agent needs a user message".to_string(), &self.spec.name));
         };
+        if let Some(key) = &self.confidence_key
+            && !matches!(self.output, OutputType::Enum(_))
+        {
+            let message =
+                format!("confidence_key `{key}` needs an enum output, but the output is {}", self.output.describe());
+            return Err(invalid(message, &self.spec.name));
+        }
         if let (Some(rust), Some(key)) = (&self.spec.output_rust_type, &self.spec.output_key)
             && self.output == OutputType::String
             && !matches!(self.spec.output_type, ValueType::String | ValueType::Any)
@@ -546,6 +568,7 @@ impl LlmAgentBuilder {
             tool_choice: self.tool_choice,
             max_tool_iterations: self.max_tool_iterations,
             streaming: self.streaming,
+            confidence_key: self.confidence_key,
         }))
     }
 }
@@ -848,11 +871,15 @@ impl Agent for LlmAgent {
         request.tool_choice = self.tool_choice.clone();
         let wrapped = structured.as_ref().is_some_and(|(_, w)| *w);
         request.response_format = structured.map(|(f, _)| f);
+        if self.confidence_key.is_some() {
+            request.logprobs = Some(5);
+        }
 
         // A text answer always reads; any other type may be asked for again, which needs the request.
         let keep = !matches!(self.output, OutputType::String);
         let response = self.converse(ctx, &model, info, &mut request, &tools, keep).await?;
         let mut answer = response.text().to_string();
+        let mut logprobs = response.logprobs;
         let value = match parse(&self.output, &answer, wrapped, self.checker.as_ref()) {
             Ok(v) => v,
             Err(first) => {
@@ -870,6 +897,7 @@ impl Agent for LlmAgent {
                 // Boxed: the rare second question would enlarge every invocation's future.
                 let response = Box::pin(self.converse(ctx, &model, info, &mut request, &tools, true)).await?;
                 answer = response.text().to_string();
+                logprobs = response.logprobs;
                 parse(&self.output, &answer, wrapped, self.checker.as_ref()).map_err(|second| {
                     ctx.fail(format!(
                         "model `{}` at {}: the answer could not be read as {} (asked twice): {second}; the answer \
@@ -883,6 +911,10 @@ impl Agent for LlmAgent {
             }
         };
 
+        if let Some(key) = &self.confidence_key {
+            let confidence = enum_confidence(&self.output, &answer, &value, logprobs.as_deref());
+            ctx.write_on_completion(key.clone(), confidence.map_or(Value::Null, |p| json!(p)));
+        }
         ctx.set_context(&user, &answer).await?;
         if let (Some(window), Some(key)) = (self.memory_window, key) {
             memory.push(ChatMessage::user(user));
@@ -894,6 +926,22 @@ impl Agent for LlmAgent {
         }
         Ok(value)
     }
+}
+
+/// The probability of the enum value `value` that `answer` gives, read from the answer's token
+/// log-probabilities at the value's first token (normalised over the enum's values); `None` when the output
+/// is no enum or the log-probabilities do not tell.
+fn enum_confidence(output: &OutputType, answer: &str, value: &Value, logprobs: Option<&[TokenLogprob]>) -> Option<f64> {
+    let (OutputType::Enum(names), Value::String(chosen), Some(tokens)) = (output, value, logprobs) else {
+        return None;
+    };
+    let index = names.iter().position(|n| n == chosen)?;
+    // `{"value": "<v>"}`, a JSON string, or the bare word.
+    let start = crate::decision::value_start(answer, "value")
+        .or_else(|| answer.trim_start().starts_with('"').then(|| answer.len() - answer.trim_start().len() + 1))
+        .unwrap_or(answer.len() - answer.trim_start().len());
+    let probabilities = crate::decision::distribution(tokens, answer, start, names)?;
+    probabilities.get(index).copied()
 }
 
 /// Parses a free-text answer as `output`, leniently (see the module docs): what the LLM agent does when the
@@ -1151,5 +1199,39 @@ mod tests {
         );
         assert!(parse_answer(&schema, "{\"age\": 3}").unwrap_err().contains("`name`"));
         assert_eq!(parse(&OutputType::Number, "{\"value\": 0.5}", true, None), Ok(json!(0.5)));
+    }
+
+    fn tok(token: &str, logprob: f64, top: &[(&str, f64)]) -> TokenLogprob {
+        let top = top.iter().map(|(t, l)| crate::model::TopLogprob { token: t.to_string(), logprob: *l }).collect();
+        TokenLogprob { token: token.to_string(), logprob, top }
+    }
+
+    #[test]
+    fn enum_confidence_is_the_chosen_values_share() {
+        let e = OutputType::Enum(vec!["billing".into(), "technical".into(), "account".into()]);
+        let round = |p: Option<f64>| p.map(|p| (p * 1e9).round() / 1e9);
+        // As the local provider reports a scored enum: the whole values as the alternatives of one piece.
+        let wrapped = r#"{"value":"technical"}"#;
+        let pieces = [
+            tok(r#"{"value":""#, 0.0, &[]),
+            tok(
+                "technical\"",
+                0.7f64.ln(),
+                &[("technical\"", 0.7f64.ln()), ("billing\"", 0.2f64.ln()), ("account\"", 0.1f64.ln())],
+            ),
+            tok("}", 0.0, &[]),
+        ];
+        assert_eq!(round(enum_confidence(&e, wrapped, &json!("technical"), Some(&pieces))), Some(0.7));
+        // A bare answer with first-token alternatives (an OpenAI-compatible server); mass outside the enum
+        // ("the") is left out.
+        let bare = [
+            tok("bill", 0.5f64.ln(), &[("bill", 0.5f64.ln()), ("tech", 0.25f64.ln()), ("the", 0.25f64.ln())]),
+            tok("ing", 0.0, &[]),
+        ];
+        assert_eq!(round(enum_confidence(&e, "billing", &json!("billing"), Some(&bare))), round(Some(2.0 / 3.0)));
+        // Nothing reported, tokens that do not spell the answer, or no enum: no confidence.
+        assert_eq!(enum_confidence(&e, wrapped, &json!("technical"), None), None);
+        assert_eq!(enum_confidence(&e, "billing", &json!("billing"), Some(&pieces)), None);
+        assert_eq!(enum_confidence(&OutputType::String, "billing", &json!("billing"), Some(&bare)), None);
     }
 }

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! scripts/setup-local-model.sh                                           # once: the model (and build tools)
-//! cargo run --release --features local --example measure_tickets       # the local model (Qwen2.5 Coder 0.5B)
+//! cargo run --release --features local --example measure_tickets       # the local model (Qwen2.5 Coder 1.5B)
 //! AGENTIC_LOCAL_MODEL=gemma3-270m cargo run --release --features local --example measure_tickets  # Gemma 3 270M
 //! OPENAI_BASE_URL=http://127.0.0.1:11434/v1 OPENAI_MODEL=llama3.2 cargo run --release --example measure_tickets
 //! cargo run --release --features local --example measure_tickets -- tests/fixtures/tickets_unseen.jsonl
@@ -149,8 +149,11 @@ pub fn line(m: &Measured) -> String {
     let show = |v: Option<&str>| v.map_or("-".to_string(), |s| format!("{s:?}"));
     let (cust, prod) = (value(&m.extracted, "customer"), value(&m.extracted, "product"));
     let mark = |ok: bool| if ok { "ok" } else { "NO" };
-    let reasons: Vec<&str> =
-        m.checked.get("rejected").and_then(Value::as_array).map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect());
+    let reasons: Vec<&str> = m
+        .checked
+        .get("rejected")
+        .and_then(Value::as_array)
+        .map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect());
     let rejected = reasons.len();
     // A rejected problem is shown with its reason: what the model wrote that the ticket does not contain.
     let problem = match value(&m.extracted, "problem") {

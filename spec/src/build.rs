@@ -494,6 +494,9 @@ impl Builder<'_> {
         if llm.stream {
             b = b.streaming(true);
         }
+        if let Some(key) = &llm.confidence_key {
+            b = b.confidence_key(key.value.clone());
+        }
         if let Some(choice) = &llm.tool_choice {
             b = b.tool_choice(choice.clone());
         }

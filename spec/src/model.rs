@@ -393,6 +393,9 @@ pub struct LlmDef {
     pub max_tokens: Option<u32>,
     /// `stream`: the answer is streamed, each text delta a `token` run event (default false).
     pub stream: bool,
+    /// `confidence_key`: the state key that receives the model's probability of its enum answer (0..=1;
+    /// unset when the provider reports none); enum outputs only.
+    pub confidence_key: Option<Located<String>>,
 }
 
 /// One entry of an `llm` agent's `tools`: a function the model may call, computed by an expression or a

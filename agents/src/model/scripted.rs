@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use agentic_engine::TokenUsage;
 use serde_json::Value;
 
-use super::{ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo, ToolCall};
+use super::{ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo, TokenLogprob, ToolCall};
 use crate::model::ChatMessage;
 
 /// One canned reply.
@@ -16,6 +16,14 @@ use crate::model::ChatMessage;
 pub enum ScriptedReply {
     /// A text answer.
     Text(String),
+    /// A text answer with the log-probabilities a provider reports when asked ([`ChatRequest::logprobs`]);
+    /// the tokens must spell the text.
+    Scored {
+        /// The answer.
+        text: String,
+        /// Its tokens with their alternatives.
+        logprobs: Vec<TokenLogprob>,
+    },
     /// An answer calling tools.
     ToolCalls(Vec<ToolCall>),
     /// A failure, reported as [`ModelError::Unavailable`] with this message (to script provider errors).
@@ -149,6 +157,12 @@ impl ChatModel for ScriptedModel {
             ScriptedReply::Text(text) => {
                 let usage = TokenUsage { input, output: words(&text) };
                 Ok(ChatResponse::text_reply(text, usage))
+            }
+            ScriptedReply::Scored { text, logprobs } => {
+                let usage = TokenUsage { input, output: words(&text) };
+                let mut response = ChatResponse::text_reply(text, usage);
+                response.logprobs = Some(logprobs);
+                Ok(response)
             }
             ScriptedReply::ToolCalls(calls) => {
                 let output = calls.iter().map(|c| words(&c.arguments.to_string()) + 1).sum();
