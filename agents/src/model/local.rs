@@ -453,9 +453,6 @@ mod imp {
                     score(&mut ctx, &mut batch, logits_index, tokens.len(), answer, &vocab, plain)
                         .map_err(|e| failed("scoring the answer's values", &e))?;
                 tracing::debug!(values = ?answer.values, ?scores, "enum answer scored");
-                if std::env::var_os("XX_SCORES").is_some() {
-                    eprintln!("XXSCORES {:?} {:?}", answer.values, scores);
-                }
                 let best = scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i);
                 let value = answer.values.get(best).cloned().unwrap_or_default();
                 return Ok(Generated {
