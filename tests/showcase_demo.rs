@@ -59,7 +59,7 @@ fn a_dry_run_prints_the_timing_notice_first_then_the_four_stages_and_runs_nothin
     let err = stderr(&o);
     let lines: Vec<&str> = err.lines().collect();
     assert!(
-        lines[0].starts_with("run-demo: the first run takes about 15 minutes on 2 cores: it compiles llama.cpp"),
+        lines[0].starts_with("run-demo: the first run takes about 14 minutes on 2 cores: it compiles llama.cpp"),
         "{err}"
     );
     assert!(err.contains("Later runs take about 5 s."), "{err}");
