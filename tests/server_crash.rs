@@ -14,6 +14,9 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+#[path = "support/echo_model.rs"]
+mod echo_model;
+
 /// Model calls by prompt.
 type Calls = Arc<Mutex<HashMap<String, usize>>>;
 
@@ -22,16 +25,9 @@ struct Echo(Calls, Duration);
 
 impl Respond for Echo {
     fn respond(&self, request: &Request) -> ResponseTemplate {
-        let body: Value = serde_json::from_slice(&request.body).unwrap();
-        let prompt = body["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string();
+        let prompt = echo_model::prompt_of(request);
         *self.0.lock().unwrap().entry(prompt.clone()).or_default() += 1;
-        let completion = json!({
-            "id": "c", "object": "chat.completion", "created": 0, "model": "gpt-test",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("done({prompt})")},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
-        });
-        ResponseTemplate::new(200).set_delay(self.1).set_body_json(completion)
+        echo_model::done(&prompt, self.1)
     }
 }
 

@@ -28,6 +28,9 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 #[path = "../store/tests/support/pg.rs"]
 mod pg;
 
+#[path = "support/echo_model.rs"]
+mod echo_model;
+
 /// Model calls by prompt.
 type Calls = Arc<Mutex<HashMap<String, usize>>>;
 
@@ -36,16 +39,9 @@ struct Echo(Calls, Duration);
 
 impl Respond for Echo {
     fn respond(&self, request: &Request) -> ResponseTemplate {
-        let body: Value = serde_json::from_slice(&request.body).unwrap();
-        let prompt = body["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string();
+        let prompt = echo_model::prompt_of(request);
         *self.0.lock().unwrap().entry(prompt.clone()).or_default() += 1;
-        let completion = json!({
-            "id": "c", "object": "chat.completion", "created": 0, "model": "gpt-test",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("done({prompt})")},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
-        });
-        ResponseTemplate::new(200).set_delay(self.1).set_body_json(completion)
+        echo_model::done(&prompt, self.1)
     }
 }
 

@@ -1,5 +1,8 @@
-//! The model of the cluster tests (tests/server_cluster.rs, tests/server_faults.rs): an OpenAI-compatible
-//! loopback server that answers `done(<prompt>)` after a delay and records every call.
+//! The model of the server tests (tests/server_cluster.rs, server_faults.rs, server_crash.rs,
+//! server_scale_out.rs): an OpenAI-compatible loopback server that answers `done(<prompt>)` after a delay and
+//! records every call. Each test uses part of it.
+
+#![allow(dead_code)]
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,17 +20,27 @@ pub struct Echo(pub Calls, pub Duration);
 impl Respond for Echo {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let at = Instant::now();
-        let body: Value = serde_json::from_slice(&request.body).unwrap();
-        let prompt = body["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string();
+        let prompt = prompt_of(request);
         self.0.lock().unwrap().push((prompt.clone(), at));
-        let completion = json!({
-            "id": "c", "object": "chat.completion", "created": 0, "model": "gpt-test",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("done({prompt})")},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
-        });
-        ResponseTemplate::new(200).set_delay(self.1).set_body_json(completion)
+        done(&prompt, self.1)
     }
+}
+
+/// The prompt of a chat-completion request: its last message's text.
+pub fn prompt_of(request: &Request) -> String {
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    body["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string()
+}
+
+/// The chat completion `done(<prompt>)`, sent after `delay`.
+pub fn done(prompt: &str, delay: Duration) -> ResponseTemplate {
+    let completion = json!({
+        "id": "c", "object": "chat.completion", "created": 0, "model": "gpt-test",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("done({prompt})")},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
+    });
+    ResponseTemplate::new(200).set_delay(delay).set_body_json(completion)
 }
 
 /// A model server answering after `delay`, and its call log.
