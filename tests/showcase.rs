@@ -23,7 +23,7 @@ const TICKET: &str = "Hi, this is Sam Ortiz. Since yesterday's update the CloudS
 
 const FIELDS: &str = r#"{"customer": "Sam Ortiz", "product": "CloudSync desktop app", "problem": "crashes on startup", "urgency": "high"}"#;
 
-const TECHNICAL_REPLY: &str = "Hello Sam Ortiz, thank you for reporting this problem with CloudSync desktop app \
+const TECHNICAL_REPLY: &str = "Hello Sam Ortiz, thank you for reporting this problem with CloudSync desktop \
                                (\"crashes on startup\"). Our engineers will look into it. Meanwhile, updating to the \
                                latest version and restarting may help; if it happens again, please reply with the \
                                time it occurred so that we can find it in our logs. - The Technical Support team";
@@ -47,7 +47,7 @@ async fn the_showcase_spec_suspends_for_approval_and_sends_the_routed_experts_re
         "the ticket, after the instructions (a model without enum outputs is told the values)"
     );
     let instructions = classify[0].text();
-    assert!(instructions.contains("technical - the product misbehaves"), "{instructions}");
+    assert!(instructions.contains("technical - the product or device misbehaves"), "{instructions}");
     assert!(
         instructions.contains("Ticket: I was charged twice for my subscription this month. -> billing"),
         "{instructions}"
@@ -133,7 +133,8 @@ async fn grounded_fields_pass_the_check_and_the_reply_is_sent() {
             "hi, PRIYA SHAH here: I was charged twice for my Acme Cloud plan.",
             r#"{"customer": "Priya Shah", "product": "Acme Cloud plan", "problem": "charged twice", "urgency": "normal"}"#,
             json!([]),
-            "SENT [BILLING, normal] to Priya Shah: Hello Priya Shah, thank you for contacting us about Acme Cloud plan \
+            // A plan named by two words: "plan" is no part of its name (a "Pro plan" keeps it).
+            "SENT [BILLING, normal] to Priya Shah: Hello Priya Shah, thank you for contacting us about Acme Cloud \
              (\"charged twice\"). Our Billing team will review the charges on your account",
         ),
         (
@@ -175,6 +176,24 @@ async fn grounded_fields_pass_the_check_and_the_reply_is_sent() {
             json!([]),
             "SENT [BILLING, normal] to the customer: Hello there, thank you for contacting us (\"prices go up from 20 \
              to 25 when renewing\").",
+        ),
+        (
+            // Word forms beyond the last three letters: "adding" for "add", "cancellation" for "cancelled", "read"
+            // for "reads".
+            "The Tally Pro app reads the total wrong when I add a refund after I cancelled an order.",
+            r#"{"customer": null, "product": "Tally Pro app", "problem": "read total wrong adding refund after cancellation", "urgency": "normal"}"#,
+            json!([]),
+            "SENT [BILLING, normal] to the customer: Hello there, thank you for contacting us about Tally Pro \
+             (\"read total wrong adding refund after cancellation\").",
+        ),
+        (
+            // A plural for the ticket's singular ("pdfs"), words in quotes; a lowercase product is no name: dropped
+            // without a rejection even when the ticket does not have it.
+            "Every invoice PDF comes out blank and the page says 'token expired'.",
+            r#"{"customer": null, "product": "monthly plan", "problem": "invoice pdfs blank, 'token expired'", "urgency": "normal"}"#,
+            json!([]),
+            "SENT [BILLING, normal] to the customer: Hello there, thank you for contacting us (\"invoice pdfs blank, \
+             'token expired'\").",
         ),
         (
             // A number the ticket does not have is an invented detail, whatever else matches.
@@ -296,7 +315,8 @@ async fn the_showcase_runs_through_the_binary_against_an_openai_compatible_serve
     assert_eq!(state["category"], json!("TECHNICAL"));
     let mut checked = serde_json::from_str::<Value>(FIELDS).unwrap();
     checked["rejected"] = json!([]);
-    assert_eq!(state["fields"], checked, "every field is in the ticket: none rejected");
+    checked["product"] = json!("CloudSync desktop");
+    assert_eq!(state["fields"], checked, "every field is in the ticket: none rejected; the name less its \"app\"");
 
     assert_eq!(respond.status.code(), Some(0), "{}", stderr(&respond));
     assert_eq!(resume.status.code(), Some(0), "{}", stderr(&resume));
@@ -348,6 +368,8 @@ async fn keyword_rules_decide_the_category_and_the_models_guess_fills_in() {
     for (ticket, product, guess, rule, category) in [
         // The model guesses account, the ticket says it was charged: BILLING.
         ("I was charged twice for my Pro plan.", "Pro plan", "account", "BILLING", "BILLING"),
+        // The name is taken out as whole words: "Pro" leaves "profile".
+        ("Pro keeps my old profile photo.", "Pro", "technical", "ACCOUNT", "ACCOUNT"),
         ("My password reset link has expired.", "", "technical", "ACCOUNT", "ACCOUNT"),
         ("The export fails with error 42.", "", "billing", "TECHNICAL", "TECHNICAL"),
         // A keyword starts a word ("feed" is no `fee`), and the product's name is no keyword.
