@@ -7,6 +7,9 @@
 //!   (`PostgresSaver`, the same durabilities); graph-flow: `bench/graph-flow-peer` (one `FlowRunner::run` per
 //!   step: load the session, run the task, save the session — it has no other durable mode). Per step = a run's
 //!   wall time ÷ N, median over the repetitions; every run's final state is checked.
+//! - **Floor**: in the same run on the same server, right after ours: N single-row `INSERT`s, each its own
+//!   committed transaction (synchronous_commit on), of 16 bytes and of our journal rows' mean size — what one
+//!   durable statement costs there ([`floor_per_commit`]); ours sync per step is compared with it.
 //! - **Workers**: a fresh database; K = 1, 2, 3 `agentic serve --store postgres://…` processes; M runs of the
 //!   serve scenario's 5-step chain (sync durability) from C clients, run i submitted to server i mod K and
 //!   awaited on it (its events stream); runs/s = M ÷ the wall time. LangGraph: K worker processes of its
@@ -198,6 +201,57 @@ pub async fn ours_per_step(store: &PgStore, n: usize, durability: Durability, re
     Ok(times[times.len() / 2].as_secs_f64() * 1e6 / n as f64)
 }
 
+/// The database's floor for a durable write (µs): `n` single-row `INSERT`s of a `payload`-byte text, each its
+/// own transaction (autocommit: one round trip, one commit that waits for the WAL flush, `synchronous_commit`
+/// on) on one connection with a prepared statement; the median of `reps` series (after one warm-up) ÷ `n`.
+///
+/// # Errors
+/// When the server refuses.
+pub async fn floor_per_commit(url: &str, n: usize, payload: usize, reps: usize) -> Result<f64> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.ctx("connecting to PostgreSQL")?;
+    let conn = tokio::spawn(conn);
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, payload text NOT NULL);
+             SET synchronous_commit = on",
+        )
+        .await
+        .ctx("creating bench_floor")?;
+    let insert = client.prepare("INSERT INTO bench_floor (payload) VALUES ($1)").await.ctx("prepare")?;
+    let text = "x".repeat(payload);
+    let mut times = Vec::with_capacity(reps);
+    for rep in 0..=reps {
+        let t0 = Instant::now();
+        for _ in 0..n {
+            client.execute(&insert, &[&text]).await.ctx("INSERT")?;
+        }
+        if rep > 0 {
+            times.push(t0.elapsed());
+        }
+    }
+    drop(client);
+    let _ = conn.await;
+    times.sort();
+    Ok(times[times.len() / 2].as_secs_f64() * 1e6 / n as f64)
+}
+
+/// The mean size (bytes) of the journal rows our runs wrote in the database at `url`.
+///
+/// # Errors
+/// When the server refuses.
+async fn journal_row_size(url: &str) -> Result<usize> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.ctx("connecting to PostgreSQL")?;
+    let conn = tokio::spawn(conn);
+    let row = client
+        .query_one("SELECT coalesce(avg(octet_length(step::text)), 0)::float8 FROM agentic_journal", &[])
+        .await
+        .ctx("reading the journal's row size")?;
+    let size: f64 = row.get(0);
+    drop(client);
+    let _ = conn.await;
+    Ok(size.round() as usize)
+}
+
 /// Runs a peer command that prints one JSON object on its last stdout line.
 fn peer_json(cmd: &mut Command, what: &str) -> Result<Value> {
     let out = cmd.stderr(Stdio::inherit()).output().ctx(format!("running {what}"))?;
@@ -274,11 +328,16 @@ pub fn run(
         }
     }
     let url = rt.block_on(setup.server.database("bench_agentic"))?;
+    let floor_url = rt.block_on(setup.server.database("bench_floor"))?;
     let store = rt.block_on(PgStore::connect(&url)).ctx("opening the PostgreSQL store")?;
     for (n, reps) in plan.seq {
+        let mut sync = 0.0;
         for (durability, name) in DURABILITIES {
             eprintln!("bench: ours on PostgreSQL, chain N={n} {name}");
             let ours = rt.block_on(ours_per_step(&store, n, durability, reps, &format!("seq-{n}-{name}")))?;
+            if durability == Durability::Sync {
+                sync = ours;
+            }
             let peer = lg.iter().find(|(ln, d, _)| *ln == n && d == name).map(|r| r.2);
             rows.push(Row {
                 scenario: format!(
@@ -302,6 +361,21 @@ pub fn run(
                     target: String::new(),
                 });
             }
+        }
+        // The floor, right after ours on the same server: a bare row and a row of our journal rows' size.
+        let size = rt.block_on(journal_row_size(&url))?;
+        for (payload, what) in [(16, "16 B".to_string()), (size, format!("{size} B, our journal row's mean size"))] {
+            eprintln!("bench: the floor, {n} single-row INSERT + COMMIT of {payload} B");
+            let floor = rt.block_on(floor_per_commit(&floor_url, n, payload, reps))?;
+            rows.push(Row {
+                scenario: format!(
+                    "PostgreSQL, N={n}: ours sync per step vs the floor: one single-row INSERT + COMMIT ({what}; synchronous_commit on; column = floor)"
+                ),
+                langgraph: table::us(floor),
+                ours: table::us(sync),
+                ratio: table::ratio(floor / sync),
+                target: format!("≥ 0.67x (ours ≤ 1.5× the floor) {}", if sync <= 1.5 * floor { "✔" } else { "✘" }),
+            });
         }
     }
     drop(store);
