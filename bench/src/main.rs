@@ -259,7 +259,9 @@ fn main_inner(args: Args) -> Result<()> {
 }
 
 /// mimalloc, as a production Rust service would use: glibc's malloc serialised the threads of the LLM-bound
-/// scenarios on its arena lock. The engine does not depend on the allocator.
+/// scenarios on its arena lock. The engine does not depend on the allocator. Feature `system-alloc`: glibc's
+/// malloc, for heap profilers.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

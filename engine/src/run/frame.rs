@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 
 use super::invoke::ChildOutcome;
 use super::scope_actor::ScopeMsg;
-use super::supervisor::SupervisorMsg;
+use super::supervisor::{ChildDone, SupervisorMsg};
 use crate::error::AgentError;
 use crate::error_handler::ErrorHandler;
 use crate::listener::ListenerRef;
@@ -160,10 +160,10 @@ impl Delivery {
         let Delivery { report, result, failed } = self;
         match report {
             Report::Parent { to, id } => {
-                let _ = to.cast(SupervisorMsg::ChildDone { id, result, failed });
+                let _ = to.cast(SupervisorMsg::ChildDone(Box::new(ChildDone { id, result, failed })));
             }
             Report::Root => {
-                let _ = scope.cast(ScopeMsg::RootDone(result));
+                let _ = scope.cast(ScopeMsg::RootDone(Box::new(result)));
             }
             Report::Bare(tx) => {
                 // A bare supervisor reports its own (value, write); an outcome here has nothing left to write.

@@ -9,7 +9,7 @@ use ractor::ActorCell;
 use serde_json::{Map, Value};
 
 use super::frame::{Delivery, Frame, Report};
-use super::scope_actor::ScopeMsg;
+use super::scope_actor::{Completion, ScopeMsg};
 use super::{RunContext, lock, now_us};
 use crate::agent::{AgentRef, InvocationContext};
 use crate::error::AgentError;
@@ -59,10 +59,15 @@ impl Closed {
     /// receiver sees the writes in the published snapshot.
     pub(crate) fn send(self, run: &RunContext, report: Report) {
         let then = Delivery { report, result: self.result, failed: self.failed };
-        let msg = ScopeMsg::Complete { item: self.item, delta: self.scope_writes, record: self.record, then };
-        if let Err(ractor::MessagingErr::SendErr(ScopeMsg::Complete { then, .. })) = run.scope.actor().cast(msg) {
+        let msg = ScopeMsg::Complete(Box::new(Completion {
+            item: self.item,
+            delta: self.scope_writes,
+            record: self.record,
+            then,
+        }));
+        if let Err(ractor::MessagingErr::SendErr(ScopeMsg::Complete(done))) = run.scope.actor().cast(msg) {
             // The scope is gone (the run ended under it): hand the result over anyway.
-            then.deliver(run.scope.actor());
+            done.then.deliver(run.scope.actor());
         }
     }
 }

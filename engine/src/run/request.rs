@@ -391,9 +391,11 @@ impl InvokeRequest {
     }
 
     async fn run(self) -> Result<RunOutcome, AgentError> {
-        let mut session = RunSession::open(self).await?;
+        // Opening and closing boxed: a future reserves the size of its largest state for its whole life, and
+        // thousands of runs wait in `execute`.
+        let mut session = Box::pin(RunSession::open(self)).await?;
         let result = session.execute().await;
-        session.close(result).await
+        Box::pin(session.close(result)).await
     }
 }
 

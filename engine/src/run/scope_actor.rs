@@ -35,22 +35,18 @@ pub(crate) enum ScopeMsg {
     /// Applies a finished invocation's writes and its history record, then hands its result to whoever
     /// waits for it: the supervisor handles a completion only once its writes are in the published snapshot.
     /// The writes go to the layer of the mapper item the invocation served, if any.
-    Complete { item: Option<Arc<str>>, delta: Vec<(String, Value)>, record: Option<InvocationRecord>, then: Delivery },
+    /// Boxed, as the other large payloads: every future that holds a message reserves its size.
+    Complete(Box<Completion>),
     /// Applies a delta (to the shared state, or to a mapper item's layer); replies with its sequence number.
     Write { item: Option<Arc<str>>, delta: Vec<(String, Value)>, reply: RpcReplyPort<u64> },
     /// Drops the layer of a mapper item that completed, and the layers nested in it.
     DropLayers(Arc<str>),
     /// Appends one record to the history.
-    Record(InvocationRecord),
+    Record(Box<InvocationRecord>),
     /// Marks a key as being produced by an async agent.
     MarkPending { item: Option<Arc<str>>, key: String, reply: RpcReplyPort<()> },
     /// Ends an async production: its delta, or its error for the readers.
-    FinishAsync {
-        item: Option<Arc<str>>,
-        key: String,
-        result: Result<Vec<(String, Value)>, AgentError>,
-        reply: RpcReplyPort<u64>,
-    },
+    FinishAsync(Box<FinishAsync>),
     /// The history so far.
     History(RpcReplyPort<Vec<InvocationRecord>>),
     /// A human answer for a pending-mode human agent of this run.
@@ -62,7 +58,24 @@ pub(crate) enum ScopeMsg {
     /// Starts the run's root invocation, supervised by this actor; its result goes to `done`.
     StartRoot(Box<RootStart>),
     /// The root invocation finished.
-    RootDone(Result<ChildOutcome, AgentError>),
+    RootDone(Box<Result<ChildOutcome, AgentError>>),
+}
+
+/// A finished invocation's writes, history record and result ([`ScopeMsg::Complete`]).
+pub(crate) struct Completion {
+    /// The layer of the mapper item the invocation served, if any.
+    pub(crate) item: Option<Arc<str>>,
+    pub(crate) delta: Vec<(String, Value)>,
+    pub(crate) record: Option<InvocationRecord>,
+    pub(crate) then: Delivery,
+}
+
+/// The end of an async production ([`ScopeMsg::FinishAsync`]).
+pub(crate) struct FinishAsync {
+    item: Option<Arc<str>>,
+    key: String,
+    result: Result<Vec<(String, Value)>, AgentError>,
+    reply: RpcReplyPort<u64>,
 }
 
 /// What the root of a run needs to start (and to start again after a crash of its tree).
@@ -138,7 +151,8 @@ impl Actor for ScopeActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            ScopeMsg::Complete { item, delta, record, then } => {
+            ScopeMsg::Complete(done) => {
+                let Completion { item, delta, record, then } = *done;
                 if !delta.is_empty() {
                     state.scope.apply(item.as_ref(), delta);
                 }
@@ -154,12 +168,13 @@ impl Actor for ScopeActor {
                 let _ = reply.send(state.scope.apply(item.as_ref(), delta));
             }
             ScopeMsg::DropLayers(item) => state.scope.drop_layers(&item),
-            ScopeMsg::Record(record) => state.scope.history.push(record),
+            ScopeMsg::Record(record) => state.scope.history.push(*record),
             ScopeMsg::MarkPending { item, key, reply } => {
                 state.scope.mark_pending(item.as_ref(), &key);
                 let _ = reply.send(());
             }
-            ScopeMsg::FinishAsync { item, key, result, reply } => {
+            ScopeMsg::FinishAsync(finish) => {
+                let FinishAsync { item, key, result, reply } = *finish;
                 let _ = reply.send(state.scope.finish_async(item.as_ref(), &key, result));
             }
             ScopeMsg::History(reply) => {
@@ -191,10 +206,11 @@ impl Actor for ScopeActor {
                     start.run.subscribe(subscriber);
                 }
                 let mut root = RootState { start, cell: None, restarts: 0 };
-                root.spawn(&myself).await;
+                // Boxed here and below: the actor's task reserves the size of its largest future for its life.
+                Box::pin(root.spawn(&myself)).await;
                 state.root = Some(root);
             }
-            ScopeMsg::RootDone(result) => state.root_done(result),
+            ScopeMsg::RootDone(result) => state.root_done(*result),
         }
         Ok(())
     }
@@ -208,27 +224,35 @@ impl Actor for ScopeActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let SupervisionEvent::ActorFailed(cell, err) = evt else { return Ok(()) };
-        let Some(root) = &mut state.root else { return Ok(()) };
+        // Boxed: the actor's task reserves the size of its largest future for its life.
+        Box::pin(state.root_failed(&myself, cell, err)).await;
+        Ok(())
+    }
+}
+
+impl ScopeActorState {
+    /// The root's actor (`cell`) failed with `err`.
+    async fn root_failed(&mut self, myself: &ActorRef<ScopeMsg>, cell: ActorCell, err: ActorProcessingErr) {
+        let Some(root) = &mut self.root else { return };
         if root.cell.as_ref().map(ActorCell::get_id) != Some(cell.get_id()) {
             // An async agent (linked here once started): its failure reached its readers already.
-            return Ok(());
+            return;
         }
         root.cell = None;
         let error = super::supervisor::tree_error(&err, &root.start.agent, &root.start.frame.path);
         if root.restarts >= MAX_RESTARTS || !root.start.run.journaling() {
-            state.root_done(Err(error));
-            return Ok(());
+            self.root_done(Err(error));
+            return;
         }
         root.restarts += 1;
         tracing::warn!(run_id = %root.start.run.run_id, restart = root.restarts, "run tree failed ({error}); restarting from the journal");
-        match root.start.run.reload().await {
+        match Box::pin(root.start.run.reload()).await {
             Ok(image) => {
-                state.scope.reset(image.state, image.layers, image.history);
-                root.spawn(&myself).await;
+                self.scope.reset(image.state, image.layers, image.history);
+                Box::pin(root.spawn(myself)).await;
             }
-            Err(e) => state.root_done(Err(e)),
+            Err(e) => self.root_done(Err(e)),
         }
-        Ok(())
     }
 }
 
@@ -248,7 +272,7 @@ impl RootState {
             Ok(spawned) => self.cell = Some(spawned.cell()),
             Err(e) => {
                 self.cell = None;
-                let _ = myself.cast(ScopeMsg::RootDone(Err(e)));
+                let _ = myself.cast(ScopeMsg::RootDone(Box::new(Err(e))));
             }
         }
     }
@@ -409,7 +433,8 @@ impl ScopeHandle {
         result: Result<Vec<(String, Value)>, AgentError>,
     ) -> Result<u64, AgentError> {
         let item = item.cloned();
-        self.ask(|reply| ScopeMsg::FinishAsync { item, key: key.to_string(), result, reply }).await
+        self.ask(|reply| ScopeMsg::FinishAsync(Box::new(FinishAsync { item, key: key.to_string(), result, reply })))
+            .await
     }
 
     /// Reads `key`, waiting while an async agent is still producing it.
@@ -447,7 +472,7 @@ impl ScopeHandle {
 
     /// Appends an invocation to the history (ordered with the writes).
     pub fn record(&self, rec: InvocationRecord) {
-        let _ = self.tell(ScopeMsg::Record(rec));
+        let _ = self.tell(ScopeMsg::Record(Box::new(rec)));
     }
 
     /// The invocation history, in completion order.

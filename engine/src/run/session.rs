@@ -250,8 +250,10 @@ impl RunSession {
                 // The root completed before the process stopped; only its status was not saved.
                 return Ok(output);
             }
+            // The rare and the final steps boxed: thousands of runs wait at `outcome` below, each future
+            // reserving the size of its largest state for its whole life.
             for path in std::mem::take(&mut self.async_running) {
-                restart_async(&self.agent, run, &path, self.inherited.clone()).await?;
+                Box::pin(restart_async(&self.agent, run, &path, self.inherited.clone())).await?;
             }
             let (done, outcome) = tokio::sync::oneshot::channel();
             let start = RootStart {
@@ -262,11 +264,11 @@ impl RunSession {
             };
             self.scope.tell(ScopeMsg::StartRoot(Box::new(start)))?;
             let outcome = outcome.await.map_err(|_| AgentError::internal("the run's scope actor stopped"))??;
-            run.wait_async().await?;
+            Box::pin(run.wait_async()).await?;
             if final_record {
-                run.journal_root_completion(outcome.delta, outcome.record).await?;
+                Box::pin(run.journal_root_completion(outcome.delta, outcome.record)).await?;
             } else {
-                run.journal_completion("root", None, outcome.delta, outcome.record).await?;
+                Box::pin(run.journal_completion("root", None, outcome.delta, outcome.record)).await?;
             }
             Ok::<Value, AgentError>(outcome.output)
         };
@@ -421,25 +423,48 @@ async fn async_writer(
 ) -> Result<bool, crate::error::StoreError> {
     use futures::StreamExt;
     let mut barriers = Vec::new();
-    while let Some(msg) = rx.next().await {
-        match msg {
-            WriterMsg::Record(rec) => store.append_dyn(rec).await?,
-            WriterMsg::Barrier(b) => barriers.push(b),
-        }
+    // The batch is taken off the channel before any await: no message is held across one (the task
+    // reserves the size of its largest state for each run's whole life).
+    let mut batch = Vec::new();
+    loop {
+        // `let … else`, not `while let` / `for`: their matched temporaries would live across the awaits.
+        let Some(first) = rx.next().await else { return Ok(false) };
+        let closed = take_batch(first, &mut rx, &mut batch, &mut barriers);
+        let mut records = std::mem::take(&mut batch).into_iter();
         loop {
-            match rx.try_recv() {
-                Ok(WriterMsg::Record(more)) => store.append_dyn(more).await?,
-                Ok(WriterMsg::Barrier(b)) => barriers.push(b),
-                Err(futures::channel::mpsc::TryRecvError::Closed) => return Ok(true),
-                Err(futures::channel::mpsc::TryRecvError::Empty) => break,
-            }
+            let Some(rec) = records.next() else { break };
+            store.append_dyn(rec).await?;
+        }
+        if closed {
+            return Ok(true);
         }
         for b in barriers.drain(..) {
             let _ = b.send(());
         }
         store.flush_run_dyn(&run_id).await?;
     }
-    Ok(false)
+}
+
+/// Sorts `first` and what else the channel holds now into `batch` and `barriers`; true when the channel is
+/// closed (the run ended).
+fn take_batch(
+    first: WriterMsg,
+    rx: &mut futures::channel::mpsc::UnboundedReceiver<WriterMsg>,
+    batch: &mut Vec<StepRecord>,
+    barriers: &mut Vec<tokio::sync::oneshot::Sender<()>>,
+) -> bool {
+    let mut next = first;
+    loop {
+        match next {
+            WriterMsg::Record(rec) => batch.push(rec),
+            WriterMsg::Barrier(b) => barriers.push(b),
+        }
+        match rx.try_recv() {
+            Ok(more) => next = more,
+            Err(futures::channel::mpsc::TryRecvError::Closed) => return true,
+            Err(futures::channel::mpsc::TryRecvError::Empty) => return false,
+        }
+    }
 }
 
 /// Starts again an async agent that was running when the run stopped (under the run's scope actor), and waits

@@ -49,9 +49,17 @@ pub(crate) use super::frame::Delivery;
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum SupervisorMsg {
     /// A child finished; `failed` is the record of a failed invocation when the run is journaled.
-    ChildDone { id: u64, result: Result<ChildOutcome, AgentError>, failed: Option<InvocationRecord> },
+    /// Boxed: every future that holds a message reserves its size.
+    ChildDone(Box<ChildDone>),
     /// The composite's own timeout expired.
     Timeout,
+}
+
+/// A child's completion ([`SupervisorMsg::ChildDone`]).
+pub(crate) struct ChildDone {
+    pub(crate) id: u64,
+    pub(crate) result: Result<ChildOutcome, AgentError>,
+    pub(crate) failed: Option<InvocationRecord>,
 }
 
 /// The supervisor of one composite invocation. See the module documentation.
@@ -177,7 +185,10 @@ impl Actor for SupervisorActor {
         state: &mut Box<SupervisorState>,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SupervisorMsg::ChildDone { id, result, failed } => Box::pin(state.handle(id, result, failed)).await,
+            SupervisorMsg::ChildDone(done) => {
+                let ChildDone { id, result, failed } = *done;
+                Box::pin(state.handle(id, result, failed)).await
+            }
             SupervisorMsg::Timeout => {
                 let spec = &state.inner.spec;
                 let timeout_ms = spec.timeout.map_or(0, |t| t.as_millis() as u64);
@@ -421,7 +432,7 @@ impl SupervisorState {
             Err(e) => {
                 if let Some(record) = failed
                     && !matches!(e, AgentError::Cancelled)
-                    && let Err(journal_error) = self.journal_failed_attempt(&done.call, record).await
+                    && let Err(journal_error) = Box::pin(self.journal_failed_attempt(&done.call, record)).await
                 {
                     return self.fail(journal_error);
                 }
@@ -632,7 +643,10 @@ impl SupervisorState {
         self.report_decision(&action);
         match action {
             Action::Call(calls) => {
-                for call in calls {
+                let mut calls = calls.into_iter();
+                loop {
+                    // `let … else`, not `for`: its matched temporary would live across the await.
+                    let Some(call) = calls.next() else { break };
                     if call.agent >= self.inner.sub_agents.len() {
                         let e = self.planning_context().error(format!(
                             "called sub-agent index {} but there are {}",
@@ -796,7 +810,9 @@ impl SupervisorState {
                 Err(_) => Err(AgentError::internal(format!("the agent actor of `{}` stopped", self.path()))),
             }
         } else {
-            spawn_invocation(&agent, &self.run, frame, report, delay, self.myself.get_cell()).await
+            // Boxed: a spawn waits for the new actor to start, and the state machines above this one keep the
+            // size of their largest state for as long as they live.
+            Box::pin(spawn_invocation(&agent, &self.run, frame, report, delay, self.myself.get_cell())).await
         };
         match spawned {
             Ok(actor) => {
@@ -953,7 +969,7 @@ impl SupervisorState {
                             let ends = (child_item.clone(), item_end);
                             let record =
                                 self.unconsumed_record(agent_index, outcome.delta, outcome.record, before, ends);
-                            if let Err(e) = self.run.journal_step(record).await {
+                            if let Err(e) = Box::pin(self.run.journal_step(record)).await {
                                 tracing::error!(path = %self.path(), "journal write failed: {e}");
                             }
                         }
