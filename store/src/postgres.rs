@@ -673,6 +673,17 @@ impl PgStore {
         journal: &BTreeMap<(String, u64), Vec<u8>>,
         runs: &BTreeMap<String, PendingRun>,
     ) -> Result<WriteOutcome, StoreError> {
+        if runs.is_empty()
+            && journal.len() == 1
+            && let Some(((run_id, seq), value)) = journal.iter().next()
+        {
+            match self.write_step(run_id, *seq, value).await? {
+                // Not inserted: the step is journaled already or the lease is lost; the statement below says
+                // which (and inserts nothing either).
+                WriteOutcome::Written(written) if written.is_empty() => {}
+                outcome => return Ok(outcome),
+            }
+        }
         let mut run_ids = Vec::with_capacity(journal.len());
         let mut seqs = Vec::with_capacity(journal.len());
         let mut steps = Vec::with_capacity(journal.len());
@@ -783,6 +794,55 @@ impl PgStore {
             }
         }
         if lost.is_empty() { Ok(WriteOutcome::Written(written)) } else { Ok(WriteOutcome::Lost(lost)) }
+    }
+
+    /// One journal row and no run record — a sync step, the common write — in a leaner statement than
+    /// [`PgStore::write`]'s (measured with pgbench on one connection, fsync on: 0.28–0.32 ms against
+    /// 0.37–0.41 ms; a bare `INSERT`, 0.23–0.30 ms): the same fence on the run's row, no arrays, no run
+    /// upsert. Returns the row's key when it was inserted, nothing when it was not (journaled already, or the
+    /// lease is lost: the caller asks the general statement, which tells the two apart).
+    async fn write_step(&self, run_id: &str, seq: u64, value: &[u8]) -> Result<WriteOutcome, StoreError> {
+        let held = locked(&self.inner.leases).get(run_id).map_or(-1, |t| i64::try_from(*t).unwrap_or(i64::MAX));
+        let client = match self.inner.pool.get().await {
+            Ok(client) => client,
+            Err(e) if pool_unreachable(&e) => {
+                return Ok(WriteOutcome::Unreachable(self.backend("flush", pool_message(&e))));
+            }
+            Err(e) => return Err(self.backend("flush", pool_message(&e))),
+        };
+        let fail = |e: tokio_postgres::Error| self.backend("flush", pg_message(&e));
+        let statement = match client
+            .prepare_cached(
+                "WITH fence AS (
+                     SELECT lease_owner, lease_expires_at, fencing_token FROM agentic_runs WHERE run_id = $1
+                     FOR SHARE
+                 )
+                 INSERT INTO agentic_journal (run_id, seq, step)
+                 SELECT $1, $2, $3::json
+                 WHERE NOT EXISTS (
+                     SELECT 1 FROM fence
+                     WHERE NOT CASE WHEN $4::bigint >= 0
+                         THEN lease_owner IS NOT DISTINCT FROM $5 AND fencing_token = $4::bigint
+                         ELSE lease_owner IS NULL OR lease_owner = $5 OR lease_expires_at <= now() END
+                 )
+                 ON CONFLICT (run_id, seq) DO NOTHING
+                 RETURNING seq",
+            )
+            .await
+        {
+            Ok(statement) => statement,
+            Err(e) if unreachable(&e) => return Ok(WriteOutcome::Unreachable(fail(e))),
+            Err(e) => return Err(fail(e)),
+        };
+        let seq_param = seq_i64("flush", run_id, seq)?;
+        let owner = self.inner.owner.as_str();
+        let params: [&(dyn ToSql + Sync); 5] = [&run_id, &seq_param, &JsonText(json_of(value)), &held, &owner];
+        match client.query(&statement, &params).await {
+            Ok(rows) if rows.is_empty() => Ok(WriteOutcome::Written(Vec::new())),
+            Ok(_) => Ok(WriteOutcome::Written(vec![(run_id.to_string(), seq)])),
+            Err(e) if unreachable(&e) => Ok(WriteOutcome::Unreachable(fail(e))),
+            Err(e) => Err(fail(e)),
+        }
     }
 
     /// The runs whose lease this handle held and lost, among `run_ids`, with the lease-lost errors.

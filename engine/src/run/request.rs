@@ -390,10 +390,11 @@ impl InvokeRequest {
         self
     }
 
-    async fn run(self) -> Result<RunOutcome, AgentError> {
+    /// Boxed `self`: a future keeps its arguments for its whole life.
+    async fn run(self: Box<Self>) -> Result<RunOutcome, AgentError> {
         // Opening and closing boxed: a future reserves the size of its largest state for its whole life, and
         // thousands of runs wait in `execute`.
-        let mut session = Box::pin(RunSession::open(self)).await?;
+        let mut session = Box::pin(RunSession::open(*self)).await?;
         let result = session.execute().await;
         Box::pin(session.close(result)).await
     }
@@ -464,13 +465,14 @@ impl IntoFuture for InvokeRequest {
     /// crossing to the blocked caller's thread at every step (a futex wake and a context switch each way).
     /// Dropping the future aborts the spawned run as it would the inline one; a panic is resumed here.
     fn into_future(self) -> Self::IntoFuture {
+        let this = Box::new(self);
         Box::pin(async move {
             let multi_thread = tokio::runtime::Handle::try_current()
                 .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
             if !multi_thread || tokio::task::try_id().is_some() {
-                return self.run().await;
+                return this.run().await;
             }
-            let task = tokio::spawn(tracing::Instrument::in_current_span(self.run()));
+            let task = tokio::spawn(tracing::Instrument::in_current_span(this.run()));
             match tokio_util::task::AbortOnDropHandle::new(task).await {
                 Ok(outcome) => outcome,
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),

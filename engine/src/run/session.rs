@@ -33,8 +33,8 @@ pub(crate) struct RunSession {
     durability: Durability,
     cancel: CancelHandle,
     run_id: Arc<str>,
-    /// The run record (when the run is journaled).
-    record: Option<RunRecord>,
+    /// The run record (when the run is journaled); boxed, as it is read only at the start and the end.
+    record: Option<Box<RunRecord>>,
     run: Arc<RunContext>,
     scope: ScopeHandle,
     /// Stops the run's actors if the session is dropped before it closes (the caller gave up).
@@ -227,7 +227,7 @@ impl RunSession {
             durability: req.durability,
             cancel: req.cancel,
             run_id,
-            record,
+            record: record.map(Box::new),
             run,
             scope,
             scope_guard,
@@ -377,7 +377,7 @@ impl RunSession {
             rec.updated_at_ms = now_us() / 1000;
             let saved = async {
                 let run_id = rec.run_id.clone();
-                store.put_run_dyn(rec).await?;
+                store.put_run_dyn(*rec).await?;
                 store.flush_run_dyn(&run_id).await
             };
             if let Err(e) = saved.await {
