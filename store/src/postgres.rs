@@ -797,9 +797,8 @@ impl PgStore {
     }
 
     /// One journal row and no run record — a sync step, the common write — in a leaner statement than
-    /// [`PgStore::write`]'s (measured with pgbench on one connection, fsync on: 0.28–0.32 ms against
-    /// 0.37–0.41 ms; a bare `INSERT`, 0.23–0.30 ms): the same fence on the run's row, no arrays, no run
-    /// upsert. Returns the row's key when it was inserted, nothing when it was not (journaled already, or the
+    /// [`PgStore::write`]'s (pgbench, one connection, prepared, fsync on: 0.28–0.33 ms against 0.30–0.34 ms;
+    /// a bare `INSERT`, 0.23–0.25 ms): the same fence on the run's row, no arrays, no run upsert. Returns the row's key when it was inserted, nothing when it was not (journaled already, or the
     /// lease is lost: the caller asks the general statement, which tells the two apart).
     async fn write_step(&self, run_id: &str, seq: u64, value: &[u8]) -> Result<WriteOutcome, StoreError> {
         let held = locked(&self.inner.leases).get(run_id).map_or(-1, |t| i64::try_from(*t).unwrap_or(i64::MAX));

@@ -1,0 +1,1 @@
+INSERT INTO bench_floor (payload) VALUES (repeat('x', 190));
