@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::frame::{Frame, Report};
+use super::invoke::ChildOutcome;
 use super::registry::{ActiveGuard, Registry};
 use super::request::{CancelHandle, INPUTS_PATH, InvokeRequest, PendingResponse, RunOutcome, RunResult};
 use super::scope_actor::{RootStart, ScopeMsg};
@@ -264,13 +265,7 @@ impl RunSession {
             };
             self.scope.tell(ScopeMsg::StartRoot(Box::new(start)))?;
             let outcome = outcome.await.map_err(|_| AgentError::internal("the run's scope actor stopped"))??;
-            Box::pin(run.wait_async()).await?;
-            if final_record {
-                Box::pin(run.journal_root_completion(outcome.delta, outcome.record)).await?;
-            } else {
-                Box::pin(run.journal_completion("root", None, outcome.delta, outcome.record)).await?;
-            }
-            Ok::<Value, AgentError>(outcome.output)
+            Box::pin(finish_root(run, outcome, final_record)).await
         };
         // Cancel first: a run resumed with an already cancelled handle starts no step.
         let mut result = tokio::select! {
@@ -410,6 +405,18 @@ impl RunSession {
         }
         Ok(RunOutcome { run_id: run_id.to_string(), result, scope, agent, store, durability, registry })
     }
+}
+
+/// After the root's outcome: waits for the async agents, then journals the root's completion (with the final
+/// record when `final_record`); returns the run's output.
+async fn finish_root(run: &RunContext, outcome: ChildOutcome, final_record: bool) -> Result<Value, AgentError> {
+    run.wait_async().await?;
+    if final_record {
+        run.journal_root_completion(outcome.delta, outcome.record).await?;
+    } else {
+        run.journal_completion("root", None, outcome.delta, outcome.record).await?;
+    }
+    Ok(outcome.output)
 }
 
 /// The journal writer of async durability: appends the records as they come and flushes after each batch
