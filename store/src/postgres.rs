@@ -704,54 +704,6 @@ impl PgStore {
         let records: Vec<JsonText<'_>> = runs.values().map(|r| JsonText(json_of(&r.value))).collect();
         let statuses: Vec<&str> = runs.values().map(|r| r.status.as_str()).collect();
         let updated: Vec<i64> = runs.values().map(|r| r.updated_at_ms).collect();
-        let client = match self.inner.pool.get().await {
-            Ok(client) => client,
-            Err(e) if pool_unreachable(&e) => {
-                return Ok(WriteOutcome::Unreachable(self.backend("flush", pool_message(&e))));
-            }
-            Err(e) => return Err(self.backend("flush", pool_message(&e))),
-        };
-        let fail = |e: tokio_postgres::Error| self.backend("flush", pg_message(&e));
-        let statement = match client
-            .prepare_cached(
-                "WITH fence AS (
-                     SELECT r.run_id, r.lease_owner, r.lease_expires_at, r.fencing_token, f.held
-                     FROM agentic_runs r JOIN unnest($8::text[], $9::bigint[]) AS f(run_id, held)
-                          ON r.run_id = f.run_id
-                     FOR SHARE OF r
-                 ), lost AS (
-                     SELECT run_id, lease_owner, fencing_token, held FROM fence
-                     WHERE NOT CASE WHEN held >= 0
-                         THEN lease_owner IS NOT DISTINCT FROM $10 AND fencing_token = held
-                         ELSE lease_owner IS NULL OR lease_owner = $10 OR lease_expires_at <= now() END
-                 ), journal AS (
-                     INSERT INTO agentic_journal (run_id, seq, step)
-                     SELECT * FROM unnest($1::text[], $2::bigint[], $3::json[])
-                     WHERE NOT EXISTS (SELECT 1 FROM lost)
-                     ON CONFLICT (run_id, seq) DO NOTHING
-                     RETURNING run_id, seq
-                 ), runs AS (
-                     INSERT INTO agentic_runs
-                         (run_id, record, status, updated_at_ms, lease_owner, lease_expires_at, fencing_token)
-                     SELECT u.run_id, u.record, u.status, u.updated,
-                            CASE WHEN u.held >= 0 THEN $10 END,
-                            CASE WHEN u.held >= 0 THEN now() + $11::bigint * interval '1 millisecond' END,
-                            greatest(u.held, 0)
-                     FROM unnest($4::text[], $5::json[], $6::text[], $7::bigint[], $12::bigint[])
-                          AS u(run_id, record, status, updated, held)
-                     WHERE NOT EXISTS (SELECT 1 FROM lost)
-                     ON CONFLICT (run_id) DO UPDATE
-                     SET record = excluded.record, status = excluded.status, updated_at_ms = excluded.updated_at_ms
-                 )
-                 SELECT 0, run_id, seq, NULL::text, NULL::bigint FROM journal
-                 UNION ALL SELECT 1, run_id, fencing_token, lease_owner, held FROM lost",
-            )
-            .await
-        {
-            Ok(statement) => statement,
-            Err(e) if unreachable(&e) => return Ok(WriteOutcome::Unreachable(fail(e))),
-            Err(e) => return Err(fail(e)),
-        };
         let owner = self.inner.owner.as_str();
         let ttl = millis(self.inner.lease_time);
         let params: [&(dyn ToSql + Sync); 12] = [
@@ -768,12 +720,11 @@ impl PgStore {
             &ttl,
             &run_tokens,
         ];
-        let rows = match client.query(&statement, &params).await {
+        // The statement is one transaction: it committed or it did nothing, and writing it again after an
+        // unreachable database is harmless (a journal row already there with the same value is accepted).
+        let rows = match self.flush_query(WRITE_SQL, &params).await? {
             Ok(rows) => rows,
-            // The statement is one transaction: it committed or it did nothing, and writing it again is
-            // harmless (a journal row already there with the same value is accepted).
-            Err(e) if unreachable(&e) => return Ok(WriteOutcome::Unreachable(fail(e))),
-            Err(e) => return Err(fail(e)),
+            Err(unreachable) => return Ok(unreachable),
         };
         let mut written = Vec::new();
         let mut lost = Vec::new();
@@ -798,48 +749,43 @@ impl PgStore {
 
     /// One journal row and no run record — a sync step, the common write — in a leaner statement than
     /// [`PgStore::write`]'s (pgbench, one connection, prepared, fsync on: 0.28–0.33 ms against 0.30–0.34 ms;
-    /// a bare `INSERT`, 0.23–0.25 ms): the same fence on the run's row, no arrays, no run upsert. Returns the row's key when it was inserted, nothing when it was not (journaled already, or the
-    /// lease is lost: the caller asks the general statement, which tells the two apart).
+    /// a bare `INSERT`, 0.23–0.25 ms): the same fence on the run's row, no arrays, no run upsert. Returns the
+    /// row's key when it was inserted, nothing when it was not (journaled already, or the lease is lost: the
+    /// caller asks the general statement, which tells the two apart).
     async fn write_step(&self, run_id: &str, seq: u64, value: &[u8]) -> Result<WriteOutcome, StoreError> {
         let held = locked(&self.inner.leases).get(run_id).map_or(-1, |t| i64::try_from(*t).unwrap_or(i64::MAX));
+        let seq_param = seq_i64("flush", run_id, seq)?;
+        let owner = self.inner.owner.as_str();
+        let params: [&(dyn ToSql + Sync); 5] = [&run_id, &seq_param, &JsonText(json_of(value)), &held, &owner];
+        Ok(match self.flush_query(WRITE_STEP_SQL, &params).await? {
+            Ok(rows) if rows.is_empty() => WriteOutcome::Written(Vec::new()),
+            Ok(_) => WriteOutcome::Written(vec![(run_id.to_string(), seq)]),
+            Err(unreachable) => unreachable,
+        })
+    }
+
+    /// Runs one of the flush's statements (prepared once per connection). `Ok(Err(..))`: the database could
+    /// not be reached ([`WriteOutcome::Unreachable`]).
+    async fn flush_query(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Result<Vec<Row>, WriteOutcome>, StoreError> {
         let client = match self.inner.pool.get().await {
             Ok(client) => client,
             Err(e) if pool_unreachable(&e) => {
-                return Ok(WriteOutcome::Unreachable(self.backend("flush", pool_message(&e))));
+                return Ok(Err(WriteOutcome::Unreachable(self.backend("flush", pool_message(&e)))));
             }
             Err(e) => return Err(self.backend("flush", pool_message(&e))),
         };
         let fail = |e: tokio_postgres::Error| self.backend("flush", pg_message(&e));
-        let statement = match client
-            .prepare_cached(
-                "WITH fence AS (
-                     SELECT lease_owner, lease_expires_at, fencing_token FROM agentic_runs WHERE run_id = $1
-                     FOR SHARE
-                 )
-                 INSERT INTO agentic_journal (run_id, seq, step)
-                 SELECT $1, $2, $3::json
-                 WHERE NOT EXISTS (
-                     SELECT 1 FROM fence
-                     WHERE NOT CASE WHEN $4::bigint >= 0
-                         THEN lease_owner IS NOT DISTINCT FROM $5 AND fencing_token = $4::bigint
-                         ELSE lease_owner IS NULL OR lease_owner = $5 OR lease_expires_at <= now() END
-                 )
-                 ON CONFLICT (run_id, seq) DO NOTHING
-                 RETURNING seq",
-            )
-            .await
-        {
-            Ok(statement) => statement,
-            Err(e) if unreachable(&e) => return Ok(WriteOutcome::Unreachable(fail(e))),
-            Err(e) => return Err(fail(e)),
+        let rows = match client.prepare_cached(sql).await {
+            Ok(statement) => client.query(&statement, params).await,
+            Err(e) => Err(e),
         };
-        let seq_param = seq_i64("flush", run_id, seq)?;
-        let owner = self.inner.owner.as_str();
-        let params: [&(dyn ToSql + Sync); 5] = [&run_id, &seq_param, &JsonText(json_of(value)), &held, &owner];
-        match client.query(&statement, &params).await {
-            Ok(rows) if rows.is_empty() => Ok(WriteOutcome::Written(Vec::new())),
-            Ok(_) => Ok(WriteOutcome::Written(vec![(run_id.to_string(), seq)])),
-            Err(e) if unreachable(&e) => Ok(WriteOutcome::Unreachable(fail(e))),
+        match rows {
+            Ok(rows) => Ok(Ok(rows)),
+            Err(e) if unreachable(&e) => Ok(Err(WriteOutcome::Unreachable(fail(e)))),
             Err(e) => Err(fail(e)),
         }
     }
@@ -876,6 +822,56 @@ impl PgStore {
             .collect())
     }
 }
+
+/// The flush's statement ([`PgStore::write`]): the fence on every run written, the journal rows, the run upserts;
+/// one row per journal row inserted (`0`) and per run whose lease is lost (`1`).
+const WRITE_SQL: &str = "WITH fence AS (
+        SELECT r.run_id, r.lease_owner, r.lease_expires_at, r.fencing_token, f.held
+        FROM agentic_runs r JOIN unnest($8::text[], $9::bigint[]) AS f(run_id, held)
+             ON r.run_id = f.run_id
+        FOR SHARE OF r
+    ), lost AS (
+        SELECT run_id, lease_owner, fencing_token, held FROM fence
+        WHERE NOT CASE WHEN held >= 0
+            THEN lease_owner IS NOT DISTINCT FROM $10 AND fencing_token = held
+            ELSE lease_owner IS NULL OR lease_owner = $10 OR lease_expires_at <= now() END
+    ), journal AS (
+        INSERT INTO agentic_journal (run_id, seq, step)
+        SELECT * FROM unnest($1::text[], $2::bigint[], $3::json[])
+        WHERE NOT EXISTS (SELECT 1 FROM lost)
+        ON CONFLICT (run_id, seq) DO NOTHING
+        RETURNING run_id, seq
+    ), runs AS (
+        INSERT INTO agentic_runs
+            (run_id, record, status, updated_at_ms, lease_owner, lease_expires_at, fencing_token)
+        SELECT u.run_id, u.record, u.status, u.updated,
+               CASE WHEN u.held >= 0 THEN $10 END,
+               CASE WHEN u.held >= 0 THEN now() + $11::bigint * interval '1 millisecond' END,
+               greatest(u.held, 0)
+        FROM unnest($4::text[], $5::json[], $6::text[], $7::bigint[], $12::bigint[])
+             AS u(run_id, record, status, updated, held)
+        WHERE NOT EXISTS (SELECT 1 FROM lost)
+        ON CONFLICT (run_id) DO UPDATE
+        SET record = excluded.record, status = excluded.status, updated_at_ms = excluded.updated_at_ms
+    )
+    SELECT 0, run_id, seq, NULL::text, NULL::bigint FROM journal
+    UNION ALL SELECT 1, run_id, fencing_token, lease_owner, held FROM lost";
+
+/// A flush of one journal row and no run record ([`PgStore::write_step`]): the same fence, one insert.
+const WRITE_STEP_SQL: &str = "WITH fence AS (
+        SELECT lease_owner, lease_expires_at, fencing_token FROM agentic_runs WHERE run_id = $1
+        FOR SHARE
+    )
+    INSERT INTO agentic_journal (run_id, seq, step)
+    SELECT $1, $2, $3::json
+    WHERE NOT EXISTS (
+        SELECT 1 FROM fence
+        WHERE NOT CASE WHEN $4::bigint >= 0
+            THEN lease_owner IS NOT DISTINCT FROM $5 AND fencing_token = $4::bigint
+            ELSE lease_owner IS NULL OR lease_owner = $5 OR lease_expires_at <= now() END
+    )
+    ON CONFLICT (run_id, seq) DO NOTHING
+    RETURNING seq";
 
 /// What the fenced write statement did.
 enum WriteOutcome {

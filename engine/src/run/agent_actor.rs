@@ -27,7 +27,7 @@ use tracing::Instrument;
 use super::RunContext;
 use super::frame::{Delivery, Frame, Report};
 use super::invoke::{ChildOutcome, Closed, Invocation};
-use super::scope_actor::{Completion, ScopeMsg};
+use super::scope_actor::{InvocationDone, ScopeMsg};
 use crate::agent::AgentRef;
 use crate::error::AgentError;
 use crate::scope::{InvocationRecord, merge_delta};
@@ -206,7 +206,7 @@ async fn run_async(
     let Closed { item, result, scope_writes, record, .. } = invocation.close(&agent, result);
     // The writes staged for completion and the history record; the output follows with the async end.
     let then = Delivery { report: Report::Nobody, result: Ok(ChildOutcome::default()), failed: None };
-    let _ = run.scope.tell(ScopeMsg::Complete(Box::new(Completion { item, delta: scope_writes, record, then })));
+    let _ = run.scope.tell(ScopeMsg::Complete(Box::new(InvocationDone { item, delta: scope_writes, record, then })));
     let result = result.map(|mut o| {
         if let Some(k) = &write_key {
             merge_delta(&mut o.delta, k.clone(), o.output.clone());

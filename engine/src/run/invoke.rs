@@ -9,7 +9,7 @@ use ractor::ActorCell;
 use serde_json::{Map, Value};
 
 use super::frame::{Delivery, Frame, Report};
-use super::scope_actor::{Completion, ScopeMsg};
+use super::scope_actor::{InvocationDone, ScopeMsg};
 use super::{RunContext, lock, now_us};
 use crate::agent::{AgentRef, InvocationContext};
 use crate::error::AgentError;
@@ -59,7 +59,7 @@ impl Closed {
     /// receiver sees the writes in the published snapshot.
     pub(crate) fn send(self, run: &RunContext, report: Report) {
         let then = Delivery { report, result: self.result, failed: self.failed };
-        let msg = ScopeMsg::Complete(Box::new(Completion {
+        let msg = ScopeMsg::Complete(Box::new(InvocationDone {
             item: self.item,
             delta: self.scope_writes,
             record: self.record,

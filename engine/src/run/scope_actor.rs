@@ -36,7 +36,7 @@ pub(crate) enum ScopeMsg {
     /// waits for it: the supervisor handles a completion only once its writes are in the published snapshot.
     /// The writes go to the layer of the mapper item the invocation served, if any.
     /// Boxed, as the other large payloads: every future that holds a message reserves its size.
-    Complete(Box<Completion>),
+    Complete(Box<InvocationDone>),
     /// Applies a delta (to the shared state, or to a mapper item's layer); replies with its sequence number.
     Write { item: Option<Arc<str>>, delta: Vec<(String, Value)>, reply: RpcReplyPort<u64> },
     /// Drops the layer of a mapper item that completed, and the layers nested in it.
@@ -62,7 +62,7 @@ pub(crate) enum ScopeMsg {
 }
 
 /// A finished invocation's writes, history record and result ([`ScopeMsg::Complete`]).
-pub(crate) struct Completion {
+pub(crate) struct InvocationDone {
     /// The layer of the mapper item the invocation served, if any.
     pub(crate) item: Option<Arc<str>>,
     pub(crate) delta: Vec<(String, Value)>,
@@ -152,7 +152,7 @@ impl Actor for ScopeActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             ScopeMsg::Complete(done) => {
-                let Completion { item, delta, record, then } = *done;
+                let InvocationDone { item, delta, record, then } = *done;
                 if !delta.is_empty() {
                     state.scope.apply(item.as_ref(), delta);
                 }
