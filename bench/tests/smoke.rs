@@ -46,7 +46,9 @@ fn concurrent_runs_all_complete_with_their_records() {
         let r = rt.block_on(scenarios::concurrent_child(25, mode)).expect("runs");
         assert_eq!(r.completed, 25);
         assert_eq!(r.records_per_run.is_some(), mode != ConcurrentMode::NoCheckpoint);
-        assert!(r.rss_peak_kib >= r.rss_base_kib);
+        // The test process runs other tests at once and the kernel's RSS counters are approximate per CPU,
+        // so peak ≥ base is not guaranteed here; that both were read is.
+        assert!(r.rss_base_kib > 0 && r.rss_peak_kib > 0, "{r:?}");
     }
 }
 
