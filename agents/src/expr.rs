@@ -21,6 +21,7 @@ fn environment() -> &'static Environment<'static> {
     ENV.get_or_init(|| {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
+        crate::text_filters::register(&mut env);
         env
     })
 }
@@ -192,6 +193,7 @@ impl Template {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
         env.set_formatter(json_formatter);
+        crate::text_filters::register(&mut env);
         let syntax = |e: minijinja::Error| ExprError::Syntax { source_text: source.to_string(), message: describe(&e) };
         env.add_template_owned(NAME, source.to_string()).map_err(syntax)?;
         let used = env.get_template(NAME).map_err(syntax)?.undeclared_variables(false);

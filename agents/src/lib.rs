@@ -18,6 +18,7 @@ mod human;
 mod llm;
 mod mcp;
 pub mod model;
+mod text_filters;
 mod tools;
 
 pub use a2a::{A2aAgent, A2aAgentBuilder, A2aClient, A2aError, A2aTenant};
