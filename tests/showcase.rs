@@ -215,6 +215,38 @@ async fn grounded_fields_pass_the_check_and_the_reply_is_sent() {
     }
 }
 
+/// The customer is the ticket's writer: the name of an introduction or a signature wins over the model's pick,
+/// and a model's pick that is a colleague, a company or the agent the ticket greets is dropped without a
+/// rejection (the name is in the ticket; it is just not the writer's).
+#[tokio::test]
+async fn the_customer_is_the_writer_not_a_colleague_a_company_or_the_agent_greeted() {
+    let spec = Spec::from_path(&spec_path()).expect("valid");
+    for (ticket, model_customer, sent_to) in [
+        (
+            "My colleague Sunniva says the invoice export fails for her too.\n\nKind regards,\nMarta Kowalska\nIT, \
+             Brightwater GmbH",
+            "Sunniva",
+            "to Marta Kowalska: Hello Marta Kowalska,",
+        ),
+        // The model's first name gives way to the introduction's full name.
+        ("Hi, I'm Oluwaseun Adebayo-Clarke. My invoice shows the wrong plan.", "Oluwaseun", "to Oluwaseun Adebayo-Clarke:"),
+        ("We need a new invoice for March. — Priya Raman, Ops Lead, Northgate", "Northgate", "to Priya Raman:"),
+        ("Hi Anna, the invoice for March never arrived.", "Anna", "to the customer: Hello there,"),
+        ("Company is Kestrelwood GmbH, we need an invoice with our VAT number.", "Kestrelwood GmbH", "to the customer:"),
+        ("My manager Tom Berg asked for the invoice of March.", "Tom Berg", "to the customer:"),
+        ("THIS IS THE THIRD TIME I ask for my invoice.", "", "to the customer:"),
+    ] {
+        let fields = json!({"customer": model_customer, "product": null, "problem": null, "urgency": "normal"});
+        let model = ScriptedModel::new([fields.to_string().as_str(), "billing"]);
+        let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model))]).expect("build");
+        let outcome = built.root.invoke().input("ticket", ticket).await.expect("run");
+        assert_eq!(outcome.state().get("fields").and_then(|f| f.get("rejected")), Some(&json!([])), "{ticket}");
+        let done = outcome.resume().answer("approve-reply", "approved").await.expect("resume");
+        let answer = done.output().and_then(Value::as_str).unwrap();
+        assert!(answer.starts_with(&format!("SENT [BILLING, normal] {sent_to}")), "{ticket}: {answer}");
+    }
+}
+
 #[tokio::test]
 async fn a_rejected_reply_is_held_back() {
     let spec = Spec::from_path(&spec_path()).expect("valid");

@@ -56,6 +56,8 @@ pub struct Measured {
     pub rules: String,
     /// The spec's category (`category`).
     pub category: String,
+    /// The model's probability of its category among the three (`guess_confidence`), when the provider gives one.
+    pub confidence: Option<f64>,
     /// How long the run took (two model calls).
     pub took: Duration,
 }
@@ -114,6 +116,7 @@ pub async fn measure(
             guess: text("guess").to_uppercase(),
             rules: text("rule_category"),
             category: text("category"),
+            confidence: state.get("guess_confidence").and_then(Value::as_f64),
             took: started.elapsed(),
         };
         progress(&m);
@@ -148,6 +151,14 @@ fn customer_labels(t: &Ticket) -> Vec<String> {
 pub fn line(m: &Measured) -> String {
     let show = |v: Option<&str>| v.map_or("-".to_string(), |s| format!("{s:?}"));
     let (cust, prod) = (value(&m.extracted, "customer"), value(&m.extracted, "product"));
+    // The customer the check kept, when it is not the model's (the rules' signer, or none).
+    let kept = value(&m.checked, "customer");
+    let kept = if kept == cust {
+        String::new()
+    } else {
+        format!(" → {} {}", show(kept), mark(matches(kept, &customer_labels(&m.ticket))))
+    };
+    let confidence = m.confidence.map_or(String::new(), |p| format!(" p={p:.2}"));
     let mark = |ok: bool| if ok { "ok" } else { "NO" };
     let reasons: Vec<&str> = m
         .checked
@@ -161,18 +172,20 @@ pub fn line(m: &Measured) -> String {
         _ => String::new(),
     };
     format!(
-        "#{:<2} {:<9}{} model {:<9} {} rules {:<9} {} both {:<9} {} | customer {} {} product {} {} | rejected {} | {:.1}s{}",
+        "#{:<2} {:<9}{} model {:<9} {}{} rules {:<9} {} both {:<9} {} | customer {} {}{} product {} {} | rejected {} | {:.1}s{}",
         m.ticket.id,
         m.ticket.category,
         if m.ticket.ambiguous { "*" } else { " " },
         m.guess,
         mark(m.guess == m.ticket.category),
+        confidence,
         if m.rules.is_empty() { "-" } else { &m.rules },
         mark(m.rules == m.ticket.category),
         m.category,
         mark(m.category == m.ticket.category),
         show(cust),
         mark(matches(cust, &customer_labels(&m.ticket))),
+        kept,
         show(prod),
         mark(matches(prod, &m.ticket.product)),
         rejected,
