@@ -229,10 +229,18 @@ async fn the_customer_is_the_writer_not_a_colleague_a_company_or_the_agent_greet
             "to Marta Kowalska: Hello Marta Kowalska,",
         ),
         // The model's first name gives way to the introduction's full name.
-        ("Hi, I'm Oluwaseun Adebayo-Clarke. My invoice shows the wrong plan.", "Oluwaseun", "to Oluwaseun Adebayo-Clarke:"),
+        (
+            "Hi, I'm Oluwaseun Adebayo-Clarke. My invoice shows the wrong plan.",
+            "Oluwaseun",
+            "to Oluwaseun Adebayo-Clarke:",
+        ),
         ("We need a new invoice for March. — Priya Raman, Ops Lead, Northgate", "Northgate", "to Priya Raman:"),
         ("Hi Anna, the invoice for March never arrived.", "Anna", "to the customer: Hello there,"),
-        ("Company is Kestrelwood GmbH, we need an invoice with our VAT number.", "Kestrelwood GmbH", "to the customer:"),
+        (
+            "Company is Kestrelwood GmbH, we need an invoice with our VAT number.",
+            "Kestrelwood GmbH",
+            "to the customer:",
+        ),
         ("My manager Tom Berg asked for the invoice of March.", "Tom Berg", "to the customer:"),
         ("THIS IS THE THIRD TIME I ask for my invoice.", "", "to the customer:"),
     ] {

@@ -90,7 +90,10 @@ mod tests {
     #[test]
     fn search_gives_the_group_or_none() {
         let t = "Hi, my name is Anna Berg and I was billed twice";
-        assert_eq!(render(r#"{{ text | regex_search("name is (\\p{Lu}\\p{L}+ \\p{Lu}\\p{L}+)", 1) }}"#, t).unwrap(), "Anna Berg");
+        assert_eq!(
+            render(r#"{{ text | regex_search("name is (\\p{Lu}\\p{L}+ \\p{Lu}\\p{L}+)", 1) }}"#, t).unwrap(),
+            "Anna Berg"
+        );
         assert_eq!(render(r#"{{ text | regex_search("billed \\w+") }}"#, t).unwrap(), "billed twice");
         assert_eq!(render(r#"{{ text | regex_search("refund") is none }}"#, t).unwrap(), "True");
         // An optional group that took no part is none.

@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use agentic_bench::error::{Context, Result};
+use agentic_bench::error::{Context, Error, Result};
 use agentic_bench::langgraph::{self, Figures};
 use agentic_bench::runner::{self, Lg, Plan, Setup};
-use agentic_bench::scenarios::{self, ConcurrentMode};
+use agentic_bench::scenarios::{self, Backend, ConcurrentMode, Keys};
 use agentic_bench::{pg, proc, serve, table};
 use clap::{Parser, Subcommand};
 
@@ -69,6 +69,10 @@ enum ChildWhat {
     Resume { store: PathBuf, id: String },
     /// M concurrent 5-step runs in this process.
     Concurrent { m: usize, mode: String },
+    /// R runs, one after another, of an N-step in-memory chain (distinct keys; `memory`: a memory store,
+    /// `none`: no store), printing the mean time per step: a process to profile the step in
+    /// (`perf record -g target/release/agentic-bench child chain 100 2000 memory`).
+    Chain { n: usize, runs: usize, backend: String },
     /// The server of `agentic serve` (the same library call), for the smoke test of the serve scenario.
     Serve {
         #[arg(long)]
@@ -98,6 +102,22 @@ fn run_child(what: ChildWhat) -> Result<()> {
         ChildWhat::Concurrent { m, mode } => {
             let r = rt.block_on(scenarios::concurrent_child(m, ConcurrentMode::parse(&mode)?))?;
             serde_json::to_string(&r).ctx("encoding the result")?
+        }
+        ChildWhat::Chain { n, runs, backend } => {
+            let backend = match backend.as_str() {
+                "memory" => Backend::Memory,
+                "none" => Backend::None,
+                other => return Err(Error::msg(format!("backend {other:?}: expected memory or none"))),
+            };
+            let system = scenarios::chain(n, Keys::Distinct)?;
+            // One `block_on` per run, as the seq scenario times them.
+            let mut total = std::time::Duration::ZERO;
+            for r in 0..runs {
+                total +=
+                    rt.block_on(scenarios::run_chain(&system, n, Keys::Distinct, backend, None, &format!("r{r}")))?;
+            }
+            let per_step_us = total.as_secs_f64() * 1e6 / (n * runs.max(1)) as f64;
+            serde_json::json!({ "n": n, "runs": runs, "per_step_us": per_step_us }).to_string()
         }
         ChildWhat::Serve { store, specs, listen } => {
             let sled = agentic::store::SledStore::open(&store).ctx(format!("opening {}", store.display()))?;

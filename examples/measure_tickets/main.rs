@@ -151,6 +151,7 @@ fn customer_labels(t: &Ticket) -> Vec<String> {
 pub fn line(m: &Measured) -> String {
     let show = |v: Option<&str>| v.map_or("-".to_string(), |s| format!("{s:?}"));
     let (cust, prod) = (value(&m.extracted, "customer"), value(&m.extracted, "product"));
+    let mark = |ok: bool| if ok { "ok" } else { "NO" };
     // The customer the check kept, when it is not the model's (the rules' signer, or none).
     let kept = value(&m.checked, "customer");
     let kept = if kept == cust {
@@ -159,7 +160,6 @@ pub fn line(m: &Measured) -> String {
         format!(" → {} {}", show(kept), mark(matches(kept, &customer_labels(&m.ticket))))
     };
     let confidence = m.confidence.map_or(String::new(), |p| format!(" p={p:.2}"));
-    let mark = |ok: bool| if ok { "ok" } else { "NO" };
     let reasons: Vec<&str> = m
         .checked
         .get("rejected")
