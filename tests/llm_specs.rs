@@ -277,7 +277,7 @@ fn a_missing_user_message_and_unknown_fields_are_reported() {
             "spec.yaml:6:19: agent `a`: unknown field `sytem` (did you mean `system`?), expected one of `kind`, \
              `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `model`, `system`, `user`, \
              `output`, `memory`, `context`, `tools`, `max_tool_iterations`, `tool_choice`, `temperature`, `max_tokens`, \
-             `stream`, `confidence_key`",
+             `stream`, `confidence_key`, `scores_key`",
         ]
     );
 }
@@ -621,7 +621,7 @@ fn a_tool_parameter_schema_with_an_unknown_type_is_located() {
     );
 }
 
-/// `confidence_key` needs an enum output: anything else is refused where it is written.
+/// `confidence_key` and `scores_key` need an enum output: anything else is refused where it is written.
 #[test]
 fn confidence_key_needs_an_enum_output() {
     let text = r#"version: 1
@@ -634,10 +634,15 @@ agents:
     kind: llm
     user: hi
     confidence_key: sure
+    scores_key: all
 "#;
     assert_eq!(
         errors(text),
-        ["spec.yaml:10:21: agent `a`: field `confidence_key`: needs an enum output (`output: {enum: [..]}`), but the \
-          output is text"]
+        [
+            "spec.yaml:10:21: agent `a`: field `confidence_key`: needs an enum output (`output: {enum: [..]}`), but \
+             the output is text",
+            "spec.yaml:11:17: agent `a`: field `scores_key`: needs an enum output (`output: {enum: [..]}`), but the \
+             output is text"
+        ]
     );
 }

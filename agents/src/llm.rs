@@ -241,6 +241,7 @@ pub struct LlmAgent {
     max_tool_iterations: usize,
     streaming: bool,
     confidence_key: Option<String>,
+    scores_key: Option<String>,
 }
 
 impl std::fmt::Debug for LlmAgent {
@@ -280,6 +281,7 @@ pub struct LlmAgentBuilder {
     max_tool_iterations: usize,
     streaming: bool,
     confidence_key: Option<String>,
+    scores_key: Option<String>,
     errors: Vec<String>,
 }
 
@@ -310,6 +312,7 @@ impl LlmAgent {
             max_tool_iterations: DEFAULT_MAX_TOOL_ITERATIONS,
             streaming: false,
             confidence_key: None,
+            scores_key: None,
             errors: Vec::new(),
         }
     }
@@ -500,6 +503,16 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// Writes the model's probability of every value of its enum output under `key`, as a map from value to
+    /// probability (normalised over the values, summing to 1), read as [`confidence_key`](Self::confidence_key)
+    /// reads the chosen one's; unset when the provider reports no log-probabilities. With it a spec can weigh
+    /// the model's second choice (e.g. when an unsure answer is one the model over-uses). Only for
+    /// [`OutputType::Enum`] outputs (a build error otherwise).
+    pub fn scores_key(mut self, key: impl Into<String>) -> Self {
+        self.scores_key = Some(key.into());
+        self
+    }
+
     /// Builds the agent.
     ///
     /// # Errors
@@ -528,12 +541,14 @@ impl LlmAgentBuilder {
         let Some(user) = self.user else {
             return Err(invalid("an LLM agent needs a user message".to_string(), &self.spec.name));
         };
-        if let Some(key) = &self.confidence_key
-            && !matches!(self.output, OutputType::Enum(_))
-        {
-            let message =
-                format!("confidence_key `{key}` needs an enum output, but the output is {}", self.output.describe());
-            return Err(invalid(message, &self.spec.name));
+        for (field, key) in [("confidence_key", &self.confidence_key), ("scores_key", &self.scores_key)] {
+            if let Some(key) = key
+                && !matches!(self.output, OutputType::Enum(_))
+            {
+                let message =
+                    format!("{field} `{key}` needs an enum output, but the output is {}", self.output.describe());
+                return Err(invalid(message, &self.spec.name));
+            }
         }
         if let (Some(rust), Some(key)) = (&self.spec.output_rust_type, &self.spec.output_key)
             && self.output == OutputType::String
@@ -569,6 +584,7 @@ impl LlmAgentBuilder {
             max_tool_iterations: self.max_tool_iterations,
             streaming: self.streaming,
             confidence_key: self.confidence_key,
+            scores_key: self.scores_key,
         }))
     }
 }
@@ -871,7 +887,7 @@ impl Agent for LlmAgent {
         request.tool_choice = self.tool_choice.clone();
         let wrapped = structured.as_ref().is_some_and(|(_, w)| *w);
         request.response_format = structured.map(|(f, _)| f);
-        if self.confidence_key.is_some() {
+        if self.confidence_key.is_some() || self.scores_key.is_some() {
             request.logprobs = Some(5);
         }
 
@@ -911,9 +927,18 @@ impl Agent for LlmAgent {
             }
         };
 
-        if let Some(key) = &self.confidence_key {
-            let confidence = enum_confidence(&self.output, &answer, &value, logprobs.as_deref());
-            ctx.write_on_completion(key.clone(), confidence.map_or(Value::Null, |p| json!(p)));
+        if self.confidence_key.is_some() || self.scores_key.is_some() {
+            let scores = enum_scores(&self.output, &answer, logprobs.as_deref());
+            if let Some(key) = &self.confidence_key {
+                let confidence = enum_confidence(&self.output, &value, scores.as_deref());
+                ctx.write_on_completion(key.clone(), confidence.map_or(Value::Null, |p| json!(p)));
+            }
+            if let (Some(key), OutputType::Enum(names)) = (&self.scores_key, &self.output) {
+                let map = scores.map_or(Value::Null, |ps| {
+                    Value::Object(names.iter().zip(ps).map(|(n, p)| (n.clone(), json!(p))).collect())
+                });
+                ctx.write_on_completion(key.clone(), map);
+            }
         }
         ctx.set_context(&user, &answer).await?;
         if let (Some(window), Some(key)) = (self.memory_window, key) {
@@ -928,20 +953,28 @@ impl Agent for LlmAgent {
     }
 }
 
-/// The probability of the enum value `value` that `answer` gives, read from the answer's token
-/// log-probabilities at the value's first token (normalised over the enum's values); `None` when the output
-/// is no enum or the log-probabilities do not tell.
-fn enum_confidence(output: &OutputType, answer: &str, value: &Value, logprobs: Option<&[TokenLogprob]>) -> Option<f64> {
-    let (OutputType::Enum(names), Value::String(chosen), Some(tokens)) = (output, value, logprobs) else {
+/// The probability of each value of the enum `output` that `answer` gives, in the enum's order, read from
+/// the answer's token log-probabilities at the value's first token (normalised over the enum's values);
+/// `None` when the output is no enum or the log-probabilities do not tell.
+fn enum_scores(output: &OutputType, answer: &str, logprobs: Option<&[TokenLogprob]>) -> Option<Vec<f64>> {
+    let (OutputType::Enum(names), Some(tokens)) = (output, logprobs) else {
         return None;
     };
-    let index = names.iter().position(|n| n == chosen)?;
     // `{"value": "<v>"}`, a JSON string, or the bare word.
     let start = crate::decision::value_start(answer, "value")
         .or_else(|| answer.trim_start().starts_with('"').then(|| answer.len() - answer.trim_start().len() + 1))
         .unwrap_or(answer.len() - answer.trim_start().len());
-    let probabilities = crate::decision::distribution(tokens, answer, start, names)?;
-    probabilities.get(index).copied()
+    crate::decision::distribution(tokens, answer, start, names)
+}
+
+/// The chosen enum value's share of `scores` ([`enum_scores`]); `None` when there are none or `value` is not
+/// one of the enum's values.
+fn enum_confidence(output: &OutputType, value: &Value, scores: Option<&[f64]>) -> Option<f64> {
+    let (OutputType::Enum(names), Value::String(chosen), Some(scores)) = (output, value, scores) else {
+        return None;
+    };
+    let index = names.iter().position(|n| n == chosen)?;
+    scores.get(index).copied()
 }
 
 /// Parses a free-text answer as `output`, leniently (see the module docs): what the LLM agent does when the
@@ -1207,7 +1240,10 @@ mod tests {
     }
 
     #[test]
-    fn enum_confidence_is_the_chosen_values_share() {
+    fn enum_scores_and_confidence_are_the_values_shares() {
+        let conf = |e: &OutputType, answer: &str, value: &Value, lp: Option<&[TokenLogprob]>| {
+            enum_confidence(e, value, enum_scores(e, answer, lp).as_deref())
+        };
         let e = OutputType::Enum(vec!["billing".into(), "technical".into(), "account".into()]);
         let round = |p: Option<f64>| p.map(|p| (p * 1e9).round() / 1e9);
         // As the local provider reports a scored enum: the whole values as the alternatives of one piece.
@@ -1221,17 +1257,20 @@ mod tests {
             ),
             tok("}", 0.0, &[]),
         ];
-        assert_eq!(round(enum_confidence(&e, wrapped, &json!("technical"), Some(&pieces))), Some(0.7));
+        assert_eq!(round(conf(&e, wrapped, &json!("technical"), Some(&pieces))), Some(0.7));
+        // Every value's share, in the enum's order.
+        let scores = enum_scores(&e, wrapped, Some(&pieces)).expect("scores");
+        assert_eq!(scores.iter().map(|p| round(Some(*p))).collect::<Vec<_>>(), [Some(0.2), Some(0.7), Some(0.1)]);
         // A bare answer with first-token alternatives (an OpenAI-compatible server); mass outside the enum
         // ("the") is left out.
         let bare = [
             tok("bill", 0.5f64.ln(), &[("bill", 0.5f64.ln()), ("tech", 0.25f64.ln()), ("the", 0.25f64.ln())]),
             tok("ing", 0.0, &[]),
         ];
-        assert_eq!(round(enum_confidence(&e, "billing", &json!("billing"), Some(&bare))), round(Some(2.0 / 3.0)));
+        assert_eq!(round(conf(&e, "billing", &json!("billing"), Some(&bare))), round(Some(2.0 / 3.0)));
         // Nothing reported, tokens that do not spell the answer, or no enum: no confidence.
-        assert_eq!(enum_confidence(&e, wrapped, &json!("technical"), None), None);
-        assert_eq!(enum_confidence(&e, "billing", &json!("billing"), Some(&pieces)), None);
-        assert_eq!(enum_confidence(&OutputType::String, "billing", &json!("billing"), Some(&bare)), None);
+        assert_eq!(conf(&e, wrapped, &json!("technical"), None), None);
+        assert_eq!(conf(&e, "billing", &json!("billing"), Some(&pieces)), None);
+        assert_eq!(conf(&OutputType::String, "billing", &json!("billing"), Some(&bare)), None);
     }
 }

@@ -58,6 +58,8 @@ pub struct Measured {
     pub category: String,
     /// The model's probability of its category among the three (`guess_confidence`), when the provider gives one.
     pub confidence: Option<f64>,
+    /// The model's probability of each category (`guess_scores`), when the provider gives them.
+    pub scores: Option<Value>,
     /// How long the run took (two model calls).
     pub took: Duration,
 }
@@ -117,6 +119,7 @@ pub async fn measure(
             rules: text("rule_category"),
             category: text("category"),
             confidence: state.get("guess_confidence").and_then(Value::as_f64),
+            scores: state.get("guess_scores").cloned().filter(|v| v.is_object()),
             took: started.elapsed(),
         };
         progress(&m);
@@ -160,6 +163,14 @@ pub fn line(m: &Measured) -> String {
         format!(" → {} {}", show(kept), mark(matches(kept, &customer_labels(&m.ticket))))
     };
     let confidence = m.confidence.map_or(String::new(), |p| format!(" p={p:.2}"));
+    // Each category's probability, by its first letter ("b=0.10 t=0.20 a=0.70").
+    let scores = m.scores.as_ref().and_then(Value::as_object).map_or(String::new(), |s| {
+        let each: Vec<String> = s
+            .iter()
+            .map(|(k, v)| format!("{}={:.2}", k.chars().next().unwrap_or('?'), v.as_f64().unwrap_or(0.0)))
+            .collect();
+        format!(" [{}]", each.join(" "))
+    });
     let reasons: Vec<&str> = m
         .checked
         .get("rejected")
@@ -172,13 +183,14 @@ pub fn line(m: &Measured) -> String {
         _ => String::new(),
     };
     format!(
-        "#{:<2} {:<9}{} model {:<9} {}{} rules {:<9} {} both {:<9} {} | customer {} {}{} product {} {} | rejected {} | {:.1}s{}",
+        "#{:<2} {:<9}{} model {:<9} {}{}{} rules {:<9} {} both {:<9} {} | customer {} {}{} product {} {} | rejected {} | {:.1}s{}",
         m.ticket.id,
         m.ticket.category,
         if m.ticket.ambiguous { "*" } else { " " },
         m.guess,
         mark(m.guess == m.ticket.category),
         confidence,
+        scores,
         if m.rules.is_empty() { "-" } else { &m.rules },
         mark(m.rules == m.ticket.category),
         m.category,

@@ -497,6 +497,9 @@ impl Builder<'_> {
         if let Some(key) = &llm.confidence_key {
             b = b.confidence_key(key.value.clone());
         }
+        if let Some(key) = &llm.scores_key {
+            b = b.scores_key(key.value.clone());
+        }
         if let Some(choice) = &llm.tool_choice {
             b = b.tool_choice(choice.clone());
         }

@@ -396,6 +396,9 @@ pub struct LlmDef {
     /// `confidence_key`: the state key that receives the model's probability of its enum answer (0..=1;
     /// unset when the provider reports none); enum outputs only.
     pub confidence_key: Option<Located<String>>,
+    /// `scores_key`: the state key that receives the model's probability of every enum value (a map from value
+    /// to probability, summing to 1; unset when the provider reports none); enum outputs only.
+    pub scores_key: Option<Located<String>>,
 }
 
 /// One entry of an `llm` agent's `tools`: a function the model may call, computed by an expression or a

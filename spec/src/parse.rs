@@ -587,6 +587,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             "max_tokens",
             "stream",
             "confidence_key",
+            "scores_key",
         ],
         "sequence" => &["agents"],
         "loop" => &["agents", "max_iterations", "exit_when", "test_exit_at_loop_end"],
@@ -1029,14 +1030,17 @@ fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::L
     let max_tokens = cx.int(obj, "max_tokens", 1, u64::from(u32::MAX)).and_then(|n| u32::try_from(n).ok());
     let stream = cx.boolean(obj, "stream");
     let confidence_key = cx.nonempty(obj, "confidence_key");
-    if let (Some(key), Some(output)) = (&confidence_key, &output)
-        && !matches!(output, agentic_agents::OutputType::Enum(_))
-    {
-        cx.err(
-            key.pos,
-            Some("confidence_key"),
-            format!("needs an enum output (`output: {{enum: [..]}}`), but the output is {}", output.describe()),
-        );
+    let scores_key = cx.nonempty(obj, "scores_key");
+    for (field, key) in [("confidence_key", &confidence_key), ("scores_key", &scores_key)] {
+        if let (Some(key), Some(output)) = (key, &output)
+            && !matches!(output, agentic_agents::OutputType::Enum(_))
+        {
+            cx.err(
+                key.pos,
+                Some(field),
+                format!("needs an enum output (`output: {{enum: [..]}}`), but the output is {}", output.describe()),
+            );
+        }
     }
     Some(crate::model::LlmDef {
         model: model?,
@@ -1055,6 +1059,7 @@ fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::L
         max_tokens,
         stream,
         confidence_key,
+        scores_key,
     })
 }
 
