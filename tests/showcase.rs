@@ -436,36 +436,49 @@ async fn keyword_rules_decide_the_category_and_the_models_guess_fills_in() {
     }
 }
 
-/// The model decides over a keyword rule when it is sure: "price" is a billing keyword, but a blank page is a
-/// technical problem. With the model's probability of `technical` at 0.95 the ticket is TECHNICAL; at 0.6 the
-/// rule wins (BILLING); a model that reports no probabilities leaves the rules first (the other tests).
+/// The model decides over a keyword rule when it is sure, after its probabilities are weighed (billing 1,
+/// technical 1.5, account 0.35): "price" is a billing keyword, but a blank page is a technical problem. With the
+/// model's probability of `technical` at 0.95 (weighed share 0.97) or 0.6 (0.72) the ticket is TECHNICAL; at 0.45
+/// (0.58) the rule wins (BILLING). An unsure `account` gives way to the second choice when no rule matches; a
+/// model that reports no probabilities leaves the rules first (the other tests).
 #[tokio::test]
 async fn a_sure_model_overrules_a_keyword_rule() {
     use agentic::agents::model::{ScriptedReply, TokenLogprob, TopLogprob};
     let spec = Spec::from_path(&spec_path()).expect("valid");
-    let ticket = "The price list page in Storefront stays blank since this morning.";
+    let storefront = "The price list page in Storefront stays blank since this morning.";
+    let lock = "My Riverstone lock beeps green but the bolt stays put.";
     let fields =
         r#"{"customer": null, "product": "Storefront", "problem": "price list page stays blank", "urgency": "normal"}"#;
-    for (p, category, confidence) in [(0.95, "TECHNICAL", 0.95), (0.6, "BILLING", 0.6)] {
+    // (ticket, answer, [billing, technical, account], rule, the weighed choice and its share, category)
+    for (ticket, answer, [b, t, a], rule, (choice, share), category) in [
+        (storefront, "technical", [0.04, 0.95, 0.01], "BILLING", ("technical", 1.425 / 1.4685), "TECHNICAL"),
+        (storefront, "technical", [0.32, 0.6, 0.08], "BILLING", ("technical", 0.9 / 1.248), "TECHNICAL"),
+        (storefront, "technical", [0.44, 0.45, 0.11], "BILLING", ("technical", 0.675 / 1.1535), "BILLING"),
+        (lock, "account", [0.1, 0.35, 0.55], "", ("technical", 0.525 / 0.8175), "TECHNICAL"),
+        (lock, "account", [0.05, 0.1, 0.85], "", ("account", 0.2975 / 0.4975), "ACCOUNT"),
+    ] {
         let alternative = |token: &str, p: f64| TopLogprob { token: token.to_string(), logprob: f64::ln(p) };
-        let top = vec![
-            alternative("technical", p),
-            alternative("billing", (1.0 - p) * 0.8),
-            alternative("account", (1.0 - p) * 0.2),
-        ];
+        let top = vec![alternative("billing", b), alternative("technical", t), alternative("account", a)];
+        let chosen = match answer {
+            "technical" => t,
+            _ => a,
+        };
         let guess = ScriptedReply::Scored {
-            text: "technical".to_string(),
-            logprobs: vec![TokenLogprob { token: "technical".to_string(), logprob: f64::ln(p), top }],
+            text: answer.to_string(),
+            logprobs: vec![TokenLogprob { token: answer.to_string(), logprob: f64::ln(chosen), top }],
         };
         let model = ScriptedModel::new([ScriptedReply::from(fields), guess]);
         let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model.clone()))]).expect("build");
         let outcome = built.root.invoke().input("ticket", ticket).await.expect("run");
         assert_eq!(model.requests()[1].logprobs, Some(5), "the classification asks for log-probabilities");
         let state = outcome.state();
-        assert_eq!(state.get("rule_category"), Some(&json!("BILLING")));
-        assert_eq!(state.get("guess"), Some(&json!("technical")));
-        let sure = state.get("guess_confidence").and_then(Value::as_f64).expect("a confidence");
-        assert!((sure - confidence).abs() < 1e-9, "{sure}");
-        assert_eq!(state.get("category"), Some(&json!(category)), "p = {p}");
+        assert_eq!(state.get("rule_category"), Some(&json!(rule)), "{ticket}");
+        assert_eq!(state.get("guess"), Some(&json!(answer)));
+        let scores = state.get("guess_scores").expect("the scores");
+        assert!((scores["account"].as_f64().unwrap() - a).abs() < 1e-9, "{scores}");
+        let weighed = state.get("model_choice").expect("the weighed choice");
+        assert_eq!(weighed["category"], json!(choice), "{weighed}");
+        assert!((weighed["confidence"].as_f64().unwrap() - share).abs() < 1e-9, "{weighed}");
+        assert_eq!(state.get("category"), Some(&json!(category)), "{ticket} {answer} {b} {t} {a}");
     }
 }

@@ -50,8 +50,11 @@ pub struct Measured {
     pub extracted: Value,
     /// The fields after the grounding check (`fields`, with `rejected`).
     pub checked: Value,
-    /// The model's category (`guess`).
+    /// The model's category as the spec uses it: its weighed choice (`model_choice.category`) when the
+    /// provider gives scores, else its answer (`guess`).
     pub guess: String,
+    /// The model's answer before weighing (`guess`).
+    pub answered: String,
     /// The keyword rules' category, "" when none matched (`rule_category`).
     pub rules: String,
     /// The spec's category (`category`).
@@ -115,7 +118,13 @@ pub async fn measure(
             ticket: ticket.clone(),
             extracted: state.get("extracted").cloned().unwrap_or(Value::Null),
             checked: state.get("fields").cloned().unwrap_or(Value::Null),
-            guess: text("guess").to_uppercase(),
+            guess: state
+                .get("model_choice")
+                .and_then(|c| c.get("category"))
+                .and_then(Value::as_str)
+                .map_or_else(|| text("guess"), str::to_string)
+                .to_uppercase(),
+            answered: text("guess").to_uppercase(),
             rules: text("rule_category"),
             category: text("category"),
             confidence: state.get("guess_confidence").and_then(Value::as_f64),
@@ -256,8 +265,8 @@ pub fn summary(results: &[Measured]) -> String {
          invented fields (not in the ticket): model {} customers, {} products / after the check {} customers, {} products\n\
          runs with a rejected field (to the human with the reason, never SENT): {rejected_runs}/{n}; problem kept \
          (in the ticket): {problem_grounded}/{n}\n\
-         category accuracy: model alone {}, rules alone {} (a rule matched {rules_matched}/{n}), both {}; \
-         model alone where no rule matched: {model_unmatched}/{unmatched}\n\
+         category accuracy: model alone {} (its answers before weighing: {}), rules alone {} (a rule matched \
+         {rules_matched}/{n}), both {}; model alone where no rule matched: {model_unmatched}/{unmatched}\n\
          the model's guesses: {}\n\
          time: {:.1}s in all, {:.1}s a ticket (two model calls)",
         both_exact(&raw),
@@ -271,6 +280,7 @@ pub fn summary(results: &[Measured]) -> String {
         invented_in(&checked, "customer"),
         invented_in(&checked, "product"),
         acc(&|m| m.guess.as_str()),
+        acc(&|m| m.answered.as_str()),
         acc(&|m| m.rules.as_str()),
         acc(&|m| m.category.as_str()),
         guesses.join(", "),
