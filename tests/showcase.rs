@@ -243,6 +243,19 @@ async fn the_customer_is_the_writer_not_a_colleague_a_company_or_the_agent_greet
         ),
         ("My manager Tom Berg asked for the invoice of March.", "Tom Berg", "to the customer:"),
         ("THIS IS THE THIRD TIME I ask for my invoice.", "", "to the customer:"),
+        // A last paragraph that opens with the writer's name: its title and company are not the name.
+        (
+            "The March invoice lists the wrong address.\n\nEfua Owusu, Store Manager, Harbour Street Deli",
+            "Harbour Street Deli",
+            "to Efua Owusu:",
+        ),
+        (
+            "Please re-issue our invoice.\n\nYours faithfully,\n\nMargaret O'Sullivan\nFinance Director\nCairnfield \
+             Housing Association",
+            "Cairnfield Housing Association",
+            "to Margaret O'Sullivan:",
+        ),
+        ("The invoice total is wrong.\n\nSun-hee Park | Operations Lead", "", "to Sun-hee Park:"),
     ] {
         let fields = json!({"customer": model_customer, "product": null, "problem": null, "urgency": "normal"});
         let model = ScriptedModel::new([fields.to_string().as_str(), "billing"]);
