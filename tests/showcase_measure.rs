@@ -76,8 +76,9 @@ async fn a_model_that_answers_the_labels_scores_full_marks() {
     assert!(text.contains("runs with a rejected field (to the human with the reason, never SENT): 0/30"), "{text}");
     assert!(
         text.contains(
-            "category accuracy: model alone 30/30 (5/5 of the ambiguous), rules alone 25/30 (2/5 of the ambiguous) \
-             (a rule matched 28/30), both 27/30 (2/5 of the ambiguous); model alone where no rule matched: 2/2"
+            "category accuracy: model alone 30/30 (5/5 of the ambiguous) (its answers before weighing: 30/30 (5/5 of \
+             the ambiguous)), rules alone 25/30 (2/5 of the ambiguous) (a rule matched 28/30), both 27/30 (2/5 of the \
+             ambiguous); model alone where no rule matched: 2/2"
         ),
         "{text}"
     );
@@ -85,7 +86,8 @@ async fn a_model_that_answers_the_labels_scores_full_marks() {
 
 /// The failure of issue 16: a model that copies an example's customer and product on every ticket, and
 /// answers ACCOUNT every time. The model invents a customer on all 30 tickets (and a product); after the check
-/// none is left, and every run goes to the human with the reason.
+/// none of its fields is left, every run goes to the human with the reason, and the customer is the writer the
+/// signer rules read from the ticket (on the 13 that name one; the model's name is then no rejection).
 #[tokio::test]
 async fn a_model_that_copies_the_examples_invents_fields_the_check_removes() {
     let tickets = tickets();
@@ -96,22 +98,28 @@ async fn a_model_that_copies_the_examples_invents_fields_the_check_removes() {
     let text = summary(&results);
     assert!(text.contains("invented fields (not in the ticket): model 30 customers, 30 products / after the check 0 customers, 0 products"), "{text}");
     assert!(text.contains("runs with a rejected field (to the human with the reason, never SENT): 30/30"), "{text}");
-    assert!(text.contains("model 0/30 / after the check 12/30"), "exact only where the ticket has neither: {text}");
+    assert!(
+        text.contains("model 0/30 / after the check 17/30  [customer 0/30 / 30/30, product 0/30 / 17/30]"),
+        "the customer by the rules, the product exact only where the ticket has none: {text}"
+    );
     assert!(
         text.contains(
-            "category accuracy: model alone 10/30 (2/5 of the ambiguous), rules alone 25/30 (2/5 of the ambiguous) \
-             (a rule matched 28/30), both 27/30 (2/5 of the ambiguous); model alone where no rule matched: 2/2"
+            "category accuracy: model alone 10/30 (2/5 of the ambiguous) (its answers before weighing: 10/30 (2/5 of \
+             the ambiguous)), rules alone 25/30 (2/5 of the ambiguous) (a rule matched 28/30), both 27/30 (2/5 of the \
+             ambiguous); model alone where no rule matched: 2/2"
         ),
         "{text}"
     );
     assert!(text.contains("the model's guesses: ACCOUNT 30"), "{text}");
     for m in &results {
-        assert_eq!(m.checked["customer"], json!(null), "#{}", m.ticket.id);
-        assert_eq!(
-            m.checked["rejected"][0],
-            json!("the customer name the model gave is not in the ticket"),
-            "#{}",
-            m.ticket.id
-        );
+        assert_eq!(m.checked["customer"], json!(m.ticket.customer), "#{}", m.ticket.id);
+        assert_eq!(m.checked["product"], json!(null), "#{}", m.ticket.id);
+        let reasons = m.checked["rejected"].as_array().expect("reasons");
+        let customer_rejected = reasons.contains(&json!("the customer name the model gave is not in the ticket"));
+        assert_eq!(customer_rejected, m.ticket.customer.is_none(), "#{}: {reasons:?}", m.ticket.id);
+        // "Mail account" is "Mail" after the name agent; a ticket with "email" has it in lowercase only: dropped
+        // as no name, without a reason.
+        let product_rejected = reasons.contains(&json!("the product the model gave is not in the ticket"));
+        assert_eq!(product_rejected, !m.ticket.text.to_lowercase().contains("mail"), "#{}", m.ticket.id);
     }
 }
