@@ -15,9 +15,9 @@
 #    qwen2.5-coder-0.5b for the smaller, faster and less accurate 0.5B, gemma3-270m for the Gemma 3 270M base model).
 # 3. build: cargo build --release --features local (a no-op when built).
 # 4. run: extract the ticket's fields (JSON schema) → check them against the ticket (a field the ticket does not
-#    contain is rejected) → classify it (keyword rules, else the model's choice of the three categories, each
-#    scored) → the expert of its category fills in the reply's template → the run suspends for a human to approve
-#    the reply. When stdin is a terminal you are asked (answer `web` to use the browser instead); otherwise the
+#    contain is rejected) → classify it (the model's choice of the three categories, each scored and
+#    weighed; keyword rules when it is unsure) → the expert of its category fills in the reply's template →
+#    the run suspends for a human to approve the reply. When stdin is a terminal you are asked (answer `web` to use the browser instead); otherwise the
 #    reply is answered `approved`. Then the run is resumed in a new process (final answer on stdout) and
 #    report.html is written.
 #
