@@ -268,6 +268,34 @@ async fn the_customer_is_the_writer_not_a_colleague_a_company_or_the_agent_greet
     }
 }
 
+/// An organisation the ticket names only in the writer's signature is not the product (no rejection: the
+/// ticket has it); the same name in the ticket's body is.
+#[tokio::test]
+async fn the_writers_organisation_in_the_signature_is_no_product() {
+    let spec = Spec::from_path(&spec_path()).expect("valid");
+    for (ticket, product) in [
+        ("The March invoice lists the wrong address.\n\nEfua Owusu, Store Manager, Harbour Street Deli", json!(null)),
+        (
+            "The Harbour Street Deli invoice lists the wrong address.\n\nEfua Owusu, Store Manager, Harbour Street Deli",
+            json!("Harbour Street Deli"),
+        ),
+        // No signer: a last paragraph is not a signature.
+        (
+            "The March invoice lists the wrong address.\n\nHarbour Street Deli, please fix it.",
+            json!("Harbour Street Deli"),
+        ),
+    ] {
+        let fields = json!({"customer": null, "product": "Harbour Street Deli", "problem": null, "urgency": "normal"})
+            .to_string();
+        let model = ScriptedModel::new([fields.as_str(), "billing"]);
+        let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model))]).expect("build");
+        let outcome = built.root.invoke().input("ticket", ticket).await.expect("run");
+        let checked = outcome.state().get("fields").cloned().expect("fields");
+        assert_eq!(checked["product"], product, "{ticket}");
+        assert_eq!(checked["rejected"], json!([]), "{ticket}");
+    }
+}
+
 #[tokio::test]
 async fn a_rejected_reply_is_held_back() {
     let spec = Spec::from_path(&spec_path()).expect("valid");
