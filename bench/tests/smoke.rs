@@ -124,3 +124,20 @@ fn the_pg_scenario_runs_the_chain_on_postgresql_with_every_durability() {
     assert_eq!(runs.len(), 9);
     assert!(runs.iter().all(|r| r.status == agentic::engine::RunStatus::Completed), "{runs:?}");
 }
+
+/// The profiling child: R runs of an N-step chain, each checked, with the per-step time as JSON; an unknown
+/// backend is refused by name.
+#[test]
+fn the_chain_child_runs_and_reports_its_step_time() {
+    let exe = env!("CARGO_BIN_EXE_agentic-bench");
+    for backend in ["memory", "none"] {
+        let out = std::process::Command::new(exe).args(["child", "chain", "4", "3", backend]).output().expect("spawn");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!((v["n"].as_u64(), v["runs"].as_u64()), (Some(4), Some(3)), "{v}");
+        assert!(v["per_step_us"].as_f64().is_some_and(|us| us > 0.0), "{v}");
+    }
+    let out = std::process::Command::new(exe).args(["child", "chain", "4", "3", "sled"]).output().expect("spawn");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("backend \"sled\": expected memory or none"));
+}
