@@ -394,3 +394,55 @@ fn an_agent_with_chat_memory_cannot_be_mapped() {
          one conversation)"
     );
 }
+
+/// A sequence of one LLM agent on a loopback server answering `status` to every call, with a handler that
+/// retries twice (10 ms backoff) and then substitutes "gave up".
+async fn handled(server: &MockServer) -> Result<Value, AgentError> {
+    let model = OpenAiModel::builder("gpt-test")
+        .base_url(format!("{}/v1", server.uri()))
+        .max_retries(2)
+        .backoff(Duration::from_millis(10))
+        .max_backoff(Duration::from_millis(400))
+        .build()
+        .expect("model");
+    let ask = LlmAgent::builder(ChatModelRef::new(model)).name("ask").user("Hello").output_key("reply").build();
+    let system = Sequence::builder()
+        .name("main")
+        .sub_agents([ask.expect("agent")])
+        .output_key("reply")
+        .error_handler(
+            agentic::engine::RetryPolicy::new(2, Duration::from_millis(10)).fallback(|_| Ok(json!("gave up"))),
+        )
+        .build()
+        .expect("system");
+    Ok(system.invoke().await?.output().cloned().unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn the_error_handler_does_not_retry_a_401_but_retries_a_503_honouring_retry_after() {
+    let unauthorized = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "bad key"}})))
+        .mount(&unauthorized)
+        .await;
+    assert_eq!(handled(&unauthorized).await.expect("fallback"), json!("gave up"));
+    let calls = unauthorized.received_requests().await.expect("recording").len();
+    assert_eq!(calls, 1, "a 401 is tried once: the same call fails the same way");
+
+    let busy = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(503)
+                .insert_header("retry-after", "0.1")
+                .set_body_json(json!({"error": {"message": "overloaded"}})),
+        )
+        .mount(&busy)
+        .await;
+    let started = std::time::Instant::now();
+    assert_eq!(handled(&busy).await.expect("fallback"), json!("gave up"));
+    let waited = started.elapsed();
+    // Three calls of the agent (the first and two retries), each three requests (the client's two retries).
+    assert_eq!(busy.received_requests().await.expect("recording").len(), 9, "a 503 is retried");
+    // The client waits Retry-After (100 ms) between its requests: 6 waits; the handler 10 + 20 ms.
+    assert!(waited >= Duration::from_millis(630), "waited {waited:?}");
+}

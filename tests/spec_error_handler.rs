@@ -167,7 +167,7 @@ fn unknown_fields_of_the_error_handler_are_still_refused() {
     assert_eq!(
         errors(yaml),
         ["spec.yaml:4:80: agent `s`: field `error_handler`: unknown field `sett` (did you mean `set`?), expected \
-             one of `set`, `retry`, `backoff_ms`, `fallback`"]
+             one of `when`, `set`, `retry`, `backoff_ms`, `fallback`"]
     );
     let yaml = "version: 1\nroot: s\nagents:\n  s: { kind: sequence, agents: [], error_handler: { set: [x] } }\n";
     assert_eq!(
@@ -210,4 +210,51 @@ async fn retry_policy_repair_writes_the_missing_input_then_retries() {
         history(&outcome).await,
         [("double".to_string(), 2, json!({"x": 7})), ("main".to_string(), 1, json!({}))]
     );
+}
+
+/// A sequence of one LLM agent on a loopback server answering `status` to every call, under `handler`.
+fn on_a_failing_model(uri: &str, handler: &str) -> String {
+    format!(
+        r#"
+version: 1
+root: main
+models:
+  default: {{ provider: openai, base_url: "{uri}/v1", model: gpt-test }}
+agents:
+  main:
+    kind: sequence
+    agents: [ask]
+    error_handler: {handler}
+    output_key: reply
+  ask: {{ kind: llm, user: Hello, output_key: reply }}
+"#
+    )
+}
+
+#[tokio::test]
+async fn the_handler_sees_the_cause_and_its_when_condition_matches_a_kind() {
+    use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "bad key"}})))
+        .mount(&server)
+        .await;
+    // The fallback reads the cause: a permanent failure is not retried even with `retry: 3`.
+    let fallback = r#"{ retry: 3, backoff_ms: 0, fallback: "'no reply'" }"#;
+    let outcome = build(&on_a_failing_model(&server.uri(), fallback)).invoke().await.unwrap();
+    assert_eq!(outcome.output(), Some(&json!("no reply")));
+    assert_eq!(server.received_requests().await.unwrap().len(), 1);
+
+    // `when` handles only what it matches: a 401 under `when: error.status == 429` fails the run at once.
+    let only_busy = r#"{ when: "error.cause == 'model' and error.status == 429", retry: 3, fallback: "'busy'" }"#;
+    let err = build(&on_a_failing_model(&server.uri(), only_busy)).invoke().await.unwrap_err();
+    assert_eq!(err.kind(), "failed");
+    assert_eq!(err.cause().and_then(|c| c.status()), Some(401));
+    assert_eq!(server.received_requests().await.unwrap().len(), 2);
+
+    // The condition sees where the failure came from, its status and whether trying again can help.
+    let typed = r#"{ when: "error.cause == 'model' and error.status == 401 and error.transient == false and error.kind == 'failed'", retry: 1, fallback: "'check the key'" }"#;
+    let outcome = build(&on_a_failing_model(&server.uri(), typed)).invoke().await.unwrap();
+    assert_eq!(outcome.output(), Some(&json!("check the key")));
+    assert_eq!(server.received_requests().await.unwrap().len(), 3);
 }

@@ -41,8 +41,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use agentic_engine::{
-    Agent, AgentError, AgentRef, AgentSpec, BuildError, InputSpec, InvocationContext, RunEvent, ScopeView, SpecBuilder,
-    ValueType,
+    Agent, AgentError, AgentRef, AgentSpec, BuildError, Cause, InputSpec, InvocationContext, RunEvent, ScopeView,
+    SpecBuilder, ValueType,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -643,7 +643,8 @@ impl LlmAgent {
         let mut request = ChatRequest::new(vec![ChatMessage::user(format!("{SUMMARY_PROMPT}{text}"))]);
         request.temperature = self.temperature;
         request.max_tokens = self.max_tokens;
-        let summary = model.chat(request).await.map_err(|e| ctx.fail(format!("summarizing the context: {e}")))?;
+        let summary =
+            model.chat(request).await.map_err(|e| ctx.fail_with(Cause::from(e).context("summarizing the context")))?;
         ctx.add_tokens(summary.usage);
         Ok(format!("Considering this context: {}\n\n", summary.text().trim()))
     }
@@ -655,7 +656,7 @@ impl LlmAgent {
         model: &ChatModelRef,
         request: ChatRequest,
     ) -> Result<ChatResponse, AgentError> {
-        let fail_model = |e: crate::model::ModelError| ctx.fail(e.to_string());
+        let fail_model = |e: crate::model::ModelError| ctx.fail_with(e.into());
         let response = if self.streaming {
             let mut stream = model.chat_stream(request).await.map_err(fail_model)?;
             let mut done = None;

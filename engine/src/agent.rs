@@ -748,6 +748,12 @@ impl InvocationContext {
         AgentError::failed(self.name.to_string(), self.frame.path.to_string(), message)
     }
 
+    /// An [`AgentError::Failed`] naming this agent, whose call failed with the typed `cause` (a model's, a
+    /// tool's, a remote agent's error): error handlers decide by its origin and transience.
+    pub fn fail_with(&self, cause: crate::error::Cause) -> AgentError {
+        AgentError::caused(self.name.to_string(), self.frame.path.to_string(), cause)
+    }
+
     /// Which item of a parallel mapper this invocation serves, inherited by a mapped composite's sub-agents:
     /// `#3` for the fourth item, `#3#0` for the first item of a mapper nested in it; `None` outside mappers.
     /// The agent's path is the same for every item, so whatever must be told apart per item (a human step's

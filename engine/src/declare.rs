@@ -211,7 +211,7 @@ impl Resources {
     /// A clone of the value of type `T` that `#[resource]` parameter `param` of agent `agent` takes.
     ///
     /// # Errors
-    /// [`BuildError::Invalid`] naming the agent, the parameter and the type when no value of type `T` was
+    /// [`crate::BuildError::Invalid`] naming the agent, the parameter and the type when no value of type `T` was
     /// given.
     pub fn get<T: Clone + Send + Sync + 'static>(&self, agent: &str, param: &str) -> Result<T, crate::BuildError> {
         self.values.get(&std::any::TypeId::of::<T>()).and_then(|v| v.downcast_ref::<T>()).cloned().ok_or_else(|| {
@@ -313,14 +313,14 @@ pub async fn call_with<T: DeserializeOwned>(
         crate::run::RunResult::Completed(value) => T::deserialize(&value).map_err(|e| {
             let key = spec.output_key.as_deref().unwrap_or("the result");
             if value.is_null() {
-                return AgentError::Failed {
-                    agent: spec.name.clone(),
-                    path: "root".to_string(),
-                    message: format!(
+                return AgentError::failed(
+                    spec.name.clone(),
+                    "root",
+                    format!(
                         "the run ended without a result (`{key}` was never written), where the call returns {}",
                         std::any::type_name::<T>()
                     ),
-                };
+                );
             }
             AgentError::WrongType {
                 agent: spec.name.clone(),

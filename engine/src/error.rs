@@ -4,6 +4,7 @@
 //! parallel branch surfaces with the same variant as the same failure in a sequence.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Why an agent invocation (leaf or composite) failed.
 ///
@@ -35,7 +36,7 @@ pub enum AgentError {
         /// The declared type.
         expected: String,
     },
-    /// The agent's own code reported a failure.
+    /// The agent's own code reported a failure, or a call it made (a model, a tool, a remote agent) failed.
     #[error("agent `{agent}` ({path}) failed: {message}")]
     Failed {
         /// Agent name.
@@ -44,6 +45,10 @@ pub enum AgentError {
         path: String,
         /// What went wrong, as the agent said it.
         message: String,
+        /// The typed failure behind it, when a call failed: where it came from and whether trying again can
+        /// help ([`AgentError::transience`]). `None` for a failure the agent's code reported as text.
+        #[source]
+        cause: Option<Cause>,
     },
     /// The invocation exceeded its `timeout_ms`.
     #[error("agent `{agent}` ({path}) timed out after {timeout_ms} ms")]
@@ -132,9 +137,37 @@ pub enum AgentError {
 }
 
 impl AgentError {
-    /// Builds an [`AgentError::Failed`] for the agent at `path` named `agent`.
+    /// Builds an [`AgentError::Failed`] for the agent at `path` named `agent`, without a typed cause.
     pub fn failed(agent: impl Into<String>, path: impl Into<String>, message: impl Into<String>) -> Self {
-        AgentError::Failed { agent: agent.into(), path: path.into(), message: message.into() }
+        AgentError::Failed { agent: agent.into(), path: path.into(), message: message.into(), cause: None }
+    }
+
+    /// Builds an [`AgentError::Failed`] for the agent at `path` named `agent` whose call failed with `cause`;
+    /// the message is the cause's.
+    pub fn caused(agent: impl Into<String>, path: impl Into<String>, cause: Cause) -> Self {
+        AgentError::Failed { agent: agent.into(), path: path.into(), message: cause.to_string(), cause: Some(cause) }
+    }
+
+    /// The typed cause of an [`AgentError::Failed`], when it has one.
+    pub fn cause(&self) -> Option<&Cause> {
+        match self {
+            AgentError::Failed { cause, .. } => cause.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Whether running the failed invocation again can succeed: [`Transience::Permanent`] for a failure the
+    /// same call repeats (a model's 401, an unknown model, a request the provider refuses), transient for a
+    /// timeout or a cause that says so (a 429 or 5xx, with the server's `Retry-After`), otherwise unknown (a
+    /// missing argument may be repaired; an agent's own failure may not recur). [`crate::RetryPolicy`] does
+    /// not retry a permanent failure unless told to.
+    pub fn transience(&self) -> Transience {
+        match self {
+            AgentError::Failed { cause: Some(c), .. } => c.transience(),
+            AgentError::Timeout { .. } => Transience::Transient { retry_after: None },
+            AgentError::Cancelled | AgentError::Suspended { .. } | AgentError::Drained => Transience::Permanent,
+            _ => Transience::Unknown,
+        }
     }
 
     /// Builds an [`AgentError::Internal`].
@@ -179,6 +212,131 @@ impl AgentError {
             | AgentError::Suspended { .. }
             | AgentError::Run { .. } => None,
         }
+    }
+}
+
+/// Where the typed cause of a failed invocation came from ([`Cause::origin`]); what error handler
+/// expressions see as `error.cause` (`model`, `tool`, `store`, `remote`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CauseOrigin {
+    /// A chat model call (`agentic_agents::model::ModelError`).
+    Model,
+    /// A tool call (a Rust tool or an MCP server's tool).
+    Tool,
+    /// The checkpoint store.
+    Store,
+    /// A remote agent (A2A).
+    Remote,
+}
+
+impl CauseOrigin {
+    /// The origin as a stable lowercase word (`model`, `tool`, `store`, `remote`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CauseOrigin::Model => "model",
+            CauseOrigin::Tool => "tool",
+            CauseOrigin::Store => "store",
+            CauseOrigin::Remote => "remote",
+        }
+    }
+}
+
+/// Whether a failed call can succeed when made again ([`AgentError::transience`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Transience {
+    /// The same call fails the same way (an HTTP 400, 401, 403 or 404; a request the provider refuses).
+    Permanent,
+    /// Trying again later can succeed (a timeout, a lost connection, an HTTP 429 or 5xx).
+    Transient {
+        /// How long the server asked to wait (`Retry-After`), when it said.
+        retry_after: Option<Duration>,
+    },
+    /// Nothing says either way.
+    Unknown,
+}
+
+/// The typed cause of an [`AgentError::Failed`]: the failed call's own error (downcast it with
+/// [`Cause::downcast_ref`], e.g. to a `ModelError`), where it came from, whether trying again can help, and
+/// the HTTP status when there was one. Cheap to clone.
+#[derive(Clone)]
+pub struct Cause {
+    origin: CauseOrigin,
+    transience: Transience,
+    status: Option<u16>,
+    context: Option<Arc<str>>,
+    error: Arc<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+impl Cause {
+    /// A cause from `origin` wrapping `error`, with the given transience and no HTTP status.
+    pub fn new(
+        origin: CauseOrigin,
+        transience: Transience,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Cause { origin, transience, status: None, context: None, error: Arc::new(error) }
+    }
+
+    /// The same cause said with what was being done (`supervisor model`): shown as `CONTEXT: ERROR`.
+    pub fn context(mut self, context: impl Into<Arc<str>>) -> Self {
+        self.context = Some(context.into());
+        self
+    }
+
+    /// The same cause with the HTTP status the call was answered with.
+    pub fn with_status(mut self, status: u16) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Where the cause came from.
+    pub fn origin(&self) -> CauseOrigin {
+        self.origin
+    }
+
+    /// Whether trying again can help.
+    pub fn transience(&self) -> Transience {
+        self.transience
+    }
+
+    /// The HTTP status the failed call was answered with, when there was one.
+    pub fn status(&self) -> Option<u16> {
+        self.status
+    }
+
+    /// The wrapped error as `T`, when it is one.
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        self.error.downcast_ref::<T>()
+    }
+}
+
+impl std::fmt::Debug for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cause")
+            .field("origin", &self.origin)
+            .field("transience", &self.transience)
+            .field("status", &self.status)
+            .field("context", &self.context)
+            .field("error", &self.error)
+            .finish()
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.context {
+            Some(context) => write!(f, "{context}: {}", self.error),
+            None => self.error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        // Display is the wrapped error's own, so the chain goes on with what it wraps.
+        self.error.source()
     }
 }
 

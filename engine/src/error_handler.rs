@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::error::AgentError;
+use crate::error::{AgentError, Transience};
 use crate::scope::ScopeView;
 
 /// The failure a handler decides about.
@@ -78,13 +78,21 @@ type Fallback = Arc<dyn Fn(&ScopeView) -> Result<Value, String> + Send + Sync>;
 
 type Repair = Arc<dyn Fn(&ErrorContext<'_>) -> Result<Vec<(String, Value)>, String> + Send + Sync>;
 
+type Condition = Arc<dyn Fn(&ErrorContext<'_>) -> Result<bool, String> + Send + Sync>;
+
 /// The common handler: retry up to `retries` times with exponential backoff (repairing the state before each
 /// retry when a [`RetryPolicy::repair`] step is set), then substitute a fallback value when one is set, else
 /// fail. This is what the spec's `error_handler: {set, retry, backoff_ms, fallback}` builds.
+///
+/// It decides by the error's kind: a permanent failure ([`AgentError::transience`]: a model's 400, 401, 403
+/// or 404) is not retried (it goes straight to the fallback) unless [`RetryPolicy::retry_permanent`] says so;
+/// a transient one whose server asked to wait (`Retry-After`) waits at least that long, up to [`MAX_BACKOFF`].
 #[derive(Clone)]
 pub struct RetryPolicy {
     retries: u32,
     backoff: Duration,
+    retry_permanent: bool,
+    when: Option<Condition>,
     fallback: Option<Fallback>,
     repair: Option<Repair>,
 }
@@ -94,6 +102,8 @@ impl std::fmt::Debug for RetryPolicy {
         f.debug_struct("RetryPolicy")
             .field("retries", &self.retries)
             .field("backoff", &self.backoff)
+            .field("retry_permanent", &self.retry_permanent)
+            .field("when", &self.when.is_some())
             .field("fallback", &self.fallback.is_some())
             .field("repair", &self.repair.is_some())
             .finish()
@@ -103,7 +113,24 @@ impl std::fmt::Debug for RetryPolicy {
 impl RetryPolicy {
     /// Retry `retries` times; first delay `backoff`, doubling each retry up to [`MAX_BACKOFF`]. No fallback.
     pub fn new(retries: u32, backoff: Duration) -> Self {
-        RetryPolicy { retries, backoff, fallback: None, repair: None }
+        RetryPolicy { retries, backoff, retry_permanent: false, when: None, fallback: None, repair: None }
+    }
+
+    /// Retries permanent failures too (by default a model's 400/401/403/404 is not retried: the same call
+    /// fails the same way).
+    pub fn retry_permanent(mut self, yes: bool) -> Self {
+        self.retry_permanent = yes;
+        self
+    }
+
+    /// Handles only the failures `f` accepts (e.g. by [`AgentError::kind`], [`AgentError::cause`] or the
+    /// HTTP status): any other failure fails the composite at once, neither retried nor substituted.
+    ///
+    /// # Errors
+    /// When `f` returns `Err`, the handler logs a warning with its message and answers [`Recovery::Fail`].
+    pub fn when(mut self, f: impl Fn(&ErrorContext<'_>) -> Result<bool, String> + Send + Sync + 'static) -> Self {
+        self.when = Some(Arc::new(f));
+        self
     }
 
     /// Repairs the state before each retry: while retries remain, the handler asks `f` for the keys to write
@@ -137,9 +164,23 @@ impl ErrorHandler for RetryPolicy {
         if matches!(ctx.error, AgentError::Cancelled) {
             return Recovery::Fail;
         }
-        if ctx.attempt <= self.retries {
+        match self.when.as_ref().map(|f| f(ctx)) {
+            None | Some(Ok(true)) => {}
+            Some(Ok(false)) => return Recovery::Fail,
+            Some(Err(e)) => {
+                tracing::warn!(agent = ctx.agent, path = ctx.path, error = %e, "error handler condition failed");
+                return Recovery::Fail;
+            }
+        }
+        let transience = ctx.error.transience();
+        let retry = self.retry_permanent || transience != Transience::Permanent;
+        if retry && ctx.attempt <= self.retries {
             let factor = 1u32 << ctx.attempt.saturating_sub(1).min(16);
-            let after = self.backoff.saturating_mul(factor).min(MAX_BACKOFF);
+            let mut after = self.backoff.saturating_mul(factor);
+            if let Transience::Transient { retry_after: Some(asked) } = transience {
+                after = after.max(asked);
+            }
+            let after = after.min(MAX_BACKOFF);
             return match &self.repair {
                 None => Recovery::Retry { after },
                 Some(f) => match f(ctx) {
@@ -187,7 +228,10 @@ mod tests {
                 Ok(vec![(format!("{}:{}", ctx.error.kind(), ctx.agent), json!([base, ctx.attempt]))])
             })
             .fallback(|_| Ok(json!("gave up")));
-        assert_eq!(format!("{policy:?}"), "RetryPolicy { retries: 2, backoff: 10ms, fallback: true, repair: true }");
+        assert_eq!(
+            format!("{policy:?}"),
+            "RetryPolicy { retries: 2, backoff: 10ms, retry_permanent: false, when: false, fallback: true, repair: true }"
+        );
         assert_eq!(
             missing(&view, 1, &policy),
             Recovery::RetryWith {
@@ -215,7 +259,52 @@ mod tests {
         assert_eq!(repaired.handle(&ctx), Recovery::Fail);
         assert_eq!(
             format!("{:?}", RetryPolicy::new(1, Duration::ZERO)),
-            "RetryPolicy { retries: 1, backoff: 0ns, fallback: false, repair: false }"
+            "RetryPolicy { retries: 1, backoff: 0ns, retry_permanent: false, when: false, fallback: false, repair: false }"
         );
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("HTTP {0}")]
+    struct Http(u16);
+
+    fn failed_with(transience: Transience, status: u16) -> AgentError {
+        let cause = crate::error::Cause::new(crate::error::CauseOrigin::Model, transience, Http(status));
+        AgentError::caused("ask", "root/0", cause.with_status(status))
+    }
+
+    #[test]
+    fn a_permanent_failure_goes_to_the_fallback_at_once_unless_told_to_retry() {
+        let view = ScopeView::from_map(serde_json::Map::new());
+        let error = failed_with(Transience::Permanent, 401);
+        let ctx = |attempt| ErrorContext { error: &error, agent: "ask", path: "root/0", attempt, view: &view };
+        let policy = RetryPolicy::new(3, Duration::from_millis(10)).fallback(|_| Ok(json!("no key")));
+        assert_eq!(policy.handle(&ctx(1)), Recovery::Substitute(json!("no key")));
+        assert_eq!(RetryPolicy::new(3, Duration::ZERO).handle(&ctx(1)), Recovery::Fail);
+        let stubborn = RetryPolicy::new(3, Duration::from_millis(10)).retry_permanent(true);
+        assert_eq!(stubborn.handle(&ctx(1)), Recovery::Retry { after: Duration::from_millis(10) });
+        assert_eq!(error.cause().map(|c| (c.origin().as_str(), c.status())), Some(("model", Some(401))));
+        let only_429 = RetryPolicy::new(3, Duration::ZERO)
+            .when(|ctx| Ok(ctx.error.cause().and_then(|c| c.status()) == Some(429)))
+            .fallback(|_| Ok(json!("busy")));
+        assert_eq!(only_429.handle(&ctx(1)), Recovery::Fail);
+        let busy = failed_with(Transience::Transient { retry_after: None }, 429);
+        let busy_ctx = ErrorContext { error: &busy, agent: "ask", path: "root/0", attempt: 4, view: &view };
+        assert_eq!(only_429.handle(&busy_ctx), Recovery::Substitute(json!("busy")));
+        assert_eq!(error.to_string(), "agent `ask` (root/0) failed: HTTP 401");
+    }
+
+    #[test]
+    fn a_transient_failure_waits_at_least_what_the_server_asked_up_to_the_cap() {
+        let view = ScopeView::from_map(serde_json::Map::new());
+        let policy = RetryPolicy::new(3, Duration::from_millis(100));
+        let after = |asked: Option<Duration>, attempt| {
+            let error = failed_with(Transience::Transient { retry_after: asked }, 503);
+            policy.handle(&ErrorContext { error: &error, agent: "ask", path: "root/0", attempt, view: &view })
+        };
+        assert_eq!(after(None, 2), Recovery::Retry { after: Duration::from_millis(200) });
+        assert_eq!(after(Some(Duration::from_secs(2)), 1), Recovery::Retry { after: Duration::from_secs(2) });
+        assert_eq!(after(Some(Duration::from_millis(50)), 1), Recovery::Retry { after: Duration::from_millis(100) });
+        assert_eq!(after(Some(Duration::from_secs(600)), 1), Recovery::Retry { after: MAX_BACKOFF });
+        assert_eq!(after(None, 4), Recovery::Fail);
     }
 }

@@ -38,7 +38,9 @@ pub use agent::{
     Agent, AgentRef, AgentSpec, Declaration, DynAgent, InputSpec, InvocationContext, KeyDecl, SpecBuilder, TopologyNode,
 };
 pub use agent_registry::AgentRegistry;
-pub use error::{AgentError, BuildError, ForkError, RegistryError, StoreError, registered_list};
+pub use error::{
+    AgentError, BuildError, Cause, CauseOrigin, ForkError, RegistryError, StoreError, Transience, registered_list,
+};
 pub use error_handler::{ErrorContext, ErrorHandler, Recovery, RetryPolicy};
 pub use listener::{
     AgentListener, AgentMonitor, ListenerRef, MonitoredInvocation, MonitoredSession, RunEvent, SessionStatus,

@@ -44,8 +44,8 @@ use agentic_agents::ChatModelRef;
 use agentic_agents::extract_json;
 use agentic_agents::model::{ChatMessage, ChatRequest, ResponseFormat};
 use agentic_engine::{
-    Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, BuildError, Completion, InputSpec, InvocationContext,
-    Planner, PlanningContext, ValueType,
+    Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, BuildError, Cause, Completion, InputSpec,
+    InvocationContext, Planner, PlanningContext, ValueType,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -326,7 +326,7 @@ impl Agent for SupervisorPlannerAgent {
                 .model
                 .chat(ChatRequest::new(messages.clone()))
                 .await
-                .map_err(|e| ctx.fail(format!("supervisor model: {e}")))?;
+                .map_err(|e| ctx.fail_with(Cause::from(e).context("supervisor model")))?;
             ctx.add_tokens(response.usage);
             let reply = response.text().to_string();
             let checked = self.validate(&reply).and_then(|(name, arguments)| {
@@ -419,7 +419,7 @@ impl Agent for SupervisorSummarizerAgent {
             .model
             .chat(ChatRequest::new(vec![ChatMessage::user(prompt)]))
             .await
-            .map_err(|e| ctx.fail(format!("supervisor summary: {e}")))?;
+            .map_err(|e| ctx.fail_with(Cause::from(e).context("supervisor summary")))?;
         ctx.add_tokens(response.usage);
         Ok(Value::String(response.text().trim().to_string()))
     }
@@ -483,8 +483,11 @@ impl Agent for SupervisorScorerAgent {
                     strict: true,
                 });
             }
-            let response =
-                self.model.chat(request).await.map_err(|e| ctx.fail(format!("supervisor scorer model: {e}")))?;
+            let response = self
+                .model
+                .chat(request)
+                .await
+                .map_err(|e| ctx.fail_with(Cause::from(e).context("supervisor scorer model")))?;
             ctx.add_tokens(response.usage);
             let reply = response.text().to_string();
             match Self::validate(&reply) {

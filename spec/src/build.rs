@@ -8,7 +8,9 @@ use agentic_agents::expr::Expression;
 use agentic_agents::{
     A2aAgent, A2aClient, A2aTenant, Compute, Human, HumanMode, McpAgent, McpClient, McpServer, McpToolProvider,
 };
-use agentic_engine::{AgentRef, AgentRegistry, BuildError, ErrorContext, RegistryError, RetryPolicy, SpecBuilder};
+use agentic_engine::{
+    AgentRef, AgentRegistry, BuildError, ErrorContext, RegistryError, RetryPolicy, SpecBuilder, Transience,
+};
 use agentic_planners::{CompositeBuilderExt, Conditional, Loop, Parallel, ParallelMapper, Sequence};
 use serde_json::Value;
 
@@ -362,6 +364,10 @@ fn composite<B: SpecBuilder + CompositeBuilderExt>(
             }
             policy = policy.repair(move |ctx| repair_writes(&repairs, ctx));
         }
+        if let Some(src) = &h.when {
+            let e = builder.expression(def, "error_handler.when", src)?;
+            policy = policy.when(move |ctx| e.eval_bool(ctx.view, &[("error", error_value(ctx))]));
+        }
         if let Some(src) = &h.fallback {
             let e = builder.expression(def, "error_handler.fallback", src)?;
             policy = policy.fallback(move |view| e.eval(view, &[]));
@@ -372,8 +378,29 @@ fn composite<B: SpecBuilder + CompositeBuilderExt>(
     Ok(b)
 }
 
+/// The variable `error` error handler expressions see: `{kind, agent, path, message, cause, status,
+/// transient}` (`cause`: `model`, `tool`, `store`, `remote` or null; `status`: the HTTP status or null;
+/// `transient`: whether trying again can help, null when nothing says).
+fn error_value(ctx: &ErrorContext<'_>) -> Value {
+    let cause = ctx.error.cause();
+    let transient = match ctx.error.transience() {
+        Transience::Permanent => Value::Bool(false),
+        Transience::Transient { .. } => Value::Bool(true),
+        _ => Value::Null,
+    };
+    serde_json::json!({
+        "kind": ctx.error.kind(),
+        "agent": ctx.agent,
+        "path": ctx.path,
+        "message": ctx.error.to_string(),
+        "cause": cause.map(|c| c.origin().as_str()),
+        "status": cause.and_then(|c| c.status()),
+        "transient": transient,
+    })
+}
+
 /// The writes of an error handler's `set`: every expression evaluated over the state when the agent failed,
-/// plus the variable `error` = `{kind, agent, path, message}` (so one expression never sees another's value).
+/// plus the variable `error` ([`error_value`]) (so one expression never sees another's value).
 ///
 /// # Errors
 /// The first expression that fails to evaluate, named by its key (the handler then fails the composite).
@@ -381,13 +408,7 @@ fn repair_writes(
     repairs: &[(String, Arc<Expression>)],
     ctx: &ErrorContext<'_>,
 ) -> Result<Vec<(String, Value)>, String> {
-    let error = serde_json::json!({
-        "kind": ctx.error.kind(),
-        "agent": ctx.agent,
-        "path": ctx.path,
-        "message": ctx.error.to_string(),
-    });
-    let extra = [("error", error)];
+    let extra = [("error", error_value(ctx))];
     repairs
         .iter()
         .map(|(key, e)| match e.eval(ctx.view, &extra) {

@@ -53,8 +53,8 @@
 //! - The agents form a tree: an agent has at most one parent, never contains itself or an ancestor (a
 //!   cycle), and the root is nobody's sub-agent. Agents unreachable from the root are valid (see
 //!   [`Spec::unreachable_agents`]) and never built.
-//! - Every expression (`value`, `exit_when`, `output`, branch `when`, `error_handler.set.KEY`,
-//!   `error_handler.fallback`) and template (`template`) compiles (minijinja).
+//! - Every expression (`value`, `exit_when`, `output`, branch `when`, `error_handler.when`,
+//!   `error_handler.set.KEY`, `error_handler.fallback`) and template (`template`) compiles (minijinja).
 //! - `error_handler.set` is a mapping of state keys to expressions (strings), and needs `retry` ≥ 1 (its writes
 //!   are made before a retry, so without retries they could never be made).
 //! - A `registry` agent takes only `name` (the registered agent has its own fields); the name is looked up when
@@ -73,13 +73,16 @@
 //!
 //! ## Error handlers that repair
 //!
-//! `error_handler: {set: {KEY: EXPRESSION, ...}, retry: N, backoff_ms: M, fallback: EXPR}` builds
+//! `error_handler: {when: EXPR, set: {KEY: EXPRESSION, ...}, retry: N, backoff_ms: M, fallback: EXPR}` builds
 //! [`agentic_engine::RetryPolicy`] with a [`repair`](agentic_engine::RetryPolicy::repair) step: when a
 //! sub-agent fails and retries remain, every `set` expression is evaluated over the state at the failure plus
-//! the variable `error` = `{kind, agent, path, message}` (`kind` is [`agentic_engine::AgentError::kind`], e.g.
-//! `missing_argument`; `message` the error's text), the keys are written (a `null` value removes its key), and
+//! the variable `error` = `{kind, agent, path, message, cause, status, transient}` (`kind` is
+//! [`agentic_engine::AgentError::kind`], e.g. `missing_argument`; `message` the error's text; `cause`, `status`
+//! and `transient` come from [`agentic_engine::AgentError::cause`] and its transience), the keys are written (a `null` value removes its key), and
 //! the failed agent runs again. The expressions see the state before the writes, not each other's values. An
 //! expression that fails to evaluate fails the composite with the original error (the `fallback` is not used).
+//! A permanent failure (a model's 401) is not retried; `when` (same variables) limits the handler to the
+//! failures it holds for, any other fails the composite at once ([`agentic_engine::RetryPolicy::when`]).
 //! The original's canonical recovery, a missing argument written and the agent retried:
 //!
 //! ```

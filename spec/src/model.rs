@@ -60,13 +60,14 @@ pub struct CompositeCommon {
     pub compensate_on_error: bool,
 }
 
-/// `error_handler: {set, retry, backoff_ms, fallback}`.
+/// `error_handler: {when, set, retry, backoff_ms, fallback}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ErrorHandlerDef {
     /// Position of the `error_handler` mapping.
     pub pos: Pos,
     /// `set`: the repair written to the state before each retry, as (state key, expression) in file order
-    /// (empty when absent). Each expression sees the state and `error` (`{kind, agent, path, message}`).
+    /// (empty when absent). Each expression sees the state and `error` (`{kind, agent, path, message, cause, status,
+    /// transient}`).
     pub set: Vec<(String, Located<String>)>,
     /// Retries of a failed sub-agent call (default 0).
     pub retry: u32,
@@ -74,6 +75,9 @@ pub struct ErrorHandlerDef {
     pub backoff_ms: u64,
     /// Expression whose value substitutes the failed agent's result once retries are exhausted.
     pub fallback: Option<Located<String>>,
+    /// Condition (an expression over the state and `error`): the handler handles only the failures it holds
+    /// for; any other fails the composite at once.
+    pub when: Option<Located<String>>,
 }
 
 /// The body of a `compute` agent.

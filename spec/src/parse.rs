@@ -842,7 +842,7 @@ fn parse_error_handler(node: &Node, cx: &mut Cx<'_>) -> Option<ErrorHandlerDef> 
         cx.nest_since(before, "error_handler");
         return None;
     };
-    obj.check_fields(&["set", "retry", "backoff_ms", "fallback"], cx);
+    obj.check_fields(&["when", "set", "retry", "backoff_ms", "fallback"], cx);
     let set = obj.get("set").map(|n| parse_set(n, cx)).unwrap_or_default();
     let retry = cx.int(&obj, "retry", 0, u64::from(u32::MAX)).and_then(|v| u32::try_from(v).ok());
     if let Some(set_node) = obj.get("set")
@@ -859,6 +859,7 @@ fn parse_error_handler(node: &Node, cx: &mut Cx<'_>) -> Option<ErrorHandlerDef> 
         retry: retry.unwrap_or(0),
         backoff_ms: cx.int(&obj, "backoff_ms", 0, u64::MAX).unwrap_or(100),
         fallback: cx.nonempty(&obj, "fallback"),
+        when: cx.nonempty(&obj, "when"),
     };
     cx.nest_since(before, "error_handler");
     Some(def)

@@ -146,6 +146,9 @@ pub(crate) fn check_expressions(agent: &AgentDef, sink: &mut Sink) {
             if let Some(f) = &h.fallback {
                 expr("error_handler.fallback", f);
             }
+            if let Some(w) = &h.when {
+                expr("error_handler.when", w);
+            }
         }
     }
     match &agent.kind {

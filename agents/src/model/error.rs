@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use agentic_engine::{Cause, CauseOrigin, Transience};
+
 /// Why a chat model call failed.
 ///
 /// Every variant about a server names it (`server`: the base URL, or the provider for in-process models) and
@@ -120,11 +122,52 @@ pub enum ModelError {
 }
 
 impl ModelError {
+    /// Whether the same call can succeed when made again: an authentication failure, an unknown model, a
+    /// request the provider refuses (any 4xx but 408 and 429), an exhausted script or a missing provider is
+    /// permanent; a timeout, a lost connection or stream, a 408, 429 or 5xx is transient; an unreadable answer
+    /// is unknown.
+    pub fn transience(&self) -> Transience {
+        let transient = Transience::Transient { retry_after: None };
+        match self {
+            ModelError::Unauthorized { .. }
+            | ModelError::NotFound { .. }
+            | ModelError::InvalidRequest { .. }
+            | ModelError::ScriptExhausted { .. }
+            | ModelError::Unavailable { .. } => Transience::Permanent,
+            ModelError::Http { status, .. } if matches!(status, 408 | 429) || *status >= 500 => transient,
+            ModelError::Http { .. } => Transience::Permanent,
+            ModelError::Timeout { .. } | ModelError::Connection { .. } | ModelError::Stream { .. } => transient,
+            ModelError::InvalidResponse { .. } => Transience::Unknown,
+        }
+    }
+
+    /// The HTTP status the server answered with, when the failure was an unsuccessful answer.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ModelError::Unauthorized { status, .. } | ModelError::Http { status, .. } => Some(*status),
+            ModelError::NotFound { .. } => Some(404),
+            _ => None,
+        }
+    }
+
     /// The error the `local` provider reports until it is compiled in.
     pub fn local_not_built() -> Self {
         ModelError::Unavailable {
             provider: "local".to_string(),
             message: "the local provider is not built into this binary (cargo feature `local`)".to_string(),
+        }
+    }
+}
+
+/// A model error as the typed cause of a failed invocation ([`agentic_engine::AgentError::Failed`]): origin
+/// `model`, its transience and HTTP status, so error handlers decide by kind.
+impl From<ModelError> for Cause {
+    fn from(e: ModelError) -> Self {
+        let (transience, status) = (e.transience(), e.status());
+        let cause = Cause::new(CauseOrigin::Model, transience, e);
+        match status {
+            Some(s) => cause.with_status(s),
+            None => cause,
         }
     }
 }
