@@ -21,7 +21,11 @@
 //!   cancelled run ends `cancelled` without running a step again, and the 2 uncancelled chains complete (from
 //!   their last checkpoint: no step journaled before the kill ran again).
 //!
-//! The tests run one at a time (a lock): one of them restarts the PostgreSQL server they all use.
+//! - `a_store_outage_is_answered_503_and_nothing_is_lost`: a run suspended at a human step; the PostgreSQL
+//!   server is stopped: reading the run and answering it are answered `503` (the store is unreachable: try
+//!   again), not `409` or `500`; once the database is back the same answer is accepted and the run completes.
+//!
+//! The tests run one at a time (a lock): two of them stop the PostgreSQL server they all use.
 //!
 //! Run with a throwaway PostgreSQL server (the restart needs its data directory, `AGENTIC_TEST_PG_DIR`):
 //!
@@ -229,30 +233,52 @@ fn pg_bin() -> PathBuf {
     dirs.pop().expect("no /usr/lib/postgresql/*/bin: set PG_BIN").1
 }
 
-/// Restarts the PostgreSQL server of `AGENTIC_TEST_PG_DIR` (`pg_ctl restart -m fast`: every connection is cut)
-/// as its owner, as `scripts/pg-test-server.sh` runs `pg_ctl` (through `runuser -u OWNER --` when root);
+/// Restarts the PostgreSQL server of `AGENTIC_TEST_PG_DIR` (`pg_ctl restart -m fast`: every connection is cut);
 /// `restart` reuses the options it was started with. Returns how long it took.
 fn restart_postgres() -> Duration {
-    let dir = PathBuf::from(
+    pg_ctl(&["-m", "fast", "restart"])
+}
+
+/// Stops the PostgreSQL server of `AGENTIC_TEST_PG_DIR` (`-m fast`: every connection is cut).
+fn stop_postgres() -> Duration {
+    pg_ctl(&["-m", "fast", "stop"])
+}
+
+/// Starts the stopped PostgreSQL server of `AGENTIC_TEST_PG_DIR` again with the options it last ran with (the
+/// arguments `postmaster.opts` recorded after the binary, as `pg_ctl restart` reuses them).
+fn start_postgres() -> Duration {
+    let data = pg_dir().join("data");
+    let opts = std::fs::read_to_string(data.join("postmaster.opts")).unwrap();
+    let args = opts.trim().split_once(' ').map(|(_, rest)| rest.to_string()).unwrap_or_default();
+    pg_ctl(&["-o", &args, "start"])
+}
+
+/// `AGENTIC_TEST_PG_DIR`: the throwaway server's directory (data, log, socket).
+fn pg_dir() -> PathBuf {
+    PathBuf::from(
         std::env::var("AGENTIC_TEST_PG_DIR")
-            .expect("restarting PostgreSQL needs AGENTIC_TEST_PG_DIR (scripts/pg-test-server.sh start)"),
-    );
+            .expect("stopping PostgreSQL needs AGENTIC_TEST_PG_DIR (scripts/pg-test-server.sh start)"),
+    )
+}
+
+/// Runs `pg_ctl -D DATA -l LOG -w -t 30 ACTION...` on the server of `AGENTIC_TEST_PG_DIR` as its owner, as
+/// `scripts/pg-test-server.sh` runs it (through `runuser -u OWNER --` when root). Returns how long it took.
+fn pg_ctl(action: &[&str]) -> Duration {
+    let dir = pg_dir();
     let data = dir.join("data");
     let ctl = pg_bin().join("pg_ctl");
-    let args: Vec<String> = vec![
+    let mut args: Vec<String> = vec![
         ctl.to_string_lossy().into_owned(),
         "-D".into(),
         data.to_string_lossy().into_owned(),
         // A log file, as at the start: else the new server writes to pg_ctl's stdout.
         "-l".into(),
         dir.join("server.log").to_string_lossy().into_owned(),
-        "-m".into(),
-        "fast".into(),
         "-w".into(),
         "-t".into(),
         "30".into(),
-        "restart".into(),
     ];
+    args.extend(action.iter().map(|a| a.to_string()));
     let root = String::from_utf8(Command::new("id").arg("-u").output().unwrap().stdout).unwrap().trim() == "0";
     let mut command = if root {
         let owner = Command::new("stat").args(["-c", "%U"]).arg(&data).output().unwrap();
@@ -269,7 +295,7 @@ fn restart_postgres() -> Duration {
     let out = command.stdin(Stdio::null()).output().unwrap();
     assert!(
         out.status.success(),
-        "pg_ctl restart: {}\n{}",
+        "pg_ctl {action:?}: {}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -822,4 +848,36 @@ async fn a_server_killed_with_cancels_and_answers_in_flight() {
     let twice = check_calls(&by_step, &before, &all);
     eprintln!("steps run twice (in flight at the kill): {twice:?}; test took {} ms", begin.elapsed().as_millis());
     drop(b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_outage_is_answered_503_and_nothing_is_lost() {
+    let _serial = SERIAL.lock().await;
+    let Some(db) = pg::fresh_database("a_store_outage_is_answered_503_and_nothing_is_lost").await else { return };
+    let a = Served::start(&db, "A");
+    let (model, _calls) = model(Duration::ZERO).await;
+    let http = reqwest::Client::new();
+    create(&http, &a.url, &gate_spec(&model), json!({"job": "job-o"}), "job-o").await;
+    wait_status(&http, &a.url, "job-o", "suspended", Instant::now() + Duration::from_secs(20)).await;
+
+    tokio::task::spawn_blocking(stop_postgres).await.unwrap();
+    let down = try_get(&http, &a.url, "job-o").await.expect_err("the store is down");
+    assert!(down.starts_with("503 Service Unavailable: {\"error\":\"store: store backend: "), "{down}");
+    let (status, text) = post(&http, &a.url, "job-o/responses/go", json!({"value": "yes"})).await;
+    assert_eq!(status, 503, "an answer while the store is down: {text}");
+    tokio::task::spawn_blocking(start_postgres).await.unwrap();
+
+    // The store's pool reconnects: the same answer is taken and the run completes.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, text) = post(&http, &a.url, "job-o/responses/go", json!({"value": "yes"})).await;
+        if status == 202 {
+            break;
+        }
+        assert_eq!(status, 503, "{text}");
+        assert!(Instant::now() < deadline, "the server never got its store back: {text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let run = wait_status(&http, &a.url, "job-o", "completed", Instant::now() + Duration::from_secs(20)).await;
+    assert_eq!(run["output"], json!("done(next job-o after yes)"));
 }

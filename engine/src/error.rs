@@ -414,6 +414,100 @@ pub enum StoreError {
     },
 }
 
+/// Why an answer to a suspended run could not be recorded ([`crate::respond`], [`crate::answerable`]). Nothing
+/// was recorded. Displayed as `run `ID`: WHAT`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum RespondError {
+    /// The store holds no run with that id.
+    UnknownRun {
+        /// The run id asked for.
+        run_id: String,
+    },
+    /// The run is not suspended (it runs, ended, or failed): it waits for no answer.
+    NotSuspended {
+        /// The run.
+        run_id: String,
+        /// Its status.
+        status: crate::RunStatus,
+    },
+    /// The run waits, but not for this response id.
+    NotPending {
+        /// The run.
+        run_id: String,
+        /// The response id given.
+        response_id: String,
+        /// The ids it waits for.
+        pending: Vec<String>,
+    },
+    /// No response id was given and several responses are pending.
+    Ambiguous {
+        /// The run.
+        run_id: String,
+        /// The ids it waits for.
+        pending: Vec<String>,
+    },
+    /// The store failed (unreachable, corrupt record, lease lost).
+    Store {
+        /// The run.
+        run_id: String,
+        /// The store's error.
+        source: StoreError,
+    },
+}
+
+impl RespondError {
+    /// The run the answer was for.
+    pub fn run_id(&self) -> &str {
+        match self {
+            RespondError::UnknownRun { run_id }
+            | RespondError::NotSuspended { run_id, .. }
+            | RespondError::NotPending { run_id, .. }
+            | RespondError::Ambiguous { run_id, .. }
+            | RespondError::Store { run_id, .. } => run_id,
+        }
+    }
+
+    /// What is wrong, without the run id.
+    fn detail(&self) -> String {
+        match self {
+            RespondError::UnknownRun { .. } => "no such run in the store".to_string(),
+            RespondError::NotSuspended { status, .. } => {
+                format!("is {status}, not suspended: nothing to respond to")
+            }
+            RespondError::NotPending { response_id, pending, .. } => {
+                format!("no pending response `{response_id}` (pending: {})", pending.join(", "))
+            }
+            RespondError::Ambiguous { pending, .. } => {
+                format!("{} responses are pending ({}): name the one to answer", pending.len(), pending.join(", "))
+            }
+            RespondError::Store { source, .. } => source.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for RespondError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "run `{}`: {}", self.run_id(), self.detail())
+    }
+}
+
+impl std::error::Error for RespondError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RespondError::Store { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// An answer refused while a run starts or resumes with it: [`AgentError::Run`] with the same text.
+impl From<RespondError> for AgentError {
+    fn from(e: RespondError) -> Self {
+        AgentError::Run { run_id: e.run_id().to_string(), message: e.detail() }
+    }
+}
+
 /// Why a run could not be forked ([`crate::fork()`]). Nothing was written when the fork is refused; a store
 /// failure while writing may leave part of the new run's journal (without a run record, so its id stays
 /// refused as taken).

@@ -39,7 +39,8 @@ pub use agent::{
 };
 pub use agent_registry::AgentRegistry;
 pub use error::{
-    AgentError, BuildError, Cause, CauseOrigin, ForkError, RegistryError, StoreError, Transience, registered_list,
+    AgentError, BuildError, Cause, CauseOrigin, ForkError, RegistryError, RespondError, StoreError, Transience,
+    registered_list,
 };
 pub use error_handler::{ErrorContext, ErrorHandler, Recovery, RetryPolicy};
 pub use listener::{

@@ -317,7 +317,7 @@ impl A2a {
             durability: Durability::Sync,
             new_turn: false,
         };
-        let run_id = self.app.host.start(new).await.map_err(|e| rpc_error(error_code::INVALID_PARAMS, e.message))?;
+        let run_id = self.app.host.start(new).await.map_err(refused)?;
         let context = message.context_id.filter(|c| !c.is_empty()).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         self.app.a2a_contexts.set(&run_id, context);
         Ok(run_id)
@@ -372,11 +372,7 @@ impl A2a {
             let text = message.text();
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         });
-        self.app
-            .host
-            .respond(task_id, &pending.id, value)
-            .await
-            .map_err(|e| rpc_error(error_code::INVALID_PARAMS, e.message))
+        self.app.host.respond(task_id, &pending.id, value).await.map_err(refused)
     }
 
     async fn record(&self, task_id: &str) -> Result<RunRecord, JsonRpcError> {
@@ -543,6 +539,12 @@ fn state_of(record: &RunRecord) -> TaskState {
 
 fn internal(e: ApiError) -> JsonRpcError {
     rpc_error(error_code::INTERNAL_ERROR, e.message)
+}
+
+/// A refused start or answer by its kind: what the client sent does not fit (a 4xx: invalid params), or the
+/// server could not do it (a 5xx: a store outage, shutting down: internal error).
+fn refused(e: ApiError) -> JsonRpcError {
+    if e.status.is_server_error() { internal(e) } else { rpc_error(error_code::INVALID_PARAMS, e.message) }
 }
 
 /// The inputs of a new run from its first message: its data parts (objects, merged), and its text (its text

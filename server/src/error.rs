@@ -50,11 +50,23 @@ pub(crate) struct ApiError {
     pub(crate) status: StatusCode,
     pub(crate) message: String,
     pub(crate) extra: Option<(&'static str, Value)>,
+    /// What was refused, for the protocols that map it (MCP, A2A) without reading the message.
+    pub(crate) kind: Refused,
+}
+
+/// The kind of an [`ApiError`] the MCP and A2A endpoints map to their own errors.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) enum Refused {
+    /// The run's inputs do not fit its spec: each error's text (`input `n`: missing ...`).
+    Inputs(Vec<String>),
+    /// Anything else.
+    #[default]
+    Other,
 }
 
 impl ApiError {
     pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into(), extra: None }
+        ApiError { status, message: message.into(), extra: None, kind: Refused::Other }
     }
 
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
@@ -92,9 +104,34 @@ impl ApiError {
     }
 }
 
+/// A store failure by its kind: the backend unreachable or failing `503` (try again), a lease lost to another
+/// server `409`, an unknown run `404`, a corrupt record `500`.
 impl From<agentic_engine::StoreError> for ApiError {
     fn from(e: agentic_engine::StoreError) -> Self {
-        ApiError::internal(format!("store: {e}"))
+        use agentic_engine::StoreError;
+        let message = format!("store: {e}");
+        match e {
+            StoreError::Backend(_) => ApiError::unavailable(message),
+            StoreError::LeaseLost { .. } => ApiError::conflict(message),
+            StoreError::UnknownRun(_) => ApiError::not_found(message),
+            _ => ApiError::internal(message),
+        }
+    }
+}
+
+/// An answer refused by its kind: an unknown run or response `404`, a run that waits for no answer `409`, no
+/// response named while several wait `400`, the store failing as [`From<StoreError>`] says.
+impl From<agentic_engine::RespondError> for ApiError {
+    fn from(e: agentic_engine::RespondError) -> Self {
+        use agentic_engine::RespondError;
+        let message = e.to_string();
+        match e {
+            RespondError::UnknownRun { .. } | RespondError::NotPending { .. } => ApiError::not_found(message),
+            RespondError::NotSuspended { .. } => ApiError::conflict(message),
+            RespondError::Ambiguous { .. } => ApiError::bad_request(message),
+            RespondError::Store { source, .. } => ApiError { message, ..ApiError::from(source) },
+            _ => ApiError::internal(message),
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use agentic_spec::{Spec, SpecErrors};
 use serde_json::{Map, Value, json};
 use tokio_util::task::TaskTracker;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Refused};
 use crate::events::{EventHub, HubListener, SseEvent};
 
 /// The spec a new run is made from.
@@ -188,7 +188,7 @@ impl RunHost {
     }
 
     /// Starts a new run; returns its id. Errors: `422` invalid spec or inputs, `409` run id taken, `503`
-    /// shutting down.
+    /// shutting down or the store unreachable.
     pub(crate) async fn start(&self, new: NewRun) -> Result<String, ApiError> {
         if !self.inner.accepting.load(Ordering::SeqCst) {
             return Err(ApiError::unavailable("the server is shutting down: it accepts no new runs"));
@@ -200,7 +200,9 @@ impl RunHost {
             let first = errors.first().map(ToString::to_string).unwrap_or_default();
             let list: Vec<Value> =
                 errors.iter().map(|e| json!({"key": e.key, "message": e.message, "text": e.to_string()})).collect();
-            ApiError::unprocessable(format!("inputs: {first}")).with("errors", Value::Array(list))
+            let mut error = ApiError::unprocessable(format!("inputs: {first}")).with("errors", Value::Array(list));
+            error.kind = Refused::Inputs(errors.iter().map(ToString::to_string).collect());
+            error
         };
         spec.check_inputs(&inputs).map_err(input_errors)?;
         let run_id = match new.run_id {
@@ -438,7 +440,8 @@ impl RunHost {
     }
 
     /// Records the answer `value` to `response_id` of `run_id`; resumes the run when nothing else is
-    /// pending. Errors: `404` unknown run or response, `409` already answered.
+    /// pending. Errors: `404` unknown run or response, `409` already answered or not suspended, `503` the
+    /// store unreachable.
     pub(crate) async fn respond(&self, run_id: &str, response_id: &str, value: Value) -> Result<(), ApiError> {
         let _deciding = self.inner.deciding.lock().await;
         let record = self.inner.store.run_dyn(run_id).await?.ok_or_else(|| ApiError::no_run(run_id))?;
@@ -455,9 +458,7 @@ impl RunHost {
             };
             return Err(ApiError::not_found(format!("run `{run_id}` has no pending response `{response_id}`; {what}")));
         }
-        agentic_engine::respond(&self.inner.store, run_id, Some(response_id), value)
-            .await
-            .map_err(|e| ApiError::conflict(e.to_string()))?;
+        agentic_engine::respond(&self.inner.store, run_id, Some(response_id), value).await?;
         let Some(record) = self.inner.store.run_dyn(run_id).await? else {
             return Err(ApiError::no_run(run_id));
         };

@@ -31,7 +31,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, Refused};
 use crate::host::{NewRun, SpecSource};
 
 /// Where the MCP endpoint is mounted.
@@ -470,17 +470,10 @@ fn invalid_arguments(tool: &str, errors: &[String]) -> CallToolResult {
 /// The tool error of a run that could not start: its inputs do not fit (naming the field), its spec does
 /// not build, the server is stopping.
 fn start_error(tool: &str, error: ApiError) -> CallToolResult {
-    if let Some(first) = error.message.strip_prefix("inputs: ") {
-        let mut errors: Vec<String> = match &error.extra {
-            Some(("errors", Value::Array(list))) => {
-                list.iter().filter_map(|e| e.get("text").and_then(Value::as_str).map(str::to_string)).collect()
-            }
-            _ => Vec::new(),
-        };
-        if errors.is_empty() {
-            errors.push(first.to_string());
-        }
-        return invalid_arguments(tool, &errors);
+    // Arguments that do not fit are a tool execution error the model can correct (MCP 2025-11-25, "Error
+    // Handling": input validation errors are tool results with `isError`, not protocol errors).
+    if let Refused::Inputs(errors) = &error.kind {
+        return invalid_arguments(tool, errors);
     }
     tool_error(format!("tool `{tool}`: {}", error.message), None)
 }

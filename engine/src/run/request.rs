@@ -20,7 +20,7 @@ use super::now_us;
 use super::registry::Registry;
 use super::session::RunSession;
 use crate::agent::AgentRef;
-use crate::error::AgentError;
+use crate::error::{AgentError, RespondError, StoreError};
 pub use crate::journal::PendingResponse;
 use crate::listener::{AgentListener, ChannelListener, ListenerRef, RunEvent};
 use crate::scope::{InvocationRecord, ScopeHandle, ScopeView};
@@ -404,34 +404,42 @@ impl InvokeRequest {
 /// With `response_id` `None`, exactly one response must be pending. Returns the response id answered.
 ///
 /// # Errors
-/// [`AgentError::Run`] when the run is unknown, not suspended, the id is not pending, or the id is omitted
-/// while several responses are pending (the message lists them).
+/// [`RespondError`]: the run is unknown, not suspended, the id is not pending, the id is omitted while several
+/// responses are pending (the message lists them), or the store failed.
 pub async fn respond(
     store: &StoreRef,
     run_id: &str,
     response_id: Option<&str>,
     value: Value,
-) -> Result<String, AgentError> {
-    let err = |message: String| AgentError::Run { run_id: run_id.to_string(), message };
+) -> Result<String, RespondError> {
     let response_id = response_id.map(str::to_string);
     let chosen = Arc::new(std::sync::Mutex::new(String::new()));
     let answered = chosen.clone();
+    let refused = Arc::new(std::sync::Mutex::new(None));
+    let refusal = refused.clone();
     // One atomic change of the record (a database store locks its row): answers posted at once to two
     // servers for two responses of one run both stay.
     let change: crate::RunUpdate = Box::new(move |rec| {
-        let id = answerable(rec, response_id.as_deref()).map_err(|e| match e {
-            AgentError::Run { message, .. } => message,
-            other => other.to_string(),
+        let id = answerable(rec, response_id.as_deref()).map_err(|e| {
+            let text = e.to_string();
+            *refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+            text
         })?;
         rec.answers.insert(id.clone(), value);
         rec.updated_at_ms = now_us() / 1000;
         *answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = id;
         Ok(())
     });
-    match store.update_run_dyn(run_id, change).await.map_err(|e| err(e.to_string()))? {
-        None => Err(err("no such run in the store".to_string())),
-        Some(Err(message)) => Err(err(message)),
-        Some(Ok(_)) => Ok(std::mem::take(&mut *chosen.lock().unwrap_or_else(std::sync::PoisonError::into_inner))),
+    let run_id = run_id.to_string();
+    match store.update_run_dyn(&run_id, change).await {
+        Err(source) => Err(RespondError::Store { run_id, source }),
+        Ok(None) => Err(RespondError::UnknownRun { run_id }),
+        Ok(Some(Err(message))) => {
+            let typed = refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+            // The change only refuses through `answerable`; any other text is the store's own.
+            Err(typed.unwrap_or(RespondError::Store { run_id, source: StoreError::Backend(message.into()) }))
+        }
+        Ok(Some(Ok(_))) => Ok(std::mem::take(&mut *chosen.lock().unwrap_or_else(std::sync::PoisonError::into_inner))),
     }
 }
 
@@ -439,19 +447,19 @@ pub async fn respond(
 /// (`None`) its only pending response. The check [`respond`] makes before recording an answer.
 ///
 /// # Errors
-/// [`AgentError::Run`] when the run is not suspended, the id is not pending, or the id is omitted while
-/// several responses are pending (the message lists them).
-pub fn answerable(rec: &crate::RunRecord, response_id: Option<&str>) -> Result<String, AgentError> {
-    let err = |message: String| AgentError::Run { run_id: rec.run_id.clone(), message };
+/// [`RespondError::NotSuspended`], [`RespondError::NotPending`] (the message lists what is pending) or
+/// [`RespondError::Ambiguous`] (the id omitted while several responses are pending).
+pub fn answerable(rec: &crate::RunRecord, response_id: Option<&str>) -> Result<String, RespondError> {
+    let run_id = rec.run_id.clone();
     if rec.status != RunStatus::Suspended {
-        return Err(err(format!("is {}, not suspended: nothing to respond to", rec.status)));
+        return Err(RespondError::NotSuspended { run_id, status: rec.status });
     }
-    let ids: Vec<&str> = rec.pending.iter().map(|p| p.id.as_str()).collect();
+    let pending: Vec<String> = rec.pending.iter().map(|p| p.id.clone()).collect();
     match response_id {
-        Some(id) if ids.contains(&id) => Ok(id.to_string()),
-        Some(id) => Err(err(format!("no pending response `{id}` (pending: {})", ids.join(", ")))),
-        None if ids.len() == 1 => Ok(ids[0].to_string()),
-        None => Err(err(format!("{} responses are pending ({}): name the one to answer", ids.len(), ids.join(", ")))),
+        Some(id) if pending.iter().any(|p| p == id) => Ok(id.to_string()),
+        Some(id) => Err(RespondError::NotPending { run_id, response_id: id.to_string(), pending }),
+        None if pending.len() == 1 => Ok(pending.into_iter().next().unwrap_or_default()),
+        None => Err(RespondError::Ambiguous { run_id, pending }),
     }
 }
 
