@@ -13,7 +13,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use agentic_engine::{Agent, AgentError, AgentRef, AgentSpec, InputSpec, InvocationContext, SpecBuilder};
+use agentic_engine::{
+    Agent, AgentError, AgentRef, AgentSpec, Cause, CauseOrigin, InputSpec, InvocationContext, SpecBuilder, Transience,
+};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService, ServiceExt};
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
@@ -103,6 +105,20 @@ pub enum McpError {
         /// The tool's error text.
         message: String,
     },
+}
+
+/// An MCP failure as the typed cause of a failed invocation: origin `tool`. A server that cannot be reached
+/// or a request that broke off is transient; an unknown or unnamed tool is permanent (the same call fails the
+/// same way); a tool that reported an error is unknown (only the tool knows).
+impl From<McpError> for Cause {
+    fn from(e: McpError) -> Self {
+        let transience = match &e {
+            McpError::Connect { .. } | McpError::Request { .. } => Transience::Transient { retry_after: None },
+            McpError::UnknownTool { .. } | McpError::ToolNotNamed { .. } => Transience::Permanent,
+            _ => Transience::Unknown,
+        };
+        Cause::new(CauseOrigin::Tool, transience, e)
+    }
 }
 
 /// One tool of an MCP server, as `tools/list` describes it.
@@ -491,9 +507,9 @@ impl Agent for McpAgent {
             .tool
             .get_or_try_init(|| self.client.tool(self.tool_name.as_deref()))
             .await
-            .map_err(|e| ctx.fail(e.to_string()))?;
+            .map_err(|e| ctx.fail_with(e.into()))?;
         let args = self.arguments(tool, ctx)?;
-        self.client.call(tool, args).await.map_err(|e| ctx.fail(e.to_string()))
+        self.client.call(tool, args).await.map_err(|e| ctx.fail_with(e.into()))
     }
 }
 

@@ -284,7 +284,7 @@ impl Agent for A2aAgent {
     async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
         let id = self.response_id(ctx);
         let view = ctx.view();
-        let fail = |e: A2aError| ctx.fail(e.to_string());
+        let fail = |e: A2aError| ctx.fail_with(e.into());
         // Resumed from a remote `input-required`: the answer continues the same remote task.
         let (message, tenant, answered) = match ctx.suspension(&id) {
             Some(pending) => {

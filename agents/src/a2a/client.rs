@@ -71,6 +71,20 @@ pub enum A2aError {
     },
 }
 
+/// An A2A failure as the typed cause of a failed invocation: origin `remote`. A request that could not be
+/// sent or read is transient; a bad card, a JSON-RPC error or a remote task that ended badly is permanent for
+/// the same message (the remote agent answered).
+impl From<A2aError> for agentic_engine::Cause {
+    fn from(e: A2aError) -> Self {
+        use agentic_engine::{CauseOrigin, Transience};
+        let transience = match &e {
+            A2aError::Request { .. } => Transience::Transient { retry_after: None },
+            _ => Transience::Permanent,
+        };
+        agentic_engine::Cause::new(CauseOrigin::Remote, transience, e)
+    }
+}
+
 fn detail(message: &str) -> String {
     if message.is_empty() { String::new() } else { format!(": {message}") }
 }

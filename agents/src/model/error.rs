@@ -181,3 +181,52 @@ pub(crate) fn shorten(text: &str, max: usize) -> String {
     out.push('…');
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(status: u16) -> ModelError {
+        ModelError::Http { server: "s".into(), model: "m".into(), status, attempts: 1, message: "x".into() }
+    }
+
+    #[test]
+    fn a_refused_request_is_permanent_a_busy_or_failing_server_transient() {
+        let unauthorized = ModelError::Unauthorized {
+            server: "s".into(),
+            model: "m".into(),
+            status: 401,
+            message: "bad key".into(),
+            api_key_env: "OPENAI_API_KEY".into(),
+        };
+        let transient = Transience::Transient { retry_after: None };
+        let cases = [
+            (unauthorized, Transience::Permanent, Some(401)),
+            (
+                ModelError::NotFound { server: "s".into(), model: "m".into(), message: "x".into() },
+                Transience::Permanent,
+                Some(404),
+            ),
+            (http(400), Transience::Permanent, Some(400)),
+            (http(408), transient, Some(408)),
+            (http(429), transient, Some(429)),
+            (http(503), transient, Some(503)),
+            (
+                ModelError::Timeout { server: "s".into(), model: "m".into(), timeout: Duration::from_secs(1) },
+                transient,
+                None,
+            ),
+            (ModelError::local_not_built(), Transience::Permanent, None),
+        ];
+        for (error, transience, status) in cases {
+            let cause = Cause::from(error.clone());
+            assert_eq!(
+                (cause.transience(), cause.status(), cause.origin()),
+                (transience, status, CauseOrigin::Model),
+                "{error}"
+            );
+            assert_eq!(cause.downcast_ref::<ModelError>(), Some(&error));
+            assert_eq!(cause.to_string(), error.to_string());
+        }
+    }
+}
