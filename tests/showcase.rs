@@ -216,8 +216,8 @@ async fn grounded_fields_pass_the_check_and_the_reply_is_sent() {
 }
 
 /// The customer is the ticket's writer: the name of an introduction or a signature wins over the model's pick,
-/// and a model's pick that is a colleague, a company or the agent the ticket greets is dropped without a
-/// rejection (the name is in the ticket; it is just not the writer's).
+/// and a model's pick that is a colleague, a company, the agent the ticket greets or no name at all ("I") is
+/// dropped without a rejection (the name is in the ticket; it is just not the writer's).
 #[tokio::test]
 async fn the_customer_is_the_writer_not_a_colleague_a_company_or_the_agent_greeted() {
     let spec = Spec::from_path(&spec_path()).expect("valid");
@@ -256,6 +256,10 @@ async fn the_customer_is_the_writer_not_a_colleague_a_company_or_the_agent_greet
             "to Margaret O'Sullivan:",
         ),
         ("The invoice total is wrong.\n\nSun-hee Park | Operations Lead", "", "to Sun-hee Park:"),
+        // A sign-off in another language is no name; the name under it is.
+        ("Die Rechnung fehlt.\n\nViele Grüße\nWolfgang Huber", "Viele Grüße", "to Wolfgang Huber:"),
+        ("Send the invoice to Nordvik Byggtjenester AS please.", "Nordvik Byggtjenester AS", "to the customer:"),
+        ("I need the invoice for March.", "I", "to the customer:"),
     ] {
         let fields = json!({"customer": model_customer, "product": null, "problem": null, "urgency": "normal"});
         let model = ScriptedModel::new([fields.to_string().as_str(), "billing"]);
