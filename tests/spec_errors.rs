@@ -377,7 +377,7 @@ fn error_handler_fields_are_checked() {
         errors(yaml),
         [
             "spec.yaml:4:53: agent `s`: field `error_handler`: unknown field `retyr` (did you mean `retry`?), expected \
-             one of `set`, `retry`, `backoff_ms`, `fallback`",
+             one of `when`, `set`, `retry`, `backoff_ms`, `fallback`",
             "spec.yaml:4:75: agent `s`: field `error_handler.backoff_ms`: must be at least 0, found -1",
         ]
     );
