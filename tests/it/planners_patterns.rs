@@ -16,7 +16,7 @@ use agentic::prelude::*;
 use serde_json::{Map, Value, json};
 
 // crashed_after, completions: a run's journal cut short by a crash, and the completions it holds.
-mod common;
+use crate::common;
 
 /// Counts executions per agent name, and records the order of executions.
 #[derive(Clone, Default)]

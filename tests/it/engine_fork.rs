@@ -14,7 +14,7 @@ use agentic::prelude::*;
 use serde_json::{Map, Value, json};
 
 // completions: the completions of an agent a journal holds.
-mod common;
+use crate::common;
 
 /// Counts executions per agent name.
 #[derive(Clone, Default)]

@@ -14,7 +14,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 // openai, sse, bodies: the model over a loopback server, a streamed answer, the requests it received.
-mod common;
+use crate::common;
 use common::{bodies, openai};
 
 fn completion(content: &str) -> Value {

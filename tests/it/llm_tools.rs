@@ -20,7 +20,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 // openai, sse: the model over a loopback server, a streamed answer.
-mod common;
+use crate::common;
 use common::openai;
 
 type Log = Arc<Mutex<Vec<String>>>;

@@ -10,7 +10,7 @@ use agentic_spec::{AgentKind, Spec};
 use serde_json::{Map, Value, json};
 
 // errors, one, at: the errors of a spec that must not parse, and where they are.
-mod common;
+use crate::common;
 use common::{at, errors, one};
 
 fn build(yaml: &str) -> agentic::engine::AgentRef {

@@ -90,11 +90,11 @@ async fn a_panicking_listener_is_logged_and_the_run_goes_on() {
 async fn the_monitor_keeps_the_last_sessions_and_shows_suspensions() {
     let monitor = AgentMonitor::with_retention(2);
     let root = system().with_listener(monitor.clone());
-    for id in ["s1", "s2", "s3"] {
+    for id in ["monitor-1", "monitor-2", "monitor-3"] {
         root.invoke().memory_id(id).await.unwrap();
     }
-    assert_eq!(monitor.run_ids(), ["s2", "s3"]);
-    let s3 = monitor.session("s3").unwrap();
+    assert_eq!(monitor.run_ids(), ["monitor-2", "monitor-3"]);
+    let s3 = monitor.session("monitor-3").unwrap();
     assert_eq!(s3.status, SessionStatus::Completed);
     assert_eq!(s3.invocations.len(), 9);
     assert_eq!(s3.invocations[1].agent, "a");

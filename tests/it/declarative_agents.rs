@@ -90,7 +90,7 @@ async fn a_declared_function_is_an_agent_with_typed_inputs_and_output() {
 
     let critic = length_critic_agent();
     assert_eq!(critic.spec().description, "Stars a story by its length");
-    assert_eq!(critic.spec().output_rust_type.as_deref(), Some("declarative_agents::Review"));
+    assert_eq!(critic.spec().output_rust_type.as_deref(), Some("it::declarative_agents::Review"));
     let out = critic.invoke().input("words", 5).await.unwrap();
     assert_eq!(out.state().get_as::<Review>("review").unwrap(), Some(Review { stars: 4, verdict: "5 words".into() }));
 
@@ -130,7 +130,7 @@ async fn a_typed_llm_agent_returns_a_struct_parsed_through_its_schema() {
     let spec = critic.critic_agent().spec();
     assert_eq!(
         (spec.output_type, spec.output_rust_type.as_deref()),
-        (ValueType::Object, Some("declarative_agents::Review"))
+        (ValueType::Object, Some("it::declarative_agents::Review"))
     );
 
     // The sequence runs the declared function, then the model's critic.
@@ -170,7 +170,7 @@ async fn two_declared_agents_disagreeing_on_a_key_fail_at_build_naming_both() {
     let err = MismatchedAgents::builder(ScriptedModel::new(["x"])).build().unwrap_err();
     assert_eq!(
         err.to_string(),
-        "key `review` is declared as object `declarative_agents::Review` by `length_critic` (root/0) and as \
+        "key `review` is declared as object `it::declarative_agents::Review` by `length_critic` (root/0) and as \
          string `alloc::string::String` by `text_critic` (root/1)"
     );
 }
@@ -345,7 +345,7 @@ async fn resources_reach_the_agents_and_reply_only_agents_answer_without_a_key()
     let err = CounterAgents::builder(model).build().unwrap_err();
     assert_eq!(
         err.to_string(),
-        "`add`: `#[resource] tally` needs a value of type `declarative_agents::Tally`: give it to the builder with \
+        "`add`: `#[resource] tally` needs a value of type `it::declarative_agents::Tally`: give it to the builder with \
          `.resource(..)`"
     );
 }

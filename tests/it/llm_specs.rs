@@ -15,7 +15,7 @@ use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 // bodies: the JSON requests a loopback server received.
-mod common;
+use crate::common;
 use common::bodies;
 
 fn spec(name: &str) -> Spec {

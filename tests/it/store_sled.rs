@@ -74,8 +74,10 @@ async fn a_directory_held_by_another_process_is_in_use() {
 
 /// Runs the child processes of this file run: this test binary again, only `test`, with `env` set to `dir`.
 fn spawn_child(test: &str, env: &str, dir: &str) -> std::process::Child {
+    // The test's name in this binary: its module path less the crate's name (`store_sled::child_…`).
+    let module = module_path!().split_once("::").map_or(String::new(), |(_, rest)| format!("{rest}::"));
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &format!("{module}{test}"), "--nocapture", "--test-threads=1"])
         .env(env, dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -21,7 +21,7 @@ use agentic::prelude::{CompositeBuilderExt, MemoryStore};
 use serde_json::{Map, Value, json};
 
 // crashed_after, completions: a run's journal cut short by a crash, and the completions it holds.
-mod common;
+use crate::common;
 
 fn account_agent(name: &str, description: &str, verb: &'static str) -> AgentRef {
     FnAgent::from_async(name, move |inputs| async move {

@@ -15,7 +15,7 @@ use agentic::spec::Spec;
 use agentic::store::SledStore;
 use serde_json::{Map, Value, json};
 
-mod common;
+use crate::common;
 
 use common::{agentic, stderr};
 

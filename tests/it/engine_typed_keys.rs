@@ -54,7 +54,7 @@ async fn typed_keys_declare_value_and_rust_types() {
     assert_eq!(w.spec().inputs[0].rust_type.as_deref(), Some("alloc::string::String"));
     assert_eq!(w.spec().output_key.as_deref(), Some("story"));
     assert_eq!(w.spec().output_type, ValueType::Object);
-    assert_eq!(w.spec().output_rust_type.as_deref(), Some("engine_typed_keys::Story"));
+    assert_eq!(w.spec().output_rust_type.as_deref(), Some("it::engine_typed_keys::Story"));
 
     let seq = Sequence::builder().sub_agents([w, counter()]).output_key(&WORDS).build().unwrap();
     let out = seq.invoke().input("topic", "owls").await.unwrap();
@@ -98,8 +98,8 @@ async fn two_rust_types_for_one_key_fail_the_build_naming_both_agents() {
     let err = Sequence::builder().sub_agents([writer(), critic]).build().unwrap_err();
     assert_eq!(
         err.to_string(),
-        "key `story` is declared as object `engine_typed_keys::Story` by `writer` (root/0) and as object \
-         `engine_typed_keys::Review` by `critic` (root/1)"
+        "key `story` is declared as object `it::engine_typed_keys::Story` by `writer` (root/0) and as object \
+         `it::engine_typed_keys::Review` by `critic` (root/1)"
     );
 }
 
@@ -119,7 +119,7 @@ async fn two_value_types_for_one_key_fail_the_build_naming_both_agents_and_paths
     let err = Sequence::builder().sub_agents([writer(), inner]).build().unwrap_err();
     assert_eq!(
         err.to_string(),
-        "key `story` is declared as object `engine_typed_keys::Story` by `writer` (root/0) and as string \
+        "key `story` is declared as object `it::engine_typed_keys::Story` by `writer` (root/0) and as string \
          `alloc::string::String` by `shouter` (root/1/0)"
     );
 }
@@ -133,8 +133,8 @@ async fn a_rust_type_declared_after_an_untyped_one_is_still_compared() {
     let err = Sequence::builder().sub_agents([plain, writer(), critic]).build().unwrap_err();
     assert_eq!(
         err.to_string(),
-        "key `story` is declared as object `engine_typed_keys::Story` by `writer` (root/1) and as object \
-         `engine_typed_keys::Review` by `critic` (root/2)"
+        "key `story` is declared as object `it::engine_typed_keys::Story` by `writer` (root/1) and as object \
+         `it::engine_typed_keys::Review` by `critic` (root/2)"
     );
 }
 
@@ -144,7 +144,7 @@ async fn an_llm_agent_with_a_typed_output_key_parses_its_answer_as_the_keys_type
     let err = LlmAgent::builder(model.clone()).name("writer").user("About {{ topic }}").output_key(&STORY).build();
     assert_eq!(
         err.unwrap_err().to_string(),
-        "`writer`: output key `story` is declared as object `engine_typed_keys::Story`, but the agent answers text: \
+        "`writer`: output key `story` is declared as object `it::engine_typed_keys::Story`, but the agent answers text: \
          parse the answer with `returns::<T>()` (or `output(..)`)"
     );
     let writer = LlmAgent::builder(model)

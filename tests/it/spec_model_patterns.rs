@@ -11,7 +11,7 @@ use agentic_spec::{AgentKind, Spec};
 use serde_json::json;
 
 // one, at: the single error of a spec that must not parse, and where it is.
-mod common;
+use crate::common;
 use common::{at, one};
 
 const BANK_AGENTS: &str = r#"

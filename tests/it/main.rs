@@ -1,0 +1,40 @@
+//! The in-process integration tests in one binary (one module per area: engine, planners, spec, LLM agents,
+//! declarative agents, listeners, stores, model protocol, reports, durable suspension): one link of the facade
+//! instead of one per file. Tests that use process-wide state (the global run registry, a PostgreSQL server
+//! they restart, the browser, the CLI and server processes, tracing exporters) keep their own binaries.
+//!
+//! Run one area with a filter: `cargo test --test it engine_errors::`. The modules run in one process, so a
+//! run id (`memory_id`) a test gives must not be used by another module's tests: the engine's registry of
+//! active runs is process-wide.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod declarative_agents;
+mod declarative_patterns;
+mod durable_suspend;
+mod engine_compensation;
+mod engine_custom_planner;
+mod engine_drain;
+mod engine_errors;
+mod engine_fork;
+mod engine_journal;
+mod engine_typed_keys;
+mod llm_agent;
+mod llm_specs;
+mod llm_stream;
+mod llm_tools;
+mod model_openai;
+mod observe_listeners;
+mod planners_mapper_items;
+mod planners_patterns;
+mod planners_supervisor;
+mod planners_workflow;
+mod report_run;
+mod spec_error_handler;
+mod spec_errors;
+mod spec_kinds;
+mod spec_model_patterns;
+mod spec_patterns;
+mod spec_registry;
+mod store_sled;
