@@ -16,6 +16,7 @@ pub mod error;
 pub mod expr;
 mod human;
 mod llm;
+#[cfg(feature = "mcp")]
 mod mcp;
 pub mod model;
 mod text_filters;
@@ -31,6 +32,7 @@ pub use llm::{
     DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder, OutputType, SUMMARY_PROMPT, extract_json, memory_key,
     parse_answer,
 };
+#[cfg(feature = "mcp")]
 pub use mcp::{
     McpAgent, McpAgentBuilder, McpClient, McpError, McpServer, McpTool, McpToolProvider, McpToolProviderBuilder,
 };

@@ -61,7 +61,8 @@ pub(crate) type BoundUndo = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), St
 pub(crate) enum ToolFailure {
     /// Sent to the model as the call's result (`error: ..`).
     Model(String),
-    /// Fails the agent with this message.
+    /// Fails the agent with this message (only MCP tools do: their server is gone).
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     Agent(String),
 }
 
@@ -215,6 +216,7 @@ impl Tool {
 
     /// A tool whose function may also fail the calling agent ([`ToolFailure::Agent`]); the arguments are
     /// checked against `schema` first (a mismatch is the model's error).
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     pub(crate) fn checked<F>(spec: ToolSpec, f: F) -> Self
     where
         F: Fn(Value) -> BoxFuture<'static, Result<Value, ToolFailure>> + Send + Sync + 'static,

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_agents::expr::Expression;
-use agentic_agents::{
-    A2aAgent, A2aClient, A2aTenant, Compute, Human, HumanMode, McpAgent, McpClient, McpServer, McpToolProvider,
-};
+use agentic_agents::{A2aAgent, A2aClient, A2aTenant, Compute, Human, HumanMode};
+#[cfg(feature = "mcp")]
+use agentic_agents::{McpAgent, McpClient, McpServer, McpToolProvider};
 use agentic_engine::{
     AgentRef, AgentRegistry, BuildError, ErrorContext, RegistryError, RetryPolicy, SpecBuilder, Transience,
 };
@@ -15,7 +15,9 @@ use agentic_planners::{CompositeBuilderExt, Conditional, Loop, Parallel, Paralle
 use serde_json::Value;
 
 use crate::error::Sink;
-use crate::model::{AgentDef, AgentKind, ComputeBody, Located, McpServerDef, McpServerEntry};
+#[cfg(feature = "mcp")]
+use crate::model::McpServerDef;
+use crate::model::{AgentDef, AgentKind, ComputeBody, Located, McpServerEntry};
 use crate::validate::expr_message;
 
 /// Builds agents by name, recursively; errors go to the sink at the agent's position.
@@ -29,6 +31,7 @@ pub(crate) struct Builder<'a> {
     decision_models: HashMap<String, agentic_agents::DecisionModelRef>,
     /// The `mcp_servers` of the spec, and the client of each once an agent uses it (one per built spec).
     mcp_servers: &'a [McpServerEntry],
+    #[cfg(feature = "mcp")]
     mcp_clients: HashMap<String, Arc<McpClient>>,
     /// The agents `registry` agents refer to (none: such an agent is an error).
     registry: Option<AgentRegistry>,
@@ -55,6 +58,7 @@ impl<'a> Builder<'a> {
             models: HashMap::new(),
             decision_models: HashMap::new(),
             mcp_servers: &[],
+            #[cfg(feature = "mcp")]
             mcp_clients: HashMap::new(),
             registry: None,
             paths: HashMap::new(),
@@ -173,6 +177,9 @@ impl<'a> Builder<'a> {
             AgentKind::DecisionRouter { agents, model, threshold } => {
                 self.decision_router(def, agents, model, *threshold)
             }
+            #[cfg(not(feature = "mcp"))]
+            AgentKind::Mcp(mcp) => Err(self.no_mcp(mcp.server.pos, &def.name, "server")),
+            #[cfg(feature = "mcp")]
             AgentKind::Mcp(mcp) => {
                 let client = match &mcp.server.value {
                     McpServerDef::Named { name } => self.mcp_client(name, mcp.server.pos, &def.name, "server")?,
@@ -420,7 +427,16 @@ fn repair_writes(
 
 impl Builder<'_> {
     /// Sets the chat models `llm` agents refer to.
+    /// Records that this build has no MCP (the cargo feature `mcp` is off) where the spec uses it.
+    #[cfg(not(feature = "mcp"))]
+    fn no_mcp(&mut self, pos: crate::node::Pos, agent: &str, field: &str) -> Reported {
+        let msg = "MCP is not built into this program (cargo feature `mcp` of agentic or agentic-spec)";
+        self.sink.push(pos, Some(agent), Some(field), msg.to_string());
+        Reported
+    }
+
     /// The client of the server `name` of `mcp_servers`, shared by every agent of the spec that uses it.
+    #[cfg(feature = "mcp")]
     fn mcp_client(
         &mut self,
         name: &str,
@@ -498,6 +514,11 @@ impl Builder<'_> {
                 }
             }
         }
+        #[cfg(not(feature = "mcp"))]
+        if let Some(t) = llm.mcp_tools.first() {
+            return Err(self.no_mcp(t.server.pos, &def.name, "tools[0].mcp"));
+        }
+        #[cfg(feature = "mcp")]
         for (i, t) in llm.mcp_tools.iter().enumerate() {
             let client = self.mcp_client(&t.server.value, t.server.pos, &def.name, &format!("tools[{i}].mcp"))?;
             let mut p = McpToolProvider::builder().client(client);
@@ -733,5 +754,21 @@ impl<'a> Builder<'a> {
             }
             other => Err(invalid(self, format!("kind `{}` is not a pattern kind", other.name()))),
         }
+    }
+}
+
+#[cfg(all(test, not(feature = "mcp")))]
+mod without_mcp {
+    /// A program built without MCP refuses an `mcp` agent at build time, naming the feature and the place.
+    #[test]
+    fn an_mcp_agent_is_refused_naming_the_feature() {
+        let yaml = "version: 1\nroot: m\nagents:\n  m: { kind: mcp, server: { url: \"http://127.0.0.1:1/mcp\" } }\n";
+        let spec = crate::Spec::parse(yaml, "spec.yaml").expect("a valid spec");
+        let errors = spec.build().err().expect("refused").to_string();
+        assert_eq!(
+            errors,
+            "spec.yaml:4:27: agent `m`: field `server`: MCP is not built into this program (cargo feature `mcp` of \
+             agentic or agentic-spec)"
+        );
     }
 }
