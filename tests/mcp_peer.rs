@@ -8,6 +8,7 @@ mod common;
 use std::sync::Arc;
 
 use agentic::agents::{Compute, McpAgent, McpClient, McpError, McpToolProvider};
+use agentic::engine::{CauseOrigin, Transience};
 use agentic::prelude::*;
 use common::{KillOnDrop, bodies, free_port, openai, peer_script, peers_python, wait_port};
 use serde_json::{Value, json};
@@ -100,7 +101,11 @@ async fn bad_arguments_tool_errors_and_a_dead_server_are_located_errors() {
     assert!(err.to_string().contains("refused: no budget"), "{err}");
 
     let die = McpAgent::builder(client.clone()).tool_name("die").build().await.unwrap();
-    let err = die.invoke().await.unwrap_err().to_string();
+    let died = die.invoke().await.unwrap_err();
+    // A server that went away is a tool failure that trying again can mend (the next call restarts it).
+    let cause = died.cause().map(|c| (c.origin(), c.transience()));
+    assert_eq!(cause, Some((CauseOrigin::Tool, Transience::Transient { retry_after: None })));
+    let err = died.to_string();
     assert!(err.starts_with("agent `die` (root) failed: MCP server `tools` (`"), "{err}");
     assert!(err.contains("tools/call die failed"), "{err}");
     // The next call starts the server again.
@@ -299,7 +304,9 @@ async fn tool_errors_and_bad_arguments_go_back_to_the_model_and_a_dead_server_fa
         .tool_provider(McpToolProvider::builder().client(client).build())
         .build()
         .unwrap();
-    let err = agent.invoke().await.unwrap_err().to_string();
+    let died = agent.invoke().await.unwrap_err();
+    assert_eq!(died.cause().map(|c| c.origin()), Some(CauseOrigin::Tool), "the LLM agent keeps the tool's cause");
+    let err = died.to_string();
     assert!(err.starts_with("agent `clerk` (root) failed: MCP server `tools` (`"), "{err}");
     assert!(err.contains("tools/call die failed"), "{err}");
     assert_eq!(bodies(&dying).await.len(), 1, "the model is not asked again after the server died");

@@ -725,13 +725,12 @@ impl LlmAgent {
             }
             let calls = response.tool_calls().to_vec();
             let results = futures::future::join_all(calls.iter().map(|c| self.call_tool(ctx, tools, c))).await;
-            if let Some((_, Err(ToolFailure::Agent(e)))) =
+            if let Some((_, Err(ToolFailure::Agent(cause)))) =
                 results.iter().find(|(_, r)| matches!(r, Err(ToolFailure::Agent(_))))
             {
-                return Err(ctx.fail(e.clone()));
+                return Err(ctx.fail_with(cause.clone()));
             }
-            let results =
-                results.into_iter().map(|(t, r)| (t, r.map_err(|(ToolFailure::Model(e) | ToolFailure::Agent(e))| e)));
+            let results = results.into_iter().map(|(t, r)| (t, r.map_err(|e| e.message())));
             request.messages.push(response.message);
             for (call, (tool, result)) in calls.iter().zip(results) {
                 if let (Some(tool), Ok(value)) = (tool, &result)
@@ -781,8 +780,8 @@ impl LlmAgent {
         };
         match &result {
             Ok(_) => tracing::debug!(agent = %self.spec.name, tool = %call.name, "tool call succeeded"),
-            Err(ToolFailure::Model(e) | ToolFailure::Agent(e)) => {
-                tracing::info!(agent = %self.spec.name, tool = %call.name, "tool call failed: {e}")
+            Err(e) => {
+                tracing::info!(agent = %self.spec.name, tool = %call.name, "tool call failed: {}", e.message())
             }
         }
         if ctx.has_listeners() {
@@ -792,7 +791,7 @@ impl LlmAgent {
                 tool: call.name.clone(),
                 result: match &result {
                     Ok(v) => v.clone(),
-                    Err(ToolFailure::Model(e) | ToolFailure::Agent(e)) => Value::String(format!("error: {e}")),
+                    Err(e) => Value::String(format!("error: {}", e.message())),
                 },
             });
         }

@@ -630,7 +630,7 @@ fn llm_tool(client: Arc<McpClient>, tool: McpTool, name: String) -> crate::Tool 
             };
             client.call(&tool, args).await.map_err(|e| match e {
                 McpError::Tool { message, .. } => crate::tools::ToolFailure::Model(message),
-                other => crate::tools::ToolFailure::Agent(other.to_string()),
+                other => crate::tools::ToolFailure::Agent(other.into()),
             })
         })
     })

@@ -57,13 +57,23 @@ pub(crate) type BoundUndo = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), St
 
 /// Why a tool call failed: an error the model reads and may act on (bad arguments, the tool's own error),
 /// or one that fails the calling agent (the server behind the tool is gone).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) enum ToolFailure {
     /// Sent to the model as the call's result (`error: ..`).
     Model(String),
-    /// Fails the agent with this message (only MCP tools do: their server is gone).
+    /// Fails the agent with this typed cause (only MCP tools do: their server is gone).
     #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
-    Agent(String),
+    Agent(agentic_engine::Cause),
+}
+
+impl ToolFailure {
+    /// What went wrong, as the model or a log reads it.
+    pub(crate) fn message(&self) -> String {
+        match self {
+            ToolFailure::Model(e) => e.clone(),
+            ToolFailure::Agent(cause) => cause.to_string(),
+        }
+    }
 }
 
 /// A source of tools the LLM agent asks for at every invocation, for tools known only at run time (the
@@ -269,7 +279,7 @@ impl Tool {
     /// The message the model gets: the arguments do not deserialise, or the function failed (or, for a tool
     /// of a [`ToolProvider`], the message the calling agent fails with).
     pub async fn call(&self, call: ToolCallInfo, arguments: Value) -> Result<Value, String> {
-        self.call_checked(call, arguments).await.map_err(|(ToolFailure::Model(e) | ToolFailure::Agent(e))| e)
+        self.call_checked(call, arguments).await.map_err(|e| e.message())
     }
 
     /// Runs the tool, telling the model's errors from the agent's.
