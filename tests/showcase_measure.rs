@@ -14,7 +14,7 @@ use serde_json::json;
 #[path = "../examples/measure_tickets/main.rs"]
 mod measure_tickets;
 
-use measure_tickets::{Ticket, load, measure, summary};
+use measure_tickets::{Ticket, line, load, measure, summary};
 
 fn tickets() -> Vec<Ticket> {
     load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tickets.jsonl")).unwrap()
@@ -111,6 +111,9 @@ async fn a_model_that_copies_the_examples_invents_fields_the_check_removes() {
         "{text}"
     );
     assert!(text.contains("the model's guesses: ACCOUNT 30"), "{text}");
+    // Each line shows what the check kept where it differs from the model's answer.
+    let first = line(&results[0]);
+    assert!(first.contains("product \"Mail account\" NO → - "), "{first}");
     for m in &results {
         assert_eq!(m.checked["customer"], json!(m.ticket.customer), "#{}", m.ticket.id);
         assert_eq!(m.checked["product"], json!(null), "#{}", m.ticket.id);

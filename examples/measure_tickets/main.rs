@@ -164,13 +164,13 @@ pub fn line(m: &Measured) -> String {
     let show = |v: Option<&str>| v.map_or("-".to_string(), |s| format!("{s:?}"));
     let (cust, prod) = (value(&m.extracted, "customer"), value(&m.extracted, "product"));
     let mark = |ok: bool| if ok { "ok" } else { "NO" };
-    // The customer the check kept, when it is not the model's (the rules' signer, or none).
-    let kept = value(&m.checked, "customer");
-    let kept = if kept == cust {
-        String::new()
-    } else {
-        format!(" → {} {}", show(kept), mark(matches(kept, &customer_labels(&m.ticket))))
+    // The field the check kept, when it is not the model's (the rules' signer, the product's name, or none).
+    let kept_as = |key: &str, given: Option<&str>, labels: &[String]| {
+        let kept = value(&m.checked, key);
+        if kept == given { String::new() } else { format!(" → {} {}", show(kept), mark(matches(kept, labels))) }
     };
+    let kept = kept_as("customer", cust, &customer_labels(&m.ticket));
+    let kept_product = kept_as("product", prod, &m.ticket.product);
     let confidence = m.confidence.map_or(String::new(), |p| format!(" p={p:.2}"));
     // Each category's probability, by its first letter ("b=0.10 t=0.20 a=0.70").
     let scores = m.scores.as_ref().and_then(Value::as_object).map_or(String::new(), |s| {
@@ -192,7 +192,7 @@ pub fn line(m: &Measured) -> String {
         _ => String::new(),
     };
     format!(
-        "#{:<2} {:<9}{} model {:<9} {}{}{} rules {:<9} {} both {:<9} {} | customer {} {}{} product {} {} | rejected {} | {:.1}s{}",
+        "#{:<2} {:<9}{} model {:<9} {}{}{} rules {:<9} {} both {:<9} {} | customer {} {}{} product {} {}{} | rejected {} | {:.1}s{}",
         m.ticket.id,
         m.ticket.category,
         if m.ticket.ambiguous { "*" } else { " " },
@@ -209,6 +209,7 @@ pub fn line(m: &Measured) -> String {
         kept,
         show(prod),
         mark(matches(prod, &m.ticket.product)),
+        kept_product,
         rejected,
         m.took.as_secs_f64(),
         problem,
