@@ -256,17 +256,17 @@ fn a2a_spec_errors_are_located() {
     };
     assert_eq!(errors("{ kind: a2a, inputs: [x] }"), ["spec.yaml:4:6: agent `a`: missing field `url`"]);
     assert_eq!(
-        errors("{ kind: a2a, url: 'ftp://x' }"),
+        errors("{ kind: a2a, url: 'ftp://x', inputs: [x] }"),
         ["spec.yaml:4:24: agent `a`: field `url`: expected an http:// or https:// URL, found `ftp://x`"]
     );
     assert_eq!(
-        errors("{ kind: a2a, url: 'http://x', tenant: t, tenant_key: k }"),
+        errors("{ kind: a2a, url: 'http://x', tenant: t, tenant_key: k, inputs: [x] }"),
         [
             "spec.yaml:4:59: agent `a`: field `tenant_key`: give either `tenant` (fixed) or `tenant_key` (per call), not both"
         ]
     );
     assert_eq!(
-        errors("{ kind: a2a, url: 'http://x', mesage: hi }"),
+        errors("{ kind: a2a, url: 'http://x', mesage: hi, inputs: [x] }"),
         [
             "spec.yaml:4:36: agent `a`: unknown field `mesage` (did you mean `message`?), expected one of `kind`, `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `url`, `tenant`, `tenant_key`, `message`, `context_key`, `task_key`, `stream`"
         ]
@@ -275,6 +275,13 @@ fn a2a_spec_errors_are_located() {
         errors("{ kind: a2a, url: 'http://x', message: '{{ x' }"),
         [
             "spec.yaml:4:45: agent `a`: field `message`: invalid template: syntax error: unexpected end of input, expected end of variable block"
+        ]
+    );
+    // Without a message, the inputs' values are sent: with neither, the remote agent would get nothing.
+    assert_eq!(
+        errors("{ kind: a2a, url: 'http://x' }"),
+        [
+            "spec.yaml:4:14: agent `a`: an a2a agent sends `message` (a template) or, without it, the values of its `inputs`: give one of them"
         ]
     );
 }

@@ -218,3 +218,40 @@ fn registered_agents_are_checked_against_stand_ins_with_a_warning() {
         )
     );
 }
+
+#[test]
+fn a_mapped_composite_whose_item_key_nothing_reads_and_an_a2a_agent_with_nothing_to_send_are_located() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mapper = |item_key: &str| {
+        format!(
+            "version: 1\nroot: each\nagents:\n  each: {{ kind: parallel_mapper, agent: shout, items: words, item_key: \
+             {item_key}, output_key: all }}\n  shout: {{ kind: sequence, agents: [up], output_key: loud }}\n  \
+             up: {{ kind: compute, value: \"text | upper\", output_key: loud }}\n"
+        )
+    };
+    let path = write(&dir, "mapper.yaml", &mapper("word"));
+    let o = validate(&path);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "{path}:4:3: agent `each`: field `item_key`: item_key `word` is read by no agent of the mapped composite \
+             `shout`: each item would run on the same state\n"
+        )
+    );
+    let fixed = write(&dir, "fixed.yaml", &mapper("text"));
+    let o = validate(&fixed);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ok: fixed (3 agents)\n", "{}", String::from_utf8_lossy(&o.stderr));
+
+    let path =
+        write(&dir, "remote.yaml", "version: 1\nroot: a\nagents:\n  a: { kind: a2a, url: 'http://127.0.0.1:9' }\n");
+    let o = validate(&path);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "{path}:4:14: agent `a`: an a2a agent sends `message` (a template) or, without it, the values of its \
+             `inputs`: give one of them\n"
+        )
+    );
+}

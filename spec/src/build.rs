@@ -141,6 +141,20 @@ impl<'a> Builder<'a> {
             }
             AgentKind::ParallelMapper { agent, items, item_key, max_concurrency } => {
                 let sub = self.build(agent, Some(&def.name))?;
+                // A mapped composite declares no inputs of its own (the builder checks a leaf's): its item key
+                // must be read somewhere under it, else every item would run on the same state.
+                if let Some(k) = item_key
+                    && sub.spec().inputs.is_empty()
+                    && self.mentioned_under(&agent.value, k, &mut HashSet::new()) == Some(false)
+                {
+                    let msg = format!(
+                        "item_key `{k}` is read by no agent of the mapped composite `{}`: each item would run on \
+                         the same state",
+                        agent.value
+                    );
+                    self.sink.push(def.pos, Some(&def.name), Some("item_key"), msg);
+                    return Err(Reported);
+                }
                 let mut b = composite(ParallelMapper::builder(), def, self)?.sub_agent(sub).items_key(items.clone());
                 if let Some(k) = item_key {
                     b = b.item_key(k.clone());
@@ -427,6 +441,39 @@ fn repair_writes(
 
 impl Builder<'_> {
     /// Sets the chat models `llm` agents refer to.
+    /// Whether the agent `name` or any agent under it mentions `key` as a whole word anywhere in its
+    /// definition (inputs, templates, expressions, prompts); `None` when one of them reads inputs the spec
+    /// does not show (an MCP tool's arguments, a registered agent).
+    fn mentioned_under(&self, name: &str, key: &str, seen: &mut HashSet<String>) -> Option<bool> {
+        if !seen.insert(name.to_string()) {
+            return Some(false);
+        }
+        let def = self.by_name.get(name)?;
+        if matches!(def.kind, AgentKind::Mcp(_) | AgentKind::Registry { .. }) {
+            return None;
+        }
+        let text = format!("{def:?}");
+        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        let found = text
+            .match_indices(key)
+            .any(|(i, _)| !word(text[..i].chars().next_back()) && !word(text[i + key.len()..].chars().next()));
+        let mut unknown = false;
+        for sub in def.kind.references() {
+            match self.mentioned_under(&sub.value, key, seen) {
+                Some(true) => return Some(true),
+                Some(false) => {}
+                None => unknown = true,
+            }
+        }
+        if found {
+            Some(true)
+        } else if unknown {
+            None
+        } else {
+            Some(false)
+        }
+    }
+
     /// Records that this build has no MCP (the cargo feature `mcp` is off) where the spec uses it.
     #[cfg(not(feature = "mcp"))]
     fn no_mcp(&mut self, pos: crate::node::Pos, agent: &str, field: &str) -> Reported {

@@ -225,6 +225,12 @@ pub(crate) fn check_expressions(agent: &AgentDef, sink: &mut Sink) {
             {
                 sink.push(m.pos, Some(&agent.name), Some("message"), format!("invalid template: {}", expr_message(&e)));
             }
+            // The message defaults to the inputs' values: with neither, the remote agent would get nothing.
+            if a2a.message.is_none() && agent.inputs.as_ref().is_none_or(Vec::is_empty) {
+                let msg = "an a2a agent sends `message` (a template) or, without it, the values of its `inputs`: \
+                           give one of them";
+                sink.push(agent.kind_pos, Some(&agent.name), None, msg.to_string());
+            }
         }
         AgentKind::Compute(ComputeBody::Template(t)) => {
             if let Err(e) = Template::compile(&t.value) {

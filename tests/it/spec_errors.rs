@@ -416,7 +416,7 @@ root: main
 agents:
   main: { kind: sequence, agents: [a, b, ghost] }
   a: { kind: compute, value: "1 +" }
-  b: { kind: a2a, url: ftp://x }
+  b: { kind: a2a, url: ftp://x, inputs: [x] }
   c: { kind: frobnicate }
 "#;
     let errs = errors(yaml);
