@@ -205,6 +205,37 @@ fn invalid_spec_exits_64_with_located_errors() {
     assert!(stderr(&o).contains("/nonexistent/spec.yaml: cannot read the spec"), "{}", stderr(&o));
 }
 
+/// A `mode: pending` human waits for an answer given inside the running program: the CLI, which cannot give
+/// one, refuses the run before it starts (exit 64), saying what to do; an unreachable one is no obstacle.
+#[test]
+fn a_pending_human_is_refused_before_the_run_starts_saying_what_to_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [ask] }\n  \
+                ask: { kind: human, prompt: Ship it?, mode: pending }\n";
+    let spec = write(dir.path(), "gate.yaml", text);
+    let path = spec.to_str().expect("utf8");
+    let o = agentic(&["run", path]);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(stdout(&o), "");
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "{path}:5:16: agent `ask`: `mode: pending` waits for an answer given inside the running program, which \
+             the CLI cannot give (the run would wait forever): use `mode: suspend` (the default: the run suspends, \
+             exits 2, and `agentic respond` + `agentic resume` answer it)\n"
+        )
+    );
+    let unused = write(
+        dir.path(),
+        "unused.yaml",
+        &text
+            .replace("agents: [ask]", "agents: [say]")
+            .replace("  ask:", "  say: { kind: compute, value: \"'hi'\", output_key: said }\n  ask:"),
+    );
+    let o = agentic(&["run", unused.to_str().expect("utf8")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
 #[test]
 fn store_durability_and_report_are_accepted() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -17,6 +17,10 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    if let Some(message) = pending_human(&spec) {
+        eprintln!("{message}");
+        return EXIT_USAGE;
+    }
     let mut inputs = match collect_inputs(&args, &spec) {
         Ok(i) => i,
         Err(message) => {
@@ -217,6 +221,26 @@ async fn remote_run(
         return if report_code == EXIT_OK { code } else { report_code.max(code) };
     }
     code
+}
+
+/// Why the CLI cannot run `spec`, when one of its reachable agents is a human with `mode: pending`: such a
+/// human waits for an answer given inside the running process (a Rust program's `Registry::global().answer`),
+/// which no command can give, so the run would wait forever. Located like a spec error, saying what to do.
+fn pending_human(spec: &agentic_spec::Spec) -> Option<String> {
+    let unreachable = spec.unreachable_agents();
+    let human = spec.agents().iter().find(|a| {
+        matches!(a.kind, agentic_spec::AgentKind::Human { pending_mode: true, .. })
+            && !unreachable.contains(&a.name.as_str())
+    })?;
+    Some(format!(
+        "{}:{}:{}: agent `{}`: `mode: pending` waits for an answer given inside the running program, which the \
+         CLI cannot give (the run would wait forever): use `mode: suspend` (the default: the run suspends, exits \
+         2, and `agentic respond` + `agentic resume` answer it)",
+        spec.file(),
+        human.kind_pos.line,
+        human.kind_pos.column,
+        human.name
+    ))
 }
 
 /// Prints the inputs that do not fit the spec's `params`, one per line; returns the usage exit code.
