@@ -37,6 +37,7 @@ fn step(seq: u64) -> StepRecord {
             attempt: 1,
             tokens: None,
             error: None,
+            item: None,
         }),
         async_started: false,
         failed: false,

@@ -327,6 +327,7 @@ fn a_ten_thousand_step_report_stays_light_in_the_browser() {
                 attempt: 1,
                 tokens: None,
                 error: None,
+                item: None,
             }),
             async_started: false,
             failed: false,

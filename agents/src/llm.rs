@@ -761,14 +761,19 @@ impl LlmAgent {
             });
         }
         let result = match tool {
-            Some(tool) => {
+            Some(tool) => 'call: {
+                let key = match ctx.idempotency_key().await {
+                    Ok(key) => key,
+                    // The run's scope is gone (the run is ending): no side effect without its key.
+                    Err(e) => break 'call Err(ToolFailure::Model(format!("not called: {e}"))),
+                };
                 let info = ToolCallInfo {
                     run_id: ctx.run_id().to_string(),
                     agent: ctx.agent_name().to_string(),
                     path: ctx.path().to_string(),
                     attempt: ctx.attempt(),
                     call_id: call.id.clone(),
-                    idempotency_key: format!("{}/{}", ctx.idempotency_key(), call.id),
+                    idempotency_key: format!("{key}/{}", call.id),
                     state: ctx.view(),
                 };
                 tool.call_checked(info, call.arguments.clone()).await

@@ -585,6 +585,9 @@ pub struct InvocationContext {
     pub(crate) listeners: Arc<[crate::listener::ListenerRef]>,
     /// Listeners the sub-agents of a composite inherit.
     pub(crate) child_listeners: Arc<[crate::listener::ListenerRef]>,
+    /// How many invocations of this agent at this path and item completed before it, once asked
+    /// ([`InvocationContext::idempotency_key`]).
+    pub(crate) occurrence: std::sync::OnceLock<u32>,
 }
 
 impl InvocationContext {
@@ -712,11 +715,30 @@ impl InvocationContext {
         self.frame.attempt
     }
 
-    /// `run id/agent path[item]/attempt` (`r1/root/0#3/1` for the fourth item of a mapper): a key for
-    /// side-effecting tools to deduplicate at-least-once execution; two items of one mapper never share one.
-    pub fn idempotency_key(&self) -> String {
+    /// `run id/agent path[item][@occurrence]/attempt`: a key for side-effecting tools to deduplicate
+    /// at-least-once execution. `r1/root/0/1` the first time the agent at `root/0` runs, `r1/root/0@2/1` the
+    /// second time (a loop's next iteration, a supervisor choosing it again), `r1/root/0#3/1` for the fourth item
+    /// of a mapper. Two iterations or two items never share a key; an invocation run again after a crash or on
+    /// resume (it had not completed) gets the same key, as the occurrence counts the completed invocations of
+    /// this agent at this path and item, which the journal keeps. Idea: Temporal's activity id, Stripe's
+    /// `Idempotency-Key`.
+    ///
+    /// # Errors
+    /// [`AgentError::Internal`] if the run's scope actor died.
+    pub async fn idempotency_key(&self) -> Result<String, AgentError> {
+        let n = match self.occurrence.get() {
+            Some(n) => *n,
+            None => {
+                let n = self.run.scope.completed(self.name.clone(), self.frame.path.clone(), self.frame.item.clone()).await?;
+                *self.occurrence.get_or_init(|| n)
+            }
+        };
         let item = self.frame.item.as_deref().unwrap_or("");
-        format!("{}/{}{item}/{}", self.run.run_id, self.frame.path, self.frame.attempt)
+        let (run, path, attempt) = (&self.run.run_id, &self.frame.path, self.frame.attempt);
+        Ok(match n {
+            0 => format!("{run}/{path}{item}/{attempt}"),
+            n => format!("{run}/{path}{item}@{}/{attempt}", u64::from(n) + 1),
+        })
     }
 
     /// Adds model token usage to this invocation's record.

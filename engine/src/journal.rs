@@ -43,6 +43,23 @@ pub struct InvocationRecord {
     pub tokens: Option<TokenUsage>,
     /// The error message when the invocation failed.
     pub error: Option<String>,
+    /// The parallel mapper item the invocation served (`#3`, `#3#0` nested; [`crate::InvocationContext::item`]),
+    /// absent outside mappers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
+}
+
+impl InvocationRecord {
+    /// How many invocations of `agent` at `path` for mapper item `item` completed without error in `history`:
+    /// the occurrence an idempotency key counts, the same before and after a resume (the journal keeps
+    /// exactly the completed ones; failed attempts and compensations are not counted).
+    pub fn completed_in(history: &[InvocationRecord], agent: &str, path: &str, item: Option<&str>) -> u32 {
+        let n = history
+            .iter()
+            .filter(|r| r.error.is_none() && r.path == path && r.agent == agent && r.item.as_deref() == item)
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
 }
 
 /// A response a suspended run waits for.

@@ -836,6 +836,7 @@ mod tests {
                 attempt: 1,
                 tokens: None,
                 error: None,
+                item: None,
             }),
             async_started: false,
             failed: false,

@@ -40,6 +40,7 @@ pub(crate) fn run_of(
                 attempt: inv.attempt,
                 tokens: inv.tokens,
                 error: inv.error.clone(),
+                item: None,
             });
             step
         })

@@ -66,6 +66,7 @@ async fn time_per_step<S: CheckpointStore>(
                 attempt: 1,
                 tokens: None,
                 error: None,
+                item: None,
             }),
             async_started: false,
             failed: false,

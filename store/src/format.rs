@@ -12,9 +12,13 @@ use serde_json::{Map, Value};
 /// `inflight_change` and call numbers in planner states), which a reader of version 2 would ignore; version 4
 /// added mapper items to steps (`m`, `me`) and planner states (`item`), which a reader of version 3 would
 /// refuse; version 5 added the spec archive (the `specs` tree) and run records naming their spec text
-/// (`spec_hash`), which a reader of version 4 would ignore (it would resume such runs from their file). Versions
-/// 1 to 4 are still read and are upgraded to 5 at open. A store of any other version is refused at open.
-pub const FORMAT_VERSION: u32 = 5;
+/// (`spec_hash`), which a reader of version 4 would ignore (it would resume such runs from their file); version 6 added the mapper item to invocation records (`i`), which a
+/// reader of version 5 would refuse. Versions 1 to 5 are still read and are upgraded to 6 at open. A store of any
+/// other version is refused at open.
+pub const FORMAT_VERSION: u32 = 6;
+
+/// The format version before invocation records named their mapper item.
+pub(crate) const FORMAT_VERSION_WITHOUT_RECORD_ITEMS: u32 = 5;
 
 /// The format version before the spec archive.
 pub(crate) const FORMAT_VERSION_WITHOUT_SPECS: u32 = 4;
@@ -200,6 +204,8 @@ struct InvocationRef<'a> {
     tokens: Option<&'a TokenUsage>,
     #[serde(rename = "x", skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
+    #[serde(rename = "i", skip_serializing_if = "Option::is_none")]
+    item: Option<&'a str>,
 }
 
 fn is_one(n: &u32) -> bool {
@@ -233,11 +239,13 @@ struct Invocation {
     tokens: Option<TokenUsage>,
     #[serde(rename = "x", default)]
     error: Option<String>,
+    #[serde(rename = "i", default)]
+    item: Option<String>,
 }
 
 impl<'a> InvocationRef<'a> {
     fn new(record: &'a InvocationRecord, agent_path: &str) -> Self {
-        let InvocationRecord { agent, path, inputs, output, started_at_us, ended_at_us, attempt, tokens, error } =
+        let InvocationRecord { agent, path, inputs, output, started_at_us, ended_at_us, attempt, tokens, error, item } =
             record;
         let duration_us = ended_at_us.checked_sub(*started_at_us);
         InvocationRef {
@@ -251,14 +259,26 @@ impl<'a> InvocationRef<'a> {
             attempt: *attempt,
             tokens: tokens.as_ref(),
             error: error.as_deref(),
+            item: item.as_deref(),
         }
     }
 }
 
 impl Invocation {
     fn into_record(self, agent_path: &str) -> InvocationRecord {
-        let Invocation { agent, path, inputs, output, started_at_us, duration_us, ended_at_us, attempt, tokens, error } =
-            self;
+        let Invocation {
+            agent,
+            path,
+            inputs,
+            output,
+            started_at_us,
+            duration_us,
+            ended_at_us,
+            attempt,
+            tokens,
+            error,
+            item,
+        } = self;
         let ended_at_us = match (duration_us, ended_at_us) {
             (Some(d), _) => started_at_us.saturating_add(d),
             (None, Some(e)) => e,
@@ -274,6 +294,7 @@ impl Invocation {
             attempt,
             tokens,
             error,
+            item,
         }
     }
 }
@@ -496,6 +517,7 @@ pub(crate) mod tests {
                 attempt: 1,
                 tokens: None,
                 error: None,
+                item: None,
             }),
             async_started: seq.is_multiple_of(11),
             failed: false,

@@ -313,6 +313,7 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
                 || version == format::FORMAT_VERSION_WHOLE_PLANNER_STATES
                 || version == format::FORMAT_VERSION_WITHOUT_ITEMS
                 || version == format::FORMAT_VERSION_WITHOUT_SPECS
+                || version == format::FORMAT_VERSION_WITHOUT_RECORD_ITEMS
             {
                 // Their records read the same; the version says that a write-ahead log may hold acknowledged
                 // steps, that planner states may be journaled as changes and that steps may carry mapper items,
@@ -663,7 +664,7 @@ mod tests {
         }
         let err = SledStore::open(tmp.path()).unwrap_err();
         assert!(
-            err.to_string().contains("format version 7 is not supported (this agentic-store reads versions 1 to 5)"),
+            err.to_string().contains("format version 7 is not supported (this agentic-store reads versions 1 to 6)"),
             "{err}"
         );
         assert!(err.to_string().contains(&tmp.path().display().to_string()), "{err}");
@@ -969,7 +970,7 @@ mod tests {
 
     #[tokio::test]
     async fn version_1_and_2_stores_open_and_are_upgraded() {
-        for old in [1u32, 2] {
+        for old in [1u32, 2, 3, 4, 5] {
             let tmp = tempfile::tempdir().unwrap();
             let records = {
                 let store = SledStore::open(tmp.path()).unwrap();

@@ -111,6 +111,7 @@ fn step(run_id: &str, seq: u64) -> StepRecord {
             attempt: 1,
             tokens: None,
             error: None,
+            item: None,
         }),
         async_started: false,
         failed: false,

@@ -20,6 +20,7 @@ mod engine_errors;
 mod engine_fork;
 mod engine_journal;
 mod engine_typed_keys;
+mod idempotency;
 mod llm_agent;
 mod llm_specs;
 mod llm_stream;

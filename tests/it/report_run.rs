@@ -417,6 +417,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
                 attempt: 1,
                 tokens: Some(TokenUsage { input: 10, output: 5 }),
                 error: None,
+                item: None,
             }),
             async_started: false,
             failed: false,

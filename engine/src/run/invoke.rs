@@ -128,6 +128,7 @@ impl Invocation {
             tokens: Mutex::new(None),
             listeners,
             child_listeners,
+            occurrence: std::sync::OnceLock::new(),
         };
         if ctx.has_listeners() {
             ctx.emit(&RunEvent::AgentStarted {
@@ -220,6 +221,7 @@ impl Invocation {
             attempt,
             tokens,
             error,
+            item: ctx.frame.item.as_deref().map(str::to_string),
         };
         // The journal needs its own copy of the record only when there is a journal.
         let journaled = run.journaling().then(|| record.clone());

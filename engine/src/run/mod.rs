@@ -369,6 +369,7 @@ impl RunContext {
                 attempt: 1,
                 tokens: None,
                 error: result.err(),
+                item: None,
             });
         }
     }

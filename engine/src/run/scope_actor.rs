@@ -49,6 +49,9 @@ pub(crate) enum ScopeMsg {
     FinishAsync(Box<FinishAsync>),
     /// The history so far.
     History(RpcReplyPort<Vec<InvocationRecord>>),
+    /// How many invocations of an agent at a path, for a mapper item, completed so far
+    /// ([`InvocationRecord::completed_in`]).
+    Completed { agent: Arc<str>, path: Arc<str>, item: Option<Arc<str>>, reply: RpcReplyPort<u32> },
     /// A human answer for a pending-mode human agent of this run.
     Answer { id: String, value: Value },
     /// Cancels the run.
@@ -179,6 +182,9 @@ impl Actor for ScopeActor {
             }
             ScopeMsg::History(reply) => {
                 let _ = reply.send(state.scope.history.clone());
+            }
+            ScopeMsg::Completed { agent, path, item, reply } => {
+                let _ = reply.send(InvocationRecord::completed_in(&state.scope.history, &agent, &path, item.as_deref()));
             }
             ScopeMsg::Answer { id, value } => match &state.root {
                 Some(root) => root.start.run.give_answer(&id, value),
@@ -486,6 +492,30 @@ impl ScopeHandle {
         match self.ask(ScopeMsg::History).await {
             Ok(h) => Ok(h),
             Err(e) => self.shared.history.get().cloned().ok_or(e),
+        }
+    }
+
+    /// How many invocations of `agent` at `path` for mapper item `item` completed without error so far
+    /// ([`InvocationRecord::completed_in`]): O(history), asked only for an idempotency key.
+    ///
+    /// # Errors
+    /// [`AgentError::Internal`] if the actor died.
+    pub(crate) async fn completed(
+        &self,
+        agent: Arc<str>,
+        path: Arc<str>,
+        item: Option<Arc<str>>,
+    ) -> Result<u32, AgentError> {
+        if let Some(h) = self.shared.history.get() {
+            return Ok(InvocationRecord::completed_in(h, &agent, &path, item.as_deref()));
+        }
+        let (a, p, i) = (agent.clone(), path.clone(), item.clone());
+        match self.ask(|reply| ScopeMsg::Completed { agent: a, path: p, item: i, reply }).await {
+            Ok(n) => Ok(n),
+            Err(e) => {
+                let h = self.shared.history.get().ok_or(e)?;
+                Ok(InvocationRecord::completed_in(h, &agent, &path, item.as_deref()))
+            }
         }
     }
 
