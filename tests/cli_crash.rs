@@ -100,3 +100,43 @@ fn a_crash_after_a_resume_is_resumed_again() {
     assert_eq!(String::from_utf8_lossy(&o.stdout), "B(A(y))+C(A(y))+3\n");
     assert_eq!(show(s, "twice")["steps"].as_u64(), Some(11));
 }
+
+#[test]
+fn a_respond_to_a_run_left_running_by_a_killed_cli_names_the_one_command_that_continues_it() {
+    const APPROVAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/approval.yaml");
+    let store = tempfile::tempdir().unwrap();
+    let s = store.path();
+    let flag = format!("--store {}", s.display());
+    // Killed after the inputs and the processor: before the human step asked anything.
+    let o = agentic(s, Some(2), &["run", APPROVAL, "--input", "input=order 7", "--memory-id", "orphan"]);
+    assert_eq!(o.status.code(), None, "killed by a signal");
+    let shown = show(s, "orphan");
+    assert_eq!((&shown["status"], &shown["interrupted"]), (&Value::from("running"), &Value::from(true)));
+    let o = agentic(s, None, &["show", "orphan"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(&format!(
+            "status:  running, interrupted (no process runs it; continue it with `agentic resume orphan {flag}`)"
+        )),
+        "{text}"
+    );
+
+    let o = agentic(s, None, &["respond", "orphan", "human-review", "yes"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "error: run `orphan` was interrupted before it asked for an answer (the process running it stopped: \
+             killed or crashed); continue it with `agentic resume orphan {flag}`, then answer what it asks\n"
+        )
+    );
+
+    // The command it names continues the run to its human step; the answer is then taken.
+    let o = agentic(s, None, &["resume", "orphan"]);
+    assert_eq!(o.status.code(), Some(2), "suspended: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(show(s, "orphan")["interrupted"], false);
+    let o = agentic(s, None, &["respond", "orphan", "human-review", "yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = agentic(s, None, &["resume", "orphan"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "Final: PROCESSED: order 7 | yes\n");
+}

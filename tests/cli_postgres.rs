@@ -168,3 +168,29 @@ fn an_unreachable_server_is_an_error_naming_the_store_without_its_password() {
     assert!(err.contains("open store postgres://agentic:***@127.0.0.1:1/runs?connect_timeout=5: "), "{err}");
     assert!(!err.contains("hunter2"), "{err}");
 }
+
+#[test]
+fn a_respond_to_a_run_whose_cli_was_killed_names_the_command_that_continues_it() {
+    let Some(url) = database("orphan") else { return };
+    let spec = format!("{FIXTURES}/approval.yaml");
+    let o = agentic(&url, Some(2), &["run", &spec, "--input", "input=order 7", "--memory-id", "orphan"]);
+    assert_eq!(o.status.code(), None, "killed by a signal; {}", stderr(&o));
+    // The dead process's lease (300 ms) runs out: no process runs the run any more.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert_eq!(json_out(&agentic(&url, None, &["show", "orphan", "--json"]))["interrupted"], true);
+    let o = agentic(&url, None, &["respond", "orphan", "human-review", "yes"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).starts_with(
+            "error: run `orphan` was interrupted before it asked for an answer (the process running it stopped: \
+             killed or crashed); continue it with `agentic resume orphan --store postgres"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    let o = agentic(&url, None, &["resume", "orphan"]);
+    assert_eq!(o.status.code(), Some(2), "suspended at the human step: {}", stderr(&o));
+    let o = agentic(&url, None, &["respond", "orphan", "human-review", "yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&agentic(&url, None, &["resume", "orphan"])), "Final: PROCESSED: order 7 | yes\n");
+}

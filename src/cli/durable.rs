@@ -59,8 +59,18 @@ pub(crate) fn respond(args: RespondArgs) -> u8 {
         }
     };
     // The same error as the other commands for an unknown run id (the engine's own names no store).
-    if let Err(code) = rt.block_on(run_record(&store, &args.run_id, &args.store.store)) {
-        return code;
+    let record = match rt.block_on(run_record(&store, &args.run_id, &args.store.store)) {
+        Ok(record) => record,
+        Err(code) => return code,
+    };
+    if rt.block_on(super::interrupted(&Opened::Local(store.clone()), &record)) {
+        eprintln!(
+            "error: run `{id}` was interrupted before it asked for an answer (the process running it stopped: killed \
+             or crashed); continue it with `agentic resume {id}{flag}`, then answer what it asks",
+            id = args.run_id,
+            flag = super::store_flag(&args.store.store)
+        );
+        return EXIT_FAILED;
     }
     match rt.block_on(agentic_engine::respond(&store, &args.run_id, response_id, value)) {
         Ok(id) => {
@@ -439,14 +449,16 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
         Ok(rt) => rt,
         Err(c) => return c,
     };
-    let store = match open_store(&rt, &args.store.store) {
-        Ok(s) => s,
+    let opened = match open(&rt, &args.store.store) {
+        Ok(o) => o,
         Err(c) => return c,
     };
+    let store = opened.store_ref();
     let record = match rt.block_on(run_record(&store, &args.run_id, &args.store.store)) {
         Ok(r) => r,
         Err(code) => return code,
     };
+    let interrupted = rt.block_on(super::interrupted(&opened, &record));
     let image = match rt.block_on(store.load_dyn(&args.run_id)) {
         Ok(i) => i,
         Err(e) => {
@@ -466,6 +478,7 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
         v["output"] = output;
         v["error"] = error;
         v["steps"] = json!(image.seq);
+        v["interrupted"] = json!(interrupted);
         v["state"] = Value::Object(state.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect());
         v["history"] = json!(image
             .history
@@ -477,7 +490,15 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
     }
     out(&format!("run:     {}", record.run_id));
     out(&format!("name:    {}", record.name));
-    out(&format!("status:  {}", record.status));
+    if interrupted {
+        out(&format!(
+            "status:  running, interrupted (no process runs it; continue it with `agentic resume {}{}`)",
+            record.run_id,
+            super::store_flag(&args.store.store)
+        ));
+    } else {
+        out(&format!("status:  {}", record.status));
+    }
     out(&format!("updated: {}", timestamp(record.updated_at_ms)));
     out(&format!("steps:   {}", image.seq));
     if let Some(f) = &record.forked_from {

@@ -119,12 +119,33 @@ fn init_tracing() -> Option<agentic::telemetry::OtlpGuard> {
 /// unless the store is the default one).
 pub(crate) fn no_such_run(run_id: &str, dir: &std::path::Path) -> String {
     let shown = store_label(dir);
-    let store = if dir == std::path::Path::new(args::DEFAULT_STORE) {
+    format!("error: no run `{run_id}` in store {shown}; list its runs with `agentic runs{}`", store_flag(dir))
+}
+
+/// ` --store DIR` (the directory as one shell word) for a command to print, empty for the default store.
+pub(crate) fn store_flag(dir: &std::path::Path) -> String {
+    if dir == std::path::Path::new(args::DEFAULT_STORE) {
         String::new()
     } else {
-        format!(" --store {}", shell_word(&shown))
-    };
-    format!("error: no run `{run_id}` in store {shown}; list its runs with `agentic runs{store}`")
+        format!(" --store {}", shell_word(&store_label(dir)))
+    }
+}
+
+/// Whether `record`'s run is marked `running` while no process executes it (the `agentic` that ran it was
+/// killed or crashed): on a sled store this process opened, any running run (sled lets one process open a
+/// store); on a shared store, one whose lease expired or was released. A server's runs are never.
+pub(crate) async fn interrupted(opened: &Opened, record: &agentic_engine::RunRecord) -> bool {
+    if record.status != agentic_engine::RunStatus::Running {
+        return false;
+    }
+    match opened {
+        Opened::Server(_) => false,
+        Opened::Local(store) if !store.shared_dyn() => true,
+        Opened::Local(store) => store
+            .takeover_candidates_dyn()
+            .await
+            .is_ok_and(|runs| runs.iter().any(|r| r.run_id == record.run_id && r.status == record.status)),
+    }
 }
 
 /// The store as messages show it: the directory, or the PostgreSQL URL with its password hidden.
