@@ -260,6 +260,27 @@ async fn the_customer_is_the_writer_not_a_colleague_a_company_or_the_agent_greet
         ("Die Rechnung fehlt.\n\nViele Grüße\nWolfgang Huber", "Viele Grüße", "to Wolfgang Huber:"),
         ("Send the invoice to Nordvik Byggtjenester AS please.", "Nordvik Byggtjenester AS", "to the customer:"),
         ("I need the invoice for March.", "I", "to the customer:"),
+        // A sign-off in Spanish, the writer's business after a dash; the model's whole signature line.
+        (
+            "The seller fee went up.\n\nGracias,\nCamila Rojas — Rojas Artesanías, Oaxaca",
+            "Camila Rojas — Rojas Artesanías, Oaxaca",
+            "to Camila Rojas:",
+        ),
+        (
+            "The invoice for March is wrong.\n\nThanks,\nSophie from Little Wren Café",
+            "Sophie from Little Wren Café",
+            "to Sophie:",
+        ),
+        // A first name signed at the end gives way to the full name the ticket gives.
+        (
+            "Please change my surname on the invoice. My new name is Aisha Rahman-Clarke.\n\nThank you,\nAisha",
+            "Aisha Rahman-Clarke",
+            "to Aisha Rahman-Clarke:",
+        ),
+        // The owner the writer mentions, a weekday, a title over a company, and a product, are no customer.
+        ("The owner (Kenji Watanabe) is away; the invoice is wrong.", "Kenji Watanabe", "to the customer:"),
+        ("It's Saturday and the invoice is still wrong!", "", "to the customer:"),
+        ("The invoice is wrong.\n\nNurse Manager, Alder Road Family Clinic", "", "to the customer:"),
     ] {
         let fields = json!({"customer": model_customer, "product": null, "problem": null, "urgency": "normal"});
         let model = ScriptedModel::new([fields.to_string().as_str(), "billing"]);
@@ -545,6 +566,8 @@ async fn the_products_name_drops_the_lowercase_words_after_it() {
         ("Is the Starter bundle cheaper?", "Starter bundle", "Starter bundle"),
         ("mossgrove crm logs me out.", "mossgrove crm", "mossgrove crm"),
         ("Order #88213 never came.", "Order #88213", "Order #88213"),
+        ("The Kitebox to Slack integration stopped.", "Kitebox to Slack integration", "Kitebox"),
+        ("Harrowgate Desk integration with Slack fails.", "Harrowgate Desk integration with Slack", "Harrowgate Desk"),
     ] {
         let fields = json!({"customer": null, "product": extracted, "problem": null, "urgency": "low"}).to_string();
         let model = ScriptedModel::new([fields.as_str(), "technical"]);

@@ -729,7 +729,11 @@ impl InvocationContext {
         let n = match self.occurrence.get() {
             Some(n) => *n,
             None => {
-                let n = self.run.scope.completed(self.name.clone(), self.frame.path.clone(), self.frame.item.clone()).await?;
+                let n = self
+                    .run
+                    .scope
+                    .completed(self.name.clone(), self.frame.path.clone(), self.frame.item.clone())
+                    .await?;
                 *self.occurrence.get_or_init(|| n)
             }
         };

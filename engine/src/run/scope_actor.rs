@@ -184,7 +184,8 @@ impl Actor for ScopeActor {
                 let _ = reply.send(state.scope.history.clone());
             }
             ScopeMsg::Completed { agent, path, item, reply } => {
-                let _ = reply.send(InvocationRecord::completed_in(&state.scope.history, &agent, &path, item.as_deref()));
+                let _ =
+                    reply.send(InvocationRecord::completed_in(&state.scope.history, &agent, &path, item.as_deref()));
             }
             ScopeMsg::Answer { id, value } => match &state.root {
                 Some(root) => root.start.run.give_answer(&id, value),
