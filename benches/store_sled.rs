@@ -43,6 +43,7 @@ fn step(seq: u64) -> StepRecord {
         failed: false,
         item: None,
         item_end: false,
+        bindings: None,
     }
 }
 

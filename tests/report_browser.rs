@@ -333,6 +333,7 @@ fn a_ten_thousand_step_report_stays_light_in_the_browser() {
             failed: false,
             item: None,
             item_end: false,
+            bindings: None,
         });
     }
     let run = RunRecord {

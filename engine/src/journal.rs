@@ -203,6 +203,10 @@ pub struct StepRecord {
     /// in it) end here.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub item_end: bool,
+    /// The values bound to the async agent whose start this step records (a mapper item's), so that a resume
+    /// restarts it in its item; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bindings: Option<Map<String, Value>>,
 }
 
 impl StepRecord {
@@ -219,6 +223,7 @@ impl StepRecord {
             failed: false,
             item: None,
             item_end: false,
+            bindings: None,
         }
     }
 }
@@ -230,6 +235,18 @@ pub fn planner_key(path: &str, item: Option<&str>) -> String {
         Some(item) => [path, item].concat(),
         None => path.to_string(),
     }
+}
+
+/// An async agent started inside a mapper item and not finished ([`RunImage::async_in_items`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AsyncInItem {
+    /// The agent's path.
+    pub path: String,
+    /// The item's scope layer (`|root/0#3`), where it reads and writes.
+    pub layer: String,
+    /// The values bound to its invocation (the item's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bindings: Option<Map<String, Value>>,
 }
 
 /// A run rebuilt from its journal: state, history, and the composites still in progress.
@@ -249,8 +266,12 @@ pub struct RunImage {
     pub layers: BTreeMap<String, Map<String, Value>>,
     /// Invocation history.
     pub history: Vec<InvocationRecord>,
-    /// Paths of async agents started and not finished.
+    /// Paths of async agents started (outside mapper items) and not finished.
     pub async_running: BTreeSet<String>,
+    /// Async agents started inside a mapper item and not finished, by [`planner_key`] (path and item layer):
+    /// what their restart on resume needs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub async_in_items: BTreeMap<String, AsyncInItem>,
     /// The root's result when the last record is the root's completion (the run finished; a crash before
     /// its status was saved loses nothing).
     #[serde(default)]
@@ -303,10 +324,23 @@ impl RunImage {
             Some(_) => {}
         }
         let path = &record.agent_path;
-        if record.async_started {
-            self.async_running.insert(path.clone());
-        } else {
-            self.async_running.remove(path);
+        match (record.async_started, &record.item) {
+            (true, None) => {
+                self.async_running.insert(path.clone());
+            }
+            (true, Some(layer)) => {
+                let started =
+                    AsyncInItem { path: path.clone(), layer: layer.clone(), bindings: record.bindings.clone() };
+                self.async_in_items.insert(planner_key(path, Some(layer)), started);
+            }
+            (false, None) => {
+                self.async_running.remove(path);
+            }
+            (false, Some(layer)) => {
+                self.async_in_items.remove(&planner_key(path, Some(layer)));
+            }
+        }
+        if !record.async_started {
             // The agent at `path` completed (in its item): it and everything below it are no longer in
             // progress.
             let prefix = format!("{path}/");
@@ -423,6 +457,7 @@ mod tests {
             failed: false,
             item: None,
             item_end: false,
+            bindings: None,
         }
     }
 
@@ -443,4 +478,30 @@ mod tests {
         let err = image2.apply(&rec(6, "root/2", vec![], vec![])).unwrap_err();
         assert_eq!(err.to_string(), "run `r`: record step 6 is corrupt: expected step 5 next");
     }
+
+    #[test]
+    fn async_agents_in_two_items_of_one_path_are_running_until_each_ends() {
+        let mut image = RunImage::new("r");
+        let start = |seq: u64, layer: &str, x: i64| StepRecord {
+            async_started: true,
+            item: Some(layer.to_string()),
+            bindings: Some([("x".to_string(), json!(x))].into_iter().collect()),
+            ..StepRecord::new("r", seq, "root/0/0")
+        };
+        image.apply(&start(1, "|root/0#0", 2)).unwrap();
+        image.apply(&start(2, "|root/0#1", 4)).unwrap();
+        let end = StepRecord { item: Some("|root/0#0".into()), ..StepRecord::new("r", 3, "root/0/0") };
+        image.apply(&end).unwrap();
+        assert!(image.async_running.is_empty());
+        let running: Vec<&AsyncInItem> = image.async_in_items.values().collect();
+        assert_eq!(
+            running,
+            [&AsyncInItem {
+                path: "root/0/0".into(),
+                layer: "|root/0#1".into(),
+                bindings: Some([("x".to_string(), json!(4))].into_iter().collect()),
+            }]
+        );
+    }
+
 }

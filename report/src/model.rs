@@ -842,6 +842,7 @@ mod tests {
             failed: false,
             item: None,
             item_end: false,
+            bindings: None,
         }
     }
 

@@ -154,6 +154,8 @@ struct StepBodyRef<'a> {
     item: Option<&'a str>,
     #[serde(rename = "me", skip_serializing_if = "std::ops::Not::not")]
     item_end: bool,
+    #[serde(rename = "b", skip_serializing_if = "Option::is_none")]
+    bindings: Option<&'a Map<String, Value>>,
 }
 
 #[derive(Deserialize)]
@@ -175,6 +177,8 @@ struct StepBody {
     item: Option<String>,
     #[serde(rename = "me", default)]
     item_end: bool,
+    #[serde(rename = "b", default)]
+    bindings: Option<Map<String, Value>>,
 }
 
 /// The invocation of a step, compactly: short names, defaults left out, the path only when it differs from
@@ -312,6 +316,7 @@ pub(crate) fn encode_step(record: &StepRecord) -> Result<Vec<u8>, StoreError> {
         failed,
         item,
         item_end,
+        bindings,
     } = record;
     let invocation = invocation.as_ref().map(|inv| InvocationRef::new(inv, agent_path));
     let body = StepBodyRef {
@@ -323,6 +328,7 @@ pub(crate) fn encode_step(record: &StepRecord) -> Result<Vec<u8>, StoreError> {
         failed: *failed,
         item: item.as_deref(),
         item_end: *item_end,
+        bindings: bindings.as_ref(),
     };
     // The version byte first, the JSON straight after it in the same buffer.
     let mut value = Vec::with_capacity(128);
@@ -341,7 +347,7 @@ pub(crate) fn decode_step(run_id: &str, seq: u64, value: &[u8]) -> Result<StepRe
 /// Decodes the JSON of step `seq` of `run_id` (a journal value without its version byte).
 pub(crate) fn decode_step_json(run_id: &str, seq: u64, json: &[u8]) -> Result<StepRecord, StoreError> {
     let record = format!("step {seq}");
-    let StepBody { agent_path, delta, planner_states, invocation, async_started, failed, item, item_end } =
+    let StepBody { agent_path, delta, planner_states, invocation, async_started, failed, item, item_end, bindings } =
         serde_json::from_slice(json).map_err(|e| corrupt(run_id, &record, e.to_string()))?;
     let invocation = invocation.map(|inv| inv.into_record(&agent_path));
     Ok(StepRecord {
@@ -355,6 +361,7 @@ pub(crate) fn decode_step_json(run_id: &str, seq: u64, json: &[u8]) -> Result<St
         failed,
         item,
         item_end,
+        bindings,
     })
 }
 

@@ -198,7 +198,8 @@ async fn run_async(
     let (done, ended) = oneshot::channel();
     run.track_async(ended, myself.get_cell());
     myself.get_cell().link(run.scope.actor().get_cell());
-    let started = ChildOutcome { async_started: true, ..Default::default() };
+    let (start_journaled, start_in_journal) = oneshot::channel();
+    let started = ChildOutcome { async_started: true, start_journaled: Some(start_journaled), ..Default::default() };
     Delivery { report, result: Ok(started), failed: None }.deliver(run.scope.actor());
 
     let path = invocation.ctx.path().to_string();
@@ -228,6 +229,9 @@ async fn run_async(
             }
         }
         let outcome = result?;
+        // The start's step first (its supervisor journals it): a resume must not find the end before the
+        // start, or it would run the agent again.
+        let _ = start_in_journal.await;
         run.journal_completion(&path, layer.as_ref(), outcome.delta, outcome.record).await
     };
     let _ = done.send(end.await);

@@ -12,6 +12,7 @@ use super::scope_actor::ScopeMsg;
 use super::supervisor::{ChildDone, SupervisorMsg};
 use crate::error::AgentError;
 use crate::error_handler::ErrorHandler;
+use crate::journal::AsyncInItem;
 use crate::listener::ListenerRef;
 use crate::planner::AgentCall;
 use crate::scope::InvocationRecord;
@@ -60,9 +61,15 @@ impl Frame {
         }
     }
 
-    /// The frame of an async agent restarted on resume at `path`.
-    pub(crate) fn restarted_async(path: &str, listeners: Arc<[ListenerRef]>) -> Frame {
-        Frame { path: Arc::from(path), allow_async: true, ..Frame::root(listeners) }
+    /// The frame of an async agent restarted on resume at `path`, in the mapper item it served, if any.
+    pub(crate) fn restarted_async(path: &str, in_item: Option<&AsyncInItem>, listeners: Arc<[ListenerRef]>) -> Frame {
+        let mut frame = Frame { path: Arc::from(path), allow_async: true, ..Frame::root(listeners) };
+        if let Some(started) = in_item {
+            frame.item = Some(Arc::from(item_of_layer(&started.layer).as_str()));
+            frame.layer = Some(Arc::from(started.layer.as_str()));
+            frame.bindings = started.bindings.clone().map(Arc::new);
+        }
+        frame
     }
 
     /// The frame of sub-agent call `call` of the composite running in this frame, at `path`.
@@ -122,6 +129,12 @@ pub(crate) fn item_of(parent: Option<&Arc<str>>, call: &AgentCall) -> Option<Arc
     }
 }
 
+/// The mapper item of scope layer `layer`: the `#<tag>` of each of its levels (`|root/0#3|root/0/1/0#0` is
+/// `#3#0`), as [`item_of`] built it.
+pub(crate) fn item_of_layer(layer: &str) -> String {
+    layer.split('|').filter_map(|level| level.rfind('#').map(|i| &level[i..])).collect()
+}
+
 /// The scope layer of the invocation of `call` at `path`, below a composite whose layer is `parent`: a
 /// mapper's call opens `|<path>#<tag>` after the inherited layer; any other call stays in the parent's.
 pub(crate) fn layer_of(parent: Option<&Arc<str>>, path: &str, call: &AgentCall) -> Option<Arc<str>> {
@@ -171,5 +184,17 @@ impl Delivery {
             }
             Report::Nobody => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_item_of_a_layer_is_the_tag_of_each_level() {
+        assert_eq!(item_of_layer("|root/0#3"), "#3");
+        assert_eq!(item_of_layer("|root/0#3|root/0/1/0#0"), "#3#0");
+        assert_eq!(item_of_layer(""), "");
     }
 }

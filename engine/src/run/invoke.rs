@@ -29,6 +29,9 @@ pub(crate) struct ChildOutcome {
     pub(crate) skipped: bool,
     /// True when an async agent was started (its completion comes later, outside the planner).
     pub(crate) async_started: bool,
+    /// For an async start: told once the start's step is journaled (or dropped), which the agent's completion
+    /// waits for, so that the journal never holds an async agent's end before its start.
+    pub(crate) start_journaled: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// An open invocation: its context (what the agent sees) and what closing it needs.

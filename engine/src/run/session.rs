@@ -9,7 +9,7 @@
 //! - [`RunSession::close`]: stop what still runs after a failure, flush the journal, record the status, end
 //!   the event subscriptions and stop the scope actor.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -23,6 +23,7 @@ use super::supervisor::spawn_invocation;
 use super::{RunContext, RunSetup, ScopeHandle, WriterMsg, now_us};
 use crate::agent::{AgentRef, TopologyNode};
 use crate::error::{AgentError, StoreError};
+use crate::journal::AsyncInItem;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::store::{Durability, Milestone, RunImage, RunRecord, RunStatus, StepRecord, StoreRef};
 
@@ -48,8 +49,9 @@ pub(crate) struct RunSession {
     inherited: Arc<[ListenerRef]>,
     /// The root's result when the journal ends with it (the process stopped before saving the status).
     finished: Option<Value>,
-    /// Async agents that were running when the run stopped: started again.
-    async_running: BTreeSet<String>,
+    /// Async agents that were running when the run stopped (their path; their mapper item, when in one):
+    /// started again.
+    async_running: Vec<(String, Option<AsyncInItem>)>,
     _active: ActiveGuard,
 }
 
@@ -220,7 +222,13 @@ impl RunSession {
         }
 
         let finished = if resuming { image.root_done.take() } else { None };
-        let async_running = if resuming { std::mem::take(&mut image.async_running) } else { Default::default() };
+        let async_running = if resuming {
+            let top = std::mem::take(&mut image.async_running).into_iter().map(|path| (path, None));
+            let in_items = std::mem::take(&mut image.async_in_items).into_values().map(|a| (a.path.clone(), Some(a)));
+            top.chain(in_items).collect()
+        } else {
+            Vec::new()
+        };
         Ok(RunSession {
             agent: req.agent,
             registry,
@@ -253,8 +261,9 @@ impl RunSession {
             }
             // The rare and the final steps boxed: thousands of runs wait at `outcome` below, each future
             // reserving the size of its largest state for its whole life.
-            for path in std::mem::take(&mut self.async_running) {
-                Box::pin(restart_async(&self.agent, run, &path, self.inherited.clone())).await?;
+            for (path, in_item) in std::mem::take(&mut self.async_running) {
+                let frame = Frame::restarted_async(&path, in_item.as_ref(), self.inherited.clone());
+                Box::pin(restart_async(&self.agent, run, frame)).await?;
             }
             let (done, outcome) = tokio::sync::oneshot::channel();
             let start = RootStart {
@@ -477,12 +486,8 @@ fn take_batch(
 /// Starts again an async agent that was running when the run stopped (under the run's scope actor), and waits
 /// until it has started: its output key is then pending, so the root started next waits for it instead of
 /// missing it.
-async fn restart_async(
-    root: &AgentRef,
-    run: &Arc<RunContext>,
-    path: &str,
-    listeners: Arc<[ListenerRef]>,
-) -> Result<(), AgentError> {
+async fn restart_async(root: &AgentRef, run: &Arc<RunContext>, frame: Frame) -> Result<(), AgentError> {
+    let path = frame.path.clone();
     let mut agent = root.clone();
     for part in path.split('/').skip(1) {
         let child = part.parse::<usize>().ok().and_then(|i| agent.0.sub_agents().get(i).cloned());
@@ -491,7 +496,6 @@ async fn restart_async(
             message: format!("checkpoint names agent path `{path}` that the workflow does not have"),
         })?;
     }
-    let frame = Frame::restarted_async(path, listeners);
     let parent = run.scope.actor().get_cell();
     let (started, start) = tokio::sync::oneshot::channel();
     spawn_invocation(&agent, run, frame, Report::Bare(started), std::time::Duration::ZERO, parent).await?;

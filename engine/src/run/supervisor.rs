@@ -842,7 +842,7 @@ impl SupervisorState {
             invocation: Some(record),
             failed: true,
             item: self.child_item(call).as_deref().map(str::to_string),
-            ..StepRecord::new(&*self.run.run_id, self.run.next_seq(), &*self.child_paths[call.agent])
+            ..StepRecord::new(&*self.run.run_id, 0, &*self.child_paths[call.agent])
         };
         self.run.journal_step(step).await
     }
@@ -913,7 +913,8 @@ impl SupervisorState {
         let (inflight, inflight_change) = self.journal_calls(std::slice::from_ref(&done.call), done.attempt + 1, whole);
         let record = StepRecord {
             run_id: self.run.run_id.to_string(),
-            seq: self.run.next_seq(),
+            // Numbered by `journal_step`.
+            seq: 0,
             agent_path: self.child_paths[done.call.agent].to_string(),
             delta: writes,
             planner_states: vec![PlannerState {
@@ -932,12 +933,15 @@ impl SupervisorState {
             failed: false,
             item: item.as_deref().map(str::to_string),
             item_end: false,
+            bindings: None,
         };
         self.run.journal_step(record).await
     }
 
     /// A child completed: ask the planner, journal the step, dispatch the next action.
-    async fn complete(&mut self, id: u64, call: AgentCall, attempt: u32, outcome: ChildOutcome, substituted: bool) {
+    async fn complete(&mut self, id: u64, call: AgentCall, attempt: u32, mut outcome: ChildOutcome, substituted: bool) {
+        // Dropped (the completion goes on) unless the start's step is journaled below.
+        let start_journaled = outcome.start_journaled.take();
         let agent_index = call.agent;
         let journaling = self.run.journaling();
         // A mapped call serves one item: its completion ends the item's layer.
@@ -956,6 +960,12 @@ impl SupervisorState {
                 substituted,
             });
         }
+        // An async agent's start journals the values bound to it: a resume restarts it in its item.
+        let bindings = if journaling && outcome.async_started {
+            super::frame::bindings_of(self.frame.bindings.as_ref(), &call).map(|b| (*b).clone())
+        } else {
+            None
+        };
         let completion = Completion { call, output: outcome.output, skipped: outcome.skipped, substituted };
         let action = match decision_view(&self.run, &self.frame, self.planner.reads_state()).await {
             Ok(view) => {
@@ -995,7 +1005,8 @@ impl SupervisorState {
             let (inflight, inflight_change) = self.journal_calls(new_calls, 1, whole);
             let record = StepRecord {
                 run_id: self.run.run_id.to_string(),
-                seq: self.run.next_seq(),
+                // Numbered by `journal_step`.
+                seq: 0,
                 agent_path: self.child_paths[agent_index].to_string(),
                 delta: outcome.delta,
                 planner_states: vec![PlannerState {
@@ -1014,9 +1025,13 @@ impl SupervisorState {
                 failed: false,
                 item: child_item.as_deref().map(str::to_string),
                 item_end,
+                bindings,
             };
             if let Err(e) = self.run.journal_step(record).await {
                 return self.fail(e);
+            }
+            if let Some(tell) = start_journaled {
+                let _ = tell.send(());
             }
         }
         match action {
@@ -1039,7 +1054,8 @@ impl SupervisorState {
         let (inflight, inflight_change) = self.journal_calls(&[], 1, whole);
         StepRecord {
             run_id: self.run.run_id.to_string(),
-            seq: self.run.next_seq(),
+            // Numbered by `journal_step`.
+            seq: 0,
             agent_path: self.child_paths[agent_index].to_string(),
             delta,
             planner_states: vec![PlannerState {
@@ -1058,6 +1074,7 @@ impl SupervisorState {
             failed: false,
             item: item.as_deref().map(str::to_string),
             item_end,
+            bindings: None,
         }
     }
 }
