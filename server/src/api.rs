@@ -181,8 +181,9 @@ pub(crate) async fn list_json(
     };
     let mut runs = app.host.store().runs_dyn().await?;
     runs.retain(|r| status.is_none_or(|s| r.status == s));
-    // Newest first; the cursor is the position of the last run of the previous page.
-    runs.sort_by(|a, b| b.updated_at_ms.cmp(&a.updated_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
+    // Newest first by creation, which never changes: a run updated while a client pages through the list keeps
+    // its place, so every run is listed once. The cursor is the position of the last run of the previous page.
+    runs.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
     let start = match cursor {
         None | Some("") => 0,
         Some(cursor) => {
@@ -192,13 +193,13 @@ pub(crate) async fn list_json(
                 .ok_or_else(|| ApiError::bad_request(format!("cursor: `{cursor}` is not a cursor of this API")))?;
             // The first run after (at, id) in the page order.
             runs.iter()
-                .position(|r| r.updated_at_ms < at || (r.updated_at_ms == at && r.run_id.as_str() > id))
+                .position(|r| r.created_at_ms < at || (r.created_at_ms == at && r.run_id.as_str() > id))
                 .unwrap_or(runs.len())
         }
     };
     let page: Vec<&RunRecord> = runs.iter().skip(start).take(limit).collect();
     let next_cursor = match (page.last(), start + page.len() < runs.len()) {
-        (Some(last), true) => json!(format!("{}:{}", last.updated_at_ms, last.run_id)),
+        (Some(last), true) => json!(format!("{}:{}", last.created_at_ms, last.run_id)),
         _ => Value::Null,
     };
     let items: Vec<Value> = page

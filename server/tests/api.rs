@@ -323,6 +323,42 @@ async fn pages_of_runs_follow_the_cursor() {
     h.stop().await;
 }
 
+/// Runs answered while a client pages through the list move in `updated_at`, not in the page order: each run
+/// is listed exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paging_lists_every_run_once_while_runs_are_updated() {
+    let h = Harness::start().await;
+    for i in 0..6 {
+        let run_id = format!("q{i}");
+        let (code, _) =
+            h.post("/api/v1/runs", json!({"spec": APPROVAL, "inputs": {"item": "x"}, "run_id": run_id})).await;
+        assert_eq!(code, StatusCode::CREATED);
+        h.wait_for(&run_id, "suspended").await;
+    }
+    let mut seen = Vec::new();
+    let mut cursor = String::new();
+    for page_number in 0..6 {
+        let (code, page) = h.get(&format!("/api/v1/runs?limit=2&cursor={cursor}")).await;
+        assert_eq!(code, StatusCode::OK);
+        seen.extend(page["runs"].as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap().to_string()));
+        // After each page, a run not listed yet, and one listed already, are answered and complete.
+        if page_number < 2 {
+            for run_id in [format!("q{page_number}"), format!("q{}", 5 - page_number)] {
+                let (code, body) =
+                    h.post(&format!("/api/v1/runs/{run_id}/responses/manager"), json!({"value": "ok"})).await;
+                assert_eq!(code, StatusCode::ACCEPTED, "{body}");
+                h.wait_for(&run_id, "completed").await;
+            }
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = c.to_string(),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["q5", "q4", "q3", "q2", "q1", "q0"], "newest first, each once");
+    h.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_suspended_run_is_cancelled() {
     let h = Harness::start().await;
