@@ -404,6 +404,28 @@ async fn the_web_ui_takes_an_order_through_the_inbox_in_chromium_and_shows_run_d
     assert_eq!(output, json!(format!("answered {PROBE}")));
     assert_probe_is_text(&page, &watch, "the probe's completed run page").await;
 
+    // A state value of 50 000 characters: cut after 2000 on the page, also once the script has redrawn it.
+    let created = http
+        .post(format!("{base}/api/v1/runs"))
+        .json(&json!({"spec": PROBE_SPEC, "inputs": {"text": "x".repeat(50_000)}, "run_id": "big-value"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), reqwest::StatusCode::CREATED);
+    page.goto(format!("{base}/runs/big-value")).await.unwrap();
+    wait_page(&page, "/runs/big-value").await;
+    wait_for(&page, "the run's timeline", "document.querySelector('#timeline tr[data-event=\"suspended\"]') !== null")
+        .await;
+    let cells = eval(
+        &page,
+        "Array.from(document.querySelectorAll('#state pre.value')).map(function (p) { \
+         return p.textContent.length + ' ' + p.textContent.slice(2000); })",
+    )
+    .await;
+    let tail = "… (48000 more characters; the whole value is in GET /api/v1/runs/big-value and the report)";
+    let cut = format!("{} {tail}", 2000 + tail.chars().count());
+    assert_eq!(cells, json!([cut, cut]), "the input and the note, cut");
+
     browser.close().await.unwrap();
     let _ = browser.wait().await;
     events.await.unwrap();

@@ -151,6 +151,21 @@ fn display(value: &Value) -> String {
     }
 }
 
+/// How many characters of a state value the run page shows.
+const SHOWN_CHARS: usize = 2000;
+
+/// `text` cut after [`SHOWN_CHARS`] characters, saying how much is left out and where the whole value is: a
+/// state value of megabytes would make the run page as large.
+fn shortened(text: String, run_id: &str) -> String {
+    let Some((cut, _)) = text.char_indices().nth(SHOWN_CHARS) else { return text };
+    let more = text[cut..].chars().count();
+    format!(
+        "{}… ({more} more characters; the whole value is in GET /api/v1/runs/{} and the report)",
+        &text[..cut],
+        path_segment(run_id)
+    )
+}
+
 /// Percent-encodes `s` as one URL path segment (or query value): everything but the unreserved characters.
 pub(crate) fn path_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -230,7 +245,7 @@ async fn run_page(State(app): State<AppState>, Path(id): Path<String>) -> Page {
             if key.starts_with('_') {
                 hidden_keys += 1;
             } else {
-                state.push(json!({"key": key, "value": display(value)}));
+                state.push(json!({"key": key, "value": shortened(display(value), &id)}));
             }
         }
     }

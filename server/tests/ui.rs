@@ -201,6 +201,34 @@ async fn run_data_is_escaped_on_the_run_page_the_list_and_the_inbox() {
 }
 
 #[tokio::test]
+async fn a_huge_state_value_is_shortened_on_the_run_page() {
+    let h = Harness::start(None).await;
+    let spec = "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [note, ask] }\n  note: { kind: \
+                compute, inputs: [text], template: '{{ text }}', output_key: note }\n  ask: { kind: human, prompt: \
+                'Approve?', response_id: check, output_key: answer }\n";
+    let text = "é".repeat(100_000);
+    let (code, body) = h.post("/api/v1/runs", json!({"spec": spec, "inputs": {"text": text}, "run_id": "big"})).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let run = h.wait_for("big", "suspended").await;
+    assert_eq!(run["state"]["note"].as_str().map(str::len), Some(200_000), "the API has the whole value");
+    let (code, html, _) = h.page("/runs/big").await;
+    assert_eq!(code, StatusCode::OK);
+    let shown = format!(
+        "{}… (98000 more characters; the whole value is in GET &#x2f;api&#x2f;v1&#x2f;runs&#x2f;big and the report)",
+        "é".repeat(2000)
+    );
+    let tail = html.split("é").find(|part| part.contains("more characters")).unwrap_or("");
+    assert_eq!(
+        html.matches(&shown).count(),
+        2,
+        "the input and the note cut after 2000 characters: {}",
+        &tail[..tail.len().min(200)]
+    );
+    assert!(html.len() < 20_000, "the page stays small: {} bytes", html.len());
+    h.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn the_login_form_sets_an_http_only_strict_cookie() {
     let h = Harness::start(Some("s3cret")).await;
     let (code, html, _) = h.page("/").await;

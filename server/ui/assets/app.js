@@ -28,6 +28,16 @@
   }
 
   function clip(s, n) { return s.length > n ? s.slice(0, n) + '…' : s; }
+
+  // A state value cut after 2000 characters, as the server renders it: megabytes would make the page as large.
+  var SHOWN_CHARS = 2000;
+  function shortened(s, runId) {
+    if (s.length <= SHOWN_CHARS) return s;
+    var chars = Array.from(s);
+    if (chars.length <= SHOWN_CHARS) return s;
+    return chars.slice(0, SHOWN_CHARS).join('') + '… (' + (chars.length - SHOWN_CHARS) +
+      ' more characters; the whole value is in GET /api/v1/runs/' + seg(runId) + ' and the report)';
+  }
   function seg(s) { return encodeURIComponent(s); }
   function shortTime(s) { return s && s.length >= 19 ? s.slice(0, 10) + ' ' + s.slice(11, 19) + 'Z' : (s || ''); }
 
@@ -253,7 +263,7 @@
       document.querySelector('#state tbody').replaceChildren.apply(document.querySelector('#state tbody'),
         shownKeys.map(function (k) {
           return el('tr', {}, [el('td', {}, [el('code', {}, [k])]),
-            el('td', {}, [el('pre', { className: 'value' }, [display(state[k])])])]);
+            el('td', {}, [el('pre', { className: 'value' }, [shortened(display(state[k]), run.run_id)])])]);
         }));
       document.getElementById('state-empty').hidden = shownKeys.length > 0;
       document.getElementById('state-hidden').hidden = keys.length === shownKeys.length;
