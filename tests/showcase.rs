@@ -281,6 +281,25 @@ async fn the_customer_is_the_writer_not_a_colleague_a_company_or_the_agent_greet
         ("The owner (Kenji Watanabe) is away; the invoice is wrong.", "Kenji Watanabe", "to the customer:"),
         ("It's Saturday and the invoice is still wrong!", "", "to the customer:"),
         ("The invoice is wrong.\n\nNurse Manager, Alder Road Family Clinic", "", "to the customer:"),
+        // The agent greeted with a title is no name; the writer's title is not part of hers.
+        ("Dear Mr. Patel,\n\nThe invoice is wrong.\n\nBest regards,\nElena Popescu", "Mr. Patel", "to Elena Popescu:"),
+        (
+            "The invoice is wrong.\n\nYours faithfully,\nMs. Ingrid Solberg\nHead of Engineering, Nordvik Marine AS",
+            "Ms. Ingrid Solberg",
+            "to Ingrid Solberg:",
+        ),
+        // A quoted reply's sign-off is the agent's; two particles in a name.
+        (
+            "> Kind regards, Jonas – Support\n\nJonas, the invoice is still wrong.\n\nAna Lucía Ferreira",
+            "Jonas",
+            "to Ana Lucía Ferreira:",
+        ),
+        (
+            "The invoice has the wrong tax.\n\nSaludos,\nMaría José de la Fuente Ortega\nPanadería La Espiga",
+            "Panadería La Espiga",
+            "to María José de la Fuente Ortega:",
+        ),
+        ("hi, the invoice price went up", "Hi", "to the customer:"),
     ] {
         let fields = json!({"customer": model_customer, "product": null, "problem": null, "urgency": "normal"});
         let model = ScriptedModel::new([fields.to_string().as_str(), "billing"]);
@@ -319,6 +338,19 @@ async fn the_writers_organisation_in_the_signature_is_no_product() {
         assert_eq!(checked["product"], product, "{ticket}");
         assert_eq!(checked["rejected"], json!([]), "{ticket}");
     }
+}
+
+/// A ticket written in capitals names the product in capitals: the model's name for it passes the check.
+#[tokio::test]
+async fn a_product_the_ticket_shouts_passes_the_check() {
+    let spec = Spec::from_path(&spec_path()).expect("valid");
+    let ticket = "WHY DID YOU TAKE $79.99 AGAIN?? I CANCELLED STREAMORA PREMIUM IN JANUARY.";
+    let fields = json!({"customer": null, "product": "Streamora Premium", "problem": null, "urgency": "high"});
+    let model = ScriptedModel::new([fields.to_string().as_str(), "billing"]);
+    let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model))]).expect("build");
+    let outcome = built.root.invoke().input("ticket", ticket).await.expect("run");
+    let checked = outcome.state().get("fields").cloned().expect("fields");
+    assert_eq!((&checked["product"], &checked["rejected"]), (&json!("Streamora Premium"), &json!([])));
 }
 
 #[tokio::test]

@@ -31,6 +31,15 @@ mod sled_store;
 mod wal;
 
 pub use format::FORMAT_VERSION;
+
+/// The decoders of the on-disk format and the write-ahead log's framing, for the fuzz targets in `fuzz/`
+/// (built with `cfg(fuzzing)`); not an API.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::format::{decode_chunk, decode_run, decode_snapshot_head, decode_spec, decode_step};
+    pub use crate::wal::{Kind, WAL_FILE, decode_entries, encode_entry};
+}
 pub use memory::{MemoryRun, MemoryStore};
 pub use pg_url::{is_postgres_url, redact_url, with_database};
 #[cfg(feature = "postgres")]
