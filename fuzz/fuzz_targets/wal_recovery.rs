@@ -5,7 +5,7 @@
 
 use agentic_engine::CheckpointStore;
 use agentic_store::SledStore;
-use agentic_store::fuzzing::{Kind, WAL_FILE, encode_entry};
+use agentic_store::fuzzing::{WAL_FILE, encode_entry};
 use libfuzzer_sys::fuzz_target;
 
 /// The log the input describes.
@@ -18,8 +18,7 @@ fn log(mut data: &[u8]) -> Vec<u8> {
         let Some((value, rest)) = rest.split_at_checked(usize::from(u16::from_le_bytes([*lo, *hi]))) else {
             break;
         };
-        let kind = if kind % 2 == 0 { Kind::Journal } else { Kind::Run };
-        if encode_entry(&mut wal, kind, key, value).is_err() {
+        if encode_entry(&mut wal, kind % 2 == 0, key, value).is_err() {
             break;
         }
         data = rest;

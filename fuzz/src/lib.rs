@@ -20,7 +20,5 @@ pub fn spec(text: &str, file: &str) {
 /// A current-thread runtime for the targets that drive async code.
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime")
-    })
+    RT.get_or_init(|| tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime"))
 }

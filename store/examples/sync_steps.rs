@@ -72,6 +72,7 @@ async fn time_per_step<S: CheckpointStore>(
             failed: false,
             item: None,
             item_end: false,
+            bindings: None,
         };
         store.append(record).await?;
         store.flush().await?;

@@ -530,6 +530,7 @@ pub(crate) mod tests {
             failed: false,
             item: None,
             item_end: false,
+            bindings: None,
         }
     }
 

@@ -36,9 +36,37 @@ pub use format::FORMAT_VERSION;
 /// (built with `cfg(fuzzing)`); not an API.
 #[cfg(fuzzing)]
 #[doc(hidden)]
+#[allow(missing_docs)]
 pub mod fuzzing {
-    pub use crate::format::{decode_chunk, decode_run, decode_snapshot_head, decode_spec, decode_step};
-    pub use crate::wal::{Kind, WAL_FILE, decode_entries, encode_entry};
+    use agentic_engine::{InvocationRecord, RunImage, RunRecord, StepRecord, StoreError};
+
+    pub const WAL_FILE: &str = crate::wal::WAL_FILE;
+
+    pub fn decode_step(run_id: &str, seq: u64, value: &[u8]) -> Result<StepRecord, StoreError> {
+        crate::format::decode_step(run_id, seq, value)
+    }
+
+    pub fn decode_run(run_id: &str, value: &[u8]) -> Result<RunRecord, StoreError> {
+        crate::format::decode_run(run_id, value)
+    }
+
+    pub fn decode_snapshot_head(run_id: &str, value: &[u8]) -> Result<(RunImage, u64), StoreError> {
+        crate::format::decode_snapshot_head(run_id, value)
+    }
+
+    pub fn decode_chunk(run_id: &str, seq: u64, value: &[u8]) -> Result<Vec<InvocationRecord>, StoreError> {
+        crate::format::decode_chunk(run_id, seq, value)
+    }
+
+    pub fn decode_spec(hash: &str, value: &[u8]) -> Result<String, StoreError> {
+        crate::format::decode_spec(hash, value)
+    }
+
+    /// Appends a write-ahead entry (a journal record when `journal`, else a run record) to `buf`.
+    pub fn encode_entry(buf: &mut Vec<u8>, journal: bool, key: &[u8], value: &[u8]) -> Result<(), String> {
+        let kind = if journal { crate::wal::Kind::Journal } else { crate::wal::Kind::Run };
+        crate::wal::encode_entry(buf, kind, key, value)
+    }
 }
 pub use memory::{MemoryRun, MemoryStore};
 pub use pg_url::{is_postgres_url, redact_url, with_database};

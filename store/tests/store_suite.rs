@@ -117,6 +117,7 @@ fn step(run_id: &str, seq: u64) -> StepRecord {
         failed: false,
         item: None,
         item_end: false,
+        bindings: None,
     }
 }
 

@@ -386,6 +386,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
         failed: false,
         item: None,
         item_end: false,
+        bindings: None,
     }];
     let t0 = 1_700_000_000_000_000u64;
     for i in 0..n {
@@ -423,6 +424,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
             failed: false,
             item: None,
             item_end: false,
+            bindings: None,
         });
     }
     let run = RunRecord {
