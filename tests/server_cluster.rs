@@ -329,6 +329,36 @@ async fn a_spec_text_run_suspended_on_a_is_answered_on_b() {
     assert_eq!(counts, expected, "model calls by prompt");
 }
 
+/// A `mode: pending` human step holds its run on A (`running`); its question is seen and answered through B, and
+/// the step on A takes the answer from the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_mode_human_step_on_a_is_answered_on_b() {
+    let _serial = SERIAL.lock().await;
+    let Some((a, b)) = cluster("a_pending_mode_human_step_on_a_is_answered_on_b").await else { return };
+    let spec = "version: 1\nname: held\nroot: main\nagents:\n\
+                \x20 main: { kind: sequence, agents: [ask, done], output_key: out }\n\
+                \x20 ask: { kind: human, mode: pending, prompt: 'Ship {{ item }}?', response_id: ship, output_key: ok }\n\
+                \x20 done: { kind: compute, template: '{{ item }}: {{ ok }}', output_key: out }\n";
+    let http = reqwest::Client::new();
+    create(&http, &a.url, spec, json!({"item": "crate 7"}), "held-1").await;
+    let started = std::time::Instant::now();
+    let on_b = loop {
+        let run = get(&http, &b.url, "held-1").await;
+        if run["pending"].as_array().is_some_and(|p| !p.is_empty()) {
+            break run;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "the question never reached B: {run}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(on_b["status"], "running", "{on_b}");
+    assert_eq!(on_b["pending"], json!([{"id": "ship", "prompt": "Ship crate 7?", "agent": "ask"}]));
+    let (status, text) = post(&http, &b.url, "held-1/responses/ship", json!({"value": "yes"})).await;
+    assert_eq!(status, 202, "{text}");
+    let done = wait_status(&http, &a.url, "held-1", "completed", Duration::from_secs(20)).await;
+    assert_eq!(done["output"], "crate 7: yes", "{done}");
+    assert_eq!(done["pending"], json!([]));
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // 2. Cancelled through another server
 

@@ -175,13 +175,20 @@ impl Agent for Human {
                 }
                 Err(ctx.suspend(id, prompt))
             }
-            HumanMode::Pending => loop {
-                tracing::info!(agent = ctx.agent_name(), response_id = %id, "waiting for a human answer: {prompt}");
-                match self.accept(ctx.wait_answer(&id).await) {
-                    Ok(value) => return Ok(value),
-                    Err(reason) => tracing::warn!(agent = ctx.agent_name(), response_id = %id, "{reason}"),
+            HumanMode::Pending => {
+                let asked = prompt.clone();
+                loop {
+                    tracing::info!(agent = ctx.agent_name(), response_id = %id, "waiting for a human answer: {prompt}");
+                    match self.accept(ctx.ask_and_wait(id.clone(), prompt.clone()).await) {
+                        Ok(value) => return Ok(value),
+                        Err(reason) => {
+                            tracing::warn!(agent = ctx.agent_name(), response_id = %id, "{reason}");
+                            // Asked again, saying why the answer was refused.
+                            prompt = format!("{asked}\n({reason})");
+                        }
+                    }
                 }
-            },
+            }
         }
     }
 

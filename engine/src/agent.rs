@@ -798,6 +798,20 @@ impl InvocationContext {
         self.run.wait_answer(id).await
     }
 
+    /// Asks `prompt` as response `id` and waits, holding the run, until it is answered, then uses the answer
+    /// (a `mode: pending` human step). With a store the question is in the run's record while the run keeps
+    /// running, so `agentic respond`, the server's API and its web inbox see and answer it (on any server of a
+    /// shared store); an in-process answer (`Registry::answer`) is taken as well.
+    pub async fn ask_and_wait(&self, id: impl Into<String>, prompt: impl Into<String>) -> Value {
+        let pending = crate::run::PendingResponse {
+            id: id.into(),
+            prompt: prompt.into(),
+            agent: self.name.to_string(),
+            data: Value::Null,
+        };
+        self.run.ask_and_wait(pending).await
+    }
+
     /// An [`AgentError::Suspended`] asking a human for response `id` with `prompt`: return it to suspend the
     /// run at this agent. The run resumes here once the response is answered.
     pub fn suspend(&self, id: impl Into<String>, prompt: impl Into<String>) -> AgentError {

@@ -449,7 +449,8 @@ impl RunHost {
         if record.answers.contains_key(response_id) || (!pending && answered_before(&record, response_id)) {
             return Err(ApiError::conflict(format!("response `{response_id}` of run `{run_id}` is already answered")));
         }
-        if !pending || record.status != RunStatus::Suspended {
+        // A running run waits for the questions of its `mode: pending` human steps (in its record).
+        if !pending || !matches!(record.status, RunStatus::Suspended | RunStatus::Running) {
             let waiting: Vec<&str> = record.pending.iter().map(|p| p.id.as_str()).collect();
             let what = if waiting.is_empty() {
                 format!("it waits for no response ({})", record.status)

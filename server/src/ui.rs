@@ -260,10 +260,15 @@ async fn run_page(State(app): State<AppState>, Path(id): Path<String>) -> Page {
     )
 }
 
-/// Every unanswered human step of every suspended run, the longest waiting first.
+/// Every unanswered human step of every suspended run (and of every running run waiting in a `mode: pending`
+/// human step), the longest waiting first.
 async fn inbox_items(app: &AppState) -> Result<Vec<Value>, ApiError> {
     let runs = app.host.store().runs_dyn().await?;
-    let mut waiting: Vec<_> = runs.into_iter().filter(|r| r.status == RunStatus::Suspended).collect();
+    // Suspended runs, and running ones whose `mode: pending` human steps wait for an answer.
+    let mut waiting: Vec<_> = runs
+        .into_iter()
+        .filter(|r| r.status == RunStatus::Suspended || (r.status == RunStatus::Running && !r.pending.is_empty()))
+        .collect();
     waiting.sort_by(|a, b| a.updated_at_ms.cmp(&b.updated_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
     Ok(waiting
         .iter()

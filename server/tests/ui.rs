@@ -228,6 +228,41 @@ async fn a_huge_state_value_is_shortened_on_the_run_page() {
     h.server.shutdown().await.unwrap();
 }
 
+/// A `mode: pending` human step holds its run (`running`), and its question is in the inbox and the API like a
+/// suspended run's: the answer through the API reaches the waiting step.
+#[tokio::test]
+async fn a_pending_mode_human_step_waits_in_the_inbox_and_takes_the_answer() {
+    let h = Harness::start(None).await;
+    let spec = "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [ask, done], output_key: out }\n  \
+                ask: { kind: human, mode: pending, prompt: 'Ship {{ item }}?', response_id: ship, output_key: ok }\n  \
+                done: { kind: compute, template: '{{ item }}: {{ ok }}', output_key: out }\n";
+    let (code, body) =
+        h.post("/api/v1/runs", json!({"spec": spec, "inputs": {"item": "crate 7"}, "run_id": "held"})).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let mut run = json!(null);
+    for _ in 0..100 {
+        let (_, text, _) = h.page("/api/v1/runs/held").await;
+        run = serde_json::from_str(&text).unwrap();
+        if run["pending"].as_array().is_some_and(|p| !p.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(run["status"], "running", "the step holds the run: {run}");
+    assert_eq!(run["pending"], json!([{"id": "ship", "prompt": "Ship crate 7?", "agent": "ask"}]));
+    let (_, body, _) = h.page("/inbox.json").await;
+    let items: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((&items["items"][0]["run_id"], &items["items"][0]["prompt"]), (&json!("held"), &json!("Ship crate 7?")));
+    let (code, body) = h.post("/api/v1/runs/held/responses/ship", json!({"value": "yes"})).await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{body}");
+    let run = h.wait_for("held", "completed").await;
+    assert_eq!(run["output"], "crate 7: yes");
+    assert_eq!(run["pending"], json!([]));
+    let (_, html, _) = h.page("/inbox").await;
+    assert!(html.contains("Nothing is waiting for an answer."), "{html}");
+    h.server.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn the_login_form_sets_an_http_only_strict_cookie() {
     let h = Harness::start(Some("s3cret")).await;

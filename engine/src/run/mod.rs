@@ -332,6 +332,86 @@ impl RunContext {
         self.answer_arrived.notify_waiters();
     }
 
+    /// Asks `pending`'s question and waits in-process for its answer, then uses it. With a store the question
+    /// is published in the run's record while the run keeps running, so that `respond` (the CLI, the server's
+    /// API and web inbox, on any server of a shared store) answers it there; the record is read every
+    /// [`ANSWER_POLL`] for it, and the question is withdrawn once answered. An in-process answer
+    /// ([`RunContext::give_answer`]) is taken as well.
+    pub(crate) async fn ask_and_wait(&self, pending: PendingResponse) -> Value {
+        let id = pending.id.clone();
+        let published = self.publish_pending(pending).await;
+        loop {
+            let notified = self.answer_arrived.notified();
+            if let Some(v) = self.take_answer(&id) {
+                if published {
+                    self.withdraw_pending(&id).await;
+                }
+                return v;
+            }
+            if !published {
+                notified.await;
+                continue;
+            }
+            if let Some(v) = self.stored_answer(&id).await {
+                lock(&self.consumed).insert(id.clone());
+                self.withdraw_pending(&id).await;
+                return v;
+            }
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep(ANSWER_POLL) => {}
+            }
+        }
+    }
+
+    /// Adds `pending` to the run's stored record (the run stays `running`); whether it is there.
+    async fn publish_pending(&self, pending: PendingResponse) -> bool {
+        let Some(store) = &self.store else { return false };
+        let change: crate::RunUpdate = Box::new(move |rec| {
+            if !rec.pending.iter().any(|p| p.id == pending.id) {
+                rec.pending.push(pending);
+            }
+            rec.updated_at_ms = now_us() / 1000;
+            Ok(())
+        });
+        match store.update_run_dyn(&self.run_id, change).await {
+            Ok(Some(Ok(_))) => true,
+            Ok(_) => false,
+            Err(e) => {
+                tracing::warn!(run_id = %self.run_id, "cannot publish a human step's question (it waits in-process only): {e}");
+                false
+            }
+        }
+    }
+
+    /// The answer to `id` recorded in the run's stored record, if any.
+    async fn stored_answer(&self, id: &str) -> Option<Value> {
+        let store = self.store.as_ref()?;
+        match store.run_dyn(&self.run_id).await {
+            Ok(Some(rec)) => rec.answers.get(id).cloned(),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::debug!(run_id = %self.run_id, "reading the run's record for an answer failed: {e}");
+                None
+            }
+        }
+    }
+
+    /// Removes question `id` and its answer from the run's stored record (the answer is used).
+    async fn withdraw_pending(&self, id: &str) {
+        let Some(store) = &self.store else { return };
+        let id = id.to_string();
+        let change: crate::RunUpdate = Box::new(move |rec| {
+            rec.pending.retain(|p| p.id != id);
+            rec.answers.remove(&id);
+            rec.updated_at_ms = now_us() / 1000;
+            Ok(())
+        });
+        if let Err(e) = store.update_run_dyn(&self.run_id, change).await {
+            tracing::warn!(run_id = %self.run_id, "cannot withdraw an answered human step's question: {e}");
+        }
+    }
+
     /// Waits until the answer to `id` arrives, then uses it.
     pub(crate) async fn wait_answer(&self, id: &str) -> Value {
         loop {
@@ -447,6 +527,9 @@ impl RunContext {
 }
 
 /// Microseconds since the Unix epoch.
+/// How often a pending-mode human step reads its run's stored record for an answer ([`RunContext::ask_and_wait`]).
+const ANSWER_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
 pub(crate) fn now_us() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }

@@ -451,7 +451,9 @@ pub async fn respond(
 /// [`RespondError::Ambiguous`] (the id omitted while several responses are pending).
 pub fn answerable(rec: &crate::RunRecord, response_id: Option<&str>) -> Result<String, RespondError> {
     let run_id = rec.run_id.clone();
-    if rec.status != RunStatus::Suspended {
+    // A running run waits for the questions of its `mode: pending` human steps, which are in its record.
+    let waiting = rec.status == RunStatus::Suspended || (rec.status == RunStatus::Running && !rec.pending.is_empty());
+    if !waiting {
         return Err(RespondError::NotSuspended { run_id, status: rec.status });
     }
     let pending: Vec<String> = rec.pending.iter().map(|p| p.id.clone()).collect();
