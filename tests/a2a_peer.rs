@@ -192,6 +192,85 @@ fn a_remote_question_suspends_the_run_and_the_answer_completes_the_remote_task_i
     assert_eq!(paths, ["root/0", "root/1", "root/2", "root"], "each step completed once");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_run_cancels_the_remote_task() {
+    let Some(python) = peers_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cancelled = dir.path().join("cancelled.txt");
+    let port = free_port();
+    let child = std::process::Command::new(&python)
+        .args([peer_script("a2a_server.py"), port.to_string(), cancelled.display().to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _peer = KillOnDrop(child);
+    wait_port(port);
+    let client = A2aClient::new("slow", format!("http://127.0.0.1:{port}/slow"));
+    let slow = A2aAgent::builder(client.clone()).name("slow").message("work").unwrap().output_key("done").build_lazy();
+    let cancel = CancelHandle::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        c2.cancel();
+    });
+    let err = slow.invoke().memory_id("slow-1").cancel_handle(cancel).await.unwrap_err();
+    assert!(matches!(err, AgentError::Cancelled), "{err}");
+
+    // The remote agent was asked to cancel its task, and says it is cancelled.
+    let mut task_id = String::new();
+    for _ in 0..100 {
+        task_id = std::fs::read_to_string(&cancelled).unwrap_or_default().trim().to_string();
+        if !task_id.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!task_id.is_empty(), "the remote agent was not asked to cancel");
+    let request = agentic::agents::a2a::TaskRequest { tenant: None, id: task_id, history_length: None };
+    let task = client.get_task(request).await.unwrap();
+    assert_eq!(task.status.state, agentic::agents::a2a::TaskState::Canceled);
+}
+
+#[test]
+fn a_remote_task_lost_by_a_restart_fails_naming_the_fork_that_goes_on() {
+    let Some(python) = peers_python() else { return };
+    let port = free_port();
+    let (peer, base) = peer_on(&python, port);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = travel_spec(dir.path(), &format!("{base}/travel"));
+    let store = dir.path().join("store");
+    let o = agentic(&store, &["run", &spec, "--memory-id", "trip-3", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let task = json_out(&o)["pending"][0]["data"]["task_id"].as_str().unwrap().to_string();
+
+    // The remote server restarts: its tasks are gone.
+    drop(peer);
+    let (_peer, _) = peer_on(&python, port);
+    assert_eq!(agentic(&store, &["respond", "trip-3", "Paris"]).status.code(), Some(0));
+    let o = agentic(&store, &["resume", "trip-3"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let way_out = format!(
+        "agent `book` (root/1) failed: the remote agent no longer knows task `{task}` (a restart of it lost the \
+         task): a resume cannot continue it; `agentic fork trip-3 --at 1` starts a copy of this run that sends the \
+         message as a new task: A2A agent `book`"
+    );
+    assert!(stderr(&o).contains(&way_out), "{}", stderr(&o));
+
+    // The way out: the copy asks again, as a new remote task, and completes; the step before it is not run again.
+    let o = agentic(&store, &["fork", "trip-3", "--at", "1", "--memory-id", "trip-3b", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let asked = json_out(&o);
+    assert_eq!(asked["pending"][0]["prompt"], json!("Which city should I book a hotel in?"));
+    assert_ne!(asked["pending"][0]["data"]["task_id"], json!(task), "a new remote task");
+    assert_eq!(agentic(&store, &["respond", "trip-3b", "Paris"]).status.code(), Some(0));
+    let o = agentic(&store, &["resume", "trip-3b"]);
+    assert_eq!(stdout(&o), "Done: Booked a hotel in Paris.\n", "{}", stderr(&o));
+    let shown = json_out(&agentic(&store, &["show", "trip-3b", "--json"]));
+    let intro = shown["history"].as_array().unwrap().iter().filter(|h| h["path"] == json!("root/0")).count();
+    assert_eq!(intro, 1, "the step before the A2A agent is the original's");
+}
+
 #[test]
 fn an_unreachable_server_is_a_located_error_and_resume_after_fixing_continues() {
     let Some(python) = peers_python() else { return };

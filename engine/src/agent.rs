@@ -700,6 +700,12 @@ impl InvocationContext {
         &self.run.run_id
     }
 
+    /// How many steps of the run are journaled so far: forking the run at this number (`agentic fork RUN --at
+    /// N`) gives a copy that runs this invocation again, afresh.
+    pub fn journaled_steps(&self) -> u64 {
+        self.run.last_seq()
+    }
+
     /// The agent's stable path id.
     pub fn path(&self) -> &str {
         &self.frame.path

@@ -1,6 +1,6 @@
 """A2A agents on the official Python SDK (`a2a-sdk` from PyPI), the peer of the A2A tests.
 
-    python a2a_server.py PORT
+    python a2a_server.py PORT [CANCELLED_FILE]
 
 Serves, on http://127.0.0.1:PORT, JSON-RPC with the 1.0 methods and the 0.3 names (`enable_v0_3_compat`):
 
@@ -11,8 +11,11 @@ Serves, on http://127.0.0.1:PORT, JSON-RPC with the 1.0 methods and the 0.3 name
 - `/travel`: a first message opens a task in `input-required`, asking `Which city should I book <TEXT> in?`;
   the next message of the same task completes it with the artifact `Booked <TEXT> in <ANSWER>.`
 - `/legacy`: the chat agent behind a card that declares protocol 0.3 only (clients must use `message/send`).
+- `/slow`: works for 30 s unless its task is cancelled; the ids of the tasks it is asked to cancel are
+  appended to CANCELLED_FILE, one a line.
 - `/broken/.well-known/agent-card.json`: a card that does not parse (a JSON list).
 """
+import asyncio
 import sys
 
 import uvicorn
@@ -29,6 +32,8 @@ from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
 
 PORT = int(sys.argv[1])
+# Where the slow agent writes the ids of the tasks it was asked to cancel, one a line (optional).
+CANCELLED_FILE = sys.argv[2] if len(sys.argv) > 2 else None
 BASE = f"http://127.0.0.1:{PORT}"
 
 
@@ -104,6 +109,31 @@ class Travel(AgentExecutor):
         await updater.cancel()
 
 
+class Slow(AgentExecutor):
+    """Works for 30 s, in steps of 100 ms, unless its task is cancelled."""
+
+    def __init__(self) -> None:
+        self.cancelled: set[str] = set()
+
+    async def execute(self, context: RequestContext, queue: EventQueue) -> None:
+        updater = await start(context, queue)
+        await updater.start_work()
+        for _ in range(300):
+            if updater.task_id in self.cancelled:
+                return
+            await asyncio.sleep(0.1)
+        await updater.add_artifact([new_text_part("slow work done")], name="answer")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, queue: EventQueue) -> None:
+        self.cancelled.add(context.task_id)
+        if CANCELLED_FILE:
+            with open(CANCELLED_FILE, "a") as f:
+                f.write(f"{context.task_id}\n")
+        updater = await start(context, queue)
+        await updater.cancel()
+
+
 def agent(path: str, executor: AgentExecutor, agent_card: AgentCard) -> Mount:
     handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=agent_card)
     routes = create_agent_card_routes(agent_card) + create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True)
@@ -117,6 +147,7 @@ routes = [
     agent("/chat", Chat(), chat_card),
     agent("/travel", Travel(), card("travel", "Books trips, asking where to.", "/travel")),
     agent("/legacy", Chat(), card("legacy", "The chat agent, on protocol 0.3.", "/legacy", version="0.3")),
+    agent("/slow", Slow(), card("slow", "Works for 30 seconds unless cancelled.", "/slow")),
 ]
 
 if __name__ == "__main__":

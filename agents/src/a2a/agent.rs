@@ -7,7 +7,10 @@ use agentic_engine::{Agent, AgentError, AgentRef, AgentSpec, InvocationContext, 
 use serde_json::{Value, json};
 
 use super::client::{A2aClient, A2aError};
-use super::types::{Message, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskRequest, TaskState};
+use super::types::{
+    Message, SendMessageConfiguration, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskRequest,
+    TaskState, error_code,
+};
 use crate::error::ExprError;
 use crate::expr::Template;
 
@@ -255,18 +258,41 @@ impl A2aAgent {
         self.client.send_message(request).await
     }
 
-    /// Polls a task that is still submitted or working until it ends or is interrupted.
+    /// Polls a task that is still submitted or working until it ends or is interrupted. Dropped before (our run
+    /// cancelled, the invocation timed out), it asks the remote agent to cancel the task.
     async fn settle(&self, mut task: Task, tenant: Option<String>) -> Result<Task, A2aError> {
-        let mut wait = Duration::from_millis(100);
+        let request = |task: &Task| TaskRequest { tenant: tenant.clone(), id: task.id.clone(), history_length: None };
+        let mut guard = CancelOnDrop { client: self.client.clone(), request: None };
+        let mut wait = Duration::from_millis(20);
         while !(task.status.state.is_terminal() || task.status.state.is_interrupted()) {
+            guard.request = Some(request(&task));
             tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(Duration::from_secs(2));
-            task = self
-                .client
-                .get_task(TaskRequest { tenant: tenant.clone(), id: task.id.clone(), history_length: None })
-                .await?;
+            wait = (wait * 2).min(Duration::from_secs(1));
+            task = self.client.get_task(request(&task)).await?;
         }
+        guard.request = None;
         Ok(task)
+    }
+}
+
+/// Asks the remote agent to cancel a task when dropped armed: the invocation waiting for it ended first.
+struct CancelOnDrop {
+    client: Arc<A2aClient>,
+    request: Option<TaskRequest>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(request) = self.request.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let client = self.client.clone();
+        runtime.spawn(async move {
+            let id = request.id.clone();
+            match client.cancel_task(request).await {
+                Ok(_) => tracing::info!(agent = client.name(), task = %id, "cancelled the remote task"),
+                Err(e) => tracing::warn!(agent = client.name(), task = %id, "cannot cancel the remote task: {e}"),
+            }
+        });
     }
 }
 
@@ -309,8 +335,31 @@ impl Agent for A2aAgent {
                 (message, tenant, false)
             }
         };
-        let request = SendMessageRequest { tenant: tenant.clone(), message, ..SendMessageRequest::default() };
-        let response = self.send(ctx, request).await.map_err(fail)?;
+        let lost_task = message.task_id.clone().filter(|_| answered);
+        // The task at once (then polled): its id is known while it works, so that cancelling this run cancels it.
+        let configuration = SendMessageConfiguration { return_immediately: Some(true), ..Default::default() };
+        let request = SendMessageRequest {
+            tenant: tenant.clone(),
+            message,
+            configuration: Some(configuration),
+            ..SendMessageRequest::default()
+        };
+        let response = match self.send(ctx, request).await {
+            Ok(response) => response,
+            // The remote agent no longer knows the task it asked about (a restart lost it): no resume can
+            // continue it; a fork before this step sends the message as a new task.
+            Err(e @ A2aError::Rpc { code: error_code::TASK_NOT_FOUND, .. }) if lost_task.is_some() => {
+                let task = lost_task.unwrap_or_default();
+                let (run, at) = (ctx.run_id(), ctx.journaled_steps());
+                let way_out = format!(
+                    "the remote agent no longer knows task `{task}` (a restart of it lost the task): a resume \
+                     cannot continue it; `agentic fork {run} --at {at}` starts a copy of this run that sends the \
+                     message as a new task"
+                );
+                return Err(ctx.fail_with(agentic_engine::Cause::from(e).context(way_out)));
+            }
+            Err(e) => return Err(fail(e)),
+        };
         if answered {
             // Used only now: a call that failed leaves the answer for the next resume.
             ctx.take_answer(&id);

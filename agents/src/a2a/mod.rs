@@ -20,5 +20,5 @@ pub use agent::{A2aAgent, A2aAgentBuilder, A2aTenant};
 pub use client::{A2aClient, A2aError, card_url, tenant_of_card_url};
 pub use types::{
     AgentCard, Artifact, Message, Method, Part, ProtocolVersion, Role, SendMessageRequest, SendMessageResponse,
-    StreamResponse, Task, TaskState, TaskStatus,
+    StreamResponse, Task, TaskRequest, TaskState, TaskStatus,
 };
