@@ -1,6 +1,6 @@
 //! Crash tests with real processes: a run of a nested workflow is killed with SIGKILL right after step k is
 //! journaled, for every k; a new process resumes it. The result and state equal an uncrashed run's and no
-//! completed step runs twice. (A larger randomized version: `scripts/crash-soak.sh`.)
+//! completed step runs twice. (A larger randomized version: `scripts/crash_soak.py`.)
 
 #![allow(clippy::unwrap_used)]
 

@@ -6,7 +6,7 @@
 //! it has in flight, and the invocation record. Folding the records in sequence order ([`RunImage::apply`])
 //! rebuilds the state, the history, and the exact position of every composite that was still running.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -247,6 +247,27 @@ pub struct AsyncInItem {
     /// The values bound to its invocation (the item's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bindings: Option<Map<String, Value>>,
+    /// How many are running (each iteration of a loop in the item starts one).
+    #[serde(default = "one")]
+    pub running: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// [`RunImage::async_running`] as counts by path, or as the list of paths images held before the counts.
+fn running_counts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, u32>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Running {
+        Counts(BTreeMap<String, u32>),
+        Paths(Vec<String>),
+    }
+    Ok(match Running::deserialize(d)? {
+        Running::Counts(counts) => counts,
+        Running::Paths(paths) => paths.into_iter().map(|p| (p, 1)).collect(),
+    })
 }
 
 /// A run rebuilt from its journal: state, history, and the composites still in progress.
@@ -266,8 +287,10 @@ pub struct RunImage {
     pub layers: BTreeMap<String, Map<String, Value>>,
     /// Invocation history.
     pub history: Vec<InvocationRecord>,
-    /// Paths of async agents started (outside mapper items) and not finished.
-    pub async_running: BTreeSet<String>,
+    /// Async agents started (outside mapper items) and not finished: how many at each path (each iteration of
+    /// a loop starts one). Images saved before the counts hold a list of paths, read as one each.
+    #[serde(default, deserialize_with = "running_counts")]
+    pub async_running: BTreeMap<String, u32>,
     /// Async agents started inside a mapper item and not finished, by [`planner_key`] (path and item layer):
     /// what their restart on resume needs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -325,19 +348,32 @@ impl RunImage {
         }
         let path = &record.agent_path;
         match (record.async_started, &record.item) {
-            (true, None) => {
-                self.async_running.insert(path.clone());
-            }
+            (true, None) => *self.async_running.entry(path.clone()).or_default() += 1,
             (true, Some(layer)) => {
-                let started =
-                    AsyncInItem { path: path.clone(), layer: layer.clone(), bindings: record.bindings.clone() };
-                self.async_in_items.insert(planner_key(path, Some(layer)), started);
+                let started = AsyncInItem {
+                    path: path.clone(),
+                    layer: layer.clone(),
+                    bindings: record.bindings.clone(),
+                    running: 0,
+                };
+                self.async_in_items.entry(planner_key(path, Some(layer))).or_insert(started).running += 1;
             }
             (false, None) => {
-                self.async_running.remove(path);
+                if let Some(n) = self.async_running.get_mut(path) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.async_running.remove(path);
+                    }
+                }
             }
             (false, Some(layer)) => {
-                self.async_in_items.remove(&planner_key(path, Some(layer)));
+                let key = planner_key(path, Some(layer));
+                if let Some(started) = self.async_in_items.get_mut(&key) {
+                    started.running -= 1;
+                    if started.running == 0 {
+                        self.async_in_items.remove(&key);
+                    }
+                }
             }
         }
         if !record.async_started {
@@ -500,7 +536,27 @@ mod tests {
                 path: "root/0/0".into(),
                 layer: "|root/0#1".into(),
                 bindings: Some([("x".to_string(), json!(4))].into_iter().collect()),
+                running: 1,
             }]
         );
+    }
+
+    #[test]
+    fn two_async_starts_at_one_path_are_two_running_until_both_end() {
+        let mut image = RunImage::new("r");
+        let start = |seq| StepRecord { async_started: true, ..StepRecord::new("r", seq, "root/0") };
+        image.apply(&start(1)).unwrap();
+        image.apply(&start(2)).unwrap();
+        assert_eq!(image.async_running, BTreeMap::from([("root/0".to_string(), 2)]), "a loop's two iterations");
+        image.apply(&StepRecord::new("r", 3, "root/0")).unwrap();
+        assert_eq!(image.async_running, BTreeMap::from([("root/0".to_string(), 1)]), "one still runs");
+        image.apply(&StepRecord::new("r", 4, "root/0")).unwrap();
+        assert!(image.async_running.is_empty());
+        // An image saved before the counts: a list of paths, one running each.
+        let old: RunImage =
+            serde_json::from_value(json!({"run_id": "r", "seq": 2, "state": {}, "planners": {}, "history": [],
+                                          "async_running": ["root/0"]}))
+            .unwrap();
+        assert_eq!(old.async_running, BTreeMap::from([("root/0".to_string(), 1)]));
     }
 }

@@ -223,8 +223,13 @@ impl RunSession {
 
         let finished = if resuming { image.root_done.take() } else { None };
         let async_running = if resuming {
-            let top = std::mem::take(&mut image.async_running).into_iter().map(|path| (path, None));
-            let in_items = std::mem::take(&mut image.async_in_items).into_values().map(|a| (a.path.clone(), Some(a)));
+            // As many restarts at a path (and item) as were running there.
+            let top = std::mem::take(&mut image.async_running)
+                .into_iter()
+                .flat_map(|(path, n)| std::iter::repeat_n((path, None), n as usize));
+            let in_items = std::mem::take(&mut image.async_in_items)
+                .into_values()
+                .flat_map(|a| std::iter::repeat_n((a.path.clone(), Some(a.clone())), a.running as usize));
             top.chain(in_items).collect()
         } else {
             Vec::new()
