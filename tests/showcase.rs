@@ -300,6 +300,19 @@ async fn the_customer_is_the_writer_not_a_colleague_a_company_or_the_agent_greet
             "to María José de la Fuente Ortega:",
         ),
         ("hi, the invoice price went up", "Hi", "to the customer:"),
+        // Initials signed over a firm; the firm is no name.
+        (
+            "Please send a corrected invoice.\n\nKind regards,\nJ. M. Okonkwo\nFinance Director\nOkonkwo & Partners LLP",
+            "Okonkwo & Partners LLP",
+            "to J. M. Okonkwo:",
+        ),
+        (
+            "I am Katarzyna Nowak-Lindqvist and the invoice is wrong.\n\nBest,\nK. Nowak-Lindqvist",
+            "Katarzyna Nowak-Lindqvist",
+            "to Katarzyna Nowak-Lindqvist:",
+        ),
+        // A name only in a quoted line is the support agent's.
+        ("> Hi, this is Kwame from support.\n\nThe invoice still shows the old plan.", "Kwame", "to the customer:"),
     ] {
         let fields = json!({"customer": model_customer, "product": null, "problem": null, "urgency": "normal"});
         let model = ScriptedModel::new([fields.to_string().as_str(), "billing"]);
@@ -351,6 +364,26 @@ async fn a_product_the_ticket_shouts_passes_the_check() {
     let outcome = built.root.invoke().input("ticket", ticket).await.expect("run");
     let checked = outcome.state().get("fields").cloned().expect("fields");
     assert_eq!((&checked["product"], &checked["rejected"]), (&json!("Streamora Premium"), &json!([])));
+}
+
+/// A one-word product name the model capitalises passes the check however the ticket writes it, unless it is a
+/// generic word.
+#[tokio::test]
+async fn a_one_word_name_written_otherwise_in_the_ticket_passes_the_check() {
+    let spec = Spec::from_path(&spec_path()).expect("valid");
+    for (ticket, extracted, product) in [
+        ("Parcelpoint shows my package at the wrong locker.", "ParcelPoint", json!("ParcelPoint")),
+        ("need to change the email on my routely account", "Routely account", json!("Routely")),
+        ("my account is blocked since this morning", "Account", json!(null)),
+        ("the monthly plan renewed twice", "Monthly Plan", json!(null)),
+    ] {
+        let fields = json!({"customer": null, "product": extracted, "problem": null, "urgency": "normal"});
+        let model = ScriptedModel::new([fields.to_string().as_str(), "account"]);
+        let built = spec.build_with_models([("default".to_string(), ChatModelRef::new(model))]).expect("build");
+        let outcome = built.root.invoke().input("ticket", ticket).await.expect("run");
+        let checked = outcome.state().get("fields").cloned().expect("fields");
+        assert_eq!(checked["product"], product, "{ticket}");
+    }
 }
 
 #[tokio::test]
