@@ -2,11 +2,13 @@
 # Coverage-guided fuzzing of the project's decoders (fuzz/, cargo-fuzz with libFuzzer; a nightly toolchain).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     each target for SECONDS (default 60), all targets by default
-#   JOBS=2 scripts/fuzz.sh 3600               one hour per target, two fuzzing processes each
+#   SAVE=1 scripts/fuzz.sh 3600               an hour each, then the minimized corpus is saved in the repository
 #
-# New inputs that reach new code go to fuzz/corpus/<target>; a crash, a timeout (10 s) or running out of
-# memory (2 GiB) stops the run and leaves the input in fuzz/artifacts/<target>, and the script exits non-zero.
-# The figures of docs/reliability.md come from these runs (`-print_final_stats=1` prints them).
+# Each target starts from its seeds (fuzz/seeds/<target>, readable inputs written by hand or taken from real
+# runs) and its saved corpus (fuzz/corpora/<target>.tar.gz, the minimized inputs of earlier runs), unpacked into
+# fuzz/corpus/<target> (not in git). A crash, a timeout (10 s) or running out of memory (2 GiB) stops the run,
+# leaves the input in fuzz/artifacts/<target> and makes the script exit non-zero. The figures of
+# docs/reliability.md come from these runs (`-print_final_stats=1` prints them).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 secs="${1:-60}"
@@ -18,13 +20,20 @@ fi
 if ! command -v cargo-fuzz >/dev/null; then
   cargo install cargo-fuzz --locked --version 0.13.2
 fi
-jobs="${JOBS:-1}"
 flags=(-O --debug-assertions)
 cargo +nightly fuzz build "${flags[@]}"
 for t in "${targets[@]}"; do
-  mkdir -p "corpus/$t" "artifacts/$t"
+  mkdir -p "corpus/$t" "artifacts/$t" corpora
+  cp -n "seeds/$t/"* "corpus/$t/" 2>/dev/null || true
+  if [ -f "corpora/$t.tar.gz" ]; then
+    tar -xzf "corpora/$t.tar.gz" -C "corpus/$t"
+  fi
   echo "== $t: ${secs} s"
   cargo +nightly fuzz run "${flags[@]}" "$t" "corpus/$t" -- \
-    -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -close_fd_mask=3 \
-    $([ "$jobs" -gt 1 ] && echo "-fork=$jobs")
+    -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -close_fd_mask=3
+  if [ "${SAVE:-0}" = 1 ]; then
+    cargo +nightly fuzz cmin "${flags[@]}" "$t" "corpus/$t" -- -rss_limit_mb=2048 -close_fd_mask=3 >/dev/null 2>&1
+    tar -czf "corpora/$t.tar.gz" -C "corpus/$t" .
+    echo "== $t: corpus saved, $(find "corpus/$t" -type f | wc -l) inputs, $(du -h "corpora/$t.tar.gz" | cut -f1)"
+  fi
 done
