@@ -218,18 +218,62 @@ async fn cancelling_the_run_cancels_the_remote_task() {
     assert!(matches!(err, AgentError::Cancelled), "{err}");
 
     // The remote agent was asked to cancel its task, and says it is cancelled.
-    let mut task_id = String::new();
-    for _ in 0..100 {
-        task_id = std::fs::read_to_string(&cancelled).unwrap_or_default().trim().to_string();
-        if !task_id.is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(!task_id.is_empty(), "the remote agent was not asked to cancel");
+    let tasks = cancelled_tasks(&cancelled).await;
+    let [task_id] = &tasks[..] else { panic!("the remote agent was asked to cancel {tasks:?}") };
+    let task_id = task_id.clone();
     let request = agentic::agents::a2a::TaskRequest { tenant: None, id: task_id, history_length: None };
     let task = client.get_task(request).await.unwrap();
     assert_eq!(task.status.state, agentic::agents::a2a::TaskState::Canceled);
+}
+
+/// The ids in the peer's CANCELLED_FILE, once one is there (waits up to 5 s).
+async fn cancelled_tasks(file: &std::path::Path) -> Vec<String> {
+    for _ in 0..100 {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if !text.trim().is_empty() {
+            return text.lines().map(str::to_string).collect();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Vec::new()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_run_suspended_on_a_remote_question_cancels_the_remote_task() {
+    let Some(python) = peers_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cancelled = dir.path().join("cancelled.txt");
+    let port = free_port();
+    let child = std::process::Command::new(&python)
+        .args([peer_script("a2a_server.py"), port.to_string(), cancelled.display().to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _peer = KillOnDrop(child);
+    wait_port(port);
+    let spec = travel_spec(dir.path(), &format!("http://127.0.0.1:{port}/travel"));
+    let store_dir = dir.path().join("store");
+
+    // Suspended by the remote question, in a process that then ends.
+    let o = agentic(&store_dir, &["run", &spec, "--memory-id", "trip-9", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let task_id = json_out(&o)["pending"][0]["data"]["task_id"].as_str().unwrap().to_string();
+
+    // Cancelled while suspended (what the server's cancel does: resume with the cancel already given).
+    let system = agentic::spec::Spec::from_path(std::path::Path::new(&spec)).unwrap().build().unwrap();
+    let store = agentic::store::SledStore::open(&store_dir).unwrap().store_ref();
+    let cancel = CancelHandle::new();
+    cancel.cancel();
+    let err = system.root.resume("trip-9").store_ref(store.clone()).cancel_handle(cancel).await.unwrap_err();
+    assert!(matches!(err, AgentError::Cancelled), "{err}");
+    assert_eq!(store.run_dyn("trip-9").await.unwrap().unwrap().status, RunStatus::Cancelled);
+
+    // The remote agent was asked to cancel exactly that task, and says it is cancelled.
+    assert_eq!(cancelled_tasks(&cancelled).await, [task_id.clone()]);
+    let client = A2aClient::new("travel", format!("http://127.0.0.1:{port}/travel"));
+    let request = agentic::agents::a2a::TaskRequest { tenant: None, id: task_id, history_length: None };
+    assert_eq!(client.get_task(request).await.unwrap().status.state, agentic::agents::a2a::TaskState::Canceled);
 }
 
 #[test]

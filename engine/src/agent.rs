@@ -337,6 +337,15 @@ pub trait Agent: Send + Sync + 'static {
         false
     }
 
+    /// The run was cancelled while `pending`, a question this agent asked, was open: tell whoever waits on it
+    /// that nobody will answer (an A2A agent cancels the remote task that asked). Called once, after the run is
+    /// recorded `cancelled`, for at most [`WITHDRAW_TIMEOUT`]; failures are the agent's to log. Default: nothing
+    /// (a human's question simply ends with the run).
+    fn withdraw(&self, pending: &crate::run::PendingResponse) -> impl Future<Output = ()> + Send {
+        let _ = pending;
+        async {}
+    }
+
     /// Whether this agent keeps a chat memory across invocations (such agents cannot be mapped: the
     /// concurrent items would share one conversation); default false.
     fn has_chat_memory(&self) -> bool {
@@ -360,6 +369,12 @@ pub trait DynAgent: Send + Sync + 'static {
 
     /// Runs one invocation (boxed future).
     fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>>;
+
+    /// Withdraws an open question of this agent's at cancel (boxed future; see [`Agent::withdraw`]).
+    fn withdraw_dyn<'a>(&'a self, pending: &'a crate::run::PendingResponse) -> BoxFuture<'a, ()> {
+        let _ = pending;
+        Box::pin(async {})
+    }
 
     /// Sub-agents of a composite, in declaration order (empty for leaves).
     fn sub_agents(&self) -> &[AgentRef] {
@@ -429,6 +444,10 @@ impl<A: Agent> DynAgent for A {
         Agent::may_suspend(self)
     }
 
+    fn withdraw_dyn<'a>(&'a self, pending: &'a crate::run::PendingResponse) -> BoxFuture<'a, ()> {
+        Box::pin(self.withdraw(pending))
+    }
+
     fn has_chat_memory(&self) -> bool {
         Agent::has_chat_memory(self)
     }
@@ -437,6 +456,9 @@ impl<A: Agent> DynAgent for A {
         Agent::streams(self)
     }
 }
+
+/// How long a cancelled run waits for an agent to withdraw its open question ([`Agent::withdraw`]).
+pub const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A shared reference to an agent: what builders take and return, and what you invoke.
 #[derive(Clone)]
@@ -462,6 +484,14 @@ impl AgentRef {
     /// The agent's name.
     pub fn name(&self) -> &str {
         &self.0.spec().name
+    }
+
+    /// The first agent named `name` in the tree rooted here (depth first, in declaration order).
+    pub fn find(&self, name: &str) -> Option<&AgentRef> {
+        if self.name() == name {
+            return Some(self);
+        }
+        self.0.sub_agents().iter().find_map(|c| c.find(name))
     }
 
     /// The agent tree rooted here, with stable path ids (`root`, `root/0`, `root/1/2`).

@@ -279,6 +279,10 @@ impl DynAgent for Listened {
         self.inner.0.may_suspend()
     }
 
+    fn withdraw_dyn<'a>(&'a self, pending: &'a crate::run::PendingResponse) -> BoxFuture<'a, ()> {
+        self.inner.0.withdraw_dyn(pending)
+    }
+
     fn has_chat_memory(&self) -> bool {
         self.inner.0.has_chat_memory()
     }

@@ -166,22 +166,9 @@ impl Server {
         if let Some(dir) = &config.specs {
             std::fs::read_dir(dir).map_err(|source| ServeError::Specs { dir: dir.clone(), source })?;
         }
-        let cluster = cluster::Cluster::new(config.store.shared_dyn());
-        let hub = EventHub::new(cluster.clone());
-        let store: StoreRef = Arc::new(JournalTap { inner: config.store.clone(), hub: hub.clone() });
-        let host = RunHost::new(store, hub, SpecCatalog::new(config.specs.clone()));
-        // Cancels recorded by other servers reach the runs executing here at once.
-        let (on_cancel, on_reconnect) = (host.clone(), host.clone());
-        cluster
-            .start(
-                config.store.clone(),
-                move |run_id| on_cancel.cancel_here(&run_id),
-                move || {
-                    let host = on_reconnect.clone();
-                    tokio::spawn(async move { host.cancel_requested_here().await });
-                },
-            )
-            .await?;
+        let stop = CancellationToken::new();
+        let loopback = config.listen.ip().is_loopback();
+        let (host, app) = application(&config, &stop, loopback).await?;
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
@@ -190,17 +177,6 @@ impl Server {
         if resumed > 0 {
             tracing::info!("resumed {resumed} interrupted runs");
         }
-        let state = AppState {
-            host: host.clone(),
-            store_label: Arc::from(config.store_label.as_str()),
-            token: config.token.as_deref().map(Arc::from),
-            a2a_contexts: a2a::Contexts::default(),
-        };
-        let stop = CancellationToken::new();
-        // The MCP endpoint's sessions and streams end with the HTTP server (else they would hold its graceful
-        // shutdown open).
-        let protocols = Protocols { mcp: mcp::service(state.clone(), stop.child_token(), !addr.ip().is_loopback()) };
-        let app = router(state, protocols);
         if host.store().shared_dyn() {
             tokio::spawn(keep_leases(host.clone(), config.lease_time / 3, stop.clone()));
         }
@@ -281,6 +257,73 @@ impl Server {
     /// Waits until no run task started so far is executing (runs that suspend count as done).
     pub async fn wait_idle(&self) {
         self.host.wait_idle().await;
+    }
+}
+
+/// The run host and the whole application of `config`, not yet bound: the store tapped for live events, the
+/// cluster's cancel listener started, the MCP service's sessions ending with `stop`.
+async fn application(
+    config: &ServerConfig,
+    stop: &CancellationToken,
+    loopback: bool,
+) -> Result<(RunHost, Router), ServeError> {
+    let cluster = cluster::Cluster::new(config.store.shared_dyn());
+    let hub = EventHub::new(cluster.clone());
+    let store: StoreRef = Arc::new(JournalTap { inner: config.store.clone(), hub: hub.clone() });
+    let host = RunHost::new(store, hub, SpecCatalog::new(config.specs.clone()));
+    // Cancels recorded by other servers reach the runs executing here at once.
+    let (on_cancel, on_reconnect) = (host.clone(), host.clone());
+    cluster
+        .start(
+            config.store.clone(),
+            move |run_id| on_cancel.cancel_here(&run_id),
+            move || {
+                let host = on_reconnect.clone();
+                tokio::spawn(async move { host.cancel_requested_here().await });
+            },
+        )
+        .await?;
+    let state = AppState {
+        host: host.clone(),
+        store_label: Arc::from(config.store_label.as_str()),
+        token: config.token.as_deref().map(Arc::from),
+        a2a_contexts: a2a::Contexts::default(),
+    };
+    // The MCP endpoint's sessions and streams end with the HTTP server (else they would hold its graceful
+    // shutdown open).
+    let protocols = Protocols { mcp: mcp::service(state.clone(), stop.child_token(), !loopback) };
+    Ok((host, router(state, protocols)))
+}
+
+/// The whole application in process, for the fuzz target of `fuzz/` (built with `cfg(fuzzing)`); not an API.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod fuzzing {
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    pub struct App {
+        router: axum::Router,
+        _host: super::host::RunHost,
+        _stop: tokio_util::sync::CancellationToken,
+    }
+
+    impl App {
+        pub async fn new(config: super::ServerConfig) -> App {
+            let stop = tokio_util::sync::CancellationToken::new();
+            let (host, router) = super::application(&config, &stop, true).await.expect("the application builds");
+            App { router, _host: host, _stop: stop }
+        }
+
+        /// One request through the whole application: its status, headers and body.
+        pub async fn call(&self, request: Request<Body>) -> axum::http::Response<Vec<u8>> {
+            let response = self.router.clone().oneshot(request).await.expect("the router is infallible");
+            let (parts, body) = response.into_parts();
+            let bytes = axum::body::to_bytes(body, usize::MAX).await.map(|b| b.to_vec()).unwrap_or_default();
+            axum::http::Response::from_parts(parts, bytes)
+        }
     }
 }
 

@@ -11,8 +11,9 @@ Serves, on http://127.0.0.1:PORT, JSON-RPC with the 1.0 methods and the 0.3 name
 - `/travel`: a first message opens a task in `input-required`, asking `Which city should I book <TEXT> in?`;
   the next message of the same task completes it with the artifact `Booked <TEXT> in <ANSWER>.`
 - `/legacy`: the chat agent behind a card that declares protocol 0.3 only (clients must use `message/send`).
-- `/slow`: works for 30 s unless its task is cancelled; the ids of the tasks it is asked to cancel are
-  appended to CANCELLED_FILE, one a line.
+- `/slow`: works for 30 s unless its task is cancelled.
+
+The ids of the tasks `/travel` and `/slow` are asked to cancel are appended to CANCELLED_FILE, one a line.
 - `/broken/.well-known/agent-card.json`: a card that does not parse (a JSON list).
 """
 import asyncio
@@ -105,8 +106,16 @@ class Travel(AgentExecutor):
         await updater.complete()
 
     async def cancel(self, context: RequestContext, queue: EventQueue) -> None:
+        record_cancel(context.task_id)
         updater = await start(context, queue)
         await updater.cancel()
+
+
+def record_cancel(task_id: str | None) -> None:
+    """Appends the id of a task the agent is asked to cancel to CANCELLED_FILE."""
+    if CANCELLED_FILE:
+        with open(CANCELLED_FILE, "a") as f:
+            f.write(f"{task_id}\n")
 
 
 class Slow(AgentExecutor):
@@ -127,9 +136,7 @@ class Slow(AgentExecutor):
 
     async def cancel(self, context: RequestContext, queue: EventQueue) -> None:
         self.cancelled.add(context.task_id)
-        if CANCELLED_FILE:
-            with open(CANCELLED_FILE, "a") as f:
-                f.write(f"{context.task_id}\n")
+        record_cancel(context.task_id)
         updater = await start(context, queue)
         await updater.cancel()
 

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentic_engine::{Agent, AgentError, AgentRef, AgentSpec, InvocationContext, RunEvent, SpecBuilder};
+use agentic_engine::{
+    Agent, AgentError, AgentRef, AgentSpec, InvocationContext, PendingResponse, RunEvent, SpecBuilder,
+};
 use serde_json::{Value, json};
 
 use super::client::{A2aClient, A2aError};
@@ -403,5 +405,16 @@ impl Agent for A2aAgent {
 
     fn may_suspend(&self) -> bool {
         true
+    }
+
+    /// The run was cancelled while the remote task waited for input: the remote agent is asked to cancel it.
+    async fn withdraw(&self, pending: &PendingResponse) {
+        let field = |k: &str| pending.data.get(k).and_then(Value::as_str).map(str::to_string);
+        let Some(id) = field("task_id") else { return };
+        let request = TaskRequest { tenant: field("tenant"), id: id.clone(), history_length: None };
+        match self.client.cancel_task(request).await {
+            Ok(_) => tracing::info!(agent = self.client.name(), task = %id, "cancelled the remote task"),
+            Err(e) => tracing::warn!(agent = self.client.name(), task = %id, "cannot cancel the remote task: {e}"),
+        }
     }
 }

@@ -393,6 +393,9 @@ impl RunSession {
                 flush_err.get_or_insert(AgentError::internal(format!("journal: {e}")));
             }
         }
+        if let Err(AgentError::Cancelled) = &result {
+            withdraw_questions(&agent, run.unresolved_suspensions()).await;
+        }
         let rid = run_id.to_string();
         let emit_end = |event: RunEvent| run.emit(&run_listeners, &event);
         emit_end(match &result {
@@ -542,4 +545,15 @@ fn check_state_types(topology: &TopologyNode, state: &Map<String, Value>) -> Res
         }
     }
     Ok(())
+}
+
+/// A cancelled run's open questions withdrawn by the agents that asked them ([`crate::Agent::withdraw`]), each
+/// for at most [`crate::agent::WITHDRAW_TIMEOUT`].
+async fn withdraw_questions(root: &AgentRef, open: Vec<PendingResponse>) {
+    for pending in open {
+        let Some(asker) = root.find(&pending.agent) else { continue };
+        if tokio::time::timeout(crate::agent::WITHDRAW_TIMEOUT, asker.0.withdraw_dyn(&pending)).await.is_err() {
+            tracing::warn!(agent = %pending.agent, response = %pending.id, "withdrawing the open question timed out");
+        }
+    }
 }
