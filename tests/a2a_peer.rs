@@ -267,7 +267,7 @@ async fn cancelling_a_run_suspended_on_a_remote_question_cancels_the_remote_task
     cancel.cancel();
     let err = system.root.resume("trip-9").store_ref(store.clone()).cancel_handle(cancel).await.unwrap_err();
     assert!(matches!(err, AgentError::Cancelled), "{err}");
-    assert_eq!(store.run_dyn("trip-9").await.unwrap().unwrap().status, RunStatus::Cancelled);
+    assert_eq!(store.run_dyn("trip-9").await.unwrap().unwrap().status, agentic::engine::RunStatus::Cancelled);
 
     // The remote agent was asked to cancel exactly that task, and says it is cancelled.
     assert_eq!(cancelled_tasks(&cancelled).await, [task_id.clone()]);
