@@ -270,7 +270,7 @@ async fn cancelling_a_run_suspended_on_a_remote_question_cancels_the_remote_task
     assert_eq!(store.run_dyn("trip-9").await.unwrap().unwrap().status, agentic::engine::RunStatus::Cancelled);
 
     // The remote agent was asked to cancel exactly that task, and says it is cancelled.
-    assert_eq!(cancelled_tasks(&cancelled).await, [task_id.clone()]);
+    assert_eq!(cancelled_tasks(&cancelled).await, std::slice::from_ref(&task_id));
     let client = A2aClient::new("travel", format!("http://127.0.0.1:{port}/travel"));
     let request = agentic::agents::a2a::TaskRequest { tenant: None, id: task_id, history_length: None };
     assert_eq!(client.get_task(request).await.unwrap().status.state, agentic::agents::a2a::TaskState::Canceled);

@@ -35,8 +35,8 @@ pub mod store;
 pub mod value;
 
 pub use agent::{
-    Agent, AgentRef, AgentSpec, Declaration, DynAgent, InputSpec, InvocationContext, KeyDecl, SpecBuilder, TopologyNode,
-    WITHDRAW_TIMEOUT,
+    Agent, AgentRef, AgentSpec, Declaration, DynAgent, InputSpec, InvocationContext, KeyDecl, SpecBuilder,
+    TopologyNode, WITHDRAW_TIMEOUT,
 };
 pub use agent_registry::AgentRegistry;
 pub use error::{

@@ -28,7 +28,9 @@ fn json(response: &axum::http::Response<Vec<u8>>) -> serde_json::Value {
 
 /// A run of `approval` suspended on its human step: its id.
 async fn suspended_run(app: &App) -> String {
-    let created = app.call(post("/api/v1/runs", "application/json", br#"{"spec_name":"approval","inputs":{"input":"x"}}"#.to_vec())).await;
+    let created = app
+        .call(post("/api/v1/runs", "application/json", br#"{"spec_name":"approval","inputs":{"input":"x"}}"#.to_vec()))
+        .await;
     assert_eq!(created.status(), StatusCode::CREATED, "{}", String::from_utf8_lossy(created.body()));
     let id = json(&created)["run_id"].as_str().expect("run_id").to_string();
     loop {
@@ -48,7 +50,8 @@ async fn mcp_session(app: &App) -> String {
     let response = app.call(request).await;
     assert_eq!(response.status(), StatusCode::OK, "{}", String::from_utf8_lossy(response.body()));
     let session = response.headers()["mcp-session-id"].to_str().expect("session id").to_string();
-    let mut notified = post("/mcp", "application/json", br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec());
+    let mut notified =
+        post("/mcp", "application/json", br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec());
     notified.headers_mut().insert("accept", "application/json, text/event-stream".parse().expect("header"));
     notified.headers_mut().insert("mcp-session-id", session.parse().expect("header"));
     app.call(notified).await;
