@@ -167,8 +167,7 @@ impl Server {
             std::fs::read_dir(dir).map_err(|source| ServeError::Specs { dir: dir.clone(), source })?;
         }
         let stop = CancellationToken::new();
-        let loopback = config.listen.ip().is_loopback();
-        let (host, app) = application(&config, &stop, loopback).await?;
+        let (host, app) = application(&config, &stop).await?;
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
@@ -261,12 +260,9 @@ impl Server {
 }
 
 /// The run host and the whole application of `config`, not yet bound: the store tapped for live events, the
-/// cluster's cancel listener started, the MCP service's sessions ending with `stop`.
-async fn application(
-    config: &ServerConfig,
-    stop: &CancellationToken,
-    loopback: bool,
-) -> Result<(RunHost, Router), ServeError> {
+/// cluster's cancel listener started, the MCP service's sessions ending with `stop` (any host name accepted on a
+/// public address).
+async fn application(config: &ServerConfig, stop: &CancellationToken) -> Result<(RunHost, Router), ServeError> {
     let cluster = cluster::Cluster::new(config.store.shared_dyn());
     let hub = EventHub::new(cluster.clone());
     let store: StoreRef = Arc::new(JournalTap { inner: config.store.clone(), hub: hub.clone() });
@@ -291,7 +287,8 @@ async fn application(
     };
     // The MCP endpoint's sessions and streams end with the HTTP server (else they would hold its graceful
     // shutdown open).
-    let protocols = Protocols { mcp: mcp::service(state.clone(), stop.child_token(), !loopback) };
+    let public = !config.listen.ip().is_loopback();
+    let protocols = Protocols { mcp: mcp::service(state.clone(), stop.child_token(), public) };
     Ok((host, router(state, protocols)))
 }
 
@@ -313,7 +310,7 @@ pub mod fuzzing {
     impl App {
         pub async fn new(config: super::ServerConfig) -> App {
             let stop = tokio_util::sync::CancellationToken::new();
-            let (host, router) = super::application(&config, &stop, true).await.expect("the application builds");
+            let (host, router) = super::application(&config, &stop).await.expect("the application builds");
             App { router, _host: host, _stop: stop }
         }
 
