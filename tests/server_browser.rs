@@ -416,6 +416,8 @@ async fn the_web_ui_takes_an_order_through_the_inbox_in_chromium_and_shows_run_d
     wait_page(&page, "/runs/big-value").await;
     wait_for(&page, "the run's timeline", "document.querySelector('#timeline tr[data-event=\"suspended\"]') !== null")
         .await;
+    // The state table is redrawn from the run fetched after the event: the input and the note once it is there.
+    wait_for(&page, "the state's two values", "document.querySelectorAll('#state pre.value').length === 2").await;
     let cells = eval(
         &page,
         "Array.from(document.querySelectorAll('#state pre.value')).map(function (p) { \
