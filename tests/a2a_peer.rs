@@ -16,8 +16,15 @@ use serde_json::{Value, json};
 
 /// The peer on `port`; its base URL.
 fn peer_on(python: &std::path::Path, port: u16) -> (KillOnDrop, String) {
+    peer_recording(python, port, None)
+}
+
+/// The peer on `port`, appending the ids of the tasks it is asked to cancel to `cancelled`; its base URL.
+fn peer_recording(python: &std::path::Path, port: u16, cancelled: Option<&std::path::Path>) -> (KillOnDrop, String) {
+    let mut args = vec![peer_script("a2a_server.py"), port.to_string()];
+    args.extend(cancelled.map(|f| f.display().to_string()));
     let child = std::process::Command::new(python)
-        .args([peer_script("a2a_server.py"), port.to_string()])
+        .args(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -197,16 +204,8 @@ async fn cancelling_the_run_cancels_the_remote_task() {
     let Some(python) = peers_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let cancelled = dir.path().join("cancelled.txt");
-    let port = free_port();
-    let child = std::process::Command::new(&python)
-        .args([peer_script("a2a_server.py"), port.to_string(), cancelled.display().to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let _peer = KillOnDrop(child);
-    wait_port(port);
-    let client = A2aClient::new("slow", format!("http://127.0.0.1:{port}/slow"));
+    let (_peer, base) = peer_recording(&python, free_port(), Some(&cancelled));
+    let client = A2aClient::new("slow", format!("{base}/slow"));
     let slow = A2aAgent::builder(client.clone()).name("slow").message("work").unwrap().output_key("done").build_lazy();
     let cancel = CancelHandle::new();
     let c2 = cancel.clone();
@@ -243,16 +242,8 @@ async fn cancelling_a_run_suspended_on_a_remote_question_cancels_the_remote_task
     let Some(python) = peers_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let cancelled = dir.path().join("cancelled.txt");
-    let port = free_port();
-    let child = std::process::Command::new(&python)
-        .args([peer_script("a2a_server.py"), port.to_string(), cancelled.display().to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let _peer = KillOnDrop(child);
-    wait_port(port);
-    let spec = travel_spec(dir.path(), &format!("http://127.0.0.1:{port}/travel"));
+    let (_peer, base) = peer_recording(&python, free_port(), Some(&cancelled));
+    let spec = travel_spec(dir.path(), &format!("{base}/travel"));
     let store_dir = dir.path().join("store");
 
     // Suspended by the remote question, in a process that then ends.
@@ -271,7 +262,7 @@ async fn cancelling_a_run_suspended_on_a_remote_question_cancels_the_remote_task
 
     // The remote agent was asked to cancel exactly that task, and says it is cancelled.
     assert_eq!(cancelled_tasks(&cancelled).await, std::slice::from_ref(&task_id));
-    let client = A2aClient::new("travel", format!("http://127.0.0.1:{port}/travel"));
+    let client = A2aClient::new("travel", format!("{base}/travel"));
     let request = agentic::agents::a2a::TaskRequest { tenant: None, id: task_id, history_length: None };
     assert_eq!(client.get_task(request).await.unwrap().status.state, agentic::agents::a2a::TaskState::Canceled);
 }

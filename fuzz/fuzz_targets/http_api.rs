@@ -35,9 +35,11 @@ async fn suspended_run(app: &App) -> String {
     let id = json(&created)["run_id"].as_str().expect("run_id").to_string();
     loop {
         let run = app.call(Request::get(format!("/api/v1/runs/{id}")).body(Body::empty()).expect("request")).await;
-        if json(&run)["status"] == "suspended" {
+        let status = json(&run)["status"].clone();
+        if status == "suspended" {
             return id;
         }
+        assert_eq!(status, "running", "the approval run ended without asking");
         tokio::task::yield_now().await;
     }
 }
