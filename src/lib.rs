@@ -54,6 +54,19 @@ pub use agentic_store as store;
 #[cfg(feature = "otel")]
 pub mod telemetry;
 
+#[cfg(feature = "cli")]
+mod cli;
+
+/// Runs the `agentic` command line (SPEC.md §2) on this process's arguments and returns its exit code: what
+/// the `agentic` binary does. A program that adds planner kinds ([`spec::register_kind`]) registers them and
+/// then calls this, so that `agentic run`, `validate` and `serve` accept specs that use them
+/// (`examples/round_robin.rs`). Exit codes: `0` completed, `2` suspended, `1` run failed, `64` usage error or
+/// invalid spec.
+#[cfg(feature = "cli")]
+pub fn cli_main() -> std::process::ExitCode {
+    cli::main()
+}
+
 /// What the declarative agents' expansions name: the builders and the typed-call helpers.
 #[doc(hidden)]
 pub mod __private {

@@ -11,6 +11,10 @@
 mod story;
 
 #[allow(dead_code)]
+#[path = "../examples/round_robin.rs"]
+mod round_robin;
+
+#[allow(dead_code)]
 #[path = "../examples/story_declarative.rs"]
 mod story_declarative;
 
@@ -145,6 +149,7 @@ const EXAMPLES: &[&str] = &[
     "p2p_research",
     "p2p_research_declarative",
     "quickstart_declarative",
+    "round_robin",
     "sentiment_voting",
     "sentiment_voting_declarative",
     "story",
@@ -481,5 +486,14 @@ async fn decision_router_declarative_example() {
             "legal: Yes: the other driver's insurer owes you damages; keep the police report and medical bills.\n",
             "medical: Keep the leg still and raised, and get an X-ray at an emergency room today.",
         )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_robin_example() {
+    assert_eq!(
+        round_robin::run().await.unwrap(),
+        "draft: \"A fox quick (round 1) jumps. quick (round 2)\"\nturns: adjective (root/0), ending (root/1), \
+         adjective (root/0), room (root)"
     );
 }

@@ -30,7 +30,12 @@ impl Actor for Hop {
         Ok(None)
     }
 
-    async fn handle(&self, _me: ActorRef<HopMsg>, msg: HopMsg, next: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _me: ActorRef<HopMsg>,
+        msg: HopMsg,
+        next: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             HopMsg::Next(n) => *next = Some(n),
             HopMsg::Token { hops_left: 0, done } => {

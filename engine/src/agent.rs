@@ -391,6 +391,11 @@ pub trait DynAgent: Send + Sync + 'static {
         Value::Null
     }
 
+    /// State keys a composite writes for its sub-agents before calling them ([`crate::CompositeBuilder::binds`]).
+    fn bound_keys(&self) -> &[String] {
+        &[]
+    }
+
     /// Whether invoking this agent can suspend the run (a human-in-the-loop agent, or a composite containing
     /// one). Such systems are checkpointed in process by default so a suspended outcome can be resumed.
     fn may_suspend(&self) -> bool {
@@ -537,13 +542,23 @@ pub struct TopologyNode {
     /// Sub-agents.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<TopologyNode>,
+    /// State keys the composite writes for its sub-agents before calling them (a debate's transcript): inputs
+    /// of the sub-agents that a caller need not supply. Not serialized, so not part of the fingerprint.
+    #[serde(skip)]
+    pub binds: Vec<String>,
 }
 
 impl TopologyNode {
     fn build(agent: &AgentRef, path: String) -> Self {
         let children =
             agent.0.sub_agents().iter().enumerate().map(|(i, c)| Self::build(c, format!("{path}/{i}"))).collect();
-        TopologyNode { spec: agent.spec().clone(), details: agent.0.topology_details(), children, path }
+        TopologyNode {
+            spec: agent.spec().clone(),
+            details: agent.0.topology_details(),
+            binds: agent.0.bound_keys().to_vec(),
+            children,
+            path,
+        }
     }
 
     /// A stable 64-bit fingerprint (FNV-1a over the canonical JSON of the tree), as 16 hex digits.

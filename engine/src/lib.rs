@@ -49,8 +49,9 @@ pub use listener::{
 };
 pub use planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 pub use run::{
-    CancelHandle, Composite, CompositeBuilder, DrainHandle, InvokeRequest, OutputFn, PendingResponse, Registry,
-    ResultStream, RunEvents, RunOutcome, RunResult, StreamItem, StreamSource, answerable, check_run_id, fork, respond,
+    CancelHandle, Composite, CompositeBuilder, DrainHandle, InvokeRequest, OutputFn, PendingResponse, PlannerFactory,
+    Registry, ResultStream, RunEvents, RunOutcome, RunResult, StreamItem, StreamSource, answerable, check_run_id, fork,
+    respond,
 };
 pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
 pub use store::{

@@ -275,6 +275,10 @@ impl DynAgent for Listened {
         self.inner.0.topology_details()
     }
 
+    fn bound_keys(&self) -> &[String] {
+        self.inner.0.bound_keys()
+    }
+
     fn may_suspend(&self) -> bool {
         self.inner.0.may_suspend()
     }

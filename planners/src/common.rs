@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use agentic_engine::{
-    AgentRef, AgentSpec, BuildError, Composite, ErrorHandler, OutputFn, Planner, ScopeView, SpecBuilder,
+    AgentRef, AgentSpec, BuildError, Composite, ErrorHandler, OutputFn, Planner, PlannerFactory, ScopeView, SpecBuilder,
 };
 use serde_json::Value;
 
@@ -14,6 +14,8 @@ pub struct CompositeParts {
     pub(crate) output: Option<OutputFn>,
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
     pub(crate) compensate_on_error: bool,
+    /// Keys the planner writes for its sub-agents ([`agentic_engine::CompositeBuilder::binds`]).
+    pub(crate) binds: Vec<String>,
 }
 
 impl CompositeParts {
@@ -24,6 +26,7 @@ impl CompositeParts {
             output: None,
             handler: None,
             compensate_on_error: false,
+            binds: Vec::new(),
         }
     }
 
@@ -33,9 +36,16 @@ impl CompositeParts {
         P: Planner,
         F: Fn() -> P + Send + Sync + 'static,
     {
-        let mut b = Composite::builder(self.spec.name.clone(), self.spec.kind.clone(), planner)
+        let factory: PlannerFactory = Arc::new(move || Box::new(planner()) as Box<dyn Planner>);
+        self.build_with(factory, details)
+    }
+
+    /// Builds the engine composite with an already boxed planner factory and topology details.
+    pub(crate) fn build_with(self, factory: PlannerFactory, details: Value) -> Result<AgentRef, BuildError> {
+        let mut b = Composite::with_factory(self.spec.name.clone(), self.spec.kind.clone(), factory)
             .sub_agents(self.agents)
-            .details(details);
+            .details(details)
+            .binds(self.binds);
         *b.spec_mut() = self.spec;
         if let Some(f) = self.output {
             b = b.output_fn(f);

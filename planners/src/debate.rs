@@ -273,6 +273,7 @@ impl DebateBuilder {
         let debaters = self.debaters.len();
         parts.agents = self.debaters;
         parts.agents.push(judge);
+        parts.binds = vec![DEBATE_CONTEXT_KEY.to_string()];
         let details = json!({
             "debaters": debaters,
             "max_rounds": self.max_rounds,

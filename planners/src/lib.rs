@@ -18,6 +18,7 @@ pub mod looping;
 pub mod p2p;
 pub mod parallel;
 pub mod parallel_mapper;
+pub mod planned;
 pub mod sequential;
 pub mod supervisor;
 pub mod voting;
@@ -36,6 +37,7 @@ pub use looping::{ExitCondition, Loop, LoopBuilder, LoopPlanner};
 pub use p2p::{InvocationCondition, P2p, P2pBuilder, P2pPlanner};
 pub use parallel::{Parallel, ParallelBuilder, ParallelPlanner};
 pub use parallel_mapper::{MapperPlanner, ParallelMapper, ParallelMapperBuilder};
+pub use planned::{Planned, PlannedBuilder};
 pub use sequential::{Sequence, SequenceBuilder, SequentialPlanner};
 pub use supervisor::{
     ContextStrategy, DONE_AGENT, PLANNER_AGENT_NAME, ResponseStrategy, SCORER_AGENT_NAME, SUMMARIZER_AGENT_NAME,

@@ -846,6 +846,10 @@ impl SupervisorBuilder {
             max_invocations: self.max_invocations,
             strategy: self.strategy,
         });
+        parts.binds =
+            [SUPERVISOR_CONTEXT_KEY, SUPERVISOR_HISTORY_KEY, SUPERVISOR_SUMMARY_KEY, SUPERVISOR_RESPONSES_KEY]
+                .map(str::to_string)
+                .to_vec();
         parts.build(move || SupervisorPlanner { config: Some(config.clone()), ..Default::default() }, details)
     }
 }

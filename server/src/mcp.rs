@@ -384,29 +384,15 @@ impl Walk {
         }
         let kind = spec.kind.as_str();
         let mut bound = bound.to_vec();
-        match kind {
-            "parallel_mapper" => {
-                if let Some(item) = node.details.get("item_key").and_then(Value::as_str) {
-                    bound.push(item.to_string());
-                }
-                if let Some(items) = node.details.get("items").and_then(Value::as_str).filter(|s| identifier(s)) {
-                    self.read(items, ValueType::List, runs, &spec.name, &bound);
-                }
+        // What the planner writes for its sub-agents (a debate's transcript, a supervisor's request).
+        bound.extend(node.binds.iter().cloned());
+        if kind == "parallel_mapper" {
+            if let Some(item) = node.details.get("item_key").and_then(Value::as_str) {
+                bound.push(item.to_string());
             }
-            "debate" => bound.push(agentic_planners::debate::DEBATE_CONTEXT_KEY.to_string()),
-            "supervisor" => {
-                use agentic_planners::supervisor as s;
-                bound.extend(
-                    [
-                        s::SUPERVISOR_CONTEXT_KEY,
-                        s::SUPERVISOR_HISTORY_KEY,
-                        s::SUPERVISOR_SUMMARY_KEY,
-                        s::SUPERVISOR_RESPONSES_KEY,
-                    ]
-                    .map(str::to_string),
-                );
+            if let Some(items) = node.details.get("items").and_then(Value::as_str).filter(|s| identifier(s)) {
+                self.read(items, ValueType::List, runs, &spec.name, &bound);
             }
-            _ => {}
         }
         // Sub-agents run in their order (sequence, loop, parallel, voting, mapper, conditional) or as a planner
         // picks them; only the first kind's always run (a mapper's run once per item: maybe never).
@@ -575,6 +561,45 @@ mod tests {
         // Branches of a condition may not run; an optional agent neither.
         let triage = std::fs::read_to_string("../examples/specs/triage.yaml").unwrap_or_default();
         assert_eq!(inferred(&triage), owned(&[("temperature", true)]));
+    }
+
+    /// A planner kind that binds `round` for its agents (and runs them in order).
+    struct Rounds;
+
+    impl agentic_spec::PlannerKind for Rounds {
+        fn name(&self) -> &str {
+            "mcp_test_rounds"
+        }
+
+        fn fields(&self) -> &[agentic_spec::KindField] {
+            const FIELDS: &[agentic_spec::KindField] =
+                &[agentic_spec::KindField::required("agents", agentic_spec::FieldType::Agents)];
+            FIELDS
+        }
+
+        fn planner(&self, _: &agentic_spec::KindArgs) -> Result<agentic_engine::PlannerFactory, String> {
+            Ok(std::sync::Arc::new(|| Box::new(agentic_planners::SequentialPlanner::default())))
+        }
+
+        fn binds(&self, _: &agentic_spec::KindArgs) -> Vec<String> {
+            vec!["round".to_string()]
+        }
+    }
+
+    #[test]
+    fn keys_a_planner_binds_for_its_agents_are_not_inputs() {
+        // A debate binds its transcript for the debaters; the question is the caller's (not required: a
+        // debate's agents run as its planner decides).
+        let debate = "version: 1\nroot: d\nagents:\n  d: {kind: debate, debaters: [a, b], judge: j}\n  a: {kind: \
+                      compute, inputs: [question, debateContext], value: \"'AGREE'\", output_key: a}\n  b: {kind: \
+                      compute, inputs: [debateContext], value: \"'AGREE'\", output_key: b}\n  j: {kind: compute, \
+                      value: \"a\", output_key: verdict}\n";
+        assert_eq!(inferred(debate), owned(&[("question", false)]));
+        // So does a kind a program registers, through its descriptor (its agents run as its planner decides).
+        let _ = agentic_spec::register_kind(Rounds);
+        let rounds = "version: 1\nroot: r\nagents:\n  r: {kind: mcp_test_rounds, agents: [a]}\n  a: {kind: compute, \
+                      inputs: [topic, round], value: \"topic ~ round\", output_key: out}\n";
+        assert_eq!(inferred(rounds), owned(&[("topic", false)]));
     }
 
     #[test]

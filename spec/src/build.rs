@@ -11,13 +11,14 @@ use agentic_agents::{McpAgent, McpClient, McpServer, McpToolProvider};
 use agentic_engine::{
     AgentRef, AgentRegistry, BuildError, ErrorContext, RegistryError, RetryPolicy, SpecBuilder, Transience,
 };
-use agentic_planners::{CompositeBuilderExt, Conditional, Loop, Parallel, ParallelMapper, Sequence};
+use agentic_planners::{CompositeBuilderExt, Conditional, Loop, Parallel, ParallelMapper, Planned, Sequence};
 use serde_json::Value;
 
 use crate::error::Sink;
+use crate::kind::KindArgs;
 #[cfg(feature = "mcp")]
 use crate::model::McpServerDef;
-use crate::model::{AgentDef, AgentKind, ComputeBody, Located, McpServerEntry};
+use crate::model::{AgentDef, AgentKind, ComputeBody, CustomDef, CustomValue, Located, McpServerEntry};
 use crate::validate::expr_message;
 
 /// Builds agents by name, recursively; errors go to the sink at the agent's position.
@@ -243,6 +244,7 @@ impl<'a> Builder<'a> {
                 Ok(common(b, def).build_lazy())
             }
             AgentKind::Registry { name } => self.registered(def, name),
+            AgentKind::Custom(custom) => self.custom(def, custom),
             AgentKind::Unsupported(kind) => {
                 self.sink.push(
                     def.kind_pos,
@@ -253,6 +255,56 @@ impl<'a> Builder<'a> {
                 Err(Reported)
             }
         }
+    }
+
+    /// An agent of a registered planner kind: its sub-agents numbered in the kind's field order, its
+    /// expressions compiled, its planner made by the kind.
+    fn custom(&mut self, def: &AgentDef, custom: &CustomDef) -> Built {
+        let mut args = KindArgs::default();
+        let mut subs = Vec::new();
+        let mut failed = false;
+        for (field, value) in &custom.fields {
+            match value {
+                CustomValue::Agents(names) => match self.children(def, names) {
+                    Ok(built) => {
+                        args.agents.insert(field.clone(), (subs.len()..subs.len() + built.len()).collect());
+                        subs.extend(built);
+                    }
+                    Err(Reported) => failed = true,
+                },
+                CustomValue::Agent(name) => match self.build(name, Some(&def.name)) {
+                    Ok(built) => {
+                        args.agents.insert(field.clone(), vec![subs.len()]);
+                        subs.push(built);
+                    }
+                    Err(Reported) => failed = true,
+                },
+                CustomValue::Value(v) => {
+                    args.values.insert(field.clone(), v.value.clone());
+                }
+                CustomValue::Expression(src) => match self.expression(def, field, src) {
+                    Ok(e) => {
+                        args.expressions.insert(field.clone(), e);
+                        args.values.insert(field.clone(), Value::String(src.value.clone()));
+                    }
+                    Err(Reported) => failed = true,
+                },
+            }
+        }
+        if failed {
+            return Err(Reported);
+        }
+        args.sub_agents = subs.len();
+        let kind = custom.kind.descriptor();
+        let factory = kind.planner(&args).map_err(|message| {
+            self.sink.push(def.kind_pos, Some(&def.name), None, format!("kind `{}`: {message}", kind.name()));
+            Reported
+        })?;
+        let b = composite(Planned::builder(kind.name(), factory), def, self)?
+            .sub_agents(subs)
+            .details(kind.details(&args))
+            .binds(kind.binds(&args));
+        self.finish(def, b.build())
     }
 
     /// The agent registered under `name` (a `registry` agent).

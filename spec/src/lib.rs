@@ -121,6 +121,7 @@
 
 mod build;
 mod error;
+mod kind;
 mod model;
 mod models;
 mod node;
@@ -134,10 +135,14 @@ use std::path::Path;
 use agentic_engine::AgentRef;
 
 pub use error::{SpecError, SpecErrors};
+pub use kind::{
+    FieldType, KindArgs, KindError, KindField, KindRef, PlannerKind, register_kind, registered_kind, registered_kinds,
+};
 pub use model::SupervisorDef;
 pub use model::{
-    A2aDef, AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, LlmDef, Located, McpDef,
-    McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
+    A2aDef, AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, CustomDef, CustomValue, ErrorHandlerDef,
+    LlmDef, Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, SUPPORTED_KINDS,
+    UNSUPPORTED_KINDS,
 };
 pub use model::{DesireDef, PreferDef};
 pub use models::{decision_model_from_def, model_from_def};

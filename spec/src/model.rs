@@ -230,6 +230,8 @@ pub enum AgentKind {
         /// `name`: the registered name.
         name: Located<String>,
     },
+    /// A planner kind the program registered ([`crate::register_kind`]), with its fields' values.
+    Custom(CustomDef),
     /// A kind of SPEC.md this build does not support yet (`llm`, `supervisor`, ...). Never present in a
     /// spec that validated.
     Unsupported(String),
@@ -258,6 +260,7 @@ impl AgentKind {
             AgentKind::Supervisor(_) => "supervisor",
             AgentKind::DecisionRouter { .. } => "decision_router",
             AgentKind::Registry { .. } => "registry",
+            AgentKind::Custom(c) => c.kind.name(),
             AgentKind::Unsupported(kind) => kind,
         }
     }
@@ -278,6 +281,15 @@ impl AgentKind {
             AgentKind::Debate { debaters, judge, .. } => debaters.iter().chain(std::iter::once(judge)).collect(),
             AgentKind::Bdi { desires, .. } => desires.iter().flat_map(|d| d.agents.iter()).collect(),
             AgentKind::Conditional { branches } => branches.iter().flat_map(|b| b.agents.iter()).collect(),
+            AgentKind::Custom(c) => c
+                .fields
+                .iter()
+                .flat_map(|(_, v)| match v {
+                    CustomValue::Agents(list) => list.iter().collect(),
+                    CustomValue::Agent(one) => vec![one],
+                    CustomValue::Value(_) | CustomValue::Expression(_) => Vec::new(),
+                })
+                .collect(),
             AgentKind::Compute(_)
             | AgentKind::Human { .. }
             | AgentKind::Mcp(_)
@@ -287,6 +299,29 @@ impl AgentKind {
             | AgentKind::Unsupported(_) => Vec::new(),
         }
     }
+}
+
+/// An agent of a registered planner kind: the kind and the values of the fields the spec gives, in the
+/// order the kind declares them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CustomDef {
+    /// The registered kind.
+    pub kind: crate::KindRef,
+    /// `(field, value)` for each field given, in the kind's field order.
+    pub fields: Vec<(String, CustomValue)>,
+}
+
+/// The value of one field of a registered planner kind, as parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CustomValue {
+    /// Sub-agents by name.
+    Agents(Vec<Located<String>>),
+    /// One sub-agent by name.
+    Agent(Located<String>),
+    /// A plain value (string, number, boolean, choice, or any value).
+    Value(Located<serde_json::Value>),
+    /// An expression's source.
+    Expression(Located<String>),
 }
 
 /// The fields of an `mcp` agent.

@@ -1,18 +1,23 @@
 //! From the located tree to the typed model: field names, types, kinds and duplicate keys are checked here,
 //! every problem recorded (parsing continues past errors wherever the rest can still be read).
 
+use serde_json::Value;
+
 use crate::error::{Sink, suggest};
+use crate::kind::{FieldType, KindRef};
 use crate::model::{
-    A2aDef, AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, Located, McpDef,
-    McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
+    A2aDef, AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, CustomDef, CustomValue, ErrorHandlerDef,
+    Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, SUPPORTED_KINDS,
+    UNSUPPORTED_KINDS,
 };
 use crate::node::{Node, NodeValue, Pos};
 use crate::params::{ParamDef, ParamType};
 
 /// Fields every agent takes.
-const COMMON_FIELDS: &[&str] = &["kind", "description", "inputs", "output_key", "optional", "async", "timeout_ms"];
+pub(crate) const COMMON_FIELDS: &[&str] =
+    &["kind", "description", "inputs", "output_key", "optional", "async", "timeout_ms"];
 /// Fields every composite takes besides the common ones.
-const COMPOSITE_FIELDS: &[&str] = &["output", "error_handler", "compensate_on_error"];
+pub(crate) const COMPOSITE_FIELDS: &[&str] = &["output", "error_handler", "compensate_on_error"];
 const TOP_FIELDS: &[&str] = &["version", "name", "root", "params", "models", "mcp_servers", "agents"];
 
 /// The top level of a spec, parsed (not yet cross-checked).
@@ -568,6 +573,8 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
         cx.err(kind_pos, None, format!("kind `{kind}` is not supported yet by this build"));
         return Some(bare_agent(name, pos, kind_pos, AgentKind::Unsupported(kind.to_string())));
     }
+    let custom = if SUPPORTED_KINDS.contains(&kind) { None } else { crate::kind::registered_kind(kind) };
+    let custom_fields: Vec<&str> = custom.iter().flat_map(|k| k.descriptor().fields().iter().map(|f| f.name)).collect();
     let specific: &[&str] = match kind {
         "compute" => &["value", "template"],
         "human" => &["prompt", "mode", "response_id"],
@@ -605,8 +612,11 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
         }
         "decision_router" => &["agents", "model", "threshold"],
         "registry" => &["name"],
+        _ if custom.is_some() => &custom_fields,
         other => {
-            let all = SUPPORTED_KINDS.iter().chain(UNSUPPORTED_KINDS).copied();
+            let registered = crate::kind::registered_kinds();
+            let all =
+                SUPPORTED_KINDS.iter().chain(UNSUPPORTED_KINDS).copied().chain(registered.iter().map(String::as_str));
             let hint = match suggest(other, all) {
                 Some(s) => format!(" (did you mean `{s}`?)"),
                 None => String::new(),
@@ -810,9 +820,57 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             };
             AgentKind::DecisionRouter { agents, model: model?, threshold }
         }
-        _ => AgentKind::Conditional { branches: parse_branches(&obj, &mut cx) },
+        "conditional" => AgentKind::Conditional { branches: parse_branches(&obj, &mut cx) },
+        _ => match &custom {
+            Some(k) => AgentKind::Custom(parse_custom(k, &obj, &mut cx)?),
+            None => return None,
+        },
     };
     Some(def)
+}
+
+/// The fields of an agent of a registered planner kind, checked against the kind's declared types.
+fn parse_custom(kind: &KindRef, obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<CustomDef> {
+    let before = cx.sink_len();
+    let mut fields = Vec::new();
+    for field in kind.descriptor().fields() {
+        let name = field.name;
+        let Some(node) = obj.get(name) else {
+            if field.required {
+                cx.missing(obj.pos, name, format!("missing field `{name}` ({})", field.ty.described()));
+            }
+            continue;
+        };
+        let located = |v: Value| Some(CustomValue::Value(Located::new(v, node.pos)));
+        let value = match field.ty {
+            FieldType::Agents => cx.string_list(obj, name).map(CustomValue::Agents),
+            FieldType::Agent => cx.nonempty(obj, name).map(CustomValue::Agent),
+            FieldType::String => cx.string(obj, name).and_then(|s| located(Value::String(s.value))),
+            FieldType::Integer { min, max } => match signed(obj, cx, name) {
+                Some(v) if (min..=max).contains(&v) => located(Value::from(v)),
+                Some(v) => {
+                    cx.err(node.pos, Some(name), format!("must be between {min} and {max}, found {v}"));
+                    None
+                }
+                None => None,
+            },
+            FieldType::Number => cx.number(obj, name).and_then(|n| located(Value::from(n))),
+            FieldType::Bool => match node.value {
+                NodeValue::Bool(b) => located(Value::Bool(b)),
+                _ => {
+                    cx.err(node.pos, Some(name), format!("expected true or false, found {}", node.type_name()));
+                    None
+                }
+            },
+            FieldType::Choice(words) => choice(obj, cx, name, words).and_then(|w| located(Value::String(w))),
+            FieldType::Expression => cx.nonempty(obj, name).map(CustomValue::Expression),
+            _ => located(node.to_json()),
+        };
+        if let Some(value) = value {
+            fields.push((name.to_string(), value));
+        }
+    }
+    (cx.sink_len() == before).then(|| CustomDef { kind: kind.clone(), fields })
 }
 
 fn concurrency(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<usize> {
@@ -923,7 +981,15 @@ fn parse_branches(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<BranchDef> {
 }
 
 fn kinds_list() -> String {
-    SUPPORTED_KINDS.iter().chain(UNSUPPORTED_KINDS).map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+    let registered = crate::kind::registered_kinds();
+    SUPPORTED_KINDS
+        .iter()
+        .chain(UNSUPPORTED_KINDS)
+        .copied()
+        .chain(registered.iter().map(String::as_str))
+        .map(|k| format!("`{k}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The fields of an `llm` agent (SPEC.md, leaf kinds).

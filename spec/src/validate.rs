@@ -178,6 +178,13 @@ pub(crate) fn check_expressions(agent: &AgentDef, sink: &mut Sink) {
                 expr(&format!("branches[{i}].when"), &b.when);
             }
         }
+        AgentKind::Custom(custom) => {
+            for (field, value) in &custom.fields {
+                if let crate::model::CustomValue::Expression(src) = value {
+                    expr(field, src);
+                }
+            }
+        }
         AgentKind::Human { prompt, .. } => {
             if let Err(e) = Template::compile(&prompt.value) {
                 sink.push(

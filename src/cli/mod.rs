@@ -31,8 +31,8 @@ pub(crate) const EXIT_USAGE: u8 = 64;
 /// A cancel handle for the run the CLI is about to make: the first Ctrl-C (SIGINT) cancels the run, which then
 /// stops at its next step boundary, runs its compensations and is recorded `cancelled` (so `agentic resume`
 /// continues it); a second Ctrl-C exits at once with status 130, as an interrupted process does.
-pub(crate) fn cancel_on_ctrl_c(runtime: &tokio::runtime::Runtime, run_id: &str) -> agentic::engine::CancelHandle {
-    let handle = agentic::engine::CancelHandle::new();
+pub(crate) fn cancel_on_ctrl_c(runtime: &tokio::runtime::Runtime, run_id: &str) -> agentic_engine::CancelHandle {
+    let handle = agentic_engine::CancelHandle::new();
     let cancel = handle.clone();
     let run_id = run_id.to_string();
     runtime.spawn(async move {
@@ -102,10 +102,10 @@ fn init_tracing() {
 }
 
 /// Logs to stderr, filtered by `AGENTIC_LOG` (default `warn`), and exports the spans over OTLP when
-/// `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see [`agentic::telemetry`]). The guard flushes on drop.
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see [`crate::telemetry`]). The guard flushes on drop.
 #[cfg(feature = "otel")]
-fn init_tracing() -> Option<agentic::telemetry::OtlpGuard> {
-    match agentic::telemetry::init_from_env() {
+fn init_tracing() -> Option<crate::telemetry::OtlpGuard> {
+    match crate::telemetry::init_from_env() {
         Ok(guard) => guard,
         Err(e) => {
             eprintln!("agentic: {e}; spans are not exported");

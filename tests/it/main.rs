@@ -32,6 +32,7 @@ mod planners_patterns;
 mod planners_supervisor;
 mod planners_workflow;
 mod report_run;
+mod spec_custom_kind;
 mod spec_error_handler;
 mod spec_errors;
 mod spec_kinds;

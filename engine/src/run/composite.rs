@@ -18,7 +18,8 @@ use crate::value::ValueType;
 /// Computes a composite's result from the final state (the spec's `output` expression, or a Rust closure).
 pub type OutputFn = Arc<dyn Fn(&ScopeView) -> Result<Value, String> + Send + Sync>;
 
-type PlannerFactory = Arc<dyn Fn() -> Box<dyn Planner> + Send + Sync>;
+/// Makes a composite's planner, once per invocation (each invocation starts with fresh planner state).
+pub type PlannerFactory = Arc<dyn Fn() -> Box<dyn Planner> + Send + Sync>;
 
 pub(crate) struct CompositeInner {
     pub(crate) spec: AgentSpec,
@@ -27,6 +28,7 @@ pub(crate) struct CompositeInner {
     pub(crate) output: Option<OutputFn>,
     pub(crate) handler: Option<Arc<dyn ErrorHandler>>,
     pub(crate) details: Value,
+    pub(crate) binds: Vec<String>,
     pub(crate) may_suspend: bool,
     pub(crate) compensate_on_error: bool,
 }
@@ -52,6 +54,22 @@ impl Composite {
             output: None,
             handler: None,
             details: Value::Null,
+            binds: Vec::new(),
+            compensate_on_error: false,
+        }
+    }
+
+    /// Starts a builder like [`Composite::builder`] with an already boxed planner factory (what a spec's
+    /// planner kind supplies).
+    pub fn with_factory(name: impl Into<String>, kind: impl Into<String>, factory: PlannerFactory) -> CompositeBuilder {
+        CompositeBuilder {
+            spec: AgentSpec::new(name, kind),
+            sub_agents: Vec::new(),
+            factory,
+            output: None,
+            handler: None,
+            details: Value::Null,
+            binds: Vec::new(),
             compensate_on_error: false,
         }
     }
@@ -74,6 +92,7 @@ pub struct CompositeBuilder {
     output: Option<OutputFn>,
     handler: Option<Arc<dyn ErrorHandler>>,
     details: Value,
+    binds: Vec<String>,
     compensate_on_error: bool,
 }
 
@@ -128,6 +147,14 @@ impl CompositeBuilder {
         self
     }
 
+    /// State keys the planner writes for its sub-agents before calling them (a debate's transcript, a
+    /// supervisor's request): inputs a caller of the composite need not supply. Read by the MCP and A2A
+    /// servers when they describe a spec's inputs ([`crate::TopologyNode::binds`]).
+    pub fn binds(mut self, keys: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.binds = keys.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Builds the composite.
     ///
     /// # Errors
@@ -142,6 +169,7 @@ impl CompositeBuilder {
                 output: self.output,
                 handler: self.handler,
                 details: self.details,
+                binds: self.binds,
                 compensate_on_error: self.compensate_on_error,
             }),
         });
@@ -281,6 +309,10 @@ impl DynAgent for Composite {
 
     fn topology_details(&self) -> Value {
         self.inner.details.clone()
+    }
+
+    fn bound_keys(&self) -> &[String] {
+        &self.inner.binds
     }
 }
 

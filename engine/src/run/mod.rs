@@ -38,7 +38,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-pub use composite::{Composite, CompositeBuilder, OutputFn};
+pub use composite::{Composite, CompositeBuilder, OutputFn, PlannerFactory};
 pub use fork::fork;
 pub(crate) use frame::Frame;
 pub use registry::Registry;

@@ -1,0 +1,336 @@
+//! Planner kinds a program adds to specs. A [`PlannerKind`] describes one: the `kind` name a spec writes, its
+//! fields with their types, and how its planner is made from their values. [`register_kind`] makes every spec
+//! parsed afterwards in the process accept it, with the same checks and located errors as the built-in kinds
+//! (unknown fields, wrong types, missing required fields, unknown sub-agents), and the CLI's `validate`,
+//! `run` and `agentic serve` (MCP and A2A included) treat it like any composite. Adding a planner kind is one
+//! file (the planner and its descriptor) and one registration line.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use agentic_engine::{Action, AgentError, Completion, Planner, PlannerFactory, PlanningContext};
+//! use agentic_spec::{FieldType, KindArgs, KindField, PlannerKind, Spec, register_kind};
+//!
+//! /// Calls its agents in turn, `rounds` times over.
+//! struct RoundRobin { rounds: usize, turn: usize, agents: usize }
+//!
+//! impl Planner for RoundRobin {
+//!     fn first_action(&mut self, ctx: &PlanningContext<'_>) -> Result<Action, AgentError> {
+//!         self.agents = ctx.agents().len();
+//!         Ok(Action::call(0))
+//!     }
+//!     fn next_action(&mut self, _: &PlanningContext<'_>, _: &Completion) -> Result<Action, AgentError> {
+//!         self.turn += 1;
+//!         if self.turn == self.rounds * self.agents { Ok(Action::Done) } else { Ok(Action::call(self.turn % self.agents)) }
+//!     }
+//! }
+//!
+//! struct RoundRobinKind;
+//!
+//! impl PlannerKind for RoundRobinKind {
+//!     fn name(&self) -> &str { "round_robin_doc" }
+//!     fn fields(&self) -> &[KindField] {
+//!         const FIELDS: &[KindField] = &[
+//!             KindField::required("agents", FieldType::Agents),
+//!             KindField::optional("rounds", FieldType::Integer { min: 1, max: 100 }),
+//!         ];
+//!         FIELDS
+//!     }
+//!     fn planner(&self, args: &KindArgs) -> Result<PlannerFactory, String> {
+//!         let rounds = args.get("rounds").and_then(|v| v.as_u64()).unwrap_or(2) as usize;
+//!         Ok(Arc::new(move || Box::new(RoundRobin { rounds, turn: 0, agents: 0 })))
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! register_kind(RoundRobinKind)?;
+//! let spec = Spec::parse(r#"
+//! version: 1
+//! root: main
+//! agents:
+//!   main: { kind: round_robin_doc, agents: [tick], rounds: 3 }
+//!   tick: { kind: compute, value: "n + 1", inputs: [n], output_key: n }
+//! "#, "ticks.yaml")?;
+//! let outcome = spec.build()?.root.invoke().input("n", 0).await?;
+//! assert_eq!(outcome.state().get("n"), Some(&serde_json::json!(3)));
+//! # Ok(()) }
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use agentic_agents::expr::Expression;
+use agentic_engine::PlannerFactory;
+use serde_json::{Map, Value};
+
+use crate::model::SUPPORTED_KINDS;
+use crate::parse::{COMMON_FIELDS, COMPOSITE_FIELDS};
+
+/// A planner kind that specs can name (`kind: <name>`): its fields and how its planner is made. See the
+/// module documentation; register one with [`register_kind`].
+pub trait PlannerKind: Send + Sync + 'static {
+    /// The `kind` a spec writes: lowercase letters, digits and `_`, starting with a letter, and not a
+    /// built-in kind.
+    fn name(&self) -> &str;
+
+    /// The kind's own fields, in order, besides the fields every agent and every composite takes
+    /// (`description`, `output_key`, `output`, `error_handler`, ...). Sub-agents are fields of type
+    /// [`FieldType::Agents`] or [`FieldType::Agent`]: they are numbered in the order of these fields.
+    fn fields(&self) -> &[KindField] {
+        &[]
+    }
+
+    /// Makes the planner factory of one composite from its fields' values (called when the spec is built;
+    /// the factory is called once per invocation).
+    ///
+    /// # Errors
+    /// A sentence saying which value does not fit: the spec's build fails with it, located at the agent.
+    fn planner(&self, args: &KindArgs) -> Result<PlannerFactory, String>;
+
+    /// State keys the planner writes for its sub-agents before calling them (inputs a caller of the workflow
+    /// need not supply; the MCP and A2A servers leave them out of a spec's inputs). Default: none.
+    fn binds(&self, _args: &KindArgs) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The settings shown in the topology and the reports (part of the workflow's fingerprint: a run
+    /// resumes only on the same settings). Default: the non-agent fields' values.
+    fn details(&self, args: &KindArgs) -> Value {
+        Value::Object(args.values.clone())
+    }
+}
+
+/// One field of a [`PlannerKind`]: its name, type and whether a spec must give it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KindField {
+    /// The field's name in a spec.
+    pub name: &'static str,
+    /// What the field holds.
+    pub ty: FieldType,
+    /// Whether a spec must give it.
+    pub required: bool,
+}
+
+impl KindField {
+    /// A field every agent of the kind must give.
+    pub const fn required(name: &'static str, ty: FieldType) -> Self {
+        KindField { name, ty, required: true }
+    }
+
+    /// A field an agent of the kind may give.
+    pub const fn optional(name: &'static str, ty: FieldType) -> Self {
+        KindField { name, ty, required: false }
+    }
+}
+
+/// What a [`KindField`] holds, checked when a spec is parsed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum FieldType {
+    /// A list of sub-agents by name: [`KindArgs::agents`] gives their indices.
+    Agents,
+    /// One sub-agent by name: [`KindArgs::agent`] gives its index.
+    Agent,
+    /// A string.
+    String,
+    /// An integer from `min` to `max` (inclusive).
+    Integer {
+        /// The least value allowed.
+        min: i64,
+        /// The greatest value allowed.
+        max: i64,
+    },
+    /// A number.
+    Number,
+    /// `true` or `false`.
+    Bool,
+    /// One of these words.
+    Choice(&'static [&'static str]),
+    /// An expression over the state, compiled when the spec is built ([`KindArgs::expression`]).
+    Expression,
+    /// Any value (a list, a mapping, ...), as JSON.
+    Any,
+}
+
+impl FieldType {
+    /// How the type is named in error messages (`an integer from 1 to 10`).
+    pub(crate) fn described(&self) -> String {
+        match self {
+            FieldType::Agents => "a list of agent names".to_string(),
+            FieldType::Agent => "an agent name".to_string(),
+            FieldType::String => "a string".to_string(),
+            FieldType::Integer { min, max } => format!("an integer from {min} to {max}"),
+            FieldType::Number => "a number".to_string(),
+            FieldType::Bool => "true or false".to_string(),
+            FieldType::Choice(words) => {
+                let quoted: Vec<String> = words.iter().map(|w| format!("`{w}`")).collect();
+                format!("one of {}", quoted.join(", "))
+            }
+            FieldType::Expression => "an expression".to_string(),
+            FieldType::Any => "any value".to_string(),
+        }
+    }
+}
+
+/// The values of one agent's fields, handed to [`PlannerKind::planner`]: the non-agent fields as JSON (absent
+/// when the spec leaves an optional field out), the sub-agents' indices, the compiled expressions.
+#[derive(Clone, Default)]
+pub struct KindArgs {
+    pub(crate) values: Map<String, Value>,
+    pub(crate) agents: HashMap<String, Vec<usize>>,
+    pub(crate) expressions: HashMap<String, Arc<Expression>>,
+    pub(crate) sub_agents: usize,
+}
+
+impl std::fmt::Debug for KindArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindArgs")
+            .field("values", &self.values)
+            .field("agents", &self.agents)
+            .field("expressions", &self.expressions.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl KindArgs {
+    /// The value of a non-agent field (an expression field gives its source text).
+    pub fn get(&self, field: &str) -> Option<&Value> {
+        self.values.get(field)
+    }
+
+    /// The indices of the sub-agents an [`FieldType::Agents`] field names, in its order (empty when absent).
+    pub fn agents(&self, field: &str) -> &[usize] {
+        self.agents.get(field).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The index of the sub-agent an [`FieldType::Agent`] field names.
+    pub fn agent(&self, field: &str) -> Option<usize> {
+        self.agents.get(field).and_then(|v| v.first().copied())
+    }
+
+    /// The compiled expression of an [`FieldType::Expression`] field.
+    pub fn expression(&self, field: &str) -> Option<Arc<Expression>> {
+        self.expressions.get(field).cloned()
+    }
+
+    /// How many sub-agents the composite has (all agent fields together).
+    pub fn sub_agents(&self) -> usize {
+        self.sub_agents
+    }
+}
+
+/// A registered [`PlannerKind`], as a spec refers to it. Two are equal when they have the same name.
+#[derive(Clone)]
+pub struct KindRef(pub(crate) Arc<dyn PlannerKind>);
+
+impl KindRef {
+    /// The kind's name.
+    pub fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    /// The kind's descriptor.
+    pub fn descriptor(&self) -> &dyn PlannerKind {
+        &*self.0
+    }
+}
+
+impl std::fmt::Debug for KindRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KindRef({})", self.name())
+    }
+}
+
+impl PartialEq for KindRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+/// Why [`register_kind`] refused a kind.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KindError {
+    /// The name is a built-in kind's.
+    #[error("planner kind `{name}`: the name of a built-in kind")]
+    Builtin {
+        /// The refused name.
+        name: String,
+    },
+    /// Another kind of that name is registered.
+    #[error("planner kind `{name}` is already registered")]
+    Duplicate {
+        /// The refused name.
+        name: String,
+    },
+    /// The name or a field is not usable in a spec.
+    #[error("planner kind `{name}`: {message}")]
+    Invalid {
+        /// The kind's name.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn registry() -> &'static RwLock<BTreeMap<String, KindRef>> {
+    static KINDS: std::sync::OnceLock<RwLock<BTreeMap<String, KindRef>>> = std::sync::OnceLock::new();
+    KINDS.get_or_init(|| RwLock::new(BTreeMap::new()))
+}
+
+fn identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// Registers `kind` for every spec parsed afterwards in this process.
+///
+/// # Errors
+/// [`KindError::Builtin`] for a built-in kind's name, [`KindError::Duplicate`] when a kind of that name is
+/// registered, [`KindError::Invalid`] for a name or field name that is not lowercase snake_case, a field a
+/// composite already takes (`output_key`, `error_handler`, ...), a field given twice, or an integer range
+/// whose `min` is above its `max`.
+pub fn register_kind(kind: impl PlannerKind) -> Result<(), KindError> {
+    let name = kind.name().to_string();
+    let invalid = |message: String| KindError::Invalid { name: name.clone(), message };
+    if SUPPORTED_KINDS.contains(&name.as_str()) || name == "registry" {
+        return Err(KindError::Builtin { name });
+    }
+    if !identifier(&name) {
+        return Err(invalid("a kind's name is lowercase letters, digits and `_`, starting with a letter".into()));
+    }
+    let mut seen = Vec::new();
+    for field in kind.fields() {
+        if !identifier(field.name) {
+            return Err(invalid(format!("field `{}`: not lowercase snake_case", field.name)));
+        }
+        if COMMON_FIELDS.contains(&field.name) || COMPOSITE_FIELDS.contains(&field.name) {
+            return Err(invalid(format!("field `{}`: every composite takes it already", field.name)));
+        }
+        if seen.contains(&field.name) {
+            return Err(invalid(format!("field `{}` is declared twice", field.name)));
+        }
+        if let FieldType::Integer { min, max } = field.ty
+            && min > max
+        {
+            return Err(invalid(format!("field `{}`: min {min} is above max {max}", field.name)));
+        }
+        seen.push(field.name);
+    }
+    let mut kinds = registry().write().unwrap_or_else(PoisonError::into_inner);
+    if kinds.contains_key(&name) {
+        return Err(KindError::Duplicate { name });
+    }
+    kinds.insert(name, KindRef(Arc::new(kind)));
+    Ok(())
+}
+
+/// The kind registered under `name`.
+pub fn registered_kind(name: &str) -> Option<KindRef> {
+    registry().read().unwrap_or_else(PoisonError::into_inner).get(name).cloned()
+}
+
+/// The names of the registered kinds, sorted.
+pub fn registered_kinds() -> Vec<String> {
+    registry().read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect()
+}
