@@ -334,3 +334,99 @@ pub fn registered_kind(name: &str) -> Option<KindRef> {
 pub fn registered_kinds() -> Vec<String> {
     registry().read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AgentKind, CustomValue, Spec};
+
+    /// A kind with a field of every type: a judge, a style, flags and settings.
+    struct Panel;
+
+    impl PlannerKind for Panel {
+        fn name(&self) -> &str {
+            "kind_test_panel"
+        }
+
+        fn fields(&self) -> &[KindField] {
+            const FIELDS: &[KindField] = &[
+                KindField::required("members", FieldType::Agents),
+                KindField::required("judge", FieldType::Agent),
+                KindField::optional("style", FieldType::Choice(&["calm", "loud"])),
+                KindField::optional("strict", FieldType::Bool),
+                KindField::optional("weight", FieldType::Number),
+                KindField::optional("title", FieldType::String),
+                KindField::optional("extra", FieldType::Any),
+            ];
+            FIELDS
+        }
+
+        fn planner(&self, args: &KindArgs) -> Result<PlannerFactory, String> {
+            if args.agents("members").len() + 1 != args.sub_agents() || args.agent("judge") != Some(2) {
+                return Err(format!("unexpected numbering: {args:?}"));
+            }
+            Ok(Arc::new(|| Box::new(agentic_planners::SequentialPlanner::default())))
+        }
+    }
+
+    fn panel(fields: &str) -> String {
+        let _ = register_kind(Panel);
+        format!(
+            "version: 1\nroot: p\nagents:\n  p: {{kind: kind_test_panel, {fields}}}\n  a: {{kind: compute, value: \
+             \"1\"}}\n  b: {{kind: compute, value: \"2\"}}\n  j: {{kind: compute, value: \"3\"}}\n"
+        )
+    }
+
+    #[test]
+    fn every_field_type_is_read_and_numbered() {
+        let text = panel(
+            "members: [a, b], judge: j, style: loud, strict: true, weight: 0.5, title: Jury, extra: {seats: [1, 2]}",
+        );
+        let spec = Spec::parse(&text, "panel.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let Some(AgentKind::Custom(def)) = spec.agent("p").map(|a| &a.kind) else { panic!("not a custom kind") };
+        let names: Vec<&str> = def.fields.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["members", "judge", "style", "strict", "weight", "title", "extra"]);
+        let value = |i: usize| match &def.fields[i].1 {
+            CustomValue::Value(v) => v.value.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            (value(2), value(3), value(4), value(5), value(6)),
+            (
+                Value::from("loud"),
+                Value::Bool(true),
+                Value::from(0.5),
+                Value::from("Jury"),
+                serde_json::json!({"seats": [1, 2]})
+            )
+        );
+        let built = spec.build().unwrap_or_else(|e| panic!("{e}"));
+        let topology = built.root.topology();
+        assert_eq!(topology.children.iter().map(|c| c.spec.name.as_str()).collect::<Vec<_>>(), ["a", "b", "j"]);
+        assert_eq!(
+            topology.details,
+            serde_json::json!({"style": "loud", "strict": true, "weight": 0.5, "title": "Jury", "extra": {"seats": [1, 2]}})
+        );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_refused_where_it_is_written() {
+        let errors = |fields: &str| match Spec::parse(&panel(fields), "panel.yaml") {
+            Ok(_) => String::from("parsed"),
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(
+            errors("members: [a, b], judge: j, style: shouty"),
+            "panel.yaml:4:64: agent `p`: field `style`: unknown style `shouty`, expected `calm` or `loud`"
+        );
+        assert_eq!(
+            errors("members: [a, b], judge: j, strict: yes"),
+            "panel.yaml:4:65: agent `p`: field `strict`: expected true or false, found a string"
+        );
+        assert_eq!(
+            errors("members: [a, b], judge: [j]"),
+            "panel.yaml:4:54: agent `p`: field `judge`: expected a string, found a list"
+        );
+        assert_eq!(errors("members: [a, b]"), "panel.yaml:4:6: agent `p`: missing field `judge` (an agent name)");
+    }
+}
