@@ -1,8 +1,9 @@
 //! # agentic-engine
 //!
-//! The runtime of `agentic`: the run's shared state and its snapshots ([`scope`]), the [`Agent`] trait, the
-//! [`Planner`] trait, the ractor actors that run a system ([`run`]), error handlers and the step journal
-//! interface ([`store`]). Planners, agents and stores live in sibling crates; the `agentic` crate re-exports
+//! The runtime of `agentic`: the run's shared state and its snapshots ([`ScopeView`]), the [`Agent`] trait,
+//! the [`Planner`] trait, the ractor actors that run a system ([`InvokeRequest`]), error handlers
+//! ([`ErrorHandler`]) and the step journal interface ([`CheckpointStore`]). Every public item is re-exported
+//! here, at one path; the modules are private. Planners, agents and stores live in sibling crates; the `agentic` crate re-exports
 //! everything a user needs.
 //!
 //! A run is a tree of actors:
@@ -21,18 +22,20 @@
 //!     └─ AgentActor: an async agent, re-linked under the ScopeActor once started
 //! ```
 
-pub mod agent;
-pub mod agent_registry;
-pub mod declare;
-pub mod error;
-pub mod error_handler;
-pub mod journal;
-pub mod listener;
-pub mod planner;
-pub mod run;
-pub mod scope;
-pub mod store;
-pub mod value;
+#![deny(unreachable_pub)]
+
+mod agent;
+mod agent_registry;
+mod declare;
+mod error;
+mod error_handler;
+mod journal;
+mod listener;
+mod planner;
+mod run;
+mod scope;
+mod store;
+mod value;
 
 pub use agent::{
     Agent, AgentRef, AgentSpec, Declaration, DynAgent, InputSpec, InvocationContext, KeyDecl, SpecBuilder,
@@ -43,15 +46,15 @@ pub use error::{
     AgentError, BuildError, Cause, CauseOrigin, ForkError, RegistryError, RespondError, StoreError, Transience,
     registered_list,
 };
-pub use error_handler::{ErrorContext, ErrorHandler, Recovery, RetryPolicy};
+pub use error_handler::{ErrorContext, ErrorHandler, MAX_BACKOFF, Recovery, RetryPolicy};
 pub use listener::{
     AgentListener, AgentMonitor, ListenerRef, MonitoredInvocation, MonitoredSession, RunEvent, SessionStatus,
 };
 pub use planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 pub use run::{
-    CancelHandle, Composite, CompositeBuilder, DrainHandle, InvokeRequest, OutputFn, PendingResponse, PlannerFactory,
-    Registry, ResultStream, RunEvents, RunOutcome, RunResult, StreamItem, StreamSource, answerable, check_run_id, fork,
-    respond,
+    CancelHandle, CompensationFn, Composite, CompositeBuilder, DrainHandle, INPUTS_PATH, InvokeRequest, MAX_RESTARTS,
+    MAX_RUN_ID_LEN, OutputFn, PendingResponse, PlannerFactory, REGISTRY_CAPACITY, Registry, ResultStream, RunEvents,
+    RunOutcome, RunResult, StreamItem, StreamSource, answerable, check_run_id, fork, respond,
 };
 pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
 pub use store::{
@@ -59,9 +62,9 @@ pub use store::{
     Lease, Milestone, Notice, NoticeReceiver, PlannerState, RunImage, RunRecord, RunStatus, RunUpdate, StepRecord,
     StoreRef, planner_key, spec_hash,
 };
-pub use value::{StateType, ValueType};
+pub use value::{StateType, ValueType, json_type_name};
 
-/// What the declarative agents' expansions name (`agentic-macros`): [`declare`] and the types it uses.
+/// What the declarative agents' expansions name (`agentic-macros`): the typed-call helpers and the types they use.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::agent::{AgentRef, AgentSpec, InputSpec, KeyDecl, SpecBuilder};

@@ -5,7 +5,7 @@
 //! lost it on resume).
 
 use agentic_engine::{
-    Action, AgentCall, AgentError, AgentRef, BuildError, Completion, Planner, PlanningContext, value,
+    Action, AgentCall, AgentError, AgentRef, BuildError, Completion, Planner, PlanningContext, json_type_name,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -51,7 +51,7 @@ impl Planner for MapperPlanner {
                     path: ctx.path().to_string(),
                     key: self.items_key.clone(),
                     expected: "a list".to_string(),
-                    found: value::json_type_name(other).to_string(),
+                    found: json_type_name(other).to_string(),
                 });
             }
         };

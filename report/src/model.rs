@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use agentic_engine::run::INPUTS_PATH;
+use agentic_engine::INPUTS_PATH;
 use agentic_engine::{Milestone, PlannerState, RunRecord, RunStatus, StepRecord, TopologyNode};
 use serde::Serialize;
 use serde_json::{Map, Value};

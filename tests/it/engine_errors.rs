@@ -417,7 +417,7 @@ async fn a_compute_agent_stuck_in_evaluation_times_out() {
 
 #[tokio::test]
 async fn retry_policy_backoff_is_capped() {
-    use agentic::engine::error_handler::MAX_BACKOFF;
+    use agentic::engine::MAX_BACKOFF;
     let policy = RetryPolicy::new(40, Duration::from_secs(1));
     let view = agentic::engine::ScopeView::default();
     let err = AgentError::failed("a", "root/0", "x");

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use agentic::engine::run::INPUTS_PATH;
+use agentic::engine::INPUTS_PATH;
 use agentic::engine::{InvocationRecord, Milestone, PlannerState, RunRecord, RunStatus, StepRecord, TokenUsage};
 use agentic::prelude::*;
 use agentic::spec::Spec;

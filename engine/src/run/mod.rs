@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 pub use composite::{Composite, CompositeBuilder, OutputFn, PlannerFactory};
 pub use fork::fork;
 pub(crate) use frame::Frame;
-pub use registry::Registry;
+pub use registry::{REGISTRY_CAPACITY, Registry};
 pub use request::{
     CancelHandle, DrainHandle, INPUTS_PATH, InvokeRequest, PendingResponse, RunEvents, RunOutcome, RunResult,
     answerable, respond,

@@ -21,7 +21,7 @@ use crate::store::StoreRef;
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 /// Default number of in-process stores kept for memory ids invoked without a store.
-pub const DEFAULT_CAPACITY: usize = 1024;
+pub const REGISTRY_CAPACITY: usize = 1024;
 
 struct Inner {
     /// Distinguishes this registry's runs in ractor's (process-wide) registry of names.
@@ -50,7 +50,7 @@ impl std::fmt::Debug for Registry {
 
 impl Default for Registry {
     fn default() -> Self {
-        Self::with_capacity(DEFAULT_CAPACITY)
+        Self::with_capacity(REGISTRY_CAPACITY)
     }
 }
 
