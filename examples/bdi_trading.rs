@@ -17,6 +17,8 @@
 
 use std::error::Error;
 
+use agentic::agents::OutputType;
+use agentic::planners::{Bdi, Desire};
 use agentic::prelude::*;
 use serde_json::{Value, json};
 

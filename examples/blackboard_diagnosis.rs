@@ -19,6 +19,9 @@
 use std::error::Error;
 
 use agentic::agents::Human;
+use agentic::agents::{OutputType, ScopeAction};
+use agentic::engine::AgentSpec;
+use agentic::planners::Blackboard;
 use agentic::prelude::*;
 use serde_json::{Value, json};
 

@@ -15,6 +15,7 @@
 
 use std::error::Error;
 
+use agentic::planners::DecisionRouter;
 use agentic::prelude::*;
 use serde_json::Value;
 

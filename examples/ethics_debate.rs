@@ -14,6 +14,7 @@
 use std::error::Error;
 
 use agentic::planners::Convergence;
+use agentic::planners::Debate;
 use agentic::prelude::*;
 use serde_json::Value;
 

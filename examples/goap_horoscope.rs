@@ -16,6 +16,8 @@
 
 use std::error::Error;
 
+use agentic::agents::OutputType;
+use agentic::planners::Goap;
 use agentic::prelude::*;
 use serde_json::{Value, json};
 

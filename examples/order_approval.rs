@@ -16,6 +16,7 @@
 use std::error::Error;
 
 use agentic::agents::Human;
+use agentic::agents::OutputType;
 use agentic::prelude::*;
 use serde_json::{Value, json};
 

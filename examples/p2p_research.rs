@@ -13,6 +13,8 @@
 
 use std::error::Error;
 
+use agentic::agents::OutputType;
+use agentic::planners::P2p;
 use agentic::prelude::*;
 use serde_json::Value;
 

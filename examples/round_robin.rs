@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use agentic::agents::expr::Expression;
 use agentic::engine::PlannerFactory;
+use agentic::engine::{Action, AgentCall, Completion, Planner, PlanningContext};
 use agentic::prelude::*;
 use agentic::spec::{FieldType, KindArgs, KindField, PlannerKind, Spec, register_kind};
 use serde::{Deserialize, Serialize};

@@ -12,6 +12,8 @@
 
 use std::error::Error;
 
+use agentic::agents::OutputType;
+use agentic::planners::{Voting, VotingStrategy};
 use agentic::prelude::*;
 use serde_json::Value;
 

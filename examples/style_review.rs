@@ -12,6 +12,7 @@
 
 use std::error::Error;
 
+use agentic::agents::OutputType;
 use agentic::prelude::*;
 use serde_json::Value;
 

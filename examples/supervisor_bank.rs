@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::error::Error;
 use std::sync::{Arc, Mutex};
 
+use agentic::engine::ValueType;
 use agentic::planners::ResponseStrategy;
 use agentic::prelude::*;
 use serde_json::{Map, Value, json};

@@ -20,6 +20,7 @@
 //! a trait of LLM agents and composites whose methods are typed calls.
 //!
 //! ```
+//! use agentic::engine::ValueType;
 //! use agentic::prelude::*;
 //!
 //! /// Counts the words of a story.
@@ -105,27 +106,21 @@ pub fn default_model() -> Result<agents::model::ChatModelRef, agents::model::Mod
     spec::model_from_def(&local)
 }
 
-/// The common path: builders, the agent and planner traits, outcomes, the LLM agent with its tools and the
-/// chat models (the rest of the model vocabulary is in [`crate::agents::model`]).
+/// What an application needs on the common path (29 names): the agent builders and the workflow composites, the
+/// two builder traits their methods come from, chat models, outcomes, durability and retries, the stores, and
+/// the declarative `#[agent]` and `#[agents]`. Everything else is one import away: the agentic patterns
+/// (`agentic::planners::{Debate, Goap, ...}`), custom planners and listeners (`agentic::engine::{Planner,
+/// Action, AgentListener, ...}`), the model vocabulary (`agentic::agents::model`).
 pub mod prelude {
-    pub use agentic_agents::model::ToolChoice;
     pub use agentic_agents::model::{ChatModelRef, OpenAiModel, ScriptedModel};
-    pub use agentic_agents::{Compute, FnAgent, Human, HumanMode, LlmAgent, OutputType, ScopeAction, Tool};
-    pub use agentic_agents::{DecisionModelRef, ScriptedDecisionModel};
+    pub use agentic_agents::{Compute, FnAgent, Human, LlmAgent, Tool};
     pub use agentic_engine::{
-        Action, Agent, AgentCall, AgentError, AgentMonitor, AgentRef, AgentRegistry, AgentSpec, CancelHandle,
-        Completion, Composite, DrainHandle, Durability, ErrorHandler, InputSpec, InvocationContext, Planner,
-        PlanningContext, Recovery, RetryPolicy, RunOutcome, RunResult, ScopeView, SpecBuilder, StateType, TypedKey,
-        ValueType,
+        AgentError, AgentRef, Durability, InputSpec, RetryPolicy, RunOutcome, RunResult, ScopeView, SpecBuilder,
+        TypedKey,
     };
-    pub use agentic_macros::{
-        agent, agents, bdi, blackboard, conditional, debate, decision_router, goap, human, looping, p2p, parallel,
-        parallel_mapper, sequence, supervisor, voting,
-    };
+    pub use agentic_macros::{agent, agents};
     pub use agentic_planners::{
-        Bdi, Blackboard, CompositeBuilderExt, Conditional, ContextStrategy, Convergence, Debate, DecisionRouter,
-        Desire, Goap, Loop, P2p, Parallel, ParallelMapper, ResponseStrategy, Sequence, Supervisor, Voting,
-        VotingStrategy,
+        CompositeBuilderExt, Conditional, Loop, Parallel, ParallelMapper, Sequence, Supervisor,
     };
     pub use agentic_store::{MemoryStore, SledStore};
 }

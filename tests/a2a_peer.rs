@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use agentic::agents::Compute;
 use agentic::agents::a2a::{A2aAgent, A2aClient, A2aError, A2aTenant};
+use agentic::engine::CancelHandle;
 use agentic::engine::{AgentListener, RunEvent, TypedKey, ValueType};
 use agentic::prelude::*;
 use common::{KillOnDrop, agentic, free_port, peer_script, peers_python, stderr, stdout, wait_port};

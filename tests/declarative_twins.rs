@@ -126,6 +126,7 @@ mod decision_router;
 #[path = "../examples/decision_router_declarative.rs"]
 mod decision_router_declarative;
 
+use agentic::engine::ValueType;
 use agentic::prelude::*;
 use bdi_trading_declarative::TradingDesk;
 use blackboard_diagnosis_declarative::Diagnosis;

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agentic::agents::HumanMode;
+use agentic::engine::{Action, Completion, Composite, Planner, PlanningContext};
 use agentic::engine::{Registry, RunEvent, RunStatus};
 use agentic::prelude::*;
 use serde::{Deserialize, Serialize};

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use agentic::agents::model::ScriptedModel;
 use agentic::agents::{Human, LlmAgent};
+use agentic::engine::AgentMonitor;
 use agentic::prelude::*;
 use serde_json::json;
 

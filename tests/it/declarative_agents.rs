@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use agentic::engine::ValueType;
 use agentic::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

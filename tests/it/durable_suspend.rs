@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agentic::agents::Human;
+use agentic::engine::ValueType;
 use agentic::prelude::*;
 use serde_json::{Map, Value, json};
 

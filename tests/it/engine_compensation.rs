@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agentic::engine::CancelHandle;
 use agentic::prelude::*;
 use serde_json::json;
 

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agentic::engine::{Action, Completion, Composite, Planner, PlanningContext};
 use agentic::prelude::*;
 use serde_json::{Value, json};
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use agentic::engine::{CancelHandle, DrainHandle};
 use agentic::engine::{CheckpointStore, RunEvent, RunStatus};
 use agentic::prelude::*;
 use serde_json::{Value, json};

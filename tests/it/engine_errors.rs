@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use agentic::engine::{CancelHandle, Recovery, ValueType};
 use agentic::prelude::*;
 use serde_json::json;
 

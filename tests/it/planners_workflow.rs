@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use agentic::engine::ValueType;
 use agentic::prelude::*;
 use serde_json::json;
 

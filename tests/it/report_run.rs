@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use agentic::engine::AgentMonitor;
 use agentic::engine::INPUTS_PATH;
 use agentic::engine::{InvocationRecord, Milestone, PlannerState, RunRecord, RunStatus, StepRecord, TokenUsage};
 use agentic::prelude::*;

@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 
 use agentic::agents::a2a::{A2aAgent, A2aClient};
 use agentic::agents::model::ScriptedModel;
+use agentic::engine::{AgentRegistry, ValueType};
 use agentic::prelude::*;
 use agentic::spec::{BuildContext, Spec};
 use common::{KillOnDrop, free_port, wait_port};
