@@ -981,15 +981,14 @@ fn parse_branches(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<BranchDef> {
 }
 
 fn kinds_list() -> String {
+    let quoted = |kinds: &mut dyn Iterator<Item = &str>| kinds.map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+    let builtin = quoted(&mut SUPPORTED_KINDS.iter().chain(UNSUPPORTED_KINDS).copied());
     let registered = crate::kind::registered_kinds();
-    SUPPORTED_KINDS
-        .iter()
-        .chain(UNSUPPORTED_KINDS)
-        .copied()
-        .chain(registered.iter().map(String::as_str))
-        .map(|k| format!("`{k}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    if registered.is_empty() {
+        builtin
+    } else {
+        format!("{builtin}; registered by this program: {}", quoted(&mut registered.iter().map(String::as_str)))
+    }
 }
 
 /// The fields of an `llm` agent (SPEC.md, leaf kinds).
