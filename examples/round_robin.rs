@@ -128,7 +128,10 @@ pub fn register() {
 fn main() -> Result<std::process::ExitCode, Box<dyn Error>> {
     register();
     if std::env::args().len() > 1 {
+        #[cfg(feature = "cli")]
         return Ok(agentic::cli_main());
+        #[cfg(not(feature = "cli"))]
+        return Err("the `agentic` command line needs the cargo feature `cli` (a default one)".into());
     }
     let text = tokio::runtime::Runtime::new()?.block_on(run())?;
     println!("{text}");

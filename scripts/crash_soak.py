@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Randomized crash soak for durable runs (the large version of tests/cli_crash.rs).
+"""Randomized crash soak for durable runs (the large version of tests/process/cli_crash.rs).
 
 Generates random nested workflows (sequence / parallel / loop / conditional / parallel_mapper, over compute
 agents, some of them async, and human steps), runs each once uncrashed (answering every human step), then runs

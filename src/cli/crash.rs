@@ -1,6 +1,6 @@
 //! A testing hook for crash tests: with `AGENTIC_TEST_KILL_AFTER_STEP=K` in the environment, the `run` and
 //! `resume` commands kill their own process with SIGKILL right after step K is flushed to the store — a real
-//! crash at an exact point, used by `tests/cli_crash.rs` and the randomized crash script. Never set it in
+//! crash at an exact point, used by `tests/process/cli_crash.rs` and the randomized crash script. Never set it in
 //! production.
 
 use std::sync::atomic::{AtomicU64, Ordering};

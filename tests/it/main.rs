@@ -1,7 +1,8 @@
 //! The in-process integration tests in one binary (one module per area: engine, planners, spec, LLM agents,
 //! declarative agents, listeners, stores, model protocol, reports, durable suspension): one link of the facade
-//! instead of one per file. Tests that use process-wide state (the global run registry, a PostgreSQL server
-//! they restart, the browser, the CLI and server processes, tracing exporters) keep their own binaries.
+//! instead of one per file. The tests that drive real processes (the CLI, servers, peers, a browser) are the
+//! `process` binary (tests/process/); tests of process-wide state (the global run registry, a PostgreSQL
+//! server they restart, tracing exporters) keep their own binaries.
 //!
 //! Run one area with a filter: `cargo test --test it engine_errors::`. The modules run in one process, so a
 //! run id (`memory_id`) a test gives must not be used by another module's tests: the engine's registry of

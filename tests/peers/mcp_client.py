@@ -1,4 +1,4 @@
-"""An MCP client on the official Python SDK (`mcp` from PyPI), the peer of tests/mcp_serve.rs.
+"""An MCP client on the official Python SDK (`mcp` from PyPI), the peer of tests/process/mcp_serve.rs.
 
     python mcp_client.py URL list                        # {"server", "instructions", "tools": [..]}
     python mcp_client.py URL call NAME JSON              # {"isError", "text": [..], "structuredContent"}

@@ -11,7 +11,7 @@ use agentic::agents::model::{ChatModelRef, ScriptedModel};
 use serde_json::json;
 
 #[allow(dead_code)]
-#[path = "../examples/measure_tickets/main.rs"]
+#[path = "../../examples/measure_tickets/main.rs"]
 mod measure_tickets;
 
 use measure_tickets::{Ticket, line, load, measure, summary};

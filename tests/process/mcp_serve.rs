@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -73,7 +73,7 @@ agents:
 type Served = common::ServedSpecs;
 
 impl Served {
-    fn started(host: &str, token: Option<&str>) -> Served {
+    fn for_mcp(host: &str, token: Option<&str>) -> Served {
         Served::start(SPECS, host, token)
     }
 
@@ -111,7 +111,7 @@ fn run_id(result: &Value) -> String {
 #[tokio::test]
 async fn an_mcp_client_lists_the_specs_as_tools_and_gets_a_workflows_exact_output() {
     let Some(python) = peers_python() else { return };
-    let served = Served::started("127.0.0.1", None);
+    let served = Served::for_mcp("127.0.0.1", None);
     let listed = client(&python, &served.mcp(), &["list"], None);
     assert_eq!(listed["server"], json!({"name": "agentic", "title": "agentic serve"}));
     assert!(listed["instructions"].as_str().unwrap().contains("POST /api/v1/runs/{run_id}/responses/{response_id}"));
@@ -171,7 +171,7 @@ async fn an_mcp_client_lists_the_specs_as_tools_and_gets_a_workflows_exact_outpu
 #[tokio::test]
 async fn a_failed_run_and_bad_arguments_are_tool_errors_naming_the_run_and_the_field() {
     let Some(python) = peers_python() else { return };
-    let served = Served::started("127.0.0.1", None);
+    let served = Served::for_mcp("127.0.0.1", None);
     let failed = call(&python, &served, "divide", json!({"n": 7, "d": 0}));
     let id = run_id(&failed);
     let error = "agent `main` (root): `n // d` failed: invalid operation: unable to calculate 7 // 0 (in \
@@ -224,7 +224,7 @@ async fn a_failed_run_and_bad_arguments_are_tool_errors_naming_the_run_and_the_f
 #[tokio::test]
 async fn a_human_step_returns_the_suspended_run_and_answering_through_the_api_completes_it() {
     let Some(python) = peers_python() else { return };
-    let served = Served::started("127.0.0.1", None);
+    let served = Served::for_mcp("127.0.0.1", None);
     let result = call(&python, &served, "approval", json!({"item": "3 widgets"}));
     let id = run_id(&result);
     assert_eq!(result["isError"], json!(false));
@@ -264,7 +264,7 @@ async fn a_human_step_returns_the_suspended_run_and_answering_through_the_api_co
 #[tokio::test]
 async fn a_client_that_gives_up_on_a_call_cancels_its_run() {
     let Some(python) = peers_python() else { return };
-    let served = Served::started("127.0.0.1", None);
+    let served = Served::for_mcp("127.0.0.1", None);
     let gave_up = client(&python, &served.mcp(), &["cancel", "spin", "{}", "1.5"], None);
     assert_eq!(gave_up, json!({"gave_up": "Request 'tools/call' timed out"}));
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -283,7 +283,7 @@ async fn a_client_that_gives_up_on_a_call_cancels_its_run() {
 #[tokio::test]
 async fn on_a_non_loopback_address_mcp_needs_the_token_as_the_api_does() {
     let Some(python) = peers_python() else { return };
-    let served = Served::started("0.0.0.0", Some("s3cret"));
+    let served = Served::for_mcp("0.0.0.0", Some("s3cret"));
     let refused = reqwest::Client::new()
         .post(served.mcp())
         .header("content-type", "application/json")

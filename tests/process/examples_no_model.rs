@@ -7,7 +7,7 @@
 use agentic::prelude::ScriptedModel;
 
 #[allow(dead_code)]
-#[path = "../examples/common/mod.rs"]
+#[path = "../../examples/common/mod.rs"]
 mod common;
 
 #[test]

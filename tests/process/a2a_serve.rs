@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -50,7 +50,7 @@ agents:
 type Served = common::ServedSpecs;
 
 impl Served {
-    fn started() -> Served {
+    fn for_a2a() -> Served {
         Served::start(&[("hello.yaml", HELLO), ("approval.yaml", APPROVAL), ("sum.yaml", SUM)], "127.0.0.1", None)
     }
 
@@ -86,7 +86,7 @@ fn task_of(v: &Value) -> &Value {
 #[test]
 fn the_cards_list_the_specs_as_skills_and_their_endpoints() {
     let Some(python) = peers_python() else { return };
-    let served = Served::started();
+    let served = Served::for_a2a();
     let card = client(&python, &served.base, &["card"]);
     assert_eq!(card["name"], "agentic");
     let skills: Vec<&str> = card["skills"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
@@ -116,7 +116,7 @@ fn the_cards_list_the_specs_as_skills_and_their_endpoints() {
 #[tokio::test]
 async fn a_message_runs_the_workflow_and_the_task_holds_its_output() {
     let Some(python) = peers_python() else { return };
-    let served = Served::started();
+    let served = Served::for_a2a();
     let hello = ["--card-path", "/.well-known/hello/agent-card.json"];
     let sent = client(&python, &served.base, &[&["send", "Ada", "--context", "ctx-1"][..], &hello].concat());
     let task = task_of(&sent);
@@ -142,7 +142,7 @@ async fn a_message_runs_the_workflow_and_the_task_holds_its_output() {
 #[test]
 fn a_human_step_is_input_required_and_the_follow_up_message_completes_the_task() {
     let Some(python) = peers_python() else { return };
-    let served = Served::started();
+    let served = Served::for_a2a();
     let approval = ["--card-path", "/.well-known/approval/agent-card.json"];
     let first = client(&python, &served.base, &[&["send", "cake"][..], &approval].concat());
     let task = task_of(&first);
@@ -170,7 +170,7 @@ fn a_human_step_is_input_required_and_the_follow_up_message_completes_the_task()
 
 #[tokio::test]
 async fn the_0_3_method_names_and_the_protocol_errors() {
-    let served = tokio::task::spawn_blocking(Served::started).await.unwrap();
+    let served = tokio::task::spawn_blocking(Served::for_a2a).await.unwrap();
     let send = json!({"jsonrpc": "2.0", "id": 7, "method": "message/send", "params": {"message": {
         "kind": "message", "messageId": "m1", "role": "user", "parts": [{"kind": "text", "text": "Dee"}]}}});
     let answer = served.rpc("/a2a/hello", send.to_string()).await;

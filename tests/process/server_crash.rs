@@ -14,8 +14,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-#[path = "support/echo_model.rs"]
-mod echo_model;
+use crate::echo_model;
 
 /// Model calls by prompt.
 type Calls = Arc<Mutex<HashMap<String, usize>>>;

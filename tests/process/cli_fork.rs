@@ -12,7 +12,7 @@ use agentic::engine::{RunRecord, StepRecord};
 use agentic::store::SledStore;
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 
 use common::{agentic, stderr, stdout};
 

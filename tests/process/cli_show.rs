@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 
 use common::{agentic, stderr, stdout};
 

@@ -1,6 +1,6 @@
 //! `./run-demo.sh` without its 15-minute build: the script parses, its dry run prints the stages (timing
 //! notice first), a failing stage prints the log's path and last lines, and a whole run goes through with a
-//! stand-in `cargo` and `agentic` (what the real ones print is tested in tests/showcase.rs).
+//! stand-in `cargo` and `agentic` (what the real ones print is tested in tests/process/showcase.rs).
 
 #![allow(clippy::unwrap_used)]
 

@@ -12,8 +12,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-#[path = "../store/tests/support/pg.rs"]
-mod pg;
+use crate::pg;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 

@@ -7,7 +7,7 @@
 //! kill may run twice).
 //!
 //! `AGENTIC_SCALE_RUNS` sets the number of runs (default 30); the full check of issue 19 is
-//! `AGENTIC_SCALE_RUNS=300 cargo test --test server_scale_out -- --nocapture` with `AGENTIC_TEST_PG_URL` set
+//! `AGENTIC_SCALE_RUNS=300 cargo test --test process server_scale_out:: -- --nocapture` with `AGENTIC_TEST_PG_URL` set
 //! (`eval "$(scripts/pg-test-server.sh start)"`). Skipped without it unless `AGENTIC_REQUIRE_PG=1`.
 
 #![cfg(feature = "postgres")]
@@ -25,11 +25,9 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-#[path = "../store/tests/support/pg.rs"]
-mod pg;
+use crate::pg;
 
-#[path = "support/echo_model.rs"]
-mod echo_model;
+use crate::echo_model;
 
 /// Model calls by prompt.
 type Calls = Arc<Mutex<HashMap<String, usize>>>;
