@@ -446,3 +446,55 @@ async fn an_abandoned_run_ends_its_subscriptions_and_frees_its_id() {
         assert_eq!(outcome.unwrap().output(), Some(&json!("now")), "round {round}");
     }
 }
+
+/// A store whose run record takes 300 ms to write: the run's actor is up, its root not started yet.
+#[derive(Clone, Default)]
+struct SlowStart(MemoryStore);
+
+impl agentic::engine::CheckpointStore for SlowStart {
+    async fn append(&self, record: agentic::engine::StepRecord) -> Result<(), agentic::engine::StoreError> {
+        agentic::engine::CheckpointStore::append(&self.0, record).await
+    }
+
+    async fn flush(&self) -> Result<(), agentic::engine::StoreError> {
+        agentic::engine::CheckpointStore::flush(&self.0).await
+    }
+
+    async fn put_run(&self, run: agentic::engine::RunRecord) -> Result<(), agentic::engine::StoreError> {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        agentic::engine::CheckpointStore::put_run(&self.0, run).await
+    }
+
+    async fn run(&self, run_id: &str) -> Result<Option<agentic::engine::RunRecord>, agentic::engine::StoreError> {
+        agentic::engine::CheckpointStore::run(&self.0, run_id).await
+    }
+
+    async fn runs(&self) -> Result<Vec<agentic::engine::RunRecord>, agentic::engine::StoreError> {
+        agentic::engine::CheckpointStore::runs(&self.0).await
+    }
+
+    async fn records(&self, run_id: &str) -> Result<Vec<agentic::engine::StepRecord>, agentic::engine::StoreError> {
+        agentic::engine::CheckpointStore::records(&self.0, run_id).await
+    }
+}
+
+/// A subscription made while the run is still opening (its root not started) ends when the run is abandoned
+/// then; the id is free again at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_abandoned_before_its_root_started_ends_its_subscriptions() {
+    let quick = FnAgent::builder("quick", |_ctx| Box::pin(async move { Ok(json!("now")) })).output_key("out").build();
+    let flow = Sequence::builder().name("early").sub_agents([quick.clone()]).build().unwrap();
+    let run = tokio::spawn(async move { flow.invoke().memory_id("early-1").store(SlowStart::default()).await });
+    let mut events = loop {
+        match Registry::global().subscribe("early-1").await {
+            Ok(events) => break events,
+            Err(_) => tokio::task::yield_now().await,
+        }
+    };
+    run.abort();
+    let ended = tokio::time::timeout(Duration::from_secs(5), async { while events.recv().await.is_some() {} }).await;
+    assert!(ended.is_ok(), "the subscription ended with the run abandoned before its root started");
+    let again = Sequence::builder().name("early").sub_agents([quick]).output_key("out").build().unwrap();
+    let outcome = again.invoke().memory_id("early-1").await.unwrap();
+    assert_eq!(outcome.output(), Some(&json!("now")));
+}

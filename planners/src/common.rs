@@ -19,7 +19,9 @@ pub struct CompositeParts {
 }
 
 impl CompositeParts {
-    pub(crate) fn new(kind: &str) -> Self {
+    /// The parts of a composite of kind `kind` (also its default name), to be set with the builder methods
+    /// ([`SpecBuilder`], [`CompositeBuilderExt`]) and handed to a [`crate::PlannerKind`].
+    pub fn new(kind: &str) -> Self {
         CompositeParts {
             spec: AgentSpec::new(kind, kind),
             agents: Vec::new(),
@@ -99,6 +101,18 @@ pub trait CompositeBuilderExt: Sized {
     /// below this composite that declared a compensation, in reverse order, best effort (default false).
     fn compensate_on_error(mut self, on: bool) -> Self {
         self.parts_mut().compensate_on_error = on;
+        self
+    }
+}
+
+impl SpecBuilder for CompositeParts {
+    fn spec_mut(&mut self) -> &mut AgentSpec {
+        &mut self.spec
+    }
+}
+
+impl CompositeBuilderExt for CompositeParts {
+    fn parts_mut(&mut self) -> &mut CompositeParts {
         self
     }
 }

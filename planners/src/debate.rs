@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
+use crate::kind::{FieldType, KindArgs, KindField, PlannerKind};
 
 /// The call binding carrying the debate context.
 pub const DEBATE_CONTEXT_KEY: &str = "debateContext";
@@ -281,6 +282,37 @@ impl DebateBuilder {
         });
         let config = Arc::new(DebateConfig { debaters, max_rounds: self.max_rounds, convergence: self.convergence });
         parts.build(move || DebatePlanner { config: Some(config.clone()), ..Default::default() }, details)
+    }
+}
+
+/// The `debate` kind of specs: `debaters` (at least 2), `judge`, `max_rounds` (default 3), `convergence`
+/// (`unanimous` or `unanimous_last_word`), built with [`DebateBuilder`].
+pub struct DebateKind;
+
+impl PlannerKind for DebateKind {
+    fn name(&self) -> &str {
+        "debate"
+    }
+
+    fn fields(&self) -> &[KindField] {
+        const FIELDS: &[KindField] = &[
+            KindField::required("debaters", FieldType::Agents).at_least(2),
+            KindField::required("judge", FieldType::Agent),
+            KindField::optional("max_rounds", FieldType::Integer { min: 1, max: u32::MAX as i64 }),
+            KindField::optional("convergence", FieldType::Choice(&["unanimous", "unanimous_last_word"])),
+        ];
+        FIELDS
+    }
+
+    fn build(&self, args: &KindArgs, mut parts: CompositeParts) -> Result<AgentRef, BuildError> {
+        let invalid = |message: String| BuildError::Invalid { agent: parts.spec.name.clone(), message };
+        let convergence =
+            Convergence::from_name(args.get_str("convergence").unwrap_or("unanimous")).map_err(invalid)?;
+        let mut debaters = std::mem::take(&mut parts.agents);
+        // The sub-agents come in field order: the debaters, then the judge.
+        let judge = debaters.pop();
+        let max_rounds = args.get_u32("max_rounds").unwrap_or(3);
+        DebateBuilder { parts, debaters, judge, max_rounds, convergence }.build()
     }
 }
 

@@ -14,11 +14,11 @@ pub mod conditional;
 pub mod debate;
 pub mod decision_router;
 pub mod goap;
+pub mod kind;
 pub mod looping;
 pub mod p2p;
 pub mod parallel;
 pub mod parallel_mapper;
-pub mod planned;
 pub mod sequential;
 pub mod supervisor;
 pub mod voting;
@@ -27,17 +27,17 @@ pub use bdi::{Bdi, BdiBuilder, BdiPlanner, Desire};
 pub use blackboard::{Blackboard, BlackboardBuilder, BlackboardPlanner};
 pub use common::{CompositeBuilderExt, CompositeParts, Condition};
 pub use conditional::{Conditional, ConditionalBuilder, ConditionalPlanner};
-pub use debate::{Convergence, DEBATE_CONTEXT_KEY, Debate, DebateBuilder, DebatePlanner};
+pub use debate::{Convergence, DEBATE_CONTEXT_KEY, Debate, DebateBuilder, DebateKind, DebatePlanner};
 pub use decision_router::{
     CHOICE_QUESTION, CHOICE_QUESTION_NAME, DecisionRouter, DecisionRouterBuilder, ROUTER_AGENT_NAME,
     RouterDeciderAgent, RouterPlanner,
 };
 pub use goap::{Goap, GoapBuilder, GoapPlanner};
+pub use kind::{FieldType, KindArgs, KindField, PlannerKind};
 pub use looping::{ExitCondition, Loop, LoopBuilder, LoopPlanner};
 pub use p2p::{InvocationCondition, P2p, P2pBuilder, P2pPlanner};
 pub use parallel::{Parallel, ParallelBuilder, ParallelPlanner};
 pub use parallel_mapper::{MapperPlanner, ParallelMapper, ParallelMapperBuilder};
-pub use planned::{Planned, PlannedBuilder};
 pub use sequential::{Sequence, SequenceBuilder, SequentialPlanner};
 pub use supervisor::{
     ContextStrategy, DONE_AGENT, PLANNER_AGENT_NAME, ResponseStrategy, SCORER_AGENT_NAME, SUMMARIZER_AGENT_NAME,

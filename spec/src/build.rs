@@ -11,7 +11,7 @@ use agentic_agents::{McpAgent, McpClient, McpServer, McpToolProvider};
 use agentic_engine::{
     AgentRef, AgentRegistry, BuildError, ErrorContext, RegistryError, RetryPolicy, SpecBuilder, Transience,
 };
-use agentic_planners::{CompositeBuilderExt, Conditional, Loop, Parallel, ParallelMapper, Planned, Sequence};
+use agentic_planners::{CompositeBuilderExt, CompositeParts, Conditional, Loop, Parallel, ParallelMapper, Sequence};
 use serde_json::Value;
 
 use crate::error::Sink;
@@ -186,7 +186,6 @@ impl<'a> Builder<'a> {
             | AgentKind::P2p { .. }
             | AgentKind::Blackboard { .. }
             | AgentKind::Voting { .. }
-            | AgentKind::Debate { .. }
             | AgentKind::Bdi { .. } => self.pattern(def),
             AgentKind::Supervisor(s) => self.supervisor(def, s),
             AgentKind::DecisionRouter { agents, model, threshold } => {
@@ -260,32 +259,30 @@ impl<'a> Builder<'a> {
     /// An agent of a registered planner kind: its sub-agents numbered in the kind's field order, its
     /// expressions compiled, its planner made by the kind.
     fn custom(&mut self, def: &AgentDef, custom: &CustomDef) -> Built {
-        let mut args = KindArgs::default();
+        let mut args = KindArgs::new();
         let mut subs = Vec::new();
         let mut failed = false;
         for (field, value) in &custom.fields {
             match value {
                 CustomValue::Agents(names) => match self.children(def, names) {
                     Ok(built) => {
-                        args.agents.insert(field.clone(), (subs.len()..subs.len() + built.len()).collect());
+                        args.set_agents(field.clone(), (subs.len()..subs.len() + built.len()).collect());
                         subs.extend(built);
                     }
                     Err(Reported) => failed = true,
                 },
                 CustomValue::Agent(name) => match self.build(name, Some(&def.name)) {
                     Ok(built) => {
-                        args.agents.insert(field.clone(), vec![subs.len()]);
+                        args.set_agents(field.clone(), vec![subs.len()]);
                         subs.push(built);
                     }
                     Err(Reported) => failed = true,
                 },
-                CustomValue::Value(v) => {
-                    args.values.insert(field.clone(), v.value.clone());
-                }
+                CustomValue::Value(v) => args.set_value(field.clone(), v.value.clone()),
                 CustomValue::Expression(src) => match self.expression(def, field, src) {
                     Ok(e) => {
-                        args.expressions.insert(field.clone(), e);
-                        args.values.insert(field.clone(), Value::String(src.value.clone()));
+                        args.set_expression(field.clone(), e);
+                        args.set_value(field.clone(), Value::String(src.value.clone()));
                     }
                     Err(Reported) => failed = true,
                 },
@@ -294,17 +291,11 @@ impl<'a> Builder<'a> {
         if failed {
             return Err(Reported);
         }
-        args.sub_agents = subs.len();
+        args.set_sub_agents(subs.len());
         let kind = custom.kind.descriptor();
-        let factory = kind.planner(&args).map_err(|message| {
-            self.sink.push(def.kind_pos, Some(&def.name), None, format!("kind `{}`: {message}", kind.name()));
-            Reported
-        })?;
-        let b = composite(Planned::builder(kind.name(), factory), def, self)?
-            .sub_agents(subs)
-            .details(kind.details(&args))
-            .binds(kind.binds(&args));
-        self.finish(def, b.build())
+        let parts = composite(CompositeParts::new(kind.name()), def, self)?.sub_agents(subs);
+        let built = kind.build(&args, parts);
+        self.finish(def, built)
     }
 
     /// The agent registered under `name` (a `registry` agent).
@@ -768,7 +759,7 @@ impl<'a> Builder<'a> {
 /// The pattern kinds (`goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`).
 impl<'a> Builder<'a> {
     fn pattern(&mut self, def: &'a AgentDef) -> Built {
-        use agentic_planners::{Bdi, Blackboard, Convergence, Debate, Desire, Goap, P2p, Voting, VotingStrategy};
+        use agentic_planners::{Bdi, Blackboard, Desire, Goap, P2p, Voting, VotingStrategy};
         let invalid = |builder: &mut Self, message: String| {
             builder.sink.push(def.pos, Some(&def.name), None, message);
             Reported
@@ -811,18 +802,6 @@ impl<'a> Builder<'a> {
                 let subs = self.children(def, agents)?;
                 let strategy = VotingStrategy::from_name(strategy).map_err(|m| invalid(self, m))?;
                 let b = composite(Voting::builder(), def, self)?.sub_agents(subs).strategy(strategy);
-                self.finish(def, b.build())
-            }
-            AgentKind::Debate { debaters, judge, max_rounds, convergence } => {
-                let subs = self.children(def, debaters);
-                let judge = self.build(judge, Some(&def.name));
-                let (subs, judge) = (subs?, judge?);
-                let convergence = Convergence::from_name(convergence).map_err(|m| invalid(self, m))?;
-                let b = composite(Debate::builder(), def, self)?
-                    .debaters(subs)
-                    .judge(judge)
-                    .max_rounds(*max_rounds)
-                    .convergence(convergence);
                 self.finish(def, b.build())
             }
             AgentKind::Bdi { desires, max_invocations } => {

@@ -55,168 +55,13 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use agentic_agents::expr::Expression;
-use agentic_engine::PlannerFactory;
-use serde_json::{Map, Value};
+pub use agentic_planners::kind::{FieldType, KindArgs, KindField, PlannerKind};
 
 use crate::model::SUPPORTED_KINDS;
 use crate::parse::{COMMON_FIELDS, COMPOSITE_FIELDS};
-
-/// A planner kind that specs can name (`kind: <name>`): its fields and how its planner is made. See the
-/// module documentation; register one with [`register_kind`].
-pub trait PlannerKind: Send + Sync + 'static {
-    /// The `kind` a spec writes: lowercase letters, digits and `_`, starting with a letter, and not a
-    /// built-in kind.
-    fn name(&self) -> &str;
-
-    /// The kind's own fields, in order, besides the fields every agent and every composite takes
-    /// (`description`, `output_key`, `output`, `error_handler`, ...). Sub-agents are fields of type
-    /// [`FieldType::Agents`] or [`FieldType::Agent`]: they are numbered in the order of these fields.
-    fn fields(&self) -> &[KindField] {
-        &[]
-    }
-
-    /// Makes the planner factory of one composite from its fields' values (called when the spec is built;
-    /// the factory is called once per invocation).
-    ///
-    /// # Errors
-    /// A sentence saying which value does not fit: the spec's build fails with it, located at the agent.
-    fn planner(&self, args: &KindArgs) -> Result<PlannerFactory, String>;
-
-    /// State keys the planner writes for its sub-agents before calling them (inputs a caller of the workflow
-    /// need not supply; the MCP and A2A servers leave them out of a spec's inputs). Default: none.
-    fn binds(&self, _args: &KindArgs) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// The settings shown in the topology and the reports (part of the workflow's fingerprint: a run
-    /// resumes only on the same settings). Default: the non-agent fields' values.
-    fn details(&self, args: &KindArgs) -> Value {
-        Value::Object(args.values.clone())
-    }
-}
-
-/// One field of a [`PlannerKind`]: its name, type and whether a spec must give it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct KindField {
-    /// The field's name in a spec.
-    pub name: &'static str,
-    /// What the field holds.
-    pub ty: FieldType,
-    /// Whether a spec must give it.
-    pub required: bool,
-}
-
-impl KindField {
-    /// A field every agent of the kind must give.
-    pub const fn required(name: &'static str, ty: FieldType) -> Self {
-        KindField { name, ty, required: true }
-    }
-
-    /// A field an agent of the kind may give.
-    pub const fn optional(name: &'static str, ty: FieldType) -> Self {
-        KindField { name, ty, required: false }
-    }
-}
-
-/// What a [`KindField`] holds, checked when a spec is parsed.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub enum FieldType {
-    /// A list of sub-agents by name: [`KindArgs::agents`] gives their indices.
-    Agents,
-    /// One sub-agent by name: [`KindArgs::agent`] gives its index.
-    Agent,
-    /// A string.
-    String,
-    /// An integer from `min` to `max` (inclusive).
-    Integer {
-        /// The least value allowed.
-        min: i64,
-        /// The greatest value allowed.
-        max: i64,
-    },
-    /// A number.
-    Number,
-    /// `true` or `false`.
-    Bool,
-    /// One of these words.
-    Choice(&'static [&'static str]),
-    /// An expression over the state, compiled when the spec is built ([`KindArgs::expression`]).
-    Expression,
-    /// Any value (a list, a mapping, ...), as JSON.
-    Any,
-}
-
-impl FieldType {
-    /// How the type is named in error messages (`an integer from 1 to 10`).
-    pub(crate) fn described(&self) -> String {
-        match self {
-            FieldType::Agents => "a list of agent names".to_string(),
-            FieldType::Agent => "an agent name".to_string(),
-            FieldType::String => "a string".to_string(),
-            FieldType::Integer { min, max } => format!("an integer from {min} to {max}"),
-            FieldType::Number => "a number".to_string(),
-            FieldType::Bool => "true or false".to_string(),
-            FieldType::Choice(words) => {
-                let quoted: Vec<String> = words.iter().map(|w| format!("`{w}`")).collect();
-                format!("one of {}", quoted.join(", "))
-            }
-            FieldType::Expression => "an expression".to_string(),
-            FieldType::Any => "any value".to_string(),
-        }
-    }
-}
-
-/// The values of one agent's fields, handed to [`PlannerKind::planner`]: the non-agent fields as JSON (absent
-/// when the spec leaves an optional field out), the sub-agents' indices, the compiled expressions.
-#[derive(Clone, Default)]
-pub struct KindArgs {
-    pub(crate) values: Map<String, Value>,
-    pub(crate) agents: HashMap<String, Vec<usize>>,
-    pub(crate) expressions: HashMap<String, Arc<Expression>>,
-    pub(crate) sub_agents: usize,
-}
-
-impl std::fmt::Debug for KindArgs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KindArgs")
-            .field("values", &self.values)
-            .field("agents", &self.agents)
-            .field("expressions", &self.expressions.keys().collect::<Vec<_>>())
-            .finish()
-    }
-}
-
-impl KindArgs {
-    /// The value of a non-agent field (an expression field gives its source text).
-    pub fn get(&self, field: &str) -> Option<&Value> {
-        self.values.get(field)
-    }
-
-    /// The indices of the sub-agents an [`FieldType::Agents`] field names, in its order (empty when absent).
-    pub fn agents(&self, field: &str) -> &[usize] {
-        self.agents.get(field).map(Vec::as_slice).unwrap_or(&[])
-    }
-
-    /// The index of the sub-agent an [`FieldType::Agent`] field names.
-    pub fn agent(&self, field: &str) -> Option<usize> {
-        self.agents.get(field).and_then(|v| v.first().copied())
-    }
-
-    /// The compiled expression of an [`FieldType::Expression`] field.
-    pub fn expression(&self, field: &str) -> Option<Arc<Expression>> {
-        self.expressions.get(field).cloned()
-    }
-
-    /// How many sub-agents the composite has (all agent fields together).
-    pub fn sub_agents(&self) -> usize {
-        self.sub_agents
-    }
-}
 
 /// A registered [`PlannerKind`], as a spec refers to it. Two are equal when they have the same name.
 #[derive(Clone)]
@@ -272,9 +117,14 @@ pub enum KindError {
     },
 }
 
+/// The kinds specs know: the built-in kinds described by descriptors (`agentic_planners::kind::BUILTIN`) and
+/// the ones the program registered.
 fn registry() -> &'static RwLock<BTreeMap<String, KindRef>> {
     static KINDS: std::sync::OnceLock<RwLock<BTreeMap<String, KindRef>>> = std::sync::OnceLock::new();
-    KINDS.get_or_init(|| RwLock::new(BTreeMap::new()))
+    KINDS.get_or_init(|| {
+        let builtin = agentic_planners::kind::builtin().into_iter().map(|k| (k.name().to_string(), KindRef(k)));
+        RwLock::new(builtin.collect())
+    })
 }
 
 fn identifier(s: &str) -> bool {
@@ -325,18 +175,22 @@ pub fn register_kind(kind: impl PlannerKind) -> Result<(), KindError> {
     Ok(())
 }
 
-/// The kind registered under `name`.
+/// The descriptor of the kind `name`: a built-in kind described by one, or a kind the program registered.
 pub fn registered_kind(name: &str) -> Option<KindRef> {
     registry().read().unwrap_or_else(PoisonError::into_inner).get(name).cloned()
 }
 
-/// The names of the registered kinds, sorted.
+/// The names of the kinds the program registered (not the built-in ones), sorted.
 pub fn registered_kinds() -> Vec<String> {
-    registry().read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect()
+    let kinds = registry().read().unwrap_or_else(PoisonError::into_inner);
+    kinds.keys().filter(|k| !SUPPORTED_KINDS.contains(&k.as_str())).cloned().collect()
 }
 
 #[cfg(test)]
 mod tests {
+    use agentic_engine::PlannerFactory;
+    use serde_json::Value;
+
     use super::*;
     use crate::{AgentKind, CustomValue, Spec};
 

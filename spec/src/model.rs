@@ -192,17 +192,6 @@ pub enum AgentKind {
         /// `majority` (default), `average` or `highest`.
         strategy: String,
     },
-    /// `debate`: the debaters answer in rounds reading each other's answers; the judge decides.
-    Debate {
-        /// The debaters by name (at least 2).
-        debaters: Vec<Located<String>>,
-        /// The judge by name.
-        judge: Located<String>,
-        /// At most this many rounds (default 3).
-        max_rounds: u32,
-        /// `unanimous` (default) or `unanimous_last_word`.
-        convergence: String,
-    },
     /// `bdi`: pursues the highest-priority achievable, unsatisfied desire with its agents.
     Bdi {
         /// The desires, in declaration order.
@@ -255,7 +244,6 @@ impl AgentKind {
             AgentKind::P2p { .. } => "p2p",
             AgentKind::Blackboard { .. } => "blackboard",
             AgentKind::Voting { .. } => "voting",
-            AgentKind::Debate { .. } => "debate",
             AgentKind::Bdi { .. } => "bdi",
             AgentKind::Supervisor(_) => "supervisor",
             AgentKind::DecisionRouter { .. } => "decision_router",
@@ -278,7 +266,6 @@ impl AgentKind {
             | AgentKind::Voting { agents, .. }
             | AgentKind::DecisionRouter { agents, .. } => agents.iter().collect(),
             AgentKind::Supervisor(s) => s.agents.iter().collect(),
-            AgentKind::Debate { debaters, judge, .. } => debaters.iter().chain(std::iter::once(judge)).collect(),
             AgentKind::Bdi { desires, .. } => desires.iter().flat_map(|d| d.agents.iter()).collect(),
             AgentKind::Conditional { branches } => branches.iter().flat_map(|b| b.agents.iter()).collect(),
             AgentKind::Custom(c) => c

@@ -573,7 +573,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
         cx.err(kind_pos, None, format!("kind `{kind}` is not supported yet by this build"));
         return Some(bare_agent(name, pos, kind_pos, AgentKind::Unsupported(kind.to_string())));
     }
-    let custom = if SUPPORTED_KINDS.contains(&kind) { None } else { crate::kind::registered_kind(kind) };
+    let custom = crate::kind::registered_kind(kind);
     let custom_fields: Vec<&str> = custom.iter().flat_map(|k| k.descriptor().fields().iter().map(|f| f.name)).collect();
     let specific: &[&str] = match kind {
         "compute" => &["value", "template"],
@@ -605,7 +605,6 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
         "p2p" => &["agents", "max_invocations", "exit_when"],
         "blackboard" => &["agents", "goal", "prefer", "max_invocations"],
         "voting" => &["agents", "strategy"],
-        "debate" => &["debaters", "judge", "max_rounds", "convergence"],
         "bdi" => &["desires", "max_invocations"],
         "supervisor" => {
             &["agents", "model", "response_strategy", "context_strategy", "supervisor_context", "max_invocations"]
@@ -771,20 +770,6 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             let strategy = choice(&obj, &mut cx, "strategy", &["majority", "average", "highest"])?;
             AgentKind::Voting { agents, strategy }
         }
-        "debate" => {
-            let debaters = cx.required_list(&obj, "debaters");
-            if let Some(node) = obj.get("debaters")
-                && matches!(node.value, NodeValue::Seq(_))
-                && debaters.len() < 2
-            {
-                let msg = format!("a debate needs at least 2 debaters, found {}", debaters.len());
-                cx.err(node.pos, Some("debaters"), msg);
-            }
-            let judge = cx.required(&obj, "judge");
-            let max_rounds = bounded_u32(&obj, &mut cx, "max_rounds", 3);
-            let convergence = choice(&obj, &mut cx, "convergence", &["unanimous", "unanimous_last_word"])?;
-            AgentKind::Debate { debaters, judge: judge?, max_rounds, convergence }
-        }
         "bdi" => AgentKind::Bdi {
             desires: parse_desires(&obj, &mut cx),
             max_invocations: bounded_u32(&obj, &mut cx, "max_invocations", 50),
@@ -843,13 +828,25 @@ fn parse_custom(kind: &KindRef, obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<Custom
         };
         let located = |v: Value| Some(CustomValue::Value(Located::new(v, node.pos)));
         let value = match field.ty {
-            FieldType::Agents => cx.string_list(obj, name).map(CustomValue::Agents),
+            FieldType::Agents => match cx.string_list(obj, name) {
+                Some(list) if list.len() < field.min_items => {
+                    let (n, found) = (field.min_items, list.len());
+                    cx.err(node.pos, Some(name), format!("needs at least {n} agents, found {found}"));
+                    None
+                }
+                list => list.map(CustomValue::Agents),
+            },
             FieldType::Agent => cx.nonempty(obj, name).map(CustomValue::Agent),
             FieldType::String => cx.string(obj, name).and_then(|s| located(Value::String(s.value))),
             FieldType::Integer { min, max } => match signed(obj, cx, name) {
                 Some(v) if (min..=max).contains(&v) => located(Value::from(v)),
                 Some(v) => {
-                    cx.err(node.pos, Some(name), format!("must be between {min} and {max}, found {v}"));
+                    let range = if max >= i64::from(u32::MAX) {
+                        format!("at least {min}")
+                    } else {
+                        format!("between {min} and {max}")
+                    };
+                    cx.err(node.pos, Some(name), format!("must be {range}, found {v}"));
                     None
                 }
                 None => None,

@@ -112,9 +112,13 @@ struct RootState {
 }
 
 impl Drop for ScopeActorState {
-    /// However the actor ends, the handles still held read the history it had.
+    /// However the actor ends, the handles still held read the history it had, and subscribers that joined
+    /// before the root started (a run abandoned or killed before it began) see their streams end.
     fn drop(&mut self) {
         let _ = self.shared.history.set(std::mem::take(&mut self.scope.history));
+        for subscriber in self.early_subscribers.drain(..) {
+            subscriber.stop(None);
+        }
     }
 }
 
