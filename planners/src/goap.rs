@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
+use crate::kind::{FieldType, KindArgs, KindField, PlannerKind};
 
 /// A node of the dependency graph.
 #[derive(Debug, Clone)]
@@ -285,6 +286,24 @@ impl GoapBuilder {
             move || GoapPlanner { graph: Some(graph.clone()), goal: goal.clone(), ..Default::default() },
             details,
         )
+    }
+}
+
+/// The `goap` kind of specs: `agents`, planned towards the composite's `output_key` (the goal).
+pub struct GoapKind;
+
+impl PlannerKind for GoapKind {
+    fn name(&self) -> &str {
+        "goap"
+    }
+
+    fn fields(&self) -> &[KindField] {
+        const FIELDS: &[KindField] = &[KindField::required("agents", FieldType::Agents)];
+        FIELDS
+    }
+
+    fn build(&self, _args: &KindArgs, parts: CompositeParts) -> Result<AgentRef, BuildError> {
+        GoapBuilder { parts }.build()
     }
 }
 

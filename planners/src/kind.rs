@@ -232,5 +232,13 @@ impl KindArgs {
 
 /// The built-in kinds that specs build through their descriptors, one line each.
 pub fn builtin() -> Vec<Arc<dyn PlannerKind>> {
-    vec![Arc::new(crate::debate::DebateKind)]
+    vec![
+        Arc::new(crate::sequential::SequenceKind),
+        Arc::new(crate::looping::LoopKind),
+        Arc::new(crate::parallel::ParallelKind),
+        Arc::new(crate::goap::GoapKind),
+        Arc::new(crate::p2p::P2pKind),
+        Arc::new(crate::voting::VotingKind),
+        Arc::new(crate::debate::DebateKind),
+    ]
 }

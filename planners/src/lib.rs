@@ -32,20 +32,20 @@ pub use decision_router::{
     CHOICE_QUESTION, CHOICE_QUESTION_NAME, DecisionRouter, DecisionRouterBuilder, ROUTER_AGENT_NAME,
     RouterDeciderAgent, RouterPlanner,
 };
-pub use goap::{Goap, GoapBuilder, GoapPlanner};
+pub use goap::{Goap, GoapBuilder, GoapKind, GoapPlanner};
 pub use kind::{FieldType, KindArgs, KindField, PlannerKind};
-pub use looping::{ExitCondition, Loop, LoopBuilder, LoopPlanner};
-pub use p2p::{InvocationCondition, P2p, P2pBuilder, P2pPlanner};
-pub use parallel::{Parallel, ParallelBuilder, ParallelPlanner};
+pub use looping::{ExitCondition, Loop, LoopBuilder, LoopKind, LoopPlanner};
+pub use p2p::{InvocationCondition, P2p, P2pBuilder, P2pKind, P2pPlanner};
+pub use parallel::{Parallel, ParallelBuilder, ParallelKind, ParallelPlanner};
 pub use parallel_mapper::{MapperPlanner, ParallelMapper, ParallelMapperBuilder};
-pub use sequential::{Sequence, SequenceBuilder, SequentialPlanner};
+pub use sequential::{Sequence, SequenceBuilder, SequenceKind, SequentialPlanner};
 pub use supervisor::{
     ContextStrategy, DONE_AGENT, PLANNER_AGENT_NAME, ResponseStrategy, SCORER_AGENT_NAME, SUMMARIZER_AGENT_NAME,
     SUMMARIZER_PROMPT, SUPERVISOR_CONTEXT_KEY, SUPERVISOR_HISTORY_KEY, SUPERVISOR_RESPONSES_KEY,
     SUPERVISOR_SUMMARY_KEY, Supervisor, SupervisorBuilder, SupervisorPlanner, SupervisorPlannerAgent,
     SupervisorScorerAgent, SupervisorStep, SupervisorSummarizerAgent,
 };
-pub use voting::{Vote, Voting, VotingBuilder, VotingPlanner, VotingStrategy};
+pub use voting::{Vote, Voting, VotingBuilder, VotingKind, VotingPlanner, VotingStrategy};
 
 /// What the declarative agents' expansions name (`agentic-macros`): the agents' and the composites' builders.
 #[doc(hidden)]

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
+use crate::kind::{FieldType, KindArgs, KindField, PlannerKind};
 
 /// An exit condition: `(state, 1-based iteration) → exit?`.
 pub type ExitCondition = Arc<dyn Fn(&ScopeView, u32) -> Result<bool, String> + Send + Sync>;
@@ -160,6 +161,36 @@ impl LoopBuilder {
         });
         let config = Arc::new(LoopConfig { max_iterations: self.max_iterations, exit: self.exit, at_end: self.at_end });
         self.parts.build(move || LoopPlanner { iteration: 0, position: 0, config: Some(config.clone()) }, details)
+    }
+}
+
+/// The `loop` kind of specs: `agents` in order, again, until `exit_when` holds (it sees `iteration`, from 1)
+/// or after `max_iterations` (default 10); `test_exit_at_loop_end` checks only after whole iterations.
+pub struct LoopKind;
+
+impl PlannerKind for LoopKind {
+    fn name(&self) -> &str {
+        "loop"
+    }
+
+    fn fields(&self) -> &[KindField] {
+        const FIELDS: &[KindField] = &[
+            KindField::required("agents", FieldType::Agents),
+            KindField::optional("max_iterations", FieldType::Integer { min: 1, max: u32::MAX as i64 }),
+            KindField::optional("exit_when", FieldType::Expression),
+            KindField::optional("test_exit_at_loop_end", FieldType::Bool),
+        ];
+        FIELDS
+    }
+
+    fn build(&self, args: &KindArgs, parts: CompositeParts) -> Result<AgentRef, BuildError> {
+        let exit = args.expression("exit_when").map(|e| {
+            Arc::new(move |view: &ScopeView, iteration: u32| {
+                e.eval_bool(view, &[("iteration", Value::from(iteration))])
+            }) as ExitCondition
+        });
+        let at_end = args.get("test_exit_at_loop_end").and_then(Value::as_bool).unwrap_or(false);
+        LoopBuilder { parts, max_iterations: args.get_u32("max_iterations").unwrap_or(10), exit, at_end }.build()
     }
 }
 

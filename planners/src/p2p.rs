@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
+use crate::kind::{FieldType, KindArgs, KindField, PlannerKind};
 
 /// A P2P exit condition: `(state, invocations started so far) → exit?`; `Err` fails the composite with an
 /// expression error.
@@ -216,6 +217,34 @@ impl P2pBuilder {
         let details = json!({ "max_invocations": self.max_invocations, "has_exit_condition": self.exit.is_some() });
         let config = Arc::new(P2pConfig { max_invocations: self.max_invocations, exit: self.exit });
         self.parts.build(move || P2pPlanner { config: Some(config.clone()), ..Default::default() }, details)
+    }
+}
+
+/// The `p2p` kind of specs: `agents` run whenever their inputs change, until `exit_when` holds (it sees
+/// `invocations`) or after `max_invocations` (default 10).
+pub struct P2pKind;
+
+impl PlannerKind for P2pKind {
+    fn name(&self) -> &str {
+        "p2p"
+    }
+
+    fn fields(&self) -> &[KindField] {
+        const FIELDS: &[KindField] = &[
+            KindField::required("agents", FieldType::Agents),
+            KindField::optional("max_invocations", FieldType::Integer { min: 1, max: u32::MAX as i64 }),
+            KindField::optional("exit_when", FieldType::Expression),
+        ];
+        FIELDS
+    }
+
+    fn build(&self, args: &KindArgs, parts: CompositeParts) -> Result<AgentRef, BuildError> {
+        let exit = args.expression("exit_when").map(|e| {
+            Arc::new(move |view: &ScopeView, invocations: u32| {
+                e.eval_bool(view, &[("invocations", Value::from(invocations))])
+            }) as InvocationCondition
+        });
+        P2pBuilder { parts, max_invocations: args.get_u32("max_invocations").unwrap_or(10), exit }.build()
     }
 }
 

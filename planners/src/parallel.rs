@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
+use crate::kind::{FieldType, KindArgs, KindField, PlannerKind};
 
 /// The parallel planner. Execution state: `{"started": s, "completed": c}`; agents are started in
 /// declaration order, so the first `s` have started.
@@ -92,6 +93,29 @@ impl ParallelBuilder {
             move || ParallelPlanner { max_concurrency: max, ..Default::default() },
             json!({ "max_concurrency": max }),
         )
+    }
+}
+
+/// The `parallel` kind of specs: `agents` at once, at most `max_concurrency` of them (default: all).
+pub struct ParallelKind;
+
+impl PlannerKind for ParallelKind {
+    fn name(&self) -> &str {
+        "parallel"
+    }
+
+    fn fields(&self) -> &[KindField] {
+        const FIELDS: &[KindField] = &[
+            KindField::required("agents", FieldType::Agents),
+            KindField::optional("max_concurrency", FieldType::Integer { min: 1, max: i64::MAX }),
+        ];
+        FIELDS
+    }
+
+    fn build(&self, args: &KindArgs, parts: CompositeParts) -> Result<AgentRef, BuildError> {
+        let max_concurrency =
+            args.get("max_concurrency").and_then(Value::as_u64).map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        ParallelBuilder { parts, max_concurrency }.build()
     }
 }
 

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
+use crate::kind::{FieldType, KindArgs, KindField, PlannerKind};
 
 /// The sequence planner. Execution state: `{"next": <index of the next agent to start>}`.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -86,6 +87,24 @@ impl SequenceBuilder {
     /// [`BuildError::ConflictingTypes`] when the tree declares one key with two types.
     pub fn build(self) -> Result<AgentRef, BuildError> {
         self.parts.build(SequentialPlanner::default, Value::Null)
+    }
+}
+
+/// The `sequence` kind of specs: `agents`, run in order.
+pub struct SequenceKind;
+
+impl PlannerKind for SequenceKind {
+    fn name(&self) -> &str {
+        "sequence"
+    }
+
+    fn fields(&self) -> &[KindField] {
+        const FIELDS: &[KindField] = &[KindField::required("agents", FieldType::Agents)];
+        FIELDS
+    }
+
+    fn build(&self, _args: &KindArgs, parts: CompositeParts) -> Result<AgentRef, BuildError> {
+        SequenceBuilder { parts }.build()
     }
 }
 

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
+use crate::kind::{FieldType, KindArgs, KindField, PlannerKind};
 
 /// One vote, as a custom strategy sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -283,6 +284,29 @@ impl VotingBuilder {
         let details = json!({ "strategy": self.strategy.name() });
         let config = Arc::new(VotingConfig { strategy: self.strategy, writes });
         self.parts.build(move || VotingPlanner { config: Some(config.clone()), ..Default::default() }, details)
+    }
+}
+
+/// The `voting` kind of specs: `agents` vote, `strategy` (`majority`, `average` or `highest`) counts.
+pub struct VotingKind;
+
+impl PlannerKind for VotingKind {
+    fn name(&self) -> &str {
+        "voting"
+    }
+
+    fn fields(&self) -> &[KindField] {
+        const FIELDS: &[KindField] = &[
+            KindField::required("agents", FieldType::Agents),
+            KindField::optional("strategy", FieldType::Choice(&["majority", "average", "highest"])),
+        ];
+        FIELDS
+    }
+
+    fn build(&self, args: &KindArgs, parts: CompositeParts) -> Result<AgentRef, BuildError> {
+        let strategy = VotingStrategy::from_name(args.get_str("strategy").unwrap_or("majority"))
+            .map_err(|message| BuildError::Invalid { agent: parts.spec.name.clone(), message })?;
+        VotingBuilder { parts, strategy }.build()
     }
 }
 

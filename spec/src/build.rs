@@ -11,7 +11,7 @@ use agentic_agents::{McpAgent, McpClient, McpServer, McpToolProvider};
 use agentic_engine::{
     AgentRef, AgentRegistry, BuildError, ErrorContext, RegistryError, RetryPolicy, SpecBuilder, Transience,
 };
-use agentic_planners::{CompositeBuilderExt, CompositeParts, Conditional, Loop, Parallel, ParallelMapper, Sequence};
+use agentic_planners::{CompositeBuilderExt, CompositeParts, Conditional, ParallelMapper};
 use serde_json::Value;
 
 use crate::error::Sink;
@@ -113,33 +113,6 @@ impl<'a> Builder<'a> {
                     }
                 }
             }
-            AgentKind::Sequence { agents } => {
-                let subs = self.children(def, agents)?;
-                let b = composite(Sequence::builder(), def, self)?.sub_agents(subs);
-                self.finish(def, b.build())
-            }
-            AgentKind::Loop { agents, max_iterations, exit_when, test_exit_at_loop_end } => {
-                let subs = self.children(def, agents)?;
-                let mut b = composite(Loop::builder(), def, self)?
-                    .sub_agents(subs)
-                    .max_iterations(*max_iterations)
-                    .test_exit_at_loop_end(*test_exit_at_loop_end);
-                if let Some(src) = exit_when {
-                    let e = self.expression(def, "exit_when", src)?;
-                    b = b.exit_condition(move |view, iteration| {
-                        e.eval_bool(view, &[("iteration", Value::from(iteration))])
-                    });
-                }
-                self.finish(def, b.build())
-            }
-            AgentKind::Parallel { agents, max_concurrency } => {
-                let subs = self.children(def, agents)?;
-                let mut b = composite(Parallel::builder(), def, self)?.sub_agents(subs);
-                if let Some(n) = max_concurrency {
-                    b = b.max_concurrency(*n);
-                }
-                self.finish(def, b.build())
-            }
             AgentKind::ParallelMapper { agent, items, item_key, max_concurrency } => {
                 let sub = self.build(agent, Some(&def.name))?;
                 // A mapped composite declares no inputs of its own (the builder checks a leaf's): its item key
@@ -182,11 +155,7 @@ impl<'a> Builder<'a> {
                 self.finish(def, b.build())
             }
             AgentKind::Llm(llm) => self.llm(def, llm),
-            AgentKind::Goap { .. }
-            | AgentKind::P2p { .. }
-            | AgentKind::Blackboard { .. }
-            | AgentKind::Voting { .. }
-            | AgentKind::Bdi { .. } => self.pattern(def),
+            AgentKind::Blackboard { .. } | AgentKind::Bdi { .. } => self.pattern(def),
             AgentKind::Supervisor(s) => self.supervisor(def, s),
             AgentKind::DecisionRouter { agents, model, threshold } => {
                 self.decision_router(def, agents, model, *threshold)
@@ -759,26 +728,12 @@ impl<'a> Builder<'a> {
 /// The pattern kinds (`goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`).
 impl<'a> Builder<'a> {
     fn pattern(&mut self, def: &'a AgentDef) -> Built {
-        use agentic_planners::{Bdi, Blackboard, Desire, Goap, P2p, Voting, VotingStrategy};
+        use agentic_planners::{Bdi, Blackboard, Desire};
         let invalid = |builder: &mut Self, message: String| {
             builder.sink.push(def.pos, Some(&def.name), None, message);
             Reported
         };
         match &def.kind {
-            AgentKind::Goap { agents } => {
-                let subs = self.children(def, agents)?;
-                let b = composite(Goap::builder(), def, self)?.sub_agents(subs);
-                self.finish(def, b.build())
-            }
-            AgentKind::P2p { agents, max_invocations, exit_when } => {
-                let subs = self.children(def, agents)?;
-                let mut b = composite(P2p::builder(), def, self)?.sub_agents(subs).max_invocations(*max_invocations);
-                if let Some(src) = exit_when {
-                    let e = self.expression(def, "exit_when", src)?;
-                    b = b.exit_condition(move |view, n| e.eval_bool(view, &[("invocations", Value::from(n))]));
-                }
-                self.finish(def, b.build())
-            }
             AgentKind::Blackboard { agents, goal, prefer, max_invocations } => {
                 let subs = self.children(def, agents)?;
                 let mut b =
@@ -796,12 +751,6 @@ impl<'a> Builder<'a> {
                         }
                     };
                 }
-                self.finish(def, b.build())
-            }
-            AgentKind::Voting { agents, strategy } => {
-                let subs = self.children(def, agents)?;
-                let strategy = VotingStrategy::from_name(strategy).map_err(|m| invalid(self, m))?;
-                let b = composite(Voting::builder(), def, self)?.sub_agents(subs).strategy(strategy);
                 self.finish(def, b.build())
             }
             AgentKind::Bdi { desires, max_invocations } => {

@@ -119,29 +119,6 @@ pub enum AgentKind {
     Mcp(McpDef),
     /// `a2a`: a remote A2A agent as an agent.
     A2a(A2aDef),
-    /// `sequence`: runs `agents` in order.
-    Sequence {
-        /// Sub-agents by name.
-        agents: Vec<Located<String>>,
-    },
-    /// `loop`: runs `agents` in order repeatedly until `exit_when` holds or `max_iterations` is reached.
-    Loop {
-        /// Sub-agents by name.
-        agents: Vec<Located<String>>,
-        /// At most this many iterations (default 10, at least 1).
-        max_iterations: u32,
-        /// Exit condition (sees `iteration`, 1-based); none = run `max_iterations` times.
-        exit_when: Option<Located<String>>,
-        /// Check the exit condition only after complete iterations (default false: after every agent).
-        test_exit_at_loop_end: bool,
-    },
-    /// `parallel`: runs `agents` at once.
-    Parallel {
-        /// Sub-agents by name.
-        agents: Vec<Located<String>>,
-        /// At most this many at once (default: unbounded).
-        max_concurrency: Option<usize>,
-    },
     /// `parallel_mapper`: runs `agent` once per item of the list at `items`.
     ParallelMapper {
         /// The mapped agent by name.
@@ -160,20 +137,6 @@ pub enum AgentKind {
     },
     /// `llm`: asks a chat model (see [`LlmDef`]).
     Llm(Box<LlmDef>),
-    /// `goap`: plans the shortest chain of `agents` producing its `output_key` (the goal) and runs it.
-    Goap {
-        /// Sub-agents by name.
-        agents: Vec<Located<String>>,
-    },
-    /// `p2p`: runs every agent whose inputs are present and changed since it last ran, in parallel.
-    P2p {
-        /// Sub-agents by name.
-        agents: Vec<Located<String>>,
-        /// At most this many invocations in total (default 10).
-        max_invocations: u32,
-        /// Exit condition (also sees `invocations`, the number started so far).
-        exit_when: Option<Located<String>>,
-    },
     /// `blackboard`: one activatable agent per step, chosen by `prefer`, then declaration order.
     Blackboard {
         /// Sub-agents by name.
@@ -184,13 +147,6 @@ pub enum AgentKind {
         prefer: Vec<PreferDef>,
         /// At most this many invocations (default 50); reaching it with the goal unmet is an error.
         max_invocations: u32,
-    },
-    /// `voting`: all `agents` vote in parallel; the votes are aggregated by `strategy`.
-    Voting {
-        /// The voters by name.
-        agents: Vec<Located<String>>,
-        /// `majority` (default), `average` or `highest`.
-        strategy: String,
     },
     /// `bdi`: pursues the highest-priority achievable, unsatisfied desire with its agents.
     Bdi {
@@ -234,16 +190,10 @@ impl AgentKind {
             AgentKind::Human { .. } => "human",
             AgentKind::Mcp(_) => "mcp",
             AgentKind::A2a(_) => "a2a",
-            AgentKind::Sequence { .. } => "sequence",
-            AgentKind::Loop { .. } => "loop",
-            AgentKind::Parallel { .. } => "parallel",
             AgentKind::ParallelMapper { .. } => "parallel_mapper",
             AgentKind::Conditional { .. } => "conditional",
             AgentKind::Llm(_) => "llm",
-            AgentKind::Goap { .. } => "goap",
-            AgentKind::P2p { .. } => "p2p",
             AgentKind::Blackboard { .. } => "blackboard",
-            AgentKind::Voting { .. } => "voting",
             AgentKind::Bdi { .. } => "bdi",
             AgentKind::Supervisor(_) => "supervisor",
             AgentKind::DecisionRouter { .. } => "decision_router",
@@ -256,15 +206,8 @@ impl AgentKind {
     /// The sub-agent references, in declaration order (branches flattened in order).
     pub fn references(&self) -> Vec<&Located<String>> {
         match self {
-            AgentKind::Sequence { agents } | AgentKind::Loop { agents, .. } | AgentKind::Parallel { agents, .. } => {
-                agents.iter().collect()
-            }
             AgentKind::ParallelMapper { agent, .. } => vec![agent],
-            AgentKind::Goap { agents }
-            | AgentKind::P2p { agents, .. }
-            | AgentKind::Blackboard { agents, .. }
-            | AgentKind::Voting { agents, .. }
-            | AgentKind::DecisionRouter { agents, .. } => agents.iter().collect(),
+            AgentKind::Blackboard { agents, .. } | AgentKind::DecisionRouter { agents, .. } => agents.iter().collect(),
             AgentKind::Supervisor(s) => s.agents.iter().collect(),
             AgentKind::Bdi { desires, .. } => desires.iter().flat_map(|d| d.agents.iter()).collect(),
             AgentKind::Conditional { branches } => branches.iter().flat_map(|b| b.agents.iter()).collect(),

@@ -596,15 +596,9 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             "confidence_key",
             "scores_key",
         ],
-        "sequence" => &["agents"],
-        "loop" => &["agents", "max_iterations", "exit_when", "test_exit_at_loop_end"],
-        "parallel" => &["agents", "max_concurrency"],
         "parallel_mapper" => &["agent", "items", "item_key", "max_concurrency"],
         "conditional" => &["branches"],
-        "goap" => &["agents"],
-        "p2p" => &["agents", "max_invocations", "exit_when"],
         "blackboard" => &["agents", "goal", "prefer", "max_invocations"],
-        "voting" => &["agents", "strategy"],
         "bdi" => &["desires", "max_invocations"],
         "supervisor" => {
             &["agents", "model", "response_strategy", "context_strategy", "supervisor_context", "max_invocations"]
@@ -726,20 +720,6 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
                 stream,
             })
         }
-        "sequence" => AgentKind::Sequence { agents: cx.required_list(&obj, "agents") },
-        "loop" => AgentKind::Loop {
-            agents: cx.required_list(&obj, "agents"),
-            max_iterations: cx
-                .int(&obj, "max_iterations", 1, u64::from(u32::MAX))
-                .and_then(|v| u32::try_from(v).ok())
-                .unwrap_or(10),
-            exit_when: cx.nonempty(&obj, "exit_when"),
-            test_exit_at_loop_end: cx.boolean(&obj, "test_exit_at_loop_end"),
-        },
-        "parallel" => AgentKind::Parallel {
-            agents: cx.required_list(&obj, "agents"),
-            max_concurrency: concurrency(&obj, &mut cx),
-        },
         "parallel_mapper" => {
             let agent = cx.required(&obj, "agent");
             let items = cx.required(&obj, "items");
@@ -753,23 +733,12 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             }
         }
         "llm" => AgentKind::Llm(Box::new(parse_llm(&obj, pos, &mut cx)?)),
-        "goap" => AgentKind::Goap { agents: cx.required_list(&obj, "agents") },
-        "p2p" => AgentKind::P2p {
-            agents: cx.required_list(&obj, "agents"),
-            max_invocations: bounded_u32(&obj, &mut cx, "max_invocations", 10),
-            exit_when: cx.nonempty(&obj, "exit_when"),
-        },
         "blackboard" => AgentKind::Blackboard {
             agents: cx.required_list(&obj, "agents"),
             goal: cx.nonempty(&obj, "goal"),
             prefer: parse_prefer(&obj, &mut cx),
             max_invocations: bounded_u32(&obj, &mut cx, "max_invocations", 50),
         },
-        "voting" => {
-            let agents = cx.required_list(&obj, "agents");
-            let strategy = choice(&obj, &mut cx, "strategy", &["majority", "average", "highest"])?;
-            AgentKind::Voting { agents, strategy }
-        }
         "bdi" => AgentKind::Bdi {
             desires: parse_desires(&obj, &mut cx),
             max_invocations: bounded_u32(&obj, &mut cx, "max_invocations", 50),

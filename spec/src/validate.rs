@@ -153,8 +153,6 @@ pub(crate) fn check_expressions(agent: &AgentDef, sink: &mut Sink) {
     }
     match &agent.kind {
         AgentKind::Compute(ComputeBody::Value(v)) => expr("value", v),
-        AgentKind::Loop { exit_when: Some(e), .. } => expr("exit_when", e),
-        AgentKind::P2p { exit_when: Some(e), .. } => expr("exit_when", e),
         AgentKind::Blackboard { goal, prefer, .. } => {
             if let Some(g) = goal {
                 expr("goal", g);

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use agentic_engine::{AgentRef, RunResult, TopologyNode};
-use agentic_spec::{AgentKind, ComputeBody, ModelProvider, Spec};
+use agentic_spec::{AgentKind, ComputeBody, CustomValue, ModelProvider, Spec};
 use serde_json::{Map, Value, json};
 
 fn build(yaml: &str) -> AgentRef {
@@ -418,14 +418,22 @@ fn the_model_keeps_positions_and_fields() {
     let spec = Spec::parse(yaml, "m.yaml").expect("parses");
     let l = spec.agent("l").expect("l");
     assert_eq!((l.pos.line, l.pos.column), (4, 3));
-    let AgentKind::Loop { agents, max_iterations, exit_when, test_exit_at_loop_end } = &l.kind else {
-        panic!("not a loop: {:?}", l.kind)
+    // A loop is described by its kind's descriptor: the fields given, located, in the kind's order.
+    let AgentKind::Custom(def) = &l.kind else { panic!("not a described kind: {:?}", l.kind) };
+    assert_eq!(def.kind.name(), "loop");
+    let [(agents_field, CustomValue::Agents(agents)), (exit_field, CustomValue::Expression(exit_when))] =
+        def.fields.as_slice()
+    else {
+        panic!("{:?}", def.fields)
     };
+    assert_eq!((agents_field.as_str(), exit_field.as_str()), ("agents", "exit_when"));
     assert_eq!(agents[0].value, "c");
     assert_eq!((agents[0].pos.line, agents[0].pos.column), (6, 14));
-    assert_eq!(*max_iterations, 10);
-    assert_eq!(exit_when.as_ref().map(|e| e.value.as_str()), Some("n > 2"));
-    assert!(!test_exit_at_loop_end);
+    assert_eq!((exit_when.value.as_str(), exit_when.pos.line), ("n > 2", 7));
+    // The defaults (10 iterations, the exit tested after every agent) apply when it is built.
+    let details = spec.build().expect("builds").root.topology().details;
+    assert_eq!(details["max_iterations"], serde_json::json!(10));
+    assert_eq!(details["test_exit_at_loop_end"], serde_json::json!(false));
     let composite = l.composite.as_ref().expect("composite fields");
     assert!(composite.compensate_on_error);
     let handler = composite.error_handler.as_ref().expect("handler");
