@@ -18,7 +18,7 @@ use crate::error::Sink;
 use crate::kind::KindArgs;
 #[cfg(feature = "mcp")]
 use crate::model::McpServerDef;
-use crate::model::{AgentDef, AgentKind, ComputeBody, CustomDef, CustomValue, Located, McpServerEntry};
+use crate::model::{AgentDef, AgentKind, ComputeBody, FieldValue, Located, McpServerEntry, PlannerDef};
 use crate::validate::expr_message;
 
 /// Builds agents by name, recursively; errors go to the sink at the agent's position.
@@ -212,7 +212,7 @@ impl<'a> Builder<'a> {
                 Ok(common(b, def).build_lazy())
             }
             AgentKind::Registry { name } => self.registered(def, name),
-            AgentKind::Custom(custom) => self.custom(def, custom),
+            AgentKind::Planner(planned) => self.planned(def, planned),
             AgentKind::Unsupported(kind) => {
                 self.sink.push(
                     def.kind_pos,
@@ -225,30 +225,30 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// An agent of a registered planner kind: its sub-agents numbered in the kind's field order, its
-    /// expressions compiled, its planner made by the kind.
-    fn custom(&mut self, def: &AgentDef, custom: &CustomDef) -> Built {
+    /// An agent whose kind a descriptor defines: its sub-agents numbered in the kind's field order, its
+    /// expressions compiled, its composite built by the kind.
+    fn planned(&mut self, def: &AgentDef, planned: &PlannerDef) -> Built {
         let mut args = KindArgs::new();
         let mut subs = Vec::new();
         let mut failed = false;
-        for (field, value) in &custom.fields {
+        for (field, value) in &planned.fields {
             match value {
-                CustomValue::Agents(names) => match self.children(def, names) {
+                FieldValue::Agents(names) => match self.children(def, names) {
                     Ok(built) => {
                         args.set_agents(field.clone(), (subs.len()..subs.len() + built.len()).collect());
                         subs.extend(built);
                     }
                     Err(Reported) => failed = true,
                 },
-                CustomValue::Agent(name) => match self.build(name, Some(&def.name)) {
+                FieldValue::Agent(name) => match self.build(name, Some(&def.name)) {
                     Ok(built) => {
                         args.set_agents(field.clone(), vec![subs.len()]);
                         subs.push(built);
                     }
                     Err(Reported) => failed = true,
                 },
-                CustomValue::Value(v) => args.set_value(field.clone(), v.value.clone()),
-                CustomValue::Expression(src) => match self.expression(def, field, src) {
+                FieldValue::Value(v) => args.set_value(field.clone(), v.value.clone()),
+                FieldValue::Expression(src) => match self.expression(def, field, src) {
                     Ok(e) => {
                         args.set_expression(field.clone(), e);
                         args.set_value(field.clone(), Value::String(src.value.clone()));
@@ -261,7 +261,7 @@ impl<'a> Builder<'a> {
             return Err(Reported);
         }
         args.set_sub_agents(subs.len());
-        let kind = custom.kind.descriptor();
+        let kind = planned.kind.descriptor();
         let parts = composite(CompositeParts::new(kind.name()), def, self)?.sub_agents(subs);
         let built = kind.build(&args, parts);
         self.finish(def, built)

@@ -192,7 +192,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::{AgentKind, CustomValue, Spec};
+    use crate::{AgentKind, FieldValue, Spec};
 
     /// A kind with a field of every type: a judge, a style, flags and settings.
     struct Panel;
@@ -237,11 +237,11 @@ mod tests {
             "members: [a, b], judge: j, style: loud, strict: true, weight: 0.5, title: Jury, extra: {seats: [1, 2]}",
         );
         let spec = Spec::parse(&text, "panel.yaml").unwrap_or_else(|e| panic!("{e}"));
-        let Some(AgentKind::Custom(def)) = spec.agent("p").map(|a| &a.kind) else { panic!("not a custom kind") };
+        let Some(AgentKind::Planner(def)) = spec.agent("p").map(|a| &a.kind) else { panic!("not a custom kind") };
         let names: Vec<&str> = def.fields.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["members", "judge", "style", "strict", "weight", "title", "extra"]);
         let value = |i: usize| match &def.fields[i].1 {
-            CustomValue::Value(v) => v.value.clone(),
+            FieldValue::Value(v) => v.value.clone(),
             other => panic!("{other:?}"),
         };
         assert_eq!(

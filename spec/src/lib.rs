@@ -140,8 +140,8 @@ pub use kind::{
 };
 pub use model::SupervisorDef;
 pub use model::{
-    A2aDef, AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, CustomDef, CustomValue, ErrorHandlerDef,
-    LlmDef, Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, SUPPORTED_KINDS,
+    A2aDef, AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, FieldValue, LlmDef, Located,
+    McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, PlannerDef, SUPPORTED_KINDS,
     UNSUPPORTED_KINDS,
 };
 pub use model::{DesireDef, PreferDef};

@@ -175,8 +175,10 @@ pub enum AgentKind {
         /// `name`: the registered name.
         name: Located<String>,
     },
-    /// A planner kind the program registered ([`crate::register_kind`]), with its fields' values.
-    Custom(CustomDef),
+    /// A composite whose kind a planner descriptor defines ([`crate::PlannerKind`]): a built-in kind
+    /// (`sequence`, `loop`, `parallel`, `goap`, `p2p`, `voting`, `debate`) or one the program registered
+    /// ([`crate::register_kind`]), with the values of the fields the spec gives.
+    Planner(PlannerDef),
     /// A kind of SPEC.md this build does not support yet (`llm`, `supervisor`, ...). Never present in a
     /// spec that validated.
     Unsupported(String),
@@ -198,7 +200,7 @@ impl AgentKind {
             AgentKind::Supervisor(_) => "supervisor",
             AgentKind::DecisionRouter { .. } => "decision_router",
             AgentKind::Registry { .. } => "registry",
-            AgentKind::Custom(c) => c.kind.name(),
+            AgentKind::Planner(c) => c.kind.name(),
             AgentKind::Unsupported(kind) => kind,
         }
     }
@@ -211,13 +213,13 @@ impl AgentKind {
             AgentKind::Supervisor(s) => s.agents.iter().collect(),
             AgentKind::Bdi { desires, .. } => desires.iter().flat_map(|d| d.agents.iter()).collect(),
             AgentKind::Conditional { branches } => branches.iter().flat_map(|b| b.agents.iter()).collect(),
-            AgentKind::Custom(c) => c
+            AgentKind::Planner(c) => c
                 .fields
                 .iter()
                 .flat_map(|(_, v)| match v {
-                    CustomValue::Agents(list) => list.iter().collect(),
-                    CustomValue::Agent(one) => vec![one],
-                    CustomValue::Value(_) | CustomValue::Expression(_) => Vec::new(),
+                    FieldValue::Agents(list) => list.iter().collect(),
+                    FieldValue::Agent(one) => vec![one],
+                    FieldValue::Value(_) | FieldValue::Expression(_) => Vec::new(),
                 })
                 .collect(),
             AgentKind::Compute(_)
@@ -231,19 +233,19 @@ impl AgentKind {
     }
 }
 
-/// An agent of a registered planner kind: the kind and the values of the fields the spec gives, in the
-/// order the kind declares them.
+/// An agent whose kind a planner descriptor defines: the kind and the values of the fields the spec gives,
+/// in the order the kind declares them.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CustomDef {
+pub struct PlannerDef {
     /// The registered kind.
     pub kind: crate::KindRef,
     /// `(field, value)` for each field given, in the kind's field order.
-    pub fields: Vec<(String, CustomValue)>,
+    pub fields: Vec<(String, FieldValue)>,
 }
 
-/// The value of one field of a registered planner kind, as parsed.
+/// The value of one field of a kind a planner descriptor defines, as parsed.
 #[derive(Debug, Clone, PartialEq)]
-pub enum CustomValue {
+pub enum FieldValue {
     /// Sub-agents by name.
     Agents(Vec<Located<String>>),
     /// One sub-agent by name.

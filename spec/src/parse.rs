@@ -6,9 +6,8 @@ use serde_json::Value;
 use crate::error::{Sink, suggest};
 use crate::kind::{FieldType, KindRef};
 use crate::model::{
-    A2aDef, AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, CustomDef, CustomValue, ErrorHandlerDef,
-    Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, SUPPORTED_KINDS,
-    UNSUPPORTED_KINDS,
+    A2aDef, AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, FieldValue, Located, McpDef,
+    McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, PlannerDef, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
 use crate::node::{Node, NodeValue, Pos};
 use crate::params::{ParamDef, ParamType};
@@ -573,8 +572,9 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
         cx.err(kind_pos, None, format!("kind `{kind}` is not supported yet by this build"));
         return Some(bare_agent(name, pos, kind_pos, AgentKind::Unsupported(kind.to_string())));
     }
-    let custom = crate::kind::registered_kind(kind);
-    let custom_fields: Vec<&str> = custom.iter().flat_map(|k| k.descriptor().fields().iter().map(|f| f.name)).collect();
+    let described = crate::kind::registered_kind(kind);
+    let described_fields: Vec<&str> =
+        described.iter().flat_map(|k| k.descriptor().fields().iter().map(|f| f.name)).collect();
     let specific: &[&str] = match kind {
         "compute" => &["value", "template"],
         "human" => &["prompt", "mode", "response_id"],
@@ -605,7 +605,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
         }
         "decision_router" => &["agents", "model", "threshold"],
         "registry" => &["name"],
-        _ if custom.is_some() => &custom_fields,
+        _ if described.is_some() => &described_fields,
         other => {
             let registered = crate::kind::registered_kinds();
             let all =
@@ -775,16 +775,16 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             AgentKind::DecisionRouter { agents, model: model?, threshold }
         }
         "conditional" => AgentKind::Conditional { branches: parse_branches(&obj, &mut cx) },
-        _ => match &custom {
-            Some(k) => AgentKind::Custom(parse_custom(k, &obj, &mut cx)?),
+        _ => match &described {
+            Some(k) => AgentKind::Planner(parse_described(k, &obj, &mut cx)?),
             None => return None,
         },
     };
     Some(def)
 }
 
-/// The fields of an agent of a registered planner kind, checked against the kind's declared types.
-fn parse_custom(kind: &KindRef, obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<CustomDef> {
+/// The fields of an agent whose kind a descriptor defines, checked against the kind's declared types.
+fn parse_described(kind: &KindRef, obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<PlannerDef> {
     let before = cx.sink_len();
     let mut fields = Vec::new();
     for field in kind.descriptor().fields() {
@@ -795,7 +795,7 @@ fn parse_custom(kind: &KindRef, obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<Custom
             }
             continue;
         };
-        let located = |v: Value| Some(CustomValue::Value(Located::new(v, node.pos)));
+        let located = |v: Value| Some(FieldValue::Value(Located::new(v, node.pos)));
         let value = match field.ty {
             FieldType::Agents => match cx.string_list(obj, name) {
                 Some(list) if list.len() < field.min_items => {
@@ -803,9 +803,9 @@ fn parse_custom(kind: &KindRef, obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<Custom
                     cx.err(node.pos, Some(name), format!("needs at least {n} agents, found {found}"));
                     None
                 }
-                list => list.map(CustomValue::Agents),
+                list => list.map(FieldValue::Agents),
             },
-            FieldType::Agent => cx.nonempty(obj, name).map(CustomValue::Agent),
+            FieldType::Agent => cx.nonempty(obj, name).map(FieldValue::Agent),
             FieldType::String => cx.string(obj, name).and_then(|s| located(Value::String(s.value))),
             FieldType::Integer { min, max } => match signed(obj, cx, name) {
                 Some(v) if (min..=max).contains(&v) => located(Value::from(v)),
@@ -829,14 +829,14 @@ fn parse_custom(kind: &KindRef, obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<Custom
                 }
             },
             FieldType::Choice(words) => choice(obj, cx, name, words).and_then(|w| located(Value::String(w))),
-            FieldType::Expression => cx.nonempty(obj, name).map(CustomValue::Expression),
+            FieldType::Expression => cx.nonempty(obj, name).map(FieldValue::Expression),
             _ => located(node.to_json()),
         };
         if let Some(value) = value {
             fields.push((name.to_string(), value));
         }
     }
-    (cx.sink_len() == before).then(|| CustomDef { kind: kind.clone(), fields })
+    (cx.sink_len() == before).then(|| PlannerDef { kind: kind.clone(), fields })
 }
 
 fn concurrency(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<usize> {

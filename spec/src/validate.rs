@@ -176,9 +176,9 @@ pub(crate) fn check_expressions(agent: &AgentDef, sink: &mut Sink) {
                 expr(&format!("branches[{i}].when"), &b.when);
             }
         }
-        AgentKind::Custom(custom) => {
+        AgentKind::Planner(custom) => {
             for (field, value) in &custom.fields {
-                if let crate::model::CustomValue::Expression(src) = value {
+                if let crate::model::FieldValue::Expression(src) = value {
                     expr(field, src);
                 }
             }

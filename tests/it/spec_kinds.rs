@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use agentic_engine::{AgentRef, RunResult, TopologyNode};
-use agentic_spec::{AgentKind, ComputeBody, CustomValue, ModelProvider, Spec};
+use agentic_spec::{AgentKind, ComputeBody, FieldValue, ModelProvider, Spec};
 use serde_json::{Map, Value, json};
 
 fn build(yaml: &str) -> AgentRef {
@@ -419,9 +419,9 @@ fn the_model_keeps_positions_and_fields() {
     let l = spec.agent("l").expect("l");
     assert_eq!((l.pos.line, l.pos.column), (4, 3));
     // A loop is described by its kind's descriptor: the fields given, located, in the kind's order.
-    let AgentKind::Custom(def) = &l.kind else { panic!("not a described kind: {:?}", l.kind) };
+    let AgentKind::Planner(def) = &l.kind else { panic!("not a described kind: {:?}", l.kind) };
     assert_eq!(def.kind.name(), "loop");
-    let [(agents_field, CustomValue::Agents(agents)), (exit_field, CustomValue::Expression(exit_when))] =
+    let [(agents_field, FieldValue::Agents(agents)), (exit_field, FieldValue::Expression(exit_when))] =
         def.fields.as_slice()
     else {
         panic!("{:?}", def.fields)

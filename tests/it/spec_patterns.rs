@@ -159,7 +159,7 @@ fn the_model_keeps_the_pattern_fields_with_their_defaults() {
     // A debate is described by its kind's descriptor: the model holds the fields given, the defaults apply
     // when it is built (below, in the topology).
     match &spec.agent("d").unwrap().kind {
-        AgentKind::Custom(def) => {
+        AgentKind::Planner(def) => {
             let given: Vec<&str> = def.fields.iter().map(|(f, _)| f.as_str()).collect();
             assert_eq!((def.kind.name(), given), ("debate", vec!["debaters", "judge"]));
         }
