@@ -220,7 +220,7 @@ impl Actor for SupervisorActor {
                 let path = state.child_paths[index].clone();
                 if agent.0.as_composite().is_some() && err.downcast_ref::<AgentPanicked>().is_none() {
                     // A composite below died: the tree is broken; die with it (the run restarts it).
-                    state.concluded = true;
+                    state.phase = Phase::Concluded;
                     return Err(Box::new(TreeFailed(tree_error(&err, &agent, &path))));
                 }
                 let (error, failed) = match err.downcast::<AgentPanicked>() {
@@ -293,14 +293,32 @@ pub(crate) struct SupervisorState {
     journaled: Option<JournaledCalls>,
     /// Completions handed to the planner and not yet consumed by a decision (a planner that panicked).
     unconsumed: Vec<CompletionRecord>,
-    /// The composite's result once decided (the first decision wins; later completions are ignored).
-    outcome: Option<Result<(Value, bool), AgentError>>,
-    /// Whether the decided failure runs the compensations of what completed below.
-    compensate: bool,
-    /// Set once the result was handed on (dropping the state then undoes nothing).
-    concluded: bool,
-    /// The tree is broken (the planner panicked): the actor fails with this.
-    broken: Option<AgentError>,
+    /// Where the invocation is in its life.
+    phase: Phase,
+}
+
+/// The life of a composite's invocation, one state at a time.
+enum Phase {
+    /// Calls run and the planner decides.
+    Running,
+    /// The result is decided (the first decision wins; later completions are ignored); it is handed on after
+    /// the current message. `compensate`: the failure undoes what completed below first.
+    Decided { outcome: Result<(Value, bool), AgentError>, compensate: bool },
+    /// The planner panicked: the actor fails after the current message and the run restarts the tree.
+    Broken(AgentError),
+    /// The result was handed on, the invocation was skipped, or the tree failed: dropping the state undoes
+    /// nothing.
+    Concluded,
+}
+
+impl Phase {
+    fn is_running(&self) -> bool {
+        matches!(self, Phase::Running)
+    }
+
+    fn is_decided(&self) -> bool {
+        matches!(self, Phase::Decided { .. })
+    }
 }
 
 impl SupervisorState {
@@ -333,10 +351,7 @@ impl SupervisorState {
             next_id: 0,
             journaled: None,
             unconsumed: Vec::new(),
-            outcome: None,
-            compensate: false,
-            concluded: false,
-            broken: None,
+            phase: Phase::Running,
         }
     }
 
@@ -359,7 +374,7 @@ impl SupervisorState {
                     self.invocation = Some(invocation);
                 }
                 Ok(None) => {
-                    self.concluded = true;
+                    self.phase = Phase::Concluded;
                     let skipped = ChildOutcome { skipped: true, ..Default::default() };
                     if let Some(report) = self.report.take() {
                         Delivery { report, result: Ok(skipped), failed: None }.deliver(self.run.scope.actor());
@@ -410,7 +425,7 @@ impl SupervisorState {
             }
             None => {}
         }
-        if self.outcome.is_some() {
+        if self.phase.is_decided() {
             return;
         }
         // A call waiting for a human or drained stays in flight.
@@ -443,19 +458,21 @@ impl SupervisorState {
 
     /// After each message: a broken tree fails the actor; a decided result is handed on and the actor stops.
     fn after(&mut self, myself: &ActorRef<SupervisorMsg>) -> Result<(), ActorProcessingErr> {
-        if let Some(e) = self.broken.take() {
-            self.concluded = true;
-            return Err(Box::new(TreeFailed(e)));
+        match std::mem::replace(&mut self.phase, Phase::Concluded) {
+            Phase::Broken(e) => return Err(Box::new(TreeFailed(e))),
+            other => self.phase = other,
         }
-        if self.outcome.is_none() && !self.concluded && self.inflight.is_empty() && !self.held.is_empty() {
+        if self.phase.is_running() && self.inflight.is_empty() && !self.held.is_empty() {
             // Drained with nothing running (e.g. a retry held): nothing else will wake this supervisor.
             self.fail(AgentError::Drained);
         }
-        if self.outcome.is_some() && !self.concluded {
-            self.conclude();
-            myself.stop(None);
-        } else if self.concluded && self.inflight.is_empty() {
-            myself.stop(None);
+        match self.phase {
+            Phase::Decided { .. } => {
+                self.conclude();
+                myself.stop(None);
+            }
+            Phase::Concluded if self.inflight.is_empty() => myself.stop(None),
+            _ => {}
         }
         Ok(())
     }
@@ -463,11 +480,14 @@ impl SupervisorState {
     /// Hands the decided result on: compensations of a failure first (on a task of their own), then the
     /// invocation's close through the scope actor, which delivers it to the parent.
     fn conclude(&mut self) {
-        self.concluded = true;
+        let (outcome, compensate) = match std::mem::replace(&mut self.phase, Phase::Concluded) {
+            Phase::Decided { outcome, compensate } => (outcome, compensate),
+            _ => {
+                let e = AgentError::internal(format!("supervisor of `{}` stopped without a result", self.path()));
+                (Err(e), false)
+            }
+        };
         self.abort_all();
-        let outcome = self.outcome.take().unwrap_or_else(|| {
-            Err(AgentError::internal(format!("supervisor of `{}` stopped without a result", self.path())))
-        });
         let Some(report) = self.report.take() else { return };
         let run = self.run.clone();
         let deliver: Box<dyn FnOnce() + Send> = match self.invocation.take() {
@@ -491,7 +511,7 @@ impl SupervisorState {
                 }
             }),
         };
-        let compensations = if self.compensate { self.run.take_compensations(self.path()) } else { Vec::new() };
+        let compensations = if compensate { self.run.take_compensations(self.path()) } else { Vec::new() };
         if compensations.is_empty() {
             return deliver();
         }
@@ -508,7 +528,7 @@ impl Drop for SupervisorState {
     /// completed below when the composite compensates on errors.
     fn drop(&mut self) {
         self.abort_all();
-        if self.concluded || self.outcome.is_some() || !self.inner.compensate_on_error {
+        if matches!(self.phase, Phase::Concluded | Phase::Decided { .. }) || !self.inner.compensate_on_error {
             return;
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -565,11 +585,11 @@ impl SupervisorState {
 
     fn fail(&mut self, error: AgentError) {
         self.abort_all();
-        if self.outcome.is_none() {
+        if self.phase.is_running() {
             // Undo what completed below before reporting the failure (not for a suspension or a drain).
-            self.compensate =
+            let compensate =
                 self.inner.compensate_on_error && !matches!(error, AgentError::Suspended { .. } | AgentError::Drained);
-            self.outcome = Some(Err(error));
+            self.phase = Phase::Decided { outcome: Err(error), compensate };
         }
     }
 
@@ -582,7 +602,7 @@ impl SupervisorState {
         };
         tracing::error!(path = %self.path(), "planner panicked: {message}");
         self.abort_all();
-        self.broken = Some(e);
+        self.phase = Phase::Broken(e);
     }
 
     async fn finish(&mut self, with: Option<Value>) {
@@ -605,8 +625,8 @@ impl SupervisorState {
                 false,
             )),
         };
-        if self.outcome.is_none() {
-            self.outcome = Some(result);
+        if self.phase.is_running() {
+            self.phase = Phase::Decided { outcome: result, compensate: false };
         }
     }
 
@@ -657,7 +677,7 @@ impl SupervisorState {
                     }
                     self.spawn_child(call, 1, Duration::ZERO).await;
                 }
-                if self.inflight.is_empty() && self.outcome.is_none() {
+                if self.inflight.is_empty() && self.phase.is_running() {
                     // An empty call list is "nothing to do".
                     self.stalled();
                 }
@@ -700,14 +720,14 @@ impl SupervisorState {
             self.spawn_child(call_of(c), attempt, Duration::ZERO).await;
         }
         for c in saved.unconsumed {
-            if self.outcome.is_some() || self.broken.is_some() {
+            if !self.phase.is_running() {
                 return;
             }
             let outcome = ChildOutcome { output: c.output, skipped: c.skipped, ..Default::default() };
             let (id, attempt) = (c.call.id, c.call.attempt);
             self.complete(id, call_of(c.call), attempt, outcome, c.substituted).await;
         }
-        if self.inflight.is_empty() && self.outcome.is_none() && self.broken.is_none() {
+        if self.inflight.is_empty() && self.phase.is_running() {
             self.stalled();
         }
     }
