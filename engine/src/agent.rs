@@ -732,7 +732,7 @@ impl InvocationContext {
         name: impl Into<String>,
         undo: impl FnOnce() -> futures::future::BoxFuture<'static, Result<(), String>> + Send + 'static,
     ) {
-        self.run.add_compensation(crate::run::Compensation {
+        self.run.compensations.add(crate::run::Compensation {
             path: self.frame.path.clone(),
             agent: self.name.to_string(),
             name: name.into(),
@@ -811,13 +811,13 @@ impl InvocationContext {
 
     /// Reports an event (tokens of a streaming model, tool calls) to the listeners of this invocation.
     pub fn emit(&self, event: &crate::listener::RunEvent) {
-        self.run.emit(&self.listeners, event);
+        self.run.subscribers.emit(&self.listeners, event);
     }
 
     /// Whether any listener or run subscriber would receive [`InvocationContext::emit`] events (skip building
     /// them otherwise).
     pub fn has_listeners(&self) -> bool {
-        self.run.observed(&self.listeners)
+        self.run.subscribers.observed(&self.listeners)
     }
 
     /// An [`AgentError::Failed`] naming this agent.
@@ -841,12 +841,12 @@ impl InvocationContext {
 
     /// Uses the human answer to response `id`, if one was given (each answer is used once).
     pub fn take_answer(&self, id: &str) -> Option<Value> {
-        self.run.take_answer(id)
+        self.run.answers.take(id)
     }
 
     /// Waits in-process until response `id` is answered (see `Registry::answer`), then uses the answer.
     pub async fn wait_answer(&self, id: &str) -> Value {
-        self.run.wait_answer(id).await
+        self.run.answers.wait(id).await
     }
 
     /// Asks `prompt` as response `id` and waits, holding the run, until it is answered, then uses the answer
@@ -887,12 +887,12 @@ impl InvocationContext {
     /// data), while its answer is not used: the run resumed from that suspension. Kept in the run's record
     /// until the answer is used, so that a resume after a failure or a crash still finds it.
     pub fn suspension(&self, id: &str) -> Option<crate::run::PendingResponse> {
-        self.run.suspension(id)
+        self.run.answers.suspension(id)
     }
 
     /// The answer to response `id`, if one was given, without using it (see
     /// [`InvocationContext::take_answer`]): for an agent that uses it only once its work with it succeeded.
     pub fn peek_answer(&self, id: &str) -> Option<Value> {
-        self.run.peek_answer(id)
+        self.run.answers.peek(id)
     }
 }

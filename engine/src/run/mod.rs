@@ -15,6 +15,9 @@
 //! execute (start the root and wait), close (flush, record the status, stop the scope actor).
 
 mod agent_actor;
+mod answers;
+mod async_agents;
+mod compensations;
 mod composite;
 mod ephemeral;
 mod fork;
@@ -25,19 +28,23 @@ mod request;
 mod scope_actor;
 mod session;
 mod stream;
+mod subscribers;
 mod supervisor;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::FutureExt;
-use futures::future::BoxFuture;
-use ractor::ActorCell;
 use serde_json::Value;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use answers::Answers;
+use async_agents::AsyncAgents;
+pub(crate) use compensations::Compensation;
+pub use compensations::CompensationFn;
+use compensations::Compensations;
 pub use composite::{Composite, CompositeBuilder, OutputFn, PlannerFactory};
 pub use fork::fork;
 pub(crate) use frame::Frame;
@@ -48,6 +55,7 @@ pub use request::{
 };
 pub use scope_actor::{MAX_RESTARTS, ScopeHandle};
 pub use stream::{ResultStream, StreamItem, StreamSource};
+use subscribers::Subscribers;
 
 use crate::error::AgentError;
 use crate::store::{Durability, PlannerState, RunImage, StepRecord, StoreRef};
@@ -77,10 +85,8 @@ pub(crate) struct RunContext {
     pub(crate) cancel: CancellationToken,
     /// The drain handle's token, when the request has one: once cancelled, supervisors start no new call.
     drain: Option<CancellationToken>,
-    /// The ends of the async agents started (each answers once its agent has finished).
-    async_ends: Mutex<Vec<oneshot::Receiver<Result<(), AgentError>>>>,
-    /// The actors of the async agents started (killed when the run fails).
-    async_actors: Mutex<Vec<ActorCell>>,
+    /// The async agents started (stopped when the run fails, waited for before it completes).
+    pub(crate) async_agents: AsyncAgents,
     step_seq: AtomicU64,
     /// Held while a step is numbered and handed to the journal: steps reach the store in their order, so a
     /// crash never leaves step n+1 journaled without step n (branches of one run journal concurrently).
@@ -93,32 +99,13 @@ pub(crate) struct RunContext {
     exit_buffer: Mutex<Vec<StepRecord>>,
     /// Composites in progress when the run was last checkpointed, by path; taken when the composite restarts.
     restore: Mutex<HashMap<String, PlannerState>>,
-    /// Human answers by response id (from `respond` or in-process answers), each used once.
-    answers: Mutex<BTreeMap<String, Value>>,
-    /// Response ids whose answers were used in this run.
-    consumed: Mutex<BTreeSet<String>>,
-    /// The pending responses with agent data ([`PendingResponse::data`]) the run was suspended with, by id.
-    suspensions: BTreeMap<String, PendingResponse>,
-    /// Woken when an answer arrives in-process (pending-mode human agents wait on it).
-    answer_arrived: Notify,
+    /// Human answers by response id (from `respond` or in-process answers), each used once, and the questions
+    /// the run was suspended with.
+    pub(crate) answers: Answers,
     /// Compensations of completed actions, in completion order.
-    compensations: Mutex<Vec<Compensation>>,
-    /// Whether event subscribers joined the run's process group ([`super::Registry::subscribe`]): events are
-    /// then built and sent to them even when no listener is registered.
-    subscribed: std::sync::atomic::AtomicBool,
-    /// The name of the run's process group of event subscribers.
-    group: String,
-}
-
-/// Undoes one completed action (a tool call with a declared compensation).
-pub type CompensationFn = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), String>> + Send>;
-
-/// A registered compensation.
-pub(crate) struct Compensation {
-    pub(crate) path: Arc<str>,
-    pub(crate) agent: String,
-    pub(crate) name: String,
-    pub(crate) action: CompensationFn,
+    pub(crate) compensations: Compensations,
+    /// The run's event subscribers ([`super::Registry::subscribe`]).
+    pub(crate) subscribers: Subscribers,
 }
 
 /// How a run context starts.
@@ -148,53 +135,15 @@ impl RunContext {
             durability: setup.durability,
             cancel: setup.cancel,
             drain: setup.drain,
-            async_ends: Mutex::new(Vec::new()),
-            async_actors: Mutex::new(Vec::new()),
+            async_agents: AsyncAgents::default(),
             step_seq: AtomicU64::new(setup.first_seq),
             append_turn: tokio::sync::Mutex::new(()),
             async_writer: setup.async_writer,
             exit_buffer: Mutex::new(Vec::new()),
             restore: Mutex::new(setup.restore),
-            answers: Mutex::new(setup.answers),
-            consumed: Mutex::new(BTreeSet::new()),
-            suspensions: setup.suspensions.into_iter().map(|p| (p.id.clone(), p)).collect(),
-            answer_arrived: Notify::new(),
-            compensations: Mutex::new(Vec::new()),
-            subscribed: std::sync::atomic::AtomicBool::new(false),
-            group: setup.group,
-        }
-    }
-
-    /// Whether events for `listeners` are wanted at all (skip building them otherwise): a listener, or a
-    /// subscriber of the run.
-    pub(crate) fn observed(&self, listeners: &[crate::listener::ListenerRef]) -> bool {
-        !listeners.is_empty() || self.subscribed.load(Ordering::Relaxed)
-    }
-
-    /// Reports `event` to `listeners` and to the run's subscribers (the members of its process group).
-    pub(crate) fn emit(&self, listeners: &[crate::listener::ListenerRef], event: &crate::listener::RunEvent) {
-        crate::listener::emit(listeners, event);
-        if self.subscribed.load(Ordering::Relaxed) {
-            let members = ractor::pg::get_members(&self.group);
-            if members.is_empty() {
-                self.subscribed.store(false, Ordering::Relaxed);
-            }
-            for member in members {
-                let _ = member.send_message(event.clone());
-            }
-        }
-    }
-
-    /// Adds an event subscriber (an actor receiving `RunEvent` messages) to the run's process group.
-    pub(crate) fn subscribe(&self, subscriber: ActorCell) {
-        ractor::pg::join(self.group.clone(), vec![subscriber]);
-        self.subscribed.store(true, Ordering::Relaxed);
-    }
-
-    /// Lets the subscribers receive the events sent so far, then stops them (the run has ended).
-    pub(crate) fn end_subscriptions(&self) {
-        for member in ractor::pg::get_members(&self.group) {
-            let _ = member.drain();
+            answers: Answers::new(setup.answers, setup.suspensions),
+            compensations: Compensations::default(),
+            subscribers: Subscribers::new(setup.group),
         }
     }
 
@@ -297,52 +246,17 @@ impl RunContext {
         lock(&self.restore).remove(path)
     }
 
-    /// Uses the answer to response `id`, if one was given.
-    pub(crate) fn take_answer(&self, id: &str) -> Option<Value> {
-        let answer = lock(&self.answers).remove(id);
-        if answer.is_some() {
-            lock(&self.consumed).insert(id.to_string());
-        }
-        answer
-    }
-
-    /// The answer to response `id`, if one was given, left for a later [`RunContext::take_answer`].
-    pub(crate) fn peek_answer(&self, id: &str) -> Option<Value> {
-        lock(&self.answers).get(id).cloned()
-    }
-
-    /// The pending response with agent data the run was suspended with under `id`, while its answer is unused.
-    pub(crate) fn suspension(&self, id: &str) -> Option<PendingResponse> {
-        if lock(&self.consumed).contains(id) {
-            return None;
-        }
-        self.suspensions.get(id).cloned()
-    }
-
-    /// The suspensions with agent data whose answers were not used: kept in the run's record when the run
-    /// ends otherwise than suspended or completed, for the next resume.
-    pub(crate) fn unresolved_suspensions(&self) -> Vec<PendingResponse> {
-        let consumed = lock(&self.consumed);
-        self.suspensions.values().filter(|p| !consumed.contains(&p.id)).cloned().collect()
-    }
-
-    /// Records an answer delivered in-process and wakes pending-mode waiters.
-    pub(crate) fn give_answer(&self, id: &str, value: Value) {
-        lock(&self.answers).insert(id.to_string(), value);
-        self.answer_arrived.notify_waiters();
-    }
-
     /// Asks `pending`'s question and waits in-process for its answer, then uses it. With a store the question
     /// is published in the run's record while the run keeps running, so that `respond` (the CLI, the server's
     /// API and web inbox, on any server of a shared store) answers it there; the record is read every
     /// [`ANSWER_POLL`] for it, and the question is withdrawn once answered. An in-process answer
-    /// ([`RunContext::give_answer`]) is taken as well.
+    /// ([`Answers::give`]) is taken as well.
     pub(crate) async fn ask_and_wait(&self, pending: PendingResponse) -> Value {
         let id = pending.id.clone();
         let published = self.publish_pending(pending).await;
         loop {
-            let notified = self.answer_arrived.notified();
-            if let Some(v) = self.take_answer(&id) {
+            let notified = self.answers.arrival();
+            if let Some(v) = self.answers.take(&id) {
                 if published {
                     self.withdraw_pending(&id).await;
                 }
@@ -353,7 +267,7 @@ impl RunContext {
                 continue;
             }
             if let Some(v) = self.stored_answer(&id).await {
-                lock(&self.consumed).insert(id.clone());
+                self.answers.mark_used(&id);
                 self.withdraw_pending(&id).await;
                 return v;
             }
@@ -412,32 +326,6 @@ impl RunContext {
         }
     }
 
-    /// Waits until the answer to `id` arrives, then uses it.
-    pub(crate) async fn wait_answer(&self, id: &str) -> Value {
-        loop {
-            let notified = self.answer_arrived.notified();
-            if let Some(v) = self.take_answer(id) {
-                return v;
-            }
-            notified.await;
-        }
-    }
-
-    /// Registers the compensation of an action completed by the invocation at `path`.
-    pub(crate) fn add_compensation(&self, c: Compensation) {
-        lock(&self.compensations).push(c);
-    }
-
-    /// Takes the compensations registered by invocations at or below `path`, most recent first.
-    pub(crate) fn take_compensations(&self, path: &str) -> Vec<Compensation> {
-        let prefix = format!("{path}/");
-        let mut all = lock(&self.compensations);
-        let (mine, rest): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut *all).into_iter().partition(|c| &*c.path == path || c.path.starts_with(&prefix));
-        *all = rest;
-        mine.into_iter().rev().collect()
-    }
-
     /// Runs compensations in the order given (best effort: a failing one is logged and recorded in the
     /// history, and the rest still run).
     pub(crate) async fn compensate(&self, compensations: Vec<Compensation>) {
@@ -462,42 +350,6 @@ impl RunContext {
                 error: result.err(),
                 item: None,
             });
-        }
-    }
-
-    /// Answers not used by this run (they stay recorded for a later resume).
-    pub(crate) fn unused_answers(&self) -> BTreeMap<String, Value> {
-        lock(&self.answers).clone()
-    }
-
-    /// Waits for every async agent started in this run; the first failure is returned.
-    pub(crate) async fn wait_async(&self) -> Result<(), AgentError> {
-        let mut first_err = None;
-        loop {
-            let batch = std::mem::take(&mut *lock(&self.async_ends));
-            if batch.is_empty() {
-                break;
-            }
-            for end in batch {
-                let r = end.await.unwrap_or_else(|_| Err(AgentError::internal("an async agent's actor stopped")));
-                if let Err(e) = r {
-                    first_err.get_or_insert(e);
-                }
-            }
-        }
-        first_err.map_or(Ok(()), Err)
-    }
-
-    /// Tracks an async agent: its end, and its actor.
-    pub(crate) fn track_async(&self, end: oneshot::Receiver<Result<(), AgentError>>, actor: ActorCell) {
-        lock(&self.async_actors).push(actor);
-        lock(&self.async_ends).push(end);
-    }
-
-    /// Stops every async agent still running (including those `wait_async` is waiting for).
-    pub(crate) fn abort_async(&self) {
-        for actor in lock(&self.async_actors).drain(..) {
-            actor.kill();
         }
     }
 

@@ -192,12 +192,12 @@ impl Actor for ScopeActor {
                     reply.send(InvocationRecord::completed_in(&state.scope.history, &agent, &path, item.as_deref()));
             }
             ScopeMsg::Answer { id, value } => match &state.root {
-                Some(root) => root.start.run.give_answer(&id, value),
+                Some(root) => root.start.run.answers.give(&id, value),
                 None => state.early_answers.push((id, value)),
             },
             ScopeMsg::Subscribe(subscriber, reply) => {
                 match &state.root {
-                    Some(root) => root.start.run.subscribe(subscriber),
+                    Some(root) => root.start.run.subscribers.join(subscriber),
                     // Nothing more will happen: the subscription ends at once.
                     None if state.ended => subscriber.stop(None),
                     None => state.early_subscribers.push(subscriber),
@@ -211,10 +211,10 @@ impl Actor for ScopeActor {
             }
             ScopeMsg::StartRoot(start) => {
                 for (id, value) in state.early_answers.drain(..) {
-                    start.run.give_answer(&id, value);
+                    start.run.answers.give(&id, value);
                 }
                 for subscriber in state.early_subscribers.drain(..) {
-                    start.run.subscribe(subscriber);
+                    start.run.subscribers.join(subscriber);
                 }
                 let mut root = RootState { start, cell: None, restarts: 0 };
                 // Boxed here and below: the actor's task reserves the size of its largest future for its life.

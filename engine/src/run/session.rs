@@ -291,7 +291,7 @@ impl RunSession {
             // Siblings have finished; async agents finish before the run reports the suspension or the drain
             // (a cancel still stops them).
             let waited = tokio::select! {
-                r = run.wait_async() => r,
+                r = run.async_agents.wait_all() => r,
                 () = self.cancel.0.cancelled() => Err(AgentError::Cancelled),
             };
             if let Err(e) = waited {
@@ -303,7 +303,7 @@ impl RunSession {
             for child in self.scope.actor().get_children() {
                 child.kill();
             }
-            run.abort_async();
+            run.async_agents.abort_all();
         }
         result
     }
@@ -329,7 +329,7 @@ impl RunSession {
         } = self;
         // Flush what async/exit durability still holds, then record the final status.
         let buffered = run.take_exit_buffer();
-        let unused_answers = run.unused_answers();
+        let unused_answers = run.answers.unused();
         let last_seq = run.last_seq();
         // No more steps: the async writer ends once it has appended what it holds.
         run.close_writer();
@@ -378,9 +378,9 @@ impl RunSession {
             (rec.status, rec.detail, rec.pending) = match &result {
                 Ok(v) => (RunStatus::Completed, v.clone(), Vec::new()),
                 Err(AgentError::Suspended { pending }) => (RunStatus::Suspended, Value::Null, pending.clone()),
-                Err(AgentError::Cancelled) => (RunStatus::Cancelled, Value::Null, run.unresolved_suspensions()),
-                Err(AgentError::Drained) => (RunStatus::Running, Value::Null, run.unresolved_suspensions()),
-                Err(e) => (RunStatus::Failed, Value::String(e.to_string()), run.unresolved_suspensions()),
+                Err(AgentError::Cancelled) => (RunStatus::Cancelled, Value::Null, run.answers.unresolved_suspensions()),
+                Err(AgentError::Drained) => (RunStatus::Running, Value::Null, run.answers.unresolved_suspensions()),
+                Err(e) => (RunStatus::Failed, Value::String(e.to_string()), run.answers.unresolved_suspensions()),
             };
             rec.answers = unused_answers;
             rec.updated_at_ms = now_us() / 1000;
@@ -394,10 +394,10 @@ impl RunSession {
             }
         }
         if let Err(AgentError::Cancelled) = &result {
-            withdraw_questions(&agent, run.unresolved_suspensions()).await;
+            withdraw_questions(&agent, run.answers.unresolved_suspensions()).await;
         }
         let rid = run_id.to_string();
-        let emit_end = |event: RunEvent| run.emit(&run_listeners, &event);
+        let emit_end = |event: RunEvent| run.subscribers.emit(&run_listeners, &event);
         emit_end(match &result {
             Ok(v) => RunEvent::Completed { run_id: rid.clone(), output: v.clone() },
             Err(AgentError::Suspended { pending }) => {
@@ -407,7 +407,7 @@ impl RunSession {
             Err(e) => RunEvent::Failed { run_id: rid.clone(), error: e.to_string() },
         });
         emit_end(RunEvent::ScopeDestroyed { run_id: rid });
-        run.end_subscriptions();
+        run.subscribers.end();
         drop(run);
         scope.close().await;
         scope_guard.0 = None;
@@ -427,7 +427,7 @@ impl RunSession {
 /// After the root's outcome: waits for the async agents, then journals the root's completion (with the final
 /// record when `final_record`); returns the run's output.
 async fn finish_root(run: &RunContext, outcome: ChildOutcome, final_record: bool) -> Result<Value, AgentError> {
-    run.wait_async().await?;
+    run.async_agents.wait_all().await?;
     if final_record {
         run.journal_root_completion(outcome.delta, outcome.record).await?;
     } else {

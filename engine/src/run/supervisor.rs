@@ -511,7 +511,7 @@ impl SupervisorState {
                 }
             }),
         };
-        let compensations = if compensate { self.run.take_compensations(self.path()) } else { Vec::new() };
+        let compensations = if compensate { self.run.compensations.take_below(self.path()) } else { Vec::new() };
         if compensations.is_empty() {
             return deliver();
         }
@@ -533,7 +533,7 @@ impl Drop for SupervisorState {
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let (run, path) = (self.run.clone(), self.path().clone());
-            rt.spawn(async move { run.compensate(run.take_compensations(&path)).await });
+            rt.spawn(async move { run.compensate(run.compensations.take_below(&path)).await });
         }
     }
 }
@@ -636,7 +636,7 @@ impl SupervisorState {
             Some(inv) => inv.ctx.listeners.clone(),
             None => self.frame.listeners.clone(),
         };
-        if !self.run.observed(&listeners) {
+        if !self.run.subscribers.observed(&listeners) {
             return;
         }
         let (decision, calls) = match action {
@@ -646,7 +646,7 @@ impl SupervisorState {
             Action::Done | Action::DoneWith(_) => ("done", Vec::new()),
             _ => ("wait", Vec::new()),
         };
-        self.run.emit(
+        self.run.subscribers.emit(
             &listeners,
             &RunEvent::PlannerDecision {
                 run_id: self.run.run_id.to_string(),
