@@ -18,10 +18,10 @@ fn without_a_model_the_error_says_the_two_ways_out() {
     let Err(e) = common::model(false, || ScriptedModel::new(Vec::<&str>::new())) else {
         panic!("no default model in this build")
     };
-    // The example's name comes from its executable: here this test's, without the hash.
-    let expected = "no model to run this example on: run it on canned replies with `cargo run --example \
-                    examples_no_model -- --scripted`, or install the local model once with \
-                    `scripts/setup-local-model.sh` and run `cargo run --features local --example examples_no_model`";
+    // The example's name comes from its executable: here the test binary's (`process`), without the hash.
+    let expected = "no model to run this example on: run it on canned replies with `cargo run --example process \
+                    -- --scripted`, or install the local model once with `scripts/setup-local-model.sh` and run \
+                    `cargo run --features local --example process`";
     assert_eq!(e.to_string(), expected);
     // A `main` that returns the error prints its Debug form: the same sentence.
     assert_eq!(format!("{e:?}"), expected);
