@@ -59,8 +59,8 @@ pub use run::{
 pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
 pub use store::{
     CallRecord, CheckpointStore, CompletionRecord, Durability, DynCheckpointStore, Finish, ForkOrigin, InflightChange,
-    Lease, Milestone, Notice, NoticeReceiver, PlannerState, RunImage, RunRecord, RunStatus, RunUpdate, StepRecord,
-    StoreRef, planner_key, spec_hash,
+    Lease, Milestone, MilestoneKind, Notice, NoticeReceiver, PlannerState, RunImage, RunRecord, RunStatus, RunUpdate,
+    StepRecord, StoreRef, planner_key, spec_hash,
 };
 pub use value::{StateType, ValueType, json_type_name};
 

@@ -153,9 +153,8 @@ pub struct ForkOrigin {
 pub struct Milestone {
     /// When, milliseconds since the Unix epoch.
     pub at_ms: u64,
-    /// `started`, `resumed`, `new_turn`, `forked`, `suspended`, `completed`, `failed`, `cancelled` or
-    /// `interrupted` (drained: the run stays `running` and continues when resumed).
-    pub kind: String,
+    /// What happened.
+    pub kind: MilestoneKind,
     /// Step sequence number reached at that moment.
     pub seq: u64,
     /// Pending response ids (suspended).
@@ -173,6 +172,61 @@ pub struct Milestone {
     /// The run this one was forked from (forked; `seq` is the step it was forked at).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<String>,
+}
+
+/// What a [`Milestone`] marks; stored and shown as its snake_case name (`new_turn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum MilestoneKind {
+    /// The run started.
+    Started,
+    /// A suspended or interrupted run continued (with the answers given).
+    Resumed,
+    /// A completed run was invoked again with the same id (a new turn of a conversation).
+    NewTurn,
+    /// The run was forked from another run at a step.
+    Forked,
+    /// The run's pinned spec was upgraded on purpose.
+    Upgraded,
+    /// The run waits for human answers.
+    Suspended,
+    /// The run completed.
+    Completed,
+    /// The run failed.
+    Failed,
+    /// The run was cancelled.
+    Cancelled,
+    /// The run was drained at a step boundary: it stays `running` and continues when resumed.
+    Interrupted,
+    /// A kind this version does not know (a record written by a later one).
+    #[serde(other)]
+    Unknown,
+}
+
+impl MilestoneKind {
+    /// The snake_case name (`new_turn`), as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MilestoneKind::Started => "started",
+            MilestoneKind::Resumed => "resumed",
+            MilestoneKind::NewTurn => "new_turn",
+            MilestoneKind::Forked => "forked",
+            MilestoneKind::Upgraded => "upgraded",
+            MilestoneKind::Suspended => "suspended",
+            MilestoneKind::Completed => "completed",
+            MilestoneKind::Failed => "failed",
+            MilestoneKind::Cancelled => "cancelled",
+            MilestoneKind::Interrupted => "interrupted",
+            MilestoneKind::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for MilestoneKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Where runs are kept: the journal, the run records, and the folded images runs resume from.
@@ -549,3 +603,33 @@ impl<S: CheckpointStore> DynCheckpointStore for S {
 
 /// A shared store, as the engine holds it.
 pub type StoreRef = Arc<dyn DynCheckpointStore>;
+
+#[cfg(test)]
+mod milestone_tests {
+    use serde_json::json;
+
+    use super::MilestoneKind;
+
+    #[test]
+    fn milestone_kinds_keep_their_stored_names() {
+        let all = [
+            (MilestoneKind::Started, "started"),
+            (MilestoneKind::Resumed, "resumed"),
+            (MilestoneKind::NewTurn, "new_turn"),
+            (MilestoneKind::Forked, "forked"),
+            (MilestoneKind::Upgraded, "upgraded"),
+            (MilestoneKind::Suspended, "suspended"),
+            (MilestoneKind::Completed, "completed"),
+            (MilestoneKind::Failed, "failed"),
+            (MilestoneKind::Cancelled, "cancelled"),
+            (MilestoneKind::Interrupted, "interrupted"),
+        ];
+        for (kind, name) in all {
+            assert_eq!(serde_json::to_value(kind).unwrap(), json!(name));
+            assert_eq!(serde_json::from_value::<MilestoneKind>(json!(name)).unwrap(), kind);
+            assert_eq!(kind.to_string(), name);
+        }
+        // A record written by a later version still reads.
+        assert_eq!(serde_json::from_value::<MilestoneKind>(json!("teleported")).unwrap(), MilestoneKind::Unknown);
+    }
+}

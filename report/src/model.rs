@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use agentic_engine::INPUTS_PATH;
-use agentic_engine::{Milestone, PlannerState, RunRecord, RunStatus, StepRecord, TopologyNode};
+use agentic_engine::{Milestone, MilestoneKind, PlannerState, RunRecord, RunStatus, StepRecord, TopologyNode};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -597,11 +597,11 @@ fn milestone_views(milestones: &[Milestone], mapping: &TimeMap, ends: &[u64]) ->
             "resumed" | "new_turn" => suspended_at.take().map(|s| duration_us(m.at_ms.saturating_sub(s) * 1_000)),
             _ => None,
         };
-        if m.kind == "suspended" {
+        if m.kind == MilestoneKind::Suspended {
             suspended_at = Some(m.at_ms);
         }
         out.push(MilestoneView {
-            kind: m.kind.clone(),
+            kind: m.kind.to_string(),
             seq: m.seq,
             at: timestamp_ms(m.at_ms),
             x: mapping.has_data().then(|| {
@@ -638,7 +638,7 @@ fn summary(run: &RunRecord, records: &[StepRecord], agents: &[AgentRow], mapping
         .milestones
         .iter()
         .rev()
-        .find(|m| m.kind == "failed")
+        .find(|m| m.kind == MilestoneKind::Failed)
         .and_then(|m| m.path.clone())
         .or_else(|| error.as_deref().and_then(error_path));
     let tokens_in: u64 = agents.iter().map(|a| a.tokens_in).sum();
@@ -746,12 +746,12 @@ impl TimeMap {
                             Some(from) => format!("forked from {from} at step {}", m.seq),
                             None => format!("forked at step {}", m.seq),
                         }),
-                        "suspended" | "resumed" | "new_turn" => parts.push(m.kind.replace('_', " ")),
+                        "suspended" | "resumed" | "new_turn" => parts.push(m.kind.as_str().replace('_', " ")),
                         _ => {}
                     }
                 }
                 // A fork's gap is the time between the original run's step and the fork's next one.
-                let kind = if inside.iter().any(|m| m.kind == "forked") { "forked" } else { "suspended" };
+                let kind = if inside.iter().any(|m| m.kind == MilestoneKind::Forked) { "forked" } else { "suspended" };
                 gaps.push((g0, g1, kind, parts.join(" · ")));
             } else if len > 1_000_000 && len > busy_us / 4 && len > break_w {
                 gaps.push((g0, g1, "idle", "idle".to_string()));
@@ -849,7 +849,7 @@ mod tests {
     fn milestone(at_ms: u64, kind: &str) -> Milestone {
         Milestone {
             at_ms,
-            kind: kind.into(),
+            kind: serde_json::from_value(serde_json::Value::String(kind.to_string())).unwrap(),
             seq: 0,
             pending: Vec::new(),
             answers: BTreeMap::new(),

@@ -192,7 +192,7 @@ pub async fn upgrade_run(
         let seq = r.milestones.last().map_or(0, |m| m.seq);
         r.milestones.push(Milestone {
             at_ms: now_ms(),
-            kind: "upgraded".to_string(),
+            kind: agentic_engine::MilestoneKind::Upgraded,
             seq,
             pending: Vec::new(),
             answers: Default::default(),

@@ -51,7 +51,7 @@ async fn status(store: &SledStore, run_id: &str) -> (String, Vec<String>) {
     let record = store.run(run_id).await.unwrap().unwrap();
     let last_seq = store.records(run_id).await.unwrap().last().map_or(0, |r| r.seq);
     assert_eq!(record.milestones.last().map(|m| m.seq), Some(last_seq), "{:?}", record.milestones);
-    (record.status.to_string(), record.milestones.iter().map(|m| m.kind.clone()).collect())
+    (record.status.to_string(), record.milestones.iter().map(|m| m.kind.to_string()).collect())
 }
 
 /// Ten steps `s1`..`s10`, each appending `-s<i>` to `acc` and counting its calls; `s3` first sleeps 300 ms.

@@ -444,7 +444,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
         milestones: vec![
             Milestone {
                 at_ms: t0 / 1_000,
-                kind: "started".into(),
+                kind: agentic::engine::MilestoneKind::Started,
                 seq: 0,
                 pending: vec![],
                 answers: Default::default(),
@@ -454,7 +454,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
             },
             Milestone {
                 at_ms: t0 / 1_000 + 2_000,
-                kind: "completed".into(),
+                kind: agentic::engine::MilestoneKind::Completed,
                 seq: n + 1,
                 pending: vec![],
                 answers: Default::default(),

@@ -352,7 +352,7 @@ fn a_ten_thousand_step_report_stays_light_in_the_browser() {
         updated_at_ms: t0 / 1_000 + 1_000,
         milestones: vec![Milestone {
             at_ms: t0 / 1_000,
-            kind: "started".into(),
+            kind: agentic::engine::MilestoneKind::Started,
             seq: 0,
             pending: vec![],
             answers: Default::default(),

@@ -290,7 +290,7 @@ async fn sigterm_lets_the_steps_in_flight_finish_and_the_runs_continue_at_the_ne
         for job in ["t-1", "t-2"] {
             let record = sled.run(job).await.unwrap().unwrap();
             assert_eq!(record.status.to_string(), "running", "{job} continues at the next start");
-            assert_eq!(record.milestones.last().unwrap().kind, "interrupted");
+            assert_eq!(record.milestones.last().unwrap().kind, agentic::engine::MilestoneKind::Interrupted);
             let agents: Vec<String> = sled
                 .records(job)
                 .await

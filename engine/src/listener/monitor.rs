@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use super::{AgentListener, RunEvent};
 use crate::journal::PendingResponse;
 use crate::scope::TokenUsage;
-use crate::store::Milestone;
+use crate::store::{Milestone, MilestoneKind};
 
 /// One invocation as the monitor records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -129,10 +129,10 @@ impl MonitoredSession {
         self.invocations.iter().filter(|i| i.failed()).collect()
     }
 
-    fn milestone(&mut self, kind: &str, now_ms: u64) -> &mut Milestone {
+    fn milestone(&mut self, kind: MilestoneKind, now_ms: u64) -> &mut Milestone {
         self.milestones.push(Milestone {
             at_ms: now_ms,
-            kind: kind.to_string(),
+            kind,
             seq: self.steps,
             pending: Vec::new(),
             answers: BTreeMap::new(),
@@ -376,7 +376,7 @@ impl AgentListener for AgentMonitor {
             RunEvent::ScopeCreated { run_id } => {
                 st.reopen(run_id);
                 let s = st.session(run_id, now_ms);
-                let kind = if s.milestones.is_empty() { "started" } else { "new_turn" };
+                let kind = if s.milestones.is_empty() { MilestoneKind::Started } else { MilestoneKind::NewTurn };
                 s.status = SessionStatus::InProgress;
                 s.output = None;
                 s.error = None;
@@ -386,11 +386,11 @@ impl AgentListener for AgentMonitor {
             RunEvent::Resumed { run_id, answers } => {
                 let s = st.session(run_id, now_ms);
                 // A resumption is announced right after its scope was created (recorded as a new turn).
-                if s.milestones.last().is_none_or(|m| m.kind != "new_turn") {
-                    s.milestone("resumed", now_ms);
+                if s.milestones.last().is_none_or(|m| m.kind != MilestoneKind::NewTurn) {
+                    s.milestone(MilestoneKind::Resumed, now_ms);
                 }
                 if let Some(m) = s.milestones.last_mut() {
-                    m.kind = "resumed".to_string();
+                    m.kind = MilestoneKind::Resumed;
                     m.answers = answers.clone();
                 }
             }
@@ -440,23 +440,23 @@ impl AgentListener for AgentMonitor {
             RunEvent::Suspended { run_id, pending } => {
                 let s = st.session(run_id, now_ms);
                 s.pending = pending.clone();
-                s.milestone("suspended", now_ms).pending = pending.iter().map(|p| p.id.clone()).collect();
+                s.milestone(MilestoneKind::Suspended, now_ms).pending = pending.iter().map(|p| p.id.clone()).collect();
                 st.end(run_id, SessionStatus::Suspended, now_ms);
             }
             RunEvent::Completed { run_id, output } => {
                 let s = st.session(run_id, now_ms);
                 s.output = Some(output.clone());
-                s.milestone("completed", now_ms);
+                s.milestone(MilestoneKind::Completed, now_ms);
                 st.end(run_id, SessionStatus::Completed, now_ms);
             }
             RunEvent::Failed { run_id, error } => {
                 let s = st.session(run_id, now_ms);
                 s.error = Some(error.clone());
-                s.milestone("failed", now_ms).error = Some(error.clone());
+                s.milestone(MilestoneKind::Failed, now_ms).error = Some(error.clone());
                 st.end(run_id, SessionStatus::Failed, now_ms);
             }
             RunEvent::Drained { run_id } => {
-                st.session(run_id, now_ms).milestone("interrupted", now_ms);
+                st.session(run_id, now_ms).milestone(MilestoneKind::Interrupted, now_ms);
                 st.end(run_id, SessionStatus::Drained, now_ms);
             }
             _ => {}

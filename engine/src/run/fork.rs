@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::now_us;
 use crate::error::{ForkError, StoreError};
-use crate::store::{ForkOrigin, Milestone, RunImage, RunRecord, RunStatus, StoreRef};
+use crate::store::{ForkOrigin, Milestone, MilestoneKind, RunImage, RunRecord, RunStatus, StoreRef};
 
 /// Forks run `run_id` after its step `at_seq`: writes a new run (id `new_run_id`, else a new UUID) whose
 /// journal is a copy of the run's steps 1 to `at_seq` (same sequence numbers, the run id rewritten), and
@@ -65,7 +65,7 @@ pub async fn fork(
     let mut milestones: Vec<Milestone> = origin.milestones.into_iter().filter(|m| m.seq < at_seq).collect();
     milestones.push(Milestone {
         at_ms: now_ms,
-        kind: "forked".to_string(),
+        kind: MilestoneKind::Forked,
         seq: at_seq,
         pending: Vec::new(),
         answers: BTreeMap::new(),
@@ -140,10 +140,10 @@ mod tests {
         }
     }
 
-    fn milestone(kind: &str, seq: u64) -> Milestone {
+    fn milestone(kind: MilestoneKind, seq: u64) -> Milestone {
         Milestone {
             at_ms: seq,
-            kind: kind.to_string(),
+            kind,
             seq,
             pending: Vec::new(),
             answers: BTreeMap::new(),
@@ -176,10 +176,10 @@ mod tests {
                 created_at_ms: 1,
                 updated_at_ms: 2,
                 milestones: vec![
-                    milestone("started", 0),
-                    milestone("suspended", 2),
-                    milestone("resumed", 2),
-                    milestone("completed", steps),
+                    milestone(MilestoneKind::Started, 0),
+                    milestone(MilestoneKind::Suspended, 2),
+                    milestone(MilestoneKind::Resumed, 2),
+                    milestone(MilestoneKind::Completed, steps),
                 ],
                 forked_from: None,
             })

@@ -25,7 +25,7 @@ use crate::agent::{AgentRef, TopologyNode};
 use crate::error::{AgentError, StoreError};
 use crate::journal::AsyncInItem;
 use crate::listener::{ListenerRef, RunEvent};
-use crate::store::{Durability, Milestone, RunImage, RunRecord, RunStatus, StepRecord, StoreRef};
+use crate::store::{Durability, Milestone, MilestoneKind, RunImage, RunRecord, RunStatus, StepRecord, StoreRef};
 
 /// One run between its request and its outcome. See the module documentation.
 pub(crate) struct RunSession {
@@ -129,15 +129,15 @@ impl RunSession {
         answers.extend(req.answers);
         let milestone_kind = match record.as_ref().map(|r| r.status) {
             None => None,
-            Some(_) if image.seq == 0 => Some("started"),
-            Some(RunStatus::Completed) => Some("new_turn"),
-            Some(_) => Some("resumed"),
+            Some(_) if image.seq == 0 => Some(MilestoneKind::Started),
+            Some(RunStatus::Completed) => Some(MilestoneKind::NewTurn),
+            Some(_) => Some(MilestoneKind::Resumed),
         };
         if let (Some(rec), Some(kind)) = (record.as_mut(), milestone_kind) {
-            let given = if kind == "resumed" { answers.clone() } else { BTreeMap::new() };
+            let given = if kind == MilestoneKind::Resumed { answers.clone() } else { BTreeMap::new() };
             rec.milestones.push(Milestone {
                 at_ms: now_ms,
-                kind: kind.to_string(),
+                kind,
                 seq: image.seq,
                 pending: Vec::new(),
                 answers: given,
@@ -356,18 +356,18 @@ impl RunSession {
                 }
             }
             let (kind, pending, error, path) = match &result {
-                Ok(_) => ("completed", Vec::new(), None, None),
+                Ok(_) => (MilestoneKind::Completed, Vec::new(), None, None),
                 Err(AgentError::Suspended { pending }) => {
-                    ("suspended", pending.iter().map(|p| p.id.clone()).collect(), None, None)
+                    (MilestoneKind::Suspended, pending.iter().map(|p| p.id.clone()).collect(), None, None)
                 }
-                Err(AgentError::Cancelled) => ("cancelled", Vec::new(), None, None),
+                Err(AgentError::Cancelled) => (MilestoneKind::Cancelled, Vec::new(), None, None),
                 // Drained: still running as far as the store knows; the milestone marks where it stopped.
-                Err(AgentError::Drained) => ("interrupted", Vec::new(), None, None),
-                Err(e) => ("failed", Vec::new(), Some(e.to_string()), e.agent_path().map(str::to_string)),
+                Err(AgentError::Drained) => (MilestoneKind::Interrupted, Vec::new(), None, None),
+                Err(e) => (MilestoneKind::Failed, Vec::new(), Some(e.to_string()), e.agent_path().map(str::to_string)),
             };
             rec.milestones.push(Milestone {
                 at_ms: now_us() / 1000,
-                kind: kind.to_string(),
+                kind,
                 seq: last_seq,
                 pending,
                 answers: BTreeMap::new(),
