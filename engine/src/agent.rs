@@ -748,7 +748,7 @@ impl InvocationContext {
     /// How many steps of the run are journaled so far: forking the run at this number (`agentic fork RUN --at
     /// N`) gives a copy that runs this invocation again, afresh.
     pub fn journaled_steps(&self) -> u64 {
-        self.run.last_seq()
+        self.run.journal.last_seq()
     }
 
     /// The agent's stable path id.

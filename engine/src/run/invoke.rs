@@ -104,7 +104,7 @@ impl Invocation {
                 frame.listeners.iter().cloned().chain(own.iter().filter(|l| l.inherited()).cloned()).collect();
             (all, inherit)
         };
-        let keep_writes = run.journaling() || (spec.is_async && frame.allow_async);
+        let keep_writes = run.journal.enabled() || (spec.is_async && frame.allow_async);
         // One span per invocation, with the OpenTelemetry GenAI attribute names where they apply.
         let span = tracing::info_span!(
             parent: &frame.span,
@@ -227,7 +227,7 @@ impl Invocation {
             item: ctx.frame.item.as_deref().map(str::to_string),
         };
         // The journal needs its own copy of the record only when there is a journal.
-        let journaled = run.journaling().then(|| record.clone());
+        let journaled = run.journal.enabled().then(|| record.clone());
         let failed = if result.is_err() { journaled.clone() } else { None };
         let result = result.map(|output| ChildOutcome { output, delta, record: journaled, ..Default::default() });
         Closed { item, result, scope_writes, record: Some(record), failed }

@@ -27,17 +27,16 @@ mod registry;
 mod request;
 mod scope_actor;
 mod session;
+mod step_journal;
 mod stream;
 mod subscribers;
 mod supervisor;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::FutureExt;
 use serde_json::Value;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use answers::Answers;
@@ -54,11 +53,11 @@ pub use request::{
     answerable, respond,
 };
 pub use scope_actor::{MAX_RESTARTS, ScopeHandle};
+pub(crate) use step_journal::{StepJournal, WriterMsg};
 pub use stream::{ResultStream, StreamItem, StreamSource};
 use subscribers::Subscribers;
 
-use crate::error::AgentError;
-use crate::store::{Durability, PlannerState, RunImage, StepRecord, StoreRef};
+use crate::store::{Durability, PlannerState, StoreRef};
 
 /// Locks `m`, recovering from poisoning: the engine's critical sections are single updates that leave the
 /// data consistent, so a panic elsewhere while one was held loses nothing (the one poisoning policy of the
@@ -67,38 +66,17 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// What the async durability writer receives: records in order, and barriers that answer once every record
-/// before them was appended.
-// Barriers are rare (a restart); a record is what the channel carries.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum WriterMsg {
-    Record(StepRecord),
-    Barrier(oneshot::Sender<()>),
-}
-
 /// Shared by every invocation of one run.
 pub(crate) struct RunContext {
     pub(crate) run_id: Arc<str>,
     pub(crate) scope: ScopeHandle,
-    pub(crate) store: Option<StoreRef>,
-    pub(crate) durability: Durability,
     pub(crate) cancel: CancellationToken,
     /// The drain handle's token, when the request has one: once cancelled, supervisors start no new call.
     drain: Option<CancellationToken>,
     /// The async agents started (stopped when the run fails, waited for before it completes).
     pub(crate) async_agents: AsyncAgents,
-    step_seq: AtomicU64,
-    /// Held while a step is numbered and handed to the journal: steps reach the store in their order, so a
-    /// crash never leaves step n+1 journaled without step n (branches of one run journal concurrently).
-    append_turn: tokio::sync::Mutex<()>,
-    /// Async durability: records go to a writer task in order. A linked-list channel (futures'), not tokio's:
-    /// tokio's preallocates a block of 32 records per channel (12 KiB per run), which dominated the memory
-    /// of many concurrent runs.
-    async_writer: Option<futures::channel::mpsc::UnboundedSender<WriterMsg>>,
-    /// Exit durability: records wait here until the run ends.
-    exit_buffer: Mutex<Vec<StepRecord>>,
-    /// Composites in progress when the run was last checkpointed, by path; taken when the composite restarts.
-    restore: Mutex<HashMap<String, PlannerState>>,
+    /// The run's steps on their way to the store.
+    pub(crate) journal: StepJournal,
     /// Human answers by response id (from `respond` or in-process answers), each used once, and the questions
     /// the run was suspended with.
     pub(crate) answers: Answers,
@@ -129,18 +107,19 @@ pub(crate) struct RunSetup {
 impl RunContext {
     pub(crate) fn new(setup: RunSetup) -> Self {
         RunContext {
+            journal: StepJournal::new(
+                setup.run_id.clone(),
+                setup.store,
+                setup.durability,
+                setup.first_seq,
+                setup.async_writer,
+                setup.restore,
+            ),
             run_id: setup.run_id,
             scope: setup.scope,
-            store: setup.store,
-            durability: setup.durability,
             cancel: setup.cancel,
             drain: setup.drain,
             async_agents: AsyncAgents::default(),
-            step_seq: AtomicU64::new(setup.first_seq),
-            append_turn: tokio::sync::Mutex::new(()),
-            async_writer: setup.async_writer,
-            exit_buffer: Mutex::new(Vec::new()),
-            restore: Mutex::new(setup.restore),
             answers: Answers::new(setup.answers, setup.suspensions),
             compensations: Compensations::default(),
             subscribers: Subscribers::new(setup.group),
@@ -150,100 +129,6 @@ impl RunContext {
     /// Whether the run is draining: supervisors hold the calls they decide on instead of starting them.
     pub(crate) fn draining(&self) -> bool {
         self.drain.as_ref().is_some_and(CancellationToken::is_cancelled)
-    }
-
-    /// Whether step records are wanted at all (skip building them otherwise).
-    pub(crate) fn journaling(&self) -> bool {
-        self.store.is_some()
-    }
-
-    /// The next gap-free step number.
-    pub(crate) fn next_seq(&self) -> u64 {
-        self.step_seq.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    /// The last step number handed out.
-    pub(crate) fn last_seq(&self) -> u64 {
-        self.step_seq.load(Ordering::Relaxed)
-    }
-
-    /// Journals one step according to the durability mode, numbering it as the run's next step (the `seq` it
-    /// comes with is replaced).
-    pub(crate) async fn journal_step(&self, mut record: StepRecord) -> Result<(), AgentError> {
-        let Some(store) = &self.store else { return Ok(()) };
-        let failed = |e: crate::StoreError| AgentError::internal(format!("journal write failed: {e}"));
-        let turn = self.append_turn.lock().await;
-        record.seq = self.next_seq();
-        match self.durability {
-            Durability::Sync => {
-                let run_id = record.run_id.clone();
-                store.append_dyn(record).await.map_err(failed)?;
-                drop(turn);
-                store.flush_run_dyn(&run_id).await.map_err(failed)
-            }
-            Durability::Async => match &self.async_writer {
-                Some(tx) => tx
-                    .unbounded_send(WriterMsg::Record(record))
-                    .map_err(|_| AgentError::internal("journal writer stopped")),
-                None => store.append_dyn(record).await.map_err(failed),
-            },
-            Durability::Exit => {
-                lock(&self.exit_buffer).push(record);
-                Ok(())
-            }
-        }
-    }
-
-    /// Closes the async durability writer's channel: it ends once it has appended the records it holds.
-    pub(crate) fn close_writer(&self) {
-        if let Some(writer) = &self.async_writer {
-            writer.close_channel();
-        }
-    }
-
-    /// Journals the completion of the invocation at `path` outside any composite's step (the root's, an
-    /// async agent's): its writes and its invocation record.
-    pub(crate) async fn journal_completion(
-        &self,
-        path: &str,
-        layer: Option<&Arc<str>>,
-        delta: Vec<(String, Value)>,
-        invocation: Option<crate::scope::InvocationRecord>,
-    ) -> Result<(), AgentError> {
-        if !self.journaling() {
-            return Ok(());
-        }
-        let item = layer.map(|l| l.to_string());
-        let record = StepRecord { delta, invocation, item, ..StepRecord::new(&*self.run_id, 0, path) };
-        self.journal_step(record).await
-    }
-
-    /// Journals the root's completion when the run's final record follows at once: under sync durability the
-    /// step is appended unflushed and the final record's flush writes both in one transaction (one commit
-    /// instead of two; a crash in between loses no agent's work, only the root's bookkeeping, redone on resume).
-    pub(crate) async fn journal_root_completion(
-        &self,
-        delta: Vec<(String, Value)>,
-        invocation: Option<crate::scope::InvocationRecord>,
-    ) -> Result<(), AgentError> {
-        let (Some(store), Durability::Sync) = (&self.store, self.durability) else {
-            return self.journal_completion("root", None, delta, invocation).await;
-        };
-        let turn = self.append_turn.lock().await;
-        let record = StepRecord { delta, invocation, ..StepRecord::new(&*self.run_id, self.next_seq(), "root") };
-        let appended = store.append_dyn(record).await;
-        drop(turn);
-        appended.map_err(|e| AgentError::internal(format!("journal write failed: {e}")))
-    }
-
-    /// Takes the records buffered by exit durability.
-    pub(crate) fn take_exit_buffer(&self) -> Vec<StepRecord> {
-        std::mem::take(&mut *lock(&self.exit_buffer))
-    }
-
-    /// The checkpointed state of the composite at `path`, if it was in progress (taken: used once).
-    pub(crate) fn take_restore(&self, path: &str) -> Option<PlannerState> {
-        lock(&self.restore).remove(path)
     }
 
     /// Asks `pending`'s question and waits in-process for its answer, then uses it. With a store the question
@@ -280,7 +165,7 @@ impl RunContext {
 
     /// Adds `pending` to the run's stored record (the run stays `running`); whether it is there.
     async fn publish_pending(&self, pending: PendingResponse) -> bool {
-        let Some(store) = &self.store else { return false };
+        let Some(store) = &self.journal.store else { return false };
         let change: crate::RunUpdate = Box::new(move |rec| {
             if !rec.pending.iter().any(|p| p.id == pending.id) {
                 rec.pending.push(pending);
@@ -300,7 +185,7 @@ impl RunContext {
 
     /// The answer to `id` recorded in the run's stored record, if any.
     async fn stored_answer(&self, id: &str) -> Option<Value> {
-        let store = self.store.as_ref()?;
+        let store = self.journal.store.as_ref()?;
         match store.run_dyn(&self.run_id).await {
             Ok(Some(rec)) => rec.answers.get(id).cloned(),
             Ok(None) => None,
@@ -313,7 +198,7 @@ impl RunContext {
 
     /// Removes question `id` and its answer from the run's stored record (the answer is used).
     async fn withdraw_pending(&self, id: &str) {
-        let Some(store) = &self.store else { return };
+        let Some(store) = &self.journal.store else { return };
         let id = id.to_string();
         let change: crate::RunUpdate = Box::new(move |rec| {
             rec.pending.retain(|p| p.id != id);
@@ -351,30 +236,6 @@ impl RunContext {
                 item: None,
             });
         }
-    }
-
-    /// The run as its journal has it, for a restart of its actor tree: everything journaled so far is made
-    /// readable (async durability's writer catches up; exit durability's buffer is appended, still unflushed),
-    /// folded, and the composites in progress are set to restore from it.
-    ///
-    /// # Errors
-    /// [`AgentError::Run`] without a journal, or when the store fails.
-    pub(crate) async fn reload(&self) -> Result<RunImage, AgentError> {
-        let run_err = |message: String| AgentError::Run { run_id: self.run_id.to_string(), message };
-        let Some(store) = &self.store else { return Err(run_err("no journal to restart from".to_string())) };
-        for record in self.take_exit_buffer() {
-            store.append_dyn(record).await.map_err(|e| run_err(e.to_string()))?;
-        }
-        if let Some(writer) = &self.async_writer {
-            let (tx, rx) = oneshot::channel();
-            if writer.unbounded_send(WriterMsg::Barrier(tx)).is_ok() {
-                let _ = rx.await;
-            }
-        }
-        let mut image = store.load_dyn(&self.run_id).await.map_err(|e| run_err(e.to_string()))?;
-        *lock(&self.restore) = std::mem::take(&mut image.planners).into_iter().collect();
-        self.step_seq.store(image.seq, Ordering::Relaxed);
-        Ok(image)
     }
 }
 

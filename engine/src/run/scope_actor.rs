@@ -251,13 +251,13 @@ impl ScopeActorState {
         }
         root.cell = None;
         let error = super::supervisor::tree_error(&err, &root.start.agent, &root.start.frame.path);
-        if root.restarts >= MAX_RESTARTS || !root.start.run.journaling() {
+        if root.restarts >= MAX_RESTARTS || !root.start.run.journal.enabled() {
             self.root_done(Err(error));
             return;
         }
         root.restarts += 1;
         tracing::warn!(run_id = %root.start.run.run_id, restart = root.restarts, "run tree failed ({error}); restarting from the journal");
-        match Box::pin(root.start.run.reload()).await {
+        match Box::pin(root.start.run.journal.reload()).await {
             Ok(image) => {
                 self.scope.reset(image.state, image.layers, image.history);
                 Box::pin(root.spawn(myself)).await;

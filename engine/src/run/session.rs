@@ -200,17 +200,17 @@ impl RunSession {
             suspensions,
             group: registry.actor_name(&run_id),
         }));
-        if run.journaling() && !inputs.is_empty() {
+        if run.journal.enabled() && !inputs.is_empty() {
             // The inputs are part of the state a resume rebuilds: journal them as the turn's first step.
             let record = StepRecord {
                 delta: inputs.into_iter().collect(),
-                ..StepRecord::new(&*run_id, run.next_seq(), INPUTS_PATH)
+                ..StepRecord::new(&*run_id, run.journal.next_seq(), INPUTS_PATH)
             };
             match &store {
                 // Appended with the run record and made durable by the same flush below, whatever the
                 // durability: a crash never leaves one without the other.
                 Some(store) => store.append_dyn(record).await.map_err(store_err)?,
-                None => run.journal_step(record).await?,
+                None => run.journal.step(record).await?,
             }
         }
         // The record says `running` only once the inputs are in the journal: a crash in between must not
@@ -328,11 +328,11 @@ impl RunSession {
             ..
         } = self;
         // Flush what async/exit durability still holds, then record the final status.
-        let buffered = run.take_exit_buffer();
+        let buffered = run.journal.take_exit_buffer();
         let unused_answers = run.answers.unused();
-        let last_seq = run.last_seq();
+        let last_seq = run.journal.last_seq();
         // No more steps: the async writer ends once it has appended what it holds.
-        run.close_writer();
+        run.journal.close_writer();
         let mut flush_err = None;
         // The writer leaves its last batch unflushed when it saw the run end: the final record's flush (or
         // the one below, when there is no record) covers it.
@@ -429,9 +429,9 @@ impl RunSession {
 async fn finish_root(run: &RunContext, outcome: ChildOutcome, final_record: bool) -> Result<Value, AgentError> {
     run.async_agents.wait_all().await?;
     if final_record {
-        run.journal_root_completion(outcome.delta, outcome.record).await?;
+        run.journal.root_completion(outcome.delta, outcome.record).await?;
     } else {
-        run.journal_completion("root", None, outcome.delta, outcome.record).await?;
+        run.journal.completion("root", None, outcome.delta, outcome.record).await?;
     }
     Ok(outcome.output)
 }

@@ -387,7 +387,7 @@ impl SupervisorState {
                 self.myself.send_after(t, || SupervisorMsg::Timeout);
             }
         }
-        if let Some(saved) = self.run.take_restore(&planner_key(self.path(), self.frame.layer.as_deref())) {
+        if let Some(saved) = self.run.journal.take_restore(&planner_key(self.path(), self.frame.layer.as_deref())) {
             return Box::pin(self.resume(saved)).await;
         }
         let first = match decision_view(&self.run, &self.frame, self.planner.reads_state()).await {
@@ -864,7 +864,7 @@ impl SupervisorState {
             item: self.child_item(call).as_deref().map(str::to_string),
             ..StepRecord::new(&*self.run.run_id, 0, &*self.child_paths[call.agent])
         };
-        self.run.journal_step(step).await
+        self.run.journal.step(step).await
     }
 
     /// A child failed: ask the error handler (retry, repair and retry, substitute, or fail).
@@ -924,7 +924,7 @@ impl SupervisorState {
         if !writes.is_empty() {
             self.run.scope.write_in(item.as_ref(), writes.clone()).await?;
         }
-        if !self.run.journaling() {
+        if !self.run.journal.enabled() {
             return Ok(());
         }
         let whole = self.journaled.is_none();
@@ -955,7 +955,7 @@ impl SupervisorState {
             item_end: false,
             bindings: None,
         };
-        self.run.journal_step(record).await
+        self.run.journal.step(record).await
     }
 
     /// A child completed: ask the planner, journal the step, dispatch the next action.
@@ -963,7 +963,7 @@ impl SupervisorState {
         // Dropped (the completion goes on) unless the start's step is journaled below.
         let start_journaled = outcome.start_journaled.take();
         let agent_index = call.agent;
-        let journaling = self.run.journaling();
+        let journaling = self.run.journal.enabled();
         // A mapped call serves one item: its completion ends the item's layer.
         let (child_item, item_end) = (self.child_item(&call), call.item);
         if let (true, Some(item)) = (item_end, &child_item) {
@@ -999,7 +999,7 @@ impl SupervisorState {
                             let ends = (child_item.clone(), item_end);
                             let record =
                                 self.unconsumed_record(agent_index, outcome.delta, outcome.record, before, ends);
-                            if let Err(e) = Box::pin(self.run.journal_step(record)).await {
+                            if let Err(e) = Box::pin(self.run.journal.step(record)).await {
                                 tracing::error!(path = %self.path(), "journal write failed: {e}");
                             }
                         }
@@ -1047,7 +1047,7 @@ impl SupervisorState {
                 item_end,
                 bindings,
             };
-            if let Err(e) = self.run.journal_step(record).await {
+            if let Err(e) = self.run.journal.step(record).await {
                 return self.fail(e);
             }
             if let Some(tell) = start_journaled {
