@@ -28,6 +28,9 @@ use serde_json::{Map, Value, json};
 /// The key each call is bound: the round it belongs to (1-based).
 pub const ROUND_KEY: &str = "round";
 
+/// Rounds when a spec does not say.
+pub const DEFAULT_ROUNDS: u32 = 3;
+
 /// The planner: whose turn it is, in which round. Everything it needs to continue after a resume is in its
 /// execution state (the settings are rebuilt from the spec).
 #[derive(Serialize, Deserialize, Default)]
@@ -109,9 +112,20 @@ impl PlannerKind for RoundRobinKind {
     }
 
     fn planner(&self, args: &KindArgs) -> Result<PlannerFactory, String> {
-        let rounds = args.get("rounds").and_then(Value::as_u64).map_or(3, |r| r as u32);
+        let rounds = args.get_u32("rounds").unwrap_or(DEFAULT_ROUNDS);
         let until = args.expression("until");
         Ok(Arc::new(move || Box::new(RoundRobinPlanner { rounds, until: until.clone(), ..Default::default() })))
+    }
+
+    /// The settings with the default applied: they are part of the workflow's fingerprint, so a run keeps
+    /// the number of rounds it started with.
+    fn details(&self, args: &KindArgs) -> Value {
+        let mut details = Map::new();
+        details.insert("rounds".into(), json!(args.get_u32("rounds").unwrap_or(DEFAULT_ROUNDS)));
+        if let Some(until) = args.get("until") {
+            details.insert("until".into(), until.clone());
+        }
+        Value::Object(details)
     }
 
     fn binds(&self, _args: &KindArgs) -> Vec<String> {

@@ -42,8 +42,18 @@ impl CompositeParts {
         self.build_with(factory, details)
     }
 
-    /// Builds the engine composite with an already boxed planner factory and topology details.
-    pub(crate) fn build_with(self, factory: PlannerFactory, details: Value) -> Result<AgentRef, BuildError> {
+    /// The keys the planner writes for its sub-agents before calling them
+    /// ([`agentic_engine::CompositeBuilder::binds`]).
+    pub fn set_binds(&mut self, keys: Vec<String>) {
+        self.binds = keys;
+    }
+
+    /// Builds the composite: its planner made by `factory` (once per invocation), `details` its settings in
+    /// the topology and reports (part of the workflow's fingerprint).
+    ///
+    /// # Errors
+    /// [`BuildError::ConflictingTypes`] when the tree declares one key with two types.
+    pub fn build_with(self, factory: PlannerFactory, details: Value) -> Result<AgentRef, BuildError> {
         let mut b = Composite::with_factory(self.spec.name.clone(), self.spec.kind.clone(), factory)
             .sub_agents(self.agents)
             .details(details)

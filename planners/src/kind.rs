@@ -34,7 +34,7 @@ pub trait PlannerKind: Send + Sync + 'static {
     /// A sentence saying which value does not fit: the spec's build fails with it, located at the agent.
     /// Default: that the kind makes no planner this way.
     fn planner(&self, _args: &KindArgs) -> Result<PlannerFactory, String> {
-        Err("this kind builds its composite itself (`PlannerKind::build`)".to_string())
+        Err("implements neither `PlannerKind::planner` nor `PlannerKind::build`".to_string())
     }
 
     /// State keys the planner writes for its sub-agents before calling them (inputs a caller of the workflow
@@ -93,6 +93,7 @@ impl KindField {
     }
 
     /// For a [`FieldType::Agents`] field: the list must name at least `n` agents (a debate's two debaters).
+    /// `register_kind` refuses it on a field of another type.
     pub const fn at_least(mut self, n: usize) -> Self {
         self.min_items = n;
         self
@@ -207,6 +208,21 @@ impl KindArgs {
     /// The value of an integer field that fits a `u32`.
     pub fn get_u32(&self, field: &str) -> Option<u32> {
         self.values.get(field).and_then(Value::as_u64).and_then(|v| u32::try_from(v).ok())
+    }
+
+    /// The value of an integer field.
+    pub fn get_i64(&self, field: &str) -> Option<i64> {
+        self.values.get(field).and_then(Value::as_i64)
+    }
+
+    /// The value of a number field (an integer too).
+    pub fn get_f64(&self, field: &str) -> Option<f64> {
+        self.values.get(field).and_then(Value::as_f64)
+    }
+
+    /// The value of a boolean field.
+    pub fn get_bool(&self, field: &str) -> Option<bool> {
+        self.values.get(field).and_then(Value::as_bool)
     }
 
     /// The indices of the sub-agents an [`FieldType::Agents`] field names, in its order (empty when absent).

@@ -58,6 +58,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
+pub use agentic_planners::CompositeParts;
 pub use agentic_planners::kind::{FieldType, KindArgs, KindField, PlannerKind};
 
 use crate::model::SUPPORTED_KINDS;
@@ -164,6 +165,9 @@ pub fn register_kind(kind: impl PlannerKind) -> Result<(), KindError> {
             && min > max
         {
             return Err(invalid(format!("field `{}`: min {min} is above max {max}", field.name)));
+        }
+        if field.min_items > 0 && field.ty != FieldType::Agents {
+            return Err(invalid(format!("field `{}`: `at_least` applies to a list of agents only", field.name)));
         }
         seen.push(field.name);
     }

@@ -136,7 +136,8 @@ use agentic_engine::AgentRef;
 
 pub use error::{SpecError, SpecErrors};
 pub use kind::{
-    FieldType, KindArgs, KindError, KindField, KindRef, PlannerKind, register_kind, registered_kind, registered_kinds,
+    CompositeParts, FieldType, KindArgs, KindError, KindField, KindRef, PlannerKind, register_kind, registered_kind,
+    registered_kinds,
 };
 pub use model::SupervisorDef;
 pub use model::{

@@ -614,7 +614,14 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
                 Some(s) => format!(" (did you mean `{s}`?)"),
                 None => String::new(),
             };
-            cx.err(kind_pos, None, format!("unknown kind `{other}`{hint}, expected one of {}", kinds_list()));
+            // Not a misspelling: maybe a kind another program registers (it runs such specs itself).
+            let elsewhere =
+                if hint.is_empty() { " (or a kind that only the program registering it knows)" } else { "" };
+            cx.err(
+                kind_pos,
+                None,
+                format!("unknown kind `{other}`{hint}, expected one of {}{elsewhere}", kinds_list()),
+            );
             return None;
         }
     };
@@ -800,7 +807,8 @@ fn parse_described(kind: &KindRef, obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<Pla
             FieldType::Agents => match cx.string_list(obj, name) {
                 Some(list) if list.len() < field.min_items => {
                     let (n, found) = (field.min_items, list.len());
-                    cx.err(node.pos, Some(name), format!("needs at least {n} agents, found {found}"));
+                    let agents = if n == 1 { "agent" } else { "agents" };
+                    cx.err(node.pos, Some(name), format!("needs at least {n} {agents}, found {found}"));
                     None
                 }
                 list => list.map(FieldValue::Agents),

@@ -54,11 +54,13 @@ async fn rounds_cap_the_turns_and_the_round_is_bound_per_call() {
     assert_eq!(outcome.state().get("round"), None);
     let names: Vec<String> = outcome.history().await.unwrap().iter().map(|r| r.agent.clone()).collect();
     assert_eq!(names, ["adjective", "ending", "adjective", "ending", "adjective", "ending", "room"]);
-    // The default is 3 rounds; the topology shows the kind and its settings.
+    // The topology shows the kind and its settings, the default applied when the spec leaves it out.
     let topology = spec.build().unwrap().root.topology();
     assert_eq!(topology.spec.kind, "round_robin");
     assert_eq!(topology.details, json!({"rounds": 3}));
     assert_eq!(topology.binds, ["round"]);
+    let defaulted = parse(&room("[adjective, ending]", "")).build().unwrap().root.topology();
+    assert_eq!(defaulted.details, json!({"rounds": round_robin::DEFAULT_ROUNDS}));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,6 +143,12 @@ fn a_registration_that_specs_could_not_use_is_refused() {
         register_kind(Named("relay", backwards)).unwrap_err().to_string(),
         "planner kind `relay`: field `laps`: min 5 is above max 1"
     );
+    const MIN_ON_NUMBER: &[KindField] = &[KindField::optional("laps", FieldType::Number).at_least(2)];
+    let min_on_number = MIN_ON_NUMBER;
+    assert_eq!(
+        register_kind(Named("relay", min_on_number)).unwrap_err().to_string(),
+        "planner kind `relay`: field `laps`: `at_least` applies to a list of agents only"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,4 +173,70 @@ async fn a_run_suspended_inside_the_kind_resumes_from_disk_at_the_same_turn() {
     assert_eq!(done.output(), Some(&json!("A red fox, quick2 jumps.")));
     let names: Vec<String> = done.history().await.unwrap().iter().map(|r| r.agent.clone()).collect();
     assert_eq!(names, ["adjective", "editor", "ending", "adjective", "editor", "ending", "room"]);
+}
+
+/// A kind that shapes its composite itself (`build`), from outside the planners crate: it keeps the parts the
+/// spec set (sub-agents, output key) and finishes them with its own planner, settings and bound key.
+struct Relay;
+
+impl PlannerKind for Relay {
+    fn name(&self) -> &str {
+        "relay_test"
+    }
+
+    fn fields(&self) -> &[KindField] {
+        const FIELDS: &[KindField] = &[KindField::required("runners", FieldType::Agents).at_least(1)];
+        FIELDS
+    }
+
+    fn build(
+        &self,
+        args: &KindArgs,
+        mut parts: agentic::spec::CompositeParts,
+    ) -> Result<AgentRef, agentic::engine::BuildError> {
+        let legs = args.agents("runners").len();
+        parts.set_binds(vec!["baton".to_string()]);
+        parts
+            .build_with(Arc::new(|| Box::new(agentic::planners::SequentialPlanner::default())), json!({ "legs": legs }))
+    }
+}
+
+/// A kind that implements neither `planner` nor `build`.
+struct Hollow;
+
+impl PlannerKind for Hollow {
+    fn name(&self) -> &str {
+        "hollow_test"
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_may_build_its_composite_itself_and_one_that_builds_nothing_says_so() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        register_kind(Relay).unwrap();
+        register_kind(Hollow).unwrap();
+    });
+    let spec = Spec::parse(
+        "version: 1\nroot: r\nagents:\n  r: { kind: relay_test, runners: [a, b], output_key: n }\n  a: { kind: compute, \
+         value: 'n + 1', inputs: [n], output_key: n }\n  b: { kind: compute, value: 'n * 10', inputs: [n], output_key: n }\n",
+        "relay.yaml",
+    )
+    .unwrap();
+    let root = spec.build().unwrap().root;
+    let topology = root.topology();
+    assert_eq!((topology.details.clone(), topology.binds.clone()), (json!({"legs": 2}), vec!["baton".to_string()]));
+    assert_eq!(root.invoke().input("n", 1).await.unwrap().output(), Some(&json!(20)));
+    // Too few runners is located at the list.
+    let empty = Spec::parse("version: 1\nroot: r\nagents:\n  r: { kind: relay_test, runners: [] }\n", "e.yaml");
+    assert_eq!(
+        empty.map(|_| ()).unwrap_err().to_string(),
+        "e.yaml:4:35: agent `r`: field `runners`: needs at least 1 agent, found 0"
+    );
+    // A kind that makes no composite fails the build with what is missing.
+    let hollow = Spec::parse("version: 1\nroot: h\nagents:\n  h: { kind: hollow_test }\n", "h.yaml").unwrap();
+    assert_eq!(
+        hollow.build().map(|_| ()).unwrap_err().to_string(),
+        "h.yaml:4:3: agent `h`: kind `hollow_test`: implements neither `PlannerKind::planner` nor `PlannerKind::build`"
+    );
 }
