@@ -593,8 +593,10 @@ fn milestone_views(milestones: &[Milestone], mapping: &TimeMap, ends: &[u64]) ->
     let mut out = Vec::with_capacity(milestones.len());
     let mut suspended_at: Option<u64> = None;
     for m in milestones {
-        let waited = match m.kind.as_str() {
-            "resumed" | "new_turn" => suspended_at.take().map(|s| duration_us(m.at_ms.saturating_sub(s) * 1_000)),
+        let waited = match m.kind {
+            MilestoneKind::Resumed | MilestoneKind::NewTurn => {
+                suspended_at.take().map(|s| duration_us(m.at_ms.saturating_sub(s) * 1_000))
+            }
             _ => None,
         };
         if m.kind == MilestoneKind::Suspended {
@@ -606,7 +608,10 @@ fn milestone_views(milestones: &[Milestone], mapping: &TimeMap, ends: &[u64]) ->
             at: timestamp_ms(m.at_ms),
             x: mapping.has_data().then(|| {
                 let at = m.at_ms * 1_000;
-                let ends_session = !matches!(m.kind.as_str(), "started" | "resumed" | "new_turn" | "forked");
+                let ends_session = !matches!(
+                    m.kind,
+                    MilestoneKind::Started | MilestoneKind::Resumed | MilestoneKind::NewTurn | MilestoneKind::Forked
+                );
                 let after = ends.iter().filter(|&&e| e < at + 1_000).max().copied().filter(|_| ends_session);
                 mapping.map(after.map_or(at, |e| e.max(at)))
             }),
@@ -715,7 +720,10 @@ impl TimeMap {
             .milestones
             .iter()
             .map(|m| {
-                if !matches!(m.kind.as_str(), "suspended" | "resumed" | "new_turn" | "forked") {
+                if !matches!(
+                    m.kind,
+                    MilestoneKind::Suspended | MilestoneKind::Resumed | MilestoneKind::NewTurn | MilestoneKind::Forked
+                ) {
                     return None;
                 }
                 (0..windows.len()).filter(|&i| near(m, windows[i])).max_by_key(|&i| windows[i].1 - windows[i].0)
@@ -730,11 +738,11 @@ impl TimeMap {
             if waiting {
                 let mut parts = Vec::new();
                 for m in &inside {
-                    match m.kind.as_str() {
-                        "suspended" if !m.pending.is_empty() => {
+                    match m.kind {
+                        MilestoneKind::Suspended if !m.pending.is_empty() => {
                             parts.push(format!("suspended, waiting for {}", m.pending.join(", ")))
                         }
-                        "resumed" if !m.answers.is_empty() => parts.push(format!(
+                        MilestoneKind::Resumed if !m.answers.is_empty() => parts.push(format!(
                             "resumed with {}",
                             m.answers
                                 .iter()
@@ -742,11 +750,13 @@ impl TimeMap {
                                 .collect::<Vec<_>>()
                                 .join(", ")
                         )),
-                        "forked" => parts.push(match &m.forked_from {
+                        MilestoneKind::Forked => parts.push(match &m.forked_from {
                             Some(from) => format!("forked from {from} at step {}", m.seq),
                             None => format!("forked at step {}", m.seq),
                         }),
-                        "suspended" | "resumed" | "new_turn" => parts.push(m.kind.as_str().replace('_', " ")),
+                        MilestoneKind::Suspended | MilestoneKind::Resumed | MilestoneKind::NewTurn => {
+                            parts.push(m.kind.as_str().replace('_', " "))
+                        }
                         _ => {}
                     }
                 }

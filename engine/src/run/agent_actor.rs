@@ -16,7 +16,6 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -24,10 +23,9 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use super::RunContext;
-use super::frame::{Delivery, Frame, Report};
-use super::invoke::{ChildOutcome, Closed, Invocation};
-use super::scope_actor::{InvocationDone, ScopeMsg};
+use super::context::RunContext;
+use super::invoke::{Closed, Invocation};
+use super::message::{AgentMsg, ChildOutcome, Delivery, InvocationDone, LeafCall, Report, ScopeMsg};
 use crate::agent::AgentRef;
 use crate::error::AgentError;
 use crate::scope::{InvocationRecord, merge_delta};
@@ -35,20 +33,17 @@ use crate::scope::{InvocationRecord, merge_delta};
 /// The actor of leaf invocations. See the module documentation.
 pub(crate) struct AgentActor;
 
-/// The messages of an [`AgentActor`].
-pub(crate) enum AgentMsg {
-    /// Runs one more invocation.
-    Invoke(Box<AgentArgs>),
+/// What an [`AgentActor`] starts with: its run (every invocation it serves is of that run) and its first
+/// invocation.
+pub(crate) struct AgentArgs {
+    pub(crate) run: Arc<RunContext>,
+    pub(crate) first: LeafCall,
 }
 
-/// What an [`AgentActor`] starts with.
-pub(crate) struct AgentArgs {
-    pub(crate) agent: AgentRef,
-    pub(crate) run: Arc<RunContext>,
-    pub(crate) frame: Frame,
-    pub(crate) report: Report,
-    /// Wait this long first (an error handler's retry backoff).
-    pub(crate) delay: Duration,
+/// What an [`AgentActor`] owns: its run, and its first invocation until it runs.
+pub(crate) struct AgentState {
+    run: Arc<RunContext>,
+    first: Option<LeafCall>,
 }
 
 /// A leaf agent panicked: the actor's failure, carrying the error its supervisor handles and the record of
@@ -69,8 +64,7 @@ impl std::error::Error for AgentPanicked {}
 
 impl Actor for AgentActor {
     type Msg = AgentMsg;
-    /// The first invocation, until it runs.
-    type State = Option<Box<AgentArgs>>;
+    type State = AgentState;
     type Arguments = Box<AgentArgs>;
 
     async fn pre_start(
@@ -78,12 +72,13 @@ impl Actor for AgentActor {
         _myself: ActorRef<AgentMsg>,
         args: Box<AgentArgs>,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(Some(args))
+        let AgentArgs { run, first } = *args;
+        Ok(AgentState { run, first: Some(first) })
     }
 
     async fn post_start(&self, myself: ActorRef<AgentMsg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
-        match state.take() {
-            Some(args) => run_one(args, &myself).await,
+        match state.first.take() {
+            Some(call) => run_one(&state.run, call, &myself).await,
             None => Ok(()),
         }
     }
@@ -92,17 +87,17 @@ impl Actor for AgentActor {
         &self,
         myself: ActorRef<AgentMsg>,
         msg: AgentMsg,
-        _state: &mut Self::State,
+        state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let AgentMsg::Invoke(args) = msg;
-        run_one(args, &myself).await
+        let AgentMsg::Invoke(call) = msg;
+        run_one(&state.run, *call, &myself).await
     }
 }
 
 /// Runs one invocation; an actor that serves no supervisor, or now runs an async agent, stops after it.
-async fn run_one(args: Box<AgentArgs>, myself: &ActorRef<AgentMsg>) -> Result<(), ActorProcessingErr> {
-    let pooled = matches!(args.report, Report::Parent { .. });
-    let result = Box::pin(run_leaf(*args, myself)).await;
+async fn run_one(run: &Arc<RunContext>, call: LeafCall, myself: &ActorRef<AgentMsg>) -> Result<(), ActorProcessingErr> {
+    let pooled = matches!(call.report, Report::Parent { .. });
+    let result = Box::pin(run_leaf(run, call, myself)).await;
     if !matches!(result, Ok(true)) || !pooled {
         myself.stop(None);
     }
@@ -111,13 +106,17 @@ async fn run_one(args: Box<AgentArgs>, myself: &ActorRef<AgentMsg>) -> Result<()
 
 /// Runs one leaf invocation to its end (see the module documentation). `Ok(true)`: the actor is free for
 /// another invocation (not an async agent, which now belongs to the run).
-async fn run_leaf(args: AgentArgs, myself: &ActorRef<AgentMsg>) -> Result<bool, ActorProcessingErr> {
-    let AgentArgs { agent, run, frame, report, delay } = args;
+async fn run_leaf(
+    run: &Arc<RunContext>,
+    call: LeafCall,
+    myself: &ActorRef<AgentMsg>,
+) -> Result<bool, ActorProcessingErr> {
+    let LeafCall { agent, frame, report, delay } = call;
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
     let is_async = agent.spec().is_async && frame.allow_async;
-    let invocation = match Invocation::open(&agent, &run, frame, Some(myself.get_cell())).await {
+    let invocation = match Invocation::open(&agent, run, frame, Some(myself.get_cell())).await {
         Ok(Some(invocation)) => invocation,
         Ok(None) => {
             let skipped = ChildOutcome { skipped: true, ..Default::default() };
@@ -130,7 +129,7 @@ async fn run_leaf(args: AgentArgs, myself: &ActorRef<AgentMsg>) -> Result<bool, 
         }
     };
     if is_async {
-        return run_async(agent, run, invocation, report, myself).await.map(|()| false);
+        return run_async(agent, run.clone(), invocation, report, myself).await.map(|()| false);
     }
     let (result, panicked) = invoke_body(&agent, &invocation).await;
     let closed = invocation.close(&agent, result);
@@ -142,7 +141,7 @@ async fn run_leaf(args: AgentArgs, myself: &ActorRef<AgentMsg>) -> Result<bool, 
         let error = result.err().unwrap_or_else(|| AgentError::internal("a panicked invocation without its error"));
         return Err(Box::new(AgentPanicked { error, failed }));
     }
-    closed.send(&run, report);
+    closed.send(run, report);
     Ok(true)
 }
 

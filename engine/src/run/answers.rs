@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 
-use super::lock;
+use super::util::lock;
 use crate::journal::PendingResponse;
 
 /// The answers of one run, by response id. See the module documentation.

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use ractor::ActorCell;
 use tokio::sync::oneshot;
 
-use super::lock;
+use super::util::lock;
 use crate::error::AgentError;
 
 /// The async agents of one run. See the module documentation.

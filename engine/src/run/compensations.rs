@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 
-use super::lock;
+use super::util::lock;
 
 /// Undoes one completed action (a tool call with a declared compensation).
 pub type CompensationFn = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), String>> + Send>;

@@ -1,15 +1,13 @@
-//! [`Composite`]: an agent whose work is to run sub-agents under a planner. Every workflow is one, so
-//! nesting is recursion: a composite invocation starts a supervisor actor for its planner and waits for it.
+//! [`Composite`]: an agent whose work is to run sub-agents under a planner, and its builder. Every workflow is
+//! one, so nesting is recursion: a composite invocation starts a supervisor actor for its planner and waits
+//! for it (`spawn.rs` starts it; `supervisor.rs` is its behaviour).
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::frame::{Frame, Report};
-use super::supervisor::{SupervisorActor, SupervisorArgs};
-use crate::agent::{AgentRef, AgentSpec, DynAgent, InvocationContext, SpecBuilder};
-use crate::error::{AgentError, BuildError};
+use crate::agent::{AgentRef, AgentSpec, SpecBuilder};
+use crate::error::BuildError;
 use crate::error_handler::ErrorHandler;
 use crate::planner::Planner;
 use crate::scope::ScopeView;
@@ -236,93 +234,4 @@ pub(crate) fn check_types(root: &AgentRef) -> Result<(), BuildError> {
         }
     }
     Ok(())
-}
-
-impl DynAgent for Composite {
-    fn spec(&self) -> &AgentSpec {
-        &self.inner.spec
-    }
-
-    /// Invoked as a plain agent (by a wrapper, not by the engine's own dispatch): runs the planner in a
-    /// supervisor actor linked to the invoking actor, and waits for it. Dropping the future stops it.
-    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> {
-        Box::pin(async move {
-            let handler = self.inner.handler.clone().or_else(|| ctx.frame.handler.clone());
-            let frame = Frame {
-                handler,
-                listeners: ctx.child_listeners.clone(),
-                span: tracing::Span::current(),
-                ..ctx.frame.clone()
-            };
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            let args = SupervisorArgs {
-                inner: self.inner.clone(),
-                agent: AgentRef(Arc::new(Composite { inner: self.inner.clone() })),
-                run: ctx.run.clone(),
-                frame,
-                report: Report::Bare(tx),
-                delay: std::time::Duration::ZERO,
-                bare: true,
-            };
-            let spawned = match &ctx.actor {
-                Some(parent) => {
-                    ractor::Actor::spawn_linked(None, SupervisorActor, Box::new(args), parent.clone()).await
-                }
-                None => ractor::Actor::spawn(None, SupervisorActor, Box::new(args)).await,
-            };
-            let (actor, _) = spawned.map_err(|e| AgentError::internal(format!("cannot start a supervisor: {e}")))?;
-            // Stops the supervisor (and its children) if this invocation is dropped before it reports.
-            let mut guard = KillOnDrop(Some(actor.get_cell()));
-            let result = rx.await.map_err(|_| AgentError::internal("the composite's supervisor stopped"));
-            guard.0 = None;
-            let (value, write) = result??;
-            if let (true, true, Some(key)) = (write, ctx.frame.write_output, &self.inner.spec.output_key) {
-                ctx.write(key.clone(), value.clone()).await?;
-            }
-            Ok(value)
-        })
-    }
-
-    fn as_composite(&self) -> Option<&Composite> {
-        Some(self)
-    }
-
-    fn sub_agents(&self) -> &[AgentRef] {
-        &self.inner.sub_agents
-    }
-
-    fn engine_writes_output(&self) -> bool {
-        false
-    }
-
-    fn may_suspend(&self) -> bool {
-        self.inner.may_suspend
-    }
-
-    fn has_chat_memory(&self) -> bool {
-        self.inner.sub_agents.iter().any(|a| a.0.has_chat_memory())
-    }
-
-    fn inherits_error_handler(&self) -> bool {
-        self.inner.handler.is_none()
-    }
-
-    fn topology_details(&self) -> Value {
-        self.inner.details.clone()
-    }
-
-    fn bound_keys(&self) -> &[String] {
-        &self.inner.binds
-    }
-}
-
-/// Kills an actor when dropped (unless disarmed by taking it out).
-struct KillOnDrop(Option<ractor::ActorCell>);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(cell) = self.0.take() {
-            cell.kill();
-        }
-    }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::now_us;
+use super::util::now_us;
 use crate::error::{ForkError, StoreError};
 use crate::store::{ForkOrigin, Milestone, MilestoneKind, RunImage, RunRecord, RunStatus, StoreRef};
 
@@ -235,7 +235,7 @@ mod tests {
         let err = fork(&store, "r", 2, Some("r".into())).await.unwrap_err();
         assert_eq!(err.to_string(), "run id `r` is already used in the store");
         let err = fork(&store, "r", 2, Some(" ".into())).await.unwrap_err();
-        assert_eq!(err.to_string(), format!("the new run's id ` ` is blank {}", super::super::RUN_ID_RULE));
+        assert_eq!(err.to_string(), format!("the new run's id ` ` is blank {}", super::super::run_id::RUN_ID_RULE));
         // Journal records without a run record (a fork that stopped half-way) also take the id.
         store.append_dyn(StepRecord::new("orphan", 1, "root/0")).await.unwrap();
         let err = fork(&store, "r", 2, Some("orphan".into())).await.unwrap_err();

@@ -1,21 +1,14 @@
-//! What an invocation runs with ([`Frame`], handed down the actor tree as one value) and where its result goes
-//! when it ends ([`Report`]).
+//! What an invocation runs with ([`Frame`], handed down the actor tree as one value), and the pure functions
+//! that derive a child's frame from its parent's.
 
 use std::sync::Arc;
 
-use ractor::ActorRef;
 use serde_json::{Map, Value};
-use tokio::sync::oneshot;
 
-use super::invoke::ChildOutcome;
-use super::scope_actor::ScopeMsg;
-use super::supervisor::{ChildDone, SupervisorMsg};
-use crate::error::AgentError;
 use crate::error_handler::ErrorHandler;
 use crate::journal::AsyncInItem;
 use crate::listener::ListenerRef;
 use crate::planner::AgentCall;
-use crate::scope::InvocationRecord;
 
 /// The settings of one invocation, derived from its parent's frame and the planner's call.
 #[derive(Clone)]
@@ -143,47 +136,6 @@ pub(crate) fn layer_of(parent: Option<&Arc<str>>, path: &str, call: &AgentCall) 
         Some(Arc::from([parent.map_or("", |p| &**p), "|", path, "#", tag.format(call.tag)].concat().as_str()))
     } else {
         parent.cloned()
-    }
-}
-
-/// Where an invocation's result goes when it ends.
-pub(crate) enum Report {
-    /// To the supervisor that spawned it, as its call number `id`.
-    Parent { to: ActorRef<SupervisorMsg>, id: u64 },
-    /// To the run's scope actor: the root invocation.
-    Root,
-    /// To a future waiting for a composite invoked as a plain agent (its value, and whether to write it), or
-    /// for the start of an async agent restarted on resume.
-    Bare(oneshot::Sender<Result<(Value, bool), AgentError>>),
-    /// Nobody waits.
-    Nobody,
-}
-
-/// A finished invocation's result on its way to its [`Report`].
-pub(crate) struct Delivery {
-    pub(crate) report: Report,
-    pub(crate) result: Result<ChildOutcome, AgentError>,
-    /// The record of a failed attempt, for the supervisor's journal.
-    pub(crate) failed: Option<InvocationRecord>,
-}
-
-impl Delivery {
-    /// Hands the result over; `scope` receives the root's.
-    pub(crate) fn deliver(self, scope: &ActorRef<ScopeMsg>) {
-        let Delivery { report, result, failed } = self;
-        match report {
-            Report::Parent { to, id } => {
-                let _ = to.cast(SupervisorMsg::ChildDone(Box::new(ChildDone { id, result, failed })));
-            }
-            Report::Root => {
-                let _ = scope.cast(ScopeMsg::RootDone(Box::new(result)));
-            }
-            Report::Bare(tx) => {
-                // A bare supervisor reports its own (value, write); an outcome here has nothing left to write.
-                let _ = tx.send(result.map(|o| (o.output, false)));
-            }
-            Report::Nobody => {}
-        }
     }
 }
 

@@ -8,31 +8,14 @@ use std::sync::{Arc, Mutex};
 use ractor::ActorCell;
 use serde_json::{Map, Value};
 
-use super::frame::{Delivery, Frame, Report};
-use super::scope_actor::{InvocationDone, ScopeMsg};
-use super::{RunContext, lock, now_us};
+use super::context::RunContext;
+use super::frame::Frame;
+use super::message::{ChildOutcome, Delivery, InvocationDone, Report, ScopeMsg};
+use super::util::{lock, now_us};
 use crate::agent::{AgentRef, InvocationContext};
 use crate::error::AgentError;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::scope::{InvocationRecord, merge_delta};
-
-/// What a finished child invocation hands back to its supervisor.
-#[derive(Debug, Default)]
-pub(crate) struct ChildOutcome {
-    /// The agent's result.
-    pub(crate) output: Value,
-    /// Keys written by this invocation itself; kept only when the run is journaled or the agent is async.
-    pub(crate) delta: Vec<(String, Value)>,
-    /// The invocation record (absent when skipped or started async).
-    pub(crate) record: Option<InvocationRecord>,
-    /// True when an optional agent was skipped.
-    pub(crate) skipped: bool,
-    /// True when an async agent was started (its completion comes later, outside the planner).
-    pub(crate) async_started: bool,
-    /// For an async start: told once the start's step is journaled (or dropped), which the agent's completion
-    /// waits for, so that the journal never holds an async agent's end before its start.
-    pub(crate) start_journaled: Option<tokio::sync::oneshot::Sender<()>>,
-}
 
 /// An open invocation: its context (what the agent sees) and what closing it needs.
 pub(crate) struct Invocation {

@@ -13,8 +13,9 @@ use ractor::ActorRef;
 use serde_json::Value;
 
 use super::ephemeral::EphemeralStore;
-use super::lock;
-use super::scope_actor::ScopeMsg;
+use super::message::ScopeMsg;
+use super::subscribers::RunEvents;
+use super::util::lock;
 use crate::error::AgentError;
 use crate::store::StoreRef;
 
@@ -161,10 +162,10 @@ impl Registry {
     ///
     /// # Errors
     /// [`AgentError::Run`] when no run with this id is running in this process.
-    pub async fn subscribe(&self, run_id: &str) -> Result<super::RunEvents, AgentError> {
+    pub async fn subscribe(&self, run_id: &str) -> Result<RunEvents, AgentError> {
         let run = self.address(run_id)?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let (subscriber, _) = ractor::Actor::spawn(None, super::request::EventSubscriber, tx)
+        let (subscriber, _) = ractor::Actor::spawn(None, super::subscribers::EventSubscriber, tx)
             .await
             .map_err(|e| AgentError::internal(format!("cannot start an event subscriber: {e}")))?;
         let not_running =
@@ -174,7 +175,7 @@ impl Registry {
             subscriber.stop(None);
             return Err(not_running());
         }
-        Ok(super::RunEvents::new(rx))
+        Ok(RunEvents::new(rx))
     }
 
     /// The in-process store of `run_id` (created if absent; marked most recently used). Beyond the capacity,

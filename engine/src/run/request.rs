@@ -8,21 +8,20 @@
 //! history accumulate).
 
 use std::collections::BTreeMap;
-use std::future::{Future, IntoFuture};
-use std::pin::Pin;
+use std::future::IntoFuture;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::now_us;
 use super::registry::Registry;
-use super::session::RunSession;
+use super::subscribers::RunEvents;
+use super::util::now_us;
 use crate::agent::AgentRef;
 use crate::error::{AgentError, RespondError, StoreError};
 pub use crate::journal::PendingResponse;
-use crate::listener::{AgentListener, ChannelListener, ListenerRef, RunEvent};
+use crate::listener::{AgentListener, ChannelListener, ListenerRef};
 use crate::scope::{InvocationRecord, ScopeHandle, ScopeView};
 use crate::store::{CheckpointStore, Durability, RunStatus, StoreRef};
 
@@ -119,61 +118,6 @@ impl RunOutcome {
         req.store = self.store.clone();
         req.registry = Some(self.registry.clone());
         req
-    }
-}
-
-/// The events of a run started with [`InvokeRequest::events`], in order. Implements
-/// `futures::Stream<Item = RunEvent>`; [`RunEvents::recv`] is the same without the trait.
-pub struct RunEvents {
-    rx: mpsc::UnboundedReceiver<RunEvent>,
-}
-
-impl RunEvents {
-    pub(crate) fn new(rx: mpsc::UnboundedReceiver<RunEvent>) -> Self {
-        RunEvents { rx }
-    }
-
-    /// The next event; `None` once the run has ended and every event was received.
-    pub async fn recv(&mut self) -> Option<RunEvent> {
-        self.rx.recv().await
-    }
-}
-
-impl futures::Stream for RunEvents {
-    type Item = RunEvent;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<RunEvent>> {
-        self.rx.poll_recv(cx)
-    }
-}
-
-/// An actor of a run's process group of event subscribers: forwards each event to a [`RunEvents`] stream, and
-/// stops when the stream is dropped or the run ends (the run drains the group).
-pub(crate) struct EventSubscriber;
-
-impl ractor::Actor for EventSubscriber {
-    type Msg = RunEvent;
-    type State = mpsc::UnboundedSender<RunEvent>;
-    type Arguments = mpsc::UnboundedSender<RunEvent>;
-
-    async fn pre_start(
-        &self,
-        _myself: ractor::ActorRef<RunEvent>,
-        tx: Self::Arguments,
-    ) -> Result<Self::State, ractor::ActorProcessingErr> {
-        Ok(tx)
-    }
-
-    async fn handle(
-        &self,
-        myself: ractor::ActorRef<RunEvent>,
-        event: RunEvent,
-        tx: &mut Self::State,
-    ) -> Result<(), ractor::ActorProcessingErr> {
-        if tx.send(event).is_err() {
-            myself.stop(None);
-        }
-        Ok(())
     }
 }
 
@@ -381,22 +325,13 @@ impl InvokeRequest {
         let (tx, rx) = mpsc::unbounded_channel();
         let request = self.listener(ChannelListener(tx));
         let handle = tokio::spawn(request.into_future());
-        (RunEvents { rx }, handle)
+        (RunEvents::new(rx), handle)
     }
 
     /// Uses `registry` instead of the global one.
     pub fn registry(mut self, registry: Registry) -> Self {
         self.registry = Some(registry);
         self
-    }
-
-    /// Boxed `self`: a future keeps its arguments for its whole life.
-    async fn run(self: Box<Self>) -> Result<RunOutcome, AgentError> {
-        // Opening and closing boxed: a future reserves the size of its largest state for its whole life, and
-        // thousands of runs wait in `execute`.
-        let mut session = Box::pin(RunSession::open(*self)).await?;
-        let result = session.execute().await;
-        Box::pin(session.close(result)).await
     }
 }
 
@@ -462,32 +397,5 @@ pub fn answerable(rec: &crate::RunRecord, response_id: Option<&str>) -> Result<S
         Some(id) => Err(RespondError::NotPending { run_id, response_id: id.to_string(), pending }),
         None if pending.len() == 1 => Ok(pending.into_iter().next().unwrap_or_default()),
         None => Err(RespondError::Ambiguous { run_id, pending }),
-    }
-}
-
-impl IntoFuture for InvokeRequest {
-    type Output = Result<RunOutcome, AgentError>;
-    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
-
-    /// Awaited inside a task, the run executes in that task. Awaited outside any task on a multi-thread
-    /// runtime (`Runtime::block_on`, the body of `#[tokio::main]`), the run is spawned onto the runtime and
-    /// awaited: its supervisors and their children then wake each other on the worker threads instead of
-    /// crossing to the blocked caller's thread at every step (a futex wake and a context switch each way).
-    /// Dropping the future aborts the spawned run as it would the inline one; a panic is resumed here.
-    fn into_future(self) -> Self::IntoFuture {
-        let this = Box::new(self);
-        Box::pin(async move {
-            let multi_thread = tokio::runtime::Handle::try_current()
-                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-            if !multi_thread || tokio::task::try_id().is_some() {
-                return this.run().await;
-            }
-            let task = tokio::spawn(tracing::Instrument::in_current_span(this.run()));
-            match tokio_util::task::AbortOnDropHandle::new(task).await {
-                Ok(outcome) => outcome,
-                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                Err(_) => Err(AgentError::Cancelled),
-            }
-        })
     }
 }

@@ -16,78 +16,13 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::sync::{oneshot, watch};
 
-use super::RunContext;
-use super::frame::{Frame, Report};
-use super::invoke::ChildOutcome;
-use super::supervisor::{Delivery, spawn_invocation};
-use crate::agent::AgentRef;
+use super::message::{ChildOutcome, FinishAsync, InvocationDone, Report, RootStart, ScopeMsg};
 use crate::error::AgentError;
 use crate::scope::{ContextEntry, InvocationRecord, ScopeState, ScopeView, TypedKey};
 
 /// How many times a run whose actor tree died from a bug is restarted from its journal before it fails with
 /// the panic's message.
 pub const MAX_RESTARTS: u32 = 3;
-
-/// The messages of a [`ScopeActor`].
-// ractor boxes every message once when sent: the variants' sizes cost nothing more.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum ScopeMsg {
-    /// Applies a finished invocation's writes and its history record, then hands its result to whoever
-    /// waits for it: the supervisor handles a completion only once its writes are in the published snapshot.
-    /// The writes go to the layer of the mapper item the invocation served, if any.
-    /// Boxed, as the other large payloads: every future that holds a message reserves its size.
-    Complete(Box<InvocationDone>),
-    /// Applies a delta (to the shared state, or to a mapper item's layer); replies with its sequence number.
-    Write { item: Option<Arc<str>>, delta: Vec<(String, Value)>, reply: RpcReplyPort<u64> },
-    /// Drops the layer of a mapper item that completed, and the layers nested in it.
-    DropLayers(Arc<str>),
-    /// Appends one record to the history.
-    Record(Box<InvocationRecord>),
-    /// Marks a key as being produced by an async agent.
-    MarkPending { item: Option<Arc<str>>, key: String, reply: RpcReplyPort<()> },
-    /// Ends an async production: its delta, or its error for the readers.
-    FinishAsync(Box<FinishAsync>),
-    /// The history so far.
-    History(RpcReplyPort<Vec<InvocationRecord>>),
-    /// How many invocations of an agent at a path, for a mapper item, completed so far
-    /// ([`InvocationRecord::completed_in`]).
-    Completed { agent: Arc<str>, path: Arc<str>, item: Option<Arc<str>>, reply: RpcReplyPort<u32> },
-    /// A human answer for a pending-mode human agent of this run.
-    Answer { id: String, value: Value },
-    /// Cancels the run.
-    Cancel,
-    /// Adds an event subscriber (an actor receiving the run's `RunEvent`s) to the run's process group.
-    Subscribe(ActorCell, RpcReplyPort<()>),
-    /// Starts the run's root invocation, supervised by this actor; its result goes to `done`.
-    StartRoot(Box<RootStart>),
-    /// The root invocation finished.
-    RootDone(Box<Result<ChildOutcome, AgentError>>),
-}
-
-/// A finished invocation's writes, history record and result ([`ScopeMsg::Complete`]).
-pub(crate) struct InvocationDone {
-    /// The layer of the mapper item the invocation served, if any.
-    pub(crate) item: Option<Arc<str>>,
-    pub(crate) delta: Vec<(String, Value)>,
-    pub(crate) record: Option<InvocationRecord>,
-    pub(crate) then: Delivery,
-}
-
-/// The end of an async production ([`ScopeMsg::FinishAsync`]).
-pub(crate) struct FinishAsync {
-    item: Option<Arc<str>>,
-    key: String,
-    result: Result<Vec<(String, Value)>, AgentError>,
-    reply: RpcReplyPort<u64>,
-}
-
-/// What the root of a run needs to start (and to start again after a crash of its tree).
-pub(crate) struct RootStart {
-    pub(crate) agent: AgentRef,
-    pub(crate) run: Arc<RunContext>,
-    pub(crate) frame: Frame,
-    pub(crate) done: oneshot::Sender<Result<ChildOutcome, AgentError>>,
-}
 
 /// The scope actor of one run. See the module documentation.
 pub(crate) struct ScopeActor;
@@ -192,12 +127,12 @@ impl Actor for ScopeActor {
                     reply.send(InvocationRecord::completed_in(&state.scope.history, &agent, &path, item.as_deref()));
             }
             ScopeMsg::Answer { id, value } => match &state.root {
-                Some(root) => root.start.run.answers.give(&id, value),
+                Some(root) => root.start.run.give_answer(&id, value),
                 None => state.early_answers.push((id, value)),
             },
             ScopeMsg::Subscribe(subscriber, reply) => {
                 match &state.root {
-                    Some(root) => root.start.run.subscribers.join(subscriber),
+                    Some(root) => root.start.run.join_subscriber(subscriber),
                     // Nothing more will happen: the subscription ends at once.
                     None if state.ended => subscriber.stop(None),
                     None => state.early_subscribers.push(subscriber),
@@ -206,15 +141,15 @@ impl Actor for ScopeActor {
             }
             ScopeMsg::Cancel => {
                 if let Some(root) = &state.root {
-                    root.start.run.cancel.cancel();
+                    root.start.run.cancel();
                 }
             }
             ScopeMsg::StartRoot(start) => {
                 for (id, value) in state.early_answers.drain(..) {
-                    start.run.answers.give(&id, value);
+                    start.run.give_answer(&id, value);
                 }
                 for subscriber in state.early_subscribers.drain(..) {
-                    start.run.subscribers.join(subscriber);
+                    start.run.join_subscriber(subscriber);
                 }
                 let mut root = RootState { start, cell: None, restarts: 0 };
                 // Boxed here and below: the actor's task reserves the size of its largest future for its life.
@@ -250,14 +185,14 @@ impl ScopeActorState {
             return;
         }
         root.cell = None;
-        let error = super::supervisor::tree_error(&err, &root.start.agent, &root.start.frame.path);
-        if root.restarts >= MAX_RESTARTS || !root.start.run.journal.enabled() {
+        let error = root.start.run.tree_error(&err);
+        if root.restarts >= MAX_RESTARTS || !root.start.run.restartable() {
             self.root_done(Err(error));
             return;
         }
         root.restarts += 1;
-        tracing::warn!(run_id = %root.start.run.run_id, restart = root.restarts, "run tree failed ({error}); restarting from the journal");
-        match Box::pin(root.start.run.journal.reload()).await {
+        tracing::warn!(run_id = %root.start.run.run_id(), restart = root.restarts, "run tree failed ({error}); restarting from the journal");
+        match Box::pin(root.start.run.reload()).await {
             Ok(image) => {
                 self.scope.reset(image.state, image.layers, image.history);
                 Box::pin(root.spawn(myself)).await;
@@ -269,18 +204,8 @@ impl ScopeActorState {
 
 impl RootState {
     async fn spawn(&mut self, myself: &ActorRef<ScopeMsg>) {
-        let s = &self.start;
-        match spawn_invocation(
-            &s.agent,
-            &s.run,
-            s.frame.clone(),
-            Report::Root,
-            std::time::Duration::ZERO,
-            myself.get_cell(),
-        )
-        .await
-        {
-            Ok(spawned) => self.cell = Some(spawned.cell()),
+        match self.start.run.spawn_root(myself.get_cell()).await {
+            Ok(cell) => self.cell = Some(cell),
             Err(e) => {
                 self.cell = None;
                 let _ = myself.cast(ScopeMsg::RootDone(Box::new(Err(e))));

@@ -14,13 +14,21 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::frame::{Frame, Report};
-use super::invoke::ChildOutcome;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+
+use futures::future::BoxFuture;
+use ractor::{ActorCell, ActorProcessingErr};
+
+use super::context::{RunContext, RunSetup};
+use super::frame::Frame;
+use super::message::{ChildOutcome, Report, RootRun, RootStart, ScopeMsg};
 use super::registry::{ActiveGuard, Registry};
 use super::request::{CancelHandle, INPUTS_PATH, InvokeRequest, PendingResponse, RunOutcome, RunResult};
-use super::scope_actor::{RootStart, ScopeMsg};
-use super::supervisor::spawn_invocation;
-use super::{RunContext, RunSetup, ScopeHandle, WriterMsg, now_us};
+use super::scope_actor::ScopeHandle;
+use super::spawn::{spawn_invocation, tree_error};
+use super::step_journal::WriterMsg;
+use super::util::now_us;
 use crate::agent::{AgentRef, TopologyNode};
 use crate::error::{AgentError, StoreError};
 use crate::journal::AsyncInItem;
@@ -271,12 +279,8 @@ impl RunSession {
                 Box::pin(restart_async(&self.agent, run, frame)).await?;
             }
             let (done, outcome) = tokio::sync::oneshot::channel();
-            let start = RootStart {
-                agent: self.agent.clone(),
-                run: run.clone(),
-                frame: Frame::root(self.inherited.clone()),
-                done,
-            };
+            let root = Root { agent: self.agent.clone(), run: run.clone(), frame: Frame::root(self.inherited.clone()) };
+            let start = RootStart { run: Arc::new(root), done };
             self.scope.tell(ScopeMsg::StartRoot(Box::new(start)))?;
             let outcome = outcome.await.map_err(|_| AgentError::internal("the run's scope actor stopped"))??;
             Box::pin(finish_root(run, outcome, final_record)).await
@@ -513,6 +517,52 @@ async fn restart_async(root: &AgentRef, run: &Arc<RunContext>, frame: Frame) -> 
         .map(|_| ())
 }
 
+/// The run's root as its scope actor supervises it ([`RootRun`]): the agent, the run, the root's frame.
+struct Root {
+    agent: AgentRef,
+    run: Arc<RunContext>,
+    frame: Frame,
+}
+
+impl RootRun for Root {
+    fn run_id(&self) -> &str {
+        &self.run.run_id
+    }
+
+    fn give_answer(&self, id: &str, value: Value) {
+        self.run.answers.give(id, value);
+    }
+
+    fn join_subscriber(&self, subscriber: ActorCell) {
+        self.run.subscribers.join(subscriber);
+    }
+
+    fn cancel(&self) {
+        self.run.cancel.cancel();
+    }
+
+    fn spawn_root(&self, supervisor: ActorCell) -> BoxFuture<'_, Result<ActorCell, AgentError>> {
+        Box::pin(async move {
+            let (agent, frame) = (&self.agent, self.frame.clone());
+            let spawned =
+                spawn_invocation(agent, &self.run, frame, Report::Root, std::time::Duration::ZERO, supervisor);
+            spawned.await.map(|s| s.cell())
+        })
+    }
+
+    fn tree_error(&self, err: &ActorProcessingErr) -> AgentError {
+        tree_error(err, &self.agent, &self.frame.path)
+    }
+
+    fn restartable(&self) -> bool {
+        self.run.journal.enabled()
+    }
+
+    fn reload(&self) -> BoxFuture<'_, Result<RunImage, AgentError>> {
+        Box::pin(self.run.journal.reload())
+    }
+}
+
 /// Kills the run's scope actor (and its tree) when dropped, unless disarmed by taking it out, and ends the
 /// run's event subscriptions (the members of its process group, named as the run's actor).
 struct StopOnDrop(Option<(ractor::ActorCell, String)>);
@@ -555,5 +605,43 @@ async fn withdraw_questions(root: &AgentRef, open: Vec<PendingResponse>) {
         if tokio::time::timeout(crate::agent::WITHDRAW_TIMEOUT, asker.0.withdraw_dyn(&pending)).await.is_err() {
             tracing::warn!(agent = %pending.agent, response = %pending.id, "withdrawing the open question timed out");
         }
+    }
+}
+
+impl InvokeRequest {
+    /// Boxed `self`: a future keeps its arguments for its whole life.
+    async fn run(self: Box<Self>) -> Result<RunOutcome, AgentError> {
+        // Opening and closing boxed: a future reserves the size of its largest state for its whole life, and
+        // thousands of runs wait in `execute`.
+        let mut session = Box::pin(RunSession::open(*self)).await?;
+        let result = session.execute().await;
+        Box::pin(session.close(result)).await
+    }
+}
+
+impl IntoFuture for InvokeRequest {
+    type Output = Result<RunOutcome, AgentError>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
+
+    /// Awaited inside a task, the run executes in that task. Awaited outside any task on a multi-thread
+    /// runtime (`Runtime::block_on`, the body of `#[tokio::main]`), the run is spawned onto the runtime and
+    /// awaited: its supervisors and their children then wake each other on the worker threads instead of
+    /// crossing to the blocked caller's thread at every step (a futex wake and a context switch each way).
+    /// Dropping the future aborts the spawned run as it would the inline one; a panic is resumed here.
+    fn into_future(self) -> Self::IntoFuture {
+        let this = Box::new(self);
+        Box::pin(async move {
+            let multi_thread = tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+            if !multi_thread || tokio::task::try_id().is_some() {
+                return this.run().await;
+            }
+            let task = tokio::spawn(tracing::Instrument::in_current_span(this.run()));
+            match tokio_util::task::AbortOnDropHandle::new(task).await {
+                Ok(outcome) => outcome,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => Err(AgentError::Cancelled),
+            }
+        })
     }
 }

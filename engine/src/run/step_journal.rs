@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::lock;
+use super::util::lock;
 use crate::error::AgentError;
 use crate::store::{Durability, PlannerState, RunImage, StepRecord, StoreRef};
 
@@ -186,8 +186,8 @@ impl StepJournal {
 mod tests {
     use serde_json::json;
 
+    use super::super::ephemeral::EphemeralStore;
     use super::*;
-    use crate::run::ephemeral::EphemeralStore;
     use crate::store::CheckpointStore;
 
     fn journal(store: &EphemeralStore, durability: Durability) -> StepJournal {

@@ -1,9 +1,12 @@
 //! [`Subscribers`]: the actors that subscribed to a run's events ([`crate::Registry::subscribe`]), as the
-//! members of the run's process group, and whether any joined (events are built only when someone listens).
+//! members of the run's process group, and whether any joined (events are built only when someone listens);
+//! each is an [`EventSubscriber`] forwarding to a [`RunEvents`] stream.
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ractor::ActorCell;
+use tokio::sync::mpsc;
 
 use crate::listener::{ListenerRef, RunEvent};
 
@@ -52,5 +55,60 @@ impl Subscribers {
         for member in ractor::pg::get_members(&self.group) {
             let _ = member.drain();
         }
+    }
+}
+
+/// The events of a run started with [`InvokeRequest::events`], in order. Implements
+/// `futures::Stream<Item = RunEvent>`; [`RunEvents::recv`] is the same without the trait.
+pub struct RunEvents {
+    rx: mpsc::UnboundedReceiver<RunEvent>,
+}
+
+impl RunEvents {
+    pub(crate) fn new(rx: mpsc::UnboundedReceiver<RunEvent>) -> Self {
+        RunEvents { rx }
+    }
+
+    /// The next event; `None` once the run has ended and every event was received.
+    pub async fn recv(&mut self) -> Option<RunEvent> {
+        self.rx.recv().await
+    }
+}
+
+impl futures::Stream for RunEvents {
+    type Item = RunEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<RunEvent>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+/// An actor of a run's process group of event subscribers: forwards each event to a [`RunEvents`] stream, and
+/// stops when the stream is dropped or the run ends (the run drains the group).
+pub(crate) struct EventSubscriber;
+
+impl ractor::Actor for EventSubscriber {
+    type Msg = RunEvent;
+    type State = mpsc::UnboundedSender<RunEvent>;
+    type Arguments = mpsc::UnboundedSender<RunEvent>;
+
+    async fn pre_start(
+        &self,
+        _myself: ractor::ActorRef<RunEvent>,
+        tx: Self::Arguments,
+    ) -> Result<Self::State, ractor::ActorProcessingErr> {
+        Ok(tx)
+    }
+
+    async fn handle(
+        &self,
+        myself: ractor::ActorRef<RunEvent>,
+        event: RunEvent,
+        tx: &mut Self::State,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        if tx.send(event).is_err() {
+            myself.stop(None);
+        }
+        Ok(())
     }
 }

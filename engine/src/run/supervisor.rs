@@ -24,136 +24,24 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::Value;
 
-use super::RunContext;
-use super::agent_actor::{AgentActor, AgentArgs, AgentMsg, AgentPanicked, panic_message};
+use super::agent_actor::{AgentPanicked, panic_message};
 use super::composite::CompositeInner;
-use super::frame::{Frame, Report};
-use super::invoke::{ChildOutcome, Invocation};
-use super::scope_actor::ScopeMsg;
+use super::context::RunContext;
+use super::frame::Frame;
+use super::invoke::Invocation;
+use super::message::{AgentMsg, ChildDone, ChildOutcome, Delivery, LeafCall, Report, ScopeMsg, SupervisorMsg};
+use super::spawn::{Spawned, SupervisorActor, SupervisorArgs, TreeFailed, spawn_invocation, tree_error};
 use crate::agent::AgentRef;
 use crate::error::AgentError;
 use crate::error_handler::{ErrorContext, Recovery};
+use crate::journal::PendingResponse;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::planner::{Action, AgentCall, Completion, Planner, PlanningContext};
-use crate::run::PendingResponse;
 use crate::scope::{InvocationRecord, ScopeView, merge_delta};
 use crate::store::{CallRecord, CompletionRecord, Finish, InflightChange, PlannerState, StepRecord, planner_key};
-
-pub(crate) use super::frame::Delivery;
-
-/// The messages of a [`SupervisorActor`].
-// ractor boxes every message once when sent: the variants' sizes cost nothing more.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum SupervisorMsg {
-    /// A child finished; `failed` is the record of a failed invocation when the run is journaled.
-    /// Boxed: every future that holds a message reserves its size.
-    ChildDone(Box<ChildDone>),
-    /// The composite's own timeout expired.
-    Timeout,
-}
-
-/// A child's completion ([`SupervisorMsg::ChildDone`]).
-pub(crate) struct ChildDone {
-    pub(crate) id: u64,
-    pub(crate) result: Result<ChildOutcome, AgentError>,
-    pub(crate) failed: Option<InvocationRecord>,
-}
-
-/// The supervisor of one composite invocation. See the module documentation.
-pub(crate) struct SupervisorActor;
-
-/// What a [`SupervisorActor`] starts with.
-pub(crate) struct SupervisorArgs {
-    pub(crate) inner: Arc<CompositeInner>,
-    pub(crate) agent: AgentRef,
-    pub(crate) run: Arc<RunContext>,
-    pub(crate) frame: Frame,
-    pub(crate) report: Report,
-    /// Wait this long first (an error handler's retry backoff).
-    pub(crate) delay: Duration,
-    /// Invoked as a plain agent (`Composite::invoke_dyn`): the caller opened the invocation and writes the
-    /// output; the supervisor only runs the planner.
-    pub(crate) bare: bool,
-}
-
-/// A broken actor tree: a composite below died (its planner panicked, or an engine bug). Carried up the
-/// supervisors to the run's scope actor, which restarts the run from its journal.
-#[derive(Debug)]
-pub(crate) struct TreeFailed(pub(crate) AgentError);
-
-impl std::fmt::Display for TreeFailed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl std::error::Error for TreeFailed {}
-
-/// The error an actor's failure stands for: a caught panic's, a broken tree's, or (an uncaught panic or an
-/// engine bug) a planner error naming `agent` at `path` with the failure's text.
-pub(crate) fn tree_error(err: &ActorProcessingErr, agent: &AgentRef, path: &str) -> AgentError {
-    if let Some(TreeFailed(e)) = err.downcast_ref::<TreeFailed>() {
-        return e.clone();
-    }
-    if let Some(p) = err.downcast_ref::<AgentPanicked>() {
-        return p.error.clone();
-    }
-    AgentError::Planner { agent: agent.name().to_string(), path: path.to_string(), message: format!("failed: {err}") }
-}
-
-/// An invocation's actor: a leaf's agent actor (which can run more of them) or a composite's supervisor.
-pub(crate) enum Spawned {
-    Leaf(ActorRef<AgentMsg>),
-    Composite(ActorCell),
-}
-
-impl Spawned {
-    pub(crate) fn cell(&self) -> ActorCell {
-        match self {
-            Spawned::Leaf(a) => a.get_cell(),
-            Spawned::Composite(c) => c.clone(),
-        }
-    }
-}
-
-/// Spawns the actor of one invocation of `agent`, linked to `parent`: a supervisor for a composite, an agent
-/// actor for a leaf.
-///
-/// # Errors
-/// [`AgentError::Internal`] when the actor cannot start (its parent is stopping).
-pub(crate) async fn spawn_invocation(
-    agent: &AgentRef,
-    run: &Arc<RunContext>,
-    frame: Frame,
-    report: Report,
-    delay: Duration,
-    parent: ActorCell,
-) -> Result<Spawned, AgentError> {
-    let failed =
-        |e: ractor::SpawnErr| AgentError::internal(format!("cannot start the actor of `{}`: {e}", agent.name()));
-    match agent.0.as_composite().map(|c| &c.inner) {
-        Some(inner) => {
-            let args = SupervisorArgs {
-                inner: inner.clone(),
-                agent: agent.clone(),
-                run: run.clone(),
-                frame,
-                report,
-                delay,
-                bare: false,
-            };
-            let spawned = Actor::spawn_linked(None, SupervisorActor, Box::new(args), parent).await;
-            spawned.map(|(a, _)| Spawned::Composite(a.get_cell())).map_err(failed)
-        }
-        None => {
-            let args = Box::new(AgentArgs { agent: agent.clone(), run: run.clone(), frame, report, delay });
-            Actor::spawn_linked(None, AgentActor, args, parent).await.map(|(a, _)| Spawned::Leaf(a)).map_err(failed)
-        }
-    }
-}
 
 impl Actor for SupervisorActor {
     type Msg = SupervisorMsg;
@@ -824,8 +712,8 @@ impl SupervisorState {
         let spawned = if agent.0.as_composite().is_none()
             && let Some(actor) = self.idle.pop()
         {
-            let args = AgentArgs { agent, run: self.run.clone(), frame, report, delay };
-            match actor.cast(AgentMsg::Invoke(Box::new(args))) {
+            let call = LeafCall { agent, frame, report, delay };
+            match actor.cast(AgentMsg::Invoke(Box::new(call))) {
                 Ok(()) => Ok(Spawned::Leaf(actor)),
                 Err(_) => Err(AgentError::internal(format!("the agent actor of `{}` stopped", self.path()))),
             }
