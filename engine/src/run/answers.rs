@@ -105,7 +105,7 @@ mod tests {
     use super::*;
 
     fn question(id: &str) -> PendingResponse {
-        PendingResponse { id: id.to_string(), prompt: "ok?".into(), agent: "ask".into(), data: Value::Null }
+        PendingResponse::new(id, "ok?", "ask")
     }
 
     #[test]

@@ -120,11 +120,12 @@ impl RunSession {
         }
         // A completed run starts a new turn; anything else continues where it stopped.
         let resuming = record.as_ref().is_some_and(|r| r.status != RunStatus::Completed) && image.seq > 0;
-        // The suspensions that carry agent data (a remote task's ids) stay in the record until answered and
-        // used, whatever happens to this resumption (a failure, a crash).
+        // The suspensions that carry agent data (a remote task's ids), a deadline or a timer stay in the record
+        // until answered and used, whatever happens to this resumption (a failure, a crash): their askers read
+        // them back.
         let suspensions: Vec<PendingResponse> = record
             .as_ref()
-            .map(|r| r.pending.iter().filter(|p| !p.data.is_null()).cloned().collect())
+            .map(|r| r.pending.iter().filter(|p| p.kept_on_resume()).cloned().collect())
             .unwrap_or_default();
         // An answer to a suspended run must name one of its pending responses (a typo is an error, not an
         // answer silently kept for a question never asked).
