@@ -350,7 +350,10 @@ impl Human {
         deadline_ms: u64,
     ) -> Result<Value, AgentError> {
         let at = rfc3339_ms(deadline_ms);
-        ctx.resolve_suspension(&id);
+        let mut asked = ctx.pending_response(id.clone(), String::new());
+        asked.deadline_ms = Some(deadline_ms);
+        asked.on_timeout = Some(self.on_timeout.phrase());
+        ctx.record_timeout(asked);
         tracing::info!(agent = ctx.agent_name(), response_id = %id, "the human step timed out at {at}: {}", self.on_timeout.phrase());
         match &self.on_timeout {
             OnTimeout::Fail => Err(ctx.fail(format!("the human step `{id}` timed out at {at} without an answer"))),

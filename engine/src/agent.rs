@@ -900,6 +900,13 @@ impl InvocationContext {
         self.run.answers.suspension(id)
     }
 
+    /// Question `pending` (its id, deadline and `on_timeout`) timed out and this agent acts on it: no answer
+    /// is taken for it any more, and the run's record keeps it, so that a later answer is refused saying so
+    /// (SPEC.md §3).
+    pub fn record_timeout(&self, pending: crate::run::PendingResponse) {
+        self.run.answers.time_out(pending);
+    }
+
     /// Marks the suspension `id` as dealt with though nobody answered it (a wait that fired, a question that
     /// timed out): [`InvocationContext::suspension`] no longer hands it back, and it leaves the run's record.
     pub fn resolve_suspension(&self, id: &str) {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_agents::expr::Expression;
-use agentic_agents::{A2aAgent, A2aClient, A2aTenant, Compute, Human, HumanMode};
+use agentic_agents::{A2aAgent, A2aClient, A2aTenant, Compute, Deadline, Human, HumanMode, OnTimeout, Wait};
 #[cfg(feature = "mcp")]
 use agentic_agents::{McpAgent, McpClient, McpServer, McpToolProvider};
 use agentic_engine::{
@@ -18,7 +18,10 @@ use crate::error::Sink;
 use crate::kind::KindArgs;
 #[cfg(feature = "mcp")]
 use crate::model::McpServerDef;
-use crate::model::{AgentDef, AgentKind, ComputeBody, FieldValue, Located, McpServerEntry, PlannerDef};
+use crate::model::{
+    AgentDef, AgentKind, ComputeBody, DeadlineDef, FieldValue, Located, McpServerEntry, OnTimeoutDef, PlannerDef,
+    WaitDef,
+};
 use crate::validate::expr_message;
 
 /// Builds agents by name, recursively; errors go to the sink at the agent's position.
@@ -73,6 +76,94 @@ impl<'a> Builder<'a> {
         self
     }
 
+    /// The human agent of `def` (a `human` kind), with its deadline and what happens at it; an escalation's
+    /// target is built the same way (its own deadline applies).
+    fn human(&mut self, def: &'a AgentDef) -> Result<Human, Reported> {
+        let AgentKind::Human { prompt, pending_mode, response_id, deadline, on_timeout } = &def.kind else {
+            self.sink.push(def.pos, Some(&def.name), None, "not a human agent");
+            return Err(Reported);
+        };
+        let mut b = match Human::builder(def.name.clone(), &prompt.value) {
+            Ok(b) => b,
+            Err(e) => {
+                let message = format!("invalid template: {}", expr_message(&e));
+                self.sink.push(prompt.pos, Some(&def.name), Some("prompt"), message);
+                return Err(Reported);
+            }
+        };
+        if *pending_mode {
+            b = b.mode(HumanMode::Pending);
+        }
+        if let Some(id) = response_id {
+            b = b.response_id(id.clone());
+        }
+        if let Some(deadline) = deadline {
+            b = b.deadline(match &deadline.value {
+                DeadlineDef::After(ms) => Deadline::After(Duration::from_millis(*ms)),
+                DeadlineDef::At(text) => {
+                    Deadline::At(self.time_expression(def, "deadline", &Located::new(text.clone(), deadline.pos))?)
+                }
+            });
+        }
+        match on_timeout.as_ref().map(|t| &t.value) {
+            None | Some(OnTimeoutDef::Fail) => {}
+            Some(OnTimeoutDef::Default(expr)) => match Expression::compile(&expr.value) {
+                Ok(e) => b = b.on_timeout(OnTimeout::Default(e)),
+                Err(e) => {
+                    let message = format!("invalid `default` expression: {}", expr_message(&e));
+                    self.sink.push(expr.pos, Some(&def.name), Some("on_timeout"), message);
+                    return Err(Reported);
+                }
+            },
+            Some(OnTimeoutDef::Escalate(name)) => {
+                let target = match self.by_name.get(name.value.as_str()).copied() {
+                    Some(t) if matches!(t.kind, AgentKind::Human { .. }) => t,
+                    Some(t) => {
+                        let message = format!(
+                            "`on_timeout` escalates to `{}`, a {} agent: it must name a human agent",
+                            name.value,
+                            t.kind.name()
+                        );
+                        self.sink.push(name.pos, Some(&def.name), Some("on_timeout"), message);
+                        return Err(Reported);
+                    }
+                    None => {
+                        let message =
+                            format!("`on_timeout` escalates to `{}`, which is no agent of the spec", name.value);
+                        self.sink.push(name.pos, Some(&def.name), Some("on_timeout"), message);
+                        return Err(Reported);
+                    }
+                };
+                if !self.in_progress.insert(target.name.clone()) {
+                    let message = format!("escalations go round in a cycle through `{}`", target.name);
+                    self.sink.push(name.pos, Some(&def.name), Some("on_timeout"), message);
+                    return Err(Reported);
+                }
+                let next = self.human(target);
+                self.in_progress.remove(&target.name);
+                b = b.on_timeout(OnTimeout::Escalate(Arc::new(next?)));
+            }
+        }
+        Ok(common(b, def).into_human())
+    }
+
+    /// A time written in `field` of `def`: an RFC 3339 time, or an expression over the state giving one.
+    fn time_expression(&mut self, def: &AgentDef, field: &str, text: &Located<String>) -> Result<Expression, Reported> {
+        let source = match agentic_engine::parse_rfc3339_ms(&text.value) {
+            Ok(_) => format!("'{}'", text.value.trim()),
+            Err(_) => text.value.clone(),
+        };
+        Expression::compile(&source).map_err(|e| {
+            let message = format!(
+                "`{}` is neither a duration (\"90s\", \"2h\"), an RFC 3339 time, nor a valid expression: {}",
+                text.value,
+                expr_message(&e)
+            );
+            self.sink.push(text.pos, Some(&def.name), Some(field), message);
+            Reported
+        })
+    }
+
     /// Builds agent `name` and everything below it.
     pub(crate) fn build(&mut self, name: &Located<String>, parent: Option<&str>) -> Built {
         let Some(def) = self.by_name.get(name.value.as_str()).copied() else {
@@ -91,27 +182,13 @@ impl<'a> Builder<'a> {
     fn build_def(&mut self, def: &'a AgentDef) -> Built {
         match &def.kind {
             AgentKind::Compute(body) => self.compute(def, body),
-            AgentKind::Human { prompt, pending_mode, response_id } => {
-                match Human::builder(def.name.clone(), &prompt.value) {
-                    Ok(mut b) => {
-                        if *pending_mode {
-                            b = b.mode(HumanMode::Pending);
-                        }
-                        if let Some(id) = response_id {
-                            b = b.response_id(id.clone());
-                        }
-                        Ok(common(b, def).build())
-                    }
-                    Err(e) => {
-                        self.sink.push(
-                            prompt.pos,
-                            Some(&def.name),
-                            Some("prompt"),
-                            format!("invalid template: {}", expr_message(&e)),
-                        );
-                        Err(Reported)
-                    }
-                }
+            AgentKind::Human { .. } => self.human(def).map(AgentRef::new),
+            AgentKind::Wait(wait) => {
+                let b = match wait {
+                    WaitDef::For(ms) => Wait::duration(def.name.clone(), Duration::from_millis(*ms)),
+                    WaitDef::Until(until) => Wait::until(def.name.clone(), self.time_expression(def, "until", until)?),
+                };
+                Ok(common(b, def).build())
             }
             AgentKind::ParallelMapper { agent, items, item_key, max_concurrency } => {
                 let sub = self.build(agent, Some(&def.name))?;

@@ -145,7 +145,7 @@ pub use model::{
     McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, PlannerDef, SUPPORTED_KINDS,
     UNSUPPORTED_KINDS,
 };
-pub use model::{DesireDef, PreferDef};
+pub use model::{DeadlineDef, DesireDef, OnTimeoutDef, PreferDef, WaitDef};
 pub use models::{decision_model_from_def, model_from_def};
 pub use node::Pos;
 pub use params::{InputError, ParamDef, ParamType};

@@ -114,7 +114,14 @@ pub enum AgentKind {
         pending_mode: bool,
         /// `response_id` (default: the agent's path).
         response_id: Option<String>,
+        /// `deadline` (SPEC.md §3): when the question times out.
+        deadline: Option<Located<DeadlineDef>>,
+        /// `on_timeout`: what happens at the deadline (default: the step fails).
+        on_timeout: Option<Located<OnTimeoutDef>>,
     },
+    /// `wait`: suspends without a human until a time (`for` a duration, or `until` an expression giving an
+    /// RFC 3339 time); its result is the time it fired.
+    Wait(WaitDef),
     /// `mcp`: one tool of an MCP server as an agent.
     Mcp(McpDef),
     /// `a2a`: a remote A2A agent as an agent.
@@ -190,6 +197,7 @@ impl AgentKind {
         match self {
             AgentKind::Compute(_) => "compute",
             AgentKind::Human { .. } => "human",
+            AgentKind::Wait(_) => "wait",
             AgentKind::Mcp(_) => "mcp",
             AgentKind::A2a(_) => "a2a",
             AgentKind::ParallelMapper { .. } => "parallel_mapper",
@@ -224,6 +232,7 @@ impl AgentKind {
                 .collect(),
             AgentKind::Compute(_)
             | AgentKind::Human { .. }
+            | AgentKind::Wait(_)
             | AgentKind::Mcp(_)
             | AgentKind::A2a(_)
             | AgentKind::Llm(_)
@@ -448,10 +457,43 @@ pub enum ModelProvider {
     },
 }
 
+/// A human step's `deadline` (SPEC.md §3).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum DeadlineDef {
+    /// A duration (`"90s"`, `"2h"`) from the moment the question is first asked, in milliseconds.
+    After(u64),
+    /// An RFC 3339 time, or an expression over the state giving one (evaluated when first asked).
+    At(String),
+}
+
+/// A human step's `on_timeout` (SPEC.md §3).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum OnTimeoutDef {
+    /// `fail` (the default): the step fails.
+    Fail,
+    /// `{default: <expression>}`: its value becomes the answer.
+    Default(Located<String>),
+    /// `{escalate: <name>}`: that human agent is asked next, with its own deadline.
+    Escalate(Located<String>),
+}
+
+/// A `wait` agent's time (SPEC.md §3): exactly one of the two.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum WaitDef {
+    /// `for`: a duration from the moment the agent is reached, in milliseconds.
+    For(u64),
+    /// `until`: an expression over the state giving an RFC 3339 time (or such a time).
+    Until(Located<String>),
+}
+
 /// The kinds this build can run.
 pub const SUPPORTED_KINDS: &[&str] = &[
     "compute",
     "human",
+    "wait",
     "sequence",
     "loop",
     "parallel",

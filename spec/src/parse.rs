@@ -6,8 +6,9 @@ use serde_json::Value;
 use crate::error::{Sink, suggest};
 use crate::kind::{FieldType, KindRef};
 use crate::model::{
-    A2aDef, AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, FieldValue, Located, McpDef,
-    McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, PlannerDef, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
+    A2aDef, AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, DeadlineDef, ErrorHandlerDef, FieldValue,
+    Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, OnTimeoutDef, PlannerDef,
+    SUPPORTED_KINDS, UNSUPPORTED_KINDS, WaitDef,
 };
 use crate::node::{Node, NodeValue, Pos};
 use crate::params::{ParamDef, ParamType};
@@ -577,7 +578,8 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
         described.iter().flat_map(|k| k.descriptor().fields().iter().map(|f| f.name)).collect();
     let specific: &[&str] = match kind {
         "compute" => &["value", "template"],
-        "human" => &["prompt", "mode", "response_id"],
+        "human" => &["prompt", "mode", "response_id", "deadline", "on_timeout"],
+        "wait" => &["for", "until"],
         "mcp" => &["server", "tool"],
         "a2a" => &["url", "tenant", "tenant_key", "message", "context_key", "task_key", "stream"],
         "llm" => &[
@@ -628,7 +630,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
     if kind == "registry" {
         return parse_registry(name, pos, kind_pos, &obj, &mut cx);
     }
-    let is_composite = !matches!(kind, "compute" | "human" | "llm" | "mcp" | "a2a");
+    let is_composite = !matches!(kind, "compute" | "human" | "wait" | "llm" | "mcp" | "a2a");
     let mut allowed: Vec<&str> = COMMON_FIELDS.to_vec();
     if is_composite {
         allowed.extend_from_slice(COMPOSITE_FIELDS);
@@ -680,8 +682,46 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
                 }
             };
             let response_id = cx.nonempty(&obj, "response_id").map(|s| s.value);
-            AgentKind::Human { prompt: prompt?, pending_mode, response_id }
+            let deadline = match cx.nonempty(&obj, "deadline") {
+                None => None,
+                Some(d) => Some(Located::new(
+                    match parse_duration(&d.value) {
+                        Ok(ms) => DeadlineDef::After(ms),
+                        Err(_) => DeadlineDef::At(d.value.clone()),
+                    },
+                    d.pos,
+                )),
+            };
+            let on_timeout = obj.get("on_timeout").and_then(|node| parse_on_timeout(node, &mut cx));
+            if on_timeout.is_some() && deadline.is_none() {
+                cx.err(obj.pos, Some("on_timeout"), "`on_timeout` needs a `deadline`");
+                return None;
+            }
+            AgentKind::Human { prompt: prompt?, pending_mode, response_id, deadline, on_timeout }
         }
+        "wait" => match (obj.get("for"), cx.nonempty(&obj, "until")) {
+            (Some(node), None) => {
+                let text = cx.nonempty(&obj, "for")?;
+                match parse_duration(&text.value) {
+                    Ok(ms) => AgentKind::Wait(WaitDef::For(ms)),
+                    Err(message) => {
+                        cx.err(node.pos, Some("for"), message);
+                        return None;
+                    }
+                }
+            }
+            (None, Some(until)) => AgentKind::Wait(WaitDef::Until(until)),
+            (Some(node), Some(_)) => {
+                cx.err(node.pos, None, "a wait takes either `for` (a duration) or `until` (a time), not both");
+                return None;
+            }
+            (None, None) => {
+                if obj.get("until").is_none() {
+                    cx.missing(pos, "for", "missing field `for` (a duration: \"90s\", \"2h\") or `until` (a time)");
+                }
+                return None;
+            }
+        },
         "mcp" => {
             let server = match obj.get("server") {
                 None => {
@@ -849,6 +889,51 @@ fn parse_described(kind: &KindRef, obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<Pla
 
 fn concurrency(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<usize> {
     cx.int(obj, "max_concurrency", 1, u64::MAX).map(|v| usize::try_from(v).unwrap_or(usize::MAX))
+}
+
+/// A duration as SPEC.md §3 writes it: `<integer><unit>`, unit `ms` `s` `m` `h` `d` (`"90s"`, `"2h"`), in
+/// milliseconds.
+///
+/// # Errors
+/// What is wrong with `text`, as a message for the field.
+pub(crate) fn parse_duration(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = t.split_at(digits);
+    let scale: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => 0,
+    };
+    match number.parse::<u64>() {
+        Ok(n) if scale > 0 => n.checked_mul(scale).ok_or_else(|| format!("the duration `{text}` is too long")),
+        _ => Err(format!("`{text}` is not a duration: write <integer><unit>, unit ms, s, m, h or d (\"90s\", \"2h\")")),
+    }
+}
+
+/// `on_timeout`: `fail`, `{default: <expression>}` or `{escalate: <human agent>}`.
+fn parse_on_timeout(node: &Node, cx: &mut Cx<'_>) -> Option<Located<OnTimeoutDef>> {
+    const EXPECTED: &str = "expected `fail`, `{default: <expression>}` or `{escalate: <name of a human agent>}`";
+    if let Some(text) = node.as_str() {
+        if text == "fail" {
+            return Some(Located::new(OnTimeoutDef::Fail, node.pos));
+        }
+        cx.err(node.pos, Some("on_timeout"), format!("unknown `on_timeout` `{text}`: {EXPECTED}"));
+        return None;
+    }
+    let obj = cx.obj(node, Some("on_timeout"), "field")?;
+    obj.check_fields(&["default", "escalate"], cx);
+    match (cx.nonempty(&obj, "default"), cx.nonempty(&obj, "escalate")) {
+        (Some(d), None) => Some(Located::new(OnTimeoutDef::Default(d), node.pos)),
+        (None, Some(e)) => Some(Located::new(OnTimeoutDef::Escalate(e), node.pos)),
+        _ => {
+            cx.err(node.pos, Some("on_timeout"), format!("takes exactly one of `default` and `escalate`: {EXPECTED}"));
+            None
+        }
+    }
 }
 
 fn bare_agent(name: &str, pos: Pos, kind_pos: Pos, kind: AgentKind) -> AgentDef {

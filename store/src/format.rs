@@ -501,6 +501,7 @@ pub(crate) mod tests {
             updated_at_ms,
             milestones: Vec::new(),
             forked_from: None,
+            timed_out: Vec::new(),
         }
     }
 

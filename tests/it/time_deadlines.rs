@@ -63,6 +63,9 @@ async fn a_default_value_answers_a_step_resumed_after_its_deadline_and_a_late_an
     );
     let done = flow.resume("d1").store_ref(store.clone()).await.unwrap();
     assert_eq!(done.output(), Some(&json!("done: auto-approved")));
+    // Once acted on, the question stays refused, saying so.
+    let after = respond(&store, "d1", Some("root/0"), json!("yes")).await.unwrap_err();
+    assert!(matches!(after, RespondError::TimedOut { .. }), "{after:?}");
 }
 
 #[tokio::test]

@@ -390,10 +390,16 @@ pub fn answerable(rec: &crate::RunRecord, response_id: Option<&str>) -> Result<S
     let run_id = rec.run_id.clone();
     // A running run waits for the questions of its `mode: pending` human steps, which are in its record.
     let waiting = rec.status == RunStatus::Suspended || (rec.status == RunStatus::Running && !rec.pending.is_empty());
+    if !waiting && let Some(refusal) = response_id.and_then(|id| timed_out(rec, id)) {
+        return Err(refusal);
+    }
     if !waiting {
         return Err(RespondError::NotSuspended { run_id, status: rec.status });
     }
     let pending: Vec<String> = rec.pending.iter().map(|p| p.id.clone()).collect();
+    if let Some(refusal) = response_id.filter(|id| !pending.iter().any(|p| p == id)).and_then(|id| timed_out(rec, id)) {
+        return Err(refusal);
+    }
     let id = match response_id {
         Some(id) if pending.iter().any(|p| p == id) => id.to_string(),
         Some(id) => return Err(RespondError::NotPending { run_id, response_id: id.to_string(), pending }),
@@ -410,4 +416,16 @@ pub fn answerable(rec: &crate::RunRecord, response_id: Option<&str>) -> Result<S
         return Err(RespondError::TimedOut { run_id, response_id: id, deadline: rfc3339_ms(deadline), instead });
     }
     Ok(id)
+}
+
+/// The refusal of an answer to `response_id` of `rec` because that question timed out and was acted on
+/// ([`crate::RunRecord::timed_out`]), if it did.
+pub fn timed_out(rec: &crate::RunRecord, response_id: &str) -> Option<RespondError> {
+    let asked = rec.timed_out.iter().rev().find(|p| p.id == response_id)?;
+    Some(RespondError::TimedOut {
+        run_id: rec.run_id.clone(),
+        response_id: response_id.to_string(),
+        deadline: rfc3339_ms(asked.deadline_ms.unwrap_or_default()),
+        instead: asked.on_timeout.clone().unwrap_or_else(|| "the step fails".to_string()),
+    })
 }

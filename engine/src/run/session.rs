@@ -114,6 +114,7 @@ impl RunSession {
                         updated_at_ms: now_ms,
                         milestones: Vec::new(),
                         forked_from: None,
+                        timed_out: Vec::new(),
                     })
                 }
             }
@@ -388,6 +389,7 @@ impl RunSession {
                 Err(e) => (RunStatus::Failed, Value::String(e.to_string()), run.answers.unresolved_suspensions()),
             };
             rec.answers = unused_answers;
+            rec.timed_out.extend(run.answers.take_timed_out());
             rec.updated_at_ms = now_us() / 1000;
             let saved = async {
                 let run_id = rec.run_id.clone();
