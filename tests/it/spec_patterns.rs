@@ -337,22 +337,38 @@ async fn the_example_specs_run() {
 
 /// A stored run resumes only on a workflow with the same fingerprint (SERVER.md §5): how a kind is built (by
 /// its builder or through its descriptor) must not change the fingerprint of a spec that did not change. The
-/// values were recorded before the planner kinds moved onto descriptors; editing one of these example specs
-/// changes its value on purpose.
+/// values were recorded before the planner kinds moved onto descriptors; editing one of these specs changes its
+/// value on purpose. Each spec is built with its models replaced by scripted chat models (the first value) and,
+/// when it builds as written (no `local` model), as written too (the second: a scripted decision model stays
+/// one).
 #[test]
 fn the_fingerprints_of_unchanged_specs_stay_the_same() {
     let recorded = [
-        ("debate.yaml", "b761c56db541068a"),
-        ("voting.yaml", "ff3a21f9490ac960"),
-        ("goap.yaml", "0f7be6c2834b65c2"),
-        ("p2p.yaml", "e9796105444bb70a"),
-        ("story.yaml", "0b32b69406218206"),
-        ("evening_planner.yaml", "e9f381b9494167b7"),
-        ("style_review.yaml", "0ca2e040b16e20b1"),
-        ("countdown.yaml", "a3f3c3b6ba928698"),
+        ("examples/specs/debate.yaml", "b761c56db541068a", Some("b761c56db541068a")),
+        ("examples/specs/voting.yaml", "ff3a21f9490ac960", Some("ff3a21f9490ac960")),
+        ("examples/specs/goap.yaml", "0f7be6c2834b65c2", Some("0f7be6c2834b65c2")),
+        ("examples/specs/p2p.yaml", "e9796105444bb70a", Some("e9796105444bb70a")),
+        ("examples/specs/story.yaml", "0b32b69406218206", Some("0b32b69406218206")),
+        ("examples/specs/evening_planner.yaml", "e9f381b9494167b7", None),
+        ("examples/specs/style_review.yaml", "0ca2e040b16e20b1", Some("0ca2e040b16e20b1")),
+        ("examples/specs/countdown.yaml", "a3f3c3b6ba928698", Some("a3f3c3b6ba928698")),
+        ("examples/specs/bdi.yaml", "61dcf0b88cdcc599", Some("61dcf0b88cdcc599")),
+        ("examples/specs/blackboard.yaml", "56f75e21bfc9a6b2", Some("56f75e21bfc9a6b2")),
+        ("examples/specs/decision_router.yaml", "977d3861528edacc", None),
+        ("examples/specs/expert_router.yaml", "01ae660c096de30a", None),
+        ("examples/specs/horoscope_mapper.yaml", "e0375424e94b2699", None),
+        ("examples/specs/supervisor.yaml", "32b0d221164fce18", None),
+        ("examples/specs/ticket_triage.yaml", "667f87c1b14df98b", None),
+        ("examples/specs/triage.yaml", "c5d2fb07a95d79f9", Some("c5d2fb07a95d79f9")),
+        ("examples/specs/shout_all.json", "342e44683785eecc", Some("342e44683785eecc")),
+        ("tests/fixtures/crash_mapper.yaml", "c28b106685bd9650", Some("c28b106685bd9650")),
+        ("tests/fixtures/crash_async_mapper.yaml", "db788f1f7deaad42", Some("db788f1f7deaad42")),
+        ("tests/fixtures/mapped_approval.yaml", "75345fe66b48f9ec", Some("75345fe66b48f9ec")),
+        ("tests/fixtures/mapped_review.yaml", "d546a0cccff21017", Some("d546a0cccff21017")),
+        ("tests/fixtures/kinds_settings.yaml", "fd9e3688ed4f3eeb", Some("31fc8a2798ad8483")),
     ];
-    for (file, fingerprint) in recorded {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/specs").join(file);
+    for (file, substituted, as_written) in recorded {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
         let spec = Spec::from_path(&path).unwrap();
         let models: Vec<(String, agentic::agents::model::ChatModelRef)> = spec
             .models()
@@ -365,6 +381,9 @@ fn the_fingerprints_of_unchanged_specs_stay_the_same() {
             })
             .collect();
         let built = spec.build_with_models(models).unwrap();
-        assert_eq!(built.root.topology().fingerprint(), fingerprint, "{file}");
+        assert_eq!(built.root.topology().fingerprint(), substituted, "{file}");
+        if let Some(fingerprint) = as_written {
+            assert_eq!(spec.build().unwrap().root.topology().fingerprint(), fingerprint, "{file}, as written");
+        }
     }
 }
