@@ -59,7 +59,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
 pub use agentic_planners::CompositeParts;
-pub use agentic_planners::kind::{FieldType, KindArgs, KindField, PlannerKind};
+pub use agentic_planners::kind::{Calls, FieldError, FieldType, KindArgs, KindField, ModelUse, PlannerKind};
 
 use crate::model::SUPPORTED_KINDS;
 use crate::parse::{COMMON_FIELDS, COMPOSITE_FIELDS};
@@ -139,8 +139,9 @@ fn identifier(s: &str) -> bool {
 /// # Errors
 /// [`KindError::Builtin`] for a built-in kind's name, [`KindError::Duplicate`] when a kind of that name is
 /// registered, [`KindError::Invalid`] for a name or field name that is not lowercase snake_case, a field a
-/// composite already takes (`output_key`, `error_handler`, ...), a field given twice, or an integer range
-/// whose `min` is above its `max`.
+/// composite already takes (`output_key`, `error_handler`, ...), a field given twice, a range whose `min` is
+/// above its `max`, an [`FieldType::AgentOf`] naming no agent field of the kind, or a modifier on a field it
+/// does not apply to (`at_least` and `by_name` on agent lists, `unique` in a list's entries).
 pub fn register_kind(kind: impl PlannerKind) -> Result<(), KindError> {
     let name = kind.name().to_string();
     let invalid = |message: String| KindError::Invalid { name: name.clone(), message };
@@ -150,32 +151,56 @@ pub fn register_kind(kind: impl PlannerKind) -> Result<(), KindError> {
     if !identifier(&name) {
         return Err(invalid("a kind's name is lowercase letters, digits and `_`, starting with a letter".into()));
     }
-    let mut seen = Vec::new();
-    for field in kind.fields() {
-        if !identifier(field.name) {
-            return Err(invalid(format!("field `{}`: not lowercase snake_case", field.name)));
-        }
-        if COMMON_FIELDS.contains(&field.name) || COMPOSITE_FIELDS.contains(&field.name) {
-            return Err(invalid(format!("field `{}`: every composite takes it already", field.name)));
-        }
-        if seen.contains(&field.name) {
-            return Err(invalid(format!("field `{}` is declared twice", field.name)));
-        }
-        if let FieldType::Integer { min, max } = field.ty
-            && min > max
-        {
-            return Err(invalid(format!("field `{}`: min {min} is above max {max}", field.name)));
-        }
-        if field.min_items > 0 && field.ty != FieldType::Agents {
-            return Err(invalid(format!("field `{}`: `at_least` applies to a list of agents only", field.name)));
-        }
-        seen.push(field.name);
-    }
+    check_fields(kind.fields(), kind.fields(), false).map_err(invalid)?;
     let mut kinds = registry().write().unwrap_or_else(PoisonError::into_inner);
     if kinds.contains_key(&name) {
         return Err(KindError::Duplicate { name });
     }
     kinds.insert(name, KindRef(Arc::new(kind)));
+    Ok(())
+}
+
+/// Checks the declared fields of a kind (`top`: the kind's own fields, which [`FieldType::AgentOf`] refers
+/// to), those of the entries of its list fields too (`in_list`).
+fn check_fields(fields: &[KindField], top: &[KindField], in_list: bool) -> Result<(), String> {
+    let mut seen = Vec::new();
+    for field in fields {
+        let name = field.name;
+        if !identifier(name) {
+            return Err(format!("field `{name}`: not lowercase snake_case"));
+        }
+        if !in_list && (COMMON_FIELDS.contains(&name) || COMPOSITE_FIELDS.contains(&name)) {
+            return Err(format!("field `{name}`: every composite takes it already"));
+        }
+        if seen.contains(&name) {
+            return Err(format!("field `{name}` is declared twice"));
+        }
+        match field.ty {
+            FieldType::Integer { min, max } if min > max => {
+                return Err(format!("field `{name}`: min {min} is above max {max}"));
+            }
+            FieldType::NumberIn { min, max, .. } if min.is_nan() || max.is_nan() || min > max => {
+                return Err(format!("field `{name}`: min {min} is above max {max}"));
+            }
+            FieldType::AgentOf(other)
+                if !top.iter().any(|f| f.name == other && matches!(f.ty, FieldType::Agents | FieldType::Agent)) =>
+            {
+                return Err(format!("field `{name}`: `{other}` is not an agent field of the kind"));
+            }
+            FieldType::List(inner) => check_fields(inner, top, true).map_err(|m| format!("in `{name}`: {m}"))?,
+            _ => {}
+        }
+        if field.min_items > 0 && field.ty != FieldType::Agents {
+            return Err(format!("field `{name}`: `at_least` applies to a list of agents only"));
+        }
+        if field.by_name && field.ty != FieldType::Agents {
+            return Err(format!("field `{name}`: `by_name` applies to a list of agents only"));
+        }
+        if field.unique && !in_list {
+            return Err(format!("field `{name}`: `unique` applies to the fields of a list's entries only"));
+        }
+        seen.push(name);
+    }
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use agentic_spec::{AgentKind, Spec};
+use agentic_spec::{AgentKind, FieldValue, Spec};
 use serde_json::{Map, Value, json};
 
 // errors, one, at: the errors of a spec that must not parse, and where they are.
@@ -150,12 +150,6 @@ fn the_model_keeps_the_pattern_fields_with_their_defaults() {
             .collect::<String>()
     );
     let spec = Spec::parse(&yaml, "spec.yaml").unwrap();
-    match &spec.agent("bb").unwrap().kind {
-        AgentKind::Blackboard { max_invocations, goal, prefer, .. } => {
-            assert_eq!((*max_invocations, goal.is_none(), prefer.len()), (50, true, 0));
-        }
-        other => panic!("{other:?}"),
-    }
     // A debate is described by its kind's descriptor: the model holds the fields given, the defaults apply
     // when it is built (below, in the topology).
     match &spec.agent("d").unwrap().kind {
@@ -166,8 +160,10 @@ fn the_model_keeps_the_pattern_fields_with_their_defaults() {
         other => panic!("{other:?}"),
     }
     match &spec.agent("bdi").unwrap().kind {
-        AgentKind::Bdi { max_invocations, desires } => {
-            assert_eq!((*max_invocations, desires[0].priority, desires[0].achievable.is_none()), (50, 0, true));
+        AgentKind::Planner(def) => {
+            let Some(FieldValue::List(desires)) = def.field("desires") else { panic!("desires: {def:?}") };
+            let given: Vec<&str> = desires[0].fields.iter().map(|(f, _)| f.as_str()).collect();
+            assert_eq!((def.kind.name(), given), ("bdi", vec!["name", "satisfied", "agents"]));
         }
         other => panic!("{other:?}"),
     }
@@ -180,6 +176,11 @@ fn the_model_keeps_the_pattern_fields_with_their_defaults() {
     assert_eq!(details("d"), json!({"debaters": 2, "max_rounds": 3, "convergence": "unanimous"}));
     assert_eq!(details("p")["max_invocations"], json!(10));
     assert_eq!(details("v")["strategy"], json!("majority"));
+    assert_eq!(details("bb"), json!({"max_invocations": 50, "has_goal": false, "prefer": []}));
+    assert_eq!(
+        details("bdi"),
+        json!({"max_invocations": 50, "desires": [{"name": "n", "priority": 0, "agents": [0]}]})
+    );
 }
 
 #[test]
@@ -216,7 +217,7 @@ fn unknown_fields_and_wrong_types_are_located() {
 
     let e = one(&format!("{HEAD}  r: {{ kind: bdi, desires: [{{ name: d, agents: [] }}] }}\n"));
     assert_eq!(at(&e), (4, 29, Some("r"), Some("desires[0]")));
-    assert_eq!(e.message, "missing field `satisfied`");
+    assert_eq!(e.message, "missing field `satisfied` (an expression)");
 
     let e = one(&format!(
         "{HEAD}  r: {{ kind: blackboard, agents: [a], prefer: [{{ agent: a, when: 'x', why: 1 }}] }}\n  a: {{ kind: compute, value: '1' }}\n"
