@@ -249,6 +249,11 @@ fn located_errors() {
         e.message,
         "a decision_router without `model` uses `default`, which is not defined; defined models: `decider`"
     );
+    let e = one(&sup("").replace("[exchange, withdraw, credit]", "[]"));
+    assert_eq!(
+        (at(&e), e.message.as_str()),
+        ((8, 13, Some("bank"), Some("agents")), "needs at least 1 agent, found 0")
+    );
     let e = one(&sup("").replace("    agents: [exchange, withdraw, credit]\n", ""));
     assert_eq!(
         (at(&e), e.message.as_str()),

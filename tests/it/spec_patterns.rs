@@ -220,6 +220,13 @@ fn unknown_fields_and_wrong_types_are_located() {
     assert_eq!(e.message, "missing field `satisfied` (an expression)");
 
     let e = one(&format!(
+        "{HEAD}  r: {{ kind: bdi, desires: [{{ name: d, satisfied: 'x', agents: [] }}, {{ name: d, satisfied: 'y', \
+         agents: [] }}] }}\n"
+    ));
+    assert_eq!(at(&e), (4, 78, Some("r"), Some("desires[1].name")));
+    assert_eq!(e.message, "duplicate name `d` (first defined at line 4, column 37)");
+
+    let e = one(&format!(
         "{HEAD}  r: {{ kind: blackboard, agents: [a], prefer: [{{ agent: a, when: 'x', why: 1 }}] }}\n  a: {{ kind: compute, value: '1' }}\n"
     ));
     assert_eq!(at(&e), (4, 71, Some("r"), Some("prefer[0]")));
