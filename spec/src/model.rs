@@ -178,7 +178,7 @@ impl PlannerDef {
     /// Calls `f(path, field, value, entry)` for every value, those in the entries of list fields included
     /// (`path`: `branches[1].when`; `entry`: the position of the entry holding it, `None` for the kind's own
     /// fields), in field order.
-    pub(crate) fn visit<'a>(&'a self, f: &mut dyn FnMut(&str, &KindField, &'a FieldValue, Option<Pos>)) {
+    pub(crate) fn visit<'a>(&'a self, f: &mut Visitor<'_, 'a>) {
         visit_fields(self.kind.descriptor().fields(), &self.fields, "", None, f);
     }
 
@@ -211,12 +211,15 @@ impl PlannerDef {
     }
 }
 
+/// What [`PlannerDef::visit`] calls: `(path, field, value, entry)`.
+pub(crate) type Visitor<'f, 'a> = dyn FnMut(&str, &KindField, &'a FieldValue, Option<Pos>) + 'f;
+
 fn visit_fields<'a>(
     declared: &[KindField],
     fields: &'a [(String, FieldValue)],
     prefix: &str,
     entry: Option<Pos>,
-    f: &mut dyn FnMut(&str, &KindField, &'a FieldValue, Option<Pos>),
+    f: &mut Visitor<'_, 'a>,
 ) {
     for (name, value) in fields {
         let Some(field) = declared.iter().find(|d| d.name == name) else { continue };

@@ -339,7 +339,7 @@ pub(crate) fn check_agent_of(agents: &[AgentDef], names: &[String], sink: &mut S
         planned.visit(&mut |path, field, value, _| {
             let (FieldValue::AgentOf(name), FieldType::AgentOf(of)) = (value, field.ty) else { return };
             let among: Vec<&Located<String>> = planned.field(of).map(FieldValue::references).unwrap_or_default();
-            if !names.iter().any(|n| *n == name.value) {
+            if !names.contains(&name.value) {
                 let msg = unknown_agent_message(&name.value, names.iter().map(String::as_str));
                 sink.push(name.pos, Some(&agent.name), Some(path), msg);
             } else if !among.iter().any(|s| s.value == name.value) {
