@@ -1,7 +1,9 @@
 //! The descriptor of a planner kind that specs can name: [`PlannerKind`] — its `kind` name, its fields with
-//! their types ([`KindField`], [`FieldType`]), how its composite is built from their values ([`KindArgs`]).
-//! A program's own kinds implement it (`agentic_spec::register_kind` makes specs accept them; see
-//! `examples/round_robin.rs`).
+//! their types ([`KindField`], [`FieldType`]: nested lists of entries, models and references to its own agents
+//! included), how its composite is built from their values ([`KindArgs`]), what is checked once its agents are
+//! built ([`FieldError`]) and how it runs its agents ([`Calls`]). Every built-in composite kind has one, in its
+//! planner's file, registered by one line of [`builtin`]; a program's own kinds implement it
+//! (`agentic_spec::register_kind` makes specs accept them; see `examples/round_robin.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
