@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use crate::common::CompositeParts;
 
 /// A planner kind that specs can name (`kind: <name>`): its fields and how its planner is made. See the
-/// module documentation; register one with [`register_kind`].
+/// module documentation; register one with `agentic_spec::register_kind`.
 pub trait PlannerKind: Send + Sync + 'static {
     /// The `kind` a spec writes: lowercase letters, digits and `_`, starting with a letter, and not a
     /// built-in kind.
