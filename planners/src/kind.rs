@@ -343,7 +343,7 @@ impl KindArgs {
     }
 
     /// Sets the entries of a [`FieldType::List`] field, one [`KindArgs`] each (their agent indices among all
-    /// the composite's sub-agents).
+    /// the composite's sub-agents; their [`KindArgs::sub_agents`] is 0: the count is the kind's).
     pub fn set_entries(&mut self, field: impl Into<String>, entries: Vec<KindArgs>) {
         self.entries.insert(field.into(), entries);
     }
