@@ -364,8 +364,8 @@ fn composite_required_fields() {
         errors(yaml),
         [
             "spec.yaml:4:6: agent `s`: missing field `agents` (a list of agent names)",
-            "spec.yaml:5:6: agent `m`: missing field `items`",
-            "spec.yaml:6:38: agent `c`: field `branches[0]`: missing field `when`",
+            "spec.yaml:5:6: agent `m`: missing field `items` (a state key)",
+            "spec.yaml:6:38: agent `c`: field `branches[0]`: missing field `when` (an expression)",
             "spec.yaml:6:79: agent `c`: field `branches[1]`: unknown field `unless`, expected one of `when`, `agents`",
         ]
     );
