@@ -166,3 +166,56 @@ async fn a_wait_suspends_with_its_timer_keeps_it_across_resumptions_and_fires_on
     let at = agentic::engine::parse_rfc3339_ms(fired.output().unwrap().as_str().unwrap()).unwrap();
     assert!(at / 1000 >= fires_at / 1000, "fired at {at}, due {fires_at}");
 }
+
+/// The one error of an invalid spec: (line, column, agent, field) and its message.
+fn spec_error(yaml: &str) -> (u64, u64, Option<String>, Option<String>, String) {
+    let errors = agentic::spec::Spec::parse(yaml, "spec.yaml").and_then(|s| s.build()).err().expect("an invalid spec");
+    assert_eq!(errors.len(), 1, "{errors}");
+    let e = &errors.errors[0];
+    (e.line, e.column, e.agent.clone(), e.field.clone(), e.message.clone())
+}
+
+#[test]
+fn time_fields_in_a_spec_are_checked_where_they_are_written() {
+    let wait = "version: 1\nroot: w\nagents:\n  w: { kind: wait, for: 3 hours }\n";
+    let (line, column, agent, field, message) = spec_error(wait);
+    assert_eq!((line, column, agent.as_deref(), field.as_deref()), (4, 25, Some("w"), Some("for")));
+    assert_eq!(message, "`3 hours` is not a duration: write <integer><unit>, unit ms, s, m, h or d (\"90s\", \"2h\")");
+
+    let both = "version: 1\nroot: w\nagents:\n  w: { kind: wait, for: 3s, until: \"t\" }\n";
+    assert_eq!(spec_error(both).4, "a wait takes either `for` (a duration) or `until` (a time), not both");
+
+    let no_deadline = "version: 1\nroot: h\nagents:\n  h: { kind: human, prompt: ok?, on_timeout: fail }\n";
+    let (.., field, message) = spec_error(no_deadline);
+    assert_eq!((field.as_deref(), message.as_str()), (Some("on_timeout"), "`on_timeout` needs a `deadline`"));
+
+    let unknown = "version: 1\nroot: h\nagents:\n  h: { kind: human, prompt: ok?, deadline: 1h, on_timeout: wait }\n";
+    assert_eq!(
+        spec_error(unknown).4,
+        "unknown `on_timeout` `wait`: expected `fail`, `{default: <expression>}` or `{escalate: <name of a human agent>}`"
+    );
+
+    let not_human = "version: 1\nroot: m\nagents:\n  m: { kind: sequence, agents: [h, c] }\n  \
+                     h: { kind: human, prompt: ok?, deadline: 1h, on_timeout: { escalate: c } }\n  \
+                     c: { kind: compute, value: \"1\" }\n";
+    let (line, _, agent, field, message) = spec_error(not_human);
+    assert_eq!((line, agent.as_deref(), field.as_deref()), (5, Some("h"), Some("on_timeout")));
+    assert_eq!(message, "`on_timeout` escalates to `c`, a compute agent: it must name a human agent");
+}
+
+#[tokio::test]
+async fn a_spec_escalates_a_timed_out_step_to_another_human_agent() {
+    let yaml = "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [ask], output_key: answer }\n  \
+                ask: { kind: human, prompt: ok?, deadline: 50ms, on_timeout: { escalate: boss }, output_key: answer }\n  \
+                boss: { kind: human, prompt: \"nobody answered: ok?\", deadline: 1h }\n";
+    let built = agentic::spec::Spec::parse(yaml, "spec.yaml").unwrap().build().unwrap();
+    let store = store();
+    let first = built.root.invoke().store_ref(store.clone()).memory_id("e1").await.unwrap();
+    assert_eq!(first.pending()[0].on_timeout.as_deref(), Some("it is escalated to `boss`"));
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let escalated = built.root.resume("e1").store_ref(store.clone()).await.unwrap();
+    assert_eq!(escalated.pending()[0].id, "root/0>boss");
+    assert_eq!(escalated.pending()[0].prompt, "nobody answered: ok?");
+    let done = built.root.resume("e1").store_ref(store).answer("root/0>boss", "fine").await.unwrap();
+    assert_eq!(done.output(), Some(&json!("fine")));
+}
