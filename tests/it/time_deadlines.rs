@@ -169,7 +169,7 @@ async fn a_wait_suspends_with_its_timer_keeps_it_across_resumptions_and_fires_on
 
 /// The one error of an invalid spec: (line, column, agent, field) and its message.
 fn spec_error(yaml: &str) -> (u64, u64, Option<String>, Option<String>, String) {
-    let errors = agentic::spec::Spec::parse(yaml, "spec.yaml").and_then(|s| s.build()).err().expect("an invalid spec");
+    let errors = agentic::spec::Spec::parse(yaml, "spec.yaml").and_then(|s| s.build()).expect_err("an invalid spec");
     assert_eq!(errors.len(), 1, "{errors}");
     let e = &errors.errors[0];
     (e.line, e.column, e.agent.clone(), e.field.clone(), e.message.clone())
