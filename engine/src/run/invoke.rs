@@ -88,10 +88,12 @@ impl Invocation {
             (all, inherit)
         };
         let keep_writes = run.journal.enabled() || (spec.is_async && frame.allow_async);
-        // One span per invocation, with the OpenTelemetry GenAI attribute names where they apply.
+        // One span per invocation, named and attributed as the OpenTelemetry GenAI conventions name an agent
+        // invocation (nothing is formatted unless a subscriber wants the span).
         let span = tracing::info_span!(
             parent: &frame.span,
             "invoke_agent",
+            "otel.name" = format_args!("invoke_agent {}", spec.name),
             "gen_ai.operation.name" = "invoke_agent",
             "gen_ai.agent.name" = %spec.name,
             "agentic.agent.path" = %frame.path,
@@ -101,6 +103,7 @@ impl Invocation {
             "gen_ai.usage.input_tokens" = tracing::field::Empty,
             "gen_ai.usage.output_tokens" = tracing::field::Empty,
             "error.type" = tracing::field::Empty,
+            "otel.status_code" = tracing::field::Empty,
         );
         let ctx = InvocationContext {
             run: run.clone(),
@@ -178,6 +181,7 @@ impl Invocation {
         let ended = now_us();
         if let Err(e) = &result {
             span.record("error.type", e.kind());
+            span.record("otel.status_code", "error");
         }
         if ctx.has_listeners() {
             let (run_id, agent_name, path) = (run.run_id.to_string(), spec.name.clone(), ctx.path().to_string());
