@@ -16,11 +16,14 @@ use std::sync::Arc;
 use agentic_engine::{
     Agent, AgentError, AgentRef, AgentSpec, Cause, CauseOrigin, InputSpec, InvocationContext, SpecBuilder, Transience,
 };
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::{CallToolRequestParams, CallToolResult, RequestParamsMeta};
 use rmcp::service::{RoleClient, RunningService, ServiceExt};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Map, Value};
 use tokio::sync::{Mutex, OnceCell};
+
+use crate::mcp_trace::TracingHttpClient;
 
 /// How to reach an MCP server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,7 +248,9 @@ impl McpClient {
                 ().serve(transport).await.map_err(|e| self.connect_error(e))?
             }
             McpServer::Http { url } => {
-                let transport = StreamableHttpClientTransport::from_uri(url.clone());
+                // rmcp's reqwest client, adding each call's `traceparent` as an HTTP header too.
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                let transport = StreamableHttpClientTransport::with_client(TracingHttpClient::new(), config);
                 ().serve(transport).await.map_err(|e| self.connect_error(e))?
             }
         };
@@ -312,7 +317,9 @@ impl McpClient {
         }
     }
 
-    /// Calls `tool` with `arguments` and returns its raw result.
+    /// Calls `tool` with `arguments` and returns its raw result. The request carries the W3C `traceparent` of
+    /// the calling agent's trace in its `params._meta` (SEP-414; over streamable HTTP also as a header): the
+    /// current span's context with the cargo feature `otel`, else the one its run was started under.
     ///
     /// # Errors
     /// [`McpError::Connect`] or [`McpError::Request`] (the server died, a protocol error).
@@ -320,6 +327,9 @@ impl McpClient {
         let conn = self.connection().await?;
         let mut params = CallToolRequestParams::new(Cow::Owned(tool.to_string()));
         params.arguments = Some(arguments);
+        if let Some(traceparent) = crate::trace_context::outgoing() {
+            params.set_traceparent(&traceparent);
+        }
         match conn.call_tool(params).await {
             Ok(r) => Ok(r),
             Err(e) => {
@@ -509,7 +519,7 @@ impl Agent for McpAgent {
             .await
             .map_err(|e| ctx.fail_with(e.into()))?;
         let args = self.arguments(tool, ctx)?;
-        self.client.call(tool, args).await.map_err(|e| ctx.fail_with(e.into()))
+        crate::trace_context::scoped(ctx, self.client.call(tool, args)).await.map_err(|e| ctx.fail_with(e.into()))
     }
 }
 
