@@ -183,7 +183,8 @@ where
 }
 
 /// Installs the global subscriber: log lines on stderr filtered by `AGENTIC_LOG` (default `warn`) and, when
-/// [`OtlpConfig::from_env`] finds an endpoint, the OTLP export of every span at `info` level and above.
+/// [`OtlpConfig::from_env`] finds an endpoint, the OTLP export of every span at `info` level and above (but
+/// the actor runtime's, target `ractor`).
 /// Returns the guard when exporting (keep it until the program ends).
 ///
 /// # Errors
@@ -206,7 +207,12 @@ pub fn init_from_env() -> Result<Option<OtlpGuard>, TelemetryError> {
             .map_err(|e| TelemetryError(e.to_string()));
     };
     let (otel, guard) = otlp_layer(&config)?;
-    let otel = otel.with_filter(tracing_subscriber::filter::LevelFilter::INFO);
+    // The actor runtime's own spans (`Actor`, one per actor) say nothing the GenAI spans do not.
+    let otel = otel.with_filter(
+        tracing_subscriber::filter::Targets::new()
+            .with_default(tracing::Level::INFO)
+            .with_target("ractor", tracing_subscriber::filter::LevelFilter::OFF),
+    );
     tracing_subscriber::registry().with(fmt).with(otel).try_init().map_err(|e| TelemetryError(e.to_string()))?;
     Ok(Some(guard))
 }

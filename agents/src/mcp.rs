@@ -238,25 +238,34 @@ impl McpClient {
         if let Some(c) = conn.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
-        let service = match &self.server {
+        // Connected in a task of its own: rmcp's service task keeps the span current when it starts, and the
+        // connection outlives the invocation that opened it (its span would never end).
+        let server = self.server.clone();
+        let connect = tokio::spawn(async move { Self::connect(&server).await });
+        let c = Arc::new(connect.await.map_err(|e| self.connect_error(e))?.map_err(|e| self.connect_error(e))?);
+        *conn = Some(c.clone());
+        Ok(c)
+    }
+
+    /// A new connection to `server`; the error says why not.
+    async fn connect(server: &McpServer) -> Result<RunningService<RoleClient, ()>, String> {
+        let service = match server {
             McpServer::Stdio { command } => {
-                let (program, args) = command.split_first().ok_or_else(|| self.connect_error("empty command"))?;
+                let (program, args) = command.split_first().ok_or_else(|| "empty command".to_string())?;
                 let cmd = tokio::process::Command::new(program).configure(|c| {
                     c.args(args);
                 });
-                let transport = TokioChildProcess::new(cmd).map_err(|e| self.connect_error(e))?;
-                ().serve(transport).await.map_err(|e| self.connect_error(e))?
+                let transport = TokioChildProcess::new(cmd).map_err(|e| e.to_string())?;
+                ().serve(transport).await.map_err(|e| e.to_string())?
             }
             McpServer::Http { url } => {
                 // rmcp's reqwest client, adding each call's `traceparent` as an HTTP header too.
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
                 let transport = StreamableHttpClientTransport::with_client(TracingHttpClient::new(), config);
-                ().serve(transport).await.map_err(|e| self.connect_error(e))?
+                ().serve(transport).await.map_err(|e| e.to_string())?
             }
         };
-        let c = Arc::new(service);
-        *conn = Some(c.clone());
-        Ok(c)
+        Ok(service)
     }
 
     /// Forgets a connection that failed, so that the next request connects again.

@@ -21,12 +21,13 @@ pub(crate) fn chat_span(info: &ModelInfo, request: &ChatRequest, stream: bool) -
         "gen_ai.operation.name" = "chat",
         "gen_ai.provider.name" = info.provider.as_str(),
         "gen_ai.request.model" = info.model.as_str(),
-        "gen_ai.request.max_tokens" = request.max_tokens,
+        // Integers as i64: `tracing-opentelemetry` exports unsigned ones as strings.
+        "gen_ai.request.max_tokens" = request.max_tokens.map(i64::from),
         "gen_ai.request.temperature" = request.temperature,
         "gen_ai.request.stream" = stream.then_some(true),
         "gen_ai.output.type" = output_type(request),
         "server.address" = server_address(info).map(|(host, _)| host),
-        "server.port" = server_address(info).and_then(|(_, port)| port),
+        "server.port" = server_address(info).and_then(|(_, port)| port).map(i64::from),
         "gen_ai.usage.input_tokens" = Empty,
         "gen_ai.usage.output_tokens" = Empty,
         "error.type" = Empty,
@@ -41,8 +42,8 @@ pub(crate) fn record_response(span: &Span, response: &ChatResponse) {
     }
     let usage = response.usage;
     if usage.input > 0 || usage.output > 0 {
-        span.record("gen_ai.usage.input_tokens", usage.input);
-        span.record("gen_ai.usage.output_tokens", usage.output);
+        span.record("gen_ai.usage.input_tokens", i64::try_from(usage.input).unwrap_or(i64::MAX));
+        span.record("gen_ai.usage.output_tokens", i64::try_from(usage.output).unwrap_or(i64::MAX));
     }
     record_finish_reason(span, &response.finish_reason);
 }

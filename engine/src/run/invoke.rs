@@ -99,7 +99,8 @@ impl Invocation {
             "agentic.agent.path" = %frame.path,
             "agentic.agent.kind" = %spec.kind,
             "agentic.run_id" = %run.run_id,
-            "agentic.attempt" = frame.attempt,
+            // Integers as i64: `tracing-opentelemetry` exports unsigned ones as strings.
+            "agentic.attempt" = i64::from(frame.attempt),
             "gen_ai.usage.input_tokens" = tracing::field::Empty,
             "gen_ai.usage.output_tokens" = tracing::field::Empty,
             "error.type" = tracing::field::Empty,
@@ -175,8 +176,8 @@ impl Invocation {
             merge_delta(&mut scope_writes, key, v.clone());
         }
         if let Some(t) = tokens {
-            span.record("gen_ai.usage.input_tokens", t.input);
-            span.record("gen_ai.usage.output_tokens", t.output);
+            span.record("gen_ai.usage.input_tokens", i64::try_from(t.input).unwrap_or(i64::MAX));
+            span.record("gen_ai.usage.output_tokens", i64::try_from(t.output).unwrap_or(i64::MAX));
         }
         let ended = now_us();
         if let Err(e) = &result {
