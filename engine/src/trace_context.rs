@@ -39,7 +39,8 @@ pub(crate) fn parse(value: &str) -> Option<Traceparent<'_>> {
     }
     let (trace_id, parent_id, flags) = (&value[3..35], &value[36..52], &value[53..55]);
     let nonzero = |s: &str| s.bytes().any(|b| b != b'0');
-    if !(lower_hex(trace_id) && lower_hex(parent_id) && lower_hex(flags)) || !nonzero(trace_id) || !nonzero(parent_id) {
+    let valid = lower_hex(trace_id) && lower_hex(parent_id) && lower_hex(flags);
+    if !(valid && nonzero(trace_id) && nonzero(parent_id)) {
         return None;
     }
     let flags = u8::from_str_radix(flags, 16).ok()?;

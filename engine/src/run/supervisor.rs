@@ -557,7 +557,8 @@ impl SupervisorState {
         tracing::info!(
             parent: &self.child_span,
             agentic.planner.action = decision,
-            agentic.planner.calls = %CalledPaths(action, &self.child_paths),
+            agentic.planner.calls = matches!(action, Action::Call(_))
+                .then(|| tracing::field::display(CalledPaths(action, &self.child_paths))),
             agentic.planner.rationale = self.planner.rationale().as_deref(),
             "agentic.planner.decision"
         );
@@ -1005,8 +1006,7 @@ impl SupervisorState {
     }
 }
 
-/// The paths of the sub-agents an action calls, comma-separated (empty for any other action), for the
-/// decision event.
+/// The paths of the sub-agents a call action calls, comma-separated, for the decision event.
 struct CalledPaths<'a>(&'a Action, &'a [Arc<str>]);
 
 impl std::fmt::Display for CalledPaths<'_> {
