@@ -60,6 +60,7 @@ pub(crate) struct RunSetup {
     pub(crate) suspensions: Vec<PendingResponse>,
     /// The run's process group of event subscribers.
     pub(crate) group: String,
+    /// The W3C `traceparent` the run was started under.
     pub(crate) traceparent: Option<Arc<str>>,
 }
 
