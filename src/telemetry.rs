@@ -1,23 +1,31 @@
-//! Exporting the engine's spans to an OpenTelemetry collector over OTLP (cargo feature `otel`).
+//! Exporting the engine's spans and the GenAI client metrics to an OpenTelemetry collector over OTLP (cargo
+//! feature `otel`).
 //!
-//! Every agent invocation is a `tracing` span named `invoke_agent` carrying the OpenTelemetry GenAI
-//! semantic-convention attributes (`gen_ai.operation.name`, `gen_ai.agent.name`, `gen_ai.request.model`,
-//! `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`) and ours (`agentic.agent.path`,
-//! `agentic.agent.kind`, `agentic.run_id`, `agentic.attempt`); nested invocations are child spans. This
-//! module turns those spans into OTLP traces: [`otlp_layer`] gives a `tracing-subscriber` layer to add to your
-//! own subscriber, [`init_from_env`] installs a global subscriber (logs to stderr filtered by `AGENTIC_LOG`,
-//! plus the OTLP layer) when the standard `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`) variable
-//! is set — that is what the `agentic` CLI does when built with `--features otel`.
+//! The spans follow the OpenTelemetry GenAI semantic conventions (docs/telemetry.md lists them with their
+//! attributes): `invoke_workflow` for each run or resumption, `invoke_agent` for each agent invocation (nested
+//! as the agents are), `chat` for each model call and `execute_tool` for each tool call of an LLM agent; a
+//! composite's planner decisions are events on its span. The metrics `gen_ai.client.operation.duration` and
+//! `gen_ai.client.token.usage` are measured from the `chat` spans. [`otlp_layer`] gives a `tracing-subscriber`
+//! layer exporting both, to add to your own subscriber; [`init_from_env`] installs a global subscriber (logs
+//! to stderr filtered by `AGENTIC_LOG`, plus the OTLP layer) when the standard `OTEL_EXPORTER_OTLP_ENDPOINT`
+//! (or `..._TRACES_ENDPOINT`) variable is set — that is what the `agentic` CLI does when built with
+//! `--features otel`.
 //!
-//! Spans are exported in batches from a background thread; keep the returned [`OtlpGuard`] alive while the
-//! program runs: dropping it flushes what is left and shuts the exporter down.
+//! Spans are exported in batches from a background thread, metrics periodically (every 60 s, or
+//! `OTEL_METRIC_EXPORT_INTERVAL` ms); keep the returned [`OtlpGuard`] alive while the program runs: dropping it
+//! flushes what is left and shuts the exporters down.
 //!
 //! The transport is OTLP over HTTP (`http/protobuf` by default, `http/json` when
-//! `OTEL_EXPORTER_OTLP_PROTOCOL=http/json`), the collector's port 4318.
+//! `OTEL_EXPORTER_OTLP_PROTOCOL=http/json`), the collector's port 4318: spans to `/v1/traces`, metrics to
+//! `/v1/metrics`.
 
+mod genai_metrics;
+
+use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
@@ -36,12 +44,20 @@ pub struct OtlpConfig {
     pub json: bool,
     /// The `service.name` resource attribute (default [`DEFAULT_SERVICE_NAME`]).
     pub service_name: String,
+    /// Whether the GenAI client metrics are exported too, to `/v1/metrics` (default true;
+    /// `OTEL_METRICS_EXPORTER=none` turns them off).
+    pub metrics: bool,
 }
 
 impl OtlpConfig {
     /// Protobuf over HTTP to `endpoint` (the collector's base URL), service name `agentic`.
     pub fn new(endpoint: impl Into<String>) -> Self {
-        OtlpConfig { endpoint: endpoint.into(), json: false, service_name: DEFAULT_SERVICE_NAME.to_string() }
+        OtlpConfig {
+            endpoint: endpoint.into(),
+            json: false,
+            service_name: DEFAULT_SERVICE_NAME.to_string(),
+            metrics: true,
+        }
     }
 
     /// Sends JSON instead of protobuf (`http/json`).
@@ -56,9 +72,16 @@ impl OtlpConfig {
         self
     }
 
+    /// Exports the GenAI client metrics too (default), or not.
+    pub fn metrics(mut self, metrics: bool) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
     /// The configuration the standard environment variables describe: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
     /// (used as is) or `OTEL_EXPORTER_OTLP_ENDPOINT` (base URL), `OTEL_EXPORTER_OTLP_PROTOCOL`
-    /// (`http/protobuf` or `http/json`), `OTEL_SERVICE_NAME`. `None` when no endpoint is set.
+    /// (`http/protobuf` or `http/json`), `OTEL_SERVICE_NAME`, `OTEL_METRICS_EXPORTER` (`none`: no metrics).
+    /// `None` when no endpoint is set.
     ///
     /// # Errors
     /// [`TelemetryError`] when the protocol is not one of the two HTTP protocols (`grpc` is not built in).
@@ -79,7 +102,8 @@ impl OtlpConfig {
             }
         };
         let service_name = var("OTEL_SERVICE_NAME").unwrap_or_else(|| DEFAULT_SERVICE_NAME.to_string());
-        Ok(Some(OtlpConfig { endpoint, json, service_name }))
+        let metrics = var("OTEL_METRICS_EXPORTER").is_none_or(|e| e.trim() != "none");
+        Ok(Some(OtlpConfig { endpoint, json, service_name, metrics }))
     }
 }
 
@@ -88,20 +112,26 @@ impl OtlpConfig {
 #[error("OpenTelemetry export: {0}")]
 pub struct TelemetryError(String);
 
-/// Keeps the exporter running; dropping it exports the spans still buffered and shuts the exporter down.
+/// Keeps the exporters running; dropping it exports the spans and metrics still buffered and shuts the
+/// exporters down.
 #[derive(Debug)]
 #[must_use = "dropping the guard shuts the exporter down"]
 pub struct OtlpGuard {
     provider: SdkTracerProvider,
+    meters: Option<SdkMeterProvider>,
 }
 
 impl OtlpGuard {
-    /// Exports the buffered spans now.
+    /// Exports the buffered spans and the metrics now.
     ///
     /// # Errors
-    /// [`TelemetryError`] when the collector could not be reached or refused the spans.
+    /// [`TelemetryError`] when the collector could not be reached or refused them.
     pub fn flush(&self) -> Result<(), TelemetryError> {
-        self.provider.force_flush().map_err(|e| TelemetryError(e.to_string()))
+        self.provider.force_flush().map_err(|e| TelemetryError(e.to_string()))?;
+        match &self.meters {
+            Some(meters) => meters.force_flush().map_err(|e| TelemetryError(e.to_string())),
+            None => Ok(()),
+        }
     }
 }
 
@@ -110,35 +140,51 @@ impl Drop for OtlpGuard {
         if let Err(e) = self.provider.shutdown() {
             eprintln!("agentic: OpenTelemetry export: {e}");
         }
+        if let Some(Err(e)) = self.meters.as_ref().map(SdkMeterProvider::shutdown) {
+            eprintln!("agentic: OpenTelemetry metrics export: {e}");
+        }
     }
 }
 
-/// A `tracing-subscriber` layer exporting spans to `config.endpoint`, and the guard keeping it running.
+/// A `tracing-subscriber` layer exporting spans to `config.endpoint` (and, unless `config.metrics` is false,
+/// the GenAI client metrics measured from the `chat` spans), and the guard keeping it running.
 ///
 /// # Errors
-/// [`TelemetryError`] when the HTTP exporter cannot be built (an invalid endpoint URL).
+/// [`TelemetryError`] when an HTTP exporter cannot be built (an invalid endpoint URL).
 pub fn otlp_layer<S>(config: &OtlpConfig) -> Result<(impl Layer<S>, OtlpGuard), TelemetryError>
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
 {
     let protocol = if config.json { Protocol::HttpJson } else { Protocol::HttpBinary };
-    let endpoint = format!("{}/v1/traces", config.endpoint.trim_end_matches('/'));
+    let base = config.endpoint.trim_end_matches('/');
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(protocol)
-        .with_endpoint(endpoint)
+        .with_endpoint(format!("{base}/v1/traces"))
         .build()
         .map_err(|e| TelemetryError(format!("endpoint `{}`: {e}", config.endpoint)))?;
-    let provider = SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
-        .with_resource(Resource::builder().with_service_name(config.service_name.clone()).build())
-        .build();
+    let resource = Resource::builder().with_service_name(config.service_name.clone()).build();
+    let provider = SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource.clone()).build();
     let tracer = provider.tracer("agentic");
-    Ok((tracing_opentelemetry::layer().with_tracer(tracer), OtlpGuard { provider }))
+    let meters = if config.metrics {
+        let exporter = opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_protocol(protocol)
+            .with_endpoint(format!("{base}/v1/metrics"))
+            .build()
+            .map_err(|e| TelemetryError(format!("endpoint `{}`: {e}", config.endpoint)))?;
+        Some(SdkMeterProvider::builder().with_periodic_exporter(exporter).with_resource(resource).build())
+    } else {
+        None
+    };
+    let metrics = meters.as_ref().map(|m| genai_metrics::GenAiMetrics::new(&m.meter("agentic")));
+    let layer = tracing_opentelemetry::layer().with_tracer(tracer).and_then(metrics);
+    Ok((layer, OtlpGuard { provider, meters }))
 }
 
 /// Installs the global subscriber: log lines on stderr filtered by `AGENTIC_LOG` (default `warn`) and, when
-/// [`OtlpConfig::from_env`] finds an endpoint, the OTLP export of every span at `info` level and above.
+/// [`OtlpConfig::from_env`] finds an endpoint, the OTLP export of every span at `info` level and above (but
+/// the actor runtime's, target `ractor`).
 /// Returns the guard when exporting (keep it until the program ends).
 ///
 /// # Errors
@@ -161,7 +207,12 @@ pub fn init_from_env() -> Result<Option<OtlpGuard>, TelemetryError> {
             .map_err(|e| TelemetryError(e.to_string()));
     };
     let (otel, guard) = otlp_layer(&config)?;
-    let otel = otel.with_filter(tracing_subscriber::filter::LevelFilter::INFO);
+    // The actor runtime's own spans (`Actor`, one per actor) say nothing the GenAI spans do not.
+    let otel = otel.with_filter(
+        tracing_subscriber::filter::Targets::new()
+            .with_default(tracing::Level::INFO)
+            .with_target("ractor", tracing_subscriber::filter::LevelFilter::OFF),
+    );
     tracing_subscriber::registry().with(fmt).with(otel).try_init().map_err(|e| TelemetryError(e.to_string()))?;
     Ok(Some(guard))
 }

@@ -18,9 +18,12 @@ mod human;
 mod llm;
 #[cfg(feature = "mcp")]
 mod mcp;
+#[cfg(feature = "mcp")]
+mod mcp_trace;
 pub mod model;
 mod text_filters;
 mod tools;
+mod trace_context;
 mod wait;
 
 pub use a2a::{A2aAgent, A2aAgentBuilder, A2aClient, A2aError, A2aTenant};

@@ -752,6 +752,17 @@ impl LlmAgent {
         call: &crate::model::ToolCall,
     ) -> (Option<&'t Tool>, Result<Value, ToolFailure>) {
         let tool = tools.iter().find(|t| t.name() == call.name);
+        // The OpenTelemetry GenAI tool execution span (nothing is formatted unless a subscriber wants it).
+        let span = tracing::info_span!(
+            "execute_tool",
+            "otel.name" = format_args!("execute_tool {}", call.name),
+            "gen_ai.operation.name" = "execute_tool",
+            "gen_ai.tool.name" = call.name.as_str(),
+            "gen_ai.tool.call.id" = call.id.as_str(),
+            "gen_ai.tool.description" = tool.map(|t| t.spec().description.as_str()),
+            "error.type" = tracing::field::Empty,
+            "otel.status_code" = tracing::field::Empty,
+        );
         if ctx.has_listeners() {
             ctx.emit(&RunEvent::ToolStarted {
                 run_id: ctx.run_id().to_string(),
@@ -767,7 +778,7 @@ impl LlmAgent {
                     // The run's scope is gone (the run is ending): no side effect without its key.
                     Err(e) => break 'call Err(ToolFailure::Model(format!("not called: {e}"))),
                 };
-                let info = ToolCallInfo {
+                let mut info = ToolCallInfo {
                     run_id: ctx.run_id().to_string(),
                     agent: ctx.agent_name().to_string(),
                     path: ctx.path().to_string(),
@@ -775,8 +786,13 @@ impl LlmAgent {
                     call_id: call.id.clone(),
                     idempotency_key: format!("{key}/{}", call.id),
                     state: ctx.view(),
+                    traceparent: None,
                 };
-                tool.call_checked(info, call.arguments.clone()).await
+                let run = async {
+                    info.traceparent = crate::trace_context::outgoing();
+                    tool.call_checked(info, call.arguments.clone()).await
+                };
+                tracing::Instrument::instrument(crate::trace_context::scoped(ctx, run), span.clone()).await
             }
             None => {
                 let known: Vec<&str> = tools.iter().map(Tool::name).collect();
@@ -786,6 +802,15 @@ impl LlmAgent {
         match &result {
             Ok(_) => tracing::debug!(agent = %self.spec.name, tool = %call.name, "tool call succeeded"),
             Err(e) => {
+                span.record(
+                    "error.type",
+                    match (tool, e) {
+                        (None, _) => "unknown_tool",
+                        (Some(_), ToolFailure::Model(_)) => "tool_error",
+                        (Some(_), ToolFailure::Agent(_)) => "tool_unavailable",
+                    },
+                );
+                span.record("otel.status_code", "error");
                 tracing::info!(agent = %self.spec.name, tool = %call.name, "tool call failed: {}", e.message())
             }
         }

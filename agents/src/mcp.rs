@@ -16,11 +16,14 @@ use std::sync::Arc;
 use agentic_engine::{
     Agent, AgentError, AgentRef, AgentSpec, Cause, CauseOrigin, InputSpec, InvocationContext, SpecBuilder, Transience,
 };
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::{CallToolRequestParams, CallToolResult, RequestParamsMeta};
 use rmcp::service::{RoleClient, RunningService, ServiceExt};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Map, Value};
 use tokio::sync::{Mutex, OnceCell};
+
+use crate::mcp_trace::TracingHttpClient;
 
 /// How to reach an MCP server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,23 +238,34 @@ impl McpClient {
         if let Some(c) = conn.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
-        let service = match &self.server {
+        // Connected in a task of its own: rmcp's service task keeps the span current when it starts, and the
+        // connection outlives the invocation that opened it (its span would never end).
+        let server = self.server.clone();
+        let connect = tokio::spawn(async move { Self::connect(&server).await });
+        let c = Arc::new(connect.await.map_err(|e| self.connect_error(e))?.map_err(|e| self.connect_error(e))?);
+        *conn = Some(c.clone());
+        Ok(c)
+    }
+
+    /// A new connection to `server`; the error says why not.
+    async fn connect(server: &McpServer) -> Result<RunningService<RoleClient, ()>, String> {
+        let service = match server {
             McpServer::Stdio { command } => {
-                let (program, args) = command.split_first().ok_or_else(|| self.connect_error("empty command"))?;
+                let (program, args) = command.split_first().ok_or_else(|| "empty command".to_string())?;
                 let cmd = tokio::process::Command::new(program).configure(|c| {
                     c.args(args);
                 });
-                let transport = TokioChildProcess::new(cmd).map_err(|e| self.connect_error(e))?;
-                ().serve(transport).await.map_err(|e| self.connect_error(e))?
+                let transport = TokioChildProcess::new(cmd).map_err(|e| e.to_string())?;
+                ().serve(transport).await.map_err(|e| e.to_string())?
             }
             McpServer::Http { url } => {
-                let transport = StreamableHttpClientTransport::from_uri(url.clone());
-                ().serve(transport).await.map_err(|e| self.connect_error(e))?
+                // rmcp's reqwest client, adding each call's `traceparent` as an HTTP header too.
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                let transport = StreamableHttpClientTransport::with_client(TracingHttpClient::new(), config);
+                ().serve(transport).await.map_err(|e| e.to_string())?
             }
         };
-        let c = Arc::new(service);
-        *conn = Some(c.clone());
-        Ok(c)
+        Ok(service)
     }
 
     /// Forgets a connection that failed, so that the next request connects again.
@@ -312,7 +326,9 @@ impl McpClient {
         }
     }
 
-    /// Calls `tool` with `arguments` and returns its raw result.
+    /// Calls `tool` with `arguments` and returns its raw result. The request carries the W3C `traceparent` of
+    /// the calling agent's trace in its `params._meta` (SEP-414; over streamable HTTP also as a header): the
+    /// current span's context with the cargo feature `otel`, else the one its run was started under.
     ///
     /// # Errors
     /// [`McpError::Connect`] or [`McpError::Request`] (the server died, a protocol error).
@@ -320,6 +336,9 @@ impl McpClient {
         let conn = self.connection().await?;
         let mut params = CallToolRequestParams::new(Cow::Owned(tool.to_string()));
         params.arguments = Some(arguments);
+        if let Some(traceparent) = crate::trace_context::outgoing() {
+            params.set_traceparent(&traceparent);
+        }
         match conn.call_tool(params).await {
             Ok(r) => Ok(r),
             Err(e) => {
@@ -509,7 +528,7 @@ impl Agent for McpAgent {
             .await
             .map_err(|e| ctx.fail_with(e.into()))?;
         let args = self.arguments(tool, ctx)?;
-        self.client.call(tool, args).await.map_err(|e| ctx.fail_with(e.into()))
+        crate::trace_context::scoped(ctx, self.client.call(tool, args)).await.map_err(|e| ctx.fail_with(e.into()))
     }
 }
 

@@ -111,6 +111,9 @@ pub struct ToolCallInfo {
     /// The scope's state when the model's answer calling the tool arrived (what spec tools' expressions
     /// read besides the arguments).
     pub state: ScopeView,
+    /// The W3C `traceparent` for requests the tool makes: its `execute_tool` span's context (cargo feature
+    /// `otel`), else the run's own ([`agentic_engine::InvocationContext::run_traceparent`]), else `None`.
+    pub traceparent: Option<String>,
 }
 
 /// A function the model may call. Build with [`Tool::new`], [`Tool::from_json`] or [`Tool::with_call`];
@@ -320,6 +323,7 @@ mod tests {
             call_id: "c1".into(),
             idempotency_key: "r/root/1/c1".into(),
             state: ScopeView::default(),
+            traceparent: None,
         }
     }
 

@@ -745,6 +745,13 @@ impl InvocationContext {
         &self.run.run_id
     }
 
+    /// The W3C `traceparent` the run was started under ([`crate::InvokeRequest::traceparent`]), if any: what an
+    /// agent's outgoing request carries when there is no OpenTelemetry context of its own
+    /// ([`crate::current_traceparent`] is `None`).
+    pub fn run_traceparent(&self) -> Option<&str> {
+        self.run.traceparent.as_deref()
+    }
+
     /// How many steps of the run are journaled so far: forking the run at this number (`agentic fork RUN --at
     /// N`) gives a copy that runs this invocation again, afresh.
     pub fn journaled_steps(&self) -> u64 {

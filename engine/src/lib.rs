@@ -36,6 +36,7 @@ mod run;
 mod scope;
 mod store;
 mod time;
+mod trace_context;
 mod value;
 
 pub use agent::{
@@ -64,6 +65,7 @@ pub use store::{
     StepRecord, StoreRef, planner_key, spec_hash,
 };
 pub use time::{now_ms, parse_rfc3339_ms, rfc3339_ms};
+pub use trace_context::current_traceparent;
 pub use value::{StateType, ValueType, json_type_name};
 
 /// What the declarative agents' expansions name (`agentic-macros`): the typed-call helpers and the types they use.

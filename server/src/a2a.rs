@@ -42,7 +42,7 @@ use serde_json::{Map, Value, json};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::host::{NewRun, SpecSource};
+use crate::host::{NewRun, SpecSource, traceparent};
 use crate::mcp::SpecTool;
 
 /// The context ids clients gave their tasks, by task (run) id.
@@ -189,17 +189,23 @@ fn rpc_error(code: i64, message: impl Into<String>) -> JsonRpcError {
 }
 
 /// `POST /a2a`: the spec comes from the request.
-async fn rpc_any(State(app): State<AppState>, body: axum::body::Bytes) -> Response {
-    rpc(app, None, body).await
+async fn rpc_any(State(app): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    rpc(app, None, traceparent(&headers), body).await
 }
 
 /// `POST /a2a/{spec}`.
-async fn rpc_spec(State(app): State<AppState>, Path(name): Path<String>, body: axum::body::Bytes) -> Response {
-    rpc(app, Some(name), body).await
+async fn rpc_spec(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    rpc(app, Some(name), traceparent(&headers), body).await
 }
 
-/// One JSON-RPC request: parsed, dispatched, answered (errors as JSON-RPC errors with HTTP 200).
-async fn rpc(app: AppState, spec: Option<String>, body: axum::body::Bytes) -> Response {
+/// One JSON-RPC request: parsed, dispatched, answered (errors as JSON-RPC errors with HTTP 200). A task it
+/// starts continues the request's trace (`traceparent`).
+async fn rpc(app: AppState, spec: Option<String>, traceparent: Option<String>, body: axum::body::Bytes) -> Response {
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
@@ -223,7 +229,7 @@ async fn rpc(app: AppState, spec: Option<String>, body: axum::body::Bytes) -> Re
         );
     };
     let params = request.get("params").cloned().unwrap_or(Value::Null);
-    let a2a = A2a { app, version };
+    let a2a = A2a { app, version, traceparent };
     match method {
         Method::SendMessage => {
             let result = match parse::<SendMessageRequest>(params) {
@@ -282,6 +288,8 @@ fn reply(id: Value, result: Result<Value, JsonRpcError>) -> Response {
 struct A2a {
     app: AppState,
     version: ProtocolVersion,
+    /// The request's W3C `traceparent`: the remote parent of a run it starts.
+    traceparent: Option<String>,
 }
 
 impl A2a {
@@ -316,6 +324,7 @@ impl A2a {
             run_id: None,
             durability: Durability::Sync,
             new_turn: false,
+            traceparent: self.traceparent.clone(),
         };
         let run_id = self.app.host.start(new).await.map_err(refused)?;
         let context = message.context_id.filter(|c| !c.is_empty()).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
@@ -439,7 +448,7 @@ impl A2a {
             stream::once(async move {
                 let record = app.host.wait_stopped(&run_id).await.ok().flatten();
                 let task = match record {
-                    Some(r) => A2a { app: app.clone(), version }.task(&r),
+                    Some(r) => A2a { app: app.clone(), version, traceparent: None }.task(&r),
                     None => Task { id: run_id.clone(), ..Task::default() },
                 };
                 let mut updates = Vec::new();

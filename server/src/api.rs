@@ -6,7 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use agentic_engine::{Durability, RunRecord, RunStatus};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, Path, Query, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -20,7 +20,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::AppState;
 use crate::error::ApiError;
 use crate::events::{SseEvent, pending_json};
-use crate::host::{NewRun, SpecSource};
+use crate::host::{NewRun, SpecSource, traceparent};
 
 /// Request bodies larger than this are refused with `413` (SERVER.md §2).
 pub(crate) const BODY_LIMIT: usize = 10 * 1024 * 1024;
@@ -111,6 +111,7 @@ struct CreateRun {
 
 async fn create_run(
     State(app): State<AppState>,
+    headers: HeaderMap,
     StrictJson(body): StrictJson<CreateRun>,
 ) -> Result<Response, ApiError> {
     let spec = match (body.spec, body.spec_name) {
@@ -137,6 +138,7 @@ async fn create_run(
         run_id: body.run_id,
         durability,
         new_turn: body.new_turn,
+        traceparent: traceparent(&headers),
     };
     let run_id = app.host.start(new).await?;
     Ok((StatusCode::CREATED, Json(json!({"run_id": run_id, "status": "running"}))).into_response())
@@ -404,7 +406,7 @@ type EventStream = futures::stream::BoxStream<'static, Result<Event, Infallible>
 async fn events(
     State(app): State<AppState>,
     Path(id): Path<String>,
-    headers: axum::http::HeaderMap,
+    headers: HeaderMap,
 ) -> Result<Sse<KeepAliveStream<EventStream>>, ApiError> {
     let after = match headers.get("last-event-id").map(|v| v.to_str().map(str::trim)) {
         None | Some(Ok("")) => 0,

@@ -40,6 +40,14 @@ pub(crate) struct NewRun {
     pub(crate) durability: Durability,
     /// A `run_id` of a completed run starts a new turn on its state instead of being refused.
     pub(crate) new_turn: bool,
+    /// The W3C `traceparent` of the request that creates the run: the remote parent of its `invoke_workflow`
+    /// span (docs/telemetry.md).
+    pub(crate) traceparent: Option<String>,
+}
+
+/// The W3C `traceparent` header of a request, if it has one (checked by the engine: an invalid one is ignored).
+pub(crate) fn traceparent(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_string)
 }
 
 /// The specs of `--specs DIR`, by file stem (`order_approval.yaml` → `order_approval`).
@@ -254,6 +262,9 @@ impl RunHost {
             .listener(HubListener::new(self.inner.hub.clone(), built.name.clone()));
         if let Some(source) = source {
             request = request.source(source);
+        }
+        if let Some(traceparent) = &new.traceparent {
+            request = request.traceparent(traceparent);
         }
         // Answer once the run's record is written (after its inputs are journaled, and flushed with sync
         // durability): a run the client was told about survives a crash from then on.

@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
 use crate::error::{ApiError, Refused};
-use crate::host::{NewRun, SpecSource};
+use crate::host::{NewRun, SpecSource, traceparent};
 
 /// Where the MCP endpoint is mounted.
 pub(crate) const PATH: &str = "/mcp";
@@ -104,8 +104,15 @@ impl SpecTools {
         Ok(SpecTool::load(name, &path).map_err(|e| tool_error(format!("tool `{name}`: {e}"), None)))
     }
 
-    /// Runs spec `name` with `inputs` until it stops; a cancelled `ct` cancels the run.
-    async fn run(&self, name: &str, inputs: Map<String, Value>, ct: CancellationToken) -> CallToolResult {
+    /// Runs spec `name` with `inputs` until it stops, under the caller's trace (`traceparent`); a cancelled
+    /// `ct` cancels the run.
+    async fn run(
+        &self,
+        name: &str,
+        inputs: Map<String, Value>,
+        traceparent: Option<String>,
+        ct: CancellationToken,
+    ) -> CallToolResult {
         let host = &self.app.host;
         let new = NewRun {
             spec: SpecSource::Named(name.to_string()),
@@ -113,6 +120,7 @@ impl SpecTools {
             run_id: None,
             durability: Durability::Sync,
             new_turn: false,
+            traceparent,
         };
         let run_id = match host.start(new).await {
             Ok(id) => id,
@@ -177,7 +185,15 @@ impl ServerHandler for SpecTools {
         if let Err(errors) = tool.check(&inputs) {
             return Ok(invalid_arguments(&name, &errors).into());
         }
-        Ok(self.run(&name, inputs, context.ct).await.into())
+        // The caller's trace: the call's `_meta` (SEP-414), else the HTTP request's header.
+        let traceparent = request
+            .meta
+            .as_ref()
+            .and_then(|m| m.get_traceparent())
+            .or_else(|| context.meta.get_traceparent())
+            .map(str::to_string)
+            .or_else(|| context.extensions.get::<axum::http::request::Parts>().and_then(|p| traceparent(&p.headers)));
+        Ok(self.run(&name, inputs, traceparent, context.ct).await.into())
     }
 }
 

@@ -28,6 +28,7 @@ mod llm_stream;
 mod llm_tools;
 mod model_openai;
 mod observe_listeners;
+mod observe_trace_context;
 mod planners_mapper_items;
 mod planners_patterns;
 mod planners_supervisor;

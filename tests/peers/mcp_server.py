@@ -4,14 +4,15 @@
     python mcp_server.py http PORT [--only TOOL]     # streamable HTTP at http://127.0.0.1:PORT/mcp
 
 Tools: generate_story (text), add (structured output), fail (a tool error), die (the process exits).
-`--only TOOL` offers that tool alone.
+`--only TOOL` offers that tool alone; `--only trace_context` offers the tool reporting the W3C `traceparent`
+the call carried, in its `_meta` and in its HTTP request's header (not among the default tools).
 """
 import os
 import sys
 
 from pydantic import BaseModel
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("agentic-test-tools")
@@ -41,7 +42,21 @@ def die() -> str:
     os._exit(3)
 
 
+class TraceContext(BaseModel):
+    meta: str | None
+    header: str | None
+
+
+def trace_context(ctx: Context) -> TraceContext:
+    """Reports the trace context of this call: the `traceparent` of its `_meta` and of its HTTP header."""
+    meta = ctx.request_context.meta or {}
+    headers = ctx.headers or {}
+    return TraceContext(meta=meta.get("traceparent"), header=headers.get("traceparent"))
+
+
 TOOLS = {f.__name__: f for f in (generate_story, add, fail, die)}
+# Offered only when named with `--only`.
+EXTRA = {f.__name__: f for f in (trace_context,)}
 
 if __name__ == "__main__":
     args = sys.argv[1:]
@@ -53,6 +68,8 @@ if __name__ == "__main__":
     for name, f in TOOLS.items():
         if only is None or name == only:
             server.tool()(f)
+    if only in EXTRA:
+        server.tool()(EXTRA[only])
     if args[0] == "stdio":
         server.run()
     else:

@@ -298,18 +298,9 @@ impl Drop for CancelOnDrop {
     }
 }
 
-impl Agent for A2aAgent {
-    fn spec(&self) -> &AgentSpec {
-        &self.spec
-    }
-
-    /// Streams when asked to (the default): each artifact chunk is a `Token` event, when the card says the
-    /// remote agent streams.
-    fn streams(&self) -> bool {
-        self.streaming
-    }
-
-    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+impl A2aAgent {
+    /// One invocation: sends the message (or the answer continuing a remote task) and settles the task.
+    async fn exchange(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
         let id = self.response_id(ctx);
         let view = ctx.view();
         let fail = |e: A2aError| ctx.fail_with(e.into());
@@ -401,6 +392,23 @@ impl Agent for A2aAgent {
             ctx.write_on_completion(k.clone(), Value::Null);
         }
         Ok(Value::String(task.answer().unwrap_or_default()))
+    }
+}
+
+impl Agent for A2aAgent {
+    fn spec(&self) -> &AgentSpec {
+        &self.spec
+    }
+
+    /// Streams when asked to (the default): each artifact chunk is a `Token` event, when the card says the
+    /// remote agent streams.
+    fn streams(&self) -> bool {
+        self.streaming
+    }
+
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+        // The requests carry the run's trace context (W3C `traceparent`) to the remote agent.
+        crate::trace_context::scoped(ctx, self.exchange(ctx)).await
     }
 
     fn may_suspend(&self) -> bool {

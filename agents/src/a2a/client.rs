@@ -210,15 +210,17 @@ impl A2aClient {
     ) -> Result<reqwest::Response, A2aError> {
         let name = method.name(endpoint.version);
         let request = JsonRpcRequest::new(name, params);
-        let response = self
+        let mut http = self
             .http
             .post(&endpoint.url)
             .header(VERSION_HEADER, endpoint.version.as_str())
-            .header(reqwest::header::ACCEPT, if stream { "text/event-stream" } else { "application/json" })
-            .json(&request)
-            .send()
-            .await
-            .map_err(|e| self.request_error(&endpoint.url, name, error_chain(&e)))?;
+            .header(reqwest::header::ACCEPT, if stream { "text/event-stream" } else { "application/json" });
+        // The calling agent's trace continues at the remote agent (W3C Trace Context).
+        if let Some(traceparent) = crate::trace_context::outgoing() {
+            http = http.header("traceparent", traceparent);
+        }
+        let response =
+            http.json(&request).send().await.map_err(|e| self.request_error(&endpoint.url, name, error_chain(&e)))?;
         let status = response.status();
         if !status.is_success() {
             let body = response.text().await.unwrap_or_default();

@@ -25,6 +25,7 @@ mod error;
 mod local;
 mod openai;
 mod scripted;
+mod span;
 mod types;
 
 use std::future::Future;
@@ -148,20 +149,48 @@ impl ChatModelRef {
         self.0.info()
     }
 
-    /// Sends `request` and returns the complete answer.
+    /// Sends `request` and returns the complete answer, in a `chat` span (the OpenTelemetry GenAI inference
+    /// span: model, provider, server, tokens, finish reason; docs/telemetry.md).
     ///
     /// # Errors
     /// As [`ChatModel::chat`].
     pub async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
-        self.0.chat_dyn(request).await
+        let span = span::chat_span(self.info(), &request, false);
+        let result = tracing::Instrument::instrument(self.0.chat_dyn(request), span.clone()).await;
+        match &result {
+            Ok(response) => span::record_response(&span, response),
+            Err(e) => span::record_error(&span, e),
+        }
+        result
     }
 
-    /// Sends `request` and streams the answer.
+    /// Sends `request` and streams the answer, in a `chat` span that ends with the stream (as
+    /// [`ChatModelRef::chat`]'s, with `gen_ai.request.stream`).
     ///
     /// # Errors
     /// As [`ChatModel::chat_stream`].
     pub async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
-        self.0.chat_stream_dyn(request).await
+        use futures::StreamExt;
+        let span = span::chat_span(self.info(), &request, true);
+        let stream = match tracing::Instrument::instrument(self.0.chat_stream_dyn(request), span.clone()).await {
+            Ok(stream) => stream,
+            Err(e) => {
+                span::record_error(&span, &e);
+                return Err(e);
+            }
+        };
+        if span.is_disabled() {
+            return Ok(stream);
+        }
+        // The span lives in the stream: it ends when the stream is dropped.
+        Ok(Box::pin(stream.map(move |event| {
+            match &event {
+                Ok(StreamEvent::Done(response)) => span::record_response(&span, response),
+                Err(e) => span::record_error(&span, e),
+                Ok(_) => {}
+            }
+            event
+        })))
     }
 }
 

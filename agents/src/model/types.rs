@@ -255,6 +255,18 @@ pub enum FinishReason {
 }
 
 impl FinishReason {
+    /// The reason as the OpenAI protocol spells it (`stop`, `length`, `tool_calls`, `content_filter`), or the
+    /// provider's own word.
+    pub fn as_str(&self) -> &str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Other(other) => other,
+        }
+    }
+
     /// The reason for the OpenAI protocol's `finish_reason` string.
     pub fn from_openai(reason: Option<&str>) -> Self {
         match reason {

@@ -40,6 +40,8 @@ pub(crate) struct RunContext {
     pub(crate) compensations: Compensations,
     /// The run's event subscribers ([`super::Registry::subscribe`]).
     pub(crate) subscribers: Subscribers,
+    /// The W3C `traceparent` the run was started under ([`super::InvokeRequest::traceparent`]).
+    pub(crate) traceparent: Option<Arc<str>>,
 }
 
 /// How a run context starts.
@@ -58,6 +60,8 @@ pub(crate) struct RunSetup {
     pub(crate) suspensions: Vec<PendingResponse>,
     /// The run's process group of event subscribers.
     pub(crate) group: String,
+    /// The W3C `traceparent` the run was started under.
+    pub(crate) traceparent: Option<Arc<str>>,
 }
 
 impl RunContext {
@@ -79,6 +83,7 @@ impl RunContext {
             answers: Answers::new(setup.answers, setup.suspensions),
             compensations: Compensations::default(),
             subscribers: Subscribers::new(setup.group),
+            traceparent: setup.traceparent,
         }
     }
 

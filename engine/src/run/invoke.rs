@@ -88,19 +88,23 @@ impl Invocation {
             (all, inherit)
         };
         let keep_writes = run.journal.enabled() || (spec.is_async && frame.allow_async);
-        // One span per invocation, with the OpenTelemetry GenAI attribute names where they apply.
+        // One span per invocation, named and attributed as the OpenTelemetry GenAI conventions name an agent
+        // invocation (nothing is formatted unless a subscriber wants the span).
         let span = tracing::info_span!(
             parent: &frame.span,
             "invoke_agent",
+            "otel.name" = format_args!("invoke_agent {}", spec.name),
             "gen_ai.operation.name" = "invoke_agent",
             "gen_ai.agent.name" = %spec.name,
             "agentic.agent.path" = %frame.path,
             "agentic.agent.kind" = %spec.kind,
             "agentic.run_id" = %run.run_id,
-            "agentic.attempt" = frame.attempt,
+            // Integers as i64: `tracing-opentelemetry` exports unsigned ones as strings.
+            "agentic.attempt" = i64::from(frame.attempt),
             "gen_ai.usage.input_tokens" = tracing::field::Empty,
             "gen_ai.usage.output_tokens" = tracing::field::Empty,
             "error.type" = tracing::field::Empty,
+            "otel.status_code" = tracing::field::Empty,
         );
         let ctx = InvocationContext {
             run: run.clone(),
@@ -172,12 +176,13 @@ impl Invocation {
             merge_delta(&mut scope_writes, key, v.clone());
         }
         if let Some(t) = tokens {
-            span.record("gen_ai.usage.input_tokens", t.input);
-            span.record("gen_ai.usage.output_tokens", t.output);
+            span.record("gen_ai.usage.input_tokens", i64::try_from(t.input).unwrap_or(i64::MAX));
+            span.record("gen_ai.usage.output_tokens", i64::try_from(t.output).unwrap_or(i64::MAX));
         }
         let ended = now_us();
         if let Err(e) = &result {
             span.record("error.type", e.kind());
+            span.record("otel.status_code", "error");
         }
         if ctx.has_listeners() {
             let (run_id, agent_name, path) = (run.run_id.to_string(), spec.name.clone(), ctx.path().to_string());

@@ -204,6 +204,8 @@ pub struct InvokeRequest {
     pub(super) run_name: Option<String>,
     pub(super) registry: Option<Registry>,
     pub(super) listeners: Vec<ListenerRef>,
+    /// The W3C `traceparent` the run continues (valid, or none).
+    pub(super) traceparent: Option<Arc<str>>,
 }
 
 impl AgentRef {
@@ -223,6 +225,7 @@ impl AgentRef {
             run_name: None,
             registry: None,
             listeners: Vec::new(),
+            traceparent: None,
         }
     }
 
@@ -305,6 +308,16 @@ impl InvokeRequest {
     /// passes the spec's name.
     pub fn run_name(mut self, name: impl Into<String>) -> Self {
         self.run_name = Some(name.into());
+        self
+    }
+
+    /// Continues the distributed trace of a W3C `traceparent` header value (a caller's request, say): with the
+    /// cargo feature `otel` it is the parent of the run's `invoke_workflow` span; without it, it is passed on
+    /// unchanged to the agents' outgoing requests (MCP, A2A; [`crate::InvocationContext::run_traceparent`]). An
+    /// invalid value is ignored, as W3C Trace Context asks.
+    pub fn traceparent(mut self, traceparent: impl AsRef<str>) -> Self {
+        let value = traceparent.as_ref().trim();
+        self.traceparent = crate::trace_context::parse(value).map(|_| Arc::from(value));
         self
     }
 

@@ -209,6 +209,7 @@ impl RunSession {
             answers,
             suspensions,
             group: registry.actor_name(&run_id),
+            traceparent: req.traceparent,
         }));
         if run.journal.enabled() && !inputs.is_empty() {
             // The inputs are part of the state a resume rebuilds: journal them as the turn's first step.
@@ -614,11 +615,59 @@ async fn withdraw_questions(root: &AgentRef, open: Vec<PendingResponse>) {
 impl InvokeRequest {
     /// Boxed `self`: a future keeps its arguments for its whole life.
     async fn run(self: Box<Self>) -> Result<RunOutcome, AgentError> {
-        // Opening and closing boxed: a future reserves the size of its largest state for its whole life, and
-        // thousands of runs wait in `execute`.
-        let mut session = Box::pin(RunSession::open(*self)).await?;
-        let result = session.execute().await;
-        Box::pin(session.close(result)).await
+        let span = self.workflow_span();
+        let session = async {
+            // Opening and closing boxed: a future reserves the size of its largest state for its whole life,
+            // and thousands of runs wait in `execute`.
+            let mut session = Box::pin(RunSession::open(*self)).await?;
+            span.record("agentic.run_id", &*session.run_id);
+            let result = session.execute().await;
+            Box::pin(session.close(result)).await
+        };
+        let outcome = tracing::Instrument::instrument(session, span.clone()).await;
+        if !span.is_disabled() {
+            record_outcome(&span, &outcome);
+        }
+        outcome
+    }
+
+    /// The run's span (one per run or resumption, the parent of the root's `invoke_agent`), named and
+    /// attributed as the OpenTelemetry GenAI conventions name a workflow invocation; under the request's
+    /// remote parent, if it has one. Nothing is formatted when no subscriber wants the span.
+    fn workflow_span(&self) -> tracing::Span {
+        let name = self.run_name.as_deref().unwrap_or_else(|| self.agent.name());
+        let span = tracing::info_span!(
+            "invoke_workflow",
+            "otel.name" = format_args!("invoke_workflow {name}"),
+            "gen_ai.operation.name" = "invoke_workflow",
+            "gen_ai.workflow.name" = name,
+            "agentic.run_id" = tracing::field::Empty,
+            "agentic.run.status" = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+            "otel.status_code" = tracing::field::Empty,
+        );
+        if let Some(traceparent) = &self.traceparent {
+            crate::trace_context::set_remote_parent(&span, traceparent);
+        }
+        span
+    }
+}
+
+/// How the run of `span` ended: `agentic.run.status`, and `error.type` with an error status on a failure.
+fn record_outcome(span: &tracing::Span, outcome: &Result<RunOutcome, AgentError>) {
+    let status = match outcome {
+        Ok(o) => match o.result {
+            RunResult::Completed(_) => "completed",
+            RunResult::Suspended { .. } => "suspended",
+            RunResult::Drained => "drained",
+        },
+        Err(AgentError::Cancelled) => "cancelled",
+        Err(_) => "failed",
+    };
+    span.record("agentic.run.status", status);
+    if let Err(e) = outcome {
+        span.record("error.type", e.kind());
+        span.record("otel.status_code", "error");
     }
 }
 

@@ -546,8 +546,27 @@ impl SupervisorState {
         );
     }
 
+    /// Records a decision as an event on the composite's span (`agentic.planner.decision`); its fields are
+    /// evaluated only when a subscriber wants the event.
+    fn trace_decision(&self, action: &Action) {
+        let decision = match action {
+            Action::Call(_) => "call",
+            Action::Done | Action::DoneWith(_) => "done",
+            Action::Nothing => "wait",
+        };
+        tracing::info!(
+            parent: &self.child_span,
+            agentic.planner.action = decision,
+            agentic.planner.calls = matches!(action, Action::Call(_))
+                .then(|| tracing::field::display(CalledPaths(action, &self.child_paths))),
+            agentic.planner.rationale = self.planner.rationale().as_deref(),
+            "agentic.planner.decision"
+        );
+    }
+
     /// Applies an action: start calls, finish, or wait.
     async fn dispatch(&mut self, action: Action) {
+        self.trace_decision(&action);
         self.report_decision(&action);
         match action {
             Action::Call(calls) => {
@@ -984,5 +1003,21 @@ impl SupervisorState {
             item_end,
             bindings: None,
         }
+    }
+}
+
+/// The paths of the sub-agents a call action calls, comma-separated, for the decision event.
+struct CalledPaths<'a>(&'a Action, &'a [Arc<str>]);
+
+impl std::fmt::Display for CalledPaths<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Action::Call(calls) = self.0 else { return Ok(()) };
+        for (i, path) in calls.iter().filter_map(|c| self.1.get(c.agent)).enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            f.write_str(path)?;
+        }
+        Ok(())
     }
 }
