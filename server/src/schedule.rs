@@ -381,6 +381,15 @@ mod tests {
     }
 
     #[test]
+    fn a_wall_clock_time_repeated_when_the_clocks_go_back_ticks_once() {
+        // 2026-10-25 in Paris: 03:00 CEST becomes 02:00 CET, so 02:30 happens at 00:30 and at 01:30 UTC.
+        let fixed = Timing::parse("30 2 * * *", "Europe/Paris").unwrap();
+        assert_eq!(fixed.next_after(ms("2026-10-24T12:00:00Z")), Some(ms("2026-10-25T00:30:00Z")));
+        assert_eq!(fixed.next_after(ms("2026-10-25T00:30:00Z")), Some(ms("2026-10-26T01:30:00Z")));
+        assert_eq!(fixed.latest_at_or_before(ms("2026-10-25T01:45:00Z")), Some(ms("2026-10-25T00:30:00Z")));
+    }
+
+    #[test]
     fn bad_expressions_and_zones_name_the_field() {
         let e = Timing::parse("0 2 * *", "UTC").unwrap_err();
         assert_eq!(e.status, StatusCode::BAD_REQUEST);
