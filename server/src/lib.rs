@@ -252,9 +252,12 @@ impl Server {
     /// [`ServeError::Http`] when the HTTP server failed.
     pub async fn shutdown(self) -> Result<(), ServeError> {
         self.scheduling.cancel();
-        if let Some(scheduler) = self.scheduler {
-            // A start in progress ends at once (the host accepts no run) or within its store write.
-            let _ = tokio::time::timeout(Duration::from_secs(5), scheduler).await;
+        if let Some(mut scheduler) = self.scheduler {
+            // A pass in progress ends within its store writes; one stuck on an unreachable store is stopped
+            // (a tick it took is completed by the next server, as a dead server's).
+            if tokio::time::timeout(Duration::from_secs(5), &mut scheduler).await.is_err() {
+                scheduler.abort();
+            }
         }
         self.host.stop_accepting();
         if !self.host.drain(DRAIN_GRACE).await {

@@ -109,6 +109,10 @@ impl Scheduler {
         };
         let mut wake: Option<u64> = None;
         let mut awaited = Vec::new();
+        // Only the expressions of the schedules that exist now stay parsed.
+        let used: std::collections::HashSet<(String, String)> =
+            schedules.iter().map(|s| (s.cron.clone(), s.timezone.clone())).collect();
+        self.timings.retain(|key, _| used.contains(key));
         for schedule in schedules {
             let Some(schedule) = self.visit(schedule).await else { continue };
             let from = now_ms().max(schedule.defined_at_ms);
