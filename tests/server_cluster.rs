@@ -609,6 +609,42 @@ async fn answer_to_next_step_through_another_server() {
     drop(a);
 }
 
+/// SPEC.md §3 on three servers: a human step's 2 s deadline fires once — the run continues with the default
+/// value on one of them, and the step after it calls the model exactly once; an answer posted after the
+/// deadline is refused (`409`) on every server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_fires_once_on_three_servers() {
+    let _serial = SERIAL.lock().await;
+    let Some(db) = pg::fresh_database("a_deadline_fires_once_on_three_servers").await else { return };
+    let servers = [Served::start(&db), Served::start(&db), Served::start(&db)];
+    let (model, calls) = model(Duration::from_millis(20)).await;
+    let spec = format!(
+        "version: 1\nname: timed\nroot: main\n{}agents:\n\
+         \x20 main: {{ kind: sequence, agents: [ok, final], output_key: final }}\n\
+         \x20 ok: {{ kind: human, prompt: \"ok {{{{ job }}}}?\", response_id: ok, deadline: 2s, on_timeout: {{ default: \"'auto'\" }}, output_key: answer }}\n\
+         \x20 final: {{ kind: llm, user: \"final {{{{ job }}}} with {{{{ answer }}}}\", output_key: final }}\n",
+        models(&model)
+    );
+    let http = reqwest::Client::new();
+    create(&http, &servers[0].url, &spec, json!({"job": "j"}), "timed-1").await;
+    let suspended = wait_status(&http, &servers[1].url, "timed-1", "suspended", Duration::from_secs(20)).await;
+    assert_eq!(suspended["pending"][0]["on_timeout"], "the default value `'auto'` is used", "{suspended}");
+    let done = wait_status(&http, &servers[2].url, "timed-1", "completed", Duration::from_secs(20)).await;
+    assert_eq!(done["output"], json!("done(final j with auto)"), "{done}");
+    let asked = done["history"].as_array().unwrap().iter().filter(|h| h["agent"] == "ok").count();
+    assert_eq!(asked, 1, "{done}");
+    // Every server's timer loop had its chance meanwhile: still one continuation.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let counts = counted(&calls);
+    assert_eq!(counts, HashMap::from([("final j with auto".to_string(), 1)]), "model calls by prompt");
+    for s in &servers {
+        let (status, text) = post(&http, &s.url, "timed-1/responses/ok", json!({"value": "late"})).await;
+        assert_eq!(status, 409, "{text}");
+        assert!(text.contains("response `ok` timed out at "), "{text}");
+        assert!(text.contains("the answer is refused; the default value `'auto'` is used"), "{text}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // 5. A schedule on three servers: one run per tick
 

@@ -8,15 +8,67 @@
 //! [`InvocationContext::item`]), to a set id too, so that every item asks its own question. Answers are
 //! matched by id and used once.
 //!
-//! Follows LangChain4j agentic's `HumanInTheLoop` agent; suspension across restarts is ours.
+//! A question may have a deadline ([`Deadline`], SPEC.md §3): it is kept with the pending response, so it
+//! survives restarts and holds across resumptions; an answer after it is refused, and at it the step does
+//! what [`OnTimeout`] says — fail, use a default value, or ask another human step (whose own deadline then
+//! applies).
+//!
+//! Follows LangChain4j agentic's `HumanInTheLoop` agent; suspension across restarts and deadlines are ours.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use agentic_engine::{Agent, AgentError, AgentRef, AgentSpec, InputSpec, InvocationContext, SpecBuilder, ValueType};
+use agentic_engine::{
+    Agent, AgentError, AgentRef, AgentSpec, InputSpec, InvocationContext, SpecBuilder, ValueType, now_ms,
+    parse_rfc3339_ms, rfc3339_ms,
+};
 use serde_json::Value;
 
 use crate::error::ExprError;
-use crate::expr::Template;
+use crate::expr::{Expression, Template};
+
+/// When a human step times out (SPEC.md §3): counted from the moment the question is first asked, or at a
+/// time. Kept with the question, so a resumption or a restart does not move it.
+#[derive(Debug)]
+pub enum Deadline {
+    /// This long after the question is first asked.
+    After(Duration),
+    /// At the RFC 3339 time this expression gives over the state, evaluated when the question is first asked.
+    At(Expression),
+}
+
+/// What a human step does at its deadline without an answer (default [`OnTimeout::Fail`]).
+#[derive(Default)]
+pub enum OnTimeout {
+    /// The step fails, saying it timed out.
+    #[default]
+    Fail,
+    /// The value of this expression over the state becomes the answer.
+    Default(Expression),
+    /// This other human step is asked next, with its own prompt, deadline and timeout.
+    Escalate(Arc<Human>),
+}
+
+impl std::fmt::Debug for OnTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OnTimeout::Fail => f.write_str("Fail"),
+            OnTimeout::Default(e) => f.debug_tuple("Default").field(&e.source()).finish(),
+            OnTimeout::Escalate(h) => f.debug_tuple("Escalate").field(&h.spec.name).finish(),
+        }
+    }
+}
+
+impl OnTimeout {
+    /// What happens, as a phrase for someone whose late answer is refused.
+    fn phrase(&self) -> String {
+        match self {
+            OnTimeout::Fail => "the step fails".to_string(),
+            OnTimeout::Default(e) => format!("the default value `{}` is used", e.source()),
+            OnTimeout::Escalate(h) => format!("it is escalated to `{}`", h.spec.name),
+        }
+    }
+}
 
 /// How a human agent waits for its answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -40,6 +92,8 @@ pub struct Human {
     response_id: Option<String>,
     mode: HumanMode,
     checker: Option<Checker>,
+    deadline: Option<Deadline>,
+    on_timeout: OnTimeout,
 }
 
 /// Builder of a [`Human`] agent. Defaults: mode suspend, response id = the agent's path (plus the mapper
@@ -50,6 +104,8 @@ pub struct HumanBuilder {
     response_id: Option<String>,
     mode: HumanMode,
     checker: Option<Checker>,
+    deadline: Option<Deadline>,
+    on_timeout: OnTimeout,
 }
 
 impl SpecBuilder for HumanBuilder {
@@ -67,7 +123,15 @@ impl Human {
         let prompt = Template::compile(prompt)?;
         let mut spec = AgentSpec::new(name, "human");
         spec.inputs = prompt.variables().into_iter().map(InputSpec::new).collect();
-        Ok(HumanBuilder { spec, prompt, response_id: None, mode: HumanMode::Suspend, checker: None })
+        Ok(HumanBuilder {
+            spec,
+            prompt,
+            response_id: None,
+            mode: HumanMode::Suspend,
+            checker: None,
+            deadline: None,
+            on_timeout: OnTimeout::Fail,
+        })
     }
 }
 
@@ -94,15 +158,34 @@ impl HumanBuilder {
         self
     }
 
+    /// Sets the question's deadline (none by default: it waits for ever).
+    pub fn deadline(mut self, deadline: Deadline) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Sets what happens at the deadline (default [`OnTimeout::Fail`]; without a deadline it never applies).
+    pub fn on_timeout(mut self, on_timeout: OnTimeout) -> Self {
+        self.on_timeout = on_timeout;
+        self
+    }
+
     /// Builds the agent.
     pub fn build(self) -> AgentRef {
-        AgentRef::new(Human {
+        AgentRef::new(self.into_human())
+    }
+
+    /// Builds the agent as a [`Human`] value: the target of another step's [`OnTimeout::Escalate`].
+    pub fn into_human(self) -> Human {
+        Human {
             spec: self.spec,
             prompt: self.prompt,
             response_id: self.response_id,
             mode: self.mode,
             checker: self.checker,
-        })
+            deadline: self.deadline,
+            on_timeout: self.on_timeout,
+        }
     }
 }
 
@@ -152,47 +235,146 @@ impl Agent for Human {
             Some(item) => [base, item].concat(),
             None => base.to_string(),
         };
-        let render = || {
-            self.prompt.render_inputs(&ctx.view(), ctx.inputs()).map_err(|message| AgentError::Expression {
-                agent: ctx.agent_name().to_string(),
-                path: ctx.path().to_string(),
-                what: "prompt".to_string(),
-                message,
-            })
-        };
-        let mut refused = None;
-        if let Some(answer) = ctx.take_answer(&id) {
-            match self.accept(answer) {
-                Ok(value) => return Ok(value),
-                Err(reason) => refused = Some(reason),
+        self.ask(ctx, id).await
+    }
+
+    fn may_suspend(&self) -> bool {
+        self.suspends()
+    }
+}
+
+impl Human {
+    /// Whether this step, or a step it escalates to, suspends the run.
+    fn suspends(&self) -> bool {
+        self.mode == HumanMode::Suspend || matches!(&self.on_timeout, OnTimeout::Escalate(h) if h.suspends())
+    }
+
+    /// Asks this step's question as response `id` (or, once it timed out, does what [`OnTimeout`] says).
+    fn ask<'a>(
+        &'a self,
+        ctx: &'a InvocationContext,
+        id: String,
+    ) -> futures::future::BoxFuture<'a, Result<Value, AgentError>> {
+        Box::pin(async move {
+            let escalated = format!("{id}>{}", self.escalation_name());
+            if let OnTimeout::Escalate(next) = &self.on_timeout
+                && (ctx.suspension(&escalated).is_some() || ctx.peek_answer(&escalated).is_some())
+            {
+                // Timed out before: the escalation's question is the one asked now.
+                return next.ask(ctx, escalated).await;
             }
-        }
-        let mut prompt = render()?;
-        match self.mode {
-            HumanMode::Suspend => {
-                if let Some(reason) = refused {
-                    prompt = format!("{prompt}\n({reason})");
+            let render = || {
+                self.prompt.render_inputs(&ctx.view(), ctx.inputs()).map_err(|message| AgentError::Expression {
+                    agent: ctx.agent_name().to_string(),
+                    path: ctx.path().to_string(),
+                    what: "prompt".to_string(),
+                    message,
+                })
+            };
+            let mut refused = None;
+            if let Some(answer) = ctx.take_answer(&id) {
+                match self.accept(answer) {
+                    Ok(value) => return Ok(value),
+                    Err(reason) => refused = Some(reason),
                 }
-                Err(ctx.suspend(id, prompt))
             }
-            HumanMode::Pending => {
-                let asked = prompt.clone();
-                loop {
-                    tracing::info!(agent = ctx.agent_name(), response_id = %id, "waiting for a human answer: {prompt}");
-                    match self.accept(ctx.ask_and_wait(id.clone(), prompt.clone()).await) {
-                        Ok(value) => return Ok(value),
-                        Err(reason) => {
-                            tracing::warn!(agent = ctx.agent_name(), response_id = %id, "{reason}");
-                            // Asked again, saying why the answer was refused.
-                            prompt = format!("{asked}\n({reason})");
+            let deadline_ms = match ctx.suspension(&id).and_then(|p| p.deadline_ms) {
+                Some(kept) => Some(kept),
+                None => self.deadline_ms(ctx)?,
+            };
+            let now_ms = now_ms();
+            if deadline_ms.is_some_and(|d| d <= now_ms) {
+                return self.timed_out(ctx, id, escalated, deadline_ms.unwrap_or_default()).await;
+            }
+            let mut prompt = render()?;
+            let question = |prompt: String| {
+                let mut pending = ctx.pending_response(id.clone(), prompt);
+                pending.deadline_ms = deadline_ms;
+                pending.on_timeout = deadline_ms.map(|_| self.on_timeout.phrase());
+                pending
+            };
+            match self.mode {
+                HumanMode::Suspend => {
+                    if let Some(reason) = refused {
+                        prompt = format!("{prompt}\n({reason})");
+                    }
+                    Err(ctx.suspend_pending(question(prompt)))
+                }
+                HumanMode::Pending => {
+                    let asked = prompt.clone();
+                    loop {
+                        tracing::info!(agent = ctx.agent_name(), response_id = %id, "waiting for a human answer: {prompt}");
+                        let Some(answer) = ctx.ask_and_wait_until(question(prompt.clone())).await else {
+                            let deadline = deadline_ms.unwrap_or_default();
+                            return self.timed_out(ctx, id, escalated, deadline).await;
+                        };
+                        match self.accept(answer) {
+                            Ok(value) => return Ok(value),
+                            Err(reason) => {
+                                tracing::warn!(agent = ctx.agent_name(), response_id = %id, "{reason}");
+                                // Asked again, saying why the answer was refused.
+                                prompt = format!("{asked}\n({reason})");
+                            }
                         }
                     }
                 }
             }
+        })
+    }
+
+    /// The deadline of a question asked now, if the step has one.
+    fn deadline_ms(&self, ctx: &InvocationContext) -> Result<Option<u64>, AgentError> {
+        match &self.deadline {
+            None => Ok(None),
+            Some(Deadline::After(d)) => Ok(Some(now_ms().saturating_add(d.as_millis() as u64))),
+            Some(Deadline::At(expr)) => {
+                let bad = |message: String| AgentError::Expression {
+                    agent: ctx.agent_name().to_string(),
+                    path: ctx.path().to_string(),
+                    what: "deadline".to_string(),
+                    message,
+                };
+                let value = expr.eval_inputs(&ctx.view(), ctx.inputs()).map_err(bad)?;
+                let text = value.as_str().ok_or_else(|| bad(format!("gives {value}, not an RFC 3339 time")))?;
+                parse_rfc3339_ms(text).map(Some).map_err(bad)
+            }
         }
     }
 
-    fn may_suspend(&self) -> bool {
-        self.mode == HumanMode::Suspend
+    /// The question `id` timed out at `deadline_ms`: what [`OnTimeout`] says.
+    async fn timed_out(
+        &self,
+        ctx: &InvocationContext,
+        id: String,
+        escalated: String,
+        deadline_ms: u64,
+    ) -> Result<Value, AgentError> {
+        let at = rfc3339_ms(deadline_ms);
+        let mut asked = ctx.pending_response(id.clone(), String::new());
+        asked.deadline_ms = Some(deadline_ms);
+        asked.on_timeout = Some(self.on_timeout.phrase());
+        ctx.record_timeout(asked);
+        tracing::info!(agent = ctx.agent_name(), response_id = %id, "the human step timed out at {at}: {}", self.on_timeout.phrase());
+        match &self.on_timeout {
+            OnTimeout::Fail => Err(ctx.fail(format!("the human step `{id}` timed out at {at} without an answer"))),
+            OnTimeout::Default(expr) => {
+                let value = expr.eval_inputs(&ctx.view(), ctx.inputs()).map_err(|message| AgentError::Expression {
+                    agent: ctx.agent_name().to_string(),
+                    path: ctx.path().to_string(),
+                    what: "on_timeout default".to_string(),
+                    message,
+                })?;
+                self.accept(value).map_err(|reason| ctx.fail(format!("the default value at the timeout: {reason}")))
+            }
+            OnTimeout::Escalate(next) => next.ask(ctx, escalated).await,
+        }
+    }
+
+    /// The name an escalation's response id ends with (`root/1>manager`).
+    fn escalation_name(&self) -> &str {
+        match &self.on_timeout {
+            OnTimeout::Escalate(next) => next.response_id.as_deref().unwrap_or(&next.spec.name),
+            _ => "",
+        }
     }
 }

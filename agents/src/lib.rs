@@ -21,13 +21,14 @@ mod mcp;
 pub mod model;
 mod text_filters;
 mod tools;
+mod wait;
 
 pub use a2a::{A2aAgent, A2aAgentBuilder, A2aClient, A2aError, A2aTenant};
 pub use closure::{FnAgent, FnAgentBuilder, ScopeAction};
 pub use compute::{Compute, ComputeBuilder};
 pub use decision::{ChatDecisionModel, DecisionModel, DecisionModelRef, ScriptedDecisionModel};
 pub use error::ExprError;
-pub use human::{Human, HumanBuilder, HumanMode};
+pub use human::{Deadline, Human, HumanBuilder, HumanMode, OnTimeout};
 pub use llm::{
     DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder, OutputType, SUMMARY_PROMPT, extract_json, memory_key,
     parse_answer,
@@ -38,6 +39,7 @@ pub use mcp::{
 };
 pub use model::{ChatModel, ChatModelRef, DynChatModel, ModelError};
 pub use tools::{Tool, ToolCallInfo, ToolProvider};
+pub use wait::{Wait, WaitBuilder, WaitUntil};
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

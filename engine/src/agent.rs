@@ -854,13 +854,21 @@ impl InvocationContext {
     /// running, so `agentic respond`, the server's API and its web inbox see and answer it (on any server of a
     /// shared store); an in-process answer (`Registry::answer`) is taken as well.
     pub async fn ask_and_wait(&self, id: impl Into<String>, prompt: impl Into<String>) -> Value {
-        let pending = crate::run::PendingResponse {
-            id: id.into(),
-            prompt: prompt.into(),
-            agent: self.name.to_string(),
-            data: Value::Null,
-        };
+        let pending = self.pending_response(id, prompt);
+        self.run.ask_and_wait(pending).await.unwrap_or_default()
+    }
+
+    /// As [`InvocationContext::ask_and_wait`] for a question built with [`InvocationContext::pending_response`]
+    /// (a deadline, what happens at it): `None` once its deadline passes unanswered (an answer arriving
+    /// later is refused, SPEC.md §3).
+    pub async fn ask_and_wait_until(&self, pending: crate::run::PendingResponse) -> Option<Value> {
         self.run.ask_and_wait(pending).await
+    }
+
+    /// A question this agent asks as response `id` with `prompt` (no data, no deadline): set its other
+    /// fields, then [`InvocationContext::suspend_pending`] or [`InvocationContext::ask_and_wait_until`].
+    pub fn pending_response(&self, id: impl Into<String>, prompt: impl Into<String>) -> crate::run::PendingResponse {
+        crate::run::PendingResponse::new(id, prompt, self.name.to_string())
     }
 
     /// An [`AgentError::Suspended`] asking a human for response `id` with `prompt`: return it to suspend the
@@ -873,14 +881,16 @@ impl InvocationContext {
     /// continue once answered (a remote task's ids). It is journaled with the suspension and, when the run
     /// resumes, [`InvocationContext::suspension`] hands it back, in this process or a later one.
     pub fn suspend_with(&self, id: impl Into<String>, prompt: impl Into<String>, data: Value) -> AgentError {
-        AgentError::Suspended {
-            pending: vec![crate::run::PendingResponse {
-                id: id.into(),
-                prompt: prompt.into(),
-                agent: self.name.to_string(),
-                data,
-            }],
-        }
+        let mut pending = self.pending_response(id, prompt);
+        pending.data = data;
+        self.suspend_pending(pending)
+    }
+
+    /// An [`AgentError::Suspended`] with `pending` as it is (a deadline, a wait's timer): return it to
+    /// suspend the run at this agent. Kept like [`InvocationContext::suspend_with`]'s when it carries data, a
+    /// deadline or a timer.
+    pub fn suspend_pending(&self, pending: crate::run::PendingResponse) -> AgentError {
+        AgentError::Suspended { pending: vec![pending] }
     }
 
     /// The pending response `id` this run was suspended with by [`InvocationContext::suspend_with`] (with its
@@ -888,6 +898,19 @@ impl InvocationContext {
     /// until the answer is used, so that a resume after a failure or a crash still finds it.
     pub fn suspension(&self, id: &str) -> Option<crate::run::PendingResponse> {
         self.run.answers.suspension(id)
+    }
+
+    /// Question `pending` (its id, deadline and `on_timeout`) timed out and this agent acts on it: no answer
+    /// is taken for it any more, and the run's record keeps it, so that a later answer is refused saying so
+    /// (SPEC.md §3).
+    pub fn record_timeout(&self, pending: crate::run::PendingResponse) {
+        self.run.answers.time_out(pending);
+    }
+
+    /// Marks the suspension `id` as dealt with though nobody answered it (a wait that fired, a question that
+    /// timed out): [`InvocationContext::suspension`] no longer hands it back, and it leaves the run's record.
+    pub fn resolve_suspension(&self, id: &str) {
+        self.run.answers.mark_used(id);
     }
 
     /// The answer to response `id`, if one was given, without using it (see

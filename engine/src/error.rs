@@ -455,6 +455,27 @@ pub enum RespondError {
         /// The ids it waits for.
         pending: Vec<String>,
     },
+    /// The step's deadline has passed (SPEC.md §3): the answer is refused, also when no process has acted
+    /// on the timeout yet.
+    TimedOut {
+        /// The run.
+        run_id: String,
+        /// The response id.
+        response_id: String,
+        /// The deadline, RFC 3339 (UTC).
+        deadline: String,
+        /// What is done instead ("the default value is used", ...).
+        instead: String,
+    },
+    /// The response is a `wait` step's timer: nobody answers it; it fires at its deadline.
+    NotAnswerable {
+        /// The run.
+        run_id: String,
+        /// The response id.
+        response_id: String,
+        /// When it fires, RFC 3339 (UTC).
+        fires_at: String,
+    },
     /// The store failed (unreachable, corrupt record, lease lost).
     Store {
         /// The run.
@@ -472,6 +493,8 @@ impl RespondError {
             | RespondError::NotSuspended { run_id, .. }
             | RespondError::NotPending { run_id, .. }
             | RespondError::Ambiguous { run_id, .. }
+            | RespondError::TimedOut { run_id, .. }
+            | RespondError::NotAnswerable { run_id, .. }
             | RespondError::Store { run_id, .. } => run_id,
         }
     }
@@ -488,6 +511,12 @@ impl RespondError {
             }
             RespondError::Ambiguous { pending, .. } => {
                 format!("{} responses are pending ({}): name the one to answer", pending.len(), pending.join(", "))
+            }
+            RespondError::TimedOut { response_id, deadline, instead, .. } => {
+                format!("response `{response_id}` timed out at {deadline}: the answer is refused; {instead}")
+            }
+            RespondError::NotAnswerable { response_id, fires_at, .. } => {
+                format!("`{response_id}` is a wait, not a question: nobody answers it; it fires at {fires_at}")
             }
             RespondError::Store { source, .. } => source.to_string(),
         }

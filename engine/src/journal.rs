@@ -76,6 +76,61 @@ pub struct PendingResponse {
     /// ([`crate::InvocationContext::suspension`]); null for a human agent.
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub data: Value,
+    /// Who answers it: a person (default), or nobody (a timer that only waits for its deadline).
+    #[serde(default, skip_serializing_if = "PendingKind::is_human")]
+    pub kind: PendingKind,
+    /// When the step times out, milliseconds since the Unix epoch (SPEC.md §3): a later answer is refused,
+    /// and a run resumed after it continues as [`PendingResponse::on_timeout`] says. A wait's firing time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
+    /// What happens at the deadline, as a phrase for the people who see it refused ("the default value is
+    /// used", "the step fails", "it is escalated to `manager`").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_timeout: Option<String>,
+}
+
+impl PendingResponse {
+    /// A question `prompt` asked by `agent` as response `id`, without data or deadline.
+    pub fn new(id: impl Into<String>, prompt: impl Into<String>, agent: impl Into<String>) -> Self {
+        PendingResponse {
+            id: id.into(),
+            prompt: prompt.into(),
+            agent: agent.into(),
+            data: Value::Null,
+            kind: PendingKind::Human,
+            deadline_ms: None,
+            on_timeout: None,
+        }
+    }
+
+    /// Whether its deadline has passed at `now_ms` (milliseconds since the Unix epoch).
+    pub fn timed_out(&self, now_ms: u64) -> bool {
+        self.deadline_ms.is_some_and(|d| d <= now_ms)
+    }
+
+    /// Whether it stays in the run's record while the run runs again (its asker reads it back on resume):
+    /// it carries agent data, a deadline, or is a timer.
+    pub fn kept_on_resume(&self) -> bool {
+        !self.data.is_null() || self.deadline_ms.is_some() || self.kind != PendingKind::Human
+    }
+}
+
+/// Who answers a [`PendingResponse`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PendingKind {
+    /// A person (a human step): the inbox, `respond` and the API answer it.
+    #[default]
+    Human,
+    /// Nobody: a `wait` step, which fires at its deadline. Answers are refused.
+    Wait,
+}
+
+impl PendingKind {
+    fn is_human(&self) -> bool {
+        *self == PendingKind::Human
+    }
 }
 
 /// A sub-agent call in flight, as journaled with its planner's state so a resume can dispatch it again.

@@ -36,6 +36,7 @@ mod run;
 mod schedule;
 mod scope;
 mod store;
+mod time;
 mod value;
 
 pub use agent::{
@@ -54,8 +55,8 @@ pub use listener::{
 pub use planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 pub use run::{
     CancelHandle, CompensationFn, Composite, CompositeBuilder, DrainHandle, INPUTS_PATH, InvokeRequest, MAX_RESTARTS,
-    MAX_RUN_ID_LEN, OutputFn, PendingResponse, PlannerFactory, REGISTRY_CAPACITY, Registry, ResultStream, RunEvents,
-    RunOutcome, RunResult, StreamItem, StreamSource, answerable, check_run_id, fork, respond,
+    MAX_RUN_ID_LEN, OutputFn, PendingKind, PendingResponse, PlannerFactory, REGISTRY_CAPACITY, Registry, ResultStream,
+    RunEvents, RunOutcome, RunResult, StreamItem, StreamSource, answerable, check_run_id, fork, respond, timed_out,
 };
 pub use schedule::{Overlap, ScheduleChange, ScheduleRecord, ScheduleSource, TickStart, basic_utc};
 pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
@@ -64,6 +65,7 @@ pub use store::{
     Lease, Milestone, MilestoneKind, Notice, NoticeReceiver, PlannerState, RunImage, RunRecord, RunStatus, RunUpdate,
     StepRecord, StoreRef, planner_key, spec_hash,
 };
+pub use time::{now_ms, parse_rfc3339_ms, rfc3339_ms};
 pub use value::{StateType, ValueType, json_type_name};
 
 /// What the declarative agents' expansions name (`agentic-macros`): the typed-call helpers and the types they use.

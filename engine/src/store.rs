@@ -136,6 +136,10 @@ pub struct RunRecord {
     /// that was started, not forked (and in records written before forks existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
+    /// The questions whose deadline passed and that were acted on (SPEC.md §3): an answer to one of them is
+    /// refused, saying it timed out and what was done instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timed_out: Vec<PendingResponse>,
 }
 
 /// Where a forked run comes from: its journal is the first `at_seq` steps of run `run_id`'s

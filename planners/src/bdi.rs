@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::common::{CompositeParts, Condition, composite_builder, restore_as, state_of};
+use crate::kind::{FieldType, KindArgs, KindField, PlannerKind};
 
 /// A desire: a prioritised goal and the agents (its intention) that pursue it.
 pub struct Desire {
@@ -309,6 +310,59 @@ impl BdiBuilder {
         });
         let config = Arc::new(BdiConfig { desires, max_invocations: self.max_invocations });
         parts.build(move || BdiPlanner { config: Some(config.clone()), ..Default::default() }, details)
+    }
+}
+
+/// The `bdi` kind of specs: `desires: [{name, priority, achievable, satisfied, agents}]` (a unique name, a
+/// priority (default 0), conditions (achievable by default; `satisfied` required), the intention's agents),
+/// `max_invocations` (default 50), built with [`BdiBuilder`].
+pub struct BdiKind;
+
+impl PlannerKind for BdiKind {
+    fn name(&self) -> &str {
+        "bdi"
+    }
+
+    fn fields(&self) -> &[KindField] {
+        const DESIRE: &[KindField] = &[
+            KindField::required("name", FieldType::Name).unique(),
+            KindField::optional("priority", FieldType::Integer { min: i64::MIN, max: i64::MAX }),
+            KindField::optional("achievable", FieldType::Expression),
+            KindField::required("satisfied", FieldType::Expression),
+            KindField::required("agents", FieldType::Agents),
+        ];
+        const FIELDS: &[KindField] = &[
+            KindField::required("desires", FieldType::List(DESIRE)),
+            KindField::optional("max_invocations", FieldType::Integer { min: 1, max: u32::MAX as i64 }),
+        ];
+        FIELDS
+    }
+
+    fn build(&self, args: &KindArgs, mut parts: CompositeParts) -> Result<AgentRef, BuildError> {
+        let agents = std::mem::take(&mut parts.agents);
+        let mut b = Bdi::builder();
+        b.parts = parts;
+        if let Some(n) = args.get_u32("max_invocations") {
+            b = b.max_invocations(n);
+        }
+        for (i, d) in args.entries("desires").iter().enumerate() {
+            let (Some(name), Some(satisfied)) = (d.get_str("name"), d.expression("satisfied")) else {
+                let message = format!("`desires[{i}]` has no `name` or no compiled `satisfied`");
+                return Err(BuildError::Invalid { agent: b.parts.spec.name.clone(), message });
+            };
+            let priority = d.get_i64("priority").unwrap_or(0);
+            let mut desire = Desire::new(
+                name,
+                priority,
+                move |view| satisfied.eval_bool(view, &[]),
+                d.agents_from("agents", &agents),
+            );
+            if let Some(achievable) = d.expression("achievable") {
+                desire = desire.achievable(move |view| achievable.eval_bool(view, &[]));
+            }
+            b = b.desire(desire);
+        }
+        b.build()
     }
 }
 

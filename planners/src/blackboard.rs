@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::common::{CompositeParts, Condition, composite_builder, restore_as, state_of};
+use crate::kind::{FieldType, KindArgs, KindField, PlannerKind};
 use crate::p2p::activatable;
 
 /// The goal: the run succeeds as soon as it holds.
@@ -234,6 +235,52 @@ impl BlackboardBuilder {
         };
         let config = Arc::new(BlackboardConfig { goal, prefer, max_invocations: self.max_invocations });
         self.parts.build(move || BlackboardPlanner { config: Some(config.clone()), ..Default::default() }, details)
+    }
+}
+
+/// The `blackboard` kind of specs: `agents`, `goal` (an expression; default: the `output_key` is present),
+/// `prefer: [{agent, when}]` (rules naming one of its `agents`, with an optional condition), `max_invocations`
+/// (default 50), built with [`BlackboardBuilder`].
+pub struct BlackboardKind;
+
+impl PlannerKind for BlackboardKind {
+    fn name(&self) -> &str {
+        "blackboard"
+    }
+
+    fn fields(&self) -> &[KindField] {
+        const RULE: &[KindField] = &[
+            KindField::required("agent", FieldType::AgentOf("agents")),
+            KindField::optional("when", FieldType::Expression),
+        ];
+        const FIELDS: &[KindField] = &[
+            KindField::required("agents", FieldType::Agents),
+            KindField::optional("goal", FieldType::Expression),
+            KindField::optional("prefer", FieldType::List(RULE)),
+            KindField::optional("max_invocations", FieldType::Integer { min: 1, max: u32::MAX as i64 }),
+        ];
+        FIELDS
+    }
+
+    fn build(&self, args: &KindArgs, parts: CompositeParts) -> Result<AgentRef, BuildError> {
+        let mut b = Blackboard::builder();
+        b.parts = parts;
+        if let Some(n) = args.get_u32("max_invocations") {
+            b = b.max_invocations(n);
+        }
+        if let Some(goal) = args.expression("goal") {
+            b = b.goal(move |view| goal.eval_bool(view, &[]));
+        }
+        for rule in args.entries("prefer") {
+            // The rule names the agent as it was built (a registered agent keeps its own name).
+            let built = rule.agent("agent").and_then(|i| b.parts.agents.get(i)).map(|a| a.name().to_string());
+            let Some(name) = built.or_else(|| rule.get_str("agent").map(str::to_string)) else { continue };
+            b = match rule.expression("when") {
+                Some(when) => b.prefer(name, move |view| when.eval_bool(view, &[])),
+                None => b.prefer_always(name),
+            };
+        }
+        b.build()
     }
 }
 

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::common::{CompositeParts, Condition, composite_builder, restore_as, state_of};
+use crate::kind::{Calls, FieldType, KindArgs, KindField, PlannerKind};
 use std::sync::Arc;
 
 /// The conditional planner. Execution state: `{"active": [[branch, next position], ...]}` for branches still
@@ -128,6 +129,40 @@ impl ConditionalBuilder {
         let details = json!({ "branches": table.iter().map(|(_, a)| a.clone()).collect::<Vec<_>>() });
         let table = Arc::new(table);
         parts.build(move || ConditionalPlanner { active: Vec::new(), branches: table.clone() }, details)
+    }
+}
+
+/// The `conditional` kind of specs: `branches: [{when, agents}]` (a condition, and the agents run in order when
+/// it holds), built with [`ConditionalBuilder`].
+pub struct ConditionalKind;
+
+impl PlannerKind for ConditionalKind {
+    fn name(&self) -> &str {
+        "conditional"
+    }
+
+    fn fields(&self) -> &[KindField] {
+        const BRANCH: &[KindField] =
+            &[KindField::required("when", FieldType::Expression), KindField::required("agents", FieldType::Agents)];
+        const FIELDS: &[KindField] = &[KindField::required("branches", FieldType::List(BRANCH))];
+        FIELDS
+    }
+
+    fn calls(&self) -> Calls {
+        Calls::SomeInOrder
+    }
+
+    fn build(&self, args: &KindArgs, mut parts: CompositeParts) -> Result<AgentRef, BuildError> {
+        let agents = std::mem::take(&mut parts.agents);
+        let mut b = ConditionalBuilder { parts, branches: Vec::new() };
+        for (i, branch) in args.entries("branches").iter().enumerate() {
+            let Some(when) = branch.expression("when") else {
+                let message = format!("`branches[{i}]` has no compiled `when`");
+                return Err(BuildError::Invalid { agent: b.parts.spec.name.clone(), message });
+            };
+            b = b.branch(move |view| when.eval_bool(view, &[]), branch.agents_from("agents", &agents));
+        }
+        b.build()
     }
 }
 

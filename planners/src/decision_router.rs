@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
+use crate::kind::{FieldType, KindArgs, KindField, ModelUse, PlannerKind};
 
 /// The name of the hidden decider agent.
 pub const ROUTER_AGENT_NAME: &str = "router";
@@ -313,6 +314,40 @@ impl DecisionRouterBuilder {
         parts.agents.push(AgentRef::new(decider));
         let config = Arc::new(RouterConfig { agents: n, multi: self.threshold.is_some() });
         parts.build(move || RouterPlanner { config: Some(config.clone()), ..Default::default() }, details)
+    }
+}
+
+/// The `decision_router` kind of specs: `agents` (chosen by name), `model` (a decision model, or a chat model
+/// used as one; default `default`), `threshold` (strictly between 0 and 1; default: one choice), built with
+/// [`DecisionRouterBuilder`].
+pub struct DecisionRouterKind;
+
+impl PlannerKind for DecisionRouterKind {
+    fn name(&self) -> &str {
+        "decision_router"
+    }
+
+    fn fields(&self) -> &[KindField] {
+        const FIELDS: &[KindField] = &[
+            KindField::required("agents", FieldType::Agents).at_least(1).by_name(),
+            KindField::optional("model", FieldType::Model(ModelUse::Decision)),
+            KindField::optional("threshold", FieldType::NumberIn { min: 0.0, max: 1.0, exclusive: true }),
+        ];
+        FIELDS
+    }
+
+    fn build(&self, args: &KindArgs, parts: CompositeParts) -> Result<AgentRef, BuildError> {
+        let mut b = DecisionRouter::builder();
+        b.parts = parts;
+        b.model = match (args.decision_model("model"), args.chat_model("model")) {
+            (Some(m), _) => Some(RouterModel::Decision(m)),
+            (None, Some(m)) => Some(RouterModel::Chat(m)),
+            (None, None) => None,
+        };
+        if let Some(t) = args.get_f64("threshold") {
+            b = b.threshold(t);
+        }
+        b.build()
     }
 }
 

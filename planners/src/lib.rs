@@ -23,26 +23,26 @@ pub mod sequential;
 pub mod supervisor;
 pub mod voting;
 
-pub use bdi::{Bdi, BdiBuilder, BdiPlanner, Desire};
-pub use blackboard::{Blackboard, BlackboardBuilder, BlackboardPlanner};
+pub use bdi::{Bdi, BdiBuilder, BdiKind, BdiPlanner, Desire};
+pub use blackboard::{Blackboard, BlackboardBuilder, BlackboardKind, BlackboardPlanner};
 pub use common::{CompositeBuilderExt, CompositeParts, Condition};
-pub use conditional::{Conditional, ConditionalBuilder, ConditionalPlanner};
+pub use conditional::{Conditional, ConditionalBuilder, ConditionalKind, ConditionalPlanner};
 pub use debate::{Convergence, DEBATE_CONTEXT_KEY, Debate, DebateBuilder, DebateKind, DebatePlanner};
 pub use decision_router::{
-    CHOICE_QUESTION, CHOICE_QUESTION_NAME, DecisionRouter, DecisionRouterBuilder, ROUTER_AGENT_NAME,
-    RouterDeciderAgent, RouterPlanner,
+    CHOICE_QUESTION, CHOICE_QUESTION_NAME, DecisionRouter, DecisionRouterBuilder, DecisionRouterKind,
+    ROUTER_AGENT_NAME, RouterDeciderAgent, RouterPlanner,
 };
 pub use goap::{Goap, GoapBuilder, GoapKind, GoapPlanner};
-pub use kind::{FieldType, KindArgs, KindField, PlannerKind};
+pub use kind::{Calls, FieldError, FieldType, KindArgs, KindField, ModelUse, PlannerKind};
 pub use looping::{ExitCondition, Loop, LoopBuilder, LoopKind, LoopPlanner};
 pub use p2p::{InvocationCondition, P2p, P2pBuilder, P2pKind, P2pPlanner};
 pub use parallel::{Parallel, ParallelBuilder, ParallelKind, ParallelPlanner};
-pub use parallel_mapper::{MapperPlanner, ParallelMapper, ParallelMapperBuilder};
+pub use parallel_mapper::{MapperPlanner, ParallelMapper, ParallelMapperBuilder, ParallelMapperKind};
 pub use sequential::{Sequence, SequenceBuilder, SequenceKind, SequentialPlanner};
 pub use supervisor::{
     ContextStrategy, DONE_AGENT, PLANNER_AGENT_NAME, ResponseStrategy, SCORER_AGENT_NAME, SUMMARIZER_AGENT_NAME,
     SUMMARIZER_PROMPT, SUPERVISOR_CONTEXT_KEY, SUPERVISOR_HISTORY_KEY, SUPERVISOR_RESPONSES_KEY,
-    SUPERVISOR_SUMMARY_KEY, Supervisor, SupervisorBuilder, SupervisorPlanner, SupervisorPlannerAgent,
+    SUPERVISOR_SUMMARY_KEY, Supervisor, SupervisorBuilder, SupervisorKind, SupervisorPlanner, SupervisorPlannerAgent,
     SupervisorScorerAgent, SupervisorStep, SupervisorSummarizerAgent,
 };
 pub use voting::{Vote, Voting, VotingBuilder, VotingKind, VotingPlanner, VotingStrategy};

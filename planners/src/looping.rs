@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
-use crate::kind::{FieldType, KindArgs, KindField, PlannerKind};
+use crate::kind::{Calls, FieldType, KindArgs, KindField, PlannerKind};
 
 /// An exit condition: `(state, 1-based iteration) → exit?`.
 pub type ExitCondition = Arc<dyn Fn(&ScopeView, u32) -> Result<bool, String> + Send + Sync>;
@@ -171,6 +171,10 @@ pub struct LoopKind;
 impl PlannerKind for LoopKind {
     fn name(&self) -> &str {
         "loop"
+    }
+
+    fn calls(&self) -> Calls {
+        Calls::AllInOrder
     }
 
     fn fields(&self) -> &[KindField] {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
-use crate::kind::{FieldType, KindArgs, KindField, PlannerKind};
+use crate::kind::{Calls, FieldType, KindArgs, KindField, PlannerKind};
 
 /// The parallel planner. Execution state: `{"started": s, "completed": c}`; agents are started in
 /// declaration order, so the first `s` have started.
@@ -102,6 +102,10 @@ pub struct ParallelKind;
 impl PlannerKind for ParallelKind {
     fn name(&self) -> &str {
         "parallel"
+    }
+
+    fn calls(&self) -> Calls {
+        Calls::AllInOrder
     }
 
     fn fields(&self) -> &[KindField] {

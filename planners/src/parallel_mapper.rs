@@ -5,12 +5,14 @@
 //! lost it on resume).
 
 use agentic_engine::{
-    Action, AgentCall, AgentError, AgentRef, BuildError, Completion, Planner, PlanningContext, json_type_name,
+    Action, AgentCall, AgentError, AgentRef, BuildError, Completion, InputSpec, Planner, PlanningContext, ValueType,
+    json_type_name,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
+use crate::kind::{Calls, FieldError, FieldType, KindArgs, KindField, PlannerKind};
 
 /// The mapper planner. Execution state: `{"items": [...], "results": [...|null], "started": s,
 /// "completed": c}`; each completion changes one result and the counters, which it reports as a patch
@@ -159,7 +161,7 @@ impl ParallelMapperBuilder {
         self
     }
 
-    /// Builds the mapper.
+    /// Builds the mapper. The item key is bound for each call of the agent ([`CompositeParts::set_binds`]).
     ///
     /// # Errors
     /// [`BuildError::Invalid`] without exactly one sub-agent, without `items_key`, or when the item key
@@ -197,7 +199,8 @@ impl ParallelMapperBuilder {
             )));
         }
         // The items key is read by the planner, not resolved as an input: a missing list means no result.
-        let parts = self.parts;
+        let mut parts = self.parts;
+        parts.binds = vec![item_key.clone()];
         let max = self.max_concurrency;
         let details = json!({ "items": items_key, "item_key": item_key, "max_concurrency": max });
         parts.build(
@@ -209,6 +212,67 @@ impl ParallelMapperBuilder {
             },
             details,
         )
+    }
+}
+
+/// The `parallel_mapper` kind of specs: `agent` (mapped over the list), `items` (the state key holding the
+/// list), `item_key` (the input of `agent` receiving each item; default its first input), `max_concurrency`
+/// (default unbounded), built with [`ParallelMapperBuilder`]. An `item_key` that a mapped composite's agents,
+/// as the spec writes them, never mention is refused ([`PlannerKind::check`]): every item would run on the same
+/// state.
+pub struct ParallelMapperKind;
+
+impl PlannerKind for ParallelMapperKind {
+    fn name(&self) -> &str {
+        "parallel_mapper"
+    }
+
+    fn fields(&self) -> &[KindField] {
+        const FIELDS: &[KindField] = &[
+            KindField::required("agent", FieldType::Agent),
+            KindField::required("items", FieldType::Key),
+            KindField::optional("item_key", FieldType::Key),
+            KindField::optional("max_concurrency", FieldType::Integer { min: 1, max: i64::MAX }),
+        ];
+        FIELDS
+    }
+
+    fn calls(&self) -> Calls {
+        Calls::SomeInOrder
+    }
+
+    fn reads(&self, details: &Value) -> Vec<InputSpec> {
+        let items = details.get("items").and_then(Value::as_str);
+        items.map(|key| InputSpec::new(key).typed(ValueType::List)).into_iter().collect()
+    }
+
+    fn check(&self, args: &KindArgs, agents: &[AgentRef]) -> Result<(), FieldError> {
+        // A leaf's inputs are checked by the builder; a composite declares none of its own, so its item key
+        // must be read somewhere under it.
+        let (Some(key), Some(index)) = (args.get_str("item_key"), args.agent("agent")) else { return Ok(()) };
+        let Some(mapped) = agents.get(index) else { return Ok(()) };
+        if mapped.spec().inputs.is_empty() && args.mentions(index, key) == Some(false) {
+            return Err(FieldError::new(
+                "item_key",
+                format!(
+                    "item_key `{key}` is read by no agent of the mapped composite `{}`: each item would run on the \
+                     same state",
+                    mapped.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn build(&self, args: &KindArgs, parts: CompositeParts) -> Result<AgentRef, BuildError> {
+        let max_concurrency = args.get_i64("max_concurrency").map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        ParallelMapperBuilder {
+            parts,
+            items_key: args.get_str("items").map(str::to_string),
+            item_key: args.get_str("item_key").map(str::to_string),
+            max_concurrency,
+        }
+        .build()
     }
 }
 

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
-use crate::kind::{FieldType, KindArgs, KindField, PlannerKind};
+use crate::kind::{Calls, FieldType, KindArgs, KindField, PlannerKind};
 
 /// The sequence planner. Execution state: `{"next": <index of the next agent to start>}`.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -96,6 +96,10 @@ pub struct SequenceKind;
 impl PlannerKind for SequenceKind {
     fn name(&self) -> &str {
         "sequence"
+    }
+
+    fn calls(&self) -> Calls {
+        Calls::AllInOrder
     }
 
     fn fields(&self) -> &[KindField] {

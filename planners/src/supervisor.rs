@@ -51,6 +51,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
+use crate::kind::{FieldType, KindArgs, KindField, ModelUse, PlannerKind};
 
 /// The state key (and planner-agent input) holding the supervisor context added to the prompt.
 pub const SUPERVISOR_CONTEXT_KEY: &str = "supervisor_context";
@@ -851,6 +852,51 @@ impl SupervisorBuilder {
                 .map(str::to_string)
                 .to_vec();
         parts.build(move || SupervisorPlanner { config: Some(config.clone()), ..Default::default() }, details)
+    }
+}
+
+/// The `supervisor` kind of specs: `agents` (chosen by name), `model` (a chat model; default `default`),
+/// `response_strategy` (`last`, `summary`, `scored`), `context_strategy` (`chat_memory`, `summarization`,
+/// `chat_memory_and_summarization`), `supervisor_context`, `max_invocations` (default 10), built with
+/// [`SupervisorBuilder`].
+pub struct SupervisorKind;
+
+impl PlannerKind for SupervisorKind {
+    fn name(&self) -> &str {
+        "supervisor"
+    }
+
+    fn fields(&self) -> &[KindField] {
+        const FIELDS: &[KindField] = &[
+            KindField::required("agents", FieldType::Agents).at_least(1).by_name(),
+            KindField::optional("model", FieldType::Model(ModelUse::Chat)),
+            KindField::optional("response_strategy", FieldType::Choice(&["last", "summary", "scored"])),
+            KindField::optional(
+                "context_strategy",
+                FieldType::Choice(&["chat_memory", "summarization", "chat_memory_and_summarization"]),
+            ),
+            KindField::optional("supervisor_context", FieldType::String),
+            KindField::optional("max_invocations", FieldType::Integer { min: 1, max: u32::MAX as i64 }),
+        ];
+        FIELDS
+    }
+
+    fn build(&self, args: &KindArgs, parts: CompositeParts) -> Result<AgentRef, BuildError> {
+        let invalid = |message: String| BuildError::Invalid { agent: parts.spec.name.clone(), message };
+        let response = ResponseStrategy::from_name(args.get_str("response_strategy").unwrap_or("last"));
+        let context = ContextStrategy::from_name(args.get_str("context_strategy").unwrap_or("chat_memory"));
+        let (response, context) = (response.map_err(invalid)?, context.map_err(invalid)?);
+        let mut b = Supervisor::builder();
+        b.parts = parts;
+        b.model = args.chat_model("model");
+        b = b.response_strategy(response).context_strategy(context);
+        if let Some(n) = args.get_u32("max_invocations") {
+            b = b.max_invocations(n);
+        }
+        if let Some(text) = args.get_str("supervisor_context") {
+            b = b.supervisor_context(text);
+        }
+        b.build()
     }
 }
 

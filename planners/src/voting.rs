@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::common::{CompositeParts, composite_builder, restore_as, state_of};
-use crate::kind::{FieldType, KindArgs, KindField, PlannerKind};
+use crate::kind::{Calls, FieldType, KindArgs, KindField, PlannerKind};
 
 /// One vote, as a custom strategy sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -293,6 +293,10 @@ pub struct VotingKind;
 impl PlannerKind for VotingKind {
     fn name(&self) -> &str {
         "voting"
+    }
+
+    fn calls(&self) -> Calls {
+        Calls::AllInOrder
     }
 
     fn fields(&self) -> &[KindField] {

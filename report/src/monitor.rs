@@ -76,6 +76,7 @@ pub(crate) fn run_of(
         updated_at_ms: session.updated_at_ms,
         milestones: session.milestones.clone(),
         forked_from: None,
+        timed_out: Vec::new(),
     };
     (run, records, iterations)
 }

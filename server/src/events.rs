@@ -96,7 +96,21 @@ impl SseEvent {
 
 /// Pending responses as the API shows them: `[{"id", "prompt", "agent"}]`.
 pub(crate) fn pending_json(pending: &[PendingResponse]) -> Value {
-    Value::Array(pending.iter().map(|p| json!({"id": p.id, "prompt": p.prompt, "agent": p.agent})).collect())
+    let one = |p: &PendingResponse| {
+        let mut v = json!({"id": p.id, "prompt": p.prompt, "agent": p.agent});
+        // SPEC.md §3: a step's deadline (RFC 3339) and what happens at it; a wait says it is one.
+        if p.kind == agentic_engine::PendingKind::Wait {
+            v["kind"] = json!("wait");
+        }
+        if let Some(deadline) = p.deadline_ms {
+            v["deadline"] = json!(agentic_engine::rfc3339_ms(deadline));
+        }
+        if let Some(then) = &p.on_timeout {
+            v["on_timeout"] = json!(then);
+        }
+        v
+    };
+    Value::Array(pending.iter().map(one).collect())
 }
 
 /// The per-run event channels of this process, and the runs being started (waiting for their record).

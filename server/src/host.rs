@@ -495,6 +495,9 @@ impl RunHost {
         if record.answers.contains_key(response_id) || (!pending && answered_before(&record, response_id)) {
             return Err(ApiError::conflict(format!("response `{response_id}` of run `{run_id}` is already answered")));
         }
+        if !pending && let Some(refusal) = agentic_engine::timed_out(&record, response_id) {
+            return Err(refusal.into());
+        }
         // A running run waits for the questions of its `mode: pending` human steps (in its record).
         if !pending || !matches!(record.status, RunStatus::Suspended | RunStatus::Running) {
             let waiting: Vec<&str> = record.pending.iter().map(|p| p.id.as_str()).collect();
@@ -685,6 +688,36 @@ impl RunHost {
         Ok(resumed)
     }
 
+    /// Continues the suspended runs whose timers are due (a human step's deadline, a wait's time) and that
+    /// wait for nothing else; returns how many. Any server of a shared store may do it: continuing takes the
+    /// run's lease, so one of them does (SPEC.md §3: a timer fires once).
+    pub(crate) async fn fire_timers(&self) -> Result<usize, agentic_engine::StoreError> {
+        if !self.inner.accepting.load(Ordering::SeqCst) {
+            return Ok(0);
+        }
+        let due: Vec<RunRecord> =
+            self.inner.store.takeover_candidates_dyn().await?.into_iter().filter(timer_due).collect();
+        if due.is_empty() {
+            return Ok(0);
+        }
+        let _deciding = self.inner.deciding.lock().await;
+        let mut fired = 0;
+        for record in due {
+            if self.is_executing(&record.run_id) {
+                continue;
+            }
+            let before = self.in_flight();
+            match self.resume_locked(&record, None).await {
+                Ok(()) if self.in_flight() > before => fired += 1,
+                Ok(()) => {}
+                Err(e) => {
+                    tracing::warn!(run_id = record.run_id, "a timer is due but the run cannot continue: {}", e.message)
+                }
+            }
+        }
+        Ok(fired)
+    }
+
     /// Renews the leases of the runs this process executes (a shared store); a run whose lease was lost to
     /// another process is cancelled here (its writes are refused already).
     pub(crate) async fn renew_leases(&self) {
@@ -727,11 +760,19 @@ fn is_ended(status: RunStatus) -> bool {
     matches!(status, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
 }
 
-/// A suspended run whose every pending response has an answer.
+/// A suspended run whose every pending response has an answer or is due (a deadline passed, a wait's time
+/// came: SPEC.md §3).
 fn ready_to_resume(record: &RunRecord) -> bool {
+    let now = agentic_engine::now_ms();
     record.status == RunStatus::Suspended
         && !record.pending.is_empty()
-        && record.pending.iter().all(|p| record.answers.contains_key(&p.id))
+        && record.pending.iter().all(|p| record.answers.contains_key(&p.id) || p.timed_out(now))
+}
+
+/// A suspended run that [`ready_to_resume`] because a timer is due (not only answers).
+fn timer_due(record: &RunRecord) -> bool {
+    let now = agentic_engine::now_ms();
+    ready_to_resume(record) && record.pending.iter().any(|p| p.timed_out(now))
 }
 
 /// Whether an earlier resumption of the run consumed an answer to `response_id`.

@@ -192,6 +192,7 @@ impl Server {
         if host.store().shared_dyn() {
             tokio::spawn(keep_leases(host.clone(), config.lease_time / 3, stop.clone()));
         }
+        tokio::spawn(fire_timers(host.clone(), TIMER_EVERY, stop.clone()));
         // Schedules start specs of --specs: a server without them takes no tick.
         let scheduling = CancellationToken::new();
         let scheduler = config.specs.as_ref().map(|_| {
@@ -368,6 +369,24 @@ async fn keep_leases(host: RunHost, interval: Duration, stop: CancellationToken)
             Ok(0) => {}
             Ok(n) => tracing::info!("took over {n} runs"),
             Err(e) => tracing::warn!("cannot look for runs to take over: {e}"),
+        }
+    }
+}
+
+/// How often a server looks for due timers (deadlines, waits): a timer fires at most this late.
+const TIMER_EVERY: Duration = Duration::from_millis(500);
+
+/// Every `interval` until `stop`: continues the suspended runs whose timers are due ([`RunHost::fire_timers`]).
+async fn fire_timers(host: RunHost, interval: Duration, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+        match host.fire_timers().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("{n} timers fired"),
+            Err(e) => tracing::warn!("cannot look for due timers: {e}"),
         }
     }
 }

@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agentic_engine::{Durability, RunRecord, RunStatus, TopologyNode, ValueType};
-use agentic_spec::{AgentKind, ParamDef, Spec};
+use agentic_spec::{AgentKind, Calls, ParamDef, Spec};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -382,22 +382,24 @@ impl Walk {
         for input in &spec.inputs {
             self.read(&input.key, input.value_type, runs && input.default.is_none(), &spec.name, bound);
         }
-        let kind = spec.kind.as_str();
         let mut bound = bound.to_vec();
-        // What the planner writes for its sub-agents (a debate's transcript, a supervisor's request).
+        // What the planner writes for its sub-agents (a debate's transcript, a supervisor's request, a mapper's
+        // item).
         bound.extend(node.binds.iter().cloned());
-        if kind == "parallel_mapper" {
-            if let Some(item) = node.details.get("item_key").and_then(Value::as_str) {
-                bound.push(item.to_string());
-            }
-            if let Some(items) = node.details.get("items").and_then(Value::as_str).filter(|s| identifier(s)) {
-                self.read(items, ValueType::List, runs, &spec.name, &bound);
+        // How the kind runs its sub-agents, and what its planner reads itself (a mapper's list), as its
+        // descriptor says; a composite of a kind no descriptor describes picks its sub-agents.
+        let kind = agentic_spec::registered_kind(&spec.kind);
+        let calls = kind.as_ref().map_or(Calls::Chosen, |k| k.descriptor().calls());
+        for input in kind.map(|k| k.descriptor().reads(&node.details)).unwrap_or_default() {
+            if identifier(&input.key) {
+                let required = runs && input.default.is_none() && !input.optional;
+                self.read(&input.key, input.value_type, required, &spec.name, &bound);
             }
         }
-        // Sub-agents run in their order (sequence, loop, parallel, voting, mapper, conditional) or as a planner
-        // picks them; only the first kind's always run (a mapper's run once per item: maybe never).
-        let ordered = matches!(kind, "sequence" | "loop" | "parallel" | "voting" | "parallel_mapper" | "conditional");
-        let children_run = runs && matches!(kind, "sequence" | "loop" | "parallel" | "voting");
+        // Sub-agents run in their order (all of them, or some: a conditional's branches, a mapper's items) or
+        // as the planner picks them; only the first kind's always run.
+        let ordered = matches!(calls, Calls::AllInOrder | Calls::SomeInOrder);
+        let children_run = runs && calls == Calls::AllInOrder;
         if !ordered {
             let mut outputs = Vec::new();
             collect_outputs(node, &mut outputs);

@@ -8,7 +8,7 @@
 
 use std::sync::LazyLock;
 
-use agentic_engine::RunStatus;
+use agentic_engine::{PendingKind, RunStatus, now_ms};
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -272,15 +272,33 @@ async fn inbox_items(app: &AppState) -> Result<Vec<Value>, ApiError> {
         .filter(|r| r.status == RunStatus::Suspended || (r.status == RunStatus::Running && !r.pending.is_empty()))
         .collect();
     waiting.sort_by(|a, b| a.updated_at_ms.cmp(&b.updated_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
+    let now = now_ms();
     Ok(waiting
         .iter()
         .flat_map(|r| {
-            r.pending.iter().filter(|p| !r.answers.contains_key(&p.id)).map(|p| {
+            // A wait is nobody's to answer; a step past its deadline no longer takes an answer.
+            let open = |p: &&agentic_engine::PendingResponse| {
+                p.kind == PendingKind::Human && !r.answers.contains_key(&p.id) && !p.timed_out(now)
+            };
+            r.pending.iter().filter(open).map(|p| {
                 json!({"run_id": r.run_id, "name": r.name, "id": p.id, "prompt": p.prompt, "agent": p.agent,
-                       "since": timestamp(r.updated_at_ms)})
+                       "since": timestamp(r.updated_at_ms), "deadline": p.deadline_ms.map(timestamp),
+                       "time_left": p.deadline_ms.map(|d| time_left(d.saturating_sub(now))),
+                       "on_timeout": p.on_timeout})
             })
         })
         .collect())
+}
+
+/// The time left before a deadline, `ms` milliseconds away, as the inbox shows it (`2h 05m`, `4m 10s`,
+/// `42s`); the page's script counts it down with the same words.
+fn time_left(ms: u64) -> String {
+    let s = ms / 1000;
+    match (s / 3600, s % 3600 / 60, s % 60) {
+        (0, 0, sec) => format!("{sec}s"),
+        (0, min, sec) => format!("{min}m {sec:02}s"),
+        (h, min, _) => format!("{h}h {min:02}m"),
+    }
 }
 
 /// `/inbox`: the human steps waiting for an answer, each with its form; the script keeps the list current.
@@ -292,7 +310,7 @@ async fn inbox_page(State(app): State<AppState>) -> Page {
 }
 
 /// `/inbox.json`: the inbox's items, for its script (`{"items": [{"run_id", "name", "id", "prompt", "agent",
-/// "since"}]}`); unlike the API's `pending`, answered steps of a run still waiting for others are left out.
+/// "since", "deadline", "time_left", "on_timeout"}]}`; the last three null without a deadline); unlike the API's `pending`, answered steps of a run still waiting for others are left out.
 async fn inbox_json(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
     Ok(Json(json!({"items": inbox_items(&app).await?})))
 }

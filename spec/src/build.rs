@@ -5,25 +5,31 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_agents::expr::Expression;
-use agentic_agents::{A2aAgent, A2aClient, A2aTenant, Compute, Human, HumanMode};
+use agentic_agents::{A2aAgent, A2aClient, A2aTenant, Compute, Deadline, Human, HumanMode, OnTimeout, Wait};
 #[cfg(feature = "mcp")]
 use agentic_agents::{McpAgent, McpClient, McpServer, McpToolProvider};
 use agentic_engine::{
     AgentRef, AgentRegistry, BuildError, ErrorContext, RegistryError, RetryPolicy, SpecBuilder, Transience,
 };
-use agentic_planners::{CompositeBuilderExt, CompositeParts, Conditional, ParallelMapper};
+use agentic_planners::{CompositeBuilderExt, CompositeParts};
 use serde_json::Value;
 
 use crate::error::Sink;
-use crate::kind::KindArgs;
+use crate::kind::{FieldType, KindArgs, KindField, ModelUse};
 #[cfg(feature = "mcp")]
 use crate::model::McpServerDef;
-use crate::model::{AgentDef, AgentKind, ComputeBody, FieldValue, Located, McpServerEntry, PlannerDef};
+use crate::model::{
+    AgentDef, AgentKind, ComputeBody, DeadlineDef, FieldValue, Located, McpServerEntry, OnTimeoutDef, PlannerDef,
+    WaitDef,
+};
 use crate::validate::expr_message;
 
 /// Builds agents by name, recursively; errors go to the sink at the agent's position.
 pub(crate) struct Builder<'a> {
+    agents: &'a [AgentDef],
     by_name: HashMap<&'a str, &'a AgentDef>,
+    /// The agent definitions, owned, once a kind may ask what they mention ([`KindArgs::mentions`]).
+    owned: Option<Arc<HashMap<String, AgentDef>>>,
     in_progress: HashSet<String>,
     sink: &'a mut Sink,
     /// Chat models by name (`models` section), or why one could not be built.
@@ -53,7 +59,9 @@ impl<'a> Builder<'a> {
 
     pub(crate) fn new(agents: &'a [AgentDef], sink: &'a mut Sink) -> Self {
         Builder {
+            agents,
             by_name: agents.iter().map(|a| (a.name.as_str(), a)).collect(),
+            owned: None,
             in_progress: HashSet::new(),
             sink,
             models: HashMap::new(),
@@ -71,6 +79,94 @@ impl<'a> Builder<'a> {
         self.registry = registry;
         self.paths = paths;
         self
+    }
+
+    /// The human agent of `def` (a `human` kind), with its deadline and what happens at it; an escalation's
+    /// target is built the same way (its own deadline applies).
+    fn human(&mut self, def: &'a AgentDef) -> Result<Human, Reported> {
+        let AgentKind::Human { prompt, pending_mode, response_id, deadline, on_timeout } = &def.kind else {
+            self.sink.push(def.pos, Some(&def.name), None, "not a human agent");
+            return Err(Reported);
+        };
+        let mut b = match Human::builder(def.name.clone(), &prompt.value) {
+            Ok(b) => b,
+            Err(e) => {
+                let message = format!("invalid template: {}", expr_message(&e));
+                self.sink.push(prompt.pos, Some(&def.name), Some("prompt"), message);
+                return Err(Reported);
+            }
+        };
+        if *pending_mode {
+            b = b.mode(HumanMode::Pending);
+        }
+        if let Some(id) = response_id {
+            b = b.response_id(id.clone());
+        }
+        if let Some(deadline) = deadline {
+            b = b.deadline(match &deadline.value {
+                DeadlineDef::After(ms) => Deadline::After(Duration::from_millis(*ms)),
+                DeadlineDef::At(text) => {
+                    Deadline::At(self.time_expression(def, "deadline", &Located::new(text.clone(), deadline.pos))?)
+                }
+            });
+        }
+        match on_timeout.as_ref().map(|t| &t.value) {
+            None | Some(OnTimeoutDef::Fail) => {}
+            Some(OnTimeoutDef::Default(expr)) => match Expression::compile(&expr.value) {
+                Ok(e) => b = b.on_timeout(OnTimeout::Default(e)),
+                Err(e) => {
+                    let message = format!("invalid `default` expression: {}", expr_message(&e));
+                    self.sink.push(expr.pos, Some(&def.name), Some("on_timeout"), message);
+                    return Err(Reported);
+                }
+            },
+            Some(OnTimeoutDef::Escalate(name)) => {
+                let target = match self.by_name.get(name.value.as_str()).copied() {
+                    Some(t) if matches!(t.kind, AgentKind::Human { .. }) => t,
+                    Some(t) => {
+                        let message = format!(
+                            "`on_timeout` escalates to `{}`, a {} agent: it must name a human agent",
+                            name.value,
+                            t.kind.name()
+                        );
+                        self.sink.push(name.pos, Some(&def.name), Some("on_timeout"), message);
+                        return Err(Reported);
+                    }
+                    None => {
+                        let message =
+                            format!("`on_timeout` escalates to `{}`, which is no agent of the spec", name.value);
+                        self.sink.push(name.pos, Some(&def.name), Some("on_timeout"), message);
+                        return Err(Reported);
+                    }
+                };
+                if !self.in_progress.insert(target.name.clone()) {
+                    let message = format!("escalations go round in a cycle through `{}`", target.name);
+                    self.sink.push(name.pos, Some(&def.name), Some("on_timeout"), message);
+                    return Err(Reported);
+                }
+                let next = self.human(target);
+                self.in_progress.remove(&target.name);
+                b = b.on_timeout(OnTimeout::Escalate(Arc::new(next?)));
+            }
+        }
+        Ok(common(b, def).into_human())
+    }
+
+    /// A time written in `field` of `def`: an RFC 3339 time, or an expression over the state giving one.
+    fn time_expression(&mut self, def: &AgentDef, field: &str, text: &Located<String>) -> Result<Expression, Reported> {
+        let source = match agentic_engine::parse_rfc3339_ms(&text.value) {
+            Ok(_) => format!("'{}'", text.value.trim()),
+            Err(_) => text.value.clone(),
+        };
+        Expression::compile(&source).map_err(|e| {
+            let message = format!(
+                "`{}` is neither a duration (\"90s\", \"2h\"), an RFC 3339 time, nor a valid expression: {}",
+                text.value,
+                expr_message(&e)
+            );
+            self.sink.push(text.pos, Some(&def.name), Some(field), message);
+            Reported
+        })
     }
 
     /// Builds agent `name` and everything below it.
@@ -91,75 +187,15 @@ impl<'a> Builder<'a> {
     fn build_def(&mut self, def: &'a AgentDef) -> Built {
         match &def.kind {
             AgentKind::Compute(body) => self.compute(def, body),
-            AgentKind::Human { prompt, pending_mode, response_id } => {
-                match Human::builder(def.name.clone(), &prompt.value) {
-                    Ok(mut b) => {
-                        if *pending_mode {
-                            b = b.mode(HumanMode::Pending);
-                        }
-                        if let Some(id) = response_id {
-                            b = b.response_id(id.clone());
-                        }
-                        Ok(common(b, def).build())
-                    }
-                    Err(e) => {
-                        self.sink.push(
-                            prompt.pos,
-                            Some(&def.name),
-                            Some("prompt"),
-                            format!("invalid template: {}", expr_message(&e)),
-                        );
-                        Err(Reported)
-                    }
-                }
-            }
-            AgentKind::ParallelMapper { agent, items, item_key, max_concurrency } => {
-                let sub = self.build(agent, Some(&def.name))?;
-                // A mapped composite declares no inputs of its own (the builder checks a leaf's): its item key
-                // must be read somewhere under it, else every item would run on the same state.
-                if let Some(k) = item_key
-                    && sub.spec().inputs.is_empty()
-                    && self.mentioned_under(&agent.value, k, &mut HashSet::new()) == Some(false)
-                {
-                    let msg = format!(
-                        "item_key `{k}` is read by no agent of the mapped composite `{}`: each item would run on \
-                         the same state",
-                        agent.value
-                    );
-                    self.sink.push(def.pos, Some(&def.name), Some("item_key"), msg);
-                    return Err(Reported);
-                }
-                let mut b = composite(ParallelMapper::builder(), def, self)?.sub_agent(sub).items_key(items.clone());
-                if let Some(k) = item_key {
-                    b = b.item_key(k.clone());
-                }
-                if let Some(n) = max_concurrency {
-                    b = b.max_concurrency(*n);
-                }
-                self.finish(def, b.build())
-            }
-            AgentKind::Conditional { branches } => {
-                let mut b = composite(Conditional::builder(), def, self)?;
-                let mut failed = false;
-                for (i, branch) in branches.iter().enumerate() {
-                    let cond = self.expression(def, &format!("branches[{i}].when"), &branch.when);
-                    let subs = self.children(def, &branch.agents);
-                    match (cond, subs) {
-                        (Ok(e), Ok(subs)) => b = b.branch(move |view| e.eval_bool(view, &[]), subs),
-                        _ => failed = true,
-                    }
-                }
-                if failed {
-                    return Err(Reported);
-                }
-                self.finish(def, b.build())
+            AgentKind::Human { .. } => self.human(def).map(AgentRef::new),
+            AgentKind::Wait(wait) => {
+                let b = match wait {
+                    WaitDef::For(ms) => Wait::duration(def.name.clone(), Duration::from_millis(*ms)),
+                    WaitDef::Until(until) => Wait::until(def.name.clone(), self.time_expression(def, "until", until)?),
+                };
+                Ok(common(b, def).build())
             }
             AgentKind::Llm(llm) => self.llm(def, llm),
-            AgentKind::Blackboard { .. } | AgentKind::Bdi { .. } => self.pattern(def),
-            AgentKind::Supervisor(s) => self.supervisor(def, s),
-            AgentKind::DecisionRouter { agents, model, threshold } => {
-                self.decision_router(def, agents, model, *threshold)
-            }
             #[cfg(not(feature = "mcp"))]
             AgentKind::Mcp(mcp) => Err(self.no_mcp(mcp.server.pos, &def.name, "server")),
             #[cfg(feature = "mcp")]
@@ -225,46 +261,139 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// An agent whose kind a descriptor defines: its sub-agents numbered in the kind's field order, its
-    /// expressions compiled, its composite built by the kind.
+    /// An agent whose kind a descriptor defines: its sub-agents numbered in the kind's field order (a list's
+    /// entries in order), its expressions compiled, its models resolved, its values checked by the kind, its
+    /// composite built by the kind.
     fn planned(&mut self, def: &AgentDef, planned: &PlannerDef) -> Built {
-        let mut args = KindArgs::new();
-        let mut subs = Vec::new();
-        let mut failed = false;
+        let kind = planned.kind.descriptor();
+        // Where the agents of each of the kind's agent fields start among the sub-agents (`AgentOf` fields).
+        let mut starts: HashMap<&str, (Vec<&str>, usize)> = HashMap::new();
+        let mut count = 0;
         for (field, value) in &planned.fields {
+            let refs = value.references();
+            if matches!(value, FieldValue::Agents(_) | FieldValue::Agent(_)) {
+                starts.insert(field.as_str(), (refs.iter().map(|r| r.value.as_str()).collect(), count));
+            }
+            count += refs.len();
+        }
+        let mut built = Planned { subs: Vec::new(), names: Vec::new(), failed: false };
+        let mut args = self.kind_args(def, kind.fields(), &planned.fields, "", &starts, &mut built);
+        if built.failed {
+            return Err(Reported);
+        }
+        args.set_sub_agents(built.subs.len());
+        let defs = self.owned_defs();
+        let names = built.names;
+        args.set_mentions(move |i, key| names.get(i).and_then(|n| mentioned_under(&defs, n, key, &mut HashSet::new())));
+        if let Err(e) = kind.check(&args, &built.subs) {
+            let pos = planned.locate(&e.field).unwrap_or(def.pos);
+            self.sink.push(pos, Some(&def.name), Some(&e.field), e.message);
+            return Err(Reported);
+        }
+        let parts = composite(CompositeParts::new(kind.name()), def, self)?.sub_agents(built.subs);
+        let built = kind.build(&args, parts);
+        self.finish(def, built)
+    }
+
+    /// The arguments of the `values` of the `declared` fields (a kind's, or one entry's of a list field at
+    /// `prefix`), the sub-agents they name built and appended to `built`.
+    fn kind_args(
+        &mut self,
+        def: &AgentDef,
+        declared: &[KindField],
+        values: &[(String, FieldValue)],
+        prefix: &str,
+        starts: &HashMap<&str, (Vec<&str>, usize)>,
+        built: &mut Planned,
+    ) -> KindArgs {
+        let mut args = KindArgs::new();
+        for (field, value) in values {
+            let path = if prefix.is_empty() { field.clone() } else { format!("{prefix}.{field}") };
+            let ty = declared.iter().find(|d| d.name == field).map(|d| (d.ty, d.by_name));
             match value {
-                FieldValue::Agents(names) => match self.children(def, names) {
-                    Ok(built) => {
-                        args.set_agents(field.clone(), (subs.len()..subs.len() + built.len()).collect());
-                        subs.extend(built);
+                FieldValue::Agents(names) => {
+                    let subs = match ty {
+                        Some((_, true)) => self.named_children(def, &path, names),
+                        _ => self.children(def, names),
+                    };
+                    match subs {
+                        Ok(subs) => {
+                            let first = built.subs.len();
+                            args.set_agents(field.clone(), (first..first + subs.len()).collect());
+                            built.names.extend(names.iter().map(|n| n.value.clone()));
+                            built.subs.extend(subs);
+                        }
+                        Err(Reported) => built.failed = true,
                     }
-                    Err(Reported) => failed = true,
-                },
+                }
                 FieldValue::Agent(name) => match self.build(name, Some(&def.name)) {
-                    Ok(built) => {
-                        args.set_agents(field.clone(), vec![subs.len()]);
-                        subs.push(built);
+                    Ok(sub) => {
+                        args.set_agents(field.clone(), vec![built.subs.len()]);
+                        built.names.push(name.value.clone());
+                        built.subs.push(sub);
                     }
-                    Err(Reported) => failed = true,
+                    Err(Reported) => built.failed = true,
                 },
                 FieldValue::Value(v) => args.set_value(field.clone(), v.value.clone()),
-                FieldValue::Expression(src) => match self.expression(def, field, src) {
+                FieldValue::Expression(src) => match self.expression(def, &path, src) {
                     Ok(e) => {
                         args.set_expression(field.clone(), e);
                         args.set_value(field.clone(), Value::String(src.value.clone()));
                     }
-                    Err(Reported) => failed = true,
+                    Err(Reported) => built.failed = true,
                 },
+                FieldValue::List(entries) => {
+                    let inner = match ty {
+                        Some((FieldType::List(inner), _)) => inner,
+                        _ => &[],
+                    };
+                    let entries = entries
+                        .iter()
+                        .enumerate()
+                        .map(|(i, e)| self.kind_args(def, inner, &e.fields, &format!("{path}[{i}]"), starts, built))
+                        .collect();
+                    args.set_entries(field.clone(), entries);
+                }
+                FieldValue::AgentOf(name) => {
+                    // Validation checked that the name is one of that field's agents.
+                    let of = match ty {
+                        Some((FieldType::AgentOf(of), _)) => starts.get(of),
+                        _ => None,
+                    };
+                    if let Some((names, start)) = of
+                        && let Some(i) = names.iter().position(|n| *n == name.value)
+                    {
+                        args.set_agents(field.clone(), vec![start + i]);
+                    }
+                    args.set_value(field.clone(), Value::String(name.value.clone()));
+                }
+                FieldValue::Model(model) => {
+                    let used = match ty {
+                        Some((FieldType::Model(used), _)) => used,
+                        _ => ModelUse::Chat,
+                    };
+                    args.set_value(field.clone(), Value::String(model.value.clone()));
+                    let decision = match used {
+                        ModelUse::Decision => self.decision_models.get(&model.value).cloned(),
+                        _ => None,
+                    };
+                    match decision {
+                        Some(m) => args.set_decision_model(field.clone(), m),
+                        None => match self.chat_model(def, &path, model) {
+                            Ok(m) => args.set_chat_model(field.clone(), m),
+                            Err(Reported) => built.failed = true,
+                        },
+                    }
+                }
             }
         }
-        if failed {
-            return Err(Reported);
-        }
-        args.set_sub_agents(subs.len());
-        let kind = planned.kind.descriptor();
-        let parts = composite(CompositeParts::new(kind.name()), def, self)?.sub_agents(subs);
-        let built = kind.build(&args, parts);
-        self.finish(def, built)
+        args
+    }
+
+    /// The agent definitions, owned (shared with the kinds that ask what an agent mentions).
+    fn owned_defs(&mut self) -> Arc<HashMap<String, AgentDef>> {
+        let agents = self.agents;
+        self.owned.get_or_insert_with(|| Arc::new(agents.iter().map(|a| (a.name.clone(), a.clone())).collect())).clone()
     }
 
     /// The agent registered under `name` (a `registry` agent).
@@ -319,9 +448,15 @@ impl<'a> Builder<'a> {
         if failed { Err(Reported) } else { Ok(out) }
     }
 
-    /// The sub-agents of a planner that chooses them by name (a supervisor, a decision router): two entries
-    /// that are one agent (a registry alias, an agent listed twice) are an error at the second one, naming both.
-    fn named_children(&mut self, def: &AgentDef, names: &[Located<String>]) -> Result<Vec<AgentRef>, Reported> {
+    /// The sub-agents of a field whose agents the planner chooses by name ([`KindField::by_name`]: a
+    /// supervisor's, a decision router's): two entries that are one agent (a registry alias, an agent listed
+    /// twice) are an error at the second one, naming both.
+    fn named_children(
+        &mut self,
+        def: &AgentDef,
+        field: &str,
+        names: &[Located<String>],
+    ) -> Result<Vec<AgentRef>, Reported> {
         let subs = self.children(def, names)?;
         let mut failed = false;
         for (i, (sub, entry)) in subs.iter().zip(names).enumerate() {
@@ -333,9 +468,9 @@ impl<'a> Builder<'a> {
                     entry.value,
                     sub.name(),
                     earlier.value,
-                    if matches!(def.kind, AgentKind::Supervisor(_)) { "supervisor" } else { "decision router" }
+                    def.kind.name()
                 );
-                self.sink.push(entry.pos, Some(&def.name), Some("agents"), message);
+                self.sink.push(entry.pos, Some(&def.name), Some(field), message);
                 failed = true;
             }
         }
@@ -451,41 +586,45 @@ fn repair_writes(
         .collect()
 }
 
-impl Builder<'_> {
-    /// Sets the chat models `llm` agents refer to.
-    /// Whether the agent `name` or any agent under it mentions `key` as a whole word anywhere in its
-    /// definition (inputs, templates, expressions, prompts); `None` when one of them reads inputs the spec
-    /// does not show (an MCP tool's arguments, a registered agent).
-    fn mentioned_under(&self, name: &str, key: &str, seen: &mut HashSet<String>) -> Option<bool> {
-        if !seen.insert(name.to_string()) {
-            return Some(false);
-        }
-        let def = self.by_name.get(name)?;
-        if matches!(def.kind, AgentKind::Mcp(_) | AgentKind::Registry { .. }) {
-            return None;
-        }
-        let text = format!("{def:?}");
-        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-        let found = text
-            .match_indices(key)
-            .any(|(i, _)| !word(text[..i].chars().next_back()) && !word(text[i + key.len()..].chars().next()));
-        let mut unknown = false;
-        for sub in def.kind.references() {
-            match self.mentioned_under(&sub.value, key, seen) {
-                Some(true) => return Some(true),
-                Some(false) => {}
-                None => unknown = true,
-            }
-        }
-        if found {
-            Some(true)
-        } else if unknown {
-            None
-        } else {
-            Some(false)
+/// Whether the agent `name` or any agent under it mentions `key` as a whole word anywhere in its definition
+/// (inputs, templates, expressions, prompts); `None` when one of them reads inputs the spec does not show (an
+/// MCP tool's arguments, a registered agent).
+fn mentioned_under(
+    defs: &HashMap<String, AgentDef>,
+    name: &str,
+    key: &str,
+    seen: &mut HashSet<String>,
+) -> Option<bool> {
+    if !seen.insert(name.to_string()) {
+        return Some(false);
+    }
+    let def = defs.get(name)?;
+    if matches!(def.kind, AgentKind::Mcp(_) | AgentKind::Registry { .. }) {
+        return None;
+    }
+    let text = format!("{def:?}");
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let found = text
+        .match_indices(key)
+        .any(|(i, _)| !word(text[..i].chars().next_back()) && !word(text[i + key.len()..].chars().next()));
+    let mut unknown = false;
+    for sub in def.kind.references() {
+        match mentioned_under(defs, &sub.value, key, seen) {
+            Some(true) => return Some(true),
+            Some(false) => {}
+            None => unknown = true,
         }
     }
+    if found {
+        Some(true)
+    } else if unknown {
+        None
+    } else {
+        Some(false)
+    }
+}
 
+impl Builder<'_> {
     /// Records that this build has no MCP (the cargo feature `mcp` is off) where the spec uses it.
     #[cfg(not(feature = "mcp"))]
     fn no_mcp(&mut self, pos: crate::node::Pos, agent: &str, field: &str) -> Reported {
@@ -531,19 +670,7 @@ impl Builder<'_> {
     }
 
     fn llm(&mut self, def: &AgentDef, llm: &crate::model::LlmDef) -> Built {
-        let model = match self.models.get(&llm.model.value) {
-            Some(Ok(m)) => m.clone(),
-            Some(Err(e)) => {
-                let msg = format!("model `{}`: {e}", llm.model.value);
-                self.sink.push(llm.model.pos, Some(&def.name), Some("model"), msg);
-                return Err(Reported);
-            }
-            None => {
-                let msg = format!("unknown model `{}`", llm.model.value);
-                self.sink.push(llm.model.pos, Some(&def.name), Some("model"), msg);
-                return Err(Reported);
-            }
-        };
+        let model = self.chat_model(def, "model", &llm.model)?;
         let mut b = agentic_agents::LlmAgent::builder(model)
             .name(def.name.clone())
             .user(&llm.user.value)
@@ -651,7 +778,15 @@ fn spec_tool(def: &crate::model::ToolDef) -> Result<agentic_agents::Tool, agenti
     ))
 }
 
-/// The model-driven kinds (`supervisor`, `decision_router`).
+/// The sub-agents of a described composite as they are built: the agents, their names in the spec, and
+/// whether one of them (or a value) failed.
+struct Planned {
+    subs: Vec<AgentRef>,
+    names: Vec<String>,
+    failed: bool,
+}
+
+/// The models of the described kinds' model fields.
 impl<'a> Builder<'a> {
     /// Sets the decision models by name: `scripted` entries with `decisions` (the other entries are chat
     /// models wrapped as decision models).
@@ -660,126 +795,25 @@ impl<'a> Builder<'a> {
         self
     }
 
-    /// The chat model named `model`, or the error reported at the agent's `model` field.
+    /// The chat model named `model`, or the error reported at the agent's field `field`.
     fn chat_model(
         &mut self,
         def: &AgentDef,
+        field: &str,
         model: &Located<String>,
     ) -> Result<agentic_agents::ChatModelRef, Reported> {
         match self.models.get(&model.value) {
             Some(Ok(m)) => Ok(m.clone()),
             Some(Err(e)) => {
                 let msg = format!("model `{}`: {e}", model.value);
-                self.sink.push(model.pos, Some(&def.name), Some("model"), msg);
+                self.sink.push(model.pos, Some(&def.name), Some(field), msg);
                 Err(Reported)
             }
             None => {
                 let msg = format!("unknown model `{}`", model.value);
-                self.sink.push(model.pos, Some(&def.name), Some("model"), msg);
+                self.sink.push(model.pos, Some(&def.name), Some(field), msg);
                 Err(Reported)
             }
-        }
-    }
-
-    fn supervisor(&mut self, def: &'a AgentDef, s: &crate::model::SupervisorDef) -> Built {
-        use agentic_planners::{ContextStrategy, ResponseStrategy, Supervisor};
-        let subs = self.named_children(def, &s.agents);
-        let model = self.chat_model(def, &s.model);
-        let (subs, model) = (subs?, model?);
-        let invalid = |builder: &mut Self, message: String| {
-            builder.sink.push(def.pos, Some(&def.name), None, message);
-            Reported
-        };
-        let responses = ResponseStrategy::from_name(&s.response_strategy).map_err(|m| invalid(self, m))?;
-        let context = ContextStrategy::from_name(&s.context_strategy).map_err(|m| invalid(self, m))?;
-        let mut b = composite(Supervisor::builder(), def, self)?
-            .sub_agents(subs)
-            .chat_model(model)
-            .response_strategy(responses)
-            .context_strategy(context)
-            .max_invocations(s.max_invocations);
-        if let Some(text) = &s.supervisor_context {
-            b = b.supervisor_context(text.clone());
-        }
-        self.finish(def, b.build())
-    }
-
-    fn decision_router(
-        &mut self,
-        def: &'a AgentDef,
-        agents: &[Located<String>],
-        model: &Located<String>,
-        threshold: Option<f64>,
-    ) -> Built {
-        use agentic_planners::DecisionRouter;
-        let subs = self.named_children(def, agents)?;
-        let mut b = composite(DecisionRouter::builder(), def, self)?.sub_agents(subs);
-        b = match self.decision_models.get(&model.value) {
-            Some(m) => b.decision_model(m.clone()),
-            None => b.chat_model(self.chat_model(def, model)?),
-        };
-        if let Some(t) = threshold {
-            b = b.threshold(t);
-        }
-        self.finish(def, b.build())
-    }
-}
-
-/// The pattern kinds (`goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`).
-impl<'a> Builder<'a> {
-    fn pattern(&mut self, def: &'a AgentDef) -> Built {
-        use agentic_planners::{Bdi, Blackboard, Desire};
-        let invalid = |builder: &mut Self, message: String| {
-            builder.sink.push(def.pos, Some(&def.name), None, message);
-            Reported
-        };
-        match &def.kind {
-            AgentKind::Blackboard { agents, goal, prefer, max_invocations } => {
-                let subs = self.children(def, agents)?;
-                let mut b =
-                    composite(Blackboard::builder(), def, self)?.sub_agents(subs).max_invocations(*max_invocations);
-                if let Some(src) = goal {
-                    let e = self.expression(def, "goal", src)?;
-                    b = b.goal(move |view| e.eval_bool(view, &[]));
-                }
-                for (i, rule) in prefer.iter().enumerate() {
-                    b = match &rule.when {
-                        None => b.prefer_always(rule.agent.value.clone()),
-                        Some(src) => {
-                            let e = self.expression(def, &format!("prefer[{i}].when"), src)?;
-                            b.prefer(rule.agent.value.clone(), move |view| e.eval_bool(view, &[]))
-                        }
-                    };
-                }
-                self.finish(def, b.build())
-            }
-            AgentKind::Bdi { desires, max_invocations } => {
-                let mut b = composite(Bdi::builder(), def, self)?.max_invocations(*max_invocations);
-                let mut failed = false;
-                for (i, d) in desires.iter().enumerate() {
-                    let subs = self.children(def, &d.agents);
-                    let satisfied = self.expression(def, &format!("desires[{i}].satisfied"), &d.satisfied);
-                    let achievable = match &d.achievable {
-                        Some(src) => self.expression(def, &format!("desires[{i}].achievable"), src).map(Some),
-                        None => Ok(None),
-                    };
-                    let (Ok(subs), Ok(satisfied), Ok(achievable)) = (subs, satisfied, achievable) else {
-                        failed = true;
-                        continue;
-                    };
-                    let mut desire =
-                        Desire::new(d.name.clone(), d.priority, move |view| satisfied.eval_bool(view, &[]), subs);
-                    if let Some(a) = achievable {
-                        desire = desire.achievable(move |view| a.eval_bool(view, &[]));
-                    }
-                    b = b.desire(desire);
-                }
-                if failed {
-                    return Err(Reported);
-                }
-                self.finish(def, b.build())
-            }
-            other => Err(invalid(self, format!("kind `{}` is not a pattern kind", other.name()))),
         }
     }
 }

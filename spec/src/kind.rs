@@ -59,7 +59,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
 pub use agentic_planners::CompositeParts;
-pub use agentic_planners::kind::{FieldType, KindArgs, KindField, PlannerKind};
+pub use agentic_planners::kind::{Calls, FieldError, FieldType, KindArgs, KindField, ModelUse, PlannerKind};
 
 use crate::model::SUPPORTED_KINDS;
 use crate::parse::{COMMON_FIELDS, COMPOSITE_FIELDS};
@@ -139,8 +139,9 @@ fn identifier(s: &str) -> bool {
 /// # Errors
 /// [`KindError::Builtin`] for a built-in kind's name, [`KindError::Duplicate`] when a kind of that name is
 /// registered, [`KindError::Invalid`] for a name or field name that is not lowercase snake_case, a field a
-/// composite already takes (`output_key`, `error_handler`, ...), a field given twice, or an integer range
-/// whose `min` is above its `max`.
+/// composite already takes (`output_key`, `error_handler`, ...), a field given twice, a range whose `min` is
+/// above its `max`, an [`FieldType::AgentOf`] naming no agent field of the kind, or a modifier on a field it
+/// does not apply to (`at_least` and `by_name` on agent lists, `unique` in a list's entries).
 pub fn register_kind(kind: impl PlannerKind) -> Result<(), KindError> {
     let name = kind.name().to_string();
     let invalid = |message: String| KindError::Invalid { name: name.clone(), message };
@@ -150,32 +151,59 @@ pub fn register_kind(kind: impl PlannerKind) -> Result<(), KindError> {
     if !identifier(&name) {
         return Err(invalid("a kind's name is lowercase letters, digits and `_`, starting with a letter".into()));
     }
-    let mut seen = Vec::new();
-    for field in kind.fields() {
-        if !identifier(field.name) {
-            return Err(invalid(format!("field `{}`: not lowercase snake_case", field.name)));
-        }
-        if COMMON_FIELDS.contains(&field.name) || COMPOSITE_FIELDS.contains(&field.name) {
-            return Err(invalid(format!("field `{}`: every composite takes it already", field.name)));
-        }
-        if seen.contains(&field.name) {
-            return Err(invalid(format!("field `{}` is declared twice", field.name)));
-        }
-        if let FieldType::Integer { min, max } = field.ty
-            && min > max
-        {
-            return Err(invalid(format!("field `{}`: min {min} is above max {max}", field.name)));
-        }
-        if field.min_items > 0 && field.ty != FieldType::Agents {
-            return Err(invalid(format!("field `{}`: `at_least` applies to a list of agents only", field.name)));
-        }
-        seen.push(field.name);
-    }
+    check_fields(kind.fields(), kind.fields(), None).map_err(invalid)?;
     let mut kinds = registry().write().unwrap_or_else(PoisonError::into_inner);
     if kinds.contains_key(&name) {
         return Err(KindError::Duplicate { name });
     }
     kinds.insert(name, KindRef(Arc::new(kind)));
+    Ok(())
+}
+
+/// Checks the declared fields of a kind (`top`: the kind's own fields, which [`FieldType::AgentOf`] refers
+/// to), and those of the entries of its list fields (`list`: the list field's name).
+fn check_fields(fields: &[KindField], top: &[KindField], list: Option<&str>) -> Result<(), String> {
+    let mut seen = Vec::new();
+    for field in fields {
+        let name = field.name;
+        let shown = match list {
+            Some(list) => format!("{list}.{name}"),
+            None => name.to_string(),
+        };
+        let fail = |message: &str| Err(format!("field `{shown}`: {message}"));
+        if !identifier(name) {
+            return fail("not lowercase snake_case");
+        }
+        if list.is_none() && (COMMON_FIELDS.contains(&name) || COMPOSITE_FIELDS.contains(&name)) {
+            return fail("every composite takes it already");
+        }
+        if seen.contains(&name) {
+            return Err(format!("field `{shown}` is declared twice"));
+        }
+        match field.ty {
+            FieldType::Integer { min, max } if min > max => return fail(&format!("min {min} is above max {max}")),
+            FieldType::NumberIn { min, max, .. } if min.is_nan() || max.is_nan() || min > max => {
+                return fail(&format!("min {min} is above max {max}"));
+            }
+            FieldType::AgentOf(other)
+                if !top.iter().any(|f| f.name == other && matches!(f.ty, FieldType::Agents | FieldType::Agent)) =>
+            {
+                return fail(&format!("`{other}` is not an agent field of the kind"));
+            }
+            FieldType::List(inner) => check_fields(inner, top, Some(&shown))?,
+            _ => {}
+        }
+        if field.min_items > 0 && field.ty != FieldType::Agents {
+            return fail("`at_least` applies to a list of agents only");
+        }
+        if field.by_name && field.ty != FieldType::Agents {
+            return fail("`by_name` applies to a list of agents only");
+        }
+        if field.unique && list.is_none() {
+            return fail("`unique` applies to the fields of a list's entries only");
+        }
+        seen.push(name);
+    }
     Ok(())
 }
 
@@ -286,5 +314,118 @@ mod tests {
             "panel.yaml:4:54: agent `p`: field `judge`: expected a string, found a list"
         );
         assert_eq!(errors("members: [a, b]"), "panel.yaml:4:6: agent `p`: missing field `judge` (an agent name)");
+    }
+
+    /// A kind with nested fields: shifts (entries with a unique label, their workers, a lead among the crew and
+    /// a condition), the crew after them, a chief among the crew, a chat model and a share.
+    struct Rota;
+
+    impl PlannerKind for Rota {
+        fn name(&self) -> &str {
+            "kind_test_rota"
+        }
+
+        fn fields(&self) -> &[KindField] {
+            const SHIFT: &[KindField] = &[
+                KindField::required("label", FieldType::Name).unique(),
+                KindField::required("workers", FieldType::Agents),
+                KindField::optional("lead", FieldType::AgentOf("crew")),
+                KindField::optional("until", FieldType::Expression),
+            ];
+            const FIELDS: &[KindField] = &[
+                KindField::required("shifts", FieldType::List(SHIFT)),
+                KindField::required("crew", FieldType::Agents),
+                KindField::optional("chief", FieldType::AgentOf("crew")),
+                KindField::optional("model", FieldType::Model(ModelUse::Chat)),
+                KindField::optional("share", FieldType::NumberIn { min: 0.0, max: 1.0, exclusive: false }),
+            ];
+            FIELDS
+        }
+
+        fn planner(&self, args: &KindArgs) -> Result<PlannerFactory, String> {
+            let shifts = args.entries("shifts");
+            let seen = (
+                shifts.iter().map(|s| s.agents("workers").to_vec()).collect::<Vec<_>>(),
+                shifts.iter().map(|s| (s.get_str("label"), s.agent("lead"))).collect::<Vec<_>>(),
+                shifts.iter().map(|s| s.expression("until").is_some()).collect::<Vec<_>>(),
+                args.agents("crew").to_vec(),
+                (args.agent("chief"), args.get_str("chief")),
+                (args.chat_model("model").is_some(), args.get_str("model"), args.get_f64("share"), args.sub_agents()),
+            );
+            let expected = (
+                vec![vec![0, 1], vec![2]],
+                vec![(Some("day"), Some(4)), (Some("night"), None)],
+                vec![true, false],
+                vec![3, 4],
+                (Some(3), Some("c1")),
+                (true, Some("default"), Some(1.0), 5),
+            );
+            if seen != expected {
+                return Err(format!("unexpected arguments: {seen:?}"));
+            }
+            Ok(Arc::new(|| Box::new(agentic_planners::SequentialPlanner::default())))
+        }
+    }
+
+    fn rota(fields: &str) -> String {
+        let _ = register_kind(Rota);
+        let leaves: String = ["w1", "w2", "w3", "c1", "c2"]
+            .iter()
+            .map(|n| format!("  {n}: {{kind: compute, value: \"1\"}}\n"))
+            .collect();
+        format!(
+            "version: 1\nroot: r\nmodels:\n  default: {{provider: scripted, replies: [x]}}\nagents:\n  r: {{kind: \
+             kind_test_rota, {fields}}}\n{leaves}"
+        )
+    }
+
+    const SHIFTS: &str = "shifts: [{label: day, workers: [w1, w2], lead: c2, until: 'x > 1'}, {label: night, workers: \
+                          [w3]}], crew: [c1, c2]";
+
+    #[test]
+    fn list_fields_are_read_per_entry_and_their_agents_numbered_in_order() {
+        let spec = Spec::parse(&rota(&format!("{SHIFTS}, chief: c1, share: 1")), "rota.yaml")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let Some(AgentKind::Planner(def)) = spec.agent("r").map(|a| &a.kind) else { panic!("not a described kind") };
+        let refs: Vec<&str> =
+            spec.agent("r").map(|a| a.kind.references()).unwrap_or_default().iter().map(|r| r.value.as_str()).collect();
+        assert_eq!(refs, ["w1", "w2", "w3", "c1", "c2"]);
+        assert_eq!(def.locate("shifts[0].lead").map(|p| (p.line, p.column)), Some((6, 76)));
+        let built = spec.build().unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<String> = built.root.topology().children.iter().map(|c| c.spec.name.clone()).collect();
+        assert_eq!(names, ["w1", "w2", "w3", "c1", "c2"]);
+    }
+
+    #[test]
+    fn nested_values_are_checked_where_they_are_written() {
+        let errors = |fields: &str| match Spec::parse(&rota(fields), "rota.yaml") {
+            Ok(_) => String::from("parsed"),
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(
+            errors("shifts: [{label: a, workers: []}, {label: a, workers: []}], crew: [c1]"),
+            "rota.yaml:6:71: agent `r`: field `shifts[1].label`: duplicate label `a` (first defined at line 6, \
+             column 46)"
+        );
+        assert_eq!(
+            errors("shifts: [{label: a, workers: [], lead: w1}], crew: [c1]"),
+            "rota.yaml:6:68: agent `r`: field `shifts[0].lead`: agent `w1` is not one of the `crew` of this \
+             kind_test_rota (`c1`)"
+        );
+        assert_eq!(
+            errors("shifts: [{workers: [w1], labl: a}], crew: [c1], share: 2"),
+            "rota.yaml:6:54: agent `r`: field `shifts[0]`: unknown field `labl` (did you mean `label`?), expected one \
+             of `label`, `workers`, `lead`, `until`\nrota.yaml:6:84: agent `r`: field `share`: must be between 0 and \
+             1, found 2"
+        );
+        assert_eq!(
+            errors("shifts: {label: a}, crew: [c1]"),
+            "rota.yaml:6:37: agent `r`: field `shifts`: expected a list of `{label, workers, lead, until}`, found a \
+             mapping"
+        );
+        assert_eq!(
+            errors(&format!("{SHIFTS}, model: planner")),
+            "rota.yaml:6:152: agent `r`: field `model`: unknown model `planner`; defined models: `default`"
+        );
     }
 }

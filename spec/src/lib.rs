@@ -136,16 +136,15 @@ use agentic_engine::AgentRef;
 
 pub use error::{SpecError, SpecErrors};
 pub use kind::{
-    CompositeParts, FieldType, KindArgs, KindError, KindField, KindRef, PlannerKind, register_kind, registered_kind,
-    registered_kinds,
+    Calls, CompositeParts, FieldError, FieldType, KindArgs, KindError, KindField, KindRef, ModelUse, PlannerKind,
+    register_kind, registered_kind, registered_kinds,
 };
-pub use model::SupervisorDef;
 pub use model::{
-    A2aDef, AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, FieldValue, LlmDef, Located,
+    A2aDef, AgentDef, AgentKind, CompositeCommon, ComputeBody, EntryDef, ErrorHandlerDef, FieldValue, LlmDef, Located,
     McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, PlannerDef, SUPPORTED_KINDS,
     UNSUPPORTED_KINDS,
 };
-pub use model::{DesireDef, PreferDef};
+pub use model::{DeadlineDef, OnTimeoutDef, WaitDef};
 pub use models::{decision_model_from_def, model_from_def};
 pub use node::Pos;
 pub use params::{InputError, ParamDef, ParamType};
@@ -203,9 +202,9 @@ impl Spec {
         };
         let parsed = parse::parse_tree(&tree, &mut sink);
         validate::check_graph(&parsed.agents, &parsed.names, parsed.root.as_ref(), &mut sink);
-        validate::check_prefer(&parsed.agents, &parsed.names, &mut sink);
+        validate::check_agent_of(&parsed.agents, &parsed.names, &mut sink);
         validate::check_llm(&parsed.agents, &parsed.models, &parsed.names, &mut sink);
-        validate::check_pattern_models(&parsed.agents, &parsed.models, &mut sink);
+        validate::check_kind_models(&parsed.agents, &parsed.models, &mut sink);
         validate::check_mcp_servers(&parsed.agents, &parsed.mcp_server_names, &mut sink);
         for agent in &parsed.agents {
             validate::check_expressions(agent, &mut sink);

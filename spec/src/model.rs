@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use crate::kind::{FieldType, KindField};
 use crate::node::Pos;
 
 /// A string read from the spec, with its position.
@@ -89,17 +90,6 @@ pub enum ComputeBody {
     Template(Located<String>),
 }
 
-/// One branch of a `conditional`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BranchDef {
-    /// Position of the branch mapping.
-    pub pos: Pos,
-    /// `when`: the condition expression.
-    pub when: Located<String>,
-    /// `agents`: run in order when the condition holds.
-    pub agents: Vec<Located<String>>,
-}
-
 /// An agent's kind with its kind-specific fields.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -114,69 +104,29 @@ pub enum AgentKind {
         pending_mode: bool,
         /// `response_id` (default: the agent's path).
         response_id: Option<String>,
+        /// `deadline` (SPEC.md §3): when the question times out.
+        deadline: Option<Located<DeadlineDef>>,
+        /// `on_timeout`: what happens at the deadline (default: the step fails).
+        on_timeout: Option<Located<OnTimeoutDef>>,
     },
+    /// `wait`: suspends without a human until a time (`for` a duration, or `until` an expression giving an
+    /// RFC 3339 time); its result is the time it fired.
+    Wait(WaitDef),
     /// `mcp`: one tool of an MCP server as an agent.
     Mcp(McpDef),
     /// `a2a`: a remote A2A agent as an agent.
     A2a(A2aDef),
-    /// `parallel_mapper`: runs `agent` once per item of the list at `items`.
-    ParallelMapper {
-        /// The mapped agent by name.
-        agent: Located<String>,
-        /// State key holding the list.
-        items: String,
-        /// Input of `agent` receiving each item (default: its first input).
-        item_key: Option<String>,
-        /// At most this many at once (default: unbounded).
-        max_concurrency: Option<usize>,
-    },
-    /// `conditional`: runs every branch whose condition holds.
-    Conditional {
-        /// The branches, in order.
-        branches: Vec<BranchDef>,
-    },
     /// `llm`: asks a chat model (see [`LlmDef`]).
     Llm(Box<LlmDef>),
-    /// `blackboard`: one activatable agent per step, chosen by `prefer`, then declaration order.
-    Blackboard {
-        /// Sub-agents by name.
-        agents: Vec<Located<String>>,
-        /// Goal expression (default: the `output_key` is defined).
-        goal: Option<Located<String>>,
-        /// Conflict-resolution rules, in order.
-        prefer: Vec<PreferDef>,
-        /// At most this many invocations (default 50); reaching it with the goal unmet is an error.
-        max_invocations: u32,
-    },
-    /// `bdi`: pursues the highest-priority achievable, unsatisfied desire with its agents.
-    Bdi {
-        /// The desires, in declaration order.
-        desires: Vec<DesireDef>,
-        /// At most this many invocations (default 50).
-        max_invocations: u32,
-    },
-    /// `supervisor`: a chat model decides, step by step, which of `agents` runs next (see [`SupervisorDef`]).
-    Supervisor(SupervisorDef),
-    /// `decision_router`: a decision model chooses which of `agents` run.
-    DecisionRouter {
-        /// Sub-agents by name.
-        agents: Vec<Located<String>>,
-        /// `model`: a name in `models` (default `default`, located at the agent when not written); a
-        /// `scripted` entry with `decisions` answers as a decision model, any other entry is a chat model used
-        /// as one.
-        model: Located<String>,
-        /// `threshold` (strictly between 0 and 1): run every agent whose probability of yes reaches it; none =
-        /// one choice.
-        threshold: Option<f64>,
-    },
     /// `registry`: an agent the Rust program registered in its [`agentic_engine::AgentRegistry`] under
     /// `name`, looked up when the spec is built (`BuildContext::registry`). It keeps its own name and fields.
     Registry {
         /// `name`: the registered name.
         name: Located<String>,
     },
-    /// A composite whose kind a planner descriptor defines ([`crate::PlannerKind`]): a built-in kind
-    /// (`sequence`, `loop`, `parallel`, `goap`, `p2p`, `voting`, `debate`) or one the program registered
+    /// A composite whose kind a planner descriptor defines ([`crate::PlannerKind`]): every built-in composite
+    /// kind (`sequence`, `loop`, `parallel`, `parallel_mapper`, `conditional`, `goap`, `p2p`, `blackboard`,
+    /// `voting`, `debate`, `bdi`, `supervisor`, `decision_router`) and the ones the program registered
     /// ([`crate::register_kind`]), with the values of the fields the spec gives.
     Planner(PlannerDef),
     /// A kind of SPEC.md this build does not support yet (`llm`, `supervisor`, ...). Never present in a
@@ -190,40 +140,24 @@ impl AgentKind {
         match self {
             AgentKind::Compute(_) => "compute",
             AgentKind::Human { .. } => "human",
+            AgentKind::Wait(_) => "wait",
             AgentKind::Mcp(_) => "mcp",
             AgentKind::A2a(_) => "a2a",
-            AgentKind::ParallelMapper { .. } => "parallel_mapper",
-            AgentKind::Conditional { .. } => "conditional",
             AgentKind::Llm(_) => "llm",
-            AgentKind::Blackboard { .. } => "blackboard",
-            AgentKind::Bdi { .. } => "bdi",
-            AgentKind::Supervisor(_) => "supervisor",
-            AgentKind::DecisionRouter { .. } => "decision_router",
             AgentKind::Registry { .. } => "registry",
             AgentKind::Planner(c) => c.kind.name(),
             AgentKind::Unsupported(kind) => kind,
         }
     }
 
-    /// The sub-agent references, in declaration order (branches flattened in order).
+    /// The sub-agent references, in the order the sub-agents are numbered (a kind's agent fields in its field
+    /// order, the entries of a list field in order: a conditional's branches flattened).
     pub fn references(&self) -> Vec<&Located<String>> {
         match self {
-            AgentKind::ParallelMapper { agent, .. } => vec![agent],
-            AgentKind::Blackboard { agents, .. } | AgentKind::DecisionRouter { agents, .. } => agents.iter().collect(),
-            AgentKind::Supervisor(s) => s.agents.iter().collect(),
-            AgentKind::Bdi { desires, .. } => desires.iter().flat_map(|d| d.agents.iter()).collect(),
-            AgentKind::Conditional { branches } => branches.iter().flat_map(|b| b.agents.iter()).collect(),
-            AgentKind::Planner(c) => c
-                .fields
-                .iter()
-                .flat_map(|(_, v)| match v {
-                    FieldValue::Agents(list) => list.iter().collect(),
-                    FieldValue::Agent(one) => vec![one],
-                    FieldValue::Value(_) | FieldValue::Expression(_) => Vec::new(),
-                })
-                .collect(),
+            AgentKind::Planner(c) => c.fields.iter().flat_map(|(_, v)| v.references()).collect(),
             AgentKind::Compute(_)
             | AgentKind::Human { .. }
+            | AgentKind::Wait(_)
             | AgentKind::Mcp(_)
             | AgentKind::A2a(_)
             | AgentKind::Llm(_)
@@ -234,7 +168,8 @@ impl AgentKind {
 }
 
 /// An agent whose kind a planner descriptor defines: the kind and the values of the fields the spec gives,
-/// in the order the kind declares them.
+/// in the order the kind declares them. A [`crate::FieldType::Model`] field the spec leaves out names the
+/// model `default`, located at the agent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannerDef {
     /// The registered kind.
@@ -243,17 +178,132 @@ pub struct PlannerDef {
     pub fields: Vec<(String, FieldValue)>,
 }
 
+impl PlannerDef {
+    /// The value of the field `name`, when given.
+    pub fn field(&self, name: &str) -> Option<&FieldValue> {
+        self.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    /// Calls `f(path, field, value, entry)` for every value, those in the entries of list fields included
+    /// (`path`: `branches[1].when`; `entry`: the position of the entry holding it, `None` for the kind's own
+    /// fields), in field order.
+    pub(crate) fn visit<'a>(&'a self, f: &mut Visitor<'_, 'a>) {
+        visit_fields(self.kind.descriptor().fields(), &self.fields, "", None, f);
+    }
+
+    /// The position of the value at `path` (`item_key`, `desires[1].name`, `agents[2]`), when the spec gives
+    /// it.
+    pub(crate) fn locate(&self, path: &str) -> Option<Pos> {
+        let mut fields = &self.fields;
+        let mut segments = path.split('.').peekable();
+        while let Some(segment) = segments.next() {
+            let (name, index) = match segment.split_once('[') {
+                Some((name, rest)) => (name, rest.strip_suffix(']').and_then(|i| i.parse::<usize>().ok())),
+                None => (segment, None),
+            };
+            let value = fields.iter().find(|(n, _)| n == name).map(|(_, v)| v)?;
+            let last = segments.peek().is_none();
+            match (value, index) {
+                (FieldValue::List(entries), Some(i)) => {
+                    let entry = entries.get(i)?;
+                    if last {
+                        return Some(entry.pos);
+                    }
+                    fields = &entry.fields;
+                }
+                (FieldValue::Agents(list), Some(i)) if last => return list.get(i).map(|n| n.pos),
+                (value, None) if last => return value.pos(),
+                _ => return None,
+            }
+        }
+        None
+    }
+}
+
+/// What [`PlannerDef::visit`] calls: `(path, field, value, entry)`.
+pub(crate) type Visitor<'f, 'a> = dyn FnMut(&str, &KindField, &'a FieldValue, Option<Pos>) + 'f;
+
+fn visit_fields<'a>(
+    declared: &[KindField],
+    fields: &'a [(String, FieldValue)],
+    prefix: &str,
+    entry: Option<Pos>,
+    f: &mut Visitor<'_, 'a>,
+) {
+    for (name, value) in fields {
+        let Some(field) = declared.iter().find(|d| d.name == name) else { continue };
+        let path = if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
+        f(&path, field, value, entry);
+        if let (FieldValue::List(entries), FieldType::List(inner)) = (value, field.ty) {
+            for (i, e) in entries.iter().enumerate() {
+                visit_fields(inner, &e.fields, &format!("{path}[{i}]"), Some(e.pos), f);
+            }
+        }
+    }
+}
+
 /// The value of one field of a kind a planner descriptor defines, as parsed.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum FieldValue {
     /// Sub-agents by name.
     Agents(Vec<Located<String>>),
     /// One sub-agent by name.
     Agent(Located<String>),
-    /// A plain value (string, number, boolean, choice, or any value).
+    /// A plain value (string, name, state key, number, boolean, choice, or any value).
     Value(Located<serde_json::Value>),
     /// An expression's source.
     Expression(Located<String>),
+    /// The entries of a list field, in order.
+    List(Vec<EntryDef>),
+    /// The name of one of the agents of another field of the kind ([`crate::FieldType::AgentOf`]).
+    AgentOf(Located<String>),
+    /// A model's name in `models` ([`crate::FieldType::Model`]).
+    Model(Located<String>),
+}
+
+impl FieldValue {
+    /// The sub-agents it names, in order (a list's entries' too).
+    pub fn references(&self) -> Vec<&Located<String>> {
+        match self {
+            FieldValue::Agents(list) => list.iter().collect(),
+            FieldValue::Agent(one) => vec![one],
+            FieldValue::List(entries) => {
+                entries.iter().flat_map(|e| e.fields.iter().flat_map(|(_, v)| v.references())).collect()
+            }
+            FieldValue::Value(_) | FieldValue::Expression(_) | FieldValue::AgentOf(_) | FieldValue::Model(_) => {
+                Vec::new()
+            }
+        }
+    }
+
+    /// Where the value was read (a list of agents: its first name; a list of entries: its first entry).
+    pub fn pos(&self) -> Option<Pos> {
+        match self {
+            FieldValue::Agents(list) => list.first().map(|n| n.pos),
+            FieldValue::List(entries) => entries.first().map(|e| e.pos),
+            FieldValue::Agent(v) | FieldValue::Expression(v) | FieldValue::AgentOf(v) | FieldValue::Model(v) => {
+                Some(v.pos)
+            }
+            FieldValue::Value(v) => Some(v.pos),
+        }
+    }
+}
+
+/// One entry of a list field ([`crate::FieldType::List`]): a mapping with the fields the kind declares for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntryDef {
+    /// Position of the entry's mapping.
+    pub pos: Pos,
+    /// `(field, value)` for each field given, in the declared order.
+    pub fields: Vec<(String, FieldValue)>,
+}
+
+impl EntryDef {
+    /// The value of the field `name`, when given.
+    pub fn field(&self, name: &str) -> Option<&FieldValue> {
+        self.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
 }
 
 /// The fields of an `mcp` agent.
@@ -388,24 +438,6 @@ pub struct ToolDef {
     pub body: ComputeBody,
 }
 
-/// The fields of a `supervisor` agent.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SupervisorDef {
-    /// Sub-agents by name.
-    pub agents: Vec<Located<String>>,
-    /// `model`: the planning chat model, a name in `models` (default `default`, located at the agent when not
-    /// written).
-    pub model: Located<String>,
-    /// `response_strategy`: `last` (default), `summary` or `scored`.
-    pub response_strategy: String,
-    /// `context_strategy`: `chat_memory` (default), `summarization` or `chat_memory_and_summarization`.
-    pub context_strategy: String,
-    /// `supervisor_context`: text added to the planner's prompt (default none).
-    pub supervisor_context: Option<String>,
-    /// `max_invocations` (default 10).
-    pub max_invocations: u32,
-}
-
 /// A named model configuration (`models.<name>`); `llm` agents refer to it by name.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelDef {
@@ -448,10 +480,43 @@ pub enum ModelProvider {
     },
 }
 
+/// A human step's `deadline` (SPEC.md §3).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum DeadlineDef {
+    /// A duration (`"90s"`, `"2h"`) from the moment the question is first asked, in milliseconds.
+    After(u64),
+    /// An RFC 3339 time, or an expression over the state giving one (evaluated when first asked).
+    At(String),
+}
+
+/// A human step's `on_timeout` (SPEC.md §3).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum OnTimeoutDef {
+    /// `fail` (the default): the step fails.
+    Fail,
+    /// `{default: <expression>}`: its value becomes the answer.
+    Default(Located<String>),
+    /// `{escalate: <name>}`: that human agent is asked next, with its own deadline.
+    Escalate(Located<String>),
+}
+
+/// A `wait` agent's time (SPEC.md §3): exactly one of the two.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum WaitDef {
+    /// `for`: a duration from the moment the agent is reached, in milliseconds.
+    For(u64),
+    /// `until`: an expression over the state giving an RFC 3339 time (or such a time).
+    Until(Located<String>),
+}
+
 /// The kinds this build can run.
 pub const SUPPORTED_KINDS: &[&str] = &[
     "compute",
     "human",
+    "wait",
     "sequence",
     "loop",
     "parallel",
@@ -473,31 +538,3 @@ pub const SUPPORTED_KINDS: &[&str] = &[
 
 /// Kinds of SPEC.md that are recognised but not supported yet by this build.
 pub const UNSUPPORTED_KINDS: &[&str] = &[];
-
-/// One `prefer` rule of a `blackboard`: `{agent, when}`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PreferDef {
-    /// Position of the rule mapping.
-    pub pos: Pos,
-    /// The preferred agent (one of the blackboard's `agents`).
-    pub agent: Located<String>,
-    /// The condition (expression); none = always.
-    pub when: Option<Located<String>>,
-}
-
-/// One desire of a `bdi`: `{name, priority, achievable, satisfied, agents}`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DesireDef {
-    /// Position of the desire mapping.
-    pub pos: Pos,
-    /// `name` (unique within the bdi).
-    pub name: String,
-    /// `priority`: higher is more important (default 0).
-    pub priority: i64,
-    /// `achievable` (expression; none = always achievable).
-    pub achievable: Option<Located<String>>,
-    /// `satisfied` (expression, required).
-    pub satisfied: Located<String>,
-    /// `agents`: the intention, run in order.
-    pub agents: Vec<Located<String>>,
-}

@@ -4,10 +4,11 @@
 use serde_json::Value;
 
 use crate::error::{Sink, suggest};
-use crate::kind::{FieldType, KindRef};
+use crate::kind::{FieldType, KindField, KindRef};
 use crate::model::{
-    A2aDef, AgentDef, AgentKind, BranchDef, CompositeCommon, ComputeBody, ErrorHandlerDef, FieldValue, Located, McpDef,
-    McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, PlannerDef, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
+    A2aDef, AgentDef, AgentKind, CompositeCommon, ComputeBody, DeadlineDef, EntryDef, ErrorHandlerDef, FieldValue,
+    Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, OnTimeoutDef, PlannerDef,
+    SUPPORTED_KINDS, UNSUPPORTED_KINDS, WaitDef,
 };
 use crate::node::{Node, NodeValue, Pos};
 use crate::params::{ParamDef, ParamType};
@@ -204,14 +205,6 @@ impl Cx<'_> {
             }
         }
         Some(out)
-    }
-
-    fn required_list(&mut self, obj: &Obj<'_>, field: &str) -> Vec<Located<String>> {
-        if obj.get(field).is_none() {
-            self.missing(obj.pos, field, format!("missing field `{field}`"));
-            return Vec::new();
-        }
-        self.string_list(obj, field).unwrap_or_default()
     }
 }
 
@@ -577,7 +570,8 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
         described.iter().flat_map(|k| k.descriptor().fields().iter().map(|f| f.name)).collect();
     let specific: &[&str] = match kind {
         "compute" => &["value", "template"],
-        "human" => &["prompt", "mode", "response_id"],
+        "human" => &["prompt", "mode", "response_id", "deadline", "on_timeout"],
+        "wait" => &["for", "until"],
         "mcp" => &["server", "tool"],
         "a2a" => &["url", "tenant", "tenant_key", "message", "context_key", "task_key", "stream"],
         "llm" => &[
@@ -596,14 +590,6 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
             "confidence_key",
             "scores_key",
         ],
-        "parallel_mapper" => &["agent", "items", "item_key", "max_concurrency"],
-        "conditional" => &["branches"],
-        "blackboard" => &["agents", "goal", "prefer", "max_invocations"],
-        "bdi" => &["desires", "max_invocations"],
-        "supervisor" => {
-            &["agents", "model", "response_strategy", "context_strategy", "supervisor_context", "max_invocations"]
-        }
-        "decision_router" => &["agents", "model", "threshold"],
         "registry" => &["name"],
         _ if described.is_some() => &described_fields,
         other => {
@@ -628,7 +614,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
     if kind == "registry" {
         return parse_registry(name, pos, kind_pos, &obj, &mut cx);
     }
-    let is_composite = !matches!(kind, "compute" | "human" | "llm" | "mcp" | "a2a");
+    let is_composite = !matches!(kind, "compute" | "human" | "wait" | "llm" | "mcp" | "a2a");
     let mut allowed: Vec<&str> = COMMON_FIELDS.to_vec();
     if is_composite {
         allowed.extend_from_slice(COMPOSITE_FIELDS);
@@ -680,8 +666,46 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
                 }
             };
             let response_id = cx.nonempty(&obj, "response_id").map(|s| s.value);
-            AgentKind::Human { prompt: prompt?, pending_mode, response_id }
+            let deadline = match cx.nonempty(&obj, "deadline") {
+                None => None,
+                Some(d) => Some(Located::new(
+                    match parse_duration(&d.value) {
+                        Ok(ms) => DeadlineDef::After(ms),
+                        Err(_) => DeadlineDef::At(d.value.clone()),
+                    },
+                    d.pos,
+                )),
+            };
+            let on_timeout = obj.get("on_timeout").and_then(|node| parse_on_timeout(node, &mut cx));
+            if on_timeout.is_some() && deadline.is_none() {
+                cx.err(obj.pos, Some("on_timeout"), "`on_timeout` needs a `deadline`");
+                return None;
+            }
+            AgentKind::Human { prompt: prompt?, pending_mode, response_id, deadline, on_timeout }
         }
+        "wait" => match (obj.get("for"), cx.nonempty(&obj, "until")) {
+            (Some(node), None) => {
+                let text = cx.nonempty(&obj, "for")?;
+                match parse_duration(&text.value) {
+                    Ok(ms) => AgentKind::Wait(WaitDef::For(ms)),
+                    Err(message) => {
+                        cx.err(node.pos, Some("for"), message);
+                        return None;
+                    }
+                }
+            }
+            (None, Some(until)) => AgentKind::Wait(WaitDef::Until(until)),
+            (Some(node), Some(_)) => {
+                cx.err(node.pos, None, "a wait takes either `for` (a duration) or `until` (a time), not both");
+                return None;
+            }
+            (None, None) => {
+                if obj.get("until").is_none() {
+                    cx.missing(pos, "for", "missing field `for` (a duration: \"90s\", \"2h\") or `until` (a time)");
+                }
+                return None;
+            }
+        },
         "mcp" => {
             let server = match obj.get("server") {
                 None => {
@@ -727,78 +751,34 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
                 stream,
             })
         }
-        "parallel_mapper" => {
-            let agent = cx.required(&obj, "agent");
-            let items = cx.required(&obj, "items");
-            let item_key = cx.nonempty(&obj, "item_key").map(|s| s.value);
-            let max_concurrency = concurrency(&obj, &mut cx);
-            match (agent, items) {
-                (Some(agent), Some(items)) => {
-                    AgentKind::ParallelMapper { agent, items: items.value, item_key, max_concurrency }
-                }
-                _ => return None,
-            }
-        }
         "llm" => AgentKind::Llm(Box::new(parse_llm(&obj, pos, &mut cx)?)),
-        "blackboard" => AgentKind::Blackboard {
-            agents: cx.required_list(&obj, "agents"),
-            goal: cx.nonempty(&obj, "goal"),
-            prefer: parse_prefer(&obj, &mut cx),
-            max_invocations: bounded_u32(&obj, &mut cx, "max_invocations", 50),
-        },
-        "bdi" => AgentKind::Bdi {
-            desires: parse_desires(&obj, &mut cx),
-            max_invocations: bounded_u32(&obj, &mut cx, "max_invocations", 50),
-        },
-        "supervisor" => {
-            let agents = cx.required_list(&obj, "agents");
-            let model = model_field(&obj, pos, &mut cx);
-            let responses = choice(&obj, &mut cx, "response_strategy", &["last", "summary", "scored"]);
-            let contexts = ["chat_memory", "summarization", "chat_memory_and_summarization"];
-            let context = choice(&obj, &mut cx, "context_strategy", &contexts);
-            let supervisor_context = cx.string(&obj, "supervisor_context").map(|s| s.value);
-            let max_invocations = bounded_u32(&obj, &mut cx, "max_invocations", 10);
-            AgentKind::Supervisor(crate::model::SupervisorDef {
-                agents,
-                model: model?,
-                response_strategy: responses?,
-                context_strategy: context?,
-                supervisor_context,
-                max_invocations,
-            })
-        }
-        "decision_router" => {
-            let agents = cx.required_list(&obj, "agents");
-            let model = model_field(&obj, pos, &mut cx);
-            let threshold = match (obj.get("threshold"), cx.number(&obj, "threshold")) {
-                (Some(node), Some(t)) if !(t > 0.0 && t < 1.0) => {
-                    let shown = node.to_json();
-                    cx.err(node.pos, Some("threshold"), format!("must be strictly between 0 and 1, found {shown}"));
-                    return None;
-                }
-                (Some(_), None) => return None,
-                (_, t) => t,
-            };
-            AgentKind::DecisionRouter { agents, model: model?, threshold }
-        }
-        "conditional" => AgentKind::Conditional { branches: parse_branches(&obj, &mut cx) },
         _ => match &described {
-            Some(k) => AgentKind::Planner(parse_described(k, &obj, &mut cx)?),
+            Some(k) => AgentKind::Planner(parse_described(k, &obj, pos, &mut cx)?),
             None => return None,
         },
     };
     Some(def)
 }
 
-/// The fields of an agent whose kind a descriptor defines, checked against the kind's declared types.
-fn parse_described(kind: &KindRef, obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<PlannerDef> {
+/// The fields of an agent whose kind a descriptor defines, checked against the kind's declared types; `pos`
+/// (the agent's) locates a model field left out.
+fn parse_described(kind: &KindRef, obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<PlannerDef> {
     let before = cx.sink_len();
-    let mut fields = Vec::new();
-    for field in kind.descriptor().fields() {
+    let fields = parse_fields(kind.descriptor().fields(), obj, pos, cx);
+    (cx.sink_len() == before).then(|| PlannerDef { kind: kind.clone(), fields })
+}
+
+/// The values of the declared `fields` in `obj` (a kind's, or an entry's of a list field), in declared order;
+/// errors recorded. A model field left out names `default`, located at `pos`.
+fn parse_fields(fields: &[KindField], obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Vec<(String, FieldValue)> {
+    let mut out = Vec::new();
+    for field in fields {
         let name = field.name;
         let Some(node) = obj.get(name) else {
             if field.required {
                 cx.missing(obj.pos, name, format!("missing field `{name}` ({})", field.ty.described()));
+            } else if let FieldType::Model(_) = field.ty {
+                out.push((name.to_string(), FieldValue::Model(Located::new("default".to_string(), pos))));
             }
             continue;
         };
@@ -815,6 +795,7 @@ fn parse_described(kind: &KindRef, obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<Pla
             },
             FieldType::Agent => cx.nonempty(obj, name).map(FieldValue::Agent),
             FieldType::String => cx.string(obj, name).and_then(|s| located(Value::String(s.value))),
+            FieldType::Name | FieldType::Key => cx.nonempty(obj, name).and_then(|s| located(Value::String(s.value))),
             FieldType::Integer { min, max } => match signed(obj, cx, name) {
                 Some(v) if (min..=max).contains(&v) => located(Value::from(v)),
                 Some(v) => {
@@ -829,6 +810,17 @@ fn parse_described(kind: &KindRef, obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<Pla
                 None => None,
             },
             FieldType::Number => cx.number(obj, name).and_then(|n| located(Value::from(n))),
+            FieldType::NumberIn { min, max, exclusive } => match cx.number(obj, name) {
+                Some(n) if (exclusive && n > min && n < max) || (!exclusive && n >= min && n <= max) => {
+                    located(Value::from(n))
+                }
+                Some(_) => {
+                    let range = if exclusive { "strictly between" } else { "between" };
+                    cx.err(node.pos, Some(name), format!("must be {range} {min} and {max}, found {}", node.to_json()));
+                    None
+                }
+                None => None,
+            },
             FieldType::Bool => match node.value {
                 NodeValue::Bool(b) => located(Value::Bool(b)),
                 _ => {
@@ -838,17 +830,99 @@ fn parse_described(kind: &KindRef, obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<Pla
             },
             FieldType::Choice(words) => choice(obj, cx, name, words).and_then(|w| located(Value::String(w))),
             FieldType::Expression => cx.nonempty(obj, name).map(FieldValue::Expression),
+            FieldType::List(inner) => parse_entries(field, inner, node, cx).map(FieldValue::List),
+            FieldType::AgentOf(_) => cx.nonempty(obj, name).map(FieldValue::AgentOf),
+            FieldType::Model(_) => cx.nonempty(obj, name).map(FieldValue::Model),
             _ => located(node.to_json()),
         };
         if let Some(value) = value {
-            fields.push((name.to_string(), value));
+            out.push((name.to_string(), value));
         }
     }
-    (cx.sink_len() == before).then(|| PlannerDef { kind: kind.clone(), fields })
+    out
 }
 
-fn concurrency(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<usize> {
-    cx.int(obj, "max_concurrency", 1, u64::MAX).map(|v| usize::try_from(v).unwrap_or(usize::MAX))
+/// The entries of a list field (`node`), each a mapping of the `inner` fields, with its errors nested under
+/// `field[i]`; a [`KindField::unique`] field's value given twice is refused where the second is written.
+fn parse_entries(field: &KindField, inner: &[KindField], node: &Node, cx: &mut Cx<'_>) -> Option<Vec<EntryDef>> {
+    let NodeValue::Seq(items) = &node.value else {
+        cx.err(node.pos, Some(field.name), format!("expected {}, found {}", field.ty.described(), node.type_name()));
+        return None;
+    };
+    let allowed: Vec<&str> = inner.iter().map(|f| f.name).collect();
+    // The misspellings of the enclosing mapping stay known after the entries' own.
+    let enclosing = std::mem::take(&mut cx.suggested);
+    let mut entries: Vec<EntryDef> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let before = cx.sink_len();
+        if let Some(entry) = cx.obj(item, None, "field") {
+            entry.check_fields(&allowed, cx);
+            let fields = parse_fields(inner, &entry, item.pos, cx);
+            for unique in inner.iter().filter(|f| f.unique) {
+                let value = |fields: &[(String, FieldValue)]| match fields.iter().find(|(n, _)| n == unique.name) {
+                    Some((_, FieldValue::Value(v))) => Some(v.clone()),
+                    _ => None,
+                };
+                let Some(this) = value(&fields) else { continue };
+                if let Some(first) = entries.iter().find_map(|e| value(&e.fields).filter(|v| v.value == this.value)) {
+                    let shown = this.value.as_str().map_or_else(|| this.value.to_string(), str::to_string);
+                    let (line, column) = (first.pos.line, first.pos.column);
+                    let msg =
+                        format!("duplicate {} `{shown}` (first defined at line {line}, column {column})", unique.name);
+                    cx.err(this.pos, Some(unique.name), msg);
+                }
+            }
+            entries.push(EntryDef { pos: item.pos, fields });
+        }
+        cx.nest_since(before, &format!("{}[{i}]", field.name));
+    }
+    cx.suggested = enclosing;
+    Some(entries)
+}
+
+/// A duration as SPEC.md §3 writes it: `<integer><unit>`, unit `ms` `s` `m` `h` `d` (`"90s"`, `"2h"`), in
+/// milliseconds.
+///
+/// # Errors
+/// What is wrong with `text`, as a message for the field.
+pub(crate) fn parse_duration(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = t.split_at(digits);
+    let scale: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => 0,
+    };
+    match number.parse::<u64>() {
+        Ok(n) if scale > 0 => n.checked_mul(scale).ok_or_else(|| format!("the duration `{text}` is too long")),
+        _ => Err(format!("`{text}` is not a duration: write <integer><unit>, unit ms, s, m, h or d (\"90s\", \"2h\")")),
+    }
+}
+
+/// `on_timeout`: `fail`, `{default: <expression>}` or `{escalate: <human agent>}`.
+fn parse_on_timeout(node: &Node, cx: &mut Cx<'_>) -> Option<Located<OnTimeoutDef>> {
+    const EXPECTED: &str = "expected `fail`, `{default: <expression>}` or `{escalate: <name of a human agent>}`";
+    if let Some(text) = node.as_str() {
+        if text == "fail" {
+            return Some(Located::new(OnTimeoutDef::Fail, node.pos));
+        }
+        cx.err(node.pos, Some("on_timeout"), format!("unknown `on_timeout` `{text}`: {EXPECTED}"));
+        return None;
+    }
+    let obj = cx.obj(node, Some("on_timeout"), "field")?;
+    obj.check_fields(&["default", "escalate"], cx);
+    match (cx.nonempty(&obj, "default"), cx.nonempty(&obj, "escalate")) {
+        (Some(d), None) => Some(Located::new(OnTimeoutDef::Default(d), node.pos)),
+        (None, Some(e)) => Some(Located::new(OnTimeoutDef::Escalate(e), node.pos)),
+        _ => {
+            cx.err(node.pos, Some("on_timeout"), format!("takes exactly one of `default` and `escalate`: {EXPECTED}"));
+            None
+        }
+    }
 }
 
 fn bare_agent(name: &str, pos: Pos, kind_pos: Pos, kind: AgentKind) -> AgentDef {
@@ -921,36 +995,6 @@ fn parse_set(node: &Node, cx: &mut Cx<'_>) -> Vec<(String, Located<String>)> {
         }
     }
     cx.nest_since(before, "set");
-    out
-}
-
-fn parse_branches(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<BranchDef> {
-    let Some(node) = obj.get("branches") else {
-        cx.missing(obj.pos, "branches", "missing field `branches` (a list of `{when, agents}`)");
-        return Vec::new();
-    };
-    let NodeValue::Seq(items) = &node.value else {
-        cx.err(
-            node.pos,
-            Some("branches"),
-            format!("expected a list of `{{when, agents}}`, found {}", node.type_name()),
-        );
-        return Vec::new();
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let what = format!("branches[{i}]");
-        let before = cx.sink_len();
-        if let Some(b) = cx.obj(item, None, "field") {
-            b.check_fields(&["when", "agents"], cx);
-            let when = cx.required(&b, "when");
-            let agents = cx.required_list(&b, "agents");
-            if let Some(when) = when {
-                out.push(BranchDef { pos: item.pos, when, agents });
-            }
-        }
-        cx.nest_since(before, &what);
-    }
     out
 }
 
@@ -1342,20 +1386,6 @@ fn parse_output(node: &Node, cx: &mut Cx<'_>) -> Option<agentic_agents::OutputTy
     }
 }
 
-/// The `model` field of a supervisor or decision router: a name in `models`, default `default` (located at the
-/// agent).
-fn model_field(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<Located<String>> {
-    match obj.get("model") {
-        None => Some(Located::new("default".to_string(), pos)),
-        Some(_) => cx.nonempty(obj, "model"),
-    }
-}
-
-/// An integer field in `1..=u32::MAX`, or `default` when absent (an invalid value is reported).
-fn bounded_u32(obj: &Obj<'_>, cx: &mut Cx<'_>, field: &str, default: u32) -> u32 {
-    cx.int(obj, field, 1, u64::from(u32::MAX)).and_then(|v| u32::try_from(v).ok()).unwrap_or(default)
-}
-
 /// A string field taking one of `allowed` (default: the first); `None` after reporting a bad value.
 fn choice(obj: &Obj<'_>, cx: &mut Cx<'_>, field: &str, allowed: &[&str]) -> Option<String> {
     if obj.get(field).is_none() {
@@ -1388,69 +1418,4 @@ fn signed(obj: &Obj<'_>, cx: &mut Cx<'_>, field: &str) -> Option<i64> {
             None
         }
     }
-}
-
-/// The entries of a list field of mappings, each read by `read` with its errors nested under `field[i]`.
-fn mapping_list<T>(
-    obj: &Obj<'_>,
-    cx: &mut Cx<'_>,
-    field: &str,
-    shape: &str,
-    mut read: impl FnMut(&Obj<'_>, Pos, &mut Cx<'_>) -> Option<T>,
-) -> Vec<T> {
-    let Some(node) = obj.get(field) else { return Vec::new() };
-    let NodeValue::Seq(items) = &node.value else {
-        cx.err(node.pos, Some(field), format!("expected a list of `{shape}`, found {}", node.type_name()));
-        return Vec::new();
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let before = cx.sink_len();
-        if let Some(m) = cx.obj(item, None, "field")
-            && let Some(v) = read(&m, item.pos, cx)
-        {
-            out.push(v);
-        }
-        cx.nest_since(before, &format!("{field}[{i}]"));
-    }
-    out
-}
-
-/// `prefer: [{agent, when}]` of a blackboard.
-fn parse_prefer(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<crate::model::PreferDef> {
-    mapping_list(obj, cx, "prefer", "{agent, when}", |m, pos, cx| {
-        m.check_fields(&["agent", "when"], cx);
-        let agent = cx.required(m, "agent");
-        let when = cx.nonempty(m, "when");
-        Some(crate::model::PreferDef { pos, agent: agent?, when })
-    })
-}
-
-/// `desires: [{name, priority, achievable, satisfied, agents}]` of a bdi; desire names are unique.
-fn parse_desires(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Vec<crate::model::DesireDef> {
-    const SHAPE: &str = "{name, priority, achievable, satisfied, agents}";
-    if obj.get("desires").is_none() {
-        cx.missing(obj.pos, "desires", format!("missing field `desires` (a list of `{SHAPE}`)"));
-        return Vec::new();
-    }
-    let mut names: Vec<Located<String>> = Vec::new();
-    mapping_list(obj, cx, "desires", SHAPE, |m, pos, cx| {
-        m.check_fields(&["name", "priority", "achievable", "satisfied", "agents"], cx);
-        let name = cx.required(m, "name");
-        let priority = signed(m, cx, "priority").unwrap_or(0);
-        let achievable = cx.nonempty(m, "achievable");
-        let satisfied = cx.required(m, "satisfied");
-        let agents = cx.required_list(m, "agents");
-        let name = name?;
-        if let Some(first) = names.iter().find(|n| n.value == name.value) {
-            let msg = format!(
-                "duplicate desire name `{}` (first defined at line {}, column {})",
-                name.value, first.pos.line, first.pos.column
-            );
-            cx.err(name.pos, Some("name"), msg);
-            return None;
-        }
-        names.push(name.clone());
-        Some(crate::model::DesireDef { pos, name: name.value, priority, achievable, satisfied: satisfied?, agents })
-    })
 }

@@ -7,7 +7,8 @@ use agentic_agents::ExprError;
 use agentic_agents::expr::{Expression, Template};
 
 use crate::error::{Sink, suggest};
-use crate::model::{AgentDef, AgentKind, ComputeBody, Located};
+use crate::kind::{FieldType, ModelUse};
+use crate::model::{AgentDef, AgentKind, ComputeBody, FieldValue, Located, ModelProvider};
 use crate::node::Pos;
 
 /// Deepest nesting of composites a spec may use.
@@ -153,36 +154,11 @@ pub(crate) fn check_expressions(agent: &AgentDef, sink: &mut Sink) {
     }
     match &agent.kind {
         AgentKind::Compute(ComputeBody::Value(v)) => expr("value", v),
-        AgentKind::Blackboard { goal, prefer, .. } => {
-            if let Some(g) = goal {
-                expr("goal", g);
+        AgentKind::Planner(planned) => planned.visit(&mut |path, _, value, _| {
+            if let FieldValue::Expression(src) = value {
+                expr(path, src);
             }
-            for (i, p) in prefer.iter().enumerate() {
-                if let Some(w) = &p.when {
-                    expr(&format!("prefer[{i}].when"), w);
-                }
-            }
-        }
-        AgentKind::Bdi { desires, .. } => {
-            for (i, d) in desires.iter().enumerate() {
-                if let Some(a) = &d.achievable {
-                    expr(&format!("desires[{i}].achievable"), a);
-                }
-                expr(&format!("desires[{i}].satisfied"), &d.satisfied);
-            }
-        }
-        AgentKind::Conditional { branches } => {
-            for (i, b) in branches.iter().enumerate() {
-                expr(&format!("branches[{i}].when"), &b.when);
-            }
-        }
-        AgentKind::Planner(custom) => {
-            for (field, value) in &custom.fields {
-                if let crate::model::FieldValue::Expression(src) = value {
-                    expr(field, src);
-                }
-            }
-        }
+        }),
         AgentKind::Human { prompt, .. } => {
             if let Err(e) = Template::compile(&prompt.value) {
                 sink.push(
@@ -308,67 +284,72 @@ pub(crate) fn check_llm(agents: &[AgentDef], models: &[crate::model::ModelDef], 
     }
 }
 
-/// Checks the `model` of supervisors and decision routers: it must name a model of the `models` section.
-pub(crate) fn check_pattern_models(agents: &[AgentDef], models: &[crate::model::ModelDef], sink: &mut Sink) {
+/// Checks the model fields of the described kinds (a supervisor's, a decision router's `model`): each names a
+/// model of the `models` section, and one asked as a chat model is not a scripted decision model.
+pub(crate) fn check_kind_models(agents: &[AgentDef], models: &[crate::model::ModelDef], sink: &mut Sink) {
     let model_names: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
     for agent in agents {
-        let model = match &agent.kind {
-            AgentKind::Supervisor(s) => &s.model,
-            AgentKind::DecisionRouter { model, .. } => model,
-            _ => continue,
-        };
-        let name = model.value.as_str();
-        if let Some(def) = models.iter().find(|m| m.name == name) {
-            // A supervisor asks a chat model; a scripted entry with only `decisions` has no chat replies.
-            if let (AgentKind::Supervisor(_), crate::model::ModelProvider::Scripted { replies, decisions }) =
-                (&agent.kind, &def.provider)
-                && replies.is_empty()
-                && !decisions.is_empty()
-            {
-                let msg = format!(
-                    "model `{name}` is a scripted decision model (`decisions` only), but a supervisor asks a chat \
-                     model for its decisions: give `models.{name}` `replies`"
-                );
-                sink.push(model.pos, Some(&agent.name), Some("model"), msg);
+        let AgentKind::Planner(planned) = &agent.kind else { continue };
+        let kind = planned.kind.name();
+        planned.visit(&mut |path, field, value, entry| {
+            let (FieldValue::Model(model), FieldType::Model(used)) = (value, field.ty) else { return };
+            let name = model.value.as_str();
+            if let Some(def) = models.iter().find(|m| m.name == name) {
+                // A chat model is asked: a scripted entry with only `decisions` has no chat replies.
+                if let (ModelUse::Chat, ModelProvider::Scripted { replies, decisions }) = (used, &def.provider)
+                    && replies.is_empty()
+                    && !decisions.is_empty()
+                {
+                    let msg = format!(
+                        "model `{name}` is a scripted decision model (`decisions` only), but a {kind}'s `{}` must \
+                         be a chat model: give `models.{name}` `replies`",
+                        field.name
+                    );
+                    sink.push(model.pos, Some(&agent.name), Some(path), msg);
+                }
+                return;
             }
-            continue;
-        }
-        let defined = if model_names.is_empty() {
-            "no models are defined (add a `models` section, e.g. `models: {default: {provider: local}}`)".to_string()
-        } else {
-            let list = model_names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
-            format!("defined models: {list}")
-        };
-        let what = if model.pos == agent.pos {
-            format!("a {} without `model` uses `default`, which is not defined", agent.kind.name())
-        } else {
-            let hint = match suggest(name, model_names.iter().copied()) {
-                Some(s) => format!(" (did you mean `{s}`?)"),
-                None => String::new(),
+            let defined = if model_names.is_empty() {
+                "no models are defined (add a `models` section, e.g. `models: {default: {provider: local}}`)"
+                    .to_string()
+            } else {
+                let list = model_names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+                format!("defined models: {list}")
             };
-            format!("unknown model `{name}`{hint}")
-        };
-        sink.push(model.pos, Some(&agent.name), Some("model"), format!("{what}; {defined}"));
+            // A field left out is located at its agent (or entry).
+            let what = if model.pos == entry.unwrap_or(agent.pos) {
+                format!("a {kind} without `{}` uses `default`, which is not defined", field.name)
+            } else {
+                let hint = match suggest(name, model_names.iter().copied()) {
+                    Some(s) => format!(" (did you mean `{s}`?)"),
+                    None => String::new(),
+                };
+                format!("unknown model `{name}`{hint}")
+            };
+            sink.push(model.pos, Some(&agent.name), Some(path), format!("{what}; {defined}"));
+        });
     }
 }
 
-/// Checks the `prefer` rules of blackboards: each names a defined agent that is one of the blackboard's
-/// `agents`.
-pub(crate) fn check_prefer(agents: &[AgentDef], names: &[String], sink: &mut Sink) {
+/// Checks the [`FieldType::AgentOf`] fields of the described kinds (a blackboard rule's `agent`): each names a
+/// defined agent that is one of the agents of the field it refers to.
+pub(crate) fn check_agent_of(agents: &[AgentDef], names: &[String], sink: &mut Sink) {
     for agent in agents {
-        let AgentKind::Blackboard { agents: subs, prefer, .. } = &agent.kind else { continue };
-        for (i, p) in prefer.iter().enumerate() {
-            let field = format!("prefer[{i}].agent");
-            let name = p.agent.value.as_str();
-            if !names.iter().any(|n| n == name) {
-                let msg = unknown_agent_message(name, names.iter().map(String::as_str));
-                sink.push(p.agent.pos, Some(&agent.name), Some(&field), msg);
-            } else if !subs.iter().any(|s| s.value == name) {
-                let list = subs.iter().map(|s| format!("`{}`", s.value)).collect::<Vec<_>>().join(", ");
-                let msg = format!("agent `{name}` is not one of the agents of this blackboard ({list})");
-                sink.push(p.agent.pos, Some(&agent.name), Some(&field), msg);
+        let AgentKind::Planner(planned) = &agent.kind else { continue };
+        planned.visit(&mut |path, field, value, _| {
+            let (FieldValue::AgentOf(name), FieldType::AgentOf(of)) = (value, field.ty) else { return };
+            let among: Vec<&Located<String>> = planned.field(of).map(FieldValue::references).unwrap_or_default();
+            if !names.contains(&name.value) {
+                let msg = unknown_agent_message(&name.value, names.iter().map(String::as_str));
+                sink.push(name.pos, Some(&agent.name), Some(path), msg);
+            } else if !among.iter().any(|s| s.value == name.value) {
+                let list = among.iter().map(|s| format!("`{}`", s.value)).collect::<Vec<_>>().join(", ");
+                let which = if of == "agents" { "the agents".to_string() } else { format!("the `{of}`") };
+                let msg =
+                    format!("agent `{}` is not one of {which} of this {} ({list})", name.value, planned.kind.name());
+                sink.push(name.pos, Some(&agent.name), Some(path), msg);
             }
-        }
+        });
     }
 }
 

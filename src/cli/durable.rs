@@ -206,7 +206,7 @@ fn continue_run(
         Ok(lease) => lease,
         Err(code) => return code,
     };
-    let mut request = built.root.resume(run_id.clone()).store_ref(store).cancel_handle(cancel);
+    let mut request = built.root.resume(run_id.clone()).store_ref(store.clone()).cancel_handle(cancel.clone());
     if let Some(source) = &record.source {
         request = request.source(source.clone());
     }
@@ -220,6 +220,14 @@ fn continue_run(
     } else {
         rt.block_on(async move { request.await })
     };
+    let again = || {
+        let request = built.root.resume(run_id.clone()).store_ref(store.clone()).cancel_handle(cancel.clone());
+        match &progress {
+            Some(p) => request.listener(p.clone()),
+            None => request,
+        }
+    };
+    let result = super::run::sleep_through_waits(rt, result, &cancel, again);
     if let Some(p) = &progress {
         p.finish();
     }
@@ -516,7 +524,7 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
     if !record.pending.is_empty() {
         out("pending:");
         for p in &record.pending {
-            out(&format!("  {} (agent `{}`): {}", p.id, p.agent, p.prompt));
+            out(&format!("  {} (agent `{}`): {}{}", p.id, p.agent, p.prompt, super::run::deadline_note(p)));
         }
     }
     out("state:");

@@ -1,6 +1,6 @@
 //! `agentic run SPEC`: build the spec, invoke its root agent, print the outcome (SPEC.md §2).
 
-use agentic_engine::{AgentError, PendingResponse, RunOutcome, RunResult};
+use agentic_engine::{AgentError, CancelHandle, InvokeRequest, PendingKind, PendingResponse, RunOutcome, RunResult};
 use agentic_spec::Spec;
 use serde_json::{Map, Value, json};
 
@@ -125,11 +125,12 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         .inputs(inputs)
         .memory_id(run_id.clone())
         .durability(args.durability.into())
-        .store_ref(store)
+        .store_ref(store.clone())
         .source(source.to_string_lossy())
         .spec_hash(hash)
         .run_name(built.name.clone())
-        .cancel_handle(cancel);
+        .cancel_handle(cancel.clone());
+    let resume_store = store;
     let progress = super::progress::Progress::start();
     let request = match &progress {
         Some(p) => request.listener(p.clone()),
@@ -140,6 +141,14 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     } else {
         runtime.block_on(async move { request.await })
     };
+    let again = || {
+        let request = built.root.resume(run_id.clone()).store_ref(resume_store.clone()).cancel_handle(cancel.clone());
+        match &progress {
+            Some(p) => request.durability(args.durability.into()).listener(p.clone()),
+            None => request.durability(args.durability.into()),
+        }
+    };
+    let result = sleep_through_waits(&runtime, result, &cancel, again);
     if let Some(p) = &progress {
         p.finish();
     }
@@ -363,7 +372,7 @@ pub(crate) fn print_end(run_id: &str, end: RunEnd, as_json: bool) -> u8 {
         }
         RunEnd::Suspended(pending) => {
             for p in &pending {
-                eprintln!("pending: {} (agent `{}`): {}", p.id, p.agent, p.prompt);
+                eprintln!("pending: {} (agent `{}`): {}{}", p.id, p.agent, p.prompt, deadline_note(p));
             }
             if as_json {
                 let pending: Vec<Value> = pending.iter().map(pending_json).collect();
@@ -395,7 +404,56 @@ pub(crate) fn pending_json(p: &PendingResponse) -> Value {
     if !p.data.is_null() {
         v["data"] = p.data.clone();
     }
+    if p.kind == PendingKind::Wait {
+        v["kind"] = json!("wait");
+    }
+    if let Some(deadline) = p.deadline_ms {
+        v["deadline"] = json!(agentic_engine::rfc3339_ms(deadline));
+    }
+    if let Some(then) = &p.on_timeout {
+        v["on_timeout"] = json!(then);
+    }
     v
+}
+
+/// What a pending line adds for a deadline: ` — deadline 2026-12-05T04:30:00Z (then the step fails)`.
+pub(crate) fn deadline_note(p: &PendingResponse) -> String {
+    match (p.deadline_ms, &p.on_timeout) {
+        (None, _) => String::new(),
+        (Some(_), _) if p.kind == PendingKind::Wait => String::new(),
+        (Some(d), Some(then)) => format!(" — deadline {} (then {then})", agentic_engine::rfc3339_ms(d)),
+        (Some(d), None) => format!(" — deadline {}", agentic_engine::rfc3339_ms(d)),
+    }
+}
+
+/// Under the CLI a `wait` does not end the process (SPEC.md §3): while the run is suspended only on waits,
+/// sleeps until the first is due and continues the run (`again` makes its resume request), in this process.
+/// A Ctrl-C while sleeping cancels the run as it would a running one. Any other outcome is returned as is.
+pub(crate) fn sleep_through_waits(
+    rt: &tokio::runtime::Runtime,
+    mut result: Result<RunOutcome, AgentError>,
+    cancel: &CancelHandle,
+    again: impl Fn() -> InvokeRequest,
+) -> Result<RunOutcome, AgentError> {
+    loop {
+        let Ok(RunOutcome { result: RunResult::Suspended { pending }, .. }) = &result else { return result };
+        if pending.is_empty() || pending.iter().any(|p| p.kind != PendingKind::Wait) {
+            return result;
+        }
+        let due = pending.iter().filter_map(|p| p.deadline_ms).min().unwrap_or_default();
+        eprintln!("waiting until {} ({})", agentic_engine::rfc3339_ms(due), pending[0].id);
+        rt.block_on(async {
+            while !cancel.is_cancelled() {
+                let left = due.saturating_sub(agentic_engine::now_ms());
+                if left == 0 {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(left.min(200))).await;
+            }
+        });
+        let request = again();
+        result = rt.block_on(async move { request.await });
+    }
 }
 
 pub(crate) fn print_json(v: &Value) {

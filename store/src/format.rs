@@ -547,6 +547,7 @@ pub(crate) mod tests {
             updated_at_ms,
             milestones: Vec::new(),
             forked_from: None,
+            timed_out: Vec::new(),
         }
     }
 

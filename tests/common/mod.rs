@@ -228,3 +228,34 @@ impl ServedSpecs {
         ServedSpecs { _child: child, base: format!("http://127.0.0.1:{port}"), _dir: dir }
     }
 }
+
+/// `agentic serve` on the store `store` with the specs of `specs`, on a free loopback port; the process (killed
+/// when dropped, or with [`KillOnDrop::kill9`]) and its base URL once it listens.
+#[allow(dead_code)]
+pub fn serve_at(store: &Path, specs: &Path) -> (KillOnDrop, String) {
+    let port = free_port();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--store"])
+        .arg(store)
+        .arg("--specs")
+        .arg(specs)
+        .env_remove("AGENTIC_LOG")
+        .env_remove("AGENTIC_TOKEN")
+        .env_remove("AGENTIC_SERVER")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn agentic serve");
+    let child = KillOnDrop(child);
+    wait_port(port);
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
+#[allow(dead_code)]
+impl KillOnDrop {
+    /// SIGKILL, and waits for the process to end.
+    pub fn kill9(mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

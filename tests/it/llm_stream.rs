@@ -95,17 +95,7 @@ async fn a_suspended_run_ends_the_stream_with_its_pending_responses_and_resumes_
     let (items, end) = drain(system.invoke().memory_id("s-2").stream()).await;
     assert_eq!(items, Vec::<String>::new());
     let outcome = end.unwrap();
-    assert_eq!(
-        outcome.result,
-        RunResult::Suspended {
-            pending: vec![PendingResponse {
-                id: "go".into(),
-                prompt: "Go?".into(),
-                agent: "gate".into(),
-                data: serde_json::Value::Null
-            }]
-        }
-    );
+    assert_eq!(outcome.result, RunResult::Suspended { pending: vec![PendingResponse::new("go", "Go?", "gate")] });
     assert!(bodies(&server).await.is_empty(), "the model is not asked before the answer");
 
     // Answered and resumed as a stream: the rest of the run streams.

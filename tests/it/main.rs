@@ -41,3 +41,4 @@ mod spec_model_patterns;
 mod spec_patterns;
 mod spec_registry;
 mod store_sled;
+mod time_deadlines;

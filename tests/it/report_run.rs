@@ -464,6 +464,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
             },
         ],
         forked_from: None,
+        timed_out: Vec::new(),
     };
     (run, records)
 }

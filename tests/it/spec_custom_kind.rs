@@ -149,6 +149,23 @@ fn a_registration_that_specs_could_not_use_is_refused() {
         register_kind(Named("relay", min_on_number)).unwrap_err().to_string(),
         "planner kind `relay`: field `laps`: `at_least` applies to a list of agents only"
     );
+    const RULE: &[KindField] = &[KindField::required("runner", FieldType::AgentOf("runners"))];
+    const STRAY: &[KindField] =
+        &[KindField::required("agents", FieldType::Agents), KindField::optional("rules", FieldType::List(RULE))];
+    assert_eq!(
+        register_kind(Named("relay", STRAY)).unwrap_err().to_string(),
+        "planner kind `relay`: field `rules.runner`: `runners` is not an agent field of the kind"
+    );
+    const UNIQUE_AT_TOP: &[KindField] = &[KindField::required("title", FieldType::Name).unique()];
+    assert_eq!(
+        register_kind(Named("relay", UNIQUE_AT_TOP)).unwrap_err().to_string(),
+        "planner kind `relay`: field `title`: `unique` applies to the fields of a list's entries only"
+    );
+    const BY_NAME_ON_ONE: &[KindField] = &[KindField::required("lead", FieldType::Agent).by_name()];
+    assert_eq!(
+        register_kind(Named("relay", BY_NAME_ON_ONE)).unwrap_err().to_string(),
+        "planner kind `relay`: field `lead`: `by_name` applies to a list of agents only"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

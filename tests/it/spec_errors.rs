@@ -140,8 +140,8 @@ fn unknown_kind_lists_the_valid_kinds() {
     let e = one("version: 1\nroot: a\nagents:\n  a:\n    kind: frobnicate\n");
     assert_eq!(at(&e), (5, 11, Some("a"), None));
     // Kinds a test of this process registered follow the built-in ones (spec_custom_kind).
-    let builtin = "unknown kind `frobnicate`, expected one of `compute`, `human`, `sequence`, `loop`, `parallel`, \
-                   `parallel_mapper`, `conditional`, `llm`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`, \
+    let builtin = "unknown kind `frobnicate`, expected one of `compute`, `human`, `wait`, `sequence`, `loop`, \
+                   `parallel`, `parallel_mapper`, `conditional`, `llm`, `goap`, `p2p`, `blackboard`, `voting`, `debate`, `bdi`, \
                    `supervisor`, `decision_router`, `mcp`, `a2a`, `registry`";
     assert!(e.message.starts_with(builtin), "{e}");
     // Not a misspelling: the message says where such a kind could come from.
@@ -364,8 +364,8 @@ fn composite_required_fields() {
         errors(yaml),
         [
             "spec.yaml:4:6: agent `s`: missing field `agents` (a list of agent names)",
-            "spec.yaml:5:6: agent `m`: missing field `items`",
-            "spec.yaml:6:38: agent `c`: field `branches[0]`: missing field `when`",
+            "spec.yaml:5:6: agent `m`: missing field `items` (a state key)",
+            "spec.yaml:6:38: agent `c`: field `branches[0]`: missing field `when` (an expression)",
             "spec.yaml:6:79: agent `c`: field `branches[1]`: unknown field `unless`, expected one of `when`, `agents`",
         ]
     );

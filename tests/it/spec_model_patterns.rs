@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 use agentic::agents::model::{ChatModelRef, ScriptedModel};
-use agentic_spec::{AgentKind, Spec};
+use agentic_spec::{AgentKind, FieldValue, Spec};
 use serde_json::json;
 
 // one, at: the single error of a spec that must not parse, and where it is.
@@ -69,13 +69,21 @@ async fn a_supervisor_spec_transfers_100_eur_with_exchange_withdraw_credit_and_r
         &[EXCHANGE, WITHDRAW, CREDIT, DONE],
     );
     let spec = Spec::parse(&yaml, "bank.yaml").unwrap();
-    let AgentKind::Supervisor(s) = &spec.agent("bank").unwrap().kind else { panic!("a supervisor") };
+    // The model holds the fields given (the model by its name); the defaults apply when it is built.
+    let AgentKind::Planner(s) = &spec.agent("bank").unwrap().kind else { panic!("a described kind") };
+    let given: Vec<&str> = s.fields.iter().map(|(f, _)| f.as_str()).collect();
     assert_eq!(
-        (s.model.value.as_str(), s.response_strategy.as_str(), s.context_strategy.as_str(), s.max_invocations),
-        ("planner", "summary", "chat_memory", 10)
+        (s.kind.name(), given),
+        ("supervisor", vec!["agents", "model", "response_strategy", "supervisor_context"])
     );
-    assert_eq!(s.supervisor_context.as_deref(), Some("Accounts hold USD."));
-    let out = spec.build().unwrap().root.invoke().input("request", REQUEST).await.unwrap();
+    assert!(matches!(s.field("model"), Some(FieldValue::Model(m)) if m.value == "planner"));
+    let built = spec.build().unwrap();
+    assert_eq!(
+        built.root.topology().details,
+        json!({"max_invocations": 10, "max_retries": 2, "response_strategy": "summary",
+               "context_strategy": "chat_memory", "supervisor_context": "Accounts hold USD.", "request_key": "request"})
+    );
+    let out = built.root.invoke().input("request", REQUEST).await.unwrap();
     assert_eq!(agents_run(&out).await, ["exchange", "withdraw", "credit"]);
     assert_eq!(out.output(), Some(&json!("Transferred 100 EUR (115 USD) from Mario to Georgios.")));
     assert_eq!(out.state().get("summary"), Some(&json!("Transferred 100 EUR (115 USD) from Mario to Georgios.")));
@@ -149,8 +157,9 @@ async fn a_decision_router_spec_runs_the_chosen_agent_only() {
     assert_eq!(out.state().get("answer"), Some(&json!("medical answer to I broke my leg")));
     assert_eq!((out.state().get("legal_answer"), out.state().get("technical_answer")), (None, None));
     let spec = Spec::parse(&router("", "[medical]"), "router.yaml").unwrap();
-    let AgentKind::DecisionRouter { threshold, model, .. } = &spec.agent("router").unwrap().kind else { panic!() };
-    assert_eq!((threshold, model.value.as_str()), (&None, "decider"));
+    let AgentKind::Planner(router) = &spec.agent("router").unwrap().kind else { panic!("a described kind") };
+    assert!(router.field("threshold").is_none());
+    assert!(matches!(router.field("model"), Some(FieldValue::Model(m)) if m.value == "decider"));
 }
 
 #[tokio::test]
@@ -219,8 +228,8 @@ fn located_errors() {
     assert_eq!(at(&e).3, Some("model"));
     assert_eq!(
         e.message,
-        "model `default` is a scripted decision model (`decisions` only), but a supervisor asks a chat model for its \
-         decisions: give `models.default` `replies`"
+        "model `default` is a scripted decision model (`decisions` only), but a supervisor's `model` must be a chat \
+         model: give `models.default` `replies`"
     );
 
     let rt = |fields: &str| router(fields, "[medical]");
@@ -240,6 +249,14 @@ fn located_errors() {
         e.message,
         "a decision_router without `model` uses `default`, which is not defined; defined models: `decider`"
     );
+    let e = one(&sup("").replace("[exchange, withdraw, credit]", "[]"));
+    assert_eq!(
+        (at(&e), e.message.as_str()),
+        ((8, 13, Some("bank"), Some("agents")), "needs at least 1 agent, found 0")
+    );
     let e = one(&sup("").replace("    agents: [exchange, withdraw, credit]\n", ""));
-    assert_eq!((at(&e), e.message.as_str()), ((7, 5, Some("bank"), None), "missing field `agents`"));
+    assert_eq!(
+        (at(&e), e.message.as_str()),
+        ((7, 5, Some("bank"), None), "missing field `agents` (a list of agent names)")
+    );
 }

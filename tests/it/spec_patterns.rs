@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use agentic_spec::{AgentKind, Spec};
+use agentic_spec::{AgentKind, FieldValue, Spec};
 use serde_json::{Map, Value, json};
 
 // errors, one, at: the errors of a spec that must not parse, and where they are.
@@ -150,12 +150,6 @@ fn the_model_keeps_the_pattern_fields_with_their_defaults() {
             .collect::<String>()
     );
     let spec = Spec::parse(&yaml, "spec.yaml").unwrap();
-    match &spec.agent("bb").unwrap().kind {
-        AgentKind::Blackboard { max_invocations, goal, prefer, .. } => {
-            assert_eq!((*max_invocations, goal.is_none(), prefer.len()), (50, true, 0));
-        }
-        other => panic!("{other:?}"),
-    }
     // A debate is described by its kind's descriptor: the model holds the fields given, the defaults apply
     // when it is built (below, in the topology).
     match &spec.agent("d").unwrap().kind {
@@ -166,8 +160,10 @@ fn the_model_keeps_the_pattern_fields_with_their_defaults() {
         other => panic!("{other:?}"),
     }
     match &spec.agent("bdi").unwrap().kind {
-        AgentKind::Bdi { max_invocations, desires } => {
-            assert_eq!((*max_invocations, desires[0].priority, desires[0].achievable.is_none()), (50, 0, true));
+        AgentKind::Planner(def) => {
+            let Some(FieldValue::List(desires)) = def.field("desires") else { panic!("desires: {def:?}") };
+            let given: Vec<&str> = desires[0].fields.iter().map(|(f, _)| f.as_str()).collect();
+            assert_eq!((def.kind.name(), given), ("bdi", vec!["name", "satisfied", "agents"]));
         }
         other => panic!("{other:?}"),
     }
@@ -180,6 +176,11 @@ fn the_model_keeps_the_pattern_fields_with_their_defaults() {
     assert_eq!(details("d"), json!({"debaters": 2, "max_rounds": 3, "convergence": "unanimous"}));
     assert_eq!(details("p")["max_invocations"], json!(10));
     assert_eq!(details("v")["strategy"], json!("majority"));
+    assert_eq!(details("bb"), json!({"max_invocations": 50, "has_goal": false, "prefer": []}));
+    assert_eq!(
+        details("bdi"),
+        json!({"max_invocations": 50, "desires": [{"name": "n", "priority": 0, "agents": [0]}]})
+    );
 }
 
 #[test]
@@ -216,7 +217,14 @@ fn unknown_fields_and_wrong_types_are_located() {
 
     let e = one(&format!("{HEAD}  r: {{ kind: bdi, desires: [{{ name: d, agents: [] }}] }}\n"));
     assert_eq!(at(&e), (4, 29, Some("r"), Some("desires[0]")));
-    assert_eq!(e.message, "missing field `satisfied`");
+    assert_eq!(e.message, "missing field `satisfied` (an expression)");
+
+    let e = one(&format!(
+        "{HEAD}  r: {{ kind: bdi, desires: [{{ name: d, satisfied: 'x', agents: [] }}, {{ name: d, satisfied: 'y', \
+         agents: [] }}] }}\n"
+    ));
+    assert_eq!(at(&e), (4, 78, Some("r"), Some("desires[1].name")));
+    assert_eq!(e.message, "duplicate name `d` (first defined at line 4, column 37)");
 
     let e = one(&format!(
         "{HEAD}  r: {{ kind: blackboard, agents: [a], prefer: [{{ agent: a, when: 'x', why: 1 }}] }}\n  a: {{ kind: compute, value: '1' }}\n"
@@ -337,22 +345,38 @@ async fn the_example_specs_run() {
 
 /// A stored run resumes only on a workflow with the same fingerprint (SERVER.md §5): how a kind is built (by
 /// its builder or through its descriptor) must not change the fingerprint of a spec that did not change. The
-/// values were recorded before the planner kinds moved onto descriptors; editing one of these example specs
-/// changes its value on purpose.
+/// values were recorded before the planner kinds moved onto descriptors; editing one of these specs changes its
+/// value on purpose. Each spec is built with its models replaced by scripted chat models (the first value) and,
+/// when it builds as written (no `local` model), as written too (the second: a scripted decision model stays
+/// one).
 #[test]
 fn the_fingerprints_of_unchanged_specs_stay_the_same() {
     let recorded = [
-        ("debate.yaml", "b761c56db541068a"),
-        ("voting.yaml", "ff3a21f9490ac960"),
-        ("goap.yaml", "0f7be6c2834b65c2"),
-        ("p2p.yaml", "e9796105444bb70a"),
-        ("story.yaml", "0b32b69406218206"),
-        ("evening_planner.yaml", "e9f381b9494167b7"),
-        ("style_review.yaml", "0ca2e040b16e20b1"),
-        ("countdown.yaml", "a3f3c3b6ba928698"),
+        ("examples/specs/debate.yaml", "b761c56db541068a", Some("b761c56db541068a")),
+        ("examples/specs/voting.yaml", "ff3a21f9490ac960", Some("ff3a21f9490ac960")),
+        ("examples/specs/goap.yaml", "0f7be6c2834b65c2", Some("0f7be6c2834b65c2")),
+        ("examples/specs/p2p.yaml", "e9796105444bb70a", Some("e9796105444bb70a")),
+        ("examples/specs/story.yaml", "0b32b69406218206", Some("0b32b69406218206")),
+        ("examples/specs/evening_planner.yaml", "e9f381b9494167b7", None),
+        ("examples/specs/style_review.yaml", "0ca2e040b16e20b1", Some("0ca2e040b16e20b1")),
+        ("examples/specs/countdown.yaml", "a3f3c3b6ba928698", Some("a3f3c3b6ba928698")),
+        ("examples/specs/bdi.yaml", "61dcf0b88cdcc599", Some("61dcf0b88cdcc599")),
+        ("examples/specs/blackboard.yaml", "56f75e21bfc9a6b2", Some("56f75e21bfc9a6b2")),
+        ("examples/specs/decision_router.yaml", "977d3861528edacc", None),
+        ("examples/specs/expert_router.yaml", "01ae660c096de30a", None),
+        ("examples/specs/horoscope_mapper.yaml", "e0375424e94b2699", None),
+        ("examples/specs/supervisor.yaml", "32b0d221164fce18", None),
+        ("examples/specs/ticket_triage.yaml", "667f87c1b14df98b", None),
+        ("examples/specs/triage.yaml", "c5d2fb07a95d79f9", Some("c5d2fb07a95d79f9")),
+        ("examples/specs/shout_all.json", "342e44683785eecc", Some("342e44683785eecc")),
+        ("tests/fixtures/crash_mapper.yaml", "c28b106685bd9650", Some("c28b106685bd9650")),
+        ("tests/fixtures/crash_async_mapper.yaml", "db788f1f7deaad42", Some("db788f1f7deaad42")),
+        ("tests/fixtures/mapped_approval.yaml", "75345fe66b48f9ec", Some("75345fe66b48f9ec")),
+        ("tests/fixtures/mapped_review.yaml", "d546a0cccff21017", Some("d546a0cccff21017")),
+        ("tests/fixtures/kinds_settings.yaml", "fd9e3688ed4f3eeb", Some("31fc8a2798ad8483")),
     ];
-    for (file, fingerprint) in recorded {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/specs").join(file);
+    for (file, substituted, as_written) in recorded {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
         let spec = Spec::from_path(&path).unwrap();
         let models: Vec<(String, agentic::agents::model::ChatModelRef)> = spec
             .models()
@@ -365,6 +389,9 @@ fn the_fingerprints_of_unchanged_specs_stay_the_same() {
             })
             .collect();
         let built = spec.build_with_models(models).unwrap();
-        assert_eq!(built.root.topology().fingerprint(), fingerprint, "{file}");
+        assert_eq!(built.root.topology().fingerprint(), substituted, "{file}");
+        if let Some(fingerprint) = as_written {
+            assert_eq!(spec.build().unwrap().root.topology().fingerprint(), fingerprint, "{file}, as written");
+        }
     }
 }

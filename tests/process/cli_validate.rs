@@ -235,7 +235,7 @@ fn a_mapped_composite_whose_item_key_nothing_reads_and_an_a2a_agent_with_nothing
     assert_eq!(
         String::from_utf8_lossy(&o.stderr),
         format!(
-            "{path}:4:3: agent `each`: field `item_key`: item_key `word` is read by no agent of the mapped composite \
+            "{path}:4:72: agent `each`: field `item_key`: item_key `word` is read by no agent of the mapped composite \
              `shout`: each item would run on the same state\n"
         )
     );

@@ -46,3 +46,4 @@ mod server_stream;
 mod showcase;
 mod showcase_demo;
 mod showcase_measure;
+mod time_deadlines;

@@ -35,6 +35,15 @@ const PROBE: &str = r#"<img src=x onerror="document.body.dataset.xss=1">"#;
 const ORDER_FIELDS: &str = r#"{"customer":"ACME Corp","item":"widgets","quantity":1000}"#;
 
 /// A run whose state, human prompt and output carry the probe (posted over the API as text).
+/// A human step with a 30-minute deadline: the inbox shows the time left and counts it down.
+const DEADLINE_SPEC: &str = r#"
+version: 1
+name: timed
+root: ask
+agents:
+  ask: { kind: human, prompt: "Sign off?", deadline: 30m, on_timeout: fail }
+"#;
+
 const PROBE_SPEC: &str = r#"
 version: 1
 name: xss_probe
@@ -279,6 +288,13 @@ async fn the_web_ui_takes_an_order_through_the_inbox_in_chromium_and_shows_run_d
         .await
         .unwrap();
     assert_eq!(created.status(), reqwest::StatusCode::CREATED);
+    let timed = http
+        .post(format!("{base}/api/v1/runs"))
+        .json(&json!({"spec": DEADLINE_SPEC, "run_id": "timed-1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(timed.status(), reqwest::StatusCode::CREATED);
 
     let profile = tempfile::tempdir().unwrap();
     let config = BrowserConfig::builder()
@@ -331,6 +347,19 @@ async fn the_web_ui_takes_an_order_through_the_inbox_in_chromium_and_shows_run_d
     )
     .await;
     assert_probe_is_text(&page, &watch, "the inbox").await;
+    // The step with a deadline: its time left, counted down by the page, and what happens then.
+    let left = r#"li.inbox-item[data-run-id="timed-1"] .time-left"#;
+    let first =
+        wait_for(&page, "the deadline's time left", &format!("document.querySelector('{left}')?.textContent ?? null"))
+            .await;
+    let first = first.as_str().unwrap().to_string();
+    assert!(first.starts_with("29m ") && first.ends_with('s'), "time left: {first}");
+    let deadline_line =
+        eval(&page, r#"document.querySelector('li.inbox-item[data-run-id="timed-1"] .deadline').textContent"#).await;
+    assert!(deadline_line.as_str().unwrap().ends_with(" left (the step fails then)"), "{deadline_line}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let later = eval(&page, &format!("document.querySelector('{left}').textContent")).await;
+    assert_ne!(later.as_str().unwrap(), first, "the time left counts down");
     screenshot(&page, "server-inbox.png").await;
 
     type_into(&page, &format!("{order_item} textarea"), "approved").await;

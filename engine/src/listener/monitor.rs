@@ -621,15 +621,7 @@ mod tests {
             started(r, "root/0", "flaky", 2),
             finished(r, "root/0", "flaky", 2, json!("ok")),
             started(r, "root/1", "gate", 1),
-            RunEvent::Suspended {
-                run_id: r.into(),
-                pending: vec![PendingResponse {
-                    id: "gate".into(),
-                    prompt: "ok?".into(),
-                    agent: "gate".into(),
-                    data: Value::Null,
-                }],
-            },
+            RunEvent::Suspended { run_id: r.into(), pending: vec![PendingResponse::new("gate", "ok?", "gate")] },
         ] {
             monitor.on_event(&e);
         }

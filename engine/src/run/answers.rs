@@ -21,6 +21,8 @@ pub(crate) struct Answers {
     suspensions: BTreeMap<String, PendingResponse>,
     /// Woken when an answer arrives in-process (pending-mode human agents wait on it).
     arrived: Notify,
+    /// The questions that timed out in this session, for the run's record.
+    timed_out: Mutex<Vec<PendingResponse>>,
 }
 
 impl Answers {
@@ -31,7 +33,20 @@ impl Answers {
             used: Mutex::new(BTreeSet::new()),
             suspensions: suspensions.into_iter().map(|p| (p.id.clone(), p)).collect(),
             arrived: Notify::new(),
+            timed_out: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Question `pending` timed out and was acted on: it is used (no answer is taken for it any more) and
+    /// kept for the run's record ([`crate::RunRecord::timed_out`]).
+    pub(crate) fn time_out(&self, pending: PendingResponse) {
+        self.mark_used(&pending.id);
+        lock(&self.timed_out).push(pending);
+    }
+
+    /// The questions that timed out since the last call.
+    pub(crate) fn take_timed_out(&self) -> Vec<PendingResponse> {
+        std::mem::take(&mut *lock(&self.timed_out))
     }
 
     /// Uses the answer to response `id`, if one was given.
@@ -105,7 +120,7 @@ mod tests {
     use super::*;
 
     fn question(id: &str) -> PendingResponse {
-        PendingResponse { id: id.to_string(), prompt: "ok?".into(), agent: "ask".into(), data: Value::Null }
+        PendingResponse::new(id, "ok?", "ask")
     }
 
     #[test]

@@ -87,13 +87,15 @@ impl RunContext {
         self.drain.as_ref().is_some_and(CancellationToken::is_cancelled)
     }
 
-    /// Asks `pending`'s question and waits in-process for its answer, then uses it. With a store the question
+    /// Asks `pending`'s question and waits in-process for its answer, then uses it; `None` once its deadline
+    /// passed unanswered. With a store the question
     /// is published in the run's record while the run keeps running, so that `respond` (the CLI, the server's
     /// API and web inbox, on any server of a shared store) answers it there; the record is read every
     /// [`ANSWER_POLL`] for it, and the question is withdrawn once answered. An in-process answer
     /// ([`Answers::give`]) is taken as well.
-    pub(crate) async fn ask_and_wait(&self, pending: PendingResponse) -> Value {
+    pub(crate) async fn ask_and_wait(&self, pending: PendingResponse) -> Option<Value> {
         let id = pending.id.clone();
+        let deadline_ms = pending.deadline_ms;
         let published = self.publish_pending(pending).await;
         loop {
             let notified = self.answers.arrival();
@@ -101,20 +103,35 @@ impl RunContext {
                 if published {
                     self.withdraw_pending(&id).await;
                 }
-                return v;
+                return Some(v);
             }
-            if !published {
-                notified.await;
-                continue;
-            }
-            if let Some(v) = self.stored_answer(&id).await {
+            if published && let Some(v) = self.stored_answer(&id).await {
                 self.answers.mark_used(&id);
                 self.withdraw_pending(&id).await;
-                return v;
+                return Some(v);
             }
-            tokio::select! {
-                () = notified => {}
-                () = tokio::time::sleep(ANSWER_POLL) => {}
+            let now_ms = now_us() / 1000;
+            if deadline_ms.is_some_and(|d| d <= now_ms) {
+                // An answer recorded before the deadline was taken above; a later one is refused.
+                if published {
+                    self.withdraw_pending(&id).await;
+                }
+                return None;
+            }
+            let until_deadline = deadline_ms.map(|d| std::time::Duration::from_millis(d - now_ms));
+            let poll = if published { Some(ANSWER_POLL) } else { None };
+            let nap = match (until_deadline, poll) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            match nap {
+                Some(nap) => {
+                    tokio::select! {
+                        () = notified => {}
+                        () = tokio::time::sleep(nap) => {}
+                    }
+                }
+                None => notified.await,
             }
         }
     }

@@ -88,6 +88,7 @@ pub async fn fork(
         updated_at_ms: now_ms,
         milestones,
         forked_from: Some(ForkOrigin { run_id: run_id.to_string(), at_seq }),
+        timed_out: Vec::new(),
     };
     // The journal first: a crash before the record leaves steps without a run, whose id stays taken, never
     // a run record over part of its journal.
@@ -182,6 +183,7 @@ mod tests {
                     milestone(MilestoneKind::Completed, steps),
                 ],
                 forked_from: None,
+                timed_out: Vec::new(),
             })
             .await
             .unwrap();

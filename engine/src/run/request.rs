@@ -20,10 +20,11 @@ use super::subscribers::RunEvents;
 use super::util::now_us;
 use crate::agent::AgentRef;
 use crate::error::{AgentError, RespondError, StoreError};
-pub use crate::journal::PendingResponse;
+pub use crate::journal::{PendingKind, PendingResponse};
 use crate::listener::{AgentListener, ChannelListener, ListenerRef};
 use crate::scope::{InvocationRecord, ScopeHandle, ScopeView};
 use crate::store::{CheckpointStore, Durability, RunStatus, StoreRef};
+use crate::time::rfc3339_ms;
 
 /// The agent path of the journal record holding a turn's inputs (no agent has this path).
 pub const INPUTS_PATH: &str = "inputs";
@@ -382,20 +383,49 @@ pub async fn respond(
 /// (`None`) its only pending response. The check [`respond`] makes before recording an answer.
 ///
 /// # Errors
-/// [`RespondError::NotSuspended`], [`RespondError::NotPending`] (the message lists what is pending) or
-/// [`RespondError::Ambiguous`] (the id omitted while several responses are pending).
+/// [`RespondError::NotSuspended`], [`RespondError::NotPending`] (the message lists what is pending),
+/// [`RespondError::Ambiguous`] (the id omitted while several responses are pending),
+/// [`RespondError::TimedOut`] (its deadline has passed) or [`RespondError::NotAnswerable`] (a wait).
 pub fn answerable(rec: &crate::RunRecord, response_id: Option<&str>) -> Result<String, RespondError> {
     let run_id = rec.run_id.clone();
     // A running run waits for the questions of its `mode: pending` human steps, which are in its record.
     let waiting = rec.status == RunStatus::Suspended || (rec.status == RunStatus::Running && !rec.pending.is_empty());
+    if !waiting && let Some(refusal) = response_id.and_then(|id| timed_out(rec, id)) {
+        return Err(refusal);
+    }
     if !waiting {
         return Err(RespondError::NotSuspended { run_id, status: rec.status });
     }
     let pending: Vec<String> = rec.pending.iter().map(|p| p.id.clone()).collect();
-    match response_id {
-        Some(id) if pending.iter().any(|p| p == id) => Ok(id.to_string()),
-        Some(id) => Err(RespondError::NotPending { run_id, response_id: id.to_string(), pending }),
-        None if pending.len() == 1 => Ok(pending.into_iter().next().unwrap_or_default()),
-        None => Err(RespondError::Ambiguous { run_id, pending }),
+    if let Some(refusal) = response_id.filter(|id| !pending.iter().any(|p| p == id)).and_then(|id| timed_out(rec, id)) {
+        return Err(refusal);
     }
+    let id = match response_id {
+        Some(id) if pending.iter().any(|p| p == id) => id.to_string(),
+        Some(id) => return Err(RespondError::NotPending { run_id, response_id: id.to_string(), pending }),
+        None if pending.len() == 1 => pending.into_iter().next().unwrap_or_default(),
+        None => return Err(RespondError::Ambiguous { run_id, pending }),
+    };
+    let Some(asked) = rec.pending.iter().find(|p| p.id == id) else { return Ok(id) };
+    if asked.kind == PendingKind::Wait {
+        let fires_at = rfc3339_ms(asked.deadline_ms.unwrap_or_default());
+        return Err(RespondError::NotAnswerable { run_id, response_id: id, fires_at });
+    }
+    if let Some(deadline) = asked.deadline_ms.filter(|_| asked.timed_out(now_us() / 1000)) {
+        let instead = asked.on_timeout.clone().unwrap_or_else(|| "the step fails".to_string());
+        return Err(RespondError::TimedOut { run_id, response_id: id, deadline: rfc3339_ms(deadline), instead });
+    }
+    Ok(id)
+}
+
+/// The refusal of an answer to `response_id` of `rec` because that question timed out and was acted on
+/// ([`crate::RunRecord::timed_out`]), if it did.
+pub fn timed_out(rec: &crate::RunRecord, response_id: &str) -> Option<RespondError> {
+    let asked = rec.timed_out.iter().rev().find(|p| p.id == response_id)?;
+    Some(RespondError::TimedOut {
+        run_id: rec.run_id.clone(),
+        response_id: response_id.to_string(),
+        deadline: rfc3339_ms(asked.deadline_ms.unwrap_or_default()),
+        instead: asked.on_timeout.clone().unwrap_or_else(|| "the step fails".to_string()),
+    })
 }

@@ -114,17 +114,19 @@ impl RunSession {
                         updated_at_ms: now_ms,
                         milestones: Vec::new(),
                         forked_from: None,
+                        timed_out: Vec::new(),
                     })
                 }
             }
         }
         // A completed run starts a new turn; anything else continues where it stopped.
         let resuming = record.as_ref().is_some_and(|r| r.status != RunStatus::Completed) && image.seq > 0;
-        // The suspensions that carry agent data (a remote task's ids) stay in the record until answered and
-        // used, whatever happens to this resumption (a failure, a crash).
+        // The suspensions that carry agent data (a remote task's ids), a deadline or a timer stay in the record
+        // until answered and used, whatever happens to this resumption (a failure, a crash): their askers read
+        // them back.
         let suspensions: Vec<PendingResponse> = record
             .as_ref()
-            .map(|r| r.pending.iter().filter(|p| !p.data.is_null()).cloned().collect())
+            .map(|r| r.pending.iter().filter(|p| p.kept_on_resume()).cloned().collect())
             .unwrap_or_default();
         // An answer to a suspended run must name one of its pending responses (a typo is an error, not an
         // answer silently kept for a question never asked).
@@ -387,6 +389,7 @@ impl RunSession {
                 Err(e) => (RunStatus::Failed, Value::String(e.to_string()), run.answers.unresolved_suspensions()),
             };
             rec.answers = unused_answers;
+            rec.timed_out.extend(run.answers.take_timed_out());
             rec.updated_at_ms = now_us() / 1000;
             let saved = async {
                 let run_id = rec.run_id.clone();

@@ -344,7 +344,9 @@
         el('p', { className: 'prompt' }, [display(i.prompt)]),
         el('p', { className: 'meta-line' }, ['run ', el('a', { href: '/runs/' + seg(i.run_id) }, [i.run_id]),
           ' (' + (i.name || '') + ') · response ', el('code', {}, [i.id]), ' · agent ', el('code', {}, [i.agent || '']),
-          ' · waiting since ', timeEl(i.since)]),
+          ' · waiting since ', timeEl(i.since)].concat(i.deadline ? [el('span', { className: 'deadline', 'data-deadline': i.deadline }, [
+            ' · deadline ', timeEl(i.deadline), ', ', el('strong', { className: 'time-left' }, [i.time_left || '']),
+            ' left (' + (i.on_timeout || '') + ' then)'])] : [])),
         answerForm(i.run_id, i.id)
       ]);
     }
@@ -372,6 +374,20 @@
       });
     }
     setTimeout(tick, 2000);
+    // Deadlines count down every second, with the server's words (`2h 05m`, `4m 10s`, `42s`).
+    function pad(n) { return (n < 10 ? '0' : '') + n; }
+    function left(ms) {
+      var s = Math.max(0, Math.floor(ms / 1000)), h = Math.floor(s / 3600), m = Math.floor(s % 3600 / 60);
+      if (h > 0) return h + 'h ' + pad(m) + 'm';
+      if (m > 0) return m + 'm ' + pad(s % 60) + 's';
+      return (s % 60) + 's';
+    }
+    setInterval(function () {
+      Array.prototype.slice.call(list.querySelectorAll('[data-deadline]')).forEach(function (d) {
+        var t = d.querySelector('.time-left');
+        if (t) t.textContent = left(Date.parse(d.dataset.deadline) - Date.now());
+      });
+    }, 1000);
   }
 
   // ---- New run ------------------------------------------------------------------------------------------
