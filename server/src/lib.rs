@@ -154,6 +154,8 @@ pub struct Server {
     /// Stops the scheduler (first thing at shutdown: no tick is taken while the runs drain).
     scheduling: CancellationToken,
     scheduler: Option<tokio::task::JoinHandle<()>>,
+    /// Stops the scheduler when the server is dropped without a shutdown too.
+    _scheduling_on_drop: tokio_util::sync::DropGuard,
 }
 
 impl Server {
@@ -221,7 +223,8 @@ impl Server {
                 tracing::warn!("cannot write {}: {e}; the CLI will not find this server", file.display());
             }
         }
-        Ok(Server { addr, host, stop, http, server_file, scheduling, scheduler })
+        let _scheduling_on_drop = scheduling.clone().drop_guard();
+        Ok(Server { addr, host, stop, http, server_file, scheduling, scheduler, _scheduling_on_drop })
     }
 
     /// The address the server listens on.

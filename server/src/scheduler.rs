@@ -13,11 +13,11 @@
 //!    the log says so). Depending on the overlap and on whether the previous run is still active (`running`
 //!    or `suspended`), the tick starts its run, is queued, or is skipped.
 //!
-//! Every change is a compare-and-set on the whole schedule ([`agentic_engine::CheckpointStore::
-//! change_schedule`]): it is made only when the schedule is still as this pass read it, so of several servers
-//! taking one tick exactly one succeeds, and the others read the schedule again and find the tick taken. A
-//! run's id is `<schedule id>-<tick>`: its start is refused by the store when the run exists (`409`), so a
-//! tick started again after a take-over does not run twice.
+//! Every change is a compare-and-set on the whole schedule (`CheckpointStore::change_schedule`): it is made
+//! only when the schedule is still as this pass read it, so of several servers taking one tick exactly one
+//! succeeds, and the others read the schedule again and find the tick taken. A run's id is
+//! `<schedule id>-<tick>`: its start is refused by the store when the run exists (`409`), so a tick started
+//! again after a take-over does not run twice.
 //!
 //! Passes run at each tick (the earliest next tick of all schedules), at least every second (ticks taken by
 //! other servers, queued ticks whose previous run ended elsewhere), and at once when a run ends here while a
