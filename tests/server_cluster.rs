@@ -17,6 +17,13 @@
 //!   prints the median and p99 of the time from the answer's `202` to the model call of the step after the
 //!   human step (SERVER.md §4 asks for < 100 ms on a healthy cluster); asserts only that every run completes.
 //!
+//! - `a_schedule_on_three_servers_runs_each_tick_exactly_once_while_one_is_killed` (SERVER.md §6): a schedule
+//!   every 2 s, from the `schedules.yaml` of the three servers' `--specs`, for 20 s; one server is killed
+//!   (SIGKILL) at a tick 8 s in. Every tick from the first to the last has exactly one run
+//!   `every2s-<tick>` (the ids are printed), completed with each step once, and no tick is missed. A start
+//!   left in the database by a dead server (a tick taken, its run never created) is taken over: its run exists
+//!   once.
+//!
 //! The tests run one at a time (a lock): two of them measure times, which a 20 000-step run on the same two
 //! cores would distort.
 //!
@@ -68,18 +75,27 @@ fn counted(calls: &Calls) -> HashMap<String, usize> {
 struct Served {
     child: Child,
     url: String,
+    /// The runs its scheduler started (from its log: `tick …: starting … run_id="…"`).
+    started: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Served {
     fn start(db: &str) -> Served {
+        Self::start_with(db, &[])
+    }
+
+    /// A server with more arguments (`--specs DIR`).
+    fn start_with(db: &str, extra: &[&str]) -> Served {
         let mut command = Command::new(env!("CARGO_BIN_EXE_agentic"));
         // `CLUSTER_DEBUG=<filter>` shows the servers' logs (e.g. `warn`).
+        // The scheduler's log says which server started each scheduled run.
         match std::env::var("CLUSTER_DEBUG") {
-            Ok(filter) => command.env("AGENTIC_LOG", filter),
-            Err(_) => command.env_remove("AGENTIC_LOG"),
+            Ok(filter) => command.env("AGENTIC_LOG", format!("{filter},agentic_server::scheduler=info")),
+            Err(_) => command.env("AGENTIC_LOG", "warn,rmcp=off,agentic_server::scheduler=info"),
         };
         let mut child = command
             .args(["serve", "--listen", "127.0.0.1:0", "--lease-ms", "1500", "--store", db])
+            .args(extra)
             .env("OPENAI_API_KEY", "sk-test")
             .env_remove("AGENTIC_SERVER")
             .stdout(Stdio::null())
@@ -94,14 +110,21 @@ impl Served {
                 break rest.split(' ').next().unwrap().to_string();
             }
         };
+        let started = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = started.clone();
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
                 if std::env::var_os("CLUSTER_DEBUG").is_some() {
                     eprintln!("[server] {line}");
                 }
+                if line.contains(": starting")
+                    && let Some((_, rest)) = line.split_once("run_id=\"")
+                {
+                    seen.lock().unwrap().push(rest.trim_end_matches('"').to_string());
+                }
             }
         });
-        Served { child, url }
+        Served { child, url, started }
     }
 
     fn kill9(mut self) {
@@ -620,4 +643,178 @@ async fn a_deadline_fires_once_on_three_servers() {
         assert!(text.contains("response `ok` timed out at "), "{text}");
         assert!(text.contains("the answer is refused; the default value `'auto'` is used"), "{text}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// 5. A schedule on three servers: one run per tick
+
+/// Milliseconds since the Unix epoch.
+fn epoch_ms() -> u64 {
+    u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
+
+/// Seconds since the Unix epoch of a UTC date and time (Howard Hinnant's days_from_civil).
+fn epoch_secs(y: u64, mo: u64, d: u64, h: u64, mi: u64, s: u64) -> u64 {
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let doy = (153 * ((mo + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    days * 86_400 + h * 3600 + mi * 60 + s
+}
+
+/// The tick of a scheduled run's id (`every2s-20261203T140500Z`), in seconds since the Unix epoch.
+fn tick_of(run_id: &str) -> u64 {
+    let stamp = &run_id[run_id.len() - 16..];
+    let field = |from: usize, len: usize| stamp[from..from + len].parse::<u64>().unwrap();
+    epoch_secs(field(0, 4), field(4, 2), field(6, 2), field(9, 2), field(11, 2), field(13, 2))
+}
+
+/// Milliseconds since the Unix epoch of the API's times (`2026-12-03T14:05:00.123Z`).
+fn rfc3339_ms(text: &str) -> u64 {
+    let field = |from: usize, len: usize| text[from..from + len].parse::<u64>().unwrap();
+    let secs = epoch_secs(field(0, 4), field(5, 2), field(8, 2), field(11, 2), field(14, 2), field(17, 2));
+    secs * 1000 + field(20, 3)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_on_three_servers_runs_each_tick_exactly_once_while_one_is_killed() {
+    let _serial = SERIAL.lock().await;
+    let test = "a_schedule_on_three_servers_runs_each_tick_exactly_once_while_one_is_killed";
+    let Some(db) = pg::fresh_database(test).await else { return };
+    let specs = tempfile::tempdir().unwrap();
+    std::fs::write(
+        specs.path().join("tick.yaml"),
+        "version: 1\nname: tick\nroot: main\nparams: { label: string }\nagents:\n\
+         \x20 main: { kind: sequence, agents: [say, shout], output_key: loud }\n\
+         \x20 say: { kind: compute, inputs: [label], template: 'tick {{ label }}', output_key: said }\n\
+         \x20 shout: { kind: compute, inputs: [said], value: 'said | upper', output_key: loud }\n",
+    )
+    .unwrap();
+    // `allow`: a tick never waits for the previous run (which may sit in the killed server until its lease
+    // runs out), so every tick must have its run.
+    std::fs::write(
+        specs.path().join("schedules.yaml"),
+        "- { id: every2s, spec_name: tick, cron: '*/2 * * * * *', overlap: allow, inputs: { label: two } }\n",
+    )
+    .unwrap();
+    // Left in the database by a server that died between taking a tick of `leftover` (yearly: it ticks no more
+    // during the test) and creating its run: a server takes the start over once its lease (1.5 s) ran out.
+    {
+        use agentic::engine::{CheckpointStore, Overlap, ScheduleChange, ScheduleRecord, ScheduleSource, TickStart};
+        let store = agentic::store::PgStore::connect(&db).await.unwrap();
+        let inputs = json!({"label": "left"}).as_object().cloned().unwrap();
+        let now = epoch_ms();
+        let mut leftover = ScheduleRecord::new(
+            "leftover",
+            "tick",
+            "0 0 1 1 *",
+            "UTC",
+            inputs,
+            Overlap::Skip,
+            ScheduleSource::Api,
+            now,
+        );
+        let tick = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+        leftover.last_tick_ms = Some(tick);
+        leftover.last_run_id = Some(leftover.run_id_at(tick));
+        leftover.starts.push(TickStart {
+            run_id: leftover.run_id_at(tick),
+            tick_ms: tick,
+            owner: Some("a-dead-server".into()),
+            since_ms: now,
+        });
+        let put: ScheduleChange = Box::new(move |s: &mut Option<ScheduleRecord>| {
+            *s = Some(leftover);
+            Ok(())
+        });
+        store.change_schedule("leftover", put).await.unwrap().unwrap();
+    }
+    let dir = specs.path().to_str().unwrap();
+    let began = epoch_ms();
+    let servers: Vec<Served> = (0..3).map(|_| Served::start_with(&db, &["--specs", dir])).collect();
+    let mut servers = servers.into_iter();
+    let (a, b, c) = (servers.next().unwrap(), servers.next().unwrap(), servers.next().unwrap());
+    let http = reqwest::Client::new();
+    // Created by the first server to read `schedules.yaml`; its ticks are the even seconds after that.
+    let schedule: Value =
+        http.get(format!("{}/api/v1/schedules/every2s", b.url)).send().await.unwrap().json().await.unwrap();
+    let created = rfc3339_ms(schedule["created_at"].as_str().unwrap());
+
+    // A killed 3 ms after the first even second 8 s in: while the servers take that tick.
+    let kill_at = (began + 8_000).div_ceil(2_000) * 2_000 + 3;
+    tokio::time::sleep(Duration::from_millis(kill_at.saturating_sub(epoch_ms()))).await;
+    let by_a = a.started.clone();
+    a.kill9();
+    let killed = epoch_ms();
+    tokio::time::sleep(Duration::from_millis((began + 20_000).saturating_sub(epoch_ms()))).await;
+
+    // The schedule deleted through C: no tick after this; the runs the killed server left are taken over.
+    let response = http.delete(format!("{}/api/v1/schedules/every2s", c.url)).send().await.unwrap();
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    let ended = epoch_ms();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let runs = loop {
+        let list: Value =
+            http.get(format!("{}/api/v1/runs?limit=1000", b.url)).send().await.unwrap().json().await.unwrap();
+        let runs: Vec<(String, String)> = list["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["run_id"].as_str().unwrap().to_string(), r["status"].as_str().unwrap().to_string()))
+            .collect();
+        if runs.iter().all(|(_, status)| status == "completed") {
+            break runs;
+        }
+        assert!(Instant::now() < deadline, "runs not completed 15 s after the end: {runs:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut ids: Vec<String> = runs.into_iter().map(|(id, _)| id).collect();
+    ids.sort();
+    // The start left behind: its run exists once, and the schedule holds no start any more.
+    assert_eq!(ids.iter().filter(|id| id.starts_with("leftover-")).collect::<Vec<_>>(), ["leftover-20260101T000000Z"]);
+    let leftover: Value =
+        http.get(format!("{}/api/v1/schedules/leftover", b.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(leftover["queued"], json!([]), "{leftover}");
+    assert_eq!(leftover["last_error"], Value::Null, "{leftover}");
+    ids.retain(|id| !id.starts_with("leftover-"));
+    println!(
+        "{} runs over {:.1} s, server A killed {} ms after the start:",
+        ids.len(),
+        (ended - began) as f64 / 1000.0,
+        killed - began
+    );
+    let starters = [("A", &by_a), ("B", &b.started), ("C", &c.started)];
+    for id in &ids {
+        let by: Vec<&str> = starters.iter().filter(|(_, s)| s.lock().unwrap().contains(id)).map(|(n, _)| *n).collect();
+        println!("  {id}  started by {}", if by.is_empty() { "?".to_string() } else { by.join(", ") });
+        assert!(by.len() <= 1, "{id} was taken by {by:?}");
+    }
+    assert!(ids.iter().all(|id| id.starts_with("every2s-")), "{ids:?}");
+    let ticks: Vec<u64> = ids.iter().map(|id| tick_of(id)).collect();
+    // None twice, none missed: consecutive even seconds, from the first tick after the start to the last
+    // before the end.
+    for pair in ticks.windows(2) {
+        assert_eq!(pair[1], pair[0] + 2, "ticks {} and {} (none twice, none missed): {ids:?}", pair[0], pair[1]);
+    }
+    let (first, last) = (ticks[0], *ticks.last().unwrap());
+    assert_eq!(
+        first,
+        (created / 1000 + 1).next_multiple_of(2),
+        "the first tick after the creation ({created} ms): {ids:?}"
+    );
+    assert!(last * 1000 <= ended && last * 1000 + 2_000 > ended - 1_000, "the last tick {last}: {ids:?}");
+    assert!(ticks.len() >= 8, "{ids:?}");
+    assert!(ticks.contains(&(kill_at / 1000)), "the tick of the kill ran: {ids:?}");
+    // Each run's steps once (the inputs, `say`, `shout`, `main`), with its output.
+    for id in &ids {
+        let run = get(&http, &c.url, id).await;
+        assert_eq!(run["output"], "TICK TWO", "{run}");
+        let agents: Vec<&str> =
+            run["history"].as_array().unwrap().iter().map(|h| h["agent"].as_str().unwrap()).collect();
+        assert_eq!(agents, ["say", "shout", "main"], "{id}: {run}");
+        assert_eq!(run["steps"], 4, "{id}: {run}");
+    }
+    drop((b, c));
 }

@@ -395,6 +395,14 @@ pub enum StoreError {
     /// No run with that id.
     #[error("no run `{0}` in the store")]
     UnknownRun(String),
+    /// A stored schedule could not be decoded ([`crate::CheckpointStore::schedules`]).
+    #[error("schedule `{id}`: its stored record is corrupt: {message}")]
+    CorruptSchedule {
+        /// The schedule's id.
+        id: String,
+        /// The decoder's message.
+        message: String,
+    },
     /// This process no longer holds the run's lease: another process took the run over (its lease had
     /// expired), so this one may not write the run any more; nothing of the refused write was stored
     /// ([`crate::CheckpointStore::acquire_lease`], fencing: `docs/store-format.md`).

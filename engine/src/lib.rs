@@ -33,6 +33,7 @@ mod journal;
 mod listener;
 mod planner;
 mod run;
+mod schedule;
 mod scope;
 mod store;
 mod time;
@@ -58,6 +59,7 @@ pub use run::{
     MAX_RUN_ID_LEN, OutputFn, PendingKind, PendingResponse, PlannerFactory, REGISTRY_CAPACITY, Registry, ResultStream,
     RunEvents, RunOutcome, RunResult, StreamItem, StreamSource, answerable, check_run_id, fork, respond, timed_out,
 };
+pub use schedule::{Overlap, ScheduleChange, ScheduleRecord, ScheduleSource, TickStart, basic_utc};
 pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
 pub use store::{
     CallRecord, CheckpointStore, CompletionRecord, Durability, DynCheckpointStore, Finish, ForkOrigin, InflightChange,

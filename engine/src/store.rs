@@ -15,6 +15,7 @@ use crate::journal::PendingResponse;
 pub use crate::journal::{
     CallRecord, CompletionRecord, Finish, InflightChange, PlannerState, RunImage, StepRecord, planner_key,
 };
+use crate::schedule::{ScheduleChange, ScheduleRecord};
 
 /// When journal records reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -451,6 +452,41 @@ pub trait CheckpointStore: Send + Sync + 'static {
         let _ = channels;
         async { Ok(None) }
     }
+
+    /// Every schedule the store keeps (SERVER.md §6), sorted by id. Default: none (a store without
+    /// schedules).
+    ///
+    /// # Errors
+    /// The backend failed or a record is corrupt.
+    fn schedules(&self) -> impl Future<Output = Result<Vec<ScheduleRecord>, StoreError>> + Send {
+        async { Ok(Vec::new()) }
+    }
+
+    /// The schedule `id`, if the store keeps it. Default: looked up in [`CheckpointStore::schedules`].
+    ///
+    /// # Errors
+    /// The backend failed or the record is corrupt.
+    fn schedule(&self, id: &str) -> impl Future<Output = Result<Option<ScheduleRecord>, StoreError>> + Send {
+        async move { Ok(self.schedules().await?.into_iter().find(|s| s.id == id)) }
+    }
+
+    /// Applies `change` to the schedule `id` and writes the result durably, atomically with respect to every
+    /// other change of that schedule by any process sharing the store (two servers taking the same tick: one
+    /// sees the other's). `change` gets `None` when no schedule has that id; it sets `Some` to create or
+    /// replace it (its id must be `id`) and `None` to delete it. Returns the schedule as written (`None`:
+    /// deleted, or still absent), or `Err(message)` when `change` refused (nothing written). Default: refused
+    /// with a backend error (this store keeps no schedules).
+    ///
+    /// # Errors
+    /// The backend failed, or the stored record is corrupt.
+    fn change_schedule(
+        &self,
+        id: &str,
+        change: ScheduleChange,
+    ) -> impl Future<Output = Result<Result<Option<ScheduleRecord>, String>, StoreError>> + Send {
+        let _ = (id, change);
+        async { Err(StoreError::Backend("this store keeps no schedules".into())) }
+    }
 }
 
 /// What [`CheckpointStore::listen`] receives: a message another process (or this one) sent with
@@ -529,6 +565,13 @@ pub trait DynCheckpointStore: Send + Sync + 'static {
     -> BoxFuture<'a, Result<Vec<StepRecord>, StoreError>>;
     fn notify_dyn<'a>(&'a self, channel: &'a str, payloads: Vec<String>) -> BoxFuture<'a, Result<(), StoreError>>;
     fn listen_dyn(&self, channels: Vec<String>) -> BoxFuture<'_, Result<Option<NoticeReceiver>, StoreError>>;
+    fn schedules_dyn(&self) -> BoxFuture<'_, Result<Vec<ScheduleRecord>, StoreError>>;
+    fn schedule_dyn<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<ScheduleRecord>, StoreError>>;
+    fn change_schedule_dyn<'a>(
+        &'a self,
+        id: &'a str,
+        change: ScheduleChange,
+    ) -> BoxFuture<'a, Result<Result<Option<ScheduleRecord>, String>, StoreError>>;
 }
 
 /// The receiving end of [`CheckpointStore::listen`].
@@ -602,6 +645,19 @@ impl<S: CheckpointStore> DynCheckpointStore for S {
     }
     fn listen_dyn(&self, channels: Vec<String>) -> BoxFuture<'_, Result<Option<NoticeReceiver>, StoreError>> {
         Box::pin(self.listen(channels))
+    }
+    fn schedules_dyn(&self) -> BoxFuture<'_, Result<Vec<ScheduleRecord>, StoreError>> {
+        Box::pin(self.schedules())
+    }
+    fn schedule_dyn<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<ScheduleRecord>, StoreError>> {
+        Box::pin(self.schedule(id))
+    }
+    fn change_schedule_dyn<'a>(
+        &'a self,
+        id: &'a str,
+        change: ScheduleChange,
+    ) -> BoxFuture<'a, Result<Result<Option<ScheduleRecord>, String>, StoreError>> {
+        Box::pin(self.change_schedule(id, change))
     }
 }
 

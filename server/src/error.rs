@@ -35,6 +35,15 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
+    /// The specs directory's `schedules.yaml` cannot be read, or a schedule it lists is invalid (the message
+    /// names the line, the schedule and the field).
+    #[error("{}: {message}", file.display())]
+    Schedules {
+        /// The file.
+        file: std::path::PathBuf,
+        /// What is wrong, and where.
+        message: String,
+    },
     /// The store failed while the server started (listing the runs to resume).
     #[error("store: {0}")]
     Store(#[from] agentic_engine::StoreError),

@@ -371,6 +371,22 @@ impl CheckpointStore for JournalTap {
         self.inner.records_from_dyn(run_id, from).await
     }
 
+    async fn schedules(&self) -> Result<Vec<agentic_engine::ScheduleRecord>, StoreError> {
+        self.inner.schedules_dyn().await
+    }
+
+    async fn schedule(&self, id: &str) -> Result<Option<agentic_engine::ScheduleRecord>, StoreError> {
+        self.inner.schedule_dyn(id).await
+    }
+
+    async fn change_schedule(
+        &self,
+        id: &str,
+        change: agentic_engine::ScheduleChange,
+    ) -> Result<Result<Option<agentic_engine::ScheduleRecord>, String>, StoreError> {
+        self.inner.change_schedule_dyn(id, change).await
+    }
+
     async fn notify(&self, channel: &str, payloads: Vec<String>) -> Result<(), StoreError> {
         self.inner.notify_dyn(channel, payloads).await
     }

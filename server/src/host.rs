@@ -61,14 +61,19 @@ impl SpecCatalog {
         SpecCatalog { dir }
     }
 
-    /// The spec names offered, sorted.
+    /// The directory, if the server offers specs by name.
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// The spec names offered, sorted (`schedules.yaml` is the directory's schedules, not a spec).
     pub(crate) fn names(&self) -> Vec<String> {
         let Some(dir) = &self.dir else { return Vec::new() };
         let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
         let mut names: Vec<String> = entries
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .filter(|p| spec_extension(p))
+            .filter(|p| spec_extension(p) && !is_schedules_file(p))
             .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
             .collect();
         names.sort();
@@ -88,7 +93,7 @@ impl SpecCatalog {
         if plain && !name.starts_with('.') {
             for ext in ["yaml", "yml", "json"] {
                 let path = dir.join(format!("{name}.{ext}"));
-                if path.is_file() {
+                if path.is_file() && !is_schedules_file(&path) {
                     return Ok(path);
                 }
             }
@@ -103,6 +108,21 @@ impl SpecCatalog {
 
 fn spec_extension(path: &Path) -> bool {
     matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
+}
+
+/// The directory's schedules (`crate::schedule::SCHEDULES_FILE`), which is no spec.
+fn is_schedules_file(path: &Path) -> bool {
+    path.file_name().and_then(|n| n.to_str()) == Some(crate::schedule::SCHEDULES_FILE)
+}
+
+/// Inputs refused by a spec, as the API answers them (`422`, every error listed in `errors`).
+fn input_errors(errors: Vec<agentic_spec::InputError>) -> ApiError {
+    let first = errors.first().map(ToString::to_string).unwrap_or_default();
+    let list: Vec<Value> =
+        errors.iter().map(|e| json!({"key": e.key, "message": e.message, "text": e.to_string()})).collect();
+    let mut error = ApiError::unprocessable(format!("inputs: {first}")).with("errors", Value::Array(list));
+    error.kind = Refused::Inputs(errors.iter().map(ToString::to_string).collect());
+    error
 }
 
 /// The located errors of an invalid spec, as the API answers them (`422`).
@@ -144,6 +164,9 @@ struct Inner {
     tasks: TaskTracker,
     /// Woken each time a run's execution here ends (after the host decided whether to resume it).
     stopped: tokio::sync::Notify,
+    /// The id of each run whose execution here ended, once its record says how (the scheduler starts a queued
+    /// tick when the run before it ends).
+    ended: tokio::sync::broadcast::Sender<String>,
 }
 
 impl RunHost {
@@ -160,6 +183,7 @@ impl RunHost {
                 drain: DrainHandle::new(),
                 tasks: TaskTracker::new(),
                 stopped: tokio::sync::Notify::new(),
+                ended: tokio::sync::broadcast::channel(256).0,
             }),
         }
     }
@@ -204,14 +228,6 @@ impl RunHost {
         let (text, spec, source) = self.read_spec(&new.spec)?;
         let built = spec.build().map_err(|e| spec_errors(&e))?;
         let mut inputs = new.inputs;
-        let input_errors = |errors: Vec<agentic_spec::InputError>| {
-            let first = errors.first().map(ToString::to_string).unwrap_or_default();
-            let list: Vec<Value> =
-                errors.iter().map(|e| json!({"key": e.key, "message": e.message, "text": e.to_string()})).collect();
-            let mut error = ApiError::unprocessable(format!("inputs: {first}")).with("errors", Value::Array(list));
-            error.kind = Refused::Inputs(errors.iter().map(ToString::to_string).collect());
-            error
-        };
         spec.check_inputs(&inputs).map_err(input_errors)?;
         let run_id = match new.run_id {
             Some(id) => {
@@ -277,6 +293,34 @@ impl RunHost {
         }
     }
 
+    /// Checks that a run of the spec `name` of `--specs` with `inputs` would start now, as a schedule's runs
+    /// start (`crate::schedule`). Errors name the field: `400` no `--specs`, `404` no such spec, `422` an
+    /// invalid spec (every located error) or inputs it refuses.
+    pub(crate) fn check_named_run(&self, name: &str, inputs: &Map<String, Value>) -> Result<(), ApiError> {
+        if self.inner.specs.dir().is_none() {
+            return Err(ApiError::bad_request(format!(
+                "spec_name `{name}`: this server offers no specs by name (start it with --specs DIR): a schedule \
+                 starts a spec of --specs"
+            )));
+        }
+        let path = self.inner.specs.path(name).map_err(|e| ApiError::not_found(e.message))?;
+        let named = |e: ApiError| ApiError { message: format!("spec_name `{name}`: {}", e.message), ..e };
+        let (_, spec) = agentic_spec::read_spec_file(&path).map_err(|e| named(spec_errors(&e)))?;
+        spec.build().map_err(|e| named(spec_errors(&e)))?;
+        spec.check_inputs(inputs).map_err(input_errors)?;
+        spec.complete_inputs(&mut inputs.clone()).map_err(input_errors)
+    }
+
+    /// Whether the host accepts new runs (not shutting down).
+    pub(crate) fn accepting(&self) -> bool {
+        self.inner.accepting.load(Ordering::SeqCst)
+    }
+
+    /// The ids of the runs whose execution here ends from now on (a lagging receiver is told so).
+    pub(crate) fn runs_ended(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.inner.ended.subscribe()
+    }
+
     /// The text of `source`, parsed, and the canonical path of its file (a spec of `--specs`). Errors: `422`
     /// an unknown spec name or an invalid spec, with every located error.
     fn read_spec(&self, source: &SpecSource) -> Result<(String, Spec, Option<String>), ApiError> {
@@ -327,6 +371,8 @@ impl RunHost {
         if let Some(cluster) = self.inner.hub.cluster() {
             cluster.ended(run_id);
         }
+        // Nobody listening is fine.
+        let _ = self.inner.ended.send(run_id.to_string());
         match &record {
             Some(record) if record.status != RunStatus::Running => {
                 if record.status != RunStatus::Suspended

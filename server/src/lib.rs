@@ -27,6 +27,8 @@ mod error;
 mod events;
 mod host;
 mod mcp;
+mod schedule;
+mod scheduler;
 mod ui;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -149,16 +151,23 @@ pub struct Server {
     stop: CancellationToken,
     http: tokio::task::JoinHandle<std::io::Result<()>>,
     server_file: Option<PathBuf>,
+    /// Stops the scheduler (first thing at shutdown: no tick is taken while the runs drain).
+    scheduling: CancellationToken,
+    scheduler: Option<tokio::task::JoinHandle<()>>,
+    /// Stops the scheduler when the server is dropped without a shutdown too.
+    _scheduling_on_drop: tokio_util::sync::DropGuard,
 }
 
 impl Server {
-    /// Binds the listen address, resumes the runs that were in flight when the store's last holder stopped,
-    /// advertises the server in its state directory and starts serving.
+    /// Loads the specs directory's `schedules.yaml` into the store, binds the listen address, resumes the runs
+    /// that were in flight when the store's last holder stopped, advertises the server in its state directory,
+    /// starts serving and (with a specs directory) fires the ticks of the store's schedules.
     ///
     /// # Errors
     /// [`ServeError::TokenRequired`] for a non-loopback address without a token; [`ServeError::Bind`];
-    /// [`ServeError::Specs`] when the specs directory cannot be read; [`ServeError::Store`] when the runs
-    /// cannot be listed.
+    /// [`ServeError::Specs`] when the specs directory cannot be read; [`ServeError::Schedules`] when its
+    /// `schedules.yaml` is invalid; [`ServeError::Store`] when the runs cannot be listed or the schedules
+    /// written.
     pub async fn start(config: ServerConfig) -> Result<Server, ServeError> {
         if !config.listen.ip().is_loopback() && config.token.is_none() {
             return Err(ServeError::TokenRequired { addr: config.listen, token_env: config.token_env });
@@ -168,6 +177,12 @@ impl Server {
         }
         let stop = CancellationToken::new();
         let (host, app) = application(&config, &stop).await?;
+        if let Some(dir) = &config.specs {
+            let listed = schedule::load_file(&host, dir).await?;
+            if listed > 0 {
+                tracing::info!("{listed} schedules in {}", dir.join(schedule::SCHEDULES_FILE).display());
+            }
+        }
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
@@ -180,6 +195,12 @@ impl Server {
             tokio::spawn(keep_leases(host.clone(), config.lease_time / 3, stop.clone()));
         }
         tokio::spawn(fire_timers(host.clone(), TIMER_EVERY, stop.clone()));
+        // Schedules start specs of --specs: a server without them takes no tick.
+        let scheduling = CancellationToken::new();
+        let scheduler = config.specs.as_ref().map(|_| {
+            let scheduler = scheduler::Scheduler::new(host.clone(), config.lease_time);
+            tokio::spawn(scheduler.run(scheduling.clone()))
+        });
         let stopped = stop.clone();
         // No Nagle: an event stream writes small frames one after another, which Nagle's algorithm would hold
         // until the client's delayed acknowledgement (40 ms on Linux) — every live event would wait for it.
@@ -202,7 +223,8 @@ impl Server {
                 tracing::warn!("cannot write {}: {e}; the CLI will not find this server", file.display());
             }
         }
-        Ok(Server { addr, host, stop, http, server_file })
+        let _scheduling_on_drop = scheduling.clone().drop_guard();
+        Ok(Server { addr, host, stop, http, server_file, scheduling, scheduler, _scheduling_on_drop })
     }
 
     /// The address the server listens on.
@@ -233,6 +255,14 @@ impl Server {
     /// # Errors
     /// [`ServeError::Http`] when the HTTP server failed.
     pub async fn shutdown(self) -> Result<(), ServeError> {
+        self.scheduling.cancel();
+        if let Some(mut scheduler) = self.scheduler {
+            // A pass in progress ends within its store writes; one stuck on an unreachable store is stopped
+            // (a tick it took is completed by the next server, as a dead server's).
+            if tokio::time::timeout(Duration::from_secs(5), &mut scheduler).await.is_err() {
+                scheduler.abort();
+            }
+        }
         self.host.stop_accepting();
         if !self.host.drain(DRAIN_GRACE).await {
             tracing::warn!("steps still running after {DRAIN_GRACE:?}: they run again at the next start");
@@ -374,6 +404,7 @@ struct Protocols {
 fn router(state: AppState, protocols: Protocols) -> Router {
     Router::new()
         .merge(api::routes())
+        .merge(schedule::routes())
         .merge(ui::routes())
         .route_service(mcp::PATH, protocols.mcp)
         .merge(a2a::routes())

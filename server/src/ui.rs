@@ -53,6 +53,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         ("run.html", include_str!("../ui/templates/run.html")),
         ("inbox.html", include_str!("../ui/templates/inbox.html")),
         ("new.html", include_str!("../ui/templates/new.html")),
+        ("schedules.html", include_str!("../ui/templates/schedules.html")),
         ("login.html", include_str!("../ui/templates/login.html")),
         ("error.html", include_str!("../ui/templates/error.html")),
     ];
@@ -78,6 +79,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/inbox", get(inbox_page))
         .route("/inbox.json", get(inbox_json))
         .route("/new", get(new_page))
+        .route("/schedules", get(schedules_page))
         .route("/login", get(login_form).post(login_submit))
         .route("/assets/{file}", get(asset))
 }
@@ -311,6 +313,26 @@ async fn inbox_page(State(app): State<AppState>) -> Page {
 /// "since", "deadline", "time_left", "on_timeout"}]}`; the last three null without a deadline); unlike the API's `pending`, answered steps of a run still waiting for others are left out.
 async fn inbox_json(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
     Ok(Json(json!({"items": inbox_items(&app).await?})))
+}
+
+/// `/schedules`: the store's schedules (as `GET /api/v1/schedules` gives them), their inputs shown as JSON.
+async fn schedules_page(State(app): State<AppState>) -> Page {
+    let now = crate::schedule::now_ms();
+    let (schedules, error) = match app.host.store().schedules_dyn().await {
+        Ok(list) => {
+            let rows: Vec<Value> = list
+                .iter()
+                .map(|s| {
+                    let mut row = crate::schedule::schedule_json(s, now);
+                    row["inputs_text"] = json!(display(&row["inputs"]));
+                    row
+                })
+                .collect();
+            (rows, None)
+        }
+        Err(e) => (Vec::new(), Some(ApiError::from(e).message)),
+    };
+    render(StatusCode::OK, "schedules.html", "schedules", json!({"schedules": schedules, "error": error}))
 }
 
 /// `/new`: the new-run form for the specs of `--specs`, with each spec's declared inputs.

@@ -201,6 +201,28 @@ async fn run_data_is_escaped_on_the_run_page_the_list_and_the_inbox() {
 }
 
 #[tokio::test]
+async fn the_schedules_page_lists_the_schedules_with_their_inputs_as_text() {
+    let h = Harness::start(None).await;
+    let (code, html, _) = h.page("/schedules").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(html.contains("<h1>Schedules</h1>") && html.contains("No schedules."), "{html}");
+    assert!(html.contains(r#"<a href="/schedules" aria-current="page">Schedules</a>"#), "{html}");
+    let schedule = json!({"id": "nightly", "spec_name": "probe", "cron": "0 2 * * *", "timezone": "Europe/Paris",
+                          "inputs": {"text": PROBE}, "overlap": "enqueue"});
+    let (code, body) = h.post("/api/v1/schedules", schedule).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, html, _) = h.page("/schedules").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(!html.contains("No schedules."), "{html}");
+    assert!(html.contains(r#"<tr data-schedule-id="nightly">"#), "{html}");
+    assert!(html.contains("<code>0 2 * * *</code> Europe&#x2f;Paris"), "{html}");
+    assert!(html.contains("<td>enqueue</td>"), "{html}");
+    assert!(!html.contains("<img"), "the inputs are text: {html}");
+    assert_eq!(html.matches("&lt;img src=x onerror=").count(), 1, "{html}");
+    h.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_huge_state_value_is_shortened_on_the_run_page() {
     let h = Harness::start(None).await;
     let spec = "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [note, ask] }\n  note: { kind: \

@@ -37,7 +37,7 @@ pub(crate) enum Command {
     /// Check a spec: parse, validate and build it without running.
     Validate(ValidateArgs),
     /// Host the store's runs behind an HTTP API and a web UI (docs/server.md): runs submitted over HTTP, live
-    /// events, an inbox for human steps; in-flight runs resume at start.
+    /// events, an inbox for human steps, schedules; in-flight runs resume at start.
     Serve(ServeArgs),
 }
 
@@ -238,8 +238,8 @@ pub(crate) struct ServeArgs {
     /// An address that is not loopback needs a token (--token-env).
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7878", value_parser = listen_addr)]
     pub(crate) listen: std::net::SocketAddr,
-    /// A directory of specs offered by name (file stem) to `POST /api/v1/runs {"spec_name": ..}` and the
-    /// web UI's new-run form.
+    /// A directory of specs offered by name (file stem) to `POST /api/v1/runs {"spec_name": ..}`, the web
+    /// UI's new-run form and schedules; its `schedules.yaml`, if any, lists schedules (loaded at start).
     #[arg(long, value_name = "DIR")]
     pub(crate) specs: Option<PathBuf>,
     /// The environment variable holding the bearer token every request must carry.

@@ -1,7 +1,10 @@
 //! The sled store's on-disk encoding (see `docs/store-format.md`): keys, value envelopes, and the decoding
 //! that turns bad bytes into [`StoreError::Corrupt`] naming the run and the record.
 
-use agentic_engine::{InvocationRecord, PlannerState, RunImage, RunRecord, StepRecord, StoreError, TokenUsage};
+use agentic_engine::{
+    InvocationRecord, PlannerState, RunImage, RunRecord, ScheduleChange, ScheduleRecord, StepRecord, StoreError,
+    TokenUsage,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -14,7 +17,8 @@ use serde_json::{Map, Value};
 /// refuse; version 5 added the spec archive (the `specs` tree) and run records naming their spec text
 /// (`spec_hash`), which a reader of version 4 would ignore (it would resume such runs from their file); version 6 added the mapper item to invocation records (`i`), which a
 /// reader of version 5 would refuse. Versions 1 to 5 are still read and are upgraded to 6 at open. A store of any
-/// other version is refused at open.
+/// other version is refused at open. The `schedules` tree (SERVER.md §6) was added within version 6: a reader
+/// that does not know it ignores it (it fires no schedule), and nothing else changed.
 pub const FORMAT_VERSION: u32 = 6;
 
 /// The format version before invocation records named their mapper item.
@@ -389,6 +393,48 @@ pub(crate) fn decode_spec(hash: &str, value: &[u8]) -> Result<String, StoreError
         return Err(corrupt(hash, &record, "the text does not have this hash".to_string()));
     }
     Ok(text)
+}
+
+/// Encodes a schedule for the `schedules` tree (and the memory store): the version byte, then its JSON.
+pub(crate) fn encode_schedule(schedule: &ScheduleRecord) -> Result<Vec<u8>, StoreError> {
+    let json = serde_json::to_vec(schedule)
+        .map_err(|e| backend(format!("cannot encode the record of schedule `{}`: {e}", schedule.id)))?;
+    Ok(with_version(json))
+}
+
+/// Decodes the `schedules` value stored under `id`.
+pub(crate) fn decode_schedule(id: &str, value: &[u8]) -> Result<ScheduleRecord, StoreError> {
+    let corrupt = |message: String| StoreError::CorruptSchedule { id: id.to_string(), message };
+    match value.split_first() {
+        Some((&VERSION_BYTE, json)) => decode_schedule_json(id, json),
+        Some((v, _)) => Err(corrupt(format!("format version {v}, this store reads {VERSION_BYTE}"))),
+        None => Err(corrupt("empty value".to_string())),
+    }
+}
+
+/// Decodes the JSON of the record of schedule `id`; a record holding another id is corrupt.
+pub(crate) fn decode_schedule_json(id: &str, json: &[u8]) -> Result<ScheduleRecord, StoreError> {
+    let corrupt = |message: String| StoreError::CorruptSchedule { id: id.to_string(), message };
+    let schedule: ScheduleRecord = serde_json::from_slice(json).map_err(|e| corrupt(e.to_string()))?;
+    if schedule.id != id {
+        return Err(corrupt(format!("holds schedule `{}`", schedule.id)));
+    }
+    Ok(schedule)
+}
+
+/// Runs `change` on the schedule `id` as stored (`current`): the refusal, or what to write (`None`: delete).
+/// A change that gives the schedule another id is refused.
+pub(crate) fn apply_schedule_change(
+    id: &str,
+    current: Option<ScheduleRecord>,
+    change: ScheduleChange,
+) -> Result<Option<ScheduleRecord>, String> {
+    let mut schedule = current;
+    change(&mut schedule)?;
+    match &schedule {
+        Some(s) if s.id != id => Err(format!("schedule `{id}` cannot be stored under the id `{}`", s.id)),
+        _ => Ok(schedule),
+    }
 }
 
 /// Decodes the `runs` value stored under `run_id`.

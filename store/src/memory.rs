@@ -6,12 +6,12 @@
 //! (strings, maps and vectors allocated one by one), which is what 10 000 kept runs cost. Encoding costs
 //! about what dropping the decoded record would.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use agentic_engine::{CheckpointStore, RunRecord, StepRecord, StoreError, StoreRef};
+use agentic_engine::{CheckpointStore, RunRecord, ScheduleChange, ScheduleRecord, StepRecord, StoreError, StoreRef};
 
-use crate::format::{decode_step, encode_step};
+use crate::format::{apply_schedule_change, decode_step, encode_step};
 
 /// One run as the memory store returns it (a decoded copy).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -34,6 +34,8 @@ pub struct MemoryStore {
     runs: Arc<Mutex<HashMap<String, StoredRun>>>,
     /// The spec archive: spec hash → text.
     specs: Arc<Mutex<HashMap<String, Arc<str>>>>,
+    /// The schedules, by id.
+    schedules: Arc<Mutex<BTreeMap<String, ScheduleRecord>>>,
 }
 
 /// One run as the store keeps it: the run record, and the journal encoded record by record.
@@ -153,6 +155,32 @@ impl CheckpointStore for MemoryStore {
             None => Ok(Vec::new()),
         }
     }
+
+    async fn schedules(&self) -> Result<Vec<ScheduleRecord>, StoreError> {
+        Ok(self.schedules.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect())
+    }
+
+    async fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, StoreError> {
+        Ok(self.schedules.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(id).cloned())
+    }
+
+    /// Under the schedules' lock: a change never sees half of another.
+    async fn change_schedule(
+        &self,
+        id: &str,
+        change: ScheduleChange,
+    ) -> Result<Result<Option<ScheduleRecord>, String>, StoreError> {
+        let mut schedules = self.schedules.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let written = match apply_schedule_change(id, schedules.get(id).cloned(), change) {
+            Ok(written) => written,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        match &written {
+            Some(schedule) => schedules.insert(id.to_string(), schedule.clone()),
+            None => schedules.remove(id),
+        };
+        Ok(Ok(written))
+    }
 }
 
 #[cfg(test)]
@@ -161,6 +189,40 @@ mod tests {
 
     use super::*;
     use crate::format::tests::{run_record, step};
+
+    #[tokio::test]
+    async fn schedules_are_changed_one_at_a_time_and_listed_by_id() {
+        use agentic_engine::{Overlap, ScheduleSource};
+        let store = MemoryStore::new();
+        for id in ["b", "a"] {
+            let s = ScheduleRecord::new(
+                id,
+                "spec",
+                "* * * * *",
+                "UTC",
+                Default::default(),
+                Overlap::Skip,
+                ScheduleSource::Api,
+                0,
+            );
+            let create: ScheduleChange = Box::new(move |c: &mut Option<ScheduleRecord>| {
+                *c = Some(s);
+                Ok(())
+            });
+            store.change_schedule(id, create).await.unwrap().unwrap();
+        }
+        let ids: Vec<String> = store.schedules().await.unwrap().into_iter().map(|s| s.id).collect();
+        assert_eq!(ids, ["a", "b"]);
+        let refuse: ScheduleChange = Box::new(|_: &mut Option<ScheduleRecord>| Err("no".to_string()));
+        assert_eq!(store.change_schedule("a", refuse).await.unwrap(), Err("no".to_string()));
+        let delete: ScheduleChange = Box::new(|c: &mut Option<ScheduleRecord>| {
+            *c = None;
+            Ok(())
+        });
+        assert_eq!(store.change_schedule("a", delete).await.unwrap(), Ok(None));
+        assert_eq!(store.schedule("a").await.unwrap(), None);
+        assert!(store.schedule("b").await.unwrap().is_some());
+    }
 
     #[tokio::test]
     async fn steps_appended_out_of_order_are_read_in_sequence_order() {

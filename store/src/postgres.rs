@@ -10,7 +10,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use agentic_engine::{CheckpointStore, Lease, RunImage, RunRecord, RunUpdate, StepRecord, StoreError, StoreRef};
+use agentic_engine::{
+    CheckpointStore, Lease, RunImage, RunRecord, RunUpdate, ScheduleChange, ScheduleRecord, StepRecord, StoreError,
+    StoreRef,
+};
 use bytes::BytesMut;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
@@ -26,8 +29,9 @@ use crate::sled_store::DEFAULT_SNAPSHOT_INTERVAL;
 /// and refuses a database whose schema is newer. Version 1: `agentic_runs` (with the lease columns
 /// `lease_owner`, `lease_expires_at`, `fencing_token`, unused until leases), `agentic_journal`,
 /// `agentic_snapshots`, `agentic_snapshot_chunks`. Version 2: the spec archive `agentic_specs` and
-/// `agentic_runs.cancel_requested_at` (SERVER.md §4, §5).
-pub const PG_SCHEMA_VERSION: i32 = 2;
+/// `agentic_runs.cancel_requested_at` (SERVER.md §4, §5). Version 3: the schedules, `agentic_schedules`
+/// (SERVER.md §6).
+pub const PG_SCHEMA_VERSION: i32 = 3;
 
 /// The migrations, in order: `(version, SQL)`. Each runs once, in the transaction that records its version.
 const MIGRATIONS: &[(i32, &str)] = &[
@@ -71,7 +75,20 @@ const MIGRATIONS: &[(i32, &str)] = &[
      );
      ALTER TABLE agentic_runs ADD COLUMN cancel_requested_at timestamptz;",
     ),
+    (
+        3,
+        "CREATE TABLE agentic_schedules (
+         id text PRIMARY KEY,
+         record json NOT NULL,
+         updated_at timestamptz NOT NULL DEFAULT now()
+     );",
+    ),
 ];
+
+/// The first key of the transaction-level advisory locks that serialise the changes of one schedule
+/// (`pg_advisory_xact_lock(SCHEDULE_LOCK, hashtext(id))`; a creation has no row to lock): the bytes of
+/// `agsc`. Two-key advisory locks never collide with the one-key migration lock.
+const SCHEDULE_LOCK: i32 = 0x6167_7363;
 
 /// The key of the transaction-level advisory lock that serialises schema migrations across processes
 /// (`pg_advisory_xact_lock`): the bytes of `agentic` and a zero, as a big-endian `i64`.
@@ -1258,6 +1275,78 @@ impl CheckpointStore for PgStore {
             .map_err(|e| self.backend("listen", e))?;
         tokio::spawn(crate::pg_listen::keep(self.inner.config.clone(), channels, tx, first, self.inner.shown.clone()));
         Ok(Some(rx))
+    }
+
+    async fn schedules(&self) -> Result<Vec<ScheduleRecord>, StoreError> {
+        let client = self.client("schedules").await?;
+        let rows = client
+            .query("SELECT id, record::text FROM agentic_schedules", &[])
+            .await
+            .map_err(|e| self.backend("schedules", pg_message(&e)))?;
+        let mut schedules = rows
+            .iter()
+            .map(|row| format::decode_schedule_json(&row.get::<_, String>(0), row.get::<_, String>(1).as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Byte order of the ids, as the other stores (the database's collation may differ).
+        schedules.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(schedules)
+    }
+
+    async fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, StoreError> {
+        if id.contains('\0') {
+            return Ok(None);
+        }
+        let client = self.client("schedule").await?;
+        let row = client
+            .query_opt("SELECT record::text FROM agentic_schedules WHERE id = $1", &[&id])
+            .await
+            .map_err(|e| self.backend("schedule", pg_message(&e)))?;
+        row.map(|row| format::decode_schedule_json(id, row.get::<_, String>(0).as_bytes())).transpose()
+    }
+
+    /// One transaction under the schedule's advisory lock: read, change, write, commit. Changes of one
+    /// schedule by any number of processes are applied one after another, each seeing the one before.
+    async fn change_schedule(
+        &self,
+        id: &str,
+        change: ScheduleChange,
+    ) -> Result<Result<Option<ScheduleRecord>, String>, StoreError> {
+        if id.contains('\0') {
+            return Err(format::backend(format!(
+                "change schedule: id {id:?} contains a NUL byte, which PostgreSQL text cannot hold"
+            )));
+        }
+        let op = format!("change schedule `{id}`");
+        let fail = |e: tokio_postgres::Error| self.backend(&op, pg_message(&e));
+        let mut client = self.client(&op).await?;
+        let tx = client.transaction().await.map_err(fail)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", &[&SCHEDULE_LOCK, &id]).await.map_err(fail)?;
+        let row =
+            tx.query_opt("SELECT record::text FROM agentic_schedules WHERE id = $1", &[&id]).await.map_err(fail)?;
+        let current =
+            row.map(|row| format::decode_schedule_json(id, row.get::<_, String>(0).as_bytes())).transpose()?;
+        // A refusal drops the transaction: rolled back, the lock released.
+        let written = match format::apply_schedule_change(id, current, change) {
+            Ok(written) => written,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        match &written {
+            Some(schedule) => {
+                let value = format::encode_schedule(schedule)?;
+                tx.execute(
+                    "INSERT INTO agentic_schedules (id, record, updated_at) VALUES ($1, $2, now())
+                     ON CONFLICT (id) DO UPDATE SET record = excluded.record, updated_at = now()",
+                    &[&id, &JsonText(json_of(&value))],
+                )
+                .await
+                .map_err(fail)?;
+            }
+            None => {
+                tx.execute("DELETE FROM agentic_schedules WHERE id = $1", &[&id]).await.map_err(fail)?;
+            }
+        }
+        tx.commit().await.map_err(fail)?;
+        Ok(Ok(written))
     }
 
     async fn load(&self, run_id: &str) -> Result<RunImage, StoreError> {

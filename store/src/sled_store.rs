@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use agentic_engine::{CheckpointStore, RunImage, RunRecord, StepRecord, StoreError, StoreRef};
+use agentic_engine::{
+    CheckpointStore, RunImage, RunRecord, ScheduleChange, ScheduleRecord, StepRecord, StoreError, StoreRef,
+};
 use sled::{Batch, Db, Tree};
 
 use crate::format::{self, FORMAT_VERSION, META_FORMAT_VERSION, META_WRITER, backend, check_run_id};
@@ -48,6 +50,11 @@ struct Inner {
     /// The spec archive: spec hash → version byte + text (written at once and fsynced: rare, and a run's
     /// record must never name a text that a crash lost).
     specs: Tree,
+    /// The schedules: id → version byte + JSON (written at once and fsynced, like the archive: a tick taken
+    /// must stay taken).
+    schedules: Tree,
+    /// Held by a schedule change from its read to its write: changes of schedules are made one at a time.
+    schedule_changes: tokio::sync::Mutex<()>,
 }
 
 impl Drop for Inner {
@@ -346,19 +353,28 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
         }
     }
     let tree = |db: &Db, name: &str| db.open_tree(name).map_err(|e| op(&format!("open tree `{name}`"), e));
-    let mut trees = (tree(&db, "runs")?, tree(&db, "journal")?, tree(&db, "snapshots")?, tree(&db, "specs")?);
+    let trees = |db: &Db| -> Result<_, StoreError> {
+        Ok((
+            tree(db, "runs")?,
+            tree(db, "journal")?,
+            tree(db, "snapshots")?,
+            tree(db, "specs")?,
+            tree(db, "schedules")?,
+        ))
+    };
+    let mut opened = trees(&db)?;
     let mut db = db;
     if created {
         // sled writes a snapshot of its own (and zeroes its log's tail, both fsynced) at the first open after
         // any write. Paying it now, once, leaves nothing to recover for the opens that follow: the store
         // writes sled only at checkpoints.
         db.flush().map_err(|e| op("flush the new store", e))?;
-        drop((trees, meta));
+        drop((opened, meta));
         drop(db);
         db = open_db(&config, &shown)?;
-        trees = (tree(&db, "runs")?, tree(&db, "journal")?, tree(&db, "snapshots")?, tree(&db, "specs")?);
+        opened = trees(&db)?;
     }
-    let (runs, journal, snapshots, specs) = trees;
+    let (runs, journal, snapshots, specs, schedules) = opened;
     let log = std::fs::File::open(dir.join("db"))
         .map_err(|e| backend(format!("open store {shown}: open the log file for fdatasync: {e}")))?;
     let wal = Wal::open(dir, log, journal.clone(), runs.clone())
@@ -374,7 +390,17 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
             replayed.entries
         );
     }
-    Ok(Inner { dir: dir.to_path_buf(), db, wal, runs, journal, snapshots, specs })
+    Ok(Inner {
+        dir: dir.to_path_buf(),
+        db,
+        wal,
+        runs,
+        journal,
+        snapshots,
+        specs,
+        schedules,
+        schedule_changes: tokio::sync::Mutex::new(()),
+    })
 }
 
 /// Opens sled with `config`, waiting up to [`LOCK_WAIT`] for a lock that a closing database still holds.
@@ -487,6 +513,46 @@ impl CheckpointStore for SledStore {
     async fn spec(&self, hash: &str) -> Result<Option<String>, StoreError> {
         let value = self.inner.specs.get(hash.as_bytes()).map_err(|e| self.backend("spec", e))?;
         value.map(|v| format::decode_spec(hash, &v)).transpose()
+    }
+
+    async fn schedules(&self) -> Result<Vec<ScheduleRecord>, StoreError> {
+        let mut schedules = Vec::new();
+        for entry in self.inner.schedules.iter() {
+            let (key, value) = entry.map_err(|e| self.backend("schedules", e))?;
+            schedules.push(format::decode_schedule(&String::from_utf8_lossy(&key), &value)?);
+        }
+        Ok(schedules)
+    }
+
+    async fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, StoreError> {
+        let value = self.inner.schedules.get(id.as_bytes()).map_err(|e| self.backend("schedule", e))?;
+        value.map(|v| format::decode_schedule(id, &v)).transpose()
+    }
+
+    /// One change at a time (one process holds the store); written and fsynced before it returns.
+    async fn change_schedule(
+        &self,
+        id: &str,
+        change: ScheduleChange,
+    ) -> Result<Result<Option<ScheduleRecord>, String>, StoreError> {
+        let _one_at_a_time = self.inner.schedule_changes.lock().await;
+        let current = self.schedule(id).await?;
+        let written = match format::apply_schedule_change(id, current, change) {
+            Ok(written) => written,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        let op = format!("change schedule `{id}`");
+        match &written {
+            Some(schedule) => self.inner.schedules.insert(id.as_bytes(), format::encode_schedule(schedule)?).map(drop),
+            None => self.inner.schedules.remove(id.as_bytes()).map(drop),
+        }
+        .map_err(|e| self.backend(&op, e))?;
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.schedules.flush())
+            .await
+            .map_err(|e| self.backend(&op, e))?
+            .map_err(|e| self.backend(&format!("{op}: flush"), e))?;
+        Ok(Ok(written))
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {

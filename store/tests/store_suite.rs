@@ -6,7 +6,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use agentic_engine::{CheckpointStore, InvocationRecord, RunImage, RunRecord, RunStatus, StepRecord};
+use agentic_engine::{
+    CheckpointStore, InvocationRecord, Overlap, RunImage, RunRecord, RunStatus, ScheduleChange, ScheduleRecord,
+    ScheduleSource, StepRecord,
+};
 use serde_json::{Map, json};
 
 #[cfg(feature = "postgres")]
@@ -92,6 +95,8 @@ suite!(
     concurrent_runs_flushing_every_step_all_survive_a_reopen,
     a_handle_reads_what_it_appended_before_any_flush,
     the_last_run_record_put_wins,
+    schedules_are_created_changed_and_deleted_and_survive_a_reopen,
+    concurrent_claims_of_a_tick_let_exactly_one_through,
 );
 
 fn step(run_id: &str, seq: u64) -> StepRecord {
@@ -289,6 +294,114 @@ async fn the_last_run_record_put_wins<B: Backend>(backend: B) {
     let store = backend.open(0).await;
     assert_eq!(store.run("r").await.unwrap(), Some(last.clone()));
     assert_eq!(store.runs().await.unwrap(), [last]);
+}
+
+fn schedule(id: &str, cron: &str) -> ScheduleRecord {
+    let inputs = json!({"topic": "dragons", "n": 3}).as_object().cloned().unwrap();
+    ScheduleRecord::new(id, "report", cron, "Europe/Paris", inputs, Overlap::Enqueue, ScheduleSource::Api, 1_000)
+}
+
+/// A change that creates `schedule`, refused when the id is taken.
+fn create(schedule: ScheduleRecord) -> ScheduleChange {
+    Box::new(move |current: &mut Option<ScheduleRecord>| {
+        if current.is_some() {
+            return Err("taken".to_string());
+        }
+        *current = Some(schedule);
+        Ok(())
+    })
+}
+
+/// A change that takes the tick `tick_ms` (a compare-and-set on the last tick taken), as a server does.
+fn take_tick(tick_ms: u64) -> ScheduleChange {
+    Box::new(move |current: &mut Option<ScheduleRecord>| {
+        let s = current.as_mut().ok_or("gone")?;
+        if s.last_tick_ms.is_some_and(|t| t >= tick_ms) {
+            return Err(format!("tick {tick_ms} already taken"));
+        }
+        s.last_tick_ms = Some(tick_ms);
+        s.last_run_id = Some(s.run_id_at(tick_ms));
+        Ok(())
+    })
+}
+
+async fn schedules_are_created_changed_and_deleted_and_survive_a_reopen<B: Backend>(backend: B) {
+    {
+        let store = backend.open(0).await;
+        assert!(store.schedules().await.unwrap().is_empty());
+        assert_eq!(store.schedule("nightly").await.unwrap(), None);
+        for id in ["nightly", "hourly", "b-2"] {
+            let written = store.change_schedule(id, create(schedule(id, "0 2 * * *"))).await.unwrap();
+            assert_eq!(written, Ok(Some(schedule(id, "0 2 * * *"))));
+        }
+        // A second creation is refused and changes nothing.
+        let refused = store.change_schedule("nightly", create(schedule("nightly", "* * * * *"))).await.unwrap();
+        assert_eq!(refused, Err("taken".to_string()));
+        // A change may not move a schedule to another id.
+        let moved: ScheduleChange = Box::new(|s: &mut Option<ScheduleRecord>| {
+            if let Some(s) = s {
+                s.id = "other".into();
+            }
+            Ok(())
+        });
+        let refused = store.change_schedule("hourly", moved).await.unwrap().unwrap_err();
+        assert_eq!(refused, "schedule `hourly` cannot be stored under the id `other`");
+        assert_eq!(
+            store.change_schedule("nightly", take_tick(5_000)).await.unwrap().unwrap().unwrap().last_tick_ms,
+            Some(5_000)
+        );
+        // Deleted: gone, and deleting again finds nothing.
+        let delete = || -> ScheduleChange {
+            Box::new(|s: &mut Option<ScheduleRecord>| s.take().map(drop).ok_or_else(|| "no such schedule".to_string()))
+        };
+        assert_eq!(store.change_schedule("b-2", delete()).await.unwrap(), Ok(None));
+        assert_eq!(store.change_schedule("b-2", delete()).await.unwrap(), Err("no such schedule".to_string()));
+    }
+    let store = backend.open(0).await;
+    let ids: Vec<String> = store.schedules().await.unwrap().into_iter().map(|s| s.id).collect();
+    assert_eq!(ids, ["hourly", "nightly"], "sorted by id, the deleted one gone");
+    let mut expected = schedule("nightly", "0 2 * * *");
+    expected.last_tick_ms = Some(5_000);
+    expected.last_run_id = Some("nightly-19700101T000005Z".into());
+    assert_eq!(store.schedule("nightly").await.unwrap(), Some(expected), "the tick taken survives the reopen");
+    assert_eq!(store.schedule("b-2").await.unwrap(), None);
+    // Through the engine's object-safe handle.
+    let shared: agentic_engine::StoreRef = std::sync::Arc::new(store);
+    assert_eq!(shared.schedules_dyn().await.unwrap().len(), 2);
+    assert_eq!(
+        shared.change_schedule_dyn("nightly", take_tick(5_000)).await.unwrap(),
+        Err("tick 5000 already taken".to_string())
+    );
+}
+
+/// Four handles (four connection pools on PostgreSQL: as four servers) race to take each of 25 ticks: each tick
+/// is taken by exactly one of them, and no tick is lost.
+async fn concurrent_claims_of_a_tick_let_exactly_one_through<B: Backend>(backend: B) {
+    let first = backend.open(0).await;
+    first.change_schedule("s", create(schedule("s", "* * * * * *"))).await.unwrap().unwrap();
+    let mut handles = vec![first];
+    for _ in 1..4 {
+        handles.push(backend.open(0).await);
+    }
+    let mut won = 0;
+    for tick in 1..=25u64 {
+        let tasks: Vec<_> = handles
+            .iter()
+            .map(|store| {
+                let store = store.clone();
+                tokio::spawn(async move { store.change_schedule("s", take_tick(tick * 1000)).await.unwrap().is_ok() })
+            })
+            .collect();
+        let mut winners = 0;
+        for task in tasks {
+            winners += usize::from(task.await.unwrap());
+        }
+        assert_eq!(winners, 1, "tick {tick}: exactly one handle takes it");
+        won += winners;
+    }
+    assert_eq!(won, 25);
+    let s = handles[0].schedule("s").await.unwrap().unwrap();
+    assert_eq!(s.last_tick_ms, Some(25_000));
 }
 
 /// What only the PostgreSQL store has: its schema and its migrations, its errors, and damaged rows.

@@ -2,7 +2,7 @@
 //! chromiumoxide): the real binary serves `examples/specs` with a loopback OpenAI-compatible model; the
 //! browser starts an `order_approval` run from the new-run form, answers its human step in the inbox and
 //! watches the run page reach `completed` with the shipped order. An XSS probe in a human prompt, the state
-//! and an answer stays text on the run page and in the inbox.
+//! and an answer stays text on the run page and in the inbox, and in a schedule's inputs on the schedules page.
 //!
 //! Screenshots land in `target/tmp/server-ui/`; with `AGENTIC_UPDATE_SCREENSHOTS=1` they also replace
 //! `docs/img/server-run.png` and `docs/img/server-inbox.png`.
@@ -456,6 +456,33 @@ async fn the_web_ui_takes_an_order_through_the_inbox_in_chromium_and_shows_run_d
     let tail = "… (48000 more characters; the whole value is in GET /api/v1/runs/big-value and the report)";
     let cut = format!("{} {tail}", 2000 + tail.chars().count());
     assert_eq!(cells, json!([cut, cut]), "the input and the note, cut");
+
+    // The schedules page, through the nav: a nightly schedule whose inputs hold the probe, as text.
+    let created = http
+        .post(format!("{base}/api/v1/schedules"))
+        .json(&json!({"id": "nightly", "spec_name": "hello", "cron": "0 2 * * *", "timezone": "Europe/Paris",
+                      "inputs": {"name": PROBE}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), reqwest::StatusCode::CREATED);
+    click(&page, r#"header nav a[href="/schedules"]"#).await;
+    wait_page(&page, "/schedules").await;
+    let row = wait_for(
+        &page,
+        "the schedule's row",
+        "(document.querySelector('tr[data-schedule-id=\"nightly\"]') || {}).innerText",
+    )
+    .await;
+    let row = row.as_str().unwrap();
+    assert!(row.contains("hello") && row.contains("0 2 * * * Europe/Paris") && row.contains("skip"), "{row}");
+    assert!(row.contains("<img src=x onerror="), "the probe in the inputs is shown as text: {row}");
+    let state =
+        eval(&page, "({xss: document.body.dataset.xss || null, images: document.querySelectorAll('img').length})")
+            .await;
+    assert_eq!(state, json!({"xss": null, "images": 0}), "the probe on the schedules page");
+    watch.assert_clean("the schedules page");
+    screenshot(&page, "server-schedules.png").await;
 
     browser.close().await.unwrap();
     let _ = browser.wait().await;
