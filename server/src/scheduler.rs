@@ -294,6 +294,8 @@ impl Scheduler {
             run_id: Some(run_id.to_string()),
             durability: Durability::Sync,
             new_turn: false,
+            // A tick starts a trace of its own.
+            traceparent: None,
         };
         let error = match self.host.start(new).await {
             Ok(_) => None,
