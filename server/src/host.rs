@@ -167,6 +167,10 @@ struct Inner {
     /// The id of each run whose execution here ended, once its record says how (the scheduler starts a queued
     /// tick when the run before it ends).
     ended: tokio::sync::broadcast::Sender<String>,
+    /// On a store only this process writes: the earliest timer (ms since the epoch) of the suspended runs, so
+    /// that [`RunHost::fire_timers`] reads the runs only when one may be due (0: not known yet, read them;
+    /// `u64::MAX`: none).
+    next_timer_ms: std::sync::atomic::AtomicU64,
 }
 
 impl RunHost {
@@ -177,6 +181,7 @@ impl RunHost {
                 hub,
                 specs,
                 unresumable: Mutex::default(),
+                next_timer_ms: std::sync::atomic::AtomicU64::new(0),
                 executing: Mutex::default(),
                 deciding: tokio::sync::Mutex::new(()),
                 accepting: AtomicBool::new(true),
@@ -373,6 +378,10 @@ impl RunHost {
         }
         // Nobody listening is fine.
         let _ = self.inner.ended.send(run_id.to_string());
+        // A suspension with a deadline or a wait: the timer loop looks again by then.
+        if let Some(due) = record.iter().flat_map(|r| r.pending.iter().filter_map(|p| p.deadline_ms)).min() {
+            self.inner.next_timer_ms.fetch_min(due, Ordering::SeqCst);
+        }
         match &record {
             Some(record) if record.status != RunStatus::Running => {
                 if record.status != RunStatus::Suspended
@@ -706,8 +715,30 @@ impl RunHost {
         if !self.inner.accepting.load(Ordering::SeqCst) {
             return Ok(0);
         }
-        let due: Vec<RunRecord> =
-            self.inner.store.takeover_candidates_dyn().await?.into_iter().filter(timer_due).collect();
+        let shared = self.inner.store.shared_dyn();
+        let next = &self.inner.next_timer_ms;
+        if !shared && agentic_engine::now_ms() < next.load(Ordering::SeqCst) {
+            return Ok(0);
+        }
+        // Runs suspending meanwhile lower it again (`finished`), so none is missed.
+        next.store(u64::MAX, Ordering::SeqCst);
+        let candidates = match self.inner.store.takeover_candidates_dyn().await {
+            Ok(c) => c,
+            Err(e) => {
+                next.store(0, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
+        let now = agentic_engine::now_ms();
+        let later = candidates
+            .iter()
+            .filter(|r| r.status == RunStatus::Suspended)
+            .flat_map(|r| r.pending.iter().filter_map(|p| p.deadline_ms))
+            .filter(|&d| d > now)
+            .min()
+            .unwrap_or(u64::MAX);
+        next.fetch_min(later, Ordering::SeqCst);
+        let due: Vec<RunRecord> = candidates.into_iter().filter(timer_due).collect();
         if due.is_empty() {
             return Ok(0);
         }

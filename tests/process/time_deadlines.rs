@@ -91,6 +91,13 @@ async fn a_deadline_that_passed_while_the_server_was_down_answers_with_the_defau
     let asked: Vec<&Value> = done["history"].as_array().unwrap().iter().filter(|h| h["agent"] == "ask").collect();
     assert_eq!(asked.len(), 1, "{done}");
     assert_eq!(asked[0]["output"], "auto-approved");
+
+    // A deadline that passes while the server runs fires too.
+    let body = serde_json::json!({"spec_name": "review", "inputs": {"doc": "D2"}, "run_id": "r2"});
+    assert_eq!(http.post(format!("{base}/api/v1/runs")).json(&body).send().await.unwrap().status(), 201);
+    wait_for(&http, &base, "r2", "suspended", Duration::from_secs(10)).await;
+    let done = wait_for(&http, &base, "r2", "completed", Duration::from_secs(10)).await;
+    assert_eq!(done["output"], "D2: auto-approved");
 }
 
 #[test]
