@@ -258,9 +258,9 @@ impl Human {
         Box::pin(async move {
             let escalated = format!("{id}>{}", self.escalation_name());
             if let OnTimeout::Escalate(next) = &self.on_timeout
-                && (ctx.suspension(&escalated).is_some() || ctx.peek_answer(&escalated).is_some())
+                && next.reached(ctx, &escalated)
             {
-                // Timed out before: the escalation's question is the one asked now.
+                // Timed out before: the escalation (or one further down its chain) is the question asked now.
                 return next.ask(ctx, escalated).await;
             }
             let render = || {
@@ -320,6 +320,18 @@ impl Human {
                 }
             }
         })
+    }
+
+    /// Whether this step, asked as response `id`, or a step its timeout escalates to (`id>next`, and so on
+    /// down the chain), was asked before in this run: a question of theirs is kept or answered.
+    fn reached(&self, ctx: &InvocationContext, id: &str) -> bool {
+        if ctx.suspension(id).is_some() || ctx.peek_answer(id).is_some() {
+            return true;
+        }
+        match &self.on_timeout {
+            OnTimeout::Escalate(next) => next.reached(ctx, &format!("{id}>{}", self.escalation_name())),
+            _ => false,
+        }
     }
 
     /// The deadline of a question asked now, if the step has one.

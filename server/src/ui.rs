@@ -282,7 +282,7 @@ async fn inbox_items(app: &AppState) -> Result<Vec<Value>, ApiError> {
             };
             r.pending.iter().filter(open).map(|p| {
                 json!({"run_id": r.run_id, "name": r.name, "id": p.id, "prompt": p.prompt, "agent": p.agent,
-                       "since": timestamp(r.updated_at_ms), "deadline": p.deadline_ms.map(timestamp),
+                       "since": timestamp(r.updated_at_ms), "deadline": p.deadline_ms.map(agentic_engine::rfc3339_ms),
                        "time_left": p.deadline_ms.map(|d| time_left(d.saturating_sub(now))),
                        "on_timeout": p.on_timeout})
             })

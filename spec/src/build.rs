@@ -154,8 +154,20 @@ impl<'a> Builder<'a> {
 
     /// A time written in `field` of `def`: an RFC 3339 time, or an expression over the state giving one.
     fn time_expression(&mut self, def: &AgentDef, field: &str, text: &Located<String>) -> Result<Expression, Reported> {
-        let source = match agentic_engine::parse_rfc3339_ms(&text.value) {
-            Ok(_) => format!("'{}'", text.value.trim()),
+        let t = text.value.trim();
+        if field == "until" && crate::parse::parse_duration(t).is_ok() {
+            let message = format!("`until` takes a time; a duration goes in `for` (`for: {t}`)");
+            self.sink.push(text.pos, Some(&def.name), Some(field), message);
+            return Err(Reported);
+        }
+        // Written like a date (`2026-…`): an RFC 3339 time, or an error saying what is wrong with it.
+        let dated = t.len() > 4 && t.as_bytes()[..4].iter().all(u8::is_ascii_digit) && t.as_bytes()[4] == b'-';
+        let source = match agentic_engine::parse_rfc3339_ms(t) {
+            Ok(_) => format!("'{t}'"),
+            Err(message) if dated => {
+                self.sink.push(text.pos, Some(&def.name), Some(field), message);
+                return Err(Reported);
+            }
             Err(_) => text.value.clone(),
         };
         Expression::compile(&source).map_err(|e| {

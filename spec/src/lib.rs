@@ -300,7 +300,15 @@ impl Spec {
         let mut stack = vec![self.root.value.as_str()];
         while let Some(name) = stack.pop() {
             if let Some(def) = self.agent(name) {
-                for r in def.kind.references() {
+                // A human step's escalation target is reached through its timeout.
+                let escalation = match &def.kind {
+                    AgentKind::Human { on_timeout: Some(t), .. } => match &t.value {
+                        OnTimeoutDef::Escalate(name) => Some(name),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                for r in def.kind.references().into_iter().chain(escalation) {
                     if !seen.contains(&r.value.as_str()) {
                         seen.push(&r.value);
                         stack.push(&r.value);

@@ -671,6 +671,10 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
                 Some(d) => Some(Located::new(
                     match parse_duration(&d.value) {
                         Ok(ms) => DeadlineDef::After(ms),
+                        Err(message) if message.ends_with("is too long") => {
+                            cx.err(d.pos, Some("deadline"), message);
+                            return None;
+                        }
                         Err(_) => DeadlineDef::At(d.value.clone()),
                     },
                     d.pos,
@@ -899,6 +903,7 @@ pub(crate) fn parse_duration(text: &str) -> Result<u64, String> {
     };
     match number.parse::<u64>() {
         Ok(n) if scale > 0 => n.checked_mul(scale).ok_or_else(|| format!("the duration `{text}` is too long")),
+        Err(_) if scale > 0 && !number.is_empty() => Err(format!("the duration `{text}` is too long")),
         _ => Err(format!("`{text}` is not a duration: write <integer><unit>, unit ms, s, m, h or d (\"90s\", \"2h\")")),
     }
 }

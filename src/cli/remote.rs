@@ -111,6 +111,15 @@ impl Remote {
             let run: Option<Value> = self.get(&path).await?;
             let executing = run.as_ref().and_then(|r| r.get("executing")).and_then(Value::as_bool).unwrap_or(true);
             if !executing && let Some(record) = self.get::<RunRecord>(&record_path).await? {
+                // Suspended on waits only: the server continues it once they are due (SPEC.md §3: the CLI
+                // waits through a wait, with or without a server).
+                let waiting = record.status == RunStatus::Suspended
+                    && !record.pending.is_empty()
+                    && record.pending.iter().all(|p| p.kind == agentic_engine::PendingKind::Wait);
+                if waiting {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    continue;
+                }
                 if record.status != RunStatus::Running {
                     return Ok(record);
                 }

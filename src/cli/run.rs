@@ -238,7 +238,8 @@ async fn remote_run(
 fn pending_human(spec: &agentic_spec::Spec) -> Option<String> {
     let unreachable = spec.unreachable_agents();
     let human = spec.agents().iter().find(|a| {
-        matches!(a.kind, agentic_spec::AgentKind::Human { pending_mode: true, .. })
+        // With a deadline it ends by itself (its `on_timeout` applies).
+        matches!(a.kind, agentic_spec::AgentKind::Human { pending_mode: true, deadline: None, .. })
             && !unreachable.contains(&a.name.as_str())
     })?;
     Some(format!(

@@ -219,3 +219,50 @@ async fn a_spec_escalates_a_timed_out_step_to_another_human_agent() {
     let done = built.root.resume("e1").store_ref(store).answer("root/0>boss", "fine").await.unwrap();
     assert_eq!(done.output(), Some(&json!("fine")));
 }
+
+#[tokio::test]
+async fn an_escalation_chain_goes_down_one_step_at_a_time_and_ends_with_the_last_answer_or_default() {
+    let yaml = "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [clerk], output_key: answer }\n  \
+                clerk: { kind: human, prompt: c?, response_id: clerk, deadline: 50ms, on_timeout: { escalate: lead }, output_key: answer }\n  \
+                lead: { kind: human, prompt: l?, deadline: 50ms, on_timeout: { escalate: boss } }\n  \
+                boss: { kind: human, prompt: b?, deadline: 50ms, on_timeout: { default: \"'boss-default'\" } }\n";
+    let spec = agentic::spec::Spec::parse(yaml, "spec.yaml").unwrap();
+    assert!(spec.unreachable_agents().is_empty(), "escalation targets are reached: {:?}", spec.unreachable_agents());
+    let built = spec.build().unwrap();
+    for (run, answer, expected) in [("c1", Some("boss says yes"), "boss says yes"), ("c2", None, "boss-default")] {
+        let store = store();
+        let mut ids = Vec::new();
+        let mut outcome = built.root.invoke().store_ref(store.clone()).memory_id(run).await.unwrap();
+        while outcome.is_suspended() {
+            let id = outcome.pending()[0].id.clone();
+            ids.push(id.clone());
+            outcome = match (id.as_str(), answer) {
+                // The boss answers at once, before its deadline.
+                ("clerk>lead>boss", Some(a)) => {
+                    built.root.resume(run).store_ref(store.clone()).answer(id.clone(), a).await.unwrap()
+                }
+                // Nobody answers: past the deadline, the next step down the chain is asked.
+                _ => {
+                    tokio::time::sleep(Duration::from_millis(70)).await;
+                    built.root.resume(run).store_ref(store.clone()).await.unwrap()
+                }
+            };
+            assert!(ids.len() <= 3, "asked {ids:?}");
+        }
+        let asked: Vec<&str> = ids.iter().map(String::as_str).collect();
+        assert_eq!(asked, ["clerk", "clerk>lead", "clerk>lead>boss"], "{run}");
+        assert_eq!(outcome.output(), Some(&json!(expected)), "{run}: asked {asked:?}");
+    }
+}
+
+#[test]
+fn a_time_written_wrong_says_what_is_wrong_with_it() {
+    let until = "version: 1\nroot: w\nagents:\n  w: { kind: wait, until: 2s }\n";
+    assert_eq!(spec_error(until).4, "`until` takes a time; a duration goes in `for` (`for: 2s`)");
+    let month = "version: 1\nroot: h\nagents:\n  h: { kind: human, prompt: ok?, deadline: \"2026-13-01T00:00:00Z\" }\n";
+    let (.., field, message) = spec_error(month);
+    assert_eq!(field.as_deref(), Some("deadline"));
+    assert!(message.starts_with("`2026-13-01T00:00:00Z` is not an RFC 3339 time (input is out of range)"), "{message}");
+    let long = "version: 1\nroot: h\nagents:\n  h: { kind: human, prompt: ok?, deadline: 99999999999999999999d }\n";
+    assert_eq!(spec_error(long).4, "the duration `99999999999999999999d` is too long");
+}
