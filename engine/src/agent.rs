@@ -609,6 +609,10 @@ impl TopologyNode {
     }
 }
 
+/// How long a concurrency slot of a model endpoint is held at most when its call never gives it back (the
+/// process died): 10 minutes, longer than any model call's timeout.
+const SLOT_EXPIRY_MS: u64 = 600_000;
+
 /// Everything an invocation runs with: its resolved inputs, the run's scope and identity.
 pub struct InvocationContext {
     pub(crate) run: Arc<RunContext>,
@@ -809,6 +813,100 @@ impl InvocationContext {
         let acc = t.get_or_insert_with(TokenUsage::default);
         acc.input += usage.input;
         acc.output += usage.output;
+    }
+
+    /// Waits until a model call on endpoint `provider` / `server` / `model` may start under `limits` (SPEC.md
+    /// §3): a concurrency slot, then the endpoint's next start time, in this process's limiter or, on a
+    /// store shared by several servers, the store's ([`crate::CheckpointStore::capacity`]). A wait is reported
+    /// as a [`crate::RunEvent::WaitingForCapacity`] event; cancelling the run ends it. Finish the permit
+    /// with the call's tokens ([`crate::limits::CapacityPermit::finish`]).
+    ///
+    /// # Errors
+    /// [`AgentError::Cancelled`] when the run is cancelled while waiting; a failure naming this agent when
+    /// the shared limiter's store fails.
+    pub async fn acquire_capacity(
+        &self,
+        provider: &str,
+        server: &str,
+        model: &str,
+        limits: &crate::limits::ModelLimits,
+    ) -> Result<crate::limits::CapacityPermit, AgentError> {
+        use crate::limits::{CapacityAnswer, CapacityOp, CapacityPermit, CapacitySource, PermitInner, ProcessCapacity};
+        if limits.is_empty() {
+            return Ok(CapacityPermit::unlimited());
+        }
+        let source = match &self.run.journal.store {
+            Some(store) if store.shared_dyn() => CapacitySource::Shared(store.clone()),
+            _ => CapacitySource::Process,
+        };
+        let key = crate::limits::endpoint_key(provider, server, model);
+        let store_failed = |e: crate::StoreError| self.fail(format!("the rate limiter of `{key}` failed: {e}"));
+        let mut slot = None;
+        if let Some(max) = limits.max_concurrency {
+            static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let holder = format!("{}:{}:{n}", std::process::id(), crate::time::now_ms());
+            let mut told = false;
+            loop {
+                let released = ProcessCapacity::released().notified();
+                let now_ms = crate::time::now_ms();
+                let op = CapacityOp::Hold {
+                    key: key.clone(),
+                    max: max.max(1),
+                    holder: holder.clone(),
+                    now_ms,
+                    expires_ms: now_ms + SLOT_EXPIRY_MS,
+                };
+                if let CapacityAnswer::Slot(Some(s)) = source.apply(op).await.map_err(store_failed)? {
+                    slot = Some((s, holder));
+                    break;
+                }
+                if !told {
+                    told = true;
+                    self.waiting_for_capacity(&key, "max_concurrency", 0);
+                }
+                // Another server's slot frees without a word here: look again now and then.
+                let poll = std::time::Duration::from_millis(if matches!(source, CapacitySource::Shared(_)) {
+                    200
+                } else {
+                    1000
+                });
+                tokio::select! {
+                    () = released => {}
+                    () = tokio::time::sleep(poll) => {}
+                    () = self.run.cancel.cancelled() => return Err(AgentError::Cancelled),
+                }
+            }
+        }
+        let permit = CapacityPermit {
+            inner: Some(std::sync::Arc::new(PermitInner { source: source.clone(), key: key.clone(), limits: *limits, slot })),
+        };
+        let now_ms = crate::time::now_ms();
+        let op = CapacityOp::Reserve { key: key.clone(), now_ms, interval_ms: limits.request_interval_ms() };
+        if let CapacityAnswer::Start(start) = source.apply(op).await.map_err(store_failed)?
+            && start > now_ms
+        {
+            let limit = if limits.requests_per_minute.is_some() { "requests_per_minute" } else { "tokens_per_minute" };
+            self.waiting_for_capacity(&key, limit, start - now_ms);
+            tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_millis(start - now_ms)) => {}
+                () = self.run.cancel.cancelled() => return Err(AgentError::Cancelled),
+            }
+        }
+        Ok(permit)
+    }
+
+    fn waiting_for_capacity(&self, endpoint: &str, limit: &str, wait_ms: u64) {
+        tracing::debug!(endpoint, limit, wait_ms, path = %self.frame.path, "a model call waits for capacity");
+        if self.has_listeners() {
+            self.emit(&crate::listener::RunEvent::WaitingForCapacity {
+                run_id: self.run.run_id.to_string(),
+                path: self.frame.path.to_string(),
+                endpoint: endpoint.to_string(),
+                limit: limit.to_string(),
+                wait_ms,
+            });
+        }
     }
 
     /// Whether the run has been cancelled (long agents may poll it; they are also aborted).

@@ -30,6 +30,7 @@ mod declare;
 mod error;
 mod error_handler;
 mod journal;
+pub mod limits;
 mod listener;
 mod planner;
 mod run;

@@ -101,6 +101,21 @@ pub enum RunEvent {
         /// The text delta.
         text: String,
     },
+    /// A model call waits for capacity under its endpoint's rate limits (SPEC.md §3 `limits`); cancelling
+    /// the run ends the wait.
+    WaitingForCapacity {
+        /// Run id.
+        run_id: String,
+        /// Agent path.
+        path: String,
+        /// The endpoint (`provider base_url model`).
+        endpoint: String,
+        /// What it waits for: `requests_per_minute`, `tokens_per_minute` (both as a start time) or
+        /// `max_concurrency`.
+        limit: String,
+        /// How long it waits, in milliseconds (0 when unknown: a concurrency slot).
+        wait_ms: u64,
+    },
     /// A tool is about to run.
     ToolStarted {
         /// Run id.
@@ -174,6 +189,7 @@ impl RunEvent {
             | RunEvent::AgentFailed { run_id, .. }
             | RunEvent::PlannerDecision { run_id, .. }
             | RunEvent::Token { run_id, .. }
+            | RunEvent::WaitingForCapacity { run_id, .. }
             | RunEvent::ToolStarted { run_id, .. }
             | RunEvent::ToolFinished { run_id, .. }
             | RunEvent::Suspended { run_id, .. }

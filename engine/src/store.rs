@@ -487,6 +487,19 @@ pub trait CheckpointStore: Send + Sync + 'static {
         let _ = (id, change);
         async { Err(StoreError::Backend("this store keeps no schedules".into())) }
     }
+    /// Carries out one operation of the model-call limiter that every process sharing this store uses
+    /// (SPEC.md §3 `limits`, [`crate::limits`]): `None` when the store shares no limiter (each process
+    /// limits its own calls; the default). Each operation is atomic with respect to every process.
+    ///
+    /// # Errors
+    /// The backend failed.
+    fn capacity(
+        &self,
+        op: crate::limits::CapacityOp,
+    ) -> impl Future<Output = Result<Option<crate::limits::CapacityAnswer>, StoreError>> + Send {
+        let _ = op;
+        async { Ok(None) }
+    }
 }
 
 /// What [`CheckpointStore::listen`] receives: a message another process (or this one) sent with
@@ -572,6 +585,10 @@ pub trait DynCheckpointStore: Send + Sync + 'static {
         id: &'a str,
         change: ScheduleChange,
     ) -> BoxFuture<'a, Result<Result<Option<ScheduleRecord>, String>, StoreError>>;
+    fn capacity_dyn(
+        &self,
+        op: crate::limits::CapacityOp,
+    ) -> BoxFuture<'_, Result<Option<crate::limits::CapacityAnswer>, StoreError>>;
 }
 
 /// The receiving end of [`CheckpointStore::listen`].
@@ -658,6 +675,12 @@ impl<S: CheckpointStore> DynCheckpointStore for S {
         change: ScheduleChange,
     ) -> BoxFuture<'a, Result<Result<Option<ScheduleRecord>, String>, StoreError>> {
         Box::pin(self.change_schedule(id, change))
+    }
+    fn capacity_dyn(
+        &self,
+        op: crate::limits::CapacityOp,
+    ) -> BoxFuture<'_, Result<Option<crate::limits::CapacityAnswer>, StoreError>> {
+        Box::pin(self.capacity(op))
     }
 }
 
