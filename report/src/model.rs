@@ -845,6 +845,7 @@ mod tests {
                 ended_at_us: end_us,
                 attempt: 1,
                 tokens: None,
+                usage: None,
                 error: None,
                 item: None,
             }),
