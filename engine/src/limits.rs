@@ -349,6 +349,6 @@ mod tests {
         c.apply(CapacityOp::Release { key: "k".into(), slot: 0, holder: "a".into() });
         assert_eq!(hold("c", 50), CapacityAnswer::Slot(Some(0)));
         // b's slot expired.
-        assert_eq!(hold("d", 150), CapacityAnswer::Slot(Some(1)));
+        assert_eq!(hold("d", 120), CapacityAnswer::Slot(Some(1)));
     }
 }
