@@ -824,7 +824,8 @@ impl InvocationContext {
     pub fn add_tokens(&self, usage: TokenUsage) {
         lock(&self.usage).add_tokens(usage);
         if let Some(ledger) = &self.run.ledger {
-            let spent = crate::budget::Usage { input_tokens: usage.input, output_tokens: usage.output, ..Default::default() };
+            let spent =
+                crate::budget::Usage { input_tokens: usage.input, output_tokens: usage.output, ..Default::default() };
             lock(ledger).spend(&self.frame.path, &spent);
         }
     }
@@ -893,7 +894,12 @@ impl InvocationContext {
             }
         }
         let permit = CapacityPermit {
-            inner: Some(std::sync::Arc::new(PermitInner { source: source.clone(), key: key.clone(), limits: *limits, slot })),
+            inner: Some(std::sync::Arc::new(PermitInner {
+                source: source.clone(),
+                key: key.clone(),
+                limits: *limits,
+                slot,
+            })),
         };
         let now_ms = crate::time::now_ms();
         let op = CapacityOp::Reserve { key: key.clone(), now_ms, interval_ms: limits.request_interval_ms() };
@@ -1017,11 +1023,8 @@ impl InvocationContext {
         let Some(t) = l.budgets.iter_mut().find(|t| t.path == at) else { return Ok(()) };
         let limits = data.get("limits").and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or(t.budget);
         t.budget = limits.raised(&answer, &reached).map_err(|e| self.fail(format!("budget of `{}`: {e}", t.agent)))?;
-        let raised: Map<String, Value> = l
-            .budgets
-            .iter()
-            .filter_map(|t| serde_json::to_value(t.budget).ok().map(|b| (t.path.clone(), b)))
-            .collect();
+        let raised: Map<String, Value> =
+            l.budgets.iter().filter_map(|t| serde_json::to_value(t.budget).ok().map(|b| (t.path.clone(), b))).collect();
         drop(l);
         self.write_on_completion(crate::budget::BUDGET_KEY, Value::Object(raised));
         let mut u = lock(&self.usage);

@@ -358,6 +358,44 @@ impl Ledger {
     }
 }
 
+/// What a run spent on models, per agent (by path, in the order first seen) and in total: the journal's
+/// `history` and the calls of invocations suspended at a budget (`pending`). What `show`, `GET /runs/{id}`
+/// and the report give (SPEC.md §3).
+pub fn usage_by_agent(history: &[crate::InvocationRecord], pending: &[crate::run::PendingResponse]) -> Value {
+    let mut agents: Vec<(String, String, Usage)> = Vec::new();
+    let mut add = |agent: &str, path: &str, u: &Usage| match agents.iter_mut().find(|(_, p, _)| p == path) {
+        Some((_, _, acc)) => acc.add(u),
+        None => agents.push((agent.to_string(), path.to_string(), u.clone())),
+    };
+    for r in history {
+        if let Some(u) = &r.usage {
+            add(&r.agent, &r.path, u);
+        } else if let Some(t) = r.tokens {
+            add(&r.agent, &r.path, &Usage { input_tokens: t.input, output_tokens: t.output, ..Usage::default() });
+        }
+    }
+    for p in pending.iter().filter(|p| p.kind == crate::PendingKind::Budget) {
+        let path = p.data.get("path").and_then(Value::as_str).unwrap_or_default();
+        if let Ok(u) = serde_json::from_value::<Usage>(p.data.get("invocation_usage").cloned().unwrap_or(Value::Null)) {
+            add(&p.agent, path, &u);
+        }
+    }
+    let mut total = Usage::default();
+    let rows: Vec<Value> = agents
+        .iter()
+        .map(|(agent, path, u)| {
+            total.add(u);
+            json!({"agent": agent, "path": path, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                   "tokens": u.tokens(), "model_calls": u.model_calls, "cost_usd": u.cost_usd, "models": u.models})
+        })
+        .collect();
+    json!({
+        "agents": rows,
+        "total": {"input_tokens": total.input_tokens, "output_tokens": total.output_tokens, "tokens": total.tokens(),
+                  "model_calls": total.model_calls, "cost_usd": total.cost_usd},
+    })
+}
+
 /// The state key where the limits raised by answers are kept, by the path of the agent whose budget it is.
 pub const BUDGET_KEY: &str = "_budget";
 

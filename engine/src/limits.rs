@@ -263,7 +263,8 @@ impl BackOffHandle {
         let pause_ms = retry_after
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             .unwrap_or_else(|| inner.limits.request_interval_ms().max(1000));
-        let op = CapacityOp::BackOff { key: inner.key.clone(), until_ms: crate::time::now_ms().saturating_add(pause_ms) };
+        let op =
+            CapacityOp::BackOff { key: inner.key.clone(), until_ms: crate::time::now_ms().saturating_add(pause_ms) };
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
                 if let Err(e) = inner.source.apply(op).await {
@@ -341,7 +342,13 @@ mod tests {
     fn slots_are_counted_and_expire() {
         let c = ProcessCapacity::default();
         let hold = |holder: &str, now_ms| {
-            c.apply(CapacityOp::Hold { key: "k".into(), max: 2, holder: holder.into(), now_ms, expires_ms: now_ms + 100 })
+            c.apply(CapacityOp::Hold {
+                key: "k".into(),
+                max: 2,
+                holder: holder.into(),
+                now_ms,
+                expires_ms: now_ms + 100,
+            })
         };
         assert_eq!(hold("a", 0), CapacityAnswer::Slot(Some(0)));
         assert_eq!(hold("b", 0), CapacityAnswer::Slot(Some(1)));

@@ -315,10 +315,7 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
             Some(a) if a.budget.is_some() => cx.err(
                 budget.pos,
                 Some("budget"),
-                format!(
-                    "the run's `budget` is the root agent's, and `{}` has its own: give one of them",
-                    root.value
-                ),
+                format!("the run's `budget` is the root agent's, and `{}` has its own: give one of them", root.value),
             ),
             Some(a) => a.budget = Some(budget),
             None => {}
@@ -405,7 +402,11 @@ fn parse_model_extras(
             limits.max_concurrency =
                 cx.int(&l, "max_concurrency", 1, u64::from(u32::MAX)).and_then(|v| u32::try_from(v).ok());
             if limits.is_empty() && cx.sink_len() == before {
-                cx.err(l.pos, None, "`limits` needs at least one of `requests_per_minute`, `tokens_per_minute`, `max_concurrency`");
+                cx.err(
+                    l.pos,
+                    None,
+                    "`limits` needs at least one of `requests_per_minute`, `tokens_per_minute`, `max_concurrency`",
+                );
             }
         }
         cx.nest_since(before, "limits");

@@ -311,9 +311,8 @@ impl Invocation {
             error,
             item,
         } = self;
-        let tokens = tokens.or_else(|| {
-            usage.as_ref().map(|u| TokenUsage { input: u.input_tokens, output: u.output_tokens })
-        });
+        let tokens =
+            tokens.or_else(|| usage.as_ref().map(|u| TokenUsage { input: u.input_tokens, output: u.output_tokens }));
         let ended_at_us = match (duration_us, ended_at_us) {
             (Some(d), _) => started_at_us.saturating_add(d),
             (None, Some(e)) => e,

@@ -35,8 +35,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
-pub use call::{ModelCall, call_model};
 pub(crate) use call::report_rate_limited;
+pub use call::{ModelCall, call_model};
 pub use error::ModelError;
 pub(crate) use error::shorten as shorten_text;
 pub use local::{
