@@ -642,7 +642,7 @@ pub struct InvocationContext {
     /// Writes the scope receives with the outcome ([`InvocationContext::write_on_completion`]).
     pub(crate) deferred: Mutex<Vec<(String, Value)>>,
     /// Its model calls: tokens, usage, and what a budget suspension keeps.
-    pub(crate) usage: Mutex<crate::budget::InvocationUsage>,
+    pub(crate) usage: Mutex<Option<Box<crate::budget::InvocationUsage>>>,
     /// Listeners in effect for this invocation (inherited ones, then the agent's own).
     pub(crate) listeners: Arc<[crate::listener::ListenerRef]>,
     /// Listeners the sub-agents of a composite inherit.
@@ -822,7 +822,7 @@ impl InvocationContext {
 
     /// Adds model token usage to this invocation's record.
     pub fn add_tokens(&self, usage: TokenUsage) {
-        lock(&self.usage).add_tokens(usage);
+        self.with_usage(|u| u.add_tokens(usage));
         if let Some(ledger) = &self.run.ledger {
             let spent =
                 crate::budget::Usage { input_tokens: usage.input, output_tokens: usage.output, ..Default::default() };
@@ -945,16 +945,17 @@ impl InvocationContext {
         if !lock(ledger).covers(path) {
             return Ok(None);
         }
-        let first = !std::mem::replace(&mut lock(&self.usage).resumed, true);
+        let first = !self.with_usage(|u| std::mem::replace(&mut u.resumed, true));
         if first {
             self.resume_budget(ledger)?;
         }
-        {
-            let mut u = lock(&self.usage);
-            if let Some(answer) = u.replay.pop_front() {
-                u.calls.push(answer.clone());
-                return Ok(Some(answer));
-            }
+        let replayed = self.with_usage(|u| {
+            let answer = u.replay.pop_front()?;
+            u.calls.push(answer.clone());
+            Some(answer)
+        });
+        if replayed.is_some() {
+            return Ok(replayed);
         }
         let l = lock(ledger);
         for t in l.budgets.iter().filter(|t| t.covers(path)) {
@@ -983,14 +984,15 @@ impl InvocationContext {
         replayed: bool,
         answer: impl FnOnce() -> Value,
     ) -> Result<(), AgentError> {
-        lock(&self.usage).add_call(model, tokens, cost_usd);
+        self.with_usage(|u| u.add_call(model, tokens, cost_usd));
         let Some(ledger) = &self.run.ledger else { return Ok(()) };
         let path = &*self.frame.path;
         let mut l = lock(ledger);
         if replayed || !l.covers(path) {
             return Ok(());
         }
-        lock(&self.usage).calls.push(answer());
+        let answer = answer();
+        self.with_usage(|u| u.calls.push(answer));
         let mut call = crate::budget::Usage::default();
         call.add_call(model, tokens.input, tokens.output, cost_usd);
         l.spend(path, &call);
@@ -1017,6 +1019,11 @@ impl InvocationContext {
         Ok(())
     }
 
+    /// `f` on this invocation's model calls (allocated at the first: most invocations call no model).
+    fn with_usage<R>(&self, f: impl FnOnce(&mut crate::budget::InvocationUsage) -> R) -> R {
+        f(lock(&self.usage).get_or_insert_with(Box::default))
+    }
+
     /// The first model call of an invocation that resumed from a budget suspension: uses its answer.
     fn resume_budget(&self, ledger: &Mutex<crate::budget::Ledger>) -> Result<(), AgentError> {
         let id = crate::budget::budget_response_id(&self.frame.path, self.item());
@@ -1040,8 +1047,8 @@ impl InvocationContext {
             l.budgets.iter().filter_map(|t| serde_json::to_value(t.budget).ok().map(|b| (t.path.clone(), b))).collect();
         drop(l);
         self.write_on_completion(crate::budget::BUDGET_KEY, Value::Object(raised));
-        let mut u = lock(&self.usage);
-        u.replay = data.get("calls").and_then(Value::as_array).cloned().unwrap_or_default().into();
+        let replay = data.get("calls").and_then(Value::as_array).cloned().unwrap_or_default().into();
+        self.with_usage(|u| u.replay = replay);
         Ok(())
     }
 
@@ -1059,10 +1066,7 @@ impl InvocationContext {
                     self.name,
                     names.join(" and ")
                 );
-                let (calls, usage) = {
-                    let u = lock(&self.usage);
-                    (u.calls.clone(), u.usage.clone().unwrap_or_default())
-                };
+                let (calls, usage) = self.with_usage(|u| (u.calls.clone(), u.usage.clone().unwrap_or_default()));
                 let mut pending = self.pending_response(id, prompt);
                 pending.kind = crate::PendingKind::Budget;
                 pending.data = t.pending_data(&self.frame.path, &names, calls, &usage);

@@ -4,6 +4,8 @@
 //! and ends when its run is cancelled; a 429 from the server holds back another run's call for its
 //! `Retry-After`. (Three servers sharing one limit on PostgreSQL: tests/server_cluster.rs.)
 
+#![allow(clippy::unwrap_used)]
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

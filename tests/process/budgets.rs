@@ -5,6 +5,8 @@
 //! and in total. A budget with `on_exceed: fail` fails the run at the crossing call, and `stop` ends a
 //! suspended one.
 
+#![allow(clippy::unwrap_used)]
+
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};

@@ -115,7 +115,7 @@ impl Invocation {
             writes: Mutex::new(Vec::new()),
             keep_writes,
             deferred: Mutex::new(Vec::new()),
-            usage: Mutex::new(crate::budget::InvocationUsage::default()),
+            usage: Mutex::new(None),
             listeners,
             child_listeners,
             occurrence: std::sync::OnceLock::new(),
@@ -166,7 +166,7 @@ impl Invocation {
         let mut scope_writes = std::mem::take(&mut *lock(&ctx.deferred));
         let (tokens, usage) = {
             let mut u = lock(&ctx.usage);
-            (u.tokens, u.usage.take())
+            u.as_mut().map_or((None, None), |u| (u.tokens, u.usage.take()))
         };
         let (output, error) = match &result {
             Ok(v) => (v.clone(), None),
