@@ -53,6 +53,8 @@ fn llm_chain(n: usize) -> AgentRef {
         model: "ok".into(),
         json_schema: false,
         tools: false,
+        prices: None,
+        limits: Default::default(),
     };
     let model = ChatModelRef::new(Instant(info));
     let agents = (0..n).map(|i| {

@@ -36,6 +36,7 @@ fn step(seq: u64) -> StepRecord {
             ended_at_us: 1_700_000_000_000_004 + seq * 10,
             attempt: 1,
             tokens: None,
+            usage: None,
             error: None,
             item: None,
         }),

@@ -102,6 +102,8 @@ pub fn default_model() -> Result<agents::model::ChatModelRef, agents::model::Mod
         name: "default".to_string(),
         pos: spec::Pos::default(),
         provider: spec::ModelProvider::Local { model_path: None },
+        prices: None,
+        limits: Default::default(),
     };
     spec::model_from_def(&local)
 }

@@ -1125,6 +1125,8 @@ mod tests {
                 model: "fixed-1".into(),
                 json_schema: true,
                 tools: false,
+                prices: None,
+                limits: Default::default(),
             },
             reply: reply.to_string(),
             logprobs,

@@ -643,9 +643,10 @@ impl LlmAgent {
         let mut request = ChatRequest::new(vec![ChatMessage::user(format!("{SUMMARY_PROMPT}{text}"))]);
         request.temperature = self.temperature;
         request.max_tokens = self.max_tokens;
-        let summary =
-            model.chat(request).await.map_err(|e| ctx.fail_with(Cause::from(e).context("summarizing the context")))?;
-        ctx.add_tokens(summary.usage);
+        let summary = crate::model::call_model(ctx, model, request, |e| {
+            ctx.fail_with(Cause::from(e).context("summarizing the context"))
+        })
+        .await?;
         Ok(format!("Considering this context: {}\n\n", summary.text().trim()))
     }
 
@@ -657,8 +658,13 @@ impl LlmAgent {
         request: ChatRequest,
     ) -> Result<ChatResponse, AgentError> {
         let fail_model = |e: crate::model::ModelError| ctx.fail_with(e.into());
+        let mut call = crate::model::ModelCall::begin(ctx, model).await?;
+        if let Some(response) = call.replayed() {
+            call.end(&response, true).await?;
+            return Ok(response);
+        }
         let response = if self.streaming {
-            let mut stream = model.chat_stream(request).await.map_err(fail_model)?;
+            let mut stream = call.run(model.chat_stream(request)).await.map_err(fail_model)?;
             let mut done = None;
             while let Some(event) = stream.next().await {
                 match event.map_err(fail_model)? {
@@ -681,9 +687,9 @@ impl LlmAgent {
                 ctx.fail(format!("model `{}` at {}: the stream ended without an answer", info.model, info.server))
             })?
         } else {
-            model.chat(request).await.map_err(fail_model)?
+            call.run(model.chat(request)).await.map_err(fail_model)?
         };
-        ctx.add_tokens(response.usage);
+        call.end(&response, false).await?;
         Ok(response)
     }
 

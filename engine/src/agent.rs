@@ -189,6 +189,10 @@ pub struct AgentSpec {
     /// Fail the invocation with [`AgentError::Timeout`] after this long. Default none.
     #[serde(with = "opt_millis")]
     pub timeout: Option<Duration>,
+    /// What this agent and the agents it contains may spend on models (SPEC.md §3 `budget`). Default none.
+    /// Not part of the topology's fingerprint: raising a budget is not a change of structure.
+    #[serde(skip)]
+    pub budget: Option<crate::budget::Budget>,
 }
 
 mod opt_millis {
@@ -221,6 +225,7 @@ impl AgentSpec {
             optional: false,
             is_async: false,
             timeout: None,
+            budget: None,
         }
     }
 
@@ -311,6 +316,13 @@ pub trait SpecBuilder: Sized {
     /// Sets a timeout (default none).
     fn timeout(mut self, timeout: Duration) -> Self {
         self.spec_mut().timeout = Some(timeout);
+        self
+    }
+
+    /// Sets what this agent and the agents it contains may spend on models (default none; SPEC.md §3): on
+    /// the root agent, the run's budget.
+    fn budget(mut self, budget: crate::budget::Budget) -> Self {
+        self.spec_mut().budget = Some(budget);
         self
     }
 }
@@ -629,7 +641,8 @@ pub struct InvocationContext {
     pub(crate) keep_writes: bool,
     /// Writes the scope receives with the outcome ([`InvocationContext::write_on_completion`]).
     pub(crate) deferred: Mutex<Vec<(String, Value)>>,
-    pub(crate) tokens: Mutex<Option<TokenUsage>>,
+    /// Its model calls: tokens, usage, and what a budget suspension keeps.
+    pub(crate) usage: Mutex<crate::budget::InvocationUsage>,
     /// Listeners in effect for this invocation (inherited ones, then the agent's own).
     pub(crate) listeners: Arc<[crate::listener::ListenerRef]>,
     /// Listeners the sub-agents of a composite inherit.
@@ -809,10 +822,12 @@ impl InvocationContext {
 
     /// Adds model token usage to this invocation's record.
     pub fn add_tokens(&self, usage: TokenUsage) {
-        let mut t = lock(&self.tokens);
-        let acc = t.get_or_insert_with(TokenUsage::default);
-        acc.input += usage.input;
-        acc.output += usage.output;
+        lock(&self.usage).add_tokens(usage);
+        if let Some(ledger) = &self.run.ledger {
+            let spent =
+                crate::budget::Usage { input_tokens: usage.input, output_tokens: usage.output, ..Default::default() };
+            lock(ledger).spend(&self.frame.path, &spent);
+        }
     }
 
     /// Waits until a model call on endpoint `provider` / `server` / `model` may start under `limits` (SPEC.md
@@ -879,7 +894,12 @@ impl InvocationContext {
             }
         }
         let permit = CapacityPermit {
-            inner: Some(std::sync::Arc::new(PermitInner { source: source.clone(), key: key.clone(), limits: *limits, slot })),
+            inner: Some(std::sync::Arc::new(PermitInner {
+                source: source.clone(),
+                key: key.clone(),
+                limits: *limits,
+                slot,
+            })),
         };
         let now_ms = crate::time::now_ms();
         let op = CapacityOp::Reserve { key: key.clone(), now_ms, interval_ms: limits.request_interval_ms() };
@@ -894,6 +914,148 @@ impl InvocationContext {
             }
         }
         Ok(permit)
+    }
+
+    /// Before a model call of this invocation (SPEC.md §3 budgets). `Ok(Some(answer))`: the invocation
+    /// resumed from a budget suspension and this call was made before it — use the kept `answer` instead of
+    /// calling the model (then [`InvocationContext::after_model_call`] with `replayed`). `Ok(None)`: call the
+    /// model. On the first call after a budget suspension the answer is used: a new limit raises the budget,
+    /// `"stop"` fails the invocation.
+    ///
+    /// # Errors
+    /// [`AgentError::Suspended`] with a `budget` pending response when a budget over this invocation is
+    /// spent and its `on_exceed` is `suspend` (also when the suspension is still unanswered); a failure naming
+    /// the budget when it is `fail`, when the answer was `"stop"`, or when the answer is not a budget answer.
+    pub async fn before_model_call(&self) -> Result<Option<Value>, AgentError> {
+        let Some(ledger) = &self.run.ledger else { return Ok(None) };
+        let path = &*self.frame.path;
+        if !lock(ledger).covers(path) {
+            return Ok(None);
+        }
+        let first = !std::mem::replace(&mut lock(&self.usage).resumed, true);
+        if first {
+            self.resume_budget(ledger)?;
+        }
+        {
+            let mut u = lock(&self.usage);
+            if let Some(answer) = u.replay.pop_front() {
+                u.calls.push(answer.clone());
+                return Ok(Some(answer));
+            }
+        }
+        let l = lock(ledger);
+        for t in l.budgets.iter().filter(|t| t.covers(path)) {
+            let reached = t.budget.reached(&t.used);
+            if !reached.is_empty() {
+                return Err(self.over_budget(t, t.budget.reached_names(&t.used), &reached));
+            }
+        }
+        Ok(None)
+    }
+
+    /// After a model call of this invocation: adds its tokens (`input`, `output`) and cost (USD, `None` for
+    /// a model without prices) of `model` to the invocation's usage and, unless `replayed` (an answer
+    /// [`InvocationContext::before_model_call`] handed back), to every budget over it; `answer` (the call's
+    /// answer as JSON) is kept while a budget applies, for a suspension.
+    ///
+    /// # Errors
+    /// When the call crossed a token or cost budget: [`AgentError::Suspended`] with a `budget` pending
+    /// response (`on_exceed: suspend`), or a failure naming the budget (`fail`); a failure when a budget
+    /// limits `cost_usd` and `cost_usd` is `None` (the model has no prices).
+    pub fn after_model_call(
+        &self,
+        model: &str,
+        tokens: TokenUsage,
+        cost_usd: Option<f64>,
+        replayed: bool,
+        answer: impl FnOnce() -> Value,
+    ) -> Result<(), AgentError> {
+        lock(&self.usage).add_call(model, tokens, cost_usd);
+        let Some(ledger) = &self.run.ledger else { return Ok(()) };
+        let path = &*self.frame.path;
+        let mut l = lock(ledger);
+        if replayed || !l.covers(path) {
+            return Ok(());
+        }
+        lock(&self.usage).calls.push(answer());
+        let mut call = crate::budget::Usage::default();
+        call.add_call(model, tokens.input, tokens.output, cost_usd);
+        l.spend(path, &call);
+        for t in l.budgets.iter().filter(|t| t.covers(path)) {
+            if t.budget.cost_usd.is_some() && cost_usd.is_none() {
+                return Err(self.fail(format!(
+                    "the budget of `{}` limits cost_usd, but model `{model}` has no prices (set its \
+                     `prices: {{input_per_mtok, output_per_mtok}}`)",
+                    t.agent
+                )));
+            }
+            let crossed = t.budget.crossed(&t.used);
+            if !crossed.is_empty() {
+                let mut names = Vec::new();
+                if t.budget.tokens.is_some_and(|l| t.used.tokens() > l) {
+                    names.push("tokens".to_string());
+                }
+                if t.budget.cost_usd.is_some_and(|l| t.used.cost_usd.unwrap_or(0.0) > l) {
+                    names.push("cost_usd".to_string());
+                }
+                return Err(self.over_budget(t, names, &crossed));
+            }
+        }
+        Ok(())
+    }
+
+    /// The first model call of an invocation that resumed from a budget suspension: uses its answer.
+    fn resume_budget(&self, ledger: &Mutex<crate::budget::Ledger>) -> Result<(), AgentError> {
+        let id = crate::budget::budget_response_id(&self.frame.path, self.item());
+        let Some(pending) = self.suspension(&id) else { return Ok(()) };
+        let Some(answer) = self.take_answer(&id) else { return Err(self.suspend_pending(pending)) };
+        let data = &pending.data;
+        let at = data.get("budget_path").and_then(Value::as_str).unwrap_or_default();
+        if answer.as_str() == Some("stop") {
+            return Err(self.fail(format!("stopped at its budget, as answered: {}", pending.prompt)));
+        }
+        let reached: Vec<String> = data
+            .get("reached")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        let mut l = lock(ledger);
+        let Some(t) = l.budgets.iter_mut().find(|t| t.path == at) else { return Ok(()) };
+        let limits = data.get("limits").and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or(t.budget);
+        t.budget = limits.raised(&answer, &reached).map_err(|e| self.fail(format!("budget of `{}`: {e}", t.agent)))?;
+        let raised: Map<String, Value> =
+            l.budgets.iter().filter_map(|t| serde_json::to_value(t.budget).ok().map(|b| (t.path.clone(), b))).collect();
+        drop(l);
+        self.write_on_completion(crate::budget::BUDGET_KEY, Value::Object(raised));
+        let mut u = lock(&self.usage);
+        u.replay = data.get("calls").and_then(Value::as_array).cloned().unwrap_or_default().into();
+        Ok(())
+    }
+
+    /// What a spent budget `t` does to this invocation: a `budget` suspension or a failure.
+    fn over_budget(&self, t: &crate::budget::Tracked, names: Vec<String>, phrases: &[String]) -> AgentError {
+        let what = phrases.join(", ");
+        match t.budget.on_exceed {
+            crate::budget::OnExceed::Fail => self.fail(format!("the budget of `{}` is spent: {what}", t.agent)),
+            crate::budget::OnExceed::Suspend => {
+                let id = crate::budget::budget_response_id(&self.frame.path, self.item());
+                let prompt = format!(
+                    "The budget of `{}` is spent ({what}) at a model call of `{}`. Answer with a new limit for {} \
+                     (or an object such as {{\"tokens\": 5000}}), or \"stop\".",
+                    t.agent,
+                    self.name,
+                    names.join(" and ")
+                );
+                let (calls, usage) = {
+                    let u = lock(&self.usage);
+                    (u.calls.clone(), u.usage.clone().unwrap_or_default())
+                };
+                let mut pending = self.pending_response(id, prompt);
+                pending.kind = crate::PendingKind::Budget;
+                pending.data = t.pending_data(&self.frame.path, &names, calls, &usage);
+                self.suspend_pending(pending)
+            }
+        }
     }
 
     fn waiting_for_capacity(&self, endpoint: &str, limit: &str, wait_ms: u64) {

@@ -467,6 +467,16 @@ pub enum RespondError {
         /// What is done instead ("the default value is used", ...).
         instead: String,
     },
+    /// The answer is not one the question takes (a `budget` pending response takes a new limit or
+    /// `"stop"`, SPEC.md §3); nothing was recorded.
+    InvalidAnswer {
+        /// The run.
+        run_id: String,
+        /// The response id.
+        response_id: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The response is a `wait` step's timer: nobody answers it; it fires at its deadline.
     NotAnswerable {
         /// The run.
@@ -495,6 +505,7 @@ impl RespondError {
             | RespondError::Ambiguous { run_id, .. }
             | RespondError::TimedOut { run_id, .. }
             | RespondError::NotAnswerable { run_id, .. }
+            | RespondError::InvalidAnswer { run_id, .. }
             | RespondError::Store { run_id, .. } => run_id,
         }
     }
@@ -514,6 +525,9 @@ impl RespondError {
             }
             RespondError::TimedOut { response_id, deadline, instead, .. } => {
                 format!("response `{response_id}` timed out at {deadline}: the answer is refused; {instead}")
+            }
+            RespondError::InvalidAnswer { response_id, message, .. } => {
+                format!("response `{response_id}`: {message}")
             }
             RespondError::NotAnswerable { response_id, fires_at, .. } => {
                 format!("`{response_id}` is a wait, not a question: nobody answers it; it fires at {fires_at}")

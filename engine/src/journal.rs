@@ -41,6 +41,9 @@ pub struct InvocationRecord {
     pub attempt: u32,
     /// Tokens the invocation used, when it called a model.
     pub tokens: Option<TokenUsage>,
+    /// What its model calls used (tokens, calls, cost, models; SPEC.md §3), when it called a model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::budget::Usage>,
     /// The error message when the invocation failed.
     pub error: Option<String>,
     /// The parallel mapper item the invocation served (`#3`, `#3#0` nested; [`crate::InvocationContext::item`]),
@@ -125,6 +128,9 @@ pub enum PendingKind {
     Human,
     /// Nobody: a `wait` step, which fires at its deadline. Answers are refused.
     Wait,
+    /// A budget was spent (SPEC.md §3): answered with a new limit (a number, or an object of `tokens`,
+    /// `model_calls`, `cost_usd`) or `"stop"`.
+    Budget,
 }
 
 impl PendingKind {

@@ -26,6 +26,7 @@
 
 mod agent;
 mod agent_registry;
+pub mod budget;
 mod declare;
 mod error;
 mod error_handler;

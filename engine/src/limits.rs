@@ -227,6 +227,12 @@ impl CapacityPermit {
         CapacityPermit { inner: None }
     }
 
+    /// A handle that reports the provider's 429s for this call's endpoint while the call runs (the provider
+    /// retries on its own); `None` for a model without limits.
+    pub fn back_off_handle(&self) -> Option<BackOffHandle> {
+        self.inner.clone().map(|inner| BackOffHandle { inner })
+    }
+
     /// The call ended having used `tokens` (input plus output): they are paid for at the endpoint's
     /// `tokens_per_minute`, and the slot is given back.
     pub async fn finish(mut self, tokens: u64) {
@@ -241,20 +247,31 @@ impl CapacityPermit {
         }
         release(&inner).await;
     }
+}
 
-    /// The provider refused the call for its own limit (HTTP 429): no call on the endpoint starts before
-    /// `retry_after` (or one request interval, at least a second, when the provider did not say), and the
-    /// slot is given back.
-    pub async fn rate_limited(mut self, retry_after: Option<std::time::Duration>) {
-        let Some(inner) = self.inner.take() else { return };
+/// Reports a provider's 429 for one endpoint ([`CapacityPermit::back_off_handle`]).
+#[derive(Clone)]
+pub struct BackOffHandle {
+    inner: Arc<PermitInner>,
+}
+
+impl BackOffHandle {
+    /// The provider answered 429: no call on the endpoint starts before `retry_after` from now (one request
+    /// interval, at least a second, when the provider did not say). Recorded in the background.
+    pub fn back_off(&self, retry_after: Option<std::time::Duration>) {
+        let inner = self.inner.clone();
         let pause_ms = retry_after
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             .unwrap_or_else(|| inner.limits.request_interval_ms().max(1000));
-        let op = CapacityOp::BackOff { key: inner.key.clone(), until_ms: crate::time::now_ms() + pause_ms };
-        if let Err(e) = inner.source.apply(op).await {
-            tracing::warn!(endpoint = %inner.key, error = %e, "recording a provider's 429 in the limiter failed");
+        let op =
+            CapacityOp::BackOff { key: inner.key.clone(), until_ms: crate::time::now_ms().saturating_add(pause_ms) };
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                if let Err(e) = inner.source.apply(op).await {
+                    tracing::warn!(endpoint = %inner.key, error = %e, "recording a provider's 429 in the limiter failed");
+                }
+            });
         }
-        release(&inner).await;
     }
 }
 
@@ -325,7 +342,13 @@ mod tests {
     fn slots_are_counted_and_expire() {
         let c = ProcessCapacity::default();
         let hold = |holder: &str, now_ms| {
-            c.apply(CapacityOp::Hold { key: "k".into(), max: 2, holder: holder.into(), now_ms, expires_ms: now_ms + 100 })
+            c.apply(CapacityOp::Hold {
+                key: "k".into(),
+                max: 2,
+                holder: holder.into(),
+                now_ms,
+                expires_ms: now_ms + 100,
+            })
         };
         assert_eq!(hold("a", 0), CapacityAnswer::Slot(Some(0)));
         assert_eq!(hold("b", 0), CapacityAnswer::Slot(Some(1)));
@@ -333,6 +356,6 @@ mod tests {
         c.apply(CapacityOp::Release { key: "k".into(), slot: 0, holder: "a".into() });
         assert_eq!(hold("c", 50), CapacityAnswer::Slot(Some(0)));
         // b's slot expired.
-        assert_eq!(hold("d", 150), CapacityAnswer::Slot(Some(1)));
+        assert_eq!(hold("d", 120), CapacityAnswer::Slot(Some(1)));
     }
 }

@@ -42,7 +42,7 @@ use std::sync::Arc;
 
 use agentic_agents::ChatModelRef;
 use agentic_agents::extract_json;
-use agentic_agents::model::{ChatMessage, ChatRequest, ResponseFormat};
+use agentic_agents::model::{ChatMessage, ChatRequest, ResponseFormat, call_model};
 use agentic_engine::{
     Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, BuildError, Cause, Completion, InputSpec,
     InvocationContext, Planner, PlanningContext, ValueType,
@@ -323,12 +323,10 @@ impl Agent for SupervisorPlannerAgent {
         ];
         let mut attempt = 0;
         let (name, arguments) = loop {
-            let response = self
-                .model
-                .chat(ChatRequest::new(messages.clone()))
-                .await
-                .map_err(|e| ctx.fail_with(Cause::from(e).context("supervisor model")))?;
-            ctx.add_tokens(response.usage);
+            let response = call_model(ctx, &self.model, ChatRequest::new(messages.clone()), |e| {
+                ctx.fail_with(Cause::from(e).context("supervisor model"))
+            })
+            .await?;
             let reply = response.text().to_string();
             let checked = self.validate(&reply).and_then(|(name, arguments)| {
                 // An argument the chosen agent needs, given neither here nor in the state, would fail the run:
@@ -416,12 +414,10 @@ impl Agent for SupervisorSummarizerAgent {
         if !conversations.is_empty() {
             prompt.push_str(&format!("\nConversations:\n{}", conversations.join("\n")));
         }
-        let response = self
-            .model
-            .chat(ChatRequest::new(vec![ChatMessage::user(prompt)]))
-            .await
-            .map_err(|e| ctx.fail_with(Cause::from(e).context("supervisor summary")))?;
-        ctx.add_tokens(response.usage);
+        let response = call_model(ctx, &self.model, ChatRequest::new(vec![ChatMessage::user(prompt)]), |e| {
+            ctx.fail_with(Cause::from(e).context("supervisor summary"))
+        })
+        .await?;
         Ok(Value::String(response.text().trim().to_string()))
     }
 }
@@ -484,12 +480,10 @@ impl Agent for SupervisorScorerAgent {
                     strict: true,
                 });
             }
-            let response = self
-                .model
-                .chat(request)
-                .await
-                .map_err(|e| ctx.fail_with(Cause::from(e).context("supervisor scorer model")))?;
-            ctx.add_tokens(response.usage);
+            let response = call_model(ctx, &self.model, request, |e| {
+                ctx.fail_with(Cause::from(e).context("supervisor scorer model"))
+            })
+            .await?;
             let reply = response.text().to_string();
             match Self::validate(&reply) {
                 Ok((l, s)) => return Ok(json!({ "last": l, "summary": s })),

@@ -54,6 +54,10 @@ pub(crate) struct Summary {
     pub(crate) tokens_in: u64,
     pub(crate) tokens_out: u64,
     pub(crate) tokens_total: u64,
+    /// Model calls of the run.
+    pub(crate) model_calls: u64,
+    /// What they cost (`$0.0123`), empty when no model has prices.
+    pub(crate) cost: String,
     pub(crate) source: Option<String>,
     /// Where the data comes from when it is not a store (the in-process monitor).
     pub(crate) origin: Option<String>,
@@ -107,6 +111,10 @@ pub(crate) struct AgentRow {
     pub(crate) time: String,
     pub(crate) tokens_in: u64,
     pub(crate) tokens_out: u64,
+    /// Model calls.
+    pub(crate) model_calls: u64,
+    /// Their cost (`$0.0123`), empty when not priced.
+    pub(crate) cost: String,
 }
 
 /// A milestone as shown.
@@ -438,6 +446,12 @@ pub(crate) fn build_with(
                 acc.tokens_in += t.input;
                 acc.tokens_out += t.output;
             }
+            if let Some(u) = &i.usage {
+                acc.model_calls += u.model_calls;
+                if let Some(c) = u.cost_usd {
+                    *acc.cost_usd.get_or_insert(0.0) += c;
+                }
+            }
             if acc.name.is_empty() {
                 acc.name = i.agent.clone();
             }
@@ -526,6 +540,8 @@ struct AgentAcc {
     time_us: u64,
     tokens_in: u64,
     tokens_out: u64,
+    model_calls: u64,
+    cost_usd: Option<f64>,
 }
 
 impl AgentAcc {
@@ -541,6 +557,8 @@ impl AgentAcc {
             time: if self.count == 0 { String::new() } else { duration_us(self.time_us) },
             tokens_in: self.tokens_in,
             tokens_out: self.tokens_out,
+            model_calls: self.model_calls,
+            cost: self.cost_usd.map(agentic_engine::budget::usd).unwrap_or_default(),
         }
     }
 }
@@ -648,7 +666,18 @@ fn summary(run: &RunRecord, records: &[StepRecord], agents: &[AgentRow], mapping
         .or_else(|| error.as_deref().and_then(error_path));
     let tokens_in: u64 = agents.iter().map(|a| a.tokens_in).sum();
     let tokens_out: u64 = agents.iter().map(|a| a.tokens_out).sum();
+    let priced: Vec<f64> = records
+        .iter()
+        .filter_map(|r| r.invocation.as_ref().and_then(|i| i.usage.as_ref()).and_then(|u| u.cost_usd))
+        .collect();
+    let model_calls = records
+        .iter()
+        .filter_map(|r| r.invocation.as_ref().and_then(|i| i.usage.as_ref()))
+        .map(|u| u.model_calls)
+        .sum();
     Summary {
+        model_calls,
+        cost: if priced.is_empty() { String::new() } else { agentic_engine::budget::usd(priced.iter().sum()) },
         run_id: run.run_id.clone(),
         name: run.name.clone(),
         status: run.status.to_string(),
@@ -845,6 +874,7 @@ mod tests {
                 ended_at_us: end_us,
                 attempt: 1,
                 tokens: None,
+                usage: None,
                 error: None,
                 item: None,
             }),

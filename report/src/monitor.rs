@@ -39,6 +39,7 @@ pub(crate) fn run_of(
                 ended_at_us: inv.ended_at_us.unwrap_or(inv.started_at_us),
                 attempt: inv.attempt,
                 tokens: inv.tokens,
+                usage: None,
                 error: inv.error.clone(),
                 item: None,
             });

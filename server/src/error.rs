@@ -139,7 +139,7 @@ impl From<agentic_engine::RespondError> for ApiError {
             RespondError::NotSuspended { .. } | RespondError::TimedOut { .. } | RespondError::NotAnswerable { .. } => {
                 ApiError::conflict(message)
             }
-            RespondError::Ambiguous { .. } => ApiError::bad_request(message),
+            RespondError::Ambiguous { .. } | RespondError::InvalidAnswer { .. } => ApiError::bad_request(message),
             RespondError::Store { source, .. } => ApiError { message, ..ApiError::from(source) },
             _ => ApiError::internal(message),
         }

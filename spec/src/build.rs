@@ -520,6 +520,9 @@ fn common<B: SpecBuilder>(mut b: B, def: &AgentDef) -> B {
     if let Some(ms) = def.timeout_ms {
         b = b.timeout(Duration::from_millis(ms));
     }
+    if let Some(budget) = &def.budget {
+        b = b.budget(budget.value);
+    }
     b
 }
 

@@ -43,6 +43,8 @@ pub struct AgentDef {
     pub is_async: bool,
     /// Common field `timeout_ms`.
     pub timeout_ms: Option<u64>,
+    /// Common field `budget` (SPEC.md §3); the spec's top-level `budget` is the root agent's.
+    pub budget: Option<Located<agentic_engine::budget::Budget>>,
     /// Fields only composites take (`output`, `error_handler`, `compensate_on_error`); `None` for leaves.
     pub composite: Option<CompositeCommon>,
     /// The kind and its specific fields.
@@ -447,6 +449,10 @@ pub struct ModelDef {
     pub pos: Pos,
     /// The provider and its settings.
     pub provider: ModelProvider,
+    /// `prices` (SPEC.md §3): what its tokens cost.
+    pub prices: Option<agentic_engine::budget::Prices>,
+    /// `limits` (SPEC.md §3): the rate limits of its endpoint.
+    pub limits: agentic_engine::limits::ModelLimits,
 }
 
 /// A model provider with its fields (SPEC.md §1, "Model providers").

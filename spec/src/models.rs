@@ -5,7 +5,7 @@ use agentic_agents::model::{ChatModelRef, DEFAULT_OPENAI_MODEL, ModelError, Open
 
 use crate::model::{ModelDef, ModelProvider};
 
-/// Builds the chat model a `models.<name>` entry describes.
+/// Builds the chat model a `models.<name>` entry describes, with its `prices` and `limits` (SPEC.md §3).
 ///
 /// - `openai`: [`OpenAiModel`] with the entry's `base_url` (default: `OPENAI_BASE_URL`, else the official
 ///   API), `model` (default [`DEFAULT_OPENAI_MODEL`]), `api_key_env` (default `OPENAI_API_KEY`),
@@ -23,6 +23,18 @@ use crate::model::{ModelDef, ModelProvider};
 /// binary (cargo feature `local`)"); [`ModelError::InvalidRequest`] when the OpenAI client cannot be created (e.g.
 /// an API key with characters an HTTP header cannot carry).
 pub fn model_from_def(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
+    let mut model = provider_model(def)?;
+    if let Some(prices) = def.prices {
+        model = model.with_prices(prices);
+    }
+    if !def.limits.is_empty() {
+        model = model.with_limits(def.limits);
+    }
+    Ok(model)
+}
+
+/// The provider's model of `def`, without its prices and limits.
+fn provider_model(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
     match &def.provider {
         ModelProvider::OpenAi { base_url, model, api_key_env, temperature, max_tokens } => {
             let mut b = OpenAiModel::builder(model.clone().unwrap_or_else(|| DEFAULT_OPENAI_MODEL.to_string()));

@@ -15,10 +15,10 @@ use crate::params::{ParamDef, ParamType};
 
 /// Fields every agent takes.
 pub(crate) const COMMON_FIELDS: &[&str] =
-    &["kind", "description", "inputs", "output_key", "optional", "async", "timeout_ms"];
+    &["kind", "description", "inputs", "output_key", "optional", "async", "timeout_ms", "budget"];
 /// Fields every composite takes besides the common ones.
 pub(crate) const COMPOSITE_FIELDS: &[&str] = &["output", "error_handler", "compensate_on_error"];
-const TOP_FIELDS: &[&str] = &["version", "name", "root", "params", "models", "mcp_servers", "agents"];
+const TOP_FIELDS: &[&str] = &["version", "name", "root", "params", "budget", "models", "mcp_servers", "agents"];
 
 /// The top level of a spec, parsed (not yet cross-checked).
 pub(crate) struct Parsed {
@@ -35,6 +35,8 @@ pub(crate) struct Parsed {
     pub(crate) names: Vec<String>,
     /// Position of the top-level mapping.
     pub(crate) pos: Pos,
+    /// The top-level `budget`: the root agent's.
+    pub(crate) budget: Option<Located<agentic_engine::budget::Budget>>,
 }
 
 /// A mapping's entries after the duplicate check (first occurrence kept), in document order.
@@ -222,6 +224,7 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
         agents: Vec::new(),
         names: Vec::new(),
         pos: tree.pos,
+        budget: None,
     };
     if matches!(tree.value, NodeValue::Null) {
         cx.err(Pos::new(1, 1), None, "the spec is empty (expected `version`, `root` and `agents`)");
@@ -252,6 +255,7 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
         parsed.params = parse_params(params, &mut cx);
         cx.nest_since(before, "params");
     }
+    parsed.budget = top.get("budget").and_then(|node| parse_budget(node, &mut cx));
     if let Some(models) = top.get("models")
         && !matches!(models.value, NodeValue::Null)
         && let Some(obj) = cx.obj(models, Some("models"), "model name")
@@ -289,7 +293,125 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
             }
         }
     }
+    // Without prices a model's cost is not counted: a `cost_usd` budget could never be reached.
+    let unpriced: Vec<String> =
+        parsed.models.iter().filter(|m| m.prices.is_none()).map(|m| format!("`{}`", m.name)).collect();
+    let cost_budgets = parsed.budget.iter().chain(parsed.agents.iter().filter_map(|a| a.budget.as_ref()));
+    if !unpriced.is_empty() {
+        for b in cost_budgets.filter(|b| b.value.cost_usd.is_some()) {
+            cx.err(
+                b.pos,
+                Some("budget"),
+                format!(
+                    "a `cost_usd` budget needs `prices` on the models: {} {} none",
+                    unpriced.join(", "),
+                    if unpriced.len() == 1 { "has" } else { "have" }
+                ),
+            );
+        }
+    }
+    if let (Some(budget), Some(root)) = (parsed.budget.take(), parsed.root.as_ref()) {
+        match parsed.agents.iter_mut().find(|a| a.name == root.value) {
+            Some(a) if a.budget.is_some() => cx.err(
+                budget.pos,
+                Some("budget"),
+                format!("the run's `budget` is the root agent's, and `{}` has its own: give one of them", root.value),
+            ),
+            Some(a) => a.budget = Some(budget),
+            None => {}
+        }
+    }
     parsed
+}
+
+/// `budget: {tokens, model_calls, cost_usd, on_exceed}` (SPEC.md §3).
+fn parse_budget(node: &Node, cx: &mut Cx<'_>) -> Option<Located<agentic_engine::budget::Budget>> {
+    use agentic_engine::budget::{Budget, OnExceed};
+    let before = cx.sink_len();
+    let budget = (|| {
+        let obj = cx.obj(node, None, "field")?;
+        obj.check_fields(&["tokens", "model_calls", "cost_usd", "on_exceed"], cx);
+        let mut b = Budget {
+            tokens: cx.int(&obj, "tokens", 1, u64::MAX),
+            model_calls: cx.int(&obj, "model_calls", 1, u64::MAX),
+            cost_usd: cx.number(&obj, "cost_usd"),
+            ..Budget::default()
+        };
+        if let Some(c) = b.cost_usd.filter(|c| !(*c > 0.0 && c.is_finite()))
+            && let Some(n) = obj.get("cost_usd")
+        {
+            cx.err(n.pos, Some("cost_usd"), format!("expected a number of USD above 0, found {c}"));
+        }
+        if let Some(n) = obj.get("on_exceed") {
+            match n.as_str() {
+                Some("suspend") => b.on_exceed = OnExceed::Suspend,
+                Some("fail") => b.on_exceed = OnExceed::Fail,
+                _ => cx.err(
+                    n.pos,
+                    Some("on_exceed"),
+                    format!("unknown `on_exceed` {}, expected `suspend` or `fail`", n.to_json()),
+                ),
+            }
+        }
+        if b.tokens.is_none() && b.model_calls.is_none() && b.cost_usd.is_none() && cx.sink_len() == before {
+            cx.err(obj.pos, None, "a budget needs at least one of `tokens`, `model_calls`, `cost_usd`");
+        }
+        Some(Located::new(b, node.pos))
+    })();
+    cx.nest_since(before, "budget");
+    budget
+}
+
+/// `prices: {input_per_mtok, output_per_mtok}` and `limits: {requests_per_minute, tokens_per_minute,
+/// max_concurrency}` of a model entry (SPEC.md §3).
+fn parse_model_extras(
+    obj: &Obj<'_>,
+    cx: &mut Cx<'_>,
+) -> (Option<agentic_engine::budget::Prices>, agentic_engine::limits::ModelLimits) {
+    use agentic_engine::budget::Prices;
+    use agentic_engine::limits::ModelLimits;
+    let mut prices = None;
+    if let Some(node) = obj.get("prices") {
+        let before = cx.sink_len();
+        if let Some(p) = cx.obj(node, None, "field") {
+            p.check_fields(&["input_per_mtok", "output_per_mtok"], cx);
+            let input = cx.number(&p, "input_per_mtok");
+            let output = cx.number(&p, "output_per_mtok");
+            for (field, v) in [("input_per_mtok", input), ("output_per_mtok", output)] {
+                if let Some(v) = v.filter(|v| *v < 0.0 || !v.is_finite())
+                    && let Some(n) = p.get(field)
+                {
+                    cx.err(n.pos, Some(field), format!("expected USD per million tokens, at least 0, found {v}"));
+                }
+            }
+            match (input, output) {
+                (Some(i), Some(o)) => prices = Some(Prices { input_per_mtok: i, output_per_mtok: o }),
+                _ => cx.err(p.pos, None, "`prices` needs both `input_per_mtok` and `output_per_mtok`"),
+            }
+        }
+        cx.nest_since(before, "prices");
+    }
+    let mut limits = ModelLimits::default();
+    if let Some(node) = obj.get("limits") {
+        let before = cx.sink_len();
+        if let Some(l) = cx.obj(node, None, "field") {
+            l.check_fields(&["requests_per_minute", "tokens_per_minute", "max_concurrency"], cx);
+            limits.requests_per_minute =
+                cx.int(&l, "requests_per_minute", 1, u64::from(u32::MAX)).and_then(|v| u32::try_from(v).ok());
+            limits.tokens_per_minute = cx.int(&l, "tokens_per_minute", 1, u64::MAX);
+            limits.max_concurrency =
+                cx.int(&l, "max_concurrency", 1, u64::from(u32::MAX)).and_then(|v| u32::try_from(v).ok());
+            if limits.is_empty() && cx.sink_len() == before {
+                cx.err(
+                    l.pos,
+                    None,
+                    "`limits` needs at least one of `requests_per_minute`, `tokens_per_minute`, `max_concurrency`",
+                );
+            }
+        }
+        cx.nest_since(before, "limits");
+    }
+    (prices, limits)
 }
 
 /// An MCP server at `field` (an agent's `server`, `mcp_servers.<name>`): `{command: [program, args..]}` or
@@ -457,9 +579,9 @@ fn parse_model_fields(name: &str, pos: Pos, node: &Node, cx: &mut Cx<'_>) -> Opt
         return None;
     };
     let allowed: &[&str] = match provider_name {
-        "openai" => &["provider", "base_url", "model", "api_key_env", "temperature", "max_tokens"],
-        "local" => &["provider", "model_path"],
-        "scripted" => &["provider", "replies", "decisions"],
+        "openai" => &["provider", "base_url", "model", "api_key_env", "temperature", "max_tokens", "prices", "limits"],
+        "local" => &["provider", "model_path", "prices", "limits"],
+        "scripted" => &["provider", "replies", "decisions", "prices", "limits"],
         other => {
             let hint = match suggest(other, ["openai", "local", "scripted"]) {
                 Some(s) => format!(" (did you mean `{s}`?)"),
@@ -474,6 +596,7 @@ fn parse_model_fields(name: &str, pos: Pos, node: &Node, cx: &mut Cx<'_>) -> Opt
         }
     };
     obj.check_fields(allowed, cx);
+    let (prices, limits) = parse_model_extras(&obj, cx);
     let provider = match provider_name {
         "openai" => ModelProvider::OpenAi {
             base_url: cx.nonempty(&obj, "base_url").map(|s| s.value),
@@ -495,7 +618,7 @@ fn parse_model_fields(name: &str, pos: Pos, node: &Node, cx: &mut Cx<'_>) -> Opt
             ModelProvider::Scripted { replies, decisions }
         }
     };
-    Some(ModelDef { name: name.to_string(), pos, provider })
+    Some(ModelDef { name: name.to_string(), pos, provider, prices, limits })
 }
 
 fn scripted_list<'a>(obj: &Obj<'a>, field: &str, cx: &mut Cx<'_>) -> Vec<&'a Node> {
@@ -629,6 +752,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
     def.optional = cx.boolean(&obj, "optional");
     def.is_async = cx.boolean(&obj, "async");
     def.timeout_ms = cx.int(&obj, "timeout_ms", 1, u64::MAX);
+    def.budget = obj.get("budget").and_then(|node| parse_budget(node, &mut cx));
     if is_composite {
         def.composite = Some(CompositeCommon {
             output: cx.nonempty(&obj, "output"),
@@ -941,6 +1065,7 @@ fn bare_agent(name: &str, pos: Pos, kind_pos: Pos, kind: AgentKind) -> AgentDef 
         optional: false,
         is_async: false,
         timeout_ms: None,
+        budget: None,
         composite: None,
         kind,
     }

@@ -481,11 +481,13 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
     };
     let mut state: Vec<(&String, &Value)> = image.state.iter().collect();
     state.sort_by(|a, b| a.0.cmp(b.0));
+    let usage = agentic_engine::budget::usage_by_agent(&image.history, &record.pending);
     if args.json {
         let mut v = run_json(&record);
         v["output"] = output;
         v["error"] = error;
         v["steps"] = json!(image.seq);
+        v["usage"] = usage;
         v["interrupted"] = json!(interrupted);
         v["state"] = Value::Object(state.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect());
         v["history"] = json!(image
@@ -527,6 +529,7 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
             out(&format!("  {} (agent `{}`): {}{}", p.id, p.agent, p.prompt, super::run::deadline_note(p)));
         }
     }
+    print_usage(&usage);
     out("state:");
     let mut hidden = 0usize;
     for (k, v) in state {
@@ -554,6 +557,35 @@ const KEPT: usize = 60;
 /// A state value as `show` prints it: its one-line JSON, or, when that is longer than [`LONG_VALUE`]
 /// characters, its start (trailing blanks dropped), an ellipsis and its length: `"Extract the fields of…" (2 431 chars)` for a
 /// string (the length of the string), `{"a":[1,2,…} (512 chars)` for anything else (the length of its JSON).
+/// The `usage:` section of `show`: tokens, model calls and cost per agent and in total (SPEC.md §3);
+/// nothing for a run that called no model.
+fn print_usage(usage: &Value) {
+    let rows = usage["agents"].as_array().cloned().unwrap_or_default();
+    if rows.is_empty() {
+        return;
+    }
+    let line = |u: &Value| {
+        let n = |k: &str| u[k].as_u64().unwrap_or(0);
+        let calls = n("model_calls");
+        let mut text = format!(
+            "{} tokens ({} in, {} out), {calls} model call{}",
+            n("tokens"),
+            n("input_tokens"),
+            n("output_tokens"),
+            if calls == 1 { "" } else { "s" }
+        );
+        if let Some(c) = u["cost_usd"].as_f64() {
+            text.push_str(&format!(", {}", agentic_engine::budget::usd(c)));
+        }
+        text
+    };
+    out("usage:");
+    for r in &rows {
+        out(&format!("  {} ({}): {}", r["agent"].as_str().unwrap_or(""), r["path"].as_str().unwrap_or(""), line(r)));
+    }
+    out(&format!("  total: {}", line(&usage["total"])));
+}
+
 fn shown_value(v: &Value) -> String {
     let text = v.to_string();
     let len = text.chars().count();

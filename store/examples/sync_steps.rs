@@ -65,6 +65,7 @@ async fn time_per_step<S: CheckpointStore>(
                 ended_at_us: seq * 10 + 5,
                 attempt: 1,
                 tokens: None,
+                usage: None,
                 error: None,
                 item: None,
             }),

@@ -1,6 +1,7 @@
 //! The sled store's on-disk encoding (see `docs/store-format.md`): keys, value envelopes, and the decoding
 //! that turns bad bytes into [`StoreError::Corrupt`] naming the run and the record.
 
+use agentic_engine::budget::Usage;
 use agentic_engine::{
     InvocationRecord, PlannerState, RunImage, RunRecord, ScheduleChange, ScheduleRecord, StepRecord, StoreError,
     TokenUsage,
@@ -208,8 +209,11 @@ struct InvocationRef<'a> {
     ended_at_us: Option<u64>,
     #[serde(rename = "r", skip_serializing_if = "is_one")]
     attempt: u32,
+    /// Tokens, only when there is no usage (which holds them).
     #[serde(rename = "k", skip_serializing_if = "Option::is_none")]
     tokens: Option<&'a TokenUsage>,
+    #[serde(rename = "g", skip_serializing_if = "Option::is_none")]
+    usage: Option<&'a Usage>,
     #[serde(rename = "x", skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
     #[serde(rename = "i", skip_serializing_if = "Option::is_none")]
@@ -245,6 +249,8 @@ struct Invocation {
     attempt: u32,
     #[serde(rename = "k", default)]
     tokens: Option<TokenUsage>,
+    #[serde(rename = "g", default)]
+    usage: Option<Usage>,
     #[serde(rename = "x", default)]
     error: Option<String>,
     #[serde(rename = "i", default)]
@@ -253,8 +259,24 @@ struct Invocation {
 
 impl<'a> InvocationRef<'a> {
     fn new(record: &'a InvocationRecord, agent_path: &str) -> Self {
-        let InvocationRecord { agent, path, inputs, output, started_at_us, ended_at_us, attempt, tokens, error, item } =
-            record;
+        let InvocationRecord {
+            agent,
+            path,
+            inputs,
+            output,
+            started_at_us,
+            ended_at_us,
+            attempt,
+            tokens,
+            usage,
+            error,
+            item,
+        } = record;
+        // The usage holds the tokens: written once.
+        let in_usage = usage
+            .as_ref()
+            .zip(tokens.as_ref())
+            .is_some_and(|(u, t)| u.input_tokens == t.input && u.output_tokens == t.output);
         let duration_us = ended_at_us.checked_sub(*started_at_us);
         InvocationRef {
             agent,
@@ -265,7 +287,8 @@ impl<'a> InvocationRef<'a> {
             duration_us,
             ended_at_us: duration_us.is_none().then_some(*ended_at_us),
             attempt: *attempt,
-            tokens: tokens.as_ref(),
+            tokens: tokens.as_ref().filter(|_| !in_usage),
+            usage: usage.as_ref(),
             error: error.as_deref(),
             item: item.as_deref(),
         }
@@ -284,9 +307,12 @@ impl Invocation {
             ended_at_us,
             attempt,
             tokens,
+            usage,
             error,
             item,
         } = self;
+        let tokens =
+            tokens.or_else(|| usage.as_ref().map(|u| TokenUsage { input: u.input_tokens, output: u.output_tokens }));
         let ended_at_us = match (duration_us, ended_at_us) {
             (Some(d), _) => started_at_us.saturating_add(d),
             (None, Some(e)) => e,
@@ -301,6 +327,7 @@ impl Invocation {
             ended_at_us,
             attempt,
             tokens,
+            usage,
             error,
             item,
         }
@@ -570,6 +597,7 @@ pub(crate) mod tests {
                 ended_at_us: 1_700_000_000_000_005 + seq * 10,
                 attempt: 1,
                 tokens: None,
+                usage: None,
                 error: None,
                 item: None,
             }),

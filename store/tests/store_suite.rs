@@ -115,6 +115,7 @@ fn step(run_id: &str, seq: u64) -> StepRecord {
             ended_at_us: seq * 100 + 7,
             attempt: 1,
             tokens: None,
+            usage: None,
             error: None,
             item: None,
         }),

@@ -227,6 +227,8 @@ fn held() -> (Held, std::sync::Arc<tokio::sync::Notify>, std::sync::Arc<std::syn
         model: "held".into(),
         json_schema: false,
         tools: false,
+        prices: None,
+        limits: Default::default(),
     };
     (Held { info, release: release.clone(), dropped: dropped.clone() }, release, dropped)
 }

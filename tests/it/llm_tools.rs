@@ -389,6 +389,8 @@ impl Pieces {
             model: "pieces".into(),
             json_schema: false,
             tools: false,
+            prices: None,
+            limits: Default::default(),
         };
         Pieces { info, pieces }
     }

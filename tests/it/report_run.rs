@@ -418,6 +418,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
                 ended_at_us: start + 900,
                 attempt: 1,
                 tokens: Some(TokenUsage { input: 10, output: 5 }),
+                usage: None,
                 error: None,
                 item: None,
             }),

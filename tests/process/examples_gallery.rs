@@ -74,6 +74,8 @@ impl Keyed {
             model: name.into(),
             json_schema: false,
             tools: false,
+            prices: None,
+            limits: Default::default(),
         };
         ChatModelRef::new(Keyed { info, replies: replies.to_vec() })
     }

@@ -23,6 +23,7 @@ mod pg;
 
 mod a2a_peer;
 mod a2a_serve;
+mod budgets;
 mod cli_crash;
 mod cli_durable;
 mod cli_fork;

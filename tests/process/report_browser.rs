@@ -327,6 +327,7 @@ fn a_ten_thousand_step_report_stays_light_in_the_browser() {
                 ended_at_us: start + 800,
                 attempt: 1,
                 tokens: None,
+                usage: None,
                 error: None,
                 item: None,
             }),

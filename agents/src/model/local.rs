@@ -238,6 +238,8 @@ mod imp {
                     model: name,
                     json_schema: true,
                     tools: true,
+                    prices: None,
+                    limits: Default::default(),
                 },
                 path,
                 stats: Arc::new(Mutex::new(LocalStats::default())),

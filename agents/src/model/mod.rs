@@ -21,6 +21,7 @@
 //! # Ok(()) }
 //! ```
 
+mod call;
 mod error;
 mod local;
 mod openai;
@@ -34,6 +35,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
+pub(crate) use call::report_rate_limited;
+pub use call::{ModelCall, call_model};
 pub use error::ModelError;
 pub(crate) use error::shorten as shorten_text;
 pub use local::{
@@ -54,7 +57,7 @@ pub use types::{
 pub type ChatStream = BoxStream<'static, Result<StreamEvent, ModelError>>;
 
 /// What a model is and what it supports.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ModelInfo {
     /// Provider name (`openai`, `scripted`, `local`, ...).
     pub provider: String,
@@ -66,6 +69,10 @@ pub struct ModelInfo {
     pub json_schema: bool,
     /// Whether tool calling is supported.
     pub tools: bool,
+    /// What its tokens cost (SPEC.md §3 `prices`; [`ChatModelRef::with_prices`]): without, calls are not costed.
+    pub prices: Option<agentic_engine::budget::Prices>,
+    /// The rate limits of its endpoint (SPEC.md §3 `limits`; [`ChatModelRef::with_limits`]).
+    pub limits: agentic_engine::limits::ModelLimits,
 }
 
 /// A chat model: messages in, an assistant message out.
@@ -149,6 +156,22 @@ impl ChatModelRef {
         self.0.info()
     }
 
+    /// This model with what its tokens cost (SPEC.md §3 `prices`): its calls' cost is counted, in the
+    /// journal's usage and against `cost_usd` budgets.
+    pub fn with_prices(self, prices: agentic_engine::budget::Prices) -> Self {
+        let mut info = self.info().clone();
+        info.prices = Some(prices);
+        ChatModelRef::new(Described { inner: self, info })
+    }
+
+    /// This model under the rate limits of its endpoint (SPEC.md §3 `limits`), shared by every model of the
+    /// same provider, server and name in the process and, on a shared store, by every server.
+    pub fn with_limits(self, limits: agentic_engine::limits::ModelLimits) -> Self {
+        let mut info = self.info().clone();
+        info.limits = limits;
+        ChatModelRef::new(Described { inner: self, info })
+    }
+
     /// Sends `request` and returns the complete answer, in a `chat` span (the OpenTelemetry GenAI inference
     /// span: model, provider, server, tokens, finish reason; docs/telemetry.md).
     ///
@@ -191,6 +214,26 @@ impl ChatModelRef {
             }
             event
         })))
+    }
+}
+
+/// A model with settings of its own added to its [`ModelInfo`] (prices, limits); calls go to `inner`.
+struct Described {
+    inner: ChatModelRef,
+    info: ModelInfo,
+}
+
+impl ChatModel for Described {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    fn chat(&self, request: ChatRequest) -> impl Future<Output = Result<ChatResponse, ModelError>> + Send {
+        self.inner.0.chat_dyn(request)
+    }
+
+    fn chat_stream(&self, request: ChatRequest) -> impl Future<Output = Result<ChatStream, ModelError>> + Send {
+        self.inner.0.chat_stream_dyn(request)
     }
 }
 

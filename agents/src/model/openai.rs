@@ -179,6 +179,8 @@ impl OpenAiBuilder {
                 model: self.model,
                 json_schema: self.json_schema,
                 tools: true,
+                prices: None,
+                limits: Default::default(),
             },
             api_key_env: self.api_key_env,
             timeout: self.timeout,
@@ -934,6 +936,10 @@ where
             Ok(response) => {
                 let status = response.status();
                 let retryable = status.as_u16() == 429 || status.is_server_error();
+                if status.as_u16() == 429 {
+                    // The endpoint's limiter backs off for every caller, not only this retry.
+                    super::report_rate_limited(retry_after(response.headers()));
+                }
                 if retryable && retry < policy.max_retries {
                     let wait = policy.delay(retry, retry_after(response.headers()));
                     tracing::warn!(%status, retry = retry + 1, wait_ms = wait.as_millis() as u64, "model server busy or failing; retrying");

@@ -102,6 +102,8 @@ impl ScriptedModel {
                 model: "scripted".to_string(),
                 json_schema: false,
                 tools: true,
+                prices: None,
+                limits: Default::default(),
             }),
         }
     }

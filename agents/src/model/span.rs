@@ -143,6 +143,8 @@ mod tests {
             model: "m".into(),
             json_schema: true,
             tools: true,
+            prices: None,
+            limits: Default::default(),
         }
     }
 

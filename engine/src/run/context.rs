@@ -42,6 +42,8 @@ pub(crate) struct RunContext {
     pub(crate) subscribers: Subscribers,
     /// The W3C `traceparent` the run was started under ([`super::InvokeRequest::traceparent`]).
     pub(crate) traceparent: Option<Arc<str>>,
+    /// The run's budgets and what was spent under them (SPEC.md §3), when an agent has one.
+    pub(crate) ledger: Option<std::sync::Mutex<crate::budget::Ledger>>,
 }
 
 /// How a run context starts.
@@ -62,6 +64,8 @@ pub(crate) struct RunSetup {
     pub(crate) group: String,
     /// The W3C `traceparent` the run was started under.
     pub(crate) traceparent: Option<Arc<str>>,
+    /// The run's budgets, when an agent has one.
+    pub(crate) ledger: Option<crate::budget::Ledger>,
 }
 
 impl RunContext {
@@ -84,6 +88,7 @@ impl RunContext {
             compensations: Compensations::default(),
             subscribers: Subscribers::new(setup.group),
             traceparent: setup.traceparent,
+            ledger: setup.ledger.map(std::sync::Mutex::new),
         }
     }
 
@@ -210,6 +215,7 @@ impl RunContext {
                 ended_at_us: now_us(),
                 attempt: 1,
                 tokens: None,
+                usage: None,
                 error: result.err(),
                 item: None,
             });

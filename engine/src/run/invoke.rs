@@ -115,7 +115,7 @@ impl Invocation {
             writes: Mutex::new(Vec::new()),
             keep_writes,
             deferred: Mutex::new(Vec::new()),
-            tokens: Mutex::new(None),
+            usage: Mutex::new(crate::budget::InvocationUsage::default()),
             listeners,
             child_listeners,
             occurrence: std::sync::OnceLock::new(),
@@ -164,7 +164,10 @@ impl Invocation {
         let run = &ctx.run;
         let mut delta = std::mem::take(&mut *lock(&ctx.writes));
         let mut scope_writes = std::mem::take(&mut *lock(&ctx.deferred));
-        let tokens = *lock(&ctx.tokens);
+        let (tokens, usage) = {
+            let mut u = lock(&ctx.usage);
+            (u.tokens, u.usage.take())
+        };
         let (output, error) = match &result {
             Ok(v) => (v.clone(), None),
             Err(e) => (Value::Null, Some(e.to_string())),
@@ -211,6 +214,7 @@ impl Invocation {
             ended_at_us: ended,
             attempt,
             tokens,
+            usage,
             error,
             item: ctx.frame.item.as_deref().map(str::to_string),
         };

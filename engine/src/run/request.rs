@@ -374,6 +374,14 @@ pub async fn respond(
             *refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
             text
         })?;
+        if let Some(asked) = rec.pending.iter().find(|p| p.id == id && p.kind == PendingKind::Budget)
+            && let Err(message) = crate::budget::check_budget_answer(&value)
+        {
+            let e = RespondError::InvalidAnswer { run_id: rec.run_id.clone(), response_id: asked.id.clone(), message };
+            let text = e.to_string();
+            *refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+            return Err(text);
+        }
         rec.answers.insert(id.clone(), value);
         rec.updated_at_ms = now_us() / 1000;
         *answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = id;

@@ -181,6 +181,7 @@ impl RunSession {
         let mut state = std::mem::take(&mut image.state);
         state.extend(inputs.clone());
         let history = std::mem::take(&mut image.history);
+        let ledger = crate::budget::Ledger::for_run(&req.agent, &history, &state, &suspensions);
         let layers = std::mem::take(&mut image.layers);
         let name = Some(registry.actor_name(&run_id));
         let scope = ScopeHandle::spawn_named(name, &run_id, state, layers, history).await?;
@@ -210,6 +211,7 @@ impl RunSession {
             suspensions,
             group: registry.actor_name(&run_id),
             traceparent: req.traceparent,
+            ledger,
         }));
         if run.journal.enabled() && !inputs.is_empty() {
             // The inputs are part of the state a resume rebuilds: journal them as the turn's first step.

@@ -1,0 +1,449 @@
+//! Budgets (SPEC.md §3): what a run, or one agent and what it contains, may spend on models — tokens, model
+//! calls, cost in USD — and what happens when a call crosses the limit. [`Usage`] is journaled with each step
+//! ([`crate::InvocationRecord::usage`]); [`Budget`] is set on an agent ([`crate::AgentSpec::budget`], the
+//! spec's `budget:`; the spec's top-level `budget:` is the root agent's); [`Ledger`] adds up, for one run,
+//! what each budget's agents spent, from the journal on resume and from each call as it ends.
+//!
+//! The check (after pydantic-ai's usage limits): a call is refused before it is sent when a budget is already
+//! spent (`model_calls` reached, or tokens or cost at or over the limit), and the call whose usage crosses a
+//! token or cost limit ends its invocation at once: `on_exceed: suspend` suspends the run with a pending
+//! response of kind [`crate::PendingKind::Budget`] — answered with a new limit or `stop` — and keeps the
+//! answers of the invocation's calls so far, which the resumed invocation gets back instead of calling the
+//! model again; `on_exceed: fail` fails the invocation.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// What a model call costs per million tokens, in USD (SPEC.md §3 `prices`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prices {
+    /// USD per million input (prompt) tokens.
+    pub input_per_mtok: f64,
+    /// USD per million output (completion) tokens.
+    pub output_per_mtok: f64,
+}
+
+impl Prices {
+    /// The cost in USD of `input` and `output` tokens.
+    pub fn cost(&self, input: u64, output: u64) -> f64 {
+        (input as f64 * self.input_per_mtok + output as f64 * self.output_per_mtok) / 1_000_000.0
+    }
+}
+
+/// Model usage of one invocation, or a sum of them: tokens, calls and cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input (prompt) tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output (completion) tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Model calls.
+    #[serde(default)]
+    pub model_calls: u64,
+    /// Cost in USD of the calls to models with prices; `None` when no call was priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// The models called (`model` names), each once, in the order first called.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+}
+
+impl Usage {
+    /// Input plus output tokens.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+
+    /// Adds `other` to this sum.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.model_calls += other.model_calls;
+        if let Some(c) = other.cost_usd {
+            *self.cost_usd.get_or_insert(0.0) += c;
+        }
+        for m in &other.models {
+            if !self.models.contains(m) {
+                self.models.push(m.clone());
+            }
+        }
+    }
+
+    /// Adds one call of `model` that used `input` and `output` tokens and cost `cost_usd`.
+    pub fn add_call(&mut self, model: &str, input: u64, output: u64, cost_usd: Option<f64>) {
+        self.add(&Usage {
+            input_tokens: input,
+            output_tokens: output,
+            model_calls: 1,
+            cost_usd,
+            models: vec![model.to_string()],
+        });
+    }
+}
+
+/// What happens when a call crosses a budget (SPEC.md §3 `on_exceed`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnExceed {
+    /// The run suspends with a `budget` pending response: a new limit or `stop` (the default).
+    #[default]
+    Suspend,
+    /// The invocation fails.
+    Fail,
+}
+
+/// A budget: limits on what an agent, and the agents it contains, spend on models (SPEC.md §3 `budget`).
+/// A limit left out is not limited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// Input plus output tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// Model calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_calls: Option<u64>,
+    /// Cost in USD (every model called under it needs `prices`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// What happens when a call crosses it.
+    #[serde(default)]
+    pub on_exceed: OnExceed,
+}
+
+impl Budget {
+    /// The limits `used` has reached (`>=`), as phrases (`1200 tokens of 1000`).
+    pub fn reached(&self, used: &Usage) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(t) = self.tokens.filter(|t| used.tokens() >= *t) {
+            out.push(format!("{} tokens of {t}", used.tokens()));
+        }
+        if let Some(c) = self.model_calls.filter(|c| used.model_calls >= *c) {
+            out.push(format!("{} model calls of {c}", used.model_calls));
+        }
+        if let Some(c) = self.cost_usd.filter(|c| used.cost_usd.unwrap_or(0.0) >= *c) {
+            out.push(format!("{} of {}", usd(used.cost_usd.unwrap_or(0.0)), usd(c)));
+        }
+        out
+    }
+
+    /// The token or cost limits `used` has gone over (`>`): what a call that just ended crossed.
+    pub fn crossed(&self, used: &Usage) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(t) = self.tokens.filter(|t| used.tokens() > *t) {
+            out.push(format!("{} tokens of {t}", used.tokens()));
+        }
+        if let Some(c) = self.cost_usd.filter(|c| used.cost_usd.unwrap_or(0.0) > *c) {
+            out.push(format!("{} of {}", usd(used.cost_usd.unwrap_or(0.0)), usd(c)));
+        }
+        out
+    }
+
+    /// This budget with the new limits of a `budget` pending response's `answer`: a number raises every
+    /// limit in `crossed` (`tokens`, `model_calls`, `cost_usd`), an object sets the limits it names.
+    ///
+    /// # Errors
+    /// A message saying what a budget answer is, when `answer` is neither.
+    pub fn raised(&self, answer: &Value, crossed: &[String]) -> Result<Budget, String> {
+        let mut b = *self;
+        match answer {
+            Value::Number(n) => {
+                let f = n.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| answer_error(answer))?;
+                for c in crossed {
+                    match c.as_str() {
+                        "tokens" => b.tokens = Some(f as u64),
+                        "model_calls" => b.model_calls = Some(f as u64),
+                        "cost_usd" => b.cost_usd = Some(f),
+                        _ => {}
+                    }
+                }
+            }
+            Value::Object(m) if !m.is_empty() => {
+                for (k, v) in m {
+                    let f = v.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| answer_error(answer))?;
+                    match k.as_str() {
+                        "tokens" => b.tokens = Some(f as u64),
+                        "model_calls" => b.model_calls = Some(f as u64),
+                        "cost_usd" => b.cost_usd = Some(f),
+                        _ => return Err(answer_error(answer)),
+                    }
+                }
+            }
+            _ => return Err(answer_error(answer)),
+        }
+        Ok(b)
+    }
+
+    /// The names of the limits (`tokens`, `model_calls`, `cost_usd`) `used` has reached.
+    pub fn reached_names(&self, used: &Usage) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.tokens.is_some_and(|t| used.tokens() >= t) {
+            out.push("tokens".to_string());
+        }
+        if self.model_calls.is_some_and(|c| used.model_calls >= c) {
+            out.push("model_calls".to_string());
+        }
+        if self.cost_usd.is_some_and(|c| used.cost_usd.unwrap_or(0.0) >= c) {
+            out.push("cost_usd".to_string());
+        }
+        out
+    }
+}
+
+/// Whether `answer` is a valid answer to a `budget` pending response: `"stop"`, a number ≥ 0, or an object
+/// of `tokens` / `model_calls` / `cost_usd` numbers.
+///
+/// # Errors
+/// The message saying what a budget answer is.
+pub fn check_budget_answer(answer: &Value) -> Result<(), String> {
+    if answer.as_str().is_some_and(|s| s == "stop") {
+        return Ok(());
+    }
+    Budget::default().raised(answer, &["tokens".to_string()]).map(|_| ())
+}
+
+fn answer_error(answer: &Value) -> String {
+    format!(
+        "a budget is answered with a new limit — a number (for the limit that was reached) or an object such \
+         as {{\"tokens\": 5000, \"cost_usd\": 2.5}} — or \"stop\"; got {answer}"
+    )
+}
+
+/// `$0.0123` (four decimals; cost in USD).
+pub fn usd(v: f64) -> String {
+    format!("${v:.4}")
+}
+
+/// The response id of the budget suspension of the invocation at `path` (and mapper item `item`).
+pub fn budget_response_id(path: &str, item: Option<&str>) -> String {
+    format!("budget:{path}{}", item.unwrap_or(""))
+}
+
+/// One budget of a run and what its agents spent.
+#[derive(Debug, Clone)]
+pub(crate) struct Tracked {
+    /// Path of the agent that has it.
+    pub(crate) path: String,
+    /// Its name.
+    pub(crate) agent: String,
+    /// The limits in effect (raised by answers).
+    pub(crate) budget: Budget,
+    /// Spent by the agents under it.
+    pub(crate) used: Usage,
+}
+
+impl Tracked {
+    /// Whether the invocation at `path` is under this budget.
+    pub(crate) fn covers(&self, path: &str) -> bool {
+        path == self.path || (path.starts_with(&self.path) && path.as_bytes().get(self.path.len()) == Some(&b'/'))
+    }
+
+    /// The `data` of a budget pending response for this budget.
+    pub(crate) fn pending_data(&self, path: &str, crossed: &[String], calls: Vec<Value>, invocation: &Usage) -> Value {
+        json!({
+            "path": path,
+            "budget_path": self.path,
+            "budget_agent": self.agent,
+            "limits": self.budget,
+            "used": self.used,
+            "reached": crossed,
+            "invocation_usage": invocation,
+            "calls": calls,
+        })
+    }
+}
+
+/// The budgets of one run and their spending.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    pub(crate) budgets: Vec<Tracked>,
+}
+
+impl Ledger {
+    /// Adds `usage` (at invocation `path`) to every budget covering it.
+    pub(crate) fn spend(&mut self, path: &str, usage: &Usage) {
+        for b in self.budgets.iter_mut().filter(|b| b.covers(path)) {
+            b.used.add(usage);
+        }
+    }
+
+    /// Whether any budget covers `path`.
+    pub(crate) fn covers(&self, path: &str) -> bool {
+        self.budgets.iter().any(|b| b.covers(path))
+    }
+}
+
+/// The model calls of one invocation: its tokens and usage, and what a budget suspension keeps of them.
+#[derive(Debug, Default)]
+pub(crate) struct InvocationUsage {
+    /// Tokens (input, output) of every call, and of [`crate::InvocationContext::add_tokens`].
+    pub(crate) tokens: Option<crate::TokenUsage>,
+    /// Tokens, calls, cost and models.
+    pub(crate) usage: Option<Usage>,
+    /// Whether the invocation looked for its budget suspension (at its first model call).
+    pub(crate) resumed: bool,
+    /// Answers of calls made before its budget suspension, handed back in order instead of calling again.
+    pub(crate) replay: std::collections::VecDeque<Value>,
+    /// The answers of its calls so far, kept when a budget applies (for a suspension).
+    pub(crate) calls: Vec<Value>,
+}
+
+impl InvocationUsage {
+    /// Adds tokens not counted as a call.
+    pub(crate) fn add_tokens(&mut self, t: crate::TokenUsage) {
+        let acc = self.tokens.get_or_insert_with(crate::TokenUsage::default);
+        acc.input += t.input;
+        acc.output += t.output;
+        let u = self.usage.get_or_insert_with(Usage::default);
+        u.input_tokens += t.input;
+        u.output_tokens += t.output;
+    }
+
+    /// Adds one model call.
+    pub(crate) fn add_call(&mut self, model: &str, t: crate::TokenUsage, cost_usd: Option<f64>) {
+        let acc = self.tokens.get_or_insert_with(crate::TokenUsage::default);
+        acc.input += t.input;
+        acc.output += t.output;
+        self.usage.get_or_insert_with(Usage::default).add_call(model, t.input, t.output, cost_usd);
+    }
+}
+
+impl Ledger {
+    /// The ledger of a run of `root`: its agents' budgets (raised by earlier answers kept in `state` under
+    /// [`BUDGET_KEY`] and in `suspensions`), with what the journal's `history` and the budget suspensions
+    /// spent. `None` when no agent has a budget.
+    pub(crate) fn for_run(
+        root: &crate::AgentRef,
+        history: &[crate::InvocationRecord],
+        state: &serde_json::Map<String, Value>,
+        suspensions: &[crate::run::PendingResponse],
+    ) -> Option<Self> {
+        let mut budgets = Vec::new();
+        collect(root, "root".to_string(), &mut budgets);
+        if budgets.is_empty() {
+            return None;
+        }
+        let mut ledger = Ledger { budgets };
+        let raised = state.get(BUDGET_KEY).and_then(Value::as_object);
+        for t in &mut ledger.budgets {
+            if let Some(b) = raised.and_then(|r| r.get(&t.path)).and_then(|v| serde_json::from_value(v.clone()).ok()) {
+                t.budget = b;
+            }
+        }
+        for r in history {
+            if let Some(u) = &r.usage {
+                ledger.spend(&r.path, u);
+            }
+        }
+        for p in suspensions.iter().filter(|p| p.kind == crate::PendingKind::Budget) {
+            let data = &p.data;
+            if let (Some(path), Ok(u)) = (
+                data.get("path").and_then(Value::as_str),
+                serde_json::from_value::<Usage>(data.get("invocation_usage").cloned().unwrap_or(Value::Null)),
+            ) {
+                ledger.spend(path, &u);
+            }
+            let limits = data.get("limits").and_then(|v| serde_json::from_value::<Budget>(v.clone()).ok());
+            let at = data.get("budget_path").and_then(Value::as_str);
+            if let (Some(b), Some(at)) = (limits, at)
+                && let Some(t) = ledger.budgets.iter_mut().find(|t| t.path == at)
+            {
+                t.budget = b;
+            }
+        }
+        Some(ledger)
+    }
+}
+
+/// What a run spent on models, per agent (by path, in the order first seen) and in total: the journal's
+/// `history` and the calls of invocations suspended at a budget (`pending`). What `show`, `GET /runs/{id}`
+/// and the report give (SPEC.md §3).
+pub fn usage_by_agent(history: &[crate::InvocationRecord], pending: &[crate::run::PendingResponse]) -> Value {
+    let mut agents: Vec<(String, String, Usage)> = Vec::new();
+    let mut add = |agent: &str, path: &str, u: &Usage| match agents.iter_mut().find(|(_, p, _)| p == path) {
+        Some((_, _, acc)) => acc.add(u),
+        None => agents.push((agent.to_string(), path.to_string(), u.clone())),
+    };
+    for r in history {
+        if let Some(u) = &r.usage {
+            add(&r.agent, &r.path, u);
+        } else if let Some(t) = r.tokens {
+            add(&r.agent, &r.path, &Usage { input_tokens: t.input, output_tokens: t.output, ..Usage::default() });
+        }
+    }
+    for p in pending.iter().filter(|p| p.kind == crate::PendingKind::Budget) {
+        let path = p.data.get("path").and_then(Value::as_str).unwrap_or_default();
+        if let Ok(u) = serde_json::from_value::<Usage>(p.data.get("invocation_usage").cloned().unwrap_or(Value::Null)) {
+            add(&p.agent, path, &u);
+        }
+    }
+    let mut total = Usage::default();
+    let rows: Vec<Value> = agents
+        .iter()
+        .map(|(agent, path, u)| {
+            total.add(u);
+            json!({"agent": agent, "path": path, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                   "tokens": u.tokens(), "model_calls": u.model_calls, "cost_usd": u.cost_usd, "models": u.models})
+        })
+        .collect();
+    json!({
+        "agents": rows,
+        "total": {"input_tokens": total.input_tokens, "output_tokens": total.output_tokens, "tokens": total.tokens(),
+                  "model_calls": total.model_calls, "cost_usd": total.cost_usd},
+    })
+}
+
+/// The state key where the limits raised by answers are kept, by the path of the agent whose budget it is.
+pub const BUDGET_KEY: &str = "_budget";
+
+fn collect(agent: &crate::AgentRef, path: String, out: &mut Vec<Tracked>) {
+    for (i, c) in agent.0.sub_agents().iter().enumerate() {
+        collect(c, format!("{path}/{i}"), out);
+    }
+    if let Some(b) = agent.spec().budget {
+        out.push(Tracked { path, agent: agent.spec().name.clone(), budget: b, used: Usage::default() });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_reached_and_crossed() {
+        let b = Budget { tokens: Some(1000), model_calls: Some(3), ..Budget::default() };
+        let mut used = Usage::default();
+        used.add_call("m", 600, 400, None);
+        assert_eq!(b.reached(&used), vec!["1000 tokens of 1000"]);
+        assert!(b.crossed(&used).is_empty());
+        used.add_call("m", 1, 0, None);
+        assert_eq!(b.crossed(&used), vec!["1001 tokens of 1000"]);
+        used.add_call("m", 0, 0, None);
+        assert_eq!(b.reached_names(&used), vec!["tokens", "model_calls"]);
+    }
+
+    #[test]
+    fn answers_raise_limits_or_are_refused() {
+        let b = Budget { tokens: Some(1000), cost_usd: Some(1.0), ..Budget::default() };
+        let r = b.raised(&json!(3000), &["tokens".to_string()]).unwrap();
+        assert_eq!((r.tokens, r.cost_usd), (Some(3000), Some(1.0)));
+        let r = b.raised(&json!({"cost_usd": 2.5}), &[]).unwrap();
+        assert_eq!((r.tokens, r.cost_usd), (Some(1000), Some(2.5)));
+        assert!(check_budget_answer(&json!("stop")).is_ok());
+        let e = check_budget_answer(&json!("more please")).unwrap_err();
+        assert!(e.contains("or \"stop\"; got \"more please\""), "{e}");
+        assert!(check_budget_answer(&json!({"tokenz": 5})).is_err());
+        assert!(check_budget_answer(&json!(-1)).is_err());
+    }
+
+    #[test]
+    fn a_budget_covers_its_agent_and_what_it_contains() {
+        let t = Tracked { path: "root/1".into(), agent: "a".into(), budget: Budget::default(), used: Usage::default() };
+        assert!(t.covers("root/1") && t.covers("root/1/0"));
+        assert!(!t.covers("root/10") && !t.covers("root"));
+        assert_eq!(Prices { input_per_mtok: 3.0, output_per_mtok: 15.0 }.cost(1000, 100), 0.0045);
+    }
+}
