@@ -64,9 +64,8 @@ async fn tokens_are_a_debt_and_429_backs_off() {
     assert_eq!(start, CapacityAnswer::Start(700));
 }
 
-/// As the engine's test of the same name, with d taking b's expired slot at 120 (at 150 c's slot, taken at 50
-/// until 150, is free as well, and the lowest free slot is 0); every answer also checked against the
-/// process's limiter.
+/// As the engine's test of the same name, and on: a late release by an expired holder, then c's slot expiring
+/// too; every answer also checked against the process's limiter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slots_are_counted_and_expire() {
     let Some(url) = pg::fresh_database("pg_limits_slots").await else { return };
