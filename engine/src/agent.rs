@@ -902,15 +902,28 @@ impl InvocationContext {
             })),
         };
         let now_ms = crate::time::now_ms();
-        let op = CapacityOp::Reserve { key: key.clone(), now_ms, interval_ms: limits.request_interval_ms() };
-        if let CapacityAnswer::Start(start) = source.apply(op).await.map_err(store_failed)?
-            && start > now_ms
+        let interval_ms = limits.request_interval_ms();
+        let op = CapacityOp::Reserve { key: key.clone(), now_ms, interval_ms };
+        if let CapacityAnswer::Start(start_ms) = source.apply(op).await.map_err(store_failed)?
+            && start_ms > now_ms
         {
-            let limit = if limits.requests_per_minute.is_some() { "requests_per_minute" } else { "tokens_per_minute" };
-            self.waiting_for_capacity(&key, limit, start - now_ms);
+            // What holds it back: the spacing of requests, the tokens of earlier calls, or a provider's 429.
+            let limit = match (limits.requests_per_minute, limits.tokens_per_minute) {
+                (Some(_), _) => "requests_per_minute",
+                (None, Some(_)) => "tokens_per_minute",
+                (None, None) => "retry_after",
+            };
+            self.waiting_for_capacity(&key, limit, start_ms - now_ms);
             tokio::select! {
-                () = tokio::time::sleep(std::time::Duration::from_millis(start - now_ms)) => {}
-                () = self.run.cancel.cancelled() => return Err(AgentError::Cancelled),
+                () = tokio::time::sleep(std::time::Duration::from_millis(start_ms - now_ms)) => {}
+                () = self.run.cancel.cancelled() => {
+                    // The start it waited for goes to the next caller.
+                    let op = CapacityOp::Unreserve { key: key.clone(), start_ms, interval_ms };
+                    if let Err(e) = source.apply(op).await {
+                        tracing::warn!(endpoint = %key, error = %e, "giving a cancelled call's start back failed");
+                    }
+                    return Err(AgentError::Cancelled);
+                }
             }
         }
         Ok(permit)

@@ -212,9 +212,9 @@ fn answer_error(answer: &Value) -> String {
     )
 }
 
-/// `$0.0123` (four decimals; cost in USD).
+/// A cost in USD as shown: `$1.2346` (four decimals), `$0.001500` (six below a cent).
 pub fn usd(v: f64) -> String {
-    format!("${v:.4}")
+    if v < 0.01 { format!("${v:.6}") } else { format!("${v:.4}") }
 }
 
 /// The response id of the budget suspension of the invocation at `path` (and mapper item `item`).

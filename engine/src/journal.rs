@@ -106,6 +106,32 @@ impl PendingResponse {
         }
     }
 
+    /// The pending response as the CLI's `--json` and the HTTP API show it: `id`, `prompt`, `agent`; `kind`
+    /// unless a person answers it (`wait`, `budget`); a step's `deadline` (RFC 3339) and `on_timeout`; for a
+    /// budget, `budget: {agent, limits, used, reached}`; the asking agent's other `data` (a remote task's ids).
+    pub fn to_json(&self) -> Value {
+        let mut v = serde_json::json!({"id": self.id, "prompt": self.prompt, "agent": self.agent});
+        match self.kind {
+            PendingKind::Human => {}
+            PendingKind::Wait => v["kind"] = Value::from("wait"),
+            PendingKind::Budget => v["kind"] = Value::from("budget"),
+        }
+        if let Some(deadline) = self.deadline_ms {
+            v["deadline"] = Value::from(crate::time::rfc3339_ms(deadline));
+        }
+        if let Some(then) = &self.on_timeout {
+            v["on_timeout"] = Value::from(then.as_str());
+        }
+        if self.kind == PendingKind::Budget {
+            let d = &self.data;
+            v["budget"] = serde_json::json!({"agent": d["budget_agent"], "limits": d["limits"], "used": d["used"],
+                                             "reached": d["reached"]});
+        } else if !self.data.is_null() {
+            v["data"] = self.data.clone();
+        }
+        v
+    }
+
     /// Whether its deadline has passed at `now_ms` (milliseconds since the Unix epoch).
     pub fn timed_out(&self, now_ms: u64) -> bool {
         self.deadline_ms.is_some_and(|d| d <= now_ms)

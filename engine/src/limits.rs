@@ -72,6 +72,17 @@ pub enum CapacityOp {
         /// Milliseconds to the next start ([`ModelLimits::request_interval_ms`]).
         interval_ms: u64,
     },
+    /// Gives back the start `start_ms` taken by [`CapacityOp::Reserve`] with `interval_ms` and not used (its
+    /// call was cancelled while it waited): when no later start was taken since, the endpoint's next start
+    /// goes back to `start_ms`; otherwise nothing changes.
+    Unreserve {
+        /// Endpoint key.
+        key: String,
+        /// The start that was reserved.
+        start_ms: u64,
+        /// The interval it was reserved with.
+        interval_ms: u64,
+    },
     /// A call used tokens: the endpoint's token debt grows by `debt_ms` from `max(now, debt)`.
     Spend {
         /// Endpoint key.
@@ -157,6 +168,14 @@ impl ProcessCapacity {
                 let start = now_ms.max(e.next_start_ms).max(e.tokens_paid_ms).max(e.backed_off_ms);
                 e.next_start_ms = start + interval_ms;
                 CapacityAnswer::Start(start)
+            }
+            CapacityOp::Unreserve { key, start_ms, interval_ms } => {
+                if let Some(e) = endpoints.get_mut(&key)
+                    && e.next_start_ms == start_ms + interval_ms
+                {
+                    e.next_start_ms = start_ms;
+                }
+                CapacityAnswer::Done
             }
             CapacityOp::Spend { key, now_ms, debt_ms } => {
                 let e = endpoints.entry(key).or_default();
@@ -322,6 +341,10 @@ mod tests {
         let limits = ModelLimits { requests_per_minute: Some(60), ..ModelLimits::default() };
         let starts: Vec<u64> = (0..4).map(|_| reserve(&c, 10_000, limits.request_interval_ms())).collect();
         assert_eq!(starts, vec![10_000, 11_000, 12_000, 13_000]);
+        // The last start given back: the next caller gets it; an earlier one cannot be given back any more.
+        c.apply(CapacityOp::Unreserve { key: "k".into(), start_ms: 13_000, interval_ms: 1000 });
+        c.apply(CapacityOp::Unreserve { key: "k".into(), start_ms: 11_000, interval_ms: 1000 });
+        assert_eq!(reserve(&c, 10_500, 1000), 13_000);
         // Later than the queue: at once.
         assert_eq!(reserve(&c, 20_000, 1000), 20_000);
     }

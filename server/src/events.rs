@@ -94,23 +94,9 @@ impl SseEvent {
     }
 }
 
-/// Pending responses as the API shows them: `[{"id", "prompt", "agent"}]`.
+/// Pending responses as the API shows them ([`PendingResponse::to_json`]).
 pub(crate) fn pending_json(pending: &[PendingResponse]) -> Value {
-    let one = |p: &PendingResponse| {
-        let mut v = json!({"id": p.id, "prompt": p.prompt, "agent": p.agent});
-        // SPEC.md §3: a step's deadline (RFC 3339) and what happens at it; a wait says it is one.
-        if p.kind == agentic_engine::PendingKind::Wait {
-            v["kind"] = json!("wait");
-        }
-        if let Some(deadline) = p.deadline_ms {
-            v["deadline"] = json!(agentic_engine::rfc3339_ms(deadline));
-        }
-        if let Some(then) = &p.on_timeout {
-            v["on_timeout"] = json!(then);
-        }
-        v
-    };
-    Value::Array(pending.iter().map(one).collect())
+    Value::Array(pending.iter().map(PendingResponse::to_json).collect())
 }
 
 /// The per-run event channels of this process, and the runs being started (waiting for their record).
@@ -437,6 +423,11 @@ impl AgentListener for HubListener {
             RunEvent::Token { path, text, .. } => {
                 ("token", json!({"path": path, "agent": self.agent_of(path), "text": text}))
             }
+            RunEvent::WaitingForCapacity { path, endpoint, limit, wait_ms, .. } => (
+                "waiting_for_capacity",
+                json!({"path": path, "agent": self.agent_of(path), "endpoint": endpoint, "limit": limit,
+                       "wait_ms": wait_ms}),
+            ),
             RunEvent::ToolStarted { path, tool, arguments, .. } => {
                 ("tool_call", json!({"path": path, "agent": self.agent_of(path), "tool": tool, "arguments": arguments}))
             }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::args::{ForkArgs, RespondArgs, ResumeArgs, RunsArgs, ShowArgs};
 use super::remote::{Remote, RemoteStore, error_of, segment};
 use super::run::{RunEnd, print_end};
-use super::run::{out, pending_json, print_json, report_outcome};
+use super::run::{out, print_json, report_outcome};
 use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use super::{Opened, open, open_store};
 
@@ -400,7 +400,7 @@ fn run_json(r: &RunRecord) -> Value {
         "run_id": r.run_id,
         "name": r.name,
         "status": r.status.to_string(),
-        "pending": r.pending.iter().map(pending_json).collect::<Vec<_>>(),
+        "pending": r.pending.iter().map(agentic_engine::PendingResponse::to_json).collect::<Vec<_>>(),
         "created_at": timestamp(r.created_at_ms),
         "updated_at": timestamp(r.updated_at_ms),
         "source": r.source,

@@ -376,7 +376,7 @@ pub(crate) fn print_end(run_id: &str, end: RunEnd, as_json: bool) -> u8 {
                 eprintln!("pending: {} (agent `{}`): {}{}", p.id, p.agent, p.prompt, deadline_note(p));
             }
             if as_json {
-                let pending: Vec<Value> = pending.iter().map(pending_json).collect();
+                let pending: Vec<Value> = pending.iter().map(PendingResponse::to_json).collect();
                 print_json(&json!({"run_id": run_id, "status": "suspended", "output": null, "pending": pending}));
             }
             EXIT_SUSPENDED
@@ -396,25 +396,6 @@ pub(crate) fn print_end(run_id: &str, end: RunEnd, as_json: bool) -> u8 {
             EXIT_FAILED
         }
     }
-}
-
-/// A pending response as `--json` prints it; with the asking agent's data when it has some (an A2A agent: the
-/// remote task and context ids).
-pub(crate) fn pending_json(p: &PendingResponse) -> Value {
-    let mut v = json!({"id": p.id, "prompt": p.prompt, "agent": p.agent});
-    if !p.data.is_null() {
-        v["data"] = p.data.clone();
-    }
-    if p.kind == PendingKind::Wait {
-        v["kind"] = json!("wait");
-    }
-    if let Some(deadline) = p.deadline_ms {
-        v["deadline"] = json!(agentic_engine::rfc3339_ms(deadline));
-    }
-    if let Some(then) = &p.on_timeout {
-        v["on_timeout"] = json!(then);
-    }
-    v
 }
 
 /// What a pending line adds for a deadline: ` — deadline 2026-12-05T04:30:00Z (then the step fails)`.

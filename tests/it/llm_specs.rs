@@ -275,7 +275,7 @@ fn a_missing_user_message_and_unknown_fields_are_reported() {
         [
             "spec.yaml:6:6: agent `a`: missing field `user`",
             "spec.yaml:6:19: agent `a`: unknown field `sytem` (did you mean `system`?), expected one of `kind`, \
-             `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `model`, `system`, `user`, \
+             `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `budget`, `model`, `system`, `user`, \
              `output`, `memory`, `context`, `tools`, `max_tool_iterations`, `tool_choice`, `temperature`, `max_tokens`, \
              `stream`, `confidence_key`, `scores_key`",
         ]

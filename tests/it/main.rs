@@ -33,6 +33,7 @@ mod planners_mapper_items;
 mod planners_patterns;
 mod planners_supervisor;
 mod planners_workflow;
+mod rate_limits;
 mod report_run;
 mod spec_custom_kind;
 mod spec_error_handler;

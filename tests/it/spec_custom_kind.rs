@@ -83,7 +83,7 @@ fn its_fields_are_checked_where_they_are_written() {
     assert_eq!(
         errors(&room("[adjective, ending]", "    round: 2\n")),
         "room.yaml:7:5: agent `room`: unknown field `round` (did you mean `rounds`?), expected one of `kind`, \
-         `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `output`, `error_handler`, \
+         `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `budget`, `output`, `error_handler`, \
          `compensate_on_error`, `agents`, `rounds`, `until`"
     );
     assert_eq!(

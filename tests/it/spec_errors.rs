@@ -32,7 +32,7 @@ fn display_format_is_file_line_column_agent_message() {
     assert_eq!(
         e.to_string(),
         "spec.yaml:7:5: agent `review`: unknown field `exit_wen` (did you mean `exit_when`?), expected one of `kind`, \
-         `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `output`, `error_handler`, \
+         `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `budget`, `output`, `error_handler`, \
          `compensate_on_error`, `agents`, `max_iterations`, `exit_when`, `test_exit_at_loop_end`"
     );
 }
@@ -121,7 +121,7 @@ fn unknown_top_level_field() {
     assert_eq!(
         e.to_string(),
         "spec.yaml:3:1: unknown field `agent` (did you mean `agents`?), expected one of `version`, `name`, `root`, \
-         `params`, `models`, `mcp_servers`, `agents`"
+         `params`, `budget`, `models`, `mcp_servers`, `agents`"
     );
 }
 
@@ -401,7 +401,7 @@ agents:
         errors(yaml),
         [
             "spec.yaml:4:27: field `models.m1`: unknown field `temprature` (did you mean `temperature`?), expected one \
-             of `provider`, `base_url`, `model`, `api_key_env`, `temperature`, `max_tokens`",
+             of `provider`, `base_url`, `model`, `api_key_env`, `temperature`, `max_tokens`, `prices`, `limits`",
             "spec.yaml:5:19: field `models.m2`: unknown provider `ollama`, expected one of `openai`, `local`, `scripted`",
             "spec.yaml:6:3: field `models.m3`: missing field `provider` (one of `openai`, `local`, `scripted`)",
             "spec.yaml:7:38: field `models.m4.replies`: expected a list, found a string",

@@ -96,10 +96,10 @@ async fn a_run_suspends_at_the_call_that_crosses_its_budget_and_completes_once_r
     let shown = agentic(&store, &["show", "book-1"]);
     let text = stdout(&shown);
     for (i, name) in ["one", "two", "three", "four", "five"].iter().enumerate() {
-        let line = format!("  {name} (root/{i}): 300 tokens (200 in, 100 out), 1 model call, $0.0015\n");
+        let line = format!("  {name} (root/{i}): 300 tokens (200 in, 100 out), 1 model call, $0.001500\n");
         assert!(text.contains(&line), "{line} in\n{text}");
     }
-    assert!(text.contains("  total: 1500 tokens (1000 in, 500 out), 5 model calls, $0.0075\n"), "{text}");
+    assert!(text.contains("  total: 1500 tokens (1000 in, 500 out), 5 model calls, $0.007500\n"), "{text}");
 
     let report = dir.path().join("report.html");
     let out = agentic(&store, &["report", "book-1", "--output", report.to_str().unwrap()]);
@@ -108,10 +108,10 @@ async fn a_run_suspends_at_the_call_that_crosses_its_budget_and_completes_once_r
     let four = "\">four</td><td><code>root&#x2f;3</code></td><td>llm</td><td class=\"num\">1</td>";
     let row = html.split(four).nth(1).and_then(|rest| rest.split("</tr>").next()).unwrap_or_default();
     let tail =
-        "<td class=\"num\">200</td><td class=\"num\">100</td><td class=\"num\">1</td><td class=\"num\">$0.0015</td>";
+        "<td class=\"num\">200</td><td class=\"num\">100</td><td class=\"num\">1</td><td class=\"num\">$0.001500</td>";
     assert!(row.ends_with(tail), "row of `four`: {row}");
     assert!(html.contains("<dd id=\"run-tokens\">1500</dd>"), "the run's tokens");
-    assert!(html.contains("<dd id=\"run-cost\">$0.0075</dd>"), "the run's cost");
+    assert!(html.contains("<dd id=\"run-cost\">$0.007500</dd>"), "the run's cost");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -131,7 +131,7 @@ async fn on_exceed_fail_fails_at_the_crossing_call_and_stop_ends_a_suspended_run
     let run = agentic(&store, &["run", file.to_str().unwrap(), "--memory-id", "cheap"]);
     assert_eq!(run.status.code(), Some(2), "{}{}", stdout(&run), stderr(&run));
     let said = format!("{}{}", stdout(&run), stderr(&run));
-    assert!(said.contains("($0.0015 of $0.0010)"), "{said}");
+    assert!(said.contains("($0.001500 of $0.001000)"), "{said}");
     let stop = agentic(&store, &["respond", "cheap", "\"stop\""]);
     assert_eq!(stop.status.code(), Some(0), "{}", stderr(&stop));
     let ended = agentic(&store, &["resume", "cheap"]);

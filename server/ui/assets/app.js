@@ -5,7 +5,7 @@
 
   var FINAL = { completed: true, failed: true, cancelled: true };
   var EVENTS = ['agent_started', 'agent_completed', 'agent_failed', 'token', 'tool_call', 'tool_result',
-    'planner_decision', 'suspended', 'resumed', 'completed', 'failed', 'cancelled'];
+    'planner_decision', 'waiting_for_capacity', 'suspended', 'resumed', 'completed', 'failed', 'cancelled'];
 
   // An element with properties (`role` and `data-*` as attributes) and children (strings become text nodes).
   function el(tag, props, children) {
@@ -181,6 +181,9 @@
       case 'tool_call': return (d.tool || '') + ' ' + display(d.arguments);
       case 'tool_result': return (d.tool || '') + ' → ' + display(d.result);
       case 'planner_decision': return [display(d.decision), d.rationale ? display(d.rationale) : ''].join(' ').trim();
+      case 'waiting_for_capacity':
+        return 'model call waits for ' + (d.limit || 'capacity') + ' of ' + (d.endpoint || '') +
+          (d.wait_ms ? ' (' + (d.wait_ms / 1000).toFixed(1) + ' s)' : '');
       case 'suspended': return 'waiting for ' + (d.pending || []).map(function (p) { return p.id; }).join(', ');
       case 'resumed': return 'answers ' + display(d.answers);
       case 'completed': return display(d.output);
