@@ -19,6 +19,12 @@ const RESERVE_SQL: &str = "INSERT INTO agentic_capacity AS c (key, next_start_ms
      SET next_start_ms = GREATEST(c.next_start_ms, c.tokens_paid_ms, c.backed_off_ms, $2::bigint) + $3::bigint
      RETURNING c.next_start_ms - $3::bigint";
 
+/// `Unreserve`: gives back a start a `Reserve` took (its call was cancelled while waiting) when no later start
+/// was taken since, i.e. the next start is still that start plus the interval; else nothing changes (nor does
+/// it for an endpoint without a row).
+const UNRESERVE_SQL: &str = "UPDATE agentic_capacity SET next_start_ms = $2::bigint
+     WHERE key = $1 AND next_start_ms = $2::bigint + $3::bigint";
+
 /// `Spend`: tokens paid until = `max(tokens paid until, now) + debt`.
 const SPEND_SQL: &str = "INSERT INTO agentic_capacity AS c (key, next_start_ms, tokens_paid_ms, backed_off_ms)
      VALUES ($1, 0, $2::bigint + $3::bigint, 0)
@@ -112,6 +118,11 @@ pub(crate) async fn apply(
             let rows = query(client, RESERVE_SQL, &[&key, &now, &interval]).await?;
             let start = rows.first().map_or(now_ms, |row| time(row.get(0)));
             Ok(Some(CapacityAnswer::Start(start)))
+        }
+        CapacityOp::Unreserve { key, start_ms, interval_ms } => {
+            let (start, interval) = (big("start", start_ms)?, big("interval", interval_ms)?);
+            query(client, UNRESERVE_SQL, &[&key, &start, &interval]).await?;
+            Ok(Some(CapacityAnswer::Done))
         }
         CapacityOp::Spend { key, now_ms, debt_ms } => {
             let (now, debt) = (big("now", now_ms)?, big("token debt", debt_ms)?);

@@ -36,6 +36,16 @@ async fn sixty_a_minute_start_a_second_apart() {
         starts.push(reserve(&store, 10_000, limits.request_interval_ms()).await);
     }
     assert_eq!(starts, vec![10_000, 11_000, 12_000, 13_000]);
+    // The last start given back: the next caller gets it; an earlier one cannot be given back any more.
+    let unreserve = |start_ms| CapacityOp::Unreserve { key: "k".into(), start_ms, interval_ms: 1000 };
+    assert_eq!(apply(&store, unreserve(13_000)).await, CapacityAnswer::Done);
+    assert_eq!(apply(&store, unreserve(11_000)).await, CapacityAnswer::Done);
+    assert_eq!(reserve(&store, 10_500, 1000).await, 13_000);
+    // Nothing to give back on an endpoint never reserved.
+    let unknown = CapacityOp::Unreserve { key: "never".into(), start_ms: 5, interval_ms: 1 };
+    assert_eq!(apply(&store, unknown).await, CapacityAnswer::Done);
+    let start = apply(&store, CapacityOp::Reserve { key: "never".into(), now_ms: 3, interval_ms: 1 }).await;
+    assert_eq!(start, CapacityAnswer::Start(3));
     // Later than the queue: at once.
     assert_eq!(reserve(&store, 20_000, 1000).await, 20_000);
     // Another handle (another server) continues the same queue.
@@ -99,7 +109,8 @@ async fn slots_are_counted_and_expire() {
     }
 }
 
-/// A long pseudo-random sequence of every operation on a few endpoints, with limits that change (as a spec
+/// A long pseudo-random sequence of every operation on a few endpoints (a start given back just after it was
+/// taken, or later when others were taken since, or one never taken), with limits that change (as a spec
 /// edited between runs): the store answers as the process's limiter, every time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_sequence_of_operations_answers_as_the_process_limiter() {
@@ -115,13 +126,22 @@ async fn any_sequence_of_operations_answers_as_the_process_limiter() {
     };
     let mut now = 1_000_000u64;
     let mut held: Vec<(String, u32, String)> = Vec::new();
-    // Answers of each kind seen: a start later than now, a slot, no slot, a release of a held slot.
-    let (mut waits, mut slots, mut full, mut releases) = (0, 0, 0, 0);
+    let mut reserved: Vec<(String, u64, u64)> = Vec::new();
+    // Operations of each kind seen: a start later than now, a slot, no slot, a release of a held slot, a start
+    // given back.
+    let (mut waits, mut slots, mut full, mut releases, mut unreserves) = (0, 0, 0, 0, 0);
     for i in 0..600 {
         now += next(300);
         let key = format!("endpoint {}", next(3));
-        let op = match next(6) {
+        let op = match next(7) {
             0 | 1 => CapacityOp::Reserve { key, now_ms: now, interval_ms: next(4) * 250 },
+            // A start given back: one just taken (given back when still the last), or any time.
+            6 => match reserved.pop() {
+                Some((key, start_ms, interval_ms)) if next(4) > 0 => {
+                    CapacityOp::Unreserve { key, start_ms, interval_ms }
+                }
+                _ => CapacityOp::Unreserve { key, start_ms: now - next(2000), interval_ms: next(4) * 250 },
+            },
             2 => CapacityOp::Spend { key, now_ms: now, debt_ms: next(2000) },
             3 => CapacityOp::BackOff { key, until_ms: now + next(3000) },
             4 => CapacityOp::Hold {
@@ -146,12 +166,21 @@ async fn any_sequence_of_operations_answers_as_the_process_limiter() {
                 held.push((key, slot, holder));
             }
             (_, CapacityAnswer::Slot(None)) => full += 1,
-            (_, CapacityAnswer::Start(start)) if start > now => waits += 1,
+            (CapacityOp::Reserve { key, interval_ms, .. }, CapacityAnswer::Start(start)) => {
+                reserved.push((key, start, interval_ms));
+                if start > now {
+                    waits += 1;
+                }
+            }
+            (CapacityOp::Unreserve { .. }, _) => unreserves += 1,
             (CapacityOp::Release { .. }, _) => releases += 1,
             _ => {}
         }
     }
-    assert!(waits > 20 && slots > 20 && full > 5 && releases > 20, "{waits} {slots} {full} {releases}");
+    assert!(
+        waits > 20 && slots > 20 && full > 5 && releases > 20 && unreserves > 20,
+        "{waits} {slots} {full} {releases} {unreserves}"
+    );
 }
 
 /// Four handles (four servers) reserve 30 starts each at the same moment, 100 ms apart: 120 different starts,
