@@ -24,6 +24,14 @@
 //!   left in the database by a dead server (a tick taken, its run never created) is taken over: its run exists
 //!   once.
 //!
+//! - `three_servers_share_sixty_requests_a_minute` (SPEC.md §3 `limits`): a model with `limits:
+//!   {requests_per_minute: 60}` called by two endless loops on each of three servers (six runs, each wanting
+//!   a call every ~20 ms). The arrivals at the loopback model are counted for 75 s from the first: no window
+//!   of 60 s less the arrivals' jitter (100 ms: the calls start exactly 1 s apart, they arrive a few ms
+//!   later, by a few ms more or less each) from an arrival holds more than 60, no two arrive less than 0.9 s
+//!   apart, and the 75 s hold 75 ± 10 %. The arrivals are printed per server (the prompt names the run), per
+//!   10-s bucket, and the fullest exact 60-s window.
+//!
 //! The tests run one at a time (a lock): two of them measure times, which a 20 000-step run on the same two
 //! cores would distort.
 //!
@@ -817,4 +825,143 @@ async fn a_schedule_on_three_servers_runs_each_tick_exactly_once_while_one_is_ki
         assert_eq!(run["steps"], 4, "{id}: {run}");
     }
     drop((b, c));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// 6. A model's rate limit, shared by three servers
+
+/// How long `three_servers_share_sixty_requests_a_minute` counts arrivals, from the first.
+const RATE_SPAN: Duration = Duration::from_secs(75);
+
+/// How much an arrival at the model may differ from its start (milliseconds), in
+/// `three_servers_share_sixty_requests_a_minute`. The limiter starts the calls exactly 1000 ms apart, so the
+/// first and the 61st of a row are exactly 60 s apart; what the model sees is each start plus that call's
+/// latency (a timer waking up to a millisecond or more late, a new connection, the scheduling of two cores),
+/// which varies by a few milliseconds: a window of exactly 60 s from an arrival holds 61 arrivals whenever
+/// the 61st call was quicker than the first (measured: the first 2.7 ms slower, 61 in the 60 s from it).
+/// The test asserts 60 at most in the windows this much shorter, and consecutive arrivals at most this much
+/// closer than a second; it prints the exact 60-s count.
+const JITTER_MS: f64 = 100.0;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_servers_share_sixty_requests_a_minute() {
+    let _serial = SERIAL.lock().await;
+    let Some(db) = pg::fresh_database("three_servers_share_sixty_requests_a_minute").await else { return };
+    let servers = [Served::start(&db), Served::start(&db), Served::start(&db)];
+    let (model, calls) = model(Duration::from_millis(20)).await;
+    // Endless loops of a model call: without the limit each run would call the model every ~20 ms.
+    let spec = format!(
+        "version: 1\nname: paced\nroot: main\n\
+         models:\n\
+         \x20 default:\n\
+         \x20   provider: openai\n\
+         \x20   base_url: \"{}/v1\"\n\
+         \x20   model: gpt-test\n\
+         \x20   limits:\n\
+         \x20     requests_per_minute: 60\n\
+         agents:\n\
+         \x20 main: {{ kind: loop, agents: [count, call], max_iterations: 1000, output_key: last }}\n\
+         \x20 count: {{ kind: compute, value: \"(n if n is defined else 0) + 1\", inputs: [], output_key: n }}\n\
+         \x20 call: {{ kind: llm, user: \"{{{{ who }}}} call {{{{ n }}}}\", output_key: last }}\n",
+        model.uri()
+    );
+    let http = reqwest::Client::new();
+    // Two runs per server; the prompt starts with the run's id, `s<server>-<run>`.
+    let mut runs = Vec::new();
+    for (i, server) in servers.iter().enumerate() {
+        for r in 0..2 {
+            let id = format!("s{i}-{r}");
+            create(&http, &server.url, &spec, json!({"who": id}), &id).await;
+            runs.push((id, server.url.clone()));
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let first = loop {
+        if let Some((_, at)) = calls.lock().unwrap().first() {
+            break *at;
+        }
+        assert!(Instant::now() < deadline, "no model call 30 s after the runs started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // Past the span (a call sent at its end arrives a little later), then the runs are cancelled.
+    tokio::time::sleep((first + RATE_SPAN + Duration::from_millis(500)).saturating_duration_since(Instant::now()))
+        .await;
+    for (id, url) in &runs {
+        let (status, text) = post(&http, url, &format!("{id}/cancel"), json!({})).await;
+        assert_eq!(status, 202, "cancel {id}: {text}");
+    }
+    for (id, url) in &runs {
+        wait_status(&http, url, id, "cancelled", Duration::from_secs(10)).await;
+    }
+
+    // Every arrival, in milliseconds from the first, with the run that made it.
+    let mut arrivals: Vec<(f64, String)> = calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(prompt, at)| {
+            let ms = at.saturating_duration_since(first).as_secs_f64() * 1000.0;
+            (ms, prompt.split(' ').next().unwrap().to_string())
+        })
+        .collect();
+    arrivals.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let times: Vec<f64> = arrivals.iter().map(|(ms, _)| *ms).collect();
+    let span_ms = RATE_SPAN.as_secs_f64() * 1000.0;
+    let in_span: Vec<&(f64, String)> = arrivals.iter().filter(|(ms, _)| *ms < span_ms).collect();
+    println!(
+        "{} model calls in the {} s from the first ({} in all, the runs cancelled):",
+        in_span.len(),
+        RATE_SPAN.as_secs(),
+        arrivals.len()
+    );
+    for (i, _) in servers.iter().enumerate() {
+        let prefix = format!("s{i}-");
+        let mine = in_span.iter().filter(|(_, who)| who.starts_with(&prefix)).count();
+        let per_run: Vec<String> = (0..2)
+            .map(|r| {
+                let id = format!("s{i}-{r}");
+                format!("{id}: {}", in_span.iter().filter(|(_, who)| *who == id).count())
+            })
+            .collect();
+        println!("  server {i}: {mine} ({})", per_run.join(", "));
+    }
+    let buckets: Vec<String> = (0..RATE_SPAN.as_secs().div_ceil(10))
+        .map(|b| {
+            let (from, to) = (b as f64 * 10_000.0, ((b + 1) as f64 * 10_000.0).min(span_ms));
+            let n = times.iter().filter(|t| **t >= from && **t < to).count();
+            format!("[{}, {}) s: {n}", from / 1000.0, to / 1000.0)
+        })
+        .collect();
+    println!("  per 10 s: {}", buckets.join("; "));
+    let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    let min_gap = gaps.iter().copied().fold(f64::INFINITY, f64::min);
+    let max_gap = gaps.iter().copied().fold(0.0, f64::max);
+    println!("  gaps between arrivals: {min_gap:.1} ms to {max_gap:.1} ms");
+
+    // No 60-s window from an arrival holds more than 60 arrivals, to within the arrivals' jitter (JITTER_MS).
+    let fullest = |window_ms: f64| {
+        let mut fullest = (0, 0.0);
+        for (i, t) in times.iter().enumerate() {
+            let n = times[i..].iter().take_while(|u| **u < t + window_ms).count();
+            if n > fullest.0 {
+                fullest = (n, *t);
+            }
+        }
+        fullest
+    };
+    let (exact, from) = fullest(60_000.0);
+    println!("  the fullest 60-s window from an arrival: {exact} calls, from {:.3} s", from / 1000.0);
+    let (within, from) = fullest(60_000.0 - JITTER_MS);
+    println!(
+        "  the fullest {:.2}-s window from an arrival: {within} calls, from {:.3} s",
+        (60_000.0 - JITTER_MS) / 1000.0,
+        from / 1000.0
+    );
+    assert!(within <= 60, "{within} calls in the {JITTER_MS} ms short of 60 s from {:.3} s: {times:?}", from / 1000.0);
+    assert!(min_gap >= 1000.0 - JITTER_MS, "two calls {min_gap:.1} ms apart: {times:?}");
+    // The limit, not the work, bounds the rate: one a second over the span, within 10 %.
+    let expected = RATE_SPAN.as_secs_f64();
+    let n = in_span.len() as f64;
+    assert!(n >= 0.9 * expected && n <= 1.1 * expected, "{n} calls in {expected} s: {times:?}");
+    drop(model);
 }

@@ -380,6 +380,13 @@ impl CheckpointStore for JournalTap {
     async fn listen(&self, channels: Vec<String>) -> Result<Option<agentic_engine::NoticeReceiver>, StoreError> {
         self.inner.listen_dyn(channels).await
     }
+
+    async fn capacity(
+        &self,
+        op: agentic_engine::limits::CapacityOp,
+    ) -> Result<Option<agentic_engine::limits::CapacityAnswer>, StoreError> {
+        self.inner.capacity_dyn(op).await
+    }
 }
 
 /// The listener the host puts on every run it executes: the events the journal does not carry.

@@ -123,4 +123,11 @@ impl CheckpointStore for KillAfter {
     async fn listen(&self, channels: Vec<String>) -> Result<Option<agentic_engine::NoticeReceiver>, StoreError> {
         self.inner.listen_dyn(channels).await
     }
+
+    async fn capacity(
+        &self,
+        op: agentic_engine::limits::CapacityOp,
+    ) -> Result<Option<agentic_engine::limits::CapacityAnswer>, StoreError> {
+        self.inner.capacity_dyn(op).await
+    }
 }

@@ -23,6 +23,8 @@
 mod format;
 mod memory;
 #[cfg(feature = "postgres")]
+mod pg_capacity;
+#[cfg(feature = "postgres")]
 mod pg_listen;
 mod pg_url;
 #[cfg(feature = "postgres")]

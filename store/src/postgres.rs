@@ -30,8 +30,9 @@ use crate::sled_store::DEFAULT_SNAPSHOT_INTERVAL;
 /// `lease_owner`, `lease_expires_at`, `fencing_token`, unused until leases), `agentic_journal`,
 /// `agentic_snapshots`, `agentic_snapshot_chunks`. Version 2: the spec archive `agentic_specs` and
 /// `agentic_runs.cancel_requested_at` (SERVER.md §4, §5). Version 3: the schedules, `agentic_schedules`
-/// (SERVER.md §6).
-pub const PG_SCHEMA_VERSION: i32 = 3;
+/// (SERVER.md §6). Version 4: the model-call limiter every server shares (SPEC.md §3 `limits`),
+/// `agentic_capacity` and `agentic_capacity_slots`.
+pub const PG_SCHEMA_VERSION: i32 = 4;
 
 /// The migrations, in order: `(version, SQL)`. Each runs once, in the transaction that records its version.
 const MIGRATIONS: &[(i32, &str)] = &[
@@ -81,6 +82,22 @@ const MIGRATIONS: &[(i32, &str)] = &[
          id text PRIMARY KEY,
          record json NOT NULL,
          updated_at timestamptz NOT NULL DEFAULT now()
+     );",
+    ),
+    (
+        4,
+        "CREATE TABLE agentic_capacity (
+         key text PRIMARY KEY,
+         next_start_ms bigint NOT NULL DEFAULT 0,
+         tokens_paid_ms bigint NOT NULL DEFAULT 0,
+         backed_off_ms bigint NOT NULL DEFAULT 0
+     );
+     CREATE TABLE agentic_capacity_slots (
+         key text NOT NULL,
+         slot integer NOT NULL,
+         holder text,
+         expires_ms bigint NOT NULL DEFAULT 0,
+         PRIMARY KEY (key, slot)
      );",
     ),
 ];
@@ -1347,6 +1364,21 @@ impl CheckpointStore for PgStore {
         }
         tx.commit().await.map_err(fail)?;
         Ok(Ok(written))
+    }
+
+    /// One statement per operation on `agentic_capacity` / `agentic_capacity_slots` (a `Hold` that finds
+    /// slots never used first adds their rows): atomic with respect to every server on the database
+    /// (`store/src/pg_capacity.rs`, `docs/store-format.md`).
+    async fn capacity(
+        &self,
+        op: agentic_engine::limits::CapacityOp,
+    ) -> Result<Option<agentic_engine::limits::CapacityAnswer>, StoreError> {
+        const OP: &str = "rate limiter";
+        let client = self.client(OP).await?;
+        crate::pg_capacity::apply(&client, op).await.map_err(|e| match e {
+            crate::pg_capacity::CapacityError::Range(message) => self.backend(OP, message),
+            crate::pg_capacity::CapacityError::Pg(e) => self.backend(OP, pg_message(&e)),
+        })
     }
 
     async fn load(&self, run_id: &str) -> Result<RunImage, StoreError> {
