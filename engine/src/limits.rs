@@ -41,9 +41,13 @@ impl ModelLimits {
         self.requests_per_minute.is_none() && self.tokens_per_minute.is_none() && self.max_concurrency.is_none()
     }
 
-    /// Milliseconds between two call starts (0 without `requests_per_minute`).
+    /// Milliseconds between two call starts (0 without `requests_per_minute`): a minute divided by the limit,
+    /// 0.2 % wider up to 600 a minute (1002 ms for 60), so that the calls' arrivals at the provider, each a
+    /// few milliseconds after its start, never put more than the limit in a sixty-second window; whole
+    /// milliseconds above (the rounding up is the margin).
     pub fn request_interval_ms(&self) -> u64 {
-        self.requests_per_minute.filter(|r| *r > 0).map_or(0, |r| 60_000u64.div_ceil(u64::from(r)))
+        let Some(r) = self.requests_per_minute.filter(|r| *r > 0).map(u64::from) else { return 0 };
+        if r <= 600 { 60_120u64.div_ceil(r) } else { 60_000u64.div_ceil(r) }
     }
 
     /// Milliseconds of waiting one token costs (0 without `tokens_per_minute`).
@@ -339,7 +343,10 @@ mod tests {
     fn sixty_a_minute_start_a_second_apart() {
         let c = ProcessCapacity::default();
         let limits = ModelLimits { requests_per_minute: Some(60), ..ModelLimits::default() };
-        let starts: Vec<u64> = (0..4).map(|_| reserve(&c, 10_000, limits.request_interval_ms())).collect();
+        assert_eq!(limits.request_interval_ms(), 1002);
+        let per = |r| ModelLimits { requests_per_minute: Some(r), ..ModelLimits::default() }.request_interval_ms();
+        assert_eq!((per(1), per(600), per(601), per(6000)), (60_120, 101, 100, 10));
+        let starts: Vec<u64> = (0..4).map(|_| reserve(&c, 10_000, 1000)).collect();
         assert_eq!(starts, vec![10_000, 11_000, 12_000, 13_000]);
         // The last start given back: the next caller gets it; an earlier one cannot be given back any more.
         c.apply(CapacityOp::Unreserve { key: "k".into(), start_ms: 13_000, interval_ms: 1000 });
