@@ -903,10 +903,13 @@ impl InvocationContext {
         };
         let now_ms = crate::time::now_ms();
         let interval_ms = limits.request_interval_ms();
-        let op = CapacityOp::Reserve { key: key.clone(), now_ms, interval_ms };
-        if let CapacityAnswer::Start(start_ms) = source.apply(op).await.map_err(store_failed)?
-            && start_ms > now_ms
-        {
+        let mut now_ms = now_ms;
+        loop {
+            let op = CapacityOp::Reserve { key: key.clone(), now_ms, interval_ms };
+            let CapacityAnswer::Start(start_ms) = source.apply(op).await.map_err(store_failed)? else { break };
+            if start_ms <= now_ms {
+                break;
+            }
             // What holds it back: the spacing of requests, the tokens of earlier calls, or a provider's 429.
             let limit = match (limits.requests_per_minute, limits.tokens_per_minute) {
                 (Some(_), _) => "requests_per_minute",
@@ -924,6 +927,12 @@ impl InvocationContext {
                     }
                     return Err(AgentError::Cancelled);
                 }
+            }
+            // A 429 (or other calls' tokens) during the wait pushed the endpoint back: take a start after it.
+            now_ms = crate::time::now_ms();
+            match source.apply(CapacityOp::Peek { key: key.clone() }).await.map_err(store_failed)? {
+                CapacityAnswer::Start(ready_ms) if ready_ms > now_ms => continue,
+                _ => break,
             }
         }
         Ok(permit)
@@ -957,13 +966,17 @@ impl InvocationContext {
         if replayed.is_some() {
             return Ok(replayed);
         }
-        let l = lock(ledger);
+        // Checked and counted at once: calls started together (a parallel's branches) cannot all pass a
+        // `model_calls` limit.
+        let mut l = lock(ledger);
         for t in l.budgets.iter().filter(|t| t.covers(path)) {
             let reached = t.budget.reached(&t.used);
             if !reached.is_empty() {
                 return Err(self.over_budget(t, t.budget.reached_names(&t.used), &reached));
             }
         }
+        let call = crate::budget::Usage { model_calls: 1, ..Default::default() };
+        l.spend(path, &call);
         Ok(None)
     }
 
@@ -993,9 +1006,15 @@ impl InvocationContext {
         }
         let answer = answer();
         self.with_usage(|u| u.calls.push(answer));
-        let mut call = crate::budget::Usage::default();
-        call.add_call(model, tokens.input, tokens.output, cost_usd);
-        l.spend(path, &call);
+        // The call itself was counted when it was let through (`before_model_call`).
+        let spent = crate::budget::Usage {
+            input_tokens: tokens.input,
+            output_tokens: tokens.output,
+            cost_usd,
+            models: vec![model.to_string()],
+            ..Default::default()
+        };
+        l.spend(path, &spent);
         for t in l.budgets.iter().filter(|t| t.covers(path)) {
             if t.budget.cost_usd.is_some() && cost_usd.is_none() {
                 return Err(self.fail(format!(
@@ -1032,17 +1051,27 @@ impl InvocationContext {
         let data = &pending.data;
         let at = data.get("budget_path").and_then(Value::as_str).unwrap_or_default();
         if answer.as_str() == Some("stop") {
+            // What the suspended invocation spent stays counted: in its failed record.
+            if let Ok(u) = serde_json::from_value::<crate::budget::Usage>(
+                data.get("invocation_usage").cloned().unwrap_or(Value::Null),
+            ) {
+                self.with_usage(|mine| match &mut mine.usage {
+                    Some(acc) => acc.add(&u),
+                    None => {
+                        mine.tokens = Some(TokenUsage { input: u.input_tokens, output: u.output_tokens });
+                        mine.usage = Some(u);
+                    }
+                });
+            }
             return Err(self.fail(format!("stopped at its budget, as answered: {}", pending.prompt)));
         }
-        let reached: Vec<String> = data
-            .get("reached")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
-            .unwrap_or_default();
+        let reached = crate::budget::reached_of(data);
         let mut l = lock(ledger);
         let Some(t) = l.budgets.iter_mut().find(|t| t.path == at) else { return Ok(()) };
         let limits = data.get("limits").and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or(t.budget);
-        t.budget = limits.raised(&answer, &reached).map_err(|e| self.fail(format!("budget of `{}`: {e}", t.agent)))?;
+        t.budget = limits
+            .raised(&answer, &reached, &t.used)
+            .map_err(|e| self.fail(format!("budget of `{}`: {e}", t.agent)))?;
         let raised: Map<String, Value> =
             l.budgets.iter().filter_map(|t| serde_json::to_value(t.budget).ok().map(|b| (t.path.clone(), b))).collect();
         drop(l);

@@ -14,6 +14,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+pub use crate::journal::FailedUsage;
+
 /// What a model call costs per million tokens, in USD (SPEC.md §3 `prices`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -122,7 +124,8 @@ impl Budget {
             out.push(format!("{} tokens of {t}", used.tokens()));
         }
         if let Some(c) = self.model_calls.filter(|c| used.model_calls >= *c) {
-            out.push(format!("{} model calls of {c}", used.model_calls));
+            let s = if used.model_calls == 1 { "" } else { "s" };
+            out.push(format!("{} model call{s} of {c}", used.model_calls));
         }
         if let Some(c) = self.cost_usd.filter(|c| used.cost_usd.unwrap_or(0.0) >= *c) {
             out.push(format!("{} of {}", usd(used.cost_usd.unwrap_or(0.0)), usd(c)));
@@ -143,38 +146,67 @@ impl Budget {
     }
 
     /// This budget with the new limits of a `budget` pending response's `answer`: a number raises every
-    /// limit in `crossed` (`tokens`, `model_calls`, `cost_usd`), an object sets the limits it names.
+    /// limit in `crossed` (`tokens`, `model_calls`, `cost_usd`), an object sets the limits it names. A limit
+    /// must be one this budget has, a whole number for `tokens` and `model_calls`, and above what `used`
+    /// holds already (else the run would stop again at once).
     ///
     /// # Errors
-    /// A message saying what a budget answer is, when `answer` is neither.
-    pub fn raised(&self, answer: &Value, crossed: &[String]) -> Result<Budget, String> {
-        let mut b = *self;
-        match answer {
-            Value::Number(n) => {
-                let f = n.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| answer_error(answer))?;
-                for c in crossed {
-                    match c.as_str() {
-                        "tokens" => b.tokens = Some(f as u64),
-                        "model_calls" => b.model_calls = Some(f as u64),
-                        "cost_usd" => b.cost_usd = Some(f),
-                        _ => {}
-                    }
-                }
-            }
-            Value::Object(m) if !m.is_empty() => {
-                for (k, v) in m {
-                    let f = v.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| answer_error(answer))?;
-                    match k.as_str() {
-                        "tokens" => b.tokens = Some(f as u64),
-                        "model_calls" => b.model_calls = Some(f as u64),
-                        "cost_usd" => b.cost_usd = Some(f),
-                        _ => return Err(answer_error(answer)),
-                    }
-                }
-            }
+    /// A message saying what is wrong with `answer`.
+    pub fn raised(&self, answer: &Value, crossed: &[String], used: &Usage) -> Result<Budget, String> {
+        let pairs: Vec<(String, &Value)> = match answer {
+            Value::Number(_) => crossed.iter().map(|c| (c.clone(), answer)).collect(),
+            Value::Object(m) if !m.is_empty() => m.iter().map(|(k, v)| (k.clone(), v)).collect(),
             _ => return Err(answer_error(answer)),
+        };
+        let mut b = *self;
+        for (limit, v) in pairs {
+            let has = match limit.as_str() {
+                "tokens" => self.tokens.is_some(),
+                "model_calls" => self.model_calls.is_some(),
+                "cost_usd" => self.cost_usd.is_some(),
+                _ => return Err(answer_error(answer)),
+            };
+            if !has {
+                return Err(format!("this budget has no `{limit}` limit to raise (it limits {})", self.names()));
+            }
+            let n = v.as_f64().filter(|f| f.is_finite() && *f >= 0.0).ok_or_else(|| answer_error(answer))?;
+            let (now, whole) = match limit.as_str() {
+                "tokens" => (used.tokens() as f64, true),
+                "model_calls" => (used.model_calls as f64, true),
+                _ => (used.cost_usd.unwrap_or(0.0), false),
+            };
+            if whole && n.fract() != 0.0 {
+                return Err(format!("`{limit}` is a whole number, not {n}"));
+            }
+            if n <= now {
+                return Err(format!("the new `{limit}` limit, {n}, must be above what is used already, {now}"));
+            }
+            match limit.as_str() {
+                "tokens" => b.tokens = Some(n as u64),
+                "model_calls" => b.model_calls = Some(n as u64),
+                _ => b.cost_usd = Some(n),
+            }
+        }
+        let still = b.reached_names(used);
+        if let Some(limit) = crossed.iter().find(|c| still.contains(c)) {
+            return Err(format!("the answer must raise `{limit}`, the limit that was reached"));
         }
         Ok(b)
+    }
+
+    /// The limits it has, as `tokens, cost_usd`.
+    fn names(&self) -> String {
+        let mut out = Vec::new();
+        for (name, set) in [
+            ("`tokens`", self.tokens.is_some()),
+            ("`model_calls`", self.model_calls.is_some()),
+            ("`cost_usd`", self.cost_usd.is_some()),
+        ] {
+            if set {
+                out.push(name);
+            }
+        }
+        out.join(", ")
     }
 
     /// The names of the limits (`tokens`, `model_calls`, `cost_usd`) `used` has reached.
@@ -193,16 +225,26 @@ impl Budget {
     }
 }
 
-/// Whether `answer` is a valid answer to a `budget` pending response: `"stop"`, a number ≥ 0, or an object
-/// of `tokens` / `model_calls` / `cost_usd` numbers.
+/// Whether `answer` is a valid answer to a `budget` pending response whose `data` (the limits, what was
+/// used and reached) it answers: `"stop"`, or new limits as [`Budget::raised`] takes them.
 ///
 /// # Errors
-/// The message saying what a budget answer is.
-pub fn check_budget_answer(answer: &Value) -> Result<(), String> {
-    if answer.as_str().is_some_and(|s| s == "stop") {
+/// The message saying what is wrong.
+pub fn check_budget_answer(answer: &Value, data: &Value) -> Result<(), String> {
+    if answer.as_str() == Some("stop") {
         return Ok(());
     }
-    Budget::default().raised(answer, &["tokens".to_string()]).map(|_| ())
+    let limits: Budget = serde_json::from_value(data.get("limits").cloned().unwrap_or(Value::Null)).unwrap_or_default();
+    let used: Usage = serde_json::from_value(data.get("used").cloned().unwrap_or(Value::Null)).unwrap_or_default();
+    limits.raised(answer, &reached_of(data), &used).map(|_| ())
+}
+
+/// The limits a budget pending response's `data` says were reached.
+pub(crate) fn reached_of(data: &Value) -> Vec<String> {
+    data.get("reached")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
 }
 
 fn answer_error(answer: &Value) -> String {
@@ -318,6 +360,7 @@ impl Ledger {
     pub(crate) fn for_run(
         root: &crate::AgentRef,
         history: &[crate::InvocationRecord],
+        failed: &[crate::journal::FailedUsage],
         state: &serde_json::Map<String, Value>,
         suspensions: &[crate::run::PendingResponse],
     ) -> Option<Self> {
@@ -337,6 +380,9 @@ impl Ledger {
             if let Some(u) = &r.usage {
                 ledger.spend(&r.path, u);
             }
+        }
+        for f in failed {
+            ledger.spend(&f.path, &f.usage);
         }
         for p in suspensions.iter().filter(|p| p.kind == crate::PendingKind::Budget) {
             let data = &p.data;
@@ -361,7 +407,8 @@ impl Ledger {
 /// What a run spent on models, per agent (by path, in the order first seen) and in total: the journal's
 /// `history` and the calls of invocations suspended at a budget (`pending`). What `show`, `GET /runs/{id}`
 /// and the report give (SPEC.md §3).
-pub fn usage_by_agent(history: &[crate::InvocationRecord], pending: &[crate::run::PendingResponse]) -> Value {
+pub fn usage_by_agent(image: &crate::RunImage, pending: &[crate::run::PendingResponse]) -> Value {
+    let history = &image.history;
     let mut agents: Vec<(String, String, Usage)> = Vec::new();
     let mut add = |agent: &str, path: &str, u: &Usage| match agents.iter_mut().find(|(_, p, _)| p == path) {
         Some((_, _, acc)) => acc.add(u),
@@ -373,6 +420,9 @@ pub fn usage_by_agent(history: &[crate::InvocationRecord], pending: &[crate::run
         } else if let Some(t) = r.tokens {
             add(&r.agent, &r.path, &Usage { input_tokens: t.input, output_tokens: t.output, ..Usage::default() });
         }
+    }
+    for f in &image.failed_usage {
+        add(&f.agent, &f.path, &f.usage);
     }
     for p in pending.iter().filter(|p| p.kind == crate::PendingKind::Budget) {
         let path = p.data.get("path").and_then(Value::as_str).unwrap_or_default();
@@ -386,14 +436,20 @@ pub fn usage_by_agent(history: &[crate::InvocationRecord], pending: &[crate::run
         .map(|(agent, path, u)| {
             total.add(u);
             json!({"agent": agent, "path": path, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-                   "tokens": u.tokens(), "model_calls": u.model_calls, "cost_usd": u.cost_usd, "models": u.models})
+                   "tokens": u.tokens(), "model_calls": u.model_calls, "cost_usd": u.cost_usd.map(rounded),
+                   "models": u.models})
         })
         .collect();
     json!({
         "agents": rows,
         "total": {"input_tokens": total.input_tokens, "output_tokens": total.output_tokens, "tokens": total.tokens(),
-                  "model_calls": total.model_calls, "cost_usd": total.cost_usd},
+                  "model_calls": total.model_calls, "cost_usd": total.cost_usd.map(rounded)},
     })
+}
+
+/// A cost rounded to a billionth of a dollar (sums of float prices are not exact).
+fn rounded(v: f64) -> f64 {
+    (v * 1e9).round() / 1e9
 }
 
 /// The state key where the limits raised by answers are kept, by the path of the agent whose budget it is.
@@ -428,15 +484,25 @@ mod tests {
     #[test]
     fn answers_raise_limits_or_are_refused() {
         let b = Budget { tokens: Some(1000), cost_usd: Some(1.0), ..Budget::default() };
-        let r = b.raised(&json!(3000), &["tokens".to_string()]).unwrap();
+        let mut used = Usage::default();
+        used.add_call("m", 1000, 200, Some(1.5));
+        let r = b.raised(&json!(3000), &["tokens".to_string()], &used).unwrap();
         assert_eq!((r.tokens, r.cost_usd), (Some(3000), Some(1.0)));
-        let r = b.raised(&json!({"cost_usd": 2.5}), &[]).unwrap();
+        let r = b.raised(&json!({"cost_usd": 2.5}), &[], &used).unwrap();
         assert_eq!((r.tokens, r.cost_usd), (Some(1000), Some(2.5)));
-        assert!(check_budget_answer(&json!("stop")).is_ok());
-        let e = check_budget_answer(&json!("more please")).unwrap_err();
+        let data = json!({"limits": b, "used": used, "reached": ["tokens"]});
+        assert!(check_budget_answer(&json!("stop"), &data).is_ok());
+        let e = check_budget_answer(&json!("more please"), &data).unwrap_err();
         assert!(e.contains("or \"stop\"; got \"more please\""), "{e}");
-        assert!(check_budget_answer(&json!({"tokenz": 5})).is_err());
-        assert!(check_budget_answer(&json!(-1)).is_err());
+        assert!(check_budget_answer(&json!({"tokenz": 5}), &data).is_err());
+        assert!(check_budget_answer(&json!(-1), &data).is_err());
+        let e = check_budget_answer(&json!(1100), &data).unwrap_err();
+        assert_eq!(e, "the new `tokens` limit, 1100, must be above what is used already, 1200");
+        assert_eq!(check_budget_answer(&json!(1500.5), &data).unwrap_err(), "`tokens` is a whole number, not 1500.5");
+        let e = check_budget_answer(&json!({"cost_usd": 9}), &data).unwrap_err();
+        assert_eq!(e, "the answer must raise `tokens`, the limit that was reached");
+        let e = check_budget_answer(&json!({"model_calls": 9}), &data).unwrap_err();
+        assert_eq!(e, "this budget has no `model_calls` limit to raise (it limits `tokens`, `cost_usd`)");
     }
 
     #[test]

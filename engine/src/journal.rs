@@ -386,6 +386,21 @@ pub struct RunImage {
     /// its status was saved loses nothing).
     #[serde(default)]
     pub root_done: Option<Value>,
+    /// What the failed attempts spent on models (they are not in the history; their calls were paid for):
+    /// one entry per failed attempt that called a model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_usage: Vec<FailedUsage>,
+}
+
+/// The model usage of one failed attempt ([`RunImage::failed_usage`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailedUsage {
+    /// Agent name.
+    pub agent: String,
+    /// Agent path.
+    pub path: String,
+    /// What its calls used.
+    pub usage: crate::budget::Usage,
 }
 
 impl RunImage {
@@ -412,7 +427,13 @@ impl RunImage {
         }
         self.seq = record.seq;
         if record.failed {
-            // A failed attempt changes nothing a resume needs; only the journal (and reports) keep it.
+            // A failed attempt changes nothing a resume needs but what it spent; the journal and reports keep it.
+            if let Some(inv) = &record.invocation
+                && let Some(usage) = &inv.usage
+            {
+                let spent = FailedUsage { agent: inv.agent.clone(), path: inv.path.clone(), usage: usage.clone() };
+                self.failed_usage.push(spent);
+            }
             return Ok(());
         }
         match &record.item {

@@ -87,6 +87,13 @@ pub enum CapacityOp {
         /// The interval it was reserved with.
         interval_ms: u64,
     },
+    /// When a call that waited for its start may really start: `max(tokens paid until, backed off until)` of
+    /// `key`, as they are now (a provider's 429 or other calls' tokens may have pushed them back during the
+    /// wait). Answer: [`CapacityAnswer::Start`] (0 for an endpoint never used).
+    Peek {
+        /// Endpoint key.
+        key: String,
+    },
     /// A call used tokens: the endpoint's token debt grows by `debt_ms` from `max(now, debt)`.
     Spend {
         /// Endpoint key.
@@ -180,6 +187,9 @@ impl ProcessCapacity {
                     e.next_start_ms = start_ms;
                 }
                 CapacityAnswer::Done
+            }
+            CapacityOp::Peek { key } => {
+                CapacityAnswer::Start(endpoints.get(&key).map_or(0, |e| e.tokens_paid_ms.max(e.backed_off_ms)))
             }
             CapacityOp::Spend { key, now_ms, debt_ms } => {
                 let e = endpoints.entry(key).or_default();
@@ -365,6 +375,8 @@ mod tests {
         c.apply(CapacityOp::Spend { key: "k".into(), now_ms: 1500, debt_ms: 3000 });
         assert_eq!(reserve(&c, 2000, 0), 4500);
         c.apply(CapacityOp::BackOff { key: "k".into(), until_ms: 9000 });
+        assert_eq!(c.apply(CapacityOp::Peek { key: "k".into() }), CapacityAnswer::Start(9000));
+        assert_eq!(c.apply(CapacityOp::Peek { key: "new".into() }), CapacityAnswer::Start(0));
         assert_eq!(reserve(&c, 5000, 0), 9000);
     }
 

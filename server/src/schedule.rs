@@ -79,7 +79,28 @@ impl Timing {
             )));
         }
         let parser = CronParser::builder().seconds(Seconds::Optional).year(Year::Disallowed).build();
-        let cron = parser.parse(cron).map_err(|e| ApiError::bad_request(format!("cron: `{cron}`: {e}")))?;
+        let cron = parser.parse(cron).map_err(|e| {
+            // Which field is at fault: the first that fails with every other field `*`.
+            let parts: Vec<&str> = cron.split_whitespace().collect();
+            let names: &[&str] = if parts.len() == 6 {
+                &["second", "minute", "hour", "day-of-month", "month", "day-of-week"]
+            } else {
+                &["minute", "hour", "day-of-month", "month", "day-of-week"]
+            };
+            let culprit = (0..parts.len()).find(|&i| {
+                let alone: Vec<&str> = (0..parts.len()).map(|j| if i == j { parts[i] } else { "*" }).collect();
+                parser.parse(&alone.join(" ")).is_err()
+            });
+            match culprit {
+                Some(i) => ApiError::bad_request(format!(
+                    "cron: `{cron}`: field {} ({}) `{}` is invalid: {e}",
+                    i + 1,
+                    names[i],
+                    parts[i]
+                )),
+                None => ApiError::bad_request(format!("cron: `{cron}`: {e}")),
+            }
+        })?;
         let tz = timezone.parse::<chrono_tz::Tz>().map_err(|_| {
             ApiError::bad_request(format!(
                 "timezone: `{timezone}` is not an IANA time zone name (such as `UTC`, `Europe/Paris`, \
@@ -397,7 +418,9 @@ mod tests {
         assert!(Timing::parse("@daily", "UTC").unwrap_err().message.contains("has 1 field;"));
         assert!(Timing::parse("0 0 0 2 * * 2030", "UTC").unwrap_err().message.contains("has 7 fields"));
         let e = Timing::parse("61 * * * *", "UTC").unwrap_err();
-        assert!(e.message.starts_with("cron: `61 * * * *`: "), "{}", e.message);
+        assert!(e.message.starts_with("cron: `61 * * * *`: field 1 (minute) `61` is invalid: "), "{}", e.message);
+        let e = Timing::parse("0 0 9 * * MON-XYZ", "UTC").unwrap_err();
+        assert!(e.message.starts_with("cron: `0 0 9 * * MON-XYZ`: field 6 (day-of-week) `MON-XYZ`"), "{}", e.message);
         let e = Timing::parse("0 2 * * *", "Mars/Olympus").unwrap_err();
         assert!(e.message.starts_with("timezone: `Mars/Olympus` is not an IANA time zone name"), "{}", e.message);
         assert!(check_id("nightly-report_v2.1").is_ok());

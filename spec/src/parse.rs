@@ -296,18 +296,19 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
     // Without prices a model's cost is not counted: a `cost_usd` budget could never be reached.
     let unpriced: Vec<String> =
         parsed.models.iter().filter(|m| m.prices.is_none()).map(|m| format!("`{}`", m.name)).collect();
-    let cost_budgets = parsed.budget.iter().chain(parsed.agents.iter().filter_map(|a| a.budget.as_ref()));
+    let cost_budgets = parsed
+        .budget
+        .iter()
+        .map(|b| (None, b))
+        .chain(parsed.agents.iter().filter_map(|a| a.budget.as_ref().map(|b| (Some(a.name.as_str()), b))));
     if !unpriced.is_empty() {
-        for b in cost_budgets.filter(|b| b.value.cost_usd.is_some()) {
-            cx.err(
-                b.pos,
-                Some("budget"),
-                format!(
-                    "a `cost_usd` budget needs `prices` on the models: {} {} none",
-                    unpriced.join(", "),
-                    if unpriced.len() == 1 { "has" } else { "have" }
-                ),
+        for (agent, b) in cost_budgets.filter(|(_, b)| b.value.cost_usd.is_some()) {
+            let message = format!(
+                "a `cost_usd` budget needs `prices` on the models: {} {} none",
+                unpriced.join(", "),
+                if unpriced.len() == 1 { "has" } else { "have" }
             );
+            cx.sink.push(b.pos, agent, Some("budget"), message);
         }
     }
     if let (Some(budget), Some(root)) = (parsed.budget.take(), parsed.root.as_ref()) {
@@ -386,6 +387,7 @@ fn parse_model_extras(
             }
             match (input, output) {
                 (Some(i), Some(o)) => prices = Some(Prices { input_per_mtok: i, output_per_mtok: o }),
+                _ if cx.sink_len() > before => {}
                 _ => cx.err(p.pos, None, "`prices` needs both `input_per_mtok` and `output_per_mtok`"),
             }
         }

@@ -481,7 +481,7 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
     };
     let mut state: Vec<(&String, &Value)> = image.state.iter().collect();
     state.sort_by(|a, b| a.0.cmp(b.0));
-    let usage = agentic_engine::budget::usage_by_agent(&image.history, &record.pending);
+    let usage = agentic_engine::budget::usage_by_agent(&image, &record.pending);
     if args.json {
         let mut v = run_json(&record);
         v["output"] = output;

@@ -398,11 +398,18 @@ pub(crate) fn print_end(run_id: &str, end: RunEnd, as_json: bool) -> u8 {
     }
 }
 
-/// What a pending line adds for a deadline: ` — deadline 2026-12-05T04:30:00Z (then the step fails)`.
+/// What a pending line adds for a deadline: ` — deadline 2026-12-05T04:30:00Z (then the step fails)`, or,
+/// once it passed, ` — deadline 2026-12-05T04:30:00Z passed: the step fails at the next resume`.
 pub(crate) fn deadline_note(p: &PendingResponse) -> String {
+    let now = agentic_engine::now_ms();
     match (p.deadline_ms, &p.on_timeout) {
         (None, _) => String::new(),
         (Some(_), _) if p.kind == PendingKind::Wait => String::new(),
+        (Some(d), then) if d <= now => format!(
+            " — deadline {} passed: {} at the next resume",
+            agentic_engine::rfc3339_ms(d),
+            then.as_deref().unwrap_or("the step fails")
+        ),
         (Some(d), Some(then)) => format!(" — deadline {} (then {then})", agentic_engine::rfc3339_ms(d)),
         (Some(d), None) => format!(" — deadline {}", agentic_engine::rfc3339_ms(d)),
     }

@@ -25,6 +25,9 @@ const RESERVE_SQL: &str = "INSERT INTO agentic_capacity AS c (key, next_start_ms
 const UNRESERVE_SQL: &str = "UPDATE agentic_capacity SET next_start_ms = $2::bigint
      WHERE key = $1 AND next_start_ms = $2::bigint + $3::bigint";
 
+/// `Peek`: when a call may really start: `max(tokens paid until, backed off until)`.
+const PEEK_SQL: &str = "SELECT GREATEST(tokens_paid_ms, backed_off_ms) FROM agentic_capacity WHERE key = $1";
+
 /// `Spend`: tokens paid until = `max(tokens paid until, now) + debt`.
 const SPEND_SQL: &str = "INSERT INTO agentic_capacity AS c (key, next_start_ms, tokens_paid_ms, backed_off_ms)
      VALUES ($1, 0, $2::bigint + $3::bigint, 0)
@@ -123,6 +126,11 @@ pub(crate) async fn apply(
             let (start, interval) = (big("start", start_ms)?, big("interval", interval_ms)?);
             query(client, UNRESERVE_SQL, &[&key, &start, &interval]).await?;
             Ok(Some(CapacityAnswer::Done))
+        }
+        CapacityOp::Peek { key } => {
+            let rows = query(client, PEEK_SQL, &[&key]).await?;
+            let ready = rows.first().map_or(0, |row| time(row.get(0)));
+            Ok(Some(CapacityAnswer::Start(ready)))
         }
         CapacityOp::Spend { key, now_ms, debt_ms } => {
             let (now, debt) = (big("now", now_ms)?, big("token debt", debt_ms)?);

@@ -129,10 +129,11 @@ async fn any_sequence_of_operations_answers_as_the_process_limiter() {
     // Operations of each kind seen: a start later than now, a slot, no slot, a release of a held slot, a start
     // given back.
     let (mut waits, mut slots, mut full, mut releases, mut unreserves) = (0, 0, 0, 0, 0);
-    for i in 0..600 {
+    for i in 0..900 {
         now += next(300);
         let key = format!("endpoint {}", next(3));
-        let op = match next(7) {
+        let op = match next(8) {
+            7 => CapacityOp::Peek { key },
             0 | 1 => CapacityOp::Reserve { key, now_ms: now, interval_ms: next(4) * 250 },
             // A start given back: one just taken (given back when still the last), or any time.
             6 => match reserved.pop() {

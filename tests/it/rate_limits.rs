@@ -146,7 +146,7 @@ async fn a_call_waiting_for_capacity_ends_when_its_run_is_cancelled() {
     }
     let (limit, wait_ms) = waits.0.lock().unwrap()[0].clone();
     assert_eq!(limit, "requests_per_minute");
-    assert!((59_000..=60_000).contains(&wait_ms), "waits {wait_ms} ms");
+    assert!((59_000..=60_120).contains(&wait_ms), "waits {wait_ms} ms");
     let cancelled = Instant::now();
     cancel.cancel();
     let err = run.await.unwrap().unwrap_err();
@@ -177,4 +177,19 @@ async fn a_429_holds_back_the_calls_of_other_runs_for_its_retry_after() {
     let waited = waits.0.lock().unwrap().clone();
     assert_eq!(waited.len(), 1, "{waited:?}");
     assert!((700..=1000).contains(&waited[0].1), "{waited:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_also_holds_back_the_calls_already_waiting_for_their_start() {
+    let log = Log { refuse: 1, ..Log::default() };
+    let server = server(&log).await;
+    // 600 a minute: the three calls start 100 ms apart; the first is refused for a second.
+    let limits = ModelLimits { requests_per_minute: Some(600), ..ModelLimits::default() };
+    let model = endpoint(&server, "waiting", limits);
+    let three = Parallel::builder().sub_agents([llm(&model, "a"), llm(&model, "b"), llm(&model, "c")]).build().unwrap();
+    three.invoke().await.unwrap();
+    let arrivals = log.arrivals.lock().unwrap().clone();
+    assert_eq!(arrivals.len(), 4, "the refused call, its retry, and the two others");
+    let after: Vec<u128> = arrivals[1..].iter().map(|a| a.duration_since(arrivals[0]).as_millis()).collect();
+    assert!(after.iter().all(|ms| *ms >= 950), "{after:?} ms after the 429");
 }

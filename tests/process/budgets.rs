@@ -83,10 +83,17 @@ async fn a_run_suspends_at_the_call_that_crosses_its_budget_and_completes_once_r
     assert_eq!(shown["usage"]["agents"][3]["agent"], "four");
     assert_eq!(shown["usage"]["agents"][3]["tokens"], 300);
 
-    // An answer that is no limit is refused, and nothing is recorded.
-    let bad = agentic(&store, &["respond", "book-1", "more please"]);
-    assert_eq!(bad.status.code(), Some(1));
-    assert!(stderr(&bad).contains("a budget is answered with a new limit"), "{}", stderr(&bad));
+    // An answer that is no limit, or does not raise the one reached above what is used, is refused, and
+    // nothing is recorded.
+    for (answer, says) in [
+        ("more please", "a budget is answered with a new limit"),
+        ("1100", "the new `tokens` limit, 1100, must be above what is used already, 1200"),
+        ("{\"cost_usd\": 1}", "this budget has no `cost_usd` limit to raise (it limits `tokens`)"),
+    ] {
+        let bad = agentic(&store, &["respond", "book-1", answer]);
+        assert_eq!(bad.status.code(), Some(1), "{answer}");
+        assert!(stderr(&bad).contains(says), "{answer}: {}", stderr(&bad));
+    }
 
     let raised = agentic(&store, &["respond", "book-1", "3000"]);
     assert_eq!(raised.status.code(), Some(0), "{}", stderr(&raised));
@@ -126,8 +133,11 @@ async fn on_exceed_fail_fails_at_the_crossing_call_and_stop_ends_a_suspended_run
     let run = agentic(&store, &["run", file.to_str().unwrap(), "--memory-id", "strict"]);
     assert_eq!(run.status.code(), Some(1), "{}", stdout(&run));
     assert!(stderr(&run).contains("the budget of `book` is spent: 2 model calls of 2"), "{}", stderr(&run));
-    // The third call was refused before it was sent.
+    // The third call was refused before it was sent; the two made are counted, though the run failed.
     assert_eq!(calls(&server).await, 2);
+    let shown: Value = serde_json::from_slice(&agentic(&store, &["show", "strict", "--json"]).stdout).unwrap();
+    assert_eq!(shown["usage"]["total"]["model_calls"], 2);
+    assert_eq!(shown["usage"]["total"]["tokens"], 600);
 
     std::fs::write(&file, spec(&server, "{ cost_usd: 0.001 }")).unwrap();
     let run = agentic(&store, &["run", file.to_str().unwrap(), "--memory-id", "cheap"]);
@@ -139,4 +149,61 @@ async fn on_exceed_fail_fails_at_the_crossing_call_and_stop_ends_a_suspended_run
     let ended = agentic(&store, &["resume", "cheap"]);
     assert_eq!(ended.status.code(), Some(1));
     assert!(stderr(&ended).contains("stopped at its budget, as answered"), "{}", stderr(&ended));
+    // The call that crossed it was paid for: still counted once the run failed.
+    let shown: Value = serde_json::from_slice(&agentic(&store, &["show", "cheap", "--json"]).stdout).unwrap();
+    assert_eq!(shown["usage"]["total"]["model_calls"], 1);
+    assert_eq!(shown["usage"]["total"]["cost_usd"], 0.0015);
+}
+
+/// Four LLM agents in parallel under one budget.
+fn fan_out(server: &MockServer, budget: &str) -> String {
+    format!(
+        r#"version: 1
+name: fan
+root: all
+models:
+  writer: {{ provider: openai, base_url: "{}/v1", model: gpt-test }}
+agents:
+  all: {{ kind: parallel, agents: [w1, w2, w3, w4], budget: {budget} }}
+  w1: {{ kind: llm, model: writer, user: "one", output_key: o1 }}
+  w2: {{ kind: llm, model: writer, user: "two", output_key: o2 }}
+  w3: {{ kind: llm, model: writer, user: "three", output_key: o3 }}
+  w4: {{ kind: llm, model: writer, user: "four", output_key: o4 }}
+"#,
+        server.uri()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_calls_cannot_overrun_a_call_budget_and_one_answer_raises_a_budget_for_every_branch() {
+    let server = model().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = dir.path().join("fan.yaml");
+    // Four branches start together: one call is let through (the branches refused fail the run, which may
+    // stop that call before it is sent).
+    std::fs::write(&file, fan_out(&server, "{ model_calls: 1, on_exceed: fail }")).unwrap();
+    for i in 0..3 {
+        let run = agentic(&store, &["run", file.to_str().unwrap(), "--memory-id", &format!("calls-{i}")]);
+        assert_eq!(run.status.code(), Some(1), "{}", stdout(&run));
+        assert!(stderr(&run).contains("1 model call of 1"), "{}", stderr(&run));
+        assert!(calls(&server).await <= i + 1, "{} calls after {} runs", calls(&server).await, i + 1);
+    }
+
+    // A token budget: the four calls were under way before any ended, and each crossed it.
+    server.reset().await;
+    let server_calls = model().await;
+    std::fs::write(&file, fan_out(&server_calls, "{ tokens: 100 }")).unwrap();
+    let run = agentic(&store, &["run", file.to_str().unwrap(), "--memory-id", "tokens"]);
+    assert_eq!(run.status.code(), Some(2), "{}{}", stdout(&run), stderr(&run));
+    let shown: Value = serde_json::from_slice(&agentic(&store, &["show", "tokens", "--json"]).stdout).unwrap();
+    let pending: Vec<&str> = shown["pending"].as_array().unwrap().iter().map(|p| p["id"].as_str().unwrap()).collect();
+    assert_eq!(pending, ["budget:root/0", "budget:root/1", "budget:root/2", "budget:root/3"]);
+    assert_eq!(shown["usage"]["total"]["tokens"], 1200);
+    // One answer, without an id, for the one budget.
+    let raised = agentic(&store, &["respond", "tokens", "5000"]);
+    assert_eq!(raised.status.code(), Some(0), "{}", stderr(&raised));
+    let resumed = agentic(&store, &["resume", "tokens"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}{}", stdout(&resumed), stderr(&resumed));
+    assert_eq!(calls(&server_calls).await, 4, "no call was sent again");
 }

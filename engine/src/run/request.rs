@@ -374,15 +374,29 @@ pub async fn respond(
             *refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
             text
         })?;
-        if let Some(asked) = rec.pending.iter().find(|p| p.id == id && p.kind == PendingKind::Budget)
-            && let Err(message) = crate::budget::check_budget_answer(&value)
-        {
-            let e = RespondError::InvalidAnswer { run_id: rec.run_id.clone(), response_id: asked.id.clone(), message };
-            let text = e.to_string();
-            *refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
-            return Err(text);
+        // A budget's answer goes to every call suspended at that budget (a parallel's branches each stopped).
+        let mut ids = vec![id.clone()];
+        if let Some(asked) = rec.pending.iter().find(|p| p.id == id && p.kind == PendingKind::Budget) {
+            let budget = asked.data.get("budget_path");
+            let siblings = rec.pending.iter().filter(|p| {
+                p.kind == PendingKind::Budget && p.data.get("budget_path") == budget && !rec.answers.contains_key(&p.id)
+            });
+            for p in siblings {
+                if let Err(message) = crate::budget::check_budget_answer(&value, &p.data) {
+                    let e =
+                        RespondError::InvalidAnswer { run_id: rec.run_id.clone(), response_id: p.id.clone(), message };
+                    let text = e.to_string();
+                    *refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+                    return Err(text);
+                }
+                if p.id != id {
+                    ids.push(p.id.clone());
+                }
+            }
         }
-        rec.answers.insert(id.clone(), value);
+        for id in ids {
+            rec.answers.insert(id, value.clone());
+        }
         rec.updated_at_ms = now_us() / 1000;
         *answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = id;
         Ok(())
@@ -425,6 +439,8 @@ pub fn answerable(rec: &crate::RunRecord, response_id: Option<&str>) -> Result<S
         Some(id) if pending.iter().any(|p| p == id) => id.to_string(),
         Some(id) => return Err(RespondError::NotPending { run_id, response_id: id.to_string(), pending }),
         None if pending.len() == 1 => pending.into_iter().next().unwrap_or_default(),
+        // Several calls suspended at one budget take one answer.
+        None if one_budget(&rec.pending) => pending.into_iter().next().unwrap_or_default(),
         None => return Err(RespondError::Ambiguous { run_id, pending }),
     };
     let Some(asked) = rec.pending.iter().find(|p| p.id == id) else { return Ok(id) };
@@ -437,6 +453,15 @@ pub fn answerable(rec: &crate::RunRecord, response_id: Option<&str>) -> Result<S
         return Err(RespondError::TimedOut { run_id, response_id: id, deadline: rfc3339_ms(deadline), instead });
     }
     Ok(id)
+}
+
+/// Whether every pending response is a suspension at one and the same budget.
+fn one_budget(pending: &[crate::run::PendingResponse]) -> bool {
+    let budget = |p: &crate::run::PendingResponse| p.data.get("budget_path").cloned();
+    !pending.is_empty()
+        && pending
+            .iter()
+            .all(|p| p.kind == PendingKind::Budget && budget(p).is_some() && budget(p) == budget(&pending[0]))
 }
 
 /// The refusal of an answer to `response_id` of `rec` because that question timed out and was acted on

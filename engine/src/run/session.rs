@@ -181,7 +181,7 @@ impl RunSession {
         let mut state = std::mem::take(&mut image.state);
         state.extend(inputs.clone());
         let history = std::mem::take(&mut image.history);
-        let ledger = crate::budget::Ledger::for_run(&req.agent, &history, &state, &suspensions);
+        let ledger = crate::budget::Ledger::for_run(&req.agent, &history, &image.failed_usage, &state, &suspensions);
         let layers = std::mem::take(&mut image.layers);
         let name = Some(registry.actor_name(&run_id));
         let scope = ScopeHandle::spawn_named(name, &run_id, state, layers, history).await?;
