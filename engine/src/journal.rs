@@ -43,7 +43,7 @@ pub struct InvocationRecord {
     pub tokens: Option<TokenUsage>,
     /// What its model calls used (tokens, calls, cost, models; SPEC.md §3), when it called a model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<crate::budget::Usage>,
+    pub usage: Option<Box<crate::budget::Usage>>,
     /// The error message when the invocation failed.
     pub error: Option<String>,
     /// The parallel mapper item the invocation served (`#3`, `#3#0` nested; [`crate::InvocationContext::item`]),
@@ -431,7 +431,7 @@ impl RunImage {
             if let Some(inv) = &record.invocation
                 && let Some(usage) = &inv.usage
             {
-                let spent = FailedUsage { agent: inv.agent.clone(), path: inv.path.clone(), usage: usage.clone() };
+                let spent = FailedUsage { agent: inv.agent.clone(), path: inv.path.clone(), usage: (**usage).clone() };
                 self.failed_usage.push(spent);
             }
             return Ok(());

@@ -288,7 +288,7 @@ impl<'a> InvocationRef<'a> {
             ended_at_us: duration_us.is_none().then_some(*ended_at_us),
             attempt: *attempt,
             tokens: tokens.as_ref().filter(|_| !in_usage),
-            usage: usage.as_ref(),
+            usage: usage.as_deref(),
             error: error.as_deref(),
             item: item.as_deref(),
         }
@@ -327,7 +327,7 @@ impl Invocation {
             ended_at_us,
             attempt,
             tokens,
-            usage,
+            usage: usage.map(Box::new),
             error,
             item,
         }

@@ -166,7 +166,7 @@ impl Invocation {
         let mut scope_writes = std::mem::take(&mut *lock(&ctx.deferred));
         let (tokens, usage) = {
             let mut u = lock(&ctx.usage);
-            u.as_mut().map_or((None, None), |u| (u.tokens, u.usage.take()))
+            u.as_mut().map_or((None, None), |u| (u.tokens, u.usage.take().map(Box::new)))
         };
         let (output, error) = match &result {
             Ok(v) => (v.clone(), None),
