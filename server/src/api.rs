@@ -440,6 +440,10 @@ async fn events(
         replay.push(event);
     }
     let suspended = replay.last().is_some_and(|e| e.name == "suspended");
+    if !ended {
+        // A model call waiting for capacity now says so to a client that connects during the wait.
+        replay.extend(app.host.hub().current_waits(&id));
+    }
     let head = futures::stream::iter(replay.iter().map(event_of).collect::<Vec<_>>());
     if ended {
         return Ok(sse(head.boxed()));

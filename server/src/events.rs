@@ -108,6 +108,10 @@ pub(crate) struct EventHub {
     starting: Arc<Mutex<HashMap<String, StartSignal>>>,
     /// Runs being started whose record is written but not flushed yet: they start at the next flush.
     unflushed: Arc<Mutex<Vec<String>>>,
+    /// The model calls of runs executing here that wait for capacity now, by run and path: their
+    /// `waiting_for_capacity` event and when the wait ends (milliseconds since the Unix epoch; `None`: until
+    /// a concurrency slot frees), for a client that connects during the wait.
+    waits: Arc<Mutex<HashMap<String, HashMap<String, (SseEvent, Option<u64>)>>>>,
 }
 
 /// Says whether a run started (its record is written) or why it could not.
@@ -196,6 +200,43 @@ impl EventHub {
         if let Some(tx) = waiting {
             let _ = tx.send(result);
         }
+    }
+
+    /// A model call of `run_id` at `path` waits for capacity (`event`) until `until_ms` (`None`: unknown).
+    fn note_wait(&self, run_id: &str, path: &str, event: SseEvent, until_ms: Option<u64>) {
+        let mut waits = self.waits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        waits.entry(run_id.to_string()).or_default().insert(path.to_string(), (event, until_ms));
+    }
+
+    /// The invocation at `path` of `run_id` ended (`None`: the run stopped): its waits are over.
+    fn end_waits(&self, run_id: &str, path: Option<&str>) {
+        let mut waits = self.waits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match (waits.get_mut(run_id), path) {
+            (Some(paths), Some(path)) => {
+                paths.remove(path);
+                if paths.is_empty() {
+                    waits.remove(run_id);
+                }
+            }
+            (Some(_), None) => {
+                waits.remove(run_id);
+            }
+            (None, _) => {}
+        }
+    }
+
+    /// The `waiting_for_capacity` events of `run_id`'s calls that wait now, by path.
+    pub(crate) fn current_waits(&self, run_id: &str) -> Vec<SseEvent> {
+        let now = agentic_engine::now_ms();
+        let waits = self.waits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out: Vec<(&String, &SseEvent)> = waits
+            .get(run_id)
+            .map(|paths| {
+                paths.iter().filter(|(_, (_, until))| until.is_none_or(|u| u > now)).map(|(p, (e, _))| (p, e)).collect()
+            })
+            .unwrap_or_default();
+        out.sort_by(|a, b| a.0.cmp(b.0));
+        out.into_iter().map(|(_, e)| e.clone()).collect()
     }
 
     /// Ends every event stream (shutdown): their channels close.
@@ -423,11 +464,24 @@ impl AgentListener for HubListener {
             RunEvent::Token { path, text, .. } => {
                 ("token", json!({"path": path, "agent": self.agent_of(path), "text": text}))
             }
-            RunEvent::WaitingForCapacity { path, endpoint, limit, wait_ms, .. } => (
-                "waiting_for_capacity",
-                json!({"path": path, "agent": self.agent_of(path), "endpoint": endpoint, "limit": limit,
-                       "wait_ms": wait_ms}),
-            ),
+            RunEvent::WaitingForCapacity { run_id, path, endpoint, limit, wait_ms } => {
+                let data = json!({"path": path, "agent": self.agent_of(path), "endpoint": endpoint, "limit": limit,
+                                  "wait_ms": wait_ms});
+                let until = (*wait_ms > 0).then(|| agentic_engine::now_ms() + wait_ms);
+                let event = SseEvent { name: "waiting_for_capacity", data: data.clone() };
+                self.hub.note_wait(run_id, path, event, until);
+                ("waiting_for_capacity", data)
+            }
+            RunEvent::AgentFinished { run_id, path, .. } | RunEvent::AgentFailed { run_id, path, .. } => {
+                self.hub.end_waits(run_id, Some(path));
+                return;
+            }
+            RunEvent::Completed { run_id, .. }
+            | RunEvent::Failed { run_id, .. }
+            | RunEvent::ScopeDestroyed { run_id } => {
+                self.hub.end_waits(run_id, None);
+                return;
+            }
             RunEvent::ToolStarted { path, tool, arguments, .. } => {
                 ("tool_call", json!({"path": path, "agent": self.agent_of(path), "tool": tool, "arguments": arguments}))
             }

@@ -37,6 +37,7 @@ mod cli_unknown_run;
 mod cli_validate;
 mod examples_gallery;
 mod examples_no_model;
+mod limits_serve;
 mod mcp_peer;
 mod mcp_serve;
 mod report_browser;
