@@ -111,8 +111,11 @@ pub(crate) struct EventHub {
     /// The model calls of runs executing here that wait for capacity now, by run and path: their
     /// `waiting_for_capacity` event and when the wait ends (milliseconds since the Unix epoch; `None`: until
     /// a concurrency slot frees), for a client that connects during the wait.
-    waits: Arc<Mutex<HashMap<String, HashMap<String, (SseEvent, Option<u64>)>>>>,
+    waits: Arc<Mutex<HashMap<String, Waits>>>,
 }
+
+/// The calls of one run waiting for capacity: by path, the event and when the wait ends.
+type Waits = HashMap<String, (SseEvent, Option<u64>)>;
 
 /// Says whether a run started (its record is written) or why it could not.
 type StartSignal = oneshot::Sender<Result<(), String>>;

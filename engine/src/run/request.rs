@@ -456,8 +456,8 @@ pub fn answerable(rec: &crate::RunRecord, response_id: Option<&str>) -> Result<S
 }
 
 /// Whether every pending response is a suspension at one and the same budget.
-fn one_budget(pending: &[crate::run::PendingResponse]) -> bool {
-    let budget = |p: &crate::run::PendingResponse| p.data.get("budget_path").cloned();
+fn one_budget(pending: &[crate::journal::PendingResponse]) -> bool {
+    let budget = |p: &crate::journal::PendingResponse| p.data.get("budget_path").cloned();
     !pending.is_empty()
         && pending
             .iter()
