@@ -263,7 +263,7 @@ async fn run_page(State(app): State<AppState>, Path(id): Path<String>) -> Page {
 }
 
 /// Every unanswered human step of every suspended run (and of every running run waiting in a `mode: pending`
-/// human step), the longest waiting first.
+/// human step), and every spent budget waiting for a new limit, the longest waiting first.
 async fn inbox_items(app: &AppState) -> Result<Vec<Value>, ApiError> {
     let runs = app.host.store().runs_dyn().await?;
     // Suspended runs, and running ones whose `mode: pending` human steps wait for an answer.
@@ -276,9 +276,12 @@ async fn inbox_items(app: &AppState) -> Result<Vec<Value>, ApiError> {
     Ok(waiting
         .iter()
         .flat_map(|r| {
-            // A wait is nobody's to answer; a step past its deadline no longer takes an answer.
+            // A wait is nobody's to answer; a step past its deadline no longer takes an answer; a budget takes
+            // a new limit or `stop`.
             let open = |p: &&agentic_engine::PendingResponse| {
-                p.kind == PendingKind::Human && !r.answers.contains_key(&p.id) && !p.timed_out(now)
+                matches!(p.kind, PendingKind::Human | PendingKind::Budget)
+                    && !r.answers.contains_key(&p.id)
+                    && !p.timed_out(now)
             };
             r.pending.iter().filter(open).map(|p| {
                 json!({"run_id": r.run_id, "name": r.name, "id": p.id, "prompt": p.prompt, "agent": p.agent,

@@ -83,6 +83,11 @@ async fn a_budget_suspends_a_served_run_and_an_answer_through_the_api_completes_
     assert_eq!(r["usage"]["total"]["tokens"], 600);
     assert_eq!(model.received_requests().await.unwrap().len(), 2);
 
+    // The inbox lists it with the other questions.
+    let inbox: Value = http.get(format!("{base}/inbox.json")).send().await.unwrap().json().await.unwrap();
+    let asked: Vec<&str> = inbox["items"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap()).collect();
+    assert_eq!(asked, ["budget:root/1"], "{inbox}");
+
     let answer = |value: Value| {
         http.post(format!("{base}/api/v1/runs/b1/responses/budget%3Aroot%2F1")).json(&json!({"value": value})).send()
     };
