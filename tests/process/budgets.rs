@@ -7,26 +7,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use serde_json::Value;
+use wiremock::MockServer;
 
 use crate::common::{agentic, stderr, stdout};
 
-/// A model server whose every answer reports 200 input and 100 output tokens.
 async fn model() -> MockServer {
-    let server = MockServer::start().await;
-    let completion = json!({
-        "id": "c", "object": "chat.completion", "created": 0, "model": "gpt-test",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "a paragraph"}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 200, "completion_tokens": 100, "total_tokens": 300}
-    });
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion))
-        .mount(&server)
-        .await;
-    server
+    crate::echo_model::metered("a paragraph").await
 }
 
 fn spec(server: &MockServer, budget: &str) -> String {

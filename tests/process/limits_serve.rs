@@ -10,24 +10,12 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::MockServer;
 
 use crate::common::serve_at;
 
 async fn model() -> MockServer {
-    let server = MockServer::start().await;
-    let completion = json!({
-        "id": "c", "object": "chat.completion", "created": 0, "model": "gpt-test",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 200, "completion_tokens": 100, "total_tokens": 300}
-    });
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion))
-        .mount(&server)
-        .await;
-    server
+    crate::echo_model::metered("done").await
 }
 
 fn spec(server: &MockServer, budget: &str, limits: &str) -> String {
@@ -46,6 +34,15 @@ agents:
 "#,
         server.uri()
     )
+}
+
+/// `agentic serve` on a fresh store (no specs: runs are posted as spec text), its URL and a client.
+fn served() -> (tempfile::TempDir, crate::common::KillOnDrop, String, reqwest::Client) {
+    let dir = tempfile::tempdir().unwrap();
+    let (specs, store) = (dir.path().join("specs"), dir.path().join("store"));
+    std::fs::create_dir(&specs).unwrap();
+    let (served, base) = serve_at(&store, &specs);
+    (dir, served, base, reqwest::Client::new())
 }
 
 async fn run(http: &reqwest::Client, base: &str, id: &str) -> Value {
@@ -67,11 +64,7 @@ async fn wait_for(http: &reqwest::Client, base: &str, id: &str, done: impl Fn(&V
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_budget_suspends_a_served_run_and_an_answer_through_the_api_completes_it() {
     let model = model().await;
-    let dir = tempfile::tempdir().unwrap();
-    let (specs, store) = (dir.path().join("specs"), dir.path().join("store"));
-    std::fs::create_dir(&specs).unwrap();
-    let (_served, base) = serve_at(&store, &specs);
-    let http = reqwest::Client::new();
+    let (_dir, _served, base, http) = served();
     let body = json!({"spec": spec(&model, "{ tokens: 500 }", "{ max_concurrency: 4 }"), "run_id": "b1"});
     let created = http.post(format!("{base}/api/v1/runs")).json(&body).send().await.unwrap();
     assert_eq!(created.status(), 201);
@@ -107,11 +100,7 @@ async fn a_budget_suspends_a_served_run_and_an_answer_through_the_api_completes_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_connecting_during_a_wait_for_capacity_sees_it_and_a_cancel_ends_it() {
     let model = model().await;
-    let dir = tempfile::tempdir().unwrap();
-    let (specs, store) = (dir.path().join("specs"), dir.path().join("store"));
-    std::fs::create_dir(&specs).unwrap();
-    let (_served, base) = serve_at(&store, &specs);
-    let http = reqwest::Client::new();
+    let (_dir, _served, base, http) = served();
     // One call a minute: the second waits about a minute.
     let body = json!({"spec": spec(&model, "{ tokens: 100000 }", "{ requests_per_minute: 1 }"), "run_id": "w1"});
     assert_eq!(http.post(format!("{base}/api/v1/runs")).json(&body).send().await.unwrap().status(), 201);

@@ -59,3 +59,19 @@ pub async fn model(delay: Duration) -> (MockServer, Calls) {
 pub fn models(model: &MockServer) -> String {
     format!("models:\n  default: {{ provider: openai, base_url: \"{}/v1\", model: gpt-test }}\n", model.uri())
 }
+
+/// A model server whose every answer is `text` and reports 200 input and 100 output tokens (the budget tests).
+pub async fn metered(text: &str) -> MockServer {
+    let server = MockServer::start().await;
+    let completion = json!({
+        "id": "c", "object": "chat.completion", "created": 0, "model": "gpt-test",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 200, "completion_tokens": 100, "total_tokens": 300}
+    });
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion))
+        .mount(&server)
+        .await;
+    server
+}
