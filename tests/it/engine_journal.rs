@@ -132,3 +132,89 @@ async fn failed_attempts_are_journaled_and_skipped_when_folding() {
     assert_eq!(history, [("flaky", 3), ("after", 1), ("main", 1)]);
     assert_eq!(image.root_done, Some(json!("ok!")));
 }
+
+/// A store that records what each flush commits: the paths of the records appended since the last flush,
+/// and `run` when the run record was written in between.
+#[derive(Clone, Default)]
+struct CommitLog {
+    inner: MemoryStore,
+    pending: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    commits: std::sync::Arc<std::sync::Mutex<Vec<Vec<String>>>>,
+}
+
+impl CheckpointStore for CommitLog {
+    async fn append(&self, record: agentic::engine::StepRecord) -> Result<(), agentic::engine::StoreError> {
+        self.pending.lock().unwrap().push(record.agent_path.clone());
+        self.inner.append(record).await
+    }
+    async fn flush(&self) -> Result<(), agentic::engine::StoreError> {
+        let batch = std::mem::take(&mut *self.pending.lock().unwrap());
+        self.commits.lock().unwrap().push(batch);
+        Ok(())
+    }
+    async fn put_run(&self, run: agentic::engine::RunRecord) -> Result<(), agentic::engine::StoreError> {
+        self.pending.lock().unwrap().push("run".to_string());
+        self.inner.put_run(run).await
+    }
+    async fn run(&self, run_id: &str) -> Result<Option<agentic::engine::RunRecord>, agentic::engine::StoreError> {
+        CheckpointStore::run(&self.inner, run_id).await
+    }
+    async fn runs(&self) -> Result<Vec<agentic::engine::RunRecord>, agentic::engine::StoreError> {
+        self.inner.runs().await
+    }
+    async fn records(&self, run_id: &str) -> Result<Vec<agentic::engine::StepRecord>, agentic::engine::StoreError> {
+        self.inner.records(run_id).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_run_commits_its_start_each_step_and_its_last_step_with_its_end() {
+    let chain = Sequence::builder()
+        .name("chain")
+        .sub_agents([expr("a", "1", "a"), expr("b", "2", "b"), expr("c", "3", "c")])
+        .output_key("c")
+        .build()
+        .unwrap();
+    let store = CommitLog::default();
+    let out = chain.invoke().input("x", 0).memory_id("c-1").store(store.clone()).durability(Durability::Sync);
+    assert_eq!(out.await.unwrap().output(), Some(&json!(3)));
+    let commits = store.commits.lock().unwrap().clone();
+    // The start (inputs with the run record), each step but the last on its own, and the root's last step
+    // with the root's completion and the final record: one commit fewer than steps + 2.
+    assert_eq!(
+        commits,
+        [
+            vec!["inputs", "run"],
+            vec!["root/0"],
+            vec!["root/1"],
+            vec!["root/2", "root", "run"],
+        ]
+    );
+    let record = CheckpointStore::run(&store.inner, "c-1").await.unwrap().unwrap();
+    assert_eq!(record.status, RunStatus::Completed);
+    let seqs: Vec<u64> = store.inner.records("c-1").await.unwrap().iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_with_async_agents_commits_its_last_step_at_once() {
+    // `slow` runs async: the root's last step is not the run's last work, so it is committed on its own
+    // (the async agent's completion and the end follow).
+    let slow = Compute::expression("slow", "7").unwrap().output_key("s").asynchronous(true).build();
+    let chain = Sequence::builder().name("chain").sub_agents([slow, expr("b", "2", "b")]).output_key("b").build().unwrap();
+    let store = CommitLog::default();
+    chain.invoke().memory_id("a-1").store(store.clone()).durability(Durability::Sync).await.unwrap();
+    let commits = store.commits.lock().unwrap().clone();
+    assert!(commits.iter().all(|c| !c.contains(&"root/1".to_string()) || c == &["root/1"]), "{commits:?}");
+    assert_eq!(commits.last().unwrap(), &["root", "run"], "{commits:?}");
+
+    // Without one, the last completion of a parallel is its last step: committed with the end.
+    let par = Parallel::builder().name("par").sub_agents([expr("a", "1", "a"), expr("b", "2", "b")]).build().unwrap();
+    let store = CommitLog::default();
+    par.invoke().memory_id("p-1").store(store.clone()).durability(Durability::Sync).await.unwrap();
+    let commits = store.commits.lock().unwrap().clone();
+    assert_eq!(commits.len(), 3, "{commits:?}");
+    assert_eq!(commits[0], ["run"]);
+    assert_eq!(commits[1].len(), 1, "{commits:?}");
+    assert_eq!(commits[2][1..], ["root", "run"], "{commits:?}");
+}

@@ -25,6 +25,11 @@ impl AsyncAgents {
         lock(&self.ends).push(end);
     }
 
+    /// Whether no async agent was started (or every one was waited for).
+    pub(crate) fn none_started(&self) -> bool {
+        lock(&self.ends).is_empty()
+    }
+
     /// Waits for every async agent started (those started while waiting too); the first failure is returned.
     pub(crate) async fn wait_all(&self) -> Result<(), AgentError> {
         let mut first_err = None;

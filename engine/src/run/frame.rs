@@ -54,6 +54,11 @@ impl Frame {
         }
     }
 
+    /// Whether this is the frame of a run's root invocation.
+    pub(crate) fn is_root(&self) -> bool {
+        !self.allow_async && &*self.path == "root" && self.layer.is_none()
+    }
+
     /// The frame of an async agent restarted on resume at `path`, in the mapper item it served, if any.
     pub(crate) fn restarted_async(path: &str, in_item: Option<&AsyncInItem>, listeners: Arc<[ListenerRef]>) -> Frame {
         let mut frame = Frame { path: Arc::from(path), allow_async: true, ..Frame::root(listeners) };

@@ -129,19 +129,27 @@ impl StepJournal {
         self.step(record).await
     }
 
-    /// Journals the root's completion when the run's final record follows at once: under sync durability the
-    /// step is appended unflushed and the final record's flush writes both in one transaction (one commit
-    /// instead of two; a crash in between loses no agent's work, only the root's bookkeeping, redone on resume).
+    /// Journals the root's completion when the run's final record follows at once. See
+    /// [`StepJournal::step_before_end`].
     pub(crate) async fn root_completion(
         &self,
         delta: Vec<(String, Value)>,
         invocation: Option<crate::scope::InvocationRecord>,
     ) -> Result<(), AgentError> {
+        let record = StepRecord { delta, invocation, ..StepRecord::new(&*self.run_id, 0, "root") };
+        self.step_before_end(record).await
+    }
+
+    /// Journals a step after which the run only ends (the root's last step, the root's completion): under sync
+    /// durability the record is appended unflushed and the final record's flush writes it in the same
+    /// transaction (one commit instead of two). No agent runs in between: a crash there redoes what a crash
+    /// just before the step's own commit would. Other modes: as [`StepJournal::step`].
+    pub(crate) async fn step_before_end(&self, mut record: StepRecord) -> Result<(), AgentError> {
         let (Some(store), Durability::Sync) = (&self.store, self.durability) else {
-            return self.completion("root", None, delta, invocation).await;
+            return self.step(record).await;
         };
         let turn = self.append_turn.lock().await;
-        let record = StepRecord { delta, invocation, ..StepRecord::new(&*self.run_id, self.next_seq(), "root") };
+        record.seq = self.next_seq();
         let appended = store.append_dyn(record).await;
         drop(turn);
         appended.map_err(|e| AgentError::internal(format!("journal write failed: {e}")))

@@ -930,6 +930,13 @@ impl SupervisorState {
                 if self.journaled.is_some() && !whole { self.planner.execution_state_patch() } else { None };
             let state = if state_patch.is_some() { Value::Null } else { self.planner.execution_state() };
             let (inflight, inflight_change) = self.journal_calls(new_calls, 1, whole);
+            // The root's last step, with nothing running after it: the run's final flush commits it.
+            let before_end = finished.is_some()
+                && self.frame.is_root()
+                && self.inflight.is_empty()
+                && start_journaled.is_none()
+                && !outcome.async_started
+                && self.run.async_agents.none_started();
             let record = StepRecord {
                 run_id: self.run.run_id.to_string(),
                 // Numbered by `journal_step`.
@@ -954,7 +961,12 @@ impl SupervisorState {
                 item_end,
                 bindings,
             };
-            if let Err(e) = self.run.journal.step(record).await {
+            let journaled = if before_end {
+                self.run.journal.step_before_end(record).await
+            } else {
+                self.run.journal.step(record).await
+            };
+            if let Err(e) = journaled {
                 return self.fail(e);
             }
             if let Some(tell) = start_journaled {
