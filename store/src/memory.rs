@@ -41,7 +41,8 @@ pub struct MemoryStore {
 /// One run as the store keeps it: the run record, and the journal encoded record by record.
 #[derive(Debug, Default)]
 struct StoredRun {
-    record: Option<RunRecord>,
+    /// Boxed: the map of runs holds its entries inline, with room for more (250 bytes less per run).
+    record: Option<Box<RunRecord>>,
     /// `(seq, journal value)` in sequence order.
     records: Vec<(u64, Box<[u8]>)>,
 }
@@ -74,7 +75,7 @@ impl MemoryStore {
         let run = runs.get(run_id)?;
         // The values were encoded by this store: decoding them cannot fail short of a bug, which `records`
         // would report.
-        Some(MemoryRun { record: run.record.clone(), records: run.decoded(run_id).ok()? })
+        Some(MemoryRun { record: run.record.as_deref().cloned(), records: run.decoded(run_id).ok()? })
     }
 
     /// Ids of all known runs (with a run record or at least one journal record), sorted.
@@ -123,7 +124,10 @@ impl CheckpointStore for MemoryStore {
     async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
         let mut runs = self.lock()?;
         let entry = runs.entry(run.run_id.clone()).or_default();
-        entry.record = Some(run);
+        match &mut entry.record {
+            Some(kept) => **kept = run,
+            None => entry.record = Some(Box::new(run)),
+        }
         Ok(())
     }
 
@@ -140,11 +144,11 @@ impl CheckpointStore for MemoryStore {
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        Ok(self.lock()?.get(run_id).and_then(|r| r.record.clone()))
+        Ok(self.lock()?.get(run_id).and_then(|r| r.record.as_deref().cloned()))
     }
 
     async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        let mut records: Vec<RunRecord> = self.lock()?.values().filter_map(|r| r.record.clone()).collect();
+        let mut records: Vec<RunRecord> = self.lock()?.values().filter_map(|r| r.record.as_deref().cloned()).collect();
         records.sort_by(|a, b| b.updated_at_ms.cmp(&a.updated_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
         Ok(records)
     }

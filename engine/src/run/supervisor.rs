@@ -163,8 +163,9 @@ pub(crate) struct SupervisorState {
     child_listeners: Arc<[ListenerRef]>,
     child_span: tracing::Span,
     planner: Box<dyn Planner>,
-    /// Keyed by call number; foldhash, as SipHash of a call number cost more than the lookup.
-    inflight: HashMap<u64, InFlight, foldhash::fast::RandomState>,
+    /// Keyed by call number; foldhash, as SipHash of a call number cost more than the lookup. Boxed: a map
+    /// holds at least four slots, and most composites have one call in flight (328 bytes less per run).
+    inflight: HashMap<u64, Box<InFlight>, foldhash::fast::RandomState>,
     /// The call number of each child actor running a call, for its supervision events.
     children: HashMap<ActorId, u64, foldhash::fast::RandomState>,
     /// Agent actors free for the next leaf call.
@@ -185,15 +186,16 @@ pub(crate) struct SupervisorState {
     phase: Phase,
 }
 
-/// The life of a composite's invocation, one state at a time.
+/// The life of a composite's invocation, one state at a time. The rare states are boxed: the phase lives in
+/// every supervisor for the whole invocation (8 bytes instead of 136).
 enum Phase {
     /// Calls run and the planner decides.
     Running,
     /// The result is decided (the first decision wins; later completions are ignored); it is handed on after
-    /// the current message. `compensate`: the failure undoes what completed below first.
-    Decided { outcome: Result<(Value, bool), AgentError>, compensate: bool },
+    /// the current message.
+    Decided(Box<Decided>),
     /// The planner panicked: the actor fails after the current message and the run restarts the tree.
-    Broken(AgentError),
+    Broken(Box<AgentError>),
     /// The result was handed on, the invocation was skipped, or the tree failed: dropping the state undoes
     /// nothing.
     Concluded,
@@ -205,8 +207,19 @@ impl Phase {
     }
 
     fn is_decided(&self) -> bool {
-        matches!(self, Phase::Decided { .. })
+        matches!(self, Phase::Decided(_))
     }
+
+    fn decided(outcome: Result<(Value, bool), AgentError>, compensate: bool) -> Phase {
+        Phase::Decided(Box::new(Decided { outcome, compensate }))
+    }
+}
+
+/// A decided result: the output and whether it is written to the output key, or the error; `compensate`: the
+/// failure undoes what completed below first.
+struct Decided {
+    outcome: Result<(Value, bool), AgentError>,
+    compensate: bool,
 }
 
 impl SupervisorState {
@@ -299,7 +312,8 @@ impl SupervisorState {
 
     /// Processes one completion.
     async fn handle(&mut self, id: u64, result: Result<ChildOutcome, AgentError>, failed: Option<InvocationRecord>) {
-        let Some(mut done) = self.inflight.remove(&id) else { return };
+        let Some(done) = self.inflight.remove(&id) else { return };
+        let mut done = *done;
         match done.actor.take() {
             // Free for the next leaf call, unless it now runs an async agent (which belongs to the run).
             Some(Spawned::Leaf(actor)) => {
@@ -347,7 +361,7 @@ impl SupervisorState {
     /// After each message: a broken tree fails the actor; a decided result is handed on and the actor stops.
     fn after(&mut self, myself: &ActorRef<SupervisorMsg>) -> Result<(), ActorProcessingErr> {
         match std::mem::replace(&mut self.phase, Phase::Concluded) {
-            Phase::Broken(e) => return Err(Box::new(TreeFailed(e))),
+            Phase::Broken(e) => return Err(Box::new(TreeFailed(*e))),
             other => self.phase = other,
         }
         if self.phase.is_running() && self.inflight.is_empty() && !self.held.is_empty() {
@@ -355,7 +369,7 @@ impl SupervisorState {
             self.fail(AgentError::Drained);
         }
         match self.phase {
-            Phase::Decided { .. } => {
+            Phase::Decided(_) => {
                 self.conclude();
                 myself.stop(None);
             }
@@ -369,7 +383,7 @@ impl SupervisorState {
     /// invocation's close through the scope actor, which delivers it to the parent.
     fn conclude(&mut self) {
         let (outcome, compensate) = match std::mem::replace(&mut self.phase, Phase::Concluded) {
-            Phase::Decided { outcome, compensate } => (outcome, compensate),
+            Phase::Decided(d) => (d.outcome, d.compensate),
             _ => {
                 let e = AgentError::internal(format!("supervisor of `{}` stopped without a result", self.path()));
                 (Err(e), false)
@@ -416,7 +430,7 @@ impl Drop for SupervisorState {
     /// completed below when the composite compensates on errors.
     fn drop(&mut self) {
         self.abort_all();
-        if matches!(self.phase, Phase::Concluded | Phase::Decided { .. }) || !self.inner.compensate_on_error {
+        if matches!(self.phase, Phase::Concluded | Phase::Decided(_)) || !self.inner.compensate_on_error {
             return;
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -477,7 +491,7 @@ impl SupervisorState {
             // Undo what completed below before reporting the failure (not for a suspension or a drain).
             let compensate =
                 self.inner.compensate_on_error && !matches!(error, AgentError::Suspended { .. } | AgentError::Drained);
-            self.phase = Phase::Decided { outcome: Err(error), compensate };
+            self.phase = Phase::decided(Err(error), compensate);
         }
     }
 
@@ -490,7 +504,7 @@ impl SupervisorState {
         };
         tracing::error!(path = %self.path(), "planner panicked: {message}");
         self.abort_all();
-        self.phase = Phase::Broken(e);
+        self.phase = Phase::Broken(Box::new(e));
     }
 
     async fn finish(&mut self, with: Option<Value>) {
@@ -514,7 +528,7 @@ impl SupervisorState {
             )),
         };
         if self.phase.is_running() {
-            self.phase = Phase::Decided { outcome: result, compensate: false };
+            self.phase = Phase::decided(result, false);
         }
     }
 
@@ -659,7 +673,7 @@ impl SupervisorState {
     /// The calls in flight (including those waiting for a human or held by a drain), plus `new` ones about to
     /// start at `attempt` (numbered as [`SupervisorState::spawn_child`] will number them).
     fn inflight_records(&self, new: &[AgentCall], attempt: u32) -> Vec<CallRecord> {
-        let mut running: Vec<(&u64, &InFlight)> = self.inflight.iter().collect();
+        let mut running: Vec<(&u64, &InFlight)> = self.inflight.iter().map(|(id, f)| (id, &**f)).collect();
         running.sort_by_key(|(id, _)| **id);
         running
             .into_iter()
@@ -726,7 +740,7 @@ impl SupervisorState {
             self.child_listeners.clone(),
             self.child_span.clone(),
         );
-        self.inflight.insert(id, InFlight { call, attempt, actor: None });
+        self.inflight.insert(id, Box::new(InFlight { call, attempt, actor: None }));
         let report = Report::Parent { to: self.myself.clone(), id };
         let spawned = if agent.0.as_composite().is_none()
             && let Some(actor) = self.idle.pop()

@@ -21,7 +21,7 @@ use super::messages::StopMessage;
 use super::SupervisionEvent;
 use crate::actor::actor_properties::ActorProperties;
 use crate::concurrency::JoinHandle;
-use crate::concurrency::MpscUnboundedReceiver as InputPortReceiver;
+use crate::concurrency::PortReceiver as InputPortReceiver;
 use crate::concurrency::OneshotReceiver;
 use crate::errors::MessagingErr;
 #[cfg(feature = "cluster")]

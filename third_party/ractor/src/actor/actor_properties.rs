@@ -11,8 +11,8 @@ use std::sync::Mutex;
 use crate::actor::messages::StopMessage;
 use crate::actor::supervision::SupervisionTree;
 use crate::concurrency as mpsc;
-use crate::concurrency::MpscUnboundedReceiver as InputPortReceiver;
-use crate::concurrency::MpscUnboundedSender as InputPort;
+use crate::concurrency::PortReceiver as InputPortReceiver;
+use crate::concurrency::PortSender as InputPort;
 use crate::concurrency::OneshotReceiver;
 use crate::concurrency::OneshotSender as OneshotInputPort;
 use crate::message::BoxedMessage;
@@ -111,8 +111,8 @@ impl ActorProperties {
     {
         let (tx_signal, rx_signal) = mpsc::oneshot();
         let (tx_stop, rx_stop) = mpsc::oneshot();
-        let (tx_supervision, rx_supervision) = mpsc::mpsc_unbounded();
-        let (tx_message, rx_message) = mpsc::mpsc_unbounded();
+        let (tx_supervision, rx_supervision) = mpsc::port_unbounded();
+        let (tx_message, rx_message) = mpsc::port_unbounded();
         (
             Self {
                 id,

@@ -89,8 +89,8 @@ impl ActorProperties {
         Self,
         OneshotReceiver<Signal>,
         OneshotReceiver<StopMessage>,
-        mpsc::MpscUnboundedReceiver<Box<SupervisionEvent>>,
-        mpsc::MpscUnboundedReceiver<MuxedMessage>,
+        mpsc::PortReceiver<Box<SupervisionEvent>>,
+        mpsc::PortReceiver<MuxedMessage>,
     )
     where
         TActor: crate::thread_local::ThreadLocalActor,
@@ -98,8 +98,8 @@ impl ActorProperties {
         let id = crate::actor::actor_id::get_new_local_id();
         let (tx_signal, rx_signal) = mpsc::oneshot();
         let (tx_stop, rx_stop) = mpsc::oneshot();
-        let (tx_supervision, rx_supervision) = mpsc::mpsc_unbounded();
-        let (tx_message, rx_message) = mpsc::mpsc_unbounded();
+        let (tx_supervision, rx_supervision) = mpsc::port_unbounded();
+        let (tx_message, rx_message) = mpsc::port_unbounded();
         (
             Self {
                 id,
