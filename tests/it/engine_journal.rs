@@ -181,15 +181,7 @@ async fn a_sync_run_commits_its_start_each_step_and_its_last_step_with_its_end()
     let commits = store.commits.lock().unwrap().clone();
     // The start (inputs with the run record), each step but the last on its own, and the root's last step
     // with the root's completion and the final record: one commit fewer than steps + 2.
-    assert_eq!(
-        commits,
-        [
-            vec!["inputs", "run"],
-            vec!["root/0"],
-            vec!["root/1"],
-            vec!["root/2", "root", "run"],
-        ]
-    );
+    assert_eq!(commits, [vec!["inputs", "run"], vec!["root/0"], vec!["root/1"], vec!["root/2", "root", "run"],]);
     let record = CheckpointStore::run(&store.inner, "c-1").await.unwrap().unwrap();
     assert_eq!(record.status, RunStatus::Completed);
     let seqs: Vec<u64> = store.inner.records("c-1").await.unwrap().iter().map(|r| r.seq).collect();
@@ -201,7 +193,8 @@ async fn a_root_with_async_agents_commits_its_last_step_at_once() {
     // `slow` runs async: the root's last step is not the run's last work, so it is committed on its own
     // (the async agent's completion and the end follow).
     let slow = Compute::expression("slow", "7").unwrap().output_key("s").asynchronous(true).build();
-    let chain = Sequence::builder().name("chain").sub_agents([slow, expr("b", "2", "b")]).output_key("b").build().unwrap();
+    let chain =
+        Sequence::builder().name("chain").sub_agents([slow, expr("b", "2", "b")]).output_key("b").build().unwrap();
     let store = CommitLog::default();
     chain.invoke().memory_id("a-1").store(store.clone()).durability(Durability::Sync).await.unwrap();
     let commits = store.commits.lock().unwrap().clone();
