@@ -17,7 +17,7 @@ use agentic_engine::{
 use bytes::BytesMut;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::{Error as PgError, NoTls, Row};
 
 use crate::format;
 use crate::pg_url::redact_url;
@@ -170,6 +170,9 @@ struct Inner {
     pending: Mutex<Pending>,
     /// Held by the flush writing; the number of buffered writes (`Pending::pushed`) flushed so far.
     flushed: tokio::sync::Mutex<u64>,
+    /// The spec hashes this handle stored: the archive is content-addressed and never changes, so a spec is
+    /// written once per handle, not once per run.
+    specs_put: Mutex<std::collections::HashSet<String>>,
 }
 
 /// Records buffered for the next flush, encoded (the sled store's values: a version byte, then the JSON).
@@ -200,7 +203,39 @@ impl Inner {
             lost: Mutex::default(),
             pending: Mutex::new(Pending::default()),
             flushed: tokio::sync::Mutex::new(0),
+            specs_put: Mutex::default(),
         }
+    }
+}
+
+/// Statements prepared once per pooled connection (deadpool's statement cache): a call is one round trip
+/// instead of two (prepare, then execute), and the server parses and plans the text once per connection.
+trait CachedStatements {
+    async fn query_cached(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, PgError>;
+    async fn query_opt_cached(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>, PgError>;
+    async fn query_one_cached(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, PgError>;
+    async fn execute_cached(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, PgError>;
+}
+
+impl CachedStatements for deadpool_postgres::Object {
+    async fn query_cached(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, PgError> {
+        let statement = self.prepare_cached(sql).await?;
+        self.query(&statement, params).await
+    }
+
+    async fn query_opt_cached(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>, PgError> {
+        let statement = self.prepare_cached(sql).await?;
+        self.query_opt(&statement, params).await
+    }
+
+    async fn query_one_cached(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, PgError> {
+        let statement = self.prepare_cached(sql).await?;
+        self.query_one(&statement, params).await
+    }
+
+    async fn execute_cached(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, PgError> {
+        let statement = self.prepare_cached(sql).await?;
+        self.execute(&statement, params).await
     }
 }
 
@@ -492,11 +527,11 @@ impl PgStore {
     /// the error that it does not decode.
     async fn read_head(
         &self,
-        client: &tokio_postgres::Client,
+        client: &deadpool_postgres::Object,
         run_id: &str,
     ) -> Result<Option<Result<(RunImage, u64), StoreError>>, StoreError> {
         let row = client
-            .query_opt("SELECT seq, head::text FROM agentic_snapshots WHERE run_id = $1", &[&run_id])
+            .query_opt_cached("SELECT seq, head::text FROM agentic_snapshots WHERE run_id = $1", &[&run_id])
             .await
             .map_err(|e| self.backend("load: read the snapshot", pg_message(&e)))?;
         Ok(row.map(|row| {
@@ -507,9 +542,9 @@ impl PgStore {
     }
 
     /// The last journaled step of `run_id` (0 when it has none).
-    async fn last_seq(&self, client: &tokio_postgres::Client, run_id: &str) -> Result<u64, StoreError> {
+    async fn last_seq(&self, client: &deadpool_postgres::Object, run_id: &str) -> Result<u64, StoreError> {
         let row = client
-            .query_one("SELECT coalesce(max(seq), 0) FROM agentic_journal WHERE run_id = $1", &[&run_id])
+            .query_one_cached("SELECT coalesce(max(seq), 0) FROM agentic_journal WHERE run_id = $1", &[&run_id])
             .await
             .map_err(|e| self.backend("read the journal", pg_message(&e)))?;
         Ok(row.get::<_, i64>(0) as u64)
@@ -518,13 +553,13 @@ impl PgStore {
     /// The journal rows of `run_id` from step `from` on, in step order, decoded.
     async fn journal_from(
         &self,
-        client: &tokio_postgres::Client,
+        client: &deadpool_postgres::Object,
         run_id: &str,
         from: u64,
     ) -> Result<Vec<StepRecord>, StoreError> {
         let from = i64::try_from(from).unwrap_or(i64::MAX);
         let rows = client
-            .query(
+            .query_cached(
                 "SELECT seq, step::text FROM agentic_journal WHERE run_id = $1 AND seq >= $2 ORDER BY seq",
                 &[&run_id, &from],
             )
@@ -534,11 +569,11 @@ impl PgStore {
     }
 
     /// The run's snapshot with its whole history, if it has a readable one.
-    async fn snapshot(&self, client: &tokio_postgres::Client, run_id: &str) -> Result<Option<RunImage>, StoreError> {
+    async fn snapshot(&self, client: &deadpool_postgres::Object, run_id: &str) -> Result<Option<RunImage>, StoreError> {
         let Some(head) = self.read_head(client, run_id).await? else { return Ok(None) };
         let (mut image, history_len) = head?;
         let rows = client
-            .query(
+            .query_cached(
                 "SELECT seq, chunk::text FROM agentic_snapshot_chunks WHERE run_id = $1 AND seq <= $2 ORDER BY seq",
                 &[&run_id, &seq_i64("load", run_id, image.seq)?],
             )
@@ -680,7 +715,7 @@ impl PgStore {
         let client = self.client("flush").await?;
         for (key, value) in journal.iter().filter(|(key, _)| !written.contains(key)) {
             let row = client
-                .query_opt(
+                .query_opt_cached(
                     "SELECT step::text FROM agentic_journal WHERE run_id = $1 AND seq = $2",
                     &[&key.0, &seq_i64("flush", &key.0, key.1)?],
                 )
@@ -827,12 +862,12 @@ impl PgStore {
     /// The runs whose lease this handle held and lost, among `run_ids`, with the lease-lost errors.
     async fn read_lost(
         &self,
-        client: &tokio_postgres::Client,
+        client: &deadpool_postgres::Object,
         run_ids: &[String],
         tokens: &HashMap<String, u64>,
     ) -> Result<Vec<(String, StoreError)>, StoreError> {
         let rows = client
-            .query("SELECT run_id, lease_owner, fencing_token FROM agentic_runs WHERE run_id = ANY($1)", &[&run_ids])
+            .query_cached("SELECT run_id, lease_owner, fencing_token FROM agentic_runs WHERE run_id = ANY($1)", &[&run_ids])
             .await
             .map_err(|e| self.backend("renew leases", pg_message(&e)))?;
         Ok(rows
@@ -1015,7 +1050,7 @@ impl CheckpointStore for PgStore {
         self.write_pending().await?;
         let client = self.client("run").await?;
         let row = client
-            .query_opt(
+            .query_opt_cached(
                 "SELECT run_id, record::text, cancel_requested_at IS NOT NULL FROM agentic_runs WHERE run_id = $1",
                 &[&run_id],
             )
@@ -1028,7 +1063,7 @@ impl CheckpointStore for PgStore {
         self.write_pending().await?;
         let client = self.client("runs").await?;
         let rows = client
-            .query("SELECT run_id, record::text, cancel_requested_at IS NOT NULL FROM agentic_runs", &[])
+            .query_cached("SELECT run_id, record::text, cancel_requested_at IS NOT NULL FROM agentic_runs", &[])
             .await
             .map_err(|e| self.backend("runs", pg_message(&e)))?;
         let mut runs = rows.iter().map(decode_run_row).collect::<Result<Vec<_>, _>>()?;
@@ -1062,34 +1097,30 @@ impl CheckpointStore for PgStore {
         let owner = self.inner.owner.as_str();
         let fail =
             |e: tokio_postgres::Error| self.backend(&format!("acquire the lease of run `{run_id}`"), pg_message(&e));
-        // Free (never leased, released or expired) or already ours: take it, with a new fencing token.
+        // Free (never leased, released or expired) or already ours: take it, with a new fencing token. One
+        // statement also says whether the run exists (a run without a row is claimed).
         let row = client
-            .query_opt(
-                "UPDATE agentic_runs
-                 SET lease_owner = $2, lease_expires_at = now() + $3::bigint * interval '1 millisecond',
-                     fencing_token = fencing_token + 1
-                 WHERE run_id = $1
-                   AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at IS NULL
-                        OR lease_expires_at <= now())
-                 RETURNING fencing_token",
+            .query_one_cached(
+                "WITH taken AS (
+                     UPDATE agentic_runs
+                     SET lease_owner = $2, lease_expires_at = now() + $3::bigint * interval '1 millisecond',
+                         fencing_token = fencing_token + 1
+                     WHERE run_id = $1
+                       AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at IS NULL
+                            OR lease_expires_at <= now())
+                     RETURNING fencing_token
+                 )
+                 SELECT (SELECT fencing_token FROM taken), EXISTS (SELECT 1 FROM agentic_runs WHERE run_id = $1)",
                 &[&run_id, &owner, &millis(self.inner.lease_time)],
             )
             .await
             .map_err(fail)?;
-        let token = match row {
-            Some(row) => row.get::<_, i64>(0) as u64,
-            None => {
-                let exists = client
-                    .query_opt("SELECT 1 FROM agentic_runs WHERE run_id = $1", &[&run_id])
-                    .await
-                    .map_err(fail)?
-                    .is_some();
-                if exists {
-                    return Ok(None);
-                }
-                // Not stored yet: claimed; its first record is written with this lease (token 1).
-                1
-            }
+        let token = match (row.get::<_, Option<i64>>(0), row.get::<_, bool>(1)) {
+            (Some(token), _) => token as u64,
+            // Held by another owner.
+            (None, true) => return Ok(None),
+            // Not stored yet: claimed; its first record is written with this lease (token 1).
+            (None, false) => 1,
         };
         locked(&self.inner.leases).insert(run_id.to_string(), token);
         locked(&self.inner.lost).remove(run_id);
@@ -1112,7 +1143,7 @@ impl CheckpointStore for PgStore {
         let tokens: Vec<i64> = ids.iter().map(|r| held.get(r).map_or(0, |t| *t as i64)).collect();
         let client = self.client("renew leases").await?;
         let rows = client
-            .query(
+            .query_cached(
                 "UPDATE agentic_runs r SET lease_expires_at = now() + $4::bigint * interval '1 millisecond'
                  FROM unnest($1::text[], $2::bigint[]) AS f(run_id, held)
                  WHERE r.run_id = f.run_id AND r.lease_owner = $3 AND r.fencing_token = f.held
@@ -1149,7 +1180,7 @@ impl CheckpointStore for PgStore {
         let client = self.client("release a lease").await?;
         // Expired now (the owner and token stay, for the record): any process may take it.
         client
-            .execute(
+            .execute_cached(
                 "UPDATE agentic_runs SET lease_expires_at = now()
                  WHERE run_id = $1 AND lease_owner = $2 AND fencing_token = $3",
                 &[&run_id, &self.inner.owner, &(token as i64)],
@@ -1164,7 +1195,7 @@ impl CheckpointStore for PgStore {
         let client = self.client("find runs to take over").await?;
         // A `running` run without any lease was started without one (`agentic run`): it may be executing.
         let rows = client
-            .query(
+            .query_cached(
                 "SELECT run_id, record::text, cancel_requested_at IS NOT NULL FROM agentic_runs
                  WHERE (status = 'running' AND lease_expires_at <= now())
                     OR (status = 'suspended' AND (lease_expires_at IS NULL OR lease_expires_at <= now()))",
@@ -1216,21 +1247,25 @@ impl CheckpointStore for PgStore {
 
     async fn put_spec(&self, text: &str) -> Result<String, StoreError> {
         let hash = agentic_engine::spec_hash(text);
+        if locked(&self.inner.specs_put).contains(&hash) {
+            return Ok(hash);
+        }
         let client = self.client("put_spec").await?;
         client
-            .execute(
+            .execute_cached(
                 "INSERT INTO agentic_specs (hash, text) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING",
                 &[&hash, &text],
             )
             .await
             .map_err(|e| self.backend("put_spec", pg_message(&e)))?;
+        locked(&self.inner.specs_put).insert(hash.clone());
         Ok(hash)
     }
 
     async fn spec(&self, hash: &str) -> Result<Option<String>, StoreError> {
         let client = self.client("spec").await?;
         let row = client
-            .query_opt("SELECT text FROM agentic_specs WHERE hash = $1", &[&hash])
+            .query_opt_cached("SELECT text FROM agentic_specs WHERE hash = $1", &[&hash])
             .await
             .map_err(|e| self.backend("spec", pg_message(&e)))?;
         Ok(row.map(|r| r.get::<_, String>(0)))
@@ -1244,7 +1279,7 @@ impl CheckpointStore for PgStore {
         self.write_pending().await?;
         let client = self.client("request a cancel").await?;
         let row = client
-            .query_opt(
+            .query_opt_cached(
                 "WITH u AS (
                      UPDATE agentic_runs SET cancel_requested_at = coalesce(cancel_requested_at, now())
                      WHERE run_id = $1 RETURNING run_id, record::text
@@ -1273,7 +1308,7 @@ impl CheckpointStore for PgStore {
         let client = self.client("notify").await?;
         // One statement: delivered together, in array order, after anything this handle sent before.
         client
-            .execute(
+            .execute_cached(
                 "SELECT pg_notify($1, p) FROM unnest($2::text[]) WITH ORDINALITY AS t(p, n) ORDER BY n",
                 &[&channel, &payloads],
             )
@@ -1297,7 +1332,7 @@ impl CheckpointStore for PgStore {
     async fn schedules(&self) -> Result<Vec<ScheduleRecord>, StoreError> {
         let client = self.client("schedules").await?;
         let rows = client
-            .query("SELECT id, record::text FROM agentic_schedules", &[])
+            .query_cached("SELECT id, record::text FROM agentic_schedules", &[])
             .await
             .map_err(|e| self.backend("schedules", pg_message(&e)))?;
         let mut schedules = rows
@@ -1315,7 +1350,7 @@ impl CheckpointStore for PgStore {
         }
         let client = self.client("schedule").await?;
         let row = client
-            .query_opt("SELECT record::text FROM agentic_schedules WHERE id = $1", &[&id])
+            .query_opt_cached("SELECT record::text FROM agentic_schedules WHERE id = $1", &[&id])
             .await
             .map_err(|e| self.backend("schedule", pg_message(&e)))?;
         row.map(|row| format::decode_schedule_json(id, row.get::<_, String>(0).as_bytes())).transpose()
