@@ -477,6 +477,14 @@ pub enum RespondError {
         /// What is wrong.
         message: String,
     },
+    /// The response has an answer already, not yet used by the run (an answer is given once; a second would
+    /// silently replace the first).
+    AlreadyAnswered {
+        /// The run.
+        run_id: String,
+        /// The response id.
+        response_id: String,
+    },
     /// The response is a `wait` step's timer: nobody answers it; it fires at its deadline.
     NotAnswerable {
         /// The run.
@@ -505,6 +513,7 @@ impl RespondError {
             | RespondError::Ambiguous { run_id, .. }
             | RespondError::TimedOut { run_id, .. }
             | RespondError::NotAnswerable { run_id, .. }
+            | RespondError::AlreadyAnswered { run_id, .. }
             | RespondError::InvalidAnswer { run_id, .. }
             | RespondError::Store { run_id, .. } => run_id,
         }
@@ -528,6 +537,9 @@ impl RespondError {
             }
             RespondError::InvalidAnswer { response_id, message, .. } => {
                 format!("response `{response_id}`: {message}")
+            }
+            RespondError::AlreadyAnswered { response_id, .. } => {
+                format!("response `{response_id}` is already answered (resume the run to use the answer)")
             }
             RespondError::NotAnswerable { response_id, fires_at, .. } => {
                 format!("`{response_id}` is a wait, not a question: nobody answers it; it fires at {fires_at}")

@@ -75,6 +75,13 @@ async fn an_answer_before_the_deadline_is_taken() {
     let first = flow.invoke().store_ref(store.clone()).memory_id("d2").await.unwrap();
     assert_eq!(first.pending()[0].on_timeout.as_deref(), Some("the step fails"));
     respond(&store, "d2", Some("root/0"), json!("yes")).await.unwrap();
+    // A second answer before the run used the first is refused, and the first stays.
+    let again = respond(&store, "d2", None, json!("no")).await.unwrap_err();
+    assert!(matches!(again, RespondError::AlreadyAnswered { ref response_id, .. } if response_id == "root/0"));
+    assert_eq!(
+        again.to_string(),
+        "run `d2`: response `root/0` is already answered (resume the run to use the answer)"
+    );
     let done = flow.resume("d2").store_ref(store.clone()).await.unwrap();
     assert_eq!(done.output(), Some(&json!("done: yes")));
 }

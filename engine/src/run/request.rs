@@ -353,8 +353,8 @@ impl InvokeRequest {
 /// With `response_id` `None`, exactly one response must be pending. Returns the response id answered.
 ///
 /// # Errors
-/// [`RespondError`]: the run is unknown, not suspended, the id is not pending, the id is omitted while several
-/// responses are pending (the message lists them), or the store failed.
+/// [`RespondError`]: the run is unknown, not suspended, the id is not pending or already answered, the id is
+/// omitted while several responses are pending (the message lists them), or the store failed.
 pub async fn respond(
     store: &StoreRef,
     run_id: &str,
@@ -369,11 +369,16 @@ pub async fn respond(
     // One atomic change of the record (a database store locks its row): answers posted at once to two
     // servers for two responses of one run both stay.
     let change: crate::RunUpdate = Box::new(move |rec| {
-        let id = answerable(rec, response_id.as_deref()).map_err(|e| {
+        let refuse = |e: RespondError| {
             let text = e.to_string();
             *refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
             text
-        })?;
+        };
+        let id = answerable(rec, response_id.as_deref()).map_err(refuse)?;
+        // Checked in the same atomic change: of two answers posted at once, the second is refused.
+        if rec.answers.contains_key(&id) {
+            return Err(refuse(RespondError::AlreadyAnswered { run_id: rec.run_id.clone(), response_id: id }));
+        }
         // A budget's answer goes to every call suspended at that budget (a parallel's branches each stopped).
         let mut ids = vec![id.clone()];
         if let Some(asked) = rec.pending.iter().find(|p| p.id == id && p.kind == PendingKind::Budget) {
@@ -383,11 +388,8 @@ pub async fn respond(
             });
             for p in siblings {
                 if let Err(message) = crate::budget::check_budget_answer(&value, &p.data) {
-                    let e =
-                        RespondError::InvalidAnswer { run_id: rec.run_id.clone(), response_id: p.id.clone(), message };
-                    let text = e.to_string();
-                    *refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
-                    return Err(text);
+                    let (run_id, response_id) = (rec.run_id.clone(), p.id.clone());
+                    return Err(refuse(RespondError::InvalidAnswer { run_id, response_id, message }));
                 }
                 if p.id != id {
                     ids.push(p.id.clone());
