@@ -867,7 +867,10 @@ impl PgStore {
         tokens: &HashMap<String, u64>,
     ) -> Result<Vec<(String, StoreError)>, StoreError> {
         let rows = client
-            .query_cached("SELECT run_id, lease_owner, fencing_token FROM agentic_runs WHERE run_id = ANY($1)", &[&run_ids])
+            .query_cached(
+                "SELECT run_id, lease_owner, fencing_token FROM agentic_runs WHERE run_id = ANY($1)",
+                &[&run_ids],
+            )
             .await
             .map_err(|e| self.backend("renew leases", pg_message(&e)))?;
         Ok(rows

@@ -78,10 +78,7 @@ async fn an_answer_before_the_deadline_is_taken() {
     // A second answer before the run used the first is refused, and the first stays.
     let again = respond(&store, "d2", None, json!("no")).await.unwrap_err();
     assert!(matches!(again, RespondError::AlreadyAnswered { ref response_id, .. } if response_id == "root/0"));
-    assert_eq!(
-        again.to_string(),
-        "run `d2`: response `root/0` is already answered (resume the run to use the answer)"
-    );
+    assert_eq!(again.to_string(), "run `d2`: response `root/0` is already answered (resume the run to use the answer)");
     let done = flow.resume("d2").store_ref(store.clone()).await.unwrap();
     assert_eq!(done.output(), Some(&json!("done: yes")));
 }

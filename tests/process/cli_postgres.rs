@@ -127,13 +127,17 @@ fn a_run_killed_after_any_step_resumes_to_the_uncrashed_result() {
     let clean = show("clean");
     let steps = clean["steps"].as_u64().unwrap();
     assert_eq!(steps, 11);
-    // The root's completion commits with the final record: a crash right after it finds the run completed.
-    let o = agentic(&url, Some(steps), &["run", &spec, "--input", "input=x", "--memory-id", "crash-last"]);
-    assert_eq!(o.status.code(), None, "killed by a signal; {}", stderr(&o));
-    let crashed = show("crash-last");
-    assert_eq!((&crashed["status"], &crashed["steps"]), (&Value::from("completed"), &clean["steps"]));
-    assert_eq!(crashed["state"], clean["state"]);
-    for k in 1..steps {
+    // The root's last step and its completion commit with the final record: a crash right after either finds
+    // the run completed.
+    for k in [steps - 1, steps] {
+        let id = format!("crash-{k}");
+        let o = agentic(&url, Some(k), &["run", &spec, "--input", "input=x", "--memory-id", &id]);
+        assert_eq!(o.status.code(), None, "k={k}: killed by a signal; {}", stderr(&o));
+        let crashed = show(&id);
+        assert_eq!((&crashed["status"], &crashed["steps"]), (&Value::from("completed"), &clean["steps"]), "k={k}");
+        assert_eq!(crashed["state"], clean["state"]);
+    }
+    for k in 1..steps - 1 {
         let id = format!("crash-{k}");
         let o = agentic(&url, Some(k), &["run", &spec, "--input", "input=x", "--memory-id", &id]);
         assert_eq!(o.status.code(), None, "k={k}: killed by a signal; {}", stderr(&o));
