@@ -19,8 +19,11 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::cluster::Cluster;
 
-/// Events kept per run for slow readers before they lag (a lagging reader re-reads the journal).
-const CHANNEL_CAPACITY: usize = 8192;
+/// Events kept per run for slow readers before they lag (a lagging reader re-reads the journal's steps; it
+/// misses the tokens it fell behind on). Tokio allocates and initializes every slot when a run's channel is
+/// created (about 72 bytes each): 8 192 slots cost 590 KiB per streamed run and 2.5 % of the machine's CPU in
+/// the PostgreSQL workers bench (`perf record -a`, docs/performance.md).
+const CHANNEL_CAPACITY: usize = 512;
 
 /// One server-sent event: its name (`agent_completed`, `token`, ...) and its JSON data.
 #[derive(Debug, Clone, PartialEq)]
