@@ -69,8 +69,11 @@ impl<T> PortSender<T> {
 
 impl<T> PortReceiver<T> {
     /// The next value; `None` once every sender is gone (or the port is closed) and nothing is left.
-    /// Cancel-safe: a value is only taken when the future completes.
+    /// Cancel-safe: a value is only taken when the future completes. As with tokio's channels, each receive
+    /// spends a unit of the task's cooperative budget (before the value is taken), so that an actor whose
+    /// mailbox never empties still yields to the other tasks of its worker.
     pub async fn recv(&mut self) -> Option<T> {
+        tokio::task::consume_budget().await;
         futures::StreamExt::next(&mut self.0).await
     }
 
