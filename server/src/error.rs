@@ -129,7 +129,8 @@ impl From<agentic_engine::StoreError> for ApiError {
 }
 
 /// An answer refused by its kind: an unknown run or response `404`, a run that waits for no answer, a step
-/// past its deadline, a wait or a response answered already `409`, no response named while several wait `400`, the store failing as [`From<StoreError>`] says.
+/// past its deadline, a wait or a response answered already `409`, no response named while several wait
+/// `400`, the store failing as [`From<StoreError>`] says.
 impl From<agentic_engine::RespondError> for ApiError {
     fn from(e: agentic_engine::RespondError) -> Self {
         use agentic_engine::RespondError;

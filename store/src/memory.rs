@@ -41,7 +41,8 @@ pub struct MemoryStore {
 /// One run as the store keeps it: the run record, and the journal encoded record by record.
 #[derive(Debug, Default)]
 struct StoredRun {
-    /// Boxed: the map of runs holds its entries inline, with room for more (250 bytes less per run).
+    /// Boxed: the map of runs holds its entries inline, with room for more (heaptrack at 10 000 runs: 644
+    /// bytes of map per run, about 90 now, plus the record).
     record: Option<Box<RunRecord>>,
     /// `(seq, journal value)` in sequence order.
     records: Vec<(u64, Box<[u8]>)>,

@@ -164,7 +164,8 @@ pub(crate) struct SupervisorState {
     child_span: tracing::Span,
     planner: Box<dyn Planner>,
     /// Keyed by call number; foldhash, as SipHash of a call number cost more than the lookup. Boxed: a map
-    /// holds at least four slots, and most composites have one call in flight (328 bytes less per run).
+    /// holds at least four slots, and most composites have one call in flight (heaptrack: 546 bytes for a
+    /// sequence's map, about 200 boxed).
     inflight: HashMap<u64, Box<InFlight>, foldhash::fast::RandomState>,
     /// The call number of each child actor running a call, for its supervision events.
     children: HashMap<ActorId, u64, foldhash::fast::RandomState>,
