@@ -163,6 +163,28 @@ pub fn peer_script(name: &str) -> String {
 }
 
 /// A free loopback port.
+/// Reads the server-sent events stream `live` into `text` until it contains `marker` (`event: suspended`),
+/// failing when that takes past `overall` or a chunk takes longer than `per_chunk` (keep-alive comments arrive
+/// every 15 s: bound the whole wait, not only each chunk).
+#[allow(dead_code)]
+pub async fn read_until(
+    live: &mut reqwest::Response,
+    text: &mut String,
+    marker: &str,
+    overall: std::time::Instant,
+    per_chunk: Duration,
+) {
+    while !text.contains(marker) {
+        assert!(std::time::Instant::now() < overall, "no `{marker}` in time: {text}");
+        let chunk = tokio::time::timeout(per_chunk, live.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("no chunk within {per_chunk:?} while waiting for `{marker}`: {text}"))
+            .expect("the event stream is readable")
+            .unwrap_or_else(|| panic!("the event stream ended before `{marker}`: {text}"));
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
 #[allow(dead_code)]
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()

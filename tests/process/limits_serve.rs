@@ -9,6 +9,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::common;
+
 use serde_json::{Value, json};
 use wiremock::MockServer;
 
@@ -110,11 +112,7 @@ async fn a_client_connecting_during_a_wait_for_capacity_sees_it_and_a_cancel_end
     let mut live = http.get(format!("{base}/api/v1/runs/w1/events")).send().await.unwrap();
     let mut text = String::new();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !text.contains("event: waiting_for_capacity") {
-        assert!(Instant::now() < deadline, "no waiting_for_capacity event: {text}");
-        let chunk = tokio::time::timeout(Duration::from_secs(10), live.chunk()).await.unwrap().unwrap().unwrap();
-        text.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    common::read_until(&mut live, &mut text, "event: waiting_for_capacity", deadline, Duration::from_secs(10)).await;
     let data: Value = text
         .lines()
         .skip_while(|l| *l != "event: waiting_for_capacity")
