@@ -945,12 +945,11 @@ impl SupervisorState {
                 if self.journaled.is_some() && !whole { self.planner.execution_state_patch() } else { None };
             let state = if state_patch.is_some() { Value::Null } else { self.planner.execution_state() };
             let (inflight, inflight_change) = self.journal_calls(new_calls, 1, whole);
-            // The root's last step, with nothing running after it: the run's final flush commits it.
+            // The root's last step, with nothing running after it (an async agent's start, this one's too, is
+            // tracked before it is reported): the run's final flush commits it.
             let before_end = finished.is_some()
                 && self.frame.is_root()
                 && self.inflight.is_empty()
-                && start_journaled.is_none()
-                && !outcome.async_started
                 && self.run.async_agents.none_started();
             let record = StepRecord {
                 run_id: self.run.run_id.to_string(),
