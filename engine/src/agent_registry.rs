@@ -161,8 +161,10 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::agent::{Agent, AgentSpec, InvocationContext};
+    use crate::agent::Agent;
+    use crate::agent_spec::AgentSpec;
     use crate::error::AgentError;
+    use crate::invocation::InvocationContext;
 
     struct Named(AgentSpec);
 

@@ -362,7 +362,7 @@ impl Ledger {
         history: &[crate::InvocationRecord],
         failed: &[crate::journal::FailedUsage],
         state: &serde_json::Map<String, Value>,
-        suspensions: &[crate::run::PendingResponse],
+        suspensions: &[crate::pending::PendingResponse],
     ) -> Option<Self> {
         let mut budgets = Vec::new();
         collect(root, "root".to_string(), &mut budgets);
@@ -407,7 +407,7 @@ impl Ledger {
 /// What a run spent on models, per agent (by path, in the order first seen) and in total: the journal's
 /// `history` and the calls of invocations suspended at a budget (`pending`). What `show`, `GET /runs/{id}`
 /// and the report give (SPEC.md §3).
-pub fn usage_by_agent(image: &crate::RunImage, pending: &[crate::run::PendingResponse]) -> Value {
+pub fn usage_by_agent(image: &crate::RunImage, pending: &[crate::pending::PendingResponse]) -> Value {
     let history = &image.history;
     let mut agents: Vec<(String, String, Usage)> = Vec::new();
     let mut add = |agent: &str, path: &str, u: &Usage| match agents.iter_mut().find(|(_, p, _)| p == path) {

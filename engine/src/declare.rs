@@ -14,8 +14,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::agent::{Agent, AgentRef, AgentSpec, InputSpec, InvocationContext, KeyDecl};
+use crate::agent::{Agent, AgentRef};
+use crate::agent_spec::{AgentSpec, InputSpec, KeyDecl};
 use crate::error::AgentError;
+use crate::invocation::InvocationContext;
 use crate::value::StateType;
 
 /// A type a `#[agent]` function takes as a parameter: read from the state (deserialised) and declared as the
@@ -342,7 +344,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::agent::SpecBuilder;
+    use crate::agent_spec::SpecBuilder;
 
     struct Spec(AgentSpec);
 

@@ -110,7 +110,7 @@ pub enum AgentError {
     #[error("suspended: waiting for {}", pending.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(", "))]
     Suspended {
         /// The responses waited for.
-        pending: Vec<crate::journal::PendingResponse>,
+        pending: Vec<crate::pending::PendingResponse>,
     },
     /// A run could not start or resume (changed workflow, state that no longer fits a type, run already
     /// active, store failure).

@@ -26,13 +26,16 @@
 
 mod agent;
 mod agent_registry;
+mod agent_spec;
 pub mod budget;
 mod declare;
 mod error;
 mod error_handler;
+mod invocation;
 mod journal;
 pub mod limits;
 mod listener;
+mod pending;
 mod planner;
 mod run;
 mod schedule;
@@ -42,24 +45,24 @@ mod time;
 mod trace_context;
 mod value;
 
-pub use agent::{
-    Agent, AgentRef, AgentSpec, Declaration, DynAgent, InputSpec, InvocationContext, KeyDecl, SpecBuilder,
-    TopologyNode, WITHDRAW_TIMEOUT,
-};
+pub use agent::{Agent, AgentRef, DynAgent, WITHDRAW_TIMEOUT};
 pub use agent_registry::AgentRegistry;
+pub use agent_spec::{AgentSpec, Declaration, InputSpec, KeyDecl, SpecBuilder, TopologyNode};
 pub use error::{
     AgentError, BuildError, Cause, CauseOrigin, ForkError, RegistryError, RespondError, StoreError, Transience,
     registered_list,
 };
 pub use error_handler::{ErrorContext, ErrorHandler, MAX_BACKOFF, Recovery, RetryPolicy};
+pub use invocation::InvocationContext;
 pub use listener::{
     AgentListener, AgentMonitor, ListenerRef, MonitoredInvocation, MonitoredSession, RunEvent, SessionStatus,
 };
+pub use pending::{PendingKind, PendingResponse};
 pub use planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 pub use run::{
     CancelHandle, CompensationFn, Composite, CompositeBuilder, DrainHandle, INPUTS_PATH, InvokeRequest, MAX_RESTARTS,
-    MAX_RUN_ID_LEN, OutputFn, PendingKind, PendingResponse, PlannerFactory, REGISTRY_CAPACITY, Registry, ResultStream,
-    RunEvents, RunOutcome, RunResult, StreamItem, StreamSource, answerable, check_run_id, fork, respond, timed_out,
+    MAX_RUN_ID_LEN, OutputFn, PlannerFactory, REGISTRY_CAPACITY, Registry, ResultStream, RunEvents, RunOutcome,
+    RunResult, StreamItem, StreamSource, answerable, check_run_id, fork, respond, timed_out,
 };
 pub use schedule::{Overlap, ScheduleChange, ScheduleRecord, ScheduleSource, TickStart, basic_utc};
 pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
@@ -75,7 +78,8 @@ pub use value::{StateType, ValueType, json_type_name};
 /// What the declarative agents' expansions name (`agentic-macros`): the typed-call helpers and the types they use.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::agent::{AgentRef, AgentSpec, InputSpec, KeyDecl, SpecBuilder};
+    pub use crate::agent::AgentRef;
+    pub use crate::agent_spec::{AgentSpec, InputSpec, KeyDecl, SpecBuilder};
     pub use crate::declare::*;
     pub use crate::error::{AgentError, BuildError};
     pub use crate::scope::ScopeView;

@@ -17,9 +17,11 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::agent::{AgentRef, AgentSpec, DynAgent, InvocationContext};
+use crate::agent::{AgentRef, DynAgent};
+use crate::agent_spec::AgentSpec;
 use crate::error::AgentError;
-use crate::run::PendingResponse;
+use crate::invocation::InvocationContext;
+use crate::pending::PendingResponse;
 use crate::scope::TokenUsage;
 
 mod monitor;
@@ -299,7 +301,7 @@ impl DynAgent for Listened {
         self.inner.0.may_suspend()
     }
 
-    fn withdraw_dyn<'a>(&'a self, pending: &'a crate::run::PendingResponse) -> BoxFuture<'a, ()> {
+    fn withdraw_dyn<'a>(&'a self, pending: &'a crate::pending::PendingResponse) -> BoxFuture<'a, ()> {
         self.inner.0.withdraw_dyn(pending)
     }
 

@@ -10,7 +10,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::agent::{AgentRef, AgentSpec};
+use crate::agent::AgentRef;
+use crate::agent_spec::AgentSpec;
 use crate::error::AgentError;
 use crate::scope::ScopeView;
 

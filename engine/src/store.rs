@@ -11,10 +11,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::StoreError;
-use crate::journal::PendingResponse;
 pub use crate::journal::{
     CallRecord, CompletionRecord, Finish, InflightChange, PlannerState, RunImage, StepRecord, planner_key,
 };
+use crate::pending::PendingResponse;
 use crate::schedule::{ScheduleChange, ScheduleRecord};
 
 /// When journal records reach stable storage.

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{AgentListener, RunEvent};
-use crate::journal::PendingResponse;
+use crate::pending::PendingResponse;
 use crate::scope::TokenUsage;
 use crate::store::{Milestone, MilestoneKind};
 

@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 
 use super::util::lock;
-use crate::journal::PendingResponse;
+use crate::pending::PendingResponse;
 
 /// The answers of one run, by response id. See the module documentation.
 pub(crate) struct Answers {

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::agent::{AgentRef, AgentSpec, SpecBuilder};
+use crate::agent::AgentRef;
+use crate::agent_spec::{AgentSpec, SpecBuilder};
 use crate::error::BuildError;
 use crate::error_handler::ErrorHandler;
 use crate::planner::Planner;

@@ -16,7 +16,7 @@ use super::scope_actor::ScopeHandle;
 use super::step_journal::{StepJournal, WriterMsg};
 use super::subscribers::Subscribers;
 use super::util::now_us;
-use crate::journal::PendingResponse;
+use crate::pending::PendingResponse;
 use crate::store::{Durability, PlannerState, StoreRef};
 
 /// How often a pending-mode human step reads its run's stored record for an answer ([`RunContext::ask_and_wait`]).

@@ -12,8 +12,9 @@ use super::context::RunContext;
 use super::frame::Frame;
 use super::message::{ChildOutcome, Delivery, InvocationDone, Report, ScopeMsg};
 use super::util::{lock, now_us};
-use crate::agent::{AgentRef, InvocationContext};
+use crate::agent::AgentRef;
 use crate::error::AgentError;
+use crate::invocation::InvocationContext;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::scope::{InvocationRecord, merge_delta};
 

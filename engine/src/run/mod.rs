@@ -50,8 +50,7 @@ pub use fork::fork;
 pub(crate) use frame::Frame;
 pub use registry::{REGISTRY_CAPACITY, Registry};
 pub use request::{
-    CancelHandle, DrainHandle, INPUTS_PATH, InvokeRequest, PendingKind, PendingResponse, RunOutcome, RunResult,
-    answerable, respond, timed_out,
+    CancelHandle, DrainHandle, INPUTS_PATH, InvokeRequest, RunOutcome, RunResult, answerable, respond, timed_out,
 };
 pub use run_id::{MAX_RUN_ID_LEN, check_run_id};
 pub use scope_actor::{MAX_RESTARTS, ScopeHandle};

@@ -20,8 +20,8 @@ use super::subscribers::RunEvents;
 use super::util::now_us;
 use crate::agent::AgentRef;
 use crate::error::{AgentError, RespondError, StoreError};
-pub use crate::journal::{PendingKind, PendingResponse};
 use crate::listener::{AgentListener, ChannelListener, ListenerRef};
+use crate::pending::{PendingKind, PendingResponse};
 use crate::scope::{InvocationRecord, ScopeHandle, ScopeView};
 use crate::store::{CheckpointStore, Durability, RunStatus, StoreRef};
 use crate::time::rfc3339_ms;
@@ -458,8 +458,8 @@ pub fn answerable(rec: &crate::RunRecord, response_id: Option<&str>) -> Result<S
 }
 
 /// Whether every pending response is a suspension at one and the same budget.
-fn one_budget(pending: &[crate::journal::PendingResponse]) -> bool {
-    let budget = |p: &crate::journal::PendingResponse| p.data.get("budget_path").cloned();
+fn one_budget(pending: &[crate::pending::PendingResponse]) -> bool {
+    let budget = |p: &crate::pending::PendingResponse| p.data.get("budget_path").cloned();
     !pending.is_empty()
         && pending
             .iter()

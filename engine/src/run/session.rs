@@ -24,15 +24,17 @@ use super::context::{RunContext, RunSetup};
 use super::frame::Frame;
 use super::message::{ChildOutcome, Report, RootRun, RootStart, ScopeMsg};
 use super::registry::{ActiveGuard, Registry};
-use super::request::{CancelHandle, INPUTS_PATH, InvokeRequest, PendingResponse, RunOutcome, RunResult};
+use super::request::{CancelHandle, INPUTS_PATH, InvokeRequest, RunOutcome, RunResult};
 use super::scope_actor::ScopeHandle;
 use super::spawn::{spawn_invocation, tree_error};
 use super::step_journal::WriterMsg;
 use super::util::now_us;
-use crate::agent::{AgentRef, TopologyNode};
+use crate::agent::AgentRef;
+use crate::agent_spec::TopologyNode;
 use crate::error::{AgentError, StoreError};
 use crate::journal::AsyncInItem;
 use crate::listener::{ListenerRef, RunEvent};
+use crate::pending::PendingResponse;
 use crate::store::{Durability, Milestone, MilestoneKind, RunImage, RunRecord, RunStatus, StepRecord, StoreRef};
 
 /// One run between its request and its outcome. See the module documentation.

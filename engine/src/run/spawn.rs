@@ -16,8 +16,10 @@ use super::composite::{Composite, CompositeInner};
 use super::context::RunContext;
 use super::frame::Frame;
 use super::message::{AgentMsg, LeafCall, Report};
-use crate::agent::{AgentRef, AgentSpec, DynAgent, InvocationContext};
+use crate::agent::{AgentRef, DynAgent};
+use crate::agent_spec::AgentSpec;
 use crate::error::AgentError;
+use crate::invocation::InvocationContext;
 
 /// The supervisor of one composite invocation: its behaviour (`impl Actor`) is in `supervisor.rs`, which
 /// spawns its children through this module.
