@@ -314,7 +314,7 @@ async fn a_handler_repairs_a_missing_input_and_a_resumed_run_does_not_ask_it_aga
         FnAgent::builder("gate", |ctx| {
             Box::pin(async move {
                 let x: i64 = ctx.input_as("x")?;
-                match ctx.take_answer("go") {
+                match ctx.take_answer("go").await {
                     Some(answer) => Ok(json!(format!("{x}:{}", answer.as_str().unwrap_or("?")))),
                     None => Err(ctx.suspend("go", "go on?")),
                 }

@@ -258,7 +258,7 @@ impl Human {
         Box::pin(async move {
             let escalated = format!("{id}>{}", self.escalation_name());
             if let OnTimeout::Escalate(next) = &self.on_timeout
-                && next.reached(ctx, &escalated)
+                && next.reached(ctx, &escalated).await
             {
                 // Timed out before: the escalation (or one further down its chain) is the question asked now.
                 return next.ask(ctx, escalated).await;
@@ -272,13 +272,13 @@ impl Human {
                 })
             };
             let mut refused = None;
-            if let Some(answer) = ctx.take_answer(&id) {
+            if let Some(answer) = ctx.take_answer(&id).await {
                 match self.accept(answer) {
                     Ok(value) => return Ok(value),
                     Err(reason) => refused = Some(reason),
                 }
             }
-            let deadline_ms = match ctx.suspension(&id).and_then(|p| p.deadline_ms) {
+            let deadline_ms = match ctx.suspension(&id).await.and_then(|p| p.deadline_ms) {
                 Some(kept) => Some(kept),
                 None => self.deadline_ms(ctx)?,
             };
@@ -324,13 +324,19 @@ impl Human {
 
     /// Whether this step, asked as response `id`, or a step its timeout escalates to (`id>next`, and so on
     /// down the chain), was asked before in this run: a question of theirs is kept or answered.
-    fn reached(&self, ctx: &InvocationContext, id: &str) -> bool {
-        if ctx.suspension(id).is_some() || ctx.peek_answer(id).is_some() {
-            return true;
-        }
-        match &self.on_timeout {
-            OnTimeout::Escalate(next) => next.reached(ctx, &format!("{id}>{}", self.escalation_name())),
-            _ => false,
+    async fn reached(&self, ctx: &InvocationContext, id: &str) -> bool {
+        let (mut step, mut id) = (self, id.to_string());
+        loop {
+            if ctx.suspension(&id).await.is_some() || ctx.peek_answer(&id).await.is_some() {
+                return true;
+            }
+            match &step.on_timeout {
+                OnTimeout::Escalate(next) => {
+                    id = format!("{id}>{}", step.escalation_name());
+                    step = next;
+                }
+                _ => return false,
+            }
         }
     }
 

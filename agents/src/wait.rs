@@ -104,7 +104,7 @@ impl Agent for Wait {
             Some(item) => [ctx.path(), item].concat(),
             None => ctx.path().to_string(),
         };
-        let fires_at = match ctx.suspension(&id).and_then(|p| p.deadline_ms) {
+        let fires_at = match ctx.suspension(&id).await.and_then(|p| p.deadline_ms) {
             Some(kept) => kept,
             None => self.fires_at(ctx)?,
         };

@@ -138,7 +138,7 @@ impl InvocationContext {
         name: impl Into<String>,
         undo: impl FnOnce() -> futures::future::BoxFuture<'static, Result<(), String>> + Send + 'static,
     ) {
-        self.run.compensations.add(crate::run::Compensation {
+        self.run.add_compensation(crate::run::Compensation {
             path: self.frame.path.clone(),
             agent: self.name.to_string(),
             name: name.into(),
@@ -212,11 +212,12 @@ impl InvocationContext {
     /// Adds model token usage to this invocation's record.
     pub fn add_tokens(&self, usage: TokenUsage) {
         self.with_usage(|u| u.add_tokens(usage));
-        if let Some(ledger) = &self.run.ledger {
+        let path = self.frame.path.clone();
+        self.run.charge(move |ledger| {
             let spent =
                 crate::budget::Usage { input_tokens: usage.input, output_tokens: usage.output, ..Default::default() };
-            lock(ledger).spend(&self.frame.path, &spent);
-        }
+            ledger.spend(&path, &spent);
+        });
     }
 
     /// Waits until a model call on endpoint `provider` / `server` / `model` may start under `limits` (SPEC.md
@@ -338,14 +339,13 @@ impl InvocationContext {
     /// spent and its `on_exceed` is `suspend` (also when the suspension is still unanswered); a failure naming
     /// the budget when it is `fail`, when the answer was `"stop"`, or when the answer is not a budget answer.
     pub async fn before_model_call(&self) -> Result<Option<Value>, AgentError> {
-        let Some(ledger) = &self.run.ledger else { return Ok(None) };
-        let path = &*self.frame.path;
-        if !lock(ledger).covers(path) {
+        let path = self.frame.path.clone();
+        if !self.run.with_ledger(move |l| l.covers(&path)).await.unwrap_or(false) {
             return Ok(None);
         }
         let first = !self.with_usage(|u| std::mem::replace(&mut u.resumed, true));
         if first {
-            self.resume_budget(ledger)?;
+            self.resume_budget().await?;
         }
         let replayed = self.with_usage(|u| {
             let answer = u.replay.pop_front()?;
@@ -355,18 +355,23 @@ impl InvocationContext {
         if replayed.is_some() {
             return Ok(replayed);
         }
-        // Checked and counted at once: calls started together (a parallel's branches) cannot all pass a
-        // `model_calls` limit.
-        let mut l = lock(ledger);
-        for t in l.budgets.iter().filter(|t| t.covers(path)) {
-            let reached = t.budget.reached(&t.used);
-            if !reached.is_empty() {
-                return Err(self.over_budget(t, t.budget.reached_names(&t.used), &reached));
+        // Checked and counted at once, in the run's actor: calls started together (a parallel's branches)
+        // cannot all pass a `model_calls` limit.
+        let path = self.frame.path.clone();
+        let spent = self.run.with_ledger(move |l| {
+            for t in l.budgets.iter().filter(|t| t.covers(&path)) {
+                let reached = t.budget.reached(&t.used);
+                if !reached.is_empty() {
+                    return Some((t.clone(), t.budget.reached_names(&t.used), reached));
+                }
             }
+            l.spend(&path, &crate::budget::Usage { model_calls: 1, ..Default::default() });
+            None
+        });
+        match spent.await.flatten() {
+            Some((t, names, reached)) => Err(self.over_budget(&t, names, &reached)),
+            None => Ok(None),
         }
-        let call = crate::budget::Usage { model_calls: 1, ..Default::default() };
-        l.spend(path, &call);
-        Ok(None)
     }
 
     /// After a model call of this invocation: adds its tokens (`input`, `output`) and cost (USD, `None` for
@@ -378,7 +383,7 @@ impl InvocationContext {
     /// When the call crossed a token or cost budget: [`AgentError::Suspended`] with a `budget` pending
     /// response (`on_exceed: suspend`), or a failure naming the budget (`fail`); a failure when a budget
     /// limits `cost_usd` and `cost_usd` is `None` (the model has no prices).
-    pub fn after_model_call(
+    pub async fn after_model_call(
         &self,
         model: &str,
         tokens: TokenUsage,
@@ -387,10 +392,11 @@ impl InvocationContext {
         answer: impl FnOnce() -> Value,
     ) -> Result<(), AgentError> {
         self.with_usage(|u| u.add_call(model, tokens, cost_usd));
-        let Some(ledger) = &self.run.ledger else { return Ok(()) };
-        let path = &*self.frame.path;
-        let mut l = lock(ledger);
-        if replayed || !l.covers(path) {
+        if replayed || !self.run.budgets {
+            return Ok(());
+        }
+        let path = self.frame.path.clone();
+        if !self.run.with_ledger(move |l| l.covers(&path)).await.unwrap_or(false) {
             return Ok(());
         }
         let answer = answer();
@@ -403,28 +409,35 @@ impl InvocationContext {
             models: vec![model.to_string()],
             ..Default::default()
         };
-        l.spend(path, &spent);
-        for t in l.budgets.iter().filter(|t| t.covers(path)) {
-            if t.budget.cost_usd.is_some() && cost_usd.is_none() {
-                return Err(self.fail(format!(
-                    "the budget of `{}` limits cost_usd, but model `{model}` has no prices (set its \
-                     `prices: {{input_per_mtok, output_per_mtok}}`)",
-                    t.agent
-                )));
-            }
-            let crossed = t.budget.crossed(&t.used);
-            if !crossed.is_empty() {
-                let mut names = Vec::new();
-                if t.budget.tokens.is_some_and(|l| t.used.tokens() > l) {
-                    names.push("tokens".to_string());
+        let path = self.frame.path.clone();
+        let verdict = self.run.with_ledger(move |l| {
+            l.spend(&path, &spent);
+            for t in l.budgets.iter().filter(|t| t.covers(&path)) {
+                if t.budget.cost_usd.is_some() && cost_usd.is_none() {
+                    return Some(Err(t.agent.clone()));
                 }
-                if t.budget.cost_usd.is_some_and(|l| t.used.cost_usd.unwrap_or(0.0) > l) {
-                    names.push("cost_usd".to_string());
+                let crossed = t.budget.crossed(&t.used);
+                if !crossed.is_empty() {
+                    let mut names = Vec::new();
+                    if t.budget.tokens.is_some_and(|l| t.used.tokens() > l) {
+                        names.push("tokens".to_string());
+                    }
+                    if t.budget.cost_usd.is_some_and(|l| t.used.cost_usd.unwrap_or(0.0) > l) {
+                        names.push("cost_usd".to_string());
+                    }
+                    return Some(Ok((t.clone(), names, crossed)));
                 }
-                return Err(self.over_budget(t, names, &crossed));
             }
+            None
+        });
+        match verdict.await.flatten() {
+            None => Ok(()),
+            Some(Err(agent)) => Err(self.fail(format!(
+                "the budget of `{agent}` limits cost_usd, but model `{model}` has no prices (set its \
+                 `prices: {{input_per_mtok, output_per_mtok}}`)"
+            ))),
+            Some(Ok((t, names, crossed))) => Err(self.over_budget(&t, names, &crossed)),
         }
-        Ok(())
     }
 
     /// `f` on this invocation's model calls (allocated at the first: most invocations call no model).
@@ -433,12 +446,12 @@ impl InvocationContext {
     }
 
     /// The first model call of an invocation that resumed from a budget suspension: uses its answer.
-    fn resume_budget(&self, ledger: &Mutex<crate::budget::Ledger>) -> Result<(), AgentError> {
+    async fn resume_budget(&self) -> Result<(), AgentError> {
         let id = crate::budget::budget_response_id(&self.frame.path, self.item());
-        let Some(pending) = self.suspension(&id) else { return Ok(()) };
-        let Some(answer) = self.take_answer(&id) else { return Err(self.suspend_pending(pending)) };
+        let Some(pending) = self.suspension(&id).await else { return Ok(()) };
+        let Some(answer) = self.take_answer(&id).await else { return Err(self.suspend_pending(pending)) };
         let data = &pending.data;
-        let at = data.get("budget_path").and_then(Value::as_str).unwrap_or_default();
+        let at = data.get("budget_path").and_then(Value::as_str).unwrap_or_default().to_string();
         if answer.as_str() == Some("stop") {
             // What the suspended invocation spent stays counted: in its failed record.
             if let Ok(u) = serde_json::from_value::<crate::budget::Usage>(
@@ -455,15 +468,22 @@ impl InvocationContext {
             return Err(self.fail(format!("stopped at its budget, as answered: {}", pending.prompt)));
         }
         let reached = crate::budget::reached_of(data);
-        let mut l = lock(ledger);
-        let Some(t) = l.budgets.iter_mut().find(|t| t.path == at) else { return Ok(()) };
-        let limits = data.get("limits").and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or(t.budget);
-        t.budget = limits
-            .raised(&answer, &reached, &t.used)
-            .map_err(|e| self.fail(format!("budget of `{}`: {e}", t.agent)))?;
-        let raised: Map<String, Value> =
-            l.budgets.iter().filter_map(|t| serde_json::to_value(t.budget).ok().map(|b| (t.path.clone(), b))).collect();
-        drop(l);
+        let kept = data.get("limits").and_then(|v| serde_json::from_value(v.clone()).ok());
+        // The new limits are set in the run's actor; the raised budgets of every agent come back to be kept
+        // in the state with this invocation's output.
+        let raised = self.run.with_ledger(move |l| {
+            let Some(t) = l.budgets.iter_mut().find(|t| t.path == at) else { return Ok::<_, String>(None) };
+            let limits = kept.unwrap_or(t.budget);
+            t.budget =
+                limits.raised(&answer, &reached, &t.used).map_err(|e| format!("budget of `{}`: {e}", t.agent))?;
+            let raised: Map<String, Value> = l
+                .budgets
+                .iter()
+                .filter_map(|t| serde_json::to_value(t.budget).ok().map(|b| (t.path.clone(), b)))
+                .collect();
+            Ok(Some(raised))
+        });
+        let Some(raised) = raised.await.transpose().map_err(|e: String| self.fail(e))?.flatten() else { return Ok(()) };
         self.write_on_completion(crate::budget::BUDGET_KEY, Value::Object(raised));
         let replay = data.get("calls").and_then(Value::as_array).cloned().unwrap_or_default().into();
         self.with_usage(|u| u.replay = replay);
@@ -542,13 +562,13 @@ impl InvocationContext {
     }
 
     /// Uses the human answer to response `id`, if one was given (each answer is used once).
-    pub fn take_answer(&self, id: &str) -> Option<Value> {
-        self.run.answers.take(id)
+    pub async fn take_answer(&self, id: &str) -> Option<Value> {
+        self.run.take_answer(id).await
     }
 
     /// Waits in-process until response `id` is answered (see `Registry::answer`), then uses the answer.
     pub async fn wait_answer(&self, id: &str) -> Value {
-        self.run.answers.wait(id).await
+        self.run.wait_answer(id).await
     }
 
     /// Asks `prompt` as response `id` and waits, holding the run, until it is answered, then uses the answer
@@ -602,26 +622,26 @@ impl InvocationContext {
     /// The pending response `id` this run was suspended with by [`InvocationContext::suspend_with`] (with its
     /// data), while its answer is not used: the run resumed from that suspension. Kept in the run's record
     /// until the answer is used, so that a resume after a failure or a crash still finds it.
-    pub fn suspension(&self, id: &str) -> Option<crate::pending::PendingResponse> {
-        self.run.answers.suspension(id)
+    pub async fn suspension(&self, id: &str) -> Option<crate::pending::PendingResponse> {
+        self.run.suspension(id).await
     }
 
     /// Question `pending` (its id, deadline and `on_timeout`) timed out and this agent acts on it: no answer
     /// is taken for it any more, and the run's record keeps it, so that a later answer is refused saying so
     /// (SPEC.md §3).
     pub fn record_timeout(&self, pending: crate::pending::PendingResponse) {
-        self.run.answers.time_out(pending);
+        self.run.time_out(pending);
     }
 
     /// Marks the suspension `id` as dealt with though nobody answered it (a wait that fired, a question that
     /// timed out): [`InvocationContext::suspension`] no longer hands it back, and it leaves the run's record.
     pub fn resolve_suspension(&self, id: &str) {
-        self.run.answers.mark_used(id);
+        self.run.mark_used(id);
     }
 
     /// The answer to response `id`, if one was given, without using it (see
     /// [`InvocationContext::take_answer`]): for an agent that uses it only once its work with it succeeded.
-    pub fn peek_answer(&self, id: &str) -> Option<Value> {
-        self.run.answers.peek(id)
+    pub async fn peek_answer(&self, id: &str) -> Option<Value> {
+        self.run.peek_answer(id).await
     }
 }

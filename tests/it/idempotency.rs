@@ -70,9 +70,8 @@ fn charge_then_confirm(keys: &Keys) -> AgentRef {
         let keys = keys.clone();
         Box::pin(async move {
             let key = ctx.idempotency_key().await?;
-            let mut seen = keys.lock().unwrap();
-            seen.push(key.clone());
-            if key.contains("@2") && ctx.take_answer("confirm").is_none() {
+            keys.lock().unwrap().push(key.clone());
+            if key.contains("@2") && ctx.take_answer("confirm").await.is_none() {
                 return Err(ctx.suspend("confirm", "Charge again?"));
             }
             Ok(json!(key))

@@ -305,9 +305,9 @@ impl A2aAgent {
         let view = ctx.view();
         let fail = |e: A2aError| ctx.fail_with(e.into());
         // Resumed from a remote `input-required`: the answer continues the same remote task.
-        let (message, tenant, answered) = match ctx.suspension(&id) {
+        let (message, tenant, answered) = match ctx.suspension(&id).await {
             Some(pending) => {
-                let Some(answer) = ctx.peek_answer(&id) else {
+                let Some(answer) = ctx.peek_answer(&id).await else {
                     return Err(ctx.suspend_with(id, pending.prompt, pending.data));
                 };
                 let field = |k: &str| pending.data.get(k).and_then(Value::as_str).map(str::to_string);
@@ -355,7 +355,7 @@ impl A2aAgent {
         };
         if answered {
             // Used only now: a call that failed leaves the answer for the next resume.
-            ctx.take_answer(&id);
+            ctx.take_answer(&id).await;
         }
         let task = match response {
             SendMessageResponse::Message(m) => {

@@ -73,9 +73,11 @@ impl<'a> ModelCall<'a> {
             permit.finish(t.input + t.output).await;
         }
         let cost = info.prices.map(|p| p.cost(t.input, t.output));
-        self.ctx.after_model_call(&info.model, t, cost, replayed, || {
-            serde_json::to_value(response).unwrap_or(serde_json::Value::Null)
-        })
+        self.ctx
+            .after_model_call(&info.model, t, cost, replayed, || {
+                serde_json::to_value(response).unwrap_or(serde_json::Value::Null)
+            })
+            .await
     }
 }
 

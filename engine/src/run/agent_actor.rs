@@ -195,7 +195,7 @@ async fn run_async(
         return Ok(());
     }
     let (done, ended) = oneshot::channel();
-    run.async_agents.track(ended, myself.get_cell());
+    run.async_started(ended, myself.get_cell());
     myself.get_cell().link(run.scope.actor().get_cell());
     let (start_journaled, start_in_journal) = oneshot::channel();
     let started = ChildOutcome { async_started: true, start_journaled: Some(start_journaled), ..Default::default() };

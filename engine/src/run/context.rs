@@ -1,49 +1,52 @@
-//! [`RunContext`]: what every invocation of one run shares — the run's id, its scope, its cancellation and
-//! drain signals, and the small types that own the rest of the run's state (its journal, human answers, async
-//! agents, compensations, event subscribers), each in its own module with its own tests.
+//! [`RunContext`]: what every invocation of one run holds — the run's id, its actor's handle, its cancellation
+//! and drain signals, its journal's writer, its event subscribers — and the requests an invocation makes of
+//! the run's actor (answers, compensations, async agents, budgets), which owns that state.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::FutureExt;
+use ractor::ActorCell;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::answers::Answers;
-use super::async_agents::AsyncAgents;
-use super::compensations::{Compensation, Compensations};
+use super::async_agents::{AsyncEnd, wait_ends};
+use super::compensations::{Compensation, run_compensations};
+use super::message::{Leftovers, ScopeMsg};
 use super::scope_actor::ScopeHandle;
 use super::step_journal::{StepJournal, WriterMsg};
 use super::subscribers::Subscribers;
 use super::util::now_us;
+use crate::budget::Ledger;
+use crate::error::AgentError;
 use crate::pending::PendingResponse;
 use crate::store::{Durability, PlannerState, StoreRef};
 
 /// How often a pending-mode human step reads its run's stored record for an answer ([`RunContext::ask_and_wait`]).
 const ANSWER_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Shared by every invocation of one run.
+/// What every invocation of one run holds: the run's id, its actor (the scope's handle: the run's answers,
+/// compensations, async agents, budgets and the composites a resume restores are that actor's state, reached
+/// through its messages), its cancellation and drain signals, its journal's writer, its event subscribers and
+/// its trace context. Shared read-only: nothing here changes the run but through the journal or the actor.
 pub(crate) struct RunContext {
     pub(crate) run_id: Arc<str>,
     pub(crate) scope: ScopeHandle,
     pub(crate) cancel: CancellationToken,
     /// The drain handle's token, when the request has one: once cancelled, supervisors start no new call.
     drain: Option<CancellationToken>,
-    /// The async agents started (stopped when the run fails, waited for before it completes).
-    pub(crate) async_agents: AsyncAgents,
     /// The run's steps on their way to the store.
     pub(crate) journal: StepJournal,
-    /// Human answers by response id (from `respond` or in-process answers), each used once, and the questions
-    /// the run was suspended with.
-    pub(crate) answers: Answers,
-    /// Compensations of completed actions, in completion order.
-    pub(crate) compensations: Compensations,
     /// The run's event subscribers ([`super::Registry::subscribe`]).
     pub(crate) subscribers: Subscribers,
     /// The W3C `traceparent` the run was started under ([`super::InvokeRequest::traceparent`]).
     pub(crate) traceparent: Option<Arc<str>>,
-    /// The run's budgets and what was spent under them (SPEC.md §3), when an agent has one.
-    pub(crate) ledger: Option<std::sync::Mutex<crate::budget::Ledger>>,
+    /// Whether an agent of the run has a budget: only then do model calls ask the actor's ledger.
+    pub(crate) budgets: bool,
+    /// Whether an async agent was started (the run's last step then cannot ride on its final commit).
+    async_started: AtomicBool,
+    /// Whether the actor may hold the saved state of composites in progress (a resume, a restart of the
+    /// tree): only then does a starting composite ask for it.
+    may_restore: AtomicBool,
 }
 
 /// How a run context starts.
@@ -56,16 +59,14 @@ pub(crate) struct RunSetup {
     pub(crate) drain: Option<CancellationToken>,
     pub(crate) async_writer: Option<futures::channel::mpsc::UnboundedSender<WriterMsg>>,
     pub(crate) first_seq: u64,
-    pub(crate) restore: HashMap<String, PlannerState>,
-    pub(crate) answers: BTreeMap<String, Value>,
-    /// The pending responses with agent data the run was suspended with.
-    pub(crate) suspensions: Vec<PendingResponse>,
     /// The run's process group of event subscribers.
     pub(crate) group: String,
     /// The W3C `traceparent` the run was started under.
     pub(crate) traceparent: Option<Arc<str>>,
-    /// The run's budgets, when an agent has one.
-    pub(crate) ledger: Option<crate::budget::Ledger>,
+    /// Whether an agent of the run has a budget (the actor holds the ledger).
+    pub(crate) budgets: bool,
+    /// Whether the actor was given composites to restore.
+    pub(crate) restoring: bool,
 }
 
 impl RunContext {
@@ -77,19 +78,153 @@ impl RunContext {
                 setup.durability,
                 setup.first_seq,
                 setup.async_writer,
-                setup.restore,
             ),
             run_id: setup.run_id,
             scope: setup.scope,
             cancel: setup.cancel,
             drain: setup.drain,
-            async_agents: AsyncAgents::default(),
-            answers: Answers::new(setup.answers, setup.suspensions),
-            compensations: Compensations::default(),
             subscribers: Subscribers::new(setup.group),
             traceparent: setup.traceparent,
-            ledger: setup.ledger.map(std::sync::Mutex::new),
+            budgets: setup.budgets,
+            async_started: AtomicBool::new(false),
+            may_restore: AtomicBool::new(setup.restoring),
         }
+    }
+
+    /// Sends `msg` to the run's actor (dropped once the run has ended).
+    fn tell(&self, msg: ScopeMsg) {
+        let _ = self.scope.tell(msg);
+    }
+
+    /// Uses the human answer to response `id`, if one was given.
+    pub(crate) async fn take_answer(&self, id: &str) -> Option<Value> {
+        let id = id.to_string();
+        self.scope.ask(|reply| ScopeMsg::TakeAnswer { id, reply }).await.ok().flatten()
+    }
+
+    /// The human answer to response `id`, if one was given, without using it.
+    pub(crate) async fn peek_answer(&self, id: &str) -> Option<Value> {
+        let id = id.to_string();
+        self.scope.ask(|reply| ScopeMsg::PeekAnswer { id, reply }).await.ok().flatten()
+    }
+
+    /// The question with agent data the run was suspended with under `id`, while its answer is unused.
+    pub(crate) async fn suspension(&self, id: &str) -> Option<PendingResponse> {
+        let id = id.to_string();
+        self.scope.ask(|reply| ScopeMsg::Suspension { id, reply }).await.ok().flatten()
+    }
+
+    /// No answer is taken for `id` any more (used elsewhere, or its question dealt with unanswered).
+    pub(crate) fn mark_used(&self, id: &str) {
+        self.tell(ScopeMsg::MarkUsed(id.to_string()));
+    }
+
+    /// Question `pending` timed out and was acted on.
+    pub(crate) fn time_out(&self, pending: PendingResponse) {
+        self.tell(ScopeMsg::TimedOut(Box::new(pending)));
+    }
+
+    /// Returns once an answer to `id` has been given in-process (it may have been used since).
+    async fn answer_given(&self, id: &str) {
+        let id = id.to_string();
+        if self.scope.ask(|reply| ScopeMsg::AwaitAnswer { id, reply }).await.is_err() {
+            // The run has ended: nothing will arrive.
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Waits in-process until response `id` is answered, then uses the answer.
+    pub(crate) async fn wait_answer(&self, id: &str) -> Value {
+        loop {
+            if let Some(v) = self.take_answer(id).await {
+                return v;
+            }
+            self.answer_given(id).await;
+        }
+    }
+
+    /// Registers the compensation of an action just completed.
+    pub(crate) fn add_compensation(&self, c: Compensation) {
+        self.tell(ScopeMsg::AddCompensation(Box::new(c)));
+    }
+
+    /// Takes the compensations registered at or below `path`, most recent first.
+    pub(crate) async fn take_compensations(&self, path: Arc<str>) -> Vec<Compensation> {
+        self.scope.ask(|reply| ScopeMsg::TakeCompensations { path, reply }).await.unwrap_or_default()
+    }
+
+    /// Tracks an async agent that started: its end, and its actor.
+    pub(crate) fn async_started(&self, end: AsyncEnd, actor: ActorCell) {
+        self.async_started.store(true, Ordering::Release);
+        self.tell(ScopeMsg::AsyncStarted { end, actor });
+    }
+
+    /// Whether no async agent was started in this run.
+    pub(crate) fn no_async_started(&self) -> bool {
+        !self.async_started.load(Ordering::Acquire)
+    }
+
+    /// Waits for every async agent started (those started while waiting too); the first failure is returned.
+    pub(crate) async fn wait_async_agents(&self) -> Result<(), AgentError> {
+        if self.no_async_started() {
+            return Ok(());
+        }
+        let mut first_err = None;
+        loop {
+            let ends = self.scope.ask(ScopeMsg::TakeAsyncEnds).await.unwrap_or_default();
+            if ends.is_empty() {
+                break;
+            }
+            if let Err(e) = wait_ends(ends).await {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Stops every async agent still running.
+    pub(crate) fn abort_async_agents(&self) {
+        self.tell(ScopeMsg::AbortAsync);
+    }
+
+    /// `f` on the run's budget ledger, in the run's actor; `None` when the run has no budget (or has ended).
+    pub(crate) async fn with_ledger<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Ledger) -> R + Send + 'static,
+    ) -> Option<R> {
+        if !self.budgets {
+            return None;
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.tell(ScopeMsg::Ledger(Box::new(move |ledger| {
+            let _ = tx.send(f(ledger));
+        })));
+        rx.await.ok()
+    }
+
+    /// `f` on the run's budget ledger, in the run's actor, without waiting (a charge).
+    pub(crate) fn charge(&self, f: impl FnOnce(&mut Ledger) + Send + 'static) {
+        if self.budgets {
+            self.tell(ScopeMsg::Ledger(Box::new(f)));
+        }
+    }
+
+    /// The saved state of the composite at planner key `key`, if it was in progress (taken: used once).
+    pub(crate) async fn take_restore(&self, key: String) -> Option<PlannerState> {
+        if !self.may_restore.load(Ordering::Acquire) {
+            return None;
+        }
+        self.scope.ask(|reply| ScopeMsg::TakeRestore { key, reply }).await.ok().flatten()
+    }
+
+    /// The actor holds composites to restore again (a restart of the tree from the journal).
+    pub(crate) fn restoring(&self) {
+        self.may_restore.store(true, Ordering::Release);
+    }
+
+    /// What the run leaves for its record: unused answers, unresolved suspensions, questions timed out.
+    pub(crate) async fn leftovers(&self) -> Leftovers {
+        self.scope.ask(ScopeMsg::Leftovers).await.unwrap_or_default()
     }
 
     /// Whether the run is draining: supervisors hold the calls they decide on instead of starting them.
@@ -102,21 +237,20 @@ impl RunContext {
     /// is published in the run's record while the run keeps running, so that `respond` (the CLI, the server's
     /// API and web inbox, on any server of a shared store) answers it there; the record is read every
     /// [`ANSWER_POLL`] for it, and the question is withdrawn once answered. An in-process answer
-    /// ([`Answers::give`]) is taken as well.
+    /// (`ScopeMsg::Answer`) is taken as well.
     pub(crate) async fn ask_and_wait(&self, pending: PendingResponse) -> Option<Value> {
         let id = pending.id.clone();
         let deadline_ms = pending.deadline_ms;
         let published = self.publish_pending(pending).await;
         loop {
-            let notified = self.answers.arrival();
-            if let Some(v) = self.answers.take(&id) {
+            if let Some(v) = self.take_answer(&id).await {
                 if published {
                     self.withdraw_pending(&id).await;
                 }
                 return Some(v);
             }
             if published && let Some(v) = self.stored_answer(&id).await {
-                self.answers.mark_used(&id);
+                self.mark_used(&id);
                 self.withdraw_pending(&id).await;
                 return Some(v);
             }
@@ -137,11 +271,11 @@ impl RunContext {
             match nap {
                 Some(nap) => {
                     tokio::select! {
-                        () = notified => {}
+                        () = self.answer_given(&id) => {}
                         () = tokio::time::sleep(nap) => {}
                     }
                 }
-                None => notified.await,
+                None => self.answer_given(&id).await,
             }
         }
     }
@@ -197,28 +331,6 @@ impl RunContext {
     /// Runs compensations in the order given (best effort: a failing one is logged and recorded in the
     /// history, and the rest still run).
     pub(crate) async fn compensate(&self, compensations: Vec<Compensation>) {
-        for c in compensations {
-            let started = now_us();
-            let result = match std::panic::AssertUnwindSafe((c.action)()).catch_unwind().await {
-                Ok(r) => r,
-                Err(_) => Err("compensation panicked".to_string()),
-            };
-            if let Err(e) = &result {
-                tracing::warn!(run_id = %self.run_id, path = %c.path, compensation = %c.name, "compensation failed: {e}");
-            }
-            self.scope.record(crate::scope::InvocationRecord {
-                agent: format!("compensate:{}", c.name),
-                path: c.path.to_string(),
-                inputs: [("of".to_string(), Value::String(c.agent))].into_iter().collect(),
-                output: Value::Null,
-                started_at_us: started,
-                ended_at_us: now_us(),
-                attempt: 1,
-                tokens: None,
-                usage: None,
-                error: result.err(),
-                item: None,
-            });
-        }
+        run_compensations(&self.run_id, compensations, |record| self.scope.record(record)).await;
     }
 }

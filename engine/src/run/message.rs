@@ -12,9 +12,14 @@ use ractor::{ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::async_agents::AsyncEnd;
+use super::compensations::Compensation;
 use super::frame::Frame;
 use crate::agent::AgentRef;
+use crate::budget::Ledger;
 use crate::error::AgentError;
+use crate::journal::PlannerState;
+use crate::pending::PendingResponse;
 use crate::scope::InvocationRecord;
 use crate::store::RunImage;
 
@@ -42,8 +47,41 @@ pub(crate) enum ScopeMsg {
     /// How many invocations of an agent at a path, for a mapper item, completed so far
     /// ([`InvocationRecord::completed_in`]).
     Completed { agent: Arc<str>, path: Arc<str>, item: Option<Arc<str>>, reply: RpcReplyPort<u32> },
-    /// A human answer for a pending-mode human agent of this run.
+    /// A human answer for a pending-mode human agent of this run, given in-process.
     Answer { id: String, value: Value },
+    /// Uses the answer to response `id`, if one was given (each answer is used once).
+    TakeAnswer { id: String, reply: RpcReplyPort<Option<Value>> },
+    /// The answer to response `id`, if one was given, without using it.
+    PeekAnswer { id: String, reply: RpcReplyPort<Option<Value>> },
+    /// Replies once an answer to response `id` is given (at once when one is).
+    AwaitAnswer { id: String, reply: RpcReplyPort<()> },
+    /// The question with agent data the run was suspended with under `id`, while its answer is unused.
+    Suspension { id: String, reply: RpcReplyPort<Option<PendingResponse>> },
+    /// The answer to `id` was used elsewhere (read from the run's stored record), or its question was dealt
+    /// with unanswered: no answer is taken for it any more.
+    MarkUsed(String),
+    /// A question timed out and its agent acted on it: used, and kept for the run's record.
+    TimedOut(Box<PendingResponse>),
+    /// Registers the compensation of an action just completed.
+    AddCompensation(Box<Compensation>),
+    /// Runs the compensations registered at or below a path, most recent first, on a task of their own: a
+    /// compensating composite stopped before it decided (the run was cancelled).
+    Compensate(Arc<str>),
+    /// Takes the compensations registered at or below a path, most recent first.
+    TakeCompensations { path: Arc<str>, reply: RpcReplyPort<Vec<Compensation>> },
+    /// An async agent started: its end, and its actor (stopped when the run fails).
+    AsyncStarted { end: AsyncEnd, actor: ActorCell },
+    /// Takes the ends of the async agents not waited for yet.
+    TakeAsyncEnds(RpcReplyPort<Vec<AsyncEnd>>),
+    /// Stops every async agent still running.
+    AbortAsync,
+    /// Checks or charges the run's budgets: `f` runs on the ledger, one message at a time, so calls started
+    /// together cannot all pass a limit. Sent only by runs with a budget.
+    Ledger(Box<dyn FnOnce(&mut Ledger) + Send>),
+    /// The saved state of the composite in progress at planner key `key`, taken once: it resumes from it.
+    TakeRestore { key: String, reply: RpcReplyPort<Option<PlannerState>> },
+    /// What the run leaves for its record when it ends.
+    Leftovers(RpcReplyPort<Leftovers>),
     /// Cancels the run.
     Cancel,
     /// Adds an event subscriber (an actor receiving the run's `RunEvent`s) to the run's process group.
@@ -71,6 +109,17 @@ pub(crate) struct FinishAsync {
     pub(crate) reply: RpcReplyPort<u64>,
 }
 
+/// What a run leaves for its record when it ends ([`ScopeMsg::Leftovers`]).
+#[derive(Debug, Default)]
+pub(crate) struct Leftovers {
+    /// The answers not used (kept for a later resume).
+    pub(crate) unused_answers: std::collections::BTreeMap<String, Value>,
+    /// The questions with agent data the run was suspended with whose answers were not used.
+    pub(crate) unresolved: Vec<PendingResponse>,
+    /// The questions that timed out in this session.
+    pub(crate) timed_out: Vec<PendingResponse>,
+}
+
 /// What the root of a run needs to start (and to start again after a crash of its tree).
 pub(crate) struct RootStart {
     /// The run whose root the scope actor supervises.
@@ -84,8 +133,6 @@ pub(crate) struct RootStart {
 pub(crate) trait RootRun: Send + Sync + 'static {
     /// The run's id, for logs.
     fn run_id(&self) -> &str;
-    /// Hands a human answer to the run (`respond` in-process).
-    fn give_answer(&self, id: &str, value: Value);
     /// Adds an event subscriber to the run's process group.
     fn join_subscriber(&self, subscriber: ActorCell);
     /// Cancels the run.

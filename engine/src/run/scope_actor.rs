@@ -16,8 +16,13 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::sync::{oneshot, watch};
 
-use super::message::{ChildOutcome, FinishAsync, InvocationDone, Report, RootStart, ScopeMsg};
+use super::answers::Answers;
+use super::async_agents::AsyncAgents;
+use super::compensations::{Compensations, run_compensations};
+use super::message::{ChildOutcome, FinishAsync, InvocationDone, Leftovers, Report, RootStart, ScopeMsg};
+use crate::budget::Ledger;
 use crate::error::AgentError;
+use crate::journal::PlannerState;
 use crate::scope::{ContextEntry, InvocationRecord, ScopeState, ScopeView, TypedKey};
 
 /// How many times a run whose actor tree died from a bug is restarted from its journal before it fails with
@@ -30,10 +35,11 @@ pub(crate) struct ScopeActor;
 /// What a [`ScopeActor`] owns.
 pub(crate) struct ScopeActorState {
     scope: ScopeState,
+    /// The rest of the run's state: changed only by this actor's messages.
+    run: RunParts,
     shared: Arc<ScopeShared>,
     root: Option<RootState>,
-    /// Answers and subscribers that arrived before the root started.
-    early_answers: Vec<(String, Value)>,
+    /// Subscribers that arrived before the root started.
     early_subscribers: Vec<ActorCell>,
     /// The root has reported: the run is ending.
     ended: bool,
@@ -57,6 +63,23 @@ impl Drop for ScopeActorState {
     }
 }
 
+/// The parts of a run's state its actor owns besides the scope: human answers, compensations, async agents,
+/// the budget ledger, and the composites a resume restores. Every change is one of the actor's messages.
+#[derive(Default)]
+pub(crate) struct RunParts {
+    /// Human answers by response id, each used once, and the questions the run was suspended with.
+    pub(crate) answers: Answers,
+    /// Compensations of completed actions, in completion order.
+    pub(crate) compensations: Compensations,
+    /// The async agents started.
+    pub(crate) async_agents: AsyncAgents,
+    /// The run's budgets and what was spent under them (SPEC.md §3), when an agent has one.
+    pub(crate) ledger: Option<Ledger>,
+    /// The composites in progress when the run was last checkpointed, by planner key; each taken once, when
+    /// the composite starts again.
+    pub(crate) restore: std::collections::HashMap<String, PlannerState>,
+}
+
 /// What the handles of a scope share with its actor.
 struct ScopeShared {
     memory_id: Arc<str>,
@@ -67,6 +90,7 @@ struct ScopeShared {
 /// The arguments a scope actor starts with.
 pub(crate) struct ScopeArgs {
     state: ScopeState,
+    run: RunParts,
     shared: Arc<ScopeShared>,
 }
 
@@ -78,9 +102,9 @@ impl Actor for ScopeActor {
     async fn pre_start(&self, _myself: ActorRef<ScopeMsg>, args: ScopeArgs) -> Result<Self::State, ActorProcessingErr> {
         Ok(ScopeActorState {
             scope: args.state,
+            run: args.run,
             shared: args.shared,
             root: None,
-            early_answers: Vec::new(),
             early_subscribers: Vec::new(),
             ended: false,
         })
@@ -126,10 +150,54 @@ impl Actor for ScopeActor {
                 let _ =
                     reply.send(InvocationRecord::completed_in(&state.scope.history, &agent, &path, item.as_deref()));
             }
-            ScopeMsg::Answer { id, value } => match &state.root {
-                Some(root) => root.start.run.give_answer(&id, value),
-                None => state.early_answers.push((id, value)),
-            },
+            ScopeMsg::Answer { id, value } => state.run.answers.give(&id, value),
+            ScopeMsg::TakeAnswer { id, reply } => {
+                let _ = reply.send(state.run.answers.take(&id));
+            }
+            ScopeMsg::PeekAnswer { id, reply } => {
+                let _ = reply.send(state.run.answers.peek(&id));
+            }
+            ScopeMsg::AwaitAnswer { id, reply } => state.run.answers.notify_on_answer(id, reply),
+            ScopeMsg::Suspension { id, reply } => {
+                let _ = reply.send(state.run.answers.suspension(&id));
+            }
+            ScopeMsg::MarkUsed(id) => state.run.answers.mark_used(&id),
+            ScopeMsg::TimedOut(pending) => state.run.answers.time_out(*pending),
+            ScopeMsg::AddCompensation(c) => state.run.compensations.add(*c),
+            ScopeMsg::Compensate(path) => {
+                let compensations = state.run.compensations.take_below(&path);
+                if !compensations.is_empty() {
+                    let (me, run_id) = (myself.clone(), state.shared.memory_id.clone());
+                    tokio::spawn(async move {
+                        let record = |r| drop(me.cast(ScopeMsg::Record(Box::new(r))));
+                        run_compensations(&run_id, compensations, record).await;
+                    });
+                }
+            }
+            ScopeMsg::TakeCompensations { path, reply } => {
+                let _ = reply.send(state.run.compensations.take_below(&path));
+            }
+            ScopeMsg::AsyncStarted { end, actor } => state.run.async_agents.track(end, actor),
+            ScopeMsg::TakeAsyncEnds(reply) => {
+                let _ = reply.send(state.run.async_agents.take_ends());
+            }
+            ScopeMsg::AbortAsync => state.run.async_agents.abort_all(),
+            ScopeMsg::Ledger(f) => {
+                if let Some(ledger) = &mut state.run.ledger {
+                    f(ledger);
+                }
+            }
+            ScopeMsg::TakeRestore { key, reply } => {
+                let _ = reply.send(state.run.restore.remove(&key));
+            }
+            ScopeMsg::Leftovers(reply) => {
+                let answers = &mut state.run.answers;
+                let _ = reply.send(Leftovers {
+                    unused_answers: answers.unused(),
+                    unresolved: answers.unresolved_suspensions(),
+                    timed_out: answers.take_timed_out(),
+                });
+            }
             ScopeMsg::Subscribe(subscriber, reply) => {
                 match &state.root {
                     Some(root) => root.start.run.join_subscriber(subscriber),
@@ -145,9 +213,6 @@ impl Actor for ScopeActor {
                 }
             }
             ScopeMsg::StartRoot(start) => {
-                for (id, value) in state.early_answers.drain(..) {
-                    start.run.give_answer(&id, value);
-                }
                 for subscriber in state.early_subscribers.drain(..) {
                     start.run.join_subscriber(subscriber);
                 }
@@ -194,6 +259,7 @@ impl ScopeActorState {
         tracing::warn!(run_id = %root.start.run.run_id(), restart = root.restarts, "run tree failed ({error}); restarting from the journal");
         match Box::pin(root.start.run.reload()).await {
             Ok(image) => {
+                self.run.restore = image.planners.into_iter().collect();
                 self.scope.reset(image.state, image.layers, image.history);
                 Box::pin(root.spawn(myself)).await;
             }
@@ -246,17 +312,19 @@ impl ScopeHandle {
     /// [`AgentError::Internal`] when the actor cannot start.
     #[cfg(test)]
     pub(crate) async fn spawn(memory_id: &str, initial: Map<String, Value>) -> Result<Self, AgentError> {
-        Self::spawn_named(None, memory_id, initial, Default::default(), Vec::new()).await
+        Self::spawn_named(None, memory_id, initial, Default::default(), Vec::new(), RunParts::default()).await
     }
 
     /// Starts the scope actor continuing an earlier run (its state, the layers of its mapper items in
-    /// progress, its history), registered under `name` in ractor's registry when given.
+    /// progress, its history, the rest of the run's state `run`), registered under `name` in ractor's
+    /// registry when given.
     pub(crate) async fn spawn_named(
         name: Option<String>,
         memory_id: &str,
         initial: Map<String, Value>,
         layers: std::collections::BTreeMap<String, Map<String, Value>>,
         history: Vec<InvocationRecord>,
+        run: RunParts,
     ) -> Result<Self, AgentError> {
         let (state, rx) = ScopeState::new(initial, layers, history);
         let shared = Arc::new(ScopeShared { memory_id: Arc::from(memory_id), history: OnceLock::new() });
@@ -270,7 +338,7 @@ impl ScopeHandle {
                 tokio::time::sleep(std::time::Duration::from_millis(1)).await;
             }
         }
-        let args = ScopeArgs { state, shared: shared.clone() };
+        let args = ScopeArgs { state, run, shared: shared.clone() };
         let (actor, _) = Actor::spawn(name, ScopeActor, args).await.map_err(|e| AgentError::Run {
             run_id: memory_id.to_string(),
             message: format!("cannot start the run's scope actor: {e}"),
@@ -287,7 +355,7 @@ impl ScopeHandle {
     }
 
     /// Sends a message that replies, and waits for the reply.
-    async fn ask<T>(&self, msg: impl FnOnce(RpcReplyPort<T>) -> ScopeMsg) -> Result<T, AgentError>
+    pub(crate) async fn ask<T>(&self, msg: impl FnOnce(RpcReplyPort<T>) -> ScopeMsg) -> Result<T, AgentError>
     where
         T: Send + 'static,
     {

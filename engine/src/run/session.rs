@@ -20,12 +20,13 @@ use std::pin::Pin;
 use futures::future::BoxFuture;
 use ractor::{ActorCell, ActorProcessingErr};
 
+use super::answers::Answers;
 use super::context::{RunContext, RunSetup};
 use super::frame::Frame;
-use super::message::{ChildOutcome, Report, RootRun, RootStart, ScopeMsg};
+use super::message::{ChildOutcome, Leftovers, Report, RootRun, RootStart, ScopeMsg};
 use super::registry::{ActiveGuard, Registry};
 use super::request::{CancelHandle, INPUTS_PATH, InvokeRequest, RunOutcome, RunResult};
-use super::scope_actor::ScopeHandle;
+use super::scope_actor::{RunParts, ScopeHandle};
 use super::spawn::{spawn_invocation, tree_error};
 use super::step_journal::WriterMsg;
 use super::util::now_us;
@@ -186,7 +187,11 @@ impl RunSession {
         let ledger = crate::budget::Ledger::for_run(&req.agent, &history, &image.failed_usage, &state, &suspensions);
         let layers = std::mem::take(&mut image.layers);
         let name = Some(registry.actor_name(&run_id));
-        let scope = ScopeHandle::spawn_named(name, &run_id, state, layers, history).await?;
+        let restore: HashMap<_, _> =
+            if resuming { std::mem::take(&mut image.planners).into_iter().collect() } else { HashMap::new() };
+        let (budgets, restoring) = (ledger.is_some(), !restore.is_empty());
+        let parts = RunParts { answers: Answers::new(answers, suspensions), ledger, restore, ..RunParts::default() };
+        let scope = ScopeHandle::spawn_named(name, &run_id, state, layers, history, parts).await?;
         // Stops the run's actors if this future is dropped before the run ends (the caller gave up).
         let scope_guard = StopOnDrop(Some((scope.actor().get_cell(), registry.actor_name(&run_id))));
         let (writer_tx, writer) = match (&store, req.durability) {
@@ -196,8 +201,6 @@ impl RunSession {
             }
             _ => (None, None),
         };
-        let restore: HashMap<_, _> =
-            if resuming { std::mem::take(&mut image.planners).into_iter().collect() } else { HashMap::new() };
         let run = Arc::new(RunContext::new(RunSetup {
             run_id: run_id.clone(),
             scope: scope.clone(),
@@ -208,12 +211,10 @@ impl RunSession {
             drain: req.drain.filter(|_| store.is_some()).map(|d| d.0),
             async_writer: writer_tx,
             first_seq: image.seq,
-            restore,
-            answers,
-            suspensions,
             group: registry.actor_name(&run_id),
             traceparent: req.traceparent,
-            ledger,
+            budgets,
+            restoring,
         }));
         if run.journal.enabled() && !inputs.is_empty() {
             // The inputs are part of the state a resume rebuilds: journal them as the turn's first step.
@@ -302,7 +303,7 @@ impl RunSession {
             // Siblings have finished; async agents finish before the run reports the suspension or the drain
             // (a cancel still stops them).
             let waited = tokio::select! {
-                r = run.async_agents.wait_all() => r,
+                r = run.wait_async_agents() => r,
                 () = self.cancel.0.cancelled() => Err(AgentError::Cancelled),
             };
             if let Err(e) = waited {
@@ -311,10 +312,12 @@ impl RunSession {
         }
         if result.is_err() {
             // Stop the tree (a cancellation, or a failure with agents still running) and the async agents.
+            // Waited for: a compensating composite stopped before it decided tells the run's actor to undo
+            // what completed below it, and the actor must hear it before the run closes.
             for child in self.scope.actor().get_children() {
-                child.kill();
+                let _ = child.kill_and_wait(Some(std::time::Duration::from_secs(5))).await;
             }
-            run.async_agents.abort_all();
+            run.abort_async_agents();
         }
         result
     }
@@ -340,7 +343,7 @@ impl RunSession {
         } = self;
         // Flush what async/exit durability still holds, then record the final status.
         let buffered = run.journal.take_exit_buffer();
-        let unused_answers = run.answers.unused();
+        let Leftovers { unused_answers, unresolved, timed_out } = run.leftovers().await;
         let last_seq = run.journal.last_seq();
         // No more steps: the async writer ends once it has appended what it holds.
         run.journal.close_writer();
@@ -389,12 +392,12 @@ impl RunSession {
             (rec.status, rec.detail, rec.pending) = match &result {
                 Ok(v) => (RunStatus::Completed, v.clone(), Vec::new()),
                 Err(AgentError::Suspended { pending }) => (RunStatus::Suspended, Value::Null, pending.clone()),
-                Err(AgentError::Cancelled) => (RunStatus::Cancelled, Value::Null, run.answers.unresolved_suspensions()),
-                Err(AgentError::Drained) => (RunStatus::Running, Value::Null, run.answers.unresolved_suspensions()),
-                Err(e) => (RunStatus::Failed, Value::String(e.to_string()), run.answers.unresolved_suspensions()),
+                Err(AgentError::Cancelled) => (RunStatus::Cancelled, Value::Null, unresolved.clone()),
+                Err(AgentError::Drained) => (RunStatus::Running, Value::Null, unresolved.clone()),
+                Err(e) => (RunStatus::Failed, Value::String(e.to_string()), unresolved.clone()),
             };
             rec.answers = unused_answers;
-            rec.timed_out.extend(run.answers.take_timed_out());
+            rec.timed_out.extend(timed_out);
             rec.updated_at_ms = now_us() / 1000;
             let saved = async {
                 let run_id = rec.run_id.clone();
@@ -406,7 +409,7 @@ impl RunSession {
             }
         }
         if let Err(AgentError::Cancelled) = &result {
-            withdraw_questions(&agent, run.answers.unresolved_suspensions()).await;
+            withdraw_questions(&agent, unresolved).await;
         }
         let rid = run_id.to_string();
         let emit_end = |event: RunEvent| run.subscribers.emit(&run_listeners, &event);
@@ -439,7 +442,7 @@ impl RunSession {
 /// After the root's outcome: waits for the async agents, then journals the root's completion (with the final
 /// record when `final_record`); returns the run's output.
 async fn finish_root(run: &RunContext, outcome: ChildOutcome, final_record: bool) -> Result<Value, AgentError> {
-    run.async_agents.wait_all().await?;
+    run.wait_async_agents().await?;
     if final_record {
         run.journal.root_completion(outcome.delta, outcome.record).await?;
     } else {
@@ -537,10 +540,6 @@ impl RootRun for Root {
         &self.run.run_id
     }
 
-    fn give_answer(&self, id: &str, value: Value) {
-        self.run.answers.give(id, value);
-    }
-
     fn join_subscriber(&self, subscriber: ActorCell) {
         self.run.subscribers.join(subscriber);
     }
@@ -567,7 +566,12 @@ impl RootRun for Root {
     }
 
     fn reload(&self) -> BoxFuture<'_, Result<RunImage, AgentError>> {
-        Box::pin(self.run.journal.reload())
+        Box::pin(async move {
+            let image = self.run.journal.reload().await?;
+            // The actor takes the image's planners: the composites that start again ask it for theirs.
+            self.run.restoring();
+            Ok(image)
+        })
     }
 }
 

@@ -2,7 +2,6 @@
 //! durability mode says (sync: each step committed before the next; async: by a writer task; exit: when the
 //! run ends) — and the planners' states a restart of the actor tree resumes from.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -11,7 +10,7 @@ use tokio::sync::oneshot;
 
 use super::util::lock;
 use crate::error::AgentError;
-use crate::store::{Durability, PlannerState, RunImage, StepRecord, StoreRef};
+use crate::store::{Durability, RunImage, StepRecord, StoreRef};
 
 /// What the async durability writer receives: records in order, and barriers that answer once every record
 /// before them was appended.
@@ -37,8 +36,6 @@ pub(crate) struct StepJournal {
     async_writer: Option<futures::channel::mpsc::UnboundedSender<WriterMsg>>,
     /// Exit durability: records wait here until the run ends.
     exit_buffer: Mutex<Vec<StepRecord>>,
-    /// Composites in progress when the run was last checkpointed, by path; taken when the composite restarts.
-    restore: Mutex<HashMap<String, PlannerState>>,
 }
 
 impl StepJournal {
@@ -49,7 +46,6 @@ impl StepJournal {
         durability: Durability,
         first_seq: u64,
         async_writer: Option<futures::channel::mpsc::UnboundedSender<WriterMsg>>,
-        restore: HashMap<String, PlannerState>,
     ) -> Self {
         StepJournal {
             run_id,
@@ -59,7 +55,6 @@ impl StepJournal {
             append_turn: tokio::sync::Mutex::new(()),
             async_writer,
             exit_buffer: Mutex::new(Vec::new()),
-            restore: Mutex::new(restore),
         }
     }
 
@@ -160,14 +155,9 @@ impl StepJournal {
         std::mem::take(&mut *lock(&self.exit_buffer))
     }
 
-    /// The checkpointed state of the composite at `path`, if it was in progress (taken: used once).
-    pub(crate) fn take_restore(&self, path: &str) -> Option<PlannerState> {
-        lock(&self.restore).remove(path)
-    }
-
     /// The run as its journal has it, for a restart of its actor tree: everything journaled so far is made
     /// readable (async durability's writer catches up; exit durability's buffer is appended, still unflushed),
-    /// folded, and the composites in progress are set to restore from it.
+    /// and folded; the run's actor restores the composites in progress from its planners.
     ///
     /// # Errors
     /// [`AgentError::Run`] without a journal, or when the store fails.
@@ -183,8 +173,7 @@ impl StepJournal {
                 let _ = rx.await;
             }
         }
-        let mut image = store.load_dyn(&self.run_id).await.map_err(|e| run_err(e.to_string()))?;
-        *lock(&self.restore) = std::mem::take(&mut image.planners).into_iter().collect();
+        let image = store.load_dyn(&self.run_id).await.map_err(|e| run_err(e.to_string()))?;
         self.step_seq.store(image.seq, Ordering::Relaxed);
         Ok(image)
     }
@@ -199,7 +188,7 @@ mod tests {
     use crate::store::CheckpointStore;
 
     fn journal(store: &EphemeralStore, durability: Durability) -> StepJournal {
-        StepJournal::new(Arc::from("j"), Some(Arc::new(store.clone())), durability, 0, None, HashMap::new())
+        StepJournal::new(Arc::from("j"), Some(Arc::new(store.clone())), durability, 0, None)
     }
 
     fn step(path: &str) -> StepRecord {
@@ -236,7 +225,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_store_nothing_is_journaled_and_a_restart_is_refused() {
-        let j = StepJournal::new(Arc::from("j"), None, Durability::Sync, 0, None, HashMap::new());
+        let j = StepJournal::new(Arc::from("j"), None, Durability::Sync, 0, None);
         assert!(!j.enabled());
         j.completion("root", None, vec![("k".into(), json!(1))], None).await.unwrap();
         assert_eq!(j.last_seq(), 0);

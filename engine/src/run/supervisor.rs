@@ -289,7 +289,7 @@ impl SupervisorState {
                 self.myself.send_after(t, || SupervisorMsg::Timeout);
             }
         }
-        if let Some(saved) = self.run.journal.take_restore(&planner_key(self.path(), self.frame.layer.as_deref())) {
+        if let Some(saved) = self.run.take_restore(planner_key(self.path(), self.frame.layer.as_deref())).await {
             return Box::pin(self.resume(saved)).await;
         }
         let first = match decision_view(&self.run, &self.frame, self.planner.reads_state()).await {
@@ -414,12 +414,13 @@ impl SupervisorState {
                 }
             }),
         };
-        let compensations = if compensate { self.run.compensations.take_below(self.path()) } else { Vec::new() };
-        if compensations.is_empty() {
+        if !compensate {
             return deliver();
         }
-        let run = self.run.clone();
+        // The compensations are the run actor's: taken, run, then the result handed on, on a task of its own.
+        let (run, path) = (self.run.clone(), self.frame.path.clone());
         tokio::spawn(async move {
+            let compensations = run.take_compensations(path).await;
             run.compensate(compensations).await;
             deliver();
         });
@@ -434,10 +435,8 @@ impl Drop for SupervisorState {
         if matches!(self.phase, Phase::Concluded | Phase::Decided(_)) || !self.inner.compensate_on_error {
             return;
         }
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let (run, path) = (self.run.clone(), self.path().clone());
-            rt.spawn(async move { run.compensate(run.compensations.take_below(&path)).await });
-        }
+        // Told to the run's actor before the run closes it: the session waits for the tree to stop first.
+        let _ = self.run.scope.tell(ScopeMsg::Compensate(self.path().clone()));
     }
 }
 
@@ -947,10 +946,8 @@ impl SupervisorState {
             let (inflight, inflight_change) = self.journal_calls(new_calls, 1, whole);
             // The root's last step, with nothing running after it (an async agent's start, this one's too, is
             // tracked before it is reported): the run's final flush commits it.
-            let before_end = finished.is_some()
-                && self.frame.is_root()
-                && self.inflight.is_empty()
-                && self.run.async_agents.none_started();
+            let before_end =
+                finished.is_some() && self.frame.is_root() && self.inflight.is_empty() && self.run.no_async_started();
             let record = StepRecord {
                 run_id: self.run.run_id.to_string(),
                 // Numbered by `journal_step`.
