@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::agent_spec::{AgentSpec, TopologyNode};
 use crate::error::AgentError;
 use crate::invocation::InvocationContext;
-use crate::run::lock;
+use crate::lock::lock;
 
 /// Native async; store agents as [`AgentRef`] (`Arc<dyn DynAgent>`).
 pub trait Agent: Send + Sync + 'static {

@@ -7,7 +7,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::error::AgentError;
-use crate::run::{Frame, RunContext, lock};
+use crate::lock::lock;
+use crate::run::{Frame, RunContext};
 use crate::scope::{ScopeHandle, ScopeView, TokenUsage, merge_delta};
 
 /// How long a concurrency slot of a model endpoint is held at most when its call never gives it back (the
@@ -42,6 +43,36 @@ pub struct InvocationContext {
 }
 
 impl InvocationContext {
+    /// The context of one invocation of agent `name` in `run`, with its resolved `inputs`, its `frame` and the
+    /// actor running it; `keep_writes` when its writes are kept for its step record (a journaled run, an async
+    /// agent).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        run: Arc<RunContext>,
+        name: Arc<str>,
+        inputs: Map<String, Value>,
+        frame: Frame,
+        actor: Option<ractor::ActorCell>,
+        keep_writes: bool,
+        listeners: Arc<[crate::listener::ListenerRef]>,
+        child_listeners: Arc<[crate::listener::ListenerRef]>,
+    ) -> Self {
+        InvocationContext {
+            run,
+            name,
+            inputs,
+            frame,
+            actor,
+            writes: Mutex::new(Vec::new()),
+            keep_writes,
+            deferred: Mutex::new(Vec::new()),
+            usage: Mutex::new(None),
+            listeners,
+            child_listeners,
+            occurrence: std::sync::OnceLock::new(),
+        }
+    }
+
     /// The resolved (coerced) value of input `key`.
     pub fn input(&self, key: &str) -> Option<&Value> {
         self.inputs.get(key)

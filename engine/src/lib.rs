@@ -35,6 +35,7 @@ mod invocation;
 mod journal;
 pub mod limits;
 mod listener;
+mod lock;
 mod pending;
 mod planner;
 mod run;

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
-use crate::run::lock;
+use crate::lock::lock;
 
 /// Limits of one model endpoint (SPEC.md §3 `limits`): shared by every run that uses a model of that
 /// provider, base URL and model name.

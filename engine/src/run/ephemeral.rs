@@ -21,7 +21,7 @@ pub(crate) struct EphemeralStore {
 
 impl CheckpointStore for EphemeralStore {
     async fn append(&self, record: StepRecord) -> Result<(), StoreError> {
-        let mut inner = super::util::lock(&self.inner);
+        let mut inner = crate::lock::lock(&self.inner);
         // Kept in sequence order: two supervisors may append their steps in the other order than they
         // numbered them.
         let at = inner.records.partition_point(|r| r.seq < record.seq);
@@ -34,20 +34,20 @@ impl CheckpointStore for EphemeralStore {
     }
 
     async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
-        super::util::lock(&self.inner).run = Some(run);
+        crate::lock::lock(&self.inner).run = Some(run);
         Ok(())
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        Ok(super::util::lock(&self.inner).run.clone().filter(|r| r.run_id == run_id))
+        Ok(crate::lock::lock(&self.inner).run.clone().filter(|r| r.run_id == run_id))
     }
 
     async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        Ok(super::util::lock(&self.inner).run.clone().into_iter().collect())
+        Ok(crate::lock::lock(&self.inner).run.clone().into_iter().collect())
     }
 
     async fn records(&self, run_id: &str) -> Result<Vec<StepRecord>, StoreError> {
-        let inner = super::util::lock(&self.inner);
+        let inner = crate::lock::lock(&self.inner);
         Ok(inner.records.iter().filter(|r| r.run_id == run_id).cloned().collect())
     }
 }

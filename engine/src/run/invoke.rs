@@ -3,7 +3,7 @@
 //! hand its writes and result to the scope actor ([`Invocation::close`]). What runs in between is the leaf's
 //! `invoke` (in an `AgentActor`) or the planner's steps (in a `SupervisorActor`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ractor::ActorCell;
 use serde_json::{Map, Value};
@@ -11,11 +11,12 @@ use serde_json::{Map, Value};
 use super::context::RunContext;
 use super::frame::Frame;
 use super::message::{ChildOutcome, Delivery, InvocationDone, Report, ScopeMsg};
-use super::util::{lock, now_us};
+use super::util::now_us;
 use crate::agent::AgentRef;
 use crate::error::AgentError;
 use crate::invocation::InvocationContext;
 use crate::listener::{ListenerRef, RunEvent};
+use crate::lock::lock;
 use crate::scope::{InvocationRecord, merge_delta};
 
 /// An open invocation: its context (what the agent sees) and what closing it needs.
@@ -107,20 +108,9 @@ impl Invocation {
             "error.type" = tracing::field::Empty,
             "otel.status_code" = tracing::field::Empty,
         );
-        let ctx = InvocationContext {
-            run: run.clone(),
-            name: Arc::from(spec.name.as_str()),
-            inputs,
-            frame,
-            actor,
-            writes: Mutex::new(Vec::new()),
-            keep_writes,
-            deferred: Mutex::new(Vec::new()),
-            usage: Mutex::new(None),
-            listeners,
-            child_listeners,
-            occurrence: std::sync::OnceLock::new(),
-        };
+        let name = Arc::from(spec.name.as_str());
+        let ctx =
+            InvocationContext::new(run.clone(), name, inputs, frame, actor, keep_writes, listeners, child_listeners);
         if ctx.has_listeners() {
             ctx.emit(&RunEvent::AgentStarted {
                 run_id: run.run_id.to_string(),

@@ -56,4 +56,3 @@ pub use run_id::{MAX_RUN_ID_LEN, check_run_id};
 pub use scope_actor::{MAX_RESTARTS, ScopeHandle};
 pub use stream::{ResultStream, StreamItem, StreamSource};
 pub use subscribers::RunEvents;
-pub(crate) use util::lock;

@@ -15,8 +15,8 @@ use serde_json::Value;
 use super::ephemeral::EphemeralStore;
 use super::message::ScopeMsg;
 use super::subscribers::RunEvents;
-use super::util::lock;
 use crate::error::AgentError;
+use crate::lock::lock;
 use crate::store::StoreRef;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);

@@ -362,16 +362,17 @@ pub async fn respond(
     value: Value,
 ) -> Result<String, RespondError> {
     let response_id = response_id.map(str::to_string);
-    let chosen = Arc::new(std::sync::Mutex::new(String::new()));
+    // What the change decided, read once the store has dropped it: the response answered, or why not.
+    let chosen = Arc::new(std::sync::OnceLock::new());
     let answered = chosen.clone();
-    let refused = Arc::new(std::sync::Mutex::new(None));
+    let refused = Arc::new(std::sync::OnceLock::new());
     let refusal = refused.clone();
     // One atomic change of the record (a database store locks its row): answers posted at once to two
     // servers for two responses of one run both stay.
     let change: crate::RunUpdate = Box::new(move |rec| {
         let refuse = |e: RespondError| {
             let text = e.to_string();
-            *refusal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+            let _ = refusal.set(e);
             text
         };
         let id = answerable(rec, response_id.as_deref()).map_err(refuse)?;
@@ -400,7 +401,7 @@ pub async fn respond(
             rec.answers.insert(id, value.clone());
         }
         rec.updated_at_ms = now_us() / 1000;
-        *answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = id;
+        let _ = answered.set(id);
         Ok(())
     });
     let run_id = run_id.to_string();
@@ -408,11 +409,11 @@ pub async fn respond(
         Err(source) => Err(RespondError::Store { run_id, source }),
         Ok(None) => Err(RespondError::UnknownRun { run_id }),
         Ok(Some(Err(message))) => {
-            let typed = refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+            let typed = Arc::into_inner(refused).and_then(std::sync::OnceLock::into_inner);
             // The change only refuses through `answerable`; any other text is the store's own.
             Err(typed.unwrap_or(RespondError::Store { run_id, source: StoreError::Backend(message.into()) }))
         }
-        Ok(Some(Ok(_))) => Ok(std::mem::take(&mut *chosen.lock().unwrap_or_else(std::sync::PoisonError::into_inner))),
+        Ok(Some(Ok(_))) => Ok(Arc::into_inner(chosen).and_then(std::sync::OnceLock::into_inner).unwrap_or_default()),
     }
 }
 

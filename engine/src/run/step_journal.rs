@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::util::lock;
 use crate::error::AgentError;
+use crate::lock::lock;
 use crate::store::{Durability, RunImage, StepRecord, StoreRef};
 
 /// What the async durability writer receives: records in order, and barriers that answer once every record
