@@ -90,7 +90,7 @@ pub async fn run(scripted: bool) -> Result<String, Box<dyn Error>> {
         .order_workflow(order_id, "ACME Corp orders 1000 widgets, to be delivered in Turin.")
         .await;
     let pending = match first {
-        Err(AgentError::Suspended { pending }) if !pending.is_empty() => pending[0].clone(),
+        Err(Stop::Suspended(pending)) if !pending.is_empty() => pending[0].clone(),
         Err(e) => return Err(e.into()),
         Ok(result) => return Ok(format!("{order_id} finished without an approval: {result}")),
     };

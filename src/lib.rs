@@ -117,7 +117,7 @@ pub mod prelude {
     pub use agentic_agents::model::{ChatModelRef, OpenAiModel, ScriptedModel};
     pub use agentic_agents::{Compute, FnAgent, Human, LlmAgent, Tool};
     pub use agentic_engine::{
-        AgentError, AgentRef, Durability, InputSpec, RetryPolicy, RunOutcome, RunResult, ScopeView, SpecBuilder,
+        AgentError, AgentRef, Durability, InputSpec, RetryPolicy, RunOutcome, RunResult, ScopeView, SpecBuilder, Stop,
         TypedKey,
     };
     pub use agentic_macros::{agent, agents};

@@ -453,7 +453,7 @@ async fn the_declared_order_approval_suspends_and_resumes_like_the_built_one() {
     let store = MemoryStore::new();
     let fresh = order_approval_declarative::order_desk(true, &store).unwrap();
     match fresh.order_workflow("order-2", ORDER).await {
-        Err(AgentError::Suspended { pending }) => assert_eq!(pending[0].id, "manager-approval"),
+        Err(Stop::Suspended(pending)) => assert_eq!(pending[0].id, "manager-approval"),
         other => panic!("expected a suspension, got {other:?}"),
     }
     let again = order_approval_declarative::order_desk(true, &store).unwrap();

@@ -4,11 +4,11 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use agentic_engine::{Agent, AgentError, AgentRef, AgentSpec, InvocationContext, ScopeView, SpecBuilder};
+use agentic_engine::{Agent, AgentRef, AgentSpec, InvocationContext, ScopeView, SpecBuilder, Stop};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-type AsyncFn = Arc<dyn for<'a> Fn(&'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> + Send + Sync>;
+type AsyncFn = Arc<dyn for<'a> Fn(&'a InvocationContext) -> BoxFuture<'a, Result<Value, Stop>> + Send + Sync>;
 
 /// An agent whose work is an async Rust closure. The closure gets the [`InvocationContext`] (resolved inputs,
 /// scope, identity) and returns the result, written to `output_key` by the engine.
@@ -44,7 +44,7 @@ impl FnAgent {
     /// (`Box::pin(async move { ... })`) borrowing the context.
     pub fn builder<F>(name: impl Into<String>, f: F) -> FnAgentBuilder
     where
-        F: for<'a> Fn(&'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> + Send + Sync + 'static,
+        F: for<'a> Fn(&'a InvocationContext) -> BoxFuture<'a, Result<Value, Stop>> + Send + Sync + 'static,
     {
         FnAgentBuilder { spec: AgentSpec::new(name, "closure"), f: Arc::new(f) }
     }
@@ -59,7 +59,7 @@ impl FnAgent {
         Self::builder(name, move |ctx| {
             let f = f.clone();
             let inputs = ctx.inputs().clone();
-            Box::pin(async move { f(inputs).await.map_err(|m| ctx.fail(m)) })
+            Box::pin(async move { f(inputs).await.map_err(|m| ctx.fail(m).into()) })
         })
     }
 }
@@ -76,7 +76,7 @@ impl Agent for FnAgent {
         &self.spec
     }
 
-    fn invoke(&self, ctx: &InvocationContext) -> impl Future<Output = Result<Value, AgentError>> + Send {
+    fn invoke(&self, ctx: &InvocationContext) -> impl Future<Output = Result<Value, Stop>> + Send {
         (self.f)(ctx)
     }
 }
@@ -119,7 +119,7 @@ impl Agent for ScopeAction {
         &self.spec
     }
 
-    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
         let writes = (self.f)(&ctx.view()).map_err(|m| ctx.fail(m))?;
         for (k, v) in writes {
             ctx.write(k, v).await?;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agentic_engine::{Agent, AgentError, AgentRef, AgentSpec, InputSpec, InvocationContext, SpecBuilder};
+use agentic_engine::{Agent, AgentError, AgentRef, AgentSpec, InputSpec, InvocationContext, SpecBuilder, Stop};
 use serde_json::Value;
 
 use crate::error::ExprError;
@@ -92,7 +92,7 @@ impl Agent for Compute {
         &self.spec
     }
 
-    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
         let view = ctx.view();
         let inputs = ctx.inputs().clone();
         let result = if self.spec.timeout.is_some() {
@@ -104,11 +104,13 @@ impl Agent for Compute {
         } else {
             evaluate(&self.body, &view, &inputs)
         };
-        result.map_err(|(message, source)| AgentError::Expression {
-            agent: ctx.agent_name().to_string(),
-            path: ctx.path().to_string(),
-            what: format!("`{source}`"),
-            message,
+        result.map_err(|(message, source)| {
+            Stop::Failed(AgentError::Expression {
+                agent: ctx.agent_name().to_string(),
+                path: ctx.path().to_string(),
+                what: format!("`{source}`"),
+                message,
+            })
         })
     }
 }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_engine::{
-    Agent, AgentError, AgentRef, AgentSpec, InputSpec, InvocationContext, SpecBuilder, ValueType, now_ms,
+    Agent, AgentError, AgentRef, AgentSpec, InputSpec, InvocationContext, SpecBuilder, Stop, ValueType, now_ms,
     parse_rfc3339_ms, rfc3339_ms,
 };
 use serde_json::Value;
@@ -229,7 +229,7 @@ impl Agent for Human {
         &self.spec
     }
 
-    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
         let base = self.response_id.as_deref().unwrap_or_else(|| ctx.path());
         let id = match ctx.item() {
             Some(item) => [base, item].concat(),
@@ -254,7 +254,7 @@ impl Human {
         &'a self,
         ctx: &'a InvocationContext,
         id: String,
-    ) -> futures::future::BoxFuture<'a, Result<Value, AgentError>> {
+    ) -> futures::future::BoxFuture<'a, Result<Value, Stop>> {
         Box::pin(async move {
             let escalated = format!("{id}>{}", self.escalation_name());
             if let OnTimeout::Escalate(next) = &self.on_timeout
@@ -366,7 +366,7 @@ impl Human {
         id: String,
         escalated: String,
         deadline_ms: u64,
-    ) -> Result<Value, AgentError> {
+    ) -> Result<Value, Stop> {
         let at = rfc3339_ms(deadline_ms);
         let mut asked = ctx.pending_response(id.clone(), String::new());
         asked.deadline_ms = Some(deadline_ms);
@@ -374,7 +374,9 @@ impl Human {
         ctx.record_timeout(asked);
         tracing::info!(agent = ctx.agent_name(), response_id = %id, "the human step timed out at {at}: {}", self.on_timeout.phrase());
         match &self.on_timeout {
-            OnTimeout::Fail => Err(ctx.fail(format!("the human step `{id}` timed out at {at} without an answer"))),
+            OnTimeout::Fail => {
+                Err(ctx.fail(format!("the human step `{id}` timed out at {at} without an answer")).into())
+            }
             OnTimeout::Default(expr) => {
                 let value = expr.eval_inputs(&ctx.view(), ctx.inputs()).map_err(|message| AgentError::Expression {
                     agent: ctx.agent_name().to_string(),
@@ -382,7 +384,9 @@ impl Human {
                     what: "on_timeout default".to_string(),
                     message,
                 })?;
-                self.accept(value).map_err(|reason| ctx.fail(format!("the default value at the timeout: {reason}")))
+                Ok(self
+                    .accept(value)
+                    .map_err(|reason| ctx.fail(format!("the default value at the timeout: {reason}")))?)
             }
             OnTimeout::Escalate(next) => next.ask(ctx, escalated).await,
         }

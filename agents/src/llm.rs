@@ -42,7 +42,7 @@ use std::sync::Arc;
 
 use agentic_engine::{
     Agent, AgentError, AgentRef, AgentSpec, BuildError, Cause, InputSpec, InvocationContext, RunEvent, ScopeView,
-    SpecBuilder, ValueType,
+    SpecBuilder, Stop, ValueType,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -606,7 +606,7 @@ impl LlmAgent {
 
     /// The context put before the user message (empty when there is none), asking `model` for a summary
     /// when the context is summarized.
-    async fn context_prefix(&self, ctx: &InvocationContext, model: &ChatModelRef) -> Result<String, AgentError> {
+    async fn context_prefix(&self, ctx: &InvocationContext, model: &ChatModelRef) -> Result<String, Stop> {
         match &self.context {
             ContextSource::None => Ok(String::new()),
             // Boxed: only these wait, and their future would enlarge every invocation's.
@@ -615,7 +615,7 @@ impl LlmAgent {
     }
 
     /// [`LlmAgent::context_prefix`] for an agent that has a context source.
-    async fn context_text(&self, ctx: &InvocationContext, model: &ChatModelRef) -> Result<String, AgentError> {
+    async fn context_text(&self, ctx: &InvocationContext, model: &ChatModelRef) -> Result<String, Stop> {
         let (agents, summarize) = match &self.context {
             ContextSource::None => return Ok(String::new()),
             ContextSource::Function(f) => {
@@ -656,7 +656,7 @@ impl LlmAgent {
         ctx: &InvocationContext,
         model: &ChatModelRef,
         request: ChatRequest,
-    ) -> Result<ChatResponse, AgentError> {
+    ) -> Result<ChatResponse, Stop> {
         let fail_model = |e: crate::model::ModelError| ctx.fail_with(e.into());
         let mut call = crate::model::ModelCall::begin(ctx, model).await?;
         if let Some(response) = call.replayed() {
@@ -704,7 +704,7 @@ impl LlmAgent {
         request: &mut ChatRequest,
         tools: &[Tool],
         keep: bool,
-    ) -> Result<ChatResponse, AgentError> {
+    ) -> Result<ChatResponse, Stop> {
         let mut rounds = 0;
         loop {
             let sent = if keep || !tools.is_empty() { request.clone() } else { std::mem::take(request) };
@@ -714,7 +714,7 @@ impl LlmAgent {
             }
             if rounds == self.max_tool_iterations {
                 let called: Vec<&str> = response.tool_calls().iter().map(|c| c.name.as_str()).collect();
-                return Err(ctx.fail(format!(
+                return Err(Stop::Failed(ctx.fail(format!(
                     "model `{}` at {} still called tools ({}) after {rounds} tool round{}; the bound is \
                      max_tool_iterations = {}",
                     info.model,
@@ -722,7 +722,7 @@ impl LlmAgent {
                     called.join(", "),
                     if rounds == 1 { "" } else { "s" },
                     self.max_tool_iterations
-                )));
+                ))));
             }
             rounds += 1;
             if matches!(request.tool_choice, Some(ToolChoice::Required | ToolChoice::Tool(_))) {
@@ -734,7 +734,7 @@ impl LlmAgent {
             if let Some((_, Err(ToolFailure::Agent(cause)))) =
                 results.iter().find(|(_, r)| matches!(r, Err(ToolFailure::Agent(_))))
             {
-                return Err(ctx.fail_with(cause.clone()));
+                return Err(ctx.fail_with(cause.clone()).into());
             }
             let results = results.into_iter().map(|(t, r)| (t, r.map_err(|e| e.message())));
             request.messages.push(response.message);
@@ -883,7 +883,7 @@ impl Agent for LlmAgent {
         self.streaming
     }
 
-    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
         let view = ctx.view();
         let model = self.selector.as_ref().and_then(|s| s(&view)).unwrap_or_else(|| self.model.clone());
         let info = model.info();

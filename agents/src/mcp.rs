@@ -14,7 +14,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use agentic_engine::{
-    Agent, AgentError, AgentRef, AgentSpec, Cause, CauseOrigin, InputSpec, InvocationContext, SpecBuilder, Transience,
+    Agent, AgentError, AgentRef, AgentSpec, Cause, CauseOrigin, InputSpec, InvocationContext, SpecBuilder, Stop,
+    Transience,
 };
 use rmcp::model::{CallToolRequestParams, CallToolResult, RequestParamsMeta};
 use rmcp::service::{RoleClient, RunningService, ServiceExt};
@@ -521,14 +522,15 @@ impl Agent for McpAgent {
         &self.spec
     }
 
-    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
         let tool = self
             .tool
             .get_or_try_init(|| self.client.tool(self.tool_name.as_deref()))
             .await
             .map_err(|e| ctx.fail_with(e.into()))?;
         let args = self.arguments(tool, ctx)?;
-        crate::trace_context::scoped(ctx, self.client.call(tool, args)).await.map_err(|e| ctx.fail_with(e.into()))
+        let result = crate::trace_context::scoped(ctx, self.client.call(tool, args)).await;
+        Ok(result.map_err(|e| ctx.fail_with(e.into()))?)
     }
 }
 

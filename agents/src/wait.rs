@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use agentic_engine::{
-    Agent, AgentError, AgentRef, AgentSpec, InvocationContext, PendingKind, SpecBuilder, ValueType, now_ms,
+    Agent, AgentError, AgentRef, AgentSpec, InvocationContext, PendingKind, SpecBuilder, Stop, ValueType, now_ms,
     parse_rfc3339_ms, rfc3339_ms,
 };
 use serde_json::Value;
@@ -99,7 +99,7 @@ impl Agent for Wait {
         &self.spec
     }
 
-    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
         let id = match ctx.item() {
             Some(item) => [ctx.path(), item].concat(),
             None => ctx.path().to_string(),

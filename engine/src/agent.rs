@@ -9,9 +9,9 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::agent_spec::{AgentSpec, TopologyNode};
-use crate::error::AgentError;
 use crate::invocation::InvocationContext;
 use crate::lock::lock;
+use crate::stop::Stop;
 
 /// Native async; store agents as [`AgentRef`] (`Arc<dyn DynAgent>`).
 pub trait Agent: Send + Sync + 'static {
@@ -21,10 +21,11 @@ pub trait Agent: Send + Sync + 'static {
     /// Runs one invocation.
     ///
     /// # Errors
-    /// Any [`AgentError`]; use [`InvocationContext::fail`] for the agent's own failures.
-    fn invoke(&self, ctx: &InvocationContext) -> impl Future<Output = Result<Value, AgentError>> + Send;
+    /// [`Stop::Failed`] with any [`crate::AgentError`] (`?` converts one; use [`InvocationContext::fail`] for the
+    /// agent's own failures); [`Stop::Suspended`] to wait for responses ([`InvocationContext::suspend`]).
+    fn invoke(&self, ctx: &InvocationContext) -> impl Future<Output = Result<Value, Stop>> + Send;
 
-    /// Whether this agent can suspend the run (return [`AgentError::Suspended`]); default false.
+    /// Whether this agent can suspend the run (return [`Stop::Suspended`]); default false.
     fn may_suspend(&self) -> bool {
         false
     }
@@ -60,7 +61,7 @@ pub trait DynAgent: Send + Sync + 'static {
     fn spec(&self) -> &AgentSpec;
 
     /// Runs one invocation (boxed future).
-    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>>;
+    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, Stop>>;
 
     /// Withdraws an open question of this agent's at cancel (boxed future; see [`Agent::withdraw`]).
     fn withdraw_dyn<'a>(&'a self, pending: &'a crate::pending::PendingResponse) -> BoxFuture<'a, ()> {
@@ -133,7 +134,7 @@ impl<A: Agent> DynAgent for A {
         Agent::spec(self)
     }
 
-    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> {
+    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, Stop>> {
         Box::pin(self.invoke(ctx))
     }
 

@@ -163,7 +163,6 @@ mod tests {
     use super::*;
     use crate::agent::Agent;
     use crate::agent_spec::AgentSpec;
-    use crate::error::AgentError;
     use crate::invocation::InvocationContext;
 
     struct Named(AgentSpec);
@@ -173,7 +172,7 @@ mod tests {
             &self.0
         }
 
-        async fn invoke(&self, _ctx: &InvocationContext) -> Result<Value, AgentError> {
+        async fn invoke(&self, _ctx: &InvocationContext) -> Result<Value, crate::stop::Stop> {
             Ok(Value::Null)
         }
     }

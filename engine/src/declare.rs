@@ -18,6 +18,7 @@ use crate::agent::{Agent, AgentRef};
 use crate::agent_spec::{AgentSpec, InputSpec, KeyDecl};
 use crate::error::AgentError;
 use crate::invocation::InvocationContext;
+use crate::stop::Stop;
 use crate::value::StateType;
 
 /// A type a `#[agent]` function takes as a parameter: read from the state (deserialised) and declared as the
@@ -62,7 +63,7 @@ pub trait CallOutput: DeserializeOwned + StateType {}
 
 impl<T: DeserializeOwned + StateType> CallOutput for T {}
 
-type LeafFn = Arc<dyn for<'a> Fn(&'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> + Send + Sync>;
+type LeafFn = Arc<dyn for<'a> Fn(&'a InvocationContext) -> BoxFuture<'a, Result<Value, Stop>> + Send + Sync>;
 
 /// The agent a `#[agent]` function becomes: its spec and the closure calling the function.
 struct DeclaredFn {
@@ -75,7 +76,7 @@ impl Agent for DeclaredFn {
         &self.spec
     }
 
-    fn invoke(&self, ctx: &InvocationContext) -> impl Future<Output = Result<Value, AgentError>> + Send {
+    fn invoke(&self, ctx: &InvocationContext) -> impl Future<Output = Result<Value, Stop>> + Send {
         (self.f)(ctx)
     }
 }
@@ -83,7 +84,7 @@ impl Agent for DeclaredFn {
 /// A leaf agent with metadata `spec` (kind `closure`, like `FnAgent`'s) running `f`.
 pub fn fn_agent<F>(spec: AgentSpec, f: F) -> AgentRef
 where
-    F: for<'a> Fn(&'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> + Send + Sync + 'static,
+    F: for<'a> Fn(&'a InvocationContext) -> BoxFuture<'a, Result<Value, Stop>> + Send + Sync + 'static,
 {
     AgentRef::new(DeclaredFn { spec, f: Arc::new(f) })
 }
@@ -134,6 +135,12 @@ pub fn declared_context<T: AgentInput>() -> ReadInput<T> {
 /// without being written to a state key. See [`declared_output`].
 pub fn declared_reply<T: AgentOutput>() -> WriteOutput<T> {
     |ctx, output| serde_json::to_value(output).map_err(|e| ctx.fail(format!("the result does not serialise: {e}")))
+}
+
+/// The body of a `#[agent]` function's agent: its failures as [`Stop::Failed`] (such a function cannot
+/// suspend the run).
+pub async fn leaf_body(body: impl Future<Output = Result<Value, AgentError>>) -> Result<Value, Stop> {
+    body.await.map_err(Stop::Failed)
 }
 
 /// A type a `#[agent(update)]` function returns: a state update, each field a key.
@@ -270,7 +277,7 @@ impl CallOptions {
 pub async fn call<T: DeserializeOwned>(
     agent: &AgentRef,
     inputs: Vec<(&'static str, Result<Value, String>)>,
-) -> Result<T, AgentError> {
+) -> Result<T, Stop> {
     call_with(agent, inputs, None, &CallOptions::default()).await
 }
 
@@ -279,15 +286,16 @@ pub async fn call<T: DeserializeOwned>(
 /// what a method of an `#[agents]` trait does.
 ///
 /// # Errors
-/// The run's error; [`AgentError::Suspended`] when the run waits for a human (resume it through the agent:
-/// [`AgentRef::resume`] with the run id); [`AgentError::Drained`] when drained; [`AgentError::Coercion`]
-/// naming the agent's output key when an input does not serialise or the result does not deserialise as `T`.
+/// [`Stop::Failed`] with the run's error, or an [`AgentError::Coercion`] naming the agent's output key when an
+/// input does not serialise or the result does not deserialise as `T`; [`Stop::Suspended`] when the run waits
+/// for a human (resume it through the agent: [`AgentRef::resume`] with the run id); [`Stop::Drained`] when
+/// drained.
 pub async fn call_with<T: DeserializeOwned>(
     agent: &AgentRef,
     inputs: Vec<(&'static str, Result<Value, String>)>,
     memory_id: Option<String>,
     options: &CallOptions,
-) -> Result<T, AgentError> {
+) -> Result<T, Stop> {
     let spec = agent.spec();
     let coercion = |key: &str, value: String, expected: String| AgentError::Coercion {
         agent: spec.name.clone(),
@@ -307,33 +315,35 @@ pub async fn call_with<T: DeserializeOwned>(
         match value {
             Ok(Value::Null) => {}
             Ok(value) => request = request.input(key, value),
-            Err(e) => return Err(coercion(key, "(not serialisable)".to_string(), e)),
+            Err(e) => return Err(coercion(key, "(not serialisable)".to_string(), e).into()),
         }
     }
     let outcome = request.await?;
     match outcome.result {
-        crate::run::RunResult::Completed(value) => T::deserialize(&value).map_err(|e| {
-            let key = spec.output_key.as_deref().unwrap_or("the result");
-            if value.is_null() {
-                return AgentError::failed(
-                    spec.name.clone(),
-                    "root",
-                    format!(
-                        "the run ended without a result (`{key}` was never written), where the call returns {}",
-                        std::any::type_name::<T>()
-                    ),
-                );
-            }
-            AgentError::WrongType {
-                agent: spec.name.clone(),
-                path: "root".to_string(),
-                key: key.to_string(),
-                expected: format!("{} to be returned ({e})", std::any::type_name::<T>()),
-                found: value.to_string(),
-            }
-        }),
-        crate::run::RunResult::Suspended { pending } => Err(AgentError::Suspended { pending }),
-        crate::run::RunResult::Drained => Err(AgentError::Drained),
+        crate::run::RunResult::Completed(value) => T::deserialize(&value)
+            .map_err(|e| {
+                let key = spec.output_key.as_deref().unwrap_or("the result");
+                if value.is_null() {
+                    return AgentError::failed(
+                        spec.name.clone(),
+                        "root",
+                        format!(
+                            "the run ended without a result (`{key}` was never written), where the call returns {}",
+                            std::any::type_name::<T>()
+                        ),
+                    );
+                }
+                AgentError::WrongType {
+                    agent: spec.name.clone(),
+                    path: "root".to_string(),
+                    key: key.to_string(),
+                    expected: format!("{} to be returned ({e})", std::any::type_name::<T>()),
+                    found: value.to_string(),
+                }
+            })
+            .map_err(Stop::Failed),
+        crate::run::RunResult::Suspended { pending } => Err(Stop::Suspended(pending)),
+        crate::run::RunResult::Drained => Err(Stop::Drained),
     }
 }
 
@@ -362,7 +372,7 @@ mod tests {
         let agent = fn_agent(spec, move |ctx| {
             Box::pin(async move {
                 let x = read(ctx, "x")?;
-                write(ctx, &(x * 2))
+                Ok(write(ctx, &(x * 2))?)
             })
         });
         let y: i64 = call(&agent, vec![arg("x", &21)]).await.unwrap();

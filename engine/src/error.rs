@@ -104,14 +104,6 @@ pub enum AgentError {
         /// The planner's message.
         message: String,
     },
-    /// Not a failure: the invocation waits for human responses. The run journals its progress, releases
-    /// everything and reports `Suspended { pending }`; sibling branches finish first. Error handlers never
-    /// see this variant.
-    #[error("suspended: waiting for {}", pending.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(", "))]
-    Suspended {
-        /// The responses waited for.
-        pending: Vec<crate::pending::PendingResponse>,
-    },
     /// A run could not start or resume (changed workflow, state that no longer fits a type, run already
     /// active, store failure).
     #[error("run `{run_id}`: {message}")]
@@ -124,13 +116,6 @@ pub enum AgentError {
     /// The run was cancelled before this invocation finished.
     #[error("run cancelled")]
     Cancelled,
-    /// Not a failure: the run was drained ([`crate::run::DrainHandle`]) and this invocation stopped at a step
-    /// boundary with work left (calls its planner decided on, not started). It stays in flight in the journal,
-    /// so resuming the run continues it. A drained run's invocation returns `Ok` with
-    /// [`crate::run::RunResult::Drained`]; this variant is what a drained composite reports to its parent (and
-    /// what a composite invoked as a plain agent returns). Error handlers never see it.
-    #[error("run drained: stopped at a step boundary, to be resumed")]
-    Drained,
     /// An engine-internal failure (actor could not start, journal write failed, ...).
     #[error("engine: {0}")]
     Internal(Arc<str>),
@@ -165,7 +150,7 @@ impl AgentError {
         match self {
             AgentError::Failed { cause: Some(c), .. } => c.transience(),
             AgentError::Timeout { .. } => Transience::Transient { retry_after: None },
-            AgentError::Cancelled | AgentError::Suspended { .. } | AgentError::Drained => Transience::Permanent,
+            AgentError::Cancelled => Transience::Permanent,
             _ => Transience::Unknown,
         }
     }
@@ -187,10 +172,8 @@ impl AgentError {
             AgentError::WrongType { .. } => "wrong_type",
             AgentError::PlannerStalled { .. } => "planner_stalled",
             AgentError::Planner { .. } => "planner",
-            AgentError::Suspended { .. } => "suspended",
             AgentError::Run { .. } => "run",
             AgentError::Cancelled => "cancelled",
-            AgentError::Drained => "drained",
             AgentError::Internal(_) => "internal",
         }
     }
@@ -206,11 +189,7 @@ impl AgentError {
             | AgentError::WrongType { path, .. }
             | AgentError::PlannerStalled { path, .. }
             | AgentError::Planner { path, .. } => Some(path),
-            AgentError::Cancelled
-            | AgentError::Drained
-            | AgentError::Internal(_)
-            | AgentError::Suspended { .. }
-            | AgentError::Run { .. } => None,
+            AgentError::Cancelled | AgentError::Internal(_) | AgentError::Run { .. } => None,
         }
     }
 }

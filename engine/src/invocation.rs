@@ -10,6 +10,7 @@ use crate::error::AgentError;
 use crate::lock::lock;
 use crate::run::{Frame, RunContext};
 use crate::scope::{ScopeHandle, ScopeView, TokenUsage, merge_delta};
+use crate::stop::Stop;
 
 /// How long a concurrency slot of a model endpoint is held at most when its call never gives it back (the
 /// process died): 10 minutes, longer than any model call's timeout.
@@ -366,10 +367,10 @@ impl InvocationContext {
     /// `"stop"` fails the invocation.
     ///
     /// # Errors
-    /// [`AgentError::Suspended`] with a `budget` pending response when a budget over this invocation is
+    /// [`Stop::Suspended`] with a `budget` pending response when a budget over this invocation is
     /// spent and its `on_exceed` is `suspend` (also when the suspension is still unanswered); a failure naming
     /// the budget when it is `fail`, when the answer was `"stop"`, or when the answer is not a budget answer.
-    pub async fn before_model_call(&self) -> Result<Option<Value>, AgentError> {
+    pub async fn before_model_call(&self) -> Result<Option<Value>, Stop> {
         let path = self.frame.path.clone();
         if !self.run.with_ledger(move |l| l.covers(&path)).await.unwrap_or(false) {
             return Ok(None);
@@ -411,7 +412,7 @@ impl InvocationContext {
     /// answer as JSON) is kept while a budget applies, for a suspension.
     ///
     /// # Errors
-    /// When the call crossed a token or cost budget: [`AgentError::Suspended`] with a `budget` pending
+    /// When the call crossed a token or cost budget: [`Stop::Suspended`] with a `budget` pending
     /// response (`on_exceed: suspend`), or a failure naming the budget (`fail`); a failure when a budget
     /// limits `cost_usd` and `cost_usd` is `None` (the model has no prices).
     pub async fn after_model_call(
@@ -421,7 +422,7 @@ impl InvocationContext {
         cost_usd: Option<f64>,
         replayed: bool,
         answer: impl FnOnce() -> Value,
-    ) -> Result<(), AgentError> {
+    ) -> Result<(), Stop> {
         self.with_usage(|u| u.add_call(model, tokens, cost_usd));
         if replayed || !self.run.budgets {
             return Ok(());
@@ -463,10 +464,10 @@ impl InvocationContext {
         });
         match verdict.await.flatten() {
             None => Ok(()),
-            Some(Err(agent)) => Err(self.fail(format!(
+            Some(Err(agent)) => Err(Stop::Failed(self.fail(format!(
                 "the budget of `{agent}` limits cost_usd, but model `{model}` has no prices (set its \
                  `prices: {{input_per_mtok, output_per_mtok}}`)"
-            ))),
+            )))),
             Some(Ok((t, names, crossed))) => Err(self.over_budget(&t, names, &crossed)),
         }
     }
@@ -477,7 +478,7 @@ impl InvocationContext {
     }
 
     /// The first model call of an invocation that resumed from a budget suspension: uses its answer.
-    async fn resume_budget(&self) -> Result<(), AgentError> {
+    async fn resume_budget(&self) -> Result<(), Stop> {
         let id = crate::budget::budget_response_id(&self.frame.path, self.item());
         let Some(pending) = self.suspension(&id).await else { return Ok(()) };
         let Some(answer) = self.take_answer(&id).await else { return Err(self.suspend_pending(pending)) };
@@ -496,7 +497,7 @@ impl InvocationContext {
                     }
                 });
             }
-            return Err(self.fail(format!("stopped at its budget, as answered: {}", pending.prompt)));
+            return Err(self.fail(format!("stopped at its budget, as answered: {}", pending.prompt)).into());
         }
         let reached = crate::budget::reached_of(data);
         let kept = data.get("limits").and_then(|v| serde_json::from_value(v.clone()).ok());
@@ -522,10 +523,10 @@ impl InvocationContext {
     }
 
     /// What a spent budget `t` does to this invocation: a `budget` suspension or a failure.
-    fn over_budget(&self, t: &crate::budget::Tracked, names: Vec<String>, phrases: &[String]) -> AgentError {
+    fn over_budget(&self, t: &crate::budget::Tracked, names: Vec<String>, phrases: &[String]) -> Stop {
         let what = phrases.join(", ");
         match t.budget.on_exceed {
-            crate::budget::OnExceed::Fail => self.fail(format!("the budget of `{}` is spent: {what}", t.agent)),
+            crate::budget::OnExceed::Fail => self.fail(format!("the budget of `{}` is spent: {what}", t.agent)).into(),
             crate::budget::OnExceed::Suspend => {
                 let id = crate::budget::budget_response_id(&self.frame.path, self.item());
                 let prompt = format!(
@@ -628,26 +629,26 @@ impl InvocationContext {
         crate::pending::PendingResponse::new(id, prompt, self.name.to_string())
     }
 
-    /// An [`AgentError::Suspended`] asking a human for response `id` with `prompt`: return it to suspend the
+    /// An [`Stop::Suspended`] asking a human for response `id` with `prompt`: return it to suspend the
     /// run at this agent. The run resumes here once the response is answered.
-    pub fn suspend(&self, id: impl Into<String>, prompt: impl Into<String>) -> AgentError {
+    pub fn suspend(&self, id: impl Into<String>, prompt: impl Into<String>) -> Stop {
         self.suspend_with(id, prompt, Value::Null)
     }
 
     /// As [`InvocationContext::suspend`], keeping `data` with the pending response: what this agent needs to
     /// continue once answered (a remote task's ids). It is journaled with the suspension and, when the run
     /// resumes, [`InvocationContext::suspension`] hands it back, in this process or a later one.
-    pub fn suspend_with(&self, id: impl Into<String>, prompt: impl Into<String>, data: Value) -> AgentError {
+    pub fn suspend_with(&self, id: impl Into<String>, prompt: impl Into<String>, data: Value) -> Stop {
         let mut pending = self.pending_response(id, prompt);
         pending.data = data;
         self.suspend_pending(pending)
     }
 
-    /// An [`AgentError::Suspended`] with `pending` as it is (a deadline, a wait's timer): return it to
+    /// An [`Stop::Suspended`] with `pending` as it is (a deadline, a wait's timer): return it to
     /// suspend the run at this agent. Kept like [`InvocationContext::suspend_with`]'s when it carries data, a
     /// deadline or a timer.
-    pub fn suspend_pending(&self, pending: crate::pending::PendingResponse) -> AgentError {
-        AgentError::Suspended { pending: vec![pending] }
+    pub fn suspend_pending(&self, pending: crate::pending::PendingResponse) -> Stop {
+        Stop::Suspended(vec![pending])
     }
 
     /// The pending response `id` this run was suspended with by [`InvocationContext::suspend_with`] (with its

@@ -41,6 +41,7 @@ mod planner;
 mod run;
 mod schedule;
 mod scope;
+mod stop;
 mod store;
 mod time;
 mod trace_context;
@@ -67,6 +68,7 @@ pub use run::{
 };
 pub use schedule::{Overlap, ScheduleChange, ScheduleRecord, ScheduleSource, TickStart, basic_utc};
 pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
+pub use stop::Stop;
 pub use store::{
     CallRecord, CheckpointStore, CompletionRecord, Durability, DynCheckpointStore, Finish, ForkOrigin, InflightChange,
     Lease, Milestone, MilestoneKind, Notice, NoticeReceiver, PlannerState, RunImage, RunRecord, RunStatus, RunUpdate,
@@ -84,6 +86,7 @@ pub mod __private {
     pub use crate::declare::*;
     pub use crate::error::{AgentError, BuildError};
     pub use crate::scope::ScopeView;
+    pub use crate::stop::Stop;
     pub use crate::store::CheckpointStore;
     pub use futures::future::BoxFuture;
     pub use serde_json::Value;

@@ -19,10 +19,10 @@ use serde_json::{Map, Value};
 
 use crate::agent::{AgentRef, DynAgent};
 use crate::agent_spec::AgentSpec;
-use crate::error::AgentError;
 use crate::invocation::InvocationContext;
 use crate::pending::PendingResponse;
 use crate::scope::TokenUsage;
+use crate::stop::Stop;
 
 mod monitor;
 
@@ -277,7 +277,7 @@ impl DynAgent for Listened {
         self.inner.spec()
     }
 
-    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> {
+    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, Stop>> {
         self.inner.0.invoke_dyn(ctx)
     }
 

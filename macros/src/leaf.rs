@@ -206,12 +206,12 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
             #timeout
             #private::fn_agent(__spec, move |ctx| {
                 #(#resource_clones)*
-                ::std::boxed::Box::pin(async move {
+                ::std::boxed::Box::pin(#private::leaf_body(async move {
                     #(#reads)*
                     let __result = #fn_name(#(#call_args),*)#await_call;
                     #unwrap_result
                     #produce
-                })
+                }))
             })
         }
 

@@ -64,7 +64,7 @@ pub fn agent(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///   temperature = x, memory_window = N, streaming, optional, inputs("a", ..))]`: an LLM agent; `user` is
 ///   required.
 /// - `#[human(prompt = "..", output_key = "..", response_id = "..", inputs("a", ..), optional)]`: a human step;
-///   the run suspends until the answer is given (a typed call returns `AgentError::Suspended`).
+///   the run suspends until the answer is given (a typed call returns `Stop::Suspended`).
 /// - `#[sequence(agents(a, b, ..), output_key = "..", output = f)]`,
 ///   `#[parallel(agents(..), max_concurrency = N, ..)]`,
 ///   `#[looping(agents(..), max_iterations = N, exit = f, at_end, ..)]` (`f: fn(&ScopeView, u32) -> bool`),

@@ -25,7 +25,7 @@ use agentic_agents::ChatModelRef;
 use agentic_agents::decision::{ChatDecisionModel, DecisionModelRef, DecisionRequest, Question};
 use agentic_engine::{
     Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, BuildError, Completion, InputSpec, InvocationContext,
-    Planner, PlanningContext,
+    Planner, PlanningContext, Stop,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -79,7 +79,7 @@ impl Agent for RouterDeciderAgent {
         &self.spec
     }
 
-    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
         let request = ctx.input(&self.request_key).cloned().unwrap_or(Value::String(String::new()));
         let response = self
             .model

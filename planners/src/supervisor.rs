@@ -45,7 +45,7 @@ use agentic_agents::extract_json;
 use agentic_agents::model::{ChatMessage, ChatRequest, ResponseFormat, call_model};
 use agentic_engine::{
     Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, BuildError, Cause, Completion, InputSpec,
-    InvocationContext, Planner, PlanningContext, ValueType,
+    InvocationContext, Planner, PlanningContext, Stop, ValueType,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -312,7 +312,7 @@ impl Agent for SupervisorPlannerAgent {
         &self.spec
     }
 
-    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
         let request = input_text(ctx, &self.request_key);
         let context = input_text(ctx, SUPERVISOR_CONTEXT_KEY);
         let summary = input_text(ctx, SUPERVISOR_SUMMARY_KEY);
@@ -351,10 +351,12 @@ impl Agent for SupervisorPlannerAgent {
                 Ok(decision) => break decision,
                 Err(reason) => {
                     if attempt >= self.max_retries {
-                        return Err(ctx.fail(format!(
-                            "invalid supervisor decision after {} attempts: {reason}; the model replied: {reply}",
-                            attempt + 1
-                        )));
+                        return Err(ctx
+                            .fail(format!(
+                                "invalid supervisor decision after {} attempts: {reason}; the model replied: {reply}",
+                                attempt + 1
+                            ))
+                            .into());
                     }
                     attempt += 1;
                     messages.push(ChatMessage::assistant(reply));
@@ -400,7 +402,7 @@ impl Agent for SupervisorSummarizerAgent {
         &self.spec
     }
 
-    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
         let request = input_text(ctx, &self.request_key);
         let history = history_input(ctx)?;
         let mut prompt = format!("{SUMMARIZER_PROMPT}\n\nRequest: {request}\nInvocations:{}", history_lines(&history));
@@ -462,7 +464,7 @@ impl Agent for SupervisorScorerAgent {
         &self.spec
     }
 
-    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
         let request = input_text(ctx, &self.request_key);
         let responses = ctx.input(SUPERVISOR_RESPONSES_KEY).cloned().unwrap_or(Value::Null);
         let last = responses.get("last").cloned().unwrap_or(Value::Null);
@@ -488,10 +490,12 @@ impl Agent for SupervisorScorerAgent {
             match Self::validate(&reply) {
                 Ok((l, s)) => return Ok(json!({ "last": l, "summary": s })),
                 Err(reason) if attempt >= self.max_retries => {
-                    return Err(ctx.fail(format!(
-                        "invalid response scores after {} attempts: {reason}; the model replied: {reply}",
-                        attempt + 1
-                    )));
+                    return Err(ctx
+                        .fail(format!(
+                            "invalid response scores after {} attempts: {reason}; the model replied: {reply}",
+                            attempt + 1
+                        ))
+                        .into());
                 }
                 Err(reason) => {
                     attempt += 1;

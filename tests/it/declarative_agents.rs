@@ -396,7 +396,7 @@ async fn a_typed_human_step_refuses_an_answer_of_another_type_and_asks_again() {
     let printer =
         PrinterAgents::builder(ScriptedModel::new(Vec::<String>::new())).store(store.clone()).build().unwrap();
     match printer.print("job-1").await {
-        Err(AgentError::Suspended { pending }) => assert_eq!(pending[0].prompt, "How many copies?"),
+        Err(Stop::Suspended(pending)) => assert_eq!(pending[0].prompt, "How many copies?"),
         other => panic!("expected a suspension, got {other:?}"),
     }
     // A wrong answer never reaches the state: the run stays suspended, and the question says why.

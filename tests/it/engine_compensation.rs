@@ -31,7 +31,7 @@ fn tool(name: &'static str, amount: i64, log: Log, undo_fails: bool) -> AgentRef
 }
 
 fn failing() -> AgentRef {
-    FnAgent::builder("notify", |ctx| Box::pin(async move { Err(ctx.fail("smtp down")) })).build()
+    FnAgent::builder("notify", |ctx| Box::pin(async move { Err(ctx.fail("smtp down").into()) })).build()
 }
 
 #[tokio::test]

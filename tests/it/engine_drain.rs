@@ -411,7 +411,7 @@ async fn a_retry_decided_while_draining_waits_for_the_resume() {
         let n = seen.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            if n == 0 { Err(AgentError::failed("flaky", "root/0", "outage")) } else { Ok(json!("ok")) }
+            if n == 0 { Err(AgentError::failed("flaky", "root/0", "outage").into()) } else { Ok(json!("ok")) }
         })
     })
     .output_key("out")

@@ -21,7 +21,7 @@ fn failing(name: &str, out: &str, calls: Arc<AtomicUsize>) -> AgentRef {
         let c = calls.clone();
         Box::pin(async move {
             c.fetch_add(1, Ordering::SeqCst);
-            Err(ctx.fail(format!("boom #{}", ctx.attempt())))
+            Err(ctx.fail(format!("boom #{}", ctx.attempt())).into())
         })
     })
     .output_key(out)
@@ -74,7 +74,7 @@ async fn retry_policy_retries_with_backoff_then_falls_back() {
         let c = c2.clone();
         Box::pin(async move {
             c.fetch_add(1, Ordering::SeqCst);
-            if ctx.attempt() < 3 { Err(ctx.fail("not yet")) } else { Ok(json!("ok")) }
+            if ctx.attempt() < 3 { Err(ctx.fail("not yet").into()) } else { Ok(json!("ok")) }
         })
     })
     .output_key("r")
@@ -166,7 +166,7 @@ fn fails_after(name: &str, ms: u64) -> AgentRef {
     FnAgent::builder(name, move |ctx| {
         Box::pin(async move {
             tokio::time::sleep(Duration::from_millis(ms)).await;
-            Err(ctx.fail("disk full"))
+            Err(ctx.fail("disk full").into())
         })
     })
     .build()
@@ -305,7 +305,7 @@ async fn async_agents_do_not_block_readers_wait_and_the_run_waits_for_stragglers
 #[tokio::test]
 async fn an_async_failure_surfaces_with_the_same_error_type_as_a_sync_one() {
     let make = |is_async: bool| {
-        FnAgent::builder("fetch", |ctx| Box::pin(async move { Err(ctx.fail("404")) }))
+        FnAgent::builder("fetch", |ctx| Box::pin(async move { Err(ctx.fail("404").into()) }))
             .output_key("page")
             .asynchronous(is_async)
             .build()

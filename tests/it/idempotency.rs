@@ -115,7 +115,7 @@ async fn a_retried_attempt_keeps_the_occurrence_and_counts_its_attempt() {
         Box::pin(async move {
             let key = ctx.idempotency_key().await?;
             k.lock().unwrap().push(key);
-            if ctx.attempt() < 2 { Err(ctx.fail("not yet")) } else { Ok(json!("ok")) }
+            if ctx.attempt() < 2 { Err(ctx.fail("not yet").into()) } else { Ok(json!("ok")) }
         })
     })
     .output_key("out")

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_engine::{
-    Agent, AgentError, AgentRef, AgentSpec, InvocationContext, PendingResponse, RunEvent, SpecBuilder,
+    Agent, AgentError, AgentRef, AgentSpec, InvocationContext, PendingResponse, RunEvent, SpecBuilder, Stop,
 };
 use serde_json::{Value, json};
 
@@ -300,7 +300,7 @@ impl Drop for CancelOnDrop {
 
 impl A2aAgent {
     /// One invocation: sends the message (or the answer continuing a remote task) and settles the task.
-    async fn exchange(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+    async fn exchange(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
         let id = self.response_id(ctx);
         let view = ctx.view();
         let fail = |e: A2aError| ctx.fail_with(e.into());
@@ -349,9 +349,9 @@ impl A2aAgent {
                      cannot continue it; `agentic fork {run} --at {at}` starts a copy of this run that sends the \
                      message as a new task"
                 );
-                return Err(ctx.fail_with(agentic_engine::Cause::from(e).context(way_out)));
+                return Err(ctx.fail_with(agentic_engine::Cause::from(e).context(way_out)).into());
             }
-            Err(e) => return Err(fail(e)),
+            Err(e) => return Err(fail(e).into()),
         };
         if answered {
             // Used only now: a call that failed leaves the answer for the next resume.
@@ -383,7 +383,7 @@ impl A2aAgent {
             return Err(ctx.suspend_with(id, prompt, data));
         }
         if task.status.state != TaskState::Completed {
-            return Err(fail(self.client.task_error(&task).await));
+            return Err(fail(self.client.task_error(&task).await).into());
         }
         if let Some(k) = &self.context_key {
             ctx.write_on_completion(k.clone(), json!(task.context_id));
@@ -406,7 +406,7 @@ impl Agent for A2aAgent {
         self.streaming
     }
 
-    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, AgentError> {
+    async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
         // The requests carry the run's trace context (W3C `traceparent`) to the remote agent.
         crate::trace_context::scoped(ctx, self.exchange(ctx)).await
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_engine::limits::CapacityPermit;
-use agentic_engine::{AgentError, InvocationContext};
+use agentic_engine::{AgentError, InvocationContext, Stop};
 
 use super::{ChatModelRef, ChatRequest, ChatResponse, ModelError};
 
@@ -38,7 +38,7 @@ impl<'a> ModelCall<'a> {
     ///
     /// # Errors
     /// A budget suspension or failure, the run's cancellation while waiting, or the limiter's store failing.
-    pub async fn begin(ctx: &'a InvocationContext, model: &'a ChatModelRef) -> Result<Self, AgentError> {
+    pub async fn begin(ctx: &'a InvocationContext, model: &'a ChatModelRef) -> Result<Self, Stop> {
         if let Some(answer) = ctx.before_model_call().await? {
             let response: ChatResponse = serde_json::from_value(answer)
                 .map_err(|e| ctx.fail(format!("the kept answer of a model call cannot be read: {e}")))?;
@@ -66,7 +66,7 @@ impl<'a> ModelCall<'a> {
     ///
     /// # Errors
     /// A budget crossed by this call ([`InvocationContext::after_model_call`]).
-    pub async fn end(self, response: &ChatResponse, replayed: bool) -> Result<(), AgentError> {
+    pub async fn end(self, response: &ChatResponse, replayed: bool) -> Result<(), Stop> {
         let info = self.model.info();
         let t = response.usage;
         if let Some(permit) = self.permit {
@@ -82,7 +82,8 @@ impl<'a> ModelCall<'a> {
 }
 
 /// One complete (not streamed) model call of `ctx`'s invocation under its budgets and rate limits; a
-/// [`ModelError`] becomes an [`AgentError`] through `failed`.
+/// [`ModelError`] becomes an [`AgentError`] through `failed`, and a spent budget may suspend it
+/// ([`Stop::Suspended`]).
 ///
 /// # Errors
 /// As [`ModelCall::begin`] and [`ModelCall::end`], and the model's error through `failed`.
@@ -91,7 +92,7 @@ pub async fn call_model(
     model: &ChatModelRef,
     request: ChatRequest,
     failed: impl FnOnce(ModelError) -> AgentError,
-) -> Result<ChatResponse, AgentError> {
+) -> Result<ChatResponse, Stop> {
     let mut call = ModelCall::begin(ctx, model).await?;
     if let Some(response) = call.replayed() {
         call.end(&response, true).await?;

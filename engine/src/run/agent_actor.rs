@@ -29,6 +29,7 @@ use super::message::{AgentMsg, ChildOutcome, Delivery, InvocationDone, LeafCall,
 use crate::agent::AgentRef;
 use crate::error::AgentError;
 use crate::scope::{InvocationRecord, merge_delta};
+use crate::stop::Stop;
 
 /// The actor of leaf invocations. See the module documentation.
 pub(crate) struct AgentActor;
@@ -124,7 +125,7 @@ async fn run_leaf(
             return Ok(true);
         }
         Err(e) => {
-            Delivery { report, result: Err(e), failed: None }.deliver(run.scope.actor());
+            Delivery { report, result: Err(e.into()), failed: None }.deliver(run.scope.actor());
             return Ok(true);
         }
     };
@@ -138,7 +139,9 @@ async fn run_leaf(
         if let Some(record) = record {
             run.scope.record(record);
         }
-        let error = result.err().unwrap_or_else(|| AgentError::internal("a panicked invocation without its error"));
+        let error = result
+            .err()
+            .map_or_else(|| AgentError::internal("a panicked invocation without its error"), Stop::into_failure);
         return Err(Box::new(AgentPanicked { error, failed }));
     }
     closed.send(run, report);
@@ -146,7 +149,7 @@ async fn run_leaf(
 }
 
 /// Invokes the agent with its timeout, catching a panic: the result, and whether it panicked.
-async fn invoke_body(agent: &AgentRef, invocation: &Invocation) -> (Result<Value, AgentError>, bool) {
+async fn invoke_body(agent: &AgentRef, invocation: &Invocation) -> (Result<Value, Stop>, bool) {
     let spec = agent.spec();
     let ctx = &invocation.ctx;
     let fut = AssertUnwindSafe(agent.0.invoke_dyn(ctx).instrument(invocation.span.clone())).catch_unwind();
@@ -154,17 +157,17 @@ async fn invoke_body(agent: &AgentRef, invocation: &Invocation) -> (Result<Value
         // Boxed: a timer is large and most agents have none.
         Some(t) => match Box::pin(tokio::time::timeout(t, fut)).await {
             Ok(r) => r,
-            Err(_) => Ok(Err(AgentError::Timeout {
+            Err(_) => Ok(Err(Stop::Failed(AgentError::Timeout {
                 agent: spec.name.clone(),
                 path: ctx.path().to_string(),
                 timeout_ms: t.as_millis() as u64,
-            })),
+            }))),
         },
         None => fut.await,
     };
     match caught {
         Ok(result) => (result, false),
-        Err(panic) => (Err(ctx.fail(format!("panicked: {}", panic_message(panic.as_ref())))), true),
+        Err(panic) => (Err(ctx.fail(format!("panicked: {}", panic_message(panic.as_ref()))).into()), true),
     }
 }
 
@@ -191,7 +194,7 @@ async fn run_async(
     if let Some(key) = &write_key
         && let Err(e) = run.scope.mark_pending(layer.as_ref(), key).await
     {
-        Delivery { report, result: Err(e), failed: None }.deliver(run.scope.actor());
+        Delivery { report, result: Err(e.into()), failed: None }.deliver(run.scope.actor());
         return Ok(());
     }
     let (done, ended) = oneshot::channel();
@@ -207,7 +210,8 @@ async fn run_async(
     // The writes staged for completion and the history record; the output follows with the async end.
     let then = Delivery { report: Report::Nobody, result: Ok(ChildOutcome::default()), failed: None };
     let _ = run.scope.tell(ScopeMsg::Complete(Box::new(InvocationDone { item, delta: scope_writes, record, then })));
-    let result = result.map(|mut o| {
+    // An async agent cannot suspend or drain the run: its readers see that as its failure.
+    let result = result.map_err(Stop::into_failure).map(|mut o| {
         if let Some(k) = &write_key {
             merge_delta(&mut o.delta, k.clone(), o.output.clone());
         }

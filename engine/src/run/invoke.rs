@@ -18,6 +18,7 @@ use crate::invocation::InvocationContext;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::lock::lock;
 use crate::scope::{InvocationRecord, merge_delta};
+use crate::stop::Stop;
 
 /// An open invocation: its context (what the agent sees) and what closing it needs.
 pub(crate) struct Invocation {
@@ -33,7 +34,7 @@ pub(crate) struct Invocation {
 pub(crate) struct Closed {
     /// The scope layer of the mapper item the invocation served: its writes go there.
     pub(crate) item: Option<Arc<str>>,
-    pub(crate) result: Result<ChildOutcome, AgentError>,
+    pub(crate) result: Result<ChildOutcome, Stop>,
     /// Writes for the scope (the output, the writes staged for completion).
     pub(crate) scope_writes: Vec<(String, Value)>,
     /// The history record (none for a suspension).
@@ -125,10 +126,10 @@ impl Invocation {
 
     /// Closes the invocation with its `result`: the history record, the span's attributes, the
     /// `AgentFinished`/`AgentFailed` event, and the writes for the scope. A suspension records nothing.
-    pub(crate) fn close(self, agent: &AgentRef, result: Result<Value, AgentError>) -> Closed {
+    pub(crate) fn close(self, agent: &AgentRef, result: Result<Value, Stop>) -> Closed {
         let spec = agent.spec();
         let Invocation { ctx, span, started, write_key } = self;
-        if let Err(AgentError::Suspended { .. } | AgentError::Drained) = &result {
+        if result.as_ref().is_err_and(Stop::stays) {
             // Waiting for a human, or drained with steps left, is not an invocation: nothing is recorded until
             // it completes.
             let result = result.map(|_| ChildOutcome::default());
@@ -142,7 +143,7 @@ impl Invocation {
         }
         // The result written to a typed output key is coerced to its declared type ("42" → 42 for an integer);
         // one that cannot be fails the step, so the state never holds a value its declaration refuses.
-        let result = match (result, &write_key) {
+        let result = match (result.map_err(Stop::into_failure), &write_key) {
             (Ok(v), Some(key)) if !v.is_null() => spec.output_type.coerce_owned(v).map_err(|v| AgentError::WrongType {
                 agent: spec.name.clone(),
                 path: ctx.path().to_string(),
@@ -212,7 +213,9 @@ impl Invocation {
         // The journal needs its own copy of the record only when there is a journal.
         let journaled = run.journal.enabled().then(|| record.clone());
         let failed = if result.is_err() { journaled.clone() } else { None };
-        let result = result.map(|output| ChildOutcome { output, delta, record: journaled, ..Default::default() });
+        let result = result
+            .map(|output| ChildOutcome { output, delta, record: journaled, ..Default::default() })
+            .map_err(Stop::Failed);
         Closed { item, result, scope_writes, record: Some(record), failed }
     }
 }

@@ -21,6 +21,7 @@ use crate::error::AgentError;
 use crate::journal::PlannerState;
 use crate::pending::PendingResponse;
 use crate::scope::InvocationRecord;
+use crate::stop::Stop;
 use crate::store::RunImage;
 
 /// The messages of a [`ScopeActor`](super::scope_actor::ScopeActor).
@@ -89,7 +90,7 @@ pub(crate) enum ScopeMsg {
     /// Starts the run's root invocation, supervised by this actor; its result goes to `done`.
     StartRoot(Box<RootStart>),
     /// The root invocation finished.
-    RootDone(Box<Result<ChildOutcome, AgentError>>),
+    RootDone(Box<Result<ChildOutcome, Stop>>),
 }
 
 /// A finished invocation's writes, history record and result ([`ScopeMsg::Complete`]).
@@ -124,7 +125,7 @@ pub(crate) struct Leftovers {
 pub(crate) struct RootStart {
     /// The run whose root the scope actor supervises.
     pub(crate) run: Arc<dyn RootRun>,
-    pub(crate) done: oneshot::Sender<Result<ChildOutcome, AgentError>>,
+    pub(crate) done: oneshot::Sender<Result<ChildOutcome, Stop>>,
 }
 
 /// What a scope actor asks of the run whose root it supervises ([`ScopeMsg::StartRoot`]). The run's session
@@ -161,7 +162,7 @@ pub(crate) enum SupervisorMsg {
 /// A child's completion ([`SupervisorMsg::ChildDone`]).
 pub(crate) struct ChildDone {
     pub(crate) id: u64,
-    pub(crate) result: Result<ChildOutcome, AgentError>,
+    pub(crate) result: Result<ChildOutcome, Stop>,
     pub(crate) failed: Option<InvocationRecord>,
 }
 
@@ -188,7 +189,7 @@ pub(crate) enum Report {
     Root,
     /// To a future waiting for a composite invoked as a plain agent (its value, and whether to write it), or
     /// for the start of an async agent restarted on resume.
-    Bare(oneshot::Sender<Result<(Value, bool), AgentError>>),
+    Bare(oneshot::Sender<Result<(Value, bool), Stop>>),
     /// Nobody waits.
     Nobody,
 }
@@ -196,7 +197,7 @@ pub(crate) enum Report {
 /// A finished invocation's result on its way to its [`Report`].
 pub(crate) struct Delivery {
     pub(crate) report: Report,
-    pub(crate) result: Result<ChildOutcome, AgentError>,
+    pub(crate) result: Result<ChildOutcome, Stop>,
     /// The record of a failed attempt, for the supervisor's journal.
     pub(crate) failed: Option<InvocationRecord>,
 }

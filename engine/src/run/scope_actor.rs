@@ -24,6 +24,7 @@ use crate::budget::Ledger;
 use crate::error::AgentError;
 use crate::journal::PlannerState;
 use crate::scope::{ContextEntry, InvocationRecord, ScopeState, ScopeView, TypedKey};
+use crate::stop::Stop;
 
 /// How many times a run whose actor tree died from a bug is restarted from its journal before it fails with
 /// the panic's message.
@@ -252,7 +253,7 @@ impl ScopeActorState {
         root.cell = None;
         let error = root.start.run.tree_error(&err);
         if root.restarts >= MAX_RESTARTS || !root.start.run.restartable() {
-            self.root_done(Err(error));
+            self.root_done(Err(error.into()));
             return;
         }
         root.restarts += 1;
@@ -263,7 +264,7 @@ impl ScopeActorState {
                 self.scope.reset(image.state, image.layers, image.history);
                 Box::pin(root.spawn(myself)).await;
             }
-            Err(e) => self.root_done(Err(e)),
+            Err(e) => self.root_done(Err(e.into())),
         }
     }
 }
@@ -274,14 +275,14 @@ impl RootState {
             Ok(cell) => self.cell = Some(cell),
             Err(e) => {
                 self.cell = None;
-                let _ = myself.cast(ScopeMsg::RootDone(Box::new(Err(e))));
+                let _ = myself.cast(ScopeMsg::RootDone(Box::new(Err(e.into()))));
             }
         }
     }
 }
 
 impl ScopeActorState {
-    fn root_done(&mut self, result: Result<ChildOutcome, AgentError>) {
+    fn root_done(&mut self, result: Result<ChildOutcome, Stop>) {
         self.ended = true;
         if let Some(root) = self.root.take() {
             let _ = root.start.done.send(result);

@@ -5,7 +5,7 @@
 //!   (registered under the run id) and journal the turn's inputs.
 //! - [`RunSession::execute`]: start the root invocation under the scope actor and wait for its result, or
 //!   for a cancellation; the run does not end before its async agents. A drain needs nothing here: the
-//!   supervisors hold their next calls and the root reports [`AgentError::Drained`] once nothing runs.
+//!   supervisors hold their next calls and the root reports [`Stop::Drained`](crate::Stop::Drained) once nothing runs.
 //! - [`RunSession::close`]: stop what still runs after a failure, flush the journal, record the status, end
 //!   the event subscriptions and stop the scope actor.
 
@@ -36,6 +36,7 @@ use crate::error::{AgentError, StoreError};
 use crate::journal::AsyncInItem;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::pending::PendingResponse;
+use crate::stop::Stop;
 use crate::store::{Durability, Milestone, MilestoneKind, RunImage, RunRecord, RunStatus, StepRecord, StoreRef};
 
 /// One run between its request and its outcome. See the module documentation.
@@ -271,14 +272,14 @@ impl RunSession {
     }
 
     /// Executes the run to its result. See the module documentation.
-    pub(crate) async fn execute(&mut self) -> Result<Value, AgentError> {
+    pub(crate) async fn execute(&mut self) -> Result<Value, Stop> {
         let run = &self.run;
         // `close` writes the final record and flushes: the root's completion can ride on that flush.
         let final_record = self.record.is_some() && self.store.is_some();
         let root = async {
             if let Some(output) = self.finished.take() {
                 // The root completed before the process stopped; only its status was not saved.
-                return Ok(output);
+                return Ok::<Value, Stop>(output);
             }
             // The rare and the final steps boxed: thousands of runs wait at `outcome` below, each future
             // reserving the size of its largest state for its whole life.
@@ -291,15 +292,15 @@ impl RunSession {
             let start = RootStart { run: Arc::new(root), done };
             self.scope.tell(ScopeMsg::StartRoot(Box::new(start)))?;
             let outcome = outcome.await.map_err(|_| AgentError::internal("the run's scope actor stopped"))??;
-            Box::pin(finish_root(run, outcome, final_record)).await
+            Ok(Box::pin(finish_root(run, outcome, final_record)).await?)
         };
         // Cancel first: a run resumed with an already cancelled handle starts no step.
         let mut result = tokio::select! {
             biased;
-            () = self.cancel.0.cancelled() => Err(AgentError::Cancelled),
+            () = self.cancel.0.cancelled() => Err(AgentError::Cancelled.into()),
             r = root => r,
         };
-        if let Err(AgentError::Suspended { .. } | AgentError::Drained) = &result {
+        if result.as_ref().is_err_and(Stop::stays) {
             // Siblings have finished; async agents finish before the run reports the suspension or the drain
             // (a cancel still stops them).
             let waited = tokio::select! {
@@ -307,7 +308,7 @@ impl RunSession {
                 () = self.cancel.0.cancelled() => Err(AgentError::Cancelled),
             };
             if let Err(e) = waited {
-                result = Err(e);
+                result = Err(e.into());
             }
         }
         if result.is_err() {
@@ -326,7 +327,7 @@ impl RunSession {
     ///
     /// # Errors
     /// The run's error; else a journal write that failed.
-    pub(crate) async fn close(self, result: Result<Value, AgentError>) -> Result<RunOutcome, AgentError> {
+    pub(crate) async fn close(self, result: Result<Value, Stop>) -> Result<RunOutcome, AgentError> {
         let RunSession {
             agent,
             registry,
@@ -371,13 +372,15 @@ impl RunSession {
             }
             let (kind, pending, error, path) = match &result {
                 Ok(_) => (MilestoneKind::Completed, Vec::new(), None, None),
-                Err(AgentError::Suspended { pending }) => {
+                Err(Stop::Suspended(pending)) => {
                     (MilestoneKind::Suspended, pending.iter().map(|p| p.id.clone()).collect(), None, None)
                 }
-                Err(AgentError::Cancelled) => (MilestoneKind::Cancelled, Vec::new(), None, None),
+                Err(Stop::Failed(AgentError::Cancelled)) => (MilestoneKind::Cancelled, Vec::new(), None, None),
                 // Drained: still running as far as the store knows; the milestone marks where it stopped.
-                Err(AgentError::Drained) => (MilestoneKind::Interrupted, Vec::new(), None, None),
-                Err(e) => (MilestoneKind::Failed, Vec::new(), Some(e.to_string()), e.agent_path().map(str::to_string)),
+                Err(Stop::Drained) => (MilestoneKind::Interrupted, Vec::new(), None, None),
+                Err(Stop::Failed(e)) => {
+                    (MilestoneKind::Failed, Vec::new(), Some(e.to_string()), e.agent_path().map(str::to_string))
+                }
             };
             rec.milestones.push(Milestone {
                 at_ms: now_us() / 1000,
@@ -391,10 +394,10 @@ impl RunSession {
             });
             (rec.status, rec.detail, rec.pending) = match &result {
                 Ok(v) => (RunStatus::Completed, v.clone(), Vec::new()),
-                Err(AgentError::Suspended { pending }) => (RunStatus::Suspended, Value::Null, pending.clone()),
-                Err(AgentError::Cancelled) => (RunStatus::Cancelled, Value::Null, unresolved.clone()),
-                Err(AgentError::Drained) => (RunStatus::Running, Value::Null, unresolved.clone()),
-                Err(e) => (RunStatus::Failed, Value::String(e.to_string()), unresolved.clone()),
+                Err(Stop::Suspended(pending)) => (RunStatus::Suspended, Value::Null, pending.clone()),
+                Err(Stop::Failed(AgentError::Cancelled)) => (RunStatus::Cancelled, Value::Null, unresolved.clone()),
+                Err(Stop::Drained) => (RunStatus::Running, Value::Null, unresolved.clone()),
+                Err(Stop::Failed(e)) => (RunStatus::Failed, Value::String(e.to_string()), unresolved.clone()),
             };
             rec.answers = unused_answers;
             rec.timed_out.extend(timed_out);
@@ -408,18 +411,16 @@ impl RunSession {
                 flush_err.get_or_insert(AgentError::internal(format!("journal: {e}")));
             }
         }
-        if let Err(AgentError::Cancelled) = &result {
+        if let Err(Stop::Failed(AgentError::Cancelled)) = &result {
             withdraw_questions(&agent, unresolved).await;
         }
         let rid = run_id.to_string();
         let emit_end = |event: RunEvent| run.subscribers.emit(&run_listeners, &event);
         emit_end(match &result {
             Ok(v) => RunEvent::Completed { run_id: rid.clone(), output: v.clone() },
-            Err(AgentError::Suspended { pending }) => {
-                RunEvent::Suspended { run_id: rid.clone(), pending: pending.clone() }
-            }
-            Err(AgentError::Drained) => RunEvent::Drained { run_id: rid.clone() },
-            Err(e) => RunEvent::Failed { run_id: rid.clone(), error: e.to_string() },
+            Err(Stop::Suspended(pending)) => RunEvent::Suspended { run_id: rid.clone(), pending: pending.clone() },
+            Err(Stop::Drained) => RunEvent::Drained { run_id: rid.clone() },
+            Err(Stop::Failed(e)) => RunEvent::Failed { run_id: rid.clone(), error: e.to_string() },
         });
         emit_end(RunEvent::ScopeDestroyed { run_id: rid });
         run.subscribers.end();
@@ -428,9 +429,9 @@ impl RunSession {
         scope_guard.0 = None;
         let result = match result {
             Ok(v) => RunResult::Completed(v),
-            Err(AgentError::Suspended { pending }) => RunResult::Suspended { pending },
-            Err(AgentError::Drained) => RunResult::Drained,
-            Err(e) => return Err(e),
+            Err(Stop::Suspended(pending)) => RunResult::Suspended { pending },
+            Err(Stop::Drained) => RunResult::Drained,
+            Err(Stop::Failed(e)) => return Err(e),
         };
         if let Some(e) = flush_err {
             return Err(e);
@@ -509,7 +510,7 @@ fn take_batch(
 /// Starts again an async agent that was running when the run stopped (under the run's scope actor), and waits
 /// until it has started: its output key is then pending, so the root started next waits for it instead of
 /// missing it.
-async fn restart_async(root: &AgentRef, run: &Arc<RunContext>, frame: Frame) -> Result<(), AgentError> {
+async fn restart_async(root: &AgentRef, run: &Arc<RunContext>, frame: Frame) -> Result<(), Stop> {
     let path = frame.path.clone();
     let mut agent = root.clone();
     for part in path.split('/').skip(1) {

@@ -20,6 +20,7 @@ use crate::agent::{AgentRef, DynAgent};
 use crate::agent_spec::AgentSpec;
 use crate::error::AgentError;
 use crate::invocation::InvocationContext;
+use crate::stop::Stop;
 
 /// The supervisor of one composite invocation: its behaviour (`impl Actor`) is in `supervisor.rs`, which
 /// spawns its children through this module.
@@ -125,7 +126,7 @@ impl DynAgent for Composite {
 
     /// Invoked as a plain agent (by a wrapper, not by the engine's own dispatch): runs the planner in a
     /// supervisor actor linked to the invoking actor, and waits for it. Dropping the future stops it.
-    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, AgentError>> {
+    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, Stop>> {
         Box::pin(async move {
             let handler = self.inner.handler.clone().or_else(|| ctx.frame.handler.clone());
             let frame = Frame {

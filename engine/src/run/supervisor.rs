@@ -11,7 +11,7 @@
 //! completion it was handed, so the restart hands it over again and no completed step runs twice.
 //!
 //! Draining (the run's `DrainHandle`): a call the supervisor would start is held instead — journaled in flight
-//! as usual, not started — and once nothing runs the supervisor reports [`AgentError::Drained`], which its
+//! as usual, not started — and once nothing runs the supervisor reports [`Stop::Drained`](crate::Stop::Drained), which its
 //! parent holds as a call in flight in turn. A resume starts the held calls; nothing completed runs again.
 //!
 //! When the composite's result is decided, the supervisor closes its invocation (record, output write)
@@ -41,6 +41,7 @@ use crate::listener::{ListenerRef, RunEvent};
 use crate::pending::PendingResponse;
 use crate::planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 use crate::scope::{InvocationRecord, ScopeView, merge_delta};
+use crate::stop::Stop;
 use crate::store::{CallRecord, CompletionRecord, Finish, InflightChange, PlannerState, StepRecord, planner_key};
 
 impl Actor for SupervisorActor {
@@ -115,7 +116,7 @@ impl Actor for SupervisorActor {
                     Ok(p) => (p.error, p.failed),
                     Err(err) => (AgentError::failed(agent.name(), path.to_string(), format!("panicked: {err}")), None),
                 };
-                Box::pin(state.handle(id, Err(error), failed)).await;
+                Box::pin(state.handle(id, Err(error.into()), failed)).await;
                 state.after(&myself)
             }
             SupervisionEvent::ActorTerminated(cell, ..) => {
@@ -211,7 +212,7 @@ impl Phase {
         matches!(self, Phase::Decided(_))
     }
 
-    fn decided(outcome: Result<(Value, bool), AgentError>, compensate: bool) -> Phase {
+    fn decided(outcome: Result<(Value, bool), Stop>, compensate: bool) -> Phase {
         Phase::Decided(Box::new(Decided { outcome, compensate }))
     }
 }
@@ -219,7 +220,7 @@ impl Phase {
 /// A decided result: the output and whether it is written to the output key, or the error; `compensate`: the
 /// failure undoes what completed below first.
 struct Decided {
-    outcome: Result<(Value, bool), AgentError>,
+    outcome: Result<(Value, bool), Stop>,
     compensate: bool,
 }
 
@@ -312,7 +313,7 @@ impl SupervisorState {
     }
 
     /// Processes one completion.
-    async fn handle(&mut self, id: u64, result: Result<ChildOutcome, AgentError>, failed: Option<InvocationRecord>) {
+    async fn handle(&mut self, id: u64, result: Result<ChildOutcome, Stop>, failed: Option<InvocationRecord>) {
         let Some(done) = self.inflight.remove(&id) else { return };
         let mut done = *done;
         match done.actor.take() {
@@ -332,22 +333,22 @@ impl SupervisorState {
             return;
         }
         // A call waiting for a human or drained stays in flight.
-        let stays = matches!(result, Err(AgentError::Suspended { .. } | AgentError::Drained));
+        let stays = result.as_ref().is_err_and(Stop::stays);
         if let (Some(j), false) = (&mut self.journaled, stays) {
             j.ended.push(id);
         }
         match result {
             Ok(outcome) => self.complete(id, done.call, done.attempt, outcome, false).await,
-            Err(AgentError::Suspended { pending }) => {
+            Err(Stop::Suspended(pending)) => {
                 self.suspended.push((id, done.call, done.attempt));
                 self.pending.extend(pending.into_iter().map(|p| (id, p)));
                 self.settle_if_idle();
             }
-            Err(AgentError::Drained) => {
+            Err(Stop::Drained) => {
                 self.held.push((id, done.call, done.attempt));
                 self.settle_if_idle();
             }
-            Err(e) => {
+            Err(Stop::Failed(e)) => {
                 if let Some(record) = failed
                     && !matches!(e, AgentError::Cancelled)
                     && let Err(journal_error) = Box::pin(self.journal_failed_attempt(&done.call, record)).await
@@ -367,7 +368,7 @@ impl SupervisorState {
         }
         if self.phase.is_running() && self.inflight.is_empty() && !self.held.is_empty() {
             // Drained with nothing running (e.g. a retry held): nothing else will wake this supervisor.
-            self.fail(AgentError::Drained);
+            self.fail(Stop::Drained);
         }
         match self.phase {
             Phase::Decided(_) => {
@@ -387,7 +388,7 @@ impl SupervisorState {
             Phase::Decided(d) => (d.outcome, d.compensate),
             _ => {
                 let e = AgentError::internal(format!("supervisor of `{}` stopped without a result", self.path()));
-                (Err(e), false)
+                (Err(e.into()), false)
             }
         };
         self.abort_all();
@@ -485,13 +486,14 @@ impl SupervisorState {
         self.children.clear();
     }
 
-    fn fail(&mut self, error: AgentError) {
+    /// Decides the composite's end without a value: `stop` (a failure, or a suspension or drain of its calls).
+    fn fail(&mut self, stop: impl Into<Stop>) {
+        let stop = stop.into();
         self.abort_all();
         if self.phase.is_running() {
-            // Undo what completed below before reporting the failure (not for a suspension or a drain).
-            let compensate =
-                self.inner.compensate_on_error && !matches!(error, AgentError::Suspended { .. } | AgentError::Drained);
-            self.phase = Phase::decided(Err(error), compensate);
+            // Undo what completed below before reporting a failure (not for a suspension or a drain).
+            let compensate = self.inner.compensate_on_error && !stop.stays();
+            self.phase = Phase::decided(Err(stop), compensate);
         }
     }
 
@@ -528,7 +530,7 @@ impl SupervisorState {
             )),
         };
         if self.phase.is_running() {
-            self.phase = Phase::decided(result, false);
+            self.phase = Phase::decided(result.map_err(Stop::Failed), false);
         }
     }
 
@@ -661,12 +663,12 @@ impl SupervisorState {
             return;
         }
         if !self.held.is_empty() {
-            return self.fail(AgentError::Drained);
+            return self.fail(Stop::Drained);
         }
         if !self.suspended.is_empty() {
             let mut pending = std::mem::take(&mut self.pending);
             pending.sort_by_key(|(id, _)| *id);
-            self.fail(AgentError::Suspended { pending: pending.into_iter().map(|(_, p)| p).collect() });
+            self.fail(Stop::Suspended(pending.into_iter().map(|(_, p)| p).collect()));
         }
     }
 

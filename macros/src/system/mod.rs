@@ -61,7 +61,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
         }
         let signature = quote! {
             fn #ident(&self, #(#params),*)
-                -> impl ::std::future::Future<Output = ::std::result::Result<#output, #private::AgentError>>
+                -> impl ::std::future::Future<Output = ::std::result::Result<#output, #private::Stop>>
                 + ::std::marker::Send
         };
         trait_methods.push(quote! { #(#attrs)* #signature; });
