@@ -8,6 +8,8 @@
 //! run id (`memory_id`) a test gives must not be used by another module's tests: the engine's registry of
 //! active runs is process-wide.
 
+#[path = "../support/binary.rs"]
+mod binary;
 #[path = "../common/mod.rs"]
 mod common;
 
