@@ -14,6 +14,7 @@ mod binary;
 mod common;
 
 mod declarative_agents;
+mod declarative_kinds;
 mod declarative_patterns;
 mod durable_suspend;
 mod engine_compensation;
