@@ -48,16 +48,20 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+#[path = "support/binary.rs"]
+mod binary;
 #[path = "support/echo_model.rs"]
 mod echo_model;
 #[path = "../store/tests/support/pg.rs"]
 mod pg;
+use binary::{Serve, Served};
 use echo_model::{Calls, model, models};
 
 /// One test at a time (see the top of the file).
@@ -78,79 +82,42 @@ fn counted(calls: &Calls) -> HashMap<String, usize> {
 // ---------------------------------------------------------------------------------------------------------
 // The servers
 
-/// `agentic serve` on the database `db` (no `--specs`: every run is posted as text); killed on drop.
-struct Served {
-    child: Child,
-    url: String,
-    /// The runs its scheduler started (from its log: `tick …: starting … run_id="…"`).
-    started: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+/// `agentic serve` on the database `db` (no `--specs`: every run is posted as text) with 1.5-s leases; killed
+/// on drop. Its log says which runs its scheduler started ([`started`]); `CLUSTER_DEBUG=<filter>` shows the
+/// servers' logs (e.g. `warn`).
+fn serve(db: &str) -> Served {
+    serve_with(db, &[])
 }
 
-impl Served {
-    fn start(db: &str) -> Served {
-        Self::start_with(db, &[])
+/// A server with more arguments (`--specs DIR`).
+fn serve_with(db: &str, extra: &[&str]) -> Served {
+    let mut serve = Serve::on(db).arg("--lease-ms").arg("1500").env("OPENAI_API_KEY", "sk-test");
+    for arg in extra {
+        serve = serve.arg(arg);
     }
-
-    /// A server with more arguments (`--specs DIR`).
-    fn start_with(db: &str, extra: &[&str]) -> Served {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agentic"));
-        // `CLUSTER_DEBUG=<filter>` shows the servers' logs (e.g. `warn`).
-        // The scheduler's log says which server started each scheduled run.
-        match std::env::var("CLUSTER_DEBUG") {
-            Ok(filter) => command.env("AGENTIC_LOG", format!("{filter},agentic_server::scheduler=info")),
-            Err(_) => command.env("AGENTIC_LOG", "warn,rmcp=off,agentic_server::scheduler=info"),
-        };
-        let mut child = command
-            .args(["serve", "--listen", "127.0.0.1:0", "--lease-ms", "1500", "--store", db])
-            .args(extra)
-            .env("OPENAI_API_KEY", "sk-test")
-            .env_remove("AGENTIC_SERVER")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // `agentic serve: http://127.0.0.1:PORT (store …)` on stderr.
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let url = loop {
-            let line = lines.next().expect("the server ended before it listened").unwrap();
-            if let Some(rest) = line.strip_prefix("agentic serve: ") {
-                break rest.split(' ').next().unwrap().to_string();
-            }
-        };
-        let started = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let seen = started.clone();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                if std::env::var_os("CLUSTER_DEBUG").is_some() {
-                    eprintln!("[server] {line}");
-                }
-                if line.contains(": starting")
-                    && let Some((_, rest)) = line.split_once("run_id=\"")
-                {
-                    seen.lock().unwrap().push(rest.trim_end_matches('"').to_string());
-                }
-            }
-        });
-        Served { child, url, started }
+    match std::env::var("CLUSTER_DEBUG") {
+        Ok(filter) => serve.env("AGENTIC_LOG", format!("{filter},agentic_server::scheduler=info")).echo_stderr(""),
+        Err(_) => serve.env("AGENTIC_LOG", "warn,rmcp=off,agentic_server::scheduler=info"),
     }
-
-    fn kill9(mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
-    }
+    .start()
 }
 
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The runs a server's scheduler started, from its log lines (`tick …: starting … run_id="…"`).
+fn started(lines: &Mutex<Vec<String>>) -> Vec<String> {
+    lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|line| line.contains(": starting"))
+        .filter_map(|line| line.split_once("run_id=\""))
+        .map(|(_, rest)| rest.trim_end_matches('"').to_string())
+        .collect()
 }
 
 /// Two servers on a fresh database, or `None` when the PostgreSQL tests are skipped.
 async fn cluster(test: &str) -> Option<(Served, Served)> {
     let db = pg::fresh_database(test).await?;
-    Some((Served::start(&db), Served::start(&db)))
+    Some((serve(&db), serve(&db)))
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -623,7 +590,7 @@ async fn answer_to_next_step_through_another_server() {
 async fn a_deadline_fires_once_on_three_servers() {
     let _serial = SERIAL.lock().await;
     let Some(db) = pg::fresh_database("a_deadline_fires_once_on_three_servers").await else { return };
-    let servers = [Served::start(&db), Served::start(&db), Served::start(&db)];
+    let servers = [serve(&db), serve(&db), serve(&db)];
     let (model, calls) = model(Duration::from_millis(20)).await;
     let spec = format!(
         "version: 1\nname: timed\nroot: main\n{}agents:\n\
@@ -740,7 +707,7 @@ async fn a_schedule_on_three_servers_runs_each_tick_exactly_once_while_one_is_ki
     }
     let dir = specs.path().to_str().unwrap();
     let began = epoch_ms();
-    let servers: Vec<Served> = (0..3).map(|_| Served::start_with(&db, &["--specs", dir])).collect();
+    let servers: Vec<Served> = (0..3).map(|_| serve_with(&db, &["--specs", dir])).collect();
     let mut servers = servers.into_iter();
     let (a, b, c) = (servers.next().unwrap(), servers.next().unwrap(), servers.next().unwrap());
     let http = reqwest::Client::new();
@@ -752,7 +719,7 @@ async fn a_schedule_on_three_servers_runs_each_tick_exactly_once_while_one_is_ki
     // A killed 3 ms after the first even second 8 s in: while the servers take that tick.
     let kill_at = (began + 8_000).div_ceil(2_000) * 2_000 + 3;
     tokio::time::sleep(Duration::from_millis(kill_at.saturating_sub(epoch_ms()))).await;
-    let by_a = a.started.clone();
+    let by_a = a.stderr_lines();
     a.kill9();
     let killed = epoch_ms();
     tokio::time::sleep(Duration::from_millis((began + 20_000).saturating_sub(epoch_ms()))).await;
@@ -792,9 +759,9 @@ async fn a_schedule_on_three_servers_runs_each_tick_exactly_once_while_one_is_ki
         (ended - began) as f64 / 1000.0,
         killed - began
     );
-    let starters = [("A", &by_a), ("B", &b.started), ("C", &c.started)];
+    let starters = [("A", started(&by_a)), ("B", started(&b.stderr_lines())), ("C", started(&c.stderr_lines()))];
     for id in &ids {
-        let by: Vec<&str> = starters.iter().filter(|(_, s)| s.lock().unwrap().contains(id)).map(|(n, _)| *n).collect();
+        let by: Vec<&str> = starters.iter().filter(|(_, s)| s.contains(id)).map(|(n, _)| *n).collect();
         println!("  {id}  started by {}", if by.is_empty() { "?".to_string() } else { by.join(", ") });
         assert!(by.len() <= 1, "{id} was taken by {by:?}");
     }
@@ -844,7 +811,7 @@ const JITTER_MS: f64 = 100.0;
 async fn three_servers_share_sixty_requests_a_minute() {
     let _serial = SERIAL.lock().await;
     let Some(db) = pg::fresh_database("three_servers_share_sixty_requests_a_minute").await else { return };
-    let servers = [Served::start(&db), Served::start(&db), Served::start(&db)];
+    let servers = [serve(&db), serve(&db), serve(&db)];
     let (model, calls) = model(Duration::from_millis(20)).await;
     // Endless loops of a model call: without the limit each run would call the model every ~20 ms.
     let spec = format!(

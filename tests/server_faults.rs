@@ -41,19 +41,21 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer};
 
+#[path = "support/binary.rs"]
+mod binary;
 #[path = "support/echo_model.rs"]
 mod echo_model;
 #[path = "../store/tests/support/pg.rs"]
 mod pg;
+use binary::{Serve, Served};
 use echo_model::{Calls, Echo, model, models};
 
 /// One test at a time (see the top of the file).
@@ -128,73 +130,21 @@ fn gate_spec(model: &MockServer) -> String {
 // ---------------------------------------------------------------------------------------------------------
 // The servers
 
-/// `agentic serve` on the database `db` (no `--specs`: every run is posted as text); killed on drop.
-struct Served {
-    child: Child,
-    url: String,
-}
-
-impl Served {
-    /// Starts the server called `name` in the logs.
-    fn start(db: &str, name: &'static str) -> Served {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agentic"));
-        // `CLUSTER_DEBUG=<filter>` shows the servers' logs (e.g. `warn`).
-        match std::env::var("CLUSTER_DEBUG") {
-            Ok(filter) => command.env("AGENTIC_LOG", filter),
-            Err(_) => command.env_remove("AGENTIC_LOG"),
-        };
-        let mut child = command
-            .args(["serve", "--listen", "127.0.0.1:0", "--lease-ms", "1500", "--store", db])
-            .env("OPENAI_API_KEY", "sk-test")
-            .env_remove("AGENTIC_SERVER")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // `agentic serve: http://127.0.0.1:PORT (store …)` on stderr.
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let url = loop {
-            let line = lines.next().expect("the server ended before it listened").unwrap();
-            if let Some(rest) = line.strip_prefix("agentic serve: ") {
-                break rest.split(' ').next().unwrap().to_string();
-            }
-        };
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                if std::env::var_os("CLUSTER_DEBUG").is_some() {
-                    eprintln!("[server {name}] {line}");
-                }
-            }
-        });
-        Served { child, url }
+/// `agentic serve` on the database `db` (no `--specs`: every run is posted as text) with 1.5-s leases, called
+/// `name` in the logs; killed on drop. `CLUSTER_DEBUG=<filter>` shows the servers' logs (e.g. `warn`).
+fn serve(db: &str, name: &str) -> Served {
+    let serve = Serve::on(db).arg("--lease-ms").arg("1500").env("OPENAI_API_KEY", "sk-test");
+    match std::env::var("CLUSTER_DEBUG") {
+        Ok(filter) => serve.env("AGENTIC_LOG", filter).echo_stderr(name),
+        Err(_) => serve,
     }
-
-    /// Sends `signal` (`STOP`, `CONT`) to the server.
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill").arg(format!("-{signal}")).arg(self.child.id().to_string()).status().unwrap();
-        assert!(status.success(), "kill -{signal} {}", self.child.id());
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("kill").args(["-CONT", &self.child.id().to_string()]).status();
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    .start()
 }
 
 /// Two servers on a fresh database, or `None` when the PostgreSQL tests are skipped.
 async fn cluster(test: &str) -> Option<(Served, Served)> {
     let db = pg::fresh_database(test).await?;
-    Some((Served::start(&db, "A"), Served::start(&db, "B")))
+    Some((serve(&db, "A"), serve(&db, "B")))
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -854,7 +804,7 @@ async fn a_server_killed_with_cancels_and_answers_in_flight() {
 async fn a_store_outage_is_answered_503_and_nothing_is_lost() {
     let _serial = SERIAL.lock().await;
     let Some(db) = pg::fresh_database("a_store_outage_is_answered_503_and_nothing_is_lost").await else { return };
-    let a = Served::start(&db, "A");
+    let a = serve(&db, "A");
     let (model, _calls) = model(Duration::ZERO).await;
     let http = reqwest::Client::new();
     create(&http, &a.url, &gate_spec(&model), json!({"job": "job-o"}), "job-o").await;

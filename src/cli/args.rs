@@ -1,7 +1,9 @@
 //! The command line of SPEC.md §2, as clap derive types.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
+use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::Value;
 
@@ -49,7 +51,13 @@ pub(crate) const DEFAULT_STORE: &str = ".agentic";
 pub(crate) struct StoreArg {
     /// Store directory (a sled database; one process at a time may open it), or a PostgreSQL database URL
     /// (`postgres://user@host:port/dbname`; several processes may share it).
-    #[arg(long, value_name = "DIR", env = "AGENTIC_STORE", default_value = DEFAULT_STORE)]
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "AGENTIC_STORE",
+        default_value = DEFAULT_STORE,
+        value_parser = OsStringValueParser::new().try_map(store_location)
+    )]
     pub(crate) store: PathBuf,
 }
 
@@ -273,6 +281,31 @@ fn parse_key_value(arg: &str) -> Result<(String, String), String> {
     }
 }
 
+/// The forms `--store` accepts, for its error message.
+const STORE_FORMS: &str =
+    "expected a directory (the sled store, e.g. ./runs) or a PostgreSQL URL (postgres://... or postgresql://...)";
+
+/// `--store` (and `$AGENTIC_STORE`): a directory, or a PostgreSQL URL. A value that starts with another URL
+/// scheme (`sled:./runs`, `sqlite://runs.db`, `http://host`) is refused: taken as a directory, it would create
+/// a directory named like the scheme (`sled:`) in the working directory.
+fn store_location(value: OsString) -> Result<PathBuf, String> {
+    if let Some(text) = value.to_str()
+        && let Some(scheme) = url_scheme(text)
+        && !agentic_store::is_postgres_url(text)
+    {
+        return Err(format!("unknown store scheme `{scheme}:`; {STORE_FORMS}"));
+    }
+    Ok(PathBuf::from(value))
+}
+
+/// The scheme of `text` when it starts like a URL (`^[a-zA-Z][a-zA-Z0-9+.-]*:`), without the colon.
+fn url_scheme(text: &str) -> Option<&str> {
+    let (scheme, _) = text.split_once(':')?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic() && chars.all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))).then_some(scheme)
+}
+
 /// `--listen`: an `IP:PORT`, a `HOST:PORT` resolved now (its first address), or a port alone on 127.0.0.1.
 fn listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
     use std::net::ToSocketAddrs;
@@ -299,6 +332,40 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// The store `agentic runs ARGS..` names, or clap's error message.
+    fn store(args: &[&str]) -> Result<PathBuf, String> {
+        let cli = Cli::try_parse_from([&["agentic", "runs"], args].concat()).map_err(|e| e.to_string())?;
+        let Command::Runs(r) = cli.command else { panic!("not runs: {:?}", cli.command) };
+        Ok(r.store.store)
+    }
+
+    #[test]
+    fn store_takes_a_directory_or_a_postgres_url_and_refuses_other_schemes() {
+        for dir in ["runs", "./runs", "/tmp/runs", "../a:b", "runs/sled:x", "9:x", ".agentic"] {
+            assert_eq!(store(&["--store", dir]), Ok(PathBuf::from(dir)));
+        }
+        for url in ["postgres://u@h:5432/db", "postgresql://u@h/db"] {
+            assert_eq!(store(&["--store", url]), Ok(PathBuf::from(url)));
+        }
+        for (value, scheme) in [
+            ("sled:./runs", "sled"),
+            ("sled:runs", "sled"),
+            ("sqlite://runs.db", "sqlite"),
+            ("http://127.0.0.1:7878", "http"),
+            ("postgres:db", "postgres"),
+            ("my+store.v1-x:", "my+store.v1-x"),
+        ] {
+            assert_eq!(
+                store(&["--store", value]),
+                Err(format!(
+                    "error: invalid value '{value}' for '--store <DIR>': unknown store scheme `{scheme}:`; expected a \
+                     directory (the sled store, e.g. ./runs) or a PostgreSQL URL (postgres://... or postgresql://...)\n\n\
+                     For more information, try '--help'.\n"
+                ))
+            );
+        }
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! Helpers shared by several integration tests (`mod common;` in each): the errors of invalid specs, a journal
-//! cut short by a crash, and an OpenAI-compatible loopback server (wiremock). A test file uses only some of
-//! them, hence the `dead_code` allowances.
+//! cut short by a crash, an OpenAI-compatible loopback server (wiremock) and protocol peers. The `agentic`
+//! binary itself is driven by tests/support/binary.rs. A test file uses only some of them, hence the
+//! `dead_code` allowances.
 
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use agentic::agents::model::OpenAiModel;
@@ -12,34 +12,6 @@ use agentic::spec::{Spec, SpecError};
 use agentic::store::MemoryStore;
 use serde_json::Value;
 use wiremock::{MockServer, ResponseTemplate};
-
-// ---------------------------------------------------------------------------------------------------------
-// The CLI
-
-/// Runs the `agentic` binary with `args` on the store `store` (`AGENTIC_STORE`), without log output or test
-/// crash points.
-#[allow(dead_code)]
-pub fn agentic(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(args)
-        .env("AGENTIC_STORE", store)
-        .env_remove("AGENTIC_LOG")
-        .env_remove("AGENTIC_TEST_KILL_AFTER_STEP")
-        .output()
-        .expect("the binary runs")
-}
-
-/// A command's standard output, as text.
-#[allow(dead_code)]
-pub fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// A command's standard error, as text.
-#[allow(dead_code)]
-pub fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // Spec errors
@@ -162,7 +134,6 @@ pub fn peer_script(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers").join(name).display().to_string()
 }
 
-/// A free loopback port.
 /// Reads the server-sent events stream `live` into `text` until it contains `marker` (`event: suspended`),
 /// failing when that takes past `overall` or a chunk takes longer than `per_chunk` (keep-alive comments arrive
 /// every 15 s: bound the whole wait, not only each chunk).
@@ -185,6 +156,7 @@ pub async fn read_until(
     }
 }
 
+/// A free loopback port.
 #[allow(dead_code)]
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
@@ -208,76 +180,5 @@ pub fn wait_port(port: u16) {
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(std::time::Instant::now() < deadline, "nothing listens on port {port} after 30 s");
         std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// `agentic serve` on a fresh store with `specs` (file name, text) in its `--specs` directory, listening on
-/// `host` (a free port) with `AGENTIC_TOKEN` = `token` when given; killed when dropped.
-#[allow(dead_code)]
-pub struct ServedSpecs {
-    _child: KillOnDrop,
-    /// `http://127.0.0.1:PORT`.
-    pub base: String,
-    _dir: tempfile::TempDir,
-}
-
-#[allow(dead_code)]
-impl ServedSpecs {
-    /// Starts the server and waits for its port.
-    pub fn start(specs: &[(&str, &str)], host: &str, token: Option<&str>) -> ServedSpecs {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let spec_dir = dir.path().join("specs");
-        std::fs::create_dir(&spec_dir).expect("specs dir");
-        for (file, text) in specs {
-            std::fs::write(spec_dir.join(file), text).expect("spec file");
-        }
-        let port = free_port();
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_agentic"));
-        command
-            .args(["serve", "--listen", &format!("{host}:{port}"), "--store"])
-            .arg(dir.path().join("store"))
-            .arg("--specs")
-            .arg(&spec_dir)
-            .env_remove("AGENTIC_LOG")
-            .env_remove("AGENTIC_TOKEN")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        if let Some(token) = token {
-            command.env("AGENTIC_TOKEN", token);
-        }
-        let child = KillOnDrop(command.spawn().expect("spawn agentic serve"));
-        wait_port(port);
-        ServedSpecs { _child: child, base: format!("http://127.0.0.1:{port}"), _dir: dir }
-    }
-}
-
-/// `agentic serve` on the store `store` with the specs of `specs`, on a free loopback port; the process (killed
-/// when dropped, or with [`KillOnDrop::kill9`]) and its base URL once it listens.
-#[allow(dead_code)]
-pub fn serve_at(store: &Path, specs: &Path) -> (KillOnDrop, String) {
-    let port = free_port();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--store"])
-        .arg(store)
-        .arg("--specs")
-        .arg(specs)
-        .env_remove("AGENTIC_LOG")
-        .env_remove("AGENTIC_TOKEN")
-        .env_remove("AGENTIC_SERVER")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn agentic serve");
-    let child = KillOnDrop(child);
-    wait_port(port);
-    (child, format!("http://127.0.0.1:{port}"))
-}
-
-#[allow(dead_code)]
-impl KillOnDrop {
-    /// SIGKILL, and waits for the process to end.
-    pub fn kill9(mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }

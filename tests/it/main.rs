@@ -8,10 +8,13 @@
 //! run id (`memory_id`) a test gives must not be used by another module's tests: the engine's registry of
 //! active runs is process-wide.
 
+#[path = "../support/binary.rs"]
+mod binary;
 #[path = "../common/mod.rs"]
 mod common;
 
 mod declarative_agents;
+mod declarative_kinds;
 mod declarative_patterns;
 mod durable_suspend;
 mod engine_compensation;

@@ -16,9 +16,7 @@ use agentic::spec::Spec;
 use agentic::store::SledStore;
 use serde_json::{Map, Value, json};
 
-use crate::common;
-
-use common::{agentic, stderr};
+use crate::binary::{agentic, stderr};
 
 const PROBE: &str = r#"<img src=x onerror="document.body.dataset.xss=1">"#;
 

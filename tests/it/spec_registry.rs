@@ -7,14 +7,13 @@
 
 use crate::common;
 
-use std::process::{Command, Stdio};
+use crate::binary::Serve;
 
 use agentic::agents::a2a::{A2aAgent, A2aClient};
 use agentic::agents::model::ScriptedModel;
 use agentic::engine::{AgentRegistry, ValueType};
 use agentic::prelude::*;
 use agentic::spec::{BuildContext, Spec};
-use common::{KillOnDrop, free_port, wait_port};
 use serde_json::{Value, json};
 
 /// The story editors of the original's registry example, registered by a Rust program: an LLM agent (scripted
@@ -181,24 +180,10 @@ async fn a_registered_remote_a2a_agent_runs_from_a_spec() {
         "version: 1\nroot: s\nagents:\n  s: { kind: compute, description: Shouts, inputs: [text], value: \"text | upper\" }\n",
     )
     .unwrap();
-    let port = free_port();
-    let _server = KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_agentic"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--store"])
-            .arg(dir.path().join("store"))
-            .arg("--specs")
-            .arg(&specs)
-            .env_remove("AGENTIC_LOG")
-            .env_remove("AGENTIC_TOKEN")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_port(port);
+    let server = Serve::on(dir.path().join("store")).specs_dir(&specs).start();
 
     let registry = AgentRegistry::new();
-    let card = format!("http://127.0.0.1:{port}/.well-known/shout/agent-card.json");
+    let card = format!("{}/.well-known/shout/agent-card.json", server.url);
     let remote = A2aAgent::builder(A2aClient::new("shouter", card))
         .name("shouter")
         .inputs(["story"])

@@ -7,12 +7,13 @@ use crate::common;
 
 use std::sync::{Arc, Mutex};
 
+use crate::binary::{agentic, stderr, stdout};
 use agentic::agents::Compute;
 use agentic::agents::a2a::{A2aAgent, A2aClient, A2aError, A2aTenant};
 use agentic::engine::CancelHandle;
 use agentic::engine::{AgentListener, RunEvent, TypedKey, ValueType};
 use agentic::prelude::*;
-use common::{KillOnDrop, agentic, free_port, peer_script, peers_python, stderr, stdout, wait_port};
+use common::{KillOnDrop, free_port, peer_script, peers_python, wait_port};
 use serde_json::{Value, json};
 
 /// The peer on `port`; its base URL.

@@ -10,6 +10,7 @@ use crate::common;
 use std::path::Path;
 use std::process::Command;
 
+use crate::binary::{Serve, Served};
 use common::{peer_script, peers_python};
 use serde_json::{Value, json};
 
@@ -47,17 +48,15 @@ agents:
 "#;
 
 /// `agentic serve` on a fresh store with the specs `hello`, `approval` and `sum`; killed on drop.
-type Served = common::ServedSpecs;
-
 impl Served {
     fn for_a2a() -> Served {
-        Served::start(&[("hello.yaml", HELLO), ("approval.yaml", APPROVAL), ("sum.yaml", SUM)], "127.0.0.1", None)
+        Serve::fresh().specs(&[("hello.yaml", HELLO), ("approval.yaml", APPROVAL), ("sum.yaml", SUM)]).start()
     }
 
     /// A JSON-RPC request posted to `path`, and the response's body.
     async fn rpc(&self, path: &str, body: impl Into<reqwest::Body>) -> Value {
         let response = reqwest::Client::new()
-            .post(format!("{}{path}", self.base))
+            .post(format!("{}{path}", self.url))
             .header("content-type", "application/json")
             .body(body)
             .send()
@@ -87,7 +86,7 @@ fn task_of(v: &Value) -> &Value {
 fn the_cards_list_the_specs_as_skills_and_their_endpoints() {
     let Some(python) = peers_python() else { return };
     let served = Served::for_a2a();
-    let card = client(&python, &served.base, &["card"]);
+    let card = client(&python, &served.url, &["card"]);
     assert_eq!(card["name"], "agentic");
     let skills: Vec<&str> = card["skills"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
     assert_eq!(skills, ["approval", "hello", "sum"]);
@@ -99,14 +98,14 @@ fn the_cards_list_the_specs_as_skills_and_their_endpoints() {
     );
     assert_eq!(card["capabilities"]["streaming"], true);
     let interfaces = &card["supportedInterfaces"];
-    assert_eq!(interfaces[0]["url"], format!("{}/a2a", served.base));
+    assert_eq!(interfaces[0]["url"], format!("{}/a2a", served.url));
     assert_eq!(interfaces[0]["protocolVersion"], "1.0");
     assert_eq!(interfaces[1]["protocolVersion"], "0.3");
 
-    let hello = client(&python, &served.base, &["card", "--card-path", "/.well-known/hello/agent-card.json"]);
+    let hello = client(&python, &served.url, &["card", "--card-path", "/.well-known/hello/agent-card.json"]);
     assert_eq!(hello["name"], "hello");
     assert_eq!(hello["description"], "Builds a greeting, then shouts it.");
-    assert_eq!(hello["supportedInterfaces"][0]["url"], format!("{}/a2a/hello", served.base));
+    assert_eq!(hello["supportedInterfaces"][0]["url"], format!("{}/a2a/hello", served.url));
     assert_eq!(
         hello["skills"][0]["description"],
         "Builds a greeting, then shouts it. Send `name` as the message's text (or a data part {\"name\": ..})."
@@ -118,19 +117,19 @@ async fn a_message_runs_the_workflow_and_the_task_holds_its_output() {
     let Some(python) = peers_python() else { return };
     let served = Served::for_a2a();
     let hello = ["--card-path", "/.well-known/hello/agent-card.json"];
-    let sent = client(&python, &served.base, &[&["send", "Ada", "--context", "ctx-1"][..], &hello].concat());
+    let sent = client(&python, &served.url, &[&["send", "Ada", "--context", "ctx-1"][..], &hello].concat());
     let task = task_of(&sent);
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
     assert_eq!(task["contextId"], "ctx-1");
     assert_eq!(task["artifacts"][0]["parts"][0]["data"], json!({"greeting": "Hello, Ada!", "loud": "HELLO, ADA!"}));
     // The task is the run: the HTTP API shows it.
-    let url = format!("{}/api/v1/runs/{}", served.base, task["id"].as_str().unwrap());
+    let url = format!("{}/api/v1/runs/{}", served.url, task["id"].as_str().unwrap());
     let run: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
     assert_eq!(run["status"], "completed");
     assert_eq!(run["output"]["loud"], "HELLO, ADA!");
 
     // Streamed: the task when it starts, then the output and the final status.
-    let streamed = client(&python, &served.base, &[&["send", "Bo", "--stream"][..], &hello].concat());
+    let streamed = client(&python, &served.url, &[&["send", "Bo", "--stream"][..], &hello].concat());
     let events = streamed["events"].as_array().unwrap();
     let kinds: Vec<&str> = events.iter().map(|e| e.as_object().unwrap().keys().next().unwrap().as_str()).collect();
     assert_eq!(kinds, ["task", "artifactUpdate", "statusUpdate"], "{streamed}");
@@ -144,7 +143,7 @@ fn a_human_step_is_input_required_and_the_follow_up_message_completes_the_task()
     let Some(python) = peers_python() else { return };
     let served = Served::for_a2a();
     let approval = ["--card-path", "/.well-known/approval/agent-card.json"];
-    let first = client(&python, &served.base, &[&["send", "cake"][..], &approval].concat());
+    let first = client(&python, &served.url, &[&["send", "cake"][..], &approval].concat());
     let task = task_of(&first);
     assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
     assert_eq!(task["status"]["message"]["parts"][0]["text"], "Approve: ship cake?");
@@ -152,11 +151,8 @@ fn a_human_step_is_input_required_and_the_follow_up_message_completes_the_task()
     let id = task["id"].as_str().unwrap().to_string();
     let context = task["contextId"].as_str().unwrap().to_string();
 
-    let second = client(
-        &python,
-        &served.base,
-        &[&["send", "yes", "--task", &id, "--context", &context][..], &approval].concat(),
-    );
+    let second =
+        client(&python, &served.url, &[&["send", "yes", "--task", &id, "--context", &context][..], &approval].concat());
     let done = task_of(&second);
     assert_eq!(done["id"], id.as_str());
     assert_eq!(done["contextId"], context.as_str());
@@ -164,7 +160,7 @@ fn a_human_step_is_input_required_and_the_follow_up_message_completes_the_task()
     assert_eq!(done["artifacts"][0]["parts"][0]["text"], "ship cake: yes");
 
     // The task has ended: another message to it is refused.
-    let third = client(&python, &served.base, &[&["send", "again", "--task", &id][..], &approval].concat());
+    let third = client(&python, &served.url, &[&["send", "again", "--task", &id][..], &approval].concat());
     assert!(third["error"].as_str().unwrap().contains("takes no more messages"), "{third}");
 }
 

@@ -10,7 +10,7 @@
 use serde_json::Value;
 use wiremock::MockServer;
 
-use crate::common::{agentic, stderr, stdout};
+use crate::binary::{agentic, stderr, stdout};
 
 async fn model() -> MockServer {
     crate::echo_model::metered("a paragraph").await

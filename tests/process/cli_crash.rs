@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+use crate::binary::Cli;
 
 use serde_json::Value;
 
@@ -15,13 +17,7 @@ const MAPPER_SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/c
 const ASYNC_MAPPER_SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/crash_async_mapper.yaml");
 
 fn agentic(store: &Path, kill_after: Option<u64>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentic"));
-    cmd.args(args).env("AGENTIC_STORE", store).env_remove("AGENTIC_LOG");
-    match kill_after {
-        Some(k) => cmd.env("AGENTIC_TEST_KILL_AFTER_STEP", k.to_string()),
-        None => cmd.env_remove("AGENTIC_TEST_KILL_AFTER_STEP"),
-    };
-    cmd.output().expect("the binary runs")
+    Cli::new(args).store(store).kill_after(kill_after).output()
 }
 
 fn show(store: &Path, id: &str) -> Value {

@@ -8,9 +8,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::common;
-
-use common::{agentic, stderr, stdout};
+use crate::binary::{Cli, agentic, stderr, stdout};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 
@@ -366,15 +364,9 @@ fn ctrl_c_cancels_the_run_and_records_it_cancelled() {
          a: { kind: compute, value: \"(n | default(0)) + 1\", inputs: [], output_key: n }\n",
     )
     .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(["run", spec.to_str().unwrap(), "--memory-id", "count", "--durability", "exit", "--json"])
-        .env("AGENTIC_STORE", &store)
-        .env_remove("AGENTIC_LOG")
-        .env_remove("AGENTIC_TEST_KILL_AFTER_STEP")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = Cli::new(["run", spec.to_str().unwrap(), "--memory-id", "count", "--durability", "exit", "--json"])
+        .store(&store)
+        .spawn();
     std::thread::sleep(std::time::Duration::from_millis(700));
     let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(killed.success());

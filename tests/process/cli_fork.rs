@@ -12,9 +12,7 @@ use agentic::engine::{RunRecord, StepRecord};
 use agentic::store::SledStore;
 use serde_json::{Value, json};
 
-use crate::common;
-
-use common::{agentic, stderr, stdout};
+use crate::binary::{agentic, stderr, stdout};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 

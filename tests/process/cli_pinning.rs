@@ -5,9 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use crate::common;
-
-use common::{agentic, stderr, stdout};
+use crate::binary::{agentic, stderr, stdout};
 use serde_json::Value;
 
 const APPROVAL: &str = r#"

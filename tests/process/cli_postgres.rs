@@ -8,10 +8,11 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
 
+use crate::binary::{Cli, stderr, stdout};
 use crate::pg;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
@@ -23,22 +24,8 @@ fn database(test: &str) -> Option<String> {
 
 /// The binary on store `store` (through `AGENTIC_STORE`), killed after step `kill` when given.
 fn agentic(store: &str, kill: Option<u64>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentic"));
     // Short leases: a resume after a `kill -9` waits for the dead process's lease to expire.
-    cmd.args(args).env("AGENTIC_STORE", store).env("AGENTIC_LEASE_MS", "300").env_remove("AGENTIC_LOG");
-    match kill {
-        Some(k) => cmd.env("AGENTIC_TEST_KILL_AFTER_STEP", k.to_string()),
-        None => cmd.env_remove("AGENTIC_TEST_KILL_AFTER_STEP"),
-    };
-    cmd.output().expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    Cli::new(args).store(store).env("AGENTIC_LEASE_MS", "300").kill_after(kill).output()
 }
 
 fn json_out(o: &Output) -> Value {
@@ -50,12 +37,8 @@ fn a_human_step_is_answered_and_resumed_in_new_processes() {
     let Some(url) = database("human_step") else { return };
     let spec = format!("{FIXTURES}/approval.yaml");
     // `--store URL` here, `AGENTIC_STORE` below: both name the store.
-    let o = Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(["run", &spec, "--input", "input=data", "--memory-id", "order-1", "--json", "--store", &url])
-        .env_remove("AGENTIC_STORE")
-        .env_remove("AGENTIC_TEST_KILL_AFTER_STEP")
-        .output()
-        .unwrap();
+    let o =
+        Cli::new(["run", &spec, "--input", "input=data", "--memory-id", "order-1", "--json", "--store", &url]).output();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(
         json_out(&o),

@@ -3,7 +3,9 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+use crate::binary::{Cli, stderr, stdout};
 
 use serde_json::{Value, json};
 
@@ -13,20 +15,7 @@ const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/specs");
 /// process's at a time).
 fn agentic(args: &[&str]) -> Output {
     let store = tempfile::tempdir().expect("tempdir");
-    Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(args)
-        .env("AGENTIC_STORE", store.path())
-        .env_remove("AGENTIC_LOG")
-        .output()
-        .expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    Cli::new(args).store(store.path()).output()
 }
 
 fn example(name: &str) -> String {
@@ -258,11 +247,9 @@ fn store_durability_and_report_are_accepted() {
     assert!(std::fs::read_to_string(&report).expect("report written").contains("id=\"topology-svg\""));
 
     // $AGENTIC_STORE is the default store.
-    let o = Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(["run", &example("hello.yaml"), "--input", "name=Ada", "--durability", "async"])
-        .env("AGENTIC_STORE", store.to_str().expect("utf8"))
-        .output()
-        .expect("runs");
+    let o = Cli::new(["run", &example("hello.yaml"), "--input", "name=Ada", "--durability", "async"])
+        .store(store.to_str().expect("utf8"))
+        .output();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
@@ -373,14 +360,7 @@ fn a_new_turn_of_a_completed_run_is_not_asked_for_its_inputs_again() {
     let spec = write(dir.path(), "typed.yaml", TYPED);
     let spec = spec.to_str().expect("utf8");
     let store = dir.path().join("store");
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_agentic"))
-            .args(args)
-            .env("AGENTIC_STORE", &store)
-            .env_remove("AGENTIC_LOG")
-            .output()
-            .expect("the binary runs")
-    };
+    let run = |args: &[&str]| crate::binary::agentic(&store, args);
     let o = run(&["run", spec, "--input", "temperature=40", "--input", "patient=Ada", "--memory-id", "t1"]);
     assert_eq!((o.status.code(), stdout(&o)), (Some(0), "Ada: high\n".to_string()), "{}", stderr(&o));
     // The second turn runs on the first one's state: its temperature and patient (no default over it).

@@ -3,13 +3,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use crate::common;
-
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{agentic, stderr, stdout};
+use crate::binary::{Cli, Serve, Served, agentic, stderr, stdout};
 
 const APPROVAL: &str = r#"
 version: 1
@@ -22,46 +20,11 @@ agents:
   decide: { kind: compute, template: "{{ offer }}: {{ answer }}", output_key: decision }
 "#;
 
-/// `agentic serve` on `store`, stopped (SIGTERM) on drop.
-struct Served {
-    child: Child,
-    server_file: PathBuf,
-}
-
-impl Served {
-    fn start(store: &Path) -> Served {
-        let child = Command::new(env!("CARGO_BIN_EXE_agentic"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--store"])
-            .arg(store)
-            .env_remove("AGENTIC_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let server_file = store.join("server.json");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !server_file.is_file() {
-            assert!(Instant::now() < deadline, "the server never advertised itself");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Served { child, server_file }
-    }
-
-    fn stop(mut self) {
-        let pid = self.child.id().to_string();
-        let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(status.success());
-        let exit = self.child.wait().unwrap();
-        assert_eq!(exit.code(), Some(0), "SIGTERM stops the server cleanly");
-        assert!(!self.server_file.exists(), "the advertisement is removed");
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Stops `served` with SIGTERM: it ends cleanly and removes its advertisement from its store.
+fn stop(served: Served) {
+    let server_file = served.store.join("server.json");
+    assert_eq!(served.term(), Some(0), "SIGTERM stops the server cleanly");
+    assert!(!server_file.exists(), "the advertisement is removed");
 }
 
 /// (exit code, stdout, stderr) of the binary on `store`.
@@ -89,7 +52,7 @@ fn the_cli_goes_through_the_server_that_holds_the_store() {
     let unknown = cli(&store, &["show", "nope"]);
 
     // The same commands while a server holds the store print the same.
-    let served = Served::start(&store);
+    let served = Serve::on(&store).start();
     let busy = cli(&store, &["serve", "--listen", "127.0.0.1:0"]);
     assert_eq!(busy.0, Some(1));
     assert!(busy.2.contains("is in use by another process (the server at http://127.0.0.1:"), "{}", busy.2);
@@ -127,7 +90,7 @@ fn the_cli_goes_through_the_server_that_holds_the_store() {
          respond a2 ..`, then `agentic resume a2` (or choose another --memory-id)\n"
     );
     let shown = cli(&store, &["show", "a2"]);
-    served.stop();
+    stop(served);
 
     // After the server stops, the store opens here again and holds what the server showed.
     assert_eq!(cli(&store, &["show", "a2"]), shown);
@@ -163,16 +126,11 @@ async fn ctrl_c_on_a_run_through_the_server_cancels_it_as_without_a_server() {
         ),
     )
     .unwrap();
-    let served = Served::start(&store);
-    let child = Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(["run", spec.to_str().unwrap(), "--memory-id", "r"])
-        .env("AGENTIC_STORE", &store)
+    let served = Serve::on(&store).start();
+    let child = Cli::new(["run", spec.to_str().unwrap(), "--memory-id", "r"])
+        .store(&store)
         .env("OPENAI_API_KEY", "sk-test")
-        .env_remove("AGENTIC_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn();
     // Once the server runs it (its first step waits for the model), Ctrl-C.
     let deadline = Instant::now() + Duration::from_secs(20);
     while cli(&store, &["show", "r", "--json"]).0 != Some(0) {
@@ -194,7 +152,7 @@ async fn ctrl_c_on_a_run_through_the_server_cancels_it_as_without_a_server() {
     let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
     assert_eq!(shown["status"], "cancelled");
     assert_eq!(shown["state"].get("b"), None, "the second step never ran");
-    served.stop();
+    stop(served);
 }
 
 #[test]
@@ -220,8 +178,8 @@ fn run_with_a_memory_id_behaves_the_same_through_the_server() {
     assert_eq!(local[1].1, "2\n", "{local:?}");
     assert_eq!(local[3].0, Some(64), "{local:?}");
     let store = dir.path().join("served");
-    let served = Served::start(&store);
+    let served = Serve::on(&store).start();
     let remote: Vec<_> = steps.iter().map(|args| cli(&store, args)).collect();
     assert_eq!(remote, local);
-    served.stop();
+    stop(served);
 }

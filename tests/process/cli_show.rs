@@ -7,9 +7,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::common;
-
-use common::{agentic, stderr, stdout};
+use crate::binary::{agentic, stderr, stdout};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 

@@ -7,9 +7,10 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use common::{sse, stderr, stdout};
+use crate::binary::{Cli, stderr, stdout};
+use common::sse;
 use serde_json::{Value, json};
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer};
@@ -47,14 +48,7 @@ fn spec(dir: &Path, server: &MockServer, first: &str) -> PathBuf {
 
 /// Runs the binary on the store `store` (off the test's runtime, which serves the model).
 async fn agentic(store: &Path, args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agentic"));
-    command
-        .args(args)
-        .env("AGENTIC_STORE", store)
-        .env("OPENAI_API_KEY", "sk-test")
-        .env_remove("AGENTIC_LOG")
-        .env_remove("AGENTIC_TEST_KILL_AFTER_STEP");
-    tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap()
+    Cli::new(args).store(store).env("OPENAI_API_KEY", "sk-test").output_async().await
 }
 
 #[tokio::test]

@@ -4,23 +4,20 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+use crate::binary::{Cli, stderr};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 
 /// Runs the binary in `cwd`; `store` goes to `$AGENTIC_STORE` when given (else the default `./.agentic`).
 fn agentic(cwd: &Path, store: Option<&Path>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentic"));
-    cmd.args(args).current_dir(cwd).env_remove("AGENTIC_LOG").env_remove("AGENTIC_TEST_KILL_AFTER_STEP");
+    let cli = Cli::new(args).current_dir(cwd);
     match store {
-        Some(s) => cmd.env("AGENTIC_STORE", s),
-        None => cmd.env_remove("AGENTIC_STORE"),
-    };
-    cmd.output().expect("the binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+        Some(s) => cli.store(s),
+        None => cli,
+    }
+    .output()
 }
 
 /// The commands that take a run id, each given `id` (`report` writes to `out`).

@@ -2,12 +2,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::process::{Command, Output};
+use std::process::Output;
+
+use crate::binary::Cli;
 
 const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/specs");
 
 fn validate(path: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentic")).args(["validate", path]).output().expect("the binary runs")
+    Cli::new(["validate", path]).output()
 }
 
 fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
@@ -132,11 +134,7 @@ fn a_local_model_this_binary_lacks_is_a_warning_not_an_error() {
     let text = "version: 1\nname: local-demo\nroot: a\nmodels:\n  default: { provider: local }\nagents:\n  a: { kind: llm, \
                 user: \"Hi {{ name }}\" }\n";
     let path = write(&dir, "local.yaml", text);
-    let o = Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(["validate", &path])
-        .env_remove("OPENAI_BASE_URL")
-        .output()
-        .expect("the binary runs");
+    let o = Cli::new(["validate", &path]).env_remove("OPENAI_BASE_URL").output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stdout), "ok: local-demo (1 agent)\n");
     if cfg!(feature = "local") {
@@ -173,10 +171,7 @@ fn supervisors_and_decision_routers_validate_and_report_their_topology() {
     assert_eq!(String::from_utf8_lossy(&o.stdout), "ok: bank (5 agents)\n");
 
     let out = dir.path().join("topology.html");
-    let o = Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(["report", "--spec", &path, "-o", out.to_str().expect("utf8")])
-        .output()
-        .expect("the binary runs");
+    let o = Cli::new(["report", "--spec", &path, "-o", out.to_str().expect("utf8")]).output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let html = std::fs::read_to_string(&out).expect("report");
     for shown in ["bank", "router", "supervisor", "decision_router", "planner", "summarizer", "scorer"] {

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::process::Command;
+use crate::binary::Cli;
 
 use agentic::agents::model::{
     ChatModel, ChatModelRef, ChatRequest, ChatResponse, ModelError, ModelInfo, ScriptedModel,
@@ -47,12 +47,8 @@ fn every_example_spec_parses_and_builds() {
 fn agentic_validate_accepts_every_example_spec() {
     for path in specs() {
         // `provider: local` models need the `local` feature, or a server: name one (validate contacts none).
-        let out = Command::new(env!("CARGO_BIN_EXE_agentic"))
-            .arg("validate")
-            .arg(&path)
-            .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-            .output()
-            .unwrap();
+        let out =
+            Cli::new(["validate".as_ref(), path.as_os_str()]).env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1").output();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
         assert!(stdout.starts_with("ok: "), "{}: {stdout}", path.display());

@@ -14,7 +14,7 @@ use crate::common;
 use serde_json::{Value, json};
 use wiremock::MockServer;
 
-use crate::common::serve_at;
+use crate::binary::{Serve, Served};
 
 async fn model() -> MockServer {
     crate::echo_model::metered("done").await
@@ -39,11 +39,12 @@ agents:
 }
 
 /// `agentic serve` on a fresh store (no specs: runs are posted as spec text), its URL and a client.
-fn served() -> (tempfile::TempDir, crate::common::KillOnDrop, String, reqwest::Client) {
+fn served() -> (tempfile::TempDir, Served, String, reqwest::Client) {
     let dir = tempfile::tempdir().unwrap();
     let (specs, store) = (dir.path().join("specs"), dir.path().join("store"));
     std::fs::create_dir(&specs).unwrap();
-    let (served, base) = serve_at(&store, &specs);
+    let served = Serve::on(&store).specs_dir(&specs).start();
+    let base = served.url.clone();
     (dir, served, base, reqwest::Client::new())
 }
 

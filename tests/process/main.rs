@@ -13,6 +13,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[path = "../support/binary.rs"]
+mod binary;
 #[path = "../common/mod.rs"]
 mod common;
 #[path = "../support/echo_model.rs"]
@@ -32,6 +34,7 @@ mod cli_postgres;
 mod cli_run;
 mod cli_server;
 mod cli_show;
+mod cli_store;
 mod cli_stream;
 mod cli_unknown_run;
 mod cli_validate;

@@ -148,12 +148,12 @@ fn a_spec_mcp_agent_runs_from_the_cli_over_stdio_and_http() {
     )
     .unwrap();
     let store = dir.path().join("store");
-    let o = common::agentic(
+    let o = crate::binary::agentic(
         &store,
         &["run", spec.to_str().unwrap(), "--input", "topic=owls", "--input", "a=20", "--input", "b=22"],
     );
-    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
-    assert_eq!(common::stdout(&o), "A plain story about owls. / 42\n");
+    assert_eq!(o.status.code(), Some(0), "{}", crate::binary::stderr(&o));
+    assert_eq!(crate::binary::stdout(&o), "A plain story about owls. / 42\n");
 }
 
 #[test]

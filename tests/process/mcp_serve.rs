@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::binary::{Serve, Served};
 use common::{peer_script, peers_python};
 use serde_json::{Value, json};
 
@@ -70,19 +71,17 @@ agents:
 ];
 
 /// `agentic serve` on a fresh store with [`SPECS`], listening on `host` (a free port); killed on drop.
-type Served = common::ServedSpecs;
-
 impl Served {
     fn for_mcp(host: &str, token: Option<&str>) -> Served {
-        Served::start(SPECS, host, token)
+        Serve::fresh().specs(SPECS).host(host).token(token).start()
     }
 
     fn mcp(&self) -> String {
-        format!("{}/mcp", self.base)
+        format!("{}/mcp", self.url)
     }
 
     async fn get(&self, path: &str) -> Value {
-        reqwest::get(format!("{}{path}", self.base)).await.unwrap().json().await.unwrap()
+        reqwest::get(format!("{}{path}", self.url)).await.unwrap().json().await.unwrap()
     }
 }
 
@@ -243,7 +242,7 @@ async fn a_human_step_returns_the_suspended_run_and_answering_through_the_api_co
         )])
     );
     let answered = reqwest::Client::new()
-        .post(format!("{}/api/v1/runs/{id}/responses/manager", served.base))
+        .post(format!("{}/api/v1/runs/{id}/responses/manager", served.url))
         .json(&json!({"value": "approved"}))
         .send()
         .await

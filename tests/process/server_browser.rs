@@ -12,7 +12,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,6 +27,8 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::binary::{Serve, Served};
 
 const PROBE: &str = r#"<img src=x onerror="document.body.dataset.xss=1">"#;
 
@@ -79,60 +80,14 @@ fn chromium() -> Option<PathBuf> {
     None
 }
 
-/// `agentic serve` as a child process, killed on drop; its log is kept in `log`.
-struct Serve {
-    child: Child,
-    base: String,
-    log: PathBuf,
-}
-
-impl Serve {
-    fn start(store: &Path, model_url: &str) -> Serve {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let specs = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/specs");
-        let log = store.with_extension("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_agentic"))
-            .args(["serve", "--store"])
-            .arg(store)
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--specs"])
-            .arg(&specs)
-            .env("OPENAI_BASE_URL", model_url)
-            .env("OPENAI_API_KEY", "sk-loopback")
-            .env("OPENAI_MODEL", "gpt-test")
-            .env_remove("AGENTIC_TOKEN")
-            .env_remove("AGENTIC_STORE")
-            .env_remove("AGENTIC_LOG")
-            .env_remove("AGENTIC_TEST_KILL_AFTER_STEP")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("the binary starts");
-        Serve { child, base: format!("http://127.0.0.1:{port}"), log }
-    }
-
-    /// Waits until `/healthz` answers.
-    async fn ready(&mut self, http: &reqwest::Client) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Ok(r) = http.get(format!("{}/healthz", self.base)).send().await
-                && r.status().is_success()
-            {
-                return;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("agentic serve exited ({status}): {}", std::fs::read_to_string(&self.log).unwrap_or_default());
-            }
-            assert!(Instant::now() < deadline, "agentic serve did not answer /healthz");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `agentic serve` on `store` with the example specs and the loopback model at `model_url`; killed on drop.
+fn serve(store: &Path, model_url: &str) -> Served {
+    Serve::on(store)
+        .specs_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/specs"))
+        .env("OPENAI_BASE_URL", model_url)
+        .env("OPENAI_API_KEY", "sk-loopback")
+        .env("OPENAI_MODEL", "gpt-test")
+        .start()
 }
 
 /// What the page did that it must not: dialogs opened, uncaught exceptions and `console.error` calls.
@@ -275,10 +230,9 @@ async fn the_web_ui_takes_an_order_through_the_inbox_in_chromium_and_shows_run_d
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(200).set_body_json(completion)).mount(&model).await;
 
     let tmp = tempfile::tempdir().unwrap();
-    let mut serve = Serve::start(&tmp.path().join("store"), &format!("{}/v1", model.uri()));
+    let serve = serve(&tmp.path().join("store"), &format!("{}/v1", model.uri()));
     let http = reqwest::Client::new();
-    serve.ready(&http).await;
-    let base = serve.base.clone();
+    let base = serve.url.clone();
 
     // The probe run, over the API: it waits in the inbox next to the order.
     let created = http

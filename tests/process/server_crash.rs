@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,6 +13,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+use crate::binary::{Serve, Served};
 use crate::echo_model;
 
 /// Model calls by prompt.
@@ -45,60 +45,9 @@ fn specs(dir: &Path, model_url: &str) -> PathBuf {
     specs
 }
 
-/// `agentic serve` on `store`; killed on drop.
-struct Served {
-    child: Child,
-    url: String,
-}
-
-impl Served {
-    fn start(store: &Path, specs: &Path) -> Served {
-        let _ = std::fs::remove_file(store.join("server.json"));
-        let child = Command::new(env!("CARGO_BIN_EXE_agentic"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--store"])
-            .arg(store)
-            .arg("--specs")
-            .arg(specs)
-            .env("OPENAI_API_KEY", "sk-test")
-            .env_remove("AGENTIC_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let file = store.join("server.json");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let url = loop {
-            if let Some(url) = std::fs::read_to_string(&file)
-                .ok()
-                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                .and_then(|v| v["url"].as_str().map(str::to_string))
-            {
-                break url;
-            }
-            assert!(Instant::now() < deadline, "the server never advertised itself");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Served { child, url }
-    }
-
-    /// SIGTERM; returns the exit code.
-    fn term(mut self) -> Option<i32> {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        self.child.wait().unwrap().code()
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `agentic serve` on `store` with the specs of `specs`; killed on drop.
+fn serve(store: &Path, specs: &Path) -> Served {
+    Serve::on(store).specs_dir(specs).env("OPENAI_API_KEY", "sk-test").start()
 }
 
 /// The 20 runs: 14 five-step chains and 6 with a human step after two steps.
@@ -186,7 +135,7 @@ async fn runs_in_flight_survive_a_kill_of_the_server_and_no_completed_step_runs_
 
     // An uncrashed server: the reference outputs and states.
     let reference_store = dir.path().join("reference");
-    let served = Served::start(&reference_store, &specs);
+    let served = serve(&reference_store, &specs);
     submit_all(&http, &served.url).await;
     let reference = finish_all(&http, &served.url).await;
     served.kill9();
@@ -194,7 +143,7 @@ async fn runs_in_flight_survive_a_kill_of_the_server_and_no_completed_step_runs_
 
     // The same runs, and SIGKILL while they are in flight.
     let store = dir.path().join("crashed");
-    let served = Served::start(&store, &specs);
+    let served = serve(&store, &specs);
     submit_all(&http, &served.url).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -235,7 +184,7 @@ async fn runs_in_flight_survive_a_kill_of_the_server_and_no_completed_step_runs_
     assert!(journaled.len() >= 10, "{journaled:?}");
 
     // Restart: the interrupted runs resume by themselves, the waiting ones get their answers.
-    let served = Served::start(&store, &specs);
+    let served = serve(&store, &specs);
     let after = finish_all(&http, &served.url).await;
     assert_eq!(after.len(), reference.len());
     for (job, expected) in &reference {
@@ -268,7 +217,7 @@ async fn sigterm_lets_the_steps_in_flight_finish_and_the_runs_continue_at_the_ne
     let specs = specs(dir.path(), &model.uri());
     let store = dir.path().join("store");
     let http = reqwest::Client::new();
-    let served = Served::start(&store, &specs);
+    let served = serve(&store, &specs);
     for job in ["t-1", "t-2"] {
         let body = json!({"spec_name": "chain", "inputs": {"job": job}, "run_id": job});
         let response = http.post(format!("{}/api/v1/runs", served.url)).json(&body).send().await.unwrap();
@@ -308,7 +257,7 @@ async fn sigterm_lets_the_steps_in_flight_finish_and_the_runs_continue_at_the_ne
     assert_eq!(calls.lock().unwrap().len(), 2, "no second step started");
 
     // The next start continues both runs: s1 is not asked again.
-    let served = Served::start(&store, &specs);
+    let served = serve(&store, &specs);
     let deadline = Instant::now() + Duration::from_secs(60);
     for job in ["t-1", "t-2"] {
         loop {
@@ -341,7 +290,7 @@ async fn a_run_answered_201_exists_after_a_kill_whatever_its_durability() {
     let specs = specs(dir.path(), &model.uri());
     let store = dir.path().join("store");
     let http = reqwest::Client::new();
-    let served = Served::start(&store, &specs);
+    let served = serve(&store, &specs);
     let jobs = ["sync", "async", "exit"];
     for durability in jobs {
         let body = json!({"spec_name": "chain", "inputs": {"job": durability}, "run_id": durability, "durability": durability});
@@ -351,7 +300,7 @@ async fn a_run_answered_201_exists_after_a_kill_whatever_its_durability() {
     // Their first steps are still waiting for the model.
     served.kill9();
 
-    let served = Served::start(&store, &specs);
+    let served = serve(&store, &specs);
     let deadline = Instant::now() + Duration::from_secs(60);
     for job in jobs {
         let expected = format!("done(s5 after done(s4 after done(s3 after done(s2 after done(s1 of {job})))))");

@@ -14,9 +14,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,6 +23,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+use crate::binary::{Serve, Served};
 use crate::pg;
 
 use crate::echo_model;
@@ -58,47 +57,9 @@ fn specs(dir: &Path, model_url: &str) -> PathBuf {
     specs
 }
 
-/// `agentic serve` on the database `url`; killed on drop.
-struct Served {
-    child: Child,
-    url: String,
-}
-
-impl Served {
-    fn start(db: &str, specs: &Path) -> Served {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agentic"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--lease-ms", "1500", "--store", db])
-            .arg("--specs")
-            .arg(specs)
-            .env("OPENAI_API_KEY", "sk-test")
-            .env_remove("AGENTIC_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // `agentic serve: http://127.0.0.1:PORT (store …)` on stderr.
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let url = loop {
-            let line = lines.next().expect("the server ended before it listened").unwrap();
-            if let Some(rest) = line.strip_prefix("agentic serve: ") {
-                break rest.split(' ').next().unwrap().to_string();
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        Served { child, url }
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `agentic serve` on the database `db` with the specs of `specs` and 1.5-s leases; killed on drop.
+fn serve(db: &str, specs: &Path) -> Served {
+    Serve::on(db).specs_dir(specs).arg("--lease-ms").arg("1500").env("OPENAI_API_KEY", "sk-test").start()
 }
 
 fn run_count() -> usize {
@@ -217,7 +178,7 @@ async fn three_servers_share_one_database_and_the_survivor_of_two_kills_complete
     let limit = Duration::from_secs(60 + n as u64);
 
     // One uncrashed server: the reference outputs and states.
-    let served = Served::start(&reference_db, &specs);
+    let served = serve(&reference_db, &specs);
     let urls = vec![served.url.clone()];
     submit_all(&http, &urls).await;
     let reference = finish_all(&http, &urls, limit).await;
@@ -225,7 +186,7 @@ async fn three_servers_share_one_database_and_the_survivor_of_two_kills_complete
     calls.lock().unwrap().clear();
 
     // Three servers on one database, the runs spread over them.
-    let servers: Vec<Served> = (0..3).map(|_| Served::start(&db, &specs)).collect();
+    let servers: Vec<Served> = (0..3).map(|_| serve(&db, &specs)).collect();
     let urls: Vec<String> = servers.iter().map(|s| s.url.clone()).collect();
     submit_all(&http, &urls).await;
     let deadline = Instant::now() + limit;

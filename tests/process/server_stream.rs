@@ -4,23 +4,14 @@
 
 #![allow(clippy::unwrap_used)]
 
+use crate::binary::Serve;
 use crate::common;
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer};
-
-struct Served(Child);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn events(text: &str) -> Vec<(String, Value)> {
     text.split("\n\n")
@@ -54,29 +45,8 @@ async fn tokens_stream_live_in_order_and_late_clients_get_the_journal() {
         model.uri()
     );
     let store = dir.path().join("store");
-    let _served = Served(
-        Command::new(env!("CARGO_BIN_EXE_agentic"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--store"])
-            .arg(&store)
-            .env("OPENAI_API_KEY", "sk-test")
-            .env_remove("AGENTIC_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let url = loop {
-        if let Some(url) = std::fs::read_to_string(store.join("server.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .and_then(|v| v["url"].as_str().map(str::to_string))
-        {
-            break url;
-        }
-        assert!(Instant::now() < deadline, "no server");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let served = Serve::on(&store).env("OPENAI_API_KEY", "sk-test").start();
+    let url = served.url.clone();
     let http = reqwest::Client::new();
     let created =
         http.post(format!("{url}/api/v1/runs")).json(&json!({"spec": spec, "run_id": "t"})).send().await.unwrap();

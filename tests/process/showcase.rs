@@ -6,13 +6,15 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use agentic::agents::model::{ChatModelRef, ScriptedModel};
 use agentic::spec::Spec;
 use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::binary::{Cli, stderr, stdout};
 
 fn spec_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/specs/ticket_triage.yaml")
@@ -421,24 +423,12 @@ impl Respond for Triage {
 }
 
 fn agentic(store: &Path, base_url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(args)
-        .env("AGENTIC_STORE", store)
+    Cli::new(args)
+        .store(store)
         .env("OPENAI_BASE_URL", base_url)
         .env("OPENAI_API_KEY", "sk-loopback")
         .env("OPENAI_MODEL", "gpt-test")
-        .env_remove("AGENTIC_LOG")
-        .env_remove("AGENTIC_TEST_KILL_AFTER_STEP")
         .output()
-        .expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn json_out(o: &Output) -> Value {
@@ -521,11 +511,7 @@ async fn the_showcase_runs_through_the_binary_against_an_openai_compatible_serve
 
 #[test]
 fn without_the_local_feature_or_a_server_the_local_provider_reports_a_clear_error() {
-    let o = Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(["validate", &spec_path().display().to_string()])
-        .env_remove("OPENAI_BASE_URL")
-        .output()
-        .unwrap();
+    let o = Cli::new(["validate", &spec_path().display().to_string()]).env_remove("OPENAI_BASE_URL").output();
     if o.status.code() == Some(0) {
         return; // built with the cargo feature `local`: the spec is fine as it is
     }

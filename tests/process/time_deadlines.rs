@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{agentic, serve_at, stderr, stdout};
+use crate::binary::{Serve, agentic, stderr, stdout};
 
 const REVIEW: &str = r#"version: 1
 name: review
@@ -58,7 +58,8 @@ async fn a_deadline_that_passed_while_the_server_was_down_answers_with_the_defau
     std::fs::write(specs.join("review.yaml"), REVIEW).unwrap();
     let http = reqwest::Client::new();
 
-    let (server, base) = serve_at(&store, &specs);
+    let server = Serve::on(&store).specs_dir(&specs).start();
+    let base = server.url.clone();
     let body = serde_json::json!({"spec_name": "review", "inputs": {"doc": "D1"}, "run_id": "r1"});
     let created = http.post(format!("{base}/api/v1/runs")).json(&body).send().await.unwrap();
     assert_eq!(created.status(), 201);
@@ -85,7 +86,8 @@ async fn a_deadline_that_passed_while_the_server_was_down_answers_with_the_defau
     );
 
     // Restarted: the timer fires, the run continues with the default value.
-    let (_server, base) = serve_at(&store, &specs);
+    let server = Serve::on(&store).specs_dir(&specs).start();
+    let base = server.url.clone();
     let done = wait_for(&http, &base, "r1", "completed", Duration::from_secs(10)).await;
     assert_eq!(done["output"], "D1: auto-approved");
     let asked: Vec<&Value> = done["history"].as_array().unwrap().iter().filter(|h| h["agent"] == "ask").collect();

@@ -6,7 +6,9 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Ident, LitStr, Meta, Path, Type};
 
+use super::kinds::Builder;
 use super::method::{Method, Sub, is_unit, sub_of};
+use crate::args::error;
 use crate::args::{Args, paths_of};
 use crate::types::{doc_summary, option_inner};
 
@@ -56,8 +58,8 @@ pub(super) fn build_one(
     let subs: Vec<TokenStream> = m.subs.iter().map(|s| sub_expr(s, var)).collect();
     let model = model_field(&m.ident);
     let model = quote!(self.#model.clone().unwrap_or_else(|| self.model.clone()));
-    let head = match m.kind() {
-        "human" => {
+    let head = match m.kind.builder {
+        Builder::Human => {
             let prompt = args.text("prompt")?;
             let response_id = args.string("response_id")?.map(|r| quote!(.response_id(#r)));
             let optional = args.flag("optional")?;
@@ -67,7 +69,7 @@ pub(super) fn build_one(
                 let __b = #returns(__b).optional(#optional);
             }
         }
-        "bdi" => {
+        Builder::Bdi => {
             let mut desires = Vec::new();
             let mut next = 0;
             for desire in args.all("desire") {
@@ -104,7 +106,7 @@ pub(super) fn build_one(
             let max = args.int("max_invocations")?.map(|n| quote!(.max_invocations(#n)));
             quote!(let __b = #private::Bdi::builder().name(#name) #(#desires)* #max;)
         }
-        "decision_router" => {
+        Builder::DecisionRouter => {
             let threshold = args.float("threshold")?.map(|t| quote!(.threshold(#t)));
             let retries = args.int("max_retries")?.map(|n| quote!(.max_retries(#n)));
             let request = args.string("request_key")?.map(|k| quote!(.request_key(#k)));
@@ -113,7 +115,7 @@ pub(super) fn build_one(
                     .sub_agents([#(#subs),*]) #threshold #retries #request;
             }
         }
-        "agent" => {
+        Builder::Llm => {
             let user = args.text("user")?;
             let system = args.text("system")?.map(|s| quote!(.system(#s)));
             let max_tokens = args.int("max_tokens")?.map(|n| quote!(.max_tokens(#n)));
@@ -128,12 +130,12 @@ pub(super) fn build_one(
                 let __b = #returns(__b).optional(#optional);
             }
         }
-        "sequence" => quote!(let __b = #private::Sequence::builder().name(#name).sub_agents([#(#subs),*]);),
-        "parallel" => {
+        Builder::Sequence => quote!(let __b = #private::Sequence::builder().name(#name).sub_agents([#(#subs),*]);),
+        Builder::Parallel => {
             let max = args.int("max_concurrency")?.map(|n| quote!(.max_concurrency(#n)));
             quote!(let __b = #private::Parallel::builder().name(#name).sub_agents([#(#subs),*]) #max;)
         }
-        "looping" => {
+        Builder::Loop => {
             let max = args.int("max_iterations")?.map(|n| quote!(.max_iterations(#n)));
             let exit = args.path("exit")?.map(|p| quote!(.exit_when(#p)));
             let at_end = args.flag("at_end")?;
@@ -142,7 +144,7 @@ pub(super) fn build_one(
                     .test_exit_at_loop_end(#at_end);
             }
         }
-        "conditional" => {
+        Builder::Conditional => {
             let mut branches = Vec::new();
             for branch in args.all("branch") {
                 let Meta::List(list) = branch else { continue };
@@ -157,7 +159,7 @@ pub(super) fn build_one(
             }
             quote!(let __b = #private::Conditional::builder().name(#name) #(#branches)*;)
         }
-        "parallel_mapper" => {
+        Builder::ParallelMapper => {
             let items = args.string("items_key")?;
             let item = args.string("item_key")?.map(|k| quote!(.item_key(#k)));
             let max = args.int("max_concurrency")?.map(|n| quote!(.max_concurrency(#n)));
@@ -167,13 +169,13 @@ pub(super) fn build_one(
                     #item #max;
             }
         }
-        "goap" => quote!(let __b = #private::Goap::builder().name(#name).sub_agents([#(#subs),*]);),
-        "p2p" => {
+        Builder::Goap => quote!(let __b = #private::Goap::builder().name(#name).sub_agents([#(#subs),*]);),
+        Builder::P2p => {
             let max = args.int("max_invocations")?.map(|n| quote!(.max_invocations(#n)));
             let exit = args.path("exit")?.map(|p| quote!(.exit_when(#p)));
             quote!(let __b = #private::P2p::builder().name(#name).sub_agents([#(#subs),*]) #max #exit;)
         }
-        "blackboard" => {
+        Builder::Blackboard => {
             let max = args.int("max_invocations")?.map(|n| quote!(.max_invocations(#n)));
             let goal = args.path("goal")?.map(|p| quote!(.goal_when(#p)));
             let mut prefers = Vec::new();
@@ -195,19 +197,23 @@ pub(super) fn build_one(
                     #(#prefers)*;
             }
         }
-        "voting" => {
-            let strategy = args.string("strategy")?.map(|r| {
-                let variant = match r.value().as_str() {
-                    "average" => quote!(Average),
-                    "highest" => quote!(Highest),
-                    _ => quote!(Majority),
-                };
-                quote!(.strategy(#private::VotingStrategy::#variant))
-            });
+        Builder::Voting => {
+            let strategy = match args.string("strategy")? {
+                Some(r) => {
+                    let variant = match r.value().as_str() {
+                        "majority" => quote!(Majority),
+                        "average" => quote!(Average),
+                        "highest" => quote!(Highest),
+                        other => return Err(error(r.span(), format!("unknown strategy `{other}`"))),
+                    };
+                    Some(quote!(.strategy(#private::VotingStrategy::#variant)))
+                }
+                None => None,
+            };
             let aggregate = args.path("aggregate")?.map(|p| quote!(.aggregate(#p)));
             quote!(let __b = #private::Voting::builder().name(#name).sub_agents([#(#subs),*]) #strategy #aggregate;)
         }
-        "debate" => {
+        Builder::Debate => {
             let (judge, debaters) = subs.split_last().map_or((None, &subs[..]), |(j, d)| (Some(j), d));
             let judge = judge.map(|j| quote!(.judge(#j)));
             let rounds = args.int("max_rounds")?.map(|n| quote!(.max_rounds(#n)));
@@ -217,17 +223,21 @@ pub(super) fn build_one(
                     #converged;
             }
         }
-        _ => {
+        Builder::Supervisor => {
             let max = args.int("max_invocations")?.map(|n| quote!(.max_invocations(#n)));
             let retries = args.int("max_retries")?.map(|n| quote!(.max_retries(#n)));
-            let response = args.string("response")?.map(|r| {
-                let variant = match r.value().as_str() {
-                    "summary" => quote!(Summary),
-                    "scored" => quote!(Scored),
-                    _ => quote!(Last),
-                };
-                quote!(.response_strategy(#private::ResponseStrategy::#variant))
-            });
+            let response = match args.string("response")? {
+                Some(r) => {
+                    let variant = match r.value().as_str() {
+                        "last" => quote!(Last),
+                        "summary" => quote!(Summary),
+                        "scored" => quote!(Scored),
+                        other => return Err(error(r.span(), format!("unknown response `{other}`"))),
+                    };
+                    Some(quote!(.response_strategy(#private::ResponseStrategy::#variant)))
+                }
+                None => None,
+            };
             let context = args.string("context")?.map(|c| quote!(.supervisor_context(#c)));
             let request = args.string("request_key")?.map(|k| quote!(.request_key(#k)));
             quote! {
@@ -240,7 +250,8 @@ pub(super) fn build_one(
         Some(path) if !m.is_leaf() => quote!(let __b = __b.output(#path);),
         _ => quote!(),
     };
-    let build = if m.kind() == "human" { quote!(#private::human_build(__b)?) } else { quote!(__b.build()?) };
+    let build =
+        if m.kind.builder == Builder::Human { quote!(#private::human_build(__b)?) } else { quote!(__b.build()?) };
     let description = LitStr::new(&description, Span::call_site());
     Ok(quote! {
         let #target = {

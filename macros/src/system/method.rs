@@ -6,30 +6,32 @@ use quote::quote;
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, Meta, Pat, Path, ReturnType, TraitItemFn, Type};
 
+use super::kinds::{self, Builder, COMMON, KINDS, Kind, Subs};
 use crate::args::{Args, error};
 use crate::types::param_key;
 
-/// The attributes that make a method an agent.
-pub(super) const KINDS: &[&str] = &[
-    "agent",
-    "sequence",
-    "looping",
-    "parallel",
-    "conditional",
-    "supervisor",
-    "parallel_mapper",
-    "goap",
-    "p2p",
-    "blackboard",
-    "voting",
-    "debate",
-    "human",
-    "bdi",
-    "decision_router",
+/// The attributes of Rust itself a trait method may carry besides its agent attribute: any other attribute of
+/// a method without an agent attribute is taken for a misspelt or unknown agent kind.
+const RUST_ATTRIBUTES: &[&str] = &[
+    "doc",
+    "allow",
+    "warn",
+    "deny",
+    "forbid",
+    "expect",
+    "cfg",
+    "cfg_attr",
+    "deprecated",
+    "must_use",
+    "inline",
+    "cold",
+    "track_caller",
 ];
 
-/// Keys every agent attribute takes.
-const COMMON: &[&str] = &["output_key", "description", "name"];
+/// Whether `attr` is an agent attribute (`#[sequence(..)]`).
+fn is_kind(attr: &syn::Attribute) -> bool {
+    attr.path().get_ident().is_some_and(|i| kinds::kind(&i.to_string()).is_some())
+}
 
 /// One sub-agent named in a composite: a method of the trait, or an `#[agent]` function elsewhere (a path).
 pub(super) enum Sub {
@@ -52,23 +54,21 @@ pub(super) struct Method {
     /// The return type (`()` when none).
     pub(super) output: Type,
     pub(super) args: Args,
+    /// Its kind's descriptor: the keys its attribute takes and the builder that makes it.
+    pub(super) kind: &'static Kind,
     /// The sub-agents (composites), including the branches' of a conditional.
     pub(super) subs: Vec<Sub>,
 }
 
 impl Method {
-    pub(super) fn kind(&self) -> &str {
-        &self.args.attr
-    }
-
     /// Whether it has no sub-agents (an LLM agent or a human).
     pub(super) fn is_leaf(&self) -> bool {
-        matches!(self.kind(), "agent" | "human")
+        self.kind.subs == Subs::Leaf
     }
 
     /// Whether it needs a chat model (an LLM agent, a supervisor's planner, a decision router's).
     pub(super) fn has_model(&self) -> bool {
-        matches!(self.kind(), "agent" | "supervisor" | "decision_router")
+        self.kind.model
     }
 }
 
@@ -79,10 +79,21 @@ pub(super) fn is_unit(ty: &Type) -> bool {
 /// Reads one trait method.
 pub(super) fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
     let ident = f.sig.ident.clone();
-    let kinds: Vec<&syn::Attribute> = f.attrs.iter().filter(|a| KINDS.iter().any(|k| a.path().is_ident(k))).collect();
+    let kinds: Vec<&syn::Attribute> = f.attrs.iter().filter(|a| is_kind(a)).collect();
     let attr = match kinds.as_slice() {
         [one] => *one,
         [] => {
+            let unknown = f.attrs.iter().find_map(|a| {
+                a.path().get_ident().map(ToString::to_string).filter(|i| !RUST_ATTRIBUTES.contains(&i.as_str()))
+            });
+            if let Some(unknown) = unknown {
+                let known = KINDS.iter().map(|k| format!("`{}`", k.name)).collect::<Vec<_>>().join(", ");
+                let at = f.attrs.iter().find(|a| a.path().is_ident(&unknown)).map_or(f.sig.span(), |a| a.path().span());
+                return Err(error(
+                    at,
+                    format!("`#[agents]`: method `{ident}`: unknown agent kind `#[{unknown}]` (the kinds: {known})"),
+                ));
+            }
             return Err(error(
                 f.sig.span(),
                 format!(
@@ -100,11 +111,16 @@ pub(super) fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
     let args = Args::of_attribute(attr)?;
     let kind = args.attr.clone();
     let at = |span: Span, message: String| error(span, format!("`#[{kind}]` on `{ident}`: {message}"));
+    let Some(spec) = kinds::kind(&kind) else {
+        return Err(at(attr.span(), "not an agent kind".to_string()));
+    };
     if f.default.is_some() {
-        let what = match kind.as_str() {
-            "agent" => "the model answers it",
-            "human" => "a person answers it",
-            _ => "its sub-agents answer it",
+        let what = if spec.subs != Subs::Leaf {
+            "its sub-agents answer it"
+        } else if spec.builder == Builder::Human {
+            "a person answers it"
+        } else {
+            "the model answers it"
         };
         return Err(at(f.default.span(), format!("a method of an `#[agents]` trait has no body: {what}")));
     }
@@ -148,128 +164,112 @@ pub(super) fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
         ReturnType::Type(_, ty) => (**ty).clone(),
     };
     let mut subs = Vec::new();
-    let keys: Vec<&str> = match kind.as_str() {
-        "agent" => {
-            vec!["system", "user", "max_tokens", "temperature", "optional", "streaming", "memory_window", "inputs"]
+    args.only(&[COMMON, spec.keys].concat())?;
+    for (key, what) in spec.required {
+        if args.get_meta(key).is_none() {
+            return Err(at(args.span, format!("missing {what}")));
         }
-        "human" => vec!["prompt", "response_id", "inputs", "optional"],
-        "bdi" => vec!["desire", "max_invocations", "output"],
-        "decision_router" => vec!["agents", "threshold", "max_retries", "request_key", "output"],
-        "sequence" => vec!["agents", "output"],
-        "looping" => vec!["agents", "output", "max_iterations", "exit", "at_end"],
-        "parallel" => vec!["agents", "output", "max_concurrency"],
-        "conditional" => vec!["branch", "output"],
-        "supervisor" => vec!["agents", "max_invocations", "max_retries", "response", "context", "request_key"],
-        "parallel_mapper" => vec!["agent", "items_key", "item_key", "max_concurrency", "output"],
-        "goap" => vec!["agents", "output"],
-        "p2p" => vec!["agents", "max_invocations", "exit", "output"],
-        "blackboard" => vec!["agents", "goal", "max_invocations", "prefer", "output"],
-        "voting" => vec!["agents", "strategy", "aggregate", "output"],
-        _ => vec!["debaters", "judge", "max_rounds", "converged", "output"],
-    };
-    args.only(&[COMMON, keys.as_slice()].concat())?;
-    if kind == "agent" {
-        if args.text("user")?.is_none() {
-            return Err(at(args.span, "missing `user = \"..\"`: the user message template".to_string()));
-        }
-        if is_unit(&output) {
-            return Err(at(f.sig.span(), "an LLM agent returns its answer: give the method a return type".to_string()));
-        }
-    } else if kind == "human" {
-        if args.text("prompt")?.is_none() {
-            return Err(at(args.span, "missing `prompt = \"..\"`: the question the person is asked".to_string()));
-        }
-        if is_unit(&output) {
-            return Err(at(f.sig.span(), "a human step returns the answer: give the method a return type".to_string()));
-        }
-    } else if kind == "bdi" {
-        for desire in args.all("desire") {
-            let Meta::List(list) = desire else {
-                return Err(at(desire.span(), "`desire` takes `desire(name = \"..\", priority = N, ..)`".to_string()));
-            };
-            let inner = Args::parse("bdi", list.span(), list.tokens.clone())?;
-            inner.only(&[
-                "name",
-                "priority",
-                "satisfied",
-                "satisfied_key",
-                "achievable",
-                "achievable_key",
-                "agents",
-            ])?;
-            if inner.string("name")?.is_none() {
-                return Err(at(list.span(), "a desire needs `name = \"..\"`".to_string()));
+    }
+    match spec.subs {
+        Subs::Leaf => {
+            if is_unit(&output) {
+                let what = if spec.builder == Builder::Human {
+                    "a human step returns the answer"
+                } else {
+                    "an LLM agent returns its answer"
+                };
+                return Err(at(f.sig.span(), format!("{what}: give the method a return type")));
             }
-            if inner.get_meta("priority").is_none() {
-                return Err(at(list.span(), "a desire needs `priority = N` (higher is more important)".to_string()));
-            }
-            match (inner.path("satisfied")?.is_some(), inner.string("satisfied_key")?.is_some()) {
-                (true, true) => {
-                    return Err(at(list.span(), "a desire takes `satisfied = f` or `satisfied_key`, not both".into()));
+        }
+        Subs::Desires => {
+            for desire in args.all("desire") {
+                let Meta::List(list) = desire else {
+                    return Err(at(
+                        desire.span(),
+                        "`desire` takes `desire(name = \"..\", priority = N, ..)`".to_string(),
+                    ));
+                };
+                let inner = Args::parse("bdi", list.span(), list.tokens.clone())?;
+                inner.only(&[
+                    "name",
+                    "priority",
+                    "satisfied",
+                    "satisfied_key",
+                    "achievable",
+                    "achievable_key",
+                    "agents",
+                ])?;
+                if inner.string("name")?.is_none() {
+                    return Err(at(list.span(), "a desire needs `name = \"..\"`".to_string()));
                 }
-                (false, false) => {
+                if inner.get_meta("priority").is_none() {
                     return Err(at(
                         list.span(),
-                        "a desire needs `satisfied = f` (a `fn(&ScopeView) -> bool`) or `satisfied_key = \"..\"`"
-                            .to_string(),
+                        "a desire needs `priority = N` (higher is more important)".to_string(),
                     ));
                 }
-                _ => {}
+                match (inner.path("satisfied")?.is_some(), inner.string("satisfied_key")?.is_some()) {
+                    (true, true) => {
+                        return Err(at(
+                            list.span(),
+                            "a desire takes `satisfied = f` or `satisfied_key`, not both".into(),
+                        ));
+                    }
+                    (false, false) => {
+                        return Err(at(
+                            list.span(),
+                            "a desire needs `satisfied = f` (a `fn(&ScopeView) -> bool`) or `satisfied_key = \"..\"`"
+                                .to_string(),
+                        ));
+                    }
+                    _ => {}
+                }
+                if inner.path("achievable")?.is_some() && inner.string("achievable_key")?.is_some() {
+                    return Err(at(
+                        list.span(),
+                        "a desire takes `achievable = f` or `achievable_key`, not both".to_string(),
+                    ));
+                }
+                match inner.paths("agents")? {
+                    Some(paths) if !paths.is_empty() => subs.extend(paths.into_iter().map(sub_of)),
+                    _ => return Err(at(list.span(), "a desire needs `agents(..)`: its intention".to_string())),
+                }
             }
-            if inner.path("achievable")?.is_some() && inner.string("achievable_key")?.is_some() {
-                return Err(at(
-                    list.span(),
-                    "a desire takes `achievable = f` or `achievable_key`, not both".to_string(),
-                ));
+        }
+        Subs::Branches => {
+            for branch in args.all("branch") {
+                let Meta::List(list) = branch else {
+                    return Err(at(branch.span(), "`branch` takes `branch(when = condition, agents(..))`".to_string()));
+                };
+                let inner = Args::parse("conditional", list.span(), list.tokens.clone())?;
+                inner.only(&["when", "agents"])?;
+                if inner.path("when")?.is_none() {
+                    return Err(at(
+                        list.span(),
+                        "a branch needs `when = condition` (a `fn(&ScopeView) -> bool`)".into(),
+                    ));
+                }
+                match inner.paths("agents")? {
+                    Some(paths) => subs.extend(paths.into_iter().map(sub_of)),
+                    None => return Err(at(list.span(), "a branch needs `agents(..)`".to_string())),
+                }
             }
-            match inner.paths("agents")? {
+        }
+        Subs::Mapped => {
+            subs.extend(args.path("agent")?.map(sub_of));
+            args.string("items_key")?;
+        }
+        Subs::Debaters => {
+            match args.paths("debaters")? {
                 Some(paths) if !paths.is_empty() => subs.extend(paths.into_iter().map(sub_of)),
-                _ => return Err(at(list.span(), "a desire needs `agents(..)`: its intention".to_string())),
+                _ => return Err(at(args.span, format!("missing {}", spec.missing("debaters")))),
             }
+            subs.extend(args.path("judge")?.map(sub_of));
         }
-        if subs.is_empty() {
-            return Err(at(args.span, "missing `desire(name = \"..\", priority = N, .., agents(..))`".to_string()));
-        }
-    } else if kind == "conditional" {
-        for branch in args.all("branch") {
-            let Meta::List(list) = branch else {
-                return Err(at(branch.span(), "`branch` takes `branch(when = condition, agents(..))`".to_string()));
-            };
-            let inner = Args::parse("conditional", list.span(), list.tokens.clone())?;
-            inner.only(&["when", "agents"])?;
-            if inner.path("when")?.is_none() {
-                return Err(at(list.span(), "a branch needs `when = condition` (a `fn(&ScopeView) -> bool`)".into()));
-            }
-            match inner.paths("agents")? {
-                Some(paths) => subs.extend(paths.into_iter().map(sub_of)),
-                None => return Err(at(list.span(), "a branch needs `agents(..)`".to_string())),
-            }
-        }
-        if subs.is_empty() {
-            return Err(at(args.span, "missing `branch(when = condition, agents(..))`".to_string()));
-        }
-    } else if kind == "parallel_mapper" {
-        match args.path("agent")? {
-            Some(path) => subs.push(sub_of(path)),
-            None => return Err(at(args.span, "missing `agent = ..`: the agent mapped over the items".to_string())),
-        }
-        if args.string("items_key")?.is_none() {
-            return Err(at(args.span, "missing `items_key = \"..\"`: the state key holding the list".to_string()));
-        }
-    } else if kind == "debate" {
-        match args.paths("debaters")? {
+        Subs::Agents => match args.paths("agents")? {
             Some(paths) if !paths.is_empty() => subs.extend(paths.into_iter().map(sub_of)),
-            _ => return Err(at(args.span, "missing `debaters(..)`: the debaters, by method name".to_string())),
-        }
-        match args.path("judge")? {
-            Some(path) => subs.push(sub_of(path)),
-            None => return Err(at(args.span, "missing `judge = ..`: the agent deciding the answer".to_string())),
-        }
-    } else {
-        match args.paths("agents")? {
-            Some(paths) if !paths.is_empty() => subs.extend(paths.into_iter().map(sub_of)),
-            _ => return Err(at(args.span, "missing `agents(..)`: the sub-agents, by method name".to_string())),
-        }
+            _ => return Err(at(args.span, format!("missing {}", spec.missing("agents")))),
+        },
     }
     for prefer in args.all("prefer") {
         let Meta::List(list) = prefer else {
@@ -299,7 +299,7 @@ pub(super) fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
             return Err(at(agent.span(), format!("preferred agent `{named}` is not one of the `agents(..)`{hint}")));
         }
     }
-    if kind == "voting"
+    if spec.builder == Builder::Voting
         && let Some(r) = args.string("strategy")?
         && !["majority", "average", "highest"].contains(&r.value().as_str())
     {
@@ -309,7 +309,7 @@ pub(super) fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
         ));
     }
     // A composite computing its result (`output = f`) returns it without a key; every other agent writes it.
-    let leaf = matches!(kind.as_str(), "agent" | "human");
+    let leaf = spec.subs == Subs::Leaf;
     if args.string("output_key")?.is_none() && !is_unit(&output) && (leaf || args.path("output")?.is_none()) {
         let hint = if leaf { "" } else { " (or computed from the final state with `output = f`)" };
         return Err(at(
@@ -317,15 +317,15 @@ pub(super) fn read_method(f: &TraitItemFn) -> syn::Result<Method> {
             format!("missing `output_key = \"..\"`: the state key the result of `{ident}` is written to{hint}"),
         ));
     }
-    if kind == "supervisor"
+    if spec.builder == Builder::Supervisor
         && let Some(r) = args.string("response")?
         && !["last", "summary", "scored"].contains(&r.value().as_str())
     {
         return Err(at(r.span(), format!("unknown response `{}` (expected `last`, `summary` or `scored`)", r.value())));
     }
     let name = args.string("name")?.map(|s| s.value()).unwrap_or_else(|| ident.to_string());
-    let attrs = f.attrs.iter().filter(|a| !KINDS.iter().any(|k| a.path().is_ident(k))).cloned().collect();
-    Ok(Method { ident, name, attrs, params, memory_id, output, args, subs })
+    let attrs = f.attrs.iter().filter(|a| !is_kind(a)).cloned().collect();
+    Ok(Method { ident, name, attrs, params, memory_id, output, args, kind: spec, subs })
 }
 
 pub(super) fn sub_of(path: Path) -> Sub {

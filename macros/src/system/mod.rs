@@ -3,10 +3,12 @@
 //! planners, ...) — and a typed call. Generates `<Trait>Agents` (the agents, implementing the trait) and
 //! `<Trait>AgentsBuilder` (the chat models: one for all, or one per agent; resources; the store of the calls).
 //!
-//! Three steps, one file each: [`method`] reads and checks each method's attribute, [`build`] writes the
-//! builder calls of one agent, and this file orders the agents and writes the trait, the agents and the builder.
+//! Three steps, one file each: [`method`] reads and checks each method's attribute against its kind's
+//! descriptor ([`kinds`]), [`build`] writes the builder calls of one agent, and this file orders the agents and
+//! writes the trait, the agents and the builder.
 
 mod build;
+mod kinds;
 mod method;
 
 use proc_macro2::{Span, TokenStream};
@@ -219,8 +221,7 @@ fn build_order(trait_ident: &Ident, methods: &[Method]) -> syn::Result<Vec<usize
                     format!(
                         "`#[{}]` on `{}`: unknown sub-agent `{ident}`: the agents of `{trait_ident}` are {known} (an \
                          `#[agent]` function declared elsewhere is named by its path, like `self::{ident}`)",
-                        m.kind(),
-                        m.ident
+                        m.kind.name, m.ident
                     ),
                 ));
             }
@@ -244,8 +245,7 @@ fn build_order(trait_ident: &Ident, methods: &[Method]) -> syn::Result<Vec<usize
                     m.ident.span(),
                     format!(
                         "`#[{}]` on `{}`: its sub-agents form a cycle (a composite contains itself)",
-                        m.kind(),
-                        m.ident
+                        m.kind.name, m.ident
                     ),
                 ));
             }
