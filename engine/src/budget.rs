@@ -1,13 +1,13 @@
 //! Budgets (SPEC.md §3): what a run, or one agent and what it contains, may spend on models — tokens, model
 //! calls, cost in USD — and what happens when a call crosses the limit. [`Usage`] is journaled with each step
-//! ([`crate::InvocationRecord::usage`]); [`Budget`] is set on an agent ([`crate::AgentSpec::budget`], the
+//! ([`InvocationRecord::usage`]); [`Budget`] is set on an agent ([`crate::AgentSpec::budget`], the
 //! spec's `budget:`; the spec's top-level `budget:` is the root agent's); [`Ledger`] adds up, for one run,
 //! what each budget's agents spent, from the journal on resume and from each call as it ends.
 //!
 //! The check (after pydantic-ai's usage limits): a call is refused before it is sent when a budget is already
 //! spent (`model_calls` reached, or tokens or cost at or over the limit), and the call whose usage crosses a
 //! token or cost limit ends its invocation at once: `on_exceed: suspend` suspends the run with a pending
-//! response of kind [`crate::PendingKind::Budget`] — answered with a new limit or `stop` — and keeps the
+//! response of kind [`PendingKind::Budget`] — answered with a new limit or `stop` — and keeps the
 //! answers of the invocation's calls so far, which the resumed invocation gets back instead of calling the
 //! model again; `on_exceed: fail` fails the invocation.
 
@@ -15,76 +15,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 pub use crate::journal::FailedUsage;
+pub use crate::usage::{Prices, Usage};
 
-/// What a model call costs per million tokens, in USD (SPEC.md §3 `prices`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Prices {
-    /// USD per million input (prompt) tokens.
-    pub input_per_mtok: f64,
-    /// USD per million output (completion) tokens.
-    pub output_per_mtok: f64,
-}
-
-impl Prices {
-    /// The cost in USD of `input` and `output` tokens.
-    pub fn cost(&self, input: u64, output: u64) -> f64 {
-        (input as f64 * self.input_per_mtok + output as f64 * self.output_per_mtok) / 1_000_000.0
-    }
-}
-
-/// Model usage of one invocation, or a sum of them: tokens, calls and cost.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Input (prompt) tokens.
-    #[serde(default)]
-    pub input_tokens: u64,
-    /// Output (completion) tokens.
-    #[serde(default)]
-    pub output_tokens: u64,
-    /// Model calls.
-    #[serde(default)]
-    pub model_calls: u64,
-    /// Cost in USD of the calls to models with prices; `None` when no call was priced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
-    /// The models called (`model` names), each once, in the order first called.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub models: Vec<String>,
-}
-
-impl Usage {
-    /// Input plus output tokens.
-    pub fn tokens(&self) -> u64 {
-        self.input_tokens + self.output_tokens
-    }
-
-    /// Adds `other` to this sum.
-    pub fn add(&mut self, other: &Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.model_calls += other.model_calls;
-        if let Some(c) = other.cost_usd {
-            *self.cost_usd.get_or_insert(0.0) += c;
-        }
-        for m in &other.models {
-            if !self.models.contains(m) {
-                self.models.push(m.clone());
-            }
-        }
-    }
-
-    /// Adds one call of `model` that used `input` and `output` tokens and cost `cost_usd`.
-    pub fn add_call(&mut self, model: &str, input: u64, output: u64, cost_usd: Option<f64>) {
-        self.add(&Usage {
-            input_tokens: input,
-            output_tokens: output,
-            model_calls: 1,
-            cost_usd,
-            models: vec![model.to_string()],
-        });
-    }
-}
+use crate::journal::{InvocationRecord, RunImage};
+use crate::pending::{PendingKind, PendingResponse};
 
 /// What happens when a call crosses a budget (SPEC.md §3 `on_exceed`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -322,7 +256,7 @@ impl Ledger {
 #[derive(Debug, Default)]
 pub(crate) struct InvocationUsage {
     /// Tokens (input, output) of every call, and of [`crate::InvocationContext::add_tokens`].
-    pub(crate) tokens: Option<crate::TokenUsage>,
+    pub(crate) tokens: Option<crate::journal::TokenUsage>,
     /// Tokens, calls, cost and models.
     pub(crate) usage: Option<Usage>,
     /// Whether the invocation looked for its budget suspension (at its first model call).
@@ -335,8 +269,8 @@ pub(crate) struct InvocationUsage {
 
 impl InvocationUsage {
     /// Adds tokens not counted as a call.
-    pub(crate) fn add_tokens(&mut self, t: crate::TokenUsage) {
-        let acc = self.tokens.get_or_insert_with(crate::TokenUsage::default);
+    pub(crate) fn add_tokens(&mut self, t: crate::journal::TokenUsage) {
+        let acc = self.tokens.get_or_insert_with(crate::journal::TokenUsage::default);
         acc.input += t.input;
         acc.output += t.output;
         let u = self.usage.get_or_insert_with(Usage::default);
@@ -345,8 +279,8 @@ impl InvocationUsage {
     }
 
     /// Adds one model call.
-    pub(crate) fn add_call(&mut self, model: &str, t: crate::TokenUsage, cost_usd: Option<f64>) {
-        let acc = self.tokens.get_or_insert_with(crate::TokenUsage::default);
+    pub(crate) fn add_call(&mut self, model: &str, t: crate::journal::TokenUsage, cost_usd: Option<f64>) {
+        let acc = self.tokens.get_or_insert_with(crate::journal::TokenUsage::default);
         acc.input += t.input;
         acc.output += t.output;
         self.usage.get_or_insert_with(Usage::default).add_call(model, t.input, t.output, cost_usd);
@@ -354,18 +288,16 @@ impl InvocationUsage {
 }
 
 impl Ledger {
-    /// The ledger of a run of `root`: its agents' budgets (raised by earlier answers kept in `state` under
+    /// The ledger of a run whose agents have `budgets` (raised by earlier answers kept in `state` under
     /// [`BUDGET_KEY`] and in `suspensions`), with what the journal's `history` and the budget suspensions
     /// spent. `None` when no agent has a budget.
     pub(crate) fn for_run(
-        root: &crate::AgentRef,
-        history: &[crate::InvocationRecord],
+        budgets: Vec<Tracked>,
+        history: &[InvocationRecord],
         failed: &[crate::journal::FailedUsage],
         state: &serde_json::Map<String, Value>,
-        suspensions: &[crate::pending::PendingResponse],
+        suspensions: &[PendingResponse],
     ) -> Option<Self> {
-        let mut budgets = Vec::new();
-        collect(root, "root".to_string(), &mut budgets);
         if budgets.is_empty() {
             return None;
         }
@@ -384,7 +316,7 @@ impl Ledger {
         for f in failed {
             ledger.spend(&f.path, &f.usage);
         }
-        for p in suspensions.iter().filter(|p| p.kind == crate::PendingKind::Budget) {
+        for p in suspensions.iter().filter(|p| p.kind == PendingKind::Budget) {
             let data = &p.data;
             if let (Some(path), Ok(u)) = (
                 data.get("path").and_then(Value::as_str),
@@ -407,7 +339,7 @@ impl Ledger {
 /// What a run spent on models, per agent (by path, in the order first seen) and in total: the journal's
 /// `history` and the calls of invocations suspended at a budget (`pending`). What `show`, `GET /runs/{id}`
 /// and the report give (SPEC.md §3).
-pub fn usage_by_agent(image: &crate::RunImage, pending: &[crate::pending::PendingResponse]) -> Value {
+pub fn usage_by_agent(image: &RunImage, pending: &[PendingResponse]) -> Value {
     let history = &image.history;
     let mut agents: Vec<(String, String, Usage)> = Vec::new();
     let mut add = |agent: &str, path: &str, u: &Usage| match agents.iter_mut().find(|(_, p, _)| p == path) {
@@ -424,7 +356,7 @@ pub fn usage_by_agent(image: &crate::RunImage, pending: &[crate::pending::Pendin
     for f in &image.failed_usage {
         add(&f.agent, &f.path, &f.usage);
     }
-    for p in pending.iter().filter(|p| p.kind == crate::PendingKind::Budget) {
+    for p in pending.iter().filter(|p| p.kind == PendingKind::Budget) {
         let path = p.data.get("path").and_then(Value::as_str).unwrap_or_default();
         if let Ok(u) = serde_json::from_value::<Usage>(p.data.get("invocation_usage").cloned().unwrap_or(Value::Null)) {
             add(&p.agent, path, &u);
@@ -454,15 +386,6 @@ fn rounded(v: f64) -> f64 {
 
 /// The state key where the limits raised by answers are kept, by the path of the agent whose budget it is.
 pub const BUDGET_KEY: &str = "_budget";
-
-fn collect(agent: &crate::AgentRef, path: String, out: &mut Vec<Tracked>) {
-    for (i, c) in agent.0.sub_agents().iter().enumerate() {
-        collect(c, format!("{path}/{i}"), out);
-    }
-    if let Some(b) = agent.spec().budget {
-        out.push(Tracked { path, agent: agent.spec().name.clone(), budget: b, used: Usage::default() });
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -416,7 +416,7 @@ pub enum RespondError {
         /// The run.
         run_id: String,
         /// Its status.
-        status: crate::RunStatus,
+        status: crate::status::RunStatus,
     },
     /// The run waits, but not for this response id.
     NotPending {

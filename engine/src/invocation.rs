@@ -247,7 +247,7 @@ impl InvocationContext {
         let path = self.frame.path.clone();
         self.run.charge(move |ledger| {
             let spent =
-                crate::budget::Usage { input_tokens: usage.input, output_tokens: usage.output, ..Default::default() };
+                crate::usage::Usage { input_tokens: usage.input, output_tokens: usage.output, ..Default::default() };
             ledger.spend(&path, &spent);
         });
     }
@@ -266,9 +266,10 @@ impl InvocationContext {
         provider: &str,
         server: &str,
         model: &str,
-        limits: &crate::limits::ModelLimits,
+        limits: &crate::capacity::ModelLimits,
     ) -> Result<crate::limits::CapacityPermit, AgentError> {
-        use crate::limits::{CapacityAnswer, CapacityOp, CapacityPermit, CapacitySource, PermitInner, ProcessCapacity};
+        use crate::capacity::{CapacityAnswer, CapacityOp, ProcessCapacity};
+        use crate::limits::{CapacityPermit, CapacitySource, PermitInner};
         if limits.is_empty() {
             return Ok(CapacityPermit::unlimited());
         }
@@ -276,7 +277,7 @@ impl InvocationContext {
             Some(store) if store.shared_dyn() => CapacitySource::Shared(store.clone()),
             _ => CapacitySource::Process,
         };
-        let key = crate::limits::endpoint_key(provider, server, model);
+        let key = crate::capacity::endpoint_key(provider, server, model);
         let store_failed = |e: crate::StoreError| self.fail(format!("the rate limiter of `{key}` failed: {e}"));
         let mut slot = None;
         if let Some(max) = limits.max_concurrency {
@@ -397,7 +398,7 @@ impl InvocationContext {
                     return Some((t.clone(), t.budget.reached_names(&t.used), reached));
                 }
             }
-            l.spend(&path, &crate::budget::Usage { model_calls: 1, ..Default::default() });
+            l.spend(&path, &crate::usage::Usage { model_calls: 1, ..Default::default() });
             None
         });
         match spent.await.flatten() {
@@ -434,7 +435,7 @@ impl InvocationContext {
         let answer = answer();
         self.with_usage(|u| u.calls.push(answer));
         // The call itself was counted when it was let through (`before_model_call`).
-        let spent = crate::budget::Usage {
+        let spent = crate::usage::Usage {
             input_tokens: tokens.input,
             output_tokens: tokens.output,
             cost_usd,
@@ -486,7 +487,7 @@ impl InvocationContext {
         let at = data.get("budget_path").and_then(Value::as_str).unwrap_or_default().to_string();
         if answer.as_str() == Some("stop") {
             // What the suspended invocation spent stays counted: in its failed record.
-            if let Ok(u) = serde_json::from_value::<crate::budget::Usage>(
+            if let Ok(u) = serde_json::from_value::<crate::usage::Usage>(
                 data.get("invocation_usage").cloned().unwrap_or(Value::Null),
             ) {
                 self.with_usage(|mine| match &mut mine.usage {

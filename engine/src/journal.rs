@@ -43,7 +43,7 @@ pub struct InvocationRecord {
     pub tokens: Option<TokenUsage>,
     /// What its model calls used (tokens, calls, cost, models; SPEC.md §3), when it called a model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Box<crate::budget::Usage>>,
+    pub usage: Option<Box<crate::usage::Usage>>,
     /// The error message when the invocation failed.
     pub error: Option<String>,
     /// The parallel mapper item the invocation served (`#3`, `#3#0` nested; [`crate::InvocationContext::item`]),
@@ -300,7 +300,7 @@ pub struct FailedUsage {
     /// Agent path.
     pub path: String,
     /// What its calls used.
-    pub usage: crate::budget::Usage,
+    pub usage: crate::usage::Usage,
 }
 
 impl RunImage {

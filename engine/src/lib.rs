@@ -28,6 +28,7 @@ mod agent;
 mod agent_registry;
 mod agent_spec;
 pub mod budget;
+mod capacity;
 mod declare;
 mod error;
 mod error_handler;
@@ -41,10 +42,12 @@ mod planner;
 mod run;
 mod schedule;
 mod scope;
+mod status;
 mod stop;
 mod store;
 mod time;
 mod trace_context;
+mod usage;
 mod value;
 
 pub use agent::{Agent, AgentRef, DynAgent, WITHDRAW_TIMEOUT};
@@ -68,10 +71,11 @@ pub use run::{
 };
 pub use schedule::{Overlap, ScheduleChange, ScheduleRecord, ScheduleSource, TickStart, basic_utc};
 pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
+pub use status::RunStatus;
 pub use stop::Stop;
 pub use store::{
     CallRecord, CheckpointStore, CompletionRecord, Durability, DynCheckpointStore, Finish, ForkOrigin, InflightChange,
-    Lease, Milestone, MilestoneKind, Notice, NoticeReceiver, PlannerState, RunImage, RunRecord, RunStatus, RunUpdate,
+    Lease, Milestone, MilestoneKind, Notice, NoticeReceiver, PlannerState, RunImage, RunRecord, RunUpdate,
     StepRecord, StoreRef, planner_key, spec_hash,
 };
 pub use time::{now_ms, parse_rfc3339_ms, rfc3339_ms};

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::StoreError;
+use crate::status::RunStatus;
 pub use crate::journal::{
     CallRecord, CompletionRecord, Finish, InflightChange, PlannerState, RunImage, StepRecord, planner_key,
 };
@@ -40,54 +41,6 @@ impl std::str::FromStr for Durability {
             "exit" => Ok(Durability::Exit),
             other => Err(format!("unknown durability `{other}` (expected sync, async or exit)")),
         }
-    }
-}
-
-/// Status of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    /// Running (or interrupted by a crash or a drain: resume it).
-    Running,
-    /// Finished with a result.
-    Completed,
-    /// Waiting for a human.
-    Suspended,
-    /// Failed with an error.
-    Failed,
-    /// Cancelled by the caller.
-    Cancelled,
-}
-
-impl std::str::FromStr for RunStatus {
-    type Err = String;
-
-    /// Parses the names [`RunStatus`]'s `Display` prints (`running`, `suspended`, ...).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "running" => RunStatus::Running,
-            "completed" => RunStatus::Completed,
-            "suspended" => RunStatus::Suspended,
-            "failed" => RunStatus::Failed,
-            "cancelled" => RunStatus::Cancelled,
-            other => {
-                return Err(format!(
-                    "unknown status `{other}` (expected running, suspended, completed, failed or cancelled)"
-                ));
-            }
-        })
-    }
-}
-
-impl std::fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            RunStatus::Running => "running",
-            RunStatus::Completed => "completed",
-            RunStatus::Suspended => "suspended",
-            RunStatus::Failed => "failed",
-            RunStatus::Cancelled => "cancelled",
-        })
     }
 }
 
@@ -495,8 +448,8 @@ pub trait CheckpointStore: Send + Sync + 'static {
     /// The backend failed.
     fn capacity(
         &self,
-        op: crate::limits::CapacityOp,
-    ) -> impl Future<Output = Result<Option<crate::limits::CapacityAnswer>, StoreError>> + Send {
+        op: crate::capacity::CapacityOp,
+    ) -> impl Future<Output = Result<Option<crate::capacity::CapacityAnswer>, StoreError>> + Send {
         let _ = op;
         async { Ok(None) }
     }
@@ -587,8 +540,8 @@ pub trait DynCheckpointStore: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Result<Option<ScheduleRecord>, String>, StoreError>>;
     fn capacity_dyn(
         &self,
-        op: crate::limits::CapacityOp,
-    ) -> BoxFuture<'_, Result<Option<crate::limits::CapacityAnswer>, StoreError>>;
+        op: crate::capacity::CapacityOp,
+    ) -> BoxFuture<'_, Result<Option<crate::capacity::CapacityAnswer>, StoreError>>;
 }
 
 /// The receiving end of [`CheckpointStore::listen`].
@@ -678,8 +631,8 @@ impl<S: CheckpointStore> DynCheckpointStore for S {
     }
     fn capacity_dyn(
         &self,
-        op: crate::limits::CapacityOp,
-    ) -> BoxFuture<'_, Result<Option<crate::limits::CapacityAnswer>, StoreError>> {
+        op: crate::capacity::CapacityOp,
+    ) -> BoxFuture<'_, Result<Option<crate::capacity::CapacityAnswer>, StoreError>> {
         Box::pin(self.capacity(op))
     }
 }

@@ -23,7 +23,8 @@ use crate::error::{AgentError, RespondError, StoreError};
 use crate::listener::{AgentListener, ChannelListener, ListenerRef};
 use crate::pending::{PendingKind, PendingResponse};
 use crate::scope::{InvocationRecord, ScopeHandle, ScopeView};
-use crate::store::{CheckpointStore, Durability, RunStatus, StoreRef};
+use crate::store::{CheckpointStore, Durability, StoreRef};
+use crate::status::RunStatus;
 use crate::time::rfc3339_ms;
 
 /// The agent path of the journal record holding a turn's inputs (no agent has this path).

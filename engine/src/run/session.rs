@@ -37,7 +37,8 @@ use crate::journal::AsyncInItem;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::pending::PendingResponse;
 use crate::stop::Stop;
-use crate::store::{Durability, Milestone, MilestoneKind, RunImage, RunRecord, RunStatus, StepRecord, StoreRef};
+use crate::store::{Durability, Milestone, MilestoneKind, RunImage, RunRecord, StepRecord, StoreRef};
+use crate::status::RunStatus;
 
 /// One run between its request and its outcome. See the module documentation.
 pub(crate) struct RunSession {
@@ -185,7 +186,8 @@ impl RunSession {
         let mut state = std::mem::take(&mut image.state);
         state.extend(inputs.clone());
         let history = std::mem::take(&mut image.history);
-        let ledger = crate::budget::Ledger::for_run(&req.agent, &history, &image.failed_usage, &state, &suspensions);
+        let budgets = budgets_of(&req.agent);
+        let ledger = crate::budget::Ledger::for_run(budgets, &history, &image.failed_usage, &state, &suspensions);
         let layers = std::mem::take(&mut image.layers);
         let name = Some(registry.actor_name(&run_id));
         let restore: HashMap<_, _> =
@@ -438,6 +440,22 @@ impl RunSession {
         }
         Ok(RunOutcome { run_id: run_id.to_string(), result, scope, agent, store, durability, registry })
     }
+}
+
+/// The budgets of the agents in the tree rooted at `root` (SPEC.md §3), by path, nothing spent yet.
+fn budgets_of(root: &AgentRef) -> Vec<crate::budget::Tracked> {
+    fn collect(agent: &AgentRef, path: String, out: &mut Vec<crate::budget::Tracked>) {
+        for (i, c) in agent.0.sub_agents().iter().enumerate() {
+            collect(c, format!("{path}/{i}"), out);
+        }
+        if let Some(budget) = agent.spec().budget {
+            let agent = agent.spec().name.clone();
+            out.push(crate::budget::Tracked { path, agent, budget, used: Default::default() });
+        }
+    }
+    let mut out = Vec::new();
+    collect(root, "root".to_string(), &mut out);
+    out
 }
 
 /// After the root's outcome: waits for the async agents, then journals the root's completion (with the final

@@ -1,0 +1,73 @@
+//! What model calls spend ([`Usage`]: tokens, calls, cost) and what they cost per token ([`Prices`]).
+
+use serde::{Deserialize, Serialize};
+
+/// What a model call costs per million tokens, in USD (SPEC.md §3 `prices`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prices {
+    /// USD per million input (prompt) tokens.
+    pub input_per_mtok: f64,
+    /// USD per million output (completion) tokens.
+    pub output_per_mtok: f64,
+}
+
+impl Prices {
+    /// The cost in USD of `input` and `output` tokens.
+    pub fn cost(&self, input: u64, output: u64) -> f64 {
+        (input as f64 * self.input_per_mtok + output as f64 * self.output_per_mtok) / 1_000_000.0
+    }
+}
+
+/// Model usage of one invocation, or a sum of them: tokens, calls and cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input (prompt) tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output (completion) tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Model calls.
+    #[serde(default)]
+    pub model_calls: u64,
+    /// Cost in USD of the calls to models with prices; `None` when no call was priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// The models called (`model` names), each once, in the order first called.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+}
+
+impl Usage {
+    /// Input plus output tokens.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+
+    /// Adds `other` to this sum.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.model_calls += other.model_calls;
+        if let Some(c) = other.cost_usd {
+            *self.cost_usd.get_or_insert(0.0) += c;
+        }
+        for m in &other.models {
+            if !self.models.contains(m) {
+                self.models.push(m.clone());
+            }
+        }
+    }
+
+    /// Adds one call of `model` that used `input` and `output` tokens and cost `cost_usd`.
+    pub fn add_call(&mut self, model: &str, input: u64, output: u64, cost_usd: Option<f64>) {
+        self.add(&Usage {
+            input_tokens: input,
+            output_tokens: output,
+            model_calls: 1,
+            cost_usd,
+            models: vec![model.to_string()],
+        });
+    }
+}
