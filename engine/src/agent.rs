@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::agent_spec::{AgentSpec, TopologyNode};
 use crate::invocation::InvocationContext;
+use crate::listener::{AgentListener, ListenerRef};
 use crate::lock::lock;
 use crate::stop::Stop;
 
@@ -194,7 +195,7 @@ impl AgentRef {
 
     /// The agent tree rooted here, with stable path ids (`root`, `root/0`, `root/1/2`).
     pub fn topology(&self) -> TopologyNode {
-        TopologyNode::build(self, "root".to_string())
+        topology_of(self, "root".to_string())
     }
 
     /// The topology and its fingerprint, computed once per agent (agents do not change once built) and kept
@@ -219,5 +220,101 @@ impl AgentRef {
         }
         cache.push((Arc::downgrade(&self.0), topology.clone(), fingerprint.clone()));
         (topology, fingerprint)
+    }
+}
+
+/// The agent tree rooted at `agent`, at `path`.
+fn topology_of(agent: &AgentRef, path: String) -> TopologyNode {
+    let children =
+        agent.0.sub_agents().iter().enumerate().map(|(i, c)| topology_of(c, format!("{path}/{i}"))).collect();
+    TopologyNode {
+        spec: agent.spec().clone(),
+        details: agent.0.topology_details(),
+        binds: agent.0.bound_keys().to_vec(),
+        children,
+        path,
+    }
+}
+
+/// An agent with listeners registered on it (see [`AgentRef::with_listener`]).
+pub(crate) struct Listened {
+    pub(crate) inner: AgentRef,
+    pub(crate) listeners: Vec<ListenerRef>,
+}
+
+impl DynAgent for Listened {
+    fn spec(&self) -> &AgentSpec {
+        self.inner.spec()
+    }
+
+    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, Stop>> {
+        self.inner.0.invoke_dyn(ctx)
+    }
+
+    fn sub_agents(&self) -> &[AgentRef] {
+        self.inner.0.sub_agents()
+    }
+
+    fn engine_writes_output(&self) -> bool {
+        self.inner.0.engine_writes_output()
+    }
+
+    fn topology_details(&self) -> Value {
+        self.inner.0.topology_details()
+    }
+
+    fn bound_keys(&self) -> &[String] {
+        self.inner.0.bound_keys()
+    }
+
+    fn may_suspend(&self) -> bool {
+        self.inner.0.may_suspend()
+    }
+
+    fn withdraw_dyn<'a>(&'a self, pending: &'a crate::pending::PendingResponse) -> BoxFuture<'a, ()> {
+        self.inner.0.withdraw_dyn(pending)
+    }
+
+    fn has_chat_memory(&self) -> bool {
+        self.inner.0.has_chat_memory()
+    }
+
+    fn streams(&self) -> bool {
+        self.inner.0.streams()
+    }
+
+    fn inherits_error_handler(&self) -> bool {
+        self.inner.0.inherits_error_handler()
+    }
+
+    fn listeners(&self) -> &[ListenerRef] {
+        &self.listeners
+    }
+
+    fn listened_inner(&self) -> Option<&AgentRef> {
+        Some(&self.inner)
+    }
+
+    fn as_composite(&self) -> Option<&crate::run::Composite> {
+        self.inner.0.as_composite()
+    }
+}
+
+impl AgentRef {
+    /// This agent with `listener` registered on it (it sees this agent's invocations, and its sub-agents'
+    /// when the listener is inherited). Registering several keeps their order.
+    pub fn with_listener(&self, listener: impl AgentListener) -> AgentRef {
+        self.with_listener_ref(Arc::new(listener))
+    }
+
+    /// As [`AgentRef::with_listener`], with a shared listener.
+    pub fn with_listener_ref(&self, listener: ListenerRef) -> AgentRef {
+        let mut listeners = self.0.listeners().to_vec();
+        listeners.push(listener);
+        let inner = match self.0.listened_inner() {
+            Some(inner) => inner.clone(),
+            None => self.clone(),
+        };
+        AgentRef::new(Listened { inner, listeners })
     }
 }

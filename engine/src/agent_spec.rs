@@ -7,7 +7,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::agent::AgentRef;
 use crate::scope::TypedKey;
 use crate::value::{StateType, ValueType};
 
@@ -349,18 +348,6 @@ pub struct TopologyNode {
 }
 
 impl TopologyNode {
-    pub(crate) fn build(agent: &AgentRef, path: String) -> Self {
-        let children =
-            agent.0.sub_agents().iter().enumerate().map(|(i, c)| Self::build(c, format!("{path}/{i}"))).collect();
-        TopologyNode {
-            spec: agent.spec().clone(),
-            details: agent.0.topology_details(),
-            binds: agent.0.bound_keys().to_vec(),
-            children,
-            path,
-        }
-    }
-
     /// A stable 64-bit fingerprint (FNV-1a over the canonical JSON of the tree), as 16 hex digits.
     ///
     /// Two builds of the same workflow have the same fingerprint; any change of structure, keys or settings

@@ -7,9 +7,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::error::AgentError;
+use crate::journal::TokenUsage;
 use crate::lock::lock;
+use crate::run::ScopeHandle;
 use crate::run::{Frame, RunContext};
-use crate::scope::{ScopeHandle, ScopeView, TokenUsage, merge_delta};
+use crate::scope::{ScopeView, merge_delta};
 use crate::stop::Stop;
 
 /// How long a concurrency slot of a model endpoint is held at most when its call never gives it back (the

@@ -59,6 +59,7 @@ pub use error::{
 };
 pub use error_handler::{ErrorContext, ErrorHandler, MAX_BACKOFF, Recovery, RetryPolicy};
 pub use invocation::InvocationContext;
+pub use journal::{InvocationRecord, TokenUsage};
 pub use listener::{
     AgentListener, AgentMonitor, ListenerRef, MonitoredInvocation, MonitoredSession, RunEvent, SessionStatus,
 };
@@ -67,16 +68,16 @@ pub use planner::{Action, AgentCall, Completion, Planner, PlanningContext};
 pub use run::{
     CancelHandle, CompensationFn, Composite, CompositeBuilder, DrainHandle, INPUTS_PATH, InvokeRequest, MAX_RESTARTS,
     MAX_RUN_ID_LEN, OutputFn, PlannerFactory, REGISTRY_CAPACITY, Registry, ResultStream, RunEvents, RunOutcome,
-    RunResult, StreamItem, StreamSource, answerable, check_run_id, fork, respond, timed_out,
+    RunResult, ScopeHandle, StreamItem, StreamSource, answerable, check_run_id, fork, respond, timed_out,
 };
 pub use schedule::{Overlap, ScheduleChange, ScheduleRecord, ScheduleSource, TickStart, basic_utc};
-pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, ScopeView, TokenUsage, TypedKey};
+pub use scope::{CONTEXT_PREFIX, ContextEntry, ScopeView, TypedKey};
 pub use status::RunStatus;
 pub use stop::Stop;
 pub use store::{
     CallRecord, CheckpointStore, CompletionRecord, Durability, DynCheckpointStore, Finish, ForkOrigin, InflightChange,
-    Lease, Milestone, MilestoneKind, Notice, NoticeReceiver, PlannerState, RunImage, RunRecord, RunUpdate,
-    StepRecord, StoreRef, planner_key, spec_hash,
+    Lease, Milestone, MilestoneKind, Notice, NoticeReceiver, PlannerState, RunImage, RunRecord, RunUpdate, StepRecord,
+    StoreRef, planner_key, spec_hash,
 };
 pub use time::{now_ms, parse_rfc3339_ms, rfc3339_ms};
 pub use trace_context::current_traceparent;

@@ -13,16 +13,11 @@ use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::agent::{AgentRef, DynAgent};
-use crate::agent_spec::AgentSpec;
-use crate::invocation::InvocationContext;
+use crate::journal::TokenUsage;
 use crate::pending::PendingResponse;
-use crate::scope::TokenUsage;
-use crate::stop::Stop;
 
 mod monitor;
 
@@ -263,89 +258,6 @@ pub(crate) fn emit(listeners: &[ListenerRef], event: &RunEvent) {
                 .unwrap_or_default();
             tracing::error!(run_id = event.run_id(), "a listener panicked (ignored): {msg}");
         }
-    }
-}
-
-/// An agent with listeners registered on it (see [`AgentRef::with_listener`]).
-pub(crate) struct Listened {
-    pub(crate) inner: AgentRef,
-    pub(crate) listeners: Vec<ListenerRef>,
-}
-
-impl DynAgent for Listened {
-    fn spec(&self) -> &AgentSpec {
-        self.inner.spec()
-    }
-
-    fn invoke_dyn<'a>(&'a self, ctx: &'a InvocationContext) -> BoxFuture<'a, Result<Value, Stop>> {
-        self.inner.0.invoke_dyn(ctx)
-    }
-
-    fn sub_agents(&self) -> &[AgentRef] {
-        self.inner.0.sub_agents()
-    }
-
-    fn engine_writes_output(&self) -> bool {
-        self.inner.0.engine_writes_output()
-    }
-
-    fn topology_details(&self) -> Value {
-        self.inner.0.topology_details()
-    }
-
-    fn bound_keys(&self) -> &[String] {
-        self.inner.0.bound_keys()
-    }
-
-    fn may_suspend(&self) -> bool {
-        self.inner.0.may_suspend()
-    }
-
-    fn withdraw_dyn<'a>(&'a self, pending: &'a crate::pending::PendingResponse) -> BoxFuture<'a, ()> {
-        self.inner.0.withdraw_dyn(pending)
-    }
-
-    fn has_chat_memory(&self) -> bool {
-        self.inner.0.has_chat_memory()
-    }
-
-    fn streams(&self) -> bool {
-        self.inner.0.streams()
-    }
-
-    fn inherits_error_handler(&self) -> bool {
-        self.inner.0.inherits_error_handler()
-    }
-
-    fn listeners(&self) -> &[ListenerRef] {
-        &self.listeners
-    }
-
-    fn listened_inner(&self) -> Option<&AgentRef> {
-        Some(&self.inner)
-    }
-
-    fn as_composite(&self) -> Option<&crate::run::Composite> {
-        self.inner.0.as_composite()
-    }
-}
-
-impl AgentRef {
-    /// This agent with `listener` registered on it (it sees this agent's invocations, and its sub-agents'
-    /// when the listener is inherited). Registering several keeps their order.
-    pub fn with_listener(&self, listener: impl AgentListener) -> AgentRef {
-        self.with_listener_ref(Arc::new(listener))
-    }
-
-    /// As [`AgentRef::with_listener`], with a shared listener.
-    pub fn with_listener_ref(&self, listener: ListenerRef) -> AgentRef {
-        let mut listeners = self.0.listeners().to_vec();
-        listeners.push(listener);
-        let inner = match self.0.listened_inner() {
-            Some(inner) => inner.clone(),
-            None => self.clone(),
-        };
-        AgentRef::new(Listened { inner, listeners })
     }
 }
 

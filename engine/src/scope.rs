@@ -18,8 +18,7 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use crate::error::AgentError;
-pub use crate::journal::{InvocationRecord, TokenUsage};
-pub use crate::run::ScopeHandle;
+use crate::journal::InvocationRecord;
 
 /// The hasher of the snapshot's maps: foldhash, seeded per process, instead of the standard library's
 /// SipHash, which costs several times as much on the short string keys of a state.

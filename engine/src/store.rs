@@ -11,12 +11,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::StoreError;
-use crate::status::RunStatus;
 pub use crate::journal::{
     CallRecord, CompletionRecord, Finish, InflightChange, PlannerState, RunImage, StepRecord, planner_key,
 };
 use crate::pending::PendingResponse;
 use crate::schedule::{ScheduleChange, ScheduleRecord};
+use crate::status::RunStatus;
 
 /// When journal records reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{AgentListener, RunEvent};
+use crate::journal::TokenUsage;
 use crate::pending::PendingResponse;
-use crate::scope::TokenUsage;
 use crate::store::{Milestone, MilestoneKind};
 
 /// One invocation as the monitor records it.

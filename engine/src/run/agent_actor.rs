@@ -28,7 +28,8 @@ use super::invoke::{Closed, Invocation};
 use super::message::{AgentMsg, ChildOutcome, Delivery, InvocationDone, LeafCall, Report, ScopeMsg};
 use crate::agent::AgentRef;
 use crate::error::AgentError;
-use crate::scope::{InvocationRecord, merge_delta};
+use crate::journal::InvocationRecord;
+use crate::scope::merge_delta;
 use crate::stop::Stop;
 
 /// The actor of leaf invocations. See the module documentation.

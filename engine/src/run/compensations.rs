@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::util::now_us;
-use crate::scope::InvocationRecord;
+use crate::journal::InvocationRecord;
 
 /// Undoes one completed action (a tool call with a declared compensation).
 pub type CompensationFn = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), String>> + Send>;

@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::util::now_us;
 use crate::error::{ForkError, StoreError};
-use crate::store::{ForkOrigin, Milestone, MilestoneKind, RunImage, RunRecord, StoreRef};
 use crate::status::RunStatus;
+use crate::store::{ForkOrigin, Milestone, MilestoneKind, RunImage, RunRecord, StoreRef};
 
 /// Forks run `run_id` after its step `at_seq`: writes a new run (id `new_run_id`, else a new UUID) whose
 /// journal is a copy of the run's steps 1 to `at_seq` (same sequence numbers, the run id rewritten), and

@@ -15,9 +15,10 @@ use super::util::now_us;
 use crate::agent::AgentRef;
 use crate::error::AgentError;
 use crate::invocation::InvocationContext;
+use crate::journal::InvocationRecord;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::lock::lock;
-use crate::scope::{InvocationRecord, merge_delta};
+use crate::scope::merge_delta;
 use crate::stop::Stop;
 
 /// An open invocation: its context (what the agent sees) and what closing it needs.

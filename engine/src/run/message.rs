@@ -18,9 +18,9 @@ use super::frame::Frame;
 use crate::agent::AgentRef;
 use crate::budget::Ledger;
 use crate::error::AgentError;
+use crate::journal::InvocationRecord;
 use crate::journal::PlannerState;
 use crate::pending::PendingResponse;
-use crate::scope::InvocationRecord;
 use crate::stop::Stop;
 use crate::store::RunImage;
 

@@ -20,11 +20,13 @@ use super::subscribers::RunEvents;
 use super::util::now_us;
 use crate::agent::AgentRef;
 use crate::error::{AgentError, RespondError, StoreError};
+use crate::journal::InvocationRecord;
 use crate::listener::{AgentListener, ChannelListener, ListenerRef};
 use crate::pending::{PendingKind, PendingResponse};
-use crate::scope::{InvocationRecord, ScopeHandle, ScopeView};
-use crate::store::{CheckpointStore, Durability, StoreRef};
+use crate::run::ScopeHandle;
+use crate::scope::ScopeView;
 use crate::status::RunStatus;
+use crate::store::{CheckpointStore, Durability, StoreRef};
 use crate::time::rfc3339_ms;
 
 /// The agent path of the journal record holding a turn's inputs (no agent has this path).

@@ -22,8 +22,9 @@ use super::compensations::{Compensations, run_compensations};
 use super::message::{ChildOutcome, FinishAsync, InvocationDone, Leftovers, Report, RootStart, ScopeMsg};
 use crate::budget::Ledger;
 use crate::error::AgentError;
+use crate::journal::InvocationRecord;
 use crate::journal::PlannerState;
-use crate::scope::{ContextEntry, InvocationRecord, ScopeState, ScopeView, TypedKey};
+use crate::scope::{ContextEntry, ScopeState, ScopeView, TypedKey};
 use crate::stop::Stop;
 
 /// How many times a run whose actor tree died from a bug is restarted from its journal before it fails with

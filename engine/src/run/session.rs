@@ -36,9 +36,9 @@ use crate::error::{AgentError, StoreError};
 use crate::journal::AsyncInItem;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::pending::PendingResponse;
+use crate::status::RunStatus;
 use crate::stop::Stop;
 use crate::store::{Durability, Milestone, MilestoneKind, RunImage, RunRecord, StepRecord, StoreRef};
-use crate::status::RunStatus;
 
 /// One run between its request and its outcome. See the module documentation.
 pub(crate) struct RunSession {

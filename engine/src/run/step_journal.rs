@@ -114,7 +114,7 @@ impl StepJournal {
         path: &str,
         layer: Option<&Arc<str>>,
         delta: Vec<(String, Value)>,
-        invocation: Option<crate::scope::InvocationRecord>,
+        invocation: Option<crate::journal::InvocationRecord>,
     ) -> Result<(), AgentError> {
         if !self.enabled() {
             return Ok(());
@@ -129,7 +129,7 @@ impl StepJournal {
     pub(crate) async fn root_completion(
         &self,
         delta: Vec<(String, Value)>,
-        invocation: Option<crate::scope::InvocationRecord>,
+        invocation: Option<crate::journal::InvocationRecord>,
     ) -> Result<(), AgentError> {
         let record = StepRecord { delta, invocation, ..StepRecord::new(&*self.run_id, 0, "root") };
         self.step_before_end(record).await

@@ -37,10 +37,11 @@ use super::spawn::{Spawned, SupervisorActor, SupervisorArgs, TreeFailed, spawn_i
 use crate::agent::AgentRef;
 use crate::error::AgentError;
 use crate::error_handler::{ErrorContext, Recovery};
+use crate::journal::InvocationRecord;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::pending::PendingResponse;
 use crate::planner::{Action, AgentCall, Completion, Planner, PlanningContext};
-use crate::scope::{InvocationRecord, ScopeView, merge_delta};
+use crate::scope::{ScopeView, merge_delta};
 use crate::stop::Stop;
 use crate::store::{CallRecord, CompletionRecord, Finish, InflightChange, PlannerState, StepRecord, planner_key};
 
