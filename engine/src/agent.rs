@@ -117,9 +117,10 @@ pub trait DynAgent: Send + Sync + 'static {
         None
     }
 
-    /// The composite this agent is (or wraps), which the engine runs as a supervisor actor of its own.
+    /// This agent as `Any` when it is one of the engine's own kinds (a composite, which the engine runs as a
+    /// supervisor actor of its own); a wrapper answers for the agent it wraps. Default: none.
     #[doc(hidden)]
-    fn as_composite(&self) -> Option<&crate::run::Composite> {
+    fn engine_agent(&self) -> Option<&dyn std::any::Any> {
         None
     }
 
@@ -295,8 +296,8 @@ impl DynAgent for Listened {
         Some(&self.inner)
     }
 
-    fn as_composite(&self) -> Option<&crate::run::Composite> {
-        self.inner.0.as_composite()
+    fn engine_agent(&self) -> Option<&dyn std::any::Any> {
+        self.inner.0.engine_agent()
     }
 }
 

@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 use crate::error::AgentError;
 use crate::journal::TokenUsage;
 use crate::lock::lock;
-use crate::run::ScopeHandle;
-use crate::run::{Frame, RunContext};
+use crate::run_actor::ScopeHandle;
+use crate::run_actor::{Frame, RunContext};
 use crate::scope::{ScopeView, merge_delta};
 use crate::stop::Stop;
 
@@ -172,7 +172,7 @@ impl InvocationContext {
         name: impl Into<String>,
         undo: impl FnOnce() -> futures::future::BoxFuture<'static, Result<(), String>> + Send + 'static,
     ) {
-        self.run.add_compensation(crate::run::Compensation {
+        self.run.add_compensation(crate::run_actor::Compensation {
             path: self.frame.path.clone(),
             agent: self.name.to_string(),
             name: name.into(),

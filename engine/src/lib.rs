@@ -28,8 +28,10 @@ mod agent;
 mod agent_registry;
 mod agent_spec;
 pub mod budget;
+mod call;
 mod capacity;
 mod declare;
+mod ephemeral;
 mod error;
 mod error_handler;
 mod invocation;
@@ -40,6 +42,7 @@ mod lock;
 mod pending;
 mod planner;
 mod run;
+mod run_actor;
 mod schedule;
 mod scope;
 mod status;
@@ -53,6 +56,7 @@ mod value;
 pub use agent::{Agent, AgentRef, DynAgent, WITHDRAW_TIMEOUT};
 pub use agent_registry::AgentRegistry;
 pub use agent_spec::{AgentSpec, Declaration, InputSpec, KeyDecl, SpecBuilder, TopologyNode};
+pub use call::AgentCall;
 pub use error::{
     AgentError, BuildError, Cause, CauseOrigin, ForkError, RegistryError, RespondError, StoreError, Transience,
     registered_list,
@@ -64,12 +68,13 @@ pub use listener::{
     AgentListener, AgentMonitor, ListenerRef, MonitoredInvocation, MonitoredSession, RunEvent, SessionStatus,
 };
 pub use pending::{PendingKind, PendingResponse};
-pub use planner::{Action, AgentCall, Completion, Planner, PlanningContext};
+pub use planner::{Action, Completion, Planner, PlanningContext};
 pub use run::{
-    CancelHandle, CompensationFn, Composite, CompositeBuilder, DrainHandle, INPUTS_PATH, InvokeRequest, MAX_RESTARTS,
-    MAX_RUN_ID_LEN, OutputFn, PlannerFactory, REGISTRY_CAPACITY, Registry, ResultStream, RunEvents, RunOutcome,
-    RunResult, ScopeHandle, StreamItem, StreamSource, answerable, check_run_id, fork, respond, timed_out,
+    CancelHandle, Composite, CompositeBuilder, DrainHandle, INPUTS_PATH, InvokeRequest, MAX_RUN_ID_LEN, OutputFn,
+    PlannerFactory, REGISTRY_CAPACITY, Registry, ResultStream, RunOutcome, RunResult, StreamItem, StreamSource,
+    answerable, check_run_id, fork, respond, timed_out,
 };
+pub use run_actor::{CompensationFn, MAX_RESTARTS, RunEvents, ScopeHandle};
 pub use schedule::{Overlap, ScheduleChange, ScheduleRecord, ScheduleSource, TickStart, basic_utc};
 pub use scope::{CONTEXT_PREFIX, ContextEntry, ScopeView, TypedKey};
 pub use status::RunStatus;

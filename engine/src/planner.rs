@@ -8,62 +8,13 @@
 //! Follows the `Planner` / `Action` design of LangChain4j agentic (`firstAction`, `nextAction`, `call`,
 //! `done`); serialisable execution state at every step is ours.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::agent::AgentRef;
 use crate::agent_spec::AgentSpec;
+use crate::call::AgentCall;
 use crate::error::AgentError;
 use crate::scope::ScopeView;
-
-/// One sub-agent invocation requested by a planner.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentCall {
-    /// Index of the sub-agent in the composite's `sub_agents` list.
-    pub agent: usize,
-    /// A planner-chosen tag returned in the [`Completion`] (e.g. the item index of a mapper call).
-    pub tag: u64,
-    /// Input values bound for this call only; they take precedence over the scope and are not written to it.
-    pub bindings: Option<Map<String, Value>>,
-    /// Whether the agent's result is written to its `output_key` (a mapper turns this off).
-    pub write_output: bool,
-    /// Whether `tag` numbers one item of a mapped collection (the parallel mapper's calls): the same agent
-    /// runs once per item at the same path, so the invocation and everything below it see `#<tag>` as their
-    /// item ([`InvocationContext::item`](crate::InvocationContext::item)), which human steps append to their
-    /// response ids.
-    pub item: bool,
-}
-
-impl AgentCall {
-    /// Calls sub-agent `agent` with tag 0, no bindings, writing its output.
-    pub fn new(agent: usize) -> Self {
-        AgentCall { agent, tag: 0, bindings: None, write_output: true, item: false }
-    }
-
-    /// Sets the tag.
-    pub fn tag(mut self, tag: u64) -> Self {
-        self.tag = tag;
-        self
-    }
-
-    /// Binds input values for this call only.
-    pub fn bindings(mut self, bindings: Map<String, Value>) -> Self {
-        self.bindings = Some(bindings);
-        self
-    }
-
-    /// Sets whether the output is written to the agent's `output_key`.
-    pub fn write_output(mut self, write: bool) -> Self {
-        self.write_output = write;
-        self
-    }
-
-    /// Marks the call as item number `tag` of a mapped collection (sets the tag; see [`AgentCall::item`]).
-    pub fn item(mut self, tag: u64) -> Self {
-        self.tag = tag;
-        self.item = true;
-        self
-    }
-}
 
 /// What a planner wants to happen next.
 #[derive(Debug, Clone, PartialEq)]

@@ -451,7 +451,7 @@ mod tests {
 
     #[tokio::test]
     async fn writes_publish_snapshots_and_null_removes() {
-        let scope = crate::run::ScopeHandle::spawn("t", Map::new()).await.expect("spawn");
+        let scope = crate::run_actor::ScopeHandle::spawn("t", Map::new()).await.expect("spawn");
         let before = scope.view();
         let seq = scope.write(vec![("a".into(), json!(1)), ("b".into(), json!("x"))]).await.expect("write");
         assert_eq!(seq, 1);

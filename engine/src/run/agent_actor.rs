@@ -16,6 +16,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -23,14 +24,29 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use super::context::RunContext;
 use super::invoke::{Closed, Invocation};
-use super::message::{AgentMsg, ChildOutcome, Delivery, InvocationDone, LeafCall, Report, ScopeMsg};
 use crate::agent::AgentRef;
 use crate::error::AgentError;
 use crate::journal::InvocationRecord;
+use crate::run_actor::RunContext;
+use crate::run_actor::{ChildOutcome, Delivery, Frame, InvocationDone, Report, ScopeMsg};
 use crate::scope::merge_delta;
 use crate::stop::Stop;
+
+/// The messages of an [`AgentActor`](super::agent_actor::AgentActor).
+pub(crate) enum AgentMsg {
+    /// Runs one more invocation.
+    Invoke(Box<LeafCall>),
+}
+
+/// One leaf invocation for an agent actor: the agent, the frame it runs in, where its result goes.
+pub(crate) struct LeafCall {
+    pub(crate) agent: AgentRef,
+    pub(crate) frame: Frame,
+    pub(crate) report: Report,
+    /// Wait this long first (an error handler's retry backoff).
+    pub(crate) delay: Duration,
+}
 
 /// The actor of leaf invocations. See the module documentation.
 pub(crate) struct AgentActor;

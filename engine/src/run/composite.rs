@@ -236,3 +236,7 @@ pub(crate) fn check_types(root: &AgentRef) -> Result<(), BuildError> {
     }
     Ok(())
 }
+/// The composite `agent` is (or wraps), if it is one: what the engine runs as a supervisor actor of its own.
+pub(crate) fn composite_of(agent: &AgentRef) -> Option<&Composite> {
+    agent.0.engine_agent()?.downcast_ref::<Composite>()
+}

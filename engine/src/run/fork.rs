@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::util::now_us;
 use crate::error::{ForkError, StoreError};
+use crate::run_actor::now_us;
 use crate::status::RunStatus;
 use crate::store::{ForkOrigin, Milestone, MilestoneKind, RunImage, RunRecord, StoreRef};
 

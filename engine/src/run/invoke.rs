@@ -8,16 +8,16 @@ use std::sync::Arc;
 use ractor::ActorCell;
 use serde_json::{Map, Value};
 
-use super::context::RunContext;
-use super::frame::Frame;
-use super::message::{ChildOutcome, Delivery, InvocationDone, Report, ScopeMsg};
-use super::util::now_us;
 use crate::agent::AgentRef;
 use crate::error::AgentError;
 use crate::invocation::InvocationContext;
 use crate::journal::InvocationRecord;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::lock::lock;
+use crate::run_actor::Frame;
+use crate::run_actor::RunContext;
+use crate::run_actor::now_us;
+use crate::run_actor::{ChildOutcome, Delivery, InvocationDone, Report, ScopeMsg};
 use crate::scope::merge_delta;
 use crate::stop::Stop;
 

@@ -20,39 +20,22 @@
 //! and the session on top.
 
 mod agent_actor;
-mod answers;
-mod async_agents;
-mod compensations;
 mod composite;
-mod context;
-mod ephemeral;
 mod fork;
-mod frame;
 mod invoke;
-mod message;
 mod registry;
 mod request;
 mod run_id;
-mod scope_actor;
 mod session;
 mod spawn;
-mod step_journal;
 mod stream;
-mod subscribers;
 mod supervisor;
-mod util;
 
-pub(crate) use compensations::Compensation;
-pub use compensations::CompensationFn;
 pub use composite::{Composite, CompositeBuilder, OutputFn, PlannerFactory};
-pub(crate) use context::RunContext;
 pub use fork::fork;
-pub(crate) use frame::Frame;
 pub use registry::{REGISTRY_CAPACITY, Registry};
 pub use request::{
     CancelHandle, DrainHandle, INPUTS_PATH, InvokeRequest, RunOutcome, RunResult, answerable, respond, timed_out,
 };
 pub use run_id::{MAX_RUN_ID_LEN, check_run_id};
-pub use scope_actor::{MAX_RESTARTS, ScopeHandle};
 pub use stream::{ResultStream, StreamItem, StreamSource};
-pub use subscribers::RunEvents;

@@ -12,11 +12,11 @@ use dashmap::DashMap;
 use ractor::ActorRef;
 use serde_json::Value;
 
-use super::ephemeral::EphemeralStore;
-use super::message::ScopeMsg;
-use super::subscribers::RunEvents;
+use crate::ephemeral::EphemeralStore;
 use crate::error::AgentError;
 use crate::lock::lock;
+use crate::run_actor::RunEvents;
+use crate::run_actor::ScopeMsg;
 use crate::store::StoreRef;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
@@ -165,7 +165,7 @@ impl Registry {
     pub async fn subscribe(&self, run_id: &str) -> Result<RunEvents, AgentError> {
         let run = self.address(run_id)?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let (subscriber, _) = ractor::Actor::spawn(None, super::subscribers::EventSubscriber, tx)
+        let (subscriber, _) = ractor::Actor::spawn(None, crate::run_actor::EventSubscriber, tx)
             .await
             .map_err(|e| AgentError::internal(format!("cannot start an event subscriber: {e}")))?;
         let not_running =

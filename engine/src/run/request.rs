@@ -16,14 +16,14 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::registry::Registry;
-use super::subscribers::RunEvents;
-use super::util::now_us;
 use crate::agent::AgentRef;
 use crate::error::{AgentError, RespondError, StoreError};
 use crate::journal::InvocationRecord;
 use crate::listener::{AgentListener, ChannelListener, ListenerRef};
 use crate::pending::{PendingKind, PendingResponse};
-use crate::run::ScopeHandle;
+use crate::run_actor::RunEvents;
+use crate::run_actor::ScopeHandle;
+use crate::run_actor::now_us;
 use crate::scope::ScopeView;
 use crate::status::RunStatus;
 use crate::store::{CheckpointStore, Durability, StoreRef};

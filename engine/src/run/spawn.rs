@@ -12,14 +12,15 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
 use serde_json::Value;
 
 use super::agent_actor::{AgentActor, AgentArgs, AgentPanicked};
-use super::composite::{Composite, CompositeInner};
-use super::context::RunContext;
-use super::frame::Frame;
-use super::message::{AgentMsg, LeafCall, Report};
+use super::agent_actor::{AgentMsg, LeafCall};
+use super::composite::{Composite, CompositeInner, composite_of};
 use crate::agent::{AgentRef, DynAgent};
 use crate::agent_spec::AgentSpec;
 use crate::error::AgentError;
 use crate::invocation::InvocationContext;
+use crate::run_actor::Frame;
+use crate::run_actor::Report;
+use crate::run_actor::RunContext;
 use crate::stop::Stop;
 
 /// The supervisor of one composite invocation: its behaviour (`impl Actor`) is in `supervisor.rs`, which
@@ -95,7 +96,7 @@ pub(crate) async fn spawn_invocation(
 ) -> Result<Spawned, AgentError> {
     let failed =
         |e: ractor::SpawnErr| AgentError::internal(format!("cannot start the actor of `{}`: {e}", agent.name()));
-    match agent.0.as_composite().map(|c| &c.inner) {
+    match composite_of(agent).map(|c| &c.inner) {
         Some(inner) => {
             let args = SupervisorArgs {
                 inner: inner.clone(),
@@ -164,7 +165,7 @@ impl DynAgent for Composite {
         })
     }
 
-    fn as_composite(&self) -> Option<&Composite> {
+    fn engine_agent(&self) -> Option<&dyn std::any::Any> {
         Some(self)
     }
 

@@ -22,6 +22,7 @@ use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 
+use super::composite::composite_of;
 use super::request::{InvokeRequest, RunOutcome};
 use crate::agent::AgentRef;
 use crate::error::AgentError;
@@ -45,7 +46,7 @@ impl AgentRef {
         let mut agent = self.clone();
         let mut path = "root".to_string();
         loop {
-            let next = match agent.0.as_composite() {
+            let next = match composite_of(&agent) {
                 Some(composite) => {
                     let index = composite.last_agent()?;
                     path = format!("{path}/{index}");

@@ -27,20 +27,22 @@ use std::time::Duration;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::Value;
 
+use super::agent_actor::{AgentMsg, LeafCall};
 use super::agent_actor::{AgentPanicked, panic_message};
-use super::composite::CompositeInner;
-use super::context::RunContext;
-use super::frame::Frame;
+use super::composite::{CompositeInner, composite_of};
 use super::invoke::Invocation;
-use super::message::{AgentMsg, ChildDone, ChildOutcome, Delivery, LeafCall, Report, ScopeMsg, SupervisorMsg};
 use super::spawn::{Spawned, SupervisorActor, SupervisorArgs, TreeFailed, spawn_invocation, tree_error};
 use crate::agent::AgentRef;
+use crate::call::AgentCall;
 use crate::error::AgentError;
 use crate::error_handler::{ErrorContext, Recovery};
 use crate::journal::InvocationRecord;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::pending::PendingResponse;
-use crate::planner::{Action, AgentCall, Completion, Planner, PlanningContext};
+use crate::planner::{Action, Completion, Planner, PlanningContext};
+use crate::run_actor::Frame;
+use crate::run_actor::RunContext;
+use crate::run_actor::{ChildDone, ChildOutcome, Delivery, Report, ScopeMsg, SupervisorMsg};
 use crate::scope::{ScopeView, merge_delta};
 use crate::stop::Stop;
 use crate::store::{CallRecord, CompletionRecord, Finish, InflightChange, PlannerState, StepRecord, planner_key};
@@ -108,7 +110,7 @@ impl Actor for SupervisorActor {
                 };
                 let agent = state.inner.sub_agents[index].clone();
                 let path = state.child_paths[index].clone();
-                if agent.0.as_composite().is_some() && err.downcast_ref::<AgentPanicked>().is_none() {
+                if composite_of(&agent).is_some() && err.downcast_ref::<AgentPanicked>().is_none() {
                     // A composite below died: the tree is broken; die with it (the run restarts it).
                     state.phase = Phase::Concluded;
                     return Err(Box::new(TreeFailed(tree_error(&err, &agent, &path))));
@@ -745,7 +747,7 @@ impl SupervisorState {
         );
         self.inflight.insert(id, Box::new(InFlight { call, attempt, actor: None }));
         let report = Report::Parent { to: self.myself.clone(), id };
-        let spawned = if agent.0.as_composite().is_none()
+        let spawned = if composite_of(&agent).is_none()
             && let Some(actor) = self.idle.pop()
         {
             let call = LeafCall { agent, frame, report, delay };
@@ -771,7 +773,7 @@ impl SupervisorState {
 
     /// The scope layer of the invocation of `call` (its mapper item's).
     fn child_item(&self, call: &AgentCall) -> Option<Arc<str>> {
-        super::frame::layer_of(self.frame.layer.as_ref(), &self.child_paths[call.agent], call)
+        crate::run_actor::layer_of(self.frame.layer.as_ref(), &self.child_paths[call.agent], call)
     }
 
     /// The error handler in effect: the composite's own, else the inherited one.
@@ -803,7 +805,7 @@ impl SupervisorState {
             return self.fail(error);
         }
         let item = self.child_item(&done.call);
-        let bindings = super::frame::bindings_of(self.frame.bindings.as_ref(), &done.call);
+        let bindings = crate::run_actor::bindings_of(self.frame.bindings.as_ref(), &done.call);
         let view = self.run.scope.view_at(item.as_ref()).with_bindings(bindings.as_ref());
         let decision = handler.handle(&ErrorContext {
             error: &error,
@@ -906,7 +908,7 @@ impl SupervisorState {
         }
         // An async agent's start journals the values bound to it: a resume restarts it in its item.
         let bindings = if journaling && outcome.async_started {
-            super::frame::bindings_of(self.frame.bindings.as_ref(), &call).map(|b| (*b).clone())
+            crate::run_actor::bindings_of(self.frame.bindings.as_ref(), &call).map(|b| (*b).clone())
         } else {
             None
         };

@@ -183,8 +183,8 @@ impl StepJournal {
 mod tests {
     use serde_json::json;
 
-    use super::super::ephemeral::EphemeralStore;
     use super::*;
+    use crate::ephemeral::EphemeralStore;
     use crate::store::CheckpointStore;
 
     fn journal(store: &EphemeralStore, durability: Durability) -> StepJournal {

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::call::AgentCall;
 use crate::error_handler::ErrorHandler;
 use crate::journal::AsyncInItem;
 use crate::listener::ListenerRef;
-use crate::planner::AgentCall;
 
 /// The settings of one invocation, derived from its parent's frame and the planner's call.
 #[derive(Clone)]

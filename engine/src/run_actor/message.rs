@@ -5,7 +5,6 @@
 //! when they start, so this module sits below every actor in the runtime's layers.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use ractor::{ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -14,8 +13,6 @@ use tokio::sync::oneshot;
 
 use super::async_agents::AsyncEnd;
 use super::compensations::Compensation;
-use super::frame::Frame;
-use crate::agent::AgentRef;
 use crate::budget::Ledger;
 use crate::error::AgentError;
 use crate::journal::InvocationRecord;
@@ -164,21 +161,6 @@ pub(crate) struct ChildDone {
     pub(crate) id: u64,
     pub(crate) result: Result<ChildOutcome, Stop>,
     pub(crate) failed: Option<InvocationRecord>,
-}
-
-/// The messages of an [`AgentActor`](super::agent_actor::AgentActor).
-pub(crate) enum AgentMsg {
-    /// Runs one more invocation.
-    Invoke(Box<LeafCall>),
-}
-
-/// One leaf invocation for an agent actor: the agent, the frame it runs in, where its result goes.
-pub(crate) struct LeafCall {
-    pub(crate) agent: AgentRef,
-    pub(crate) frame: Frame,
-    pub(crate) report: Report,
-    /// Wait this long first (an error handler's retry backoff).
-    pub(crate) delay: Duration,
 }
 
 /// Where an invocation's result goes when it ends.
