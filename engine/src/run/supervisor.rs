@@ -102,9 +102,12 @@ impl Actor for SupervisorActor {
                 state.idle.retain(|a| a.get_id() != cell.get_id());
                 let Some(id) = state.children.remove(&cell.get_id()) else { return Ok(()) };
                 // The actor is gone: it is not reused.
-                let Some(index) = state.inflight.get_mut(&id).map(|c| {
-                    c.actor = None;
-                    c.call.agent
+                let Some(index) = state.calls.get_mut(&id).and_then(|c| match &mut c.state {
+                    CallState::Running(actor) => {
+                        *actor = None;
+                        Some(c.call.agent)
+                    }
+                    _ => None,
                 }) else {
                     return Ok(());
                 };
@@ -135,8 +138,18 @@ impl Actor for SupervisorActor {
 struct InFlight {
     call: AgentCall,
     attempt: u32,
-    /// The child's actor, once spawned.
-    actor: Option<Spawned>,
+    state: CallState,
+}
+
+/// Where a call in flight stands.
+enum CallState {
+    /// Its child runs (the child's actor, once spawned).
+    Running(Option<Spawned>),
+    /// Its child waits for these responses; `since` orders the calls that stopped (the journal lists them in
+    /// that order).
+    Suspended { pending: Vec<PendingResponse>, since: u64 },
+    /// Not started, or stopped at a step boundary, because the run is draining: started by a resume.
+    Held { since: u64 },
 }
 
 /// The calls in flight as the journal knows them, for journaling changes instead of whole lists.
@@ -167,21 +180,19 @@ pub(crate) struct SupervisorState {
     child_listeners: Arc<[ListenerRef]>,
     child_span: tracing::Span,
     planner: Box<dyn Planner>,
-    /// Keyed by call number; foldhash, as SipHash of a call number cost more than the lookup. Boxed: a map
-    /// holds at least four slots, and most composites have one call in flight (heaptrack: 546 bytes for a
-    /// sequence's map, about 200 boxed).
-    inflight: HashMap<u64, Box<InFlight>, foldhash::fast::RandomState>,
+    /// The calls in flight — running, waiting for a human, or held by a drain — keyed by call number;
+    /// foldhash, as SipHash of a call number cost more than the lookup. Boxed: a map holds at least four
+    /// slots, and most composites have one call in flight (heaptrack: 546 bytes for a sequence's map, about
+    /// 200 boxed).
+    calls: HashMap<u64, Box<InFlight>, foldhash::fast::RandomState>,
+    /// How many of `calls` are running.
+    running: usize,
+    /// Numbers the calls that stop running without ending (suspended or held), in order.
+    stops: u64,
     /// The call number of each child actor running a call, for its supervision events.
     children: HashMap<ActorId, u64, foldhash::fast::RandomState>,
     /// Agent actors free for the next leaf call.
     idle: Vec<ActorRef<AgentMsg>>,
-    /// Calls waiting for a human (their number, the call, the attempt).
-    suspended: Vec<(u64, AgentCall, u32)>,
-    /// The questions of the calls waiting for a human, with the call's number: reported in call order.
-    pending: Vec<(u64, PendingResponse)>,
-    /// Calls not started because the run is draining, and children that reported drained (number, call,
-    /// attempt): in flight for the journal, started by a resume.
-    held: Vec<(u64, AgentCall, u32)>,
     next_id: u64,
     /// What the journal knows of the calls in flight: `None` until this invocation journaled a whole record.
     journaled: Option<JournaledCalls>,
@@ -248,12 +259,11 @@ impl SupervisorState {
             bare: args.bare,
             invocation: None,
             child_paths,
-            inflight: HashMap::default(),
+            calls: HashMap::default(),
+            running: 0,
+            stops: 0,
             children: HashMap::default(),
             idle: Vec::new(),
-            suspended: Vec::new(),
-            pending: Vec::new(),
-            held: Vec::new(),
             next_id: 0,
             journaled: None,
             unconsumed: Vec::new(),
@@ -317,9 +327,17 @@ impl SupervisorState {
 
     /// Processes one completion.
     async fn handle(&mut self, id: u64, result: Result<ChildOutcome, Stop>, failed: Option<InvocationRecord>) {
-        let Some(done) = self.inflight.remove(&id) else { return };
+        if !self.calls.get(&id).is_some_and(|c| matches!(c.state, CallState::Running(_))) {
+            return;
+        }
+        let Some(done) = self.calls.remove(&id) else { return };
+        self.running -= 1;
         let mut done = *done;
-        match done.actor.take() {
+        let actor = match &mut done.state {
+            CallState::Running(actor) => actor.take(),
+            _ => None,
+        };
+        match actor {
             // Free for the next leaf call, unless it now runs an async agent (which belongs to the run).
             Some(Spawned::Leaf(actor)) => {
                 self.children.remove(&actor.get_id());
@@ -343,12 +361,13 @@ impl SupervisorState {
         match result {
             Ok(outcome) => self.complete(id, done.call, done.attempt, outcome, false).await,
             Err(Stop::Suspended(pending)) => {
-                self.suspended.push((id, done.call, done.attempt));
-                self.pending.extend(pending.into_iter().map(|p| (id, p)));
+                done.state = CallState::Suspended { pending, since: self.next_stop() };
+                self.calls.insert(id, Box::new(done));
                 self.settle_if_idle();
             }
             Err(Stop::Drained) => {
-                self.held.push((id, done.call, done.attempt));
+                done.state = CallState::Held { since: self.next_stop() };
+                self.calls.insert(id, Box::new(done));
                 self.settle_if_idle();
             }
             Err(Stop::Failed(e)) => {
@@ -369,7 +388,7 @@ impl SupervisorState {
             Phase::Broken(e) => return Err(Box::new(TreeFailed(*e))),
             other => self.phase = other,
         }
-        if self.phase.is_running() && self.inflight.is_empty() && !self.held.is_empty() {
+        if self.phase.is_running() && self.running == 0 && self.any_held() {
             // Drained with nothing running (e.g. a retry held): nothing else will wake this supervisor.
             self.fail(Stop::Drained);
         }
@@ -378,7 +397,7 @@ impl SupervisorState {
                 self.conclude();
                 myself.stop(None);
             }
-            Phase::Concluded if self.inflight.is_empty() => myself.stop(None),
+            Phase::Concluded if self.running == 0 => myself.stop(None),
             _ => {}
         }
         Ok(())
@@ -480,13 +499,35 @@ impl SupervisorState {
         context(&self.inner, view, &self.frame.path)
     }
 
+    /// Stops every running call's child (the calls waiting for a human or held stay in flight).
     fn abort_all(&mut self) {
-        for (_, f) in self.inflight.drain() {
-            if let Some(actor) = f.actor {
-                actor.cell().kill();
+        self.calls.retain(|_, f| match &mut f.state {
+            CallState::Running(actor) => {
+                if let Some(actor) = actor.take() {
+                    actor.cell().kill();
+                }
+                false
             }
-        }
+            CallState::Suspended { .. } | CallState::Held { .. } => true,
+        });
+        self.running = 0;
         self.children.clear();
+    }
+
+    /// The next number of a call that stops running without ending.
+    fn next_stop(&mut self) -> u64 {
+        self.stops += 1;
+        self.stops
+    }
+
+    /// Whether a call is held by a drain.
+    fn any_held(&self) -> bool {
+        self.calls.values().any(|c| matches!(c.state, CallState::Held { .. }))
+    }
+
+    /// Whether a call waits for a human.
+    fn any_suspended(&self) -> bool {
+        self.calls.values().any(|c| matches!(c.state, CallState::Suspended { .. }))
     }
 
     /// Decides the composite's end without a value: `stop` (a failure, or a suspension or drain of its calls).
@@ -603,7 +644,7 @@ impl SupervisorState {
                     }
                     self.spawn_child(call, 1, Duration::ZERO).await;
                 }
-                if self.inflight.is_empty() && self.phase.is_running() {
+                if self.running == 0 && self.phase.is_running() {
                     // An empty call list is "nothing to do".
                     self.stalled();
                 }
@@ -611,7 +652,7 @@ impl SupervisorState {
             Action::Done => self.finish(None).await,
             Action::DoneWith(v) => self.finish(Some(v)).await,
             Action::Nothing => {
-                if self.inflight.is_empty() {
+                if self.running == 0 {
                     self.stalled();
                 }
             }
@@ -653,7 +694,7 @@ impl SupervisorState {
             let (id, attempt) = (c.call.id, c.call.attempt);
             self.complete(id, call_of(c.call), attempt, outcome, c.substituted).await;
         }
-        if self.inflight.is_empty() && self.phase.is_running() {
+        if self.running == 0 && self.phase.is_running() {
             self.stalled();
         }
     }
@@ -662,28 +703,49 @@ impl SupervisorState {
     /// needs no human: it wins over a suspension, whose human agents ask again on resume); with only calls
     /// waiting for a human it suspends (its siblings have finished).
     fn settle_if_idle(&mut self) {
-        if !self.inflight.is_empty() {
+        if self.running != 0 {
             return;
         }
-        if !self.held.is_empty() {
+        if self.any_held() {
             return self.fail(Stop::Drained);
         }
-        if !self.suspended.is_empty() {
-            let mut pending = std::mem::take(&mut self.pending);
-            pending.sort_by_key(|(id, _)| *id);
-            self.fail(Stop::Suspended(pending.into_iter().map(|(_, p)| p).collect()));
+        if self.any_suspended() {
+            // The questions in call order.
+            let mut waiting: Vec<(u64, &[PendingResponse])> = self
+                .calls
+                .iter()
+                .filter_map(|(id, c)| match &c.state {
+                    CallState::Suspended { pending, .. } => Some((*id, pending.as_slice())),
+                    _ => None,
+                })
+                .collect();
+            waiting.sort_by_key(|(id, _)| *id);
+            let pending = waiting.into_iter().flat_map(|(_, p)| p.iter().cloned()).collect();
+            self.fail(Stop::Suspended(pending));
         }
     }
 
     /// The calls in flight (including those waiting for a human or held by a drain), plus `new` ones about to
     /// start at `attempt` (numbered as [`SupervisorState::spawn_child`] will number them).
     fn inflight_records(&self, new: &[AgentCall], attempt: u32) -> Vec<CallRecord> {
-        let mut running: Vec<(&u64, &InFlight)> = self.inflight.iter().map(|(id, f)| (id, &**f)).collect();
-        running.sort_by_key(|(id, _)| **id);
-        running
+        // Running calls by number, then those waiting for a human, then those held, each in the order they
+        // stopped.
+        let mut listed: Vec<((u8, u64), u64, &InFlight)> = self
+            .calls
+            .iter()
+            .map(|(id, f)| {
+                let order = match f.state {
+                    CallState::Running(_) => (0, *id),
+                    CallState::Suspended { since, .. } => (1, since),
+                    CallState::Held { since } => (2, since),
+                };
+                (order, *id, &**f)
+            })
+            .collect();
+        listed.sort_by_key(|(order, _, _)| *order);
+        listed
             .into_iter()
-            .map(|(id, f)| call_record(*id, &f.call, f.attempt))
-            .chain(self.suspended.iter().chain(&self.held).map(|(id, c, a)| call_record(*id, c, *a)))
+            .map(|(_, id, f)| call_record(id, &f.call, f.attempt))
             .chain(new.iter().zip(self.next_id..).map(|(c, id)| call_record(id, c, attempt)))
             .collect()
     }
@@ -697,7 +759,7 @@ impl SupervisorState {
         whole: bool,
     ) -> (Vec<CallRecord>, Option<InflightChange>) {
         let announced = self.next_id + new.len() as u64;
-        let in_flight = self.inflight.len() + self.suspended.len() + self.held.len() + new.len();
+        let in_flight = self.calls.len() + new.len();
         let change = match self.journaled.take() {
             Some(j) if !whole && j.started.len() + new.len() + j.ended.len() < in_flight => {
                 let mut started = j.started;
@@ -714,7 +776,7 @@ impl SupervisorState {
     }
 
     fn stalled(&mut self) {
-        if !self.suspended.is_empty() || !self.held.is_empty() {
+        if self.any_suspended() || self.any_held() {
             return self.settle_if_idle();
         }
         let e = AgentError::PlannerStalled { agent: self.inner.spec.name.clone(), path: self.path().to_string() };
@@ -732,7 +794,8 @@ impl SupervisorState {
             j.started.push(call_record(id, &call, attempt));
         }
         if self.run.draining() {
-            self.held.push((id, call, attempt));
+            let since = self.next_stop();
+            self.calls.insert(id, Box::new(InFlight { call, attempt, state: CallState::Held { since } }));
             return;
         }
         let agent = self.inner.sub_agents[call.agent].clone();
@@ -745,7 +808,8 @@ impl SupervisorState {
             self.child_listeners.clone(),
             self.child_span.clone(),
         );
-        self.inflight.insert(id, Box::new(InFlight { call, attempt, actor: None }));
+        self.calls.insert(id, Box::new(InFlight { call, attempt, state: CallState::Running(None) }));
+        self.running += 1;
         let report = Report::Parent { to: self.myself.clone(), id };
         let spawned = if composite_of(&agent).is_none()
             && let Some(actor) = self.idle.pop()
@@ -763,8 +827,8 @@ impl SupervisorState {
         match spawned {
             Ok(actor) => {
                 self.children.insert(actor.cell().get_id(), id);
-                if let Some(f) = self.inflight.get_mut(&id) {
-                    f.actor = Some(actor);
+                if let Some(f) = self.calls.get_mut(&id) {
+                    f.state = CallState::Running(Some(actor));
                 }
             }
             Err(e) => self.fail(e),
@@ -952,7 +1016,7 @@ impl SupervisorState {
             // The root's last step, with nothing running after it (an async agent's start, this one's too, is
             // tracked before it is reported): the run's final flush commits it.
             let before_end =
-                finished.is_some() && self.frame.is_root() && self.inflight.is_empty() && self.run.no_async_started();
+                finished.is_some() && self.frame.is_root() && self.running == 0 && self.run.no_async_started();
             let record = StepRecord {
                 run_id: self.run.run_id.to_string(),
                 // Numbered by `journal_step`.
