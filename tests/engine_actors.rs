@@ -188,7 +188,7 @@ async fn a_hundred_parallel_writers_get_one_gap_free_sequence_of_writes() {
                 let seqs = seqs.clone();
                 Box::pin(async move {
                     for j in 0..10u64 {
-                        let seq = ctx.scope().write(vec![(format!("k{i}_{j}"), json!(i * 10 + j))]).await?;
+                        let seq = ctx.run().scope().write(vec![(format!("k{i}_{j}"), json!(i * 10 + j))]).await?;
                         seqs.lock().unwrap().push(seq);
                     }
                     Ok(Value::Null)
@@ -314,9 +314,9 @@ async fn a_handler_repairs_a_missing_input_and_a_resumed_run_does_not_ask_it_aga
         FnAgent::builder("gate", |ctx| {
             Box::pin(async move {
                 let x: i64 = ctx.input_as("x")?;
-                match ctx.take_answer("go").await {
+                match ctx.human().take("go").await {
                     Some(answer) => Ok(json!(format!("{x}:{}", answer.as_str().unwrap_or("?")))),
-                    None => Err(ctx.suspend("go", "go on?")),
+                    None => Err(ctx.human().suspend("go", "go on?")),
                 }
             })
         })

@@ -272,13 +272,13 @@ impl Human {
                 })
             };
             let mut refused = None;
-            if let Some(answer) = ctx.take_answer(&id).await {
+            if let Some(answer) = ctx.human().take(&id).await {
                 match self.accept(answer) {
                     Ok(value) => return Ok(value),
                     Err(reason) => refused = Some(reason),
                 }
             }
-            let deadline_ms = match ctx.suspension(&id).await.and_then(|p| p.deadline_ms) {
+            let deadline_ms = match ctx.human().suspension(&id).await.and_then(|p| p.deadline_ms) {
                 Some(kept) => Some(kept),
                 None => self.deadline_ms(ctx)?,
             };
@@ -288,7 +288,7 @@ impl Human {
             }
             let mut prompt = render()?;
             let question = |prompt: String| {
-                let mut pending = ctx.pending_response(id.clone(), prompt);
+                let mut pending = ctx.human().question(id.clone(), prompt);
                 pending.deadline_ms = deadline_ms;
                 pending.on_timeout = deadline_ms.map(|_| self.on_timeout.phrase());
                 pending
@@ -298,13 +298,13 @@ impl Human {
                     if let Some(reason) = refused {
                         prompt = format!("{prompt}\n({reason})");
                     }
-                    Err(ctx.suspend_pending(question(prompt)))
+                    Err(ctx.human().suspend_pending(question(prompt)))
                 }
                 HumanMode::Pending => {
                     let asked = prompt.clone();
                     loop {
                         tracing::info!(agent = ctx.agent_name(), response_id = %id, "waiting for a human answer: {prompt}");
-                        let Some(answer) = ctx.ask_and_wait_until(question(prompt.clone())).await else {
+                        let Some(answer) = ctx.human().ask_until(question(prompt.clone())).await else {
                             let deadline = deadline_ms.unwrap_or_default();
                             return self.timed_out(ctx, id, escalated, deadline).await;
                         };
@@ -327,7 +327,7 @@ impl Human {
     async fn reached(&self, ctx: &InvocationContext, id: &str) -> bool {
         let (mut step, mut id) = (self, id.to_string());
         loop {
-            if ctx.suspension(&id).await.is_some() || ctx.peek_answer(&id).await.is_some() {
+            if ctx.human().suspension(&id).await.is_some() || ctx.human().peek(&id).await.is_some() {
                 return true;
             }
             match &step.on_timeout {
@@ -368,10 +368,10 @@ impl Human {
         deadline_ms: u64,
     ) -> Result<Value, Stop> {
         let at = rfc3339_ms(deadline_ms);
-        let mut asked = ctx.pending_response(id.clone(), String::new());
+        let mut asked = ctx.human().question(id.clone(), String::new());
         asked.deadline_ms = Some(deadline_ms);
         asked.on_timeout = Some(self.on_timeout.phrase());
-        ctx.record_timeout(asked);
+        ctx.human().record_timeout(asked);
         tracing::info!(agent = ctx.agent_name(), response_id = %id, "the human step timed out at {at}: {}", self.on_timeout.phrase());
         match &self.on_timeout {
             OnTimeout::Fail => {

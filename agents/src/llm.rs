@@ -668,8 +668,8 @@ impl LlmAgent {
             let mut done = None;
             while let Some(event) = stream.next().await {
                 match event.map_err(fail_model)? {
-                    StreamEvent::Token(text) if ctx.has_listeners() => {
-                        ctx.emit(&RunEvent::Token {
+                    StreamEvent::Token(text) if ctx.run().has_listeners() => {
+                        ctx.run().emit(&RunEvent::Token {
                             run_id: ctx.run_id().to_string(),
                             path: ctx.path().to_string(),
                             text,
@@ -742,7 +742,7 @@ impl LlmAgent {
                 if let (Some(tool), Ok(value)) = (tool, &result)
                     && let Some((name, undo)) = tool.undo_for(call.arguments.clone(), value.clone())
                 {
-                    ctx.add_compensation(name, undo);
+                    ctx.run().add_compensation(name, undo);
                 }
                 request.messages.push(ChatMessage::tool_result(call.id.clone(), result_text(&result)));
             }
@@ -769,8 +769,8 @@ impl LlmAgent {
             "error.type" = tracing::field::Empty,
             "otel.status_code" = tracing::field::Empty,
         );
-        if ctx.has_listeners() {
-            ctx.emit(&RunEvent::ToolStarted {
+        if ctx.run().has_listeners() {
+            ctx.run().emit(&RunEvent::ToolStarted {
                 run_id: ctx.run_id().to_string(),
                 path: ctx.path().to_string(),
                 tool: call.name.clone(),
@@ -779,7 +779,7 @@ impl LlmAgent {
         }
         let result = match tool {
             Some(tool) => 'call: {
-                let key = match ctx.idempotency_key().await {
+                let key = match ctx.run().idempotency_key().await {
                     Ok(key) => key,
                     // The run's scope is gone (the run is ending): no side effect without its key.
                     Err(e) => break 'call Err(ToolFailure::Model(format!("not called: {e}"))),
@@ -820,8 +820,8 @@ impl LlmAgent {
                 tracing::info!(agent = %self.spec.name, tool = %call.name, "tool call failed: {}", e.message())
             }
         }
-        if ctx.has_listeners() {
-            ctx.emit(&RunEvent::ToolFinished {
+        if ctx.run().has_listeners() {
+            ctx.run().emit(&RunEvent::ToolFinished {
                 run_id: ctx.run_id().to_string(),
                 path: ctx.path().to_string(),
                 tool: call.name.clone(),
@@ -976,7 +976,7 @@ impl Agent for LlmAgent {
                 ctx.write_on_completion(key.clone(), map);
             }
         }
-        ctx.set_context(&user, &answer).await?;
+        ctx.run().set_context(&user, &answer).await?;
         if let (Some(window), Some(key)) = (self.memory_window, key) {
             memory.push(ChatMessage::user(user));
             memory.push(ChatMessage::assistant(answer));

@@ -112,7 +112,7 @@ pub struct ToolCallInfo {
     /// read besides the arguments).
     pub state: ScopeView,
     /// The W3C `traceparent` for requests the tool makes: its `execute_tool` span's context (cargo feature
-    /// `otel`), else the run's own ([`agentic_engine::InvocationContext::run_traceparent`]), else `None`.
+    /// `otel`), else the run's own ([`agentic_engine::RunView::traceparent`]), else `None`.
     pub traceparent: Option<String>,
 }
 
@@ -291,7 +291,7 @@ impl Tool {
     }
 
     /// The compensation's name and the undo of one successful call, ready for
-    /// [`agentic_engine::InvocationContext::add_compensation`]; `None` when the tool declares none.
+    /// [`agentic_engine::RunView::add_compensation`]; `None` when the tool declares none.
     pub(crate) fn undo_for(&self, arguments: Value, result: Value) -> Option<(String, BoundUndo)> {
         let undo = self.undo.clone()?;
         let name = self.undo_name.clone().unwrap_or_else(|| format!("un{}", self.spec.name));

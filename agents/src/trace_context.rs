@@ -1,6 +1,6 @@
 //! The W3C `traceparent` an agent's outgoing requests carry (MCP `tools/call`, A2A messages): the current
 //! span's OpenTelemetry context (cargo feature `otel`), else the one the run was started under, passed on
-//! unchanged ([`agentic_engine::InvocationContext::run_traceparent`]), else none.
+//! unchanged ([`agentic_engine::RunView::traceparent`]), else none.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,7 +14,7 @@ tokio::task_local! {
 
 /// Runs `fut` with `ctx`'s run `traceparent` at hand for [`outgoing`] (the requests `fut` makes in this task).
 pub(crate) async fn scoped<F: Future>(ctx: &InvocationContext, fut: F) -> F::Output {
-    RUN_TRACEPARENT.scope(ctx.run_traceparent().map(Arc::from), fut).await
+    RUN_TRACEPARENT.scope(ctx.run().traceparent().map(Arc::from), fut).await
 }
 
 /// The `traceparent` to send with a request made now: the current span's (its OpenTelemetry context, feature

@@ -104,20 +104,20 @@ impl Agent for Wait {
             Some(item) => [ctx.path(), item].concat(),
             None => ctx.path().to_string(),
         };
-        let fires_at = match ctx.suspension(&id).await.and_then(|p| p.deadline_ms) {
+        let fires_at = match ctx.human().suspension(&id).await.and_then(|p| p.deadline_ms) {
             Some(kept) => kept,
             None => self.fires_at(ctx)?,
         };
         let now = now_ms();
         if fires_at <= now {
             // Fired: a later resumption of the run does not find this timer again.
-            ctx.resolve_suspension(&id);
+            ctx.human().resolve(&id);
             return Ok(Value::String(rfc3339_ms(now)));
         }
-        let mut pending = ctx.pending_response(id, format!("waits until {}", rfc3339_ms(fires_at)));
+        let mut pending = ctx.human().question(id, format!("waits until {}", rfc3339_ms(fires_at)));
         pending.kind = PendingKind::Wait;
         pending.deadline_ms = Some(fires_at);
-        Err(ctx.suspend_pending(pending))
+        Err(ctx.human().suspend_pending(pending))
     }
 
     fn may_suspend(&self) -> bool {

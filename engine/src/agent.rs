@@ -23,7 +23,7 @@ pub trait Agent: Send + Sync + 'static {
     ///
     /// # Errors
     /// [`Stop::Failed`] with any [`crate::AgentError`] (`?` converts one; use [`InvocationContext::fail`] for the
-    /// agent's own failures); [`Stop::Suspended`] to wait for responses ([`InvocationContext::suspend`]).
+    /// agent's own failures); [`Stop::Suspended`] to wait for responses ([`crate::HumanView::suspend`]).
     fn invoke(&self, ctx: &InvocationContext) -> impl Future<Output = Result<Value, Stop>> + Send;
 
     /// Whether this agent can suspend the run (return [`Stop::Suspended`]); default false.

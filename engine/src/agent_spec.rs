@@ -181,7 +181,7 @@ pub struct AgentSpec {
     pub optional: bool,
     /// Run without blocking the planner; readers of the output wait for it. Default false.
     pub is_async: bool,
-    /// Fail the invocation with [`AgentError::Timeout`] after this long. Default none.
+    /// Fail the invocation with [`crate::AgentError::Timeout`] after this long. Default none.
     #[serde(with = "opt_millis")]
     pub timeout: Option<Duration>,
     /// What this agent and the agents it contains may spend on models (SPEC.md §3 `budget`). Default none.
@@ -324,7 +324,7 @@ pub trait SpecBuilder: Sized {
 
 /// An agent: reads its inputs, does its work, returns its result.
 ///
-/// The engine resolves inputs before calling [`Agent::invoke`] (so `ctx.input(key)` is always present for
+/// The engine resolves inputs before calling [`crate::Agent::invoke`] (so `ctx.input(key)` is always present for
 /// declared non-optional inputs) and writes the returned value to `output_key` afterwards (a `null` result
 /// removes the key).
 ///

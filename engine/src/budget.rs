@@ -1,7 +1,7 @@
 //! Budgets (SPEC.md §3): what a run, or one agent and what it contains, may spend on models — tokens, model
 //! calls, cost in USD — and what happens when a call crosses the limit. [`Usage`] is journaled with each step
 //! ([`InvocationRecord::usage`]); [`Budget`] is set on an agent ([`crate::AgentSpec::budget`], the
-//! spec's `budget:`; the spec's top-level `budget:` is the root agent's); [`Ledger`] adds up, for one run,
+//! spec's `budget:`; the spec's top-level `budget:` is the root agent's); `Ledger` adds up, for one run,
 //! what each budget's agents spent, from the journal on resume and from each call as it ends.
 //!
 //! The check (after pydantic-ai's usage limits): a call is refused before it is sent when a budget is already
@@ -255,7 +255,7 @@ impl Ledger {
 /// The model calls of one invocation: its tokens and usage, and what a budget suspension keeps of them.
 #[derive(Debug, Default)]
 pub(crate) struct InvocationUsage {
-    /// Tokens (input, output) of every call, and of [`crate::InvocationContext::add_tokens`].
+    /// Tokens (input, output) of every call, and of [`crate::UsageView::add_tokens`].
     pub(crate) tokens: Option<crate::journal::TokenUsage>,
     /// Tokens, calls, cost and models.
     pub(crate) usage: Option<Usage>,

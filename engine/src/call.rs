@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 pub struct AgentCall {
     /// Index of the sub-agent in the composite's `sub_agents` list.
     pub agent: usize,
-    /// A planner-chosen tag returned in the [`Completion`] (e.g. the item index of a mapper call).
+    /// A planner-chosen tag returned in the [`crate::Completion`] (e.g. the item index of a mapper call).
     pub tag: u64,
     /// Input values bound for this call only; they take precedence over the scope and are not written to it.
     pub bindings: Option<Map<String, Value>>,

@@ -62,7 +62,7 @@ pub use error::{
     registered_list,
 };
 pub use error_handler::{ErrorContext, ErrorHandler, MAX_BACKOFF, Recovery, RetryPolicy};
-pub use invocation::InvocationContext;
+pub use invocation::{HumanView, InvocationContext, RunView, UsageView};
 pub use journal::{InvocationRecord, TokenUsage};
 pub use listener::{
     AgentListener, AgentMonitor, ListenerRef, MonitoredInvocation, MonitoredSession, RunEvent, SessionStatus,

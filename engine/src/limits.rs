@@ -1,7 +1,7 @@
 //! Rate limits of model endpoints (SPEC.md §3 `limits`): [`ModelLimits`] per provider + base URL + model,
 //! shared by every run of the process through [`ProcessCapacity`], and by every server of a shared store
 //! through [`crate::CheckpointStore::capacity`] (PostgreSQL). A call takes a [`CapacityPermit`] before it is
-//! sent ([`crate::InvocationContext::acquire_capacity`]) and reports its tokens, or the provider's 429, when
+//! sent ([`crate::UsageView::acquire_capacity`]) and reports its tokens, or the provider's 429, when
 //! it ends.
 //!
 //! The limiter is a generic cell rate algorithm (GCRA, the ATM Forum's; also nginx `limit_req` and Envoy):
@@ -35,7 +35,7 @@ impl CapacitySource {
     }
 }
 
-/// Capacity for one model call ([`crate::InvocationContext::acquire_capacity`]): holds the endpoint's
+/// Capacity for one model call ([`crate::UsageView::acquire_capacity`]): holds the endpoint's
 /// concurrency slot, if it has a `max_concurrency`, until it is finished or dropped.
 pub struct CapacityPermit {
     pub(crate) inner: Option<Arc<PermitInner>>,

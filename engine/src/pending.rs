@@ -15,7 +15,7 @@ pub struct PendingResponse {
     pub agent: String,
     /// What the asking agent needs to continue once answered (an A2A agent: the remote task and context
     /// ids), journaled with the suspension and handed back to it on resume
-    /// ([`crate::InvocationContext::suspension`]); null for a human agent.
+    /// ([`crate::HumanView::suspension`]); null for a human agent.
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub data: Value,
     /// Who answers it: a person (default), or nobody (a timer that only waits for its deadline).

@@ -6,7 +6,7 @@ use crate::error::AgentError;
 use crate::pending::PendingResponse;
 
 /// Why an invocation ended without a value. What [`crate::Agent::invoke`] returns as its error: `?` on an
-/// [`AgentError`] makes a [`Stop::Failed`], and [`crate::InvocationContext::suspend`] makes a
+/// [`AgentError`] makes a [`Stop::Failed`], and [`crate::HumanView::suspend`] makes a
 /// [`Stop::Suspended`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]

@@ -4,7 +4,7 @@
 //!
 //! Reading and writing the OpenTelemetry context of a `tracing` span needs the cargo feature `otel`
 //! (`tracing-opentelemetry`); without it [`current_traceparent`] is `None` and a run's remote parent is only
-//! passed through to the agents' outgoing requests ([`crate::InvocationContext::run_traceparent`]).
+//! passed through to the agents' outgoing requests ([`crate::RunView::traceparent`]).
 
 /// The parts of a valid `traceparent` header value: `version-trace_id-parent_id-flags`, lowercase hex.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -86,7 +86,7 @@ impl Agent for RouterDeciderAgent {
             .decide(self.decision_request(request))
             .await
             .map_err(|e| ctx.fail(format!("routing decision: {e}")))?;
-        ctx.add_tokens(response.usage);
+        ctx.usage().add_tokens(response.usage);
         let Some(threshold) = self.threshold else {
             let name = response.choice(CHOICE_QUESTION_NAME).map_err(|e| ctx.fail(e.to_string()))?.to_string();
             let probabilities = response.choice_probabilities(CHOICE_QUESTION_NAME).cloned().unwrap_or_default();

@@ -18,7 +18,7 @@ fn tool(name: &'static str, amount: i64, log: Log, undo_fails: bool) -> AgentRef
         Box::pin(async move {
             log.lock().unwrap().push(format!("{name}:{amount}"));
             let undo_log = log.clone();
-            ctx.add_compensation(format!("un{name}"), move || {
+            ctx.run().add_compensation(format!("un{name}"), move || {
                 Box::pin(async move {
                     undo_log.lock().unwrap().push(format!("un{name}:{amount}"));
                     if undo_fails { Err("ledger offline".to_string()) } else { Ok(()) }

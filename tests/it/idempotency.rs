@@ -17,7 +17,7 @@ fn charge(keys: &Keys) -> AgentRef {
     FnAgent::builder("charge", move |ctx| {
         let keys = keys.clone();
         Box::pin(async move {
-            let key = ctx.idempotency_key().await?;
+            let key = ctx.run().idempotency_key().await?;
             keys.lock().unwrap().push(key.clone());
             Ok(json!(key))
         })
@@ -69,10 +69,10 @@ fn charge_then_confirm(keys: &Keys) -> AgentRef {
     FnAgent::builder("charge", move |ctx| {
         let keys = keys.clone();
         Box::pin(async move {
-            let key = ctx.idempotency_key().await?;
+            let key = ctx.run().idempotency_key().await?;
             keys.lock().unwrap().push(key.clone());
-            if key.contains("@2") && ctx.take_answer("confirm").await.is_none() {
-                return Err(ctx.suspend("confirm", "Charge again?"));
+            if key.contains("@2") && ctx.human().take("confirm").await.is_none() {
+                return Err(ctx.human().suspend("confirm", "Charge again?"));
             }
             Ok(json!(key))
         })
@@ -113,7 +113,7 @@ async fn a_retried_attempt_keeps_the_occurrence_and_counts_its_attempt() {
     let flaky = FnAgent::builder("flaky", move |ctx| {
         let k = k.clone();
         Box::pin(async move {
-            let key = ctx.idempotency_key().await?;
+            let key = ctx.run().idempotency_key().await?;
             k.lock().unwrap().push(key);
             if ctx.attempt() < 2 { Err(ctx.fail("not yet").into()) } else { Ok(json!("ok")) }
         })

@@ -242,12 +242,12 @@ impl A2aAgent {
         ctx: &InvocationContext,
         request: SendMessageRequest,
     ) -> Result<SendMessageResponse, A2aError> {
-        if self.streaming && ctx.has_listeners() && self.client.card().await?.streams() {
+        if self.streaming && ctx.run().has_listeners() && self.client.card().await?.streams() {
             let mut on_event = |event: &StreamResponse| {
                 if let StreamResponse::ArtifactUpdate(e) = event {
                     let text = super::types::parts_text(&e.artifact.parts);
                     if !text.is_empty() {
-                        ctx.emit(&RunEvent::Token {
+                        ctx.run().emit(&RunEvent::Token {
                             run_id: ctx.run_id().to_string(),
                             path: ctx.path().to_string(),
                             text,
@@ -305,10 +305,10 @@ impl A2aAgent {
         let view = ctx.view();
         let fail = |e: A2aError| ctx.fail_with(e.into());
         // Resumed from a remote `input-required`: the answer continues the same remote task.
-        let (message, tenant, answered) = match ctx.suspension(&id).await {
+        let (message, tenant, answered) = match ctx.human().suspension(&id).await {
             Some(pending) => {
-                let Some(answer) = ctx.peek_answer(&id).await else {
-                    return Err(ctx.suspend_with(id, pending.prompt, pending.data));
+                let Some(answer) = ctx.human().peek(&id).await else {
+                    return Err(ctx.human().suspend_with(id, pending.prompt, pending.data));
                 };
                 let field = |k: &str| pending.data.get(k).and_then(Value::as_str).map(str::to_string);
                 let mut message = Message::user_text(text_of(&answer));
@@ -343,7 +343,7 @@ impl A2aAgent {
             // continue it; a fork before this step sends the message as a new task.
             Err(e @ A2aError::Rpc { code: error_code::TASK_NOT_FOUND, .. }) if lost_task.is_some() => {
                 let task = lost_task.unwrap_or_default();
-                let (run, at) = (ctx.run_id(), ctx.journaled_steps());
+                let (run, at) = (ctx.run_id(), ctx.run().journaled_steps());
                 let way_out = format!(
                     "the remote agent no longer knows task `{task}` (a restart of it lost the task): a resume \
                      cannot continue it; `agentic fork {run} --at {at}` starts a copy of this run that sends the \
@@ -355,7 +355,7 @@ impl A2aAgent {
         };
         if answered {
             // Used only now: a call that failed leaves the answer for the next resume.
-            ctx.take_answer(&id).await;
+            ctx.human().take(&id).await;
         }
         let task = match response {
             SendMessageResponse::Message(m) => {
@@ -380,7 +380,7 @@ impl A2aAgent {
             if let Some(t) = tenant {
                 data["tenant"] = json!(t);
             }
-            return Err(ctx.suspend_with(id, prompt, data));
+            return Err(ctx.human().suspend_with(id, prompt, data));
         }
         if task.status.state != TaskState::Completed {
             return Err(fail(self.client.task_error(&task).await).into());

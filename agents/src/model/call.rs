@@ -1,7 +1,7 @@
 //! [`call_model`]: one model call of an invocation under the run's budgets and the endpoint's rate limits
-//! (SPEC.md §3) — the budget check before the call ([`agentic_engine::InvocationContext::before_model_call`]),
-//! capacity from the limiter ([`agentic_engine::InvocationContext::acquire_capacity`]), the call, then its
-//! usage and cost recorded and checked ([`agentic_engine::InvocationContext::after_model_call`]). A provider
+//! (SPEC.md §3) — the budget check before the call ([`agentic_engine::UsageView::before_model_call`]),
+//! capacity from the limiter ([`agentic_engine::UsageView::acquire_capacity`]), the call, then its
+//! usage and cost recorded and checked ([`agentic_engine::UsageView::after_model_call`]). A provider
 //! answering 429 reports it while it retries ([`report_rate_limited`]), which pushes the endpoint's next
 //! start back for every caller.
 
@@ -39,13 +39,13 @@ impl<'a> ModelCall<'a> {
     /// # Errors
     /// A budget suspension or failure, the run's cancellation while waiting, or the limiter's store failing.
     pub async fn begin(ctx: &'a InvocationContext, model: &'a ChatModelRef) -> Result<Self, Stop> {
-        if let Some(answer) = ctx.before_model_call().await? {
+        if let Some(answer) = ctx.usage().before_model_call().await? {
             let response: ChatResponse = serde_json::from_value(answer)
                 .map_err(|e| ctx.fail(format!("the kept answer of a model call cannot be read: {e}")))?;
             return Ok(ModelCall { ctx, model, permit: None, replayed: Some(response) });
         }
         let info = model.info();
-        let permit = ctx.acquire_capacity(&info.provider, &info.server, &info.model, &info.limits).await?;
+        let permit = ctx.usage().acquire_capacity(&info.provider, &info.server, &info.model, &info.limits).await?;
         Ok(ModelCall { ctx, model, permit: Some(permit), replayed: None })
     }
 
@@ -65,7 +65,7 @@ impl<'a> ModelCall<'a> {
     /// (cost from the model's prices).
     ///
     /// # Errors
-    /// A budget crossed by this call ([`InvocationContext::after_model_call`]).
+    /// A budget crossed by this call ([`UsageView::after_model_call`]).
     pub async fn end(self, response: &ChatResponse, replayed: bool) -> Result<(), Stop> {
         let info = self.model.info();
         let t = response.usage;
@@ -74,6 +74,7 @@ impl<'a> ModelCall<'a> {
         }
         let cost = info.prices.map(|p| p.cost(t.input, t.output));
         self.ctx
+            .usage()
             .after_model_call(&info.model, t, cost, replayed, || {
                 serde_json::to_value(response).unwrap_or(serde_json::Value::Null)
             })

@@ -113,8 +113,8 @@ impl Invocation {
         let name = Arc::from(spec.name.as_str());
         let ctx =
             InvocationContext::new(run.clone(), name, inputs, frame, actor, keep_writes, listeners, child_listeners);
-        if ctx.has_listeners() {
-            ctx.emit(&RunEvent::AgentStarted {
+        if ctx.run().has_listeners() {
+            ctx.run().emit(&RunEvent::AgentStarted {
                 run_id: run.run_id.to_string(),
                 agent: spec.name.clone(),
                 path: ctx.path().to_string(),
@@ -154,7 +154,7 @@ impl Invocation {
             }),
             (result, _) => result,
         };
-        let run = &ctx.run;
+        let run = &ctx.handle;
         let mut delta = std::mem::take(&mut *lock(&ctx.writes));
         let mut scope_writes = std::mem::take(&mut *lock(&ctx.deferred));
         let (tokens, usage) = {
@@ -180,10 +180,10 @@ impl Invocation {
             span.record("error.type", e.kind());
             span.record("otel.status_code", "error");
         }
-        if ctx.has_listeners() {
+        if ctx.run().has_listeners() {
             let (run_id, agent_name, path) = (run.run_id.to_string(), spec.name.clone(), ctx.path().to_string());
             let attempt = ctx.attempt();
-            ctx.emit(&match &result {
+            ctx.run().emit(&match &result {
                 Ok(v) => RunEvent::AgentFinished {
                     run_id,
                     agent: agent_name,

@@ -316,7 +316,7 @@ impl InvokeRequest {
 
     /// Continues the distributed trace of a W3C `traceparent` header value (a caller's request, say): with the
     /// cargo feature `otel` it is the parent of the run's `invoke_workflow` span; without it, it is passed on
-    /// unchanged to the agents' outgoing requests (MCP, A2A; [`crate::InvocationContext::run_traceparent`]). An
+    /// unchanged to the agents' outgoing requests (MCP, A2A; [`crate::RunView::traceparent`]). An
     /// invalid value is ignored, as W3C Trace Context asks.
     pub fn traceparent(mut self, traceparent: impl AsRef<str>) -> Self {
         let value = traceparent.as_ref().trim();

@@ -118,7 +118,7 @@ pub(crate) async fn spawn_invocation(
     }
 }
 
-/// A composite is an agent: invoked by the engine it gets a supervisor ([`spawn_invocation`]); invoked as a
+/// A composite is an agent: invoked by the engine it gets a supervisor (`spawn_invocation`); invoked as a
 /// plain agent it runs a bare one.
 impl DynAgent for Composite {
     fn spec(&self) -> &AgentSpec {
@@ -140,7 +140,7 @@ impl DynAgent for Composite {
             let args = SupervisorArgs {
                 inner: self.inner.clone(),
                 agent: AgentRef(Arc::new(Composite { inner: self.inner.clone() })),
-                run: ctx.run.clone(),
+                run: ctx.handle.clone(),
                 frame,
                 report: Report::Bare(tx),
                 delay: std::time::Duration::ZERO,

@@ -58,7 +58,7 @@ impl Subscribers {
     }
 }
 
-/// The events of a run started with [`InvokeRequest::events`], in order. Implements
+/// The events of a run started with [`crate::InvokeRequest::events`], in order. Implements
 /// `futures::Stream<Item = RunEvent>`; [`RunEvents::recv`] is the same without the trait.
 pub struct RunEvents {
     rx: mpsc::UnboundedReceiver<RunEvent>,
