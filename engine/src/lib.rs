@@ -48,8 +48,8 @@ pub use agent::{
 };
 pub use agent_registry::AgentRegistry;
 pub use error::{
-    AgentError, BuildError, Cause, CauseOrigin, ForkError, RegistryError, RespondError, StoreError, Transience,
-    registered_list,
+    AgentError, BuildError, Cause, CauseOrigin, ForkError, RegistryError, RespondError, StoreError, StoreSource,
+    Transience, registered_list,
 };
 pub use error_handler::{ErrorContext, ErrorHandler, MAX_BACKOFF, Recovery, RetryPolicy};
 pub use listener::{

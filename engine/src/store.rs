@@ -380,7 +380,7 @@ pub trait CheckpointStore: Send + Sync + 'static {
     /// The backend failed, or the store keeps no spec texts.
     fn put_spec(&self, text: &str) -> impl Future<Output = Result<String, StoreError>> + Send {
         let _ = text;
-        async { Err(StoreError::Backend("this store keeps no spec texts".into())) }
+        async { Err(StoreError::backend("this store keeps no spec texts")) }
     }
 
     /// The spec text archived under `hash` ([`CheckpointStore::put_spec`]), if the store holds it. Default:
@@ -485,7 +485,7 @@ pub trait CheckpointStore: Send + Sync + 'static {
         change: ScheduleChange,
     ) -> impl Future<Output = Result<Result<Option<ScheduleRecord>, String>, StoreError>> + Send {
         let _ = (id, change);
-        async { Err(StoreError::Backend("this store keeps no schedules".into())) }
+        async { Err(StoreError::backend("this store keeps no schedules")) }
     }
     /// Carries out one operation of the model-call limiter that every process sharing this store uses
     /// (SPEC.md §3 `limits`, [`crate::limits`]): `None` when the store shares no limiter (each process

@@ -113,17 +113,50 @@ impl ApiError {
     }
 }
 
-/// A store failure by its kind: the backend unreachable or failing `503` (try again), a lease lost to another
-/// server `409`, an unknown run `404`, a corrupt record `500`.
+/// A store failure by its kind: the store unreachable `503` (with `Retry-After`: try again), a lease lost to
+/// another server `409`, an unknown run `404`, another backend failure or a corrupt record `500`.
 impl From<agentic_engine::StoreError> for ApiError {
     fn from(e: agentic_engine::StoreError) -> Self {
         use agentic_engine::StoreError;
         let message = format!("store: {e}");
         match e {
-            StoreError::Backend(_) => ApiError::unavailable(message),
+            StoreError::Unavailable { .. } => ApiError::unavailable(message),
             StoreError::LeaseLost { .. } => ApiError::conflict(message),
             StoreError::UnknownRun(_) => ApiError::not_found(message),
             _ => ApiError::internal(message),
+        }
+    }
+}
+
+/// A run that could not start or go on: `503` (with `Retry-After`) when its store could not be reached
+/// ([`agentic_engine::AgentError::is_store_unavailable`]), else `500`; `message` says what was being done.
+pub(crate) fn run_failure(message: String, error: &agentic_engine::AgentError) -> ApiError {
+    if error.is_store_unavailable() { ApiError::unavailable(message) } else { ApiError::internal(message) }
+}
+
+/// A fork refused by its kind: an unknown run `404`, a step beyond the journal `422`, a taken id `409`, an
+/// invalid id `400`, the store failing as [`From<StoreError>`] says.
+impl ApiError {
+    pub(crate) fn of_fork(run_id: &str, e: agentic_engine::ForkError) -> Self {
+        use agentic_engine::ForkError;
+        match e {
+            ForkError::UnknownRun(_) => ApiError::no_run(run_id),
+            e @ ForkError::BeyondEnd { .. } => ApiError::unprocessable(format!("at_seq: {e}")),
+            e @ ForkError::IdTaken(_) => ApiError::conflict(format!("run_id: {e}")),
+            e @ ForkError::InvalidId(_) => ApiError::bad_request(format!("run_id: {e}")),
+            ForkError::Store(e) => ApiError::from(e),
+            e => ApiError::internal(e.to_string()),
+        }
+    }
+}
+
+/// A run's spec that could not be read back or moved: the store failing as [`From<StoreError>`] says, anything
+/// else (missing, invalid, a changed structure) `422`.
+impl From<agentic_spec::RunSpecError> for ApiError {
+    fn from(e: agentic_spec::RunSpecError) -> Self {
+        match e {
+            agentic_spec::RunSpecError::Store { source, .. } => ApiError::from(source),
+            e => ApiError::unprocessable(e.to_string()),
         }
     }
 }
@@ -148,11 +181,21 @@ impl From<agentic_engine::RespondError> for ApiError {
     }
 }
 
+/// What every `503` answers in `Retry-After`, in seconds: the server is shutting down or its store cannot be
+/// reached, and a database restart takes about this long.
+pub(crate) const RETRY_AFTER_SECS: u64 = 1;
+
 impl IntoResponse for ApiError {
+    /// `{"error": ..}` (plus the extra field) with the status; a `503` also says `Retry-After:
+    /// RETRY_AFTER_SECS`.
     fn into_response(self) -> Response {
         let mut body = json!({"error": self.message});
         if let Some((key, value)) = self.extra {
             body[key] = value;
+        }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            let retry = [(axum::http::header::RETRY_AFTER, RETRY_AFTER_SECS.to_string())];
+            return (self.status, retry, axum::Json(body)).into_response();
         }
         (self.status, axum::Json(body)).into_response()
     }

@@ -121,7 +121,7 @@ pub(crate) struct EventHub {
 type Waits = HashMap<String, (SseEvent, Option<u64>)>;
 
 /// Says whether a run started (its record is written) or why it could not.
-type StartSignal = oneshot::Sender<Result<(), String>>;
+type StartSignal = oneshot::Sender<Result<(), crate::error::ApiError>>;
 
 impl EventHub {
     fn channels(&self) -> MutexGuard<'_, HashMap<String, broadcast::Sender<SseEvent>>> {
@@ -172,7 +172,7 @@ impl EventHub {
 
     /// Says when `run_id`'s record is first written and flushed (its inputs are journaled by then), or why
     /// the run ended before.
-    pub(crate) fn expect_start(&self, run_id: &str) -> oneshot::Receiver<Result<(), String>> {
+    pub(crate) fn expect_start(&self, run_id: &str) -> oneshot::Receiver<Result<(), crate::error::ApiError>> {
         let (tx, rx) = oneshot::channel();
         self.starting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(run_id.to_string(), tx);
         rx
@@ -201,7 +201,7 @@ impl EventHub {
     }
 
     /// `run_id` started (`Ok`) or could not (`Err`); nothing when no one waits.
-    pub(crate) fn started(&self, run_id: &str, result: Result<(), String>) {
+    pub(crate) fn started(&self, run_id: &str, result: Result<(), crate::error::ApiError>) {
         let waiting = self.starting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(run_id);
         if let Some(tx) = waiting {
             let _ = tx.send(result);

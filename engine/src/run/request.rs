@@ -410,7 +410,7 @@ pub async fn respond(
         Ok(Some(Err(message))) => {
             let typed = refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
             // The change only refuses through `answerable`; any other text is the store's own.
-            Err(typed.unwrap_or(RespondError::Store { run_id, source: StoreError::Backend(message.into()) }))
+            Err(typed.unwrap_or(RespondError::Store { run_id, source: StoreError::backend(message) }))
         }
         Ok(Some(Ok(_))) => Ok(std::mem::take(&mut *chosen.lock().unwrap_or_else(std::sync::PoisonError::into_inner))),
     }
