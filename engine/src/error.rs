@@ -413,7 +413,7 @@ pub type StoreSource = Arc<dyn std::error::Error + Send + Sync + 'static>;
 pub enum StoreError {
     /// The store cannot be reached right now: the connection was refused or lost, no pooled connection came in
     /// time, the database is restarting or shutting down. Nothing of the operation is known to be written;
-    /// trying again later can succeed. Displayed as `store unreachable: MESSAGE`.
+    /// trying again later can succeed. Displayed as `store unavailable: MESSAGE`.
     Unavailable {
         /// The backend (`postgres`, `sled`, `server`).
         backend: &'static str,
@@ -509,7 +509,7 @@ impl StoreError {
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StoreError::Unavailable { message, .. } => write!(f, "store unreachable: {message}"),
+            StoreError::Unavailable { message, .. } => write!(f, "store unavailable: {message}"),
             StoreError::Backend { message, .. } => write!(f, "store backend: {message}"),
             StoreError::Corrupt { run_id, record, message } => {
                 write!(f, "run `{run_id}`: record {record} is corrupt: {message}")

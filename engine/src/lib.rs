@@ -66,7 +66,7 @@ pub use scope::{CONTEXT_PREFIX, ContextEntry, InvocationRecord, ScopeHandle, Sco
 pub use store::{
     CallRecord, CheckpointStore, CompletionRecord, Durability, DynCheckpointStore, Finish, ForkOrigin, InflightChange,
     Lease, Milestone, MilestoneKind, Notice, NoticeReceiver, PlannerState, RunImage, RunRecord, RunStatus, RunUpdate,
-    StepRecord, StoreRef, planner_key, spec_hash,
+    StepRecord, StoreLayer, StoreRef, planner_key, spec_hash,
 };
 pub use time::{now_ms, parse_rfc3339_ms, rfc3339_ms};
 pub use trace_context::current_traceparent;

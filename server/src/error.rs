@@ -200,3 +200,51 @@ impl IntoResponse for ApiError {
         (self.status, axum::Json(body)).into_response()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use agentic_engine::{ForkError, StoreError};
+
+    fn unreachable() -> StoreError {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        StoreError::unavailable("postgres", "run in store postgres://h/db: refused", Some(std::sync::Arc::new(refused)))
+    }
+
+    /// The status, the `Retry-After` header and the body of `e` as answered.
+    async fn answered(e: ApiError) -> (u16, Option<String>, String) {
+        let response = e.into_response();
+        let status = response.status().as_u16();
+        let retry = response.headers().get(axum::http::header::RETRY_AFTER).map(|v| v.to_str().unwrap().to_string());
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        (status, retry, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_store_is_503_with_retry_after_another_failure_500_without() {
+        assert_eq!(
+            answered(ApiError::from(unreachable())).await,
+            (
+                503,
+                Some("1".to_string()),
+                r#"{"error":"store: store unavailable: run in store postgres://h/db: refused"}"#.to_string()
+            )
+        );
+        let fork = ApiError::of_fork("r1", ForkError::Store(unreachable()));
+        assert_eq!(answered(fork).await.0, 503);
+        assert_eq!(
+            answered(ApiError::from(StoreError::backend("put_spec in store postgres://h/db: permission denied"))).await,
+            (
+                500,
+                None,
+                r#"{"error":"store: store backend: put_spec in store postgres://h/db: permission denied"}"#.to_string()
+            )
+        );
+        // A run that could not start because its store went away is the same 503.
+        let error = agentic_engine::AgentError::Store { run_id: "r1".into(), cause: unreachable().into() };
+        let refused = run_failure(format!("run `r1` could not start: {error}"), &error);
+        assert_eq!(answered(refused).await.0, 503);
+    }
+}

@@ -545,7 +545,7 @@ impl RunHost {
     /// Continues `run_id` from its last checkpoint when it is not executing (`agentic resume` through the
     /// server): a run interrupted by a crash, a suspended run (which then asks again for what is still
     /// unanswered), a failed or cancelled one. A run executing here, or a completed one, is left as it is.
-    /// Errors: `404` unknown run, `422` its spec cannot be found or built.
+    /// Errors: `404` unknown run, `422` its spec cannot be found or built, `503` the store unreachable.
     pub(crate) async fn resume(&self, run_id: &str) -> Result<(), ApiError> {
         let _deciding = self.inner.deciding.lock().await;
         if self.is_executing(run_id) {
@@ -594,7 +594,7 @@ impl RunHost {
 
     /// Forks `run_id` after its step `at_seq` into a new run (`new_id`, else a new UUID) and continues the
     /// fork; the original is not touched. Errors: `404` unknown run, `422` a step beyond the journal, `409`
-    /// the new id is taken, `400` an empty id.
+    /// the new id is taken, `400` an empty id, `503` the store unreachable.
     pub(crate) async fn fork(&self, run_id: &str, at_seq: u64, new_id: Option<String>) -> Result<String, ApiError> {
         if !self.inner.accepting.load(Ordering::SeqCst) {
             return Err(ApiError::unavailable("the server is shutting down: it accepts no new runs"));
@@ -610,7 +610,7 @@ impl RunHost {
     /// Cancels `run_id`: it stops at its next step boundary, runs its compensations and is recorded
     /// `cancelled`. The cancel is recorded in the store first, so that the process executing the run stops it
     /// (told at once on a shared store), and a process that takes it over cancels it instead of continuing.
-    /// Errors: `404` unknown run, `409` already ended.
+    /// Errors: `404` unknown run, `409` already ended, `503` the store unreachable.
     pub(crate) async fn cancel(&self, run_id: &str) -> Result<(), ApiError> {
         let _deciding = self.inner.deciding.lock().await;
         let executing_here = self.executing().get(run_id).cloned();

@@ -1476,3 +1476,44 @@ impl CheckpointStore for PgStore {
         Ok(image)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_database_that_refuses_connections_is_unavailable_with_the_driver_s_error() {
+        // Nothing listens on port 1 of the loopback: the connection is refused at once.
+        let Err(e) = PgStore::connect("postgres://agentic@127.0.0.1:1/none").await else {
+            panic!("port 1 accepted a PostgreSQL connection")
+        };
+        assert!(matches!(&e, StoreError::Unavailable { backend: "postgres", .. }), "{e:?}");
+        assert_eq!(e.transience(), agentic_engine::Transience::Transient { retry_after: None });
+        assert!(
+            e.to_string().starts_with("store unavailable: open store postgres://agentic@127.0.0.1:1/none: "),
+            "{e}"
+        );
+        let source = std::error::Error::source(&e).unwrap();
+        let pool = source.downcast_ref::<deadpool_postgres::PoolError>().unwrap();
+        assert!(matches!(pool, deadpool_postgres::PoolError::Backend(_)), "{pool:?}");
+        // As an agent error's cause: origin `store`, the same transience, the store error inside.
+        let cause = agentic_engine::Cause::from(e.clone());
+        assert_eq!(cause.origin(), agentic_engine::CauseOrigin::Store);
+        assert_eq!(cause.transience(), e.transience());
+        assert!(cause.downcast_ref::<StoreError>().is_some_and(StoreError::is_unavailable));
+    }
+
+    #[test]
+    fn a_url_that_does_not_parse_is_a_backend_failure_not_an_outage() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let Err(e) = rt.block_on(PgStore::connect("postgres://agentic@127.0.0.1:notaport/db")) else {
+            panic!("a URL with a non-numeric port parsed")
+        };
+        assert!(matches!(&e, StoreError::Backend { source: Some(_), .. }), "{e:?}");
+        assert_eq!(e.transience(), agentic_engine::Transience::Unknown);
+        let source = std::error::Error::source(&e).unwrap();
+        assert!(source.downcast_ref::<tokio_postgres::Error>().is_some(), "{source:?}");
+    }
+}

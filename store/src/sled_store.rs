@@ -796,9 +796,13 @@ mod tests {
         let err = SledStore::open(tmp.path()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            format!("store backend: store {} is in use by another process", tmp.path().display())
+            format!("store unavailable: store {} is in use by another process", tmp.path().display())
         );
         assert!(started.elapsed() >= LOCK_WAIT);
+        // Unavailable for now (try again), with sled's I/O error kept as the source.
+        assert!(matches!(&err, StoreError::Unavailable { backend: "sled", .. }), "{err:?}");
+        let source = std::error::Error::source(&err).unwrap();
+        assert!(source.downcast_ref::<std::io::Error>().is_some(), "{source:?}");
         drop(db);
     }
 
