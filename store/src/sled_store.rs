@@ -768,7 +768,7 @@ mod tests {
 
         let file = tempfile::NamedTempFile::new().unwrap();
         let err = SledStore::open(file.path()).unwrap_err();
-        assert!(matches!(err, StoreError::Backend(_)), "{err}");
+        assert!(matches!(err, StoreError::Backend { .. }), "{err}");
     }
 
     #[tokio::test]
