@@ -244,11 +244,11 @@ impl Wal {
             .create(true)
             .truncate(false)
             .open(&path)
-            .map_err(|e| ("open the write-ahead log", std::io::Error::from(e)))?;
+            .map_err(|e| ("open the write-ahead log", e))?;
         if created {
-            File::open(dir).and_then(|d| d.sync_all()).map_err(|e| ("fsync the directory", std::io::Error::from(e)))?;
+            File::open(dir).and_then(|d| d.sync_all()).map_err(|e| ("fsync the directory", e))?;
         }
-        let len = file.metadata().map_err(|e| ("stat the write-ahead log", std::io::Error::from(e)))?.len();
+        let len = file.metadata().map_err(|e| ("stat the write-ahead log", e))?.len();
         Ok(Wal {
             file,
             sled_log,
@@ -347,7 +347,7 @@ impl Wal {
         self.write(&mut writer, &buf)?;
         if let Err(e) = self.file.sync_data() {
             writer.failed = true;
-            return Err(("fdatasync the write-ahead log", std::io::Error::from(e)));
+            return Err(("fdatasync the write-ahead log", e));
         }
         writer.synced = end;
         if writer.len > CHECKPOINT_BYTES {
@@ -375,13 +375,11 @@ impl Wal {
         if writer.synced < end {
             let (buf, end) = self.take();
             self.write(&mut writer, &buf)?;
-            self.file.sync_data().map_err(|e| ("fdatasync the write-ahead log", std::io::Error::from(e)))?;
+            self.file.sync_data().map_err(|e| ("fdatasync the write-ahead log", e))?;
             writer.synced = end;
         }
         if writer.allocated > writer.len {
-            self.file
-                .set_len(writer.len)
-                .map_err(|e| ("cut the zero tail of the write-ahead log", std::io::Error::from(e)))?;
+            self.file.set_len(writer.len).map_err(|e| ("cut the zero tail of the write-ahead log", e))?;
             writer.allocated = writer.len;
         }
         Ok(())
@@ -417,11 +415,11 @@ impl Wal {
             self.runs.apply_batch(batch).map_err(|e| ("write the run records to sled", std::io::Error::from(e)))?;
         }
         db.flush().map_err(|e| ("flush sled", std::io::Error::from(e)))?;
-        self.sled_log.sync_data().map_err(|e| ("fdatasync sled's log", std::io::Error::from(e)))?;
+        self.sled_log.sync_data().map_err(|e| ("fdatasync sled's log", e))?;
         if writer.allocated > 0 || writer.failed {
-            self.file.set_len(0).map_err(|e| ("truncate the write-ahead log", std::io::Error::from(e)))?;
+            self.file.set_len(0).map_err(|e| ("truncate the write-ahead log", e))?;
             // Durably empty: a stale entry replayed later could overwrite a newer run record.
-            self.file.sync_data().map_err(|e| ("fdatasync the write-ahead log", std::io::Error::from(e)))?;
+            self.file.sync_data().map_err(|e| ("fdatasync the write-ahead log", e))?;
             writer.len = 0;
             writer.allocated = 0;
             writer.failed = false;
@@ -463,7 +461,7 @@ impl Wal {
             }
             Err(e) => {
                 writer.failed = true;
-                Err(("write the write-ahead log", std::io::Error::from(e)))
+                Err(("write the write-ahead log", e))
             }
         }
     }
@@ -502,7 +500,7 @@ pub(crate) struct Replayed {
 pub(crate) fn replay(wal: &Wal, db: &Db) -> Result<Replayed, WalError> {
     use std::io::Read;
     let mut bytes = Vec::new();
-    (&wal.file).read_to_end(&mut bytes).map_err(|e| ("read the write-ahead log", std::io::Error::from(e)))?;
+    (&wal.file).read_to_end(&mut bytes).map_err(|e| ("read the write-ahead log", e))?;
     let (entries, valid) = decode_entries(&bytes);
     // The zero-filled tail of the last chunk is not a damaged entry.
     let dropped = bytes[valid..].iter().rposition(|&b| b != 0).map_or(0, |last| last + 1);
