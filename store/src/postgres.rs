@@ -311,8 +311,13 @@ fn pg_store_error(what: String, e: tokio_postgres::Error) -> StoreError {
 }
 
 /// `what` (the operation and the store) could not get a pooled connection, typed by its kind (see
-/// [`PgStore::pool_error`]).
+/// [`PgStore::pool_error`]); the source is the driver's error when a new connection failed, else the pool's.
 fn pool_store_error(what: String, e: deadpool_postgres::PoolError) -> StoreError {
+    // A connection that could not be made is the driver's error: the pool's wrapper adds nothing.
+    let e = match e {
+        deadpool_postgres::PoolError::Backend(e) => return pg_store_error(what, e),
+        e => e,
+    };
     let message = format!("{what}: {}", pool_message(&e));
     if pool_unreachable(&e) {
         StoreError::unavailable("postgres", message, Some(std::sync::Arc::new(e)))
@@ -1496,8 +1501,9 @@ mod tests {
             "{e}"
         );
         let source = std::error::Error::source(&e).unwrap();
-        let pool = source.downcast_ref::<deadpool_postgres::PoolError>().unwrap();
-        assert!(matches!(pool, deadpool_postgres::PoolError::Backend(_)), "{pool:?}");
+        let driver = source.downcast_ref::<tokio_postgres::Error>().unwrap();
+        let io = std::error::Error::source(driver).and_then(|s| s.downcast_ref::<std::io::Error>()).unwrap();
+        assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
         // As an agent error's cause: origin `store`, the same transience, the store error inside.
         let cause = agentic_engine::Cause::from(e.clone());
         assert_eq!(cause.origin(), agentic_engine::CauseOrigin::Store);
