@@ -25,7 +25,12 @@
 //!   server is stopped: reading the run and answering it are answered `503` (the store is unreachable: try
 //!   again), not `409` or `500`; once the database is back the same answer is accepted and the run completes.
 //!
-//! The tests run one at a time (a lock): two of them stop the PostgreSQL server they all use.
+//! - `every_write_is_answered_503_with_retry_after_while_the_store_is_down`: a run suspended at a human step;
+//!   the PostgreSQL server is stopped: starting a run, answering, cancelling, forking and resuming are each
+//!   answered `503` with `Retry-After: 1`, and the CLI on the database exits 75 saying the store is
+//!   unreachable; once the database is back the answer is accepted and the run completes.
+//!
+//! The tests run one at a time (a lock): three of them stop the PostgreSQL server they all use.
 //!
 //! Run with a throwaway PostgreSQL server (the restart needs its data directory, `AGENTIC_TEST_PG_DIR`):
 //!
@@ -812,7 +817,7 @@ async fn a_store_outage_is_answered_503_and_nothing_is_lost() {
 
     tokio::task::spawn_blocking(stop_postgres).await.unwrap();
     let down = try_get(&http, &a.url, "job-o").await.expect_err("the store is down");
-    assert!(down.starts_with("503 Service Unavailable: {\"error\":\"store: store backend: "), "{down}");
+    assert!(down.starts_with("503 Service Unavailable: {\"error\":\"store: store unavailable: "), "{down}");
     let (status, text) = post(&http, &a.url, "job-o/responses/go", json!({"value": "yes"})).await;
     assert_eq!(status, 503, "an answer while the store is down: {text}");
     tokio::task::spawn_blocking(start_postgres).await.unwrap();
@@ -830,4 +835,71 @@ async fn a_store_outage_is_answered_503_and_nothing_is_lost() {
     }
     let run = wait_status(&http, &a.url, "job-o", "completed", Instant::now() + Duration::from_secs(20)).await;
     assert_eq!(run["output"], json!("done(next job-o after yes)"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_write_is_answered_503_with_retry_after_while_the_store_is_down() {
+    let _serial = SERIAL.lock().await;
+    let test = "every_write_is_answered_503_with_retry_after_while_the_store_is_down";
+    let Some(db) = pg::fresh_database(test).await else { return };
+    let a = serve(&db, "A");
+    let (model, _calls) = model(Duration::ZERO).await;
+    let http = reqwest::Client::new();
+    let spec = gate_spec(&model);
+    create(&http, &a.url, &spec, json!({"job": "job-w"}), "job-w").await;
+    wait_status(&http, &a.url, "job-w", "suspended", Instant::now() + Duration::from_secs(20)).await;
+
+    tokio::task::spawn_blocking(stop_postgres).await.unwrap();
+    let writes = [
+        ("runs", json!({"spec": spec, "inputs": {"job": "job-x"}, "run_id": "job-x"})),
+        ("runs/job-w/responses/go", json!({"value": "yes"})),
+        ("runs/job-w/cancel", json!({})),
+        ("runs/job-w/fork", json!({"at_seq": 1, "run_id": "job-f"})),
+        ("runs/job-w/resume", json!({})),
+    ];
+    for (path, body) in &writes {
+        let response = http.post(format!("{}/api/v1/{path}", a.url)).json(body).send().await.unwrap();
+        let status = response.status().as_u16();
+        let retry_after = response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string());
+        let text = response.text().await.unwrap();
+        assert_eq!((status, retry_after.as_deref()), (503, Some("1")), "POST {path} while the store is down: {text}");
+        assert!(text.starts_with("{\"error\":\"store: store unavailable: "), "POST {path}: {text}");
+    }
+
+    // The CLI on the stopped database: the store is unreachable, exit 75 (SPEC.md §2), for a read and a write.
+    for args in [vec!["runs"], vec!["respond", "job-w", "go", "yes"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_agentic"))
+            .args(&args)
+            .args(["--store", &db])
+            .env_remove("AGENTIC_SERVER")
+            .env_remove("AGENTIC_LOG")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(75), "agentic {args:?} on a stopped store: {stderr}");
+        let label = agentic_store::redact_url(&db);
+        assert!(stderr.starts_with(&format!("error: store {label} is unreachable: ")), "{stderr}");
+        assert!(stderr.ends_with("; try again once it is back\n"), "{stderr}");
+        assert!(!stderr.contains("store backend"), "{stderr}");
+    }
+    tokio::task::spawn_blocking(start_postgres).await.unwrap();
+
+    // Once the database is back, the answer is taken and the run completes; nothing of the refused writes
+    // was done (no run `job-x`, no fork `job-f`).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, text) = post(&http, &a.url, "job-w/responses/go", json!({"value": "yes"})).await;
+        if status == 202 {
+            break;
+        }
+        assert_eq!(status, 503, "{text}");
+        assert!(Instant::now() < deadline, "the server never got its store back: {text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let run = wait_status(&http, &a.url, "job-w", "completed", Instant::now() + Duration::from_secs(20)).await;
+    assert_eq!(run["output"], json!("done(next job-w after yes)"));
+    for refused in ["job-x", "job-f"] {
+        let missing = try_get(&http, &a.url, refused).await.expect_err("never created");
+        assert!(missing.starts_with("404 Not Found"), "{refused}: {missing}");
+    }
 }

@@ -113,6 +113,17 @@ pub enum AgentError {
         /// What is wrong.
         message: String,
     },
+    /// A run could not start, resume or go on because its store failed: the cause's origin is
+    /// [`CauseOrigin::Store`] and it wraps the [`StoreError`] ([`Cause::downcast_ref`]); its transience says
+    /// whether trying again can help (an unreachable store is transient).
+    #[error("run `{run_id}`: {cause}")]
+    Store {
+        /// The run id.
+        run_id: String,
+        /// The store's failure.
+        #[source]
+        cause: Cause,
+    },
     /// The run was cancelled before this invocation finished.
     #[error("run cancelled")]
     Cancelled,
@@ -133,10 +144,11 @@ impl AgentError {
         AgentError::Failed { agent: agent.into(), path: path.into(), message: cause.to_string(), cause: Some(cause) }
     }
 
-    /// The typed cause of an [`AgentError::Failed`], when it has one.
+    /// The typed cause of an [`AgentError::Failed`] when it has one, or of an [`AgentError::Store`].
     pub fn cause(&self) -> Option<&Cause> {
         match self {
             AgentError::Failed { cause, .. } => cause.as_ref(),
+            AgentError::Store { cause, .. } => Some(cause),
             _ => None,
         }
     }
@@ -148,11 +160,17 @@ impl AgentError {
     /// not retry a permanent failure unless told to.
     pub fn transience(&self) -> Transience {
         match self {
-            AgentError::Failed { cause: Some(c), .. } => c.transience(),
+            AgentError::Failed { cause: Some(c), .. } | AgentError::Store { cause: c, .. } => c.transience(),
             AgentError::Timeout { .. } => Transience::Transient { retry_after: None },
             AgentError::Cancelled => Transience::Permanent,
             _ => Transience::Unknown,
         }
+    }
+
+    /// Whether the invocation failed because its store could not be reached ([`StoreError::Unavailable`] as
+    /// the cause): nothing is wrong with the run, trying again later can succeed.
+    pub fn is_store_unavailable(&self) -> bool {
+        self.cause().and_then(|c| c.downcast_ref::<StoreError>()).is_some_and(StoreError::is_unavailable)
     }
 
     /// Builds an [`AgentError::Internal`].
@@ -173,6 +191,7 @@ impl AgentError {
             AgentError::PlannerStalled { .. } => "planner_stalled",
             AgentError::Planner { .. } => "planner",
             AgentError::Run { .. } => "run",
+            AgentError::Store { .. } => "store",
             AgentError::Cancelled => "cancelled",
             AgentError::Internal(_) => "internal",
         }
@@ -189,7 +208,7 @@ impl AgentError {
             | AgentError::WrongType { path, .. }
             | AgentError::PlannerStalled { path, .. }
             | AgentError::Planner { path, .. } => Some(path),
-            AgentError::Cancelled | AgentError::Internal(_) | AgentError::Run { .. } => None,
+            AgentError::Cancelled | AgentError::Internal(_) | AgentError::Run { .. } | AgentError::Store { .. } => None,
         }
     }
 }
@@ -354,15 +373,42 @@ pub enum BuildError {
     },
 }
 
+/// The error a store backend reported, kept as it was typed (`tokio_postgres::Error`, deadpool's `PoolError`,
+/// `sled::Error`, `std::io::Error`, ...): downcast it with [`std::error::Error::downcast_ref`]. Shared, so a
+/// [`StoreError`] stays cheap to clone.
+pub type StoreSource = Arc<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Why a journal or checkpoint store operation failed.
-#[derive(Debug, Clone, thiserror::Error)]
+///
+/// A backend failure is one of two kinds: [`StoreError::Unavailable`] when the store cannot be reached right
+/// now (connection refused or lost, the pool timed out waiting for a connection, the database restarting or
+/// shutting down: trying again later can succeed) and [`StoreError::Backend`] for any other failure of the
+/// backend. Both keep the backend's own error as their [`std::error::Error::source`]. [`StoreError::transience`]
+/// says whether trying again can help; `Cause::from(StoreError)` makes it the typed cause of an agent error
+/// (origin [`CauseOrigin::Store`]).
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The store backend failed (I/O, database).
-    #[error("store backend: {0}")]
-    Backend(Arc<str>),
+    /// The store cannot be reached right now: the connection was refused or lost, no pooled connection came in
+    /// time, the database is restarting or shutting down. Nothing of the operation is known to be written;
+    /// trying again later can succeed. Displayed as `store unavailable: MESSAGE`.
+    Unavailable {
+        /// The backend (`postgres`, `sled`, `server`).
+        backend: &'static str,
+        /// What was being done and where (`flush in store postgres://u@h/db: connection refused`).
+        message: Arc<str>,
+        /// The backend's own error, when there is one.
+        source: Option<StoreSource>,
+    },
+    /// The store backend failed for another reason than being unreachable (a statement refused, a disk error,
+    /// a value it cannot hold, an operation the store does not offer). Displayed as `store backend: MESSAGE`.
+    Backend {
+        /// What was being done and what failed (`put_spec in store postgres://u@h/db: permission denied`).
+        message: Arc<str>,
+        /// The backend's own error, when there is one.
+        source: Option<StoreSource>,
+    },
     /// Stored data could not be decoded.
-    #[error("run `{run_id}`: record {record} is corrupt: {message}")]
     Corrupt {
         /// The run the record belongs to.
         run_id: String,
@@ -372,10 +418,8 @@ pub enum StoreError {
         message: String,
     },
     /// No run with that id.
-    #[error("no run `{0}` in the store")]
     UnknownRun(String),
     /// A stored schedule could not be decoded ([`crate::CheckpointStore::schedules`]).
-    #[error("schedule `{id}`: its stored record is corrupt: {message}")]
     CorruptSchedule {
         /// The schedule's id.
         id: String,
@@ -385,10 +429,6 @@ pub enum StoreError {
     /// This process no longer holds the run's lease: another process took the run over (its lease had
     /// expired), so this one may not write the run any more; nothing of the refused write was stored
     /// ([`crate::CheckpointStore::acquire_lease`], fencing: `docs/store-format.md`).
-    #[error(
-        "run `{run_id}`: the lease was lost to another process (now held by `{holder}`, fencing token {token}; \
-         this process held token {held}): it stops writing the run, nothing was written"
-    )]
     LeaseLost {
         /// The run.
         run_id: String,
@@ -399,6 +439,89 @@ pub enum StoreError {
         /// The token this process held.
         held: u64,
     },
+}
+
+impl StoreError {
+    /// A [`StoreError::Backend`] with only a message (no backend error behind it: a value the store cannot hold,
+    /// an operation it does not offer).
+    pub fn backend(message: impl Into<Arc<str>>) -> Self {
+        StoreError::Backend { message: message.into(), source: None }
+    }
+
+    /// A [`StoreError::Backend`] saying `message` about the backend's error `source`.
+    pub fn backend_caused(
+        message: impl Into<Arc<str>>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError::Backend { message: message.into(), source: Some(Arc::new(source)) }
+    }
+
+    /// A [`StoreError::Unavailable`] of `backend` (`postgres`, `sled`, `server`) saying `message` about its
+    /// error `source`.
+    pub fn unavailable(backend: &'static str, message: impl Into<Arc<str>>, source: Option<StoreSource>) -> Self {
+        StoreError::Unavailable { backend, message: message.into(), source }
+    }
+
+    /// Whether the store could not be reached ([`StoreError::Unavailable`]): the failure says nothing about the
+    /// operation, and trying again later can succeed (the CLI exits 75, the server answers `503` with
+    /// `Retry-After`).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable { .. })
+    }
+
+    /// Whether trying the operation again can succeed: transient for an unreachable store (no `retry_after`:
+    /// the store does not say when it is back), unknown for another backend failure, permanent for a corrupt
+    /// record, an unknown run and a lost lease (the same operation fails the same way).
+    pub fn transience(&self) -> Transience {
+        match self {
+            StoreError::Unavailable { .. } => Transience::Transient { retry_after: None },
+            StoreError::Backend { .. } => Transience::Unknown,
+            StoreError::Corrupt { .. }
+            | StoreError::UnknownRun(_)
+            | StoreError::CorruptSchedule { .. }
+            | StoreError::LeaseLost { .. } => Transience::Permanent,
+        }
+    }
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Unavailable { message, .. } => write!(f, "store unavailable: {message}"),
+            StoreError::Backend { message, .. } => write!(f, "store backend: {message}"),
+            StoreError::Corrupt { run_id, record, message } => {
+                write!(f, "run `{run_id}`: record {record} is corrupt: {message}")
+            }
+            StoreError::UnknownRun(run_id) => write!(f, "no run `{run_id}` in the store"),
+            StoreError::CorruptSchedule { id, message } => {
+                write!(f, "schedule `{id}`: its stored record is corrupt: {message}")
+            }
+            StoreError::LeaseLost { run_id, holder, token, held } => write!(
+                f,
+                "run `{run_id}`: the lease was lost to another process (now held by `{holder}`, fencing token \
+                 {token}; this process held token {held}): it stops writing the run, nothing was written"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Unavailable { source, .. } | StoreError::Backend { source, .. } => {
+                source.as_deref().map(|s| s as &(dyn std::error::Error + 'static))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A store failure as the typed cause of an agent error: origin [`CauseOrigin::Store`], its
+/// [`StoreError::transience`]; the [`StoreError`] itself is what [`Cause::downcast_ref`] finds.
+impl From<StoreError> for Cause {
+    fn from(e: StoreError) -> Self {
+        Cause::new(CauseOrigin::Store, e.transience(), e)
+    }
 }
 
 /// Why an answer to a suspended run could not be recorded ([`crate::respond`], [`crate::answerable`]). Nothing
@@ -543,10 +666,14 @@ impl std::error::Error for RespondError {
     }
 }
 
-/// An answer refused while a run starts or resumes with it: [`AgentError::Run`] with the same text.
+/// An answer refused while a run starts or resumes with it: [`AgentError::Run`] with the same text, or
+/// [`AgentError::Store`] with the store's error when the store failed.
 impl From<RespondError> for AgentError {
     fn from(e: RespondError) -> Self {
-        AgentError::Run { run_id: e.run_id().to_string(), message: e.detail() }
+        match e {
+            RespondError::Store { run_id, source } => AgentError::Store { run_id, cause: Cause::from(source) },
+            e => AgentError::Run { run_id: e.run_id().to_string(), message: e.detail() },
+        }
     }
 }
 

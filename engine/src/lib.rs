@@ -58,8 +58,8 @@ pub use agent_registry::AgentRegistry;
 pub use agent_spec::{AgentSpec, Declaration, InputSpec, KeyDecl, SpecBuilder, TopologyNode};
 pub use call::AgentCall;
 pub use error::{
-    AgentError, BuildError, Cause, CauseOrigin, ForkError, RegistryError, RespondError, StoreError, Transience,
-    registered_list,
+    AgentError, BuildError, Cause, CauseOrigin, ForkError, RegistryError, RespondError, StoreError, StoreSource,
+    Transience, registered_list,
 };
 pub use error_handler::{ErrorContext, ErrorHandler, MAX_BACKOFF, Recovery, RetryPolicy};
 pub use invocation::{HumanView, InvocationContext, RunView, UsageView};
@@ -82,7 +82,7 @@ pub use stop::Stop;
 pub use store::{
     CallRecord, CheckpointStore, CompletionRecord, Durability, DynCheckpointStore, Finish, ForkOrigin, InflightChange,
     Lease, Milestone, MilestoneKind, Notice, NoticeReceiver, PlannerState, RunImage, RunRecord, RunUpdate, StepRecord,
-    StoreRef, planner_key, spec_hash,
+    StoreLayer, StoreRef, planner_key, spec_hash,
 };
 pub use time::{now_ms, parse_rfc3339_ms, rfc3339_ms};
 pub use trace_context::current_traceparent;

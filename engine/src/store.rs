@@ -189,7 +189,8 @@ impl std::fmt::Display for MilestoneKind {
 
 /// Where runs are kept: the journal, the run records, and the folded images runs resume from.
 ///
-/// Native async; the engine holds stores as [`StoreRef`] through the object-safe [`DynCheckpointStore`].
+/// Native async; the engine holds stores as [`StoreRef`] through the object-safe [`DynCheckpointStore`]. A
+/// store that wraps another implements [`StoreLayer`] instead, overriding only what it changes.
 pub trait CheckpointStore: Send + Sync + 'static {
     /// Appends one step record (it may stay buffered until [`CheckpointStore::flush`]).
     ///
@@ -333,7 +334,7 @@ pub trait CheckpointStore: Send + Sync + 'static {
     /// The backend failed, or the store keeps no spec texts.
     fn put_spec(&self, text: &str) -> impl Future<Output = Result<String, StoreError>> + Send {
         let _ = text;
-        async { Err(StoreError::Backend("this store keeps no spec texts".into())) }
+        async { Err(StoreError::backend("this store keeps no spec texts")) }
     }
 
     /// The spec text archived under `hash` ([`CheckpointStore::put_spec`]), if the store holds it. Default:
@@ -438,7 +439,7 @@ pub trait CheckpointStore: Send + Sync + 'static {
         change: ScheduleChange,
     ) -> impl Future<Output = Result<Result<Option<ScheduleRecord>, String>, StoreError>> + Send {
         let _ = (id, change);
-        async { Err(StoreError::Backend("this store keeps no schedules".into())) }
+        async { Err(StoreError::backend("this store keeps no schedules")) }
     }
     /// Carries out one operation of the model-call limiter that every process sharing this store uses
     /// (SPEC.md §3 `limits`, [`crate::limits`]): `None` when the store shares no limiter (each process
@@ -503,7 +504,9 @@ pub struct Lease {
 /// (nothing is written).
 pub type RunUpdate = Box<dyn FnOnce(&mut RunRecord) -> Result<(), String> + Send>;
 
-/// Object-safe companion of [`CheckpointStore`], implemented for every store.
+/// Object-safe companion of [`CheckpointStore`], implemented for every store (and so for every
+/// [`StoreLayer`]); each `NAME_dyn` is [`CheckpointStore`]'s `NAME`, boxed. A new method goes here too (see
+/// [`StoreLayer`], "Where a new store method goes").
 #[allow(missing_docs)]
 pub trait DynCheckpointStore: Send + Sync + 'static {
     fn append_dyn(&self, record: StepRecord) -> BoxFuture<'_, Result<(), StoreError>>;
@@ -542,6 +545,295 @@ pub trait DynCheckpointStore: Send + Sync + 'static {
         &self,
         op: crate::capacity::CapacityOp,
     ) -> BoxFuture<'_, Result<Option<crate::capacity::CapacityAnswer>, StoreError>>;
+}
+
+/// A store that wraps another one and changes part of what it does (a decorator: an event tap, a test hook):
+/// implement [`StoreLayer::inner`] and override only the methods whose behaviour changes. Every other method
+/// forwards to the wrapped store by default, so a wrapper cannot miss a method, including one added later.
+/// Every `StoreLayer` is a [`CheckpointStore`] (a blanket impl calls the layer's methods), hence a
+/// [`DynCheckpointStore`]: `Arc::new(layer)` is a [`StoreRef`].
+///
+/// ```
+/// use agentic_engine::{DynCheckpointStore, StepRecord, StoreError, StoreLayer, StoreRef};
+///
+/// /// Counts the appends; everything else is the wrapped store's.
+/// struct Counting {
+///     inner: StoreRef,
+///     appends: std::sync::atomic::AtomicU64,
+/// }
+///
+/// impl StoreLayer for Counting {
+///     fn inner(&self) -> &dyn DynCheckpointStore {
+///         &*self.inner
+///     }
+///
+///     async fn append(&self, record: StepRecord) -> Result<(), StoreError> {
+///         self.appends.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+///         self.inner.append_dyn(record).await
+///     }
+/// }
+/// ```
+///
+/// # Where a new store method goes
+/// All in this file: (1) [`CheckpointStore`], with a default body unless every store must implement it;
+/// (2) [`DynCheckpointStore`] as `NAME_dyn`, and its blanket impl for every `CheckpointStore`; (3) here, with a
+/// default body forwarding to `self.inner().NAME_dyn(..)`; (4) the blanket `impl<L: StoreLayer>
+/// CheckpointStore for L` below, calling `StoreLayer::NAME`. Then the stores of `agentic-store` (memory, sled,
+/// PostgreSQL: `store/src/`) implement it where the default of (1) does not fit, and a layer overrides it only
+/// when it changes what the method does (`JournalTap` in `server/src/events.rs`, `KillAfter` in
+/// `src/cli/crash.rs`).
+pub trait StoreLayer: Send + Sync + 'static {
+    /// The wrapped store, which every method not overridden is forwarded to.
+    fn inner(&self) -> &dyn DynCheckpointStore;
+
+    /// [`CheckpointStore::append`]; by default the wrapped store's.
+    fn append(&self, record: StepRecord) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move { self.inner().append_dyn(record).await }
+    }
+
+    /// [`CheckpointStore::flush`]; by default the wrapped store's.
+    fn flush(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move { self.inner().flush_dyn().await }
+    }
+
+    /// [`CheckpointStore::put_run`]; by default the wrapped store's.
+    fn put_run(&self, run: RunRecord) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move { self.inner().put_run_dyn(run).await }
+    }
+
+    /// [`CheckpointStore::run`]; by default the wrapped store's.
+    fn run(&self, run_id: &str) -> impl Future<Output = Result<Option<RunRecord>, StoreError>> + Send {
+        async move { self.inner().run_dyn(run_id).await }
+    }
+
+    /// [`CheckpointStore::runs`]; by default the wrapped store's.
+    fn runs(&self) -> impl Future<Output = Result<Vec<RunRecord>, StoreError>> + Send {
+        async move { self.inner().runs_dyn().await }
+    }
+
+    /// [`CheckpointStore::records`]; by default the wrapped store's.
+    fn records(&self, run_id: &str) -> impl Future<Output = Result<Vec<StepRecord>, StoreError>> + Send {
+        async move { self.inner().records_dyn(run_id).await }
+    }
+
+    /// [`CheckpointStore::load`]; by default the wrapped store's.
+    fn load(&self, run_id: &str) -> impl Future<Output = Result<RunImage, StoreError>> + Send {
+        async move { self.inner().load_dyn(run_id).await }
+    }
+
+    /// [`CheckpointStore::flush_run`]; by default the wrapped store's.
+    fn flush_run(&self, run_id: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move { self.inner().flush_run_dyn(run_id).await }
+    }
+
+    /// [`CheckpointStore::shared`]; by default the wrapped store's.
+    fn shared(&self) -> bool {
+        self.inner().shared_dyn()
+    }
+
+    /// [`CheckpointStore::acquire_lease`]; by default the wrapped store's.
+    fn acquire_lease(&self, run_id: &str) -> impl Future<Output = Result<Option<Lease>, StoreError>> + Send {
+        async move { self.inner().acquire_lease_dyn(run_id).await }
+    }
+
+    /// [`CheckpointStore::renew_leases`]; by default the wrapped store's.
+    fn renew_leases(&self) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send {
+        async move { self.inner().renew_leases_dyn().await }
+    }
+
+    /// [`CheckpointStore::release_lease`]; by default the wrapped store's.
+    fn release_lease(&self, run_id: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move { self.inner().release_lease_dyn(run_id).await }
+    }
+
+    /// [`CheckpointStore::takeover_candidates`]; by default the wrapped store's.
+    fn takeover_candidates(&self) -> impl Future<Output = Result<Vec<RunRecord>, StoreError>> + Send {
+        async move { self.inner().takeover_candidates_dyn().await }
+    }
+
+    /// [`CheckpointStore::update_run`]; by default the wrapped store's.
+    fn update_run(
+        &self,
+        run_id: &str,
+        change: RunUpdate,
+    ) -> impl Future<Output = Result<Option<Result<RunRecord, String>>, StoreError>> + Send {
+        async move { self.inner().update_run_dyn(run_id, change).await }
+    }
+
+    /// [`CheckpointStore::put_spec`]; by default the wrapped store's.
+    fn put_spec(&self, text: &str) -> impl Future<Output = Result<String, StoreError>> + Send {
+        async move { self.inner().put_spec_dyn(text).await }
+    }
+
+    /// [`CheckpointStore::spec`]; by default the wrapped store's.
+    fn spec(&self, hash: &str) -> impl Future<Output = Result<Option<String>, StoreError>> + Send {
+        async move { self.inner().spec_dyn(hash).await }
+    }
+
+    /// [`CheckpointStore::request_cancel`]; by default the wrapped store's.
+    fn request_cancel(&self, run_id: &str) -> impl Future<Output = Result<Option<RunRecord>, StoreError>> + Send {
+        async move { self.inner().request_cancel_dyn(run_id).await }
+    }
+
+    /// [`CheckpointStore::records_from`]; by default the wrapped store's.
+    fn records_from(
+        &self,
+        run_id: &str,
+        from: u64,
+    ) -> impl Future<Output = Result<Vec<StepRecord>, StoreError>> + Send {
+        async move { self.inner().records_from_dyn(run_id, from).await }
+    }
+
+    /// [`CheckpointStore::notify`]; by default the wrapped store's.
+    fn notify(&self, channel: &str, payloads: Vec<String>) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move { self.inner().notify_dyn(channel, payloads).await }
+    }
+
+    /// [`CheckpointStore::listen`]; by default the wrapped store's.
+    fn listen(&self, channels: Vec<String>) -> impl Future<Output = Result<Option<NoticeReceiver>, StoreError>> + Send {
+        async move { self.inner().listen_dyn(channels).await }
+    }
+
+    /// [`CheckpointStore::schedules`]; by default the wrapped store's.
+    fn schedules(&self) -> impl Future<Output = Result<Vec<ScheduleRecord>, StoreError>> + Send {
+        async move { self.inner().schedules_dyn().await }
+    }
+
+    /// [`CheckpointStore::schedule`]; by default the wrapped store's.
+    fn schedule(&self, id: &str) -> impl Future<Output = Result<Option<ScheduleRecord>, StoreError>> + Send {
+        async move { self.inner().schedule_dyn(id).await }
+    }
+
+    /// [`CheckpointStore::change_schedule`]; by default the wrapped store's.
+    fn change_schedule(
+        &self,
+        id: &str,
+        change: ScheduleChange,
+    ) -> impl Future<Output = Result<Result<Option<ScheduleRecord>, String>, StoreError>> + Send {
+        async move { self.inner().change_schedule_dyn(id, change).await }
+    }
+
+    /// [`CheckpointStore::capacity`]; by default the wrapped store's.
+    fn capacity(
+        &self,
+        op: crate::capacity::CapacityOp,
+    ) -> impl Future<Output = Result<Option<crate::capacity::CapacityAnswer>, StoreError>> + Send {
+        async move { self.inner().capacity_dyn(op).await }
+    }
+}
+
+/// Every layer is a store: each method is the layer's (its override, or the forward to the wrapped store).
+impl<L: StoreLayer> CheckpointStore for L {
+    fn append(&self, record: StepRecord) -> impl Future<Output = Result<(), StoreError>> + Send {
+        StoreLayer::append(self, record)
+    }
+
+    fn flush(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        StoreLayer::flush(self)
+    }
+
+    fn put_run(&self, run: RunRecord) -> impl Future<Output = Result<(), StoreError>> + Send {
+        StoreLayer::put_run(self, run)
+    }
+
+    fn run(&self, run_id: &str) -> impl Future<Output = Result<Option<RunRecord>, StoreError>> + Send {
+        StoreLayer::run(self, run_id)
+    }
+
+    fn runs(&self) -> impl Future<Output = Result<Vec<RunRecord>, StoreError>> + Send {
+        StoreLayer::runs(self)
+    }
+
+    fn records(&self, run_id: &str) -> impl Future<Output = Result<Vec<StepRecord>, StoreError>> + Send {
+        StoreLayer::records(self, run_id)
+    }
+
+    fn load(&self, run_id: &str) -> impl Future<Output = Result<RunImage, StoreError>> + Send {
+        StoreLayer::load(self, run_id)
+    }
+
+    fn flush_run(&self, run_id: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+        StoreLayer::flush_run(self, run_id)
+    }
+
+    fn shared(&self) -> bool {
+        StoreLayer::shared(self)
+    }
+
+    fn acquire_lease(&self, run_id: &str) -> impl Future<Output = Result<Option<Lease>, StoreError>> + Send {
+        StoreLayer::acquire_lease(self, run_id)
+    }
+
+    fn renew_leases(&self) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send {
+        StoreLayer::renew_leases(self)
+    }
+
+    fn release_lease(&self, run_id: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+        StoreLayer::release_lease(self, run_id)
+    }
+
+    fn takeover_candidates(&self) -> impl Future<Output = Result<Vec<RunRecord>, StoreError>> + Send {
+        StoreLayer::takeover_candidates(self)
+    }
+
+    fn update_run(
+        &self,
+        run_id: &str,
+        change: RunUpdate,
+    ) -> impl Future<Output = Result<Option<Result<RunRecord, String>>, StoreError>> + Send {
+        StoreLayer::update_run(self, run_id, change)
+    }
+
+    fn put_spec(&self, text: &str) -> impl Future<Output = Result<String, StoreError>> + Send {
+        StoreLayer::put_spec(self, text)
+    }
+
+    fn spec(&self, hash: &str) -> impl Future<Output = Result<Option<String>, StoreError>> + Send {
+        StoreLayer::spec(self, hash)
+    }
+
+    fn request_cancel(&self, run_id: &str) -> impl Future<Output = Result<Option<RunRecord>, StoreError>> + Send {
+        StoreLayer::request_cancel(self, run_id)
+    }
+
+    fn records_from(
+        &self,
+        run_id: &str,
+        from: u64,
+    ) -> impl Future<Output = Result<Vec<StepRecord>, StoreError>> + Send {
+        StoreLayer::records_from(self, run_id, from)
+    }
+
+    fn notify(&self, channel: &str, payloads: Vec<String>) -> impl Future<Output = Result<(), StoreError>> + Send {
+        StoreLayer::notify(self, channel, payloads)
+    }
+
+    fn listen(&self, channels: Vec<String>) -> impl Future<Output = Result<Option<NoticeReceiver>, StoreError>> + Send {
+        StoreLayer::listen(self, channels)
+    }
+
+    fn schedules(&self) -> impl Future<Output = Result<Vec<ScheduleRecord>, StoreError>> + Send {
+        StoreLayer::schedules(self)
+    }
+
+    fn schedule(&self, id: &str) -> impl Future<Output = Result<Option<ScheduleRecord>, StoreError>> + Send {
+        StoreLayer::schedule(self, id)
+    }
+
+    fn change_schedule(
+        &self,
+        id: &str,
+        change: ScheduleChange,
+    ) -> impl Future<Output = Result<Result<Option<ScheduleRecord>, String>, StoreError>> + Send {
+        StoreLayer::change_schedule(self, id, change)
+    }
+
+    fn capacity(
+        &self,
+        op: crate::capacity::CapacityOp,
+    ) -> impl Future<Output = Result<Option<crate::capacity::CapacityAnswer>, StoreError>> + Send {
+        StoreLayer::capacity(self, op)
+    }
 }
 
 /// The receiving end of [`CheckpointStore::listen`].

@@ -12,7 +12,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use agentic_engine::{
-    AgentListener, CheckpointStore, PendingResponse, RunEvent, RunImage, RunRecord, StepRecord, StoreError, StoreRef,
+    AgentListener, DynCheckpointStore, PendingResponse, RunEvent, RunRecord, StepRecord, StoreError, StoreLayer,
+    StoreRef,
 };
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, oneshot};
@@ -121,7 +122,7 @@ pub(crate) struct EventHub {
 type Waits = HashMap<String, (SseEvent, Option<u64>)>;
 
 /// Says whether a run started (its record is written) or why it could not.
-type StartSignal = oneshot::Sender<Result<(), String>>;
+type StartSignal = oneshot::Sender<Result<(), crate::error::ApiError>>;
 
 impl EventHub {
     fn channels(&self) -> MutexGuard<'_, HashMap<String, broadcast::Sender<SseEvent>>> {
@@ -172,7 +173,7 @@ impl EventHub {
 
     /// Says when `run_id`'s record is first written and flushed (its inputs are journaled by then), or why
     /// the run ended before.
-    pub(crate) fn expect_start(&self, run_id: &str) -> oneshot::Receiver<Result<(), String>> {
+    pub(crate) fn expect_start(&self, run_id: &str) -> oneshot::Receiver<Result<(), crate::error::ApiError>> {
         let (tx, rx) = oneshot::channel();
         self.starting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(run_id.to_string(), tx);
         rx
@@ -201,7 +202,7 @@ impl EventHub {
     }
 
     /// `run_id` started (`Ok`) or could not (`Err`); nothing when no one waits.
-    pub(crate) fn started(&self, run_id: &str, result: Result<(), String>) {
+    pub(crate) fn started(&self, run_id: &str, result: Result<(), crate::error::ApiError>) {
         let waiting = self.starting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(run_id);
         if let Some(tx) = waiting {
             let _ = tx.send(result);
@@ -291,13 +292,18 @@ impl Drop for Subscription {
     }
 }
 
-/// The store as the server uses it: every append also becomes an event of the run.
+/// The store as the server uses it: every append also becomes an event of the run, and a flush tells who waits
+/// for a run to start or for its steps to be committed; every other method is the wrapped store's.
 pub(crate) struct JournalTap {
     pub(crate) inner: StoreRef,
     pub(crate) hub: EventHub,
 }
 
-impl CheckpointStore for JournalTap {
+impl StoreLayer for JournalTap {
+    fn inner(&self) -> &dyn DynCheckpointStore {
+        &*self.inner
+    }
+
     async fn append(&self, record: StepRecord) -> Result<(), StoreError> {
         let event = SseEvent::of_step(&record);
         let (run_id, seq) = (record.run_id.clone(), record.seq);
@@ -333,22 +339,6 @@ impl CheckpointStore for JournalTap {
         Ok(())
     }
 
-    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        self.inner.run_dyn(run_id).await
-    }
-
-    async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        self.inner.runs_dyn().await
-    }
-
-    async fn records(&self, run_id: &str) -> Result<Vec<StepRecord>, StoreError> {
-        self.inner.records_dyn(run_id).await
-    }
-
-    async fn load(&self, run_id: &str) -> Result<RunImage, StoreError> {
-        self.inner.load_dyn(run_id).await
-    }
-
     /// As [`JournalTap::flush`], for one run (the engine's flushes of a run's steps).
     async fn flush_run(&self, run_id: &str) -> Result<(), StoreError> {
         let written = self.hub.take_unflushed_run(run_id);
@@ -358,81 +348,6 @@ impl CheckpointStore for JournalTap {
         }
         self.hub.committed(run_id);
         Ok(())
-    }
-
-    fn shared(&self) -> bool {
-        self.inner.shared_dyn()
-    }
-
-    async fn acquire_lease(&self, run_id: &str) -> Result<Option<agentic_engine::Lease>, StoreError> {
-        self.inner.acquire_lease_dyn(run_id).await
-    }
-
-    async fn renew_leases(&self) -> Result<Vec<String>, StoreError> {
-        self.inner.renew_leases_dyn().await
-    }
-
-    async fn release_lease(&self, run_id: &str) -> Result<(), StoreError> {
-        self.inner.release_lease_dyn(run_id).await
-    }
-
-    async fn takeover_candidates(&self) -> Result<Vec<RunRecord>, StoreError> {
-        self.inner.takeover_candidates_dyn().await
-    }
-
-    async fn update_run(
-        &self,
-        run_id: &str,
-        change: agentic_engine::RunUpdate,
-    ) -> Result<Option<Result<RunRecord, String>>, StoreError> {
-        self.inner.update_run_dyn(run_id, change).await
-    }
-
-    async fn put_spec(&self, text: &str) -> Result<String, StoreError> {
-        self.inner.put_spec_dyn(text).await
-    }
-
-    async fn spec(&self, hash: &str) -> Result<Option<String>, StoreError> {
-        self.inner.spec_dyn(hash).await
-    }
-
-    async fn request_cancel(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        self.inner.request_cancel_dyn(run_id).await
-    }
-
-    async fn records_from(&self, run_id: &str, from: u64) -> Result<Vec<StepRecord>, StoreError> {
-        self.inner.records_from_dyn(run_id, from).await
-    }
-
-    async fn schedules(&self) -> Result<Vec<agentic_engine::ScheduleRecord>, StoreError> {
-        self.inner.schedules_dyn().await
-    }
-
-    async fn schedule(&self, id: &str) -> Result<Option<agentic_engine::ScheduleRecord>, StoreError> {
-        self.inner.schedule_dyn(id).await
-    }
-
-    async fn change_schedule(
-        &self,
-        id: &str,
-        change: agentic_engine::ScheduleChange,
-    ) -> Result<Result<Option<agentic_engine::ScheduleRecord>, String>, StoreError> {
-        self.inner.change_schedule_dyn(id, change).await
-    }
-
-    async fn notify(&self, channel: &str, payloads: Vec<String>) -> Result<(), StoreError> {
-        self.inner.notify_dyn(channel, payloads).await
-    }
-
-    async fn listen(&self, channels: Vec<String>) -> Result<Option<agentic_engine::NoticeReceiver>, StoreError> {
-        self.inner.listen_dyn(channels).await
-    }
-
-    async fn capacity(
-        &self,
-        op: agentic_engine::limits::CapacityOp,
-    ) -> Result<Option<agentic_engine::limits::CapacityAnswer>, StoreError> {
-        self.inner.capacity_dyn(op).await
     }
 }
 

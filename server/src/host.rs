@@ -293,7 +293,7 @@ impl RunHost {
         self.drive(run_id.clone(), built.name, request);
         match started.await {
             Ok(Ok(())) => Ok(run_id),
-            Ok(Err(error)) => Err(ApiError::internal(format!("run `{run_id}` could not start: {error}"))),
+            Ok(Err(error)) => Err(error),
             Err(_) => Err(ApiError::internal(format!("run `{run_id}` could not start"))),
         }
     }
@@ -357,8 +357,11 @@ impl RunHost {
     async fn finished(&self, run_id: &str, run_name: &str, result: Result<RunOutcome, AgentError>) {
         let drained = result.as_ref().is_ok_and(RunOutcome::is_drained);
         let error = result.err();
-        let reason = error.as_ref().map_or_else(|| "it stopped".to_string(), ToString::to_string);
-        self.inner.hub.started(run_id, Err(reason));
+        let refused = match &error {
+            Some(e) => crate::error::run_failure(format!("run `{run_id}` could not start: {e}"), e),
+            None => ApiError::internal(format!("run `{run_id}` could not start: it stopped")),
+        };
+        self.inner.hub.started(run_id, Err(refused));
         let _deciding = self.inner.deciding.lock().await;
         self.executing().remove(run_id);
         // Its execution here ended (drained ones too: another server continues them at once).
@@ -473,8 +476,7 @@ impl RunHost {
         let run_id = &record.run_id;
         let built = match agentic_spec::run_spec(&self.inner.store, record).await.and_then(|s| s.build(run_id)) {
             Ok(built) => built,
-            Err(e @ agentic_spec::RunSpecError::Store { .. }) => return Err(ApiError::internal(e.to_string())),
-            Err(e) => return Err(ApiError::unprocessable(e.to_string())),
+            Err(e) => return Err(e.into()),
         };
         let cancel = cancel.unwrap_or_default();
         if record.cancel_requested {
@@ -543,7 +545,7 @@ impl RunHost {
     /// Continues `run_id` from its last checkpoint when it is not executing (`agentic resume` through the
     /// server): a run interrupted by a crash, a suspended run (which then asks again for what is still
     /// unanswered), a failed or cancelled one. A run executing here, or a completed one, is left as it is.
-    /// Errors: `404` unknown run, `422` its spec cannot be found or built.
+    /// Errors: `404` unknown run, `422` its spec cannot be found or built, `503` the store unreachable.
     pub(crate) async fn resume(&self, run_id: &str) -> Result<(), ApiError> {
         let _deciding = self.inner.deciding.lock().await;
         if self.is_executing(run_id) {
@@ -583,10 +585,7 @@ impl RunHost {
             if record.status == RunStatus::Completed {
                 return Err(ApiError::conflict(format!("run `{run_id}` has completed: nothing to continue")));
             }
-            agentic_spec::upgrade_run(store, &record, &text, path, &built, &label).await.map_err(|e| match e {
-                agentic_spec::RunSpecError::Store { .. } => ApiError::internal(e.to_string()),
-                e => ApiError::unprocessable(e.to_string()),
-            })
+            agentic_spec::upgrade_run(store, &record, &text, path, &built, &label).await.map_err(ApiError::from)
         }
         .await;
         let _ = store.release_lease_dyn(run_id).await;
@@ -595,20 +594,15 @@ impl RunHost {
 
     /// Forks `run_id` after its step `at_seq` into a new run (`new_id`, else a new UUID) and continues the
     /// fork; the original is not touched. Errors: `404` unknown run, `422` a step beyond the journal, `409`
-    /// the new id is taken, `400` an empty id.
+    /// the new id is taken, `400` an empty id, `503` the store unreachable.
     pub(crate) async fn fork(&self, run_id: &str, at_seq: u64, new_id: Option<String>) -> Result<String, ApiError> {
-        use agentic_engine::ForkError;
         if !self.inner.accepting.load(Ordering::SeqCst) {
             return Err(ApiError::unavailable("the server is shutting down: it accepts no new runs"));
         }
         let _deciding = self.inner.deciding.lock().await;
-        let record = agentic_engine::fork(&self.inner.store, run_id, at_seq, new_id).await.map_err(|e| match e {
-            ForkError::UnknownRun(_) => ApiError::no_run(run_id),
-            e @ ForkError::BeyondEnd { .. } => ApiError::unprocessable(format!("at_seq: {e}")),
-            e @ ForkError::IdTaken(_) => ApiError::conflict(format!("run_id: {e}")),
-            e @ ForkError::InvalidId(_) => ApiError::bad_request(format!("run_id: {e}")),
-            e => ApiError::internal(e.to_string()),
-        })?;
+        let record = agentic_engine::fork(&self.inner.store, run_id, at_seq, new_id)
+            .await
+            .map_err(|e| ApiError::of_fork(run_id, e))?;
         self.resume_locked(&record, None).await?;
         Ok(record.run_id)
     }
@@ -616,7 +610,7 @@ impl RunHost {
     /// Cancels `run_id`: it stops at its next step boundary, runs its compensations and is recorded
     /// `cancelled`. The cancel is recorded in the store first, so that the process executing the run stops it
     /// (told at once on a shared store), and a process that takes it over cancels it instead of continuing.
-    /// Errors: `404` unknown run, `409` already ended.
+    /// Errors: `404` unknown run, `409` already ended, `503` the store unreachable.
     pub(crate) async fn cancel(&self, run_id: &str) -> Result<(), ApiError> {
         let _deciding = self.inner.deciding.lock().await;
         let executing_here = self.executing().get(run_id).cloned();

@@ -34,10 +34,7 @@ async fn run_record(store: &StoreRef, run_id: &str, dir: &std::path::Path) -> Re
             eprintln!("{}", super::no_such_run(run_id, dir));
             Err(EXIT_FAILED)
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            Err(EXIT_FAILED)
-        }
+        Err(e) => Err(super::store_failed(dir, &e)),
     }
 }
 
@@ -77,6 +74,7 @@ pub(crate) fn respond(args: RespondArgs) -> u8 {
             eprintln!("answered `{id}` for run {}; continue it with: agentic resume {}", args.run_id, args.run_id);
             EXIT_OK
         }
+        Err(agentic_engine::RespondError::Store { source, .. }) => super::store_failed(&args.store.store, &source),
         Err(e) => {
             eprintln!("error: {e}");
             EXIT_FAILED

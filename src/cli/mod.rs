@@ -27,6 +27,8 @@ pub(crate) const EXIT_FAILED: u8 = 1;
 pub(crate) const EXIT_SUSPENDED: u8 = 2;
 /// Exit code: usage error or invalid spec.
 pub(crate) const EXIT_USAGE: u8 = 64;
+/// Exit code: the store or the server is unavailable or in use; try again (SPEC.md §2).
+pub(crate) const EXIT_UNAVAILABLE: u8 = 75;
 
 /// A cancel handle for the run the CLI is about to make: the first Ctrl-C (SIGINT) cancels the run, which then
 /// stops at its next step boundary, runs its compensations and is recorded `cancelled` (so `agentic resume`
@@ -114,6 +116,43 @@ fn init_tracing() -> Option<crate::telemetry::OtlpGuard> {
     }
 }
 
+/// Prints why the store at `store` failed and returns the exit code: [`EXIT_UNAVAILABLE`] with `error: store
+/// STORE is unreachable: WHY; try again once it is back` when it could not be reached (or `error: store STORE is
+/// in use by another process; try again once it is free`), else [`EXIT_FAILED`] with the error.
+pub(crate) fn store_failed(store: &std::path::Path, e: &agentic_engine::StoreError) -> u8 {
+    use agentic_engine::StoreError;
+    match e {
+        StoreError::Unavailable { backend: "sled", message, .. } => {
+            eprintln!("error: {message}; try again once it is free");
+            EXIT_UNAVAILABLE
+        }
+        StoreError::Unavailable { source, .. } => {
+            let why = source.as_ref().map_or_else(|| "no answer".to_string(), |s| error_chain(&**s));
+            eprintln!("error: store {} is unreachable: {why}; try again once it is back", store_label(store));
+            EXIT_UNAVAILABLE
+        }
+        e => {
+            eprintln!("error: {e}");
+            EXIT_FAILED
+        }
+    }
+}
+
+/// `e` and its sources, `: `-separated, each said once (a driver's error often repeats its source's text).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(source) = next {
+        let said = source.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        next = source.source();
+    }
+    text
+}
+
 /// The one error for a run id the store does not hold (`respond`, `resume`, `fork`, `show`, `report`; exit
 /// [`EXIT_FAILED`]): it names the id and the store and says how to list the runs there (`--store` included
 /// unless the store is the default one).
@@ -185,7 +224,7 @@ impl Opened {
 /// Opens the store `--store` names on `rt` (whose tasks run the connections of a PostgreSQL store): a
 /// PostgreSQL database for a `postgres://` or `postgresql://` URL, else the sled store in directory `dir`, or,
 /// when another process holds it and a server advertises itself there, that server. On failure prints the
-/// error and returns exit code 1.
+/// error and returns the exit code ([`store_failed`]: 75 when the store is unreachable or in use, else 1).
 pub(crate) fn open(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Result<Opened, u8> {
     if let Some(url) = dir.to_str().filter(|d| agentic_store::is_postgres_url(d)) {
         return open_postgres(rt, url).map(|s| Opened::Local(crash::arm(s)));
@@ -194,10 +233,7 @@ pub(crate) fn open(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Resul
         Ok(s) => Ok(Opened::Local(crash::arm(s.store_ref()))),
         Err(e) => match remote::Remote::find(dir) {
             Some(remote) => Ok(Opened::Server(remote)),
-            None => {
-                eprintln!("error: {e}");
-                Err(EXIT_FAILED)
-            }
+            None => Err(store_failed(dir, &e)),
         },
     }
 }
@@ -214,10 +250,7 @@ fn open_postgres(rt: &tokio::runtime::Runtime, url: &str) -> Result<agentic_engi
             }
             None => store.store_ref(),
         }),
-        Err(e) => {
-            eprintln!("error: {e}");
-            Err(EXIT_FAILED)
-        }
+        Err(e) => Err(store_failed(std::path::Path::new(url), &e)),
     }
 }
 

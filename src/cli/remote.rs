@@ -161,12 +161,12 @@ pub(crate) struct RemoteStore(pub(crate) Remote);
 
 impl RemoteStore {
     fn refused(&self) -> StoreError {
-        StoreError::Backend(format!("the store is held by the server at {}; writes go through it", self.0.url).into())
+        StoreError::backend(format!("the store is held by the server at {}; writes go through it", self.0.url))
     }
 }
 
 fn backend(message: String) -> StoreError {
-    StoreError::Backend(message.into())
+    StoreError::backend(message)
 }
 
 impl CheckpointStore for RemoteStore {

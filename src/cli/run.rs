@@ -318,6 +318,8 @@ pub(crate) enum RunEnd {
     Suspended(Vec<PendingResponse>),
     /// Failed (or was cancelled: `cancelled` true) with this message.
     Failed { message: String, cancelled: bool },
+    /// Stopped because the store could not be reached (exit 75: try again); the message says where.
+    StoreUnavailable { message: String },
 }
 
 impl RunEnd {
@@ -329,6 +331,7 @@ impl RunEnd {
                 RunResult::Suspended { pending } => RunEnd::Suspended(pending),
                 other => RunEnd::Failed { message: format!("unexpected run result {other:?}"), cancelled: false },
             },
+            Err(e) if e.is_store_unavailable() => RunEnd::StoreUnavailable { message: e.to_string() },
             Err(e) => RunEnd::Failed { cancelled: matches!(e, AgentError::Cancelled), message: e.to_string() },
         }
     }
@@ -394,6 +397,19 @@ pub(crate) fn print_end(run_id: &str, end: RunEnd, as_json: bool) -> u8 {
                 }));
             }
             EXIT_FAILED
+        }
+        RunEnd::StoreUnavailable { message } => {
+            eprintln!("error: {message}; the run continues from its last checkpoint with `agentic resume {run_id}`");
+            if as_json {
+                print_json(&json!({
+                    "run_id": run_id,
+                    "status": "failed",
+                    "output": null,
+                    "pending": [],
+                    "error": message,
+                }));
+            }
+            super::EXIT_UNAVAILABLE
         }
     }
 }

@@ -29,10 +29,7 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
                 let owner = format!("{}-{}", host_name(), s.owner());
                 (s.with_lease(owner, lease_time).store_ref(), None)
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                return EXIT_FAILED;
-            }
+            Err(e) => return super::store_failed(&dir, &e),
         }
     } else {
         // The server opens the store itself: it never goes through another server.

@@ -63,7 +63,7 @@ pub(crate) fn check_run_id(op: &str, run_id: &str) -> Result<(), StoreError> {
 
 /// A [`StoreError::Backend`] with `message`.
 pub(crate) fn backend(message: String) -> StoreError {
-    StoreError::Backend(message.into())
+    StoreError::backend(message)
 }
 
 fn corrupt(run_id: &str, record: impl Into<String>, message: impl Into<String>) -> StoreError {

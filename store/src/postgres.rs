@@ -299,6 +299,33 @@ fn pool_message(e: &deadpool_postgres::PoolError) -> String {
     }
 }
 
+/// `what` (the operation and the store) failed with the database's error `e`, typed by its kind (see
+/// [`PgStore::pg_error`]).
+fn pg_store_error(what: String, e: tokio_postgres::Error) -> StoreError {
+    let message = format!("{what}: {}", pg_message(&e));
+    if unreachable(&e) {
+        StoreError::unavailable("postgres", message, Some(std::sync::Arc::new(e)))
+    } else {
+        StoreError::backend_caused(message, e)
+    }
+}
+
+/// `what` (the operation and the store) could not get a pooled connection, typed by its kind (see
+/// [`PgStore::pool_error`]); the source is the driver's error when a new connection failed, else the pool's.
+fn pool_store_error(what: String, e: deadpool_postgres::PoolError) -> StoreError {
+    // A connection that could not be made is the driver's error: the pool's wrapper adds nothing.
+    let e = match e {
+        deadpool_postgres::PoolError::Backend(e) => return pg_store_error(what, e),
+        e => e,
+    };
+    let message = format!("{what}: {}", pool_message(&e));
+    if pool_unreachable(&e) {
+        StoreError::unavailable("postgres", message, Some(std::sync::Arc::new(e)))
+    } else {
+        StoreError::backend_caused(message, e)
+    }
+}
+
 /// A sequence number as PostgreSQL's `bigint`.
 fn seq_i64(op: &str, run_id: &str, seq: u64) -> Result<i64, StoreError> {
     i64::try_from(seq)
@@ -328,15 +355,15 @@ impl PgStore {
     /// the store: the pool's connections run on it.
     ///
     /// # Errors
-    /// [`StoreError::Backend`] naming the URL (its password hidden) when it does not parse, the server cannot
-    /// be reached or refuses the login, a migration fails, or the database's schema is newer than this build
-    /// (`schema version N is newer than this agentic-store's (reads up to 1)`).
+    /// [`StoreError::Unavailable`] naming the URL (its password hidden) when the server cannot be reached (refused,
+    /// timed out, starting up or shutting down); [`StoreError::Backend`] naming it when the URL does not parse, the
+    /// server refuses the login, a migration fails, or the database's schema is newer than this build (`schema
+    /// version N is newer than this agentic-store's (reads up to 1)`). Both keep the driver's error as source.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
         let shown = redact_url(url);
-        let fail = |what: String| format::backend(format!("open store {shown}: {what}"));
-        let mut config: tokio_postgres::Config = url
-            .parse()
-            .map_err(|e: tokio_postgres::Error| fail(format!("not a PostgreSQL URL: {}", pg_message(&e))))?;
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
+            pg_store_error(format!("open store {shown}: not a PostgreSQL URL"), e)
+        })?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -345,23 +372,26 @@ impl PgStore {
         }
         let manager =
             Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .build()
-            .map_err(|e| fail(format!("cannot build the connection pool: {e}")))?;
+        let pool = Pool::builder(manager).max_size(POOL_SIZE).build().map_err(|e| {
+            StoreError::backend_caused(format!("open store {shown}: cannot build the connection pool: {e}"), e)
+        })?;
         let store = PgStore {
             inner: Arc::new(Inner::new(pool, config, shown.clone(), new_owner_id(), DEFAULT_LEASE_TIME)),
             snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
         };
-        store.migrate().await.map_err(fail)?;
+        store.migrate().await?;
         Ok(store)
     }
 
     /// Brings the schema to [`PG_SCHEMA_VERSION`] in one transaction under the migration advisory lock.
-    async fn migrate(&self) -> Result<(), String> {
-        let mut client = self.inner.pool.get().await.map_err(|e| pool_message(&e))?;
-        let tx = client.transaction().await.map_err(|e| pg_message(&e))?;
-        let step = |what: &'static str| move |e: tokio_postgres::Error| format!("{what}: {}", pg_message(&e));
+    async fn migrate(&self) -> Result<(), StoreError> {
+        let open = format!("open store {}", self.inner.shown);
+        let mut client = self.inner.pool.get().await.map_err(|e| pool_store_error(open.clone(), e))?;
+        let tx = client.transaction().await.map_err(|e| pg_store_error(open.clone(), e))?;
+        let step = |what: &str| {
+            let what = format!("{open}: {what}");
+            move |e: tokio_postgres::Error| pg_store_error(what, e)
+        };
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
             .await
             .map_err(step("take the migration lock"))?;
@@ -380,17 +410,17 @@ impl PgStore {
             .map_err(step("read the schema version"))?;
         let current: i32 = row.get(0);
         if current > PG_SCHEMA_VERSION {
-            return Err(format!(
-                "schema version {current} is newer than this agentic-store's (reads up to {PG_SCHEMA_VERSION}); \
-                 use a newer agentic"
-            ));
+            return Err(format::backend(format!(
+                "{open}: schema version {current} is newer than this agentic-store's (reads up to \
+                 {PG_SCHEMA_VERSION}); use a newer agentic"
+            )));
         }
         let writer = concat!("agentic-store ", env!("CARGO_PKG_VERSION"));
         for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
-            tx.batch_execute(sql).await.map_err(|e| format!("migration {version}: {}", pg_message(&e)))?;
+            tx.batch_execute(sql).await.map_err(step(&format!("migration {version}")))?;
             tx.execute("INSERT INTO agentic_schema_version (version, writer) VALUES ($1, $2)", &[version, &writer])
                 .await
-                .map_err(|e| format!("record migration {version}: {}", pg_message(&e)))?;
+                .map_err(step(&format!("record migration {version}")))?;
         }
         tx.commit().await.map_err(step("commit the migrations"))
     }
@@ -459,12 +489,26 @@ impl PgStore {
         self.inner.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// `op` failed for a reason said as text (no backend error behind it).
     fn backend(&self, op: &str, e: impl std::fmt::Display) -> StoreError {
         format::backend(format!("{op} in store {}: {e}", self.inner.shown))
     }
 
+    /// `op` failed with the database's error `e`: [`StoreError::Unavailable`] when the database cannot be
+    /// reached ([`unreachable`]), else [`StoreError::Backend`]; both keep `e` as their source.
+    fn pg_error(&self, op: &str, e: tokio_postgres::Error) -> StoreError {
+        pg_store_error(format!("{op} in store {}", self.inner.shown), e)
+    }
+
+    /// `op` could not get a connection from the pool: [`StoreError::Unavailable`] when the database cannot be
+    /// reached or no connection came in time ([`pool_unreachable`]), else [`StoreError::Backend`]; both keep
+    /// `e` as their source.
+    fn pool_error(&self, op: &str, e: deadpool_postgres::PoolError) -> StoreError {
+        pool_store_error(format!("{op} in store {}", self.inner.shown), e)
+    }
+
     async fn client(&self, op: &str) -> Result<deadpool_postgres::Object, StoreError> {
-        self.inner.pool.get().await.map_err(|e| self.backend(op, pool_message(&e)))
+        self.inner.pool.get().await.map_err(|e| self.pool_error(op, e))
     }
 
     /// Folds the run's latest snapshot and the journal rows after it into a new snapshot now, and returns the
@@ -490,7 +534,7 @@ impl PgStore {
         for record in self.journal_from(&client, run_id, start + 1).await? {
             image.apply(&record)?;
         }
-        let fail = |e: tokio_postgres::Error| self.backend("compact: write the snapshot", pg_message(&e));
+        let fail = |e: tokio_postgres::Error| self.pg_error("compact: write the snapshot", e);
         let tx = client.transaction().await.map_err(fail)?;
         if rebuilt {
             tx.execute("DELETE FROM agentic_snapshots WHERE run_id = $1", &[&run_id]).await.map_err(fail)?;
@@ -533,7 +577,7 @@ impl PgStore {
         let row = client
             .query_opt_cached("SELECT seq, head::text FROM agentic_snapshots WHERE run_id = $1", &[&run_id])
             .await
-            .map_err(|e| self.backend("load: read the snapshot", pg_message(&e)))?;
+            .map_err(|e| self.pg_error("load: read the snapshot", e))?;
         Ok(row.map(|row| {
             let seq: i64 = row.get(0);
             let head: String = row.get(1);
@@ -546,7 +590,7 @@ impl PgStore {
         let row = client
             .query_one_cached("SELECT coalesce(max(seq), 0) FROM agentic_journal WHERE run_id = $1", &[&run_id])
             .await
-            .map_err(|e| self.backend("read the journal", pg_message(&e)))?;
+            .map_err(|e| self.pg_error("read the journal", e))?;
         Ok(row.get::<_, i64>(0) as u64)
     }
 
@@ -564,7 +608,7 @@ impl PgStore {
                 &[&run_id, &from],
             )
             .await
-            .map_err(|e| self.backend("read the journal", pg_message(&e)))?;
+            .map_err(|e| self.pg_error("read the journal", e))?;
         rows.iter().map(|row| decode_step_row(run_id, row)).collect()
     }
 
@@ -578,7 +622,7 @@ impl PgStore {
                 &[&run_id, &seq_i64("load", run_id, image.seq)?],
             )
             .await
-            .map_err(|e| self.backend("load: read the snapshot history", pg_message(&e)))?;
+            .map_err(|e| self.pg_error("load: read the snapshot history", e))?;
         for row in rows {
             let seq: i64 = row.get(0);
             let chunk: String = row.get(1);
@@ -720,7 +764,7 @@ impl PgStore {
                     &[&key.0, &seq_i64("flush", &key.0, key.1)?],
                 )
                 .await
-                .map_err(|e| self.backend("flush: read a journaled step", pg_message(&e)))?;
+                .map_err(|e| self.pg_error("flush: read a journaled step", e))?;
             if row.map(|r| r.get::<_, String>(0)).as_deref().map(str::as_bytes) != Some(json_of(value)) {
                 return Ok(Some(key.clone()));
             }
@@ -843,11 +887,11 @@ impl PgStore {
         let client = match self.inner.pool.get().await {
             Ok(client) => client,
             Err(e) if pool_unreachable(&e) => {
-                return Ok(Err(WriteOutcome::Unreachable(self.backend("flush", pool_message(&e)))));
+                return Ok(Err(WriteOutcome::Unreachable(self.pool_error("flush", e))));
             }
-            Err(e) => return Err(self.backend("flush", pool_message(&e))),
+            Err(e) => return Err(self.pool_error("flush", e)),
         };
-        let fail = |e: tokio_postgres::Error| self.backend("flush", pg_message(&e));
+        let fail = |e: tokio_postgres::Error| self.pg_error("flush", e);
         let rows = match client.prepare_cached(sql).await {
             Ok(statement) => client.query(&statement, params).await,
             Err(e) => Err(e),
@@ -872,7 +916,7 @@ impl PgStore {
                 &[&run_ids],
             )
             .await
-            .map_err(|e| self.backend("renew leases", pg_message(&e)))?;
+            .map_err(|e| self.pg_error("renew leases", e))?;
         Ok(rows
             .iter()
             .filter_map(|row| {
@@ -1058,7 +1102,7 @@ impl CheckpointStore for PgStore {
                 &[&run_id],
             )
             .await
-            .map_err(|e| self.backend("run", pg_message(&e)))?;
+            .map_err(|e| self.pg_error("run", e))?;
         row.as_ref().map(decode_run_row).transpose()
     }
 
@@ -1068,7 +1112,7 @@ impl CheckpointStore for PgStore {
         let rows = client
             .query_cached("SELECT run_id, record::text, cancel_requested_at IS NOT NULL FROM agentic_runs", &[])
             .await
-            .map_err(|e| self.backend("runs", pg_message(&e)))?;
+            .map_err(|e| self.pg_error("runs", e))?;
         let mut runs = rows.iter().map(decode_run_row).collect::<Result<Vec<_>, _>>()?;
         // Byte order of the run ids, as the other stores (the database's collation may differ).
         runs.sort_by(|a, b| b.updated_at_ms.cmp(&a.updated_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
@@ -1098,8 +1142,7 @@ impl CheckpointStore for PgStore {
         self.write_pending().await?;
         let client = self.client("acquire a lease").await?;
         let owner = self.inner.owner.as_str();
-        let fail =
-            |e: tokio_postgres::Error| self.backend(&format!("acquire the lease of run `{run_id}`"), pg_message(&e));
+        let fail = |e: tokio_postgres::Error| self.pg_error(&format!("acquire the lease of run `{run_id}`"), e);
         // Free (never leased, released or expired) or already ours: take it, with a new fencing token. One
         // statement also says whether the run exists (a run without a row is claimed).
         let row = client
@@ -1154,7 +1197,7 @@ impl CheckpointStore for PgStore {
                 &[&ids, &tokens, &self.inner.owner, &millis(self.inner.lease_time)],
             )
             .await
-            .map_err(|e| self.backend("renew leases", pg_message(&e)))?;
+            .map_err(|e| self.pg_error("renew leases", e))?;
         if rows.len() == ids.len() {
             return Ok(Vec::new());
         }
@@ -1189,7 +1232,7 @@ impl CheckpointStore for PgStore {
                 &[&run_id, &self.inner.owner, &(token as i64)],
             )
             .await
-            .map_err(|e| self.backend(&format!("release the lease of run `{run_id}`"), pg_message(&e)))?;
+            .map_err(|e| self.pg_error(&format!("release the lease of run `{run_id}`"), e))?;
         Ok(())
     }
 
@@ -1205,7 +1248,7 @@ impl CheckpointStore for PgStore {
                 &[],
             )
             .await
-            .map_err(|e| self.backend("find runs to take over", pg_message(&e)))?;
+            .map_err(|e| self.pg_error("find runs to take over", e))?;
         rows.iter().map(decode_run_row).collect()
     }
 
@@ -1219,7 +1262,7 @@ impl CheckpointStore for PgStore {
         }
         self.write_pending().await?;
         let mut client = self.client("update a run").await?;
-        let fail = |e: tokio_postgres::Error| self.backend(&format!("update run `{run_id}`"), pg_message(&e));
+        let fail = |e: tokio_postgres::Error| self.pg_error(&format!("update run `{run_id}`"), e);
         let tx = client.transaction().await.map_err(fail)?;
         let Some(row) = tx
             .query_opt(
@@ -1260,7 +1303,7 @@ impl CheckpointStore for PgStore {
                 &[&hash, &text],
             )
             .await
-            .map_err(|e| self.backend("put_spec", pg_message(&e)))?;
+            .map_err(|e| self.pg_error("put_spec", e))?;
         locked(&self.inner.specs_put).insert(hash.clone());
         Ok(hash)
     }
@@ -1270,7 +1313,7 @@ impl CheckpointStore for PgStore {
         let row = client
             .query_opt_cached("SELECT text FROM agentic_specs WHERE hash = $1", &[&hash])
             .await
-            .map_err(|e| self.backend("spec", pg_message(&e)))?;
+            .map_err(|e| self.pg_error("spec", e))?;
         Ok(row.map(|r| r.get::<_, String>(0)))
     }
 
@@ -1291,7 +1334,7 @@ impl CheckpointStore for PgStore {
                 &[&run_id],
             )
             .await
-            .map_err(|e| self.backend(&format!("request the cancel of run `{run_id}`"), pg_message(&e)))?;
+            .map_err(|e| self.pg_error(&format!("request the cancel of run `{run_id}`"), e))?;
         row.as_ref().map(decode_run_row).transpose()
     }
 
@@ -1316,7 +1359,7 @@ impl CheckpointStore for PgStore {
                 &[&channel, &payloads],
             )
             .await
-            .map_err(|e| self.backend(&format!("notify `{channel}`"), pg_message(&e)))?;
+            .map_err(|e| self.pg_error(&format!("notify `{channel}`"), e))?;
         Ok(())
     }
 
@@ -1337,7 +1380,7 @@ impl CheckpointStore for PgStore {
         let rows = client
             .query_cached("SELECT id, record::text FROM agentic_schedules", &[])
             .await
-            .map_err(|e| self.backend("schedules", pg_message(&e)))?;
+            .map_err(|e| self.pg_error("schedules", e))?;
         let mut schedules = rows
             .iter()
             .map(|row| format::decode_schedule_json(&row.get::<_, String>(0), row.get::<_, String>(1).as_bytes()))
@@ -1355,7 +1398,7 @@ impl CheckpointStore for PgStore {
         let row = client
             .query_opt_cached("SELECT record::text FROM agentic_schedules WHERE id = $1", &[&id])
             .await
-            .map_err(|e| self.backend("schedule", pg_message(&e)))?;
+            .map_err(|e| self.pg_error("schedule", e))?;
         row.map(|row| format::decode_schedule_json(id, row.get::<_, String>(0).as_bytes())).transpose()
     }
 
@@ -1372,7 +1415,7 @@ impl CheckpointStore for PgStore {
             )));
         }
         let op = format!("change schedule `{id}`");
-        let fail = |e: tokio_postgres::Error| self.backend(&op, pg_message(&e));
+        let fail = |e: tokio_postgres::Error| self.pg_error(&op, e);
         let mut client = self.client(&op).await?;
         let tx = client.transaction().await.map_err(fail)?;
         tx.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", &[&SCHEDULE_LOCK, &id]).await.map_err(fail)?;
@@ -1415,7 +1458,7 @@ impl CheckpointStore for PgStore {
         let client = self.client(OP).await?;
         crate::pg_capacity::apply(&client, op).await.map_err(|e| match e {
             crate::pg_capacity::CapacityError::Range(message) => self.backend(OP, message),
-            crate::pg_capacity::CapacityError::Pg(e) => self.backend(OP, pg_message(&e)),
+            crate::pg_capacity::CapacityError::Pg(e) => self.pg_error(OP, e),
         })
     }
 
@@ -1436,5 +1479,47 @@ impl CheckpointStore for PgStore {
             image.apply(&record)?;
         }
         Ok(image)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_database_that_refuses_connections_is_unavailable_with_the_driver_s_error() {
+        // Nothing listens on port 1 of the loopback: the connection is refused at once.
+        let Err(e) = PgStore::connect("postgres://agentic@127.0.0.1:1/none").await else {
+            panic!("port 1 accepted a PostgreSQL connection")
+        };
+        assert!(matches!(&e, StoreError::Unavailable { backend: "postgres", .. }), "{e:?}");
+        assert_eq!(e.transience(), agentic_engine::Transience::Transient { retry_after: None });
+        assert!(
+            e.to_string().starts_with("store unavailable: open store postgres://agentic@127.0.0.1:1/none: "),
+            "{e}"
+        );
+        let source = std::error::Error::source(&e).unwrap();
+        let driver = source.downcast_ref::<tokio_postgres::Error>().unwrap();
+        let io = std::error::Error::source(driver).and_then(|s| s.downcast_ref::<std::io::Error>()).unwrap();
+        assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+        // As an agent error's cause: origin `store`, the same transience, the store error inside.
+        let cause = agentic_engine::Cause::from(e.clone());
+        assert_eq!(cause.origin(), agentic_engine::CauseOrigin::Store);
+        assert_eq!(cause.transience(), e.transience());
+        assert!(cause.downcast_ref::<StoreError>().is_some_and(StoreError::is_unavailable));
+    }
+
+    #[test]
+    fn a_url_that_does_not_parse_is_a_backend_failure_not_an_outage() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let Err(e) = rt.block_on(PgStore::connect("postgres://agentic@127.0.0.1:notaport/db")) else {
+            panic!("a URL with a non-numeric port parsed")
+        };
+        assert!(matches!(&e, StoreError::Backend { source: Some(_), .. }), "{e:?}");
+        assert_eq!(e.transience(), agentic_engine::Transience::Unknown);
+        let source = std::error::Error::source(&e).unwrap();
+        assert!(source.downcast_ref::<tokio_postgres::Error>().is_some(), "{source:?}");
     }
 }

@@ -82,8 +82,9 @@ impl SledStore {
     /// (sled releases its lock from a background thread) before failing.
     ///
     /// # Errors
-    /// [`StoreError::Backend`] naming the directory when another process has it open ("store <dir> is in use
-    /// by another process"), when it is not a sled database or not an agentic store, when its format version
+    /// [`StoreError::Unavailable`] naming the directory when another process has it open ("store <dir> is in
+    /// use by another process"; try again later); [`StoreError::Backend`] (sled's or the I/O error as its
+    /// source) when it is not a sled database or not an agentic store, when its format version
     /// is not 1 or 2 (upgraded to [`FORMAT_VERSION`]) or [`FORMAT_VERSION`], when the write-ahead log cannot be
     /// opened or replayed, or on an I/O error.
     pub fn open(dir: impl AsRef<Path>) -> Result<SledStore, StoreError> {
@@ -285,8 +286,10 @@ impl SledStore {
         Ok(())
     }
 
-    fn backend(&self, op: &str, e: impl std::fmt::Display) -> StoreError {
-        backend(format!("{op} in store {}: {e}", self.inner.dir.display()))
+    /// `op` failed with the backend's error `e` (sled's, or the write-ahead log's I/O error): a
+    /// [`StoreError::Backend`] keeping `e` as its source.
+    fn backend(&self, op: &str, e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+        StoreError::backend_caused(format!("{op} in store {}: {e}", self.inner.dir.display()), e)
     }
 }
 
@@ -309,7 +312,7 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
         .use_compression(false);
     let db = open_db(&config, &shown)?;
     let mut created = false;
-    let op = |what: &str, e: sled::Error| backend(format!("open store {shown}: {what}: {e}"));
+    let op = |what: &str, e: sled::Error| StoreError::backend_caused(format!("open store {shown}: {what}: {e}"), e);
     let meta = db.open_tree("meta").map_err(|e| op("open tree `meta`", e))?;
     match meta.get(META_FORMAT_VERSION).map_err(|e| op("read the format version", e))? {
         Some(v) => {
@@ -375,12 +378,14 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
         opened = trees(&db)?;
     }
     let (runs, journal, snapshots, specs, schedules) = opened;
-    let log = std::fs::File::open(dir.join("db"))
-        .map_err(|e| backend(format!("open store {shown}: open the log file for fdatasync: {e}")))?;
+    let log = std::fs::File::open(dir.join("db")).map_err(|e| {
+        StoreError::backend_caused(format!("open store {shown}: open the log file for fdatasync: {e}"), e)
+    })?;
     let wal = Wal::open(dir, log, journal.clone(), runs.clone())
-        .map_err(|(what, e)| backend(format!("open store {shown}: {what}: {e}")))?;
+        .map_err(|(what, e)| StoreError::backend_caused(format!("open store {shown}: {what}: {e}"), e))?;
     // Everything flushed is in the log; sled holds only what the last checkpoint wrote.
-    let replayed = wal::replay(&wal, &db).map_err(|(what, e)| backend(format!("open store {shown}: {what}: {e}")))?;
+    let replayed = wal::replay(&wal, &db)
+        .map_err(|(what, e)| StoreError::backend_caused(format!("open store {shown}: {what}: {e}"), e))?;
     if replayed.dropped_bytes > 0 {
         // Only the tail of a write that was never acknowledged can be damaged; anything else is a damaged disk.
         tracing::warn!(
@@ -424,15 +429,21 @@ fn is_lock_error(e: &std::io::Error) -> bool {
 /// Explains why sled could not open `dir`.
 fn open_error(dir: &str, e: sled::Error) -> StoreError {
     match e {
-        sled::Error::Io(io) if is_lock_error(&io) => backend(format!("store {dir} is in use by another process")),
-        sled::Error::Io(io) => backend(format!("open store {dir}: {io}")),
+        // In use is unavailable for now (SPEC.md §2: try again), not a failure of the store.
+        sled::Error::Io(io) if is_lock_error(&io) => StoreError::unavailable(
+            "sled",
+            format!("store {dir} is in use by another process"),
+            Some(std::sync::Arc::new(io)),
+        ),
+        sled::Error::Io(io) => StoreError::backend_caused(format!("open store {dir}: {io}"), io),
         sled::Error::Corruption { .. } => {
-            backend(format!("open store {dir}: not a sled database, or a damaged one ({e})"))
+            StoreError::backend_caused(format!("open store {dir}: not a sled database, or a damaged one ({e})"), e)
         }
-        sled::Error::Unsupported(_) => {
-            backend(format!("open store {dir}: a sled database with settings this store does not use ({e})"))
-        }
-        other => backend(format!("open store {dir}: {other}")),
+        sled::Error::Unsupported(_) => StoreError::backend_caused(
+            format!("open store {dir}: a sled database with settings this store does not use ({e})"),
+            e,
+        ),
+        other => StoreError::backend_caused(format!("open store {dir}: {other}"), other),
     }
 }
 
@@ -486,7 +497,12 @@ impl CheckpointStore for SledStore {
     async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
         check_run_id("put_run", &run.run_id)?;
         let value = format::encode_run(&run)?;
-        if self.inner.wal.put_run(run.run_id.as_bytes(), &value).map_err(|e| self.backend("put_run", e))? {
+        if self
+            .inner
+            .wal
+            .put_run(run.run_id.as_bytes(), &value)
+            .map_err(|e| self.backend("put_run", std::io::Error::other(e)))?
+        {
             self.inner.wal.spill();
         }
         Ok(())
@@ -752,7 +768,7 @@ mod tests {
 
         let file = tempfile::NamedTempFile::new().unwrap();
         let err = SledStore::open(file.path()).unwrap_err();
-        assert!(matches!(err, StoreError::Backend(_)), "{err}");
+        assert!(matches!(err, StoreError::Backend { .. }), "{err}");
     }
 
     #[tokio::test]
@@ -780,9 +796,13 @@ mod tests {
         let err = SledStore::open(tmp.path()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            format!("store backend: store {} is in use by another process", tmp.path().display())
+            format!("store unavailable: store {} is in use by another process", tmp.path().display())
         );
         assert!(started.elapsed() >= LOCK_WAIT);
+        // Unavailable for now (try again), with sled's I/O error kept as the source.
+        assert!(matches!(&err, StoreError::Unavailable { backend: "sled", .. }), "{err:?}");
+        let source = std::error::Error::source(&err).unwrap();
+        assert!(source.downcast_ref::<std::io::Error>().is_some(), "{source:?}");
         drop(db);
     }
 

@@ -184,8 +184,8 @@ pub(crate) type KeyValue = (Box<[u8]>, Arc<[u8]>);
 pub(crate) enum AppendError {
     /// The key is already journaled (in the log or in sled): the journal is append-only.
     Exists,
-    /// The entry cannot be encoded, or sled could not be read.
-    Failed(String),
+    /// The entry cannot be encoded (an `Other` error saying why), or sled could not be read.
+    Failed(std::io::Error),
 }
 
 /// The state of the one writer.
@@ -202,7 +202,7 @@ struct Writer {
 }
 
 /// The error of a log operation: what failed, and the I/O error.
-pub(crate) type WalError = (&'static str, String);
+pub(crate) type WalError = (&'static str, std::io::Error);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Both locks guard plain data that every holder leaves consistent before any call that can fail.
@@ -244,11 +244,11 @@ impl Wal {
             .create(true)
             .truncate(false)
             .open(&path)
-            .map_err(|e| ("open the write-ahead log", e.to_string()))?;
+            .map_err(|e| ("open the write-ahead log", e))?;
         if created {
-            File::open(dir).and_then(|d| d.sync_all()).map_err(|e| ("fsync the directory", e.to_string()))?;
+            File::open(dir).and_then(|d| d.sync_all()).map_err(|e| ("fsync the directory", e))?;
         }
-        let len = file.metadata().map_err(|e| ("stat the write-ahead log", e.to_string()))?.len();
+        let len = file.metadata().map_err(|e| ("stat the write-ahead log", e))?.len();
         Ok(Wal {
             file,
             sled_log,
@@ -275,11 +275,12 @@ impl Wal {
         let mut pending = lock(&self.pending);
         // Under the lock: two appends of one key cannot both pass the check.
         if pending.journal.contains_key(key)
-            || self.journal.contains_key(key).map_err(|e| AppendError::Failed(e.to_string()))?
+            || self.journal.contains_key(key).map_err(|e| AppendError::Failed(std::io::Error::from(e)))?
         {
             return Err(AppendError::Exists);
         }
-        let at = push_entry(&mut pending, Kind::Journal, key, value).map_err(AppendError::Failed)?;
+        let at = push_entry(&mut pending, Kind::Journal, key, value)
+            .map_err(|e| AppendError::Failed(std::io::Error::other(e)))?;
         pending.journal.insert(key.into(), Unapplied { value: value.into(), at });
         Ok(pending.buf.len() >= SPILL_BYTES)
     }
@@ -346,7 +347,7 @@ impl Wal {
         self.write(&mut writer, &buf)?;
         if let Err(e) = self.file.sync_data() {
             writer.failed = true;
-            return Err(("fdatasync the write-ahead log", e.to_string()));
+            return Err(("fdatasync the write-ahead log", e));
         }
         writer.synced = end;
         if writer.len > CHECKPOINT_BYTES {
@@ -374,11 +375,11 @@ impl Wal {
         if writer.synced < end {
             let (buf, end) = self.take();
             self.write(&mut writer, &buf)?;
-            self.file.sync_data().map_err(|e| ("fdatasync the write-ahead log", e.to_string()))?;
+            self.file.sync_data().map_err(|e| ("fdatasync the write-ahead log", e))?;
             writer.synced = end;
         }
         if writer.allocated > writer.len {
-            self.file.set_len(writer.len).map_err(|e| ("cut the zero tail of the write-ahead log", e.to_string()))?;
+            self.file.set_len(writer.len).map_err(|e| ("cut the zero tail of the write-ahead log", e))?;
             writer.allocated = writer.len;
         }
         Ok(())
@@ -408,17 +409,17 @@ impl Wal {
         // A crash between batches loses nothing: the log is truncated only after all of them and sled's
         // flush, and replay puts every entry back over sled's.
         for batch in journal {
-            self.journal.apply_batch(batch).map_err(|e| ("write the journal to sled", e.to_string()))?;
+            self.journal.apply_batch(batch).map_err(|e| ("write the journal to sled", std::io::Error::from(e)))?;
         }
         for batch in runs {
-            self.runs.apply_batch(batch).map_err(|e| ("write the run records to sled", e.to_string()))?;
+            self.runs.apply_batch(batch).map_err(|e| ("write the run records to sled", std::io::Error::from(e)))?;
         }
-        db.flush().map_err(|e| ("flush sled", e.to_string()))?;
-        self.sled_log.sync_data().map_err(|e| ("fdatasync sled's log", e.to_string()))?;
+        db.flush().map_err(|e| ("flush sled", std::io::Error::from(e)))?;
+        self.sled_log.sync_data().map_err(|e| ("fdatasync sled's log", e))?;
         if writer.allocated > 0 || writer.failed {
-            self.file.set_len(0).map_err(|e| ("truncate the write-ahead log", e.to_string()))?;
+            self.file.set_len(0).map_err(|e| ("truncate the write-ahead log", e))?;
             // Durably empty: a stale entry replayed later could overwrite a newer run record.
-            self.file.sync_data().map_err(|e| ("fdatasync the write-ahead log", e.to_string()))?;
+            self.file.sync_data().map_err(|e| ("fdatasync the write-ahead log", e))?;
             writer.len = 0;
             writer.allocated = 0;
             writer.failed = false;
@@ -445,7 +446,10 @@ impl Wal {
             return Ok(());
         }
         if writer.failed {
-            return Err(("write the write-ahead log", "an earlier write failed; the next flush checkpoints".into()));
+            return Err((
+                "write the write-ahead log",
+                std::io::Error::other("an earlier write failed; the next flush checkpoints"),
+            ));
         }
         let end = writer.len + buf.len() as u64;
         let written = if end > writer.allocated { self.grow(writer, end) } else { Ok(()) }
@@ -457,7 +461,7 @@ impl Wal {
             }
             Err(e) => {
                 writer.failed = true;
-                Err(("write the write-ahead log", e.to_string()))
+                Err(("write the write-ahead log", e))
             }
         }
     }
@@ -496,7 +500,7 @@ pub(crate) struct Replayed {
 pub(crate) fn replay(wal: &Wal, db: &Db) -> Result<Replayed, WalError> {
     use std::io::Read;
     let mut bytes = Vec::new();
-    (&wal.file).read_to_end(&mut bytes).map_err(|e| ("read the write-ahead log", e.to_string()))?;
+    (&wal.file).read_to_end(&mut bytes).map_err(|e| ("read the write-ahead log", e))?;
     let (entries, valid) = decode_entries(&bytes);
     // The zero-filled tail of the last chunk is not a damaged entry.
     let dropped = bytes[valid..].iter().rposition(|&b| b != 0).map_or(0, |last| last + 1);
@@ -505,13 +509,19 @@ pub(crate) fn replay(wal: &Wal, db: &Db) -> Result<Replayed, WalError> {
         for entry in &entries {
             match entry.kind {
                 Kind::Journal => {
-                    let sled = wal.journal.get(entry.key).map_err(|e| ("replay the write-ahead log", e.to_string()))?;
+                    let sled = wal
+                        .journal
+                        .get(entry.key)
+                        .map_err(|e| ("replay the write-ahead log", std::io::Error::from(e)))?;
                     let in_log = pending.journal.get(entry.key).map(|u| u.value.clone());
                     let known = sled.as_deref().or(in_log.as_deref());
                     if known.is_some_and(|v| v != entry.value) {
                         return Err((
                             "replay the write-ahead log",
-                            format!("journal key {:02x?} holds another value than the log's entry for it", entry.key),
+                            std::io::Error::other(format!(
+                                "journal key {:02x?} holds another value than the log's entry for it",
+                                entry.key
+                            )),
                         ));
                     }
                     if sled.is_none() {

@@ -473,3 +473,50 @@ async fn a_loop_of_steps_that_never_wait_still_stops_for_its_timeout_a_failing_s
     assert!(matches!(err, AgentError::Cancelled), "{err}");
     assert!(ticks.load(Ordering::SeqCst) < 1_000_000);
 }
+
+/// A store wrapper ([`agentic::engine::StoreLayer`]) whose appends fail as a database that went away does;
+/// `appends` counts them. Every other method is the wrapped store's, without a line for it here.
+struct AppendsRefused {
+    inner: agentic::engine::StoreRef,
+    appends: AtomicUsize,
+}
+
+impl agentic::engine::StoreLayer for AppendsRefused {
+    fn inner(&self) -> &dyn agentic::engine::DynCheckpointStore {
+        &*self.inner
+    }
+
+    async fn append(&self, _: agentic::engine::StepRecord) -> Result<(), agentic::engine::StoreError> {
+        self.appends.fetch_add(1, Ordering::SeqCst);
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        Err(agentic::engine::StoreError::unavailable(
+            "postgres",
+            "append in store postgres://h/db: connection refused",
+            Some(Arc::new(refused)),
+        ))
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_store_fails_the_run_with_a_typed_store_cause() {
+    use agentic::engine::{CauseOrigin, CheckpointStore, StoreError, Transience};
+    let memory = agentic::store::MemoryStore::new();
+    let store = Arc::new(AppendsRefused { inner: Arc::new(memory.clone()), appends: AtomicUsize::new(0) });
+    let err = expr("answer", "2 * 21", "out").invoke().memory_id("unreachable-1").store_ref(store.clone()).await;
+    let err = err.unwrap_err();
+    assert_eq!(err.kind(), "store");
+    assert!(err.is_store_unavailable());
+    assert_eq!(
+        err.to_string(),
+        "run `unreachable-1`: journal write: store unavailable: append in store postgres://h/db: connection refused"
+    );
+    let cause = err.cause().unwrap();
+    assert_eq!(cause.origin(), CauseOrigin::Store);
+    assert_eq!(cause.transience(), Transience::Transient { retry_after: None });
+    assert!(matches!(cause.downcast_ref::<StoreError>(), Some(StoreError::Unavailable { backend: "postgres", .. })));
+    assert_eq!(store.appends.load(Ordering::SeqCst), 1);
+    // What the layer does not override reaches the wrapped store: a spec text and the run list.
+    let hash = store.put_spec("version: 1").await.unwrap();
+    assert_eq!(memory.spec(&hash).await.unwrap().as_deref(), Some("version: 1"));
+    assert_eq!(store.runs().await.unwrap().len(), memory.runs().await.unwrap().len());
+}

@@ -258,3 +258,48 @@ async fn the_handler_sees_the_cause_and_its_when_condition_matches_a_kind() {
     assert_eq!(outcome.output(), Some(&json!("check the key")));
     assert_eq!(server.received_requests().await.unwrap().len(), 3);
 }
+
+/// Answers the first chat call `503` with `Retry-After: 2`, every later one `hello back`; records when each
+/// call arrived.
+struct BusyOnce(std::sync::Arc<std::sync::Mutex<Vec<std::time::Instant>>>);
+
+impl wiremock::Respond for BusyOnce {
+    fn respond(&self, _: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let mut calls = self.0.lock().unwrap();
+        calls.push(std::time::Instant::now());
+        if calls.len() == 1 {
+            return wiremock::ResponseTemplate::new(503)
+                .insert_header("Retry-After", "2")
+                .set_body_json(json!({"error": {"message": "overloaded"}}));
+        }
+        wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "id": "c", "object": "chat.completion", "created": 0, "model": "gpt-test",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello back"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+        }))
+    }
+}
+
+#[tokio::test]
+async fn a_busy_model_s_retry_after_is_waited_before_the_handler_s_retry() {
+    use wiremock::{Mock, MockServer, matchers::method};
+    let server = MockServer::start().await;
+    let calls = std::sync::Arc::default();
+    Mock::given(method("POST")).respond_with(BusyOnce(std::sync::Arc::clone(&calls))).mount(&server).await;
+    // A plain `retry: 1` (first backoff 100 ms); the provider's own retries are off, so the retry is the
+    // handler's, and it waits what the 503's `Retry-After` asked (carried in the failure's transience).
+    let spec = Spec::parse(&on_a_failing_model(&server.uri(), "{ retry: 1 }"), "spec.yaml").unwrap();
+    let model = agentic_agents::model::OpenAiModel::builder("gpt-test")
+        .base_url(format!("{}/v1", server.uri()))
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let context = agentic_spec::BuildContext::new().model("default", agentic_agents::ChatModelRef::new(model));
+    let outcome = spec.build_with(&context).unwrap().root.invoke().await.unwrap();
+    assert_eq!(outcome.output(), Some(&json!("hello back")));
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 2, "one refused call, one retry");
+    let gap = calls[1] - calls[0];
+    assert!(gap >= Duration::from_secs(2), "the retry came {gap:?} after the 503 asking for 2 s");
+    assert!(gap < Duration::from_secs(4), "the retry came {gap:?} after the 503 asking for 2 s");
+}

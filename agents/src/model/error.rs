@@ -52,6 +52,10 @@ pub enum ModelError {
         attempts: u32,
         /// The server's message (or its body, shortened).
         message: String,
+        /// How long the server asked to wait before trying again (its `Retry-After` header on the last
+        /// answer, in seconds, fractions allowed), when it said: [`ModelError::transience`] carries it, so an
+        /// error handler retrying the invocation waits at least that long.
+        retry_after: Option<Duration>,
     },
     /// The request did not complete within the timeout.
     #[error("model `{model}` at {server}: no answer within {} ms", timeout.as_millis())]
@@ -125,7 +129,8 @@ impl ModelError {
     /// Whether the same call can succeed when made again: an authentication failure, an unknown model, a
     /// request the provider refuses (any 4xx but 408 and 429), an exhausted script or a missing provider is
     /// permanent; a timeout, a lost connection or stream, a 408, 429 or 5xx is transient; an unreadable answer
-    /// is unknown.
+    /// is unknown. A transient HTTP failure carries the server's `Retry-After` as
+    /// [`Transience::Transient::retry_after`].
     pub fn transience(&self) -> Transience {
         let transient = Transience::Transient { retry_after: None };
         match self {
@@ -134,7 +139,9 @@ impl ModelError {
             | ModelError::InvalidRequest { .. }
             | ModelError::ScriptExhausted { .. }
             | ModelError::Unavailable { .. } => Transience::Permanent,
-            ModelError::Http { status, .. } if matches!(status, 408 | 429) || *status >= 500 => transient,
+            ModelError::Http { status, retry_after, .. } if matches!(status, 408 | 429) || *status >= 500 => {
+                Transience::Transient { retry_after: *retry_after }
+            }
             ModelError::Http { .. } => Transience::Permanent,
             ModelError::Timeout { .. } | ModelError::Connection { .. } | ModelError::Stream { .. } => transient,
             ModelError::InvalidResponse { .. } => Transience::Unknown,
@@ -187,7 +194,39 @@ mod tests {
     use super::*;
 
     fn http(status: u16) -> ModelError {
-        ModelError::Http { server: "s".into(), model: "m".into(), status, attempts: 1, message: "x".into() }
+        ModelError::Http {
+            server: "s".into(),
+            model: "m".into(),
+            status,
+            attempts: 1,
+            message: "x".into(),
+            retry_after: None,
+        }
+    }
+
+    #[test]
+    fn a_busy_server_s_retry_after_is_the_transience_s() {
+        let busy = ModelError::Http {
+            server: "s".into(),
+            model: "m".into(),
+            status: 503,
+            attempts: 1,
+            message: "busy".into(),
+            retry_after: Some(Duration::from_secs(2)),
+        };
+        let asked = Transience::Transient { retry_after: Some(Duration::from_secs(2)) };
+        assert_eq!(busy.transience(), asked);
+        assert_eq!(Cause::from(busy).transience(), asked);
+        // A refused request stays permanent whatever it says.
+        let refused = ModelError::Http {
+            server: "s".into(),
+            model: "m".into(),
+            status: 400,
+            attempts: 1,
+            message: "bad".into(),
+            retry_after: Some(Duration::from_secs(2)),
+        };
+        assert_eq!(refused.transience(), Transience::Permanent);
     }
 
     #[test]

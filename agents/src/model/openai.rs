@@ -265,7 +265,7 @@ impl OpenAiModel {
     }
 
     /// Sends one plain (not streamed) chat request: the body serialised once, one attempt per retry.
-    async fn send_chat(&self, body: Vec<u8>) -> Result<reqwest::Response, OpenAIError> {
+    async fn send_chat(&self, body: Vec<u8>) -> Result<reqwest::Response, SendFailure> {
         // Every attempt shares the bytes.
         let body = bytes::Bytes::from(body);
         send_with_retries(&self.http, &self.policy, || {
@@ -308,7 +308,7 @@ impl OpenAiModel {
                     _ => {
                         let retried = status == 429 || status >= 500;
                         let attempts = if retried { self.max_retries + 1 } else { 1 };
-                        ModelError::Http { server, model, status, attempts, message }
+                        ModelError::Http { server, model, status, attempts, message, retry_after: None }
                     }
                 }
             }
@@ -386,7 +386,8 @@ impl ChatModel for OpenAiModel {
             .map_err(|e| self.map_error(OpenAIError::InvalidArgument(format!("failed to serialize request: {e}"))))?;
         drop(request);
         tracing::debug!(server = %self.info.server, model = %self.info.model, "chat request");
-        let response = self.send_chat(body).await.map_err(|e| self.map_error(e))?;
+        let response =
+            self.send_chat(body).await.map_err(|f| with_retry_after(self.map_error(f.error), f.retry_after))?;
         let bytes = response.bytes().await.map_err(|e| self.map_error(OpenAIError::Reqwest(e)))?;
         self.read_completion(&bytes)
     }
@@ -439,7 +440,14 @@ impl ErrorContext {
                         api_key_env: self.api_key_env.clone(),
                     },
                     404 => ModelError::NotFound { server, model, message },
-                    _ => ModelError::Http { server, model, status, attempts: self.max_retries + 1, message },
+                    _ => ModelError::Http {
+                        server,
+                        model,
+                        status,
+                        attempts: self.max_retries + 1,
+                        message,
+                        retry_after: None,
+                    },
                 }
             }
             other => ModelError::Stream { server, model, message: other.to_string() },
@@ -912,7 +920,7 @@ impl tower::Service<HttpRequestFactory> for RetryTransport {
     fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
         let http = self.http.clone();
         let policy = self.policy.clone();
-        Box::pin(async move { send_with_retries(&http, &policy, || factory.build()).await })
+        Box::pin(async move { send_with_retries(&http, &policy, || factory.build()).await.map_err(|f| f.error) })
     }
 }
 
@@ -923,14 +931,14 @@ async fn send_with_retries<F, Fut>(
     http: &reqwest::Client,
     policy: &RetrySettings,
     mut build: F,
-) -> Result<reqwest::Response, OpenAIError>
+) -> Result<reqwest::Response, SendFailure>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<reqwest::Request, OpenAIError>>,
 {
     let mut retry = 0u32;
     loop {
-        let request = build().await?;
+        let request = build().await.map_err(SendFailure::of)?;
         match http.execute(request).await {
             Ok(response) if response.status().is_success() => return Ok(response),
             Ok(response) => {
@@ -948,7 +956,8 @@ where
                     retry += 1;
                     continue;
                 }
-                return Err(api_error(response).await);
+                let retry_after = retry_after(response.headers());
+                return Err(SendFailure { error: api_error(response).await, retry_after });
             }
             Err(e) if e.is_connect() && retry < policy.max_retries => {
                 let wait = policy.delay(retry, None);
@@ -956,9 +965,30 @@ where
                 tokio::time::sleep(wait).await;
                 retry += 1;
             }
-            Err(e) => return Err(OpenAIError::Reqwest(e)),
+            Err(e) => return Err(SendFailure::of(OpenAIError::Reqwest(e))),
         }
     }
+}
+
+/// Why [`send_with_retries`] gave up: the error, and the `Retry-After` of the last answer when it had one.
+struct SendFailure {
+    error: OpenAIError,
+    retry_after: Option<Duration>,
+}
+
+impl SendFailure {
+    /// A failure without an answer (nothing said when to try again).
+    fn of(error: OpenAIError) -> Self {
+        SendFailure { error, retry_after: None }
+    }
+}
+
+/// `error` with the server's `Retry-After` when it is an unsuccessful HTTP answer.
+fn with_retry_after(mut error: ModelError, asked: Option<Duration>) -> ModelError {
+    if let ModelError::Http { retry_after, .. } = &mut error {
+        *retry_after = asked;
+    }
+    error
 }
 
 /// `Retry-After` in seconds (fractions allowed); HTTP dates are ignored (exponential backoff applies).

@@ -414,7 +414,7 @@ pub async fn respond(
         Ok(Some(Err(message))) => {
             let typed = Arc::into_inner(refused).and_then(std::sync::OnceLock::into_inner);
             // The change only refuses through `answerable`; any other text is the store's own.
-            Err(typed.unwrap_or(RespondError::Store { run_id, source: StoreError::Backend(message.into()) }))
+            Err(typed.unwrap_or(RespondError::Store { run_id, source: StoreError::backend(message) }))
         }
         Ok(Some(Ok(_))) => Ok(Arc::into_inner(chosen).and_then(std::sync::OnceLock::into_inner).unwrap_or_default()),
     }

@@ -72,8 +72,8 @@ impl RunSession {
     /// Opens the run of `req`. See the module documentation.
     ///
     /// # Errors
-    /// [`AgentError::Run`] when the memory id is active, its workflow changed, a stored value no longer fits
-    /// its type, or the store fails.
+    /// [`AgentError::Run`] when the memory id is active, its workflow changed or a stored value no longer fits
+    /// its type; [`AgentError::Store`] (a cause of origin `store`) when the store fails.
     pub(crate) async fn open(req: InvokeRequest) -> Result<RunSession, AgentError> {
         let registry = req.registry.clone().unwrap_or_else(Registry::global);
         let explicit_id = req.memory_id.is_some();
@@ -82,7 +82,7 @@ impl RunSession {
         let store =
             req.store.or_else(|| (explicit_id || req.agent.0.may_suspend()).then(|| registry.kept_store(&run_id)));
         let run_err = |message: String| AgentError::Run { run_id: run_id.to_string(), message };
-        let store_err = |e: crate::StoreError| AgentError::Run { run_id: run_id.to_string(), message: e.to_string() };
+        let store_err = |e: crate::StoreError| AgentError::Store { run_id: run_id.to_string(), cause: e.into() };
 
         // Load what the store knows about this memory id.
         let now_ms = now_us() / 1000;

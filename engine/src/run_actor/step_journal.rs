@@ -77,7 +77,7 @@ impl StepJournal {
     /// comes with is replaced).
     pub(crate) async fn step(&self, mut record: StepRecord) -> Result<(), AgentError> {
         let Some(store) = &self.store else { return Ok(()) };
-        let failed = |e: crate::StoreError| AgentError::internal(format!("journal write failed: {e}"));
+        let failed = |e: crate::StoreError| self.write_failed(e);
         let turn = self.append_turn.lock().await;
         record.seq = self.next_seq();
         match self.durability {
@@ -147,7 +147,12 @@ impl StepJournal {
         record.seq = self.next_seq();
         let appended = store.append_dyn(record).await;
         drop(turn);
-        appended.map_err(|e| AgentError::internal(format!("journal write failed: {e}")))
+        appended.map_err(|e| self.write_failed(e))
+    }
+
+    /// A journal write that failed: [`AgentError::Store`], its cause (origin `store`) said as a journal write.
+    fn write_failed(&self, e: crate::StoreError) -> AgentError {
+        AgentError::Store { run_id: self.run_id.to_string(), cause: crate::Cause::from(e).context("journal write") }
     }
 
     /// Takes the records buffered by exit durability.
