@@ -1,7 +1,9 @@
 //! The in-process store the engine uses when a run needs checkpoints (an explicit memory id, or a system that
 //! can suspend) and the caller gave no store: it makes in-process suspend → answer → resume and multi-turn
-//! memory work without configuring anything. Bounded by the [`super::Registry`], which evicts it.
+//! memory work without configuring anything. Bounded by the run registry, which evicts it. It holds the
+//! runs written to it (one, but for a fork's copy) and their journals.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use crate::error::StoreError;
@@ -9,11 +11,11 @@ use crate::store::{CheckpointStore, RunRecord, StepRecord};
 
 #[derive(Default)]
 struct Inner {
-    run: Option<RunRecord>,
+    runs: BTreeMap<String, RunRecord>,
     records: Vec<StepRecord>,
 }
 
-/// One run's journal and record, in memory.
+/// Runs' journals and records, in memory.
 #[derive(Clone, Default)]
 pub(crate) struct EphemeralStore {
     inner: Arc<Mutex<Inner>>,
@@ -24,7 +26,7 @@ impl CheckpointStore for EphemeralStore {
         let mut inner = crate::lock::lock(&self.inner);
         // Kept in sequence order: two supervisors may append their steps in the other order than they
         // numbered them.
-        let at = inner.records.partition_point(|r| r.seq < record.seq);
+        let at = inner.records.partition_point(|r| (&r.run_id, r.seq) < (&record.run_id, record.seq));
         inner.records.insert(at, record);
         Ok(())
     }
@@ -34,16 +36,16 @@ impl CheckpointStore for EphemeralStore {
     }
 
     async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
-        crate::lock::lock(&self.inner).run = Some(run);
+        crate::lock::lock(&self.inner).runs.insert(run.run_id.clone(), run);
         Ok(())
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        Ok(crate::lock::lock(&self.inner).run.clone().filter(|r| r.run_id == run_id))
+        Ok(crate::lock::lock(&self.inner).runs.get(run_id).cloned())
     }
 
     async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        Ok(crate::lock::lock(&self.inner).run.clone().into_iter().collect())
+        Ok(crate::lock::lock(&self.inner).runs.values().cloned().collect())
     }
 
     async fn records(&self, run_id: &str) -> Result<Vec<StepRecord>, StoreError> {

@@ -110,37 +110,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::store::{CheckpointStore, StepRecord};
-
-    /// A minimal in-memory store (the real ones live in agentic-store, which depends on this crate).
-    #[derive(Default)]
-    struct Mem {
-        runs: std::sync::Mutex<BTreeMap<String, RunRecord>>,
-        journal: std::sync::Mutex<BTreeMap<(String, u64), StepRecord>>,
-    }
-
-    impl CheckpointStore for Mem {
-        async fn append(&self, record: StepRecord) -> Result<(), StoreError> {
-            self.journal.lock().unwrap().insert((record.run_id.clone(), record.seq), record);
-            Ok(())
-        }
-        async fn flush(&self) -> Result<(), StoreError> {
-            Ok(())
-        }
-        async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
-            self.runs.lock().unwrap().insert(run.run_id.clone(), run);
-            Ok(())
-        }
-        async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-            Ok(self.runs.lock().unwrap().get(run_id).cloned())
-        }
-        async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-            Ok(self.runs.lock().unwrap().values().cloned().collect())
-        }
-        async fn records(&self, run_id: &str) -> Result<Vec<StepRecord>, StoreError> {
-            Ok(self.journal.lock().unwrap().values().filter(|r| r.run_id == run_id).cloned().collect())
-        }
-    }
+    use crate::store::StepRecord;
 
     fn milestone(kind: MilestoneKind, seq: u64) -> Milestone {
         Milestone {
@@ -157,7 +127,7 @@ mod tests {
 
     /// A run `r` of `steps` steps, each writing `k<seq>`, suspended after step 2 and resumed.
     async fn store_with_run(steps: u64) -> StoreRef {
-        let store: StoreRef = Arc::new(Mem::default());
+        let store: StoreRef = Arc::new(crate::ephemeral::EphemeralStore::default());
         for seq in 1..=steps {
             let rec =
                 StepRecord { delta: vec![(format!("k{seq}"), json!(seq))], ..StepRecord::new("r", seq, "root/0") };
