@@ -12,7 +12,7 @@
 //! ```
 //!
 //! With arguments, the example is the `agentic` command line with the kind registered
-//! ([`agentic::cli_main`]): a program that adds kinds ships its own `agentic` this way.
+//! ([`agentic_cli::main`]): a program that adds kinds ships its own `agentic` this way.
 
 use std::error::Error;
 use std::sync::Arc;
@@ -142,10 +142,7 @@ pub fn register() {
 fn main() -> Result<std::process::ExitCode, Box<dyn Error>> {
     register();
     if std::env::args().len() > 1 {
-        #[cfg(feature = "cli")]
-        return Ok(agentic::cli_main());
-        #[cfg(not(feature = "cli"))]
-        return Err("the `agentic` command line needs the cargo feature `cli` (a default one)".into());
+        return Ok(agentic_cli::main());
     }
     let text = tokio::runtime::Runtime::new()?.block_on(run())?;
     println!("{text}");

@@ -9,5 +9,5 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    agentic::cli_main()
+    agentic_cli::main()
 }
