@@ -18,13 +18,13 @@ use serde_json::{Map, Value};
 
 use crate::error::AgentError;
 use crate::lock::lock;
-use crate::run_actor::{Frame, RunContext};
+use crate::run_actor::{Frame, RunHandle};
 use crate::scope::{ScopeView, merge_delta};
 
 /// Everything an invocation runs with: its resolved inputs, the run's scope and identity.
 pub struct InvocationContext {
     /// The run this invocation belongs to.
-    pub(crate) handle: Arc<RunContext>,
+    pub(crate) handle: RunHandle,
     pub(crate) name: Arc<str>,
     pub(crate) inputs: Map<String, Value>,
     /// Path, bindings, mapper item, attempt, error handler: what the supervisor handed down.
@@ -55,7 +55,7 @@ impl InvocationContext {
     /// agent).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
-        run: Arc<RunContext>,
+        run: RunHandle,
         name: Arc<str>,
         inputs: Map<String, Value>,
         frame: Frame,

@@ -15,7 +15,6 @@
 //! actor (it outlives the composite that started it), and hands its output to the scope when it ends.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -28,7 +27,7 @@ use super::invoke::{Closed, Invocation};
 use crate::agent::AgentRef;
 use crate::error::AgentError;
 use crate::journal::InvocationRecord;
-use crate::run_actor::RunContext;
+use crate::run_actor::RunHandle;
 use crate::run_actor::{ChildOutcome, Delivery, Frame, InvocationDone, Report, ScopeMsg};
 use crate::scope::merge_delta;
 use crate::stop::Stop;
@@ -54,13 +53,13 @@ pub(crate) struct AgentActor;
 /// What an [`AgentActor`] starts with: its run (every invocation it serves is of that run) and its first
 /// invocation.
 pub(crate) struct AgentArgs {
-    pub(crate) run: Arc<RunContext>,
+    pub(crate) run: RunHandle,
     pub(crate) first: LeafCall,
 }
 
 /// What an [`AgentActor`] owns: its run, and its first invocation until it runs.
 pub(crate) struct AgentState {
-    run: Arc<RunContext>,
+    run: RunHandle,
     first: Option<LeafCall>,
 }
 
@@ -113,7 +112,7 @@ impl Actor for AgentActor {
 }
 
 /// Runs one invocation; an actor that serves no supervisor, or now runs an async agent, stops after it.
-async fn run_one(run: &Arc<RunContext>, call: LeafCall, myself: &ActorRef<AgentMsg>) -> Result<(), ActorProcessingErr> {
+async fn run_one(run: &RunHandle, call: LeafCall, myself: &ActorRef<AgentMsg>) -> Result<(), ActorProcessingErr> {
     let pooled = matches!(call.report, Report::Parent { .. });
     let result = Box::pin(run_leaf(run, call, myself)).await;
     if !matches!(result, Ok(true)) || !pooled {
@@ -124,11 +123,7 @@ async fn run_one(run: &Arc<RunContext>, call: LeafCall, myself: &ActorRef<AgentM
 
 /// Runs one leaf invocation to its end (see the module documentation). `Ok(true)`: the actor is free for
 /// another invocation (not an async agent, which now belongs to the run).
-async fn run_leaf(
-    run: &Arc<RunContext>,
-    call: LeafCall,
-    myself: &ActorRef<AgentMsg>,
-) -> Result<bool, ActorProcessingErr> {
+async fn run_leaf(run: &RunHandle, call: LeafCall, myself: &ActorRef<AgentMsg>) -> Result<bool, ActorProcessingErr> {
     let LeafCall { agent, frame, report, delay } = call;
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
@@ -201,7 +196,7 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// the scope (readers of its output key wait for it) and its step to the journal.
 async fn run_async(
     agent: AgentRef,
-    run: Arc<RunContext>,
+    run: RunHandle,
     mut invocation: Invocation,
     report: Report,
     myself: &ActorRef<AgentMsg>,

@@ -15,7 +15,7 @@ use crate::journal::InvocationRecord;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::lock::lock;
 use crate::run_actor::Frame;
-use crate::run_actor::RunContext;
+use crate::run_actor::RunHandle;
 use crate::run_actor::now_us;
 use crate::run_actor::{ChildOutcome, Delivery, InvocationDone, Report, ScopeMsg};
 use crate::scope::merge_delta;
@@ -47,7 +47,7 @@ pub(crate) struct Closed {
 impl Closed {
     /// Sends the writes and the record to the scope actor, which then hands the result to `report`: the
     /// receiver sees the writes in the published snapshot.
-    pub(crate) fn send(self, run: &RunContext, report: Report) {
+    pub(crate) fn send(self, run: &RunHandle, report: Report) {
         let then = Delivery { report, result: self.result, failed: self.failed };
         let msg = ScopeMsg::Complete(Box::new(InvocationDone {
             item: self.item,
@@ -70,7 +70,7 @@ impl Invocation {
     /// [`AgentError::MissingArgument`], [`AgentError::Coercion`], or an async producer's error.
     pub(crate) async fn open(
         agent: &AgentRef,
-        run: &Arc<RunContext>,
+        run: &RunHandle,
         frame: Frame,
         actor: Option<ActorCell>,
     ) -> Result<Option<Invocation>, AgentError> {
@@ -225,7 +225,7 @@ impl Invocation {
 /// then the default. `Ok(None)` means "skip" (optional agent with a missing input).
 async fn resolve_inputs(
     agent: &AgentRef,
-    run: &RunContext,
+    run: &RunHandle,
     path: &str,
     item: Option<&Arc<str>>,
     bindings: Option<&Map<String, Value>>,

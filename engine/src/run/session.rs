@@ -34,7 +34,7 @@ use crate::run_actor::Frame;
 use crate::run_actor::WriterMsg;
 use crate::run_actor::now_us;
 use crate::run_actor::{ChildOutcome, Leftovers, Report, RootRun, RootStart, ScopeMsg};
-use crate::run_actor::{RunContext, RunSetup};
+use crate::run_actor::{HandleArgs, RunHandle};
 use crate::run_actor::{RunParts, ScopeHandle};
 use crate::status::RunStatus;
 use crate::stop::Stop;
@@ -50,7 +50,7 @@ pub(crate) struct RunSession {
     run_id: Arc<str>,
     /// The run record (when the run is journaled); boxed, as it is read only at the start and the end.
     record: Option<Box<RunRecord>>,
-    run: Arc<RunContext>,
+    run: RunHandle,
     scope: ScopeHandle,
     /// Stops the run's actors if the session is dropped before it closes (the caller gave up).
     scope_guard: StopOnDrop,
@@ -204,7 +204,7 @@ impl RunSession {
             }
             _ => (None, None),
         };
-        let run = Arc::new(RunContext::new(RunSetup {
+        let run = RunHandle::new(HandleArgs {
             run_id: run_id.clone(),
             scope: scope.clone(),
             store: store.clone(),
@@ -218,7 +218,7 @@ impl RunSession {
             traceparent: req.traceparent,
             budgets,
             restoring,
-        }));
+        });
         if run.journal.enabled() && !inputs.is_empty() {
             // The inputs are part of the state a resume rebuilds: journal them as the turn's first step.
             let record = StepRecord {
@@ -460,7 +460,7 @@ fn budgets_of(root: &AgentRef) -> Vec<crate::budget::Tracked> {
 
 /// After the root's outcome: waits for the async agents, then journals the root's completion (with the final
 /// record when `final_record`); returns the run's output.
-async fn finish_root(run: &RunContext, outcome: ChildOutcome, final_record: bool) -> Result<Value, AgentError> {
+async fn finish_root(run: &RunHandle, outcome: ChildOutcome, final_record: bool) -> Result<Value, AgentError> {
     run.wait_async_agents().await?;
     if final_record {
         run.journal.root_completion(outcome.delta, outcome.record).await?;
@@ -528,7 +528,7 @@ fn take_batch(
 /// Starts again an async agent that was running when the run stopped (under the run's scope actor), and waits
 /// until it has started: its output key is then pending, so the root started next waits for it instead of
 /// missing it.
-async fn restart_async(root: &AgentRef, run: &Arc<RunContext>, frame: Frame) -> Result<(), Stop> {
+async fn restart_async(root: &AgentRef, run: &RunHandle, frame: Frame) -> Result<(), Stop> {
     let path = frame.path.clone();
     let mut agent = root.clone();
     for part in path.split('/').skip(1) {
@@ -550,7 +550,7 @@ async fn restart_async(root: &AgentRef, run: &Arc<RunContext>, frame: Frame) -> 
 /// The run's root as its scope actor supervises it ([`RootRun`]): the agent, the run, the root's frame.
 struct Root {
     agent: AgentRef,
-    run: Arc<RunContext>,
+    run: RunHandle,
     frame: Frame,
 }
 

@@ -20,7 +20,7 @@ use crate::error::AgentError;
 use crate::invocation::InvocationContext;
 use crate::run_actor::Frame;
 use crate::run_actor::Report;
-use crate::run_actor::RunContext;
+use crate::run_actor::RunHandle;
 use crate::stop::Stop;
 
 /// The supervisor of one composite invocation: its behaviour (`impl Actor`) is in `supervisor.rs`, which
@@ -31,7 +31,7 @@ pub(crate) struct SupervisorActor;
 pub(crate) struct SupervisorArgs {
     pub(crate) inner: Arc<CompositeInner>,
     pub(crate) agent: AgentRef,
-    pub(crate) run: Arc<RunContext>,
+    pub(crate) run: RunHandle,
     pub(crate) frame: Frame,
     pub(crate) report: Report,
     /// Wait this long first (an error handler's retry backoff).
@@ -88,7 +88,7 @@ impl Spawned {
 /// [`AgentError::Internal`] when the actor cannot start (its parent is stopping).
 pub(crate) async fn spawn_invocation(
     agent: &AgentRef,
-    run: &Arc<RunContext>,
+    run: &RunHandle,
     frame: Frame,
     report: Report,
     delay: Duration,

@@ -41,7 +41,7 @@ use crate::listener::{ListenerRef, RunEvent};
 use crate::pending::PendingResponse;
 use crate::planner::{Action, Completion, Planner, PlanningContext};
 use crate::run_actor::Frame;
-use crate::run_actor::RunContext;
+use crate::run_actor::RunHandle;
 use crate::run_actor::{ChildDone, ChildOutcome, Delivery, Report, ScopeMsg, SupervisorMsg};
 use crate::scope::{ScopeView, merge_delta};
 use crate::stop::Stop;
@@ -168,7 +168,7 @@ pub(crate) struct SupervisorState {
     myself: ActorRef<SupervisorMsg>,
     inner: Arc<CompositeInner>,
     agent: AgentRef,
-    run: Arc<RunContext>,
+    run: RunHandle,
     frame: Frame,
     report: Option<Report>,
     delay: Duration,
@@ -486,7 +486,7 @@ fn context<'a>(inner: &'a CompositeInner, view: ScopeView, path: &'a str) -> Pla
 
 /// The snapshot a planner decides on: settled (no async production pending) when it reads the state.
 /// The view is seen from the composite's invocation: its mapper item's layer and its bound values first.
-async fn decision_view(run: &RunContext, frame: &Frame, reads_state: bool) -> Result<ScopeView, AgentError> {
+async fn decision_view(run: &RunHandle, frame: &Frame, reads_state: bool) -> Result<ScopeView, AgentError> {
     let view = run.scope.view_at(frame.layer.as_ref());
     let view =
         if reads_state && view.has_pending() { run.scope.settled().await?.at_item(frame.layer.as_ref()) } else { view };

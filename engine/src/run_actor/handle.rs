@@ -1,4 +1,4 @@
-//! [`RunContext`]: what every invocation of one run holds — the run's id, its actor's handle, its cancellation
+//! [`RunHandle`]: what every invocation of one run holds — the run's id, its actor's handle, its cancellation
 //! and drain signals, its journal's writer, its event subscribers — and the requests an invocation makes of
 //! the run's actor (answers, compensations, async agents, budgets), which owns that state.
 
@@ -21,14 +21,27 @@ use crate::error::AgentError;
 use crate::pending::PendingResponse;
 use crate::store::{Durability, PlannerState, StoreRef};
 
-/// How often a pending-mode human step reads its run's stored record for an answer ([`RunContext::ask_and_wait`]).
+/// How often a pending-mode human step reads its run's stored record for an answer ([`RunShared::ask_and_wait`]).
 const ANSWER_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// What every invocation of one run holds: the run's id, its actor (the scope's handle: the run's answers,
 /// compensations, async agents, budgets and the composites a resume restores are that actor's state, reached
 /// through its messages), its cancellation and drain signals, its journal's writer, its event subscribers and
-/// its trace context. Shared read-only: nothing here changes the run but through the journal or the actor.
-pub(crate) struct RunContext {
+/// its trace context. Cheap to clone; nothing here changes the run but through the journal or the actor.
+#[derive(Clone)]
+pub(crate) struct RunHandle(Arc<RunShared>);
+
+impl std::ops::Deref for RunHandle {
+    type Target = RunShared;
+
+    fn deref(&self) -> &RunShared {
+        &self.0
+    }
+}
+
+/// What the holders of a [`RunHandle`] share: read-only but for the journal's writer and the flags that
+/// spare an invocation a message to the actor.
+pub(crate) struct RunShared {
     pub(crate) run_id: Arc<str>,
     pub(crate) scope: ScopeHandle,
     pub(crate) cancel: CancellationToken,
@@ -49,8 +62,8 @@ pub(crate) struct RunContext {
     may_restore: AtomicBool,
 }
 
-/// How a run context starts.
-pub(crate) struct RunSetup {
+/// What a run's handle starts with.
+pub(crate) struct HandleArgs {
     pub(crate) run_id: Arc<str>,
     pub(crate) scope: ScopeHandle,
     pub(crate) store: Option<StoreRef>,
@@ -69,9 +82,10 @@ pub(crate) struct RunSetup {
     pub(crate) restoring: bool,
 }
 
-impl RunContext {
-    pub(crate) fn new(setup: RunSetup) -> Self {
-        RunContext {
+impl RunHandle {
+    /// The handle of a run starting with `setup`.
+    pub(crate) fn new(setup: HandleArgs) -> Self {
+        RunHandle(Arc::new(RunShared {
             journal: StepJournal::new(
                 setup.run_id.clone(),
                 setup.store,
@@ -88,9 +102,11 @@ impl RunContext {
             budgets: setup.budgets,
             async_started: AtomicBool::new(false),
             may_restore: AtomicBool::new(setup.restoring),
-        }
+        }))
     }
+}
 
+impl RunShared {
     /// Sends `msg` to the run's actor (dropped once the run has ended).
     fn tell(&self, msg: ScopeMsg) {
         let _ = self.scope.tell(msg);
