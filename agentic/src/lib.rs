@@ -95,7 +95,7 @@ pub fn default_model() -> Result<agents::model::ChatModelRef, agents::model::Mod
     spec::model_from_def(&local)
 }
 
-/// What an application needs on the common path (29 names): the agent builders and the workflow composites, the
+/// What an application needs on the common path (30 names): the agent builders and the workflow composites, the
 /// two builder traits their methods come from, chat models, outcomes, durability and retries, the stores, and
 /// the declarative `#[agent]` and `#[agents]`. Everything else is one import away: the agentic patterns
 /// (`agentic::planners::{Debate, Goap, ...}`), custom planners and listeners (`agentic::engine::{Planner,
