@@ -211,8 +211,6 @@ impl ProcessCapacity {
     }
 }
 
-/// Where an endpoint's limiter state lives for one run: the process's, or its shared store's.
-
 impl ProcessCapacity {
     /// Woken when a slot is given back in this process.
     pub(crate) fn released() -> &'static tokio::sync::Notify {

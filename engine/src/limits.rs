@@ -16,6 +16,7 @@ use std::sync::Arc;
 pub use crate::capacity::{CapacityAnswer, CapacityOp, ModelLimits, ProcessCapacity, endpoint_key};
 use crate::error::StoreError;
 
+/// Where an endpoint's limiter state lives for one run: the process's, or its shared store's.
 #[derive(Clone)]
 pub(crate) enum CapacitySource {
     Process,
