@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use agentic_agents::ChatModelRef;
+use agentic_agents::model::ChatModelRef;
 use agentic_agents::decision::{ChatDecisionModel, DecisionModelRef, DecisionRequest, Question};
 use agentic_engine::{
     Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, BuildError, Completion, InputSpec, InvocationContext,

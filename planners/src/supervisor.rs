@@ -40,7 +40,7 @@
 
 use std::sync::Arc;
 
-use agentic_agents::ChatModelRef;
+use agentic_agents::model::ChatModelRef;
 use agentic_agents::extract_json;
 use agentic_agents::model::{ChatMessage, ChatRequest, ResponseFormat, call_model};
 use agentic_engine::{

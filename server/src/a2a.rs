@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
-use agentic_agents::a2a::types::{
+use agentic_agents::a2a::{
     AGENT_CARD_PATH, AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Artifact, JSONRPC_BINDING, JsonRpcError,
     JsonRpcResponse, Message, Method, Part, ProtocolVersion, Role, SendMessageRequest, SendMessageResponse,
     StreamResponse, Task, TaskArtifactUpdateEvent, TaskRequest, TaskState, TaskStatus, TaskStatusUpdateEvent,
