@@ -21,8 +21,8 @@
 
 use std::sync::Arc;
 
-use agentic_agents::model::ChatModelRef;
 use agentic_agents::decision::{ChatDecisionModel, DecisionModelRef, DecisionRequest, Question};
+use agentic_agents::model::ChatModelRef;
 use agentic_engine::{
     Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, BuildError, Completion, InputSpec, InvocationContext,
     Planner, PlanningContext, Stop,

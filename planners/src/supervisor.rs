@@ -40,8 +40,8 @@
 
 use std::sync::Arc;
 
-use agentic_agents::model::ChatModelRef;
 use agentic_agents::extract_json;
+use agentic_agents::model::ChatModelRef;
 use agentic_agents::model::{ChatMessage, ChatRequest, ResponseFormat, call_model};
 use agentic_engine::{
     Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, BuildError, Cause, Completion, InputSpec,

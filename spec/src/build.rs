@@ -680,7 +680,10 @@ impl Builder<'_> {
         Ok(client)
     }
 
-    pub(crate) fn with_models(mut self, models: HashMap<String, Result<agentic_agents::model::ChatModelRef, String>>) -> Self {
+    pub(crate) fn with_models(
+        mut self,
+        models: HashMap<String, Result<agentic_agents::model::ChatModelRef, String>>,
+    ) -> Self {
         self.models = models;
         self
     }
@@ -806,7 +809,10 @@ struct Planned {
 impl<'a> Builder<'a> {
     /// Sets the decision models by name: `scripted` entries with `decisions` (the other entries are chat
     /// models wrapped as decision models).
-    pub(crate) fn with_decision_models(mut self, models: HashMap<String, agentic_agents::decision::DecisionModelRef>) -> Self {
+    pub(crate) fn with_decision_models(
+        mut self,
+        models: HashMap<String, agentic_agents::decision::DecisionModelRef>,
+    ) -> Self {
         self.decision_models = models;
         self
     }

@@ -118,6 +118,9 @@
 //! `decision_router`: `model` `default` (a `scripted` entry with `decisions` is a decision model; any other
 //! entry's chat model is used as one), no `threshold` (one choice); `threshold` must be strictly between 0
 //! and 1; the request is the state key `request`.
+//!
+//! Public surface: the modules are private and every public item is re-exported here, at one path
+//! (`agentic_spec::SpecError`, `agentic_spec::ModelDef`, ...).
 
 mod build;
 mod error;

@@ -73,9 +73,11 @@ fn provider_model(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
 /// model ([`agentic_agents::decision::ChatDecisionModel`]).
 pub fn decision_model_from_def(def: &ModelDef) -> Option<agentic_agents::decision::DecisionModelRef> {
     match &def.provider {
-        ModelProvider::Scripted { decisions, .. } if !decisions.is_empty() => {
-            Some(agentic_agents::decision::ScriptedDecisionModel::new(decisions.iter().cloned()).named(def.name.clone()).into())
-        }
+        ModelProvider::Scripted { decisions, .. } if !decisions.is_empty() => Some(
+            agentic_agents::decision::ScriptedDecisionModel::new(decisions.iter().cloned())
+                .named(def.name.clone())
+                .into(),
+        ),
         _ => None,
     }
 }
