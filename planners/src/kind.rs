@@ -1,9 +1,4 @@
-//! The descriptor of a planner kind that specs can name: [`PlannerKind`] — its `kind` name, its fields with
-//! their types ([`KindField`], [`FieldType`]: nested lists of entries, models and references to its own agents
-//! included), how its composite is built from their values ([`KindArgs`]), what is checked once its agents are
-//! built ([`FieldError`]) and how it runs its agents ([`Calls`]). Every built-in composite kind has one, in its
-//! planner's file, registered by one line of [`builtin_kinds`]; a program's own kinds implement it
-//! (`agentic_spec::register_kind` makes specs accept them; see `examples/round_robin.rs`).
+//! [`PlannerKind`], the descriptor of a planner kind that specs can name, and what it is built from.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,8 +11,15 @@ use serde_json::{Map, Value};
 
 use crate::common::CompositeParts;
 
-/// A planner kind that specs can name (`kind: <name>`): its fields and how its planner is made. See the
-/// module documentation; register one with `agentic_spec::register_kind`.
+/// A planner kind that specs can name (`kind: <name>`): its fields and how its planner is made; register one
+/// with `agentic_spec::register_kind`.
+///
+/// The descriptor of a planner kind that specs can name: [`PlannerKind`] — its `kind` name, its fields with
+/// their types ([`KindField`], [`FieldType`]: nested lists of entries, models and references to its own agents
+/// included), how its composite is built from their values ([`KindArgs`]), what is checked once its agents are
+/// built ([`FieldError`]) and how it runs its agents ([`Calls`]). Every built-in composite kind has one, in its
+/// planner's file, registered by one line of [`builtin_kinds`]; a program's own kinds implement it
+/// (`agentic_spec::register_kind` makes specs accept them; see `examples/round_robin.rs`).
 pub trait PlannerKind: Send + Sync + 'static {
     /// The `kind` a spec writes: lowercase letters, digits and `_`, starting with a letter, and not a
     /// built-in kind.
