@@ -17,7 +17,7 @@
 use std::error::Error;
 use std::sync::Arc;
 
-use agentic::agents::expr::Expression;
+use agentic::agents::Expression;
 use agentic::engine::PlannerFactory;
 use agentic::engine::{Action, AgentCall, Completion, Planner, PlanningContext};
 use agentic::prelude::*;

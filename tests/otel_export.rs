@@ -16,8 +16,9 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use agentic::agents::a2a::{A2aAgent, A2aClient};
 use agentic::agents::model::OpenAiModel;
-use agentic::agents::{A2aAgent, A2aClient, McpAgent, McpClient, McpToolProvider};
+use agentic::agents::{McpAgent, McpClient, McpToolProvider};
 use agentic::engine::StoreRef;
 use agentic::prelude::*;
 use agentic::store::MemoryStore;

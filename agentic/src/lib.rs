@@ -5,6 +5,12 @@
 //! router, or your own), run them in Rust or from YAML/JSON specs with the
 //! `agentic` CLI (the crate agentic-cli), and journal every step.
 //!
+//! Public surface: each workspace crate is one module here ([`engine`], [`planners`], [`agents`](mod@agents), [`store`],
+//! [`spec`], [`report`]) and each type has the one path its crate gives it under that module
+//! (`agentic::planners::Sequence`, `agentic::agents::model::ChatModelRef`); the root adds only what no crate
+//! holds (the declarative macros, [`default_model`], `telemetry`), and [`prelude`] repeats the common names
+//! for a glob import by design.
+//!
 //! ```
 //! use agentic::prelude::*;
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {

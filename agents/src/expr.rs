@@ -1,10 +1,4 @@
-//! minijinja expressions and templates over a [`ScopeView`]: the language of the spec's `value`, `when`,
-//! `exit_when`, `output` (expressions) and `template`, `system`, `user`, `prompt` (templates).
-//!
-//! State keys are variables; extra variables (`iteration` inside loops) are passed per evaluation. Only the
-//! keys an expression touches are converted, so evaluation cost does not grow with the state's size.
-//! Undefined variables follow minijinja's semi-strict mode: `x is defined` and `if x` work, printing or
-//! computing with a missing key is an error naming it.
+//! [`Expression`] and [`Template`]: minijinja over a [`ScopeView`], documented on [`Expression`].
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
@@ -105,6 +99,14 @@ fn describe(e: &minijinja::Error) -> String {
 }
 
 /// A compiled minijinja expression that evaluates to a JSON value.
+///
+/// minijinja expressions and templates over a [`ScopeView`]: the language of the spec's `value`, `when`,
+/// `exit_when`, `output` (expressions) and `template`, `system`, `user`, `prompt` (templates).
+///
+/// State keys are variables; extra variables (`iteration` inside loops) are passed per evaluation. Only the
+/// keys an expression touches are converted, so evaluation cost does not grow with the state's size.
+/// Undefined variables follow minijinja's semi-strict mode: `x is defined` and `if x` work, printing or
+/// computing with a missing key is an error naming it.
 pub struct Expression {
     source: String,
     compiled: minijinja::Expression<'static, 'static>,

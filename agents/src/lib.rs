@@ -4,16 +4,21 @@
 //! [`Tool`]s; non-AI agents — [`FnAgent`] (async closures),
 //! [`ScopeAction`] (state-to-writes functions), [`Compute`] (minijinja expressions and templates) — the
 //! human-in-the-loop agent [`Human`], [`decision`] models (typed questions answered with probabilities), and
-//! the [`expr`] module the spec and planners use for conditions and output expressions; MCP on the official
-//! Rust SDK: [`McpClient`] and [`McpAgent`] (one MCP tool as an agent); A2A: [`a2a::A2aAgent`] (a remote
-//! A2A agent as an agent) over the typed client and wire types of [`a2a`].
+//! the [`Expression`]s and [`Template`]s the spec and planners use for conditions and output expressions; MCP
+//! on the official Rust SDK: [`McpClient`] and [`McpAgent`] (one MCP tool as an agent); A2A: [`a2a::A2aAgent`]
+//! (a remote A2A agent as an agent) over the typed client and wire types of [`a2a`].
+//!
+//! Public surface: the modules are private and their public items are re-exported here, at one path, except
+//! the three large facets [`model`] (chat models and their providers), [`decision`] (decision models and their
+//! questions) and [`a2a`] (the A2A client and wire types), which are public modules whose items are not
+//! repeated here (`agentic_agents::model::ChatModelRef`, `agentic_agents::a2a::A2aAgent`).
 
 pub mod a2a;
 mod closure;
 mod compute;
 pub mod decision;
-pub mod error;
-pub mod expr;
+mod error;
+mod expr;
 mod human;
 mod llm;
 #[cfg(feature = "mcp")]
@@ -26,11 +31,10 @@ mod tools;
 mod trace_context;
 mod wait;
 
-pub use a2a::{A2aAgent, A2aAgentBuilder, A2aClient, A2aError, A2aTenant};
 pub use closure::{FnAgent, FnAgentBuilder, ScopeAction};
 pub use compute::{Compute, ComputeBuilder};
-pub use decision::{ChatDecisionModel, DecisionModel, DecisionModelRef, ScriptedDecisionModel};
 pub use error::ExprError;
+pub use expr::{Expression, Template};
 pub use human::{Deadline, Human, HumanBuilder, HumanMode, OnTimeout};
 pub use llm::{
     DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder, OutputType, SUMMARY_PROMPT, extract_json, memory_key,
@@ -40,7 +44,6 @@ pub use llm::{
 pub use mcp::{
     McpAgent, McpAgentBuilder, McpClient, McpError, McpServer, McpTool, McpToolProvider, McpToolProviderBuilder,
 };
-pub use model::{ChatModel, ChatModelRef, DynChatModel, ModelError};
 pub use tools::{Tool, ToolCallInfo, ToolProvider};
 pub use wait::{Wait, WaitBuilder, WaitUntil};
 

@@ -292,7 +292,7 @@ impl SpecBuilder for LlmAgentBuilder {
 }
 
 impl LlmAgent {
-    /// A builder for an agent asking `model` (any [`crate::ChatModel`] or a [`ChatModelRef`]).
+    /// A builder for an agent asking `model` (any [`crate::model::ChatModel`] or a [`ChatModelRef`]).
     pub fn builder(model: impl Into<ChatModelRef>) -> LlmAgentBuilder {
         LlmAgentBuilder {
             spec: AgentSpec::new("llm", "llm"),

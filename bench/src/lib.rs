@@ -5,6 +5,9 @@
 //! Run: `cargo run --release -p agentic-bench -- [--quick] [--scenario NAME] [--langgraph]`; see
 //! `docs/performance.md`. The library holds the scenarios so that `cargo test -p agentic-bench` can run each at a
 //! tiny size and check exact counts.
+//!
+//! Public surface (an unpublished harness): the modules are public namespaces of the harness's steps and
+//! nothing is re-exported at the root, so every item has one path (`agentic_bench::runner::Plan`).
 
 pub mod error;
 pub mod langgraph;

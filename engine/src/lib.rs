@@ -2,8 +2,10 @@
 //!
 //! The runtime of `agentic`: the run's shared state and its snapshots ([`ScopeView`]), the [`Agent`] trait,
 //! the [`Planner`] trait, the ractor actors that run a system ([`InvokeRequest`]), error handlers
-//! ([`ErrorHandler`]) and the step journal interface ([`CheckpointStore`]). Every public item is re-exported
-//! here, at one path; the modules are private. Planners, agents and stores live in sibling crates; the `agentic` crate re-exports
+//! ([`ErrorHandler`]) and the step journal interface ([`CheckpointStore`]). Public surface: the modules are
+//! private and every public item is re-exported here, at one path, except the two facets [`budget`] (run budgets,
+//! prices and usage) and [`limits`] (model capacity limits), public modules whose items are not repeated here.
+//! Planners, agents and stores live in sibling crates; the `agentic` crate re-exports
 //! everything a user needs.
 //!
 //! A run is a tree of actors:

@@ -2,7 +2,7 @@
 //! never panic. Input: the source, a NUL byte, then the state as a JSON object (absent or invalid: empty).
 #![no_main]
 
-use agentic_agents::expr::{Expression, Template};
+use agentic_agents::{Expression, Template};
 use agentic_engine::ScopeView;
 use libfuzzer_sys::fuzz_target;
 

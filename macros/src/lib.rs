@@ -21,6 +21,8 @@
 //!
 //! The idea is LangChain4j agentic's declarative API (annotated interfaces: `@Agent`, `@V`,
 //! `@SequenceAgent`, ...); here it is compile-time code generation instead of reflection.
+//!
+//! Public surface: the modules are private; the attribute macros are the crate root's only items.
 
 mod args;
 mod leaf;

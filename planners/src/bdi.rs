@@ -1,24 +1,4 @@
-//! Belief–desire–intention (BDI): the state is the belief base; desires are prioritised goals, each with an
-//! `achievable` and a `satisfied` condition and an intention — the agents that pursue it, in order.
-//!
-//! Deliberation picks, among the desires that are achievable and not satisfied, the one with the highest
-//! priority (ties: the first declared), and runs its agents one at a time. After each agent:
-//! 1. the desire is satisfied → deliberate again (its intention starts from its first agent if it is ever
-//!    pursued again);
-//! 2. else, a desire of strictly higher priority is achievable (and not satisfied) → preempt: deliberate
-//!    again; the preempted desire keeps its place and later resumes at its next agent, not from scratch;
-//! 3. else, its intention ran all its agents → error
-//!    `desire `NAME` is still not satisfied after all N agents of its intention ran`;
-//! 4. else, the desire is still achievable → its next agent;
-//! 5. else (no longer achievable) → deliberate again (it keeps its place, as when preempted).
-//!
-//! No achievable, unsatisfied desire → done. Starting an agent when `max_invocations` (default 50) have run
-//! is the error `maximum invocations (N) reached while pursuing desire `NAME``.
-//!
-//! Follows the BDI pattern of LangChain4j agentic (`BDIPlanner`, `Desire.of(name, priority, achievable,
-//! satisfied, agents...)`). Differences: the intention's progress per desire is in the serialisable execution
-//! state, so preemption and crash recovery resume the intention at its next agent (the original restarted
-//! it, re-running completed agents).
+//! The [`Bdi`] composite and its planner; the behaviour is documented on [`Bdi`].
 
 use std::sync::Arc;
 
@@ -227,7 +207,29 @@ impl Planner for BdiPlanner {
     }
 }
 
-/// A BDI composite (see the [module](self) docs).
+/// A BDI composite.
+///
+/// Belief–desire–intention (BDI): the state is the belief base; desires are prioritised goals, each with an
+/// `achievable` and a `satisfied` condition and an intention — the agents that pursue it, in order.
+///
+/// Deliberation picks, among the desires that are achievable and not satisfied, the one with the highest
+/// priority (ties: the first declared), and runs its agents one at a time. After each agent:
+/// 1. the desire is satisfied → deliberate again (its intention starts from its first agent if it is ever
+///    pursued again);
+/// 2. else, a desire of strictly higher priority is achievable (and not satisfied) → preempt: deliberate
+///    again; the preempted desire keeps its place and later resumes at its next agent, not from scratch;
+/// 3. else, its intention ran all its agents → error
+///    `desire `NAME` is still not satisfied after all N agents of its intention ran`;
+/// 4. else, the desire is still achievable → its next agent;
+/// 5. else (no longer achievable) → deliberate again (it keeps its place, as when preempted).
+///
+/// No achievable, unsatisfied desire → done. Starting an agent when `max_invocations` (default 50) have run
+/// is the error `maximum invocations (N) reached while pursuing desire `NAME``.
+///
+/// Follows the BDI pattern of LangChain4j agentic (`BDIPlanner`, `Desire.of(name, priority, achievable,
+/// satisfied, agents...)`). Differences: the intention's progress per desire is in the serialisable execution
+/// state, so preemption and crash recovery resume the intention at its next agent (the original restarted
+/// it, re-running completed agents).
 ///
 /// ```
 /// use agentic_agents::Compute;

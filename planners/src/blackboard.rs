@@ -1,16 +1,4 @@
-//! Blackboard: the agents are knowledge sources that publish partial results to the state (the blackboard);
-//! after every step a central scheduler activates exactly one of them. Activation is as in [`crate::p2p`]: an
-//! agent is a candidate when all its inputs are present and one of them changed since it last ran. Among the
-//! candidates, the `prefer` rules decide (the first rule whose condition holds and whose agent is a
-//! candidate), then declaration order. The composite succeeds when the goal holds (default: its `output_key`
-//! is present) — checked before every activation — or at quiescence (no candidate); reaching
-//! `max_invocations` with the goal unmet is the error `maximum invocations (N) reached without satisfying
-//! goal`.
-//!
-//! Follows the blackboard pattern of LangChain4j agentic (`BlackboardPlanner` with a goal predicate and a
-//! `ConflictResolutionStrategy` such as `agentOfType(X, condition).or(declarationOrder())`). Ours keeps the
-//! activation fingerprints in the serialisable execution state, so a resumed run (after a crash or a human's
-//! answer) knows exactly which agents are due.
+//! The [`Blackboard`] composite and its planner; the behaviour is documented on [`Blackboard`].
 
 use std::sync::Arc;
 
@@ -123,8 +111,21 @@ impl Planner for BlackboardPlanner {
     }
 }
 
-/// A blackboard composite: one knowledge source per step, chosen by the `prefer` rules (see the
-/// [module](self) docs).
+/// A blackboard composite: one knowledge source per step, chosen by the `prefer` rules.
+///
+/// Blackboard: the agents are knowledge sources that publish partial results to the state (the blackboard);
+/// after every step a central scheduler activates exactly one of them. Activation is as in [`P2p`](crate::P2p): an
+/// agent is a candidate when all its inputs are present and one of them changed since it last ran. Among the
+/// candidates, the `prefer` rules decide (the first rule whose condition holds and whose agent is a
+/// candidate), then declaration order. The composite succeeds when the goal holds (default: its `output_key`
+/// is present) — checked before every activation — or at quiescence (no candidate); reaching
+/// `max_invocations` with the goal unmet is the error `maximum invocations (N) reached without satisfying
+/// goal`.
+///
+/// Follows the blackboard pattern of LangChain4j agentic (`BlackboardPlanner` with a goal predicate and a
+/// `ConflictResolutionStrategy` such as `agentOfType(X, condition).or(declarationOrder())`). Ours keeps the
+/// activation fingerprints in the serialisable execution state, so a resumed run (after a crash or a human's
+/// answer) knows exactly which agents are due.
 ///
 /// ```
 /// use agentic_agents::Compute;

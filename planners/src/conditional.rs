@@ -1,6 +1,4 @@
-//! Conditional: evaluates every branch condition in order; all matching branches run, in parallel (the
-//! agents of one branch run in order); no match → done with no result, never a hang. Follows LangChain4j
-//! agentic's `conditionalBuilder`.
+//! The [`Conditional`] composite and its planner; the behaviour is documented on [`Conditional`].
 
 use agentic_engine::{Action, AgentCall, AgentError, AgentRef, BuildError, Completion, Planner, PlanningContext};
 use serde::{Deserialize, Serialize};
@@ -74,6 +72,10 @@ impl Planner for ConditionalPlanner {
 }
 
 /// Runs the branches whose conditions hold.
+///
+/// Conditional: evaluates every branch condition in order; all matching branches run, in parallel (the
+/// agents of one branch run in order); no match → done with no result, never a hang. Follows LangChain4j
+/// agentic's `conditionalBuilder`.
 pub struct Conditional;
 
 impl Conditional {

@@ -1,18 +1,4 @@
-//! Debate: debaters answer, read each other's answers and refine theirs over rounds; a judge gives the final
-//! verdict. Round 1: all debaters answer in parallel with an empty `debateContext`. After each round the
-//! context is one line per debater, `Name: "answer"`, in declaration order (joined with `\n`; a non-string
-//! answer is shown as JSON). When the answers have converged, or after `max_rounds` rounds (default 3), the
-//! judge runs with that context; its answer is the composite's result. The context is passed to every call
-//! as the call binding [`DEBATE_CONTEXT_KEY`] (`debateContext`): declare it as an input of the debaters and
-//! the judge (or use it in their templates); it is not written to the state.
-//!
-//! Convergence: [`Convergence::Unanimous`] (all answers equal, the default), [`Convergence::UnanimousLastWord`]
-//! (the last word of every answer, upper-cased with punctuation stripped, is the same — e.g. a closing
-//! `AGREE.`), or a custom Rust closure.
-//!
-//! Follows the debate pattern of LangChain4j agentic (`DebatePlanner`, `ConvergenceStrategy.unanimous()`,
-//! `unanimousLastWord()`). Differences: the context lists debaters in declaration order (the original used
-//! hash order), and the round, the context and the answers so far are in the serialisable execution state.
+//! The [`Debate`] composite and its planner; the behaviour is documented on [`Debate`].
 
 use std::sync::Arc;
 
@@ -182,7 +168,23 @@ impl Planner for DebatePlanner {
     }
 }
 
-/// A debate composite (see the [module](self) docs).
+/// A debate composite.
+///
+/// Debate: debaters answer, read each other's answers and refine theirs over rounds; a judge gives the final
+/// verdict. Round 1: all debaters answer in parallel with an empty `debateContext`. After each round the
+/// context is one line per debater, `Name: "answer"`, in declaration order (joined with `\n`; a non-string
+/// answer is shown as JSON). When the answers have converged, or after `max_rounds` rounds (default 3), the
+/// judge runs with that context; its answer is the composite's result. The context is passed to every call
+/// as the call binding [`DEBATE_CONTEXT_KEY`] (`debateContext`): declare it as an input of the debaters and
+/// the judge (or use it in their templates); it is not written to the state.
+///
+/// Convergence: [`Convergence::Unanimous`] (all answers equal, the default), [`Convergence::UnanimousLastWord`]
+/// (the last word of every answer, upper-cased with punctuation stripped, is the same — e.g. a closing
+/// `AGREE.`), or a custom Rust closure.
+///
+/// Follows the debate pattern of LangChain4j agentic (`DebatePlanner`, `ConvergenceStrategy.unanimous()`,
+/// `unanimousLastWord()`). Differences: the context lists debaters in declaration order (the original used
+/// hash order), and the round, the context and the answers so far are in the serialisable execution state.
 ///
 /// ```
 /// use agentic_agents::Compute;

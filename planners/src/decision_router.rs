@@ -1,28 +1,9 @@
-//! Decision router: a decision model chooses which sub-agent handles the request, and that agent runs.
-//!
-//! As for the supervisor, the model call happens in a hidden sub-agent: the composite's sub-agents are the
-//! user's agents followed by a `router` agent (kind `decision_router_decider`, see [`RouterDeciderAgent`]), so
-//! the decision is journaled like any step and a resumed run never asks again.
-//!
-//! The decider asks a [`DecisionModelRef`] about the input `{"<request key>": <request>}` (the state key
-//! `request` by default, configurable). Without a threshold it asks one choice question, [`CHOICE_QUESTION`]
-//! named `agent`, whose options are the agents' names with their descriptions; the chosen agent runs and its
-//! output is the result. With a threshold (strictly between 0 and 1) it asks, in the same request, one yes/no
-//! question per agent (named after the agent: "Should the agent `medical` (Answers medical questions.)
-//! handle this request?"); every agent whose probability of yes is at or above the threshold runs, in
-//! parallel, and the result is a map name → output (empty when none was selected).
-//!
-//! A chat model can stand in for the decision model ([`DecisionRouterBuilder::chat_model`] wraps it in a
-//! [`ChatDecisionModel`], which feeds unreadable answers back at most `max_retries` times).
-//!
-//! Follows LangChain4j agentic's `DecisionRouterPlanner` (choice question from names and descriptions, an
-//! activation threshold with per-agent yes/no questions asked in one request, the decision in the execution
-//! state).
+//! The [`DecisionRouter`] composite and its planner; the behaviour is documented on [`DecisionRouter`].
 
 use std::sync::Arc;
 
-use agentic_agents::ChatModelRef;
 use agentic_agents::decision::{ChatDecisionModel, DecisionModelRef, DecisionRequest, Question};
+use agentic_agents::model::ChatModelRef;
 use agentic_engine::{
     Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, BuildError, Completion, InputSpec, InvocationContext,
     Planner, PlanningContext, Stop,
@@ -192,7 +173,28 @@ impl Planner for RouterPlanner {
     }
 }
 
-/// A decision router composite (see the [module](self) docs).
+/// A decision router composite.
+///
+/// Decision router: a decision model chooses which sub-agent handles the request, and that agent runs.
+///
+/// As for the supervisor, the model call happens in a hidden sub-agent: the composite's sub-agents are the
+/// user's agents followed by a `router` agent (kind `decision_router_decider`, see [`RouterDeciderAgent`]), so
+/// the decision is journaled like any step and a resumed run never asks again.
+///
+/// The decider asks a [`DecisionModelRef`] about the input `{"<request key>": <request>}` (the state key
+/// `request` by default, configurable). Without a threshold it asks one choice question, [`CHOICE_QUESTION`]
+/// named `agent`, whose options are the agents' names with their descriptions; the chosen agent runs and its
+/// output is the result. With a threshold (strictly between 0 and 1) it asks, in the same request, one yes/no
+/// question per agent (named after the agent: "Should the agent `medical` (Answers medical questions.)
+/// handle this request?"); every agent whose probability of yes is at or above the threshold runs, in
+/// parallel, and the result is a map name → output (empty when none was selected).
+///
+/// A chat model can stand in for the decision model ([`DecisionRouterBuilder::chat_model`] wraps it in a
+/// [`ChatDecisionModel`], which feeds unreadable answers back at most `max_retries` times).
+///
+/// Follows LangChain4j agentic's `DecisionRouterPlanner` (choice question from names and descriptions, an
+/// activation threshold with per-agent yes/no questions asked in one request, the decision in the execution
+/// state).
 pub struct DecisionRouter;
 
 impl DecisionRouter {

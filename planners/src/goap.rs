@@ -1,19 +1,4 @@
-//! Goal-oriented action planning (GOAP): the agents' inputs are their preconditions and their output keys
-//! their effects. At build time the composite builds a dependency graph (petgraph: key → agent for every
-//! input, agent → key for every output key). At its first step it plans, from the keys present in the state,
-//! the shortest sequence of agents that produces the goal — the composite's `output_key` — and then runs that
-//! sequence in order. Keys in the state that no agent reads are ignored; an input with a declared default
-//! counts as present.
-//!
-//! Planning chains backwards from the goal: a present key costs nothing; a missing key is produced by the
-//! producer whose own plan (itself plus the plans of its missing inputs, shared agents counted once) has the
-//! fewest agents (ties: the first declared). The chosen agents run in dependency order, ties broken by
-//! declaration order. No plan → the planner error `No path found for goal: <goal>`; the goal already present
-//! → done at once, nothing runs (the original planned a path anyway).
-//!
-//! Follows the goal-oriented pattern of LangChain4j agentic (`GoalOrientedPlanner` over a
-//! `GoalOrientedSearchGraph`). The plan and the position in it are the serialisable execution state, so a
-//! resumed run continues the same plan at the next agent.
+//! The [`Goap`] composite and its planner; the behaviour is documented on [`Goap`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -236,7 +221,24 @@ impl Planner for GoapPlanner {
     }
 }
 
-/// A goal-oriented composite (see the [module](self) docs).
+/// A goal-oriented composite.
+///
+/// Goal-oriented action planning (GOAP): the agents' inputs are their preconditions and their output keys
+/// their effects. At build time the composite builds a dependency graph (petgraph: key → agent for every
+/// input, agent → key for every output key). At its first step it plans, from the keys present in the state,
+/// the shortest sequence of agents that produces the goal — the composite's `output_key` — and then runs that
+/// sequence in order. Keys in the state that no agent reads are ignored; an input with a declared default
+/// counts as present.
+///
+/// Planning chains backwards from the goal: a present key costs nothing; a missing key is produced by the
+/// producer whose own plan (itself plus the plans of its missing inputs, shared agents counted once) has the
+/// fewest agents (ties: the first declared). The chosen agents run in dependency order, ties broken by
+/// declaration order. No plan → the planner error `No path found for goal: <goal>`; the goal already present
+/// → done at once, nothing runs (the original planned a path anyway).
+///
+/// Follows the goal-oriented pattern of LangChain4j agentic (`GoalOrientedPlanner` over a
+/// `GoalOrientedSearchGraph`). The plan and the position in it are the serialisable execution state, so a
+/// resumed run continues the same plan at the next agent.
 ///
 /// ```
 /// use agentic_agents::Compute;

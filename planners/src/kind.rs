@@ -1,22 +1,25 @@
-//! The descriptor of a planner kind that specs can name: [`PlannerKind`] — its `kind` name, its fields with
-//! their types ([`KindField`], [`FieldType`]: nested lists of entries, models and references to its own agents
-//! included), how its composite is built from their values ([`KindArgs`]), what is checked once its agents are
-//! built ([`FieldError`]) and how it runs its agents ([`Calls`]). Every built-in composite kind has one, in its
-//! planner's file, registered by one line of [`builtin`]; a program's own kinds implement it
-//! (`agentic_spec::register_kind` makes specs accept them; see `examples/round_robin.rs`).
+//! [`PlannerKind`], the descriptor of a planner kind that specs can name, and what it is built from.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use agentic_agents::expr::Expression;
-use agentic_agents::{ChatModelRef, DecisionModelRef};
+use agentic_agents::Expression;
+use agentic_agents::decision::DecisionModelRef;
+use agentic_agents::model::ChatModelRef;
 use agentic_engine::{AgentRef, BuildError, InputSpec, PlannerFactory};
 use serde_json::{Map, Value};
 
 use crate::common::CompositeParts;
 
-/// A planner kind that specs can name (`kind: <name>`): its fields and how its planner is made. See the
-/// module documentation; register one with `agentic_spec::register_kind`.
+/// A planner kind that specs can name (`kind: <name>`): its fields and how its planner is made; register one
+/// with `agentic_spec::register_kind`.
+///
+/// The descriptor of a planner kind that specs can name: [`PlannerKind`] — its `kind` name, its fields with
+/// their types ([`KindField`], [`FieldType`]: nested lists of entries, models and references to its own agents
+/// included), how its composite is built from their values ([`KindArgs`]), what is checked once its agents are
+/// built ([`FieldError`]) and how it runs its agents ([`Calls`]). Every built-in composite kind has one, in its
+/// planner's file, registered by one line of [`builtin_kinds`]; a program's own kinds implement it
+/// (`agentic_spec::register_kind` makes specs accept them; see `examples/round_robin.rs`).
 pub trait PlannerKind: Send + Sync + 'static {
     /// The `kind` a spec writes: lowercase letters, digits and `_`, starting with a letter, and not a
     /// built-in kind.
@@ -452,7 +455,7 @@ impl KindArgs {
 }
 
 /// The built-in kinds that specs build through their descriptors, one line each.
-pub fn builtin() -> Vec<Arc<dyn PlannerKind>> {
+pub fn builtin_kinds() -> Vec<Arc<dyn PlannerKind>> {
     vec![
         Arc::new(crate::sequential::SequenceKind),
         Arc::new(crate::looping::LoopKind),

@@ -6,22 +6,25 @@
 //! [`Bdi`] (belief–desire–intention), [`Supervisor`] (an LLM picks the next agent), [`DecisionRouter`] (a model picks the agents to run). Behaviour follows `docs/semantics.md`; every planner's execution state
 //! is complete and serialisable, so a run resumes at the exact step after a crash or a suspension. Write your own planner by implementing `agentic_engine::Planner` and building an
 //! `agentic_engine::Composite`.
+//!
+//! Public surface: the modules are private and every public item is re-exported here, at one path
+//! (`agentic_planners::Sequence`, `agentic_planners::PlannerKind`, ...).
 
-pub mod bdi;
-pub mod blackboard;
+mod bdi;
+mod blackboard;
 mod common;
-pub mod conditional;
-pub mod debate;
-pub mod decision_router;
-pub mod goap;
-pub mod kind;
-pub mod looping;
-pub mod p2p;
-pub mod parallel;
-pub mod parallel_mapper;
-pub mod sequential;
-pub mod supervisor;
-pub mod voting;
+mod conditional;
+mod debate;
+mod decision_router;
+mod goap;
+mod kind;
+mod looping;
+mod p2p;
+mod parallel;
+mod parallel_mapper;
+mod sequential;
+mod supervisor;
+mod voting;
 
 pub use bdi::{Bdi, BdiBuilder, BdiKind, BdiPlanner, Desire};
 pub use blackboard::{Blackboard, BlackboardBuilder, BlackboardKind, BlackboardPlanner};
@@ -33,7 +36,7 @@ pub use decision_router::{
     ROUTER_AGENT_NAME, RouterDeciderAgent, RouterPlanner,
 };
 pub use goap::{Goap, GoapBuilder, GoapKind, GoapPlanner};
-pub use kind::{Calls, FieldError, FieldType, KindArgs, KindField, ModelUse, PlannerKind};
+pub use kind::{Calls, FieldError, FieldType, KindArgs, KindField, ModelUse, PlannerKind, builtin_kinds};
 pub use looping::{ExitCondition, Loop, LoopBuilder, LoopKind, LoopPlanner};
 pub use p2p::{InvocationCondition, P2p, P2pBuilder, P2pKind, P2pPlanner};
 pub use parallel::{Parallel, ParallelBuilder, ParallelKind, ParallelPlanner};

@@ -1,8 +1,4 @@
-//! Loop: runs its sub-agents in order, repeatedly, until the exit condition holds or `max_iterations`
-//! complete iterations ran. The first agent always runs. With `test_exit_at_loop_end = false` (default) the
-//! condition is checked after every agent; with `true` only after each complete iteration. The condition
-//! sees the 1-based iteration. Follows LangChain4j agentic's `loopBuilder` (`exitCondition`,
-//! `testExitAtLoopEnd`, `maxIterations`).
+//! The [`Loop`] composite and its planner; the behaviour is documented on [`Loop`].
 
 use std::sync::Arc;
 
@@ -101,6 +97,12 @@ impl Planner for LoopPlanner {
 }
 
 /// A loop over agents.
+///
+/// Loop: runs its sub-agents in order, repeatedly, until the exit condition holds or `max_iterations`
+/// complete iterations ran. The first agent always runs. With `test_exit_at_loop_end = false` (default) the
+/// condition is checked after every agent; with `true` only after each complete iteration. The condition
+/// sees the 1-based iteration. Follows LangChain4j agentic's `loopBuilder` (`exitCondition`,
+/// `testExitAtLoopEnd`, `maxIterations`).
 pub struct Loop;
 
 impl Loop {

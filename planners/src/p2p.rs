@@ -1,15 +1,4 @@
-//! Peer-to-peer (P2P): no agent leads; an agent runs when the state lets it. An agent is *activatable* when
-//! all its inputs are present (in the state, or by their declared default) and at least one of them changed
-//! since it last ran (an agent that never ran counts as changed); every activatable agent runs, in parallel.
-//! The composite ends when the exit condition holds, when the `max_invocations` budget is spent, or when
-//! nothing is activatable and nothing is running (quiescence).
-//!
-//! Follows the P2P pattern of LangChain4j agentic (`P2PPlanner` with its agent activators). Differences, all
-//! deliberate: "changed" compares what the agent actually saw (a fingerprint of its input values, kept in the
-//! execution state) instead of "its input key was written", so re-writing an identical value never
-//! re-triggers anyone and a quiescent system can never spin; `max_invocations = N` means at most N agent
-//! invocations (the original could overshoot by a whole batch); and the activation state is serialisable, so
-//! a resumed run continues exactly where it stopped.
+//! The [`P2p`] composite and its planner; the behaviour is documented on [`P2p`].
 
 use std::sync::Arc;
 
@@ -154,7 +143,20 @@ impl Planner for P2pPlanner {
     }
 }
 
-/// A peer-to-peer composite: agents activate themselves from the state (see the [module](self) docs).
+/// A peer-to-peer composite: agents activate themselves from the state.
+///
+/// Peer-to-peer (P2P): no agent leads; an agent runs when the state lets it. An agent is *activatable* when
+/// all its inputs are present (in the state, or by their declared default) and at least one of them changed
+/// since it last ran (an agent that never ran counts as changed); every activatable agent runs, in parallel.
+/// The composite ends when the exit condition holds, when the `max_invocations` budget is spent, or when
+/// nothing is activatable and nothing is running (quiescence).
+///
+/// Follows the P2P pattern of LangChain4j agentic (`P2PPlanner` with its agent activators). Differences, all
+/// deliberate: "changed" compares what the agent actually saw (a fingerprint of its input values, kept in the
+/// execution state) instead of "its input key was written", so re-writing an identical value never
+/// re-triggers anyone and a quiescent system can never spin; `max_invocations = N` means at most N agent
+/// invocations (the original could overshoot by a whole batch); and the activation state is serialisable, so
+/// a resumed run continues exactly where it stopped.
 ///
 /// ```
 /// use agentic_agents::Compute;

@@ -1,7 +1,4 @@
-//! Parallel: starts all sub-agents at once (at most `max_concurrency` in flight) and finishes when all have
-//! completed. The first failure fails the block with the same error as in a sequence and the supervisor
-//! cancels the other branches (the original let them run on). Follows LangChain4j agentic's
-//! `parallelBuilder`.
+//! The [`Parallel`] composite and its planner; the behaviour is documented on [`Parallel`].
 
 use agentic_engine::{Action, AgentError, AgentRef, BuildError, Completion, Planner, PlanningContext};
 use serde::{Deserialize, Serialize};
@@ -58,6 +55,11 @@ impl Planner for ParallelPlanner {
 }
 
 /// A block of agents run concurrently.
+///
+/// Parallel: starts all sub-agents at once (at most `max_concurrency` in flight) and finishes when all have
+/// completed. The first failure fails the block with the same error as in a sequence and the supervisor
+/// cancels the other branches (the original let them run on). Follows LangChain4j agentic's
+/// `parallelBuilder`.
 pub struct Parallel;
 
 impl Parallel {

@@ -1,8 +1,4 @@
-//! Parallel mapper: runs one sub-agent once per item of the list at `items_key`, concurrently (at most
-//! `max_concurrency`), binding each item to the agent's `item_key` input; the result is the list of outputs
-//! in item order. Empty list → `[]`; not a list → an error naming the key and the type found; missing key →
-//! no result. Follows LangChain4j agentic's parallel mapper; its state is fully serialisable (the original
-//! lost it on resume).
+//! The [`ParallelMapper`] composite and its planner; the behaviour is documented on [`ParallelMapper`].
 
 use agentic_engine::{
     Action, AgentCall, AgentError, AgentRef, BuildError, Completion, InputSpec, Planner, PlanningContext, ValueType,
@@ -111,6 +107,12 @@ impl Planner for MapperPlanner {
 }
 
 /// Maps one agent over a list.
+///
+/// Parallel mapper: runs one sub-agent once per item of the list at `items_key`, concurrently (at most
+/// `max_concurrency`), binding each item to the agent's `item_key` input; the result is the list of outputs
+/// in item order. Empty list → `[]`; not a list → an error naming the key and the type found; missing key →
+/// no result. Follows LangChain4j agentic's parallel mapper; its state is fully serialisable (the original
+/// lost it on resume).
 pub struct ParallelMapper;
 
 impl ParallelMapper {

@@ -1,5 +1,4 @@
-//! Sequence: runs its sub-agents one after the other, in declaration order; empty → done at once.
-//! Follows LangChain4j agentic's `sequenceBuilder`.
+//! The [`Sequence`] composite and its planner; the behaviour is documented on [`Sequence`].
 
 use agentic_engine::{Action, AgentError, AgentRef, BuildError, Completion, Planner, PlanningContext};
 use serde::{Deserialize, Serialize};
@@ -54,6 +53,9 @@ impl SequentialPlanner {
 }
 
 /// A sequence of agents.
+///
+/// Sequence: runs its sub-agents one after the other, in declaration order; empty → done at once.
+/// Follows LangChain4j agentic's `sequenceBuilder`.
 ///
 /// ```
 /// use agentic_planners::{CompositeBuilderExt, Sequence};

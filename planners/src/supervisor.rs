@@ -1,47 +1,9 @@
-//! Supervisor: an LLM decides, step by step, which sub-agent to invoke next and with which arguments, until
-//! it answers `done`.
-//!
-//! Planners are synchronous, so the LLM step is a hidden sub-agent: the composite's sub-agents are the
-//! user's agents followed by a `planner` agent (kind `supervisor_planner`, see [`SupervisorPlannerAgent`]).
-//! The [`SupervisorPlanner`] alternates: call the planner agent → read its decision
-//! `{"agentName": .., "arguments": {..}}` → call the chosen agent with the arguments as call bindings →
-//! call the planner agent again, and so on. The planner agent writes the arguments to the state before
-//! returning (skipping a key that already holds a value of an incompatible type), so the chosen agent and
-//! later ones see them.
-//!
-//! The planner agent's prompt lists every agent's name, description and typed arguments (its inputs), the
-//! `done` pseudo-agent, the optional [`SUPERVISOR_CONTEXT_KEY`] (build time, overridable per invocation under
-//! that key), the request (the state key `request`, configurable) and the invocations so far. A malformed
-//! answer, an unknown agent name or an argument whose type does not fit is fed back to the model, at most
-//! `max_retries` times (default 2); then the planner agent fails with an error quoting the model's reply.
-//!
-//! `done` finishes: with [`ResponseStrategy::Last`] (default) the result is the last agent's output (the
-//! `response` argument of `done` when no agent has produced one); with
-//! [`ResponseStrategy::Summary`] it is the `response` argument of `done` (the last output when absent); with
-//! [`ResponseStrategy::Scored`] a hidden `scorer` agent (kind `supervisor_scorer`, [`SupervisorScorerAgent`])
-//! asks the model to score both against the request (`{"last": 0..1, "summary": 0..1}`) and the higher wins
-//! (a tie goes to the summary). The scorer is not asked when there is nothing to compare: no `response` (the
-//! last output wins), no agent output (the summary wins) or both equal.
-//! After `max_invocations` agent invocations (default 10) the composite finishes with the last output.
-//!
-//! What the planner sees of the work so far is its [`ContextStrategy`]: `chat_memory` (default) — its own
-//! previous decisions with the outputs they produced ("Invocations so far"); `summarization` — a summary of
-//! what the sub-agents did, written by the model after each invocation by a hidden `summarizer` agent (kind
-//! `supervisor_summarizer`, [`SupervisorSummarizerAgent`]) from the invocations and the sub-agents'
-//! conversations (the scope's conversation context); `chat_memory_and_summarization` — both.
-//!
-//! Every model call happens in a hidden sub-agent, so every decision, summary and score is journaled as a
-//! step: a resumed run never asks the model again for one already given.
-//!
-//! Follows LangChain4j agentic's supervisor (`supervisorBuilder`, `AgentInvocation` with `agentName` and
-//! `arguments`, `maxAgentsInvocations`, `supervisorContext`, `SupervisorResponseStrategy` with its response
-//! scorer, `SupervisorContextStrategy`); the bounded feedback on invalid decisions and the serialisable
-//! history are ours.
+//! The [`Supervisor`] composite and its planner; the behaviour is documented on [`Supervisor`].
 
 use std::sync::Arc;
 
-use agentic_agents::ChatModelRef;
 use agentic_agents::extract_json;
+use agentic_agents::model::ChatModelRef;
 use agentic_agents::model::{ChatMessage, ChatRequest, ResponseFormat, call_model};
 use agentic_engine::{
     Action, Agent, AgentCall, AgentError, AgentRef, AgentSpec, BuildError, Cause, Completion, InputSpec,
@@ -667,7 +629,47 @@ impl Planner for SupervisorPlanner {
     }
 }
 
-/// A supervisor composite (see the [module](self) docs).
+/// A supervisor composite.
+///
+/// Supervisor: an LLM decides, step by step, which sub-agent to invoke next and with which arguments, until
+/// it answers `done`.
+///
+/// Planners are synchronous, so the LLM step is a hidden sub-agent: the composite's sub-agents are the
+/// user's agents followed by a `planner` agent (kind `supervisor_planner`, see [`SupervisorPlannerAgent`]).
+/// The [`SupervisorPlanner`] alternates: call the planner agent → read its decision
+/// `{"agentName": .., "arguments": {..}}` → call the chosen agent with the arguments as call bindings →
+/// call the planner agent again, and so on. The planner agent writes the arguments to the state before
+/// returning (skipping a key that already holds a value of an incompatible type), so the chosen agent and
+/// later ones see them.
+///
+/// The planner agent's prompt lists every agent's name, description and typed arguments (its inputs), the
+/// `done` pseudo-agent, the optional [`SUPERVISOR_CONTEXT_KEY`] (build time, overridable per invocation under
+/// that key), the request (the state key `request`, configurable) and the invocations so far. A malformed
+/// answer, an unknown agent name or an argument whose type does not fit is fed back to the model, at most
+/// `max_retries` times (default 2); then the planner agent fails with an error quoting the model's reply.
+///
+/// `done` finishes: with [`ResponseStrategy::Last`] (default) the result is the last agent's output (the
+/// `response` argument of `done` when no agent has produced one); with
+/// [`ResponseStrategy::Summary`] it is the `response` argument of `done` (the last output when absent); with
+/// [`ResponseStrategy::Scored`] a hidden `scorer` agent (kind `supervisor_scorer`, [`SupervisorScorerAgent`])
+/// asks the model to score both against the request (`{"last": 0..1, "summary": 0..1}`) and the higher wins
+/// (a tie goes to the summary). The scorer is not asked when there is nothing to compare: no `response` (the
+/// last output wins), no agent output (the summary wins) or both equal.
+/// After `max_invocations` agent invocations (default 10) the composite finishes with the last output.
+///
+/// What the planner sees of the work so far is its [`ContextStrategy`]: `chat_memory` (default) — its own
+/// previous decisions with the outputs they produced ("Invocations so far"); `summarization` — a summary of
+/// what the sub-agents did, written by the model after each invocation by a hidden `summarizer` agent (kind
+/// `supervisor_summarizer`, [`SupervisorSummarizerAgent`]) from the invocations and the sub-agents'
+/// conversations (the scope's conversation context); `chat_memory_and_summarization` — both.
+///
+/// Every model call happens in a hidden sub-agent, so every decision, summary and score is journaled as a
+/// step: a resumed run never asks the model again for one already given.
+///
+/// Follows LangChain4j agentic's supervisor (`supervisorBuilder`, `AgentInvocation` with `agentName` and
+/// `arguments`, `maxAgentsInvocations`, `supervisorContext`, `SupervisorResponseStrategy` with its response
+/// scorer, `SupervisorContextStrategy`); the bounded feedback on invalid decisions and the serialisable
+/// history are ours.
 pub struct Supervisor;
 
 impl Supervisor {

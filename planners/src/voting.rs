@@ -1,19 +1,4 @@
-//! Voting (a council): every voter answers the same question, all in parallel; when all have answered, the
-//! votes are aggregated by a strategy and the result is the composite's result (written to its
-//! `output_key`). Built-in strategies: [`VotingStrategy::Majority`] (the most common value; a tie goes to the
-//! value of the earliest declared voter among the tied values), [`VotingStrategy::Average`] (the mean of
-//! numeric votes; numeric strings such as `"0.8"` count as numbers, anything else is an error naming the
-//! voter), [`VotingStrategy::Highest`] (the greatest vote: numbers numerically, strings lexicographically);
-//! or a custom Rust closure ([`VotingStrategy::custom`]). An optional voter skipped for a missing input
-//! abstains; no vote at all gives `null`.
-//!
-//! Voters whose `output_key` is shared with another voter (or is the composite's own `output_key`) are
-//! called without writing their output, so that they do not overwrite each other; the others write their
-//! votes as usual.
-//!
-//! Follows the voting pattern of LangChain4j agentic (`VotingPlanner`, `VotingStrategy.majority()`,
-//! `average()`, `highest()`); deterministic ties and the serialisable votes (a resumed run never asks a voter
-//! twice) are ours.
+//! The [`Voting`] composite and its planner; the behaviour is documented on [`Voting`].
 
 use std::sync::Arc;
 
@@ -223,7 +208,24 @@ impl Planner for VotingPlanner {
     }
 }
 
-/// A voting composite (see the [module](self) docs).
+/// A voting composite.
+///
+/// Voting (a council): every voter answers the same question, all in parallel; when all have answered, the
+/// votes are aggregated by a strategy and the result is the composite's result (written to its
+/// `output_key`). Built-in strategies: [`VotingStrategy::Majority`] (the most common value; a tie goes to the
+/// value of the earliest declared voter among the tied values), [`VotingStrategy::Average`] (the mean of
+/// numeric votes; numeric strings such as `"0.8"` count as numbers, anything else is an error naming the
+/// voter), [`VotingStrategy::Highest`] (the greatest vote: numbers numerically, strings lexicographically);
+/// or a custom Rust closure ([`VotingStrategy::custom`]). An optional voter skipped for a missing input
+/// abstains; no vote at all gives `null`.
+///
+/// Voters whose `output_key` is shared with another voter (or is the composite's own `output_key`) are
+/// called without writing their output, so that they do not overwrite each other; the others write their
+/// votes as usual.
+///
+/// Follows the voting pattern of LangChain4j agentic (`VotingPlanner`, `VotingStrategy.majority()`,
+/// `average()`, `highest()`); deterministic ties and the serialisable votes (a resumed run never asks a voter
+/// twice) are ours.
 ///
 /// ```
 /// use agentic_agents::Compute;

@@ -37,6 +37,9 @@
 //! minijinja with HTML auto-escaping, the SVG is built with explicit escaping, and the data the page's script
 //! reads is JSON inside `<script type="application/json">` with `<`, `>` and `&` escaped, displayed with
 //! `textContent` only.
+//!
+//! Public surface: the modules are private and every public item is defined or re-exported here, at one
+//! path.
 
 mod escape;
 mod model;

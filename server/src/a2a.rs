@@ -1,6 +1,6 @@
 //! A2A: the specs of `--specs DIR` offered as A2A agents (protocol 1.0 as the official SDKs speak it, and
 //! the 0.3 method names for older clients, as the Python SDK's server does), next to the HTTP API and behind
-//! the same token. The wire types are the client's ([`agentic_agents::a2a::types`]).
+//! the same token. The wire types are the client's ([`agentic_agents::a2a`]).
 //!
 //! - Cards: `/.well-known/{spec}/agent-card.json` describes one spec (its root's description, one skill)
 //!   with its JSON-RPC endpoint `/a2a/{spec}`; `/.well-known/agent-card.json` describes the server, every
@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
-use agentic_agents::a2a::types::{
+use agentic_agents::a2a::{
     AGENT_CARD_PATH, AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Artifact, JSONRPC_BINDING, JsonRpcError,
     JsonRpcResponse, Message, Method, Part, ProtocolVersion, Role, SendMessageRequest, SendMessageResponse,
     StreamResponse, Task, TaskArtifactUpdateEvent, TaskRequest, TaskState, TaskStatus, TaskStatusUpdateEvent,

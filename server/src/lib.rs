@@ -18,6 +18,9 @@
 //! ```
 //!
 //! LangGraph offers the same as a hosted "agent server"; LangChain4j leaves it to the application.
+//!
+//! Public surface: the modules are private and every public item is defined or re-exported here, at one
+//! path; `fuzzing` (only with `cfg(fuzzing)`) is for the fuzz target, not an API.
 
 mod a2a;
 mod api;

@@ -4,8 +4,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentic_agents::expr::Expression;
-use agentic_agents::{A2aAgent, A2aClient, A2aTenant, Compute, Deadline, Human, HumanMode, OnTimeout, Wait};
+use agentic_agents::Expression;
+use agentic_agents::a2a::{A2aAgent, A2aClient, A2aTenant};
+use agentic_agents::{Compute, Deadline, Human, HumanMode, OnTimeout, Wait};
 #[cfg(feature = "mcp")]
 use agentic_agents::{McpAgent, McpClient, McpServer, McpToolProvider};
 use agentic_engine::{
@@ -33,9 +34,9 @@ pub(crate) struct Builder<'a> {
     in_progress: HashSet<String>,
     sink: &'a mut Sink,
     /// Chat models by name (`models` section), or why one could not be built.
-    models: HashMap<String, Result<agentic_agents::ChatModelRef, String>>,
+    models: HashMap<String, Result<agentic_agents::model::ChatModelRef, String>>,
     /// Decision models by name (scripted `decisions`); other models are chat models used as decision models.
-    decision_models: HashMap<String, agentic_agents::DecisionModelRef>,
+    decision_models: HashMap<String, agentic_agents::decision::DecisionModelRef>,
     /// The `mcp_servers` of the spec, and the client of each once an agent uses it (one per built spec).
     mcp_servers: &'a [McpServerEntry],
     #[cfg(feature = "mcp")]
@@ -679,7 +680,10 @@ impl Builder<'_> {
         Ok(client)
     }
 
-    pub(crate) fn with_models(mut self, models: HashMap<String, Result<agentic_agents::ChatModelRef, String>>) -> Self {
+    pub(crate) fn with_models(
+        mut self,
+        models: HashMap<String, Result<agentic_agents::model::ChatModelRef, String>>,
+    ) -> Self {
         self.models = models;
         self
     }
@@ -760,7 +764,7 @@ impl Builder<'_> {
 /// A spec tool: its expression (or template) evaluated over the state with the model's arguments as
 /// variables; an evaluation error is the tool's error (the model sees it and may call again).
 fn spec_tool(def: &crate::model::ToolDef) -> Result<agentic_agents::Tool, agentic_agents::ExprError> {
-    use agentic_agents::expr::Template;
+    use agentic_agents::Template;
     enum Body {
         Value(Expression),
         Template(Template),
@@ -805,7 +809,10 @@ struct Planned {
 impl<'a> Builder<'a> {
     /// Sets the decision models by name: `scripted` entries with `decisions` (the other entries are chat
     /// models wrapped as decision models).
-    pub(crate) fn with_decision_models(mut self, models: HashMap<String, agentic_agents::DecisionModelRef>) -> Self {
+    pub(crate) fn with_decision_models(
+        mut self,
+        models: HashMap<String, agentic_agents::decision::DecisionModelRef>,
+    ) -> Self {
         self.decision_models = models;
         self
     }
@@ -816,7 +823,7 @@ impl<'a> Builder<'a> {
         def: &AgentDef,
         field: &str,
         model: &Located<String>,
-    ) -> Result<agentic_agents::ChatModelRef, Reported> {
+    ) -> Result<agentic_agents::model::ChatModelRef, Reported> {
         match self.models.get(&model.value) {
             Some(Ok(m)) => Ok(m.clone()),
             Some(Err(e)) => {

@@ -59,7 +59,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
 pub use agentic_planners::CompositeParts;
-pub use agentic_planners::kind::{Calls, FieldError, FieldType, KindArgs, KindField, ModelUse, PlannerKind};
+pub use agentic_planners::{Calls, FieldError, FieldType, KindArgs, KindField, ModelUse, PlannerKind};
 
 use crate::model::SUPPORTED_KINDS;
 use crate::parse::{COMMON_FIELDS, COMPOSITE_FIELDS};
@@ -118,12 +118,12 @@ pub enum KindError {
     },
 }
 
-/// The kinds specs know: the built-in kinds described by descriptors (`agentic_planners::kind::BUILTIN`) and
+/// The kinds specs know: the built-in kinds described by descriptors (`agentic_planners::builtin_kinds`) and
 /// the ones the program registered.
 fn registry() -> &'static RwLock<BTreeMap<String, KindRef>> {
     static KINDS: std::sync::OnceLock<RwLock<BTreeMap<String, KindRef>>> = std::sync::OnceLock::new();
     KINDS.get_or_init(|| {
-        let builtin = agentic_planners::kind::builtin().into_iter().map(|k| (k.name().to_string(), KindRef(k)));
+        let builtin = agentic_planners::builtin_kinds().into_iter().map(|k| (k.name().to_string(), KindRef(k)));
         RwLock::new(builtin.collect())
     })
 }

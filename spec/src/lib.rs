@@ -118,6 +118,9 @@
 //! `decision_router`: `model` `default` (a `scripted` entry with `decisions` is a decision model; any other
 //! entry's chat model is used as one), no `threshold` (one choice); `threshold` must be strictly between 0
 //! and 1; the request is the state key `request`.
+//!
+//! Public surface: the modules are private and every public item is re-exported here, at one path
+//! (`agentic_spec::SpecError`, `agentic_spec::ModelDef`, ...).
 
 mod build;
 mod error;
@@ -331,7 +334,7 @@ impl Spec {
     /// Builds like [`Spec::build`], using `models` instead of the spec's entries of the same names (the
     /// other entries are built with [`model_from_def`]). A substituted name must still be defined in the
     /// spec's `models` section (that is what `llm` agents are checked against). A decision router whose model
-    /// is substituted uses the substitute as a chat model ([`agentic_agents::ChatDecisionModel`]); one whose
+    /// is substituted uses the substitute as a chat model ([`agentic_agents::decision::ChatDecisionModel`]); one whose
     /// model is a `scripted` entry with `decisions` (not substituted) uses those decisions.
     ///
     /// # Errors
@@ -339,7 +342,7 @@ impl Spec {
     /// a binary without it), located at the agent's `model` field.
     pub fn build_with_models(
         &self,
-        models: impl IntoIterator<Item = (String, agentic_agents::ChatModelRef)>,
+        models: impl IntoIterator<Item = (String, agentic_agents::model::ChatModelRef)>,
     ) -> Result<BuiltSpec, SpecErrors> {
         self.build_with(&BuildContext::new().models(models))
     }
@@ -377,9 +380,9 @@ impl Spec {
     /// has no registry, located at its `name` field.
     pub fn build_with(&self, context: &BuildContext) -> Result<BuiltSpec, SpecErrors> {
         let mut sink = Sink::new(self.file.clone());
-        let models: Vec<(String, agentic_agents::ChatModelRef)> = context.models.clone();
+        let models: Vec<(String, agentic_agents::model::ChatModelRef)> = context.models.clone();
         let substituted: Vec<String> = models.iter().map(|(n, _)| n.clone()).collect();
-        let mut chat_models: std::collections::HashMap<String, Result<agentic_agents::ChatModelRef, String>> =
+        let mut chat_models: std::collections::HashMap<String, Result<agentic_agents::model::ChatModelRef, String>> =
             self.models.iter().map(|d| (d.name.clone(), model_from_def(d).map_err(|e| e.to_string()))).collect();
         chat_models.extend(models.into_iter().map(|(name, m)| (name, Ok(m))));
         // A substituted model replaces the entry for decisions too (it is then a chat model used as one).
@@ -434,7 +437,7 @@ impl Spec {
 /// agent is then a build error).
 #[derive(Clone, Default)]
 pub struct BuildContext {
-    models: Vec<(String, agentic_agents::ChatModelRef)>,
+    models: Vec<(String, agentic_agents::model::ChatModelRef)>,
     registry: Option<agentic_engine::AgentRegistry>,
 }
 
@@ -453,13 +456,13 @@ impl BuildContext {
 
     /// Uses `model` for the spec's model entry `name` (which the spec must still define; see
     /// [`Spec::build_with_models`]).
-    pub fn model(mut self, name: impl Into<String>, model: impl Into<agentic_agents::ChatModelRef>) -> Self {
+    pub fn model(mut self, name: impl Into<String>, model: impl Into<agentic_agents::model::ChatModelRef>) -> Self {
         self.models.push((name.into(), model.into()));
         self
     }
 
     /// Uses each `(name, model)` for the spec's model entry `name`.
-    pub fn models(mut self, models: impl IntoIterator<Item = (String, agentic_agents::ChatModelRef)>) -> Self {
+    pub fn models(mut self, models: impl IntoIterator<Item = (String, agentic_agents::model::ChatModelRef)>) -> Self {
         self.models.extend(models);
         self
     }

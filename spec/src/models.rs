@@ -67,15 +67,17 @@ fn provider_model(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
 }
 
 /// The decision model a `models.<name>` entry describes, when it is one of its own: a `scripted` entry with
-/// `decisions` is an [`agentic_agents::ScriptedDecisionModel`] named after the entry, giving the decisions in
+/// `decisions` is an [`agentic_agents::decision::ScriptedDecisionModel`] named after the entry, giving the decisions in
 /// order (each an object with one answer per question name, or the answer itself for a one-question
 /// request). `None` for every other entry: a decision router then uses the entry's chat model as a decision
-/// model ([`agentic_agents::ChatDecisionModel`]).
-pub fn decision_model_from_def(def: &ModelDef) -> Option<agentic_agents::DecisionModelRef> {
+/// model ([`agentic_agents::decision::ChatDecisionModel`]).
+pub fn decision_model_from_def(def: &ModelDef) -> Option<agentic_agents::decision::DecisionModelRef> {
     match &def.provider {
-        ModelProvider::Scripted { decisions, .. } if !decisions.is_empty() => {
-            Some(agentic_agents::ScriptedDecisionModel::new(decisions.iter().cloned()).named(def.name.clone()).into())
-        }
+        ModelProvider::Scripted { decisions, .. } if !decisions.is_empty() => Some(
+            agentic_agents::decision::ScriptedDecisionModel::new(decisions.iter().cloned())
+                .named(def.name.clone())
+                .into(),
+        ),
         _ => None,
     }
 }

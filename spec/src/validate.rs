@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use agentic_agents::ExprError;
-use agentic_agents::expr::{Expression, Template};
+use agentic_agents::{Expression, Template};
 
 use crate::error::{Sink, suggest};
 use crate::kind::{FieldType, ModelUse};

@@ -11,7 +11,7 @@ use super::{EXIT_OK, EXIT_USAGE};
 /// run the spec): the spec is still valid, it only needs another binary to run.
 pub(crate) fn validate(args: &ValidateArgs) -> u8 {
     let built = Spec::from_path(&args.spec).and_then(|spec| {
-        let missing: Vec<(String, agentic_agents::ChatModelRef)> = spec
+        let missing: Vec<(String, agentic_agents::model::ChatModelRef)> = spec
             .models()
             .iter()
             .filter(|d| matches!(d.provider, agentic_spec::ModelProvider::Local { .. }))
@@ -19,7 +19,7 @@ pub(crate) fn validate(args: &ValidateArgs) -> u8 {
             .map(|(d, e)| {
                 eprintln!("warning: {}: model `{}`: {e}; the spec is checked without it", spec.file(), d.name);
                 let stand_in = agentic_agents::model::ScriptedModel::new(Vec::<&str>::new()).named(d.name.clone());
-                (d.name.clone(), agentic_agents::ChatModelRef::new(stand_in))
+                (d.name.clone(), agentic_agents::model::ChatModelRef::new(stand_in))
             })
             .collect();
         // `registry` agents come from the Rust program that builds the spec: checked here against stand-ins.

@@ -19,6 +19,9 @@
 //! [`CheckpointStore`]: agentic_engine::CheckpointStore
 //! [`CheckpointStore::load`]: agentic_engine::CheckpointStore::load
 //! [`CheckpointStore::flush`]: agentic_engine::CheckpointStore::flush
+//!
+//! Public surface: the modules are private and every public item is re-exported here, at one path
+//! (`agentic_store::SledStore`, ...); `fuzzing` (only with `cfg(fuzzing)`) is for the fuzz targets, not an API.
 
 mod format;
 mod memory;

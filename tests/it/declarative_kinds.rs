@@ -1,5 +1,5 @@
 //! The agent kinds of `#[agents]` (macros/src/system/kinds.rs, which the macro crate cannot check against the
-//! planners it does not depend on) agree with the planners' descriptors (`agentic_planners::kind::builtin`): one
+//! planners it does not depend on) agree with the planners' descriptors (`agentic_planners::builtin_kinds`): one
 //! attribute per built-in planner kind, and the attribute keys that stand for a planner field name a field of
 //! that planner, covering every field the planner requires with a key the attribute requires.
 
@@ -9,11 +9,11 @@
 #[allow(dead_code)]
 mod kinds;
 
-use agentic::planners::kind::builtin;
+use agentic::planners::builtin_kinds;
 
 #[test]
 fn every_built_in_planner_kind_has_one_attribute_and_every_composite_attribute_a_planner() {
-    let mut runtime: Vec<String> = builtin().iter().map(|k| k.name().to_string()).collect();
+    let mut runtime: Vec<String> = builtin_kinds().iter().map(|k| k.name().to_string()).collect();
     runtime.sort();
     let mut declared: Vec<String> = kinds::KINDS.iter().filter_map(|k| k.planner.map(str::to_string)).collect();
     declared.sort();
@@ -32,7 +32,7 @@ fn attribute_keys_standing_for_planner_fields_are_fields_and_cover_the_required_
             assert_eq!(kind.fields, &[], "#[{}] has no planner", kind.name);
             continue;
         };
-        let runtime = builtin().into_iter().find(|k| k.name() == planner).unwrap();
+        let runtime = builtin_kinds().into_iter().find(|k| k.name() == planner).unwrap();
         let fields = runtime.fields();
         for (key, field) in kind.fields {
             assert!(kind.keys.contains(key), "#[{}]: `{key}` is not one of its keys", kind.name);

@@ -36,6 +36,7 @@ mod planners_mapper_items;
 mod planners_patterns;
 mod planners_supervisor;
 mod planners_workflow;
+mod public_surface;
 mod rate_limits;
 mod report_run;
 mod spec_custom_kind;

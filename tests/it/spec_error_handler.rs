@@ -294,7 +294,7 @@ async fn a_busy_model_s_retry_after_is_waited_before_the_handler_s_retry() {
         .max_retries(0)
         .build()
         .unwrap();
-    let context = agentic_spec::BuildContext::new().model("default", agentic_agents::ChatModelRef::new(model));
+    let context = agentic_spec::BuildContext::new().model("default", agentic_agents::model::ChatModelRef::new(model));
     let outcome = spec.build_with(&context).unwrap().root.invoke().await.unwrap();
     assert_eq!(outcome.output(), Some(&json!("hello back")));
     let calls = calls.lock().unwrap().clone();

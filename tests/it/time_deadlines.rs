@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentic::agents::expr::Expression;
+use agentic::agents::Expression;
 use agentic::agents::{Deadline, Human, HumanMode, OnTimeout, Wait};
 use agentic::engine::{PendingKind, RespondError, StoreRef, respond};
 use agentic::prelude::*;

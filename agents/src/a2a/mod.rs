@@ -1,6 +1,5 @@
-//! A2A (Agent2Agent protocol): the wire types of protocol 1.0 and 0.3 ([`types`], shared with the server
-//! side), a small typed JSON-RPC client of one remote agent ([`A2aClient`], over reqwest), and [`A2aAgent`],
-//! a remote agent as a non-AI agent of a workflow (the original's A2A client agent of
+//! A2A (Agent2Agent protocol): the wire types of protocol 1.0 and 0.3 (shared with the server side), a small
+//! typed JSON-RPC client of one remote agent ([`A2aClient`], over reqwest), and [`A2aAgent`], a remote agent as a non-AI agent of a workflow (the original's A2A client agent of
 //! `langchain4j-agentic-a2a`).
 //!
 //! The client reads the remote agent's card (`/.well-known/agent-card.json` under the agent's base URL, or the
@@ -14,11 +13,13 @@
 
 mod agent;
 mod client;
-pub mod types;
+mod types;
 
 pub use agent::{A2aAgent, A2aAgentBuilder, A2aTenant};
 pub use client::{A2aClient, A2aError, card_url, tenant_of_card_url};
 pub use types::{
-    AgentCard, Artifact, Message, Method, Part, ProtocolVersion, Role, SendMessageRequest, SendMessageResponse,
-    StreamResponse, Task, TaskRequest, TaskState, TaskStatus,
+    AGENT_CARD_PATH, AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Artifact, Endpoint, JSONRPC_BINDING,
+    JsonRpcError, JsonRpcRequest, JsonRpcResponse, Message, Method, Part, ProtocolVersion, Role,
+    SendMessageConfiguration, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskArtifactUpdateEvent,
+    TaskRequest, TaskState, TaskStatus, TaskStatusUpdateEvent, VERSION_HEADER, error_code, parts_text,
 };

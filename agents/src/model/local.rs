@@ -36,7 +36,7 @@
 //!
 //! ```no_run
 //! # #[cfg(feature = "local")]
-//! # async fn demo() -> Result<(), agentic_agents::ModelError> {
+//! # async fn demo() -> Result<(), agentic_agents::model::ModelError> {
 //! use agentic_agents::model::{ChatMessage, ChatModel, ChatRequest, LocalModel, ResponseFormat};
 //! use serde_json::json;
 //!

@@ -4,7 +4,7 @@
 //! both go through the method's descriptor, so a kind has exactly the grammar its entry gives.
 //!
 //! Plain data, without `syn`: `tests/it/declarative_kinds.rs` includes this file to check it against the
-//! planners' descriptors (`agentic_planners::kind::builtin`), which the macro crate cannot depend on.
+//! planners' descriptors (`agentic_planners::builtin_kinds`), which the macro crate cannot depend on.
 
 /// Keys every agent attribute takes.
 pub const COMMON: &[&str] = &["output_key", "description", "name"];
