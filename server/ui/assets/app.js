@@ -123,9 +123,13 @@
     var box = form.querySelector('.form-error');
     box.hidden = true;
     button.disabled = true;
+    // While the answer is on its way, the inbox's refresh leaves its item in place (the server may already
+    // list it as answered): the reply replaces it with the note, or shows the error next to the answer.
+    form.dataset.sending = 'true';
     var path = '/api/v1/runs/' + seg(form.dataset.runId) + '/responses/' + seg(form.dataset.responseId);
     api('POST', path, { value: parseValue(form.elements.value.value) }).then(function (r) {
       button.disabled = false;
+      delete form.dataset.sending;
       if (r.status === 202) answered(form);
       else showError(box, r);
     });
@@ -360,7 +364,8 @@
       var shown = {};
       Array.prototype.slice.call(list.querySelectorAll('li.inbox-item')).forEach(function (li) {
         var k = key(li.dataset.runId, li.dataset.responseId);
-        if (!wanted[k]) li.remove();
+        var sending = li.querySelector('form[data-sending]') !== null;
+        if (!wanted[k] && !sending) li.remove();
         else shown[k] = true;
       });
       items.forEach(function (i) {
