@@ -60,7 +60,7 @@ mod binary;
 mod echo_model;
 #[path = "../store/tests/support/pg.rs"]
 mod pg;
-use binary::{Serve, Served};
+use binary::{Cli, Serve, Served};
 use echo_model::{Calls, Echo, model, models};
 
 /// One test at a time (see the top of the file).
@@ -823,18 +823,24 @@ async fn a_store_outage_is_answered_503_and_nothing_is_lost() {
     tokio::task::spawn_blocking(start_postgres).await.unwrap();
 
     // The store's pool reconnects: the same answer is taken and the run completes.
+    answer_once_the_store_is_back(&http, &a.url, "job-o").await;
+    let run = wait_status(&http, &a.url, "job-o", "completed", Instant::now() + Duration::from_secs(20)).await;
+    assert_eq!(run["output"], json!("done(next job-o after yes)"));
+}
+
+/// Answers `go` of `run_id` through the server at `url` until it is taken (202): `503` while the server's
+/// store reconnects, nothing else; within 20 s.
+async fn answer_once_the_store_is_back(http: &reqwest::Client, url: &str, run_id: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let (status, text) = post(&http, &a.url, "job-o/responses/go", json!({"value": "yes"})).await;
+        let (status, text) = post(http, url, &format!("{run_id}/responses/go"), json!({"value": "yes"})).await;
         if status == 202 {
-            break;
+            return;
         }
         assert_eq!(status, 503, "{text}");
         assert!(Instant::now() < deadline, "the server never got its store back: {text}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let run = wait_status(&http, &a.url, "job-o", "completed", Instant::now() + Duration::from_secs(20)).await;
-    assert_eq!(run["output"], json!("done(next job-o after yes)"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -868,13 +874,7 @@ async fn every_write_is_answered_503_with_retry_after_while_the_store_is_down() 
 
     // The CLI on the stopped database: the store is unreachable, exit 75 (SPEC.md §2), for a read and a write.
     for args in [vec!["runs"], vec!["respond", "job-w", "go", "yes"]] {
-        let out = Command::new(env!("CARGO_BIN_EXE_agentic"))
-            .args(&args)
-            .args(["--store", &db])
-            .env_remove("AGENTIC_SERVER")
-            .env_remove("AGENTIC_LOG")
-            .output()
-            .unwrap();
+        let out = Cli::new(args.iter().copied().chain(["--store", db.as_str()])).output();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(75), "agentic {args:?} on a stopped store: {stderr}");
         let label = agentic_store::redact_url(&db);
@@ -886,16 +886,7 @@ async fn every_write_is_answered_503_with_retry_after_while_the_store_is_down() 
 
     // Once the database is back, the answer is taken and the run completes; nothing of the refused writes
     // was done (no run `job-x`, no fork `job-f`).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (status, text) = post(&http, &a.url, "job-w/responses/go", json!({"value": "yes"})).await;
-        if status == 202 {
-            break;
-        }
-        assert_eq!(status, 503, "{text}");
-        assert!(Instant::now() < deadline, "the server never got its store back: {text}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    answer_once_the_store_is_back(&http, &a.url, "job-w").await;
     let run = wait_status(&http, &a.url, "job-w", "completed", Instant::now() + Duration::from_secs(20)).await;
     assert_eq!(run["output"], json!("done(next job-w after yes)"));
     for refused in ["job-x", "job-f"] {

@@ -208,13 +208,8 @@ impl UsageView<'_> {
         if replayed || !self.ctx.handle.budgets {
             return Ok(());
         }
-        let path = self.ctx.frame.path.clone();
-        if !self.ctx.handle.with_ledger(move |l| l.covers(&path)).await.unwrap_or(false) {
-            return Ok(());
-        }
-        let answer = answer();
-        self.with_usage(|u| u.calls.push(answer));
-        // The call itself was counted when it was let through (`before_model_call`).
+        // The call itself was counted when it was let through (`before_model_call`); its tokens and cost are
+        // charged and checked in one message to the run's actor.
         let spent = crate::usage::Usage {
             input_tokens: tokens.input,
             output_tokens: tokens.output,
@@ -224,10 +219,13 @@ impl UsageView<'_> {
         };
         let path = self.ctx.frame.path.clone();
         let verdict = self.ctx.handle.with_ledger(move |l| {
+            if !l.covers(&path) {
+                return Charge::Uncovered;
+            }
             l.spend(&path, &spent);
             for t in l.budgets.iter().filter(|t| t.covers(&path)) {
                 if t.budget.cost_usd.is_some() && cost_usd.is_none() {
-                    return Some(Err(t.agent.clone()));
+                    return Charge::NoPrices(t.agent.clone());
                 }
                 let crossed = t.budget.crossed(&t.used);
                 if !crossed.is_empty() {
@@ -238,18 +236,25 @@ impl UsageView<'_> {
                     if t.budget.cost_usd.is_some_and(|l| t.used.cost_usd.unwrap_or(0.0) > l) {
                         names.push("cost_usd".to_string());
                     }
-                    return Some(Ok((t.clone(), names, crossed)));
+                    return Charge::Crossed(Box::new(t.clone()), names, crossed);
                 }
             }
-            None
+            Charge::Within
         });
-        match verdict.await.flatten() {
-            None => Ok(()),
-            Some(Err(agent)) => Err(Stop::Failed(self.ctx.fail(format!(
+        let verdict = verdict.await.unwrap_or(Charge::Uncovered);
+        if matches!(verdict, Charge::Uncovered) {
+            return Ok(());
+        }
+        // Kept while a budget applies: a suspension hands the calls made so far back on resume.
+        let answer = answer();
+        self.with_usage(|u| u.calls.push(answer));
+        match verdict {
+            Charge::Uncovered | Charge::Within => Ok(()),
+            Charge::NoPrices(agent) => Err(Stop::Failed(self.ctx.fail(format!(
                 "the budget of `{agent}` limits cost_usd, but model `{model}` has no prices (set its \
                  `prices: {{input_per_mtok, output_per_mtok}}`)"
             )))),
-            Some(Ok((t, names, crossed))) => Err(self.over_budget(&t, names, &crossed)),
+            Charge::Crossed(t, names, crossed) => Err(self.over_budget(&t, names, &crossed)),
         }
     }
 
@@ -344,4 +349,16 @@ impl UsageView<'_> {
             });
         }
     }
+}
+
+/// What charging a model call's tokens and cost to the run's budgets found.
+enum Charge {
+    /// No budget covers the invocation.
+    Uncovered,
+    /// Every budget over it still holds.
+    Within,
+    /// A budget over it limits cost, and the model has no prices (the budget's agent).
+    NoPrices(String),
+    /// The call crossed this budget's limits (their names, and the phrases saying by how much).
+    Crossed(Box<crate::budget::Tracked>, Vec<String>, Vec<String>),
 }
