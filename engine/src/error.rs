@@ -579,6 +579,18 @@ pub enum RespondError {
         /// What is wrong.
         message: String,
     },
+    /// The answer approves another call than the one pending: its `args_hash` is not the pending tool call's
+    /// (SPEC.md §4); nothing was recorded.
+    StaleAnswer {
+        /// The run.
+        run_id: String,
+        /// The response id.
+        response_id: String,
+        /// The pending call's `args_hash`.
+        expected: String,
+        /// The answer's.
+        given: String,
+    },
     /// The response has an answer already, not yet used by the run (an answer is given once; a second would
     /// silently replace the first).
     AlreadyAnswered {
@@ -617,6 +629,7 @@ impl RespondError {
             | RespondError::NotAnswerable { run_id, .. }
             | RespondError::AlreadyAnswered { run_id, .. }
             | RespondError::InvalidAnswer { run_id, .. }
+            | RespondError::StaleAnswer { run_id, .. }
             | RespondError::Store { run_id, .. } => run_id,
         }
     }
@@ -640,6 +653,10 @@ impl RespondError {
             RespondError::InvalidAnswer { response_id, message, .. } => {
                 format!("response `{response_id}`: {message}")
             }
+            RespondError::StaleAnswer { response_id, expected, given, .. } => format!(
+                "the answer to `{response_id}` was given for another call (args_hash {given}); the pending call's \
+                 args_hash is {expected}: look at the call again and answer it"
+            ),
             RespondError::AlreadyAnswered { response_id, .. } => {
                 format!("response `{response_id}` is already answered (resume the run to use the answer)")
             }

@@ -194,6 +194,11 @@ pub struct StepRecord {
     /// restarts it in its item; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bindings: Option<Map<String, Value>>,
+    /// Calls inside the invocation at `agent_path` (in `item`'s layer) that is still running: its model turns
+    /// and tool calls so far (SPEC.md §4). Such a record has no invocation and no delta; the invocation's
+    /// completion or failed attempt ends them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<crate::tool_call::CallEntry>,
 }
 
 impl StepRecord {
@@ -211,6 +216,7 @@ impl StepRecord {
             item: None,
             item_end: false,
             bindings: None,
+            calls: Vec::new(),
         }
     }
 }
@@ -290,6 +296,10 @@ pub struct RunImage {
     /// one entry per failed attempt that called a model.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_usage: Vec<FailedUsage>,
+    /// The calls journaled by invocations still running, by [`planner_key`] (path and item layer): what
+    /// they continue from ([`crate::CallsView::journaled`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub calls: BTreeMap<String, Vec<crate::tool_call::CallEntry>>,
 }
 
 /// The model usage of one failed attempt ([`RunImage::failed_usage`]).
@@ -326,6 +336,15 @@ impl RunImage {
             return Err(corrupt(format!("expected step {} next", self.seq + 1)));
         }
         self.seq = record.seq;
+        if !record.calls.is_empty() && record.invocation.is_none() {
+            let key = planner_key(&record.agent_path, record.item.as_deref());
+            self.calls.entry(key).or_default().extend(record.calls.iter().cloned());
+            return Ok(());
+        }
+        if record.invocation.is_some() && !self.calls.is_empty() {
+            // The invocation ended (completed or failed): its calls are not continued.
+            self.calls.remove(&planner_key(&record.agent_path, record.item.as_deref()));
+        }
         if record.failed {
             // A failed attempt changes nothing a resume needs but what it spent; the journal and reports keep it.
             if let Some(inv) = &record.invocation
@@ -502,6 +521,7 @@ mod tests {
             item: None,
             item_end: false,
             bindings: None,
+            calls: Vec::new(),
         }
     }
 

@@ -51,6 +51,7 @@ mod status;
 mod stop;
 mod store;
 mod time;
+mod tool_call;
 mod trace_context;
 mod usage;
 mod value;
@@ -64,7 +65,7 @@ pub use error::{
     Transience, registered_list,
 };
 pub use error_handler::{ErrorContext, ErrorHandler, MAX_BACKOFF, Recovery, RetryPolicy};
-pub use invocation::{HumanView, InvocationContext, RunView, UsageView};
+pub use invocation::{CallsView, HumanView, InvocationContext, RunView, UsageView};
 pub use journal::{InvocationRecord, TokenUsage};
 pub use listener::{
     AgentListener, AgentMonitor, ListenerRef, MonitoredInvocation, MonitoredSession, RunEvent, SessionStatus,
@@ -74,7 +75,7 @@ pub use planner::{Action, Completion, Planner, PlanningContext};
 pub use run::{
     CancelHandle, Composite, CompositeBuilder, DrainHandle, INPUTS_PATH, InvokeRequest, MAX_RUN_ID_LEN, OutputFn,
     PlannerFactory, REGISTRY_CAPACITY, Registry, ResultStream, RunOutcome, RunResult, StreamItem, StreamSource,
-    answerable, check_run_id, fork, respond, timed_out,
+    answerable, check_run_id, fork, respond, respond_as, timed_out,
 };
 pub use run_actor::{CompensationFn, MAX_RESTARTS, RunEvents, ScopeHandle};
 pub use schedule::{Overlap, ScheduleChange, ScheduleRecord, ScheduleSource, TickStart, basic_utc};
@@ -87,6 +88,10 @@ pub use store::{
     StoreLayer, StoreRef, planner_key, spec_hash,
 };
 pub use time::{now_ms, parse_rfc3339_ms, rfc3339_ms};
+pub use tool_call::{
+    CallEntry, DoubtAnswer, Effect, ModelTurnEntry, ToolAnswerRefusal, ToolCallEntry, ToolCallStatus, ToolDecision,
+    answered_by, approval_data, approval_id, check_schema, check_tool_answer, doubt_answer, doubt_id, tool_args_hash,
+};
 pub use trace_context::current_traceparent;
 pub use value::{StateType, ValueType, json_type_name};
 

@@ -54,6 +54,8 @@ impl PendingResponse {
             PendingKind::Human => {}
             PendingKind::Wait => v["kind"] = Value::from("wait"),
             PendingKind::Budget => v["kind"] = Value::from("budget"),
+            PendingKind::ToolCall => v["kind"] = Value::from("tool_call"),
+            PendingKind::InDoubt => v["kind"] = Value::from("in_doubt"),
         }
         if let Some(deadline) = self.deadline_ms {
             v["deadline"] = Value::from(crate::time::rfc3339_ms(deadline));
@@ -96,6 +98,13 @@ pub enum PendingKind {
     /// A budget was spent (SPEC.md §3): answered with a new limit (a number, or an object of `tokens`,
     /// `model_calls`, `cost_usd`) or `"stop"`.
     Budget,
+    /// A tool call waits for a person's approval (SPEC.md §4): answered with a decision
+    /// ([`crate::ToolDecision`]); its data has `tool`, `args`, `args_hash` and the tool's `parameters`.
+    ToolCall,
+    /// A tool call with effect `once` was cut by a crash after it was sent (SPEC.md §4): answered with
+    /// `{"result": ..}`, `"retry"` or `"fail"` ([`crate::DoubtAnswer`]); its data has `tool`, `args` and
+    /// `started_at`.
+    InDoubt,
 }
 
 impl PendingKind {

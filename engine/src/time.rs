@@ -6,6 +6,11 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Microseconds since the Unix epoch (0 if the clock is before it).
+pub(crate) fn now_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
 /// `ms` (milliseconds since the Unix epoch) as an RFC 3339 time in UTC, to the second
 /// (`2026-12-05T04:30:00Z`).
 pub fn rfc3339_ms(ms: u64) -> String {

@@ -173,7 +173,8 @@ impl From<agentic_engine::RespondError> for ApiError {
             RespondError::NotSuspended { .. }
             | RespondError::TimedOut { .. }
             | RespondError::NotAnswerable { .. }
-            | RespondError::AlreadyAnswered { .. } => ApiError::conflict(message),
+            | RespondError::AlreadyAnswered { .. }
+            | RespondError::StaleAnswer { .. } => ApiError::conflict(message),
             RespondError::Ambiguous { .. } | RespondError::InvalidAnswer { .. } => ApiError::bad_request(message),
             RespondError::Store { source, .. } => ApiError { message, ..ApiError::from(source) },
             _ => ApiError::internal(message),

@@ -3,6 +3,7 @@
 
 use agentic_engine::budget::Usage;
 use agentic_engine::{
+    CallEntry,
     InvocationRecord, PlannerState, RunImage, RunRecord, ScheduleChange, ScheduleRecord, StepRecord, StoreError,
     TokenUsage,
 };
@@ -161,6 +162,8 @@ struct StepBodyRef<'a> {
     item_end: bool,
     #[serde(rename = "b", skip_serializing_if = "Option::is_none")]
     bindings: Option<&'a Map<String, Value>>,
+    #[serde(rename = "c", skip_serializing_if = "<[_]>::is_empty")]
+    calls: &'a [CallEntry],
 }
 
 #[derive(Deserialize)]
@@ -184,6 +187,8 @@ struct StepBody {
     item_end: bool,
     #[serde(rename = "b", default)]
     bindings: Option<Map<String, Value>>,
+    #[serde(rename = "c", default)]
+    calls: Vec<CallEntry>,
 }
 
 /// The invocation of a step, compactly: short names, defaults left out, the path only when it differs from
@@ -348,6 +353,7 @@ pub(crate) fn encode_step(record: &StepRecord) -> Result<Vec<u8>, StoreError> {
         item,
         item_end,
         bindings,
+        calls,
     } = record;
     let invocation = invocation.as_ref().map(|inv| InvocationRef::new(inv, agent_path));
     let body = StepBodyRef {
@@ -360,6 +366,7 @@ pub(crate) fn encode_step(record: &StepRecord) -> Result<Vec<u8>, StoreError> {
         item: item.as_deref(),
         item_end: *item_end,
         bindings: bindings.as_ref(),
+        calls,
     };
     // The version byte first, the JSON straight after it in the same buffer.
     let mut value = Vec::with_capacity(128);
@@ -378,7 +385,18 @@ pub(crate) fn decode_step(run_id: &str, seq: u64, value: &[u8]) -> Result<StepRe
 /// Decodes the JSON of step `seq` of `run_id` (a journal value without its version byte).
 pub(crate) fn decode_step_json(run_id: &str, seq: u64, json: &[u8]) -> Result<StepRecord, StoreError> {
     let record = format!("step {seq}");
-    let StepBody { agent_path, delta, planner_states, invocation, async_started, failed, item, item_end, bindings } =
+    let StepBody {
+        agent_path,
+        delta,
+        planner_states,
+        invocation,
+        async_started,
+        failed,
+        item,
+        item_end,
+        bindings,
+        calls,
+    } =
         serde_json::from_slice(json).map_err(|e| corrupt(run_id, &record, e.to_string()))?;
     let invocation = invocation.map(|inv| inv.into_record(&agent_path));
     Ok(StepRecord {
@@ -393,6 +411,7 @@ pub(crate) fn decode_step_json(run_id: &str, seq: u64, json: &[u8]) -> Result<St
         item,
         item_end,
         bindings,
+        calls,
     })
 }
 
@@ -606,6 +625,7 @@ pub(crate) mod tests {
             item: None,
             item_end: false,
             bindings: None,
+            calls: Vec::new(),
         }
     }
 

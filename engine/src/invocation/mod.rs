@@ -3,10 +3,12 @@
 //! questions, suspensions), [`UsageView`] (`ctx.usage()`: budgets and a model endpoint's capacity around a
 //! model call) and [`RunView`] (`ctx.run()`: the scope, compensations, events, trace context, idempotency).
 
+mod calls;
 mod human;
 mod run;
 mod usage;
 
+pub use calls::CallsView;
 pub use human::HumanView;
 pub use run::RunView;
 pub use usage::UsageView;
@@ -193,6 +195,11 @@ impl InvocationContext {
     /// Budgets and a model endpoint's capacity, around each model call of this invocation (SPEC.md §3).
     pub fn usage(&self) -> UsageView<'_> {
         UsageView { ctx: self }
+    }
+
+    /// The model turns and tool calls of this invocation as its run journals them (SPEC.md §4).
+    pub fn calls(&self) -> CallsView<'_> {
+        CallsView { ctx: self }
     }
 
     /// The run beyond this invocation: its scope, compensations, events, trace context and idempotency keys.

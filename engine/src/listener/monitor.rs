@@ -359,9 +359,7 @@ impl AgentMonitor {
     }
 }
 
-fn now_us() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
-}
+use crate::time::now_us;
 
 impl AgentListener for AgentMonitor {
     fn inherited(&self) -> bool {

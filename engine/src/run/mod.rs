@@ -35,7 +35,8 @@ pub use composite::{Composite, CompositeBuilder, OutputFn, PlannerFactory};
 pub use fork::fork;
 pub use registry::{REGISTRY_CAPACITY, Registry};
 pub use request::{
-    CancelHandle, DrainHandle, INPUTS_PATH, InvokeRequest, RunOutcome, RunResult, answerable, respond, timed_out,
+    CancelHandle, DrainHandle, INPUTS_PATH, InvokeRequest, RunOutcome, RunResult, answerable, respond, respond_as,
+    timed_out,
 };
 pub use run_id::{MAX_RUN_ID_LEN, check_run_id};
 pub use stream::{ResultStream, StreamItem, StreamSource};

@@ -364,7 +364,26 @@ pub async fn respond(
     response_id: Option<&str>,
     value: Value,
 ) -> Result<String, RespondError> {
+    respond_as(store, run_id, response_id, value, None).await
+}
+
+/// [`respond`] by `by` (the server's principal, `cli:<user>`): who answered is recorded with the answer
+/// of a tool call's approval or an in-doubt call (SPEC.md §4), whose shape, edited arguments and `args_hash`
+/// are checked here first.
+///
+/// # Errors
+/// As [`respond`]; also [`RespondError::InvalidAnswer`] (a tool answer of the wrong shape, edited
+/// arguments that break the tool's parameters) and [`RespondError::StaleAnswer`] (an `args_hash` not the
+/// pending call's).
+pub async fn respond_as(
+    store: &StoreRef,
+    run_id: &str,
+    response_id: Option<&str>,
+    value: Value,
+    by: Option<&str>,
+) -> Result<String, RespondError> {
     let response_id = response_id.map(str::to_string);
+    let by = by.map(str::to_string);
     // What the change decided, read once the store has dropped it: the response answered, or why not.
     let chosen = Arc::new(std::sync::OnceLock::new());
     let answered = chosen.clone();
@@ -382,6 +401,24 @@ pub async fn respond(
         // Checked in the same atomic change: of two answers posted at once, the second is refused.
         if rec.answers.contains_key(&id) {
             return Err(refuse(RespondError::AlreadyAnswered { run_id: rec.run_id.clone(), response_id: id }));
+        }
+        let mut value = value.clone();
+        if let Some(asked) =
+            rec.pending.iter().find(|p| p.id == id && matches!(p.kind, PendingKind::ToolCall | PendingKind::InDoubt))
+        {
+            let (run_id, response_id) = (rec.run_id.clone(), id.clone());
+            value = crate::tool_call::check_tool_answer(asked.kind, &value, &asked.data, by.as_deref()).map_err(
+                |refusal| {
+                    refuse(match refusal {
+                        crate::tool_call::ToolAnswerRefusal::Invalid(message) => {
+                            RespondError::InvalidAnswer { run_id, response_id, message }
+                        }
+                        crate::tool_call::ToolAnswerRefusal::Stale { expected, given } => {
+                            RespondError::StaleAnswer { run_id, response_id, expected, given }
+                        }
+                    })
+                },
+            )?;
         }
         // A budget's answer goes to every call suspended at that budget (a parallel's branches each stopped).
         let mut ids = vec![id.clone()];

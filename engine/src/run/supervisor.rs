@@ -944,6 +944,7 @@ impl SupervisorState {
             item: item.as_deref().map(str::to_string),
             item_end: false,
             bindings: None,
+            calls: Vec::new(),
         };
         self.run.journal.step(record).await
     }
@@ -1040,6 +1041,7 @@ impl SupervisorState {
                 item: child_item.as_deref().map(str::to_string),
                 item_end,
                 bindings,
+                calls: Vec::new(),
             };
             let journaled = if before_end {
                 self.run.journal.step_before_end(record).await
@@ -1094,6 +1096,7 @@ impl SupervisorState {
             item: item.as_deref().map(str::to_string),
             item_end,
             bindings: None,
+            calls: Vec::new(),
         }
     }
 }

@@ -78,7 +78,7 @@ pub(crate) struct HandleArgs {
     pub(crate) traceparent: Option<Arc<str>>,
     /// Whether an agent of the run has a budget (the actor holds the ledger).
     pub(crate) budgets: bool,
-    /// Whether the actor was given composites to restore.
+    /// Whether the actor was given composites or journaled calls to restore.
     pub(crate) restoring: bool,
 }
 
@@ -231,6 +231,15 @@ impl RunShared {
             return None;
         }
         self.scope.ask(|reply| ScopeMsg::TakeRestore { key, reply }).await.ok().flatten()
+    }
+
+    /// The calls journaled by the invocation in progress at planner key `key` before the run was restored
+    /// (taken: used once); empty when there were none.
+    pub(crate) async fn take_calls(&self, key: String) -> Vec<crate::tool_call::CallEntry> {
+        if !self.may_restore.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        self.scope.ask(|reply| ScopeMsg::TakeCalls { key, reply }).await.unwrap_or_default()
     }
 
     /// The actor holds composites to restore again (a restart of the tree from the journal).

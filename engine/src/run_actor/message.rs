@@ -78,6 +78,9 @@ pub(crate) enum ScopeMsg {
     Ledger(Box<dyn FnOnce(&mut Ledger) + Send>),
     /// The saved state of the composite in progress at planner key `key`, taken once: it resumes from it.
     TakeRestore { key: String, reply: RpcReplyPort<Option<PlannerState>> },
+    /// The calls journaled by the invocation in progress at planner key `key`, taken once: it continues
+    /// from them.
+    TakeCalls { key: String, reply: RpcReplyPort<Vec<crate::tool_call::CallEntry>> },
     /// What the run leaves for its record when it ends.
     Leftovers(RpcReplyPort<Leftovers>),
     /// Cancels the run.

@@ -80,6 +80,9 @@ pub(crate) struct RunParts {
     /// The composites in progress when the run was last checkpointed, by planner key; each taken once, when
     /// the composite starts again.
     pub(crate) restore: std::collections::HashMap<String, PlannerState>,
+    /// The calls journaled by the invocations in progress when the run was last checkpointed, by planner key
+    /// (path and item layer); each taken once, when the invocation starts again (SPEC.md §4).
+    pub(crate) calls: std::collections::HashMap<String, Vec<crate::tool_call::CallEntry>>,
 }
 
 /// What the handles of a scope share with its actor.
@@ -192,6 +195,9 @@ impl Actor for ScopeActor {
             ScopeMsg::TakeRestore { key, reply } => {
                 let _ = reply.send(state.run.restore.remove(&key));
             }
+            ScopeMsg::TakeCalls { key, reply } => {
+                let _ = reply.send(state.run.calls.remove(&key).unwrap_or_default());
+            }
             ScopeMsg::Leftovers(reply) => {
                 let answers = &mut state.run.answers;
                 let _ = reply.send(Leftovers {
@@ -262,6 +268,7 @@ impl ScopeActorState {
         match Box::pin(root.start.run.reload()).await {
             Ok(image) => {
                 self.run.restore = image.planners.into_iter().collect();
+                self.run.calls = image.calls.into_iter().collect();
                 self.scope.reset(image.state, image.layers, image.history);
                 Box::pin(root.spawn(myself)).await;
             }

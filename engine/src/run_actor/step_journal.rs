@@ -150,6 +150,24 @@ impl StepJournal {
         appended.map_err(|e| self.write_failed(e))
     }
 
+    /// Journals `calls` made so far by the invocation at `path` (in mapper item layer `layer`) that is still
+    /// running (SPEC.md §4). With `commit`, under sync durability, they are committed before this returns;
+    /// without, they are appended and committed with the run's next commit (another call's, the step's).
+    pub(crate) async fn calls(
+        &self,
+        path: &str,
+        layer: Option<&Arc<str>>,
+        calls: Vec<crate::tool_call::CallEntry>,
+        commit: bool,
+    ) -> Result<(), AgentError> {
+        if !self.enabled() || calls.is_empty() {
+            return Ok(());
+        }
+        let record =
+            StepRecord { calls, item: layer.map(|l| l.to_string()), ..StepRecord::new(&*self.run_id, 0, path) };
+        if commit { self.step(record).await } else { self.step_before_end(record).await }
+    }
+
     /// A journal write that failed: [`AgentError::Store`], its cause (origin `store`) said as a journal write.
     fn write_failed(&self, e: crate::StoreError) -> AgentError {
         AgentError::Store { run_id: self.run_id.to_string(), cause: crate::Cause::from(e).context("journal write") }
