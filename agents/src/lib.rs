@@ -27,6 +27,7 @@ mod mcp;
 mod mcp_trace;
 pub mod model;
 mod text_filters;
+mod tool_loop;
 mod tools;
 mod trace_context;
 mod wait;
@@ -44,7 +45,7 @@ pub use llm::{
 pub use mcp::{
     McpAgent, McpAgentBuilder, McpClient, McpError, McpServer, McpTool, McpToolProvider, McpToolProviderBuilder,
 };
-pub use tools::{Tool, ToolCallInfo, ToolProvider};
+pub use tools::{ApprovalRequest, Tool, ToolCallInfo, ToolProvider};
 pub use wait::{Wait, WaitBuilder, WaitUntil};
 
 use std::sync::{Mutex, MutexGuard, PoisonError};

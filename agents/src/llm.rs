@@ -1192,59 +1192,8 @@ pub fn extract_json(text: &str) -> Result<Value, String> {
     }
 }
 
-/// Checks `v` against a subset of JSON schema: `type`, `enum`, `required`, `properties`, `items`; `at` names
-/// `v` in the error (the answer, a tool call's arguments).
-pub(crate) fn check_schema(schema: &Value, v: &Value, at: &str) -> Result<(), String> {
-    let Some(s) = schema.as_object() else { return Ok(()) };
-    if let Some(ty) = s.get("type") {
-        let types: Vec<&str> = match ty {
-            Value::String(t) => vec![t.as_str()],
-            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => Vec::new(),
-        };
-        let ok = types.is_empty()
-            || types.iter().any(|t| match *t {
-                "object" => v.is_object(),
-                "array" => v.is_array(),
-                "string" => v.is_string(),
-                "number" => v.is_number(),
-                "integer" => v.as_f64().is_some_and(|n| n.fract() == 0.0),
-                "boolean" => v.is_boolean(),
-                "null" => v.is_null(),
-                _ => true,
-            });
-        if !ok {
-            return Err(format!("{at} must be of type {}, found {v}", types.join(" or ")));
-        }
-    }
-    if let Some(Value::Array(allowed)) = s.get("enum")
-        && !allowed.contains(v)
-    {
-        return Err(format!("{at} must be one of {}, found {v}", Value::Array(allowed.clone())));
-    }
-    if let Value::Object(obj) = v {
-        if let Some(Value::Array(required)) = s.get("required") {
-            for r in required.iter().filter_map(Value::as_str) {
-                if !obj.contains_key(r) {
-                    return Err(format!("{at} lacks the required field `{r}`"));
-                }
-            }
-        }
-        if let Some(Value::Object(props)) = s.get("properties") {
-            for (k, sub) in props {
-                if let Some(x) = obj.get(k) {
-                    check_schema(sub, x, &format!("field `{k}`"))?;
-                }
-            }
-        }
-    }
-    if let (Value::Array(items), Some(item_schema)) = (v, s.get("items")) {
-        for (i, x) in items.iter().enumerate() {
-            check_schema(item_schema, x, &format!("item {i}"))?;
-        }
-    }
-    Ok(())
-}
+/// Checks `v` against the subset of JSON schema tools and answers use ([`agentic_engine::check_schema`]).
+pub(crate) use agentic_engine::check_schema;
 
 #[cfg(test)]
 mod tests {

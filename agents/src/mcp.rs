@@ -14,8 +14,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use agentic_engine::{
-    Agent, AgentError, AgentRef, AgentSpec, Cause, CauseOrigin, InputSpec, InvocationContext, SpecBuilder, Stop,
-    Transience,
+    Agent, AgentError, AgentRef, AgentSpec, CallEntry, Cause, CauseOrigin, Effect, InputSpec, InvocationContext,
+    SpecBuilder, Stop, ToolCallEntry, ToolCallStatus, Transience,
 };
 use rmcp::model::{CallToolRequestParams, CallToolResult, RequestParamsMeta};
 use rmcp::service::{RoleClient, RunningService, ServiceExt};
@@ -334,11 +334,32 @@ impl McpClient {
     /// # Errors
     /// [`McpError::Connect`] or [`McpError::Request`] (the server died, a protocol error).
     pub async fn call_raw(&self, tool: &str, arguments: Map<String, Value>) -> Result<CallToolResult, McpError> {
+        self.call_raw_keyed(tool, arguments, None).await
+    }
+
+    /// As [`McpClient::call_raw`], the request's `params._meta.idempotency_key` set to `idempotency_key`
+    /// when given: the same key for every send of one call, so a server can tell a repeat (SPEC.md §4,
+    /// effect `retry`).
+    ///
+    /// # Errors
+    /// As [`McpClient::call_raw`].
+    pub async fn call_raw_keyed(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+        idempotency_key: Option<&str>,
+    ) -> Result<CallToolResult, McpError> {
         let conn = self.connection().await?;
         let mut params = CallToolRequestParams::new(Cow::Owned(tool.to_string()));
         params.arguments = Some(arguments);
         if let Some(traceparent) = crate::trace_context::outgoing() {
             params.set_traceparent(&traceparent);
+        }
+        if let Some(key) = idempotency_key {
+            params
+                .meta_mut()
+                .get_or_insert_with(rmcp::model::RequestMetaObject::new)
+                .insert("idempotency_key".to_string(), Value::String(key.to_string()));
         }
         match conn.call_tool(params).await {
             Ok(r) => Ok(r),
@@ -356,7 +377,20 @@ impl McpClient {
     /// # Errors
     /// [`McpError::Tool`] when the tool reports an error; the errors of [`McpClient::call_raw`].
     pub async fn call(&self, tool: &McpTool, arguments: Map<String, Value>) -> Result<Value, McpError> {
-        let result = self.call_raw(&tool.name, arguments).await?;
+        self.call_keyed(tool, arguments, None).await
+    }
+
+    /// As [`McpClient::call`], with `params._meta.idempotency_key` ([`McpClient::call_raw_keyed`]).
+    ///
+    /// # Errors
+    /// As [`McpClient::call`].
+    pub async fn call_keyed(
+        &self,
+        tool: &McpTool,
+        arguments: Map<String, Value>,
+        idempotency_key: Option<&str>,
+    ) -> Result<Value, McpError> {
+        let result = self.call_raw_keyed(&tool.name, arguments, idempotency_key).await?;
         let text = || {
             result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.as_str())).collect::<Vec<_>>().join("\n")
         };
@@ -413,6 +447,7 @@ pub struct McpAgent {
     client: Arc<McpClient>,
     tool_name: Option<String>,
     tool: OnceCell<McpTool>,
+    effect: Effect,
 }
 
 /// Builder of an [`McpAgent`]. Defaults: the agent is named after the tool, its description is the tool's,
@@ -422,6 +457,7 @@ pub struct McpAgentBuilder {
     spec: AgentSpec,
     client: Arc<McpClient>,
     tool_name: Option<String>,
+    effect: Effect,
 }
 
 impl SpecBuilder for McpAgentBuilder {
@@ -433,7 +469,7 @@ impl SpecBuilder for McpAgentBuilder {
 impl McpAgent {
     /// A builder over the server of `client`.
     pub fn builder(client: Arc<McpClient>) -> McpAgentBuilder {
-        McpAgentBuilder { spec: AgentSpec::new("", "mcp"), client, tool_name: None }
+        McpAgentBuilder { spec: AgentSpec::new("", "mcp"), client, tool_name: None, effect: Effect::Once }
     }
 }
 
@@ -441,6 +477,15 @@ impl McpAgentBuilder {
     /// The tool to wrap (needed when the server offers more than one).
     pub fn tool_name(mut self, name: impl Into<String>) -> Self {
         self.tool_name = Some(name.into());
+        self
+    }
+
+    /// What calling the tool does to the world (SPEC.md §4; default [`Effect::Once`]): with an effect, the
+    /// call is committed as started before it is sent; after a crash cut it, `retry` sends it again with
+    /// the same idempotency key (`params._meta.idempotency_key`) and `once` suspends the run with an
+    /// `in_doubt` pending response instead.
+    pub fn effect(mut self, effect: Effect) -> Self {
+        self.effect = effect;
         self
     }
 
@@ -460,7 +505,8 @@ impl McpAgentBuilder {
         let mut spec = self.spec;
         apply_tool(&mut spec, &tool);
         let cell = OnceCell::new_with(Some(tool));
-        Ok(AgentRef::new(McpAgent { spec, client: self.client, tool_name: self.tool_name, tool: cell }))
+        let (client, tool_name, effect) = (self.client, self.tool_name, self.effect);
+        Ok(AgentRef::new(McpAgent { spec, client, tool_name, tool: cell, effect }))
     }
 
     /// Builds the agent without asking the server: the tool is looked up at the first invocation, and the
@@ -472,7 +518,8 @@ impl McpAgentBuilder {
         if spec.name.is_empty() {
             spec.name = self.tool_name.clone().unwrap_or_else(|| self.client.name.clone());
         }
-        AgentRef::new(McpAgent { spec, client: self.client, tool_name: self.tool_name, tool: OnceCell::new() })
+        let (client, tool_name, effect) = (self.client, self.tool_name, self.effect);
+        AgentRef::new(McpAgent { spec, client, tool_name, tool: OnceCell::new(), effect })
     }
 }
 
@@ -529,7 +576,32 @@ impl Agent for McpAgent {
             .await
             .map_err(|e| ctx.fail_with(e.into()))?;
         let args = self.arguments(tool, ctx)?;
-        let result = crate::trace_context::scoped(ctx, self.client.call(tool, args)).await;
+        let key = ctx.run().idempotency_key().await?;
+        if self.effect.has_effect() && ctx.calls().journaled() {
+            // One call, number 0: journaled as started (committed) before it is sent; its result is the
+            // step's output, committed with the step.
+            let mut journal = crate::tool_loop::LoopJournal::resume(ctx).await;
+            let state = journal.take_call(0);
+            if let Some(started) = &state.started {
+                match crate::tool_loop::resolve_in_doubt(ctx, started, state.in_doubt).await? {
+                    crate::tool_loop::Doubt::Resend => {}
+                    crate::tool_loop::Doubt::Answered(entry) => {
+                        let result = entry.result.clone().unwrap_or(Value::Null);
+                        ctx.calls().record(vec![CallEntry::Tool(entry)], false).await?;
+                        return Ok(result);
+                    }
+                    crate::tool_loop::Doubt::Pending(pending, entry) => {
+                        ctx.calls().record(entry.into_iter().map(CallEntry::Tool).collect(), true).await?;
+                        return Err(Stop::Suspended(vec![pending]));
+                    }
+                }
+            }
+            let args = Value::Object(args.clone());
+            let mut entry = ToolCallEntry::new(0, 0, key.clone(), tool.name.clone(), args, ToolCallStatus::Started);
+            entry.effect = self.effect;
+            ctx.calls().record(vec![CallEntry::Tool(entry)], true).await?;
+        }
+        let result = crate::trace_context::scoped(ctx, self.client.call_keyed(tool, args, Some(&key))).await;
         Ok(result.map_err(|e| ctx.fail_with(e.into()))?)
     }
 }
@@ -564,7 +636,12 @@ pub struct McpToolProvider {
     /// Tool names the filter or the renames name: each must be offered by a server.
     named: Vec<(String, &'static str)>,
     renames: Vec<(String, String)>,
+    effect: Effect,
+    approve: Option<ToolApproval>,
 }
+
+/// An approval rule given to every tool of a provider ([`McpToolProviderBuilder::approve_checked`]).
+type ToolApproval = Arc<dyn Fn(&crate::ApprovalRequest<'_>) -> Result<bool, String> + Send + Sync>;
 
 impl std::fmt::Debug for McpToolProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -574,13 +651,28 @@ impl std::fmt::Debug for McpToolProvider {
 
 /// Builder of an [`McpToolProvider`]. Defaults: no server, every tool of each server, named as the server
 /// names it.
-#[derive(Default)]
 pub struct McpToolProviderBuilder {
     clients: Vec<Arc<McpClient>>,
     filters: Vec<ToolFilter>,
     mapper: Option<ToolNameMapper>,
     named: Vec<(String, &'static str)>,
     renames: Vec<(String, String)>,
+    effect: Effect,
+    approve: Option<ToolApproval>,
+}
+
+impl Default for McpToolProviderBuilder {
+    fn default() -> Self {
+        McpToolProviderBuilder {
+            clients: Vec::new(),
+            filters: Vec::new(),
+            mapper: None,
+            named: Vec::new(),
+            renames: Vec::new(),
+            effect: Effect::Once,
+            approve: None,
+        }
+    }
 }
 
 impl McpToolProvider {
@@ -627,6 +719,23 @@ impl McpToolProviderBuilder {
         self
     }
 
+    /// What calling its tools does to the world (SPEC.md §4; default [`Effect::Once`]: a call a crash cut is
+    /// in doubt and waits for a person). See [`crate::Tool::effect`].
+    pub fn effect(mut self, effect: Effect) -> Self {
+        self.effect = effect;
+        self
+    }
+
+    /// The calls of its tools for which `needs(call)` holds (or fails: the invocation fails) wait for a
+    /// person's approval. See [`crate::Tool::approve`].
+    pub fn approve_checked(
+        mut self,
+        needs: impl Fn(&crate::ApprovalRequest<'_>) -> Result<bool, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.approve = Some(Arc::new(needs));
+        self
+    }
+
     /// The provider.
     pub fn build(self) -> McpToolProvider {
         let filters = self.filters;
@@ -634,7 +743,15 @@ impl McpToolProviderBuilder {
             0 => None,
             _ => Some(Arc::new(move |c: &McpClient, t: &McpTool| filters.iter().all(|f| f(c, t)))),
         };
-        McpToolProvider { clients: self.clients, filter, mapper: self.mapper, named: self.named, renames: self.renames }
+        McpToolProvider {
+            clients: self.clients,
+            filter,
+            mapper: self.mapper,
+            named: self.named,
+            renames: self.renames,
+            effect: self.effect,
+            approve: self.approve,
+        }
     }
 }
 
@@ -642,14 +759,14 @@ impl McpToolProviderBuilder {
 fn llm_tool(client: Arc<McpClient>, tool: McpTool, name: String) -> crate::Tool {
     let spec = crate::model::ToolSpec::new(name, tool.description.clone(), tool.input_schema.clone());
     let tool = Arc::new(tool);
-    crate::Tool::checked(spec, move |args| {
+    crate::Tool::checked(spec, move |call, args| {
         let (client, tool) = (client.clone(), tool.clone());
         Box::pin(async move {
             let args = match args {
                 Value::Object(m) => m,
                 _ => Map::new(),
             };
-            client.call(&tool, args).await.map_err(|e| match e {
+            client.call_keyed(&tool, args, Some(&call.idempotency_key)).await.map_err(|e| match e {
                 McpError::Tool { message, .. } => crate::tools::ToolFailure::Model(message),
                 other => crate::tools::ToolFailure::Agent(other.into()),
             })
@@ -703,7 +820,12 @@ impl crate::ToolProvider for McpToolProvider {
                             servers[i], client.name
                         ));
                     }
-                    out.push(llm_tool(client.clone(), tool.clone(), name));
+                    let mut offered = llm_tool(client.clone(), tool.clone(), name).effect(self.effect);
+                    if let Some(needs) = &self.approve {
+                        let needs = needs.clone();
+                        offered = offered.approve_checked(move |call| needs(call));
+                    }
+                    out.push(offered);
                     servers.push(&client.name);
                 }
             }

@@ -46,12 +46,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use agentic_engine::ScopeView;
+use agentic_engine::{Effect, ScopeView};
 
 use crate::model::ToolSpec;
 
 type ToolFn = Arc<dyn Fn(ToolCallInfo, Value) -> BoxFuture<'static, Result<Value, ToolFailure>> + Send + Sync>;
 type UndoFn = Arc<dyn Fn(Value, Value) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+type ApproveFn = Arc<dyn Fn(&ApprovalRequest<'_>) -> Result<bool, String> + Send + Sync>;
 /// The undo of one successful call, its arguments and result bound.
 pub(crate) type BoundUndo = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), String>> + Send>;
 
@@ -116,14 +117,31 @@ pub struct ToolCallInfo {
     pub traceparent: Option<String>,
 }
 
+/// A tool call the model made, as an approval rule sees it ([`Tool::approve`]).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct ApprovalRequest<'a> {
+    /// The tool's name.
+    pub tool: &'a str,
+    /// The arguments the model wrote.
+    pub args: &'a Value,
+    /// The run's state when the model's answer arrived.
+    pub state: &'a ScopeView,
+}
+
 /// A function the model may call. Build with [`Tool::new`], [`Tool::from_json`] or [`Tool::with_call`];
 /// give it to [`crate::LlmAgentBuilder::tools`]. Cloning is cheap.
+///
+/// What calling it does to the world is its [`Effect`] ([`Tool::effect`]: `none` by default); which of its
+/// calls wait for a person's approval, its rule ([`Tool::approve`]; none by default) — SPEC.md §4.
 #[derive(Clone)]
 pub struct Tool {
     spec: ToolSpec,
     run: ToolFn,
     undo: Option<UndoFn>,
     undo_name: Option<String>,
+    effect: Effect,
+    approve: Option<ApproveFn>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -184,7 +202,7 @@ impl Tool {
             let f = f.clone();
             Box::pin(async move { to_result(f(call, parsed.map_err(ToolFailure::Model)?).await) })
         });
-        Tool { spec: ToolSpec::new(name, description, parameters_of::<A>()), run, undo: None, undo_name: None }
+        Tool { spec: ToolSpec::new(name, description, parameters_of::<A>()), run, undo: None, undo_name: None, effect: Effect::None, approve: None }
     }
 
     /// An untyped tool: `schema` is the JSON schema of its arguments (an object schema) and `f` receives the
@@ -224,7 +242,7 @@ impl Tool {
             }
             Err(e) => Box::pin(std::future::ready(Err(ToolFailure::Model(e)))),
         });
-        Tool { spec: ToolSpec::new(name, description, schema), run, undo: None, undo_name: None }
+        Tool { spec: ToolSpec::new(name, description, schema), run, undo: None, undo_name: None, effect: Effect::None, approve: None }
     }
 
     /// A tool whose function may also fail the calling agent ([`ToolFailure::Agent`]); the arguments are
@@ -232,14 +250,14 @@ impl Tool {
     #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     pub(crate) fn checked<F>(spec: ToolSpec, f: F) -> Self
     where
-        F: Fn(Value) -> BoxFuture<'static, Result<Value, ToolFailure>> + Send + Sync + 'static,
+        F: Fn(ToolCallInfo, Value) -> BoxFuture<'static, Result<Value, ToolFailure>> + Send + Sync + 'static,
     {
         let checked = spec.parameters.clone();
-        let run: ToolFn = Arc::new(move |_call, args| match crate::llm::check_schema(&checked, &args, "the call") {
-            Ok(()) => f(args),
+        let run: ToolFn = Arc::new(move |call, args| match crate::llm::check_schema(&checked, &args, "the call") {
+            Ok(()) => f(call, args),
             Err(e) => Box::pin(std::future::ready(Err(ToolFailure::Model(e)))),
         });
-        Tool { spec, run, undo: None, undo_name: None }
+        Tool { spec, run, undo: None, undo_name: None, effect: Effect::None, approve: None }
     }
 
     /// Declares how to undo a successful call: `undo(arguments, result)` (the arguments as JSON, the result
@@ -253,6 +271,58 @@ impl Tool {
     {
         self.undo = Some(Arc::new(move |args, result| Box::pin(undo(args, result))));
         self
+    }
+
+    /// Declares what calling the tool does to the world (SPEC.md §4): [`Effect::None`] (the default for
+    /// tools built here), [`Effect::Retry`] (the callee deduplicates by [`ToolCallInfo::idempotency_key`]) or
+    /// [`Effect::Once`] (at most once: a call a crash cut is in doubt and waits for a person). A call with an
+    /// effect is committed as started before it is sent.
+    pub fn effect(mut self, effect: Effect) -> Self {
+        self.effect = effect;
+        self
+    }
+
+    /// Every call of the tool waits for a person's approval before it runs (`approve: true` in a spec).
+    pub fn approve_always(self) -> Self {
+        self.approve_checked(|_| Ok(true))
+    }
+
+    /// The calls for which `needs(call)` holds wait for a person's approval before they run: the run
+    /// suspends with a pending response of kind `tool_call` (id `tool:<agent path>:<n>`), answered with a
+    /// [`agentic_engine::ToolDecision`].
+    pub fn approve(self, needs: impl Fn(&ApprovalRequest<'_>) -> bool + Send + Sync + 'static) -> Self {
+        self.approve_checked(move |call| Ok(needs(call)))
+    }
+
+    /// As [`Tool::approve`] with a rule that may fail (an expression over the arguments and the state): its
+    /// error fails the invocation, naming the tool.
+    pub fn approve_checked(
+        mut self,
+        needs: impl Fn(&ApprovalRequest<'_>) -> Result<bool, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.approve = Some(Arc::new(needs));
+        self
+    }
+
+    /// What calling the tool does to the world ([`Tool::effect`]).
+    pub fn side_effect(&self) -> Effect {
+        self.effect
+    }
+
+    /// Whether `call` of this tool waits for approval ([`Tool::approve`]).
+    ///
+    /// # Errors
+    /// The approval rule's error (an expression that cannot be evaluated).
+    pub fn needs_approval(&self, call: &ApprovalRequest<'_>) -> Result<bool, String> {
+        match &self.approve {
+            Some(needs) => needs(call),
+            None => Ok(false),
+        }
+    }
+
+    /// Whether the tool has an approval rule.
+    pub fn has_approval_rule(&self) -> bool {
+        self.approve.is_some()
     }
 
     /// Names the compensation (default `un<tool name>`), as reports and logs show it.
