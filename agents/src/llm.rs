@@ -41,8 +41,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use agentic_engine::{
-    Agent, AgentError, AgentRef, AgentSpec, BuildError, Cause, InputSpec, InvocationContext, RunEvent, ScopeView,
-    SpecBuilder, Stop, ValueType,
+    Agent, AgentError, AgentRef, AgentSpec, BuildError, CallEntry, Cause, Effect, InputSpec, InvocationContext,
+    ModelTurnEntry, RunEvent, ScopeView, SpecBuilder, Stop, ToolCallEntry, ToolCallStatus as Status, ValueType,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -53,7 +53,8 @@ use crate::model::{
     ChatMessage, ChatModelRef, ChatRequest, ChatResponse, ModelInfo, ResponseFormat, StreamEvent, TokenLogprob,
     ToolChoice,
 };
-use crate::tools::{Tool, ToolCallInfo, ToolFailure, ToolProvider, result_text};
+use crate::tool_loop::{Doubt, LoopJournal};
+use crate::tools::{ApprovalRequest, Tool, ToolCallInfo, ToolFailure, ToolProvider, result_text};
 
 /// The default bound on tool rounds per model exchange ([`LlmAgentBuilder::max_tool_iterations`]).
 pub const DEFAULT_MAX_TOOL_ITERATIONS: usize = 10;
@@ -650,18 +651,67 @@ impl LlmAgent {
         Ok(format!("Considering this context: {}\n\n", summary.text().trim()))
     }
 
+    /// One model turn of the loop: the journaled answer when the turn was answered before the run stopped
+    /// (not asked again; its usage counts for this invocation, not against budgets again), else the model's
+    /// answer and the entry that journals it (the caller journals it with the turn's tool calls).
+    async fn turn(
+        &self,
+        ctx: &InvocationContext,
+        model: &ChatModelRef,
+        request: ChatRequest,
+        journal: &mut LoopJournal,
+    ) -> Result<(ChatResponse, Option<CallEntry>), Stop> {
+        let turn = journal.next_turn;
+        journal.next_turn += 1;
+        let info = model.info();
+        if let Some(kept) = journal.turn(turn) {
+            let response: ChatResponse = serde_json::from_value(kept.response.clone()).map_err(|e| {
+                ctx.fail(format!("the journaled answer of model turn {turn} cannot be read: {e}"))
+            })?;
+            let kept_model = kept.model.clone();
+            journal.sent = request.messages.len();
+            let t = response.usage;
+            let cost = info.prices.map(|p| p.cost(t.input, t.output));
+            ctx.usage().after_model_call(&kept_model, t, cost, true, || Value::Null).await?;
+            return Ok((response, None));
+        }
+        let added: Vec<Value> = if ctx.calls().journaled() {
+            request.messages.get(journal.sent..).unwrap_or_default().iter().filter_map(|m| serde_json::to_value(m).ok()).collect()
+        } else {
+            Vec::new()
+        };
+        journal.sent = request.messages.len();
+        let model_name = info.model.clone();
+        let entry = |response: &ChatResponse| {
+            ctx.calls().journaled().then(|| {
+                CallEntry::Model(ModelTurnEntry {
+                    turn,
+                    model: model_name.clone(),
+                    request: added.clone(),
+                    response: serde_json::to_value(response).unwrap_or(Value::Null),
+                    at_us: agentic_engine::now_ms() * 1000,
+                })
+            })
+        };
+        self.ask(ctx, model, request, entry).await
+    }
+
     /// One model call: streamed (each text delta reported as a `Token` event) or not. Adds the tokens used.
+    /// `entry` journals the answer: returned with it, or committed at once when a budget stops the
+    /// invocation after the call (its resume continues from it).
     async fn ask(
         &self,
         ctx: &InvocationContext,
         model: &ChatModelRef,
         request: ChatRequest,
-    ) -> Result<ChatResponse, Stop> {
+        entry: impl FnOnce(&ChatResponse) -> Option<CallEntry>,
+    ) -> Result<(ChatResponse, Option<CallEntry>), Stop> {
         let fail_model = |e: crate::model::ModelError| ctx.fail_with(e.into());
-        let mut call = crate::model::ModelCall::begin(ctx, model).await?;
+        let journaled = ctx.calls().journaled();
+        let mut call = crate::model::ModelCall::begin(ctx, model).await?.journaled(journaled);
         if let Some(response) = call.replayed() {
             call.end(&response, true).await?;
-            return Ok(response);
+            return Ok((response, None));
         }
         let response = if self.streaming {
             let mut stream = call.run(model.chat_stream(request)).await.map_err(fail_model)?;
@@ -689,13 +739,24 @@ impl LlmAgent {
         } else {
             call.run(model.chat(request)).await.map_err(fail_model)?
         };
-        call.end(&response, false).await?;
-        Ok(response)
+        let entry = entry(&response);
+        if let Err(stop) = call.end(&response, false).await {
+            if let (Some(entry), Stop::Suspended(_)) = (entry, &stop) {
+                ctx.calls().record(vec![entry], true).await?;
+            }
+            return Err(stop);
+        }
+        Ok((response, entry))
     }
 
     /// Asks the model and runs the tools it calls until it answers without calling tools (at most
-    /// `max_tool_iterations` rounds). The tool rounds are appended to `request.messages`. Without tools and
-    /// without `keep` (nothing will ask again), the request is handed to the model and left empty.
+    /// `max_tool_iterations` rounds), journaling each turn and each tool call (SPEC.md §4): a call with an
+    /// effect is committed as started before it is sent, the round's results before the next model call
+    /// (two commits per round with effects, one without). A call that needs approval, or that a crash left
+    /// in doubt, suspends the invocation once the round's other calls ran. The tool rounds are appended to
+    /// `request.messages`. Without tools and without `keep` (nothing will ask again), the request is handed
+    /// to the model and left empty.
+    #[allow(clippy::too_many_arguments)]
     async fn converse(
         &self,
         ctx: &InvocationContext,
@@ -704,12 +765,15 @@ impl LlmAgent {
         request: &mut ChatRequest,
         tools: &[Tool],
         keep: bool,
+        journal: &mut LoopJournal,
     ) -> Result<ChatResponse, Stop> {
         let mut rounds = 0;
         loop {
             let sent = if keep || !tools.is_empty() { request.clone() } else { std::mem::take(request) };
-            let response = self.ask(ctx, model, sent).await?;
+            let (response, turn_entry) = self.turn(ctx, model, sent, journal).await?;
             if tools.is_empty() || response.tool_calls().is_empty() {
+                // Committed with the step that completes the invocation.
+                ctx.calls().record(turn_entry.into_iter().collect(), false).await?;
                 return Ok(response);
             }
             if rounds == self.max_tool_iterations {
@@ -730,22 +794,162 @@ impl LlmAgent {
                 request.tool_choice = Some(ToolChoice::Auto);
             }
             let calls = response.tool_calls().to_vec();
-            let results = futures::future::join_all(calls.iter().map(|c| self.call_tool(ctx, tools, c))).await;
-            if let Some((_, Err(ToolFailure::Agent(cause)))) =
-                results.iter().find(|(_, r)| matches!(r, Err(ToolFailure::Agent(_))))
-            {
-                return Err(ctx.fail_with(cause.clone()).into());
-            }
-            let results = results.into_iter().map(|(t, r)| (t, r.map_err(|e| e.message())));
+            let texts = self.round(ctx, tools, &calls, turn_entry, journal).await?;
             request.messages.push(response.message);
-            for (call, (tool, result)) in calls.iter().zip(results) {
-                if let (Some(tool), Ok(value)) = (tool, &result)
-                    && let Some((name, undo)) = tool.undo_for(call.arguments.clone(), value.clone())
-                {
-                    ctx.run().add_compensation(name, undo);
-                }
-                request.messages.push(ChatMessage::tool_result(call.id.clone(), result_text(&result)));
+            journal.sent += 1;
+            for (call, text) in calls.iter().zip(texts) {
+                request.messages.push(ChatMessage::tool_result(call.id.clone(), text));
             }
+        }
+    }
+
+    /// The tool calls of one model turn: each one's result as the model reads it, from the journal when it
+    /// finished before the run stopped, from a person's decision, or from running the tool (the calls that
+    /// may run run together). See [`LlmAgent::converse`].
+    async fn round(
+        &self,
+        ctx: &InvocationContext,
+        tools: &[Tool],
+        calls: &[crate::model::ToolCall],
+        turn_entry: Option<CallEntry>,
+        journal: &mut LoopJournal,
+    ) -> Result<Vec<String>, Stop> {
+        let turn = journal.next_turn.saturating_sub(1);
+        let first = journal.next_call;
+        journal.next_call += u32::try_from(calls.len()).unwrap_or(u32::MAX);
+        let mut entries: Vec<CallEntry> = turn_entry.into_iter().collect();
+        let mut pending = Vec::new();
+        let mut texts: Vec<Option<String>> = vec![None; calls.len()];
+        // (index in `calls`, the call as it runs: its arguments possibly edited)
+        let mut to_run: Vec<(usize, crate::model::ToolCall)> = Vec::new();
+        let view = ctx.view();
+        for (i, call) in calls.iter().enumerate() {
+            let n = first + u32::try_from(i).unwrap_or(u32::MAX);
+            let state = journal.take_call(n);
+            let tool = tools.iter().find(|t| t.name() == call.name);
+            let mut base =
+                ToolCallEntry::new(n, turn, call.id.clone(), call.name.clone(), call.arguments.clone(), Status::Started);
+            base.effect = tool.map_or(Effect::None, Tool::side_effect);
+            if let Some(done) = &state.finished {
+                texts[i] = Some(match (&done.result, &done.error) {
+                    (_, Some(e)) => result_text(&Err(e.clone())),
+                    (result, None) => {
+                        let value = result.clone().unwrap_or(Value::Null);
+                        if let Some(tool) = tool {
+                            self.compensate_later(ctx, tool, &done.args, &value);
+                        }
+                        result_text(&Ok(value))
+                    }
+                });
+                continue;
+            }
+            let mut decision = state.decision.clone();
+            if let Some(tool) = tool
+                && decision.is_none()
+                && tool.has_approval_rule()
+            {
+                let asked = ApprovalRequest { tool: &call.name, args: &call.arguments, state: &view };
+                let needs = tool
+                    .needs_approval(&asked)
+                    .map_err(|e| ctx.fail(format!("the approval rule of tool `{}`: {e}", call.name)))?;
+                if needs {
+                    match crate::tool_loop::take_decision(ctx, n).await? {
+                        Some((d, by)) => {
+                            let entry = crate::tool_loop::decision_entry(&base, &d, by);
+                            entries.push(CallEntry::Tool(entry.clone()));
+                            decision = Some(entry);
+                        }
+                        None => {
+                            let parameters = &tool.spec().parameters;
+                            pending.push(crate::tool_loop::approval_pending(ctx, n, &call.name, &call.arguments, parameters));
+                            if !state.awaiting {
+                                let mut awaiting = base.clone();
+                                awaiting.status = Status::AwaitingApproval;
+                                entries.push(CallEntry::Tool(awaiting));
+                            }
+                            continue;
+                        }
+                    }
+                }
+            }
+            let mut runs = call.clone();
+            if let Some(d) = &decision {
+                match d.status {
+                    Status::Rejected => {
+                        texts[i] = Some(format!("rejected: {}", d.message.as_deref().unwrap_or_default()));
+                        continue;
+                    }
+                    Status::Responded => {
+                        texts[i] = Some(result_text(&Ok(d.result.clone().unwrap_or(Value::Null))));
+                        continue;
+                    }
+                    Status::Edited => runs.arguments = d.args.clone(),
+                    _ => {}
+                }
+            }
+            if let Some(started) = &state.started {
+                match crate::tool_loop::resolve_in_doubt(ctx, started, state.in_doubt).await? {
+                    Doubt::Resend => {}
+                    Doubt::Answered(entry) => {
+                        texts[i] = Some(result_text(&Ok(entry.result.clone().unwrap_or(Value::Null))));
+                        entries.push(CallEntry::Tool(entry));
+                        continue;
+                    }
+                    Doubt::Pending(asked, entry) => {
+                        pending.push(asked);
+                        entries.extend(entry.map(CallEntry::Tool));
+                        continue;
+                    }
+                }
+            }
+            let mut started = base;
+            started.args = runs.arguments.clone();
+            entries.push(CallEntry::Tool(started));
+            to_run.push((i, runs));
+        }
+        drop(view);
+        // A call with an effect is committed as started before it is sent.
+        let effectful = to_run.iter().any(|(i, _)| {
+            tools.iter().find(|t| t.name() == calls[*i].name).is_some_and(|t| t.side_effect().has_effect())
+        });
+        ctx.calls().record(entries, effectful).await?;
+        let results = futures::future::join_all(to_run.iter().map(|(_, c)| self.call_tool(ctx, tools, c))).await;
+        if let Some((_, Err(ToolFailure::Agent(cause)))) =
+            results.iter().find(|(_, r)| matches!(r, Err(ToolFailure::Agent(_))))
+        {
+            return Err(ctx.fail_with(cause.clone()).into());
+        }
+        let mut finished = Vec::with_capacity(to_run.len());
+        for ((i, runs), (tool, result)) in to_run.iter().zip(results) {
+            let result = result.map_err(|e| e.message());
+            let n = first + u32::try_from(*i).unwrap_or(u32::MAX);
+            let mut entry =
+                ToolCallEntry::new(n, turn, runs.id.clone(), runs.name.clone(), runs.arguments.clone(), Status::Finished);
+            entry.effect = tool.map_or(Effect::None, Tool::side_effect);
+            match &result {
+                Ok(value) => {
+                    entry.result = Some(value.clone());
+                    if let Some(tool) = tool {
+                        self.compensate_later(ctx, tool, &runs.arguments, value);
+                    }
+                }
+                Err(e) => entry.error = Some(e.clone()),
+            }
+            finished.push(CallEntry::Tool(entry));
+            texts[*i] = Some(result_text(&result));
+        }
+        // The round's results are committed before the next model call (or the suspension).
+        ctx.calls().record(finished, true).await?;
+        if !pending.is_empty() {
+            return Err(Stop::Suspended(pending));
+        }
+        Ok(texts.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// Registers the undo of `tool`'s successful call with `args` that gave `result`, if it declares one.
+    fn compensate_later(&self, ctx: &InvocationContext, tool: &Tool, args: &Value, result: &Value) {
+        if let Some((name, undo)) = tool.undo_for(args.clone(), result.clone()) {
+            ctx.run().add_compensation(name, undo);
         }
     }
 
@@ -929,7 +1133,12 @@ impl Agent for LlmAgent {
 
         // A text answer always reads; any other type may be asked for again, which needs the request.
         let keep = !matches!(self.output, OutputType::String);
-        let response = self.converse(ctx, &model, info, &mut request, &tools, keep).await?;
+        let mut journal = LoopJournal::resume(ctx).await;
+        if journal.is_resumed() {
+            // What a budget suspension was answered with applies before the journal replays the loop.
+            ctx.usage().resume().await?;
+        }
+        let response = self.converse(ctx, &model, info, &mut request, &tools, keep, &mut journal).await?;
         let mut answer = response.text().to_string();
         let mut logprobs = response.logprobs;
         let value = match parse(&self.output, &answer, wrapped, self.checker.as_ref()) {
@@ -947,7 +1156,8 @@ impl Agent for LlmAgent {
                 }
                 request.messages.push(ChatMessage::user(again));
                 // Boxed: the rare second question would enlarge every invocation's future.
-                let response = Box::pin(self.converse(ctx, &model, info, &mut request, &tools, true)).await?;
+                let response =
+                    Box::pin(self.converse(ctx, &model, info, &mut request, &tools, true, &mut journal)).await?;
                 answer = response.text().to_string();
                 logprobs = response.logprobs;
                 parse(&self.output, &answer, wrapped, self.checker.as_ref()).map_err(|second| {

@@ -883,6 +883,7 @@ mod tests {
             item: None,
             item_end: false,
             bindings: None,
+            calls: Vec::new(),
         }
     }
 

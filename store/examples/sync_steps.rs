@@ -74,6 +74,7 @@ async fn time_per_step<S: CheckpointStore>(
             item: None,
             item_end: false,
             bindings: None,
+            calls: Vec::new(),
         };
         store.append(record).await?;
         store.flush().await?;

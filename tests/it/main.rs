@@ -48,3 +48,4 @@ mod spec_patterns;
 mod spec_registry;
 mod store_sled;
 mod time_deadlines;
+mod tool_calls;

@@ -31,6 +31,8 @@ pub struct ModelCall<'a> {
     model: &'a ChatModelRef,
     permit: Option<CapacityPermit>,
     replayed: Option<ChatResponse>,
+    /// The invocation journals its model turns itself: a budget suspension keeps no answers.
+    journaled: bool,
 }
 
 impl<'a> ModelCall<'a> {
@@ -42,11 +44,18 @@ impl<'a> ModelCall<'a> {
         if let Some(answer) = ctx.usage().before_model_call().await? {
             let response: ChatResponse = serde_json::from_value(answer)
                 .map_err(|e| ctx.fail(format!("the kept answer of a model call cannot be read: {e}")))?;
-            return Ok(ModelCall { ctx, model, permit: None, replayed: Some(response) });
+            return Ok(ModelCall { ctx, model, permit: None, replayed: Some(response), journaled: false });
         }
         let info = model.info();
         let permit = ctx.usage().acquire_capacity(&info.provider, &info.server, &info.model, &info.limits).await?;
-        Ok(ModelCall { ctx, model, permit: Some(permit), replayed: None })
+        Ok(ModelCall { ctx, model, permit: Some(permit), replayed: None, journaled: false })
+    }
+
+    /// With `journaled`, the invocation journals its model turns (SPEC.md §4), so a budget suspension after
+    /// this call keeps no copy of the answer: the resumed invocation replays it from the journal.
+    pub fn journaled(mut self, journaled: bool) -> Self {
+        self.journaled = journaled;
+        self
     }
 
     /// The answer kept from before a budget suspension: use it instead of calling the model.
@@ -73,9 +82,13 @@ impl<'a> ModelCall<'a> {
             permit.finish(t.input + t.output).await;
         }
         let cost = info.prices.map(|p| p.cost(t.input, t.output));
+        let journaled = self.journaled;
         self.ctx
             .usage()
             .after_model_call(&info.model, t, cost, replayed, || {
+                if journaled {
+                    return serde_json::Value::Null;
+                }
                 serde_json::to_value(response).unwrap_or(serde_json::Value::Null)
             })
             .await

@@ -152,14 +152,10 @@ impl UsageView<'_> {
     /// spent and its `on_exceed` is `suspend` (also when the suspension is still unanswered); a failure naming
     /// the budget when it is `fail`, when the answer was `"stop"`, or when the answer is not a budget answer.
     pub async fn before_model_call(&self) -> Result<Option<Value>, Stop> {
-        let path = self.ctx.frame.path.clone();
-        if !self.ctx.handle.with_ledger(move |l| l.covers(&path)).await.unwrap_or(false) {
+        if !self.covered().await {
             return Ok(None);
         }
-        let first = !self.with_usage(|u| std::mem::replace(&mut u.resumed, true));
-        if first {
-            self.resume_budget().await?;
-        }
+        self.resume_once().await?;
         let replayed = self.with_usage(|u| {
             let answer = u.replay.pop_front()?;
             u.calls.push(answer.clone());
@@ -185,6 +181,34 @@ impl UsageView<'_> {
             Some((t, names, reached)) => Err(self.over_budget(&t, names, &reached)),
             None => Ok(None),
         }
+    }
+
+    /// Before an invocation that continues its loop from the journal (SPEC.md §4) replays the model turns
+    /// answered before a budget suspended it: uses the answer to that suspension, as the first model call
+    /// would ([`UsageView::before_model_call`]) — a new limit raises the budget, `"stop"` fails the invocation.
+    ///
+    /// # Errors
+    /// As [`UsageView::before_model_call`].
+    pub async fn resume(&self) -> Result<(), Stop> {
+        if self.covered().await {
+            self.resume_once().await?;
+        }
+        Ok(())
+    }
+
+    /// Whether a budget covers this invocation.
+    async fn covered(&self) -> bool {
+        let path = self.ctx.frame.path.clone();
+        self.ctx.handle.with_ledger(move |l| l.covers(&path)).await.unwrap_or(false)
+    }
+
+    /// The answer to a budget suspension, used at the invocation's first model call (or [`UsageView::resume`]).
+    async fn resume_once(&self) -> Result<(), Stop> {
+        let first = !self.with_usage(|u| std::mem::replace(&mut u.resumed, true));
+        if first {
+            self.resume_budget().await?;
+        }
+        Ok(())
     }
 
     /// After a model call of this invocation: adds its tokens (`input`, `output`) and cost (USD, `None` for
@@ -245,9 +269,12 @@ impl UsageView<'_> {
         if matches!(verdict, Charge::Uncovered) {
             return Ok(());
         }
-        // Kept while a budget applies: a suspension hands the calls made so far back on resume.
+        // Kept while a budget applies: a suspension hands the calls made so far back on resume (unless the
+        // invocation journals them: null).
         let answer = answer();
-        self.with_usage(|u| u.calls.push(answer));
+        if !answer.is_null() {
+            self.with_usage(|u| u.calls.push(answer));
+        }
         match verdict {
             Charge::Uncovered | Charge::Within => Ok(()),
             Charge::NoPrices(agent) => Err(Stop::Failed(self.ctx.fail(format!(
