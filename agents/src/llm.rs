@@ -665,9 +665,8 @@ impl LlmAgent {
         journal.next_turn += 1;
         let info = model.info();
         if let Some(kept) = journal.turn(turn) {
-            let response: ChatResponse = serde_json::from_value(kept.response.clone()).map_err(|e| {
-                ctx.fail(format!("the journaled answer of model turn {turn} cannot be read: {e}"))
-            })?;
+            let response: ChatResponse = serde_json::from_value(kept.response.clone())
+                .map_err(|e| ctx.fail(format!("the journaled answer of model turn {turn} cannot be read: {e}")))?;
             let kept_model = kept.model.clone();
             journal.sent = request.messages.len();
             let t = response.usage;
@@ -676,7 +675,13 @@ impl LlmAgent {
             return Ok((response, None));
         }
         let added: Vec<Value> = if ctx.calls().journaled() {
-            request.messages.get(journal.sent..).unwrap_or_default().iter().filter_map(|m| serde_json::to_value(m).ok()).collect()
+            request
+                .messages
+                .get(journal.sent..)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|m| serde_json::to_value(m).ok())
+                .collect()
         } else {
             Vec::new()
         };
@@ -827,8 +832,14 @@ impl LlmAgent {
             let n = first + u32::try_from(i).unwrap_or(u32::MAX);
             let state = journal.take_call(n);
             let tool = tools.iter().find(|t| t.name() == call.name);
-            let mut base =
-                ToolCallEntry::new(n, turn, call.id.clone(), call.name.clone(), call.arguments.clone(), Status::Started);
+            let mut base = ToolCallEntry::new(
+                n,
+                turn,
+                call.id.clone(),
+                call.name.clone(),
+                call.arguments.clone(),
+                Status::Started,
+            );
             base.effect = tool.map_or(Effect::None, Tool::side_effect);
             if let Some(done) = &state.finished {
                 texts[i] = Some(match (&done.result, &done.error) {
@@ -861,7 +872,13 @@ impl LlmAgent {
                         }
                         None => {
                             let parameters = &tool.spec().parameters;
-                            pending.push(crate::tool_loop::approval_pending(ctx, n, &call.name, &call.arguments, parameters));
+                            pending.push(crate::tool_loop::approval_pending(
+                                ctx,
+                                n,
+                                &call.name,
+                                &call.arguments,
+                                parameters,
+                            ));
                             if !state.awaiting {
                                 let mut awaiting = base.clone();
                                 awaiting.status = Status::AwaitingApproval;
@@ -923,8 +940,14 @@ impl LlmAgent {
         for ((i, runs), (tool, result)) in to_run.iter().zip(results) {
             let result = result.map_err(|e| e.message());
             let n = first + u32::try_from(*i).unwrap_or(u32::MAX);
-            let mut entry =
-                ToolCallEntry::new(n, turn, runs.id.clone(), runs.name.clone(), runs.arguments.clone(), Status::Finished);
+            let mut entry = ToolCallEntry::new(
+                n,
+                turn,
+                runs.id.clone(),
+                runs.name.clone(),
+                runs.arguments.clone(),
+                Status::Finished,
+            );
             entry.effect = tool.map_or(Effect::None, Tool::side_effect);
             match &result {
                 Ok(value) => {

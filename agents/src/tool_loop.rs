@@ -99,7 +99,8 @@ pub(crate) fn approval_pending(
     parameters: &Value,
 ) -> PendingResponse {
     let id = agentic_engine::approval_id(ctx.path(), ctx.item(), n);
-    let prompt = format!("`{}` wants to call `{tool}` with {args}: approve, edit, reject or respond?", ctx.agent_name());
+    let prompt =
+        format!("`{}` wants to call `{tool}` with {args}: approve, edit, reject or respond?", ctx.agent_name());
     let mut pending = ctx.human().question(id, prompt);
     pending.kind = PendingKind::ToolCall;
     pending.data = agentic_engine::approval_data(tool, args, parameters, n, ctx.path());
@@ -173,7 +174,9 @@ pub(crate) async fn resolve_in_doubt(
     let id = agentic_engine::doubt_id(ctx.path(), ctx.item(), started.n);
     if let Some(answer) = ctx.human().take(&id).await {
         let by = agentic_engine::answered_by(&answer);
-        return match agentic_engine::doubt_answer(&answer).map_err(|e| ctx.fail(format!("the answer to `{id}`: {e}")))? {
+        return match agentic_engine::doubt_answer(&answer)
+            .map_err(|e| ctx.fail(format!("the answer to `{id}`: {e}")))?
+        {
             DoubtAnswer::Retry => Ok(Doubt::Resend),
             DoubtAnswer::Result(result) => {
                 let mut entry = started.clone();

@@ -202,7 +202,14 @@ impl Tool {
             let f = f.clone();
             Box::pin(async move { to_result(f(call, parsed.map_err(ToolFailure::Model)?).await) })
         });
-        Tool { spec: ToolSpec::new(name, description, parameters_of::<A>()), run, undo: None, undo_name: None, effect: Effect::None, approve: None }
+        Tool {
+            spec: ToolSpec::new(name, description, parameters_of::<A>()),
+            run,
+            undo: None,
+            undo_name: None,
+            effect: Effect::None,
+            approve: None,
+        }
     }
 
     /// An untyped tool: `schema` is the JSON schema of its arguments (an object schema) and `f` receives the
@@ -242,7 +249,14 @@ impl Tool {
             }
             Err(e) => Box::pin(std::future::ready(Err(ToolFailure::Model(e)))),
         });
-        Tool { spec: ToolSpec::new(name, description, schema), run, undo: None, undo_name: None, effect: Effect::None, approve: None }
+        Tool {
+            spec: ToolSpec::new(name, description, schema),
+            run,
+            undo: None,
+            undo_name: None,
+            effect: Effect::None,
+            approve: None,
+        }
     }
 
     /// A tool whose function may also fail the calling agent ([`ToolFailure::Agent`]); the arguments are

@@ -259,8 +259,9 @@ impl ToolDecision {
             },
             Some("respond") => match obj.get("result") {
                 Some(result) => Ok(ToolDecision::Respond { result: result.clone() }),
-                None => Err("a `respond` needs field `result`: what the model gets instead of running the tool"
-                    .to_string()),
+                None => {
+                    Err("a `respond` needs field `result`: what the model gets instead of running the tool".to_string())
+                }
             },
             Some(other) => Err(format!("unknown decision `{other}`: {EXPECTED}")),
             None => Err(format!("field `decision` is missing: {EXPECTED}")),

@@ -3,9 +3,8 @@
 
 use agentic_engine::budget::Usage;
 use agentic_engine::{
-    CallEntry,
-    InvocationRecord, PlannerState, RunImage, RunRecord, ScheduleChange, ScheduleRecord, StepRecord, StoreError,
-    TokenUsage,
+    CallEntry, InvocationRecord, PlannerState, RunImage, RunRecord, ScheduleChange, ScheduleRecord, StepRecord,
+    StoreError, TokenUsage,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -396,8 +395,7 @@ pub(crate) fn decode_step_json(run_id: &str, seq: u64, json: &[u8]) -> Result<St
         item_end,
         bindings,
         calls,
-    } =
-        serde_json::from_slice(json).map_err(|e| corrupt(run_id, &record, e.to_string()))?;
+    } = serde_json::from_slice(json).map_err(|e| corrupt(run_id, &record, e.to_string()))?;
     let invocation = invocation.map(|inv| inv.into_record(&agent_path));
     Ok(StepRecord {
         run_id: run_id.to_string(),

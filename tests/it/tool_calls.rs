@@ -11,8 +11,7 @@ use std::sync::{Arc, Mutex};
 use agentic::agents::ApprovalRequest;
 use agentic::agents::model::{ChatMessage, ChatModel, ChatRequest, ChatResponse, ModelError, ModelInfo, ToolCall};
 use agentic::engine::{
-    CallEntry, Effect, PendingKind, RespondError, StoreRef, TokenUsage,
-    ToolCallStatus, respond_as, tool_args_hash,
+    CallEntry, Effect, PendingKind, RespondError, StoreRef, TokenUsage, ToolCallStatus, respond_as, tool_args_hash,
 };
 use agentic::prelude::*;
 use serde_json::{Value, json};
@@ -132,7 +131,8 @@ async fn a_refund_over_the_threshold_waits_and_runs_once_with_the_edited_amount(
     let model = Recorder::new(vec![calling(&[("c1", "refund", json!({"amount": 150}))]), text("Refunded 120.")]);
     let ledger = Arc::new(Mutex::new(Vec::new()));
     let agent = desk(&model, &ledger);
-    let first = agent.invoke().memory_id("r1").input("request", "refund order 7").store_ref(store.clone()).await.unwrap();
+    let first =
+        agent.invoke().memory_id("r1").input("request", "refund order 7").store_ref(store.clone()).await.unwrap();
     let pending = first.pending().to_vec();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].id, "tool:root:0");
@@ -321,7 +321,9 @@ async fn a_fork_at_a_call_continues_the_loop_from_there() {
     let records = store.records_dyn("f1").await.unwrap();
     let at = records
         .iter()
-        .find(|r| r.calls.iter().any(|c| matches!(c, CallEntry::Tool(t) if t.n == 0 && t.status == ToolCallStatus::Finished)))
+        .find(|r| {
+            r.calls.iter().any(|c| matches!(c, CallEntry::Tool(t) if t.n == 0 && t.status == ToolCallStatus::Finished))
+        })
         .map(|r| r.seq)
         .unwrap();
     agentic::engine::fork(&store, "f1", at, Some("f2".into())).await.unwrap();
