@@ -669,6 +669,7 @@ impl LlmAgent {
                 .map_err(|e| ctx.fail(format!("the journaled answer of model turn {turn} cannot be read: {e}")))?;
             let kept_model = kept.model.clone();
             journal.sent = request.messages.len();
+            model.turn_replayed(&request);
             let t = response.usage;
             let cost = info.prices.map(|p| p.cost(t.input, t.output));
             ctx.usage().after_model_call(&kept_model, t, cost, true, || Value::Null).await?;

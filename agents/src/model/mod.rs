@@ -106,6 +106,14 @@ pub trait ChatModel: Send + Sync + 'static {
             Ok(Box::pin(futures::stream::iter(events)) as ChatStream)
         }
     }
+
+    /// The answer this model gave earlier to `request` was used instead of asking it again: a resumed
+    /// agent's loop replayed a model turn from the run's journal (SPEC.md §4). Nothing by default; a scripted
+    /// model that was not asked `request` in this process moves past the reply that answered it in another
+    /// one, so that its script continues where the conversation is.
+    fn turn_replayed(&self, request: &ChatRequest) {
+        let _ = request;
+    }
 }
 
 /// Object-safe companion of [`ChatModel`], implemented for every `ChatModel`.
@@ -118,6 +126,9 @@ pub trait DynChatModel: Send + Sync + 'static {
 
     /// [`ChatModel::chat_stream`], boxed.
     fn chat_stream_dyn(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatStream, ModelError>>;
+
+    /// [`ChatModel::turn_replayed`].
+    fn turn_replayed_dyn(&self, request: &ChatRequest);
 }
 
 impl<M: ChatModel> DynChatModel for M {
@@ -131,6 +142,10 @@ impl<M: ChatModel> DynChatModel for M {
 
     fn chat_stream_dyn(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatStream, ModelError>> {
         Box::pin(self.chat_stream(request))
+    }
+
+    fn turn_replayed_dyn(&self, request: &ChatRequest) {
+        self.turn_replayed(request);
     }
 }
 
@@ -154,6 +169,12 @@ impl ChatModelRef {
     /// What the model is and supports.
     pub fn info(&self) -> &ModelInfo {
         self.0.info()
+    }
+
+    /// Tells the model that one of its earlier answers was replayed from a run's journal
+    /// ([`ChatModel::turn_replayed`]).
+    pub fn turn_replayed(&self, request: &ChatRequest) {
+        self.0.turn_replayed_dyn(request);
     }
 
     /// This model with what its tokens cost (SPEC.md §3 `prices`): its calls' cost is counted, in the
@@ -234,6 +255,10 @@ impl ChatModel for Described {
 
     fn chat_stream(&self, request: ChatRequest) -> impl Future<Output = Result<ChatStream, ModelError>> + Send {
         self.inner.0.chat_stream_dyn(request)
+    }
+
+    fn turn_replayed(&self, request: &ChatRequest) {
+        self.inner.turn_replayed(request);
     }
 }
 

@@ -178,6 +178,17 @@ impl ChatModel for ScriptedModel {
             ScriptedReply::Error(message) => Err(ModelError::Unavailable { provider: "scripted".into(), message }),
         }
     }
+
+    /// A replayed turn whose request this model was not asked in this process (another process answered
+    /// it) uses up the reply that answered it there, so the next question gets the reply after it. A turn
+    /// this process answered (a resume in the same process) used its reply already.
+    fn turn_replayed(&self, request: &ChatRequest) {
+        let mut s = crate::lock(&self.script);
+        if !s.requests.contains(request) {
+            s.replies.pop_front();
+            s.used += 1;
+        }
+    }
 }
 
 #[cfg(test)]
