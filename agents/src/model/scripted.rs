@@ -197,6 +197,23 @@ mod tests {
     use serde_json::json;
 
     #[tokio::test]
+    async fn a_turn_replayed_from_another_process_uses_up_its_reply_and_one_answered_here_does_not() {
+        let first = ChatRequest::new(vec![ChatMessage::user("first")]);
+        let second = ChatRequest::new(vec![ChatMessage::user("second")]);
+        // A new process: the first turn was answered elsewhere.
+        let m = ScriptedModel::new(["a", "b", "c"]);
+        m.turn_replayed(&first);
+        assert_eq!(m.chat(second.clone()).await.expect("b").text(), "b");
+        // The same process: the first turn was answered here, then replayed (twice: two resumes).
+        let m = ScriptedModel::new(["a", "b", "c"]);
+        assert_eq!(m.chat(first.clone()).await.expect("a").text(), "a");
+        m.turn_replayed(&first);
+        m.turn_replayed(&first);
+        assert_eq!(m.chat(second).await.expect("b").text(), "b");
+        assert_eq!(m.used(), 2);
+    }
+
+    #[tokio::test]
     async fn replies_in_order_then_exhausted() {
         let m = ScriptedModel::new(["one two", r#"{"tool_calls": [{"name": "add", "arguments": {"a": 1}}]}"#]);
         let r = m.chat(ChatRequest::new(vec![ChatMessage::user("hi there")])).await.expect("first");
