@@ -538,9 +538,10 @@ impl AgentListener for HubListener {
             // A tool call's `tool_call` events come from the journal (with its status and seq), one per change.
             RunEvent::ToolStarted { .. } => return,
             // Kept for the clients that read it before tool calls were journaled.
-            RunEvent::ToolFinished { path, tool, result, .. } => {
-                ("tool_result", json!({"path": path, "agent": self.agent_of(run, path), "tool": tool, "result": result}))
-            }
+            RunEvent::ToolFinished { path, tool, result, .. } => (
+                "tool_result",
+                json!({"path": path, "agent": self.agent_of(run, path), "tool": tool, "result": result}),
+            ),
             RunEvent::PlannerDecision { path, calls, decision, rationale, .. } => (
                 "planner_decision",
                 json!({"path": path, "agent": self.agent_of(run, path), "calls": calls, "decision": decision,

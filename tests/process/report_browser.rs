@@ -336,6 +336,7 @@ fn a_ten_thousand_step_report_stays_light_in_the_browser() {
             item: None,
             item_end: false,
             bindings: None,
+            calls: Vec::new(),
         });
     }
     let run = RunRecord {
