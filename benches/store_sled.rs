@@ -45,6 +45,7 @@ fn step(seq: u64) -> StepRecord {
         item: None,
         item_end: false,
         bindings: None,
+        calls: Vec::new(),
     }
 }
 

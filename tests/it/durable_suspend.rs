@@ -293,6 +293,7 @@ async fn a_stored_value_that_no_longer_fits_its_type_fails_the_resume() {
         item: None,
         item_end: false,
         bindings: None,
+        calls: Vec::new(),
     };
     run.records.push(bad.clone());
     agentic::engine::CheckpointStore::append(&store, bad).await.unwrap();

@@ -386,6 +386,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
         item: None,
         item_end: false,
         bindings: None,
+        calls: Vec::new(),
     }];
     let t0 = 1_700_000_000_000_000u64;
     for i in 0..n {
@@ -425,6 +426,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
             item: None,
             item_end: false,
             bindings: None,
+            calls: Vec::new(),
         });
     }
     let run = RunRecord {

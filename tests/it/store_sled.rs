@@ -39,6 +39,7 @@ fn step(run_id: &str, seq: u64) -> StepRecord {
         item: None,
         item_end: false,
         bindings: None,
+        calls: Vec::new(),
     }
 }
 
