@@ -40,6 +40,7 @@ mod cli_unknown_run;
 mod cli_validate;
 mod examples_gallery;
 mod examples_no_model;
+mod journaled_calls;
 mod limits_serve;
 mod mcp_peer;
 mod mcp_serve;
