@@ -4,8 +4,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentic_agents::{ApprovalRequest, Expression};
 use agentic_agents::a2a::{A2aAgent, A2aClient, A2aTenant};
+use agentic_agents::{ApprovalRequest, Expression};
 use agentic_agents::{Compute, Deadline, Human, HumanMode, OnTimeout, Wait};
 #[cfg(feature = "mcp")]
 use agentic_agents::{McpAgent, McpClient, McpServer, McpToolProvider};
@@ -20,8 +20,8 @@ use crate::kind::{FieldType, KindArgs, KindField, ModelUse};
 #[cfg(feature = "mcp")]
 use crate::model::McpServerDef;
 use crate::model::{
-    AgentDef, AgentKind, ApproveDef, ComputeBody, DeadlineDef, FieldValue, Located, McpServerEntry, OnTimeoutDef, PlannerDef,
-    WaitDef,
+    AgentDef, AgentKind, ApproveDef, ComputeBody, DeadlineDef, FieldValue, Located, McpServerEntry, OnTimeoutDef,
+    PlannerDef, WaitDef,
 };
 use crate::validate::expr_message;
 

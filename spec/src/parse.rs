@@ -7,9 +7,9 @@ use serde_json::Value;
 use crate::error::{Sink, suggest};
 use crate::kind::{FieldType, KindField, KindRef};
 use crate::model::{
-    A2aDef, AgentDef, AgentKind, CompositeCommon, ComputeBody, DeadlineDef, EntryDef, ErrorHandlerDef, FieldValue,
-    ApproveDef, Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, OnTimeoutDef, PlannerDef,
-    SUPPORTED_KINDS, UNSUPPORTED_KINDS, WaitDef,
+    A2aDef, AgentDef, AgentKind, ApproveDef, CompositeCommon, ComputeBody, DeadlineDef, EntryDef, ErrorHandlerDef,
+    FieldValue, Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, OnTimeoutDef,
+    PlannerDef, SUPPORTED_KINDS, UNSUPPORTED_KINDS, WaitDef,
 };
 use crate::node::{Node, NodeValue, Pos};
 use crate::params::{ParamDef, ParamType};
@@ -1435,7 +1435,10 @@ fn parse_approve(obj: &Obj<'_>, cx: &mut Cx<'_>) -> ApproveDef {
             }
         },
         _ => {
-            let msg = format!("expected true, false or an expression over `args`, `tool` and the state, found {}", node.type_name());
+            let msg = format!(
+                "expected true, false or an expression over `args`, `tool` and the state, found {}",
+                node.type_name()
+            );
             cx.err(node.pos, Some("approve"), msg);
             ApproveDef::Never
         }

@@ -740,7 +740,9 @@ agents:
     assert_eq!(*plain, ("plain", Effect::None, &ApproveDef::Never));
     assert_eq!((refund.0, refund.1), ("refund", Effect::Once));
     match refund.2 {
-        ApproveDef::When(src) => assert_eq!((src.value.as_str(), src.pos.line, src.pos.column), ("args.amount > 100", 14, 60)),
+        ApproveDef::When(src) => {
+            assert_eq!((src.value.as_str(), src.pos.line, src.pos.column), ("args.amount > 100", 14, 60))
+        }
         other => panic!("an expression: {other:?}"),
     }
     assert_eq!(*quiet, ("quiet", Effect::Retry, &ApproveDef::Never));
