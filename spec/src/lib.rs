@@ -143,9 +143,9 @@ pub use kind::{
     register_kind, registered_kind, registered_kinds,
 };
 pub use model::{
-    A2aDef, AgentDef, AgentKind, CompositeCommon, ComputeBody, EntryDef, ErrorHandlerDef, FieldValue, LlmDef, Located,
-    McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, PlannerDef, SUPPORTED_KINDS,
-    UNSUPPORTED_KINDS,
+    A2aDef, AgentDef, AgentKind, ApproveDef, CompositeCommon, ComputeBody, EntryDef, ErrorHandlerDef, FieldValue,
+    LlmDef, Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, PlannerDef,
+    SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
 pub use model::{DeadlineDef, OnTimeoutDef, WaitDef};
 pub use models::{decision_model_from_def, model_from_def};

@@ -382,3 +382,83 @@ fn ctrl_c_cancels_the_run_and_records_it_cancelled() {
     let done = shown["state"]["n"].as_u64().unwrap();
     assert!(done > 0 && done < 3_000_000, "stopped after {done} iterations");
 }
+
+/// SPEC.md §4 through the CLI: a spec tool call over the `approve` threshold suspends the run with a `tool_call`
+/// pending response; `respond` takes the bare string `approve`, records who answered (`cli:$USER`), and refuses
+/// a stale `args_hash` and a second answer with exit 1; `resume` runs the call.
+#[test]
+fn respond_approves_a_tool_call_and_records_the_cli_user() {
+    use agentic::engine::{CallEntry, ToolCallStatus};
+    use agentic::store::SledStore;
+    let dir = tempfile::tempdir().unwrap();
+    let s = &dir.path().join("store");
+    let spec = dir.path().join("desk.yaml");
+    std::fs::write(
+        &spec,
+        r#"version: 1
+root: desk
+models:
+  default:
+    provider: scripted
+    replies:
+      - '{"tool_calls": [{"name": "refund", "arguments": {"amount": 150}}]}'
+      - "Refunded."
+agents:
+  desk:
+    kind: llm
+    user: "Handle: {{ request }}"
+    tools:
+      - name: refund
+        parameters: { amount: integer }
+        template: "refunded {{ amount }}"
+        effect: once
+        approve: "args.amount > 100"
+"#,
+    )
+    .unwrap();
+    let spec = spec.to_str().unwrap();
+    let o = agentic(s, &["run", spec, "--input", "request=refund", "--memory-id", "desk-1", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let pending = &json_out(&o)["pending"];
+    assert_eq!(pending[0]["id"], json!("tool:root:0"), "{pending}");
+
+    let stale = Cli::new(["respond", "desk-1", "tool:root:0", r#"{"decision": "approve", "args_hash": "00"}"#])
+        .store(s)
+        .output();
+    assert_eq!(stale.status.code(), Some(1), "{}", stderr(&stale));
+    let refused = "error: run `desk-1`: the answer to `tool:root:0` was given for another call (args_hash 00)";
+    assert!(stderr(&stale).starts_with(refused), "{}", stderr(&stale));
+
+    let o = Cli::new(["respond", "desk-1", "tool:root:0", "approve"]).store(s).env("USER", "ana").output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let again = Cli::new(["respond", "desk-1", "tool:root:0", "approve"]).store(s).env("USER", "bo").output();
+    assert_eq!(again.status.code(), Some(1), "a second answer is refused: {}", stderr(&again));
+    assert!(stderr(&again).starts_with("error: "), "{}", stderr(&again));
+
+    // The answer holds who gave it.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let answer = {
+        let store = SledStore::open(s).unwrap().store_ref();
+        rt.block_on(store.run_dyn("desk-1")).unwrap().unwrap().answers["tool:root:0"].clone()
+    };
+    assert_eq!(answer["by"], json!("cli:ana"), "{answer}");
+
+    // The approved call runs on resume. (A scripted model starts its replies again in a new process: the
+    // next model turn calls the tool again, and that call waits in its turn.)
+    let o = agentic(s, &["resume", "desk-1", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(json_out(&o)["pending"][0]["id"], json!("tool:root:1"));
+
+    let store = SledStore::open(s).unwrap().store_ref();
+    let records = rt.block_on(store.records_dyn("desk-1")).unwrap();
+    let calls: Vec<(ToolCallStatus, Option<String>)> = records
+        .into_iter()
+        .flat_map(|r| r.calls)
+        .filter_map(|c| match c {
+            CallEntry::Tool(t) => Some((t.status, t.by)),
+            _ => None,
+        })
+        .collect();
+    assert!(calls.contains(&(ToolCallStatus::Approved, Some("cli:ana".to_string()))), "{calls:?}");
+    assert!(calls.contains(&(ToolCallStatus::Finished, None)), "{calls:?}");
+}

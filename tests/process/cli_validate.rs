@@ -250,3 +250,24 @@ fn a_mapped_composite_whose_item_key_nothing_reads_and_an_a2a_agent_with_nothing
         )
     );
 }
+
+/// SPEC.md §4: a tool's unknown `effect` and an `approve` expression that does not parse are located errors
+/// (exit 64).
+#[test]
+fn a_wrong_tool_effect_or_approval_rule_exits_64_with_the_location() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = "version: 1\nroot: desk\nmodels:\n  default: { provider: scripted }\nagents:\n  desk:\n    kind: llm\n    \
+                user: hi\n    tools:\n      - { name: refund, value: \"1\", effect: onse, approve: \"args.amount >\" }\n";
+    let path = write(&dir, "desk.yaml", text);
+    let o = validate(&path);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "{path}:10:45: agent `desk`: field `tools[0].effect`: unknown effect `onse` (did you mean `once`?), \
+             expected `none`, `retry` or `once`\n{path}:10:60: agent `desk`: field `tools[0].approve`: invalid \
+             expression: syntax error: unexpected end of input, expected expression\n"
+        )
+    );
+}
