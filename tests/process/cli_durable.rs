@@ -443,11 +443,11 @@ agents:
     };
     assert_eq!(answer["by"], json!("cli:ana"), "{answer}");
 
-    // The approved call runs on resume. (A scripted model starts its replies again in a new process: the
-    // next model turn calls the tool again, and that call waits in its turn.)
+    // The approved call runs on resume, and the scripted model, whose first reply answered the journaled
+    // turn in the first process, gives its second.
     let o = agentic(s, &["resume", "desk-1", "--json"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(json_out(&o)["pending"][0]["id"], json!("tool:root:1"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json_out(&o)["output"], json!("Refunded."));
 
     let store = SledStore::open(s).unwrap().store_ref();
     let records = rt.block_on(store.records_dyn("desk-1")).unwrap();
@@ -459,6 +459,13 @@ agents:
             _ => None,
         })
         .collect();
-    assert!(calls.contains(&(ToolCallStatus::Approved, Some("cli:ana".to_string()))), "{calls:?}");
-    assert!(calls.contains(&(ToolCallStatus::Finished, None)), "{calls:?}");
+    assert_eq!(
+        calls,
+        [
+            (ToolCallStatus::AwaitingApproval, None),
+            (ToolCallStatus::Approved, Some("cli:ana".to_string())),
+            (ToolCallStatus::Started, None),
+            (ToolCallStatus::Finished, None),
+        ]
+    );
 }
