@@ -231,6 +231,13 @@ fn cases() -> Vec<Case> {
             expected: json!({"hypothesis": "H2", "score": 0.9}),
         },
         Case {
+            file: "refund_desk.yaml",
+            inputs: json!({"request": "Please refund order A-7, it arrived broken"}),
+            models: &[],
+            answers: &[("tool:root:1", "approve")],
+            expected: json!("Refunded 120 USD on order A-7."),
+        },
+        Case {
             file: "shout_all.json",
             inputs: json!({"words": ["hello", "agentic", "world"]}),
             models: &[],
