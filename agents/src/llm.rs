@@ -778,8 +778,9 @@ impl LlmAgent {
             let sent = if keep || !tools.is_empty() { request.clone() } else { std::mem::take(request) };
             let (response, turn_entry) = self.turn(ctx, model, sent, journal).await?;
             if tools.is_empty() || response.tool_calls().is_empty() {
-                // Committed with the step that completes the invocation.
-                ctx.calls().record(turn_entry.into_iter().collect(), false).await?;
+                // Journaled with the step that completes the invocation (or, if the answer is asked again or
+                // the invocation fails, before what follows).
+                ctx.calls().with_step(turn_entry.into_iter().collect());
                 return Ok(response);
             }
             if rounds == self.max_tool_iterations {
@@ -894,7 +895,10 @@ impl LlmAgent {
             if let Some(d) = &decision {
                 match d.status {
                     Status::Rejected => {
-                        texts[i] = Some(format!("rejected: {}", d.message.as_deref().unwrap_or_default()));
+                        texts[i] = Some(match d.message.as_deref().filter(|m| !m.is_empty()) {
+                            Some(message) => format!("rejected: {message}"),
+                            None => "rejected".to_string(),
+                        });
                         continue;
                     }
                     Status::Responded => {
@@ -1111,6 +1115,12 @@ impl Agent for LlmAgent {
         self.streaming
     }
 
+    /// A tool call may wait for a person's approval (a tool with an approval rule, or tools of a provider,
+    /// whose rules are known only when it is asked).
+    fn may_suspend(&self) -> bool {
+        self.tools.iter().any(Tool::has_approval_rule) || !self.providers.is_empty()
+    }
+
     async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
         let view = ctx.view();
         let model = self.selector.as_ref().and_then(|s| s(&view)).unwrap_or_else(|| self.model.clone());
@@ -1184,16 +1194,23 @@ impl Agent for LlmAgent {
                     Box::pin(self.converse(ctx, &model, info, &mut request, &tools, true, &mut journal)).await?;
                 answer = response.text().to_string();
                 logprobs = response.logprobs;
-                parse(&self.output, &answer, wrapped, self.checker.as_ref()).map_err(|second| {
-                    ctx.fail(format!(
-                        "model `{}` at {}: the answer could not be read as {} (asked twice): {second}; the answer \
-                         was: {:?}",
-                        info.model,
-                        info.server,
-                        self.output.describe(),
-                        crate::model::shorten_text(&answer, 500)
-                    ))
-                })?
+                match parse(&self.output, &answer, wrapped, self.checker.as_ref()) {
+                    Ok(value) => value,
+                    Err(second) => {
+                        // The failed attempt's record does not hold calls: the turns go in their own.
+                        ctx.calls().record(Vec::new(), false).await?;
+                        return Err(ctx
+                            .fail(format!(
+                                "model `{}` at {}: the answer could not be read as {} (asked twice): {second}; the \
+                                 answer was: {:?}",
+                                info.model,
+                                info.server,
+                                self.output.describe(),
+                                crate::model::shorten_text(&answer, 500)
+                            ))
+                            .into());
+                    }
+                }
             }
         };
 

@@ -385,7 +385,7 @@ pub fn check_tool_answer(
             if let ToolDecision::Edit { args } = &decision
                 && let Some(parameters) = data.get("parameters")
             {
-                check_schema(parameters, args, "the edited arguments").map_err(ToolAnswerRefusal::Invalid)?;
+                check_schema(parameters, args, "the edit").map_err(ToolAnswerRefusal::Invalid)?;
             }
             decision.to_answer()
         }
@@ -517,7 +517,7 @@ pub fn journal_agent_names(
 /// gives the path ([`journal_agent_names`]), `null` when it has none.
 pub fn calls_json(records: &[crate::StepRecord], names: &std::collections::BTreeMap<String, String>) -> Vec<Value> {
     let mut out = Vec::new();
-    for r in records.iter().filter(|r| r.holds_calls()) {
+    for r in records.iter().filter(|r| !r.calls.is_empty()) {
         for entry in &r.calls {
             let mut row = Map::new();
             row.insert("seq".to_string(), json!(r.seq));

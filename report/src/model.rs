@@ -362,10 +362,12 @@ pub(crate) fn build_with(
     for r in records {
         let path = r.agent_path.as_str();
         let inv = r.invocation.as_ref();
-        if r.holds_calls() {
-            // Calls of an invocation still running: not a step of the timeline (nothing completed, was
-            // skipped or substituted); its agent's calls table lists them.
+        if !r.calls.is_empty() {
+            // Its agent's calls table lists them; a record of calls only (an invocation still running) is not a
+            // step of the timeline (nothing completed, was skipped or substituted).
             calls.add(r);
+        }
+        if r.holds_calls() {
             continue;
         }
         if inv.is_some() {

@@ -313,7 +313,7 @@ pub(crate) async fn calls_json(app: &AppState, run_id: &str) -> Result<Value, Ap
     let hub = app.host.hub();
     let named: std::collections::BTreeMap<String, String> = records
         .iter()
-        .filter(|r| r.holds_calls())
+        .filter(|r| !r.calls.is_empty())
         .filter_map(|r| {
             let name = names.get(&r.agent_path).or_else(|| hub.agent_name(run_id, &r.agent_path))?;
             Some((r.agent_path.clone(), name))

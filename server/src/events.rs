@@ -66,6 +66,9 @@ impl SseEvent {
         if record.async_started {
             return Vec::new();
         }
+        // The calls journaled with the completion (the agent's last model turn) come before it.
+        let mut events =
+            if record.calls.is_empty() { Vec::new() } else { call_events(record, &|_| Some(inv.agent.clone())) };
         let mut data = json!({
             "seq": record.seq,
             "path": inv.path,
@@ -78,11 +81,12 @@ impl SseEvent {
         }
         if record.failed {
             data["error"] = json!(inv.error);
-            vec![SseEvent { name: "agent_failed", data }]
+            events.push(SseEvent { name: "agent_failed", data });
         } else {
             data["output"] = inv.output.clone();
-            vec![SseEvent { name: "agent_completed", data }]
+            events.push(SseEvent { name: "agent_completed", data });
         }
+        events
     }
 
     /// A run-level event (`path` `root`, `agent` the run's name).

@@ -333,3 +333,16 @@ async fn a_fork_at_a_call_continues_the_loop_from_there() {
     assert_eq!(model.asked(), 4, "the fork asked from the second turn on: one request");
     assert_eq!(model.last_results(), vec!["1".to_string()]);
 }
+
+#[tokio::test]
+async fn without_a_store_the_in_process_checkpoint_resumes_the_root_agent_with_its_inputs() {
+    let model = Recorder::new(vec![calling(&[("c1", "refund", json!({"amount": 150}))]), text("Refunded.")]);
+    let ledger = Arc::new(Mutex::new(Vec::new()));
+    let agent = desk(&model, &ledger);
+    let first = agent.invoke().input("request", "refund order 7").await.unwrap();
+    assert_eq!(first.pending()[0].id, "tool:root:0");
+    let done = first.resume().answer("tool:root:0", "approve").await.unwrap();
+    assert_eq!(done.output(), Some(&json!("Refunded.")));
+    assert_eq!(*ledger.lock().unwrap(), vec![150]);
+    assert_eq!(model.asked(), 2);
+}

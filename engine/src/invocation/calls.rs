@@ -4,6 +4,7 @@
 
 use super::InvocationContext;
 use crate::error::AgentError;
+use crate::lock::lock;
 use crate::tool_call::CallEntry;
 
 /// The journaled calls of one invocation (`ctx.calls()`).
@@ -34,6 +35,18 @@ impl CallsView<'_> {
     /// # Errors
     /// [`AgentError::Store`] when the journal write fails.
     pub async fn record(&self, entries: Vec<CallEntry>, commit: bool) -> Result<(), AgentError> {
-        self.ctx.handle.journal.calls(&self.ctx.frame.path, self.ctx.frame.layer.as_ref(), entries, commit).await
+        let mut held = std::mem::take(&mut *lock(&self.ctx.step_calls));
+        held.extend(entries);
+        self.ctx.handle.journal.calls(&self.ctx.frame.path, self.ctx.frame.layer.as_ref(), held, commit).await
+    }
+
+    /// Journals `entries` in the record of the step that completes this invocation (no record of their own):
+    /// for the calls after which the invocation only returns its result (its last model turn). Entries held
+    /// here go before those of a later [`CallsView::record`]; when the invocation fails or suspends instead,
+    /// they are not journaled (journal them with [`CallsView::record`] on those paths).
+    pub fn with_step(&self, entries: Vec<CallEntry>) {
+        if self.journaled() {
+            lock(&self.ctx.step_calls).extend(entries);
+        }
     }
 }

@@ -46,6 +46,8 @@ pub struct InvocationContext {
     pub(crate) listeners: Arc<[crate::listener::ListenerRef]>,
     /// Listeners the sub-agents of a composite inherit.
     pub(crate) child_listeners: Arc<[crate::listener::ListenerRef]>,
+    /// Calls journaled with the invocation's completion ([`CallsView::with_step`]).
+    pub(crate) step_calls: Mutex<Vec<crate::tool_call::CallEntry>>,
     /// How many invocations of this agent at this path and item completed before it, once asked
     /// ([`RunView::idempotency_key`]).
     pub(crate) occurrence: std::sync::OnceLock<u32>,
@@ -79,6 +81,7 @@ impl InvocationContext {
             listeners,
             child_listeners,
             occurrence: std::sync::OnceLock::new(),
+            step_calls: Mutex::new(Vec::new()),
         }
     }
 

@@ -247,7 +247,7 @@ async fn run_async(
         // The start's step first (its supervisor journals it): a resume must not find the end before the
         // start, or it would run the agent again.
         let _ = start_in_journal.await;
-        run.journal.completion(&path, layer.as_ref(), outcome.delta, outcome.record).await
+        run.journal.completion(&path, layer.as_ref(), outcome.delta, outcome.record, outcome.calls).await
     };
     let _ = done.send(end.await);
     Ok(())

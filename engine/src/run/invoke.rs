@@ -215,7 +215,13 @@ impl Invocation {
         let journaled = run.journal.enabled().then(|| record.clone());
         let failed = if result.is_err() { journaled.clone() } else { None };
         let result = result
-            .map(|output| ChildOutcome { output, delta, record: journaled, ..Default::default() })
+            .map(|output| ChildOutcome {
+                output,
+                delta,
+                record: journaled,
+                calls: std::mem::take(&mut *lock(&ctx.step_calls)),
+                ..Default::default()
+            })
             .map_err(Stop::Failed);
         Closed { item, result, scope_writes, record: Some(record), failed }
     }

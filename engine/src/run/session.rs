@@ -466,9 +466,9 @@ fn budgets_of(root: &AgentRef) -> Vec<crate::budget::Tracked> {
 async fn finish_root(run: &RunHandle, outcome: ChildOutcome, final_record: bool) -> Result<Value, AgentError> {
     run.wait_async_agents().await?;
     if final_record {
-        run.journal.root_completion(outcome.delta, outcome.record).await?;
+        run.journal.root_completion(outcome.delta, outcome.record, outcome.calls).await?;
     } else {
-        run.journal.completion("root", None, outcome.delta, outcome.record).await?;
+        run.journal.completion("root", None, outcome.delta, outcome.record, outcome.calls).await?;
     }
     Ok(outcome.output)
 }

@@ -988,8 +988,8 @@ impl SupervisorState {
                         let message = panic_message(panic.as_ref());
                         if journaling {
                             let ends = (child_item.clone(), item_end);
-                            let record =
-                                self.unconsumed_record(agent_index, outcome.delta, outcome.record, before, ends);
+                            let kept = (outcome.delta, outcome.record, outcome.calls);
+                            let record = self.unconsumed_record(agent_index, kept, before, ends);
                             if let Err(e) = Box::pin(self.run.journal.step(record)).await {
                                 tracing::error!(path = %self.path(), "journal write failed: {e}");
                             }
@@ -1041,7 +1041,7 @@ impl SupervisorState {
                 item: child_item.as_deref().map(str::to_string),
                 item_end,
                 bindings,
-                calls: Vec::new(),
+                calls: outcome.calls,
             };
             let journaled = if before_end {
                 self.run.journal.step_before_end(record).await
@@ -1066,8 +1066,7 @@ impl SupervisorState {
     fn unconsumed_record(
         &mut self,
         agent_index: usize,
-        delta: Vec<(String, Value)>,
-        invocation: Option<InvocationRecord>,
+        (delta, invocation, calls): (Vec<(String, Value)>, Option<InvocationRecord>, Vec<crate::tool_call::CallEntry>),
         before: Option<Value>,
         (item, item_end): (Option<Arc<str>>, bool),
     ) -> StepRecord {
@@ -1096,7 +1095,7 @@ impl SupervisorState {
             item: item.as_deref().map(str::to_string),
             item_end,
             bindings: None,
-            calls: Vec::new(),
+            calls,
         }
     }
 }

@@ -216,6 +216,8 @@ pub(crate) struct ChildOutcome {
     pub(crate) delta: Vec<(String, Value)>,
     /// The invocation record (absent when skipped or started async).
     pub(crate) record: Option<InvocationRecord>,
+    /// Calls the invocation journals with its completion (its last model turn, SPEC.md §4).
+    pub(crate) calls: Vec<crate::tool_call::CallEntry>,
     /// True when an optional agent was skipped.
     pub(crate) skipped: bool,
     /// True when an async agent was started (its completion comes later, outside the planner).

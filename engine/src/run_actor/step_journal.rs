@@ -115,12 +115,13 @@ impl StepJournal {
         layer: Option<&Arc<str>>,
         delta: Vec<(String, Value)>,
         invocation: Option<crate::journal::InvocationRecord>,
+        calls: Vec<crate::tool_call::CallEntry>,
     ) -> Result<(), AgentError> {
         if !self.enabled() {
             return Ok(());
         }
         let item = layer.map(|l| l.to_string());
-        let record = StepRecord { delta, invocation, item, ..StepRecord::new(&*self.run_id, 0, path) };
+        let record = StepRecord { delta, invocation, item, calls, ..StepRecord::new(&*self.run_id, 0, path) };
         self.step(record).await
     }
 
@@ -130,8 +131,9 @@ impl StepJournal {
         &self,
         delta: Vec<(String, Value)>,
         invocation: Option<crate::journal::InvocationRecord>,
+        calls: Vec<crate::tool_call::CallEntry>,
     ) -> Result<(), AgentError> {
-        let record = StepRecord { delta, invocation, ..StepRecord::new(&*self.run_id, 0, "root") };
+        let record = StepRecord { delta, invocation, calls, ..StepRecord::new(&*self.run_id, 0, "root") };
         self.step_before_end(record).await
     }
 
@@ -250,7 +252,7 @@ mod tests {
     async fn without_a_store_nothing_is_journaled_and_a_restart_is_refused() {
         let j = StepJournal::new(Arc::from("j"), None, Durability::Sync, 0, None);
         assert!(!j.enabled());
-        j.completion("root", None, vec![("k".into(), json!(1))], None).await.unwrap();
+        j.completion("root", None, vec![("k".into(), json!(1))], None, Vec::new()).await.unwrap();
         assert_eq!(j.last_seq(), 0);
         assert_eq!(j.reload().await.unwrap_err().to_string(), "run `j`: no journal to restart from");
     }
