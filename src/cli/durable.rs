@@ -69,17 +69,31 @@ pub(crate) fn respond(args: RespondArgs) -> u8 {
         );
         return EXIT_FAILED;
     }
-    match rt.block_on(agentic_engine::respond(&store, &args.run_id, response_id, value)) {
+    let by = cli_principal(|name| std::env::var(name).ok());
+    match rt.block_on(agentic_engine::respond_as(&store, &args.run_id, response_id, value, Some(&by))) {
         Ok(id) => {
             eprintln!("answered `{id}` for run {}; continue it with: agentic resume {}", args.run_id, args.run_id);
             EXIT_OK
         }
         Err(agentic_engine::RespondError::Store { source, .. }) => super::store_failed(&args.store.store, &source),
+        // A refused answer (the wrong shape, a stale `args_hash`, a second answer, ...): nothing was recorded.
         Err(e) => {
             eprintln!("error: {e}");
             EXIT_FAILED
         }
     }
+}
+
+/// Who answers from this process, as the run's journal records it (SPEC.md §4): `cli:<user>`, the user
+/// being `$USER`, else `$LOGNAME`, else `unknown` (`var` reads an environment variable; empty counts as
+/// unset).
+fn cli_principal(var: impl Fn(&str) -> Option<String>) -> String {
+    let user = ["USER", "LOGNAME"]
+        .into_iter()
+        .filter_map(|name| var(name).filter(|v| !v.trim().is_empty()))
+        .next()
+        .unwrap_or_else(|| "unknown".to_string());
+    format!("cli:{user}")
 }
 
 /// `agentic resume RUN_ID`: rebuilds the run's spec and continues from the last checkpoint.
@@ -616,6 +630,17 @@ fn grouped(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `$USER` first, then `$LOGNAME`, then `unknown`; an empty variable counts as unset.
+    #[test]
+    fn the_cli_principal_names_the_user() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(cli_principal(env(&[("USER", "ada"), ("LOGNAME", "lovelace")])), "cli:ada");
+        assert_eq!(cli_principal(env(&[("USER", ""), ("LOGNAME", "lovelace")])), "cli:lovelace");
+        assert_eq!(cli_principal(env(&[])), "cli:unknown");
+    }
 
     #[test]
     fn numbers_are_grouped_by_thousands() {

@@ -252,3 +252,82 @@ async fn small_refunds_run_without_approval_and_an_abandoned_call_comes_back_in_
     let statuses: Vec<ToolCallStatus> = tool_entries(&store, "r3").await.into_iter().map(|e| e.1).collect();
     assert_eq!(statuses, [ToolCallStatus::Started, ToolCallStatus::InDoubt, ToolCallStatus::Finished]);
 }
+
+/// A tool that counts its calls and answers `n` back.
+fn counted(name: &str, count: Arc<Mutex<usize>>) -> Tool {
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+    Tool::from_json(name, "Counts", schema, move |args: Value| {
+        let count = count.clone();
+        async move {
+            *count.lock().unwrap() += 1;
+            Ok(args["n"].clone())
+        }
+    })
+    .effect(Effect::Once)
+}
+
+#[tokio::test]
+async fn a_budget_suspension_mid_loop_resumes_without_running_the_tools_again() {
+    let (_dir, store) = sled();
+    let model = Recorder::new(vec![
+        calling(&[("c1", "step", json!({"n": 1}))]),
+        calling(&[("c2", "step", json!({"n": 2}))]),
+        calling(&[("c3", "step", json!({"n": 3}))]),
+        text("three steps"),
+    ]);
+    let count = Arc::new(Mutex::new(0));
+    let agent = LlmAgent::builder(ChatModelRef::new(Shared(model.clone())))
+        .name("stepper")
+        .user("go")
+        .tools([counted("step", count.clone())])
+        .output_key("out")
+        .budget(agentic::engine::budget::Budget { tokens: Some(30), ..Default::default() })
+        .build()
+        .unwrap();
+    // 15 tokens a turn: the second turn reaches 30 and the third crosses it.
+    let first = agent.invoke().memory_id("b1").store_ref(store.clone()).await.unwrap();
+    let ids: Vec<&str> = first.pending().iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, ["budget:root"]);
+    let (asked, ran) = (model.asked(), *count.lock().unwrap());
+    respond_as(&store, "b1", None, json!(1000), Some("cli:ana")).await.unwrap();
+    let done = agent.resume("b1").store_ref(store.clone()).await.unwrap();
+    assert_eq!(done.output(), Some(&json!("three steps")));
+    assert_eq!(*count.lock().unwrap(), 3, "each tool call ran once ({ran} before the suspension)");
+    assert_eq!(model.asked(), 4, "each model turn was asked once ({asked} before the suspension)");
+}
+
+#[tokio::test]
+async fn a_fork_at_a_call_continues_the_loop_from_there() {
+    let (_dir, store) = sled();
+    let model = Recorder::new(vec![
+        calling(&[("c1", "step", json!({"n": 1}))]),
+        calling(&[("c2", "step", json!({"n": 2}))]),
+        text("done"),
+        // The fork's own later turn.
+        text("forked"),
+    ]);
+    let count = Arc::new(Mutex::new(0));
+    let agent = LlmAgent::builder(ChatModelRef::new(Shared(model.clone())))
+        .name("stepper")
+        .user("go")
+        .tools([counted("step", count.clone())])
+        .output_key("out")
+        .build()
+        .unwrap();
+    let done = agent.invoke().memory_id("f1").store_ref(store.clone()).await.unwrap();
+    assert_eq!(done.output(), Some(&json!("done")));
+    assert_eq!((*count.lock().unwrap(), model.asked()), (2, 3));
+    // The step that holds the first call's result.
+    let records = store.records_dyn("f1").await.unwrap();
+    let at = records
+        .iter()
+        .find(|r| r.calls.iter().any(|c| matches!(c, CallEntry::Tool(t) if t.n == 0 && t.status == ToolCallStatus::Finished)))
+        .map(|r| r.seq)
+        .unwrap();
+    agentic::engine::fork(&store, "f1", at, Some("f2".into())).await.unwrap();
+    let forked = agent.resume("f2").store_ref(store.clone()).await.unwrap();
+    assert_eq!(forked.output(), Some(&json!("forked")));
+    assert_eq!(*count.lock().unwrap(), 2, "the fork did not run the first call again");
+    assert_eq!(model.asked(), 4, "the fork asked from the second turn on: one request");
+    assert_eq!(model.last_results(), vec!["1".to_string()]);
+}
