@@ -272,3 +272,140 @@ async fn a_charge_cut_under_way_is_in_doubt_and_the_answer_given_reaches_the_mod
     assert_eq!(model.first_turns(), 1);
     assert_eq!(model.last_results(), [("c1".to_string(), "ok".to_string())]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_of_effect_retry_cut_under_way_is_sent_again_with_the_same_idempotency_key() {
+    let Some(python) = peers_python() else { return };
+    let desk = Desk::new(python);
+    let model = Model::start(calls(&[("c1", "slow_charge", json!({"amount": 30}))]), 0).await;
+    let spec = desk.spec(&model, "{mcp: ledger, filter: [slow_charge], effect: retry}", false);
+    desk.run_killed_when(&spec, "r3", FOREVER_MS, || desk.ledger().len() == 1).await;
+
+    let o = desk.agentic(&["resume", "r3"]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "done: charged 30\n");
+    let line = json!({"tool": "slow_charge", "args": {"amount": 30}, "idempotency_key": "r3/root/1/c1"});
+    assert_eq!(desk.ledger(), [line.clone(), line], "sent twice, with the same key");
+    assert_eq!(model.first_turns(), 1);
+    assert_eq!(model.last_results(), [("c1".to_string(), "charged 30".to_string())]);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Approvals
+
+/// Refunds over 100 wait for a person.
+const APPROVED_REFUNDS: &str = "{mcp: ledger, filter: [refund], approve: \"args.amount > 100\"}";
+
+/// `agentic run` of `spec` as `run` to its suspension; the pending responses it printed with `--json`.
+async fn suspended(desk: &Desk, spec: &Path, run: &str) -> Vec<Value> {
+    let args = ["run", spec.to_str().unwrap(), "--memory-id", run, "--input", "request=refund", "--json"];
+    let o = desk.agentic(&args).await;
+    assert_eq!(o.status.code(), Some(2), "suspended: {}", stderr(&o));
+    json_out(&o)["pending"].as_array().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_over_the_threshold_waits_and_runs_once_with_the_edited_amount() {
+    let Some(python) = peers_python() else { return };
+    let desk = Desk::new(python);
+    let model = Model::start(calls(&[("c1", "refund", json!({"amount": 150}))]), 0).await;
+    let spec = desk.spec(&model, APPROVED_REFUNDS, false);
+    let pending = suspended(&desk, &spec, "r4").await;
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0]["id"], "tool:root:0");
+    assert_eq!(pending[0]["kind"], "tool_call");
+    assert_eq!(pending[0]["data"]["tool"], "refund");
+    assert_eq!(pending[0]["data"]["args"], json!({"amount": 150}));
+    let hash = agentic::engine::tool_args_hash("refund", &json!({"amount": 150}));
+    assert_eq!(pending[0]["data"]["args_hash"], json!(hash));
+    assert!(desk.ledger().is_empty(), "nothing refunded before the approval");
+
+    // An answer for another call (a stale hash) is refused, and nothing is recorded.
+    let stale = desk.agentic(&["respond", "r4", "tool:root:0", r#"{"decision": "approve", "args_hash": "00"}"#]).await;
+    assert_eq!(stale.status.code(), Some(1));
+    assert_eq!(
+        stderr(&stale),
+        format!(
+            "error: run `r4`: the answer to `tool:root:0` was given for another call (args_hash 00); the pending \
+             call's args_hash is {hash}: look at the call again and answer it\n"
+        )
+    );
+    let edit = format!(r#"{{"decision": "edit", "args": {{"amount": 120}}, "args_hash": "{hash}"}}"#);
+    let o = desk.agentic(&["respond", "r4", "tool:root:0", &edit]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let twice = desk.agentic(&["respond", "r4", "tool:root:0", "approve"]).await;
+    assert_eq!(twice.status.code(), Some(1));
+    assert_eq!(
+        stderr(&twice),
+        "error: run `r4`: response `tool:root:0` is already answered (resume the run to use the answer)\n"
+    );
+
+    let o = desk.agentic(&["resume", "r4"]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "done: refunded 120\n");
+    assert_eq!(
+        desk.ledger(),
+        [json!({"tool": "refund", "args": {"amount": 120}, "idempotency_key": "r4/root/1/c1"})],
+        "the edited amount, once"
+    );
+    assert_eq!(model.first_turns(), 1, "the answered turn is not asked again");
+    assert_eq!(model.follow_ups(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejection_reaches_the_model_and_a_response_stands_in_for_the_tool_inside_a_sequence() {
+    let Some(python) = peers_python() else { return };
+    for (run, answer, result) in [
+        ("r5", r#"{"decision": "reject", "message": "over the limit"}"#, "rejected: over the limit"),
+        ("r6", r#"{"decision": "respond", "result": "refunded by hand"}"#, "refunded by hand"),
+    ] {
+        let desk = Desk::new(python.clone());
+        let model = Model::start(calls(&[("c1", "refund", json!({"amount": 500}))]), 0).await;
+        // The agent is the first of a sequence: its path is `root/0`.
+        let spec = desk.spec(&model, APPROVED_REFUNDS, true);
+        let pending = suspended(&desk, &spec, run).await;
+        let ids: Vec<&str> = pending.iter().map(|p| p["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["tool:root/0:0"], "{run}");
+        let o = desk.agentic(&["respond", run, "tool:root/0:0", answer]).await;
+        assert_eq!(o.status.code(), Some(0), "{run}: {}", stderr(&o));
+        let o = desk.agentic(&["resume", run]).await;
+        assert_eq!(o.status.code(), Some(0), "{run}: {}", stderr(&o));
+        assert_eq!(stdout(&o), format!("done: {result}\n"), "{run}");
+        assert!(desk.ledger().is_empty(), "{run}: the tool was not called");
+        assert_eq!(model.last_results(), [("c1".to_string(), result.to_string())], "{run}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_approvals_of_one_model_turn_wait_together_and_are_answered_in_either_order() {
+    let Some(python) = peers_python() else { return };
+    for (run, order) in [("r7", [0, 1]), ("r8", [1, 0])] {
+        let desk = Desk::new(python.clone());
+        let turn = calls(&[
+            ("c1", "refund", json!({"amount": 500})),
+            ("c2", "refund", json!({"amount": 900})),
+            ("c3", "refund", json!({"amount": 40})),
+        ]);
+        let model = Model::start(turn, 0).await;
+        let spec = desk.spec(&model, APPROVED_REFUNDS, false);
+        let pending = suspended(&desk, &spec, run).await;
+        let ids: Vec<&str> = pending.iter().map(|p| p["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["tool:root:0", "tool:root:1"], "{run}: both wait together");
+        // The small refund needs no approval: it ran while the others wait.
+        let small = json!({"tool": "refund", "args": {"amount": 40}, "idempotency_key": format!("{run}/root/1/c3")});
+        assert_eq!(desk.ledger(), [small.clone()], "{run}");
+
+        let answers = [("tool:root:0", "reject"), ("tool:root:1", "approve")];
+        for i in order {
+            let (id, answer) = answers[i];
+            let o = desk.agentic(&["respond", run, id, answer]).await;
+            assert_eq!(o.status.code(), Some(0), "{run} {id}: {}", stderr(&o));
+        }
+        let o = desk.agentic(&["resume", run]).await;
+        assert_eq!(o.status.code(), Some(0), "{run}: {}", stderr(&o));
+        assert_eq!(stdout(&o), "done: rejected:  | refunded 900 | refunded 40\n", "{run}");
+        let big = json!({"tool": "refund", "args": {"amount": 900}, "idempotency_key": format!("{run}/root/1/c2")});
+        assert_eq!(desk.ledger(), [small, big], "{run}: each approved call once");
+        assert_eq!(model.first_turns(), 1, "{run}");
+    }
+}
