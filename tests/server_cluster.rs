@@ -57,6 +57,8 @@ use serde_json::{Value, json};
 
 #[path = "support/binary.rs"]
 mod binary;
+#[path = "common/mod.rs"]
+mod common;
 #[path = "support/echo_model.rs"]
 mod echo_model;
 #[path = "../store/tests/support/pg.rs"]
@@ -91,6 +93,16 @@ fn serve(db: &str) -> Served {
 
 /// A server with more arguments (`--specs DIR`).
 fn serve_with(db: &str, extra: &[&str]) -> Served {
+    configured(db, extra).start()
+}
+
+/// A server whose processes (its MCP servers) see the variable `name` set to `value`.
+fn serve_env(db: &str, name: &str, value: &std::path::Path) -> Served {
+    configured(db, &[]).env(name, value).start()
+}
+
+/// How [`serve_with`] starts a server, not started yet.
+fn configured(db: &str, extra: &[&str]) -> Serve {
     let mut serve = Serve::on(db).arg("--lease-ms").arg("1500").env("OPENAI_API_KEY", "sk-test");
     for arg in extra {
         serve = serve.arg(arg);
@@ -99,7 +111,6 @@ fn serve_with(db: &str, extra: &[&str]) -> Served {
         Ok(filter) => serve.env("AGENTIC_LOG", format!("{filter},agentic_server::scheduler=info")).echo_stderr(""),
         Err(_) => serve.env("AGENTIC_LOG", "warn,rmcp=off,agentic_server::scheduler=info"),
     }
-    .start()
 }
 
 /// The runs a server's scheduler started, from its log lines (`tick …: starting … run_id="…"`).
@@ -354,6 +365,104 @@ async fn a_pending_mode_human_step_on_a_is_answered_on_b() {
     let done = wait_status(&http, &a.url, "held-1", "completed", Duration::from_secs(20)).await;
     assert_eq!(done["output"], "crate 7: yes", "{done}");
     assert_eq!(done["pending"], json!([]));
+}
+
+/// A model calling `refund {"amount": 500}` (call `c1`) until it has a tool result, then answering `done:
+/// <the results>`; every request's body kept.
+struct Refunder(std::sync::Arc<Mutex<Vec<Value>>>);
+
+impl wiremock::Respond for Refunder {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let results: Vec<String> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().unwrap().to_string())
+            .collect();
+        self.0.lock().unwrap().push(body);
+        let message = if results.is_empty() {
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                           "function": {"name": "refund", "arguments": "{\"amount\": 500}"}}]})
+        } else {
+            json!({"role": "assistant", "content": format!("done: {}", results.join(" | "))})
+        };
+        let finish = if results.is_empty() { "tool_calls" } else { "stop" };
+        wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "id": "c", "object": "chat.completion", "created": 0, "model": "gpt-test",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
+        }))
+    }
+}
+
+/// A tool call that waits for approval (SPEC.md §4) in a run executing on A is approved over HTTP on B: the
+/// tool (an MCP server with a side effect, tests/peers/mcp_ledger.py) runs once, and the model is asked its
+/// first turn once. A stale `args_hash` and a second answer are refused with `409`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_approved_on_b_runs_once() {
+    let _serial = SERIAL.lock().await;
+    let Some(python) = common::peers_python() else { return };
+    let Some(db) = pg::fresh_database("a_tool_call_approved_on_b_runs_once").await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.jsonl");
+    let (a, b) = (serve_env(&db, "LEDGER", &ledger), serve_env(&db, "LEDGER", &ledger));
+    let model = wiremock::MockServer::start().await;
+    let requests = std::sync::Arc::new(Mutex::new(Vec::new()));
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path("/v1/chat/completions"))
+        .respond_with(Refunder(requests.clone()))
+        .mount(&model)
+        .await;
+    let spec = format!(
+        "version: 1\nname: refunds\nroot: desk\n{}mcp_servers:\n  ledger: {{command: ['{}', '{}', stdio]}}\n\
+         agents:\n  desk:\n    kind: llm\n    user: \"{{{{ request }}}}\"\n    output_key: reply\n    tools:\n      \
+         - {{mcp: ledger, filter: [refund], approve: true}}\n",
+        models(&model),
+        python.display(),
+        common::peer_script("mcp_ledger.py")
+    );
+    let http = reqwest::Client::new();
+    let limit = Duration::from_secs(30);
+    let ledger_lines = || std::fs::read_to_string(&ledger).unwrap_or_default().lines().count();
+
+    create(&http, &a.url, &spec, json!({"request": "refund order 7"}), "refund-1").await;
+    let suspended = wait_status(&http, &a.url, "refund-1", "suspended", limit).await;
+    let pending = suspended["pending"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{suspended}");
+    assert_eq!(pending[0]["id"], "tool:root:0", "{suspended}");
+    assert_eq!(ledger_lines(), 0, "nothing refunded before the approval");
+
+    let answer = |value: Value| post(&http, &b.url, "refund-1/responses/tool:root:0", json!({"value": value}));
+    let hash = agentic::engine::tool_args_hash("refund", &json!({"amount": 500}));
+    let (status, text) = answer(json!({"decision": "approve", "args_hash": "00"})).await;
+    let stale = format!(
+        "run `refund-1`: the answer to `tool:root:0` was given for another call (args_hash 00); the pending call's \
+         args_hash is {hash}: look at the call again and answer it"
+    );
+    assert_eq!(
+        (status, serde_json::from_str::<Value>(&text).unwrap()),
+        (409, json!({"error": stale})),
+        "a stale args_hash"
+    );
+    let (status, text) = answer(json!({"decision": "approve", "args_hash": hash})).await;
+    assert_eq!(status, 202, "{text}");
+    let done = wait_status(&http, &b.url, "refund-1", "completed", limit).await;
+    assert_eq!(done["output"], "done: refunded 500", "{done}");
+    let (status, text) =
+        post(&http, &a.url, "refund-1/responses/tool:root:0", json!({"value": {"decision": "approve"}})).await;
+    let second = json!({"error": "response `tool:root:0` of run `refund-1` is already answered"});
+    assert_eq!((status, serde_json::from_str::<Value>(&text).unwrap()), (409, second), "a second answer is refused");
+
+    // Neither server runs it again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let lines: Vec<Value> =
+        std::fs::read_to_string(&ledger).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines, [json!({"tool": "refund", "args": {"amount": 500}, "idempotency_key": "refund-1/root/1/c1"})]);
+    let first_turns = requests.lock().unwrap().iter().filter(|b| !b.to_string().contains("\"role\":\"tool\"")).count();
+    assert_eq!(first_turns, 1, "the model's first turn is asked once");
+    assert_eq!(requests.lock().unwrap().len(), 2);
 }
 
 // ---------------------------------------------------------------------------------------------------------

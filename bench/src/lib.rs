@@ -18,3 +18,4 @@ pub mod runner;
 pub mod scenarios;
 pub mod serve;
 pub mod table;
+pub mod tools;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use agentic::engine::Effect;
 use agentic::prelude::*;
 use agentic::store::SledStore;
 
@@ -12,10 +13,11 @@ use crate::error::{Context, Error, Result, ensure};
 use crate::langgraph::{Figures, HarnessPlan};
 use crate::scenarios::{self, Backend, ConcurrentMode, ConcurrentResult, Keys, ResumeTimes, Shape, median};
 use crate::table::{self, Row};
-use crate::{llm, proc, serve};
+use crate::{llm, proc, serve, tools};
 
 /// The scenarios, by the names `--scenario` takes.
-pub const SCENARIOS: [&str; 9] = ["seq", "fanout", "resume", "concurrent", "disk", "fsync", "llm", "serve", "pg"];
+pub const SCENARIOS: [&str; 10] =
+    ["seq", "fanout", "resume", "concurrent", "disk", "fsync", "llm", "tools", "serve", "pg"];
 
 /// The LLM server's fixed latency.
 pub const LLM_LATENCY: Duration = Duration::from_millis(50);
@@ -45,6 +47,8 @@ pub struct Plan {
     pub llm_conc: (usize, usize, usize),
     /// Serve: (M runs submitted over HTTP, C concurrent clients).
     pub serve: (usize, usize),
+    /// Tools: (tool rounds per run, repetitions) of each tool effect and durability.
+    pub tools: (usize, usize),
 }
 
 const SLED: [Backend; 3] =
@@ -92,6 +96,7 @@ impl Plan {
             llm_seq: (10, 3),
             llm_conc: (1000, 5, 3),
             serve: (1000, 50),
+            tools: (3, 20),
         }
     }
 
@@ -120,6 +125,7 @@ impl Plan {
             llm_seq: (10, 1),
             llm_conc: (1000, 5, 1),
             serve: (300, 50),
+            tools: (3, 5),
         }
     }
 
@@ -137,6 +143,7 @@ impl Plan {
             llm_seq: (2, 1),
             llm_conc: (5, 2, 1),
             serve: (20, 4),
+            tools: (3, 1),
         }
     }
 
@@ -275,6 +282,9 @@ pub fn run(setup: &Setup, lg: &Lg, rt: &tokio::runtime::Runtime) -> Result<Repor
     }
     if setup.on("llm") {
         run_llm(setup, rt, &mut report)?;
+    }
+    if setup.on("tools") {
+        run_tools(setup, rt, &mut report)?;
     }
     if setup.on("serve") {
         run_serve(setup, rt, &mut report)?;
@@ -794,6 +804,85 @@ impl CpuAccount {
             per(self.steal)
         )
     }
+}
+
+/// The tool rounds of one LLM agent (SPEC.md §4; [`tools`]): for a tool with an effect and one without, under
+/// sync and exit durability on sled, the commits per round and the time per round, each the difference between
+/// a run of `rounds` rounds and one of the agent answering at once (the same commits every repetition).
+fn run_tools(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -> Result<()> {
+    eprintln!("bench: tool rounds, loopback model (load {})", proc::loadavg());
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("tools-server")
+        .enable_all()
+        .build()
+        .ctx("server runtime")?;
+    let server = server_rt.block_on(tools::start_server())?;
+    let (rounds, reps) = setup.plan.tools;
+    ensure(rounds > 0, || "the tools scenario needs at least one round".to_string())?;
+    let mut expected = 0;
+    for (effect, effect_name, bound) in [(Effect::Once, "effect once", 2), (Effect::None, "no effect", 1)] {
+        let agent = tools::agent(&server, effect)?;
+        for durability in [Durability::Sync, Durability::Exit] {
+            let mode = format!("{durability:?}").to_lowercase();
+            let dir = setup.work.join(format!("tools-{}-{mode}", effect_name.replace(' ', "-")));
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).ctx(format!("removing {}", dir.display()))?;
+            }
+            let sled = SledStore::open(&dir).ctx(format!("opening {}", dir.display()))?;
+            let store = tools::CountingStore::new(std::sync::Arc::new(sled));
+            // (rounds, time, commits) of each run, a warm-up pair first.
+            let mut at_once = (Vec::new(), None);
+            let mut with_rounds = (Vec::new(), None);
+            for rep in 0..=reps {
+                for (n, (times, commits)) in [(0, &mut at_once), (rounds, &mut with_rounds)] {
+                    let id = format!("tools-{n}-{rep}");
+                    let (t, c) = rt.block_on(tools::run_counted(&agent, &store, n, durability, &id))?;
+                    expected += n + 1;
+                    ensure(commits.is_none_or(|seen| seen == c), || {
+                        format!("tools {effect_name} {mode}: {c} commits in a run of {n} rounds, {commits:?} before")
+                    })?;
+                    *commits = Some(c);
+                    if rep > 0 {
+                        times.push(t);
+                    }
+                }
+            }
+            let (base, extra) = (at_once.1.unwrap_or(0), with_rounds.1.unwrap_or(0));
+            let added = extra.saturating_sub(base);
+            ensure(added % rounds == 0, || {
+                format!("tools {effect_name} {mode}: {added} commits over {rounds} rounds are not the same per round")
+            })?;
+            let per_round = added / rounds;
+            let base_t = median(&mut at_once.0);
+            let t = median(&mut with_rounds.0);
+            let per_round_t = t.saturating_sub(base_t) / u32::try_from(rounds).unwrap_or(u32::MAX);
+            report.rows.push(Row {
+                scenario: format!("tools: {rounds} tool rounds of an LLM agent, tool with {effect_name}, sled {mode}"),
+                langgraph: format!("no tool round: {} ({base} commits)", table::dur(base_t)),
+                ours: format!(
+                    "{}/round, {per_round} commits/round (run {}, {extra} commits)",
+                    table::dur(per_round_t),
+                    table::dur(t)
+                ),
+                ratio: String::new(),
+                target: match durability {
+                    Durability::Sync => table::target(&format!("≤{bound} commits/round"), per_round <= bound),
+                    _ => table::target("0 commits/round", per_round == 0),
+                },
+            });
+            report.counts.push((format!("tools {effect_name} {mode} commits per round"), per_round));
+        }
+    }
+    let requests = server.requests.load(std::sync::atomic::Ordering::SeqCst);
+    ensure(requests == expected, || format!("the tools model answered {requests} requests, expected {expected}"))?;
+    report.counts.push(("tools requests".into(), requests));
+    report.notes.push(
+        "tools rows: per round = (a run of the rounds − a run answering at once) ÷ rounds; commits = the store's \
+         flushes (a counting StoreLayer); the loopback model answers at once."
+            .into(),
+    );
+    Ok(())
 }
 
 fn run_serve(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -> Result<()> {

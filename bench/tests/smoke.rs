@@ -93,6 +93,14 @@ fn every_scenario_runs_at_a_tiny_size() {
     assert!((1..=5).contains(&count("llm parallel peak in flight")));
     assert!((1..=5).contains(&count("llm concurrent peak in flight")));
     // Every run checked its output ([input, 0, 1, 2, 3, 4]) through the completed event of its SSE stream.
+    // Tool rounds (SPEC.md §4): under sync a call with an effect is committed as started and its result before
+    // the next model call (2 commits a round), a call without one only its result (1); under exit none.
+    assert_eq!(count("tools effect once sync commits per round"), 2);
+    assert_eq!(count("tools no effect sync commits per round"), 1);
+    assert_eq!(count("tools effect once exit commits per round"), 0);
+    assert_eq!(count("tools no effect exit commits per round"), 0);
+    // 2 effects × 2 durabilities × 2 repetitions (a warm-up and one measured) × (1 request + 4 requests).
+    assert_eq!(count("tools requests"), 2 * 2 * 2 * (1 + 4));
     assert_eq!(count("serve runs completed (ours, sync)"), 20);
     assert!(report.rows.iter().any(|r| r.scenario.contains("submit latency p99")));
     assert!(report.rows.len() >= 10);
@@ -100,7 +108,7 @@ fn every_scenario_runs_at_a_tiny_size() {
 
 #[test]
 fn unknown_scenarios_are_refused() {
-    assert!(runner::check_scenarios(&["seq".into(), "llm".into()]).is_ok());
+    assert!(runner::check_scenarios(&["seq".into(), "llm".into(), "tools".into()]).is_ok());
     assert!(runner::check_scenarios(&["nope".into()]).is_err());
 }
 

@@ -53,3 +53,4 @@ mod showcase;
 mod showcase_demo;
 mod showcase_measure;
 mod time_deadlines;
+mod tool_calls;

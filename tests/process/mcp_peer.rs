@@ -413,7 +413,7 @@ fn mcp_server_names_filters_and_renames_are_checked_where_they_are_written() {
     assert_eq!(
         errors(&llm("[{mcp: calc, filtre: [add]}]")),
         [
-            "spec.yaml:6:48: agent `a`: field `tools[0]`: unknown field `filtre` (did you mean `filter`?), expected one of `mcp`, `filter`, `rename`"
+            "spec.yaml:6:48: agent `a`: field `tools[0]`: unknown field `filtre` (did you mean `filter`?), expected one of `mcp`, `filter`, `rename`, `effect`, `approve`"
         ]
     );
     assert_eq!(
