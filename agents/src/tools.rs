@@ -129,6 +129,14 @@ pub struct ApprovalRequest<'a> {
     pub state: &'a ScopeView,
 }
 
+impl<'a> ApprovalRequest<'a> {
+    /// The call of `tool` with `args`, made when the run's state was `state` (to ask a rule outside the
+    /// agent's loop: a test, a tool provider of one's own).
+    pub fn new(tool: &'a str, args: &'a Value, state: &'a ScopeView) -> Self {
+        ApprovalRequest { tool, args, state }
+    }
+}
+
 /// A function the model may call. Build with [`Tool::new`], [`Tool::from_json`] or [`Tool::with_call`];
 /// give it to [`crate::LlmAgentBuilder::tools`]. Cloning is cheap.
 ///

@@ -219,6 +219,12 @@ impl StepRecord {
             calls: Vec::new(),
         }
     }
+
+    /// Whether this record only journals calls of an invocation still running (SPEC.md §4): it has calls and
+    /// no invocation. It is not a step of the run's timeline (no agent completed, was skipped or substituted).
+    pub fn holds_calls(&self) -> bool {
+        self.invocation.is_none() && !self.calls.is_empty()
+    }
 }
 
 /// The key of a composite's state in [`RunImage::planners`]: its path, followed by its mapper item if any

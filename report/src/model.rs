@@ -25,6 +25,44 @@ pub(crate) struct RunModel {
     pub(crate) errors: Vec<ErrorView>,
     /// Per-path annotations for the topology diagram.
     pub(crate) annotations: Annotations,
+    /// The journaled model turns and tool calls, per agent (SPEC.md §4), in the order agents first called.
+    pub(crate) calls: Vec<AgentCalls>,
+}
+
+/// The journaled calls of one agent (one path): its model turns and tool calls, one row each.
+#[derive(Serialize)]
+pub(crate) struct AgentCalls {
+    pub(crate) path: String,
+    pub(crate) name: String,
+    pub(crate) rows: Vec<CallRow>,
+}
+
+/// One model turn, or one tool call with the changes journaled for it folded into its last status.
+#[derive(Serialize)]
+pub(crate) struct CallRow {
+    /// The step of its first entry.
+    pub(crate) seq: u64,
+    /// The mapper item of the invocation (`|root/0#3`), empty for the shared scope.
+    pub(crate) item: String,
+    /// Which invocation of the agent, from 1 (a retry or a later iteration is a new one).
+    pub(crate) invocation: usize,
+    /// The model turn, from 0.
+    pub(crate) turn: u32,
+    /// `model` or `tool`.
+    pub(crate) what: &'static str,
+    /// The model's name, or the tool's with the call's number (`charge #0`).
+    pub(crate) name: String,
+    /// The last status (`answered` for a model turn).
+    pub(crate) status: String,
+    /// The arguments that ran (edited ones when edited), as one line of JSON.
+    pub(crate) args: String,
+    /// The result, `error: ..`, or the model's answer (its text, or the tools it called).
+    pub(crate) result: String,
+    /// A person's decision: `approved`, `edited`, `rejected: <message>`, `responded`, or the answer to a call
+    /// in doubt.
+    pub(crate) decision: String,
+    /// Who decided.
+    pub(crate) by: String,
 }
 
 /// What the topology diagram marks on a run's agents.
@@ -320,9 +358,19 @@ pub(crate) fn build_with(
     let mut failed_last: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut annotations = Annotations::default();
     let mut per_agent: BTreeMap<String, AgentAcc> = BTreeMap::new();
+    let mut calls = CallsAcc::default();
     for r in records {
         let path = r.agent_path.as_str();
         let inv = r.invocation.as_ref();
+        if r.holds_calls() {
+            // Calls of an invocation still running: not a step of the timeline (nothing completed, was
+            // skipped or substituted); its agent's calls table lists them.
+            calls.add(r);
+            continue;
+        }
+        if inv.is_some() {
+            calls.ended(path, r.item.as_deref());
+        }
         let name = topo
             .name(path)
             .map(str::to_string)
@@ -484,6 +532,10 @@ pub(crate) fn build_with(
         records.iter().filter_map(|r| r.invocation.as_ref()).map(|i| i.ended_at_us.max(i.started_at_us)).collect();
     let milestones = milestone_views(&run.milestones, &mapping, &ends);
     let summary = summary(run, records, &agents, &mapping);
+    let names = agentic_engine::journal_agent_names(records, &run.pending);
+    let calls = calls.views(|path| {
+        topo.name(path).map(str::to_string).or_else(|| names.get(path).cloned()).unwrap_or_else(|| path.to_string())
+    });
     if let Some(p) = &summary.error_path {
         annotations.failed.insert(p.clone());
     }
@@ -528,6 +580,139 @@ pub(crate) fn build_with(
         milestones,
         errors,
         annotations,
+        calls,
+    }
+}
+
+/// The journaled calls of a run as the report groups them: per path, one row per model turn and per tool call.
+#[derive(Default)]
+struct CallsAcc {
+    /// Paths in the order they first journaled a call.
+    order: Vec<String>,
+    /// The rows of each path.
+    rows: BTreeMap<String, Vec<CallRow>>,
+    /// Per path and item (a [`agentic_engine::planner_key`]): the invocation counted so far (from 1) and
+    /// whether its calls ended (its completion or failed attempt was journaled).
+    invocations: BTreeMap<String, (usize, bool)>,
+}
+
+impl CallsAcc {
+    /// The invocation at `path` (in `item`) ended: its next calls are another invocation's.
+    fn ended(&mut self, path: &str, item: Option<&str>) {
+        if let Some(inv) = self.invocations.get_mut(&agentic_engine::planner_key(path, item)) {
+            inv.1 = true;
+        }
+    }
+
+    /// Folds the entries of a call record.
+    fn add(&mut self, r: &StepRecord) {
+        use agentic_engine::{CallEntry, ToolCallStatus};
+        let path = r.agent_path.as_str();
+        let key = agentic_engine::planner_key(path, r.item.as_deref());
+        let inv = self.invocations.entry(key).or_insert((1, false));
+        if inv.1 {
+            *inv = (inv.0 + 1, false);
+        }
+        let invocation = inv.0;
+        if !self.rows.contains_key(path) {
+            self.order.push(path.to_string());
+        }
+        let item = r.item.clone().unwrap_or_default();
+        let rows = self.rows.entry(path.to_string()).or_default();
+        for entry in &r.calls {
+            match entry {
+                CallEntry::Model(m) => rows.push(CallRow {
+                    seq: r.seq,
+                    item: item.clone(),
+                    invocation,
+                    turn: m.turn,
+                    what: "model",
+                    name: m.model.clone(),
+                    status: "answered".to_string(),
+                    args: String::new(),
+                    result: model_answer(&m.response),
+                    decision: String::new(),
+                    by: String::new(),
+                }),
+                CallEntry::Tool(t) => {
+                    let name = format!("{} #{}", t.tool, t.n);
+                    let at = rows.iter().rposition(|row| {
+                        row.what == "tool" && row.invocation == invocation && row.item == item && row.name == name
+                    });
+                    let row = match at {
+                        Some(i) => &mut rows[i],
+                        None => {
+                            rows.push(CallRow {
+                                seq: r.seq,
+                                item: item.clone(),
+                                invocation,
+                                turn: t.turn,
+                                what: "tool",
+                                name,
+                                status: String::new(),
+                                args: String::new(),
+                                result: String::new(),
+                                decision: String::new(),
+                                by: String::new(),
+                            });
+                            let last = rows.len() - 1;
+                            &mut rows[last]
+                        }
+                    };
+                    row.status = t.status.as_str().to_string();
+                    row.args = value_json(&t.args, 400);
+                    match t.status {
+                        ToolCallStatus::Approved | ToolCallStatus::Edited | ToolCallStatus::Responded => {
+                            row.decision = t.status.as_str().to_string();
+                        }
+                        ToolCallStatus::Rejected => {
+                            row.decision = match t.message.as_deref() {
+                                Some(m) if !m.is_empty() => format!("rejected: {m}"),
+                                _ => "rejected".to_string(),
+                            };
+                        }
+                        _ => {}
+                    }
+                    if let Some(result) = &t.result {
+                        row.result = value_json(result, 400);
+                    }
+                    if let Some(error) = &t.error {
+                        row.result = format!("error: {}", truncate(error, 400));
+                    }
+                    if let Some(by) = &t.by {
+                        row.by = by.clone();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The tables, in the order agents first called, each named by `name_of` its path.
+    fn views(mut self, name_of: impl Fn(&str) -> String) -> Vec<AgentCalls> {
+        self.order
+            .iter()
+            .map(|path| AgentCalls {
+                path: path.clone(),
+                name: name_of(path),
+                rows: self.rows.remove(path).unwrap_or_default(),
+            })
+            .collect()
+    }
+}
+
+/// A model turn's answer in one line: its text, else the tools it called (`calls charge, refund`).
+fn model_answer(response: &Value) -> String {
+    let message = &response["message"];
+    match message["content"].as_str() {
+        Some(text) if !text.is_empty() => truncate(text, 400),
+        _ => {
+            let tools: Vec<&str> = message["tool_calls"]
+                .as_array()
+                .map(|calls| calls.iter().filter_map(|c| c["name"].as_str()).collect())
+                .unwrap_or_default();
+            if tools.is_empty() { String::new() } else { format!("calls {}", tools.join(", ")) }
+        }
     }
 }
 
@@ -685,7 +870,7 @@ fn summary(run: &RunRecord, records: &[StepRecord], agents: &[AgentRow], mapping
         updated: timestamp_ms(run.updated_at_ms),
         active: duration_us(mapping.busy_us),
         wall: duration_us(mapping.wall_us(run)),
-        steps: records.len(),
+        steps: records.iter().filter(|r| !r.holds_calls()).count(),
         invocations: records.iter().filter(|r| r.invocation.is_some()).count(),
         retries: agents.iter().map(|a| a.retries).sum(),
         tokens_in,
@@ -967,6 +1152,111 @@ mod tests {
         let shown = milestone_views(&run.milestones, &map, &[120, 300]);
         assert_eq!(shown[0].x, Some(map.map(0)), "a start stays at its time");
         assert_eq!(shown[1].x, Some(map.map(300)), "the failure comes after the last step");
+    }
+
+    /// A call record of the invocation at `root/1` (seq `seq`) holding `entries`.
+    fn calls_at(seq: u64, entries: Vec<agentic_engine::CallEntry>) -> StepRecord {
+        StepRecord { calls: entries, ..StepRecord::new("r", seq, "root/1") }
+    }
+
+    /// The tool entry of call 0 (`charge {"amount": 3}`) with `status`.
+    fn charge(status: agentic_engine::ToolCallStatus) -> agentic_engine::ToolCallEntry {
+        agentic_engine::ToolCallEntry::new(0, 0, "c1", "charge", serde_json::json!({"amount": 3}), status)
+    }
+
+    #[test]
+    fn journaled_calls_are_a_table_of_their_agent_not_steps() {
+        use agentic_engine::{CallEntry, ModelTurnEntry, ToolCallStatus};
+        let model = |turn: u32, response: Value| {
+            CallEntry::Model(ModelTurnEntry { turn, model: "gpt-x".into(), request: Vec::new(), response, at_us: 5 })
+        };
+        let approved = agentic_engine::ToolCallEntry { by: Some("token".into()), ..charge(ToolCallStatus::Approved) };
+        let finished = agentic_engine::ToolCallEntry {
+            result: Some(serde_json::json!({"ok": true})),
+            ..charge(ToolCallStatus::Finished)
+        };
+        let rejected = agentic_engine::ToolCallEntry {
+            n: 1,
+            tool: "refund".into(),
+            message: Some("too much".into()),
+            by: Some("cli:ann".into()),
+            ..charge(ToolCallStatus::Rejected)
+        };
+        let mut done = step_at(5, 1_000, 2_000);
+        done.agent_path = "root/1".into();
+        if let Some(inv) = done.invocation.as_mut() {
+            inv.agent = "clerk".into();
+            inv.path = "root/1".into();
+        }
+        let records = [
+            calls_at(
+                1,
+                vec![
+                    model(
+                        0,
+                        serde_json::json!({"message": {"role": "assistant", "content": "",
+                    "tool_calls": [{"id": "c1", "name": "charge", "arguments": {"amount": 3}}]}}),
+                    ),
+                    CallEntry::Tool(charge(ToolCallStatus::AwaitingApproval)),
+                ],
+            ),
+            calls_at(2, vec![CallEntry::Tool(approved), CallEntry::Tool(charge(ToolCallStatus::Started))]),
+            calls_at(3, vec![CallEntry::Tool(finished), CallEntry::Tool(rejected)]),
+            calls_at(4, vec![model(1, serde_json::json!({"message": {"role": "assistant", "content": "Charged 3."}}))]),
+            done,
+        ];
+        let run: RunRecord = serde_json::from_value(serde_json::json!({
+            "run_id": "r", "name": "n", "fingerprint": "f", "status": "completed",
+            "created_at_ms": 0, "updated_at_ms": 2,
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let m = build(None, &run, &records);
+        let steps: Vec<(u64, Option<&str>)> = m.data.steps.iter().map(|s| (s.seq, s.label)).collect();
+        assert_eq!(steps, [(5, None)], "call records are not steps (not `skipped`)");
+        assert_eq!(m.summary.steps, 1);
+        assert_eq!(m.calls.len(), 1);
+        assert_eq!((m.calls[0].path.as_str(), m.calls[0].name.as_str()), ("root/1", "clerk"));
+        let rows: Vec<String> = m.calls[0]
+            .rows
+            .iter()
+            .map(|r| {
+                [
+                    r.seq.to_string(),
+                    r.turn.to_string(),
+                    r.what.to_string(),
+                    r.name.clone(),
+                    r.status.clone(),
+                    r.args.clone(),
+                    r.result.clone(),
+                    r.decision.clone(),
+                    r.by.clone(),
+                ]
+                .join(" | ")
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "1 | 0 | model | gpt-x | answered |  | calls charge |  | ",
+                r#"1 | 0 | tool | charge #0 | finished | {"amount":3} | {"ok":true} | approved | token"#,
+                r#"3 | 0 | tool | refund #1 | rejected | {"amount":3} |  | rejected: too much | cli:ann"#,
+                "4 | 1 | model | gpt-x | answered |  | Charged 3. |  | ",
+            ]
+        );
+        let html = crate::render_run_without_topology(&run, &records, "none");
+        let row = concat!(
+            r#"<tr class="call-tool"><td class="num">1</td><td>1</td><td class="num">0</td>"#,
+            r#"<td>tool <strong>charge #0</strong></td><td>finished</td><td><code>{&quot;amount&quot;:3}</code></td>"#,
+            r#"<td>{&quot;ok&quot;:true}</td><td>approved</td><td>token</td></tr>"#
+        );
+        assert!(html.contains(row), "{}", &html[html.find("id=\"calls\"").unwrap_or(0)..][..3000.min(html.len())]);
+        let at = html.find("<h3").unwrap_or(0);
+        assert!(
+            html.contains(r#"<h3 class="calls-agent">clerk <code>root&#x2f;1</code></h3>"#),
+            "{}",
+            &html[at..at + 200]
+        );
+        assert!(html.contains("<td>rejected: too much</td><td>cli:ann</td>"));
     }
 
     #[test]

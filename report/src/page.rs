@@ -65,6 +65,7 @@ fn page(topology: Option<&TopologyNode>, reason: Option<&str>, m: model::RunMode
         milestones => Value::from(minijinja::value::Serde(&m.milestones)),
         agents => Value::from(minijinja::value::Serde(&m.agents)),
         errors => Value::from(minijinja::value::Serde(&m.errors)),
+        calls => Value::from(minijinja::value::Serde(&m.calls)),
         topology_svg => svg,
         topology_note => reason.unwrap_or("the run's topology is unknown"),
         data_json => safe(script_json(&m.data)),

@@ -381,7 +381,7 @@ impl A2a {
             let text = message.text();
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         });
-        self.app.host.respond(task_id, &pending.id, value).await.map_err(refused)
+        self.app.host.respond(task_id, &pending.id, value, crate::auth::principal(&self.app)).await.map_err(refused)
     }
 
     async fn record(&self, task_id: &str) -> Result<RunRecord, JsonRpcError> {

@@ -19,7 +19,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::events::{SseEvent, pending_json};
+use crate::events::{AgentNames, SseEvent, pending_json};
 use crate::host::{NewRun, SpecSource, traceparent};
 
 /// Request bodies larger than this are refused with `413` (SERVER.md §2).
@@ -33,6 +33,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/v1/runs/{id}/responses/{response_id}", post(respond))
         .route("/api/v1/runs/{id}/cancel", post(cancel))
         .route("/api/v1/runs/{id}/events", get(events))
+        .route("/api/v1/runs/{id}/calls", get(calls))
         .route("/api/v1/runs/{id}/report", get(report))
         .route("/api/v1/runs/{id}/resume", post(resume))
         .route("/api/v1/runs/{id}/fork", post(fork))
@@ -284,8 +285,41 @@ async fn respond(
     Path((id, response_id)): Path<(String, String)>,
     StrictJson(body): StrictJson<Answer>,
 ) -> Result<Response, ApiError> {
-    app.host.respond(&id, &response_id, body.value).await?;
+    app.host.respond(&id, &response_id, body.value, crate::auth::principal(&app)).await?;
     Ok((StatusCode::ACCEPTED, Json(json!({"run_id": id, "response_id": response_id}))).into_response())
+}
+
+/// `GET /api/v1/runs/{id}/calls`: the run's journaled model turns and tool calls in journal order (SPEC.md
+/// §4), of a run in any status (failed and cancelled ones too), as [`calls_json`] gives them.
+async fn calls(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    calls_json(&app, &id).await.map(Json)
+}
+
+/// The JSON array of `GET /api/v1/runs/{id}/calls`: one `{seq, path, agent, item?, type, ...}` per journaled
+/// call entry ([`agentic_engine::calls_json`]); an unknown run is `404`.
+pub(crate) async fn calls_json(app: &AppState, run_id: &str) -> Result<Value, ApiError> {
+    let store = app.host.store();
+    let Some(record) = store.run_dyn(run_id).await? else {
+        if app.host.is_executing(run_id) {
+            // Started a moment ago: nothing journaled yet.
+            return Ok(json!([]));
+        }
+        return Err(ApiError::no_run(run_id));
+    };
+    let records = store.records_dyn(run_id).await?;
+    let mut names = AgentNames::default();
+    names.learn(&records, &record.pending);
+    names.complete(store, run_id, &records).await;
+    let hub = app.host.hub();
+    let named: std::collections::BTreeMap<String, String> = records
+        .iter()
+        .filter(|r| r.holds_calls())
+        .filter_map(|r| {
+            let name = names.get(&r.agent_path).or_else(|| hub.agent_name(run_id, &r.agent_path))?;
+            Some((r.agent_path.clone(), name))
+        })
+        .collect();
+    Ok(Value::Array(agentic_engine::calls_json(&records, &named)))
 }
 
 async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
@@ -429,7 +463,12 @@ async fn events(
         None => Vec::new(),
     };
     let last = records.last().map_or(after, |r| r.seq);
-    let mut replay: Vec<SseEvent> = records.iter().filter_map(SseEvent::of_step).collect();
+    let mut names = AgentNames::default();
+    names.learn(&records, record.as_ref().map_or(&[][..], |r| &r.pending[..]));
+    names.complete(&store, &id, &records).await;
+    let hub = app.host.hub().clone();
+    let name_of = |path: &str| names.get(path).or_else(|| hub.agent_name(&id, path));
+    let mut replay: Vec<SseEvent> = records.iter().flat_map(|r| SseEvent::of_step(r, &name_of)).collect();
     let mut ended = false;
     // A run still closing its execution when it suspended already published `suspended`, maybe before this
     // subscription: its record says so (a duplicate live `suspended` is not passed on).
@@ -451,7 +490,8 @@ async fn events(
     if let Some(cluster) = app.host.hub().cluster() {
         cluster.follow(store.clone(), app.host.hub().clone(), &id, last);
     }
-    let tail = Tail { live, store, run_id: id, last, suspended, queue: std::collections::VecDeque::new() };
+    let queue = std::collections::VecDeque::new();
+    let tail = Tail { live, store, hub, names, run_id: id, last, live_seq: None, suspended, queue };
     let tail = futures::stream::unfold(Some(tail), |state| async move {
         let mut tail = state?;
         let event = tail.next().await?;
@@ -465,13 +505,22 @@ async fn events(
 struct Tail {
     live: crate::events::Subscription,
     store: agentic_engine::StoreRef,
+    /// The agents started here (names of the events of call records read to fill a gap).
+    hub: crate::events::EventHub,
+    /// The names of the run's agents known when the stream began.
+    names: AgentNames,
     run_id: String,
     /// The last journaled step passed on.
     last: u64,
+    /// The step of the last journaled event passed on from the live channel: the other events of that step
+    /// (a record of several calls) follow it there and pass too; a step's events read from the store did
+    /// all pass.
+    live_seq: Option<u64>,
     /// Whether the last event passed on was `suspended` (a second one is not passed on).
     suspended: bool,
-    /// Events read from the store to fill a gap, passed on before the live one that revealed it.
-    queue: std::collections::VecDeque<SseEvent>,
+    /// Events read from the store to fill a gap (`false`), passed on before the live one that revealed it
+    /// (`true`).
+    queue: std::collections::VecDeque<(SseEvent, bool)>,
 }
 
 impl Tail {
@@ -480,8 +529,8 @@ impl Tail {
     /// steps arrive in order, each once.
     async fn next(&mut self) -> Option<SseEvent> {
         loop {
-            if let Some(event) = self.queue.pop_front() {
-                return Some(self.passed(event));
+            if let Some((event, live)) = self.queue.pop_front() {
+                return Some(self.passed(event, live));
             }
             let event = match self.live.recv().await {
                 Ok(event) => event,
@@ -494,22 +543,31 @@ impl Tail {
             if event.name == "suspended" && self.suspended {
                 continue;
             }
-            match event.seq().filter(|_| event.name.starts_with("agent_")) {
-                Some(seq) if seq <= self.last => {}
+            match event.seq().filter(|_| event.is_journaled()) {
+                Some(seq) if seq < self.last || (seq == self.last && self.live_seq != Some(seq)) => {}
                 Some(seq) if seq > self.last + 1 => {
                     if let Ok(missed) = self.store.records_from_dyn(&self.run_id, self.last + 1).await {
-                        self.queue.extend(missed.iter().filter(|r| r.seq < seq).filter_map(SseEvent::of_step));
+                        let missed: Vec<_> = missed.into_iter().filter(|r| r.seq < seq).collect();
+                        self.names.learn(&missed, &[]);
+                        self.names.complete(&self.store, &self.run_id, &missed).await;
+                        let (names, hub, run_id) = (&self.names, &self.hub, &self.run_id);
+                        let name_of = |path: &str| names.get(path).or_else(|| hub.agent_name(run_id, path));
+                        for record in &missed {
+                            self.queue.extend(SseEvent::of_step(record, &name_of).into_iter().map(|e| (e, false)));
+                        }
                     }
-                    self.queue.push_back(event);
+                    self.queue.push_back((event, true));
                 }
-                _ => return Some(self.passed(event)),
+                _ => return Some(self.passed(event, true)),
             }
         }
     }
 
-    fn passed(&mut self, event: SseEvent) -> SseEvent {
-        if let Some(seq) = event.seq().filter(|_| event.name.starts_with("agent_")) {
+    /// Notes `event` passed on (`live`: from the live channel).
+    fn passed(&mut self, event: SseEvent, live: bool) -> SseEvent {
+        if let Some(seq) = event.seq().filter(|_| event.is_journaled()) {
             self.last = self.last.max(seq);
+            self.live_seq = live.then_some(seq);
         }
         self.suspended = event.name == "suspended";
         event
@@ -519,7 +577,7 @@ impl Tail {
 /// The SSE event; a journaled step's id is its sequence number (what `Last-Event-ID` resumes after).
 fn event_of(e: &SseEvent) -> Result<Event, Infallible> {
     let event = Event::default().event(e.name).data(e.data.to_string());
-    Ok(match e.seq().filter(|_| e.name.starts_with("agent_")) {
+    Ok(match e.seq().filter(|_| e.is_journaled()) {
         Some(seq) => event.id(seq.to_string()),
         None => event,
     })

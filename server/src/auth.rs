@@ -55,3 +55,9 @@ fn presented(headers: &HeaderMap) -> Option<&str> {
 pub(crate) fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
+
+/// Who a request that passed [`require_token`] is, as answers record it (`by`, SPEC.md §4): `token` when the
+/// server has a `--token-env` token (the request presented it), `anonymous` when it has none.
+pub(crate) fn principal(app: &AppState) -> &'static str {
+    if app.token.is_some() { "token" } else { "anonymous" }
+}

@@ -295,7 +295,8 @@ impl Cluster {
         tokio::spawn(async move {
             let status = store.run_dyn(&run_id).await.ok().flatten().map(|r| r.status);
             let ahead = std::collections::VecDeque::new();
-            let mut follower = Follower { store, hub, run_id, last, ahead, status };
+            let names = crate::events::AgentNames::default();
+            let mut follower = Follower { store, hub, run_id, last, ahead, status, names };
             let mut watch_at = Instant::now();
             'follow: loop {
                 if watch_at <= Instant::now() {
@@ -330,6 +331,12 @@ impl Cluster {
                             {
                                 break 'follow;
                             }
+                            if event.name == "agent_started"
+                                && let (Some(path), Some(agent)) =
+                                    (event.data["path"].as_str(), event.data["agent"].as_str())
+                            {
+                                follower.names.insert(path, agent);
+                            }
                             follower.hub.publish(&follower.run_id, event);
                         }
                     }
@@ -348,13 +355,12 @@ impl Cluster {
     }
 }
 
-/// The live events a follower passes on (the journaled ones, `suspended` and the final one it reads from the
-/// store).
+/// The live events a follower passes on (the journaled ones — `agent_completed`, `agent_failed`, `tool_call`,
+/// `model_turn` —, `suspended` and the final one it reads from the store).
 fn live_event_name(name: &str) -> Option<&'static str> {
     Some(match name {
         "agent_started" => "agent_started",
         "token" => "token",
-        "tool_call" => "tool_call",
         "tool_result" => "tool_result",
         "planner_decision" => "planner_decision",
         "resumed" => "resumed",
@@ -374,6 +380,9 @@ struct Follower {
     ahead: std::collections::VecDeque<agentic_engine::StepRecord>,
     /// The run's status as last read.
     status: Option<RunStatus>,
+    /// The names of the run's agents, for the events of its call records: from the records read, the
+    /// `agent_started` events of the server executing it, and the run's topology.
+    names: crate::events::AgentNames,
 }
 
 impl Follower {
@@ -384,7 +393,11 @@ impl Follower {
         let have = self.ahead.back().map_or(self.last, |r| r.seq);
         if read.to.is_none_or(|to| to > have) {
             match self.store.records_from_dyn(&self.run_id, have + 1).await {
-                Ok(records) => self.ahead.extend(records),
+                Ok(records) => {
+                    self.names.learn(&records, &[]);
+                    self.names.complete(&self.store, &self.run_id, &records).await;
+                    self.ahead.extend(records);
+                }
                 Err(e) => {
                     tracing::debug!(run_id = self.run_id, "cannot read the run's journal: {e}");
                     return false;
@@ -396,7 +409,7 @@ impl Follower {
                 // Announced later, after the live events that precede it.
                 return false;
             }
-            if let Some(event) = SseEvent::of_step(record) {
+            for event in SseEvent::of_step(record, &|path| self.names.get(path)) {
                 self.hub.publish(&self.run_id, event);
             }
             self.last = self.last.max(record.seq);
@@ -419,8 +432,10 @@ impl Follower {
             RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled => {
                 // Steps committed with the record (exit durability) come first.
                 if let Ok(rest) = self.store.records_from_dyn(&self.run_id, self.last + 1).await {
+                    self.names.learn(&rest, &record.pending);
+                    self.names.complete(&self.store, &self.run_id, &rest).await;
                     for step in &rest {
-                        if let Some(event) = SseEvent::of_step(step) {
+                        for event in SseEvent::of_step(step, &|path| self.names.get(path)) {
                             self.hub.publish(&self.run_id, event);
                         }
                         self.last = self.last.max(step.seq);

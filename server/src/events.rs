@@ -2,9 +2,11 @@
 //!
 //! Two sources feed one channel per run ([`EventHub`]):
 //! - the journal: [`JournalTap`] wraps the store, so every appended step becomes an `agent_completed` (or
-//!   `agent_failed`) event carrying its `seq` — the same conversion replays a run's journal to a client that
-//!   connects late, so live and replayed events are alike;
-//! - the run's listener ([`HubListener`]): what is not journaled (`agent_started`, `token`, `tool_call`,
+//!   `agent_failed`) event carrying its `seq`, and every record of an invocation's calls (SPEC.md §4) one
+//!   `tool_call` event per tool call change (with its `status`) and one `model_turn` per model turn — the
+//!   same conversion replays a run's journal to a client that connects late, so live and replayed events are
+//!   alike;
+//! - the run's listener ([`HubListener`]): what is not journaled (`agent_started`, `token`, `tool_result`,
 //!   `planner_decision`, `suspended`);
 //! - the host: `resumed` when it continues a run, and the final event (`completed`, `failed`, `cancelled`).
 
@@ -12,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use agentic_engine::{
-    AgentListener, DynCheckpointStore, PendingResponse, RunEvent, RunRecord, StepRecord, StoreError, StoreLayer,
-    StoreRef,
+    AgentListener, CallEntry, DynCheckpointStore, PendingResponse, RunEvent, RunRecord, StepRecord, StoreError,
+    StoreLayer, StoreRef,
 };
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, oneshot};
@@ -44,12 +46,25 @@ impl SseEvent {
         matches!(self.name, "completed" | "failed" | "cancelled")
     }
 
-    /// The event of one journaled step: `agent_completed` or `agent_failed`, or none for a step that
-    /// records no invocation (an async agent's start, a skipped optional agent).
-    pub(crate) fn of_step(record: &StepRecord) -> Option<SseEvent> {
-        let inv = record.invocation.as_ref()?;
+    /// Whether the event comes from a journaled step ([`SseEvent::of_step`]): its `seq` is that step's, the
+    /// stream's event id, and what `Last-Event-ID` resumes after.
+    pub(crate) fn is_journaled(&self) -> bool {
+        matches!(self.name, "agent_completed" | "agent_failed" | "tool_call" | "model_turn")
+    }
+
+    /// The events of one journaled step: `agent_completed` or `agent_failed`; for a record of calls of an
+    /// invocation still running (SPEC.md §4), one `tool_call` per tool call entry (`{seq, path, agent, item?,
+    /// n, call_id, tool, status, args, result?, error?, message?, by?}`) and one `model_turn` per model turn
+    /// (`{seq, path, agent, item?, turn, model}`), `agent` named by `agent_of` (call records name none; `null`
+    /// when unknown); none for a step that records no invocation (an async agent's start, a skipped optional
+    /// agent).
+    pub(crate) fn of_step(record: &StepRecord, agent_of: &dyn Fn(&str) -> Option<String>) -> Vec<SseEvent> {
+        if record.holds_calls() {
+            return call_events(record, agent_of);
+        }
+        let Some(inv) = record.invocation.as_ref() else { return Vec::new() };
         if record.async_started {
-            return None;
+            return Vec::new();
         }
         let mut data = json!({
             "seq": record.seq,
@@ -63,10 +78,10 @@ impl SseEvent {
         }
         if record.failed {
             data["error"] = json!(inv.error);
-            Some(SseEvent { name: "agent_failed", data })
+            vec![SseEvent { name: "agent_failed", data }]
         } else {
             data["output"] = inv.output.clone();
-            Some(SseEvent { name: "agent_completed", data })
+            vec![SseEvent { name: "agent_completed", data }]
         }
     }
 
@@ -98,6 +113,100 @@ impl SseEvent {
     }
 }
 
+/// The `tool_call` and `model_turn` events of a call record ([`SseEvent::of_step`]).
+fn call_events(record: &StepRecord, agent_of: &dyn Fn(&str) -> Option<String>) -> Vec<SseEvent> {
+    let agent = agent_of(&record.agent_path).map_or(Value::Null, Value::String);
+    let head = |data: &mut serde_json::Map<String, Value>| {
+        data.insert("seq".into(), json!(record.seq));
+        data.insert("path".into(), json!(record.agent_path));
+        data.insert("agent".into(), agent.clone());
+        if let Some(item) = &record.item {
+            data.insert("item".into(), json!(item));
+        }
+    };
+    let mut events = Vec::with_capacity(record.calls.len());
+    for entry in &record.calls {
+        let mut data = serde_json::Map::new();
+        head(&mut data);
+        let name = match entry {
+            CallEntry::Tool(t) => {
+                data.insert("n".into(), json!(t.n));
+                data.insert("call_id".into(), json!(t.call_id));
+                data.insert("tool".into(), json!(t.tool));
+                data.insert("status".into(), json!(t.status.as_str()));
+                data.insert("args".into(), t.args.clone());
+                let optional = [
+                    ("result", t.result.clone()),
+                    ("error", t.error.clone().map(Value::String)),
+                    ("message", t.message.clone().map(Value::String)),
+                    ("by", t.by.clone().map(Value::String)),
+                ];
+                for (key, value) in optional {
+                    if let Some(value) = value {
+                        data.insert(key.into(), value);
+                    }
+                }
+                "tool_call"
+            }
+            CallEntry::Model(m) => {
+                data.insert("turn".into(), json!(m.turn));
+                data.insert("model".into(), json!(m.model));
+                "model_turn"
+            }
+            // A kind of entry this server does not know: no event.
+            _ => continue,
+        };
+        events.push(SseEvent { name, data: Value::Object(data) });
+    }
+    events
+}
+
+/// The names of one run's agents by path, for the events of its call records, which name no agent: from the
+/// journal's invocations, the run's pending responses, and, for a path still unnamed, the run's topology
+/// (read once).
+#[derive(Default)]
+pub(crate) struct AgentNames {
+    names: std::collections::BTreeMap<String, String>,
+    topology_read: bool,
+}
+
+impl AgentNames {
+    /// Learns the names `records` and `pending` give ([`agentic_engine::journal_agent_names`]).
+    pub(crate) fn learn(&mut self, records: &[StepRecord], pending: &[PendingResponse]) {
+        self.names.extend(agentic_engine::journal_agent_names(records, pending));
+    }
+
+    /// Learns that the agent at `path` is `name` (an `agent_started` event).
+    pub(crate) fn insert(&mut self, path: &str, name: &str) {
+        self.names.insert(path.to_string(), name.to_string());
+    }
+
+    /// The name of the agent at `path`, if known.
+    pub(crate) fn get(&self, path: &str) -> Option<String> {
+        self.names.get(path).cloned()
+    }
+
+    /// When a call record of `records` is at a path not named yet, reads the names of `run_id`'s topology
+    /// from its spec (once; a spec that cannot be built names nothing).
+    pub(crate) async fn complete(&mut self, store: &StoreRef, run_id: &str, records: &[StepRecord]) {
+        if self.topology_read || records.iter().all(|r| !r.holds_calls() || self.names.contains_key(&r.agent_path)) {
+            return;
+        }
+        self.topology_read = true;
+        let Ok(Some(run)) = store.run_dyn(run_id).await else { return };
+        match agentic_spec::run_topology(store, &run).await {
+            Ok(root) => {
+                let mut stack = vec![&root];
+                while let Some(node) = stack.pop() {
+                    self.names.entry(node.path.clone()).or_insert_with(|| node.spec.name.clone());
+                    stack.extend(node.children.iter());
+                }
+            }
+            Err(reason) => tracing::debug!(run_id, "no agent names from the run's topology: {reason}"),
+        }
+    }
+}
+
 /// Pending responses as the API shows them ([`PendingResponse::to_json`]).
 pub(crate) fn pending_json(pending: &[PendingResponse]) -> Value {
     Value::Array(pending.iter().map(PendingResponse::to_json).collect())
@@ -116,6 +225,9 @@ pub(crate) struct EventHub {
     /// `waiting_for_capacity` event and when the wait ends (milliseconds since the Unix epoch; `None`: until
     /// a concurrency slot frees), for a client that connects during the wait.
     waits: Arc<Mutex<HashMap<String, Waits>>>,
+    /// The agents of the runs executing here, by run and path (from their `agent_started` events): the names
+    /// of their journaled calls' events.
+    agents: Arc<Mutex<HashMap<String, HashMap<String, String>>>>,
 }
 
 /// The calls of one run waiting for capacity: by path, the event and when the wait ends.
@@ -246,6 +358,23 @@ impl EventHub {
         out.into_iter().map(|(_, e)| e.clone()).collect()
     }
 
+    /// The agent at `path` of `run_id` (executing here) is `name`.
+    fn learn_agent(&self, run_id: &str, path: &str, name: &str) {
+        let mut agents = self.agents.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        agents.entry(run_id.to_string()).or_default().insert(path.to_string(), name.to_string());
+    }
+
+    /// The name of the agent at `path` of `run_id`, when it started here.
+    pub(crate) fn agent_name(&self, run_id: &str, path: &str) -> Option<String> {
+        let agents = self.agents.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        agents.get(run_id).and_then(|paths| paths.get(path)).cloned()
+    }
+
+    /// `run_id` stopped executing here: its agents' names go.
+    pub(crate) fn forget_agents(&self, run_id: &str) {
+        self.agents.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(run_id);
+    }
+
     /// Ends every event stream (shutdown): their channels close.
     pub(crate) fn close_all(&self) {
         self.channels().clear();
@@ -305,13 +434,13 @@ impl StoreLayer for JournalTap {
     }
 
     async fn append(&self, record: StepRecord) -> Result<(), StoreError> {
-        let event = SseEvent::of_step(&record);
+        let events = SseEvent::of_step(&record, &|path| self.hub.agent_name(&record.run_id, path));
         let (run_id, seq) = (record.run_id.clone(), record.seq);
         self.inner.append_dyn(record).await?;
         if let Some(cluster) = &self.hub.cluster {
             cluster.appended(&run_id, seq);
         }
-        if let Some(event) = event {
+        for event in events {
             self.hub.publish(&run_id, event);
         }
         Ok(())
@@ -355,18 +484,17 @@ impl StoreLayer for JournalTap {
 pub(crate) struct HubListener {
     hub: EventHub,
     run_name: String,
-    /// Agent names by path, from `agent_started` (tokens and tool calls name only the path).
-    agents: Mutex<HashMap<String, String>>,
 }
 
 impl HubListener {
     pub(crate) fn new(hub: EventHub, run_name: String) -> Self {
-        HubListener { hub, run_name, agents: Mutex::default() }
+        HubListener { hub, run_name }
     }
 
-    fn agent_of(&self, path: &str) -> String {
-        let agents = self.agents.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        agents.get(path).cloned().unwrap_or_default()
+    /// The agent at `path` of `run_id` (tokens and tool results name only the path), as its `agent_started`
+    /// said.
+    fn agent_of(&self, run_id: &str, path: &str) -> String {
+        self.hub.agent_name(run_id, path).unwrap_or_default()
     }
 }
 
@@ -376,17 +504,17 @@ impl AgentListener for HubListener {
     }
 
     fn on_event(&self, event: &RunEvent) {
+        let run = event.run_id();
         let (name, data) = match event {
             RunEvent::AgentStarted { agent, path, attempt, .. } => {
-                let mut agents = self.agents.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                agents.insert(path.clone(), agent.clone());
+                self.hub.learn_agent(run, path, agent);
                 ("agent_started", json!({"path": path, "agent": agent, "attempt": attempt}))
             }
             RunEvent::Token { path, text, .. } => {
-                ("token", json!({"path": path, "agent": self.agent_of(path), "text": text}))
+                ("token", json!({"path": path, "agent": self.agent_of(run, path), "text": text}))
             }
             RunEvent::WaitingForCapacity { run_id, path, endpoint, limit, wait_ms } => {
-                let data = json!({"path": path, "agent": self.agent_of(path), "endpoint": endpoint, "limit": limit,
+                let data = json!({"path": path, "agent": self.agent_of(run, path), "endpoint": endpoint, "limit": limit,
                                   "wait_ms": wait_ms});
                 let until = (*wait_ms > 0).then(|| agentic_engine::now_ms() + wait_ms);
                 let event = SseEvent { name: "waiting_for_capacity", data: data.clone() };
@@ -401,17 +529,21 @@ impl AgentListener for HubListener {
             | RunEvent::Failed { run_id, .. }
             | RunEvent::ScopeDestroyed { run_id } => {
                 self.hub.end_waits(run_id, None);
+                if matches!(event, RunEvent::ScopeDestroyed { .. }) {
+                    // The run ended or suspended: its calls are journaled by now.
+                    self.hub.forget_agents(run_id);
+                }
                 return;
             }
-            RunEvent::ToolStarted { path, tool, arguments, .. } => {
-                ("tool_call", json!({"path": path, "agent": self.agent_of(path), "tool": tool, "arguments": arguments}))
-            }
+            // A tool call's `tool_call` events come from the journal (with its status and seq), one per change.
+            RunEvent::ToolStarted { .. } => return,
+            // Kept for the clients that read it before tool calls were journaled.
             RunEvent::ToolFinished { path, tool, result, .. } => {
-                ("tool_result", json!({"path": path, "agent": self.agent_of(path), "tool": tool, "result": result}))
+                ("tool_result", json!({"path": path, "agent": self.agent_of(run, path), "tool": tool, "result": result}))
             }
             RunEvent::PlannerDecision { path, calls, decision, rationale, .. } => (
                 "planner_decision",
-                json!({"path": path, "agent": self.agent_of(path), "calls": calls, "decision": decision,
+                json!({"path": path, "agent": self.agent_of(run, path), "calls": calls, "decision": decision,
                        "rationale": rationale}),
             ),
             RunEvent::Suspended { pending, .. } => {
@@ -421,7 +553,7 @@ impl AgentListener for HubListener {
             // Completions come from the journal (with their seq), the run's end from the host.
             _ => return,
         };
-        self.hub.publish_live(event.run_id(), SseEvent { name, data });
+        self.hub.publish_live(run, SseEvent { name, data });
     }
 }
 

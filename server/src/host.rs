@@ -362,6 +362,7 @@ impl RunHost {
             None => ApiError::internal(format!("run `{run_id}` could not start: it stopped")),
         };
         self.inner.hub.started(run_id, Err(refused));
+        self.inner.hub.forget_agents(run_id);
         let _deciding = self.inner.deciding.lock().await;
         self.executing().remove(run_id);
         // Its execution here ended (drained ones too: another server continues them at once).
@@ -507,10 +508,17 @@ impl RunHost {
         Ok(())
     }
 
-    /// Records the answer `value` to `response_id` of `run_id`; resumes the run when nothing else is
-    /// pending. Errors: `404` unknown run or response, `409` already answered or not suspended, `503` the
-    /// store unreachable.
-    pub(crate) async fn respond(&self, run_id: &str, response_id: &str, value: Value) -> Result<(), ApiError> {
+    /// Records the answer `value` to `response_id` of `run_id` by `by` (the request's principal, recorded with
+    /// a tool call's decision or an in-doubt answer); resumes the run when nothing else is pending. Errors:
+    /// `404` unknown run or response, `409` already answered or not suspended, `400` an invalid tool answer,
+    /// `503` the store unreachable.
+    pub(crate) async fn respond(
+        &self,
+        run_id: &str,
+        response_id: &str,
+        value: Value,
+        by: &str,
+    ) -> Result<(), ApiError> {
         let _deciding = self.inner.deciding.lock().await;
         let record = self.inner.store.run_dyn(run_id).await?.ok_or_else(|| ApiError::no_run(run_id))?;
         let pending = record.pending.iter().any(|p| p.id == response_id);
@@ -530,7 +538,7 @@ impl RunHost {
             };
             return Err(ApiError::not_found(format!("run `{run_id}` has no pending response `{response_id}`; {what}")));
         }
-        agentic_engine::respond(&self.inner.store, run_id, Some(response_id), value).await?;
+        agentic_engine::respond_as(&self.inner.store, run_id, Some(response_id), value, Some(by)).await?;
         let Some(record) = self.inner.store.run_dyn(run_id).await? else {
             return Err(ApiError::no_run(run_id));
         };

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentic_agents::Expression;
+use agentic_agents::{ApprovalRequest, Expression};
 use agentic_agents::a2a::{A2aAgent, A2aClient, A2aTenant};
 use agentic_agents::{Compute, Deadline, Human, HumanMode, OnTimeout, Wait};
 #[cfg(feature = "mcp")]
@@ -20,7 +20,7 @@ use crate::kind::{FieldType, KindArgs, KindField, ModelUse};
 #[cfg(feature = "mcp")]
 use crate::model::McpServerDef;
 use crate::model::{
-    AgentDef, AgentKind, ComputeBody, DeadlineDef, FieldValue, Located, McpServerEntry, OnTimeoutDef, PlannerDef,
+    AgentDef, AgentKind, ApproveDef, ComputeBody, DeadlineDef, FieldValue, Located, McpServerEntry, OnTimeoutDef, PlannerDef,
     WaitDef,
 };
 use crate::validate::expr_message;
@@ -222,7 +222,7 @@ impl<'a> Builder<'a> {
                         McpClient::new(def.name.clone(), McpServer::Http { url: url.clone() })
                     }
                 };
-                let mut b = McpAgent::builder(client).name(def.name.clone());
+                let mut b = McpAgent::builder(client).name(def.name.clone()).effect(mcp.effect);
                 if let Some(tool) = &mcp.tool {
                     b = b.tool_name(tool.value.clone());
                 }
@@ -708,11 +708,7 @@ impl Builder<'_> {
         for (i, tool) in llm.tools.iter().enumerate() {
             match spec_tool(tool) {
                 Ok(t) => b = b.tool(t),
-                Err(e) => {
-                    let (field, src) = match &tool.body {
-                        ComputeBody::Value(v) => ("value", v),
-                        ComputeBody::Template(t) => ("template", t),
-                    };
+                Err((field, src, e)) => {
                     let msg = expr_message(&e);
                     self.sink.push(src.pos, Some(&def.name), Some(&format!("tools[{i}].{field}")), msg);
                     return Err(Reported);
@@ -732,6 +728,16 @@ impl Builder<'_> {
             }
             for (from, to) in &t.rename {
                 p = p.rename(from.clone(), to.value.clone());
+            }
+            p = p.effect(t.effect);
+            match approval_rule(&t.approve) {
+                Ok(Some(rule)) => p = p.approve_checked(move |call| rule(call)),
+                Ok(None) => {}
+                Err((src, e)) => {
+                    let msg = expr_message(&e);
+                    self.sink.push(src.pos, Some(&def.name), Some(&format!("tools[{i}].approve")), msg);
+                    return Err(Reported);
+                }
             }
             b = b.tool_provider(p.build());
         }
@@ -761,22 +767,54 @@ impl Builder<'_> {
     }
 }
 
+/// The rule of a tool entry's `approve` (SPEC.md §4): `None` when no call waits; for an expression, a call
+/// waits when it is truthy with the call's arguments as `args` and the tool's name as `tool` (both shadowing
+/// state keys of those names). Its evaluation error is the rule's error (the invocation fails).
+///
+/// # Errors
+/// The expression's source and its compile error.
+pub(crate) fn approval_rule(
+    approve: &ApproveDef,
+) -> Result<Option<ApprovalRule>, (&Located<String>, agentic_agents::ExprError)> {
+    match approve {
+        ApproveDef::Never => Ok(None),
+        ApproveDef::Always => Ok(Some(Arc::new(|_: &ApprovalRequest<'_>| Ok(true)))),
+        ApproveDef::When(src) => {
+            let expr = Expression::compile(&src.value).map_err(|e| (src, e))?;
+            Ok(Some(Arc::new(move |call: &ApprovalRequest<'_>| {
+                let extra = [("args", call.args.clone()), ("tool", Value::String(call.tool.to_string()))];
+                expr.eval_bool(call.state, &extra).map_err(|e| format!("`approve` ({}): {e}", expr.source()))
+            })))
+        }
+    }
+}
+
+/// A compiled `approve` rule ([`approval_rule`]).
+pub(crate) type ApprovalRule = Arc<dyn Fn(&ApprovalRequest<'_>) -> Result<bool, String> + Send + Sync>;
+
 /// A spec tool: its expression (or template) evaluated over the state with the model's arguments as
-/// variables; an evaluation error is the tool's error (the model sees it and may call again).
-fn spec_tool(def: &crate::model::ToolDef) -> Result<agentic_agents::Tool, agentic_agents::ExprError> {
+/// variables; an evaluation error is the tool's error (the model sees it and may call again). It has the
+/// entry's `effect` and `approve` rule.
+///
+/// # Errors
+/// The field (`value`, `template`, `approve`) whose source does not compile, that source and the error.
+pub(crate) fn spec_tool(
+    def: &crate::model::ToolDef,
+) -> Result<agentic_agents::Tool, (&'static str, &Located<String>, agentic_agents::ExprError)> {
     use agentic_agents::Template;
     enum Body {
         Value(Expression),
         Template(Template),
     }
     let body = Arc::new(match &def.body {
-        ComputeBody::Value(v) => Body::Value(Expression::compile(&v.value)?),
-        ComputeBody::Template(t) => Body::Template(Template::compile(&t.value)?),
+        ComputeBody::Value(v) => Body::Value(Expression::compile(&v.value).map_err(|e| ("value", v, e))?),
+        ComputeBody::Template(t) => Body::Template(Template::compile(&t.value).map_err(|e| ("template", t, e))?),
     });
+    let approve = approval_rule(&def.approve).map_err(|(src, e)| ("approve", src, e))?;
     let properties: serde_json::Map<String, Value> = def.parameters.iter().cloned().collect();
     let required: Vec<&String> = def.parameters.iter().map(|(n, _)| n).collect();
     let schema = serde_json::json!({ "type": "object", "properties": properties, "required": required });
-    Ok(agentic_agents::Tool::from_json_with_call(
+    let tool = agentic_agents::Tool::from_json_with_call(
         def.name.value.clone(),
         def.description.clone(),
         schema,
@@ -794,7 +832,13 @@ fn spec_tool(def: &crate::model::ToolDef) -> Result<agentic_agents::Tool, agenti
                 }
             }
         },
-    ))
+    )
+    .effect(def.effect);
+    Ok(match (&def.approve, approve) {
+        (ApproveDef::Always, _) => tool.approve_always(),
+        (_, Some(rule)) => tool.approve_checked(move |call| rule(call)),
+        (_, None) => tool,
+    })
 }
 
 /// The sub-agents of a described composite as they are built: the agents, their names in the spec, and
@@ -852,6 +896,81 @@ mod without_mcp {
             errors,
             "spec.yaml:4:27: agent `m`: field `server`: MCP is not built into this program (cargo feature `mcp` of \
              agentic or agentic-spec)"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tool_rules {
+    use agentic_agents::{ApprovalRequest, Tool};
+    use agentic_engine::{Effect, ScopeView};
+    use serde_json::{Value, json};
+
+    use crate::model::AgentKind;
+
+    const SPEC: &str = r#"version: 1
+root: desk
+models:
+  default: { provider: scripted }
+agents:
+  desk:
+    kind: llm
+    user: hi
+    tools:
+      - name: lookup
+        value: "1"
+      - name: refund
+        parameters: { amount: number }
+        value: amount
+        effect: once
+        approve: "args.amount > limit or tool == 'wire'"
+      - name: notify
+        value: "1"
+        effect: retry
+        approve: true
+      - name: quiet
+        value: "1"
+        effect: none
+        approve: false
+"#;
+
+    /// The tools of agent `desk`, built from their entries.
+    fn tools() -> Vec<Tool> {
+        let spec = crate::Spec::parse(SPEC, "spec.yaml").expect("a valid spec");
+        let Some(AgentKind::Llm(llm)) = spec.agent("desk").map(|a| &a.kind) else { panic!("an llm agent") };
+        llm.tools.iter().map(|t| super::spec_tool(t).map_err(|(f, _, e)| format!("{f}: {e}")).expect("built")).collect()
+    }
+
+    fn needs(tool: &Tool, args: Value, state: Value) -> Result<bool, String> {
+        let Value::Object(state) = state else { panic!("a state object") };
+        let state = ScopeView::from_map(state);
+        tool.needs_approval(&ApprovalRequest::new(tool.name(), &args, &state))
+    }
+
+    /// A built tool has its entry's effect (`none` when not written) and approval rule.
+    #[test]
+    fn a_spec_tool_has_its_effect_and_approval_rule() {
+        let tools = tools();
+        let effects: Vec<Effect> = tools.iter().map(Tool::side_effect).collect();
+        assert_eq!(effects, [Effect::None, Effect::Once, Effect::Retry, Effect::None]);
+        let rules: Vec<bool> = tools.iter().map(Tool::has_approval_rule).collect();
+        assert_eq!(rules, [false, true, true, false]);
+
+        let [lookup, refund, notify, quiet] = &tools[..] else { panic!("four tools") };
+        assert_eq!(needs(lookup, json!({}), json!({})), Ok(false));
+        assert_eq!(needs(quiet, json!({}), json!({})), Ok(false));
+        assert_eq!(needs(notify, json!({}), json!({})), Ok(true));
+        // The expression sees the arguments as `args`, the tool's name as `tool` and the state keys.
+        assert_eq!(needs(refund, json!({"amount": 150}), json!({"limit": 100})), Ok(true));
+        assert_eq!(needs(refund, json!({"amount": 50}), json!({"limit": 100})), Ok(false));
+        // `args` and `tool` shadow state keys of those names.
+        assert_eq!(needs(refund, json!({"amount": 50}), json!({"limit": 10, "args": {"amount": 0}})), Ok(true));
+        // An evaluation error is the rule's error, naming the expression.
+        assert_eq!(
+            needs(refund, json!({"amount": 50}), json!({})),
+            Err("`approve` (args.amount > limit or tool == 'wire'): undefined value: `limit` is undefined (in \
+                 <expression>:1)"
+                .to_string())
         );
     }
 }

@@ -143,7 +143,7 @@ pub use kind::{
     register_kind, registered_kind, registered_kinds,
 };
 pub use model::{
-    A2aDef, AgentDef, AgentKind, CompositeCommon, ComputeBody, EntryDef, ErrorHandlerDef, FieldValue, LlmDef, Located,
+    A2aDef, AgentDef, AgentKind, ApproveDef, CompositeCommon, ComputeBody, EntryDef, ErrorHandlerDef, FieldValue, LlmDef, Located,
     McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, PlannerDef, SUPPORTED_KINDS,
     UNSUPPORTED_KINDS,
 };

@@ -315,6 +315,8 @@ pub struct McpDef {
     pub server: Located<McpServerDef>,
     /// `tool`: the tool's name (none: the server's only tool).
     pub tool: Option<Located<String>>,
+    /// `effect` (SPEC.md §4): what calling the tool does to the world (default `once`).
+    pub effect: agentic_engine::Effect,
 }
 
 /// The fields of an `a2a` agent.
@@ -379,6 +381,24 @@ pub struct McpToolsDef {
     pub filter: Option<Vec<Located<String>>>,
     /// `rename`: server tool name → the name the model sees (to tell apart tools of the same name).
     pub rename: Vec<(String, Located<String>)>,
+    /// `effect` (SPEC.md §4): what calling these tools does to the world (default `once`).
+    pub effect: agentic_engine::Effect,
+    /// `approve` (SPEC.md §4): which calls of these tools wait for a person's approval (default none).
+    pub approve: ApproveDef,
+}
+
+/// A tool entry's `approve` (SPEC.md §4): which of its calls wait for a person's approval before they run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ApproveDef {
+    /// `false`, or no `approve`: no call waits.
+    #[default]
+    Never,
+    /// `true`: every call waits.
+    Always,
+    /// An expression whose variables are `args` (the call's arguments object), `tool` (the tool's name) and
+    /// the state keys: the calls for which it is truthy wait.
+    When(Located<String>),
 }
 
 /// The fields of an `llm` agent.
@@ -438,6 +458,10 @@ pub struct ToolDef {
     /// `value` (an expression; the result is its JSON value) or `template` (the rendered string); the
     /// arguments are variables besides the state keys, and shadow them.
     pub body: ComputeBody,
+    /// `effect` (SPEC.md §4): what calling the tool does to the world (default `none`).
+    pub effect: agentic_engine::Effect,
+    /// `approve` (SPEC.md §4): which of its calls wait for a person's approval (default none).
+    pub approve: ApproveDef,
 }
 
 /// A named model configuration (`models.<name>`); `llm` agents refer to it by name.

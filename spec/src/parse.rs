@@ -1,13 +1,14 @@
 //! From the located tree to the typed model: field names, types, kinds and duplicate keys are checked here,
 //! every problem recorded (parsing continues past errors wherever the rest can still be read).
 
+use agentic_engine::Effect;
 use serde_json::Value;
 
 use crate::error::{Sink, suggest};
 use crate::kind::{FieldType, KindField, KindRef};
 use crate::model::{
     A2aDef, AgentDef, AgentKind, CompositeCommon, ComputeBody, DeadlineDef, EntryDef, ErrorHandlerDef, FieldValue,
-    Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, OnTimeoutDef, PlannerDef,
+    ApproveDef, Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, OnTimeoutDef, PlannerDef,
     SUPPORTED_KINDS, UNSUPPORTED_KINDS, WaitDef,
 };
 use crate::node::{Node, NodeValue, Pos};
@@ -697,7 +698,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
         "compute" => &["value", "template"],
         "human" => &["prompt", "mode", "response_id", "deadline", "on_timeout"],
         "wait" => &["for", "until"],
-        "mcp" => &["server", "tool"],
+        "mcp" => &["server", "tool", "effect"],
         "a2a" => &["url", "tenant", "tenant_key", "message", "context_key", "task_key", "stream"],
         "llm" => &[
             "model",
@@ -854,7 +855,8 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
                 },
             };
             let tool = cx.nonempty(&obj, "tool");
-            AgentKind::Mcp(McpDef { server: server?, tool })
+            let effect = parse_effect(&obj, &mut cx, Effect::Once);
+            AgentKind::Mcp(McpDef { server: server?, tool, effect })
         }
         "a2a" => {
             let url = cx.required(&obj, "url");
@@ -1279,7 +1281,8 @@ fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::L
     })
 }
 
-/// `tools: [{name, description, parameters, value | template} | {mcp, filter, rename}]`.
+/// `tools: [{name, description, parameters, value | template, effect, approve} | {mcp, filter, rename, effect,
+/// approve}]`.
 fn parse_tools(node: &Node, cx: &mut Cx<'_>) -> (Vec<crate::model::ToolDef>, Vec<McpToolsDef>) {
     use crate::model::ToolDef;
     let NodeValue::Seq(items) = &node.value else {
@@ -1298,7 +1301,7 @@ fn parse_tools(node: &Node, cx: &mut Cx<'_>) -> (Vec<crate::model::ToolDef>, Vec
             continue;
         }
         let tool = cx.obj(item, None, "field").and_then(|t| {
-            t.check_fields(&["name", "description", "parameters", "value", "template"], cx);
+            t.check_fields(&["name", "description", "parameters", "value", "template", "effect", "approve"], cx);
             let name = cx.required(&t, "name");
             if let Some(n) = &name {
                 if !n.value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
@@ -1336,7 +1339,9 @@ fn parse_tools(node: &Node, cx: &mut Cx<'_>) -> (Vec<crate::model::ToolDef>, Vec
                     None
                 }
             };
-            Some(ToolDef { name: name?, description, parameters, body: body? })
+            let effect = parse_effect(&t, cx, Effect::None);
+            let approve = parse_approve(&t, cx);
+            Some(ToolDef { name: name?, description, parameters, body: body?, effect, approve })
         });
         cx.nest_since(before, &format!("tools[{i}]"));
         out.extend(tool);
@@ -1349,9 +1354,10 @@ fn is_tool_name(name: &str) -> bool {
     !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// `{mcp: <server>, filter: [tool names], rename: {tool: name}}`: an MCP server's tools in `tools`.
+/// `{mcp: <server>, filter: [tool names], rename: {tool: name}, effect, approve}`: an MCP server's tools in
+/// `tools`.
 fn parse_mcp_tools(t: &Obj<'_>, cx: &mut Cx<'_>) -> Option<McpToolsDef> {
-    t.check_fields(&["mcp", "filter", "rename"], cx);
+    t.check_fields(&["mcp", "filter", "rename", "effect", "approve"], cx);
     let server = cx.nonempty(t, "mcp");
     let filter = cx.string_list(t, "filter");
     let mut rename = Vec::new();
@@ -1379,7 +1385,61 @@ fn parse_mcp_tools(t: &Obj<'_>, cx: &mut Cx<'_>) -> Option<McpToolsDef> {
             }
         }
     }
-    Some(McpToolsDef { server: server?, filter, rename })
+    let effect = parse_effect(t, cx, Effect::Once);
+    let approve = parse_approve(t, cx);
+    Some(McpToolsDef { server: server?, filter, rename, effect, approve })
+}
+
+/// `effect: none | retry | once` (SPEC.md §4) of a tool entry or an `mcp` agent; `default` when not written
+/// (and after an error, which is recorded).
+fn parse_effect(obj: &Obj<'_>, cx: &mut Cx<'_>, default: Effect) -> Effect {
+    const EFFECTS: [&str; 3] = ["none", "retry", "once"];
+    let Some(node) = obj.get("effect") else { return default };
+    let Some(text) = node.as_str() else {
+        let msg = format!("expected `none`, `retry` or `once`, found {}", node.type_name());
+        cx.err(node.pos, Some("effect"), msg);
+        return default;
+    };
+    match text.parse::<Effect>() {
+        Ok(effect) => effect,
+        Err(_) => {
+            let hint = match suggest(text, EFFECTS) {
+                Some(s) => format!(" (did you mean `{s}`?)"),
+                None => String::new(),
+            };
+            let msg = format!("unknown effect `{text}`{hint}, expected `none`, `retry` or `once`");
+            cx.err(node.pos, Some("effect"), msg);
+            default
+        }
+    }
+}
+
+/// `approve: true | false | <expression>` (SPEC.md §4) of a tool entry; the expression is compiled here so
+/// that a syntax error is reported at the field. Not written (or after an error, which is recorded): no call
+/// waits.
+fn parse_approve(obj: &Obj<'_>, cx: &mut Cx<'_>) -> ApproveDef {
+    let Some(node) = obj.get("approve") else { return ApproveDef::Never };
+    match &node.value {
+        NodeValue::Bool(true) => ApproveDef::Always,
+        NodeValue::Bool(false) => ApproveDef::Never,
+        NodeValue::Str(src) if src.trim().is_empty() => {
+            cx.err(node.pos, Some("approve"), "must not be empty");
+            ApproveDef::Never
+        }
+        NodeValue::Str(src) => match agentic_agents::Expression::compile(src) {
+            Ok(_) => ApproveDef::When(Located::new(src.clone(), node.pos)),
+            Err(e) => {
+                let msg = format!("invalid expression: {}", crate::validate::expr_message(&e));
+                cx.err(node.pos, Some("approve"), msg);
+                ApproveDef::Never
+            }
+        },
+        _ => {
+            let msg = format!("expected true, false or an expression over `args`, `tool` and the state, found {}", node.type_name());
+            cx.err(node.pos, Some("approve"), msg);
+            ApproveDef::Never
+        }
+    }
 }
 
 /// `parameters: {name: type-or-schema}` of a tool.

@@ -218,6 +218,10 @@ pub(crate) struct ShowArgs {
     /// Print JSON (always the whole state, internal keys and full values included).
     #[arg(long)]
     pub(crate) json: bool,
+    /// Print the run's journaled model turns and tool calls instead, one per line in journal order (with
+    /// `--json`: the array `GET /api/v1/runs/{id}/calls` answers).
+    #[arg(long)]
+    pub(crate) calls: bool,
 }
 
 /// `agentic report`.

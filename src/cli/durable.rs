@@ -69,17 +69,31 @@ pub(crate) fn respond(args: RespondArgs) -> u8 {
         );
         return EXIT_FAILED;
     }
-    match rt.block_on(agentic_engine::respond(&store, &args.run_id, response_id, value)) {
+    let by = cli_principal(|name| std::env::var(name).ok());
+    match rt.block_on(agentic_engine::respond_as(&store, &args.run_id, response_id, value, Some(&by))) {
         Ok(id) => {
             eprintln!("answered `{id}` for run {}; continue it with: agentic resume {}", args.run_id, args.run_id);
             EXIT_OK
         }
         Err(agentic_engine::RespondError::Store { source, .. }) => super::store_failed(&args.store.store, &source),
+        // A refused answer (the wrong shape, a stale `args_hash`, a second answer, ...): nothing was recorded.
         Err(e) => {
             eprintln!("error: {e}");
             EXIT_FAILED
         }
     }
+}
+
+/// Who answers from this process, as the run's journal records it (SPEC.md §4): `cli:<user>`, the user
+/// being `$USER`, else `$LOGNAME`, else `unknown` (`var` reads an environment variable; empty counts as
+/// unset).
+fn cli_principal(var: impl Fn(&str) -> Option<String>) -> String {
+    let user = ["USER", "LOGNAME"]
+        .into_iter()
+        .filter_map(|name| var(name).filter(|v| !v.trim().is_empty()))
+        .next()
+        .unwrap_or_else(|| "unknown".to_string());
+    format!("cli:{user}")
 }
 
 /// `agentic resume RUN_ID`: rebuilds the run's spec and continues from the last checkpoint.
@@ -459,6 +473,9 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
         Ok(o) => o,
         Err(c) => return c,
     };
+    if args.calls {
+        return rt.block_on(show_calls(&opened, &args));
+    }
     let store = opened.store_ref();
     let record = match rt.block_on(run_record(&store, &args.run_id, &args.store.store)) {
         Ok(r) => r,
@@ -525,6 +542,9 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
         out("pending:");
         for p in &record.pending {
             out(&format!("  {} (agent `{}`): {}{}", p.id, p.agent, p.prompt, super::run::deadline_note(p)));
+            if let Some(call) = pending_call(p, args.all) {
+                out(&format!("    {call}"));
+            }
         }
     }
     print_usage(&usage);
@@ -545,6 +565,155 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
         n => out(&format!("({n} internal keys hidden; --all shows them)")),
     }
     EXIT_OK
+}
+
+/// The tool call a pending response of kind `tool_call` or `in_doubt` is about, as `show` prints it under
+/// the response: `tool charge {"amount":3}` (to approve), `in doubt: charge {"amount":3} started <time>`.
+fn pending_call(p: &agentic_engine::PendingResponse, all: bool) -> Option<String> {
+    use agentic_engine::PendingKind;
+    let tool = p.data.get("tool").and_then(Value::as_str).unwrap_or("?");
+    let args = p.data.get("args").map_or_else(String::new, |a| if all { a.to_string() } else { shown_value(a) });
+    match p.kind {
+        PendingKind::ToolCall => Some(format!("tool {tool} {args}")),
+        PendingKind::InDoubt => {
+            let started = match p.data.get("started_at") {
+                Some(Value::String(at)) => format!(" started {at}"),
+                Some(Value::Null) | None => String::new(),
+                Some(other) => format!(" started {other}"),
+            };
+            Some(format!("in doubt: {tool} {args}{started}"))
+        }
+        _ => None,
+    }
+}
+
+/// `agentic show RUN_ID --calls`: the run's journaled calls ([`agentic_engine::calls_json`], through the
+/// server's `GET /api/v1/runs/{id}/calls` when a server holds the store), as JSON or one line each
+/// ([`call_line`]).
+async fn show_calls(opened: &Opened, args: &ShowArgs) -> u8 {
+    let calls = match opened {
+        Opened::Server(remote) => {
+            let path = format!("/api/v1/runs/{}/calls", segment(&args.run_id));
+            match remote.get::<Vec<Value>>(&path).await {
+                Ok(Some(calls)) => calls,
+                Ok(None) => {
+                    eprintln!("{}", super::no_such_run(&args.run_id, &args.store.store));
+                    return EXIT_FAILED;
+                }
+                Err(e) => {
+                    eprintln!("error: cannot read the calls of run `{}` from the server: {e}", args.run_id);
+                    return EXIT_FAILED;
+                }
+            }
+        }
+        Opened::Local(store) => {
+            let record = match run_record(store, &args.run_id, &args.store.store).await {
+                Ok(r) => r,
+                Err(code) => return code,
+            };
+            let records = match store.records_dyn(&args.run_id).await {
+                Ok(r) => r,
+                Err(e) => return super::store_failed(&args.store.store, &e),
+            };
+            let mut names = agentic_engine::journal_agent_names(&records, &record.pending);
+            if records.iter().any(|r| r.holds_calls() && !names.contains_key(&r.agent_path)) {
+                // An invocation cut before it ended (a cancelled run): its spec names it.
+                if let Ok(root) = agentic_spec::run_topology(store, &record).await {
+                    let mut stack = vec![&root];
+                    while let Some(node) = stack.pop() {
+                        names.entry(node.path.clone()).or_insert_with(|| node.spec.name.clone());
+                        stack.extend(node.children.iter());
+                    }
+                }
+            }
+            agentic_engine::calls_json(&records, &names)
+        }
+    };
+    if args.json {
+        print_json(&Value::Array(calls));
+        return EXIT_OK;
+    }
+    if calls.is_empty() {
+        eprintln!("run {} journaled no model turn or tool call", args.run_id);
+        return EXIT_OK;
+    }
+    let width = |key: &str| calls.iter().map(|c| where_of(c, key).chars().count()).max().unwrap_or(0);
+    let (seq_w, path_w, agent_w) = (width("seq"), width("path"), width("agent"));
+    for c in &calls {
+        out(&call_line(c, args.all, seq_w, path_w, agent_w));
+    }
+    EXIT_OK
+}
+
+/// The `seq`, `path` (with its mapper item) or `agent` of a journaled call as `show --calls` prints it.
+fn where_of(call: &Value, key: &str) -> String {
+    match (key, &call[key]) {
+        ("path", Value::String(path)) => format!("{path}{}", call["item"].as_str().unwrap_or("")),
+        (_, Value::String(s)) => s.clone(),
+        (_, Value::Null) => "?".to_string(),
+        (_, other) => other.to_string(),
+    }
+}
+
+/// One journaled call as `show --calls` prints it, columns padded to the widths given:
+/// `7  root/1  clerk  tool charge #0  finished  {"amount":3}  -> {"ok":true}  by token` or
+/// `5  root/1  clerk  model gpt-4o turn 0  calls charge`. Long values are cut unless `all`.
+fn call_line(call: &Value, all: bool, seq_w: usize, path_w: usize, agent_w: usize) -> String {
+    let value = |v: &Value| if all { v.to_string() } else { shown_value(v) };
+    let text = |v: &Value| match v {
+        Value::String(s) if all || s.chars().count() <= LONG_VALUE => s.clone(),
+        Value::String(_) => shown_value(v),
+        other => value(other),
+    };
+    let mut line = format!(
+        "{:>seq_w$}  {:path_w$}  {:agent_w$}  ",
+        where_of(call, "seq"),
+        where_of(call, "path"),
+        where_of(call, "agent")
+    );
+    match call["type"].as_str() {
+        Some("tool") => {
+            line.push_str(&format!(
+                "tool {} #{}  {}  {}",
+                call["tool"].as_str().unwrap_or("?"),
+                call["n"],
+                call["status"].as_str().unwrap_or("?"),
+                value(&call["args"])
+            ));
+            if let Some(result) = call.get("result") {
+                line.push_str(&format!("  -> {}", value(result)));
+            }
+            if let Some(error) = call.get("error") {
+                line.push_str(&format!("  error: {}", text(error)));
+            }
+            if let Some(message) = call.get("message") {
+                line.push_str(&format!("  message: {}", text(message)));
+            }
+            if let Some(by) = call["by"].as_str() {
+                line.push_str(&format!("  by {by}"));
+            }
+        }
+        Some("model") => {
+            line.push_str(&format!("model {} turn {}", call["model"].as_str().unwrap_or("?"), call["turn"]));
+            let message = &call["response"]["message"];
+            match message["content"].as_str() {
+                Some(content) if !content.is_empty() => {
+                    line.push_str(&format!("  {}", text(&Value::String(content.to_string()))));
+                }
+                _ => {
+                    let tools: Vec<&str> = message["tool_calls"]
+                        .as_array()
+                        .map(|calls| calls.iter().filter_map(|c| c["name"].as_str()).collect())
+                        .unwrap_or_default();
+                    if !tools.is_empty() {
+                        line.push_str(&format!("  calls {}", tools.join(", ")));
+                    }
+                }
+            }
+        }
+        other => line.push_str(&format!("{} {}", other.unwrap_or("?"), value(call))),
+    }
+    line.trim_end().to_string()
 }
 
 /// A value whose one-line JSON is longer than this many characters is cut by `show` (without `--all`).
@@ -616,6 +785,17 @@ fn grouped(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `$USER` first, then `$LOGNAME`, then `unknown`; an empty variable counts as unset.
+    #[test]
+    fn the_cli_principal_names_the_user() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(cli_principal(env(&[("USER", "ada"), ("LOGNAME", "lovelace")])), "cli:ada");
+        assert_eq!(cli_principal(env(&[("USER", ""), ("LOGNAME", "lovelace")])), "cli:lovelace");
+        assert_eq!(cli_principal(env(&[])), "cli:unknown");
+    }
 
     #[test]
     fn numbers_are_grouped_by_thousands() {

@@ -430,7 +430,7 @@ agents:
             "spec.yaml:19:9: agent `a`: field `tools[3]`: missing field `value` (an expression over the arguments) or \
              `template`",
             "spec.yaml:20:9: agent `a`: field `tools[3]`: unknown field `descripton` (did you mean `description`?), \
-             expected one of `name`, `description`, `parameters`, `value`, `template`",
+             expected one of `name`, `description`, `parameters`, `value`, `template`, `effect`, `approve`",
             "spec.yaml:21:9: agent `a`: field `tools[4]`: expected a mapping, found a string",
         ]
     );
@@ -645,4 +645,172 @@ agents:
              output is text"
         ]
     );
+}
+
+/// SPEC.md §4: a wrong `effect` or `approve` of a tool entry (own or `{mcp: ..}`) or of a `kind: mcp` agent is
+/// reported where it is written, with the field's path in the agent.
+#[test]
+fn tool_effects_and_approval_rules_are_checked_with_locations() {
+    let text = r#"version: 1
+root: s
+models:
+  default: { provider: scripted }
+mcp_servers:
+  files: { url: "http://127.0.0.1:1/mcp" }
+agents:
+  s: { kind: sequence, agents: [desk, fetch] }
+  desk:
+    kind: llm
+    user: hi
+    tools:
+      - name: refund
+        value: "1"
+        effect: onse
+        approve: 3
+      - name: wire
+        value: "1"
+        effect: [once]
+        approve: "args.amount >"
+      - mcp: files
+        effect: retyr
+        approve: [yes]
+      - mcp: files
+        effetc: once
+        approve: "tool in"
+  fetch:
+    kind: mcp
+    server: files
+    effect: always
+"#;
+    assert_eq!(
+        errors(text),
+        [
+            "spec.yaml:15:17: agent `desk`: field `tools[0].effect`: unknown effect `onse` (did you mean `once`?), \
+             expected `none`, `retry` or `once`",
+            "spec.yaml:16:18: agent `desk`: field `tools[0].approve`: expected true, false or an expression over \
+             `args`, `tool` and the state, found an integer",
+            "spec.yaml:19:17: agent `desk`: field `tools[1].effect`: expected `none`, `retry` or `once`, found a list",
+            "spec.yaml:20:18: agent `desk`: field `tools[1].approve`: invalid expression: syntax error: unexpected \
+             end of input, expected expression",
+            "spec.yaml:22:17: agent `desk`: field `tools[2].effect`: unknown effect `retyr` (did you mean `retry`?), \
+             expected `none`, `retry` or `once`",
+            "spec.yaml:23:18: agent `desk`: field `tools[2].approve`: expected true, false or an expression over \
+             `args`, `tool` and the state, found a list",
+            "spec.yaml:25:9: agent `desk`: field `tools[3]`: unknown field `effetc` (did you mean `effect`?), \
+             expected one of `mcp`, `filter`, `rename`, `effect`, `approve`",
+            "spec.yaml:26:18: agent `desk`: field `tools[3].approve`: invalid expression: syntax error: unexpected \
+             end of input, expected expression",
+            "spec.yaml:30:13: agent `fetch`: field `effect`: unknown effect `always`, expected `none`, `retry` or \
+             `once`",
+        ]
+    );
+}
+
+/// SPEC.md §4 defaults: an own tool has effect `none`, an `{mcp: ..}` entry and a `kind: mcp` agent `once`;
+/// no call waits for approval unless `approve` says so.
+#[test]
+fn tool_effects_and_approval_rules_default_as_the_spec_says() {
+    use agentic::engine::Effect;
+    use agentic::spec::{AgentKind, ApproveDef};
+    let text = r#"version: 1
+root: s
+models:
+  default: { provider: scripted }
+mcp_servers:
+  files: { url: "http://127.0.0.1:1/mcp" }
+agents:
+  s: { kind: sequence, agents: [desk, fetch, push] }
+  desk:
+    kind: llm
+    user: hi
+    tools:
+      - { name: plain, value: "1" }
+      - { name: refund, value: "1", effect: once, approve: "args.amount > 100" }
+      - { mcp: files }
+      - { mcp: files, effect: retry, approve: true }
+      - { name: quiet, value: "1", effect: retry, approve: false }
+  fetch: { kind: mcp, server: files }
+  push: { kind: mcp, server: files, effect: none }
+"#;
+    let spec = Spec::parse(text, "spec.yaml").expect("valid");
+    let Some(AgentKind::Llm(llm)) = spec.agent("desk").map(|a| &a.kind) else { panic!("an llm agent") };
+    let own: Vec<(&str, Effect, &ApproveDef)> =
+        llm.tools.iter().map(|t| (t.name.value.as_str(), t.effect, &t.approve)).collect();
+    let [plain, refund, quiet] = &own[..] else { panic!("three own tools: {own:?}") };
+    assert_eq!(*plain, ("plain", Effect::None, &ApproveDef::Never));
+    assert_eq!((refund.0, refund.1), ("refund", Effect::Once));
+    match refund.2 {
+        ApproveDef::When(src) => assert_eq!((src.value.as_str(), src.pos.line, src.pos.column), ("args.amount > 100", 14, 60)),
+        other => panic!("an expression: {other:?}"),
+    }
+    assert_eq!(*quiet, ("quiet", Effect::Retry, &ApproveDef::Never));
+    let mcp: Vec<(Effect, &ApproveDef)> = llm.mcp_tools.iter().map(|t| (t.effect, &t.approve)).collect();
+    assert_eq!(mcp, [(Effect::Once, &ApproveDef::Never), (Effect::Retry, &ApproveDef::Always)]);
+    for (agent, effect) in [("fetch", Effect::Once), ("push", Effect::None)] {
+        let Some(AgentKind::Mcp(m)) = spec.agent(agent).map(|a| &a.kind) else { panic!("an mcp agent") };
+        assert_eq!(m.effect, effect, "{agent}");
+    }
+}
+
+/// SPEC.md §4 through a spec: a tool whose `approve` expression holds for a call suspends the run with a
+/// `tool_call` pending response; the other call of the same turn runs; the approval (with who gave it) is
+/// journaled and the resumed run gives the model the approved call's result.
+#[tokio::test]
+async fn a_spec_tool_call_waits_for_approval_when_its_expression_holds() {
+    use agentic::engine::{CallEntry, PendingKind, StoreRef, ToolCallStatus, respond_as};
+    use agentic::prelude::SledStore;
+    let text = r#"version: 1
+root: desk
+models:
+  default:
+    provider: scripted
+    replies:
+      - '{"tool_calls": [{"name": "refund", "arguments": {"amount": 150}}, {"name": "refund", "arguments": {"amount": 50}}]}'
+      - "Refunded both."
+agents:
+  desk:
+    kind: llm
+    user: "Handle: {{ request }}"
+    tools:
+      - name: refund
+        parameters: { amount: integer }
+        template: "refunded {{ amount }}"
+        effect: once
+        approve: "args.amount > limit and tool == 'refund'"
+"#;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store: StoreRef = std::sync::Arc::new(SledStore::open(dir.path().join("db")).expect("sled"));
+    let built = Spec::parse(text, "spec.yaml").expect("valid").build().expect("build");
+    let first = built
+        .root
+        .invoke()
+        .memory_id("spec-approve")
+        .input("request", "two refunds")
+        .input("limit", 100)
+        .store_ref(store.clone())
+        .await
+        .expect("suspended");
+    let pending: Vec<(&str, PendingKind, &Value)> =
+        first.pending().iter().map(|p| (p.id.as_str(), p.kind, &p.data["args"])).collect();
+    assert_eq!(pending, [("tool:root:0", PendingKind::ToolCall, &json!({"amount": 150}))]);
+
+    respond_as(&store, "spec-approve", Some("tool:root:0"), json!("approve"), Some("cli:ana")).await.expect("ok");
+    let done = built.root.resume("spec-approve").store_ref(store.clone()).await.expect("resumed");
+    assert_eq!(done.output(), Some(&json!("Refunded both.")));
+    let calls: Vec<(u32, ToolCallStatus, Option<String>)> = store
+        .records_dyn("spec-approve")
+        .await
+        .expect("records")
+        .into_iter()
+        .flat_map(|r| r.calls)
+        .filter_map(|c| match c {
+            CallEntry::Tool(t) => Some((t.n, t.status, t.by)),
+            _ => None,
+        })
+        .collect();
+    assert!(calls.contains(&(0, ToolCallStatus::AwaitingApproval, None)), "{calls:?}");
+    assert!(calls.contains(&(0, ToolCallStatus::Approved, Some("cli:ana".to_string()))), "{calls:?}");
+    assert!(calls.contains(&(0, ToolCallStatus::Finished, None)), "{calls:?}");
+    assert!(calls.contains(&(1, ToolCallStatus::Finished, None)), "the call under the limit ran: {calls:?}");
+    assert!(!calls.contains(&(1, ToolCallStatus::AwaitingApproval, None)), "{calls:?}");
 }

@@ -5,7 +5,7 @@
 
   var FINAL = { completed: true, failed: true, cancelled: true };
   var EVENTS = ['agent_started', 'agent_completed', 'agent_failed', 'token', 'tool_call', 'tool_result',
-    'planner_decision', 'waiting_for_capacity', 'suspended', 'resumed', 'completed', 'failed', 'cancelled'];
+    'model_turn', 'planner_decision', 'waiting_for_capacity', 'suspended', 'resumed', 'completed', 'failed', 'cancelled'];
 
   // An element with properties (`role` and `data-*` as attributes) and children (strings become text nodes).
   function el(tag, props, children) {
@@ -182,7 +182,11 @@
       case 'agent_started': return attempt.trim();
       case 'agent_completed': return display(d.output) + attempt;
       case 'agent_failed': return display(d.error) + attempt;
-      case 'tool_call': return (d.tool || '') + ' ' + display(d.arguments);
+      case 'tool_call':
+        return [(d.tool || '') + ' #' + d.n, d.status || '', display(d.args),
+          d.result !== undefined ? '→ ' + display(d.result) : '', d.error ? 'error: ' + display(d.error) : '',
+          d.message ? display(d.message) : '', d.by ? 'by ' + d.by : ''].filter(Boolean).join(' ');
+      case 'model_turn': return (d.model || '') + ' turn ' + d.turn;
       case 'tool_result': return (d.tool || '') + ' → ' + display(d.result);
       case 'planner_decision': return [display(d.decision), d.rationale ? display(d.rationale) : ''].join(' ').trim();
       case 'waiting_for_capacity':
