@@ -217,8 +217,9 @@ async fn runs_page(State(app): State<AppState>, Query(query): Query<RunsQuery>) 
     )
 }
 
-/// `/runs/{id}`: status, output, error, pending steps with answer forms, state; the script adds the live
-/// timeline from the run's events.
+/// `/runs/{id}`: status, output, error, pending steps with answer forms (a tool call's decision card, a call in
+/// doubt's card: drawn by the script from the `data-call` the page carries), state; the script adds the live
+/// timeline and the tool calls' statuses from the run's events.
 async fn run_page(State(app): State<AppState>, Path(id): Path<String>) -> Page {
     let run = match run_json(&app, &id).await {
         Ok(run) => run,
@@ -235,7 +236,8 @@ async fn run_page(State(app): State<AppState>, Path(id): Path<String>) -> Page {
             list.iter()
                 .map(|p| {
                     let done = p["id"].as_str().is_some_and(|id| answered.iter().any(|a| a == id));
-                    json!({"id": p["id"], "prompt": p["prompt"], "agent": p["agent"], "answered": done})
+                    json!({"id": p["id"], "prompt": p["prompt"], "agent": p["agent"], "answered": done,
+                           "kind": p["kind"].as_str().unwrap_or("human"), "data": p["data"]})
                 })
                 .collect()
         })
@@ -263,7 +265,8 @@ async fn run_page(State(app): State<AppState>, Path(id): Path<String>) -> Page {
 }
 
 /// Every unanswered human step of every suspended run (and of every running run waiting in a `mode: pending`
-/// human step), and every spent budget waiting for a new limit, the longest waiting first.
+/// human step), every spent budget waiting for a new limit, and every tool call waiting for approval or left
+/// in doubt (SPEC.md §4), the longest waiting first.
 async fn inbox_items(app: &AppState) -> Result<Vec<Value>, ApiError> {
     let runs = app.host.store().runs_dyn().await?;
     // Suspended runs, and running ones whose `mode: pending` human steps wait for an answer.
@@ -277,17 +280,21 @@ async fn inbox_items(app: &AppState) -> Result<Vec<Value>, ApiError> {
         .iter()
         .flat_map(|r| {
             // A wait is nobody's to answer; a step past its deadline no longer takes an answer; a budget takes
-            // a new limit or `stop`.
+            // a new limit or `stop`; a tool call a decision, a call in doubt what happened.
             let open = |p: &&agentic_engine::PendingResponse| {
-                matches!(p.kind, PendingKind::Human | PendingKind::Budget)
-                    && !r.answers.contains_key(&p.id)
+                matches!(
+                    p.kind,
+                    PendingKind::Human | PendingKind::Budget | PendingKind::ToolCall | PendingKind::InDoubt
+                ) && !r.answers.contains_key(&p.id)
                     && !p.timed_out(now)
             };
             r.pending.iter().filter(open).map(|p| {
+                let shown = p.to_json();
                 json!({"run_id": r.run_id, "name": r.name, "id": p.id, "prompt": p.prompt, "agent": p.agent,
                        "since": timestamp(r.updated_at_ms), "deadline": p.deadline_ms.map(agentic_engine::rfc3339_ms),
                        "time_left": p.deadline_ms.map(|d| time_left(d.saturating_sub(now))),
-                       "on_timeout": p.on_timeout})
+                       "on_timeout": p.on_timeout, "kind": shown["kind"].as_str().unwrap_or("human"),
+                       "data": shown["data"]})
             })
         })
         .collect())
@@ -313,7 +320,10 @@ async fn inbox_page(State(app): State<AppState>) -> Page {
 }
 
 /// `/inbox.json`: the inbox's items, for its script (`{"items": [{"run_id", "name", "id", "prompt", "agent",
-/// "since", "deadline", "time_left", "on_timeout"}]}`; the last three null without a deadline); unlike the API's `pending`, answered steps of a run still waiting for others are left out.
+/// "since", "deadline", "time_left", "on_timeout", "kind", "data"}]}`; `deadline`, `time_left` and `on_timeout`
+/// null without a deadline; `kind` `human`, `budget`, `tool_call` or `in_doubt`; `data` the pending response's
+/// data as the API shows it, null when it has none); unlike the API's `pending`, answered steps of a run still
+/// waiting for others are left out.
 async fn inbox_json(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
     Ok(Json(json!({"items": inbox_items(&app).await?})))
 }

@@ -4,8 +4,14 @@
 //! watches the run page reach `completed` with the shipped order. An XSS probe in a human prompt, the state
 //! and an answer stays text on the run page and in the inbox, and in a schedule's inputs on the schedules page.
 //!
+//! A second test takes a tool call through its inbox card (SPEC.md §4): a scripted `refund_desk` asks to refund
+//! 150, which waits for approval; the card is refused for a stale `args_hash` (409) and a bad edit (400), each
+//! message shown on it, then approved with the amount edited to 120; the run page, open during the answer,
+//! lists the call's statuses live. A run whose CLI was killed after the call was sent is in doubt in the same
+//! inbox, and its card's "It happened" answer gives the model the result.
+//!
 //! Screenshots land in `target/tmp/server-ui/`; with `AGENTIC_UPDATE_SCREENSHOTS=1` they also replace
-//! `docs/img/server-run.png` and `docs/img/server-inbox.png`.
+//! those of `docs/img/` (`server-run.png`, `server-inbox.png`, `server-tool-approval.png`, ...).
 //!
 //! Skipped with a message when Chromium is not installed, unless `AGENTIC_REQUIRE_BROWSER` is set (CI sets it).
 
@@ -88,6 +94,35 @@ fn serve(store: &Path, model_url: &str) -> Served {
         .env("OPENAI_API_KEY", "sk-loopback")
         .env("OPENAI_MODEL", "gpt-test")
         .start()
+}
+
+/// Headless Chromium at `chromium` with its profile in `profile`, 1280×800, and the task that drives its
+/// DevTools connection.
+async fn launch(chromium: &Path, profile: &Path) -> (Browser, tokio::task::JoinHandle<()>) {
+    let config = BrowserConfig::builder()
+        .chrome_executable(chromium)
+        .no_sandbox()
+        .user_data_dir(profile)
+        .window_size(1280, 800)
+        .viewport(Viewport { width: 1280, height: 800, ..Viewport::default() })
+        .args(["--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--disable-background-networking"])
+        .build()
+        .unwrap();
+    let (browser, mut handler) = Browser::launch(config).await.expect("chromium starts");
+    let events = tokio::spawn(async move { while handler.next().await.is_some() {} });
+    (browser, events)
+}
+
+/// Chromium, or `None` after saying the test is skipped; a panic when `AGENTIC_REQUIRE_BROWSER` is set.
+fn chromium_or_skip() -> Option<PathBuf> {
+    let found = chromium();
+    if found.is_none() {
+        if std::env::var_os("AGENTIC_REQUIRE_BROWSER").is_some() {
+            panic!("AGENTIC_REQUIRE_BROWSER is set but Chromium was not found (install Debian's `chromium`)");
+        }
+        eprintln!("SKIPPED: Chromium not found (apt-get install -y chromium); the browser checks did not run");
+    }
+    found
 }
 
 /// What the page did that it must not: dialogs opened, uncaught exceptions and `console.error` calls.
@@ -211,13 +246,7 @@ async fn screenshot(page: &Page, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_web_ui_takes_an_order_through_the_inbox_in_chromium_and_shows_run_data_as_text() {
-    let Some(chromium) = chromium() else {
-        if std::env::var_os("AGENTIC_REQUIRE_BROWSER").is_some() {
-            panic!("AGENTIC_REQUIRE_BROWSER is set but Chromium was not found (install Debian's `chromium`)");
-        }
-        eprintln!("SKIPPED: Chromium not found (apt-get install -y chromium); the browser checks did not run");
-        return;
-    };
+    let Some(chromium) = chromium_or_skip() else { return };
     let started = Instant::now();
 
     // The model: every chat completion answers the order's fields.
@@ -251,17 +280,7 @@ async fn the_web_ui_takes_an_order_through_the_inbox_in_chromium_and_shows_run_d
     assert_eq!(timed.status(), reqwest::StatusCode::CREATED);
 
     let profile = tempfile::tempdir().unwrap();
-    let config = BrowserConfig::builder()
-        .chrome_executable(&chromium)
-        .no_sandbox()
-        .user_data_dir(profile.path())
-        .window_size(1280, 800)
-        .viewport(Viewport { width: 1280, height: 800, ..Viewport::default() })
-        .args(["--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--disable-background-networking"])
-        .build()
-        .unwrap();
-    let (mut browser, mut handler) = Browser::launch(config).await.expect("chromium starts");
-    let events = tokio::spawn(async move { while handler.next().await.is_some() {} });
+    let (mut browser, events) = launch(&chromium, profile.path()).await;
     let page = browser.new_page("about:blank").await.unwrap();
     let watch = Watch::attach(&page).await;
 
@@ -348,10 +367,10 @@ async fn the_web_ui_takes_an_order_through_the_inbox_in_chromium_and_shows_run_d
     assert_eq!(
         timeline,
         json!([
-            ["2", "extract", "root/0"],
-            ["3", "approval", "root/1"],
-            ["4", "ship", "root/2"],
-            ["5", "order_workflow", "root"]
+            ["3", "extract", "root/0"],
+            ["4", "approval", "root/1"],
+            ["5", "ship", "root/2"],
+            ["6", "order_workflow", "root"]
         ]),
         "one row per journaled step, with its seq, agent and path"
     );
@@ -445,4 +464,305 @@ async fn the_web_ui_takes_an_order_through_the_inbox_in_chromium_and_shows_run_d
     let took = started.elapsed();
     eprintln!("the browser test took {took:?}");
     assert!(took < Duration::from_secs(60), "the browser test took {took:?}");
+}
+
+/// A refund desk whose scripted model asks to refund `AMOUNT` on order A-7, then answers `Refunded.`; a
+/// refund over 100 waits for a person's approval, and the refund is a side effect that happens at most once.
+const REFUND_SPEC: &str = r#"
+version: 1
+name: refund_desk
+root: desk
+params: { request: string }
+models:
+  default:
+    provider: scripted
+    replies:
+      - '{"tool_calls": [{"name": "refund", "arguments": {"order": "A-7", "amount": AMOUNT}}]}'
+      - "Refunded."
+agents:
+  desk:
+    kind: llm
+    user: "{{ request }}"
+    tools:
+      - name: refund
+        description: Refunds an amount on an order
+        parameters: { order: string, amount: integer }
+        value: '{"refunded": amount}'
+        effect: once
+        approve: "args.amount > 100"
+    output_key: reply
+"#;
+
+/// The token of the server of the tool call test: the answers are recorded as given by `token`.
+const TOKEN: &str = "tool-desk-token";
+
+/// A run's tool call entries of `GET /api/v1/runs/{id}/calls` as `{seq, status, args, result, by}` (`null`
+/// where an entry has none).
+async fn tool_calls(http: &reqwest::Client, base: &str, run_id: &str) -> Value {
+    let calls: Value = http
+        .get(format!("{base}/api/v1/runs/{run_id}/calls"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let tools = calls.as_array().unwrap().iter().filter(|c| c["type"] == "tool");
+    Value::Array(
+        tools
+            .map(|c| json!({"seq": c["seq"], "status": c["status"], "args": c["args"], "result": c["result"], "by": c["by"]}))
+            .collect(),
+    )
+}
+
+/// The rows of the run page's tool calls table: `[seq, agent, call, status, detail]` each.
+const CALL_ROWS: &str = "Array.from(document.querySelectorAll('#calls tbody tr')).map(r => \
+                         Array.from(r.cells).map(c => c.textContent))";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_is_approved_with_edits_on_its_inbox_card_in_chromium_and_its_statuses_fill_the_run_page() {
+    let Some(chromium) = chromium_or_skip() else { return };
+    let started = Instant::now();
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+
+    // A call in doubt: a small refund (no approval) whose process dies after the call was sent (step 2 holds
+    // its start) and before its result was journaled; the server resumes the run, which asks what happened.
+    let small = tmp.path().join("refund_small.yaml");
+    std::fs::write(&small, REFUND_SPEC.replace("AMOUNT", "50")).unwrap();
+    let args = ["run", small.to_str().unwrap(), "--input", "request=Refund A-7", "--memory-id", "doubt-1"];
+    let crashed = crate::binary::Cli::new(args).store(&store).kill_after(Some(2)).output();
+    assert_eq!(crashed.status.code(), None, "killed after step 2: {crashed:?}");
+
+    let serve = Serve::on(&store)
+        .specs(&[("refund_desk.yaml", &REFUND_SPEC.replace("AMOUNT", "150"))])
+        .token(Some(TOKEN))
+        .start();
+    let base = serve.url.clone();
+    let http = reqwest::Client::new();
+    let created = http
+        .post(format!("{base}/api/v1/runs"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"spec_name": "refund_desk", "inputs": {"request": "Refund order A-7"}, "run_id": "refund-1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), reqwest::StatusCode::CREATED);
+    // Both runs wait: the refund for its approval, the small one for what happened to its call.
+    let deadline = Instant::now() + WAIT;
+    let (refund, doubt) = loop {
+        let get = |id: &'static str| {
+            let request = http.get(format!("{base}/api/v1/runs/{id}")).bearer_auth(TOKEN);
+            async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+        };
+        let (refund, doubt) = (get("refund-1").await, get("doubt-1").await);
+        if refund["status"] == "suspended" && doubt["status"] == "suspended" {
+            break (refund, doubt);
+        }
+        assert!(Instant::now() < deadline, "the runs did not suspend: {refund} {doubt}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let pending = &refund["pending"][0];
+    assert_eq!((&pending["id"], &pending["kind"]), (&json!("tool:root:0"), &json!("tool_call")));
+    let hash = pending["data"]["args_hash"].as_str().unwrap().to_string();
+    assert_eq!(
+        (&doubt["pending"][0]["id"], &doubt["pending"][0]["kind"]),
+        (&json!("doubt:root:0"), &json!("in_doubt"))
+    );
+    let started_at = doubt["pending"][0]["data"]["started_at"].as_str().unwrap().to_string();
+
+    // An answer for another version of the call is refused over HTTP.
+    let stale = "0".repeat(64);
+    let refused = http
+        .post(format!("{base}/api/v1/runs/refund-1/responses/tool%3Aroot%3A0"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"value": {"decision": "approve", "args_hash": stale}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), reqwest::StatusCode::CONFLICT);
+    let stale_message = format!(
+        "run `refund-1`: the answer to `tool:root:0` was given for another call (args_hash {stale}); the pending \
+         call's args_hash is {hash}: look at the call again and answer it"
+    );
+    assert_eq!(refused.json::<Value>().await.unwrap(), json!({"error": stale_message}));
+
+    let profile = tempfile::tempdir().unwrap();
+    let (mut browser, events) = launch(&chromium, profile.path()).await;
+    let page = browser.new_page("about:blank").await.unwrap();
+    let watch = Watch::attach(&page).await;
+    page.goto(format!("{base}/login")).await.unwrap();
+    wait_page(&page, "/login").await;
+    type_into(&page, "input[name=token]", TOKEN).await;
+    click(&page, "form button[type=submit]").await;
+    wait_page(&page, "/").await;
+
+    // The run page, open before the answer: its card, and the call's first status.
+    let run_tab = browser.new_page(format!("{base}/runs/refund-1")).await.unwrap();
+    let run_watch = Watch::attach(&run_tab).await;
+    wait_page(&run_tab, "/runs/refund-1").await;
+    let rows = wait_for(
+        &run_tab,
+        "the call's first row",
+        &format!("(function () {{ const r = {CALL_ROWS}; return r.length ? r : null; }})()"),
+    )
+    .await;
+    assert_eq!(rows, json!([["2", "desk", "refund #0", "awaiting_approval", r#"{"order":"A-7","amount":150}"#]]));
+    assert_eq!(
+        eval(&run_tab, "document.querySelector('#pending form.tool-form .tool-name').textContent").await,
+        "refund",
+        "the run page's card"
+    );
+
+    // The inbox (in the first tab, brought to the front): the refund's card and the call in doubt's card.
+    page.bring_to_front().await.unwrap();
+    click(&page, r#"header nav a[href="/inbox"]"#).await;
+    wait_page(&page, "/inbox").await;
+    let card = r#"li.inbox-item[data-run-id="refund-1"] form.tool-form"#;
+    wait_for(&page, "the refund's card", &format!("document.querySelector('{card}') !== null")).await;
+    let shown = eval(
+        &page,
+        &format!(
+            "(function () {{ const f = document.querySelector('{card}'); return {{ \
+               label: f.getAttribute('aria-label'), tool: f.querySelector('.tool-name').textContent, \
+               line: f.querySelector('.tool-line').textContent, hash: f.dataset.argsHash, \
+               fields: Array.from(f.querySelectorAll('[data-arg]')).map(i => [i.dataset.arg, i.type, i.value, \
+                 i.closest('label').textContent.trim()]), \
+               buttons: Array.from(f.querySelectorAll('button')).map(b => b.textContent), \
+               labels: Array.from(f.querySelectorAll('.decision-row label')).map(l => l.firstChild.textContent) }}; }})()"
+        ),
+    )
+    .await;
+    assert_eq!(
+        shown,
+        json!({
+            "label": "Tool call: refund", "tool": "refund", "line": "Tool refund · call #0", "hash": hash,
+            "fields": [["order", "text", "A-7", "order (string)"], ["amount", "number", "150", "amount (integer)"]],
+            "buttons": ["Approve", "Approve with edits", "Reject", "Respond"],
+            "labels": ["Message ", "Result "]
+        })
+    );
+    let doubt_card = r#"li.inbox-item[data-run-id="doubt-1"] form.tool-form"#;
+    let shown = eval(
+        &page,
+        &format!(
+            "(function () {{ const f = document.querySelector('{doubt_card}'); return {{ \
+               kind: f.dataset.kind, tool: f.querySelector('.tool-name').textContent, \
+               started: f.querySelector('.tool-line time').dateTime, args: f.querySelector('pre[data-args]').textContent, \
+               buttons: Array.from(f.querySelectorAll('button')).map(b => b.textContent) }}; }})()"
+        ),
+    )
+    .await;
+    assert_eq!(
+        shown,
+        json!({"kind": "in_doubt", "tool": "refund", "started": started_at,
+               "args": "{\n  \"order\": \"A-7\",\n  \"amount\": 50\n}",
+               "buttons": ["It happened (result)", "Retry", "Fail"]})
+    );
+    eval(&page, &format!("document.querySelector('{card}').closest('li').scrollIntoView()")).await;
+    screenshot(&page, "server-tool-approval.png").await;
+
+    // A card drawn for another version of the call (its args_hash differs) is refused, with the server's
+    // message on the card; so is an edit that leaves out a required argument.
+    let error = format!("document.querySelector('{card} .form-error')");
+    eval(&page, &format!("document.querySelector('{card}').dataset.argsHash = '{stale}'")).await;
+    click(&page, &format!("{card} button[data-decision=approve]")).await;
+    let message =
+        wait_for(&page, "the stale answer's message", &format!("{error}.hidden ? null : {error}.textContent")).await;
+    assert_eq!(message, json!(stale_message));
+    eval(&page, &format!("document.querySelector('{card}').dataset.argsHash = '{hash}'")).await;
+    let amount = format!("{card} input[data-arg=amount]");
+    eval(&page, &format!("document.querySelector('{amount}').value = ''")).await;
+    click(&page, &format!("{card} button[data-decision=edit]")).await;
+    let message = wait_for(
+        &page,
+        "the bad edit's message",
+        &format!("{error}.hidden || {error}.textContent.includes('args_hash') ? null : {error}.textContent"),
+    )
+    .await;
+    assert_eq!(
+        message,
+        "run `refund-1`: response `tool:root:0`: the edited arguments lacks the required field `amount`"
+    );
+
+    // 120 instead of 150, approved with the edit.
+    type_into(&page, &amount, "120").await;
+    click(&page, &format!("{card} button[data-decision=edit]")).await;
+    let answered = r#"li.answered-note a[href="/runs/refund-1"]"#;
+    wait_for(&page, "the answered note", &format!("document.querySelector('{answered}') !== null")).await;
+
+    // The run page open since before the answer fills in by itself.
+    wait_for(
+        &run_tab,
+        "the refund run completed",
+        "document.querySelector('#run-status .badge').textContent === 'completed' && \
+         document.getElementById('run-output').textContent === 'Refunded.' && \
+         document.querySelectorAll('#calls tbody tr').length === 4",
+    )
+    .await;
+    let expected_rows = json!([
+        ["2", "desk", "refund #0", "awaiting_approval", r#"{"order":"A-7","amount":150}"#],
+        ["3", "desk", "refund #0", "edited", r#"{"order":"A-7","amount":120} by token"#],
+        ["3", "desk", "refund #0", "started", ""],
+        ["4", "desk", "refund #0", "finished", r#"{"refunded":120}"#]
+    ]);
+    assert_eq!(eval(&run_tab, CALL_ROWS).await, expected_rows, "the statuses, live");
+    assert_eq!(eval(&run_tab, "document.getElementById('pending-box').hidden").await, true, "nothing waits");
+    run_watch.assert_clean("the refund's run page, open during the answer");
+
+    // The calls as the API lists them.
+    let args = json!({"order": "A-7", "amount": 120});
+    assert_eq!(
+        tool_calls(&http, &base, "refund-1").await,
+        json!([
+            {"seq": 2, "status": "awaiting_approval", "args": {"order": "A-7", "amount": 150}, "result": null, "by": null},
+            {"seq": 3, "status": "edited", "args": args, "result": null, "by": "token"},
+            {"seq": 3, "status": "started", "args": args, "result": null, "by": null},
+            {"seq": 4, "status": "finished", "args": args, "result": {"refunded": 120}, "by": null}
+        ])
+    );
+
+    // The run page opened after the end shows the same rows, replayed from the journal.
+    click(&page, answered).await;
+    wait_page(&page, "/runs/refund-1").await;
+    wait_for(&page, "the replayed rows", "document.querySelectorAll('#calls tbody tr').length === 4").await;
+    assert_eq!(eval(&page, CALL_ROWS).await, expected_rows, "the statuses, replayed");
+    screenshot(&page, "server-tool-calls.png").await;
+
+    // The call in doubt: it happened, with its result.
+    click(&page, r#"header nav a[href="/inbox"]"#).await;
+    wait_page(&page, "/inbox").await;
+    wait_for(&page, "the call in doubt's card", &format!("document.querySelector('{doubt_card}') !== null")).await;
+    type_into(&page, &format!("{doubt_card} textarea[name=result]"), r#"{"refunded": 50}"#).await;
+    click(&page, &format!("{doubt_card} button[data-decision=result]")).await;
+    let answered = r#"li.answered-note a[href="/runs/doubt-1"]"#;
+    wait_for(&page, "the call in doubt answered", &format!("document.querySelector('{answered}') !== null")).await;
+    click(&page, answered).await;
+    wait_page(&page, "/runs/doubt-1").await;
+    wait_for(
+        &page,
+        "the run in doubt completed",
+        "document.querySelector('#run-status .badge').textContent === 'completed' && \
+         document.getElementById('run-output').textContent === 'Refunded.'",
+    )
+    .await;
+    let small = json!({"order": "A-7", "amount": 50});
+    assert_eq!(
+        tool_calls(&http, &base, "doubt-1").await,
+        json!([
+            {"seq": 2, "status": "started", "args": small, "result": null, "by": null},
+            {"seq": 3, "status": "in_doubt", "args": small, "result": null, "by": null},
+            {"seq": 4, "status": "finished", "args": small, "result": {"refunded": 50}, "by": "token"}
+        ])
+    );
+    watch.assert_clean("the inbox and the run pages");
+
+    browser.close().await.unwrap();
+    let _ = browser.wait().await;
+    events.await.unwrap();
+    drop(serve);
+    let took = started.elapsed();
+    eprintln!("the tool call browser test took {took:?}");
+    assert!(took < Duration::from_secs(60), "the tool call browser test took {took:?}");
 }

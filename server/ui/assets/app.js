@@ -99,6 +99,202 @@
     return form;
   }
 
+  // ---- Tool calls waiting for a person, calls in doubt (SPEC.md §4) -------------------------------------
+
+  // A value on one line (a table cell, a hint): a string as its text, anything else as compact JSON.
+  function compact(v) {
+    if (typeof v === 'string') return v;
+    if (v === undefined) return '';
+    return JSON.stringify(v);
+  }
+
+  var SCALARS = { string: 'string', number: 'number', integer: 'number', boolean: 'boolean' };
+
+  // The fields of a form for `args` when `parameters` is a flat object schema of scalars and `args` an object
+  // holding only its properties, with values of their types: [{name, type, required, description}]; else null
+  // (the arguments are edited as JSON).
+  function flatFields(parameters, args) {
+    if (!parameters || typeof parameters !== 'object' || parameters.type !== 'object') return null;
+    var props = parameters.properties;
+    if (!props || typeof props !== 'object' || Array.isArray(props)) return null;
+    if (!args || typeof args !== 'object' || Array.isArray(args)) return null;
+    if (Object.keys(args).some(function (k) { return !Object.prototype.hasOwnProperty.call(props, k); })) return null;
+    var required = Array.isArray(parameters.required) ? parameters.required : [];
+    var fields = [];
+    var names = Object.keys(props);
+    for (var i = 0; i < names.length; i++) {
+      var name = names[i], schema = props[name];
+      if (!schema || typeof schema !== 'object' || !SCALARS[schema.type]) return null;
+      var v = args[name];
+      if (v !== undefined && typeof v !== SCALARS[schema.type]) return null;
+      if (schema.type === 'integer' && v !== undefined && !Number.isInteger(v)) return null;
+      fields.push({ name: name, type: schema.type, required: required.indexOf(name) >= 0,
+        description: typeof schema.description === 'string' ? schema.description : '' });
+    }
+    return fields;
+  }
+
+  // One labelled input for argument `f` holding `value`: typed for numbers, a choice for booleans.
+  function argInput(f, value) {
+    var input;
+    if (f.type === 'boolean') {
+      var options = (f.required ? [] : ['']).concat(['true', 'false']);
+      input = el('select', {}, options.map(function (o) { return el('option', { value: o }, [o || '(none)']); }));
+      input.value = value === undefined ? '' : String(value);
+    } else {
+      input = el('input', { type: f.type === 'string' ? 'text' : 'number' });
+      if (f.type === 'integer') input.step = '1';
+      if (f.type === 'number') input.step = 'any';
+      input.value = value === undefined ? '' : String(value);
+    }
+    input.setAttribute('data-arg', f.name);
+    input.setAttribute('data-type', f.type);
+    var hint = f.type + (f.required ? '' : ', optional') + (f.description ? ': ' + f.description : '');
+    return el('label', { className: 'arg' }, [f.name + ' ', el('span', { className: 'hint' }, ['(' + hint + ')']), input]);
+  }
+
+  // The arguments the card's form holds: {args} or {error}. An empty field of a number or an optional
+  // argument is left out (the server says when it is required).
+  function formArgs(form) {
+    var json = form.querySelector('textarea[data-args-json]');
+    if (json) {
+      try { return { args: JSON.parse(json.value) }; } catch (e) {
+        return { error: 'arguments: not valid JSON (' + e.message + ')' };
+      }
+    }
+    var args = {};
+    var inputs = form.querySelectorAll('[data-arg]');
+    for (var i = 0; i < inputs.length; i++) {
+      var input = inputs[i], name = input.dataset.arg, type = input.dataset.type, raw = input.value;
+      if (raw === '' && (type !== 'string' || input.dataset.optional === 'true')) continue;
+      if (type === 'string') args[name] = raw;
+      else if (type === 'boolean') args[name] = raw === 'true';
+      else args[name] = Number(raw);
+    }
+    return { args: args };
+  }
+
+  // A row of a card: a labelled field and the button that sends it.
+  function decisionRow(label, hint, field, button) {
+    return el('div', { className: 'decision-row' }, [
+      el('label', {}, [label + ' ', el('span', { className: 'hint' }, [hint]), field]), button]);
+  }
+
+  function decisionButton(decision, text, danger) {
+    return el('button', { type: 'button', className: danger ? 'danger' : '', 'data-decision': decision }, [text]);
+  }
+
+  // The card of a tool call waiting for approval (`kind` `tool_call`) or in doubt (`in_doubt`): the tool, its
+  // arguments (a form to edit them, or as JSON) and a button per answer. `call` is the pending response's data.
+  function toolForm(runId, responseId, kind, call) {
+    call = call || {};
+    var form = el('form', { className: 'tool-form', 'data-run-id': runId, 'data-response-id': responseId,
+      'data-kind': kind });
+    form.setAttribute('aria-label', (kind === 'in_doubt' ? 'Call in doubt: ' : 'Tool call: ') + compact(call.tool));
+    var head = [ 'Tool ', el('code', { className: 'tool-name' }, [compact(call.tool)]) ];
+    if (call.n !== undefined) head.push(' · call #' + compact(call.n));
+    if (kind === 'in_doubt') head.push(' · started at ', timeEl(typeof call.started_at === 'string' ? call.started_at : ''));
+    form.appendChild(el('p', { className: 'tool-line' }, head));
+    var error = el('p', { className: 'form-error', role: 'alert', hidden: true });
+    if (kind === 'in_doubt') {
+      form.appendChild(el('div', { className: 'tool-args' }, [el('span', { className: 'field-name' }, ['Arguments']),
+        el('pre', { className: 'value', 'data-args': '' }, [display(call.args)])]));
+      form.appendChild(decisionRow('What it did', '(JSON, or plain text sent as a string: the result the model gets)',
+        el('textarea', { name: 'result', rows: 2 }), decisionButton('result', 'It happened (result)')));
+      form.appendChild(el('div', { className: 'decisions' }, [decisionButton('retry', 'Retry'), decisionButton('fail', 'Fail', true)]));
+      form.appendChild(error);
+      return form;
+    }
+    form.setAttribute('data-args-hash', typeof call.args_hash === 'string' ? call.args_hash : '');
+    var fields = flatFields(call.parameters, call.args);
+    var args = [el('legend', {}, ['Arguments'])];
+    if (fields) {
+      fields.forEach(function (f) {
+        var label = argInput(f, call.args[f.name]);
+        if (!f.required) label.querySelector('[data-arg]').setAttribute('data-optional', 'true');
+        args.push(label);
+      });
+    } else {
+      var text = el('textarea', { rows: 4, 'data-args-json': '' });
+      text.value = JSON.stringify(call.args === undefined ? {} : call.args, null, 2);
+      args.push(el('label', {}, ['Arguments ', el('span', { className: 'hint' }, ['(JSON)']), text]));
+    }
+    args.push(el('p', { className: 'hint' }, ['As the model wrote them: ', el('code', {}, [compact(call.args)])]));
+    form.appendChild(el('fieldset', { className: 'tool-args' }, args));
+    form.appendChild(el('div', { className: 'decisions' }, [
+      decisionButton('approve', 'Approve'), decisionButton('edit', 'Approve with edits')]));
+    form.appendChild(decisionRow('Message', '(with Reject: the model gets "rejected: <message>")',
+      el('input', { type: 'text', name: 'message' }), decisionButton('reject', 'Reject', true)));
+    form.appendChild(decisionRow('Result', '(with Respond: JSON, or plain text sent as a string; the tool is not run)',
+      el('textarea', { name: 'result', rows: 2 }), decisionButton('respond', 'Respond')));
+    form.appendChild(error);
+    return form;
+  }
+
+  // The answer a card's button sends: {value} or {error}.
+  function toolAnswer(form, decision) {
+    var hash = form.dataset.argsHash;
+    var withHash = function (answer) { if (hash) answer.args_hash = hash; return { value: answer }; };
+    var result = function () {
+      var text = form.elements.result.value;
+      return text.trim() === '' ? undefined : parseValue(text);
+    };
+    switch (decision) {
+      case 'approve': return withHash({ decision: 'approve' });
+      case 'edit': {
+        var a = formArgs(form);
+        return a.error ? a : withHash({ decision: 'edit', args: a.args });
+      }
+      case 'reject': return withHash({ decision: 'reject', message: form.elements.message.value });
+      case 'respond': {
+        var r = result();
+        return r === undefined ? { error: 'Result: write the result the model gets.' } : withHash({ decision: 'respond', result: r });
+      }
+      case 'result': {
+        var done = result();
+        return done === undefined ? { error: 'What it did: write the result the model gets.' } : { value: { result: done } };
+      }
+      case 'retry': return { value: 'retry' };
+      case 'fail': return { value: 'fail' };
+      default: return { error: 'unknown answer ' + decision };
+    }
+  }
+
+  document.addEventListener('click', function (ev) {
+    var button = ev.target.closest ? ev.target.closest('button[data-decision]') : null;
+    var form = button && button.form;
+    if (!form || !form.classList.contains('tool-form') || form.dataset.sending) return;
+    var box = form.querySelector('.form-error');
+    box.hidden = true;
+    var answer = toolAnswer(form, button.dataset.decision);
+    if (answer.error) return showMessage(box, answer.error);
+    var buttons = Array.prototype.slice.call(form.querySelectorAll('button'));
+    buttons.forEach(function (b) { b.disabled = true; });
+    form.dataset.sending = 'true';
+    var path = '/api/v1/runs/' + seg(form.dataset.runId) + '/responses/' + seg(form.dataset.responseId);
+    api('POST', path, { value: answer.value }).then(function (r) {
+      buttons.forEach(function (b) { b.disabled = false; });
+      delete form.dataset.sending;
+      if (r.status === 202) answered(form);
+      else showError(box, r);
+    });
+  });
+
+  // The answer to a pending response as the page shows it: a tool call's or a call in doubt's card, else the form.
+  function answerFor(runId, p) {
+    if (p.kind === 'tool_call' || p.kind === 'in_doubt') return toolForm(runId, p.id, p.kind, p.data);
+    return answerForm(runId, p.id);
+  }
+
+  // The cards the server left for the script to draw (`data-call`: the pending response's data).
+  function drawToolCards() {
+    Array.prototype.slice.call(document.querySelectorAll('.tool-answer[data-call]')).forEach(function (d) {
+      var call = {};
+      try { call = JSON.parse(d.dataset.call) || {}; } catch (e) { call = {}; }
+      d.replaceWith(toolForm(d.dataset.runId, d.dataset.responseId, d.dataset.kind, call));
+    });
+  }
+
   function answered(form) {
     var runId = form.dataset.runId;
     var item = form.closest('li');
@@ -117,6 +313,7 @@
 
   document.addEventListener('submit', function (ev) {
     var form = ev.target;
+    if (form.classList && form.classList.contains('tool-form')) { ev.preventDefault(); return; }
     if (!form.classList || !form.classList.contains('answer-form')) return;
     ev.preventDefault();
     var button = form.querySelector('button');
@@ -210,6 +407,37 @@
     var cancel = document.getElementById('cancel');
     var note = document.getElementById('cancel-note');
     var lastToken = null;
+    var calls = document.querySelector('#calls tbody');
+    var callsBox = document.getElementById('calls-box');
+    var callKeys = {};
+
+    // One row per change of a tool call (its journaled `tool_call` events): the call, its status and what
+    // came with it (the arguments asked or edited, the result, the message, who decided).
+    function addCall(d) {
+      var key = [d.seq, d.path, compact(d.item), d.n, d.status].join('\u0000');
+      if (callKeys[key]) return;
+      callKeys[key] = true;
+      var detail = [];
+      if (d.status === 'awaiting_approval' || d.status === 'edited') detail.push(compact(d.args));
+      if (d.result !== undefined) detail.push(compact(d.result));
+      if (d.error) detail.push('error: ' + compact(d.error));
+      if (d.message) detail.push('message: ' + compact(d.message));
+      if (d.by) detail.push('by ' + compact(d.by));
+      var full = detail.join(' ');
+      var cell = el('td', {}, [clip(full, 300)]);
+      if (full.length > 300) cell.title = clip(full, 5000);
+      var path = (d.path || '') + (d.item !== undefined ? ' [item ' + display(d.item) + ']' : '');
+      var agent = el('td', {}, [d.agent || '']);
+      agent.title = path;
+      calls.appendChild(el('tr', { 'data-status': d.status || '' }, [
+        el('td', {}, [d.seq !== undefined && d.seq !== null ? String(d.seq) : '']),
+        agent,
+        el('td', {}, [(d.tool || '') + ' #' + d.n]),
+        el('td', {}, [el('span', { className: 'call-status call-' + (d.status || '') }, [d.status || ''])]),
+        cell
+      ]));
+      callsBox.hidden = false;
+    }
 
     function addRow(name, d) {
       if (name === 'token') {
@@ -238,7 +466,7 @@
       return el('li', { className: 'card pending-item', 'data-response-id': p.id }, [
         el('p', { className: 'prompt' }, [display(p.prompt)]),
         el('p', { className: 'meta-line' }, ['response ', el('code', {}, [p.id]), ' · agent ', el('code', {}, [p.agent || ''])]),
-        answerForm(id, p.id)
+        answerFor(id, p)
       ]);
     }
 
@@ -303,7 +531,7 @@
     var source = new EventSource(base + '/events');
     source.addEventListener('open', function () {
       // A reconnection replays the journal from the start.
-      if (opened) { tbody.replaceChildren(); lastToken = null; }
+      if (opened) { tbody.replaceChildren(); lastToken = null; calls.replaceChildren(); callKeys = {}; }
       opened = true;
       live.textContent = 'live';
     });
@@ -315,6 +543,7 @@
         var d = {};
         try { d = JSON.parse(e.data) || {}; } catch (x) { d = {}; }
         addRow(name, d);
+        if (name === 'tool_call') addCall(d);
         if (FINAL[name]) {
           ended = true;
           source.close();
@@ -358,7 +587,7 @@
           ' · waiting since ', timeEl(i.since)].concat(i.deadline ? [el('span', { className: 'deadline', 'data-deadline': i.deadline }, [
             ' · deadline ', timeEl(i.deadline), ', ', el('strong', { className: 'time-left' }, [i.time_left || '']),
             ' left (' + (i.on_timeout || '') + ' then)'])] : [])),
-        answerForm(i.run_id, i.id)
+        answerFor(i.run_id, i)
       ]);
     }
     // Reconciles with the server's list: items answered elsewhere leave, new ones are added at the end.
@@ -444,6 +673,7 @@
   }
 
   function start() {
+    drawToolCards();
     runsPage();
     runPage();
     inboxPage();
