@@ -367,10 +367,10 @@ async fn the_web_ui_takes_an_order_through_the_inbox_in_chromium_and_shows_run_d
     assert_eq!(
         timeline,
         json!([
-            ["3", "extract", "root/0"],
-            ["4", "approval", "root/1"],
-            ["5", "ship", "root/2"],
-            ["6", "order_workflow", "root"]
+            ["2", "extract", "root/0"],
+            ["3", "approval", "root/1"],
+            ["4", "ship", "root/2"],
+            ["5", "order_workflow", "root"]
         ]),
         "one row per journaled step, with its seq, agent and path"
     );
@@ -681,10 +681,7 @@ async fn a_tool_call_is_approved_with_edits_on_its_inbox_card_in_chromium_and_it
         &format!("{error}.hidden || {error}.textContent.includes('args_hash') ? null : {error}.textContent"),
     )
     .await;
-    assert_eq!(
-        message,
-        "run `refund-1`: response `tool:root:0`: the edited arguments lacks the required field `amount`"
-    );
+    assert_eq!(message, "run `refund-1`: response `tool:root:0`: the edit lacks the required field `amount`");
 
     // 120 instead of 150, approved with the edit.
     type_into(&page, &amount, "120").await;

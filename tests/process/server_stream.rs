@@ -87,6 +87,8 @@ async fn tokens_stream_live_in_order_and_late_clients_get_the_journal() {
         journaled,
         [
             ("agent_completed".to_string(), Some("gate"), Some(1)),
+            // The model's answer, journaled with the step (SPEC.md §4).
+            ("model_turn".to_string(), Some("tell"), Some(2)),
             ("agent_completed".to_string(), Some("tell"), Some(2)),
             ("agent_completed".to_string(), Some("main"), Some(3)),
             ("completed".to_string(), Some("tale"), Some(3)),

@@ -403,7 +403,7 @@ async fn two_approvals_of_one_model_turn_wait_together_and_are_answered_in_eithe
         }
         let o = desk.agentic(&["resume", run]).await;
         assert_eq!(o.status.code(), Some(0), "{run}: {}", stderr(&o));
-        assert_eq!(stdout(&o), "done: rejected:  | refunded 900 | refunded 40\n", "{run}");
+        assert_eq!(stdout(&o), "done: rejected | refunded 900 | refunded 40\n", "{run}");
         let big = json!({"tool": "refund", "args": {"amount": 900}, "idempotency_key": format!("{run}/root/1/c2")});
         assert_eq!(desk.ledger(), [small, big], "{run}: each approved call once");
         assert_eq!(model.first_turns(), 1, "{run}");
