@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::error::StoreError;
 
@@ -494,6 +494,52 @@ fn fold_change(prev: &mut PlannerState, ps: &PlannerState) -> bool {
     prev.rationale.clone_from(&ps.rationale);
     prev.unconsumed.clone_from(&ps.unconsumed);
     true
+}
+
+/// Agent names by path as a run's journal and its pending responses give them: each invocation record names
+/// its agent, and a pending `tool_call` or `in_doubt` response names the agent at its data's `agent_path` (an
+/// invocation still waiting has no record yet). Call records (no invocation) name no agent on their own.
+pub fn journal_agent_names(
+    records: &[StepRecord],
+    pending: &[crate::pending::PendingResponse],
+) -> std::collections::BTreeMap<String, String> {
+    let mut names = std::collections::BTreeMap::new();
+    for p in pending {
+        if let Some(path) = p.data.get("agent_path").and_then(Value::as_str) {
+            names.insert(path.to_string(), p.agent.clone());
+        }
+    }
+    for r in records {
+        if let Some(inv) = &r.invocation {
+            names.insert(r.agent_path.clone(), inv.agent.clone());
+        }
+    }
+    names
+}
+
+/// The journaled calls of a run in journal order, as `GET /api/v1/runs/{id}/calls` and `agentic show --calls
+/// --json` give them (SPEC.md §4): one object per [`crate::tool_call::CallEntry`] of every call record, `{seq, path, agent,
+/// item?}` followed by the entry's own fields (`type`: `model` or `tool`, ...). `agent` is the name `names`
+/// gives the path ([`journal_agent_names`]), `null` when it has none.
+pub fn calls_json(records: &[StepRecord], names: &std::collections::BTreeMap<String, String>) -> Vec<Value> {
+    let mut out = Vec::new();
+    for r in records.iter().filter(|r| !r.calls.is_empty()) {
+        for entry in &r.calls {
+            let mut row = Map::new();
+            row.insert("seq".to_string(), json!(r.seq));
+            row.insert("path".to_string(), json!(r.agent_path));
+            row.insert("agent".to_string(), names.get(&r.agent_path).map_or(Value::Null, |n| json!(n)));
+            if let Some(item) = &r.item {
+                row.insert("item".to_string(), json!(item));
+            }
+            // An entry always serializes as an object (a tagged enum of structs).
+            if let Ok(Value::Object(fields)) = serde_json::to_value(entry) {
+                row.extend(fields);
+            }
+            out.push(Value::Object(row));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

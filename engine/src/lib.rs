@@ -66,7 +66,7 @@ pub use error::{
 };
 pub use error_handler::{ErrorContext, ErrorHandler, MAX_BACKOFF, Recovery, RetryPolicy};
 pub use invocation::{CallsView, HumanView, InvocationContext, RunView, UsageView};
-pub use journal::{InvocationRecord, TokenUsage};
+pub use journal::{InvocationRecord, TokenUsage, calls_json, journal_agent_names};
 pub use listener::{
     AgentListener, AgentMonitor, ListenerRef, MonitoredInvocation, MonitoredSession, RunEvent, SessionStatus,
 };
@@ -90,8 +90,7 @@ pub use store::{
 pub use time::{now_ms, parse_rfc3339_ms, rfc3339_ms};
 pub use tool_call::{
     CallEntry, DoubtAnswer, Effect, ModelTurnEntry, ToolAnswerRefusal, ToolCallEntry, ToolCallStatus, ToolDecision,
-    answered_by, approval_data, approval_id, calls_json, check_schema, check_tool_answer, doubt_answer, doubt_id,
-    journal_agent_names, tool_args_hash,
+    answered_by, approval_data, approval_id, check_schema, check_tool_answer, doubt_answer, doubt_id, tool_args_hash,
 };
 pub use trace_context::current_traceparent;
 pub use value::{StateType, ValueType, json_type_name};

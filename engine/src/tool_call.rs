@@ -361,13 +361,13 @@ pub enum ToolAnswerRefusal {
 /// [`ToolAnswerRefusal`]: a wrong shape, edited arguments that break the tool's `parameters`, or an
 /// `args_hash` that is not the call's.
 pub fn check_tool_answer(
-    kind: crate::PendingKind,
+    kind: crate::pending::PendingKind,
     answer: &Value,
     data: &Value,
     by: Option<&str>,
 ) -> Result<Value, ToolAnswerRefusal> {
     let mut recorded = match kind {
-        crate::PendingKind::InDoubt => {
+        crate::pending::PendingKind::InDoubt => {
             DoubtAnswer::from_answer(answer).map_err(ToolAnswerRefusal::Invalid)?;
             match answer {
                 Value::Object(_) => answer.clone(),
@@ -490,56 +490,10 @@ pub fn approval_data(tool: &str, args: &Value, parameters: &Value, n: u32, path:
     Value::Object(data)
 }
 
-/// Agent names by path as a run's journal and its pending responses give them: each invocation record names
-/// its agent, and a pending `tool_call` or `in_doubt` response names the agent at its data's `agent_path` (an
-/// invocation still waiting has no record yet). Call records (no invocation) name no agent on their own.
-pub fn journal_agent_names(
-    records: &[crate::StepRecord],
-    pending: &[crate::PendingResponse],
-) -> std::collections::BTreeMap<String, String> {
-    let mut names = std::collections::BTreeMap::new();
-    for p in pending {
-        if let Some(path) = p.data.get("agent_path").and_then(Value::as_str) {
-            names.insert(path.to_string(), p.agent.clone());
-        }
-    }
-    for r in records {
-        if let Some(inv) = &r.invocation {
-            names.insert(r.agent_path.clone(), inv.agent.clone());
-        }
-    }
-    names
-}
-
-/// The journaled calls of a run in journal order, as `GET /api/v1/runs/{id}/calls` and `agentic show --calls
-/// --json` give them (SPEC.md §4): one object per [`CallEntry`] of every call record, `{seq, path, agent,
-/// item?}` followed by the entry's own fields (`type`: `model` or `tool`, ...). `agent` is the name `names`
-/// gives the path ([`journal_agent_names`]), `null` when it has none.
-pub fn calls_json(records: &[crate::StepRecord], names: &std::collections::BTreeMap<String, String>) -> Vec<Value> {
-    let mut out = Vec::new();
-    for r in records.iter().filter(|r| !r.calls.is_empty()) {
-        for entry in &r.calls {
-            let mut row = Map::new();
-            row.insert("seq".to_string(), json!(r.seq));
-            row.insert("path".to_string(), json!(r.agent_path));
-            row.insert("agent".to_string(), names.get(&r.agent_path).map_or(Value::Null, |n| json!(n)));
-            if let Some(item) = &r.item {
-                row.insert("item".to_string(), json!(item));
-            }
-            // An entry always serializes as an object (a tagged enum of structs).
-            if let Ok(Value::Object(fields)) = serde_json::to_value(entry) {
-                row.extend(fields);
-            }
-            out.push(Value::Object(row));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::PendingKind;
+    use crate::pending::PendingKind;
 
     #[test]
     fn the_args_hash_is_the_sha256_of_the_canonical_json() {
