@@ -303,9 +303,53 @@ pub struct RunImage {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_usage: Vec<FailedUsage>,
     /// The calls journaled by invocations still running, by [`planner_key`] (path and item layer): what
-    /// they continue from ([`crate::CallsView::journaled`]).
+    /// they continue from ([`crate::CallsView::resumed`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub calls: BTreeMap<String, Vec<crate::tool_call::CallEntry>>,
+    /// What people decided about tool calls (approved, edited, rejected, responded; an in-doubt call's
+    /// answer), in journal order, with who decided: what `show` and `GET /runs/{id}` list (SPEC.md §4).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<DecisionRecord>,
+}
+
+/// A person's decision about a tool call, as the run image keeps it ([`RunImage::decisions`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionRecord {
+    /// The step that journaled it.
+    pub seq: u64,
+    /// The calling agent's path.
+    pub path: String,
+    /// The mapper item layer, when the agent serves one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
+    /// The call's entry: its tool, arguments (as they ran, after an edit), status (the decision), `by`.
+    pub call: crate::tool_call::ToolCallEntry,
+}
+
+impl DecisionRecord {
+    /// The decision as `show --json` and `GET /runs/{id}` give it: `{seq, path, item?, n, tool, decision,
+    /// args, by, message?, result?}` (`decision`: `approved`, `edited`, `rejected`, `responded`, or
+    /// `answered` for an in-doubt call's result).
+    pub fn to_json(&self) -> Value {
+        use crate::tool_call::ToolCallStatus;
+        let c = &self.call;
+        let decision = match c.status {
+            ToolCallStatus::Finished => "answered",
+            other => other.as_str(),
+        };
+        let mut v = json!({"seq": self.seq, "path": self.path, "n": c.n, "tool": c.tool, "decision": decision,
+                           "args": c.args, "by": c.by});
+        if let Some(item) = &self.item {
+            v["item"] = json!(item);
+        }
+        if let Some(m) = &c.message {
+            v["message"] = json!(m);
+        }
+        if let Some(r) = &c.result {
+            v["result"] = r.clone();
+        }
+        v
+    }
 }
 
 /// The model usage of one failed attempt ([`RunImage::failed_usage`]).
@@ -342,6 +386,17 @@ impl RunImage {
             return Err(corrupt(format!("expected step {} next", self.seq + 1)));
         }
         self.seq = record.seq;
+        for entry in &record.calls {
+            use crate::tool_call::{CallEntry, ToolCallStatus as S};
+            if let CallEntry::Tool(call) = entry {
+                let decided = matches!(call.status, S::Approved | S::Edited | S::Rejected | S::Responded)
+                    || (call.status == S::Finished && call.by.is_some());
+                if decided {
+                    let (path, item) = (record.agent_path.clone(), record.item.clone());
+                    self.decisions.push(DecisionRecord { seq: record.seq, path, item, call: call.clone() });
+                }
+            }
+        }
         if !record.calls.is_empty() && record.invocation.is_none() {
             let key = planner_key(&record.agent_path, record.item.as_deref());
             self.calls.entry(key).or_default().extend(record.calls.iter().cloned());

@@ -263,6 +263,7 @@ pub(crate) async fn run_json(app: &AppState, run_id: &str) -> Result<Value, ApiE
         "error": error,
         "steps": image.seq,
         "usage": agentic_engine::budget::usage_by_agent(&image, &record.pending),
+        "decisions": image.decisions.iter().map(agentic_engine::DecisionRecord::to_json).collect::<Vec<_>>(),
         "spec": {"name": record.name, "hash": record.spec_hash},
         "created_at": timestamp(record.created_at_ms),
         "updated_at": timestamp(record.updated_at_ms),

@@ -503,6 +503,7 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
         v["error"] = error;
         v["steps"] = json!(image.seq);
         v["usage"] = usage;
+        v["decisions"] = json!(image.decisions.iter().map(agentic_engine::DecisionRecord::to_json).collect::<Vec<_>>());
         v["interrupted"] = json!(interrupted);
         v["state"] = Value::Object(state.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect());
         v["history"] = json!(image
@@ -545,6 +546,25 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
             if let Some(call) = pending_call(p, args.all) {
                 out(&format!("    {call}"));
             }
+        }
+    }
+    if !image.decisions.is_empty() {
+        out("decisions:");
+        for d in &image.decisions {
+            let c = &d.call;
+            let what = match c.status {
+                agentic_engine::ToolCallStatus::Finished => "answered (in doubt)".to_string(),
+                other => other.as_str().to_string(),
+            };
+            let by = c.by.as_deref().map_or_else(String::new, |b| format!(" by {b}"));
+            let shown = |v: &Value| if args.all { v.to_string() } else { shown_value(v) };
+            let detail = match (&c.message, &c.result) {
+                (Some(m), _) if !m.is_empty() => format!(": {m}"),
+                (_, Some(r)) => format!(" -> {}", shown(r)),
+                _ => String::new(),
+            };
+            let call_args = shown(&c.args);
+            out(&format!("  {} {} #{} {what}{by} {call_args}{detail} (step {})", d.path, c.tool, c.n, d.seq));
         }
     }
     print_usage(&usage);

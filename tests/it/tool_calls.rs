@@ -173,6 +173,13 @@ async fn a_refund_over_the_threshold_waits_and_runs_once_with_the_edited_amount(
         ]
     );
     assert_eq!(entries[3].2, json!({"amount": 120}));
+    let image = store.load_dyn("r1").await.unwrap();
+    let decisions: Vec<Value> = image.decisions.iter().map(agentic::engine::DecisionRecord::to_json).collect();
+    assert_eq!(
+        decisions,
+        [json!({"seq": 3, "path": "root", "n": 0, "tool": "refund", "decision": "edited", "args": {"amount": 120},
+                "by": "cli:ana"})]
+    );
 }
 
 #[tokio::test]
