@@ -290,6 +290,49 @@ async fn a_call_of_effect_retry_cut_under_way_is_sent_again_with_the_same_idempo
     assert_eq!(model.last_results(), [("c1".to_string(), "charged 30".to_string())]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_mcp_agent_cut_under_way_is_in_doubt_and_never_called_twice() {
+    let Some(python) = peers_python() else { return };
+    let desk = Desk::new(python);
+    let spec = desk.dir.path().join("charge.yaml");
+    let text = format!(
+        "version: 1\nroot: charge\nmcp_servers:\n  ledger: {{command: ['{}', '{}', stdio]}}\nagents:\n  \
+         charge: {{kind: mcp, server: ledger, tool: slow_charge, output_key: charged}}\n",
+        desk.python.display(),
+        peer_script("mcp_ledger.py"),
+    );
+    std::fs::write(&spec, text).unwrap();
+    let args = ["run", spec.to_str().unwrap(), "--memory-id", "m1", "--input", "amount=30"];
+    let mut child = desk.cli(&args, FOREVER_MS).spawn();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while desk.ledger().is_empty() {
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before the kill");
+        assert!(Instant::now() < deadline, "the call was not made in 30 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let o = desk.agentic(&["resume", "m1", "--json"]).await;
+    assert_eq!(o.status.code(), Some(2), "suspended: {}", stderr(&o));
+    let out = json_out(&o);
+    assert_eq!(out["pending"][0]["id"], "doubt:root:0");
+    assert_eq!(out["pending"][0]["kind"], "in_doubt");
+    assert_eq!(out["pending"][0]["data"]["args"], json!({"amount": 30}));
+    assert_eq!(desk.ledger().len(), 1, "not sent again by itself");
+
+    let o = desk.agentic(&["respond", "m1", "doubt:root:0", r#"{"result": "charged 30 (seen on the card)"}"#]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = desk.agentic(&["resume", "m1"]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "charged 30 (seen on the card)\n");
+    assert_eq!(
+        desk.ledger(),
+        [json!({"tool": "slow_charge", "args": {"amount": 30}, "idempotency_key": "m1/root/1"})],
+        "called once"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Approvals
 
