@@ -353,3 +353,54 @@ async fn without_a_store_the_in_process_checkpoint_resumes_the_root_agent_with_i
     assert_eq!(*ledger.lock().unwrap(), vec![150]);
     assert_eq!(model.asked(), 2);
 }
+
+#[tokio::test]
+async fn an_async_agent_cut_in_its_tool_call_continues_its_loop_on_resume() {
+    let (_dir, store) = sled();
+    // The first send of the tool never answers; the run is abandoned there and resumed.
+    let sends = Arc::new(Mutex::new(0));
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+    let lookup = {
+        let sends = sends.clone();
+        Tool::from_json("lookup", "Looks up", schema, move |args: Value| {
+            let sends = sends.clone();
+            async move {
+                let first = {
+                    let mut n = sends.lock().unwrap();
+                    *n += 1;
+                    *n == 1
+                };
+                if first {
+                    std::future::pending::<()>().await;
+                }
+                Ok(json!(args["n"].as_i64().unwrap_or_default() * 10))
+            }
+        })
+    };
+    let model = Recorder::new(vec![calling(&[("c1", "lookup", json!({"n": 4}))]), text("forty")]);
+    let desk = LlmAgent::builder(ChatModelRef::new(Shared(model.clone())))
+        .name("desk")
+        .user("go")
+        .tools([lookup])
+        .output_key("reply")
+        .asynchronous(true)
+        .build()
+        .unwrap();
+    let reader = FnAgent::builder("reader", |ctx| {
+        let reply = ctx.input("reply").cloned().unwrap_or(Value::Null);
+        Box::pin(async move { Ok(json!(format!("read: {}", reply.as_str().unwrap_or("?")))) })
+    })
+    .inputs(["reply"])
+    .output_key("out")
+    .build();
+    let flow = Sequence::builder().name("flow").sub_agents([desk, reader]).output_key("out").build().unwrap();
+    let run = flow.invoke().memory_id("a1").store_ref(store.clone());
+    assert!(tokio::time::timeout(std::time::Duration::from_millis(500), run).await.is_err());
+    assert_eq!((*sends.lock().unwrap(), model.asked()), (1, 1));
+
+    let done = flow.resume("a1").store_ref(store.clone()).await.unwrap();
+    assert_eq!(done.output(), Some(&json!("read: forty")));
+    assert_eq!(*sends.lock().unwrap(), 2, "effect none: sent again");
+    assert_eq!(model.asked(), 2, "the async agent's answered turn is not asked again");
+    assert_eq!(model.last_results(), vec!["40".to_string()]);
+}
