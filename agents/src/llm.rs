@@ -857,11 +857,14 @@ impl LlmAgent {
                 continue;
             }
             let mut decision = state.decision.clone();
+            // Arguments that break the tool's parameters are not a call to approve: the tool refuses them and
+            // the model reads why.
             if let Some(tool) = tool
                 && decision.is_none()
                 && tool.has_approval_rule()
+                && agentic_engine::check_schema(&tool.spec().parameters, &call.arguments, "the call").is_ok()
             {
-                let asked = ApprovalRequest { tool: &call.name, args: &call.arguments, state: &view };
+                let asked = ApprovalRequest::new(&call.name, &call.arguments, &view).with_inputs(ctx.inputs());
                 let needs = tool
                     .needs_approval(&asked)
                     .map_err(|e| ctx.fail(format!("the approval rule of tool `{}`: {e}", call.name)))?;
@@ -1024,6 +1027,7 @@ impl LlmAgent {
                     call_id: call.id.clone(),
                     idempotency_key: format!("{key}/{}", call.id),
                     state: ctx.view(),
+                    inputs: ctx.inputs().clone(),
                     traceparent: None,
                 };
                 let run = async {

@@ -112,6 +112,9 @@ pub struct ToolCallInfo {
     /// The scope's state when the model's answer calling the tool arrived (what spec tools' expressions
     /// read besides the arguments).
     pub state: ScopeView,
+    /// The calling invocation's inputs (a mapper item's bound value among them): what spec tools'
+    /// expressions read before the state.
+    pub inputs: serde_json::Map<String, Value>,
     /// The W3C `traceparent` for requests the tool makes: its `execute_tool` span's context (cargo feature
     /// `otel`), else the run's own ([`agentic_engine::RunView::traceparent`]), else `None`.
     pub traceparent: Option<String>,
@@ -127,13 +130,22 @@ pub struct ApprovalRequest<'a> {
     pub args: &'a Value,
     /// The run's state when the model's answer arrived.
     pub state: &'a ScopeView,
+    /// The calling invocation's inputs (a mapper item's bound value among them), which take precedence over
+    /// the state of the same names.
+    pub inputs: Option<&'a serde_json::Map<String, Value>>,
 }
 
 impl<'a> ApprovalRequest<'a> {
     /// The call of `tool` with `args`, made when the run's state was `state` (to ask a rule outside the
     /// agent's loop: a test, a tool provider of one's own).
     pub fn new(tool: &'a str, args: &'a Value, state: &'a ScopeView) -> Self {
-        ApprovalRequest { tool, args, state }
+        ApprovalRequest { tool, args, state, inputs: None }
+    }
+
+    /// With the calling invocation's inputs (what a rule sees before the state).
+    pub fn with_inputs(mut self, inputs: &'a serde_json::Map<String, Value>) -> Self {
+        self.inputs = Some(inputs);
+        self
     }
 }
 
@@ -415,6 +427,7 @@ mod tests {
             call_id: "c1".into(),
             idempotency_key: "r/root/1/c1".into(),
             state: ScopeView::default(),
+            inputs: serde_json::Map::new(),
             traceparent: None,
         }
     }
