@@ -688,13 +688,23 @@ impl LlmAgent {
         };
         journal.sent = request.messages.len();
         let model_name = info.model.clone();
+        let prices = info.prices;
         let entry = |response: &ChatResponse| {
             ctx.calls().journaled().then(|| {
+                let t = response.usage;
+                let usage = agentic_engine::budget::Usage {
+                    input_tokens: t.input,
+                    output_tokens: t.output,
+                    model_calls: 1,
+                    cost_usd: prices.map(|p| p.cost(t.input, t.output)),
+                    models: vec![model_name.clone()],
+                };
                 CallEntry::Model(ModelTurnEntry {
                     turn,
                     model: model_name.clone(),
                     request: added.clone(),
                     response: serde_json::to_value(response).unwrap_or(Value::Null),
+                    usage,
                     at_us: agentic_engine::now_ms() * 1000,
                 })
             })
@@ -830,109 +840,126 @@ impl LlmAgent {
         // (index in `calls`, the call as it runs: its arguments possibly edited)
         let mut to_run: Vec<(usize, crate::model::ToolCall)> = Vec::new();
         let view = ctx.view();
-        for (i, call) in calls.iter().enumerate() {
-            let n = first + u32::try_from(i).unwrap_or(u32::MAX);
-            let state = journal.take_call(n);
-            let tool = tools.iter().find(|t| t.name() == call.name);
-            let mut base = ToolCallEntry::new(
-                n,
-                turn,
-                call.id.clone(),
-                call.name.clone(),
-                call.arguments.clone(),
-                Status::Started,
-            );
-            base.effect = tool.map_or(Effect::None, Tool::side_effect);
-            if let Some(done) = &state.finished {
-                texts[i] = Some(match (&done.result, &done.error) {
-                    (_, Some(e)) => result_text(&Err(e.clone())),
-                    (result, None) => {
-                        let value = result.clone().unwrap_or(Value::Null);
-                        if let Some(tool) = tool {
-                            self.compensate_later(ctx, tool, &done.args, &value);
-                        }
-                        result_text(&Ok(value))
-                    }
-                });
-                continue;
-            }
-            let mut decision = state.decision.clone();
-            // Arguments that break the tool's parameters are not a call to approve: the tool refuses them and
-            // the model reads why.
-            if let Some(tool) = tool
-                && decision.is_none()
-                && tool.has_approval_rule()
-                && agentic_engine::check_schema(&tool.spec().parameters, &call.arguments, "the call").is_ok()
-            {
-                let asked = ApprovalRequest::new(&call.name, &call.arguments, &view).with_inputs(ctx.inputs());
-                let needs = tool
-                    .needs_approval(&asked)
-                    .map_err(|e| ctx.fail(format!("the approval rule of tool `{}`: {e}", call.name)))?;
-                if needs {
-                    match crate::tool_loop::take_decision(ctx, n).await? {
-                        Some((d, by)) => {
-                            let entry = crate::tool_loop::decision_entry(&base, &d, by);
-                            entries.push(CallEntry::Tool(entry.clone()));
-                            decision = Some(entry);
-                        }
-                        None => {
-                            let parameters = &tool.spec().parameters;
-                            pending.push(crate::tool_loop::approval_pending(
-                                ctx,
-                                n,
-                                &call.name,
-                                &call.arguments,
-                                parameters,
-                            ));
-                            if !state.awaiting {
-                                let mut awaiting = base.clone();
-                                awaiting.status = Status::AwaitingApproval;
-                                entries.push(CallEntry::Tool(awaiting));
+        // The calls' plans; a failure on the way (an approval rule that cannot be evaluated, an answer that
+        // cannot be read, a person's `fail`) journals what was decided before it.
+        let planned: Result<(), Stop> = async {
+            for (i, call) in calls.iter().enumerate() {
+                let n = first + u32::try_from(i).unwrap_or(u32::MAX);
+                let state = journal.take_call(n);
+                let tool = tools.iter().find(|t| t.name() == call.name);
+                let mut base = ToolCallEntry::new(
+                    n,
+                    turn,
+                    call.id.clone(),
+                    call.name.clone(),
+                    call.arguments.clone(),
+                    Status::Started,
+                );
+                base.effect = tool.map_or(Effect::None, Tool::side_effect);
+                if let Some(done) = &state.finished {
+                    texts[i] = Some(match (&done.result, &done.error) {
+                        (_, Some(e)) => result_text(&Err(e.clone())),
+                        (result, None) => {
+                            let value = result.clone().unwrap_or(Value::Null);
+                            if let Some(tool) = tool {
+                                self.compensate_later(ctx, tool, &done.args, &value);
                             }
+                            result_text(&Ok(value))
+                        }
+                    });
+                    continue;
+                }
+                let mut decision = state.decision.clone();
+                // Arguments that break the tool's parameters are not a call to approve: the tool refuses them and
+                // the model reads why.
+                if let Some(tool) = tool
+                    && decision.is_none()
+                    && tool.has_approval_rule()
+                    && agentic_engine::check_schema(&tool.spec().parameters, &call.arguments, "the call").is_ok()
+                {
+                    let asked = ApprovalRequest::new(&call.name, &call.arguments, &view).with_inputs(ctx.inputs());
+                    let needs = tool
+                        .needs_approval(&asked)
+                        .map_err(|e| ctx.fail(format!("the approval rule of tool `{}`: {e}", call.name)))?;
+                    if needs {
+                        match crate::tool_loop::take_decision(ctx, n).await? {
+                            Some((d, by)) => {
+                                let entry = crate::tool_loop::decision_entry(&base, &d, by);
+                                entries.push(CallEntry::Tool(entry.clone()));
+                                decision = Some(entry);
+                            }
+                            None => {
+                                let parameters = &tool.spec().parameters;
+                                pending.push(crate::tool_loop::approval_pending(
+                                    ctx,
+                                    n,
+                                    &call.name,
+                                    &call.arguments,
+                                    parameters,
+                                ));
+                                if !state.awaiting {
+                                    let mut awaiting = base.clone();
+                                    awaiting.status = Status::AwaitingApproval;
+                                    entries.push(CallEntry::Tool(awaiting));
+                                }
+                                continue;
+                            }
+                        }
+                    }
+                }
+                let mut runs = call.clone();
+                if let Some(d) = &decision {
+                    match d.status {
+                        Status::Rejected => {
+                            texts[i] = Some(match d.message.as_deref().filter(|m| !m.is_empty()) {
+                                Some(message) => format!("rejected: {message}"),
+                                None => "rejected".to_string(),
+                            });
+                            continue;
+                        }
+                        Status::Responded => {
+                            texts[i] = Some(result_text(&Ok(d.result.clone().unwrap_or(Value::Null))));
+                            continue;
+                        }
+                        Status::Edited => runs.arguments = d.args.clone(),
+                        _ => {}
+                    }
+                }
+                let mut retried_by = None;
+                if let Some(started) = &state.started {
+                    match crate::tool_loop::resolve_in_doubt(ctx, started, state.in_doubt).await? {
+                        Doubt::Resend(by) => retried_by = by,
+                        Doubt::Failed(entry, failure) => {
+                            entries.push(CallEntry::Tool(entry));
+                            return Err(failure.into());
+                        }
+                        Doubt::Answered(entry) => {
+                            texts[i] = Some(result_text(&Ok(entry.result.clone().unwrap_or(Value::Null))));
+                            entries.push(CallEntry::Tool(entry));
+                            continue;
+                        }
+                        Doubt::Pending(asked, entry) => {
+                            pending.push(asked);
+                            entries.extend(entry.map(CallEntry::Tool));
                             continue;
                         }
                     }
                 }
+                let mut started = base;
+                started.args = runs.arguments.clone();
+                started.by = retried_by;
+                started.at_us = agentic_engine::now_ms() * 1000;
+                entries.push(CallEntry::Tool(started));
+                to_run.push((i, runs));
             }
-            let mut runs = call.clone();
-            if let Some(d) = &decision {
-                match d.status {
-                    Status::Rejected => {
-                        texts[i] = Some(match d.message.as_deref().filter(|m| !m.is_empty()) {
-                            Some(message) => format!("rejected: {message}"),
-                            None => "rejected".to_string(),
-                        });
-                        continue;
-                    }
-                    Status::Responded => {
-                        texts[i] = Some(result_text(&Ok(d.result.clone().unwrap_or(Value::Null))));
-                        continue;
-                    }
-                    Status::Edited => runs.arguments = d.args.clone(),
-                    _ => {}
-                }
-            }
-            if let Some(started) = &state.started {
-                match crate::tool_loop::resolve_in_doubt(ctx, started, state.in_doubt).await? {
-                    Doubt::Resend => {}
-                    Doubt::Answered(entry) => {
-                        texts[i] = Some(result_text(&Ok(entry.result.clone().unwrap_or(Value::Null))));
-                        entries.push(CallEntry::Tool(entry));
-                        continue;
-                    }
-                    Doubt::Pending(asked, entry) => {
-                        pending.push(asked);
-                        entries.extend(entry.map(CallEntry::Tool));
-                        continue;
-                    }
-                }
-            }
-            let mut started = base;
-            started.args = runs.arguments.clone();
-            entries.push(CallEntry::Tool(started));
-            to_run.push((i, runs));
+            Ok(())
         }
+        .await;
         drop(view);
+        if let Err(stop) = planned {
+            ctx.calls().record(entries, false).await?;
+            return Err(stop);
+        }
         // A call with an effect is committed as started before it is sent.
         let effectful = to_run.iter().any(|(i, _)| {
             tools.iter().find(|t| t.name() == calls[*i].name).is_some_and(|t| t.side_effect().has_effect())
@@ -1172,6 +1199,14 @@ impl Agent for LlmAgent {
         // A text answer always reads; any other type may be asked for again, which needs the request.
         let keep = !matches!(self.output, OutputType::String);
         let mut journal = LoopJournal::resume(ctx).await;
+        if ctx.calls().journaled() {
+            // Before any budget is looked at: a suspension keeps no answers, a raise is journaled.
+            ctx.usage().journaling();
+        }
+        if let Some(limits) = journal.raised.take() {
+            // Budgets raised earlier in this invocation, before another suspension.
+            ctx.usage().restore_raised(limits).await;
+        }
         if journal.is_resumed() {
             // What a budget suspension was answered with applies before the journal replays the loop.
             ctx.usage().resume().await?;

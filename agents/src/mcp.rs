@@ -582,9 +582,14 @@ impl Agent for McpAgent {
             // step's output, committed with the step.
             let mut journal = crate::tool_loop::LoopJournal::resume(ctx).await;
             let state = journal.take_call(0);
+            let mut retried_by = None;
             if let Some(started) = &state.started {
                 match crate::tool_loop::resolve_in_doubt(ctx, started, state.in_doubt).await? {
-                    crate::tool_loop::Doubt::Resend => {}
+                    crate::tool_loop::Doubt::Resend(by) => retried_by = by,
+                    crate::tool_loop::Doubt::Failed(entry, failure) => {
+                        ctx.calls().record(vec![CallEntry::Tool(entry)], false).await?;
+                        return Err(failure.into());
+                    }
                     crate::tool_loop::Doubt::Answered(entry) => {
                         let result = entry.result.clone().unwrap_or(Value::Null);
                         ctx.calls().record(vec![CallEntry::Tool(entry)], false).await?;
@@ -599,6 +604,7 @@ impl Agent for McpAgent {
             let args = Value::Object(args.clone());
             let mut entry = ToolCallEntry::new(0, 0, key.clone(), tool.name.clone(), args, ToolCallStatus::Started);
             entry.effect = self.effect;
+            entry.by = retried_by;
             ctx.calls().record(vec![CallEntry::Tool(entry)], true).await?;
         }
         let result = crate::trace_context::scoped(ctx, self.client.call_keyed(tool, args, Some(&key))).await;

@@ -40,6 +40,8 @@ pub(crate) struct LoopJournal {
     pub(crate) next_call: u32,
     /// How many of the request's messages the journal holds (the next turn journals the others).
     pub(crate) sent: usize,
+    /// The budgets a person raised during the invocation, the last raise's limits by budget path.
+    pub(crate) raised: Option<serde_json::Map<String, Value>>,
 }
 
 impl LoopJournal {
@@ -54,6 +56,7 @@ impl LoopJournal {
                 CallEntry::Model(turn) => {
                     journal.turns.insert(turn.turn, turn);
                 }
+                CallEntry::Budget(raise) => journal.raised = Some(raise.limits),
                 CallEntry::Tool(call) => {
                     let state = journal.calls.entry(call.n).or_default();
                     match call.status {
@@ -99,11 +102,15 @@ pub(crate) fn approval_pending(
     parameters: &Value,
 ) -> PendingResponse {
     let id = agentic_engine::approval_id(ctx.path(), ctx.item(), n);
+    let item = ctx.item().map_or_else(String::new, |i| format!(" (item {i})"));
     let prompt =
-        format!("`{}` wants to call `{tool}` with {args}: approve, edit, reject or respond?", ctx.agent_name());
+        format!("`{}`{item} wants to call `{tool}` with {args}: approve, edit, reject or respond?", ctx.agent_name());
     let mut pending = ctx.human().question(id, prompt);
     pending.kind = PendingKind::ToolCall;
     pending.data = agentic_engine::approval_data(tool, args, parameters, n, ctx.path());
+    if let (Some(item), Value::Object(data)) = (ctx.item(), &mut pending.data) {
+        data.insert("item".to_string(), json!(item));
+    }
     pending
 }
 
@@ -149,8 +156,11 @@ pub(crate) fn decision_entry(call: &ToolCallEntry, decision: &ToolDecision, by: 
 
 /// What to do with a call a crash cut after it was sent.
 pub(crate) enum Doubt {
-    /// Send it again (effect `none` or `retry`, or a person answered `retry`).
-    Resend,
+    /// Send it again (effect `none` or `retry`, or a person answered `retry`: who, journaled with the
+    /// call's new start).
+    Resend(Option<String>),
+    /// A person answered `fail`: the entry that journals it, and the invocation's failure.
+    Failed(ToolCallEntry, agentic_engine::AgentError),
     /// A person said what it did: this result (the entry to journal records it).
     Answered(ToolCallEntry),
     /// It waits for a person: this pending response (and, when not journaled yet, the `in_doubt` entry).
@@ -169,7 +179,7 @@ pub(crate) async fn resolve_in_doubt(
     journaled_in_doubt: bool,
 ) -> Result<Doubt, Stop> {
     if started.effect != Effect::Once {
-        return Ok(Doubt::Resend);
+        return Ok(Doubt::Resend(None));
     }
     let id = agentic_engine::doubt_id(ctx.path(), ctx.item(), started.n);
     if let Some(answer) = ctx.human().take(&id).await {
@@ -177,7 +187,7 @@ pub(crate) async fn resolve_in_doubt(
         return match agentic_engine::doubt_answer(&answer)
             .map_err(|e| ctx.fail(format!("the answer to `{id}`: {e}")))?
         {
-            DoubtAnswer::Retry => Ok(Doubt::Resend),
+            DoubtAnswer::Retry => Ok(Doubt::Resend(Some(by.unwrap_or_else(|| "a person".to_string())))),
             DoubtAnswer::Result(result) => {
                 let mut entry = started.clone();
                 entry.status = ToolCallStatus::Finished;
@@ -186,15 +196,20 @@ pub(crate) async fn resolve_in_doubt(
                 entry.at_us = agentic_engine::now_ms() * 1000;
                 Ok(Doubt::Answered(entry))
             }
-            DoubtAnswer::Fail => Err(ctx
-                .fail(format!(
-                    "the call of `{}` (call {} of the agent) was in doubt after a crash, and {} answered `fail`",
-                    started.tool,
-                    started.n,
-                    by.as_deref().unwrap_or("a person")
-                ))
-                .into()),
-            _ => Ok(Doubt::Resend),
+            DoubtAnswer::Fail => {
+                let who = by.unwrap_or_else(|| "a person".to_string());
+                let message = format!(
+                    "the call of `{}` (call {} of the agent) was in doubt after a crash, and {who} answered `fail`",
+                    started.tool, started.n,
+                );
+                let mut entry = started.clone();
+                entry.status = ToolCallStatus::Finished;
+                entry.error = Some("failed, as answered".to_string());
+                entry.by = Some(who);
+                entry.at_us = agentic_engine::now_ms() * 1000;
+                Ok(Doubt::Failed(entry, ctx.fail(message)))
+            }
+            _ => Ok(Doubt::Resend(None)),
         };
     }
     let started_at = agentic_engine::rfc3339_ms(started.at_us / 1000);
@@ -209,6 +224,9 @@ pub(crate) async fn resolve_in_doubt(
     pending.kind = PendingKind::InDoubt;
     pending.data = json!({"tool": started.tool, "args": started.args, "started_at": started_at, "n": started.n,
                           "agent_path": ctx.path()});
+    if let (Some(item), Value::Object(data)) = (ctx.item(), &mut pending.data) {
+        data.insert("item".to_string(), json!(item));
+    }
     let entry = (!journaled_in_doubt).then(|| {
         let mut e = started.clone();
         e.status = ToolCallStatus::InDoubt;

@@ -218,8 +218,15 @@ impl Tracked {
     }
 
     /// The `data` of a budget pending response for this budget.
-    pub(crate) fn pending_data(&self, path: &str, crossed: &[String], calls: Vec<Value>, invocation: &Usage) -> Value {
-        json!({
+    pub(crate) fn pending_data(
+        &self,
+        path: &str,
+        crossed: &[String],
+        calls: Vec<Value>,
+        invocation: &Usage,
+        journaled: bool,
+    ) -> Value {
+        let mut data = json!({
             "path": path,
             "budget_path": self.path,
             "budget_agent": self.agent,
@@ -228,7 +235,11 @@ impl Tracked {
             "reached": crossed,
             "invocation_usage": invocation,
             "calls": calls,
-        })
+        });
+        if journaled {
+            data["journaled"] = Value::Bool(true);
+        }
+        data
     }
 }
 
@@ -265,6 +276,9 @@ pub(crate) struct InvocationUsage {
     pub(crate) replay: std::collections::VecDeque<Value>,
     /// The answers of its calls so far, kept when a budget applies (for a suspension).
     pub(crate) calls: Vec<Value>,
+    /// The invocation journals its model turns (SPEC.md §4): a suspension keeps neither its answers nor
+    /// its usage (the journal has both).
+    pub(crate) journaled: bool,
 }
 
 impl InvocationUsage {
@@ -297,6 +311,7 @@ impl Ledger {
         failed: &[crate::journal::FailedUsage],
         state: &serde_json::Map<String, Value>,
         suspensions: &[PendingResponse],
+        in_progress: &std::collections::BTreeMap<String, Vec<crate::tool_call::CallEntry>>,
     ) -> Option<Self> {
         if budgets.is_empty() {
             return None;
@@ -316,9 +331,21 @@ impl Ledger {
         for f in failed {
             ledger.spend(&f.path, &f.usage);
         }
+        // The model turns of invocations still running (SPEC.md §4), journaled as they were answered.
+        for (key, calls) in in_progress {
+            let path = key.split('|').next().unwrap_or(key);
+            for call in calls {
+                if let crate::tool_call::CallEntry::Model(turn) = call {
+                    ledger.spend(path, &turn.usage);
+                }
+            }
+        }
         for p in suspensions.iter().filter(|p| p.kind == PendingKind::Budget) {
             let data = &p.data;
-            if let (Some(path), Ok(u)) = (
+            // An invocation that journals its model turns is counted from the journal (above).
+            let journaled = data.get("journaled").and_then(Value::as_bool).unwrap_or(false);
+            if let (false, Some(path), Ok(u)) = (
+                journaled,
                 data.get("path").and_then(Value::as_str),
                 serde_json::from_value::<Usage>(data.get("invocation_usage").cloned().unwrap_or(Value::Null)),
             ) {
@@ -356,7 +383,28 @@ pub fn usage_by_agent(image: &RunImage, pending: &[PendingResponse]) -> Value {
     for f in &image.failed_usage {
         add(&f.agent, &f.path, &f.usage);
     }
+    // Invocations still running (suspended at a tool call, a budget, a crash) count their journaled turns.
+    for (key, calls) in &image.calls {
+        let path = key.split('|').next().unwrap_or(key);
+        let agent = pending
+            .iter()
+            .find(|p| {
+                p.data.get("agent_path").and_then(Value::as_str) == Some(path)
+                    || p.data.get("path").and_then(Value::as_str) == Some(path)
+            })
+            .map(|p| p.agent.clone())
+            .or_else(|| history.iter().find(|r| r.path == path).map(|r| r.agent.clone()))
+            .unwrap_or_else(|| path.to_string());
+        for call in calls {
+            if let crate::tool_call::CallEntry::Model(turn) = call {
+                add(&agent, path, &turn.usage);
+            }
+        }
+    }
     for p in pending.iter().filter(|p| p.kind == PendingKind::Budget) {
+        if p.data.get("journaled").and_then(Value::as_bool).unwrap_or(false) {
+            continue;
+        }
         let path = p.data.get("path").and_then(Value::as_str).unwrap_or_default();
         if let Ok(u) = serde_json::from_value::<Usage>(p.data.get("invocation_usage").cloned().unwrap_or(Value::Null)) {
             add(&p.agent, path, &u);

@@ -329,12 +329,14 @@ pub struct DecisionRecord {
 impl DecisionRecord {
     /// The decision as `show --json` and `GET /runs/{id}` give it: `{seq, path, item?, n, tool, decision,
     /// args, by, message?, result?}` (`decision`: `approved`, `edited`, `rejected`, `responded`, or
-    /// `answered` for an in-doubt call's result).
+    /// for a call in doubt, `answered` (its result given), `retried` or `failed`).
     pub fn to_json(&self) -> Value {
         use crate::tool_call::ToolCallStatus;
         let c = &self.call;
         let decision = match c.status {
+            ToolCallStatus::Finished if c.error.is_some() => "failed",
             ToolCallStatus::Finished => "answered",
+            ToolCallStatus::Started => "retried",
             other => other.as_str(),
         };
         let mut v = json!({"seq": self.seq, "path": self.path, "n": c.n, "tool": c.tool, "decision": decision,
@@ -389,8 +391,9 @@ impl RunImage {
         for entry in &record.calls {
             use crate::tool_call::{CallEntry, ToolCallStatus as S};
             if let CallEntry::Tool(call) = entry {
+                // A decision, or an answer about a call in doubt (its result, `retry`: the new start, `fail`).
                 let decided = matches!(call.status, S::Approved | S::Edited | S::Rejected | S::Responded)
-                    || (call.status == S::Finished && call.by.is_some());
+                    || (matches!(call.status, S::Finished | S::Started) && call.by.is_some());
                 if decided {
                     let (path, item) = (record.agent_path.clone(), record.item.clone());
                     self.decisions.push(DecisionRecord { seq: record.seq, path, item, call: call.clone() });

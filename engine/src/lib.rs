@@ -89,8 +89,9 @@ pub use store::{
 };
 pub use time::{now_ms, parse_rfc3339_ms, rfc3339_ms};
 pub use tool_call::{
-    CallEntry, DoubtAnswer, Effect, ModelTurnEntry, ToolAnswerRefusal, ToolCallEntry, ToolCallStatus, ToolDecision,
-    answered_by, approval_data, approval_id, check_schema, check_tool_answer, doubt_answer, doubt_id, tool_args_hash,
+    BudgetEntry, CallEntry, DoubtAnswer, Effect, ModelTurnEntry, ToolAnswerRefusal, ToolCallEntry, ToolCallStatus,
+    ToolDecision, answered_by, approval_data, approval_id, check_schema, check_tool_answer, doubt_answer, doubt_id,
+    tool_args_hash,
 };
 pub use trace_context::current_traceparent;
 pub use value::{StateType, ValueType, json_type_name};

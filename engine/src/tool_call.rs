@@ -177,6 +177,10 @@ pub struct ModelTurnEntry {
     pub request: Vec<Value>,
     /// The answer, as the provider-neutral chat response serializes (message, tool calls, usage).
     pub response: Value,
+    /// What the turn spent (tokens, one model call, cost when the model has prices): what a resumed run's
+    /// budgets count for an invocation still running.
+    #[serde(default, skip_serializing_if = "crate::usage::Usage::is_empty")]
+    pub usage: crate::usage::Usage,
     /// When it was answered, microseconds since the Unix epoch.
     pub at_us: u64,
 }
@@ -190,6 +194,18 @@ pub enum CallEntry {
     Model(ModelTurnEntry),
     /// A tool call changed.
     Tool(ToolCallEntry),
+    /// A person raised the invocation's budgets (SPEC.md §3): the limits in force from here on, by the path
+    /// of the agent whose budget it is — what a later resume of the same invocation applies again.
+    Budget(BudgetEntry),
+}
+
+/// Budgets raised by an answer while an invocation runs ([`CallEntry::Budget`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetEntry {
+    /// The limits of every budget of the run after the raise, by the path of its agent.
+    pub limits: Map<String, Value>,
+    /// When, microseconds since the Unix epoch.
+    pub at_us: u64,
 }
 
 /// A person's decision about a tool call that waits for approval (SPEC.md §4).
@@ -376,9 +392,18 @@ pub fn check_tool_answer(
         }
         _ => {
             let decision = ToolDecision::from_answer(answer).map_err(ToolAnswerRefusal::Invalid)?;
+            match answer.get("args_hash") {
+                None | Some(Value::String(_)) => {}
+                Some(other) => {
+                    return Err(ToolAnswerRefusal::Invalid(format!(
+                        "field `args_hash` must be the call's SHA-256 as 64 hex digits, found {other}"
+                    )));
+                }
+            }
             if let Some(given) = answer.get("args_hash").and_then(Value::as_str) {
+                // Hex digits in either case name the same hash.
                 let expected = data.get("args_hash").and_then(Value::as_str).unwrap_or_default();
-                if given != expected {
+                if !given.eq_ignore_ascii_case(expected) {
                     return Err(ToolAnswerRefusal::Stale { expected: expected.to_string(), given: given.to_string() });
                 }
             }
@@ -535,7 +560,7 @@ mod tests {
             check_tool_answer(kind, &json!("approve"), &data, Some("cli:ana")),
             Ok(json!({"decision": "approve", "by": "cli:ana"}))
         );
-        let ok = json!({"decision": "approve", "args_hash": hash});
+        let ok = json!({"decision": "approve", "args_hash": hash.to_uppercase()});
         assert_eq!(check_tool_answer(kind, &ok, &data, None), Ok(json!({"decision": "approve"})));
         let stale = json!({"decision": "approve", "args_hash": "abc"});
         assert_eq!(

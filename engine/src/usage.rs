@@ -40,6 +40,11 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Whether nothing was spent (no tokens, no call, no cost, no model).
+    pub fn is_empty(&self) -> bool {
+        *self == Usage::default()
+    }
+
     /// Input plus output tokens.
     pub fn tokens(&self) -> u64 {
         self.input_tokens + self.output_tokens

@@ -1170,7 +1170,14 @@ mod tests {
     fn journaled_calls_are_a_table_of_their_agent_not_steps() {
         use agentic_engine::{CallEntry, ModelTurnEntry, ToolCallStatus};
         let model = |turn: u32, response: Value| {
-            CallEntry::Model(ModelTurnEntry { turn, model: "gpt-x".into(), request: Vec::new(), response, at_us: 5 })
+            CallEntry::Model(ModelTurnEntry {
+                turn,
+                model: "gpt-x".into(),
+                request: Vec::new(),
+                response,
+                usage: Default::default(),
+                at_us: 5,
+            })
         };
         let approved = agentic_engine::ToolCallEntry { by: Some("token".into()), ..charge(ToolCallStatus::Approved) };
         let finished = agentic_engine::ToolCallEntry {

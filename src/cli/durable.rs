@@ -553,7 +553,9 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
         for d in &image.decisions {
             let c = &d.call;
             let what = match c.status {
+                agentic_engine::ToolCallStatus::Finished if c.error.is_some() => "failed (in doubt)".to_string(),
                 agentic_engine::ToolCallStatus::Finished => "answered (in doubt)".to_string(),
+                agentic_engine::ToolCallStatus::Started => "retried (in doubt)".to_string(),
                 other => other.as_str().to_string(),
             };
             let by = c.by.as_deref().map_or_else(String::new, |b| format!(" by {b}"));

@@ -404,3 +404,62 @@ async fn an_async_agent_cut_in_its_tool_call_continues_its_loop_on_resume() {
     assert_eq!(model.asked(), 2, "the async agent's answered turn is not asked again");
     assert_eq!(model.last_results(), vec!["40".to_string()]);
 }
+
+/// A tool `pay` (effect once) counting its calls, whose calls with `amount` in `ask` wait for approval.
+fn pay(count: Arc<Mutex<usize>>, ask: &'static [i64]) -> Tool {
+    counted("pay", count).approve(move |call: &ApprovalRequest<'_>| ask.contains(&call.args["n"].as_i64().unwrap_or(0)))
+}
+
+fn paying(model: &Arc<Recorder>, count: &Arc<Mutex<usize>>, ask: &'static [i64], tokens: u64) -> AgentRef {
+    LlmAgent::builder(ChatModelRef::new(Shared(model.clone())))
+        .name("desk")
+        .user("pay")
+        .tools([pay(count.clone(), ask)])
+        .output_key("out")
+        .budget(agentic::engine::budget::Budget { tokens: Some(tokens), ..Default::default() })
+        .build()
+        .unwrap()
+}
+
+fn three_payments() -> Arc<Recorder> {
+    Recorder::new(vec![
+        calling(&[("c1", "pay", json!({"n": 1}))]),
+        calling(&[("c2", "pay", json!({"n": 2}))]),
+        calling(&[("c3", "pay", json!({"n": 3}))]),
+        text("all paid"),
+    ])
+}
+
+#[tokio::test]
+async fn the_budget_counts_the_turns_before_an_approval_and_stops_at_the_crossing_turn() {
+    let (_dir, store) = sled();
+    let (model, count) = (three_payments(), Arc::new(Mutex::new(0)));
+    // 15 tokens a turn, a 40-token budget: the third turn (45) crosses it.
+    let agent = paying(&model, &count, &[1], 40);
+    let first = agent.invoke().memory_id("ba").store_ref(store.clone()).await.unwrap();
+    assert_eq!(first.pending()[0].id, "tool:root:0");
+    respond_as(&store, "ba", None, json!("approve"), Some("cli:ana")).await.unwrap();
+    let second = agent.resume("ba").store_ref(store.clone()).await.unwrap();
+    let pending: Vec<&str> = second.pending().iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(pending, ["budget:root"], "the first turn's 15 tokens still count after the approval");
+    assert!(second.pending()[0].prompt.contains("(45 tokens of 40)"), "{}", second.pending()[0].prompt);
+    assert_eq!((*count.lock().unwrap(), model.asked()), (2, 3), "pay(3) did not run");
+}
+
+#[tokio::test]
+async fn a_raised_budget_holds_through_a_later_approval_of_the_same_invocation() {
+    let (_dir, store) = sled();
+    let (model, count) = (three_payments(), Arc::new(Mutex::new(0)));
+    // A 20-token budget: the second turn (30) crosses it; raised to 40, the third (45) crosses the raise.
+    let agent = paying(&model, &count, &[2], 20);
+    let first = agent.invoke().memory_id("bb").store_ref(store.clone()).await.unwrap();
+    assert_eq!(first.pending()[0].id, "budget:root");
+    respond_as(&store, "bb", None, json!(40), Some("cli:ana")).await.unwrap();
+    let second = agent.resume("bb").store_ref(store.clone()).await.unwrap();
+    assert_eq!(second.pending()[0].id, "tool:root:1", "pay(2) waits for approval");
+    respond_as(&store, "bb", None, json!("approve"), Some("cli:ana")).await.unwrap();
+    let third = agent.resume("bb").store_ref(store.clone()).await.unwrap();
+    assert_eq!(third.pending()[0].id, "budget:root");
+    assert!(third.pending()[0].prompt.contains("(45 tokens of 40)"), "the raise held: {}", third.pending()[0].prompt);
+    assert_eq!((*count.lock().unwrap(), model.asked()), (2, 3));
+}

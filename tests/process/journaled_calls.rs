@@ -32,6 +32,7 @@ fn turn0() -> CallEntry {
             {"id": "c0", "name": "charge", "arguments": {"amount": 3}},
             {"id": "c1", "name": "refund", "arguments": {"amount": 5}}]},
             "usage": {"input": 10, "output": 4}, "finish_reason": "tool_calls"}),
+        usage: Default::default(),
         at_us: 1_000,
     })
 }

@@ -55,6 +55,9 @@ impl<'a> ModelCall<'a> {
     /// this call keeps no copy of the answer: the resumed invocation replays it from the journal.
     pub fn journaled(mut self, journaled: bool) -> Self {
         self.journaled = journaled;
+        if journaled {
+            self.ctx.usage().journaling();
+        }
         self
     }
 

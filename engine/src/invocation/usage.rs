@@ -196,6 +196,32 @@ impl UsageView<'_> {
         Ok(())
     }
 
+    /// The invocation journals its model turns itself (SPEC.md §4): a budget suspension keeps neither their
+    /// answers nor their usage (a resume counts them from the journal), and a raise of its budgets is
+    /// journaled with its calls ([`crate::tool_call::CallEntry::Budget`]).
+    pub fn journaling(&self) {
+        self.with_usage(|u| u.journaled = true);
+    }
+
+    /// Applies budgets raised earlier in this invocation (its journal's [`crate::tool_call::CallEntry::Budget`])
+    /// when it continues after another suspension: the limits by budget path, kept in the state with its
+    /// output.
+    pub async fn restore_raised(&self, limits: Map<String, Value>) {
+        let applied = limits.clone();
+        let _ = self
+            .ctx
+            .handle
+            .with_ledger(move |l| {
+                for t in l.budgets.iter_mut() {
+                    if let Some(b) = applied.get(&t.path).and_then(|v| serde_json::from_value(v.clone()).ok()) {
+                        t.budget = b;
+                    }
+                }
+            })
+            .await;
+        self.ctx.write_on_completion(crate::budget::BUDGET_KEY, Value::Object(limits));
+    }
+
     /// Whether a budget covers this invocation.
     async fn covered(&self) -> bool {
         let path = self.ctx.frame.path.clone();
@@ -333,6 +359,11 @@ impl UsageView<'_> {
         let Some(raised) = raised.await.transpose().map_err(|e: String| self.ctx.fail(e))?.flatten() else {
             return Ok(());
         };
+        if self.with_usage(|u| u.journaled) {
+            // Journaled with the invocation's calls: a later suspension (a tool call's approval) keeps it.
+            let entry = crate::tool_call::BudgetEntry { limits: raised.clone(), at_us: crate::time::now_us() };
+            self.ctx.calls().record(vec![crate::tool_call::CallEntry::Budget(entry)], false).await?;
+        }
         self.ctx.write_on_completion(crate::budget::BUDGET_KEY, Value::Object(raised));
         let replay = data.get("calls").and_then(Value::as_array).cloned().unwrap_or_default().into();
         self.with_usage(|u| u.replay = replay);
@@ -355,10 +386,11 @@ impl UsageView<'_> {
                     self.ctx.name,
                     names.join(" and ")
                 );
-                let (calls, usage) = self.with_usage(|u| (u.calls.clone(), u.usage.clone().unwrap_or_default()));
+                let (calls, usage, journaled) =
+                    self.with_usage(|u| (u.calls.clone(), u.usage.clone().unwrap_or_default(), u.journaled));
                 let mut pending = self.ctx.human().question(id, prompt);
                 pending.kind = crate::PendingKind::Budget;
-                pending.data = t.pending_data(&self.ctx.frame.path, &names, calls, &usage);
+                pending.data = t.pending_data(&self.ctx.frame.path, &names, calls, &usage, journaled);
                 self.ctx.human().suspend_pending(pending)
             }
         }

@@ -218,6 +218,18 @@ async fn run_async(
 
     let path = invocation.ctx.path().to_string();
     let (result, _) = invoke_body(&agent, &invocation).await;
+    // An async agent cannot suspend the run: what it waits for fails it, saying so.
+    let result = match result {
+        Err(Stop::Suspended(pending)) => {
+            let ids: Vec<&str> = pending.iter().map(|p| p.id.as_str()).collect();
+            Err(Stop::Failed(invocation.ctx.fail(format!(
+                "an async agent cannot suspend the run, and it waits for {}; make it synchronous (async: false) \
+                 or let it not wait",
+                ids.join(", ")
+            ))))
+        }
+        other => other,
+    };
     let Closed { item, result, scope_writes, record, .. } = invocation.close(&agent, result);
     // The writes staged for completion and the history record; the output follows with the async end.
     let then = Delivery { report: Report::Nobody, result: Ok(ChildOutcome::default()), failed: None };

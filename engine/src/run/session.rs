@@ -187,7 +187,8 @@ impl RunSession {
         state.extend(inputs.clone());
         let history = std::mem::take(&mut image.history);
         let budgets = budgets_of(&req.agent);
-        let ledger = crate::budget::Ledger::for_run(budgets, &history, &image.failed_usage, &state, &suspensions);
+        let ledger =
+            crate::budget::Ledger::for_run(budgets, &history, &image.failed_usage, &state, &suspensions, &image.calls);
         let layers = std::mem::take(&mut image.layers);
         let name = Some(registry.actor_name(&run_id));
         let restore: HashMap<_, _> =
