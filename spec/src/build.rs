@@ -769,7 +769,8 @@ impl Builder<'_> {
 
 /// The rule of a tool entry's `approve` (SPEC.md §4): `None` when no call waits; for an expression, a call
 /// waits when it is truthy with the call's arguments as `args` and the tool's name as `tool` (both shadowing
-/// state keys of those names). Its evaluation error is the rule's error (the invocation fails).
+/// the calling invocation's inputs, which shadow state keys). Its evaluation error, or an undefined value
+/// (a name that is none of these), is the rule's error (the invocation fails).
 ///
 /// # Errors
 /// The expression's source and its compile error.
@@ -782,8 +783,21 @@ pub(crate) fn approval_rule(
         ApproveDef::When(src) => {
             let expr = Expression::compile(&src.value).map_err(|e| (src, e))?;
             Ok(Some(Arc::new(move |call: &ApprovalRequest<'_>| {
-                let extra = [("args", call.args.clone()), ("tool", Value::String(call.tool.to_string()))];
-                expr.eval_bool(call.state, &extra).map_err(|e| format!("`approve` ({}): {e}", expr.source()))
+                // Variables: the state, the invocation's inputs over it, `args` and `tool` over those (the
+                // first match of `extra` wins).
+                let mut extra = vec![("args", call.args.clone()), ("tool", Value::String(call.tool.to_string()))];
+                if let Some(inputs) = call.inputs {
+                    extra.extend(inputs.iter().map(|(k, v)| (k.as_str(), v.clone())));
+                }
+                match expr.eval_bool_defined(call.state, &extra) {
+                    Ok(Some(b)) => Ok(b),
+                    Ok(None) => Err(format!(
+                        "`{}` is undefined: name a state key, an input, `args.<name>` or `tool`; write `approve: \
+                         true` to ask every time",
+                        expr.source()
+                    )),
+                    Err(e) => Err(format!("`approve` ({}): {e}", expr.source())),
+                }
             })))
         }
     }
@@ -792,9 +806,10 @@ pub(crate) fn approval_rule(
 /// A compiled `approve` rule ([`approval_rule`]).
 pub(crate) type ApprovalRule = Arc<dyn Fn(&ApprovalRequest<'_>) -> Result<bool, String> + Send + Sync>;
 
-/// A spec tool: its expression (or template) evaluated over the state with the model's arguments as
-/// variables; an evaluation error is the tool's error (the model sees it and may call again). It has the
-/// entry's `effect` and `approve` rule.
+/// A spec tool: its expression (or template) evaluated over the state, with the calling invocation's inputs
+/// over it and the model's arguments over those as variables; its parameters admit no other argument. An
+/// evaluation error is the tool's error (the model sees it and may call again). It has the entry's `effect`
+/// and `approve` rule.
 ///
 /// # Errors
 /// The field (`value`, `template`, `approve`) whose source does not compile, that source and the error.
@@ -813,7 +828,12 @@ pub(crate) fn spec_tool(
     let approve = approval_rule(&def.approve).map_err(|(src, e)| ("approve", src, e))?;
     let properties: serde_json::Map<String, Value> = def.parameters.iter().cloned().collect();
     let required: Vec<&String> = def.parameters.iter().map(|(n, _)| n).collect();
-    let schema = serde_json::json!({ "type": "object", "properties": properties, "required": required });
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    });
     let tool = agentic_agents::Tool::from_json_with_call(
         def.name.value.clone(),
         def.description.clone(),
@@ -821,11 +841,14 @@ pub(crate) fn spec_tool(
         move |call, args| {
             let body = body.clone();
             async move {
-                let extra: Vec<(&str, Value)> = match &args {
+                // Variables: the state, the invocation's inputs over it, the arguments over those (the first
+                // match of `extra` wins).
+                let mut extra: Vec<(&str, Value)> = match &args {
                     Value::Object(m) => m.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(),
                     Value::Null => Vec::new(),
                     other => return Err(format!("the arguments must be a JSON object, found {other}")),
                 };
+                extra.extend(call.inputs.iter().map(|(k, v)| (k.as_str(), v.clone())));
                 match body.as_ref() {
                     Body::Value(e) => e.eval(&call.state, &extra),
                     Body::Template(t) => t.render(&call.state, &extra).map(Value::String),
