@@ -955,6 +955,12 @@ agents:
         value: "1"
         effect: none
         approve: false
+      - name: pay
+        value: "1"
+        approve: needs_review
+      - name: send
+        value: "1"
+        approve: yes
 "#;
 
     /// The tools of agent `desk`, built from their entries.
@@ -975,11 +981,11 @@ agents:
     fn a_spec_tool_has_its_effect_and_approval_rule() {
         let tools = tools();
         let effects: Vec<Effect> = tools.iter().map(Tool::side_effect).collect();
-        assert_eq!(effects, [Effect::None, Effect::Once, Effect::Retry, Effect::None]);
+        assert_eq!(effects, [Effect::None, Effect::Once, Effect::Retry, Effect::None, Effect::None, Effect::None]);
         let rules: Vec<bool> = tools.iter().map(Tool::has_approval_rule).collect();
-        assert_eq!(rules, [false, true, true, false]);
+        assert_eq!(rules, [false, true, true, false, true, true]);
 
-        let [lookup, refund, notify, quiet] = &tools[..] else { panic!("four tools") };
+        let [lookup, refund, notify, quiet, ..] = &tools[..] else { panic!("four tools") };
         assert_eq!(needs(lookup, json!({}), json!({})), Ok(false));
         assert_eq!(needs(quiet, json!({}), json!({})), Ok(false));
         assert_eq!(needs(notify, json!({}), json!({})), Ok(true));
@@ -993,6 +999,41 @@ agents:
             needs(refund, json!({"amount": 50}), json!({})),
             Err("`approve` (args.amount > limit or tool == 'wire'): undefined value: `limit` is undefined (in \
                  <expression>:1)"
+                .to_string())
+        );
+    }
+
+    /// The invocation's inputs are variables of the rule, over the state and under `args` and `tool`.
+    #[test]
+    fn an_approval_rule_sees_the_inputs_over_the_state() {
+        let tools = tools();
+        let refund = &tools[1];
+        let state = ScopeView::from_map(serde_json::Map::from_iter([("limit".to_string(), json!(10))]));
+        let args = json!({"amount": 50});
+        let inputs =
+            serde_json::Map::from_iter([("limit".to_string(), json!(100)), ("tool".to_string(), json!("wire"))]);
+        let asked = ApprovalRequest::new(refund.name(), &args, &state);
+        assert_eq!(refund.needs_approval(&asked), Ok(true), "the state's limit");
+        assert_eq!(refund.needs_approval(&asked.with_inputs(&inputs)), Ok(false), "the input's limit; `tool` wins");
+    }
+
+    /// An `approve` expression whose value is undefined (a missing name, YAML 1.2's bare `yes`) is the rule's
+    /// error, not false.
+    #[test]
+    fn an_undefined_approval_rule_is_an_error() {
+        let tools = tools();
+        let (pay, send) = (&tools[4], &tools[5]);
+        assert_eq!(
+            needs(pay, json!({}), json!({})),
+            Err("`needs_review` is undefined: name a state key, an input, `args.<name>` or `tool`; write `approve: \
+                 true` to ask every time"
+                .to_string())
+        );
+        assert_eq!(needs(pay, json!({}), json!({"needs_review": false})), Ok(false));
+        assert_eq!(
+            needs(send, json!({}), json!({})),
+            Err("`yes` is undefined: name a state key, an input, `args.<name>` or `tool`; write `approve: true` to \
+                 ask every time"
                 .to_string())
         );
     }
