@@ -960,7 +960,7 @@ agents:
         approve: needs_review
       - name: send
         value: "1"
-        approve: yes
+        approve: args.urgent
 "#;
 
     /// The tools of agent `desk`, built from their entries.
@@ -1017,8 +1017,8 @@ agents:
         assert_eq!(refund.needs_approval(&asked.with_inputs(&inputs)), Ok(false), "the input's limit; `tool` wins");
     }
 
-    /// An `approve` expression whose value is undefined (a missing name, YAML 1.2's bare `yes`) is the rule's
-    /// error, not false.
+    /// An `approve` expression whose value is undefined (a missing name or argument) is the rule's error, not
+    /// false.
     #[test]
     fn an_undefined_approval_rule_is_an_error() {
         let tools = tools();
@@ -1032,9 +1032,10 @@ agents:
         assert_eq!(needs(pay, json!({}), json!({"needs_review": false})), Ok(false));
         assert_eq!(
             needs(send, json!({}), json!({})),
-            Err("`yes` is undefined: name a state key, an input, `args.<name>` or `tool`; write `approve: true` to \
-                 ask every time"
+            Err("`args.urgent` is undefined: name a state key, an input, `args.<name>` or `tool`; write `approve: \
+                 true` to ask every time"
                 .to_string())
         );
+        assert_eq!(needs(send, json!({"urgent": true}), json!({})), Ok(true));
     }
 }

@@ -682,6 +682,9 @@ agents:
       - mcp: files
         effetc: once
         approve: "tool in"
+      - name: send
+        value: "1"
+        approve: yes
   fetch:
     kind: mcp
     server: files
@@ -705,7 +708,9 @@ agents:
              expected one of `mcp`, `filter`, `rename`, `effect`, `approve`",
             "spec.yaml:26:18: agent `desk`: field `tools[3].approve`: invalid expression: syntax error: unexpected \
              end of input, expected expression",
-            "spec.yaml:30:13: agent `fetch`: field `effect`: unknown effect `always`, expected `none`, `retry` or \
+            "spec.yaml:29:18: agent `desk`: field `tools[4].approve`: `yes` is not a boolean (did you mean \
+             true/false?)",
+            "spec.yaml:33:13: agent `fetch`: field `effect`: unknown effect `always`, expected `none`, `retry` or \
              `once`",
         ]
     );
@@ -881,5 +886,36 @@ agents:
             (ToolCallStatus::Finished, Some(json!("A paid"))),
             (ToolCallStatus::AwaitingApproval, None),
         ]
+    );
+}
+
+/// Issue #42: an `approve` expression whose value is undefined fails the invocation, naming the tool and the
+/// expression, instead of letting the call run.
+#[tokio::test]
+async fn an_undefined_approval_rule_fails_the_invocation() {
+    let text = r#"version: 1
+root: desk
+models:
+  default:
+    provider: scripted
+    replies:
+      - '{"tool_calls": [{"name": "pay", "arguments": {}}]}'
+      - "Paid."
+agents:
+  desk:
+    kind: llm
+    user: hi
+    tools:
+      - name: pay
+        value: "1"
+        effect: once
+        approve: needs_review
+"#;
+    let built = Spec::parse(text, "spec.yaml").expect("valid").build().expect("build");
+    let err = built.root.invoke().await.err().expect("failed").to_string();
+    assert_eq!(
+        err,
+        "agent `desk` (root) failed: the approval rule of tool `pay`: `needs_review` is undefined: name a state \
+         key, an input, `args.<name>` or `tool`; write `approve: true` to ask every time"
     );
 }
