@@ -912,7 +912,7 @@ agents:
         approve: needs_review
 "#;
     let built = Spec::parse(text, "spec.yaml").expect("valid").build().expect("build");
-    let err = built.root.invoke().await.err().expect("failed").to_string();
+    let err = built.root.invoke().await.expect_err("failed").to_string();
     assert_eq!(
         err,
         "agent `desk` (root) failed: the approval rule of tool `pay`: `needs_review` is undefined: name a state \
