@@ -160,6 +160,17 @@ impl Expression {
         Ok(v.is_true())
     }
 
+    /// Evaluates and tests for truth as [`Expression::eval_bool`], but `None` when the value is undefined (a
+    /// bare name that is neither a variable nor a state key, `args.missing`): for rules that must not read
+    /// a missing name as false.
+    ///
+    /// # Errors
+    /// As [`Expression::eval`].
+    pub fn eval_bool_defined(&self, view: &ScopeView, extra: &[(&str, Value)]) -> Result<Option<bool>, String> {
+        let v = self.compiled.eval(context(view, extra)).map_err(|e| describe(&e))?;
+        Ok(if v.is_undefined() { None } else { Some(v.is_true()) })
+    }
+
     /// Evaluates over `view` plus an agent's resolved `inputs` (which take precedence over the state), copying
     /// each input once.
     ///
@@ -253,6 +264,12 @@ mod tests {
         let c = Expression::compile("score >= 0.8 or iteration >= 3").expect("compile");
         assert_eq!(c.eval_bool(&view(json!({"score": 0.5})), &[("iteration", json!(3))]), Ok(true));
         assert_eq!(c.eval_bool(&view(json!({"score": 0.5})), &[("iteration", json!(1))]), Ok(false));
+        let u = Expression::compile("x").expect("compile");
+        assert_eq!(u.eval_bool_defined(&view(json!({})), &[]), Ok(None), "an undefined name");
+        assert_eq!(u.eval_bool_defined(&view(json!({"x": 0})), &[]), Ok(Some(false)));
+        assert_eq!(u.eval_bool_defined(&view(json!({})), &[("x", json!("yes"))]), Ok(Some(true)));
+        let a = Expression::compile("args.flag").expect("compile");
+        assert_eq!(a.eval_bool_defined(&view(json!({})), &[("args", json!({}))]), Ok(None), "a missing attribute");
         let d = Expression::compile("x is defined").expect("compile");
         assert_eq!(d.eval_bool(&view(json!({})), &[]), Ok(false));
         let l = Expression::compile("[a, b * 2, {'k': c}]").expect("compile");

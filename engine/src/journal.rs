@@ -227,6 +227,13 @@ impl StepRecord {
     }
 }
 
+/// The mapper item of scope layer `layer` (a journaled record's `item`): the `#<tag>` of each of its levels
+/// (`|root/0#3|root/0/1/0#0` is `#3#0`), what follows an agent's path in its pending ids and in `show --calls`
+/// (`root/0#3`).
+pub fn item_of_layer(layer: &str) -> String {
+    layer.split('|').filter_map(|level| level.rfind('#').map(|i| &level[i..])).collect()
+}
+
 /// The key of a composite's state in [`RunImage::planners`]: its path, followed by its mapper item if any
 /// layer (`root/0/1|root/0#3`).
 pub fn planner_key(path: &str, item: Option<&str>) -> String {

@@ -66,7 +66,7 @@ pub use error::{
 };
 pub use error_handler::{ErrorContext, ErrorHandler, MAX_BACKOFF, Recovery, RetryPolicy};
 pub use invocation::{CallsView, HumanView, InvocationContext, RunView, UsageView};
-pub use journal::{DecisionRecord, InvocationRecord, TokenUsage, calls_json, journal_agent_names};
+pub use journal::{DecisionRecord, InvocationRecord, TokenUsage, calls_json, item_of_layer, journal_agent_names};
 pub use listener::{
     AgentListener, AgentMonitor, ListenerRef, MonitoredInvocation, MonitoredSession, RunEvent, SessionStatus,
 };

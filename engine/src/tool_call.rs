@@ -444,8 +444,8 @@ pub fn doubt_answer(recorded: &Value) -> Result<DoubtAnswer, String> {
     }
 }
 
-/// Checks `v` against a subset of JSON schema — `type`, `enum`, `required`, `properties`, `items` — the
-/// parts a tool's parameters and a structured answer use; `at` names `v` in the error (`the call`, `the
+/// Checks `v` against a subset of JSON schema — `type`, `enum`, `required`, `properties`,
+/// `additionalProperties: false`, `items` — the parts a tool's parameters and a structured answer use; `at` names `v` in the error (`the call`, `the
 /// answer`, `field `amount``).
 ///
 /// # Errors
@@ -486,11 +486,20 @@ pub fn check_schema(schema: &Value, v: &Value, at: &str) -> Result<(), String> {
                 }
             }
         }
-        if let Some(Value::Object(props)) = s.get("properties") {
-            for (k, sub) in props {
-                if let Some(x) = obj.get(k) {
-                    check_schema(sub, x, &format!("field `{k}`"))?;
-                }
+        let props = match s.get("properties") {
+            Some(Value::Object(props)) => Some(props),
+            _ => None,
+        };
+        if s.get("additionalProperties") == Some(&Value::Bool(false))
+            && let Some(k) = obj.keys().find(|k| !props.is_some_and(|p| p.contains_key(k.as_str())))
+        {
+            let fields: Vec<&str> = props.map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default();
+            let fields = if fields.is_empty() { "none".to_string() } else { fields.join(", ") };
+            return Err(format!("{at} has an unknown field `{k}` (the fields are: {fields})"));
+        }
+        for (k, sub) in props.into_iter().flatten() {
+            if let Some(x) = obj.get(k) {
+                check_schema(sub, x, &format!("field `{k}`"))?;
             }
         }
     }
@@ -519,6 +528,29 @@ pub fn approval_data(tool: &str, args: &Value, parameters: &Value, n: u32, path:
 mod tests {
     use super::*;
     use crate::pending::PendingKind;
+
+    /// `additionalProperties: false` refuses a field the properties do not name, listing the fields.
+    #[test]
+    fn a_closed_object_refuses_an_unknown_field() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"amount": {"type": "number"}},
+            "required": ["amount"],
+            "additionalProperties": false,
+        });
+        assert_eq!(check_schema(&schema, &json!({"amount": 5}), "the call"), Ok(()));
+        assert_eq!(
+            check_schema(&schema, &json!({"amount": 5, "account": "x"}), "the call"),
+            Err("the call has an unknown field `account` (the fields are: amount)".to_string())
+        );
+        let empty = json!({"type": "object", "additionalProperties": false});
+        assert_eq!(
+            check_schema(&empty, &json!({"a": 1}), "the edit"),
+            Err("the edit has an unknown field `a` (the fields are: none)".to_string())
+        );
+        let open = json!({"type": "object", "properties": {"amount": {"type": "number"}}});
+        assert_eq!(check_schema(&open, &json!({"amount": 5, "account": "x"}), "the call"), Ok(()));
+    }
 
     #[test]
     fn the_args_hash_is_the_sha256_of_the_canonical_json() {

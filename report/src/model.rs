@@ -42,7 +42,8 @@ pub(crate) struct AgentCalls {
 pub(crate) struct CallRow {
     /// The step of its first entry.
     pub(crate) seq: u64,
-    /// The mapper item of the invocation (`|root/0#3`), empty for the shared scope.
+    /// The path and mapper item of the invocation (`root/0#3`, as in its pending ids), empty for the shared
+    /// scope.
     pub(crate) item: String,
     /// Which invocation of the agent, from 1 (a retry or a later iteration is a new one).
     pub(crate) invocation: usize,
@@ -619,7 +620,8 @@ impl CallsAcc {
         if !self.rows.contains_key(path) {
             self.order.push(path.to_string());
         }
-        let item = r.item.clone().unwrap_or_default();
+        let item = r.item.as_deref().map(|layer| format!("{path}{}", agentic_engine::item_of_layer(layer)));
+        let item = item.unwrap_or_default();
         let rows = self.rows.entry(path.to_string()).or_default();
         for entry in &r.calls {
             match entry {
@@ -1266,6 +1268,31 @@ mod tests {
             &html[at..at + 200]
         );
         assert!(html.contains("<td>rejected: too much</td><td>cli:ann</td>"));
+    }
+
+    /// A mapper item's call shows its path and item as its pending ids do (`root/1#0`), not the scope layer.
+    #[test]
+    fn a_mapper_items_calls_show_the_path_and_the_item() {
+        use agentic_engine::{CallEntry, ToolCallStatus};
+        let record = StepRecord {
+            item: Some("|root/1#0".into()),
+            ..calls_at(1, vec![CallEntry::Tool(charge(ToolCallStatus::Started))])
+        };
+        let run: RunRecord = serde_json::from_value(serde_json::json!({
+            "run_id": "r", "name": "n", "fingerprint": "f", "status": "suspended",
+            "created_at_ms": 0, "updated_at_ms": 2,
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let records = [record];
+        let m = build(None, &run, &records);
+        let items: Vec<&str> = m.calls[0].rows.iter().map(|r| r.item.as_str()).collect();
+        assert_eq!(items, ["root/1#0"]);
+        let html = crate::render_run_without_topology(&run, &records, "none");
+        assert!(
+            html.contains("<td>1 <code>root&#x2f;1#0</code></td>"),
+            "{}",
+            &html[html.find("call-tool").unwrap_or(0)..]
+        );
     }
 
     #[test]

@@ -769,7 +769,8 @@ impl Builder<'_> {
 
 /// The rule of a tool entry's `approve` (SPEC.md §4): `None` when no call waits; for an expression, a call
 /// waits when it is truthy with the call's arguments as `args` and the tool's name as `tool` (both shadowing
-/// state keys of those names). Its evaluation error is the rule's error (the invocation fails).
+/// the calling invocation's inputs, which shadow state keys). Its evaluation error, or an undefined value
+/// (a name that is none of these), is the rule's error (the invocation fails).
 ///
 /// # Errors
 /// The expression's source and its compile error.
@@ -782,8 +783,21 @@ pub(crate) fn approval_rule(
         ApproveDef::When(src) => {
             let expr = Expression::compile(&src.value).map_err(|e| (src, e))?;
             Ok(Some(Arc::new(move |call: &ApprovalRequest<'_>| {
-                let extra = [("args", call.args.clone()), ("tool", Value::String(call.tool.to_string()))];
-                expr.eval_bool(call.state, &extra).map_err(|e| format!("`approve` ({}): {e}", expr.source()))
+                // Variables: the state, the invocation's inputs over it, `args` and `tool` over those (the
+                // first match of `extra` wins).
+                let mut extra = vec![("args", call.args.clone()), ("tool", Value::String(call.tool.to_string()))];
+                if let Some(inputs) = call.inputs {
+                    extra.extend(inputs.iter().map(|(k, v)| (k.as_str(), v.clone())));
+                }
+                match expr.eval_bool_defined(call.state, &extra) {
+                    Ok(Some(b)) => Ok(b),
+                    Ok(None) => Err(format!(
+                        "`{}` is undefined: name a state key, an input, `args.<name>` or `tool`; write `approve: \
+                         true` to ask every time",
+                        expr.source()
+                    )),
+                    Err(e) => Err(format!("`approve` ({}): {e}", expr.source())),
+                }
             })))
         }
     }
@@ -792,9 +806,10 @@ pub(crate) fn approval_rule(
 /// A compiled `approve` rule ([`approval_rule`]).
 pub(crate) type ApprovalRule = Arc<dyn Fn(&ApprovalRequest<'_>) -> Result<bool, String> + Send + Sync>;
 
-/// A spec tool: its expression (or template) evaluated over the state with the model's arguments as
-/// variables; an evaluation error is the tool's error (the model sees it and may call again). It has the
-/// entry's `effect` and `approve` rule.
+/// A spec tool: its expression (or template) evaluated over the state, with the calling invocation's inputs
+/// over it and the model's arguments over those as variables; its parameters admit no other argument. An
+/// evaluation error is the tool's error (the model sees it and may call again). It has the entry's `effect`
+/// and `approve` rule.
 ///
 /// # Errors
 /// The field (`value`, `template`, `approve`) whose source does not compile, that source and the error.
@@ -813,7 +828,12 @@ pub(crate) fn spec_tool(
     let approve = approval_rule(&def.approve).map_err(|(src, e)| ("approve", src, e))?;
     let properties: serde_json::Map<String, Value> = def.parameters.iter().cloned().collect();
     let required: Vec<&String> = def.parameters.iter().map(|(n, _)| n).collect();
-    let schema = serde_json::json!({ "type": "object", "properties": properties, "required": required });
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    });
     let tool = agentic_agents::Tool::from_json_with_call(
         def.name.value.clone(),
         def.description.clone(),
@@ -821,11 +841,14 @@ pub(crate) fn spec_tool(
         move |call, args| {
             let body = body.clone();
             async move {
-                let extra: Vec<(&str, Value)> = match &args {
+                // Variables: the state, the invocation's inputs over it, the arguments over those (the first
+                // match of `extra` wins).
+                let mut extra: Vec<(&str, Value)> = match &args {
                     Value::Object(m) => m.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(),
                     Value::Null => Vec::new(),
                     other => return Err(format!("the arguments must be a JSON object, found {other}")),
                 };
+                extra.extend(call.inputs.iter().map(|(k, v)| (k.as_str(), v.clone())));
                 match body.as_ref() {
                     Body::Value(e) => e.eval(&call.state, &extra),
                     Body::Template(t) => t.render(&call.state, &extra).map(Value::String),
@@ -932,6 +955,12 @@ agents:
         value: "1"
         effect: none
         approve: false
+      - name: pay
+        value: "1"
+        approve: needs_review
+      - name: send
+        value: "1"
+        approve: args.urgent
 "#;
 
     /// The tools of agent `desk`, built from their entries.
@@ -952,11 +981,11 @@ agents:
     fn a_spec_tool_has_its_effect_and_approval_rule() {
         let tools = tools();
         let effects: Vec<Effect> = tools.iter().map(Tool::side_effect).collect();
-        assert_eq!(effects, [Effect::None, Effect::Once, Effect::Retry, Effect::None]);
+        assert_eq!(effects, [Effect::None, Effect::Once, Effect::Retry, Effect::None, Effect::None, Effect::None]);
         let rules: Vec<bool> = tools.iter().map(Tool::has_approval_rule).collect();
-        assert_eq!(rules, [false, true, true, false]);
+        assert_eq!(rules, [false, true, true, false, true, true]);
 
-        let [lookup, refund, notify, quiet] = &tools[..] else { panic!("four tools") };
+        let [lookup, refund, notify, quiet, ..] = &tools[..] else { panic!("four tools") };
         assert_eq!(needs(lookup, json!({}), json!({})), Ok(false));
         assert_eq!(needs(quiet, json!({}), json!({})), Ok(false));
         assert_eq!(needs(notify, json!({}), json!({})), Ok(true));
@@ -972,5 +1001,41 @@ agents:
                  <expression>:1)"
                 .to_string())
         );
+    }
+
+    /// The invocation's inputs are variables of the rule, over the state and under `args` and `tool`.
+    #[test]
+    fn an_approval_rule_sees_the_inputs_over_the_state() {
+        let tools = tools();
+        let refund = &tools[1];
+        let state = ScopeView::from_map(serde_json::Map::from_iter([("limit".to_string(), json!(10))]));
+        let args = json!({"amount": 50});
+        let inputs =
+            serde_json::Map::from_iter([("limit".to_string(), json!(100)), ("tool".to_string(), json!("wire"))]);
+        let asked = ApprovalRequest::new(refund.name(), &args, &state);
+        assert_eq!(refund.needs_approval(&asked), Ok(true), "the state's limit");
+        assert_eq!(refund.needs_approval(&asked.with_inputs(&inputs)), Ok(false), "the input's limit; `tool` wins");
+    }
+
+    /// An `approve` expression whose value is undefined (a missing name or argument) is the rule's error, not
+    /// false.
+    #[test]
+    fn an_undefined_approval_rule_is_an_error() {
+        let tools = tools();
+        let (pay, send) = (&tools[4], &tools[5]);
+        assert_eq!(
+            needs(pay, json!({}), json!({})),
+            Err("`needs_review` is undefined: name a state key, an input, `args.<name>` or `tool`; write `approve: \
+                 true` to ask every time"
+                .to_string())
+        );
+        assert_eq!(needs(pay, json!({}), json!({"needs_review": false})), Ok(false));
+        assert_eq!(
+            needs(send, json!({}), json!({})),
+            Err("`args.urgent` is undefined: name a state key, an input, `args.<name>` or `tool`; write `approve: \
+                 true` to ask every time"
+                .to_string())
+        );
+        assert_eq!(needs(send, json!({"urgent": true}), json!({})), Ok(true));
     }
 }

@@ -1415,8 +1415,8 @@ fn parse_effect(obj: &Obj<'_>, cx: &mut Cx<'_>, default: Effect) -> Effect {
 }
 
 /// `approve: true | false | <expression>` (SPEC.md §4) of a tool entry; the expression is compiled here so
-/// that a syntax error is reported at the field. Not written (or after an error, which is recorded): no call
-/// waits.
+/// that a syntax error is reported at the field; the words `yes`, `no`, `on`, `off` (strings in YAML 1.2) are
+/// refused with a hint. Not written (or after an error, which is recorded): no call waits.
 fn parse_approve(obj: &Obj<'_>, cx: &mut Cx<'_>) -> ApproveDef {
     let Some(node) = obj.get("approve") else { return ApproveDef::Never };
     match &node.value {
@@ -1424,6 +1424,12 @@ fn parse_approve(obj: &Obj<'_>, cx: &mut Cx<'_>) -> ApproveDef {
         NodeValue::Bool(false) => ApproveDef::Never,
         NodeValue::Str(src) if src.trim().is_empty() => {
             cx.err(node.pos, Some("approve"), "must not be empty");
+            ApproveDef::Never
+        }
+        // YAML 1.2 reads these words as strings; as an expression they would name a state key.
+        NodeValue::Str(src) if ["yes", "no", "on", "off"].contains(&src.trim().to_ascii_lowercase().as_str()) => {
+            let msg = format!("`{src}` is not a boolean (did you mean true/false?)");
+            cx.err(node.pos, Some("approve"), msg);
             ApproveDef::Never
         }
         NodeValue::Str(src) => match agentic_agents::Expression::compile(src) {

@@ -450,7 +450,8 @@ pub(crate) fn runs(args: RunsArgs) -> u8 {
     let name_w = runs.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
     out(&format!("{:id_w$}  {:name_w$}  {:9}  {:20}  PENDING", "ID", "NAME", "STATUS", "UPDATED"));
     for r in &runs {
-        let pending = r.pending.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(",");
+        let pending = r.pending.iter().map(|p| format!("{}{}", p.id, answered_note(r, &p.id))).collect::<Vec<_>>();
+        let pending = pending.join(",");
         out(&format!(
             "{:id_w$}  {:name_w$}  {:9}  {:20}  {}",
             r.run_id,
@@ -542,7 +543,8 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
     if !record.pending.is_empty() {
         out("pending:");
         for p in &record.pending {
-            out(&format!("  {} (agent `{}`): {}{}", p.id, p.agent, p.prompt, super::run::deadline_note(p)));
+            let (deadline, answered) = (super::run::deadline_note(p), answered_note(&record, &p.id));
+            out(&format!("  {} (agent `{}`): {}{deadline}{answered}", p.id, p.agent, p.prompt));
             if let Some(call) = pending_call(p, args.all) {
                 out(&format!("    {call}"));
             }
@@ -587,6 +589,12 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
         n => out(&format!("({n} internal keys hidden; --all shows them)")),
     }
     EXIT_OK
+}
+
+/// ` (answered; resume to continue)` after a pending response whose answer is recorded but not yet used,
+/// else nothing.
+fn answered_note(record: &RunRecord, id: &str) -> &'static str {
+    if record.answers.contains_key(id) { " (answered; resume to continue)" } else { "" }
 }
 
 /// The tool call a pending response of kind `tool_call` or `in_doubt` is about, as `show` prints it under
@@ -667,10 +675,13 @@ async fn show_calls(opened: &Opened, args: &ShowArgs) -> u8 {
     EXIT_OK
 }
 
-/// The `seq`, `path` (with its mapper item) or `agent` of a journaled call as `show --calls` prints it.
+/// The `seq`, `path` (with its mapper item: `root/0#1`) or `agent` of a journaled call as `show --calls`
+/// prints it.
 fn where_of(call: &Value, key: &str) -> String {
     match (key, &call[key]) {
-        ("path", Value::String(path)) => format!("{path}{}", call["item"].as_str().unwrap_or("")),
+        ("path", Value::String(path)) => {
+            format!("{path}{}", call["item"].as_str().map(agentic_engine::item_of_layer).unwrap_or_default())
+        }
         (_, Value::String(s)) => s.clone(),
         (_, Value::Null) => "?".to_string(),
         (_, other) => other.to_string(),
@@ -708,7 +719,7 @@ fn call_line(call: &Value, all: bool, seq_w: usize, path_w: usize, agent_w: usiz
             if let Some(error) = call.get("error") {
                 line.push_str(&format!("  error: {}", text(error)));
             }
-            if let Some(message) = call.get("message") {
+            if let Some(message) = call.get("message").filter(|m| m.as_str() != Some("")) {
                 line.push_str(&format!("  message: {}", text(message)));
             }
             if let Some(by) = call["by"].as_str() {

@@ -344,7 +344,8 @@ async fn spec_tools_are_offered_to_the_model_and_run_over_the_state_and_the_argu
     let model = ScriptedModel::new([
         r#"{"tool_calls": [{"name": "order_status", "arguments": {"order_id": "A42"}},
                           {"name": "quote", "arguments": {"quantity": 3, "unit": 2.5}}]}"#,
-        r#"{"tool_calls": [{"name": "order_status", "arguments": {"order": "B7"}}]}"#,
+        r#"{"tool_calls": [{"name": "order_status", "arguments": {"order": "B7"}},
+                          {"name": "quote", "arguments": {"quantity": 1, "unit": 2, "orders": {}}}]}"#,
         "Your order A42 has shipped; three more cost 7.5 EUR.",
     ]);
     let built = Spec::parse(ORDER_SPEC, "support.yaml")
@@ -370,12 +371,14 @@ async fn spec_tools_are_offered_to_the_model_and_run_over_the_state_and_the_argu
         tools,
         [
             json!({"name": "order_status", "description": "The shipping status of an order", "parameters": {
-                "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}),
+                "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"],
+                "additionalProperties": false}}),
             json!({"name": "quote", "description": "The price of a quantity of items", "parameters": {
                 "type": "object",
                 "properties": {"quantity": {"type": "integer"},
                                "unit": {"type": "number", "description": "price of one item, in EUR"}},
-                "required": ["quantity", "unit"]}}),
+                "required": ["quantity", "unit"],
+                "additionalProperties": false}}),
         ]
     );
     // The results of the first round, in call order; the second round's mistake is fed back as an error.
@@ -384,8 +387,10 @@ async fn spec_tools_are_offered_to_the_model_and_run_over_the_state_and_the_argu
     };
     assert_eq!(tool_results(1), ["shipped", "3 x 2.5 EUR = 7.5 EUR"]);
     let second = tool_results(2);
-    assert_eq!(second.len(), 3);
+    assert_eq!(second.len(), 4);
     assert!(second[2].starts_with("error: ") && second[2].contains("order_id"), "{}", second[2]);
+    // An argument the parameters do not name is refused (it would shadow the state key `orders`).
+    assert_eq!(second[3], "error: the call has an unknown field `orders` (the fields are: quantity, unit)");
 }
 
 #[test]
@@ -677,6 +682,9 @@ agents:
       - mcp: files
         effetc: once
         approve: "tool in"
+      - name: send
+        value: "1"
+        approve: yes
   fetch:
     kind: mcp
     server: files
@@ -700,7 +708,9 @@ agents:
              expected one of `mcp`, `filter`, `rename`, `effect`, `approve`",
             "spec.yaml:26:18: agent `desk`: field `tools[3].approve`: invalid expression: syntax error: unexpected \
              end of input, expected expression",
-            "spec.yaml:30:13: agent `fetch`: field `effect`: unknown effect `always`, expected `none`, `retry` or \
+            "spec.yaml:29:18: agent `desk`: field `tools[4].approve`: `yes` is not a boolean (did you mean \
+             true/false?)",
+            "spec.yaml:33:13: agent `fetch`: field `effect`: unknown effect `always`, expected `none`, `retry` or \
              `once`",
         ]
     );
@@ -815,4 +825,97 @@ agents:
     assert!(calls.contains(&(0, ToolCallStatus::Finished, None)), "{calls:?}");
     assert!(calls.contains(&(1, ToolCallStatus::Finished, None)), "the call under the limit ran: {calls:?}");
     assert!(!calls.contains(&(1, ToolCallStatus::AwaitingApproval, None)), "{calls:?}");
+}
+
+/// Issue #42: inside a `parallel_mapper`, a spec tool's `value` and its `approve` expression see the item's
+/// bound input (`order`) over the state: item A's call runs without approval and gives `A paid`; item B's
+/// call waits under the item's own pending id.
+#[tokio::test]
+async fn a_mapped_llm_agents_tool_and_approval_rule_see_the_item() {
+    use agentic::engine::{CallEntry, PendingKind, StoreRef, ToolCallStatus};
+    use agentic::prelude::SledStore;
+    let text = r#"version: 1
+root: each
+models:
+  default:
+    provider: scripted
+    replies:
+      - '{"tool_calls": [{"name": "pay", "arguments": {}}]}'
+      - "Paid A."
+      - '{"tool_calls": [{"name": "pay", "arguments": {}}]}'
+      - "Paid B."
+agents:
+  each: { kind: parallel_mapper, agent: clerk, items: orders, item_key: order, max_concurrency: 1 }
+  clerk:
+    kind: llm
+    user: "Pay {{ order }}"
+    tools:
+      - name: pay
+        value: "order ~ ' paid'"
+        effect: once
+        approve: "order == 'B'"
+"#;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store: StoreRef = std::sync::Arc::new(SledStore::open(dir.path().join("db")).expect("sled"));
+    let built = Spec::parse(text, "spec.yaml").expect("valid").build().expect("build");
+    let first = built
+        .root
+        .invoke()
+        .memory_id("mapped-tools")
+        .input("orders", json!(["A", "B"]))
+        .store_ref(store.clone())
+        .await
+        .expect("suspended");
+    let pending: Vec<(&str, PendingKind)> = first.pending().iter().map(|p| (p.id.as_str(), p.kind)).collect();
+    assert_eq!(pending, [("tool:root/0#1:0", PendingKind::ToolCall)]);
+    let calls: Vec<(ToolCallStatus, Option<Value>)> = store
+        .records_dyn("mapped-tools")
+        .await
+        .expect("records")
+        .into_iter()
+        .flat_map(|r| r.calls)
+        .filter_map(|c| match c {
+            CallEntry::Tool(t) => Some((t.status, t.result)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (ToolCallStatus::Started, None),
+            (ToolCallStatus::Finished, Some(json!("A paid"))),
+            (ToolCallStatus::AwaitingApproval, None),
+        ]
+    );
+}
+
+/// Issue #42: an `approve` expression whose value is undefined fails the invocation, naming the tool and the
+/// expression, instead of letting the call run.
+#[tokio::test]
+async fn an_undefined_approval_rule_fails_the_invocation() {
+    let text = r#"version: 1
+root: desk
+models:
+  default:
+    provider: scripted
+    replies:
+      - '{"tool_calls": [{"name": "pay", "arguments": {}}]}'
+      - "Paid."
+agents:
+  desk:
+    kind: llm
+    user: hi
+    tools:
+      - name: pay
+        value: "1"
+        effect: once
+        approve: needs_review
+"#;
+    let built = Spec::parse(text, "spec.yaml").expect("valid").build().expect("build");
+    let err = built.root.invoke().await.expect_err("failed").to_string();
+    assert_eq!(
+        err,
+        "agent `desk` (root) failed: the approval rule of tool `pay`: `needs_review` is undefined: name a state \
+         key, an input, `args.<name>` or `tool`; write `approve: true` to ask every time"
+    );
 }

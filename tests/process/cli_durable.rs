@@ -429,6 +429,17 @@ agents:
     let refused = "error: run `desk-1`: the answer to `tool:root:0` was given for another call (args_hash 00)";
     assert!(stderr(&stale).starts_with(refused), "{}", stderr(&stale));
 
+    // An edit with a field the parameters do not name is refused (it would shadow a state key).
+    let hash = agentic::engine::tool_args_hash("refund", &json!({"amount": 150}));
+    let edit = format!(r#"{{"decision": "edit", "args": {{"amount": 90, "account": "x"}}, "args_hash": "{hash}"}}"#);
+    let extra = Cli::new(["respond", "desk-1", "tool:root:0", &edit]).store(s).output();
+    assert_eq!(extra.status.code(), Some(1), "{}", stderr(&extra));
+    assert_eq!(
+        stderr(&extra),
+        "error: run `desk-1`: response `tool:root:0`: the edit has an unknown field `account` (the fields are: \
+         amount)\n"
+    );
+
     let o = Cli::new(["respond", "desk-1", "tool:root:0", "approve"]).store(s).env("USER", "ana").output();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let again = Cli::new(["respond", "desk-1", "tool:root:0", "approve"]).store(s).env("USER", "bo").output();

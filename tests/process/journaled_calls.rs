@@ -291,3 +291,49 @@ async fn journaled_calls_are_shown_by_show_the_api_the_events_and_the_report() {
     let record: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(record["answers"]["tool:root/0:1"], json!({"decision": "approve", "by": "anonymous"}), "{record}");
 }
+
+/// Issue #42, `show` and `runs` cosmetics: a mapper item's calls print their path and item as the pending ids
+/// do (`root/0#1`); a rejection without a message prints no `message:`; a pending response whose answer is
+/// recorded but not yet used says so in `show` and `runs`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_calls_empty_rejections_and_answered_responses_are_shown_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    {
+        let s = SledStore::open(&store).unwrap().store_ref();
+        let rejected = ToolCallEntry {
+            message: Some(String::new()),
+            by: Some("cli:ana".into()),
+            ..tool(0, "pay", json!({}), ToolCallStatus::Rejected, 2_000)
+        };
+        let waiting = tool(0, "pay", json!({}), ToolCallStatus::AwaitingApproval, 3_000);
+        let item = |seq: u64, tag: &str, entry: ToolCallEntry| StepRecord {
+            item: Some(format!("|root/0#{tag}")),
+            ..calls("c3", seq, vec![CallEntry::Tool(entry)])
+        };
+        let mut approval = PendingResponse::new("tool:root/0#1:0", "Run `pay`?", "clerk");
+        approval.kind = PendingKind::ToolCall;
+        approval.data = json!({"tool": "pay", "args": {}, "n": 0, "agent_path": "root/0"});
+        let mut c3 = run("c3", "suspended", vec![approval]);
+        c3.answers.insert("tool:root/0#1:0".into(), json!({"decision": "approve", "by": "cli:ana"}));
+        s.put_run_dyn(c3).await.unwrap();
+        s.append_dyn(item(1, "0", rejected)).await.unwrap();
+        s.append_dyn(item(2, "1", waiting)).await.unwrap();
+        s.flush_dyn().await.unwrap();
+    }
+    assert_eq!(
+        ok_stdout(&store, &["show", "c3", "--calls"]),
+        "1  root/0#0  clerk  tool pay #0  rejected  {}  by cli:ana\n2  root/0#1  clerk  tool pay #0  \
+         awaiting_approval  {}\n"
+    );
+    let shown = ok_stdout(&store, &["show", "c3"]);
+    assert!(
+        shown.contains(
+            "pending:\n  tool:root/0#1:0 (agent `clerk`): Run `pay`? (answered; resume to continue)\n    tool pay {}\n"
+        ),
+        "{shown}"
+    );
+    let runs = ok_stdout(&store, &["runs"]);
+    let line = runs.lines().find(|l| l.starts_with("c3 ")).unwrap_or_default();
+    assert!(line.ends_with("  tool:root/0#1:0 (answered; resume to continue)"), "{runs}");
+}

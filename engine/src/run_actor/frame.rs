@@ -130,7 +130,7 @@ pub(crate) fn item_of(parent: Option<&Arc<str>>, call: &AgentCall) -> Option<Arc
 /// The mapper item of scope layer `layer`: the `#<tag>` of each of its levels (`|root/0#3|root/0/1/0#0` is
 /// `#3#0`), as [`item_of`] built it.
 pub(crate) fn item_of_layer(layer: &str) -> String {
-    layer.split('|').filter_map(|level| level.rfind('#').map(|i| &level[i..])).collect()
+    crate::journal::item_of_layer(layer)
 }
 
 /// The scope layer of the invocation of `call` at `path`, below a composite whose layer is `parent`: a
