@@ -222,9 +222,17 @@ async fn cancelling_the_run_cancels_the_remote_task() {
     let tasks = cancelled_tasks(&cancelled).await;
     let [task_id] = &tasks[..] else { panic!("the remote agent was asked to cancel {tasks:?}") };
     let task_id = task_id.clone();
-    let request = agentic::agents::a2a::TaskRequest { tenant: None, id: task_id, history_length: None };
-    let task = client.get_task(request).await.unwrap();
-    assert_eq!(task.status.state, agentic::agents::a2a::TaskState::Canceled);
+    // The peer notes the request before its task store records the new state: read until it does (5 s).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let request = agentic::agents::a2a::TaskRequest { tenant: None, id: task_id.clone(), history_length: None };
+        let task = client.get_task(request).await.unwrap();
+        if task.status.state == agentic::agents::a2a::TaskState::Canceled || std::time::Instant::now() > deadline {
+            assert_eq!(task.status.state, agentic::agents::a2a::TaskState::Canceled);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 /// The ids in the peer's CANCELLED_FILE, once one is there (waits up to 5 s).
