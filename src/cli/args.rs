@@ -157,8 +157,9 @@ pub(crate) struct ResumeArgs {
     pub(crate) run_id: String,
     #[command(flatten)]
     pub(crate) store: StoreArg,
-    /// The spec to continue the run with, when its file has moved (default: the path the run was started
-    /// from). Its structure must be the run's.
+    /// Move the run to this spec file before continuing (an edited copy of its spec: a fixed template or
+    /// expression); refused when its structure differs. Without it the run continues on the spec text it
+    /// started with, archived in the store.
     #[arg(long, value_name = "SPEC")]
     pub(crate) spec: Option<PathBuf>,
     /// Print one JSON object {"run_id", "status", "output", "pending"} on stdout.
@@ -184,8 +185,8 @@ pub(crate) struct ForkArgs {
     pub(crate) memory_id: Option<String>,
     #[command(flatten)]
     pub(crate) store: StoreArg,
-    /// The spec to continue the new run with, when the run's spec file has moved (default: the path the run
-    /// was started from). Its structure must be the run's.
+    /// Move the new run to this spec file (an edited copy of the run's spec); refused when its structure
+    /// differs. Without it the new run continues on the spec text the run started with.
     #[arg(long, value_name = "SPEC")]
     pub(crate) spec: Option<PathBuf>,
     /// Print one JSON object {"run_id", "status", "output", "pending"} on stdout.
