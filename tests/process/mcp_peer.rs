@@ -188,7 +188,7 @@ fn mcp_spec_errors_are_located() {
 // MCP tools for LLM agents, the model on a loopback OpenAI-compatible server
 
 /// A chat completion answering `message`.
-fn completion(message: Value) -> ResponseTemplate {
+pub(crate) fn completion(message: Value) -> ResponseTemplate {
     let finish = if message.get("tool_calls").is_some() { "tool_calls" } else { "stop" };
     ResponseTemplate::new(200).set_body_json(json!({
         "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
@@ -198,7 +198,7 @@ fn completion(message: Value) -> ResponseTemplate {
 }
 
 /// An assistant message calling `(id, tool, arguments)` in order.
-fn calls(list: &[(&str, &str, Value)]) -> Value {
+pub(crate) fn calls(list: &[(&str, &str, Value)]) -> Value {
     let calls: Vec<Value> = list
         .iter()
         .map(|(id, name, args)| {

@@ -22,6 +22,7 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::binary::{Cli, stderr, stdout};
 use crate::common::{peer_script, peers_python};
+use crate::mcp_peer::{calls, completion};
 
 /// How long the delayed answers and tool calls take: far longer than any test waits for them, as each is cut by
 /// a kill.
@@ -88,27 +89,6 @@ impl Model {
     fn last_results(&self) -> Vec<(String, String)> {
         self.requests().last().map(tool_results).unwrap_or_default()
     }
-}
-
-/// A chat completion answering `message`.
-fn completion(message: Value) -> ResponseTemplate {
-    let finish = if message.get("tool_calls").is_some() { "tool_calls" } else { "stop" };
-    ResponseTemplate::new(200).set_body_json(json!({
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
-    }))
-}
-
-/// An assistant message calling `(id, tool, arguments)` in order.
-fn calls(list: &[(&str, &str, Value)]) -> Value {
-    let calls: Vec<Value> = list
-        .iter()
-        .map(|(id, name, args)| {
-            json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})
-        })
-        .collect();
-    json!({"role": "assistant", "content": null, "tool_calls": calls})
 }
 
 /// A request's tool-result messages as (call id, content).
