@@ -183,13 +183,15 @@ impl Sink {
     }
 }
 
-/// The closest candidate to `word` (edit distance at most a third of its length, min 1), for "did you mean".
+/// The closest candidate to `word` (edit distance at most a third of its length, min 1), for "did you mean";
+/// never one that shares nothing with it (`b` is no misspelling of `a`).
 pub(crate) fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let limit = (word.chars().count() / 3).max(1);
+    let len = word.chars().count();
+    let limit = (len / 3).max(1);
     candidates
         .into_iter()
         .map(|c| (edit_distance(word, c), c))
-        .filter(|(d, _)| *d <= limit)
+        .filter(|(d, c)| *d <= limit && *d < len.max(c.chars().count()))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }
@@ -242,5 +244,8 @@ mod tests {
         assert_eq!(suggest("zzz", ["exit_when", "agents"]), None);
         assert_eq!(suggest("sequnce", ["sequence", "loop"]), Some("sequence"));
         assert_eq!(suggest("retyr", ["retry", "backoff_ms"]), Some("retry"));
+        // One-letter names: a replaced letter is another name, an added one may be a typo.
+        assert_eq!(suggest("b", ["a", "c"]), None);
+        assert_eq!(suggest("b", ["ab"]), Some("ab"));
     }
 }

@@ -168,7 +168,8 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// Reads, parses and validates the spec file at `path` (YAML or JSON). Errors name the path as given.
+    /// Reads, parses and validates the spec file at `path` (YAML or JSON; `-` is standard input, named
+    /// `stdin`). Errors name the path as given.
     ///
     /// # Errors
     /// The file cannot be read, or every problem found in it.

@@ -127,11 +127,23 @@ pub async fn run_spec(store: &StoreRef, run: &RunRecord) -> Result<RunSpec, RunS
     Ok(RunSpec { spec, origin: source.clone(), archived: false })
 }
 
-/// Reads and parses a spec file for a new run, keeping its text (what the store's archive gets).
+/// Reads and parses a spec file for a new run, keeping its text (what the store's archive gets); `-` reads
+/// the spec from standard input.
 ///
 /// # Errors
 /// The file cannot be read, or every problem found in it.
 pub fn read_spec_file(path: &Path) -> Result<(String, Spec), SpecErrors> {
+    if path == Path::new("-") {
+        // The spec on standard input, named `stdin` in messages (and by default).
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|e| {
+            let mut sink = crate::error::Sink::new("stdin");
+            sink.push(crate::Pos::default(), None, None, format!("cannot read the spec from standard input: {e}"));
+            sink.into_errors()
+        })?;
+        let spec = Spec::parse(&text, "stdin")?;
+        return Ok((text, spec));
+    }
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| {
         let mut sink = crate::error::Sink::new(file.clone());

@@ -85,7 +85,7 @@ impl From<DurabilityArg> for agentic_engine::Durability {
 /// `agentic run`.
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// The spec file (YAML or JSON).
+    /// The spec file (YAML or JSON); `-` reads it from standard input.
     #[arg(value_name = "SPEC")]
     pub(crate) spec: PathBuf,
     /// An input: VALUE is parsed as JSON when it is valid JSON, else taken as a string (always the text for
@@ -266,7 +266,7 @@ pub(crate) struct ServeArgs {
 /// `agentic validate`.
 #[derive(Debug, Args)]
 pub(crate) struct ValidateArgs {
-    /// The spec file (YAML or JSON).
+    /// The spec file (YAML or JSON); `-` reads it from standard input.
     #[arg(value_name = "SPEC")]
     pub(crate) spec: PathBuf,
 }

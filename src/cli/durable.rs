@@ -102,7 +102,6 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(both) => both,
         Err(c) => return c,
     };
-    eprintln!("run: {}", args.run_id);
     let store = match opened {
         Opened::Local(store) => store,
         Opened::Server(remote) => return rt.block_on(remote_resume(&remote, &args)),
@@ -111,6 +110,8 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
+    // Once the run is known: an unknown id gets only its error.
+    eprintln!("run: {}", args.run_id);
     continue_run(&rt, store, &record, args.spec.as_deref(), args.json, args.stream)
 }
 
@@ -191,8 +192,14 @@ fn continue_run(
         },
         None => record,
     };
-    let loaded = rt.block_on(agentic_spec::run_spec(&store, record)).and_then(|s| s.build(run_id));
-    let built = match loaded {
+    let loaded = rt.block_on(agentic_spec::run_spec(&store, record));
+    if spec.is_none()
+        && let Ok(pinned) = &loaded
+        && let Some(note) = changed_since_start(record, pinned)
+    {
+        eprintln!("{note}");
+    }
+    let built = match loaded.and_then(|s| s.build(run_id)) {
         Ok(b) => b,
         Err(agentic_spec::RunSpecError::NoSpec { .. }) => {
             eprintln!(
@@ -202,7 +209,7 @@ fn continue_run(
             return EXIT_FAILED;
         }
         Err(e @ agentic_spec::RunSpecError::Invalid { .. }) => {
-            eprintln!("error: {e}\n(if the file moved, give it with --spec)");
+            eprintln!("error: {e}\n{}", invalid_spec_hint(record));
             return EXIT_USAGE;
         }
         Err(e) => {
@@ -247,6 +254,36 @@ fn continue_run(
         lease.release(rt);
     }
     report_outcome(run_id, result, json)
+}
+
+/// The note `resume` prints when the file at the run's source path is no longer the text the run executes
+/// (SERVER.md §5: the run keeps its text), naming the flag that applies the file; `None` when the file is
+/// unchanged, gone, or the run has no archived text.
+fn changed_since_start(record: &RunRecord, pinned: &agentic_spec::RunSpec) -> Option<String> {
+    let (Some(hash), Some(source)) = (&record.spec_hash, &record.source) else { return None };
+    let text = std::fs::read_to_string(source).ok()?;
+    if pinned.archived && agentic_engine::spec_hash(&text) != *hash {
+        return Some(format!(
+            "note: {source} changed since the run started; the run continues on the spec text it started with \
+             (--spec {source} applies the file if its structure is the same)"
+        ));
+    }
+    None
+}
+
+/// What to do when the spec a run executes does not build: its archived text is moved to a fixed file with
+/// `--spec`; a run recorded before the archive reads its file, which may have moved.
+fn invalid_spec_hint(record: &RunRecord) -> String {
+    let file = record.source.as_deref().unwrap_or("FILE");
+    if record.spec_hash.is_some() {
+        "(the text the run started with no longer builds; --spec FILE moves the run to a fixed spec of the same \
+         structure)"
+            .to_string()
+    } else if std::path::Path::new(file).exists() {
+        format!("(fix {file}, or give a fixed copy with --spec FILE)")
+    } else {
+        format!("({file} is gone; if it moved, give it with --spec FILE)")
+    }
 }
 
 /// Moves `record`'s run to the spec file `path` when its structure is unchanged; prints the refusal (what
@@ -383,6 +420,7 @@ async fn remote_resume(remote: &Remote, args: &ResumeArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
+    eprintln!("run: {}", args.run_id);
     if record.status == RunStatus::Completed {
         eprintln!("run `{}` completed earlier; nothing to resume", args.run_id);
         return print_end(&args.run_id, RunEnd::of_record(&record), args.json);

@@ -125,11 +125,11 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         .inputs(inputs)
         .memory_id(run_id.clone())
         .durability(args.durability.into())
-        .store_ref(store.clone())
-        .source(source.to_string_lossy())
-        .spec_hash(hash)
-        .run_name(built.name.clone())
-        .cancel_handle(cancel.clone());
+        .store_ref(store.clone());
+    // A spec read from standard input has no file: the run has only its archived text.
+    let request =
+        if args.spec == std::path::Path::new("-") { request } else { request.source(source.to_string_lossy()) };
+    let request = request.spec_hash(hash).run_name(built.name.clone()).cancel_handle(cancel.clone());
     let resume_store = store;
     let progress = super::progress::Progress::start();
     let request = match &progress {

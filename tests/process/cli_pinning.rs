@@ -77,6 +77,7 @@ fn a_suspended_run_completes_on_its_own_text_after_the_file_is_deleted_then_edit
     let out = agentic(&store, &["resume", "r1"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "ship widgets: yes");
+    assert_eq!(stderr(&out), "run: r1\n", "a deleted file is no news: the run never read it");
 
     // Edited: the run started before the edit keeps its text; a new run takes the new one.
     std::fs::write(&spec, APPROVAL_V2).unwrap();
@@ -84,6 +85,15 @@ fn a_suspended_run_completes_on_its_own_text_after_the_file_is_deleted_then_edit
     let out = agentic(&store, &["resume", "r2"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "ship gears: ok");
+    let source = std::fs::canonicalize(&spec).unwrap();
+    let source = source.display();
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "run: r2\nnote: {source} changed since the run started; the run continues on the spec text it started \
+             with (--spec {source} applies the file if its structure is the same)\n"
+        )
+    );
     assert_eq!(show(&store, "r2")["spec"]["hash"], hash.as_str(), "the same text, stored once");
 
     let out = agentic(&store, &["run", spec_arg, "--input", "item=bolts", "--memory-id", "r3"]);

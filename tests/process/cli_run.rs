@@ -58,6 +58,28 @@ fn hello_example_prints_the_result_as_json() {
 }
 
 #[test]
+fn a_spec_on_standard_input_runs_and_validates_and_its_errors_name_stdin() {
+    let store = tempfile::tempdir().expect("tempdir");
+    let greet = b"version: 1\nroot: g\nagents:\n  g: { kind: compute, template: \"Hi {{ who }}\" }\n";
+    let o = Cli::new(&["run", "-", "--input", "who=Bob", "--memory-id", "piped"])
+        .store(store.path())
+        .output_with_stdin(greet);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Hi Bob\n");
+    let shown = Cli::new(&["show", "piped", "--json"]).store(store.path()).output();
+    let shown: Value = serde_json::from_slice(&shown.stdout).expect("show --json");
+    assert_eq!(shown["spec"]["name"], "stdin", "named after its source, as a file is after its stem");
+
+    let o = Cli::new(&["validate", "-"]).output_with_stdin(greet);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = Cli::new(&["run", "-"])
+        .store(store.path())
+        .output_with_stdin(b"version: 1\nroot: g\nagents:\n  g: { kind: nope }\n");
+    assert_eq!(o.status.code(), Some(64));
+    assert!(stderr(&o).starts_with("stdin:4:14: agent `g`: unknown kind `nope`, expected one of `compute`"), "{}", stderr(&o));
+}
+
+#[test]
 fn string_results_are_printed_raw() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = write(

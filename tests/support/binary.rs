@@ -96,6 +96,20 @@ impl Cli {
         tokio::task::spawn_blocking(move || self.output()).await.expect("the command's thread")
     }
 
+    /// Runs the command to its end with `input` on its standard input.
+    pub fn output_with_stdin(mut self, input: &[u8]) -> Output {
+        use std::io::Write;
+        let mut child = self
+            .0
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the binary starts");
+        child.stdin.take().expect("piped stdin").write_all(input).expect("stdin written");
+        child.wait_with_output().expect("the binary runs")
+    }
+
     /// Starts the command with its standard output and error piped, for a test that signals it.
     pub fn spawn(mut self) -> Child {
         self.0.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("the binary starts")
