@@ -572,8 +572,9 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
     if let Some(hash) = &record.spec_hash {
         out(&format!("spec:    {} {hash}", record.name));
     }
+    let shown = |v: &Value| if args.all { v.to_string() } else { shown_value(v) };
     if !output.is_null() {
-        out(&format!("output:  {output}"));
+        out(&format!("output:  {}", shown(&output)));
     }
     if let Value::String(e) = &error {
         out(&format!("error:   {e}"));
@@ -599,7 +600,6 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
                 other => other.as_str().to_string(),
             };
             let by = c.by.as_deref().map_or_else(String::new, |b| format!(" by {b}"));
-            let shown = |v: &Value| if args.all { v.to_string() } else { shown_value(v) };
             let detail = match (&c.message, &c.result) {
                 (Some(m), _) if !m.is_empty() => format!(": {m}"),
                 (_, Some(r)) => format!(" -> {}", shown(r)),

@@ -103,6 +103,12 @@ impl AgentListener for Progress {
             RunEvent::ToolStarted { tool, .. } => s.tool = Some(tool.clone()),
             RunEvent::ToolFinished { .. } => s.tool = None,
             RunEvent::Token { .. } => s.tokens += 1,
+            // A run stopped (a `wait` sleeps between two runs of it): what was in flight is no longer, and
+            // starts again when it continues.
+            RunEvent::Suspended { .. } | RunEvent::Drained { .. } | RunEvent::Resumed { .. } => {
+                s.running.clear();
+                s.tool = None;
+            }
             _ => return,
         }
         self.render(&s);
@@ -152,7 +158,13 @@ mod tests {
             duration_us: 5,
             tokens: None,
         });
-        let s = p.state.lock().expect("state");
-        assert_eq!(message(&s), "1 step done · running story");
+        assert_eq!(message(&p.state.lock().expect("state")), "1 step done · running story");
+        // A `wait` suspends the run and resumes it: the agents in flight start again, counted once.
+        p.on_event(&started("root/1", "pause"));
+        p.on_event(&RunEvent::Suspended { run_id: "r".into(), pending: Vec::new() });
+        p.on_event(&RunEvent::Resumed { run_id: "r".into(), answers: Default::default() });
+        p.on_event(&started("root", "story"));
+        p.on_event(&started("root/1", "pause"));
+        assert_eq!(message(&p.state.lock().expect("state")), "1 step done · running story › pause");
     }
 }

@@ -76,7 +76,11 @@ fn a_spec_on_standard_input_runs_and_validates_and_its_errors_name_stdin() {
         .store(store.path())
         .output_with_stdin(b"version: 1\nroot: g\nagents:\n  g: { kind: nope }\n");
     assert_eq!(o.status.code(), Some(64));
-    assert!(stderr(&o).starts_with("stdin:4:14: agent `g`: unknown kind `nope`, expected one of `compute`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("stdin:4:14: agent `g`: unknown kind `nope`, expected one of `compute`"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

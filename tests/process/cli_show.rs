@@ -136,3 +136,20 @@ state:
 "
     );
 }
+
+#[test]
+fn a_long_output_is_cut_as_long_state_values_are_and_all_shows_it_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let spec = dir.path().join("long.yaml");
+    std::fs::write(&spec, "version: 1\nroot: n\nagents:\n  n: { kind: compute, value: \"range(100) | list\" }\n")
+        .unwrap();
+    let o = agentic(&store, &["run", spec.to_str().unwrap(), "--memory-id", "long"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let cut = shown(&store, &["show", "long"]);
+    let output: Vec<&str> = cut.lines().filter(|l| l.starts_with("output:")).collect();
+    assert_eq!(output, ["output:  [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,… (291 chars)"]);
+    let all = shown(&store, &["show", "long", "--all"]);
+    let numbers: Vec<u32> = (0..100).collect();
+    assert!(all.contains(&format!("output:  {}\n", json!(numbers))), "{all}");
+}
