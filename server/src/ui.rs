@@ -65,6 +65,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
     }
     env.add_filter("seg", |s: String| path_segment(&s));
     env.add_filter("short_time", |s: String| short_time(&s));
+    env.add_filter("code_spans", |s: String| code_spans(&s));
     // Our own URLs (hex and dots): marked safe so that their slashes are not escaped.
     env.add_global("js", minijinja::Value::from_safe_string(format!("/assets/{}", ASSETS.js)));
     env.add_global("css", minijinja::Value::from_safe_string(format!("/assets/{}", ASSETS.css)));
@@ -166,6 +167,26 @@ fn shortened(text: String, run_id: &str) -> String {
         &text[..cut],
         path_segment(run_id)
     )
+}
+
+/// A prompt's text cut at its Markdown code spans: `(text, is_code)` pieces in order, so that a template shows
+/// `` `book` `` as code (escaped like any text) rather than with its backticks. A backtick without a closing
+/// one stays text.
+pub(crate) fn code_spans(s: &str) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(open) = rest.find('`') {
+        let Some(len) = rest[open + 1..].find('`') else { break };
+        if open > 0 {
+            out.push((rest[..open].to_string(), false));
+        }
+        out.push((rest[open + 1..open + 1 + len].to_string(), true));
+        rest = &rest[open + len + 2..];
+    }
+    if !rest.is_empty() {
+        out.push((rest.to_string(), false));
+    }
+    out
 }
 
 /// Percent-encodes `s` as one URL path segment (or query value): everything but the unreserved characters.
@@ -463,6 +484,19 @@ mod tests {
         assert_eq!(display(&json!("text")), "text");
         assert_eq!(display(&json!({"a": 1})), "{\n  \"a\": 1\n}");
         assert!(cookie_octet(b'a') && !cookie_octet(b';') && !cookie_octet(b' '));
+        let piece = |t: &str, code: bool| (t.to_string(), code);
+        assert_eq!(
+            code_spans("The budget of `book` is spent (`x`)"),
+            [
+                piece("The budget of ", false),
+                piece("book", true),
+                piece(" is spent (", false),
+                piece("x", true),
+                piece(")", false)
+            ]
+        );
+        assert_eq!(code_spans("a ` lone tick"), [piece("a ` lone tick", false)]);
+        assert_eq!(code_spans("`<b>`"), [piece("<b>", true)]);
     }
 
     #[test]

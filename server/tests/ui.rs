@@ -256,7 +256,7 @@ async fn a_huge_state_value_is_shortened_on_the_run_page() {
 async fn a_pending_mode_human_step_waits_in_the_inbox_and_takes_the_answer() {
     let h = Harness::start(None).await;
     let spec = "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [ask, done], output_key: out }\n  \
-                ask: { kind: human, mode: pending, prompt: 'Ship {{ item }}?', response_id: ship, output_key: ok }\n  \
+                ask: { kind: human, mode: pending, prompt: 'Ship `{{ item }}`?', response_id: ship, output_key: ok }\n  \
                 done: { kind: compute, template: '{{ item }}: {{ ok }}', output_key: out }\n";
     let (code, body) =
         h.post("/api/v1/runs", json!({"spec": spec, "inputs": {"item": "crate 7"}, "run_id": "held"})).await;
@@ -271,10 +271,18 @@ async fn a_pending_mode_human_step_waits_in_the_inbox_and_takes_the_answer() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(run["status"], "running", "the step holds the run: {run}");
-    assert_eq!(run["pending"], json!([{"id": "ship", "prompt": "Ship crate 7?", "agent": "ask"}]));
+    assert_eq!(run["pending"], json!([{"id": "ship", "prompt": "Ship `crate 7`?", "agent": "ask"}]));
     let (_, body, _) = h.page("/inbox.json").await;
     let items: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!((&items["items"][0]["run_id"], &items["items"][0]["prompt"]), (&json!("held"), &json!("Ship crate 7?")));
+    assert_eq!(
+        (&items["items"][0]["run_id"], &items["items"][0]["prompt"]),
+        (&json!("held"), &json!("Ship `crate 7`?"))
+    );
+    // The prompt's Markdown code span is shown as code, not with its backticks.
+    let (_, html, _) = h.page("/inbox").await;
+    assert!(html.contains(r#"<p class="prompt">Ship <code>crate 7</code>?</p>"#), "{html}");
+    let (_, html, _) = h.page("/runs/held").await;
+    assert!(html.contains(r#"<p class="prompt">Ship <code>crate 7</code>?</p>"#), "{html}");
     let (code, body) = h.post("/api/v1/runs/held/responses/ship", json!({"value": "yes"})).await;
     assert_eq!(code, StatusCode::ACCEPTED, "{body}");
     let run = h.wait_for("held", "completed").await;

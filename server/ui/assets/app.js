@@ -27,6 +27,21 @@
     return JSON.stringify(v, null, 2);
   }
 
+  // A prompt as nodes: text, its Markdown code spans (`name`) as code elements (never as HTML), as the server
+  // renders it (ui.rs code_spans).
+  function prose(text) {
+    var s = display(text), out = [], open;
+    while ((open = s.indexOf('`')) >= 0) {
+      var close = s.indexOf('`', open + 1);
+      if (close < 0) break;
+      if (open > 0) out.push(s.slice(0, open));
+      out.push(el('code', {}, [s.slice(open + 1, close)]));
+      s = s.slice(close + 1);
+    }
+    if (s) out.push(s);
+    return out;
+  }
+
   function clip(s, n) { return s.length > n ? s.slice(0, n) + '…' : s; }
 
   // A state value cut after 2000 characters, as the server renders it: megabytes would make the page as large.
@@ -464,7 +479,7 @@
 
     function pendingItem(p) {
       return el('li', { className: 'card pending-item', 'data-response-id': p.id }, [
-        el('p', { className: 'prompt' }, [display(p.prompt)]),
+        el('p', { className: 'prompt' }, prose(p.prompt)),
         el('p', { className: 'meta-line' }, ['response ', el('code', {}, [p.id]), ' · agent ', el('code', {}, [p.agent || ''])]),
         answerFor(id, p)
       ]);
@@ -581,7 +596,7 @@
     function key(runId, responseId) { return runId + '\u0000' + responseId; }
     function item(i) {
       return el('li', { className: 'card inbox-item', 'data-run-id': i.run_id, 'data-response-id': i.id }, [
-        el('p', { className: 'prompt' }, [display(i.prompt)]),
+        el('p', { className: 'prompt' }, prose(i.prompt)),
         el('p', { className: 'meta-line' }, ['run ', el('a', { href: '/runs/' + seg(i.run_id) }, [i.run_id]),
           ' (' + (i.name || '') + ') · response ', el('code', {}, [i.id]), ' · agent ', el('code', {}, [i.agent || '']),
           ' · waiting since ', timeEl(i.since)].concat(i.deadline ? [el('span', { className: 'deadline', 'data-deadline': i.deadline }, [
