@@ -246,10 +246,10 @@ pub(crate) struct ShowArgs {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("subject").required(true).args(["run_id", "spec"])))]
 pub(crate) struct ReportArgs {
-    /// The run to report on.
+    /// The run to report on (its topology is drawn from the spec text the run archived).
     #[arg(value_name = "RUN_ID")]
     pub(crate) run_id: Option<String>,
-    /// Report a spec's topology instead of a run.
+    /// Report a spec's topology instead of a run (none of its model providers is needed).
     #[arg(long, value_name = "SPEC")]
     pub(crate) spec: Option<PathBuf>,
     /// The HTML file to write.
