@@ -148,7 +148,7 @@ pub use model::{
     SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
 pub use model::{DeadlineDef, OnTimeoutDef, WaitDef};
-pub use models::{decision_model_from_def, model_from_def};
+pub use models::{LOCAL_NOT_BUILT, decision_model_from_def, model_from_def};
 pub use node::Pos;
 pub use params::{InputError, ParamDef, ParamType};
 pub use pinned::{RunSpec, RunSpecError, read_spec_file, run_spec, upgrade_run};
@@ -412,6 +412,22 @@ impl Spec {
 }
 
 impl Spec {
+    /// The topology of the system the spec describes (what reports draw and runs are fingerprinted by), built
+    /// without any model provider: each `models` entry is replaced by a stand-in that is never called, so a
+    /// `provider: local` spec has its topology in a build without the cargo feature `local`, and an `openai`
+    /// one without its server or key. A model is not part of a topology: the result, and its fingerprint, are
+    /// those of [`Spec::build`] whenever that succeeds.
+    ///
+    /// # Errors
+    /// Every located error [`Spec::build`] reports, but those of the models' providers.
+    pub fn topology(&self) -> Result<agentic_engine::TopologyNode, SpecErrors> {
+        let stand_ins = self.models.iter().map(|d| {
+            let stand_in = agentic_agents::model::ScriptedModel::new(Vec::<&str>::new()).named(d.name.clone());
+            (d.name.clone(), agentic_agents::model::ChatModelRef::new(stand_in))
+        });
+        self.build_with(&BuildContext::new().models(stand_ins)).map(|built| built.root.topology())
+    }
+
     /// The path each agent reachable from the root will have in the built tree (`root`, `root/1/0`): a
     /// composite's sub-agents are numbered in declaration order ([`AgentKind::references`]).
     fn agent_paths(&self) -> std::collections::HashMap<String, String> {
@@ -477,7 +493,8 @@ impl BuildContext {
 }
 
 /// The topology of the system a stored run was made by, rebuilt from the spec it executes ([`run_spec`]: its
-/// archived text, else its file): what `agentic report` and the server's report draw.
+/// archived text, else its file) without any model provider ([`Spec::topology`]): what `agentic report` and
+/// the server's report draw, in any binary, whether or not it could run the spec.
 ///
 /// # Errors
 /// A sentence saying why there is no topology: the run records no spec, the spec no longer builds, or it
@@ -487,8 +504,7 @@ pub async fn run_topology(
     run: &agentic_engine::RunRecord,
 ) -> Result<agentic_engine::TopologyNode, String> {
     let loaded = run_spec(store, run).await.map_err(|e| e.to_string())?;
-    let built = loaded.build(&run.run_id).map_err(|e| e.to_string())?;
-    let topology = built.root.topology();
+    let topology = loaded.topology(&run.run_id).map_err(|e| e.to_string())?;
     if topology.fingerprint() != run.fingerprint {
         return Err(format!("the run's spec {} changed structure since the run", loaded.origin));
     }

@@ -5,6 +5,11 @@ use agentic_agents::model::{ChatModelRef, DEFAULT_OPENAI_MODEL, ModelError, Open
 
 use crate::model::{ModelDef, ModelProvider};
 
+/// What a `provider: local` model says in a build without the provider (the cargo feature `local`) when
+/// `OPENAI_BASE_URL` is not set: the two ways out, the build that has it and the server that needs no build.
+pub const LOCAL_NOT_BUILT: &str = "the local provider is not built into this binary: build with `--features local`, \
+                                   or set OPENAI_BASE_URL to an OpenAI-compatible server to run this spec unchanged";
+
 /// Builds the chat model a `models.<name>` entry describes, with its `prices` and `limits` (SPEC.md §3).
 ///
 /// - `openai`: [`OpenAiModel`] with the entry's `base_url` (default: `OPENAI_BASE_URL`, else the official
@@ -19,8 +24,8 @@ use crate::model::{ModelDef, ModelProvider};
 ///   server: model `OPENAI_MODEL` (default [`DEFAULT_OPENAI_MODEL`]), API key from `OPENAI_API_KEY`.
 ///
 /// # Errors
-/// [`ModelError::Unavailable`] for `local` without `OPENAI_BASE_URL` ("the local provider is not built into this
-/// binary (cargo feature `local`)"); [`ModelError::InvalidRequest`] when the OpenAI client cannot be created (e.g.
+/// [`ModelError::Unavailable`] for `local` in a build without the provider and without `OPENAI_BASE_URL`: its
+/// message is [`LOCAL_NOT_BUILT`], the two ways out; [`ModelError::InvalidRequest`] when the OpenAI client cannot be created (e.g.
 /// an API key with characters an HTTP header cannot carry).
 pub fn model_from_def(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
     let mut model = provider_model(def)?;
@@ -60,6 +65,9 @@ fn provider_model(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
                 let model = std::env::var("OPENAI_MODEL").ok().filter(|m| !m.trim().is_empty());
                 let b = OpenAiModel::builder(model.unwrap_or_else(|| DEFAULT_OPENAI_MODEL.to_string()));
                 Ok(ChatModelRef::new(b.base_url(base_url).build()?))
+            }
+            None if !agentic_agents::model::LOCAL_PROVIDER_BUILT => {
+                Err(ModelError::Unavailable { provider: "local".to_string(), message: LOCAL_NOT_BUILT.to_string() })
             }
             None => agentic_agents::model::local_model(model_path.as_deref()),
         },

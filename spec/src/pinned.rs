@@ -81,6 +81,18 @@ impl RunSpec {
             errors,
         })
     }
+
+    /// The spec's topology, without any model provider ([`Spec::topology`]).
+    ///
+    /// # Errors
+    /// [`RunSpecError::Invalid`] with every located error.
+    pub fn topology(&self, run_id: &str) -> Result<agentic_engine::TopologyNode, RunSpecError> {
+        self.spec.topology().map_err(|errors| RunSpecError::Invalid {
+            run_id: run_id.to_string(),
+            origin: self.origin.clone(),
+            errors,
+        })
+    }
 }
 
 /// The file name a run's archived text is parsed under: its source file's name (its stem is the spec's
@@ -177,9 +189,9 @@ pub async fn upgrade_run(
     let fingerprint = topology.fingerprint();
     let changed =
         |change: String| RunSpecError::StructureChanged { run_id: run_id.clone(), new: new.to_string(), change };
-    match run_spec(store, run).await.and_then(|old| old.build(&run.run_id)) {
+    match run_spec(store, run).await.and_then(|old| old.topology(&run.run_id)) {
         Ok(old) => {
-            if let Some(change) = old.root.topology().structure_change(&topology) {
+            if let Some(change) = old.structure_change(&topology) {
                 return Err(changed(change));
             }
         }

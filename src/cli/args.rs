@@ -11,11 +11,28 @@ use serde_json::Value;
 ///
 /// Exit codes: 0 completed, 2 suspended (waiting for a human), 1 run failed, 64 usage error or invalid spec.
 #[derive(Debug, Parser)]
-#[command(name = "agentic", version, propagate_version = true, max_term_width = 110)]
+#[command(name = "agentic", version = version(), propagate_version = true, max_term_width = 110)]
 pub(crate) struct Cli {
     /// The command.
     #[command(subcommand)]
     pub(crate) command: Command,
+}
+
+/// What `agentic --version` prints after the name: the version and the cargo features this binary was built
+/// with, `0.1.0 (features: local, postgres)` (`features: none` without any), so that a script can tell whether
+/// it has the `local` provider (run-demo.sh does).
+fn version() -> &'static str {
+    static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let built = [
+            ("local", cfg!(feature = "local")),
+            ("otel", cfg!(feature = "otel")),
+            ("postgres", cfg!(feature = "postgres")),
+        ];
+        let features: Vec<&str> = built.iter().filter(|(_, on)| *on).map(|(name, _)| *name).collect();
+        let features = if features.is_empty() { "none".to_string() } else { features.join(", ") };
+        format!("{} (features: {features})", env!("CARGO_PKG_VERSION"))
+    });
+    VERSION.as_str()
 }
 
 /// The subcommands.
@@ -229,10 +246,10 @@ pub(crate) struct ShowArgs {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("subject").required(true).args(["run_id", "spec"])))]
 pub(crate) struct ReportArgs {
-    /// The run to report on.
+    /// The run to report on (its topology is drawn from the spec text the run archived).
     #[arg(value_name = "RUN_ID")]
     pub(crate) run_id: Option<String>,
-    /// Report a spec's topology instead of a run.
+    /// Report a spec's topology instead of a run (none of its model providers is needed).
     #[arg(long, value_name = "SPEC")]
     pub(crate) spec: Option<PathBuf>,
     /// The HTML file to write.

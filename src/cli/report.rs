@@ -23,16 +23,18 @@ pub(crate) fn report(args: ReportArgs) -> u8 {
     }
 }
 
+/// The topology report of a spec file: drawn from the parsed spec ([`Spec::topology`]), so it needs none of
+/// the spec's model providers (a `provider: local` spec draws in a binary without the cargo feature `local`).
 fn topology_report(spec: &Path, output: &Path) -> u8 {
-    let built = match Spec::from_path(spec).and_then(|s| s.build()) {
-        Ok(b) => b,
+    let drawn = Spec::from_path(spec).and_then(|s| s.topology().map(|topology| (topology, s.name().to_string())));
+    let (topology, name) = match drawn {
+        Ok(drawn) => drawn,
         Err(errors) => {
             eprintln!("{errors}");
             return EXIT_USAGE;
         }
     };
-    let html = agentic_report::render_topology(&built.root.topology(), &built.name);
-    write(output, &html)
+    write(output, &agentic_report::render_topology(&topology, &name))
 }
 
 fn run_report(run_id: &str, dir: &Path, output: &Path) -> u8 {

@@ -289,9 +289,30 @@ fn the_local_provider_is_a_clear_build_error_until_it_is_built_in() {
     let e = spec.build().expect_err("not built in");
     assert_eq!(
         e.to_string(),
-        "spec.yaml:6:3: agent `a`: field `model`: model `default`: the local provider is not built into this binary \
-         (cargo feature `local`)"
+        "spec.yaml:6:3: agent `a`: field `model`: model `default`: the local provider is not built into this binary: \
+         build with `--features local`, or set OPENAI_BASE_URL to an OpenAI-compatible server to run this spec \
+         unchanged"
     );
+    // Its topology needs no model: drawn in this build all the same.
+    let topology = spec.topology().expect("no provider needed");
+    assert_eq!((topology.spec.name.as_str(), topology.spec.kind.as_str()), ("a", "llm"));
+}
+
+#[test]
+fn a_specs_topology_is_its_builds_for_every_gallery_spec_that_builds() {
+    let gallery = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/specs");
+    let mut compared = 0;
+    for entry in std::fs::read_dir(&gallery).expect("the gallery") {
+        let path = entry.expect("an entry").path();
+        let spec = Spec::from_path(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let topology = spec.topology().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        // A spec whose models this build cannot make (`provider: local`) has its topology only.
+        if let Ok(built) = spec.build() {
+            assert_eq!(built.root.topology().fingerprint(), topology.fingerprint(), "{}", path.display());
+            compared += 1;
+        }
+    }
+    assert!(compared >= 12, "{compared} gallery specs built here");
 }
 
 #[tokio::test]

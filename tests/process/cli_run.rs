@@ -307,8 +307,21 @@ fn help_and_version_exit_0() {
         assert_eq!(o.status.code(), Some(0), "agentic {args:?}: {}", stderr(&o));
         assert!(!stdout(&o).is_empty());
     }
-    let o = agentic(&["--version"]);
-    assert_eq!(stdout(&o), format!("agentic {}\n", env!("CARGO_PKG_VERSION")));
+    // The version and the cargo features of the build: run-demo.sh reads whether it has `local`.
+    let built = [
+        ("local", cfg!(feature = "local")),
+        ("otel", cfg!(feature = "otel")),
+        ("postgres", cfg!(feature = "postgres")),
+    ];
+    let features: Vec<&str> = built.iter().filter(|(_, on)| *on).map(|(name, _)| *name).collect();
+    let features = if features.is_empty() { "none".to_string() } else { features.join(", ") };
+    for flag in ["--version", "-V"] {
+        let o = agentic(&[flag]);
+        assert_eq!(stdout(&o), format!("agentic {} (features: {features})\n", env!("CARGO_PKG_VERSION")));
+    }
+    if !cfg!(feature = "local") && !cfg!(feature = "otel") && cfg!(feature = "postgres") {
+        assert_eq!(stdout(&agentic(&["-V"])), format!("agentic {} (features: postgres)\n", env!("CARGO_PKG_VERSION")));
+    }
     let o = agentic(&["run", "--help"]);
     assert!(stdout(&o).contains("one process at a time may open it"), "{}", stdout(&o));
     assert!(stdout(&o).contains("sync (each step reaches the disk before the next)"), "{}", stdout(&o));

@@ -143,8 +143,9 @@ fn a_local_model_this_binary_lacks_is_a_warning_not_an_error() {
         assert_eq!(
             String::from_utf8_lossy(&o.stderr),
             format!(
-                "warning: {path}: model `default`: the local provider is not built into this binary (cargo feature \
-                 `local`); the spec is checked without it\n"
+                "warning: {path}: model `default`: the local provider is not built into this binary: build with \
+                 `--features local`, or set OPENAI_BASE_URL to an OpenAI-compatible server to run this spec \
+                 unchanged; the spec is checked without it\n"
             )
         );
     }

@@ -45,6 +45,7 @@ mod limits_serve;
 mod mcp_peer;
 mod mcp_serve;
 mod report_browser;
+mod report_topology;
 mod server_browser;
 mod server_crash;
 mod server_scale_out;

@@ -516,7 +516,8 @@ fn without_the_local_feature_or_a_server_the_local_provider_reports_a_clear_erro
         return; // built with the cargo feature `local`: the spec is fine as it is
     }
     assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
-    let expected = "model `default`: the local provider is not built into this binary (cargo feature `local`)";
+    let expected = "model `default`: the local provider is not built into this binary: build with `--features local`, \
+                    or set OPENAI_BASE_URL to an OpenAI-compatible server to run this spec unchanged";
     assert!(stderr(&o).contains(expected), "{}", stderr(&o));
 }
 

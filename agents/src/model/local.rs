@@ -115,6 +115,10 @@ pub fn default_local_model_path() -> PathBuf {
     }
 }
 
+/// Whether this build has the `local` provider (the cargo feature `local`): [`local_model`] then returns the
+/// in-process model, else [`ModelError::local_not_built`].
+pub const LOCAL_PROVIDER_BUILT: bool = cfg!(feature = "local");
+
 /// The chat model of a spec's `provider: local` (with its optional `model_path`), whether or not the provider
 /// is compiled in: the model factory's entry point.
 ///

@@ -40,8 +40,8 @@ pub use call::{ModelCall, call_model};
 pub use error::ModelError;
 pub(crate) use error::shorten as shorten_text;
 pub use local::{
-    DEFAULT_LOCAL_MAX_TOKENS, DEFAULT_LOCAL_MODEL_FILE, KNOWN_LOCAL_MODELS, KnownLocalModel, default_local_model_path,
-    local_model, local_model_dir,
+    DEFAULT_LOCAL_MAX_TOKENS, DEFAULT_LOCAL_MODEL_FILE, KNOWN_LOCAL_MODELS, KnownLocalModel, LOCAL_PROVIDER_BUILT,
+    default_local_model_path, local_model, local_model_dir,
 };
 #[cfg(feature = "local")]
 pub use local::{LocalModel, LocalStats};
