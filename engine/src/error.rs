@@ -534,12 +534,16 @@ pub enum RespondError {
         /// The run id asked for.
         run_id: String,
     },
-    /// The run is not suspended (it runs, ended, or failed): it waits for no answer.
+    /// The run is not suspended (it runs, ended, or failed): it waits for no answer. For a failed or
+    /// cancelled run the message says that resuming it asks its questions again.
     NotSuspended {
         /// The run.
         run_id: String,
         /// Its status.
         status: crate::status::RunStatus,
+        /// Whether a failed or cancelled run had asked questions when it stopped (they take no answer;
+        /// resuming it asks them again).
+        asked: bool,
     },
     /// The run waits, but not for this response id.
     NotPending {
@@ -618,6 +622,18 @@ pub enum RespondError {
 }
 
 impl RespondError {
+    /// Whether the answer was refused because the run failed or was cancelled: it takes no answer until it is
+    /// resumed (callers add how to resume it: `agentic resume ID`, `POST /api/v1/runs/ID/resume`).
+    pub fn run_ended_unfinished(&self) -> bool {
+        matches!(
+            self,
+            RespondError::NotSuspended {
+                status: crate::status::RunStatus::Failed | crate::status::RunStatus::Cancelled,
+                ..
+            }
+        )
+    }
+
     /// The run the answer was for.
     pub fn run_id(&self) -> &str {
         match self {
@@ -638,6 +654,15 @@ impl RespondError {
     fn detail(&self) -> String {
         match self {
             RespondError::UnknownRun { .. } => "no such run in the store".to_string(),
+            RespondError::NotSuspended {
+                status: status @ (crate::status::RunStatus::Cancelled | crate::status::RunStatus::Failed),
+                asked,
+                ..
+            } => {
+                let what = if *status == crate::status::RunStatus::Failed { "has failed" } else { "is cancelled" };
+                let again = if *asked { " and asks its questions again" } else { "" };
+                format!("{what}: it has no pending response to answer; resuming it continues the run{again}")
+            }
             RespondError::NotSuspended { status, .. } => {
                 format!("is {status}, not suspended: nothing to respond to")
             }

@@ -55,7 +55,9 @@ pub struct RunRecord {
     pub fingerprint: String,
     /// Current status.
     pub status: RunStatus,
-    /// Responses the run waits for (when suspended).
+    /// Responses the run waits for (when suspended, or running in a `mode: pending` human step). A failed or
+    /// cancelled run keeps the questions it had asked, for the agents that read them back on resume; they take
+    /// no answer ([`RunRecord::open_pending`] is what can be answered).
     #[serde(default)]
     pub pending: Vec<PendingResponse>,
     /// Answers recorded by `respond`, by response id, not yet consumed.
@@ -93,6 +95,29 @@ pub struct RunRecord {
     /// refused, saying it timed out and what was done instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timed_out: Vec<PendingResponse>,
+}
+
+impl RunRecord {
+    /// The pending responses that can be answered: [`RunRecord::pending`] while the run is suspended or running,
+    /// none once it completed, failed or was cancelled (resuming such a run asks its questions again). What the
+    /// CLI's `--json`, `runs`, `show` and the server's `GET /api/v1/runs` list as `pending`.
+    pub fn open_pending(&self) -> &[PendingResponse] {
+        match self.status {
+            RunStatus::Suspended | RunStatus::Running => &self.pending,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled => &[],
+        }
+    }
+
+    /// The questions a failed or cancelled run had asked and that no longer take an answer (empty for a run in
+    /// any other status): resuming the run asks them again. `wait` timers are not questions and are left out.
+    pub fn withdrawn_questions(&self) -> Vec<&PendingResponse> {
+        match self.status {
+            RunStatus::Failed | RunStatus::Cancelled => {
+                self.pending.iter().filter(|p| p.kind != crate::pending::PendingKind::Wait).collect()
+            }
+            RunStatus::Suspended | RunStatus::Running | RunStatus::Completed => Vec::new(),
+        }
+    }
 }
 
 /// Where a forked run comes from: its journal is the first `at_seq` steps of run `run_id`'s

@@ -212,7 +212,7 @@ pub(crate) async fn list_json(
                 "run_id": r.run_id,
                 "name": r.name,
                 "status": r.status.to_string(),
-                "pending": r.pending.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+                "pending": r.open_pending().iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
                 "updated_at": timestamp(r.updated_at_ms),
             })
         })
@@ -258,7 +258,8 @@ pub(crate) async fn run_json(app: &AppState, run_id: &str) -> Result<Value, ApiE
         "status": record.status.to_string(),
         "output": output,
         "state": Value::Object(state.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
-        "pending": pending_json(&record.pending),
+        // A failed or cancelled run's questions take no answer: none is offered (resuming asks them again).
+        "pending": pending_json(record.open_pending()),
         "history": history,
         "error": error,
         "steps": image.seq,

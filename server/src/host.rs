@@ -510,8 +510,9 @@ impl RunHost {
 
     /// Records the answer `value` to `response_id` of `run_id` by `by` (the request's principal, recorded with
     /// a tool call's decision or an in-doubt answer); resumes the run when nothing else is pending. Errors:
-    /// `404` unknown run or response, `409` already answered or not suspended, `400` an invalid tool answer,
-    /// `503` the store unreachable.
+    /// `404` unknown run or response, `409` already answered, timed out, or the run failed or was cancelled (its
+    /// questions take no answer; the message says that resuming it asks them again), `400` an invalid tool
+    /// answer, `503` the store unreachable.
     pub(crate) async fn respond(
         &self,
         run_id: &str,
@@ -521,6 +522,19 @@ impl RunHost {
     ) -> Result<(), ApiError> {
         let _deciding = self.inner.deciding.lock().await;
         let record = self.inner.store.run_dyn(run_id).await?.ok_or_else(|| ApiError::no_run(run_id))?;
+        // A failed or cancelled run keeps the questions it had asked, but they take no answer until it is
+        // resumed (a question that timed out says so instead).
+        if matches!(record.status, RunStatus::Failed | RunStatus::Cancelled) {
+            let refusal = agentic_engine::answerable(&record, Some(response_id)).err();
+            return Err(match refusal {
+                Some(e) if e.run_ended_unfinished() => ApiError::conflict(format!(
+                    "{e} (POST /api/v1/runs/{}/resume, or `agentic resume {run_id}`)",
+                    crate::ui::path_segment(run_id)
+                )),
+                Some(e) => e.into(),
+                None => ApiError::conflict(format!("run `{run_id}` is {}: it takes no answer", record.status)),
+            });
+        }
         let pending = record.pending.iter().any(|p| p.id == response_id);
         if record.answers.contains_key(response_id) || (!pending && answered_before(&record, response_id)) {
             return Err(ApiError::conflict(format!("response `{response_id}` of run `{run_id}` is already answered")));

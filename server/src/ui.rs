@@ -240,16 +240,21 @@ async fn runs_page(State(app): State<AppState>, Query(query): Query<RunsQuery>) 
 
 /// `/runs/{id}`: status, output, error, pending steps with answer forms (a tool call's decision card, a call in
 /// doubt's card: drawn by the script from the `data-call` the page carries), state; the script adds the live
-/// timeline and the tool calls' statuses from the run's events.
+/// timeline and the tool calls' statuses from the run's events. A failed or cancelled run gets no answer form:
+/// the page lists the questions it had asked and says that resuming it asks them again.
 async fn run_page(State(app): State<AppState>, Path(id): Path<String>) -> Page {
     let run = match run_json(&app, &id).await {
         Ok(run) => run,
         Err(e) => return error_page(&e),
     };
-    // The answers already in (the run waits for the others); the API's `pending` does not say.
-    let answered = match app.host.store().run_dyn(&id).await {
-        Ok(Some(record)) => record.answers.keys().cloned().collect(),
-        _ => Vec::new(),
+    // The answers already in (the run waits for the others; the API's `pending` does not say), and the
+    // questions a failed or cancelled run had asked (the API offers none: they take no answer).
+    let (answered, withdrawn): (Vec<String>, Vec<Value>) = match app.host.store().run_dyn(&id).await {
+        Ok(Some(record)) => (
+            record.answers.keys().cloned().collect(),
+            record.withdrawn_questions().iter().map(|p| json!({"id": p.id, "prompt": p.prompt})).collect(),
+        ),
+        _ => (Vec::new(), Vec::new()),
     };
     let pending: Vec<Value> = run["pending"]
         .as_array()
@@ -281,7 +286,8 @@ async fn run_page(State(app): State<AppState>, Path(id): Path<String>) -> Page {
         "run.html",
         "run",
         json!({"run": run, "output": optional(&run["output"]), "error": optional(&run["error"]),
-               "pending": pending, "state": state, "hidden_keys": hidden_keys, "active": active}),
+               "pending": pending, "withdrawn": withdrawn, "state": state, "hidden_keys": hidden_keys,
+               "active": active}),
     )
 }
 

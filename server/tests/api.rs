@@ -371,6 +371,17 @@ async fn a_suspended_run_is_cancelled() {
     assert!(run["state"].get("decision").is_none());
     let (code, body) = h.post("/api/v1/runs/c1/cancel", json!({})).await;
     assert_eq!((code, body), (StatusCode::CONFLICT, json!({"error": "run `c1` has already ended (cancelled)"})));
+    // Its question takes no answer: none is offered, and an answer is refused saying what continues it.
+    assert_eq!(run["pending"], json!([]));
+    let (code, body) = h.post("/api/v1/runs/c1/responses/manager", json!({"value": "yes"})).await;
+    assert_eq!(
+        (code, body),
+        (
+            StatusCode::CONFLICT,
+            json!({"error": "run `c1`: is cancelled: it has no pending response to answer; resuming it continues \
+                             the run (POST /api/v1/runs/c1/resume, or `agentic resume c1`)"})
+        )
+    );
     let events = h.events("c1").await;
     assert_eq!(events.last().unwrap().0, "cancelled");
     // As `agentic resume` without a server: a cancelled run continues from its last checkpoint.
@@ -378,6 +389,51 @@ async fn a_suspended_run_is_cancelled() {
     assert_eq!(code, StatusCode::ACCEPTED);
     let run = h.wait_for("c1", "suspended").await;
     assert_eq!(run["pending"][0]["prompt"], "Approve: ship x?");
+    let (code, _) = h.post("/api/v1/runs/c1/responses/manager", json!({"value": "yes"})).await;
+    assert_eq!(code, StatusCode::ACCEPTED);
+    assert_eq!(h.wait_for("c1", "completed").await["output"], "ship x: yes");
+    h.stop().await;
+}
+
+/// A question with a deadline stays in the record of a run cancelled while it waited (its asker reads it back on
+/// resume), but takes no answer: the API lists no pending response for the cancelled run, an answer gets `409`
+/// saying that resuming asks the question again, and after the resume it is answered as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_runs_question_takes_no_answer_until_it_is_resumed() {
+    const TIMED: &str = r#"
+version: 1
+name: timed
+root: main
+agents:
+  main: { kind: sequence, agents: [ask, done], output_key: result }
+  ask: { kind: human, prompt: "Approve {{ doc }}?", response_id: approve, deadline: 1h, output_key: ok }
+  done: { kind: compute, template: "{{ doc }}: {{ ok }}", output_key: result }
+"#;
+    let h = Harness::start().await;
+    h.post("/api/v1/runs", json!({"spec": TIMED, "inputs": {"doc": "D"}, "run_id": "t1"})).await;
+    h.wait_for("t1", "suspended").await;
+    assert_eq!(h.post("/api/v1/runs/t1/cancel", json!({})).await.0, StatusCode::ACCEPTED);
+    let run = h.wait_for("t1", "cancelled").await;
+    let (_, record) = h.get("/api/v1/store/runs/t1").await;
+    assert_eq!(record["pending"][0]["id"], "approve", "the record keeps the question: {record}");
+    assert_eq!(run["pending"], json!([]));
+    let (_, list) = h.get("/api/v1/runs").await;
+    assert_eq!((&list["runs"][0]["status"], &list["runs"][0]["pending"]), (&json!("cancelled"), &json!([])));
+    let (code, body) = h.post("/api/v1/runs/t1/responses/approve", json!({"value": "yes"})).await;
+    assert_eq!(
+        (code, body),
+        (
+            StatusCode::CONFLICT,
+            json!({"error": "run `t1`: is cancelled: it has no pending response to answer; resuming it continues \
+                             the run and asks its questions again (POST /api/v1/runs/t1/resume, or `agentic resume \
+                             t1`)"})
+        )
+    );
+    assert_eq!(h.post("/api/v1/runs/t1/resume", json!({})).await.0, StatusCode::ACCEPTED);
+    let run = h.wait_for("t1", "suspended").await;
+    assert_eq!(run["pending"][0]["id"], "approve");
+    assert_eq!(h.post("/api/v1/runs/t1/responses/approve", json!({"value": "yes"})).await.0, StatusCode::ACCEPTED);
+    assert_eq!(h.wait_for("t1", "completed").await["output"], "D: yes");
     h.stop().await;
 }
 

@@ -250,6 +250,42 @@ async fn a_huge_state_value_is_shortened_on_the_run_page() {
     h.server.shutdown().await.unwrap();
 }
 
+/// A cancelled run's question takes no answer: its page has no answer form but says that resuming asks again,
+/// and the inbox does not list it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_offers_no_answer_form_and_leaves_the_inbox() {
+    let h = Harness::start(None).await;
+    // A deadline keeps the question in the cancelled run's record (its asker reads it back on resume).
+    let spec = "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [ask], output_key: ok }\n  \
+                ask: { kind: human, prompt: 'Ship it?', response_id: check, deadline: 1h, output_key: ok }\n";
+    let (code, body) = h.post("/api/v1/runs", json!({"spec": spec, "run_id": "c1"})).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    h.wait_for("c1", "suspended").await;
+    let (_, html, _) = h.page("/runs/c1").await;
+    assert!(html.contains("<textarea name=\"value\""), "a suspended run's page has the form: {html}");
+    assert_eq!(h.post("/api/v1/runs/c1/cancel", json!({})).await.0, StatusCode::ACCEPTED);
+    h.wait_for("c1", "cancelled").await;
+
+    let (code, html, _) = h.page("/runs/c1").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(!html.contains("answer-form") && !html.contains("<textarea"), "no answer form: {html}");
+    assert!(html.contains(r#"<section id="pending-box" hidden>"#), "{html}");
+    assert!(html.contains("<h2>Asked before it was cancelled</h2>"), "{html}");
+    assert!(html.contains("response <code>check</code>"), "{html}");
+    assert!(
+        html.contains(
+            "The run is cancelled: these questions take no answer. Resuming it (<code>POST \
+             /api/v1/runs/c1/resume</code>, or <code>agentic resume c1</code>) continues the run and asks them again."
+        ),
+        "{html}"
+    );
+    let (_, html, _) = h.page("/inbox").await;
+    assert!(html.contains("Nothing is waiting for an answer."), "{html}");
+    let (_, body, _) = h.page("/inbox.json").await;
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), json!({"items": []}));
+    h.server.shutdown().await.unwrap();
+}
+
 /// A `mode: pending` human step holds its run (`running`), and its question is in the inbox and the API like a
 /// suspended run's: the answer through the API reaches the waiting step.
 #[tokio::test]

@@ -41,6 +41,10 @@ pub(crate) enum Command {
     /// Run a spec's root agent and print its result.
     Run(RunArgs),
     /// Record an answer to a pending response (does not run anything).
+    ///
+    /// A failed or cancelled run has no pending response to answer: `agentic resume RUN_ID` continues it and
+    /// asks its questions again. When `agentic serve` holds the store, the answer goes to the server, which
+    /// continues the run by itself once every pending response is answered.
     #[command(override_usage = "agentic respond <RUN_ID> [RESPONSE_ID] <VALUE> [--store <DIR>]")]
     Respond(RespondArgs),
     /// Continue a suspended or interrupted run from its last checkpoint.

@@ -76,12 +76,21 @@ pub(crate) fn respond(args: RespondArgs) -> u8 {
             EXIT_OK
         }
         Err(agentic_engine::RespondError::Store { source, .. }) => super::store_failed(&args.store.store, &source),
-        // A refused answer (the wrong shape, a stale `args_hash`, a second answer, ...): nothing was recorded.
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_FAILED
-        }
+        // A refused answer (the wrong shape, a stale `args_hash`, a second answer, a cancelled run, ...):
+        // nothing was recorded.
+        Err(e) => refused(&e, &args),
     }
+}
+
+/// Prints why an answer was refused (for a failed or cancelled run, with the command that asks its questions
+/// again) and returns [`EXIT_FAILED`].
+fn refused(e: &agentic_engine::RespondError, args: &RespondArgs) -> u8 {
+    if e.run_ended_unfinished() {
+        eprintln!("error: {e} (`agentic resume {}{}`)", args.run_id, super::store_flag(&args.store.store));
+    } else {
+        eprintln!("error: {e}");
+    }
+    EXIT_FAILED
 }
 
 /// Who answers from this process, as the run's journal records it (SPEC.md §4): `cli:<user>`, the user
@@ -331,15 +340,35 @@ async fn remote_respond(remote: &Remote, args: &RespondArgs, response_id: Option
     };
     let id = match agentic_engine::answerable(&record, response_id) {
         Ok(id) => id,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_FAILED;
-        }
+        Err(e) => return refused(&e, args),
     };
+    // The server continues the run by itself once nothing else is pending.
+    let others: Vec<&str> = record
+        .open_pending()
+        .iter()
+        .filter(|p| p.id != id && !record.answers.contains_key(&p.id) && p.kind != agentic_engine::PendingKind::Wait)
+        .map(|p| p.id.as_str())
+        .collect();
     let path = format!("/api/v1/runs/{}/responses/{}", segment(&args.run_id), segment(&id));
     match remote.post(&path, &json!({"value": value})).await {
+        Ok((202, _)) if others.is_empty() => {
+            eprintln!(
+                "answered `{id}` for run {}; the server at {} continues it by itself (`agentic show {}` shows where \
+                 it stands)",
+                args.run_id,
+                remote.url(),
+                args.run_id
+            );
+            EXIT_OK
+        }
         Ok((202, _)) => {
-            eprintln!("answered `{id}` for run {}; continue it with: agentic resume {}", args.run_id, args.run_id);
+            eprintln!(
+                "answered `{id}` for run {}; the server at {} continues it by itself once {} {} answered too",
+                args.run_id,
+                remote.url(),
+                others.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>().join(", "),
+                if others.len() == 1 { "is" } else { "are" }
+            );
             EXIT_OK
         }
         Ok((status, body)) => {
@@ -450,7 +479,7 @@ fn run_json(r: &RunRecord) -> Value {
         "run_id": r.run_id,
         "name": r.name,
         "status": r.status.to_string(),
-        "pending": r.pending.iter().map(agentic_engine::PendingResponse::to_json).collect::<Vec<_>>(),
+        "pending": r.open_pending().iter().map(agentic_engine::PendingResponse::to_json).collect::<Vec<_>>(),
         "created_at": timestamp(r.created_at_ms),
         "updated_at": timestamp(r.updated_at_ms),
         "source": r.source,
@@ -488,7 +517,8 @@ pub(crate) fn runs(args: RunsArgs) -> u8 {
     let name_w = runs.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
     out(&format!("{:id_w$}  {:name_w$}  {:9}  {:20}  PENDING", "ID", "NAME", "STATUS", "UPDATED"));
     for r in &runs {
-        let pending = r.pending.iter().map(|p| format!("{}{}", p.id, answered_note(r, &p.id))).collect::<Vec<_>>();
+        let pending =
+            r.open_pending().iter().map(|p| format!("{}{}", p.id, answered_note(r, &p.id))).collect::<Vec<_>>();
         let pending = pending.join(",");
         out(&format!(
             "{:id_w$}  {:name_w$}  {:9}  {:20}  {}",
@@ -579,9 +609,20 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
     if let Value::String(e) = &error {
         out(&format!("error:   {e}"));
     }
-    if !record.pending.is_empty() {
+    let withdrawn = record.withdrawn_questions();
+    if !withdrawn.is_empty() {
+        let ids: Vec<String> = withdrawn.iter().map(|p| format!("`{}`", p.id)).collect();
+        out(&format!(
+            "asked:   {} (the run is {}: no answer is taken; `agentic resume {}{}` asks again)",
+            ids.join(", "),
+            record.status,
+            record.run_id,
+            super::store_flag(&args.store.store)
+        ));
+    }
+    if !record.open_pending().is_empty() {
         out("pending:");
-        for p in &record.pending {
+        for p in record.open_pending() {
             let (deadline, answered) = (super::run::deadline_note(p), answered_note(&record, &p.id));
             out(&format!("  {} (agent `{}`): {}{deadline}{answered}", p.id, p.agent, p.prompt));
             if let Some(call) = pending_call(p, args.all) {

@@ -78,8 +78,11 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     // A completed run id starts a new turn on its state; any other existing run is continued with
     // `agentic resume`, not restarted with new inputs over its half-done state.
     if let Some(existing) = existing.as_ref().filter(|e| e.status != agentic_engine::RunStatus::Completed) {
-        let pending: Vec<&str> = existing.pending.iter().map(|p| p.id.as_str()).collect();
-        let how = if pending.is_empty() {
+        // A failed or cancelled run's questions take no answer: `resume` asks them again.
+        let pending: Vec<&str> = existing.open_pending().iter().map(|p| p.id.as_str()).collect();
+        let how = if !existing.withdrawn_questions().is_empty() {
+            format!("it takes no answer; continue it with `agentic resume {run_id}`, which asks its questions again")
+        } else if pending.is_empty() {
             format!("continue it with `agentic resume {run_id}`")
         } else {
             format!(

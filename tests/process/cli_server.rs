@@ -64,10 +64,17 @@ fn the_cli_goes_through_the_server_that_holds_the_store() {
     assert_eq!(cli(&store, &["report", "a1", "-o", served_html.to_str().unwrap()]).0, Some(0));
     assert_eq!(std::fs::read_to_string(&served_html).unwrap(), std::fs::read_to_string(&local_html).unwrap());
 
-    // respond: the same message; the server continues the run, and resume prints its outcome.
+    // respond: the server continues the run by itself, and resume prints its outcome.
     let (code, out, err) = cli(&store, &["respond", "a1", "approved"]);
     assert_eq!((code, out.as_str()), (Some(0), ""));
-    assert_eq!(err, "answered `manager` for run a1; continue it with: agentic resume a1\n");
+    assert_eq!(
+        err,
+        format!(
+            "answered `manager` for run a1; the server at {} continues it by itself (`agentic show a1` shows where \
+             it stands)\n",
+            served.url
+        )
+    );
     let (code, out, err) = cli(&store, &["resume", "a1"]);
     assert_eq!((code, out.as_str()), (Some(0), "ship tea: approved\n"), "{err}");
     assert!(err.starts_with("run: a1\n"), "{err}");
@@ -181,5 +188,83 @@ fn run_with_a_memory_id_behaves_the_same_through_the_server() {
     let served = Serve::on(&store).start();
     let remote: Vec<_> = steps.iter().map(|args| cli(&store, args)).collect();
     assert_eq!(remote, local);
+    stop(served);
+}
+
+/// A run cancelled on the server while its question (with a deadline: the record keeps it) waited takes no
+/// answer on any surface: `respond` through the server and, once the server stopped, without it exits 1 with
+/// the same hint; `show` lists no pending response and names the question; `run` with its id says `resume`;
+/// after `resume` it is answered and the server continues it by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cancelled_on_the_server_takes_no_answer_until_it_is_resumed() {
+    const TIMED: &str = "version: 1\nname: timed\nroot: main\nagents:\n  \
+        main: { kind: sequence, agents: [ask, done], output_key: result }\n  \
+        ask: { kind: human, prompt: 'Approve {{ doc }}?', response_id: approve, deadline: 1h, output_key: ok }\n  \
+        done: { kind: compute, template: '{{ doc }}: {{ ok }}', output_key: result }\n";
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let spec = dir.path().join("timed.yaml");
+    std::fs::write(&spec, TIMED).unwrap();
+    let spec = spec.to_str().unwrap();
+    let served = Serve::on(&store).start();
+    let (code, _, err) = cli(&store, &["run", spec, "--memory-id", "t1", "--input", "doc=D"]);
+    assert_eq!(code, Some(2), "{err}");
+    let cancelled = reqwest::Client::new().post(format!("{}/api/v1/runs/t1/cancel", served.url)).send().await.unwrap();
+    assert_eq!(cancelled.status(), 202);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cli(&store, &["show", "t1"]).1.contains("status:  cancelled\n") {
+        assert!(Instant::now() < deadline, "the run was never cancelled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let s = store.display();
+    let refused = format!(
+        "error: run `t1`: is cancelled: it has no pending response to answer; resuming it continues the run and asks \
+         its questions again (`agentic resume t1 --store {s}`)\n"
+    );
+    assert_eq!(cli(&store, &["respond", "t1", "yes"]), (Some(1), String::new(), refused.clone()));
+    let (_, shown, _) = cli(&store, &["show", "t1", "--json"]);
+    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!((&shown["status"], &shown["pending"]), (&"cancelled".into(), &serde_json::json!([])));
+    let (_, shown, _) = cli(&store, &["show", "t1"]);
+    assert!(
+        shown.contains(&format!(
+            "asked:   `approve` (the run is cancelled: no answer is taken; `agentic resume t1 --store {s}` asks \
+             again)\n"
+        )),
+        "{shown}"
+    );
+    assert!(!shown.contains("pending:"), "{shown}");
+    let (code, _, err) = cli(&store, &["run", spec, "--memory-id", "t1", "--input", "doc=D"]);
+    assert_eq!(code, Some(64));
+    assert_eq!(
+        err,
+        "run: t1\nerror: run `t1` already exists and is cancelled; it takes no answer; continue it with `agentic \
+         resume t1`, which asks its questions again (or choose another --memory-id)\n"
+    );
+    stop(served);
+
+    // Without the server: the same.
+    assert_eq!(cli(&store, &["respond", "t1", "yes"]), (Some(1), String::new(), refused));
+
+    // Resumed through a server, the question is asked again and its answer continues the run there.
+    let served = Serve::on(&store).start();
+    let (code, _, err) = cli(&store, &["resume", "t1"]);
+    assert_eq!(code, Some(2), "{err}");
+    let (code, _, err) = cli(&store, &["respond", "t1", "yes"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "answered `approve` for run t1; the server at {} continues it by itself (`agentic show t1` shows where \
+             it stands)\n",
+            served.url
+        )
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cli(&store, &["show", "t1"]).1.contains("status:  completed\n") {
+        assert!(Instant::now() < deadline, "the server never continued the run");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     stop(served);
 }

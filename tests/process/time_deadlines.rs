@@ -146,3 +146,63 @@ fn a_wait_survives_kill_9_and_resume_waits_only_the_time_left() {
         "waited {took:?} after a kill at {killed_at:?}"
     );
 }
+
+/// Ctrl-C while the CLI sleeps through a `wait` cancels the run; the wait is nobody's to answer and the
+/// cancelled run offers nothing to answer: `respond` exits 1 saying that `resume` continues it, `show`/`runs`
+/// list no pending response, and `run` with its id says `resume`, not `respond`.
+#[test]
+fn ctrl_c_during_a_wait_cancels_the_run_and_leaves_nothing_to_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, spec) = (dir.path().join("store"), dir.path().join("pause.yaml"));
+    std::fs::write(&spec, PAUSE.replace("for: 3s", "for: 1h")).unwrap();
+    let mut run = Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(["run"])
+        .arg(&spec)
+        .args(["--input", "job=J", "--memory-id", "w2", "--store"])
+        .arg(&store)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(run.stderr.take().unwrap()).lines();
+    loop {
+        let line = lines.next().expect("the run ended before it waited").unwrap();
+        if line.starts_with("waiting until ") {
+            break;
+        }
+    }
+    let signalled = Command::new("kill").args(["-INT", &run.id().to_string()]).status().unwrap();
+    assert!(signalled.success());
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert_eq!(run.wait().unwrap().code(), Some(1), "{rest:?}");
+    assert_eq!(
+        rest,
+        [
+            "interrupted: cancelling run `w2` (Ctrl-C again to exit at once); `agentic resume w2` continues it",
+            "error: run cancelled"
+        ]
+    );
+
+    let s = store.display();
+    let o = agentic(&store, &["respond", "w2", "yes"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "error: run `w2`: is cancelled: it has no pending response to answer; resuming it continues the run \
+             (`agentic resume w2 --store {s}`)\n"
+        )
+    );
+    let o = agentic(&store, &["show", "w2", "--json"]);
+    let shown: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!((&shown["status"], &shown["pending"]), (&Value::from("cancelled"), &serde_json::json!([])));
+    let o = agentic(&store, &["runs"]);
+    assert!(stdout(&o).lines().nth(1).unwrap().ends_with("  -"), "no pending id: {}", stdout(&o));
+    let o = agentic(&store, &["run", spec.to_str().unwrap(), "--input", "job=J", "--memory-id", "w2"]);
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "run: w2\nerror: run `w2` already exists and is cancelled; continue it with `agentic resume w2` (or choose \
+         another --memory-id)\n"
+    );
+}

@@ -472,7 +472,8 @@ pub fn answerable(rec: &crate::RunRecord, response_id: Option<&str>) -> Result<S
         return Err(refusal);
     }
     if !waiting {
-        return Err(RespondError::NotSuspended { run_id, status: rec.status });
+        let asked = !rec.withdrawn_questions().is_empty();
+        return Err(RespondError::NotSuspended { run_id, status: rec.status, asked });
     }
     let pending: Vec<String> = rec.pending.iter().map(|p| p.id.clone()).collect();
     if let Some(refusal) = response_id.filter(|id| !pending.iter().any(|p| p == id)).and_then(|id| timed_out(rec, id)) {
