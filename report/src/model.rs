@@ -542,7 +542,8 @@ pub(crate) fn build_with(
     if let Some(p) = &summary.error_path {
         annotations.failed.insert(p.clone());
     }
-    for p in &run.pending {
+    // A failed or cancelled run's questions take no answer: nothing is drawn as waiting.
+    for p in run.open_pending() {
         if topo.node(&p.id).is_some() {
             annotations.pending.insert(p.id.clone());
         } else if let Some((n, _)) = topo.order.iter().find(|(n, _)| n.spec.name == p.agent) {
@@ -887,7 +888,7 @@ fn summary(run: &RunRecord, records: &[StepRecord], agents: &[AgentRow], mapping
         error,
         error_path,
         pending: run
-            .pending
+            .open_pending()
             .iter()
             .map(|p| PendingView { id: p.id.clone(), agent: p.agent.clone(), prompt: truncate(&p.prompt, 2_000) })
             .collect(),

@@ -487,3 +487,17 @@ fn ten_thousand_steps_render_quickly_with_a_lazy_step_list() {
     std::fs::create_dir_all(&dir).unwrap();
     agentic_report::write_report(dir.join("big.html"), &html).unwrap();
 }
+
+#[test]
+fn a_cancelled_runs_question_is_not_reported_as_waiting() {
+    let (mut run, records) = synthetic_run(3);
+    run.pending = vec![agentic::engine::PendingResponse::new("editor", "Publish it?", "review")];
+    run.status = RunStatus::Suspended;
+    let html = agentic_report::render_run_without_topology(&run, &records, "suspended run");
+    assert!(html.contains(r#"<section class="banner b-suspended" id="run-pending">"#), "suspended: it waits");
+    assert!(html.contains("<tr><td><code>editor</code></td><td>review</td><td>Publish it?</td></tr>"));
+    run.status = RunStatus::Cancelled;
+    let html = agentic_report::render_run_without_topology(&run, &records, "cancelled run");
+    assert!(!html.contains(r#"id="run-pending""#), "cancelled: nothing waits");
+    assert!(!html.contains("<code>editor</code>"), "the question is not listed");
+}
