@@ -226,7 +226,8 @@ fn continue_run(
             return EXIT_FAILED;
         }
     };
-    let cancel = super::cancel_on_ctrl_c(rt, run_id);
+    let interrupt = super::on_ctrl_c(rt, run_id);
+    let cancel = interrupt.cancel.clone();
     if record.cancel_requested {
         cancel.cancel();
     }
@@ -234,7 +235,12 @@ fn continue_run(
         Ok(lease) => lease,
         Err(code) => return code,
     };
-    let mut request = built.root.resume(run_id.clone()).store_ref(store.clone()).cancel_handle(cancel.clone());
+    let mut request = built
+        .root
+        .resume(run_id.clone())
+        .store_ref(store.clone())
+        .cancel_handle(cancel.clone())
+        .drain_handle(interrupt.drain.clone());
     if let Some(source) = &record.source {
         request = request.source(source.clone());
     }
@@ -249,13 +255,18 @@ fn continue_run(
         rt.block_on(async move { request.await })
     };
     let again = || {
-        let request = built.root.resume(run_id.clone()).store_ref(store.clone()).cancel_handle(cancel.clone());
+        let request = built
+            .root
+            .resume(run_id.clone())
+            .store_ref(store.clone())
+            .cancel_handle(cancel.clone())
+            .drain_handle(interrupt.drain.clone());
         match &progress {
             Some(p) => request.listener(p.clone()),
             None => request,
         }
     };
-    let result = super::run::sleep_through_waits(rt, result, &cancel, again);
+    let result = super::run::sleep_through_waits(rt, result, &interrupt, again);
     if let Some(p) = &progress {
         p.finish();
     }

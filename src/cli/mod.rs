@@ -30,27 +30,64 @@ pub(crate) const EXIT_USAGE: u8 = 64;
 /// Exit code: the store or the server is unavailable or in use; try again (SPEC.md §2).
 pub(crate) const EXIT_UNAVAILABLE: u8 = 75;
 
-/// A cancel handle for the run the CLI is about to make: the first Ctrl-C (SIGINT) cancels the run, which then
-/// stops at its next step boundary, runs its compensations and is recorded `cancelled` (so `agentic resume`
-/// continues it); a second Ctrl-C exits at once with status 130, as an interrupted process does.
-pub(crate) fn cancel_on_ctrl_c(runtime: &tokio::runtime::Runtime, run_id: &str) -> agentic_engine::CancelHandle {
-    let handle = agentic_engine::CancelHandle::new();
-    let cancel = handle.clone();
+/// The handles Ctrl-C (SIGINT) works through for the run the CLI is about to make ([`on_ctrl_c`]).
+#[derive(Clone)]
+pub(crate) struct Interrupt {
+    /// Cancelled by the second Ctrl-C (or once the first one's drain stopped the run).
+    pub(crate) cancel: agentic_engine::CancelHandle,
+    /// Drained by the first Ctrl-C: the steps in flight finish (a model call answered is counted and kept).
+    pub(crate) drain: agentic_engine::DrainHandle,
+}
+
+/// Ctrl-C for the run the CLI is about to make: the first Ctrl-C (SIGINT) lets the steps in flight finish
+/// (a model call under way is paid for: its answer is kept, counted and not asked again) and starts no new
+/// one, then the run is cancelled — recorded `cancelled`, so `agentic resume` continues it
+/// ([`finish_interrupted`]); a second Ctrl-C cancels the steps in flight too; a third exits at once with
+/// status 130, as an interrupted process does.
+pub(crate) fn on_ctrl_c(runtime: &tokio::runtime::Runtime, run_id: &str) -> Interrupt {
+    let handles = Interrupt { cancel: agentic_engine::CancelHandle::new(), drain: agentic_engine::DrainHandle::new() };
+    let Interrupt { cancel, drain } = handles.clone();
     let run_id = run_id.to_string();
     runtime.spawn(async move {
         if tokio::signal::ctrl_c().await.is_err() {
             return;
         }
         eprintln!(
-            "interrupted: cancelling run `{run_id}` (Ctrl-C again to exit at once); `agentic resume {run_id}` \
-             continues it"
+            "interrupted: cancelling run `{run_id}` once the steps in flight finish (Ctrl-C again to stop them \
+             now); `agentic resume {run_id}` continues it"
         );
+        drain.drain();
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        eprintln!("cancelling the steps in flight (Ctrl-C again to exit at once)");
         cancel.cancel();
         if tokio::signal::ctrl_c().await.is_ok() {
             std::process::exit(130);
         }
     });
-    handle
+    handles
+}
+
+/// A run the first Ctrl-C drained ([`on_ctrl_c`]) is cancelled now that its steps in flight finished: `again`
+/// (its resume request, with the cancelled handle) records it `cancelled` without starting a step. Any
+/// other outcome is returned as is.
+pub(crate) fn finish_interrupted(
+    rt: &tokio::runtime::Runtime,
+    result: Result<agentic_engine::RunOutcome, agentic_engine::AgentError>,
+    interrupt: &Interrupt,
+    again: impl Fn() -> agentic_engine::InvokeRequest,
+) -> Result<agentic_engine::RunOutcome, agentic_engine::AgentError> {
+    match &result {
+        Ok(agentic_engine::RunOutcome { result: agentic_engine::RunResult::Drained, .. })
+            if interrupt.drain.is_draining() =>
+        {
+            interrupt.cancel.cancel();
+            let request = again();
+            rt.block_on(async move { request.await })
+        }
+        _ => result,
+    }
 }
 
 /// Parses the command line and runs the command.

@@ -1,6 +1,6 @@
 //! `agentic run SPEC`: build the spec, invoke its root agent, print the outcome (SPEC.md §2).
 
-use agentic_engine::{AgentError, CancelHandle, InvokeRequest, PendingKind, PendingResponse, RunOutcome, RunResult};
+use agentic_engine::{AgentError, InvokeRequest, PendingKind, PendingResponse, RunOutcome, RunResult};
 use agentic_spec::Spec;
 use serde_json::{Map, Value, json};
 
@@ -117,7 +117,8 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             return EXIT_FAILED;
         }
     };
-    let cancel = super::cancel_on_ctrl_c(&runtime, &run_id);
+    let interrupt = super::on_ctrl_c(&runtime, &run_id);
+    let cancel = interrupt.cancel.clone();
     let lease = match super::lease::take(&runtime, &store, &run_id, &cancel) {
         Ok(lease) => lease,
         Err(code) => return code,
@@ -132,7 +133,11 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     // A spec read from standard input has no file: the run has only its archived text.
     let request =
         if args.spec == std::path::Path::new("-") { request } else { request.source(source.to_string_lossy()) };
-    let request = request.spec_hash(hash).run_name(built.name.clone()).cancel_handle(cancel.clone());
+    let request = request
+        .spec_hash(hash)
+        .run_name(built.name.clone())
+        .cancel_handle(cancel.clone())
+        .drain_handle(interrupt.drain.clone());
     let resume_store = store;
     let progress = super::progress::Progress::start();
     let request = match &progress {
@@ -145,13 +150,18 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         runtime.block_on(async move { request.await })
     };
     let again = || {
-        let request = built.root.resume(run_id.clone()).store_ref(resume_store.clone()).cancel_handle(cancel.clone());
+        let request = built
+            .root
+            .resume(run_id.clone())
+            .store_ref(resume_store.clone())
+            .cancel_handle(cancel.clone())
+            .drain_handle(interrupt.drain.clone());
         match &progress {
             Some(p) => request.durability(args.durability.into()).listener(p.clone()),
             None => request.durability(args.durability.into()),
         }
     };
-    let result = sleep_through_waits(&runtime, result, &cancel, again);
+    let result = sleep_through_waits(&runtime, result, &interrupt, again);
     if let Some(p) = &progress {
         p.finish();
     }
@@ -436,14 +446,17 @@ pub(crate) fn deadline_note(p: &PendingResponse) -> String {
 
 /// Under the CLI a `wait` does not end the process (SPEC.md §3): while the run is suspended only on waits,
 /// sleeps until the first is due and continues the run (`again` makes its resume request), in this process.
-/// A Ctrl-C while sleeping cancels the run as it would a running one. Any other outcome is returned as is.
+/// A Ctrl-C while sleeping cancels the run (nothing is in flight), one while it runs stops it as
+/// [`super::finish_interrupted`] says. Any other outcome is returned as is.
 pub(crate) fn sleep_through_waits(
     rt: &tokio::runtime::Runtime,
     mut result: Result<RunOutcome, AgentError>,
-    cancel: &CancelHandle,
+    interrupt: &super::Interrupt,
     again: impl Fn() -> InvokeRequest,
 ) -> Result<RunOutcome, AgentError> {
+    let cancel = &interrupt.cancel;
     loop {
+        result = super::finish_interrupted(rt, result, interrupt, &again);
         let Ok(RunOutcome { result: RunResult::Suspended { pending }, .. }) = &result else { return result };
         if pending.is_empty() || pending.iter().any(|p| p.kind != PendingKind::Wait) {
             return result;
@@ -451,7 +464,13 @@ pub(crate) fn sleep_through_waits(
         let due = pending.iter().filter_map(|p| p.deadline_ms).min().unwrap_or_default();
         eprintln!("waiting until {} ({})", agentic_engine::rfc3339_ms(due), pending[0].id);
         rt.block_on(async {
-            while !cancel.is_cancelled() {
+            loop {
+                if interrupt.drain.is_draining() {
+                    cancel.cancel();
+                }
+                if cancel.is_cancelled() {
+                    break;
+                }
                 let left = due.saturating_sub(agentic_engine::now_ms());
                 if left == 0 {
                     break;

@@ -351,8 +351,9 @@ fn runs_lists_the_spec_name() {
     assert_eq!(runs[0]["name"], json!("order-flow"), "the spec's name, not the root agent's (`approval`)");
 }
 
-/// Ctrl-C (SIGINT) cancels the run: it stops at a step boundary, exits 1 saying how to continue, and is
-/// recorded `cancelled` with the steps it made (not left `running`, to be mistaken for a crashed run).
+/// Ctrl-C (SIGINT) cancels the run: it stops at a step boundary once the steps in flight finished, exits 1
+/// saying how to continue, and is recorded `cancelled` with the steps it made (not left `running`, to be
+/// mistaken for a crashed run).
 #[test]
 fn ctrl_c_cancels_the_run_and_records_it_cancelled() {
     let dir = tempfile::tempdir().unwrap();
@@ -381,6 +382,53 @@ fn ctrl_c_cancels_the_run_and_records_it_cancelled() {
     assert_eq!(shown["status"], json!("cancelled"), "{shown}");
     let done = shown["state"]["n"].as_u64().unwrap();
     assert!(done > 0 && done < 3_000_000, "stopped after {done} iterations");
+}
+
+/// The first Ctrl-C lets a model call under way finish: its answer is paid for, so it is counted and kept
+/// (the step completes), no later step starts, and the run is recorded `cancelled`; resuming it does not ask
+/// the model again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_keeps_the_model_call_under_way_and_resume_does_not_ask_it_again() {
+    let (model, calls) = crate::echo_model::model(std::time::Duration::from_millis(1500)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let spec = dir.path().join("ask.yaml");
+    std::fs::write(
+        &spec,
+        format!(
+            "version: 1\nroot: main\n{}agents:\n  main: {{ kind: sequence, agents: [ask, after], output_key: out }}\n  \
+             ask: {{ kind: llm, user: \"hello\", output_key: said }}\n  \
+             after: {{ kind: compute, template: \"{{{{ said }}}}!\", output_key: out }}\n",
+            crate::echo_model::models(&model)
+        ),
+    )
+    .unwrap();
+    let child = Cli::new(["run", spec.to_str().unwrap(), "--memory-id", "paid"]).store(&store).spawn();
+    // Once the call is under way, Ctrl-C.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while calls.lock().unwrap().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the model was never called");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let o = tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "run: paid\ninterrupted: cancelling run `paid` once the steps in flight finish (Ctrl-C again to stop them \
+         now); `agentic resume paid` continues it\nerror: run cancelled\n"
+    );
+    let shown = agentic(&store, &["show", "paid", "--json"]);
+    let shown: Value = serde_json::from_str(stdout(&shown).trim()).unwrap();
+    assert_eq!(shown["status"], json!("cancelled"));
+    assert_eq!(shown["state"]["said"], json!("done(hello)"), "the answer is kept");
+    assert_eq!(shown["state"].get("out"), None, "no step started after the Ctrl-C");
+    assert_eq!(shown["usage"]["total"]["model_calls"], json!(1), "the paid call is counted");
+
+    let o = Cli::new(["resume", "paid"]).store(&store).output_async().await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "done(hello)!\n");
+    assert_eq!(calls.lock().unwrap().len(), 1, "the model was not asked again");
 }
 
 /// SPEC.md §4 through the CLI: a spec tool call over the `approve` threshold suspends the run with a `tool_call`

@@ -178,7 +178,8 @@ fn ctrl_c_during_a_wait_cancels_the_run_and_leaves_nothing_to_answer() {
     assert_eq!(
         rest,
         [
-            "interrupted: cancelling run `w2` (Ctrl-C again to exit at once); `agentic resume w2` continues it",
+            "interrupted: cancelling run `w2` once the steps in flight finish (Ctrl-C again to stop them now); \
+             `agentic resume w2` continues it",
             "error: run cancelled"
         ]
     );
