@@ -44,6 +44,7 @@ mod journaled_calls;
 mod limits_serve;
 mod mcp_peer;
 mod mcp_serve;
+mod operations;
 mod report_browser;
 mod server_browser;
 mod server_crash;
