@@ -156,6 +156,19 @@ async fn the_server_says_when_it_drains_and_when_it_stops() {
                     (they continue at the next start); Ctrl-C again to stop at once";
     let seen = lines_until(&lines, draining);
     assert_eq!(seen, [draining]);
+    // While it drains it is alive but not ready: a load balancer stops sending it traffic.
+    let health = http.get(format!("{}/healthz", served.url)).send().await.unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+    let ready = http.get(format!("{}/readyz", served.url)).send().await.unwrap();
+    assert_eq!(ready.status().as_u16(), 503);
+    assert_eq!(
+        ready.json::<Value>().await.unwrap(),
+        json!({
+            "status": "unavailable", "store": served.store.display().to_string(), "store_reachable": true,
+            "accepting_runs": false, "runs_in_flight": 1, "specs": [], "shared_store": false,
+            "error": "the server is shutting down: it accepts no new runs"
+        })
+    );
     let store = served.store.clone();
     assert_eq!(served.term(), Some(130));
     let seen =
