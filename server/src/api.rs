@@ -1,4 +1,4 @@
-//! The HTTP API of SERVER.md §2 (`/api/v1/...`, `/healthz`).
+//! The HTTP API of SERVER.md §2 (`/api/v1/...`, `/healthz`) and the readiness probe `/readyz`.
 
 use std::convert::Infallible;
 use std::time::{Duration, UNIX_EPOCH};
@@ -25,6 +25,9 @@ use crate::host::{NewRun, SpecSource, traceparent};
 /// Request bodies larger than this are refused with `413` (SERVER.md §2).
 pub(crate) const BODY_LIMIT: usize = 10 * 1024 * 1024;
 
+/// The readiness probe's path (behind the token, unlike `/healthz`).
+pub(crate) const READINESS_PATH: &str = "/readyz";
+
 /// The API routes.
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
@@ -43,7 +46,8 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/v1/store/runs/{id}/records", get(store_records))
         .route("/api/v1/store/runs/{id}/image", get(store_image))
         .route("/api/v1/store/specs/{hash}", get(store_spec))
-        .route("/healthz", get(healthz))
+        .route(crate::auth::LIVENESS_PATH, get(healthz))
+        .route(READINESS_PATH, get(readyz))
 }
 
 /// `405` for a known path with another method, as `{"error": ..}` naming the method and the path.
@@ -101,6 +105,9 @@ fn deserialize_named<'de, T: DeserializeOwned>(
 #[serde(deny_unknown_fields)]
 struct CreateRun {
     spec: Option<String>,
+    /// **ext.** With `spec`: the name of the file the text came from (`hello.yaml`, no directory); its stem
+    /// names the run when the spec has no `name:` (the CLI sends it).
+    file_name: Option<String>,
     spec_name: Option<String>,
     #[serde(default)]
     inputs: Option<Map<String, Value>>,
@@ -115,8 +122,19 @@ async fn create_run(
     headers: HeaderMap,
     StrictJson(body): StrictJson<CreateRun>,
 ) -> Result<Response, ApiError> {
+    let file_name = match body.file_name {
+        Some(name) if body.spec.is_none() => {
+            return Err(ApiError::bad_request(format!("file_name `{name}` is for a posted `spec`; give `spec` too")));
+        }
+        Some(name) if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') => {
+            return Err(ApiError::bad_request(format!(
+                "file_name: `{name}` is not a file name (such as `hello.yaml`: no directory, not starting with `.`)"
+            )));
+        }
+        other => other,
+    };
     let spec = match (body.spec, body.spec_name) {
-        (Some(text), None) => SpecSource::Text(text),
+        (Some(text), None) => SpecSource::Text { text, file_name },
         (None, Some(name)) => SpecSource::Named(name),
         (Some(_), Some(_)) => return Err(ApiError::bad_request("give either `spec` or `spec_name`, not both")),
         (None, None) => {
@@ -367,7 +385,7 @@ async fn resume(
         let resume: Resume = deserialize_named(&mut de)?;
         de.end().map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
         match (resume.spec, resume.spec_name) {
-            (Some(text), None) => Some(SpecSource::Text(text)),
+            (Some(text), None) => Some(SpecSource::Text { text, file_name: None }),
             (None, Some(name)) => Some(SpecSource::Named(name)),
             (Some(_), Some(_)) => return Err(ApiError::bad_request("give either `spec` or `spec_name`, not both")),
             (None, None) => None,
@@ -429,8 +447,41 @@ async fn specs(State(app): State<AppState>) -> Json<Value> {
     Json(json!({"specs": app.host.specs().names()}))
 }
 
+/// `GET /healthz` with the token (or on a server without one): liveness, the store's name and the runs
+/// executing here. Without the token [`crate::auth::require_token`] answers `{"status": "ok"}` alone.
 async fn healthz(State(app): State<AppState>) -> Json<Value> {
     Json(json!({"status": "ok", "store": app.store_label, "runs_in_flight": app.host.in_flight()}))
+}
+
+/// `GET /readyz` (behind the token): whether this server should get traffic. `200 {"status": "ready", "store",
+/// "store_reachable": true, "accepting_runs": true, "runs_in_flight", "specs": [names of --specs],
+/// "shared_store"}`; `503` with `"status": "unavailable"` and an `error` saying why when the store does not
+/// answer (a point read of one run record) or the server is shutting down (it accepts no new runs).
+async fn readyz(State(app): State<AppState>) -> Response {
+    let store = app.host.store();
+    let reached = store.run_dyn("readyz-probe").await;
+    let accepting = app.host.accepting();
+    let error = match (&reached, accepting) {
+        (Err(e), _) => Some(format!("the store does not answer: {e}")),
+        (Ok(_), false) => Some("the server is shutting down: it accepts no new runs".to_string()),
+        (Ok(_), true) => None,
+    };
+    let mut body = json!({
+        "status": if error.is_none() { "ready" } else { "unavailable" },
+        "store": app.store_label,
+        "store_reachable": reached.is_ok(),
+        "accepting_runs": accepting,
+        "runs_in_flight": app.host.in_flight(),
+        "specs": app.host.specs().names(),
+        "shared_store": store.shared_dyn(),
+    });
+    match error {
+        None => Json(body).into_response(),
+        Some(error) => {
+            body["error"] = Value::String(error);
+            (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+        }
+    }
 }
 
 /// The event stream of `GET /api/v1/runs/{id}/events`.

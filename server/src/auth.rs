@@ -1,5 +1,7 @@
 //! The bearer token (SERVER.md §1): with a token configured every request carries
-//! `Authorization: Bearer <token>`, or, in a browser, the cookie the login form sets; else `401`.
+//! `Authorization: Bearer <token>`, or, in a browser, the cookie the login form sets; else `401`. One
+//! exception: `GET /healthz` without the token answers liveness only (`200 {"status": "ok"}`), so that a load
+//! balancer's probe needs no secret; with the token it answers the whole body of SERVER.md §2.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -8,6 +10,9 @@ use axum::response::{Html, IntoResponse, Response};
 
 use crate::AppState;
 use crate::error::ApiError;
+
+/// The liveness probe's path, answered without the token too.
+pub(crate) const LIVENESS_PATH: &str = "/healthz";
 
 /// The cookie the web UI's login form sets.
 pub(crate) const COOKIE: &str = "agentic_token";
@@ -23,8 +28,12 @@ pub(crate) async fn require_token(State(app): State<AppState>, request: Request,
     if open || presented(request.headers()).is_some_and(|t| same(t, token)) {
         return next.run(request).await;
     }
+    // Liveness for probes without the token: that the process answers, and nothing about its store or runs.
+    if path == LIVENESS_PATH {
+        return axum::Json(serde_json::json!({"status": "ok"})).into_response();
+    }
     // Programs (the API, MCP clients) get a JSON answer they can act on; browsers the login form.
-    if path.starts_with("/api/") || path == "/healthz" || path == crate::mcp::PATH {
+    if path.starts_with("/api/") || path == crate::api::READINESS_PATH || path == crate::mcp::PATH {
         let mut response = ApiError::new(
             StatusCode::UNAUTHORIZED,
             "missing or wrong token: send the header `Authorization: Bearer <token>`",

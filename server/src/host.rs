@@ -25,8 +25,14 @@ use crate::events::{EventHub, HubListener, SseEvent};
 /// The spec a new run is made from.
 #[derive(Debug, Clone)]
 pub(crate) enum SpecSource {
-    /// The spec's text (YAML or JSON), as posted.
-    Text(String),
+    /// The spec's text (YAML or JSON), as posted, and the name of the file it came from (`hello.yaml`), if
+    /// given: its stem names the run when the spec has no `name:`, as a run of the file does (else `spec`).
+    Text {
+        /// The YAML or JSON text.
+        text: String,
+        /// The file name, without a directory.
+        file_name: Option<String>,
+    },
     /// A spec of `--specs DIR`, by file stem.
     Named(String),
 }
@@ -336,7 +342,10 @@ impl RunHost {
                 let path = std::fs::canonicalize(&path).unwrap_or(path).to_string_lossy().into_owned();
                 Ok((text, spec, Some(path)))
             }
-            SpecSource::Text(text) => Ok((text.clone(), Spec::parse(text, "spec").map_err(|e| spec_errors(&e))?, None)),
+            SpecSource::Text { text, file_name } => {
+                let file_name = file_name.as_deref().unwrap_or("spec");
+                Ok((text.clone(), Spec::parse(text, file_name).map_err(|e| spec_errors(&e))?, None))
+            }
         }
     }
 
@@ -596,7 +605,7 @@ impl RunHost {
         let (text, spec, path) = self.read_spec(&source)?;
         let label = match &source {
             SpecSource::Named(name) => format!("spec_name `{name}`"),
-            SpecSource::Text(_) => "the posted spec".to_string(),
+            SpecSource::Text { .. } => "the posted spec".to_string(),
         };
         let built = spec.build().map_err(|e| spec_errors(&e))?;
         if store.shared_dyn() && store.acquire_lease_dyn(run_id).await?.is_none() {

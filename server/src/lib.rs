@@ -287,6 +287,11 @@ impl Server {
         }
     }
 
+    /// How many runs execute in this process now (each has at least one step in flight).
+    pub fn runs_in_flight(&self) -> usize {
+        self.host.in_flight()
+    }
+
     /// Waits until no run task started so far is executing (runs that suspend count as done).
     pub async fn wait_idle(&self) {
         self.host.wait_idle().await;

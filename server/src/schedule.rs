@@ -59,6 +59,29 @@ pub(crate) struct ScheduleDef {
     overlap: Option<String>,
 }
 
+/// The cron nicknames (Vixie cron's, without `@reboot`) and the 5 fields each stands for.
+const NICKNAMES: [(&str, &str); 7] = [
+    ("yearly", "0 0 1 1 *"),
+    ("annually", "0 0 1 1 *"),
+    ("monthly", "0 0 1 * *"),
+    ("weekly", "0 0 * * 0"),
+    ("daily", "0 0 * * *"),
+    ("midnight", "0 0 * * *"),
+    ("hourly", "0 * * * *"),
+];
+
+/// The 5 fields of cron nickname `@nickname` (`given` is the whole value, for the error): `400` naming the
+/// nicknames there are for any other.
+fn nickname_fields(given: &str, nickname: &str) -> Result<&'static str, ApiError> {
+    NICKNAMES.iter().find(|(name, _)| name.eq_ignore_ascii_case(nickname)).map(|(_, fields)| *fields).ok_or_else(|| {
+        let known = NICKNAMES.iter().map(|(name, _)| format!("@{name}")).collect::<Vec<_>>().join(", ");
+        ApiError::bad_request(format!(
+            "cron: `{given}` is not one of the nicknames {known}; else give 5 fields (minute hour day-of-month \
+             month day-of-week)"
+        ))
+    })
+}
+
 /// A cron expression read in its time zone: when its ticks are.
 #[derive(Debug, Clone)]
 pub(crate) struct Timing {
@@ -70,6 +93,11 @@ impl Timing {
     /// Parses `cron` (5 fields, minute resolution, or 6, seconds first) and `timezone` (an IANA name). Errors:
     /// `400` naming the field, the value and what is expected.
     pub(crate) fn parse(cron: &str, timezone: &str) -> Result<Timing, ApiError> {
+        let given = cron;
+        let cron = match cron.trim().strip_prefix('@') {
+            Some(nickname) => nickname_fields(given, nickname)?,
+            None => cron,
+        };
         let fields = cron.split_whitespace().count();
         if fields != 5 && fields != 6 {
             return Err(ApiError::bad_request(format!(
@@ -411,11 +439,30 @@ mod tests {
     }
 
     #[test]
+    fn nicknames_stand_for_their_five_fields() {
+        let daily = Timing::parse("@daily", "Europe/Paris").unwrap();
+        assert_eq!(daily.next_after(ms("2026-12-03T12:00:00Z")), Some(ms("2026-12-03T23:00:00Z")));
+        let hourly = Timing::parse("@HOURLY", "UTC").unwrap();
+        assert_eq!(hourly.next_after(ms("2026-12-03T12:10:00Z")), Some(ms("2026-12-03T13:00:00Z")));
+        let weekly = Timing::parse("@weekly", "UTC").unwrap();
+        // 2026-12-03 is a Thursday: the next Sunday is the 6th.
+        assert_eq!(weekly.next_after(ms("2026-12-03T12:00:00Z")), Some(ms("2026-12-06T00:00:00Z")));
+        let yearly = Timing::parse("@yearly", "UTC").unwrap();
+        assert_eq!(yearly.next_after(ms("2026-12-03T12:00:00Z")), Some(ms("2027-01-01T00:00:00Z")));
+        let monthly = Timing::parse("@monthly", "UTC").unwrap();
+        assert_eq!(monthly.next_after(ms("2026-12-03T12:00:00Z")), Some(ms("2027-01-01T00:00:00Z")));
+    }
+
+    #[test]
     fn bad_expressions_and_zones_name_the_field() {
         let e = Timing::parse("0 2 * *", "UTC").unwrap_err();
         assert_eq!(e.status, StatusCode::BAD_REQUEST);
         assert!(e.message.starts_with("cron: `0 2 * *` has 4 fields; expected 5"), "{}", e.message);
-        assert!(Timing::parse("@daily", "UTC").unwrap_err().message.contains("has 1 field;"));
+        assert_eq!(
+            Timing::parse("@reboot", "UTC").unwrap_err().message,
+            "cron: `@reboot` is not one of the nicknames @yearly, @annually, @monthly, @weekly, @daily, @midnight, \
+             @hourly; else give 5 fields (minute hour day-of-month month day-of-week)"
+        );
         assert!(Timing::parse("0 0 0 2 * * 2030", "UTC").unwrap_err().message.contains("has 7 fields"));
         let e = Timing::parse("61 * * * *", "UTC").unwrap_err();
         assert!(e.message.starts_with("cron: `61 * * * *`: field 1 (minute) `61` is invalid: "), "{}", e.message);

@@ -140,7 +140,7 @@ fn error_page(error: &ApiError) -> Page {
 /// The answer to a path no route serves: `404`, as JSON under `/api/`, else as a page.
 pub(crate) async fn not_found(uri: Uri) -> Response {
     let path = uri.path();
-    if path.starts_with("/api/") || path == "/healthz" {
+    if path.starts_with("/api/") {
         return ApiError::not_found(format!("no such endpoint: {path}")).into_response();
     }
     error_page(&ApiError::not_found(format!("There is no page at {path}."))).into_response()

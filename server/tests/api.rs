@@ -461,11 +461,17 @@ async fn a_token_is_required_when_configured() {
     let (code, body) = h.get("/api/v1/runs").await;
     assert_eq!(code, StatusCode::UNAUTHORIZED);
     assert_eq!(body["error"], "missing or wrong token: send the header `Authorization: Bearer <token>`");
+    // The liveness probe answers without the token, and says nothing else; with it, the whole body.
     let wrong = h.http.get(format!("{}/healthz", h.base)).bearer_auth("nope").send().await.unwrap();
-    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(wrong.status(), StatusCode::OK);
+    assert_eq!(wrong.json::<Value>().await.unwrap(), json!({"status": "ok"}));
     let right = h.http.get(format!("{}/healthz", h.base)).bearer_auth("s3cret").send().await.unwrap();
     assert_eq!(right.status(), StatusCode::OK);
     assert_eq!(right.json::<Value>().await.unwrap(), json!({"status": "ok", "store": "test", "runs_in_flight": 0}));
+    // Readiness needs the token.
+    let (code, body) = h.get("/readyz").await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["error"], "missing or wrong token: send the header `Authorization: Bearer <token>`");
     h.stop().await;
 
     // Not loopback with a token: a request without it gets 401.
@@ -583,5 +589,52 @@ async fn resume_with_a_spec_moves_a_run_only_when_its_structure_is_unchanged() {
     assert_eq!(code, StatusCode::ACCEPTED);
     let run = h.wait_for("u2", "completed").await;
     assert_eq!(run["output"], "v2 ship bolts -> ok");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_posted_spec_is_named_after_its_file_name_when_it_has_no_name() {
+    let h = Harness::start().await;
+    let text = "version: 1\nroot: hi\nagents:\n  hi: { kind: compute, template: \"hi\", output_key: r }\n";
+    let (code, _) = h.post("/api/v1/runs", json!({"spec": text, "file_name": "greet.yaml", "run_id": "f1"})).await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert_eq!(h.wait_for("f1", "completed").await["name"], "greet");
+    let (code, _) = h.post("/api/v1/runs", json!({"spec": text, "run_id": "f2"})).await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert_eq!(h.wait_for("f2", "completed").await["name"], "spec");
+    // A spec's `name:` wins over its file's.
+    let (code, _) = h
+        .post(
+            "/api/v1/runs",
+            json!({"spec": APPROVAL, "file_name": "x.yaml", "run_id": "f3", "inputs": {"item": "tea"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert_eq!(h.wait_for("f3", "suspended").await["name"], "approval");
+
+    let (code, body) = h.post("/api/v1/runs", json!({"spec": text, "file_name": "../greet.yaml"})).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body["error"],
+        "file_name: `../greet.yaml` is not a file name (such as `hello.yaml`: no directory, not starting with `.`)"
+    );
+    let (code, body) = h.post("/api/v1/runs", json!({"spec_name": "hello", "file_name": "greet.yaml"})).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"], "file_name `greet.yaml` is for a posted `spec`; give `spec` too");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_says_ready_and_why_not() {
+    let h = Harness::start().await;
+    let (code, body) = h.get("/readyz").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(
+        body,
+        json!({
+            "status": "ready", "store": "test", "store_reachable": true, "accepting_runs": true,
+            "runs_in_flight": 0, "specs": [], "shared_store": false
+        })
+    );
     h.stop().await;
 }

@@ -61,6 +61,12 @@ pub(crate) enum Command {
     Validate(ValidateArgs),
     /// Host the store's runs behind an HTTP API and a web UI (docs/server.md): runs submitted over HTTP, live
     /// events, an inbox for human steps, schedules; in-flight runs resume at start.
+    ///
+    /// The specs of --specs also become MCP tools (streamable HTTP at /mcp, one tool per spec) and A2A agents
+    /// (JSON-RPC at /a2a/NAME, cards at /.well-known/NAME/agent-card.json). Probes: GET /healthz answers
+    /// liveness without the token; GET /readyz (with it) says whether the server should get traffic.
+    /// SIGTERM or Ctrl-C drains (the steps in flight finish, at most 30 s) and says so; a second one stops at
+    /// once.
     Serve(ServeArgs),
 }
 
@@ -273,7 +279,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7878", value_parser = listen_addr)]
     pub(crate) listen: std::net::SocketAddr,
     /// A directory of specs offered by name (file stem) to `POST /api/v1/runs {"spec_name": ..}`, the web
-    /// UI's new-run form and schedules; its `schedules.yaml`, if any, lists schedules (loaded at start).
+    /// UI's new-run form and schedules, and as MCP tools (at /mcp) and A2A agents (at /a2a/NAME); its
+    /// `schedules.yaml`, if any, lists schedules (loaded at start).
     #[arg(long, value_name = "DIR")]
     pub(crate) specs: Option<PathBuf>,
     /// The environment variable holding the bearer token every request must carry.

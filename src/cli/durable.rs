@@ -10,7 +10,7 @@ use super::remote::{Remote, RemoteStore, error_of, segment};
 use super::run::{RunEnd, print_end};
 use super::run::{out, print_json, report_outcome};
 use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
-use super::{Opened, open, open_store};
+use super::{Opened, open_existing, open_store};
 
 fn runtime() -> Result<tokio::runtime::Runtime, u8> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| {
@@ -19,10 +19,11 @@ fn runtime() -> Result<tokio::runtime::Runtime, u8> {
     })
 }
 
-/// The runtime and the store at `dir` (or the server holding it); the exit code after printing why not.
+/// The runtime and the existing store at `dir` (or the server holding it; [`super::open_existing`]: none is
+/// created); the exit code after printing why not.
 fn runtime_and_store(dir: &std::path::Path) -> Result<(tokio::runtime::Runtime, Opened), u8> {
     let rt = runtime()?;
-    let opened = open(&rt, dir)?;
+    let opened = open_existing(&rt, dir)?;
     Ok((rt, opened))
 }
 
@@ -386,10 +387,7 @@ async fn remote_respond(remote: &Remote, args: &RespondArgs, response_id: Option
             eprintln!("error: {}", error_of(&body, status));
             EXIT_FAILED
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_FAILED
-        }
+        Err(e) => e.report(),
     }
 }
 
@@ -422,19 +420,13 @@ async fn remote_fork(remote: &Remote, args: &ForkArgs) -> u8 {
             }
             return if matches!(status, 400 | 409 | 422) { EXIT_USAGE } else { EXIT_FAILED };
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_FAILED;
-        }
+        Err(e) => return e.report(),
     };
     eprintln!("run: {new_id}");
     eprintln!("forked from {} at step {}", args.run_id, args.at);
     match remote.wait_stopped_or_cancel(&new_id).await {
         Ok(record) => print_end(&new_id, RunEnd::of_record(&record), args.json),
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_FAILED
-        }
+        Err(e) => e.report(),
     }
 }
 
@@ -471,17 +463,11 @@ async fn remote_resume(remote: &Remote, args: &ResumeArgs) -> u8 {
             eprintln!("error: {}", error_of(&body, status));
             return if status == 422 { EXIT_USAGE } else { EXIT_FAILED };
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_FAILED;
-        }
+        Err(e) => return e.report(),
     }
     match remote.wait_stopped_or_cancel(&args.run_id).await {
         Ok(record) => print_end(&args.run_id, RunEnd::of_record(&record), args.json),
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_FAILED
-        }
+        Err(e) => e.report(),
     }
 }
 
@@ -511,10 +497,7 @@ pub(crate) fn runs(args: RunsArgs) -> u8 {
     };
     let runs = match rt.block_on(store.runs_dyn()) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_FAILED;
-        }
+        Err(e) => return super::store_failed(&args.store.store, &e),
     };
     if args.json {
         print_json(&Value::Array(runs.iter().map(run_json).collect()));
@@ -549,7 +532,7 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
         Ok(rt) => rt,
         Err(c) => return c,
     };
-    let opened = match open(&rt, &args.store.store) {
+    let opened = match open_existing(&rt, &args.store.store) {
         Ok(o) => o,
         Err(c) => return c,
     };
@@ -564,10 +547,7 @@ pub(crate) fn show(args: ShowArgs) -> u8 {
     let interrupted = rt.block_on(super::interrupted(&opened, &record));
     let image = match rt.block_on(store.load_dyn(&args.run_id)) {
         Ok(i) => i,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_FAILED;
-        }
+        Err(e) => return super::store_failed(&args.store.store, &e),
     };
     let (output, error) = match record.status {
         RunStatus::Completed => (record.detail.clone(), Value::Null),
@@ -722,7 +702,7 @@ async fn show_calls(opened: &Opened, args: &ShowArgs) -> u8 {
                 }
                 Err(e) => {
                     eprintln!("error: cannot read the calls of run `{}` from the server: {e}", args.run_id);
-                    return EXIT_FAILED;
+                    return e.exit_code();
                 }
             }
         }

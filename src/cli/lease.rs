@@ -8,7 +8,7 @@ use std::time::Duration;
 use agentic_engine::{CancelHandle, Notice, StoreRef};
 use tokio::task::JoinHandle;
 
-use super::EXIT_FAILED;
+use super::{EXIT_FAILED, EXIT_UNAVAILABLE};
 
 /// The lease the CLI holds on a run; [`Held::release`] gives it up.
 pub(crate) struct Held {
@@ -29,7 +29,8 @@ pub(crate) fn lease_time_from_env() -> Option<Duration> {
 }
 
 /// Takes `run_id`'s lease on a shared store (`None` on a store one process holds); prints why not and returns
-/// the exit code when another process executes the run.
+/// the exit code when another process executes the run (75, in use: SPEC.md §2) or the store fails (75 when
+/// unreachable, else 1).
 pub(crate) fn take(
     rt: &tokio::runtime::Runtime,
     store: &StoreRef,
@@ -56,12 +57,18 @@ pub(crate) fn take(
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
+            // In use by another process: 75, as a store in use (SPEC.md §2).
             Ok(None) => {
                 eprintln!(
                     "error: run `{run_id}` is executing in another process (a server or another `agentic` holds its \
-                     lease); watch it with `agentic show {run_id}`"
+                     lease); watch it with `agentic show {run_id}`, and try again once it stops"
                 );
-                return Err(EXIT_FAILED);
+                return Err(EXIT_UNAVAILABLE);
+            }
+            // The store's own error names it; unreachable is 75 too.
+            Err(e) if e.is_unavailable() => {
+                eprintln!("error: {e}; try again once it is back");
+                return Err(EXIT_UNAVAILABLE);
             }
             Err(e) => {
                 eprintln!("error: {e}");

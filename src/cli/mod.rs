@@ -29,6 +29,8 @@ pub(crate) const EXIT_SUSPENDED: u8 = 2;
 pub(crate) const EXIT_USAGE: u8 = 64;
 /// Exit code: the store or the server is unavailable or in use; try again (SPEC.md §2).
 pub(crate) const EXIT_UNAVAILABLE: u8 = 75;
+/// Exit code: a server refused the credentials (no token, or the wrong one; SPEC.md §2).
+pub(crate) const EXIT_REFUSED: u8 = 77;
 
 /// The handles Ctrl-C (SIGINT) works through for the run the CLI is about to make ([`on_ctrl_c`]).
 #[derive(Clone)]
@@ -155,13 +157,25 @@ fn init_tracing() -> Option<crate::telemetry::OtlpGuard> {
 
 /// Prints why the store at `store` failed and returns the exit code: [`EXIT_UNAVAILABLE`] with `error: store
 /// STORE is unreachable: WHY; try again once it is back` when it could not be reached (or `error: store STORE is
-/// in use by another process; try again once it is free`), else [`EXIT_FAILED`] with the error.
+/// in use by another process; try again once it is free`, or `error: the server at URL does not answer: WHY;
+/// try again once it is back` for the server holding it), [`EXIT_REFUSED`] when that server refused the token,
+/// else [`EXIT_FAILED`] with the error.
 pub(crate) fn store_failed(store: &std::path::Path, e: &agentic_engine::StoreError) -> u8 {
     use agentic_engine::StoreError;
     match e {
         StoreError::Unavailable { backend: "sled", message, .. } => {
             eprintln!("error: {message}; try again once it is free");
             EXIT_UNAVAILABLE
+        }
+        StoreError::Unavailable { backend: "server", message, .. } => {
+            eprintln!("error: {message}; try again once it is back");
+            EXIT_UNAVAILABLE
+        }
+        StoreError::Backend { source: Some(source), .. }
+            if matches!(source.downcast_ref::<remote::RemoteError>(), Some(remote::RemoteError::Refused(_))) =>
+        {
+            eprintln!("error: {source}");
+            EXIT_REFUSED
         }
         StoreError::Unavailable { source, .. } => {
             let why = source.as_ref().map_or_else(|| "no answer".to_string(), |s| error_chain(&**s));
@@ -301,9 +315,33 @@ fn open_postgres(_: &tokio::runtime::Runtime, url: &str) -> Result<agentic_engin
     Err(EXIT_FAILED)
 }
 
-/// [`open`], for the commands that only read the store (through the server when one holds it).
+/// [`open`] for the commands about runs already stored (`runs`, `show`, `report RUN`, `respond`, `resume`,
+/// `fork`), which never create a store: a directory holding no sled store is not opened. The default store
+/// (`./.agentic`, absent until the first run) then reads as an empty one (no runs yet); any other is an error
+/// (exit 1): `error: no store at DIR (no such directory); runs are kept in ./.agentic unless --store or
+/// $AGENTIC_STORE names another store` (or `(the directory holds no agentic store)`). A PostgreSQL URL is
+/// opened as by [`open`].
+pub(crate) fn open_existing(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Result<Opened, u8> {
+    let postgres = dir.to_str().is_some_and(agentic_store::is_postgres_url);
+    // sled keeps its data in the file `db` of the store's directory.
+    if postgres || dir.join("db").is_file() {
+        return open(rt, dir);
+    }
+    if dir == std::path::Path::new(args::DEFAULT_STORE) {
+        return Ok(Opened::Local(agentic_store::MemoryStore::new().store_ref()));
+    }
+    let why = if dir.is_dir() { "the directory holds no agentic store" } else { "no such directory" };
+    eprintln!(
+        "error: no store at {} ({why}); runs are kept in ./{} unless --store or $AGENTIC_STORE names another store",
+        store_label(dir),
+        args::DEFAULT_STORE
+    );
+    Err(EXIT_FAILED)
+}
+
+/// [`open_existing`], for the commands that only read the store (through the server when one holds it).
 pub(crate) fn open_store(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Result<agentic_engine::StoreRef, u8> {
-    open(rt, dir).map(|o| o.store_ref())
+    open_existing(rt, dir).map(|o| o.store_ref())
 }
 
 #[cfg(test)]

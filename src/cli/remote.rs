@@ -45,40 +45,50 @@ impl Remote {
         }
     }
 
-    /// Sends `request`; returns the status and the JSON body (`null` when there is none).
-    async fn send(&self, request: reqwest::RequestBuilder) -> Result<(u16, Value), String> {
-        let response = request.send().await.map_err(|e| format!("the server at {} does not answer: {e}", self.url))?;
+    /// Sends `request`; returns the status and the JSON body (`null` when there is none). Errors:
+    /// [`RemoteError::Unreachable`] when the server does not answer, [`RemoteError::Refused`] for `401`.
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<(u16, Value), RemoteError> {
+        let response = request
+            .send()
+            .await
+            .map_err(|e| RemoteError::Unreachable(format!("the server at {} does not answer: {e}", self.url)))?;
         let status = response.status().as_u16();
         if status == 401 {
-            let how = match &self.token_env {
-                Some(name) => format!("set ${name} to its token"),
-                None => "it needs a token".to_string(),
+            let how = match (&self.token_env, &self.token) {
+                (Some(name), Some(_)) => format!("it refuses the token in ${name}; set ${name} to the server's token"),
+                (Some(name), None) => format!("it needs a token; set ${name} to the server's token"),
+                (None, _) => "it needs a token".to_string(),
             };
-            return Err(format!("the server at {} refused the request: {how}", self.url));
+            return Err(RemoteError::Refused(format!("the server at {} refused the request: {how}", self.url)));
         }
-        let body = response.bytes().await.map_err(|e| format!("reading the answer of {}: {e}", self.url))?;
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| RemoteError::Unreachable(format!("reading the answer of {}: {e}", self.url)))?;
         Ok((status, serde_json::from_slice(&body).unwrap_or(Value::Null)))
     }
 
     /// `GET path` as `T`; `None` for 404.
-    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, String> {
+    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, RemoteError> {
         let (status, body) = self.send(self.request(reqwest::Method::GET, path)).await?;
         match status {
-            200 => serde_json::from_value(body).map(Some).map_err(|e| format!("unexpected answer to {path}: {e}")),
+            200 => serde_json::from_value(body)
+                .map(Some)
+                .map_err(|e| RemoteError::Failed(format!("unexpected answer to {path}: {e}"))),
             404 => Ok(None),
-            _ => Err(error_of(&body, status)),
+            _ => Err(RemoteError::Failed(error_of(&body, status))),
         }
     }
 
     /// `POST path` with `body`: the status and the JSON answer.
-    pub(crate) async fn post(&self, path: &str, body: &Value) -> Result<(u16, Value), String> {
+    pub(crate) async fn post(&self, path: &str, body: &Value) -> Result<(u16, Value), RemoteError> {
         self.send(self.request(reqwest::Method::POST, path).json(body)).await
     }
 
     /// [`Remote::wait_stopped`], with Ctrl-C as without a server: the first one cancels the run on the server
     /// (it stops at its next step boundary and is recorded `cancelled`; `agentic resume` continues it), a
     /// second one exits at once with status 130.
-    pub(crate) async fn wait_stopped_or_cancel(&self, run_id: &str) -> Result<RunRecord, String> {
+    pub(crate) async fn wait_stopped_or_cancel(&self, run_id: &str) -> Result<RunRecord, RemoteError> {
         let remote = self.clone();
         let id = run_id.to_string();
         let watcher = tokio::spawn(async move {
@@ -101,7 +111,7 @@ impl Remote {
     }
 
     /// Waits until the server no longer executes `run_id` and its record says it stopped; returns the record.
-    pub(crate) async fn wait_stopped(&self, run_id: &str) -> Result<RunRecord, String> {
+    pub(crate) async fn wait_stopped(&self, run_id: &str) -> Result<RunRecord, RemoteError> {
         let path = format!("/api/v1/runs/{}", segment(run_id));
         let record_path = format!("/api/v1/store/runs/{}", segment(run_id));
         // A run the server neither executes nor has ended (twice in a row, apart): it stopped without an
@@ -125,9 +135,9 @@ impl Remote {
                 }
                 idle_running += 1;
                 if idle_running >= 2 {
-                    return Err(format!(
+                    return Err(RemoteError::Failed(format!(
                         "run `{run_id}` stopped without an outcome (status running); the server's log says why"
-                    ));
+                    )));
                 }
                 tokio::time::sleep(Duration::from_millis(250)).await;
                 continue;
@@ -137,6 +147,44 @@ impl Remote {
         }
     }
 }
+
+/// Why a request to the server holding the store failed; each kind has its exit code (SPEC.md §2).
+#[derive(Debug)]
+pub(crate) enum RemoteError {
+    /// The server does not answer (exit 75: try again).
+    Unreachable(String),
+    /// The server refused the credentials, `401` (exit 77).
+    Refused(String),
+    /// The server answered, but not as asked (exit 1).
+    Failed(String),
+}
+
+impl RemoteError {
+    /// The exit code of SPEC.md §2 for this failure: 75, 77 or 1.
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            RemoteError::Unreachable(_) => super::EXIT_UNAVAILABLE,
+            RemoteError::Refused(_) => super::EXIT_REFUSED,
+            RemoteError::Failed(_) => super::EXIT_FAILED,
+        }
+    }
+
+    /// Prints `error: MESSAGE` and returns [`RemoteError::exit_code`].
+    pub(crate) fn report(&self) -> u8 {
+        eprintln!("error: {self}");
+        self.exit_code()
+    }
+}
+
+impl std::fmt::Display for RemoteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RemoteError::Unreachable(m) | RemoteError::Refused(m) | RemoteError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for RemoteError {}
 
 /// A run id as one URL path segment.
 pub(crate) fn segment(id: &str) -> String {
@@ -165,8 +213,14 @@ impl RemoteStore {
     }
 }
 
-fn backend(message: String) -> StoreError {
-    StoreError::backend(message)
+/// `e` as the store error the commands report: unreachable is [`StoreError::Unavailable`] of backend `server`
+/// (exit 75), a refused token keeps the [`RemoteError`] as its source (exit 77, [`super::store_failed`]).
+fn backend(e: RemoteError) -> StoreError {
+    match e {
+        RemoteError::Unreachable(message) => StoreError::unavailable("server", message, None),
+        RemoteError::Refused(ref message) => StoreError::backend_caused(message.clone(), e),
+        RemoteError::Failed(message) => StoreError::backend(message),
+    }
 }
 
 impl CheckpointStore for RemoteStore {

@@ -55,6 +55,7 @@ fn run_report(run_id: &str, dir: &Path, output: &Path) -> u8 {
             eprintln!("{}", super::no_such_run(run_id, dir));
             return EXIT_FAILED;
         }
+        Err(agentic_report::ReportError::Store(e)) => return super::store_failed(dir, &e),
         Err(e) => {
             eprintln!("error: {e}");
             return EXIT_FAILED;

@@ -61,8 +61,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             Ok(existing) => existing,
             Err(e) => {
                 eprintln!("run: {run_id}");
-                eprintln!("error: {e}");
-                return EXIT_FAILED;
+                return super::store_failed(&args.store.store, &e);
             }
         },
     };
@@ -201,7 +200,10 @@ async fn remote_run(
         super::args::DurabilityArg::Async => "async",
         super::args::DurabilityArg::Exit => "exit",
     };
-    let mut body = json!({"spec": text, "inputs": inputs, "run_id": run_id, "durability": durability});
+    // The file's name: the server names the run after its stem (unless the spec has a `name:`), as a local run.
+    let file_name = args.spec.file_name().map(|n| n.to_string_lossy().into_owned());
+    let mut body =
+        json!({"spec": text, "file_name": file_name, "inputs": inputs, "run_id": run_id, "durability": durability});
     if new_turn {
         body["new_turn"] = Value::Bool(true);
     }
@@ -219,17 +221,11 @@ async fn remote_run(
             }
             return if matches!(status, 409 | 422 | 400) { EXIT_USAGE } else { EXIT_FAILED };
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_FAILED;
-        }
+        Err(e) => return e.report(),
     }
     let code = match remote.wait_stopped_or_cancel(run_id).await {
         Ok(record) => print_end(run_id, RunEnd::of_record(&record), args.json),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_FAILED;
-        }
+        Err(e) => return e.report(),
     };
     if let Some(path) = &args.report {
         let store: agentic_engine::StoreRef = std::sync::Arc::new(super::remote::RemoteStore(remote.clone()));

@@ -3,7 +3,7 @@
 use agentic_server::{Server, ServerConfig};
 
 use super::args::ServeArgs;
-use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+use super::{EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE};
 
 /// Serves until SIGTERM or Ctrl-C; returns the exit code (0 after a clean stop).
 pub(crate) fn serve(args: ServeArgs) -> u8 {
@@ -36,11 +36,18 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
         match agentic_store::SledStore::open(&dir) {
             Ok(s) => (s.store_ref(), Some(dir.clone())),
             Err(e) => {
-                match super::remote::Remote::find(&dir) {
-                    Some(remote) => eprintln!("error: {e} (the server at {})", remote.url()),
-                    None => eprintln!("error: {e}"),
-                }
-                return EXIT_FAILED;
+                // In use by another process is 75 (SPEC.md §2: try again), naming the server holding it.
+                return match (&e, super::remote::Remote::find(&dir)) {
+                    (agentic_engine::StoreError::Unavailable { backend: "sled", message, .. }, Some(remote)) => {
+                        eprintln!("error: {message} (the server at {}); try again once it is free", remote.url());
+                        EXIT_UNAVAILABLE
+                    }
+                    (_, Some(remote)) => {
+                        eprintln!("error: {e} (the server at {})", remote.url());
+                        EXIT_FAILED
+                    }
+                    (_, None) => super::store_failed(&dir, &e),
+                };
             }
         }
     };
@@ -62,20 +69,58 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
                 eprintln!("error: {e}");
                 return EXIT_USAGE;
             }
+            // The store stopped answering while the server started (SPEC.md §2: 75, try again).
+            Err(agentic_server::ServeError::Store(e)) if e.is_unavailable() => return super::store_failed(&dir, &e),
             Err(e) => {
                 eprintln!("error: {e}");
                 return EXIT_FAILED;
             }
         };
+        // Watched before the address is printed: a signal sent as soon as it is read is seen.
+        let stop = stop_signals();
         eprintln!("agentic serve: {} (store {shown}); stop with Ctrl-C or SIGTERM", server.url());
-        match server.run_until(stop_signal()).await {
-            Ok(()) => EXIT_OK,
+        stop.await;
+        let again = stop_signals();
+        eprintln!("{}", draining_line(server.runs_in_flight()));
+        // A second signal stops at once: the steps still running are left as a crash leaves them.
+        let stopped = tokio::select! {
+            stopped = server.shutdown() => stopped,
+            () = again => {
+                if let Some(dir) = &state_dir {
+                    let _ = std::fs::remove_file(dir.join(agentic_server::SERVER_FILE));
+                }
+                eprintln!("agentic serve: stopped at once; the steps that were running run again at the next start");
+                return EXIT_INTERRUPTED;
+            }
+        };
+        match stopped {
+            Ok(()) => {
+                eprintln!("agentic serve: stopped");
+                EXIT_OK
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 EXIT_FAILED
             }
         }
     })
+}
+
+/// The exit status after a second stop signal, as an interrupted process's (128 + SIGINT).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// What `agentic serve` prints when a stop signal arrives, with `in_flight` runs executing: what the drain
+/// does ([`agentic_server::Server::shutdown`]) and how to cut it short.
+fn draining_line(in_flight: usize) -> String {
+    let grace = agentic_server::DRAIN_GRACE.as_secs();
+    match in_flight {
+        0 => "agentic serve: stopping (no run in flight; Ctrl-C again to stop at once)".to_string(),
+        n => format!(
+            "agentic serve: draining: no new runs; waiting up to {grace} s for the current step of {n} run{s} in \
+             flight (they continue at the next start); Ctrl-C again to stop at once",
+            s = if n == 1 { "" } else { "s" }
+        ),
+    }
 }
 
 /// This machine's name (`HOSTNAME`, else `/etc/hostname`, else `host`), for lease owner ids.
@@ -88,25 +133,32 @@ fn host_name() -> String {
         .unwrap_or_else(|| "host".to_string())
 }
 
-/// Completes on SIGTERM or Ctrl-C (SIGINT).
-async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
+/// Completes on the next SIGTERM or Ctrl-C (SIGINT) from now on: the signals are watched from the call, not
+/// from the first poll. Call it in the runtime.
+#[cfg(unix)]
+fn stop_signals() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let watched = signal(SignalKind::terminate()).and_then(|term| Ok((term, signal(SignalKind::interrupt())?)));
+    async move {
+        match watched {
+            Ok((mut term, mut interrupt)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = interrupt.recv() => {}
+                }
+            }
             Err(e) => {
                 tracing::warn!("cannot watch SIGTERM: {e}");
                 let _ = tokio::signal::ctrl_c().await;
-                return;
             }
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
         }
     }
-    #[cfg(not(unix))]
-    {
+}
+
+/// Completes on the next Ctrl-C.
+#[cfg(not(unix))]
+fn stop_signals() -> impl std::future::Future<Output = ()> {
+    async {
         let _ = tokio::signal::ctrl_c().await;
     }
 }

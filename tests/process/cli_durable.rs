@@ -217,6 +217,7 @@ fn an_answer_starting_with_a_hyphen_is_taken_as_the_answer() {
 fn respond_reports_what_is_wrong() {
     let store = tempfile::tempdir().unwrap();
     let s = store.path();
+    agentic(s, &["run", &fixture("approval.yaml"), "--input", "input=x", "--memory-id", "r"]);
     let o = agentic(s, &["respond", "nope", "yes"]);
     assert_eq!(o.status.code(), Some(1));
     let s_shown = s.display();
@@ -225,7 +226,6 @@ fn respond_reports_what_is_wrong() {
         format!("error: no run `nope` in store {s_shown}; list its runs with `agentic runs --store {s_shown}`\n")
     );
 
-    agentic(s, &["run", &fixture("approval.yaml"), "--input", "input=x", "--memory-id", "r"]);
     let o = agentic(s, &["respond", "r", "other-id", "yes"]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(stderr(&o), "error: run `r`: no pending response `other-id` (pending: human-review)\n");

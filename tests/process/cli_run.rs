@@ -335,7 +335,15 @@ fn report_errors() {
     let (store, out) = (store.to_str().expect("utf8"), out.to_str().expect("utf8"));
     let o = agentic(&["report", "run-1", "-o", out, "--store", store]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).starts_with("error: no run `run-1` in store"), "{}", stderr(&o));
+    // A store that does not exist is not created to report on.
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "error: no store at {store} (no such directory); runs are kept in ./.agentic unless --store or \
+             $AGENTIC_STORE names another store\n"
+        )
+    );
+    assert!(!std::path::Path::new(store).exists());
     let o = agentic(&["report", "--spec", "/nonexistent/x.yaml", "-o", out]);
     assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
 }

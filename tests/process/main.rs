@@ -44,6 +44,7 @@ mod journaled_calls;
 mod limits_serve;
 mod mcp_peer;
 mod mcp_serve;
+mod operations;
 mod report_browser;
 mod report_topology;
 mod server_browser;
