@@ -327,7 +327,8 @@ mod tests {
         let lacking: Map<String, Value> =
             [("n".to_string(), Value::Null), ("m".to_string(), json!(1))].into_iter().collect();
         assert_eq!(d.render_inputs(&view(json!({})), &lacking), Ok("0/1".to_string()));
-        let given: Map<String, Value> = [("n".to_string(), json!(5)), ("m".to_string(), json!(1))].into_iter().collect();
+        let given: Map<String, Value> =
+            [("n".to_string(), json!(5)), ("m".to_string(), json!(1))].into_iter().collect();
         assert_eq!(d.render_inputs(&view(json!({})), &given), Ok("5/1".to_string()));
         let e = Expression::compile("place | default('agentic')").expect("compile");
         assert_eq!(e.optional_variables(), ["place"]);

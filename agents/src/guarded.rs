@@ -288,7 +288,10 @@ mod tests {
         assert_eq!(sorted(template_optional("{% if who is not defined %}-{% else %}{{ who }}{% endif %}")), ["who"]);
         assert_eq!(sorted(template_optional("{% if who is defined %}{% endif %}{{ who }}")), Vec::<String>::new());
         assert_eq!(sorted(template_optional("{% set n = 1 %}{{ n }}{{ m | default(n) }}")), ["m"]);
-        assert_eq!(sorted(template_optional("{% for x in xs %}{{ x | default(1) }}{% endfor %}")), Vec::<String>::new());
+        assert_eq!(
+            sorted(template_optional("{% for x in xs %}{{ x | default(1) }}{% endfor %}")),
+            Vec::<String>::new()
+        );
         // A macro is not followed: nothing is called optional.
         assert_eq!(
             sorted(template_optional("{% macro m() %}{{ v }}{% endmacro %}{{ v | default(1) }}")),
