@@ -240,7 +240,7 @@ async fn remote_run(
 /// Why the CLI cannot run `spec`, when one of its reachable agents is a human with `mode: pending`: such a
 /// human waits for an answer given inside the running process (a Rust program's `Registry::global().answer`),
 /// which no command can give, so the run would wait forever. Located like a spec error, saying what to do.
-fn pending_human(spec: &agentic_spec::Spec) -> Option<String> {
+pub(crate) fn pending_human(spec: &agentic_spec::Spec) -> Option<String> {
     let unreachable = spec.unreachable_agents();
     let human = spec.agents().iter().find(|a| {
         // With a deadline it ends by itself (its `on_timeout` applies).
