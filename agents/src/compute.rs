@@ -49,7 +49,8 @@ impl Compute {
     /// [`ExprError::Syntax`] when `source` does not compile.
     pub fn expression(name: impl Into<String>, source: &str) -> Result<ComputeBuilder, ExprError> {
         let e = Expression::compile(source)?;
-        Ok(ComputeBuilder::new(name.into(), e.variables(), Body::Expression(e)))
+        let optional = e.optional_variables().to_vec();
+        Ok(ComputeBuilder::new(name.into(), e.variables(), &optional, Body::Expression(e)))
     }
 
     /// An agent named `name` whose result is the string rendered from the template `source`.
@@ -58,14 +59,23 @@ impl Compute {
     /// [`ExprError::Syntax`] when `source` does not compile.
     pub fn template(name: impl Into<String>, source: &str) -> Result<ComputeBuilder, ExprError> {
         let t = Template::compile(source)?;
-        Ok(ComputeBuilder::new(name.into(), t.variables(), Body::Template(t)))
+        let optional = t.optional_variables().to_vec();
+        Ok(ComputeBuilder::new(name.into(), t.variables(), &optional, Body::Template(t)))
     }
 }
 
 impl ComputeBuilder {
-    fn new(name: String, variables: Vec<String>, body: Body) -> Self {
+    /// Its inputs are `variables`; those in `optional` (read only through `default(..)` or under `is
+    /// defined`) are optional inputs.
+    fn new(name: String, variables: Vec<String>, optional: &[String], body: Body) -> Self {
         let mut spec = AgentSpec::new(name, "compute");
-        spec.inputs = variables.into_iter().map(InputSpec::new).collect();
+        spec.inputs = variables
+            .into_iter()
+            .map(|v| {
+                let is_optional = optional.contains(&v);
+                InputSpec::new(v).optional(is_optional)
+            })
+            .collect();
         ComputeBuilder { spec, body }
     }
 

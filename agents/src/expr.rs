@@ -45,6 +45,11 @@ fn state_variables(env: &Environment<'_>, used: std::collections::HashSet<String
     vars.into_iter().collect()
 }
 
+/// Those of `variables` (sorted) that `optional` holds, in order.
+fn optional_of(variables: &[String], optional: std::collections::HashSet<String>) -> Vec<String> {
+    variables.iter().filter(|v| optional.contains(*v)).cloned().collect()
+}
+
 /// The evaluation context: the state snapshot plus extra variables, converted lazily key by key.
 #[derive(Debug)]
 struct ScopeObject {
@@ -72,8 +77,11 @@ fn context(view: &ScopeView, extra: &[(&str, Value)]) -> minijinja::Value {
     owned_context(view, extra.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
 }
 
-fn inputs_context(view: &ScopeView, inputs: &Map<String, Value>) -> minijinja::Value {
-    owned_context(view, inputs.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+/// The context of an agent's resolved `inputs` over `view`. An input among `optional` the run lacks (resolved
+/// to `null`; the state holds no `null`) stays undefined, so `default(..)` and `is defined` see it missing.
+fn inputs_context(view: &ScopeView, inputs: &Map<String, Value>, optional: &[String]) -> minijinja::Value {
+    let lacking = |k: &String, v: &Value| v.is_null() && optional.contains(k);
+    owned_context(view, inputs.iter().filter(|(k, v)| !lacking(k, v)).map(|(k, v)| (k.clone(), v.clone())).collect())
 }
 
 fn owned_context(view: &ScopeView, extra: Vec<(String, Value)>) -> minijinja::Value {
@@ -111,6 +119,7 @@ pub struct Expression {
     source: String,
     compiled: minijinja::Expression<'static, 'static>,
     variables: Vec<String>,
+    optional: Vec<String>,
 }
 
 impl std::fmt::Debug for Expression {
@@ -129,7 +138,8 @@ impl Expression {
             .compile_expression_owned(source.to_string())
             .map_err(|e| ExprError::Syntax { source_text: source.to_string(), message: describe(&e) })?;
         let variables = state_variables(environment(), compiled.undeclared_variables(false));
-        Ok(Expression { source: source.to_string(), compiled, variables })
+        let optional = optional_of(&variables, crate::guarded::expression_optional(source));
+        Ok(Expression { source: source.to_string(), compiled, variables, optional })
     }
 
     /// The source text.
@@ -140,6 +150,12 @@ impl Expression {
     /// Top-level variables it reads, sorted (state keys plus any extra variables such as `iteration`).
     pub fn variables(&self) -> Vec<String> {
         self.variables.clone()
+    }
+
+    /// The [`Expression::variables`] it reads only through `default(..)` or under `is defined`, sorted: a run
+    /// may lack them.
+    pub fn optional_variables(&self) -> &[String] {
+        &self.optional
     }
 
     /// Evaluates over `view` plus `extra` variables.
@@ -177,7 +193,7 @@ impl Expression {
     /// # Errors
     /// As [`Expression::eval`].
     pub fn eval_inputs(&self, view: &ScopeView, inputs: &Map<String, Value>) -> Result<Value, String> {
-        let v = self.compiled.eval(inputs_context(view, inputs)).map_err(|e| describe(&e))?;
+        let v = self.compiled.eval(inputs_context(view, inputs, &self.optional)).map_err(|e| describe(&e))?;
         to_json(&v)
     }
 }
@@ -187,6 +203,7 @@ pub struct Template {
     source: String,
     env: Environment<'static>,
     variables: Vec<String>,
+    optional: Vec<String>,
 }
 
 impl std::fmt::Debug for Template {
@@ -211,7 +228,8 @@ impl Template {
         env.add_template_owned(NAME, source.to_string()).map_err(syntax)?;
         let used = env.get_template(NAME).map_err(syntax)?.undeclared_variables(false);
         let variables = state_variables(&env, used);
-        Ok(Template { source: source.to_string(), env, variables })
+        let optional = optional_of(&variables, crate::guarded::template_optional(source));
+        Ok(Template { source: source.to_string(), env, variables, optional })
     }
 
     /// The source text.
@@ -222,6 +240,12 @@ impl Template {
     /// Top-level variables it reads, sorted.
     pub fn variables(&self) -> Vec<String> {
         self.variables.clone()
+    }
+
+    /// The [`Template::variables`] it reads only through `default(..)` or under `is defined`, sorted: a run
+    /// may lack them.
+    pub fn optional_variables(&self) -> &[String] {
+        &self.optional
     }
 
     /// Renders over `view` plus `extra` variables.
@@ -240,7 +264,7 @@ impl Template {
     /// As [`Template::render`].
     pub fn render_inputs(&self, view: &ScopeView, inputs: &Map<String, Value>) -> Result<String, String> {
         let t = self.env.get_template(NAME).map_err(|e| describe(&e))?;
-        t.render(inputs_context(view, inputs)).map_err(|e| describe(&e))
+        t.render(inputs_context(view, inputs, &self.optional)).map_err(|e| describe(&e))
     }
 }
 
@@ -295,6 +319,21 @@ mod tests {
             Ok(r#"{"ok":true,"n":[1,2]}"#.to_string())
         );
         assert!(matches!(Template::compile("{{ oops"), Err(ExprError::Syntax { .. })));
+        // A variable read only through `default(..)`: optional, and a lacking input (resolved to null) stays
+        // undefined for the default.
+        let d = Template::compile("{{ n | default(0) }}/{{ m }}").expect("compile");
+        assert_eq!(d.variables(), ["m", "n"]);
+        assert_eq!(d.optional_variables(), ["n"]);
+        let lacking: Map<String, Value> =
+            [("n".to_string(), Value::Null), ("m".to_string(), json!(1))].into_iter().collect();
+        assert_eq!(d.render_inputs(&view(json!({})), &lacking), Ok("0/1".to_string()));
+        let given: Map<String, Value> =
+            [("n".to_string(), json!(5)), ("m".to_string(), json!(1))].into_iter().collect();
+        assert_eq!(d.render_inputs(&view(json!({})), &given), Ok("5/1".to_string()));
+        let e = Expression::compile("place | default('agentic')").expect("compile");
+        assert_eq!(e.optional_variables(), ["place"]);
+        let place: Map<String, Value> = [("place".to_string(), Value::Null)].into_iter().collect();
+        assert_eq!(e.eval_inputs(&view(json!({})), &place), Ok(json!("agentic")));
         assert!(matches!(Expression::compile("a +"), Err(ExprError::Syntax { .. })));
     }
 }

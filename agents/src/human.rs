@@ -122,7 +122,14 @@ impl Human {
     pub fn builder(name: impl Into<String>, prompt: &str) -> Result<HumanBuilder, ExprError> {
         let prompt = Template::compile(prompt)?;
         let mut spec = AgentSpec::new(name, "human");
-        spec.inputs = prompt.variables().into_iter().map(InputSpec::new).collect();
+        spec.inputs = prompt
+            .variables()
+            .into_iter()
+            .map(|v| {
+                let optional = prompt.optional_variables().contains(&v);
+                InputSpec::new(v).optional(optional)
+            })
+            .collect();
         Ok(HumanBuilder {
             spec,
             prompt,

@@ -19,6 +19,7 @@ mod compute;
 pub mod decision;
 mod error;
 mod expr;
+mod guarded;
 mod human;
 mod llm;
 #[cfg(feature = "mcp")]

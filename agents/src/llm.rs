@@ -329,9 +329,13 @@ impl LlmAgentBuilder {
     fn template(&mut self, what: &str, source: &str) -> Option<Template> {
         match Template::compile(source) {
             Ok(t) => {
+                // A variable read only through `default(..)` or under `is defined` is optional, unless
+                // another template of the agent needs it.
                 for v in t.variables() {
-                    if self.spec.input(&v).is_none() {
-                        self.spec.inputs.push(InputSpec::new(v));
+                    let optional = t.optional_variables().contains(&v);
+                    match self.spec.inputs.iter_mut().find(|i| i.key == v) {
+                        Some(input) => input.optional &= optional,
+                        None => self.spec.inputs.push(InputSpec::new(v).optional(optional)),
                     }
                 }
                 Some(t)

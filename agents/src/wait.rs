@@ -63,7 +63,14 @@ impl WaitBuilder {
         let mut spec = AgentSpec::new(name, "wait");
         spec.output_type = ValueType::String;
         if let WaitUntil::Until(expr) = &until {
-            spec.inputs = expr.variables().into_iter().map(agentic_engine::InputSpec::new).collect();
+            spec.inputs = expr
+                .variables()
+                .into_iter()
+                .map(|v| {
+                    let optional = expr.optional_variables().contains(&v);
+                    agentic_engine::InputSpec::new(v).optional(optional)
+                })
+                .collect();
         }
         WaitBuilder { spec, until }
     }

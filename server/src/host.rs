@@ -121,12 +121,15 @@ fn is_schedules_file(path: &Path) -> bool {
     path.file_name().and_then(|n| n.to_str()) == Some(crate::schedule::SCHEDULES_FILE)
 }
 
-/// Inputs refused by a spec, as the API answers them (`422`, every error listed in `errors`).
+/// Inputs refused by a spec, as the API answers them: `422`, `error` naming each input's field
+/// (`inputs.name: missing (read by agent `compose`)`, joined by `; `), every error listed in `errors`.
 fn input_errors(errors: Vec<agentic_spec::InputError>) -> ApiError {
-    let first = errors.first().map(ToString::to_string).unwrap_or_default();
-    let list: Vec<Value> =
-        errors.iter().map(|e| json!({"key": e.key, "message": e.message, "text": e.to_string()})).collect();
-    let mut error = ApiError::unprocessable(format!("inputs: {first}")).with("errors", Value::Array(list));
+    let fields: Vec<String> = errors.iter().map(|e| format!("inputs.{}: {}", e.key, e.message)).collect();
+    let list: Vec<Value> = errors
+        .iter()
+        .map(|e| json!({"field": format!("inputs.{}", e.key), "key": e.key, "message": e.message, "text": e.to_string()}))
+        .collect();
+    let mut error = ApiError::unprocessable(fields.join("; ")).with("errors", Value::Array(list));
     error.kind = Refused::Inputs(errors.iter().map(ToString::to_string).collect());
     error
 }
@@ -254,7 +257,15 @@ impl RunHost {
             Some(existing) => {
                 return Err(ApiError::conflict(format!("run_id: run `{run_id}` already exists ({})", existing.status)));
             }
-            None => spec.complete_inputs(&mut inputs).map_err(input_errors)?,
+            // A new run lacks no required input (declared in `params`, else read by an agent that always runs):
+            // refused before it is recorded.
+            None => {
+                spec.complete_inputs(&mut inputs).map_err(input_errors)?;
+                let missing = built.missing_inputs(&inputs);
+                if !missing.is_empty() {
+                    return Err(input_errors(missing));
+                }
+            }
         }
         // The run keeps this text whatever becomes of the file (SERVER.md §5): any server continues it from it.
         let hash = self.inner.store.put_spec_dyn(&text).await?;
@@ -317,9 +328,12 @@ impl RunHost {
         let path = self.inner.specs.path(name).map_err(|e| ApiError::not_found(e.message))?;
         let named = |e: ApiError| ApiError { message: format!("spec_name `{name}`: {}", e.message), ..e };
         let (_, spec) = agentic_spec::read_spec_file(&path).map_err(|e| named(spec_errors(&e)))?;
-        spec.build().map_err(|e| named(spec_errors(&e)))?;
+        let built = spec.build().map_err(|e| named(spec_errors(&e)))?;
         spec.check_inputs(inputs).map_err(input_errors)?;
-        spec.complete_inputs(&mut inputs.clone()).map_err(input_errors)
+        let mut inputs = inputs.clone();
+        spec.complete_inputs(&mut inputs).map_err(input_errors)?;
+        let missing = built.missing_inputs(&inputs);
+        if missing.is_empty() { Ok(()) } else { Err(input_errors(missing)) }
     }
 
     /// Whether the host accepts new runs (not shutting down).

@@ -13,12 +13,11 @@
 //!
 //! LangGraph's agent server offers its graphs over MCP the same way (one tool per assistant).
 
-use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use agentic_engine::{Durability, RunRecord, RunStatus, TopologyNode, ValueType};
-use agentic_spec::{AgentKind, Calls, ParamDef, Spec};
+use agentic_engine::{Durability, RunRecord, RunStatus};
+use agentic_spec::{AgentKind, ParamDef, RootInput, Spec};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -206,7 +205,7 @@ pub(crate) struct SpecTool {
     asks_people: bool,
     /// Without `params`: the inputs its agents read; the required ones are checked before a run starts
     /// (with `params`, the host checks the inputs against them).
-    inferred: Vec<Inferred>,
+    inferred: Vec<RootInput>,
 }
 
 impl SpecTool {
@@ -274,7 +273,7 @@ impl SpecTool {
         let (schema, inferred) = if spec.params().is_empty() {
             // A spec whose models cannot be built here (a `local` model in a binary without it) is offered
             // with an open schema; calling it says why it cannot run.
-            let inferred = spec.build().map(|b| infer_inputs(&b.root.topology())).unwrap_or_default();
+            let inferred = spec.build().map(|b| b.inputs).unwrap_or_default();
             (inferred_schema(&inferred), inferred)
         } else {
             (params_schema(spec.params()), Vec::new())
@@ -292,24 +291,11 @@ impl SpecTool {
         let errors: Vec<String> = self
             .inferred
             .iter()
-            .filter(|i| i.required && !inputs.contains_key(&i.key))
-            .map(|i| format!("input `{}`: missing (read by agent `{}`)", i.key, i.agent))
+            .filter(|i| i.required && !inputs.contains_key(&i.name))
+            .map(|i| format!("input `{}`: missing ({})", i.name, i.why()))
             .collect();
         if errors.is_empty() { Ok(()) } else { Err(errors) }
     }
-}
-
-/// An input of a spec without `params`, inferred from what its agents read.
-#[derive(Debug, Clone, PartialEq)]
-struct Inferred {
-    key: String,
-    /// The type an agent declares for it (`Any` when none does).
-    value_type: ValueType,
-    /// Read, without a default, by an agent that always runs (not optional, not chosen by a planner or a
-    /// condition): a run without it fails.
-    required: bool,
-    /// The first agent that reads it.
-    agent: String,
 }
 
 /// The input schema of declared `params`: their types, descriptions and defaults; required when without a
@@ -334,18 +320,18 @@ fn params_schema(params: &[ParamDef]) -> JsonObject {
 
 /// The input schema of inferred inputs: typed when an agent declares a type, else any JSON value; other
 /// inputs are accepted too (a spec without `params` takes any input).
-fn inferred_schema(inferred: &[Inferred]) -> JsonObject {
+fn inferred_schema(inferred: &[RootInput]) -> JsonObject {
     let properties: Map<String, Value> = inferred
         .iter()
         .map(|i| {
-            let mut property = json!({"description": format!("read by agent `{}`", i.agent)});
-            if let Some(ty) = schema_type(i.value_type) {
+            let mut property = json!({"description": i.why()});
+            if let Some(ty) = i.value_type {
                 property["type"] = json!(ty);
             }
-            (i.key.clone(), property)
+            (i.name.clone(), property)
         })
         .collect();
-    let required: Vec<&str> = inferred.iter().filter(|i| i.required).map(|i| i.key.as_str()).collect();
+    let required: Vec<&str> = inferred.iter().filter(|i| i.required).map(|i| i.name.as_str()).collect();
     object_schema(properties, required, true)
 }
 
@@ -360,103 +346,6 @@ fn object_schema(properties: Map<String, Value>, required: Vec<&str>, open: bool
         schema.insert("additionalProperties".into(), json!(false));
     }
     schema
-}
-
-/// The JSON-schema type of a declared value type (`None` for any value).
-fn schema_type(ty: ValueType) -> Option<&'static str> {
-    Some(match ty {
-        ValueType::String => "string",
-        ValueType::Number => "number",
-        ValueType::Integer => "integer",
-        ValueType::Boolean => "boolean",
-        ValueType::List => "array",
-        ValueType::Object => "object",
-        _ => return None,
-    })
-}
-
-/// The inputs a run of `root` needs from its caller: what its agents read that no agent before them writes,
-/// in the order first read. Planners that pick their sub-agents by what they need (GOAP, blackboard, ...)
-/// have every key their sub-agents write counted as written; the keys planners bind for a call (a mapper's
-/// item, a debate's context, a supervisor's) are not inputs.
-fn infer_inputs(root: &TopologyNode) -> Vec<Inferred> {
-    let mut walk = Walk::default();
-    walk.node(root, true, &[]);
-    walk.found
-}
-
-#[derive(Default)]
-struct Walk {
-    written: HashSet<String>,
-    found: Vec<Inferred>,
-}
-
-impl Walk {
-    fn node(&mut self, node: &TopologyNode, always_runs: bool, bound: &[String]) {
-        let spec = &node.spec;
-        let runs = always_runs && !spec.optional;
-        for input in &spec.inputs {
-            self.read(&input.key, input.value_type, runs && input.default.is_none(), &spec.name, bound);
-        }
-        let mut bound = bound.to_vec();
-        // What the planner writes for its sub-agents (a debate's transcript, a supervisor's request, a mapper's
-        // item).
-        bound.extend(node.binds.iter().cloned());
-        // How the kind runs its sub-agents, and what its planner reads itself (a mapper's list), as its
-        // descriptor says; a composite of a kind no descriptor describes picks its sub-agents.
-        let kind = agentic_spec::registered_kind(&spec.kind);
-        let calls = kind.as_ref().map_or(Calls::Chosen, |k| k.descriptor().calls());
-        for input in kind.map(|k| k.descriptor().reads(&node.details)).unwrap_or_default() {
-            if identifier(&input.key) {
-                let required = runs && input.default.is_none() && !input.optional;
-                self.read(&input.key, input.value_type, required, &spec.name, &bound);
-            }
-        }
-        // Sub-agents run in their order (all of them, or some: a conditional's branches, a mapper's items) or
-        // as the planner picks them; only the first kind's always run.
-        let ordered = matches!(calls, Calls::AllInOrder | Calls::SomeInOrder);
-        let children_run = runs && calls == Calls::AllInOrder;
-        if !ordered {
-            let mut outputs = Vec::new();
-            collect_outputs(node, &mut outputs);
-            self.written.extend(outputs);
-        }
-        for child in &node.children {
-            self.node(child, children_run, &bound);
-        }
-        if let Some(key) = &spec.output_key {
-            self.written.insert(key.clone());
-        }
-    }
-
-    fn read(&mut self, key: &str, value_type: ValueType, required: bool, agent: &str, bound: &[String]) {
-        if self.written.contains(key) || bound.iter().any(|b| b == key) {
-            return;
-        }
-        match self.found.iter_mut().find(|f| f.key == key) {
-            Some(found) => {
-                found.required |= required;
-                if found.value_type == ValueType::Any {
-                    found.value_type = value_type;
-                }
-            }
-            None => self.found.push(Inferred { key: key.to_string(), value_type, required, agent: agent.to_string() }),
-        }
-    }
-}
-
-/// The output keys of `node`'s sub-agents, at every depth.
-fn collect_outputs(node: &TopologyNode, into: &mut Vec<String>) {
-    for child in &node.children {
-        into.extend(child.spec.output_key.iter().cloned());
-        collect_outputs(child, into);
-    }
-}
-
-/// Whether `s` is a plain state key (`words`), not an expression (`order.items`).
-fn identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_') && chars.all(|c| c.is_alphanumeric() || c == '_')
 }
 
 /// A tool error: `text` as its content, `structured` (if any) as its structured content.
@@ -549,76 +438,6 @@ fn suspended(record: &RunRecord) -> CallToolResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn inferred(yaml: &str) -> Vec<(String, bool)> {
-        let spec = Spec::parse(yaml, "spec.yaml").unwrap_or_else(|e| panic!("{e}"));
-        let built = spec.build().unwrap_or_else(|e| panic!("{e}"));
-        infer_inputs(&built.root.topology()).into_iter().map(|i| (i.key, i.required)).collect()
-    }
-
-    fn owned(list: &[(&str, bool)]) -> Vec<(String, bool)> {
-        list.iter().map(|(k, r)| (k.to_string(), *r)).collect()
-    }
-
-    #[test]
-    fn inputs_are_what_agents_read_before_anyone_writes_it() {
-        let hello = std::fs::read_to_string("../examples/specs/hello.yaml").unwrap_or_default();
-        assert_eq!(inferred(&hello), owned(&[("name", true)]));
-        let countdown = std::fs::read_to_string("../examples/specs/countdown.yaml").unwrap_or_default();
-        assert_eq!(inferred(&countdown), owned(&[("budget", true)]));
-        // A mapper's item is bound by the mapper; its items are an input.
-        let shout = std::fs::read_to_string("../examples/specs/shout_all.json").unwrap_or_default();
-        let spec = Spec::parse(&shout, "shout_all.json").unwrap_or_else(|e| panic!("{e}"));
-        let built = spec.build().unwrap_or_else(|e| panic!("{e}"));
-        let found: Vec<(String, bool)> =
-            infer_inputs(&built.root.topology()).into_iter().map(|i| (i.key, i.required)).collect();
-        assert_eq!(found, owned(&[("words", true)]));
-        // A planner that picks its agents by need: what they write is not an input, nothing is required.
-        let goap = std::fs::read_to_string("../examples/specs/goap.yaml").unwrap_or_default();
-        assert_eq!(inferred(&goap), owned(&[("prompt", false), ("city", false)]));
-        // Branches of a condition may not run; an optional agent neither.
-        let triage = std::fs::read_to_string("../examples/specs/triage.yaml").unwrap_or_default();
-        assert_eq!(inferred(&triage), owned(&[("temperature", true)]));
-    }
-
-    /// A planner kind that binds `round` for its agents (and runs them in order).
-    struct Rounds;
-
-    impl agentic_spec::PlannerKind for Rounds {
-        fn name(&self) -> &str {
-            "mcp_test_rounds"
-        }
-
-        fn fields(&self) -> &[agentic_spec::KindField] {
-            const FIELDS: &[agentic_spec::KindField] =
-                &[agentic_spec::KindField::required("agents", agentic_spec::FieldType::Agents)];
-            FIELDS
-        }
-
-        fn planner(&self, _: &agentic_spec::KindArgs) -> Result<agentic_engine::PlannerFactory, String> {
-            Ok(std::sync::Arc::new(|| Box::new(agentic_planners::SequentialPlanner::default())))
-        }
-
-        fn binds(&self, _: &agentic_spec::KindArgs) -> Vec<String> {
-            vec!["round".to_string()]
-        }
-    }
-
-    #[test]
-    fn keys_a_planner_binds_for_its_agents_are_not_inputs() {
-        // A debate binds its transcript for the debaters; the question is the caller's (not required: a
-        // debate's agents run as its planner decides).
-        let debate = "version: 1\nroot: d\nagents:\n  d: {kind: debate, debaters: [a, b], judge: j}\n  a: {kind: \
-                      compute, inputs: [question, debateContext], value: \"'AGREE'\", output_key: a}\n  b: {kind: \
-                      compute, inputs: [debateContext], value: \"'AGREE'\", output_key: b}\n  j: {kind: compute, \
-                      value: \"a\", output_key: verdict}\n";
-        assert_eq!(inferred(debate), owned(&[("question", false)]));
-        // So does a kind a program registers, through its descriptor (its agents run as its planner decides).
-        let _ = agentic_spec::register_kind(Rounds);
-        let rounds = "version: 1\nroot: r\nagents:\n  r: {kind: mcp_test_rounds, agents: [a]}\n  a: {kind: compute, \
-                      inputs: [topic, round], value: \"topic ~ round\", output_key: out}\n";
-        assert_eq!(inferred(rounds), owned(&[("topic", false)]));
-    }
 
     #[test]
     fn declared_params_make_a_closed_schema() {

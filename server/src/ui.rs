@@ -375,7 +375,9 @@ async fn schedules_page(State(app): State<AppState>) -> Page {
     render(StatusCode::OK, "schedules.html", "schedules", json!({"schedules": schedules, "error": error}))
 }
 
-/// `/new`: the new-run form for the specs of `--specs`, with each spec's declared inputs.
+/// `/new`: the new-run form for the specs of `--specs`, with each spec's inputs: its `params`, else those
+/// inferred from what its agents read (a spec that does not build shows why instead), the required ones
+/// marked.
 async fn new_page(State(app): State<AppState>) -> Page {
     let specs: Vec<Value> = app
         .host
@@ -388,18 +390,34 @@ async fn new_page(State(app): State<AppState>) -> Page {
             });
             match parsed {
                 Ok(spec) => {
-                    let params: Vec<Value> = spec
-                        .params()
-                        .iter()
-                        .map(|p| {
-                            json!({"name": p.name, "type": p.ty.name(),
-                                   "default": p.default.as_ref().map(Value::to_string),
-                                   "description": p.description})
-                        })
-                        .collect();
-                    json!({"name": name, "params": params, "error": null})
+                    let declared = !spec.params().is_empty();
+                    // Declared inputs need no build (a spec whose model is not built in still lists them).
+                    let inputs = if declared {
+                        Ok(agentic_spec::RootInput::of_params(spec.params()))
+                    } else {
+                        spec.build().map(|b| b.inputs).map_err(|e| format!("its inputs cannot be listed: {e}"))
+                    };
+                    match inputs {
+                        Ok(inputs) => {
+                            let inputs: Vec<Value> = inputs
+                                .iter()
+                                .map(|i| {
+                                    json!({"name": i.name, "required": i.required,
+                                    "type": i.value_type.unwrap_or("any"),
+                                    "default": i.default.as_ref().map(Value::to_string),
+                                    "description": match (&i.description, &i.origin) {
+                                        (Some(d), _) => d.clone(),
+                                        (None, agentic_spec::InputOrigin::ReadBy(_)) => i.why(),
+                                        (None, agentic_spec::InputOrigin::Declared) => String::new(),
+                                    }})
+                                })
+                                .collect();
+                            json!({"name": name, "declared": declared, "inputs": inputs, "error": null})
+                        }
+                        Err(error) => json!({"name": name, "declared": false, "inputs": [], "error": error}),
+                    }
                 }
-                Err(error) => json!({"name": name, "params": [], "error": error}),
+                Err(error) => json!({"name": name, "declared": false, "inputs": [], "error": error}),
             }
         })
         .collect();

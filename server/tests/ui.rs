@@ -41,6 +41,7 @@ impl Harness {
         let specs = dir.path().join("specs");
         std::fs::create_dir_all(&specs).unwrap();
         std::fs::write(specs.join("probe.yaml"), PROBE_SPEC).unwrap();
+        std::fs::write(specs.join("hello.yaml"), include_str!("../../examples/specs/hello.yaml")).unwrap();
         std::fs::write(specs.join("broken.yaml"), "version: 1\nname: broken\nroot: ghost\nagents: {}\n").unwrap();
         let store = agentic_store::SledStore::open(dir.path().join("store")).unwrap().store_ref();
         let config = ServerConfig::new(store)
@@ -148,6 +149,51 @@ async fn every_page_renders_and_the_assets_come_from_the_server() {
     assert_eq!(code, StatusCode::SEE_OTHER);
     assert_eq!(headers[LOCATION], "/");
     h.server.shutdown().await.unwrap();
+}
+
+/// A run without a required input is refused at the door (`422` naming each missing input's field, no run
+/// recorded), and the new-run form lists each spec's inputs, the required ones marked.
+#[tokio::test]
+async fn a_missing_input_is_refused_with_422_and_the_new_run_form_lists_the_inputs() {
+    let h = Harness::start(None).await;
+    // Declared in `params`.
+    let (code, body) = h.post("/api/v1/runs", json!({"spec_name": "hello"})).await;
+    let why = "missing (a string, declared in `params` without a default)";
+    assert_eq!(
+        (code, body),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"error": format!("inputs.name: {why}"),
+                   "errors": [{"field": "inputs.name", "key": "name", "message": why,
+                               "text": format!("input `name`: {why}")}]})
+        )
+    );
+    // Without `params`: read by an agent that always runs.
+    let (code, body) = h.post("/api/v1/runs", json!({"spec_name": "probe", "inputs": {"other": 1}})).await;
+    assert_eq!(
+        (code, &body["error"]),
+        (StatusCode::UNPROCESSABLE_ENTITY, &json!("inputs.text: missing (read by agent `note`)"))
+    );
+    let (code, runs, _) = h.page("/api/v1/runs").await;
+    assert_eq!(
+        (code, serde_json::from_str::<Value>(&runs).unwrap()),
+        (StatusCode::OK, json!({"runs": [], "next_cursor": null})),
+        "no run was recorded"
+    );
+
+    let (code, html, _) = h.page("/new").await;
+    assert_eq!(code, StatusCode::OK);
+    for row in [
+        "<tr><td><code>name</code></td><td>required</td><td>string</td><td></td><td>who to greet</td></tr>",
+        "<tr><td><code>place</code></td><td>optional</td><td>string</td><td><code>&quot;agentic&quot;</code></td>\
+         <td>where to welcome them</td></tr>",
+        "<tr><td><code>text</code></td><td>required</td><td>any</td><td></td><td>read by agent `note`</td></tr>",
+        "The inputs this spec declares (<code>params</code>); a run without a required one is refused.",
+        "The inputs this spec's agents read (it declares no <code>params</code>); a run without a required one \
+         is refused.",
+    ] {
+        assert!(html.contains(row), "{row} in {html}");
+    }
 }
 
 #[tokio::test]

@@ -516,7 +516,13 @@ fn common<B: SpecBuilder>(mut b: B, def: &AgentDef) -> B {
         b = b.output_key(key.clone());
     }
     if let Some(inputs) = &def.inputs {
-        b = b.inputs(inputs.iter().map(|i| i.value.clone()));
+        // An input the agent's templates read only through `default(..)` or under `is defined` stays optional
+        // when `inputs` lists it too.
+        let optional: Vec<String> = b.spec_mut().inputs.iter().filter(|i| i.optional).map(|i| i.key.clone()).collect();
+        b = b.inputs(inputs.iter().map(|i| {
+            let is_optional = optional.contains(&i.value);
+            agentic_engine::InputSpec::new(i.value.clone()).optional(is_optional)
+        }));
     }
     if let Some(ms) = def.timeout_ms {
         b = b.timeout(Duration::from_millis(ms));

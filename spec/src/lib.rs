@@ -124,6 +124,7 @@
 
 mod build;
 mod error;
+mod inputs;
 mod kind;
 mod model;
 mod models;
@@ -138,6 +139,7 @@ use std::path::Path;
 use agentic_engine::AgentRef;
 
 pub use error::{SpecError, SpecErrors};
+pub use inputs::{InputOrigin, RootInput};
 pub use kind::{
     Calls, CompositeParts, FieldError, FieldType, KindArgs, KindError, KindField, KindRef, ModelUse, PlannerKind,
     register_kind, registered_kind, registered_kinds,
@@ -400,7 +402,14 @@ impl Spec {
             .with_registry(context.registry.clone(), self.agent_paths())
             .build(&self.root, None);
         match root {
-            Ok(root) if sink.is_empty() => Ok(BuiltSpec { name: self.name.clone(), root, models: self.models.clone() }),
+            Ok(root) if sink.is_empty() => {
+                let inputs = if self.params.is_empty() {
+                    inputs::infer(&root.topology())
+                } else {
+                    RootInput::of_params(&self.params)
+                };
+                Ok(BuiltSpec { name: self.name.clone(), root, models: self.models.clone(), inputs })
+            }
             _ => {
                 if sink.is_empty() {
                     sink.push(self.root.pos, None, Some("root"), "the root agent could not be built");
@@ -520,6 +529,22 @@ pub struct BuiltSpec {
     pub root: AgentRef,
     /// The `models` section as parsed.
     pub models: Vec<ModelDef>,
+    /// The root's inputs: its `params` in declaration order, else those inferred from what its agents read
+    /// that no agent before them writes, in the order first read ([`RootInput::required`] says which a run
+    /// must be given).
+    pub inputs: Vec<RootInput>,
+}
+
+impl BuiltSpec {
+    /// The required [`BuiltSpec::inputs`] that `inputs` lacks: what a new run must not start without.
+    ///
+    /// # Errors
+    /// One per missing input, in the order of [`BuiltSpec::inputs`]: `input `name`: missing (read by agent
+    /// `compose`)`, `input `city`: missing (a string, declared in `params` without a default)`, with
+    /// [`InputError::missing`] saying why the spec needs it.
+    pub fn missing_inputs(&self, inputs: &serde_json::Map<String, serde_json::Value>) -> Vec<InputError> {
+        inputs::missing(&self.inputs, inputs)
+    }
 }
 
 fn file_stem(file: &str) -> String {

@@ -105,8 +105,11 @@ pub struct ParamDef {
 pub struct InputError {
     /// The input's name.
     pub key: String,
-    /// What is wrong: `expected a number, got "hot"`.
+    /// What is wrong: `expected a number, got "hot"`, `missing (read by agent `compose`)`.
     pub message: String,
+    /// When the input is missing: why the spec needs it (`read by agent `compose``, `a number, declared in
+    /// `params` without a default`); `None` for an input given that does not fit.
+    pub missing: Option<String>,
 }
 
 impl fmt::Display for InputError {
@@ -139,6 +142,7 @@ pub(crate) fn check(params: &[ParamDef], inputs: &Map<String, Value>) -> Vec<Inp
             Some(p) if !p.ty.accepts(value) => errors.push(InputError {
                 key: key.clone(),
                 message: format!("expected {}, got {}", p.ty.described(), shown(value)),
+                missing: None,
             }),
             Some(_) => {}
             None => {
@@ -150,6 +154,7 @@ pub(crate) fn check(params: &[ParamDef], inputs: &Map<String, Value>) -> Vec<Inp
                 errors.push(InputError {
                     key: key.clone(),
                     message: format!("not a parameter of this spec{hint}; its params are {names}"),
+                    missing: None,
                 });
             }
         }
@@ -169,10 +174,10 @@ pub(crate) fn complete(params: &[ParamDef], inputs: &mut Map<String, Value>) -> 
             Some(default) => {
                 inputs.insert(p.name.clone(), default.clone());
             }
-            None => errors.push(InputError {
-                key: p.name.clone(),
-                message: format!("missing ({}, declared in `params` without a default)", p.ty.described()),
-            }),
+            None => {
+                let why = format!("{}, declared in `params` without a default", p.ty.described());
+                errors.push(InputError { key: p.name.clone(), message: format!("missing ({why})"), missing: Some(why) })
+            }
         }
     }
     errors

@@ -755,6 +755,18 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
     def.optional = cx.boolean(&obj, "optional");
     def.is_async = cx.boolean(&obj, "async");
     def.timeout_ms = cx.int(&obj, "timeout_ms", 1, u64::MAX);
+    // A wait suspends the run (durably, across restarts) until its time: an invocation timeout would never
+    // apply to it (SPEC.md §3).
+    if kind == "wait"
+        && let Some(node) = obj.get("timeout_ms")
+    {
+        cx.err(
+            node.pos,
+            Some("timeout_ms"),
+            "a `wait` has no timeout: it suspends the run until its `for` or `until`, which no invocation timeout \
+             cuts short; to wait less, give a shorter `for` or an earlier `until`",
+        );
+    }
     def.budget = obj.get("budget").and_then(|node| parse_budget(node, &mut cx));
     if is_composite {
         def.composite = Some(CompositeCommon {

@@ -116,7 +116,9 @@ pub(crate) struct RunArgs {
     #[arg(value_name = "SPEC")]
     pub(crate) spec: PathBuf,
     /// An input: VALUE is parsed as JSON when it is valid JSON, else taken as a string (always the text for
-    /// an input the spec's `params` declare a `string`). Repeatable; wins over `--inputs`.
+    /// an input the spec's `params` declare a `string`). Repeatable; wins over `--inputs`. A new run lacking an
+    /// input the spec requires (declared in `params`, else read by its agents without a default) exits 64
+    /// before it starts, naming the `--input` to give.
     #[arg(long = "input", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub(crate) input: Vec<(String, String)>,
     /// A JSON file holding an object of inputs.

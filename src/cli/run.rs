@@ -65,12 +65,17 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             }
         },
     };
-    // A new run gets the defaults of the inputs it lacks, and lacks no required one. A new turn of a completed
-    // run continues on its state, which may hold them already: it is given only what is given.
-    if existing.is_none()
-        && let Err(errors) = spec.complete_inputs(&mut inputs)
-    {
-        return input_errors(&errors);
+    // A new run gets the defaults of the inputs it lacks, and lacks no required one (declared in `params`, else
+    // read by an agent that always runs): it is refused before anything runs or is recorded. A new turn of a
+    // completed run continues on its state, which may hold them already: it is given only what is given.
+    if existing.is_none() {
+        if let Err(errors) = spec.complete_inputs(&mut inputs) {
+            return input_errors(&errors);
+        }
+        let missing = built.missing_inputs(&inputs);
+        if !missing.is_empty() {
+            return input_errors(&missing);
+        }
     }
     eprintln!("run: {run_id}");
     let source = std::fs::canonicalize(&args.spec).unwrap_or_else(|_| args.spec.clone());
@@ -244,7 +249,7 @@ async fn remote_run(
 /// Why the CLI cannot run `spec`, when one of its reachable agents is a human with `mode: pending`: such a
 /// human waits for an answer given inside the running process (a Rust program's `Registry::global().answer`),
 /// which no command can give, so the run would wait forever. Located like a spec error, saying what to do.
-fn pending_human(spec: &agentic_spec::Spec) -> Option<String> {
+pub(crate) fn pending_human(spec: &agentic_spec::Spec) -> Option<String> {
     let unreachable = spec.unreachable_agents();
     let human = spec.agents().iter().find(|a| {
         // With a deadline it ends by itself (its `on_timeout` applies).
@@ -262,10 +267,14 @@ fn pending_human(spec: &agentic_spec::Spec) -> Option<String> {
     ))
 }
 
-/// Prints the inputs that do not fit the spec's `params`, one per line; returns the usage exit code.
+/// Prints the inputs that do not fit the spec, one per line (a missing one with the `--input` that gives
+/// it); returns the usage exit code.
 fn input_errors(errors: &[agentic_spec::InputError]) -> u8 {
     for e in errors {
-        eprintln!("error: {e}");
+        match &e.missing {
+            Some(why) => eprintln!("error: missing input `{}` ({why}): give it with --input {}=VALUE", e.key, e.key),
+            None => eprintln!("error: {e}"),
+        }
     }
     EXIT_USAGE
 }

@@ -7,8 +7,10 @@ use super::{EXIT_OK, EXIT_USAGE};
 
 /// Prints `ok: <name> (<N> agents)` (exit 0) or every located error (exit 64). Agents not reachable from
 /// the root are reported as warnings on stderr, and so are `local` models this binary cannot run (built
-/// without the cargo feature `local`) and `registry` agents (only the Rust program that registers them can
-/// run the spec): the spec is still valid, it only needs another binary to run.
+/// without the cargo feature `local`), `registry` agents (only the Rust program that registers them can
+/// run the spec) and `mode: pending` human steps without a deadline (`agentic run` refuses them, with the
+/// same located message; `agentic serve` runs them): the spec is still valid, it only needs another binary
+/// or the server to run.
 pub(crate) fn validate(args: &ValidateArgs) -> u8 {
     let built = Spec::from_path(&args.spec).and_then(|spec| {
         let missing: Vec<(String, agentic_agents::model::ChatModelRef)> = spec
@@ -50,6 +52,13 @@ pub(crate) fn validate(args: &ValidateArgs) -> u8 {
         Ok(spec) => {
             for name in spec.unreachable_agents() {
                 eprintln!("warning: {}: agent `{name}` is not reachable from the root `{}`", spec.file(), spec.root());
+            }
+            // Valid, and `agentic serve` runs it (its inbox and API answer the step); `agentic run` refuses it.
+            if let Some(message) = super::run::pending_human(&spec) {
+                eprintln!(
+                    "warning: {message}; `agentic run` refuses this spec, `agentic serve` runs it as it is (its \
+                     inbox and API take the answer)"
+                );
             }
             let n = spec.agents().len();
             super::run::out(&format!("ok: {} ({n} agent{})", spec.name(), if n == 1 { "" } else { "s" }));

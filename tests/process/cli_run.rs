@@ -176,6 +176,8 @@ fn inputs_file_and_input_overrides() {
     assert_eq!(o.status.code(), Some(64));
 }
 
+/// `first` writes `x` (so the run may start without it) but its result is null, which writes nothing: `second`
+/// then fails.
 #[test]
 fn failed_run_exits_1_and_names_the_agent_path() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -183,7 +185,8 @@ fn failed_run_exits_1_and_names_the_agent_path() {
         dir.path(),
         "fail.yaml",
         "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [first, second] }\n  \
-         first: { kind: compute, value: \"1\", inputs: [] }\n  second: { kind: compute, value: \"x + 1\" }\n",
+         first: { kind: compute, value: \"none\", inputs: [], output_key: x }\n  second: { kind: compute, value: \"x + \
+         1\" }\n",
     );
     let spec = spec.to_str().expect("utf8");
     let o = agentic(&["run", spec, "--memory-id", "f1"]);
@@ -218,6 +221,52 @@ fn invalid_spec_exits_64_with_located_errors() {
     let o = agentic(&["run", "/nonexistent/spec.yaml"]);
     assert_eq!(o.status.code(), Some(64));
     assert!(stderr(&o).contains("/nonexistent/spec.yaml: cannot read the spec"), "{}", stderr(&o));
+}
+
+/// A run without a required input is refused before anything runs or is recorded (exit 64), naming the
+/// `--input` that gives each: one `params` declares, or (without `params`) one an agent that always runs reads.
+#[test]
+fn a_missing_input_is_refused_at_the_door_naming_the_input_that_gives_it() {
+    let store = tempfile::tempdir().expect("tempdir");
+    let s = store.path();
+    let o = crate::binary::agentic(s, &["run", &example("hello.yaml")]);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(stdout(&o), "");
+    assert_eq!(
+        stderr(&o),
+        "error: missing input `name` (a string, declared in `params` without a default): give it with --input \
+         name=VALUE\n"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let add = write(dir.path(), "add.yaml", ADD);
+    let o = crate::binary::agentic(s, &["run", add.to_str().expect("utf8"), "--input", "a=1"]);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(stderr(&o), "error: missing input `b` (read by agent `add`): give it with --input b=VALUE\n");
+    let o = crate::binary::agentic(s, &["run", add.to_str().expect("utf8")]);
+    assert_eq!(
+        stderr(&o),
+        "error: missing input `a` (read by agent `add`): give it with --input a=VALUE\nerror: missing input `b` \
+         (read by agent `add`): give it with --input b=VALUE\n"
+    );
+    // Nothing was recorded.
+    let o = crate::binary::agentic(s, &["runs", "--json"]);
+    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "[]\n".to_string()), "{}", stderr(&o));
+}
+
+/// A variable read only through `default(..)` or under `is defined` is optional: the run goes without it.
+#[test]
+fn an_input_read_only_through_default_or_under_is_defined_may_be_left_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [count, say], output_key: said }\n  \
+                count: { kind: compute, template: \"{{ n | default(0) }}\", output_key: count }\n  say: { kind: compute, \
+                template: \"{{ count }} at {{ place | default('home') }}{% if who is defined %} for {{ who }}{% endif \
+                %}\", output_key: said }\n";
+    let spec = write(dir.path(), "count.yaml", text);
+    let path = spec.to_str().expect("utf8");
+    let o = agentic(&["run", path]);
+    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "0 at home\n".to_string()), "{}", stderr(&o));
+    let o = agentic(&["run", path, "--input", "n=3", "--input", "place=work", "--input", "who=Ada"]);
+    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "3 at work for Ada\n".to_string()), "{}", stderr(&o));
 }
 
 /// A `mode: pending` human waits for an answer given inside the running program: the CLI, which cannot give
@@ -386,7 +435,11 @@ fn typed_inputs_are_checked_before_the_run_starts() {
     // A required input missing, an undeclared one (a typo): usage errors.
     let o = agentic(&["run", spec]);
     assert_eq!(o.status.code(), Some(64));
-    assert_eq!(stderr(&o), "error: input `temperature`: missing (a number, declared in `params` without a default)\n");
+    assert_eq!(
+        stderr(&o),
+        "error: missing input `temperature` (a number, declared in `params` without a default): give it with --input \
+         temperature=VALUE\n"
+    );
     let o = agentic(&["run", spec, "--input", "temprature=39"]);
     assert_eq!(o.status.code(), Some(64));
     assert_eq!(

@@ -272,3 +272,59 @@ fn a_wrong_tool_effect_or_approval_rule_exits_64_with_the_location() {
         )
     );
 }
+
+/// A `mode: pending` human step is valid (`agentic serve` runs it) but `agentic run` refuses it: validate
+/// warns with run's located message.
+#[test]
+fn a_pending_human_is_a_warning_with_the_message_run_refuses_it_with() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(
+        &dir,
+        "gate.yaml",
+        "version: 1\nname: gate\nroot: main\nagents:\n  main: { kind: sequence, agents: [ask] }\n  \
+         ask: { kind: human, prompt: Ship it?, mode: pending }\n",
+    );
+    let o = validate(&path);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ok: gate (2 agents)\n");
+    let refused = format!(
+        "{path}:6:16: agent `ask`: `mode: pending` waits for an answer given inside the running program, which the \
+         CLI cannot give (the run would wait forever): use `mode: suspend` (the default: the run suspends, exits 2, \
+         and `agentic respond` + `agentic resume` answer it)"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "warning: {refused}; `agentic run` refuses this spec, `agentic serve` runs it as it is (its inbox and API \
+             take the answer)\n"
+        )
+    );
+    let run = Cli::new(["run", &path]).store(dir.path().join("store")).output();
+    assert_eq!(
+        (run.status.code(), String::from_utf8_lossy(&run.stderr).into_owned()),
+        (Some(64), format!("{refused}\n"))
+    );
+}
+
+/// `timeout_ms` never applies to a `wait` (it suspends the run until its time): a located error saying what
+/// bounds a wait.
+#[test]
+fn a_timeout_on_a_wait_is_refused_naming_what_bounds_a_wait() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(
+        &dir,
+        "pause.yaml",
+        "version: 1\nname: pause\nroot: pause\nagents:\n  pause: { kind: wait, for: 2h, timeout_ms: 1000 }\n",
+    );
+    let o = validate(&path);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "{path}:5:45: agent `pause`: field `timeout_ms`: a `wait` has no timeout: it suspends the run until its \
+             `for` or `until`, which no invocation timeout cuts short; to wait less, give a shorter `for` or an \
+             earlier `until`\n"
+        )
+    );
+}

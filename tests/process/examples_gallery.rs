@@ -336,7 +336,11 @@ async fn every_example_spec_runs_with_its_expected_output() {
         let models: Vec<(String, ChatModelRef)> =
             case.models.iter().map(|(name, replies)| (name.to_string(), Keyed::model(name, replies))).collect();
         let built = spec.build_with_models(models).unwrap_or_else(|e| panic!("{}:\n{e}", case.file));
-        let inputs: Map<String, Value> = case.inputs.as_object().cloned().unwrap();
+        let mut inputs: Map<String, Value> = case.inputs.as_object().cloned().unwrap();
+        // Every spec declares its inputs, and its case gives what they ask (as `agentic run` checks them).
+        assert!(!spec.params().is_empty(), "{}: declares no `params`", case.file);
+        assert_eq!(spec.check_inputs(&inputs), Ok(()), "{}", case.file);
+        assert_eq!(spec.complete_inputs(&mut inputs), Ok(()), "{}", case.file);
         let mut outcome = built.root.invoke().inputs(inputs).await.unwrap_or_else(|e| panic!("{}: {e}", case.file));
         let mut answers = case.answers.iter();
         while outcome.is_suspended() {
