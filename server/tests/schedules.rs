@@ -198,7 +198,8 @@ async fn bad_schedules_are_refused_naming_the_field() {
             400,
             "cron: `0 2 * *` has 4 fields; expected 5 (minute hour day-of-month month day-of-week) or 6 (second minute hour day-of-month month day-of-week)",
         ),
-        (with("cron", json!("@daily")), 400, "cron: `@daily` has 1 field; expected 5"),
+        (with("cron", json!("@reboot")), 400, "cron: `@reboot` is not one of the nicknames @yearly, @annually, "),
+        (with("cron", json!("daily")), 400, "cron: `daily` has 1 field; expected 5"),
         (with("cron", json!("61 2 * * *")), 400, "cron: `61 2 * * *`: "),
         (with("cron", json!("0 0 30 2 *")), 400, "cron: `0 0 30 2 *` never matches a date"),
         (
