@@ -12,6 +12,19 @@ use agentic_engine::{CheckpointStore, RunImage, RunRecord, RunStatus, StepRecord
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+/// How long the CLI waits for one answer of the server before it says the server does not answer (exit 75),
+/// unless `$AGENTIC_SERVER_TIMEOUT` gives other seconds.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// [`REQUEST_TIMEOUT`], or the seconds in `$AGENTIC_SERVER_TIMEOUT`.
+fn request_timeout() -> Duration {
+    std::env::var("AGENTIC_SERVER_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .map_or(REQUEST_TIMEOUT, Duration::from_secs)
+}
+
 /// A server holding a store, as its `server.json` advertises it.
 #[derive(Clone)]
 pub(crate) struct Remote {
@@ -29,7 +42,14 @@ impl Remote {
         let url = advert.get("url")?.as_str()?.trim_end_matches('/').to_string();
         let token_env = advert.get("token_env").and_then(Value::as_str).map(str::to_string);
         let token = token_env.as_deref().and_then(|name| std::env::var(name).ok()).filter(|t| !t.is_empty());
-        Some(Remote { url, token, token_env, http: reqwest::Client::new() })
+        // A server that accepts connections but does not answer (paused, overloaded) is "unavailable" after
+        // a while, not a command that hangs: every call is a short API request (the CLI polls for outcomes).
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(request_timeout())
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        Some(Remote { url, token, token_env, http })
     }
 
     /// The server's base URL.
@@ -48,10 +68,14 @@ impl Remote {
     /// Sends `request`; returns the status and the JSON body (`null` when there is none). Errors:
     /// [`RemoteError::Unreachable`] when the server does not answer, [`RemoteError::Refused`] for `401`.
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<(u16, Value), RemoteError> {
-        let response = request
-            .send()
-            .await
-            .map_err(|e| RemoteError::Unreachable(format!("the server at {} does not answer: {e}", self.url)))?;
+        let response = request.send().await.map_err(|e| {
+            let e = if e.is_timeout() {
+                format!("no answer within {} s ($AGENTIC_SERVER_TIMEOUT)", request_timeout().as_secs())
+            } else {
+                e.to_string()
+            };
+            RemoteError::Unreachable(format!("the server at {} does not answer: {e}", self.url))
+        })?;
         let status = response.status().as_u16();
         if status == 401 {
             let how = match (&self.token_env, &self.token) {

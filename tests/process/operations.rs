@@ -263,6 +263,22 @@ fn a_store_in_use_or_a_server_that_does_not_answer_is_exit_75() {
         assert!(err.starts_with(&format!("error: the server at {url} does not answer: ")), "{args:?}: {err}");
         assert!(err.ends_with("; try again once it is back\n"), "{args:?}: {err}");
     }
+    // One that takes the connection and never answers (a paused process): unavailable after the timeout.
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", hung.local_addr().unwrap());
+    std::fs::write(store.join("server.json"), json!({"url": url, "pid": 1, "token_env": null}).to_string()).unwrap();
+    let started = Instant::now();
+    let o = Cli::new(["runs"]).store(&store).env("AGENTIC_SERVER_TIMEOUT", "1").output();
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "error: the server at {url} does not answer: no answer within 1 s ($AGENTIC_SERVER_TIMEOUT); try again \
+             once it is back\n"
+        )
+    );
+    assert!(started.elapsed() < Duration::from_secs(20), "the command gave up: {:?}", started.elapsed());
+    drop(hung);
     let _ = holder.kill();
     let _ = holder.wait();
 }
