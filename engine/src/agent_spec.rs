@@ -362,10 +362,11 @@ impl TopologyNode {
         format!("{h:016x}")
     }
 
-    /// The first difference of *structure* between this tree and `newer` — an agent's name or kind, or the
-    /// sub-agents of a composite (SERVER.md §5: what a run may not change when it moves to a newer spec text;
-    /// prompts, templates, models, descriptions and settings may differ) — as a sentence naming the agent and its
-    /// path; `None` when the structure is the same.
+    /// The first difference of *structure* between this tree and `newer` — an agent's name, kind or output key,
+    /// or the sub-agents of a composite (SERVER.md §5: what a run may not change when it moves to a newer spec
+    /// text; prompts, templates, models, descriptions and settings may differ) — as a sentence naming the agent
+    /// and its path; `None` when the structure is the same. An output key counts: what the run wrote under the
+    /// old one would be missing for the agents reading the new one.
     pub fn structure_change(&self, newer: &TopologyNode) -> Option<String> {
         let (a, b) = (&self.spec, &newer.spec);
         let at = format!("agent `{}` at `{}`", a.name, self.path);
@@ -374,6 +375,11 @@ impl TopologyNode {
         }
         if a.kind != b.kind {
             return Some(format!("{at}: its kind changed from `{}` to `{}`", a.kind, b.kind));
+        }
+        if a.output_key != b.output_key {
+            // What the run wrote stays under the old key: readers of the new one would miss it.
+            let key = |k: &Option<String>| k.as_deref().map_or_else(|| "none".to_string(), |k| format!("`{k}`"));
+            return Some(format!("{at}: its output key changed from {} to {}", key(&a.output_key), key(&b.output_key)));
         }
         let names = |n: &TopologyNode| n.children.iter().map(|c| format!("`{}`", c.spec.name)).collect::<Vec<_>>();
         if self.children.len() != newer.children.len() {

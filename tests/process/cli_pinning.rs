@@ -136,6 +136,24 @@ fn resume_with_a_spec_upgrades_the_same_structure_and_refuses_another() {
     assert_eq!(after["spec"], before["spec"]);
     assert_eq!(after["status"], "suspended");
 
+    // A renamed output key: what the run wrote under the old one would be missing for its readers.
+    let renamed = dir.path().join("approval_renamed.yaml");
+    std::fs::write(
+        &renamed,
+        APPROVAL.replace("output_key: offer", "output_key: proposal").replace("{{ offer }}", "{{ proposal }}"),
+    )
+    .unwrap();
+    let out = agentic(&store, &["resume", "u", "--spec", renamed.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "its structure changed: agent `offer` at `root/0`: its output key changed from `offer` to `proposal`"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(show(&store, "u")["spec"], before["spec"]);
+
     // The same structure with other templates: upgraded, and the rest of the run runs on the new text.
     let out = agentic(&store, &["resume", "u", "--spec", v2.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
