@@ -153,7 +153,7 @@ pub use model::{DeadlineDef, OnTimeoutDef, WaitDef};
 pub use models::{LOCAL_NOT_BUILT, decision_model_from_def, model_from_def};
 pub use node::Pos;
 pub use params::{InputError, ParamDef, ParamType};
-pub use pinned::{RunSpec, RunSpecError, read_spec_file, run_spec, upgrade_run};
+pub use pinned::{RunSpec, RunSpecError, check_structure, read_spec_file, run_spec, upgrade_run};
 
 use error::Sink;
 

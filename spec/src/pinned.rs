@@ -185,26 +185,9 @@ pub async fn upgrade_run(
     new: &str,
 ) -> Result<RunRecord, RunSpecError> {
     let run_id = run.run_id.clone();
-    let topology = newer.root.topology();
-    let fingerprint = topology.fingerprint();
+    let fingerprint = check_structure(store, run, newer, new).await?;
     let changed =
         |change: String| RunSpecError::StructureChanged { run_id: run_id.clone(), new: new.to_string(), change };
-    match run_spec(store, run).await.and_then(|old| old.topology(&run.run_id)) {
-        Ok(old) => {
-            if let Some(change) = old.structure_change(&topology) {
-                return Err(changed(change));
-            }
-        }
-        Err(RunSpecError::Store { source, .. }) => return Err(RunSpecError::Store { run_id, source }),
-        Err(_) if fingerprint == run.fingerprint => {}
-        Err(e) => {
-            return Err(changed(format!(
-                "its own spec cannot be compared ({e}), and the newer one has another topology fingerprint ({} in \
-                 the store, {fingerprint} now)",
-                run.fingerprint
-            )));
-        }
-    }
     let store_err = |source| RunSpecError::Store { run_id: run_id.clone(), source };
     let hash = store.put_spec_dyn(text).await.map_err(store_err)?;
     let change: RunUpdate = Box::new(move |r: &mut RunRecord| {
@@ -231,6 +214,41 @@ pub async fn upgrade_run(
         Some(Err(message)) => Err(changed(message)),
         None => Err(RunSpecError::NoSpec { run_id }),
     }
+}
+
+/// Whether stored run `run` may move to the newer spec `newer` ([`upgrade_run`]; `agentic fork --spec` asks
+/// before it writes the fork): its structure is unchanged. Returns the newer build's topology fingerprint.
+///
+/// # Errors
+/// [`RunSpecError::StructureChanged`] naming the first change (`new` names the newer spec); the store failed.
+pub async fn check_structure(
+    store: &StoreRef,
+    run: &RunRecord,
+    newer: &BuiltSpec,
+    new: &str,
+) -> Result<String, RunSpecError> {
+    let run_id = run.run_id.clone();
+    let topology = newer.root.topology();
+    let fingerprint = topology.fingerprint();
+    let changed =
+        |change: String| RunSpecError::StructureChanged { run_id: run_id.clone(), new: new.to_string(), change };
+    match run_spec(store, run).await.and_then(|old| old.topology(&run.run_id)) {
+        Ok(old) => {
+            if let Some(change) = old.structure_change(&topology) {
+                return Err(changed(change));
+            }
+        }
+        Err(RunSpecError::Store { source, .. }) => return Err(RunSpecError::Store { run_id, source }),
+        Err(_) if fingerprint == run.fingerprint => {}
+        Err(e) => {
+            return Err(changed(format!(
+                "its own spec cannot be compared ({e}), and the newer one has another topology fingerprint ({} in \
+                 the store, {fingerprint} now)",
+                run.fingerprint
+            )));
+        }
+    }
+    Ok(fingerprint)
 }
 
 fn now_ms() -> u64 {

@@ -140,6 +140,31 @@ pub(crate) fn fork(args: ForkArgs) -> u8 {
         Opened::Local(store) => store,
         Opened::Server(remote) => return rt.block_on(remote_fork(&remote, &args)),
     };
+    // A spec the fork could not move to is refused before the fork is written.
+    if let Some(path) = args.spec.as_deref() {
+        let source = match rt.block_on(run_record(&store, &args.run_id, &args.store.store)) {
+            Ok(r) => r,
+            Err(code) => return code,
+        };
+        let built = match agentic_spec::read_spec_file(path).and_then(|(_, spec)| spec.build()) {
+            Ok(b) => b,
+            Err(errors) => {
+                eprintln!("{errors}");
+                return EXIT_USAGE;
+            }
+        };
+        match rt.block_on(agentic_spec::check_structure(&store, &source, &built, &path.display().to_string())) {
+            Ok(_) => {}
+            Err(e @ agentic_spec::RunSpecError::StructureChanged { .. }) => {
+                eprintln!("error: {e}; fork it without --spec to continue on its own spec");
+                return EXIT_USAGE;
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_FAILED;
+            }
+        }
+    }
     let record = match rt.block_on(agentic_engine::fork(&store, &args.run_id, args.at, args.memory_id.clone())) {
         Ok(r) => r,
         Err(ForkError::UnknownRun(_)) => {

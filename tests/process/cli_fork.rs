@@ -182,6 +182,19 @@ fn bad_input_is_refused_naming_the_problem_and_writes_nothing() {
         "error: --memory-id: `..` is a path step (a run id is 1 to 200 bytes, not blank, without control \
          characters, and not `.` or `..`)\n",
     );
+    // A spec of another structure is refused before the fork is written.
+    let other = dir.path().join("other.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap().replace("output_key: v10 }", "output_key: last }");
+    std::fs::write(&other, text).unwrap();
+    refused(
+        &["fork", "ten-1", "--at", "2", "--memory-id", "f", "--spec", other.to_str().unwrap()],
+        64,
+        &format!(
+            "error: run `ten-1` cannot move to {}: its structure changed: agent `ten` at `root`: its output key \
+             changed from `v10` to `last`; fork it without --spec to continue on its own spec\n",
+            other.display()
+        ),
+    );
     // What the argument parser refuses is a usage error too.
     for args in [&["fork", "ten-1"][..], &["fork", "ten-1", "--at", "-1"], &["fork", "ten-1", "--at", "x"]] {
         let o = agentic(s, args);
