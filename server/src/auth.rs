@@ -32,8 +32,14 @@ pub(crate) async fn require_token(State(app): State<AppState>, request: Request,
     if path == LIVENESS_PATH {
         return axum::Json(serde_json::json!({"status": "ok"})).into_response();
     }
-    // Programs (the API, MCP clients) get a JSON answer they can act on; browsers the login form.
-    if path.starts_with("/api/") || path == crate::api::READINESS_PATH || path == crate::mcp::PATH {
+    // Programs (the API, MCP and A2A clients) get a JSON answer they can act on; browsers the login form.
+    let program = path.starts_with("/api/")
+        || path == crate::api::READINESS_PATH
+        || path == crate::mcp::PATH
+        || path == "/a2a"
+        || path.starts_with("/a2a/")
+        || path.starts_with("/.well-known/");
+    if program {
         let mut response = ApiError::new(
             StatusCode::UNAUTHORIZED,
             "missing or wrong token: send the header `Authorization: Bearer <token>`",

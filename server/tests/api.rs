@@ -472,6 +472,16 @@ async fn a_token_is_required_when_configured() {
     let (code, body) = h.get("/readyz").await;
     assert_eq!(code, StatusCode::UNAUTHORIZED);
     assert_eq!(body["error"], "missing or wrong token: send the header `Authorization: Bearer <token>`");
+    // A2A clients, as API clients, get the JSON answer and the challenge, not the browser's login form.
+    for (post, path) in [(true, "/a2a"), (true, "/a2a/hello"), (false, "/.well-known/agent-card.json")] {
+        let url = format!("{}{path}", h.base);
+        let request = if post { h.http.post(url).json(&json!({"jsonrpc": "2.0"})) } else { h.http.get(url) };
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{path}");
+        assert_eq!(response.headers()["www-authenticate"], "Bearer", "{path}");
+        let body = response.json::<Value>().await.unwrap();
+        assert_eq!(body["error"], "missing or wrong token: send the header `Authorization: Bearer <token>`");
+    }
     h.stop().await;
 
     // Not loopback with a token: a request without it gets 401.
