@@ -9,7 +9,9 @@ use serde_json::Value;
 
 /// Actor-based agentic orchestration engine: run and validate workflow specs.
 ///
-/// Exit codes: 0 completed, 2 suspended (waiting for a human), 1 run failed, 64 usage error or invalid spec.
+/// Exit codes: 0 completed, 2 suspended (waiting for a human), 1 run failed, 64 usage error or invalid spec
+/// (or a missing input), 75 store or server unavailable or in use (try again), 77 credentials refused by a
+/// server, 130 interrupted (a third Ctrl-C).
 #[derive(Debug, Parser)]
 #[command(name = "agentic", version = version(), propagate_version = true, max_term_width = 110)]
 pub(crate) struct Cli {
@@ -324,6 +326,11 @@ const STORE_FORMS: &str =
 /// scheme (`sled:./runs`, `sqlite://runs.db`, `http://host`) is refused: taken as a directory, it would create
 /// a directory named like the scheme (`sled:`) in the working directory.
 fn store_location(value: OsString) -> Result<PathBuf, String> {
+    if value.to_str().is_some_and(|t| t.trim().is_empty()) {
+        return Err(format!(
+            "the store is empty; {STORE_FORMS}, or leave --store and $AGENTIC_STORE out for ./.agentic"
+        ));
+    }
     if let Some(text) = value.to_str()
         && let Some(scheme) = url_scheme(text)
         && !agentic_store::is_postgres_url(text)

@@ -73,7 +73,12 @@ pub(crate) fn respond(args: RespondArgs) -> u8 {
     let by = cli_principal(|name| std::env::var(name).ok());
     match rt.block_on(agentic_engine::respond_as(&store, &args.run_id, response_id, value, Some(&by))) {
         Ok(id) => {
-            eprintln!("answered `{id}` for run {}; continue it with: agentic resume {}", args.run_id, args.run_id);
+            eprintln!(
+                "answered `{id}` for run {}; continue it with: agentic resume {}{}",
+                args.run_id,
+                args.run_id,
+                super::store_flag(&args.store.store)
+            );
             EXIT_OK
         }
         Err(agentic_engine::RespondError::Store { source, .. }) => super::store_failed(&args.store.store, &source),

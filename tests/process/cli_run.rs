@@ -356,6 +356,16 @@ fn help_and_version_exit_0() {
         assert_eq!(o.status.code(), Some(0), "agentic {args:?}: {}", stderr(&o));
         assert!(!stdout(&o).is_empty());
     }
+    // The long help lists every exit code (SPEC.md §2).
+    let help = stdout(&agentic(&["--help"])).replace('\n', " ");
+    assert!(
+        help.contains(
+            "Exit codes: 0 completed, 2 suspended (waiting for a human), 1 run failed, 64 usage error or invalid spec \
+             (or a missing input), 75 store or server unavailable or in use (try again), 77 credentials refused by a \
+             server, 130 interrupted (a third Ctrl-C)."
+        ),
+        "{help}"
+    );
     // The version and the cargo features of the build: run-demo.sh reads whether it has `local`.
     let built = [
         ("local", cfg!(feature = "local")),

@@ -33,6 +33,21 @@ fn a_store_with_an_unknown_scheme_is_a_usage_error_and_creates_nothing() {
         assert_eq!(stdout(&o), "", "{args:?}");
         assert_eq!(stderr(&o), refused(value, scheme), "{args:?}");
     }
+    // An empty value names no store.
+    for args in [&["runs", "--store", ""][..], &["run", HELLO, "--input", "name=Ada", "--store", " "]] {
+        let o = Cli::new(args).current_dir(cwd.path()).output();
+        assert_eq!(o.status.code(), Some(64), "{args:?}: {}", stderr(&o));
+        let value = args[args.len() - 1];
+        assert_eq!(
+            stderr(&o),
+            format!(
+                "error: invalid value '{value}' for '--store <DIR>': the store is empty; expected a directory (the \
+                 sled store, e.g. ./runs) or a PostgreSQL URL (postgres://... or postgresql://...), or leave --store \
+                 and $AGENTIC_STORE out for ./.agentic\n\nFor more information, try '--help'.\n"
+            ),
+            "{args:?}"
+        );
+    }
     // The same value from the environment.
     let o = Cli::new(["runs"]).store("sled:./runs").current_dir(cwd.path()).output();
     assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
