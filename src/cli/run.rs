@@ -83,7 +83,13 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     // `agentic resume`, not restarted with new inputs over its half-done state.
     if let Some(existing) = existing.as_ref().filter(|e| e.status != agentic_engine::RunStatus::Completed) {
         // A failed or cancelled run's questions take no answer: `resume` asks them again.
-        let pending: Vec<&str> = existing.open_pending().iter().map(|p| p.id.as_str()).collect();
+        // An answered question waits only for the resume.
+        let pending: Vec<&str> = existing
+            .open_pending()
+            .iter()
+            .filter(|p| !existing.answers.contains_key(&p.id))
+            .map(|p| p.id.as_str())
+            .collect();
         let how = if !existing.withdrawn_questions().is_empty() {
             format!("it takes no answer; continue it with `agentic resume {run_id}`, which asks its questions again")
         } else if pending.is_empty() {

@@ -298,6 +298,14 @@ fn a_completed_run_is_not_run_again_and_a_suspended_one_is_not_restarted_with_ne
     );
 
     agentic(s, &["respond", "order-9", "APPROVED"]);
+    // Answered: it waits only for the resume.
+    let o = agentic(s, &["run", &fixture("approval.yaml"), "--input", "input=other", "--memory-id", "order-9"]);
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(
+        stderr(&o),
+        "run: order-9\nerror: run `order-9` already exists and is suspended; continue it with `agentic resume \
+         order-9` (or choose another --memory-id)\n"
+    );
     let o = agentic(s, &["resume", "order-9"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o), "Final: PROCESSED: data | APPROVED\n");
