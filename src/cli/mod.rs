@@ -140,7 +140,17 @@ fn init_tracing() {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();
+    if let Some(var) = OTLP_VARS.iter().find(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty())) {
+        eprintln!(
+            "note: ${var} is set, but this agentic is built without the `otel` feature: no span is exported \
+             (cargo build --release --features otel; docs/telemetry.md)"
+        );
+    }
 }
+
+/// The variables that ask for an OTLP export (docs/telemetry.md), which a build without `otel` cannot do.
+#[cfg(not(feature = "otel"))]
+const OTLP_VARS: [&str; 2] = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"];
 
 /// Logs to stderr, filtered by `AGENTIC_LOG` (default `warn`), and exports the spans over OTLP when
 /// `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see [`crate::telemetry`]). The guard flushes on drop.

@@ -481,3 +481,21 @@ fn a_new_turn_of_a_completed_run_is_not_asked_for_its_inputs_again() {
     assert_eq!(o.status.code(), Some(64));
     assert_eq!(stderr(&o), "error: input `temperature`: expected a number, got \"hot\"\n");
 }
+
+#[test]
+fn an_otlp_endpoint_without_the_otel_feature_is_noted_not_silently_ignored() {
+    if cfg!(feature = "otel") {
+        return;
+    }
+    let store = tempfile::tempdir().expect("tempdir");
+    let o = Cli::new(&["run", &example("hello.yaml"), "--input", "name=Ada", "--memory-id", "o"])
+        .store(store.path())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "note: $OTEL_EXPORTER_OTLP_ENDPOINT is set, but this agentic is built without the `otel` feature: no span is \
+         exported (cargo build --release --features otel; docs/telemetry.md)\nrun: o\n"
+    );
+}
