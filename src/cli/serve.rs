@@ -81,7 +81,7 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
         eprintln!("agentic serve: {} (store {shown}); stop with Ctrl-C or SIGTERM", server.url());
         stop.await;
         let again = stop_signals();
-        eprintln!("{}", draining_line(server.runs_in_flight()));
+        eprintln!("{}", draining_line(server.runs_in_flight(), state_dir.is_none()));
         // A second signal stops at once: the steps still running are left as a crash leaves them.
         let stopped = tokio::select! {
             stopped = server.shutdown() => stopped,
@@ -110,16 +110,38 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
 const EXIT_INTERRUPTED: u8 = 130;
 
 /// What `agentic serve` prints when a stop signal arrives, with `in_flight` runs executing: what the drain
-/// does ([`agentic_server::Server::shutdown`]) and how to cut it short.
-fn draining_line(in_flight: usize) -> String {
+/// does ([`agentic_server::Server::shutdown`]), where the runs continue (on a `shared` store another server
+/// takes them over) and how to cut it short.
+fn draining_line(in_flight: usize, shared: bool) -> String {
     let grace = agentic_server::DRAIN_GRACE.as_secs();
+    let (runs, they) = if in_flight == 1 { ("run", "it continues") } else { ("runs", "they continue") };
+    let next = if shared { "on another server of the store, or at this one's next start" } else { "at the next start" };
     match in_flight {
         0 => "agentic serve: stopping (no run in flight; Ctrl-C again to stop at once)".to_string(),
         n => format!(
-            "agentic serve: draining: no new runs; waiting up to {grace} s for the current step of {n} run{s} in \
-             flight (they continue at the next start); Ctrl-C again to stop at once",
-            s = if n == 1 { "" } else { "s" }
+            "agentic serve: draining: no new runs; waiting up to {grace} s for the current step of {n} {runs} in \
+             flight ({they} {next}); Ctrl-C again to stop at once"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::draining_line;
+
+    #[test]
+    fn the_draining_line_says_where_the_runs_continue() {
+        assert_eq!(
+            draining_line(1, false),
+            "agentic serve: draining: no new runs; waiting up to 30 s for the current step of 1 run in flight (it \
+             continues at the next start); Ctrl-C again to stop at once"
+        );
+        assert_eq!(
+            draining_line(3, true),
+            "agentic serve: draining: no new runs; waiting up to 30 s for the current step of 3 runs in flight \
+             (they continue on another server of the store, or at this one's next start); Ctrl-C again to stop at \
+             once"
+        );
     }
 }
 

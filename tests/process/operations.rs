@@ -153,7 +153,7 @@ async fn the_server_says_when_it_drains_and_when_it_stops() {
     let lines = served.stderr_lines();
     served.signal("TERM");
     let draining = "agentic serve: draining: no new runs; waiting up to 30 s for the current step of 1 run in flight \
-                    (they continue at the next start); Ctrl-C again to stop at once";
+                    (it continues at the next start); Ctrl-C again to stop at once";
     let seen = lines_until(&lines, draining);
     assert_eq!(seen, [draining]);
     // While it drains it is alive but not ready: a load balancer stops sending it traffic.
