@@ -421,6 +421,24 @@ fn router(state: AppState, protocols: Protocols) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
         .layer(DefaultBodyLimit::max(api::BODY_LIMIT))
         .layer(tower_http::compression::CompressionLayer::new())
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .layer(tower_http::trace::TraceLayer::new_for_http().on_failure(log_failure))
         .with_state(state)
+}
+
+/// Logs a request that failed: a `503` (a draining server's readiness and refused runs, a store restarting:
+/// expected, and answered with `Retry-After`) at debug level, so that a load balancer's probes do not fill
+/// the log with errors; any other server error at error level.
+fn log_failure(
+    class: tower_http::classify::ServerErrorsFailureClass,
+    latency: std::time::Duration,
+    _span: &tracing::Span,
+) {
+    use tower_http::classify::ServerErrorsFailureClass;
+    let ms = latency.as_millis();
+    match class {
+        ServerErrorsFailureClass::StatusCode(code) if code == axum::http::StatusCode::SERVICE_UNAVAILABLE => {
+            tracing::debug!(status = %code, latency_ms = ms, "service unavailable");
+        }
+        other => tracing::error!(classification = %other, latency_ms = ms, "response failed"),
+    }
 }

@@ -178,6 +178,9 @@ async fn the_server_says_when_it_drains_and_when_it_stops() {
         [draining, "agentic serve: stopped at once; the steps that were running run again at the next start"]
     );
     assert!(!store.join("server.json").exists(), "the advertisement is removed");
+    // The probe's expected 503 is not logged as an error.
+    let logged = lines.lock().unwrap().clone();
+    assert!(!logged.iter().any(|l| l.contains("ERROR")), "{logged:?}");
 }
 
 #[test]
