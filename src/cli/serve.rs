@@ -125,26 +125,6 @@ fn draining_line(in_flight: usize, shared: bool) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::draining_line;
-
-    #[test]
-    fn the_draining_line_says_where_the_runs_continue() {
-        assert_eq!(
-            draining_line(1, false),
-            "agentic serve: draining: no new runs; waiting up to 30 s for the current step of 1 run in flight (it \
-             continues at the next start); Ctrl-C again to stop at once"
-        );
-        assert_eq!(
-            draining_line(3, true),
-            "agentic serve: draining: no new runs; waiting up to 30 s for the current step of 3 runs in flight \
-             (they continue on another server of the store, or at this one's next start); Ctrl-C again to stop at \
-             once"
-        );
-    }
-}
-
 /// This machine's name (`HOSTNAME`, else `/etc/hostname`, else `host`), for lease owner ids.
 fn host_name() -> String {
     std::env::var("HOSTNAME")
@@ -182,5 +162,25 @@ fn stop_signals() -> impl std::future::Future<Output = ()> {
 fn stop_signals() -> impl std::future::Future<Output = ()> {
     async {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::draining_line;
+
+    #[test]
+    fn the_draining_line_says_where_the_runs_continue() {
+        assert_eq!(
+            draining_line(1, false),
+            "agentic serve: draining: no new runs; waiting up to 30 s for the current step of 1 run in flight (it \
+             continues at the next start); Ctrl-C again to stop at once"
+        );
+        assert_eq!(
+            draining_line(3, true),
+            "agentic serve: draining: no new runs; waiting up to 30 s for the current step of 3 runs in flight \
+             (they continue on another server of the store, or at this one's next start); Ctrl-C again to stop at \
+             once"
+        );
     }
 }

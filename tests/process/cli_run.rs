@@ -61,18 +61,18 @@ fn hello_example_prints_the_result_as_json() {
 fn a_spec_on_standard_input_runs_and_validates_and_its_errors_name_stdin() {
     let store = tempfile::tempdir().expect("tempdir");
     let greet = b"version: 1\nroot: g\nagents:\n  g: { kind: compute, template: \"Hi {{ who }}\" }\n";
-    let o = Cli::new(&["run", "-", "--input", "who=Bob", "--memory-id", "piped"])
+    let o = Cli::new(["run", "-", "--input", "who=Bob", "--memory-id", "piped"])
         .store(store.path())
         .output_with_stdin(greet);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o), "Hi Bob\n");
-    let shown = Cli::new(&["show", "piped", "--json"]).store(store.path()).output();
+    let shown = Cli::new(["show", "piped", "--json"]).store(store.path()).output();
     let shown: Value = serde_json::from_slice(&shown.stdout).expect("show --json");
     assert_eq!(shown["spec"]["name"], "stdin", "named after its source, as a file is after its stem");
 
-    let o = Cli::new(&["validate", "-"]).output_with_stdin(greet);
+    let o = Cli::new(["validate", "-"]).output_with_stdin(greet);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let o = Cli::new(&["run", "-"])
+    let o = Cli::new(["run", "-"])
         .store(store.path())
         .output_with_stdin(b"version: 1\nroot: g\nagents:\n  g: { kind: nope }\n");
     assert_eq!(o.status.code(), Some(64));
@@ -488,7 +488,7 @@ fn an_otlp_endpoint_without_the_otel_feature_is_noted_not_silently_ignored() {
         return;
     }
     let store = tempfile::tempdir().expect("tempdir");
-    let o = Cli::new(&["run", &example("hello.yaml"), "--input", "name=Ada", "--memory-id", "o"])
+    let o = Cli::new(["run", &example("hello.yaml"), "--input", "name=Ada", "--memory-id", "o"])
         .store(store.path())
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
         .output();
