@@ -34,7 +34,7 @@ pub fn model(scripted: bool, canned: impl FnOnce() -> ScriptedModel) -> Result<C
     }
 }
 
-/// An example asked for the default model in a binary without one: the one sentence that says the two ways
+/// An example asked for the default model in a binary without one: the one sentence that says the three ways
 /// out. Its `Debug` is its text too, so that a `main` returning it prints `Error: no model to run ..`.
 pub struct NoModel {
     /// The example's name (`story`), for the commands in the sentence.
@@ -47,8 +47,8 @@ impl std::fmt::Display for NoModel {
         write!(
             f,
             "no model to run this example on: run it on canned replies with `cargo run --example {example} -- \
-             --scripted`, or install the local model once with `scripts/setup-local-model.sh` and run `cargo run \
-             --features local --example {example}`"
+             --scripted`, on an OpenAI-compatible server by setting OPENAI_BASE_URL, or install the local model \
+             once with `scripts/setup-local-model.sh` and run `cargo run --features local --example {example}`"
         )
     }
 }

@@ -127,7 +127,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     };
     // Once the run is known: an unknown id gets only its error.
     eprintln!("run: {}", args.run_id);
-    continue_run(&rt, store, &record, args.spec.as_deref(), args.json, args.stream)
+    continue_run(&rt, store, &args.store.store, &record, args.spec.as_deref(), args.json, args.stream)
 }
 
 /// `agentic fork RUN_ID --at SEQ`: writes a new run holding the first SEQ steps of RUN_ID, then continues it as
@@ -191,7 +191,7 @@ pub(crate) fn fork(args: ForkArgs) -> u8 {
     };
     eprintln!("run: {}", record.run_id);
     eprintln!("forked from {} at step {}", args.run_id, args.at);
-    continue_run(&rt, store, &record, args.spec.as_deref(), args.json, false)
+    continue_run(&rt, store, &args.store.store, &record, args.spec.as_deref(), args.json, false)
 }
 
 /// Continues the run of `record` from its last checkpoint, rebuilding its spec (`spec`, else the one it was
@@ -200,6 +200,7 @@ pub(crate) fn fork(args: ForkArgs) -> u8 {
 fn continue_run(
     rt: &tokio::runtime::Runtime,
     store: StoreRef,
+    store_dir: &std::path::Path,
     record: &RunRecord,
     spec: Option<&std::path::Path>,
     json: bool,
@@ -257,7 +258,7 @@ fn continue_run(
             return EXIT_FAILED;
         }
     };
-    let interrupt = super::on_ctrl_c(rt, run_id);
+    let interrupt = super::on_ctrl_c(rt, run_id, store_dir);
     let cancel = interrupt.cancel.clone();
     if record.cancel_requested {
         cancel.cancel();
@@ -327,8 +328,9 @@ fn changed_since_start(record: &RunRecord, pinned: &agentic_spec::RunSpec) -> Op
 fn invalid_spec_hint(record: &RunRecord) -> String {
     let file = record.source.as_deref().unwrap_or("FILE");
     if record.spec_hash.is_some() {
-        "(the text the run started with no longer builds; --spec FILE moves the run to a fixed spec of the same \
-         structure)"
+        "(the text the run started with does not build here: give it what it needs from this machine, such as \
+         the variables it was started with; if the text itself must change, --spec FILE moves the run to a fixed \
+         spec of the same structure)"
             .to_string()
     } else if std::path::Path::new(file).exists() {
         format!("(fix {file}, or give a fixed copy with --spec FILE)")

@@ -46,17 +46,18 @@ pub(crate) struct Interrupt {
 /// one, then the run is cancelled — recorded `cancelled`, so `agentic resume` continues it
 /// ([`finish_interrupted`]); a second Ctrl-C cancels the steps in flight too; a third exits at once with
 /// status 130, as an interrupted process does.
-pub(crate) fn on_ctrl_c(runtime: &tokio::runtime::Runtime, run_id: &str) -> Interrupt {
+pub(crate) fn on_ctrl_c(runtime: &tokio::runtime::Runtime, run_id: &str, store: &std::path::Path) -> Interrupt {
     let handles = Interrupt { cancel: agentic_engine::CancelHandle::new(), drain: agentic_engine::DrainHandle::new() };
     let Interrupt { cancel, drain } = handles.clone();
     let run_id = run_id.to_string();
+    let flag = store_flag(store);
     runtime.spawn(async move {
         if tokio::signal::ctrl_c().await.is_err() {
             return;
         }
         eprintln!(
             "interrupted: cancelling run `{run_id}` once the steps in flight finish (Ctrl-C again to stop them \
-             now); `agentic resume {run_id}` continues it"
+             now); `agentic resume {run_id}{flag}` continues it"
         );
         drain.drain();
         if tokio::signal::ctrl_c().await.is_err() {
@@ -123,10 +124,10 @@ pub(crate) fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-/// The log filter without `AGENTIC_LOG`: warnings, but not the MCP SDK's (its transport failures come back
-/// as the errors of the agents, naming the server).
+/// The log filter without `AGENTIC_LOG`: warnings, but not the MCP SDK's nor the OpenAI client's (their
+/// failures come back as the errors of the agents, naming the server).
 #[cfg(not(feature = "otel"))]
-pub(crate) const DEFAULT_LOG: &str = "warn,rmcp=off";
+pub(crate) const DEFAULT_LOG: &str = "warn,rmcp=off,async_openai=off";
 
 /// Logs to stderr, filtered by `AGENTIC_LOG` (default `warn`, without the MCP SDK's); colours only on a terminal (a log file or a
 /// journal gets plain text).

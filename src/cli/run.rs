@@ -127,7 +127,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             return EXIT_FAILED;
         }
     };
-    let interrupt = super::on_ctrl_c(&runtime, &run_id);
+    let interrupt = super::on_ctrl_c(&runtime, &run_id, &args.store.store);
     let cancel = interrupt.cancel.clone();
     let lease = match super::lease::take(&runtime, &store, &run_id, &cancel) {
         Ok(lease) => lease,

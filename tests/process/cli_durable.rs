@@ -423,8 +423,11 @@ async fn ctrl_c_keeps_the_model_call_under_way_and_resume_does_not_ask_it_again(
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_eq!(
         stderr(&o),
-        "run: paid\ninterrupted: cancelling run `paid` once the steps in flight finish (Ctrl-C again to stop them \
-         now); `agentic resume paid` continues it\nerror: run cancelled\n"
+        format!(
+            "run: paid\ninterrupted: cancelling run `paid` once the steps in flight finish (Ctrl-C again to stop \
+             them now); `agentic resume paid --store {}` continues it\nerror: run cancelled\n",
+            store.display()
+        )
     );
     let shown = agentic(&store, &["show", "paid", "--json"]);
     let shown: Value = serde_json::from_str(stdout(&shown).trim()).unwrap();

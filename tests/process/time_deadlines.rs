@@ -178,9 +178,12 @@ fn ctrl_c_during_a_wait_cancels_the_run_and_leaves_nothing_to_answer() {
     assert_eq!(
         rest,
         [
-            "interrupted: cancelling run `w2` once the steps in flight finish (Ctrl-C again to stop them now); \
-             `agentic resume w2` continues it",
-            "error: run cancelled"
+            format!(
+                "interrupted: cancelling run `w2` once the steps in flight finish (Ctrl-C again to stop them now); \
+                 `agentic resume w2 --store {}` continues it",
+                store.display()
+            ),
+            "error: run cancelled".to_string()
         ]
     );
 
