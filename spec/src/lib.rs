@@ -430,11 +430,21 @@ impl Spec {
     /// # Errors
     /// Every located error [`Spec::build`] reports, but those of the models' providers.
     pub fn topology(&self) -> Result<agentic_engine::TopologyNode, SpecErrors> {
+        self.build_with_stand_ins().map(|built| built.root.topology())
+    }
+
+    /// The spec built with a stand-in, never called, for every `models` entry: its structure and inputs
+    /// without the models' providers (a client that hands the spec to a server, which builds it with its own
+    /// models). Not for running: a model call of the stand-ins fails.
+    ///
+    /// # Errors
+    /// Every located error [`Spec::build`] reports, but those of the models' providers.
+    pub fn build_with_stand_ins(&self) -> Result<BuiltSpec, SpecErrors> {
         let stand_ins = self.models.iter().map(|d| {
             let stand_in = agentic_agents::model::ScriptedModel::new(Vec::<&str>::new()).named(d.name.clone());
             (d.name.clone(), agentic_agents::model::ChatModelRef::new(stand_in))
         });
-        self.build_with(&BuildContext::new().models(stand_ins)).map(|built| built.root.topology())
+        self.build_with(&BuildContext::new().models(stand_ins))
     }
 
     /// The path each agent reachable from the root will have in the built tree (`root`, `root/1/0`): a

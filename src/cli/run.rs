@@ -9,13 +9,28 @@ use super::{EXIT_FAILED, EXIT_OK, EXIT_SUSPENDED, EXIT_USAGE};
 
 /// Runs the spec; returns the exit code.
 pub(crate) fn run(args: RunArgs) -> u8 {
-    let read = agentic_spec::read_spec_file(&args.spec);
-    let (text, spec, built) = match read.and_then(|(text, spec)| spec.build().map(|b| (text, spec, b))) {
-        Ok(b) => b,
+    let (text, spec) = match agentic_spec::read_spec_file(&args.spec) {
+        Ok(read) => read,
         Err(errors) => {
             eprintln!("{errors}");
             return EXIT_USAGE;
         }
+    };
+    // A server holding the store builds the spec with its own models (its environment, not this one's): here
+    // a build the models' providers fail is enough for the checks, unless this process runs the spec itself.
+    let mut not_here = None;
+    let built = match spec.build() {
+        Ok(built) => built,
+        Err(errors) => match super::remote::Remote::find(&args.store.store).map(|_| spec.build_with_stand_ins()) {
+            Some(Ok(built)) => {
+                not_here = Some(errors);
+                built
+            }
+            _ => {
+                eprintln!("{errors}");
+                return EXIT_USAGE;
+            }
+        },
     };
     if let Some(message) = pending_human(&spec) {
         eprintln!("{message}");
@@ -49,6 +64,13 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     let run_id = args.memory_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     // Through a server that holds the store, the same checks read the store through it.
     let (store, remote) = match opened {
+        super::Opened::Local(_) if not_here.is_some() => {
+            // The server is gone: this process would run the spec, and cannot.
+            if let Some(errors) = not_here {
+                eprintln!("{errors}");
+            }
+            return EXIT_USAGE;
+        }
         super::Opened::Local(store) => (store, None),
         super::Opened::Server(remote) => {
             let store: agentic_engine::StoreRef = std::sync::Arc::new(super::remote::RemoteStore(remote.clone()));

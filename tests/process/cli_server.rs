@@ -275,3 +275,46 @@ async fn a_run_cancelled_on_the_server_takes_no_answer_until_it_is_resumed() {
     }
     stop(served);
 }
+
+/// The server builds a spec with its own models: `run` of a `provider: local` spec through a server whose
+/// environment has `OPENAI_BASE_URL` runs there, though this process could not build it; with the server
+/// gone, the same command says what this process lacks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_through_a_server_uses_the_servers_models_not_this_processs() {
+    if cfg!(feature = "local") {
+        return; // this process could build it then
+    }
+    let model = crate::echo_model::metered("from the server's model").await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let spec = dir.path().join("local.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1\nroot: ask\nmodels:\n  default: { provider: local }\nagents:\n  ask: { kind: llm, user: hi }\n",
+    )
+    .unwrap();
+    let served = Serve::on(&store).env("OPENAI_BASE_URL", format!("{}/v1", model.uri())).start();
+    let o = Cli::new(["run", spec.to_str().unwrap(), "--memory-id", "l1"])
+        .store(&store)
+        .env_remove("OPENAI_BASE_URL")
+        .output_async()
+        .await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "from the server's model\n");
+    stop(served);
+
+    let o = Cli::new(["run", spec.to_str().unwrap(), "--memory-id", "l2"])
+        .store(&store)
+        .env_remove("OPENAI_BASE_URL")
+        .output_async()
+        .await;
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "model `default`: the local provider is not built into this binary: build with `--features local`, or \
+             set OPENAI_BASE_URL to an OpenAI-compatible server to run this spec unchanged"
+        ),
+        "{}",
+        stderr(&o)
+    );
+}
