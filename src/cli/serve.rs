@@ -65,7 +65,12 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
     runtime.block_on(async move {
         let server = match Server::start(config).await {
             Ok(s) => s,
-            Err(e @ agentic_server::ServeError::TokenRequired { .. }) => {
+            // What the command line or the specs directory gives is wrong: a usage error (SPEC.md §2).
+            Err(
+                e @ (agentic_server::ServeError::TokenRequired { .. }
+                | agentic_server::ServeError::Specs { .. }
+                | agentic_server::ServeError::Schedules { .. }),
+            ) => {
                 eprintln!("error: {e}");
                 return EXIT_USAGE;
             }

@@ -353,3 +353,26 @@ fn serve_help_says_the_specs_become_mcp_tools_and_a2a_agents() {
     );
     assert!(help.contains("and as MCP tools (at /mcp) and A2A agents (at /a2a/NAME)"), "{help}");
 }
+
+#[test]
+fn a_specs_directory_or_schedules_file_serve_cannot_use_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    let o = Cli::new(["serve", "--listen", "127.0.0.1:0", "--specs", missing.to_str().unwrap()])
+        .store(dir.path().join("store"))
+        .output();
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        format!("error: cannot read the specs directory {}: No such file or directory (os error 2)\n", missing.display())
+    );
+    let specs = dir.path().join("specs");
+    std::fs::create_dir(&specs).unwrap();
+    std::fs::write(specs.join("schedules.yaml"), "- { id: b, spec_name: x, cron: '* * * * *', timezone: Moon }\n")
+        .unwrap();
+    let o = Cli::new(["serve", "--listen", "127.0.0.1:0", "--specs", specs.to_str().unwrap()])
+        .store(dir.path().join("store"))
+        .output();
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with(&format!("error: {}: ", specs.join("schedules.yaml").display())), "{}", stderr(&o));
+}
