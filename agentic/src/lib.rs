@@ -79,10 +79,10 @@ pub mod __private {
 /// Nothing is loaded or contacted yet: the first request does that.
 ///
 /// ```
-/// // Without the `local` feature and without OPENAI_BASE_URL, the error names the cargo feature.
+/// // Without the `local` feature and without OPENAI_BASE_URL, the error names both ways out.
 /// # if std::env::var_os("OPENAI_BASE_URL").is_none() && !cfg!(feature = "local") {
 /// let err = agentic::default_model().unwrap_err();
-/// assert!(err.to_string().contains("`local`"), "{err}");
+/// assert!(err.to_string().contains("build with `--features local`, or set OPENAI_BASE_URL"), "{err}");
 /// # }
 /// ```
 ///
