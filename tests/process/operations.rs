@@ -364,7 +364,10 @@ fn a_specs_directory_or_schedules_file_serve_cannot_use_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
     assert_eq!(
         stderr(&o),
-        format!("error: cannot read the specs directory {}: No such file or directory (os error 2)\n", missing.display())
+        format!(
+            "error: cannot read the specs directory {}: No such file or directory (os error 2)\n",
+            missing.display()
+        )
     );
     let specs = dir.path().join("specs");
     std::fs::create_dir(&specs).unwrap();
