@@ -27,7 +27,7 @@ struct Args {
     /// serve scenario then also starts LangGraph's dev server (`langgraph-cli[inmem]`, its own virtualenv).
     #[arg(long)]
     langgraph: bool,
-    /// The LangGraph harness directory.
+    /// The LangGraph harness directory [default: ../shared/bench/langgraph, next to the repository].
     #[arg(long, value_name = "DIR", env = "LG_HARNESS")]
     lg_harness: Option<PathBuf>,
     /// The Python used to create the virtualenv.

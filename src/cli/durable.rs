@@ -397,11 +397,12 @@ async fn remote_respond(remote: &Remote, args: &RespondArgs, response_id: Option
     match remote.post(&path, &json!({"value": value})).await {
         Ok((202, _)) if others.is_empty() => {
             eprintln!(
-                "answered `{id}` for run {}; the server at {} continues it by itself (`agentic show {}` shows where \
-                 it stands)",
+                "answered `{id}` for run {}; the server at {} continues it by itself (`agentic show {}{}` shows \
+                 where it stands)",
                 args.run_id,
                 remote.url(),
-                args.run_id
+                args.run_id,
+                super::store_flag(&args.store.store)
             );
             EXIT_OK
         }

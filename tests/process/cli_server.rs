@@ -77,9 +77,10 @@ fn the_cli_goes_through_the_server_that_holds_the_store() {
     assert_eq!(
         err,
         format!(
-            "answered `manager` for run a1; the server at {} continues it by itself (`agentic show a1` shows where \
-             it stands)\n",
-            served.url
+            "answered `manager` for run a1; the server at {} continues it by itself (`agentic show a1 --store {}` \
+             shows where it stands)\n",
+            served.url,
+            store.display()
         )
     );
     let (code, out, err) = cli(&store, &["resume", "a1"]);
@@ -263,9 +264,10 @@ async fn a_run_cancelled_on_the_server_takes_no_answer_until_it_is_resumed() {
     assert_eq!(
         err,
         format!(
-            "answered `approve` for run t1; the server at {} continues it by itself (`agentic show t1` shows where \
-             it stands)\n",
-            served.url
+            "answered `approve` for run t1; the server at {} continues it by itself (`agentic show t1 --store {}` \
+             shows where it stands)\n",
+            served.url,
+            store.display()
         )
     );
     let deadline = Instant::now() + Duration::from_secs(20);
