@@ -43,7 +43,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use agentic_engine::TokenUsage;
+use agentic_engine::{AgentError, InvocationContext, Stop, TokenUsage};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -486,6 +486,61 @@ impl DecisionModelRef {
         request.validate()?;
         let response = self.0.decide(request.clone()).await?;
         response.check(&request)?;
+        Ok(response)
+    }
+
+    /// [`DecisionModelRef::decide`] as a model call of `ctx`'s invocation: numbered on the run's call tape
+    /// (a replay answers it from the recording; its request is `{"model", "messages": [], "decision":
+    /// <request>}`) and journaled with the invocation (purpose `decide`); a [`DecisionError`] becomes an
+    /// [`AgentError`] through `failed`.
+    ///
+    /// # Errors
+    /// The model's or the check's error through `failed`, a strict replay whose recording differs, or the
+    /// journal write.
+    pub async fn decide_in(
+        &self,
+        ctx: &InvocationContext,
+        request: DecisionRequest,
+        failed: impl FnOnce(DecisionError) -> AgentError,
+    ) -> Result<DecisionResponse, Stop> {
+        let mut options = serde_json::Map::new();
+        options.insert("decision".to_string(), serde_json::to_value(&request).unwrap_or(Value::Null));
+        let recorded = agentic_engine::model_request(self.name(), &[], &options);
+        let taped = ctx.calls().taped(agentic_engine::CallKind::Model, recorded);
+        let answer = match &taped {
+            Some(call) => call.answer()?,
+            None => None,
+        };
+        let response = match answer {
+            Some(answer) => serde_json::from_value::<DecisionResponse>(answer).map_err(|e| {
+                ctx.fail(format!("the recorded answer of decision model `{}` cannot be read: {e}", self.name()))
+            })?,
+            None => self.decide(request).await.map_err(failed)?,
+        };
+        let value = serde_json::to_value(&response).unwrap_or(Value::Null);
+        if ctx.calls().journaled() {
+            let t = response.usage;
+            let entry = agentic_engine::ModelTurnEntry {
+                turn: 0,
+                model: self.name().to_string(),
+                request: Vec::new(),
+                options: Some(options),
+                purpose: Some("decide".to_string()),
+                response: value.clone(),
+                usage: agentic_engine::budget::Usage {
+                    input_tokens: t.input,
+                    output_tokens: t.output,
+                    model_calls: 1,
+                    cost_usd: None,
+                    models: vec![self.name().to_string()],
+                },
+                at_us: agentic_engine::now_ms() * 1000,
+            };
+            ctx.calls().record(vec![agentic_engine::CallEntry::Model(entry)], false).await?;
+        }
+        if let Some(call) = taped {
+            call.record(value);
+        }
         Ok(response)
     }
 }

@@ -41,11 +41,12 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use agentic_engine::{
-    Agent, AgentError, AgentRef, AgentSpec, BuildError, CallEntry, Cause, Effect, InputSpec, InvocationContext,
-    ModelTurnEntry, RunEvent, ScopeView, SpecBuilder, Stop, ToolCallEntry, ToolCallStatus as Status, ValueType,
+    Agent, AgentError, AgentRef, AgentSpec, BuildError, CallEntry, CallKind, Cause, Effect, InputSpec,
+    InvocationContext, ModelTurnEntry, RunEvent, ScopeView, SpecBuilder, Stop, ToolCallEntry, ToolCallStatus as Status,
+    ValueType,
 };
 use futures::StreamExt;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::error::ExprError;
 use crate::expr::Template;
@@ -648,7 +649,7 @@ impl LlmAgent {
         let mut request = ChatRequest::new(vec![ChatMessage::user(format!("{SUMMARY_PROMPT}{text}"))]);
         request.temperature = self.temperature;
         request.max_tokens = self.max_tokens;
-        let summary = crate::model::call_model(ctx, model, request, |e| {
+        let summary = crate::model::call_model(ctx, model, request, "summary", |e| {
             ctx.fail_with(Cause::from(e).context("summarizing the context"))
         })
         .await?;
@@ -668,11 +669,22 @@ impl LlmAgent {
         let turn = journal.next_turn;
         journal.next_turn += 1;
         let info = model.info();
+        let options = if ctx.calls().journaled() { crate::model::request_options(&request) } else { Map::new() };
+        if turn == 0 {
+            journal.options.clear();
+        }
         if let Some(kept) = journal.turn(turn) {
             let response: ChatResponse = serde_json::from_value(kept.response.clone())
                 .map_err(|e| ctx.fail(format!("the journaled answer of model turn {turn} cannot be read: {e}")))?;
             let kept_model = kept.model.clone();
+            // The call keeps its number on the run's call tape (and is recorded with the answer it had).
+            if let Some(taped) =
+                ctx.calls().taped(CallKind::Model, crate::model::recorded_request(&kept_model, &request))
+            {
+                taped.record(kept.response.clone());
+            }
             journal.sent = request.messages.len();
+            journal.options = options;
             model.turn_replayed(&request);
             let t = response.usage;
             let cost = info.prices.map(|p| p.cost(t.input, t.output));
@@ -691,6 +703,8 @@ impl LlmAgent {
             Vec::new()
         };
         journal.sent = request.messages.len();
+        let changed = (journal.options != options).then(|| options.clone());
+        journal.options = options;
         let model_name = info.model.clone();
         let prices = info.prices;
         let entry = |response: &ChatResponse| {
@@ -707,6 +721,8 @@ impl LlmAgent {
                     turn,
                     model: model_name.clone(),
                     request: added.clone(),
+                    options: changed.clone(),
+                    purpose: None,
                     response: serde_json::to_value(response).unwrap_or(Value::Null),
                     usage,
                     at_us: agentic_engine::now_ms() * 1000,
@@ -728,7 +744,7 @@ impl LlmAgent {
     ) -> Result<(ChatResponse, Option<CallEntry>), Stop> {
         let fail_model = |e: crate::model::ModelError| ctx.fail_with(e.into());
         let journaled = ctx.calls().journaled();
-        let mut call = crate::model::ModelCall::begin(ctx, model).await?.journaled(journaled);
+        let mut call = crate::model::ModelCall::begin(ctx, model, &request).await?.journaled(journaled);
         if let Some(response) = call.replayed() {
             call.end(&response, true).await?;
             return Ok((response, None));
@@ -817,7 +833,6 @@ impl LlmAgent {
             let calls = response.tool_calls().to_vec();
             let texts = self.round(ctx, tools, &calls, turn_entry, journal).await?;
             request.messages.push(response.message);
-            journal.sent += 1;
             for (call, text) in calls.iter().zip(texts) {
                 request.messages.push(ChatMessage::tool_result(call.id.clone(), text));
             }
@@ -969,7 +984,32 @@ impl LlmAgent {
             tools.iter().find(|t| t.name() == calls[*i].name).is_some_and(|t| t.side_effect().has_effect())
         });
         ctx.calls().record(entries, effectful).await?;
-        let results = futures::future::join_all(to_run.iter().map(|(_, c)| self.call_tool(ctx, tools, c))).await;
+        // Each call on the run's call tape (SPEC.md §5), numbered by its place in the round: a replay answers
+        // it from the recording instead of running the tool.
+        let tape_base = ctx.calls().reserve(CallKind::Tool, u32::try_from(calls.len()).unwrap_or(u32::MAX));
+        let mut taped = Vec::with_capacity(to_run.len());
+        for (i, c) in &to_run {
+            let n = tape_base.map(|base| base + u32::try_from(*i).unwrap_or(u32::MAX));
+            let call =
+                n.and_then(|n| ctx.calls().taped_at(CallKind::Tool, n, json!({"tool": c.name, "args": c.arguments})));
+            let answer = match &call {
+                Some(call) => call.answer()?,
+                None => None,
+            };
+            taped.push((call, answer));
+        }
+        let results = futures::future::join_all(
+            to_run.iter().zip(&taped).map(|((_, c), (_, answer))| self.call_tool(ctx, tools, c, answer.clone())),
+        )
+        .await;
+        for ((call, _), (_, result)) in taped.into_iter().zip(&results) {
+            if let Some(call) = call {
+                call.record(match result {
+                    Ok(v) => json!({"result": v}),
+                    Err(e) => json!({"error": e.message()}),
+                });
+            }
+        }
         if let Some((_, Err(ToolFailure::Agent(cause)))) =
             results.iter().find(|(_, r)| matches!(r, Err(ToolFailure::Agent(_))))
         {
@@ -1016,12 +1056,14 @@ impl LlmAgent {
     }
 
     /// Runs one tool call, reporting `ToolStarted`/`ToolFinished` to the listeners. Unknown tools and tool
-    /// failures are results (`Err`) for the model, not failures of the agent.
+    /// failures are results (`Err`) for the model, not failures of the agent. With `recorded` (a replay's
+    /// `{"result": ..}` or `{"error": ".."}`), the tool is not run: that is its result.
     async fn call_tool<'t>(
         &self,
         ctx: &InvocationContext,
         tools: &'t [Tool],
         call: &crate::model::ToolCall,
+        recorded: Option<Value>,
     ) -> (Option<&'t Tool>, Result<Value, ToolFailure>) {
         let tool = tools.iter().find(|t| t.name() == call.name);
         // The OpenTelemetry GenAI tool execution span (nothing is formatted unless a subscriber wants it).
@@ -1043,8 +1085,15 @@ impl LlmAgent {
                 arguments: call.arguments.clone(),
             });
         }
-        let result = match tool {
-            Some(tool) => 'call: {
+        let result = match (tool, recorded) {
+            (_, Some(recorded)) => match recorded {
+                Value::Object(mut answer) if answer.contains_key("error") => Err(ToolFailure::Model(
+                    answer.remove("error").and_then(|e| e.as_str().map(str::to_string)).unwrap_or_default(),
+                )),
+                Value::Object(mut answer) => Ok(answer.remove("result").unwrap_or(Value::Null)),
+                other => Ok(other),
+            },
+            (Some(tool), None) => 'call: {
                 let key = match ctx.run().idempotency_key().await {
                     Ok(key) => key,
                     // The run's scope is gone (the run is ending): no side effect without its key.
@@ -1067,7 +1116,7 @@ impl LlmAgent {
                 };
                 tracing::Instrument::instrument(crate::trace_context::scoped(ctx, run), span.clone()).await
             }
-            None => {
+            (None, None) => {
                 let known: Vec<&str> = tools.iter().map(Tool::name).collect();
                 Err(ToolFailure::Model(format!("unknown tool `{}` (the tools are: {})", call.name, known.join(", "))))
             }

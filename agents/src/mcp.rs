@@ -607,8 +607,46 @@ impl Agent for McpAgent {
             entry.by = retried_by;
             ctx.calls().record(vec![CallEntry::Tool(entry)], true).await?;
         }
-        let result = crate::trace_context::scoped(ctx, self.client.call_keyed(tool, args, Some(&key))).await;
-        Ok(result.map_err(|e| ctx.fail_with(e.into()))?)
+        // The call on the run's call tape (SPEC.md §5): a replay answers it from the recording.
+        let request = serde_json::json!({"tool": tool.name, "args": Value::Object(args.clone())});
+        let taped = ctx.calls().taped(agentic_engine::CallKind::Tool, request);
+        let recorded = match &taped {
+            Some(call) => call.answer()?,
+            None => None,
+        };
+        let result = match recorded {
+            Some(Value::Object(mut answer)) if answer.contains_key("error") => {
+                let error = answer.remove("error").unwrap_or(Value::Null);
+                let error = error.as_str().map_or_else(|| error.to_string(), str::to_string);
+                return Err(ctx.fail(format!("tool `{}` (recorded): {error}", tool.name)).into());
+            }
+            Some(Value::Object(mut answer)) => answer.remove("result").unwrap_or(Value::Null),
+            Some(other) => other,
+            None => {
+                let called =
+                    crate::trace_context::scoped(ctx, self.client.call_keyed(tool, args.clone(), Some(&key))).await;
+                match called {
+                    Ok(result) => result,
+                    Err(e) => {
+                        let failure = ctx.fail_with(e.into());
+                        if let Some(call) = taped {
+                            call.record(serde_json::json!({"error": failure.to_string()}));
+                        }
+                        return Err(failure.into());
+                    }
+                }
+            }
+        };
+        if let Some(call) = taped {
+            call.record(serde_json::json!({"result": result}));
+        }
+        // Journaled with the step: what `agentic calls` and a replay of this run read.
+        let mut finished =
+            ToolCallEntry::new(0, 0, key, tool.name.clone(), Value::Object(args), ToolCallStatus::Finished);
+        finished.effect = self.effect;
+        finished.result = Some(result.clone());
+        ctx.calls().with_step(vec![CallEntry::Tool(finished)]);
+        Ok(result)
     }
 }
 

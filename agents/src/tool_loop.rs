@@ -42,6 +42,8 @@ pub(crate) struct LoopJournal {
     pub(crate) sent: usize,
     /// The budgets a person raised during the invocation, the last raise's limits by budget path.
     pub(crate) raised: Option<serde_json::Map<String, Value>>,
+    /// What the previous turn's request set besides its messages (a turn journals its own when they differ).
+    pub(crate) options: serde_json::Map<String, Value>,
 }
 
 impl LoopJournal {
@@ -53,7 +55,8 @@ impl LoopJournal {
         }
         for entry in ctx.calls().resumed().await {
             match entry {
-                CallEntry::Model(turn) => {
+                // A call that is not a loop turn (a summary of the context) is not replayed by the loop.
+                CallEntry::Model(turn) if turn.purpose.is_none() => {
                     journal.turns.insert(turn.turn, turn);
                 }
                 CallEntry::Budget(raise) => journal.raised = Some(raise.limits),

@@ -43,6 +43,7 @@ mod listener;
 mod lock;
 mod pending;
 mod planner;
+mod recording;
 mod run;
 mod run_actor;
 mod schedule;
@@ -65,13 +66,17 @@ pub use error::{
     Transience, registered_list,
 };
 pub use error_handler::{ErrorContext, ErrorHandler, MAX_BACKOFF, Recovery, RetryPolicy};
-pub use invocation::{CallsView, HumanView, InvocationContext, RunView, UsageView};
+pub use invocation::{CallsView, HumanView, InvocationContext, RunView, TapedCall, UsageView};
 pub use journal::{DecisionRecord, InvocationRecord, TokenUsage, calls_json, item_of_layer, journal_agent_names};
 pub use listener::{
     AgentListener, AgentMonitor, ListenerRef, MonitoredInvocation, MonitoredSession, RunEvent, SessionStatus,
 };
 pub use pending::{PendingKind, PendingResponse};
 pub use planner::{Action, Completion, Planner, PlanningContext};
+pub use recording::{
+    CallKind, CallTape, RecordedCall, RecordingError, ReplayMismatch, ReplayMode, TapeStats, first_difference,
+    model_request, recorded_calls, request_hash,
+};
 pub use run::{
     CancelHandle, Composite, CompositeBuilder, DrainHandle, INPUTS_PATH, InvokeRequest, MAX_RUN_ID_LEN, OutputFn,
     PlannerFactory, REGISTRY_CAPACITY, Registry, ResultStream, RunOutcome, RunResult, StreamItem, StreamSource,

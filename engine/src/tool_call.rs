@@ -175,6 +175,17 @@ pub struct ModelTurnEntry {
     /// provider-neutral chat messages serialize.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub request: Vec<Value>,
+    /// What the request set besides its messages (temperature, tools, response format, ...: the provider-
+    /// neutral request's members that are set), when they differ from the previous turn's (always at turn 0
+    /// when any is set): with `request`, what rebuilds the request a recording holds
+    /// ([`crate::recorded_calls`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Map<String, Value>>,
+    /// Why the model was asked, for a call that is not one of the agent loop's turns: `summary` (an agent's
+    /// summarized context), `choose` (a supervisor), `decide` (a decision router). Such an entry's `request`
+    /// holds all of its messages; a resumed loop does not read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purpose: Option<String>,
     /// The answer, as the provider-neutral chat response serializes (message, tool calls, usage).
     pub response: Value,
     /// What the turn spent (tokens, one model call, cost when the model has prices): what a resumed run's

@@ -64,9 +64,8 @@ impl Agent for RouterDeciderAgent {
         let request = ctx.input(&self.request_key).cloned().unwrap_or(Value::String(String::new()));
         let response = self
             .model
-            .decide(self.decision_request(request))
-            .await
-            .map_err(|e| ctx.fail(format!("routing decision: {e}")))?;
+            .decide_in(ctx, self.decision_request(request), |e| ctx.fail(format!("routing decision: {e}")))
+            .await?;
         ctx.usage().add_tokens(response.usage);
         let Some(threshold) = self.threshold else {
             let name = response.choice(CHOICE_QUESTION_NAME).map_err(|e| ctx.fail(e.to_string()))?.to_string();

@@ -285,7 +285,7 @@ impl Agent for SupervisorPlannerAgent {
         ];
         let mut attempt = 0;
         let (name, arguments) = loop {
-            let response = call_model(ctx, &self.model, ChatRequest::new(messages.clone()), |e| {
+            let response = call_model(ctx, &self.model, ChatRequest::new(messages.clone()), "choose", |e| {
                 ctx.fail_with(Cause::from(e).context("supervisor model"))
             })
             .await?;
@@ -378,10 +378,11 @@ impl Agent for SupervisorSummarizerAgent {
         if !conversations.is_empty() {
             prompt.push_str(&format!("\nConversations:\n{}", conversations.join("\n")));
         }
-        let response = call_model(ctx, &self.model, ChatRequest::new(vec![ChatMessage::user(prompt)]), |e| {
-            ctx.fail_with(Cause::from(e).context("supervisor summary"))
-        })
-        .await?;
+        let response =
+            call_model(ctx, &self.model, ChatRequest::new(vec![ChatMessage::user(prompt)]), "summary", |e| {
+                ctx.fail_with(Cause::from(e).context("supervisor summary"))
+            })
+            .await?;
         Ok(Value::String(response.text().trim().to_string()))
     }
 }
@@ -444,7 +445,7 @@ impl Agent for SupervisorScorerAgent {
                     strict: true,
                 });
             }
-            let response = call_model(ctx, &self.model, request, |e| {
+            let response = call_model(ctx, &self.model, request, "score", |e| {
                 ctx.fail_with(Cause::from(e).context("supervisor scorer model"))
             })
             .await?;

@@ -1177,6 +1177,8 @@ mod tests {
                 turn,
                 model: "gpt-x".into(),
                 request: Vec::new(),
+                options: None,
+                purpose: None,
                 response,
                 usage: Default::default(),
                 at_us: 5,

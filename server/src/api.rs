@@ -352,6 +352,9 @@ async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Result<R
 struct Fork {
     at_seq: u64,
     run_id: Option<String>,
+    /// Answer the fork's model calls whose request equals one of the original run's from it (SPEC.md §5).
+    #[serde(default)]
+    reuse_calls: bool,
 }
 
 async fn fork(
@@ -359,7 +362,7 @@ async fn fork(
     Path(id): Path<String>,
     StrictJson(body): StrictJson<Fork>,
 ) -> Result<Response, ApiError> {
-    let run_id = app.host.fork(&id, body.at_seq, body.run_id).await?;
+    let run_id = app.host.fork(&id, body.at_seq, body.run_id, body.reuse_calls).await?;
     Ok((StatusCode::CREATED, Json(json!({"run_id": run_id}))).into_response())
 }
 

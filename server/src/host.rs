@@ -457,6 +457,16 @@ impl RunHost {
     /// there and nothing is done here (`Ok`). The record is read again under the lease, so a run another
     /// process continued meanwhile is seen as it is now.
     async fn resume_locked(&self, record: &RunRecord, cancel: Option<CancelHandle>) -> Result<(), ApiError> {
+        self.resume_locked_with(record, cancel, None).await
+    }
+
+    /// As [`Host::resume_locked`], the run answering its calls from `tape` when given (a fork's `reuse_calls`).
+    async fn resume_locked_with(
+        &self,
+        record: &RunRecord,
+        cancel: Option<CancelHandle>,
+        tape: Option<Arc<agentic_engine::CallTape>>,
+    ) -> Result<(), ApiError> {
         let run_id = &record.run_id;
         if self.is_executing(run_id) {
             return Ok(());
@@ -487,7 +497,7 @@ impl RunHost {
         } else {
             record
         };
-        let result = self.resume_leased(record, cancel).await;
+        let result = self.resume_leased(record, cancel, tape).await;
         if result.is_err() {
             let _ = store.release_lease_dyn(run_id).await;
         }
@@ -496,7 +506,12 @@ impl RunHost {
 
     /// Resumes `record`'s run, whose lease this process holds, on the spec text it started with (or, for a run
     /// recorded before the spec archive, its file). A run whose record asks for a cancel is cancelled instead.
-    async fn resume_leased(&self, record: &RunRecord, cancel: Option<CancelHandle>) -> Result<(), ApiError> {
+    async fn resume_leased(
+        &self,
+        record: &RunRecord,
+        cancel: Option<CancelHandle>,
+        tape: Option<Arc<agentic_engine::CallTape>>,
+    ) -> Result<(), ApiError> {
         let run_id = &record.run_id;
         let built = match agentic_spec::run_spec(&self.inner.store, record).await.and_then(|s| s.build(run_id)) {
             Ok(built) => built,
@@ -523,6 +538,9 @@ impl RunHost {
             .listener(HubListener::new(self.inner.hub.clone(), record.name.clone()));
         if let Some(source) = &record.source {
             request = request.source(source.clone());
+        }
+        if let Some(tape) = tape {
+            request = request.call_tape(tape);
         }
         let answers: Map<String, Value> = record.answers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let resumed = SseEvent::run_level("resumed", &record.name, json!({"answers": answers}));
@@ -640,15 +658,30 @@ impl RunHost {
     /// Forks `run_id` after its step `at_seq` into a new run (`new_id`, else a new UUID) and continues the
     /// fork; the original is not touched. Errors: `404` unknown run, `422` a step beyond the journal, `409`
     /// the new id is taken, `400` an empty id, `503` the store unreachable.
-    pub(crate) async fn fork(&self, run_id: &str, at_seq: u64, new_id: Option<String>) -> Result<String, ApiError> {
+    /// With `reuse_calls`, the fork's model calls whose request equals one of the original's are answered
+    /// from the original (SPEC.md §5) while this server executes it.
+    pub(crate) async fn fork(
+        &self,
+        run_id: &str,
+        at_seq: u64,
+        new_id: Option<String>,
+        reuse_calls: bool,
+    ) -> Result<String, ApiError> {
         if !self.inner.accepting.load(Ordering::SeqCst) {
             return Err(ApiError::unavailable("the server is shutting down: it accepts no new runs"));
         }
         let _deciding = self.inner.deciding.lock().await;
+        let tape = if reuse_calls {
+            let original = self.inner.store.run_dyn(run_id).await?.ok_or_else(|| ApiError::no_run(run_id))?;
+            let calls = agentic_spec::run_calls(&self.inner.store, &original).await?;
+            Some(Arc::new(agentic_engine::CallTape::reusing(calls)))
+        } else {
+            None
+        };
         let record = agentic_engine::fork(&self.inner.store, run_id, at_seq, new_id)
             .await
             .map_err(|e| ApiError::of_fork(run_id, e))?;
-        self.resume_locked(&record, None).await?;
+        self.resume_locked_with(&record, None, tape).await?;
         Ok(record.run_id)
     }
 

@@ -530,6 +530,30 @@ pub async fn run_topology(
     Ok(topology)
 }
 
+/// The model and tool calls of stored run `run` as a recording holds them (SPEC.md §5: `agentic calls`,
+/// `--replay-run`, a fork's `reuse_calls`), rebuilt from its journal ([`agentic_engine::recorded_calls`]); an
+/// agent the journal does not name (an invocation cut before it ended) is named from the run's spec.
+///
+/// # Errors
+/// The store's, reading the run's records.
+pub async fn run_calls(
+    store: &agentic_engine::StoreRef,
+    run: &agentic_engine::RunRecord,
+) -> Result<Vec<agentic_engine::RecordedCall>, agentic_engine::StoreError> {
+    let records = store.records_dyn(&run.run_id).await?;
+    let mut names = agentic_engine::journal_agent_names(&records, &run.pending);
+    if records.iter().any(|r| r.holds_calls() && !names.contains_key(&r.agent_path))
+        && let Ok(root) = run_topology(store, run).await
+    {
+        let mut stack = vec![&root];
+        while let Some(node) = stack.pop() {
+            names.entry(node.path.clone()).or_insert_with(|| node.spec.name.clone());
+            stack.extend(node.children.iter());
+        }
+    }
+    Ok(agentic_engine::recorded_calls(&records, &names))
+}
+
 /// A built spec: the root agent to invoke, the spec's name and its models.
 #[derive(Debug, Clone)]
 pub struct BuiltSpec {

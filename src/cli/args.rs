@@ -57,6 +57,9 @@ pub(crate) enum Command {
     Runs(RunsArgs),
     /// Show a run's status, state and pending responses.
     Show(ShowArgs),
+    /// Print a stored run's model and tool calls as JSON lines, as `run --record` writes them (a recording
+    /// that `run --replay FILE` answers a run from).
+    Calls(CallsArgs),
     /// Write an HTML report of a run (or of a spec's topology).
     Report(ReportArgs),
     /// Check a spec: parse, validate and build it without running.
@@ -148,6 +151,49 @@ pub(crate) struct RunArgs {
     /// after the tokens received.
     #[arg(long)]
     pub(crate) stream: bool,
+    /// Write the run's model and tool calls to FILE as JSON lines (one call a line: {"agent", "path", "n",
+    /// "kind", "request", "request_hash", "response"}), when the run ends or suspends.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) record: Option<PathBuf>,
+    /// Answer each model and tool call from a recording (`--record`, `agentic calls`) instead of calling out:
+    /// the call with the same agent path, number and request hash. Nothing is sent for a replayed call.
+    #[arg(long, value_name = "FILE", conflicts_with = "replay_run")]
+    pub(crate) replay: Option<PathBuf>,
+    /// As --replay, from the calls of stored run RUN_ID (same store).
+    #[arg(long, value_name = "RUN_ID")]
+    pub(crate) replay_run: Option<String>,
+    /// strict: a call that differs from the recording fails the run (exit 1), naming the agent, the call and
+    /// the first field that differs. lenient: that call and its agent's later calls are made for real.
+    #[arg(long, value_enum, value_name = "MODE", default_value = "strict")]
+    pub(crate) replay_mode: ReplayModeArg,
+}
+
+/// How a replay treats a call that differs from the recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ReplayModeArg {
+    /// The first call that differs fails the run.
+    Strict,
+    /// A call that differs, and its agent's later calls, are made for real.
+    Lenient,
+}
+
+impl From<ReplayModeArg> for agentic_engine::ReplayMode {
+    fn from(mode: ReplayModeArg) -> Self {
+        match mode {
+            ReplayModeArg::Strict => agentic_engine::ReplayMode::Strict,
+            ReplayModeArg::Lenient => agentic_engine::ReplayMode::Lenient,
+        }
+    }
+}
+
+/// `agentic calls`.
+#[derive(Debug, Args)]
+pub(crate) struct CallsArgs {
+    /// The run id.
+    #[arg(value_name = "RUN_ID")]
+    pub(crate) run_id: String,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
 }
 
 /// `agentic respond`.
@@ -223,6 +269,10 @@ pub(crate) struct ForkArgs {
     /// Print one JSON object {"run_id", "status", "output", "pending"} on stdout.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Answer the new run's model calls whose request equals one of the original run's from the original's
+    /// answers (no request is sent for them); the others are made.
+    #[arg(long)]
+    pub(crate) reuse_calls: bool,
 }
 
 /// `agentic runs`.

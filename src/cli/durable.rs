@@ -12,7 +12,7 @@ use super::run::{out, print_json, report_outcome};
 use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use super::{Opened, open_existing, open_store};
 
-fn runtime() -> Result<tokio::runtime::Runtime, u8> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, u8> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| {
         eprintln!("error: cannot start the runtime: {e}");
         EXIT_FAILED
@@ -28,7 +28,7 @@ fn runtime_and_store(dir: &std::path::Path) -> Result<(tokio::runtime::Runtime, 
 }
 
 /// Reads a run record, printing [`super::no_such_run`] when absent.
-async fn run_record(store: &StoreRef, run_id: &str, dir: &std::path::Path) -> Result<RunRecord, u8> {
+pub(crate) async fn run_record(store: &StoreRef, run_id: &str, dir: &std::path::Path) -> Result<RunRecord, u8> {
     match store.run_dyn(run_id).await {
         Ok(Some(r)) => Ok(r),
         Ok(None) => {
@@ -127,7 +127,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     };
     // Once the run is known: an unknown id gets only its error.
     eprintln!("run: {}", args.run_id);
-    continue_run(&rt, store, &args.store.store, &record, args.spec.as_deref(), args.json, args.stream)
+    continue_run(&rt, store, &args.store.store, &record, args.spec.as_deref(), args.json, args.stream, None)
 }
 
 /// `agentic fork RUN_ID --at SEQ`: writes a new run holding the first SEQ steps of RUN_ID, then continues it as
@@ -191,12 +191,27 @@ pub(crate) fn fork(args: ForkArgs) -> u8 {
     };
     eprintln!("run: {}", record.run_id);
     eprintln!("forked from {} at step {}", args.run_id, args.at);
-    continue_run(&rt, store, &args.store.store, &record, args.spec.as_deref(), args.json, false)
+    let tape = if args.reuse_calls {
+        match rt.block_on(super::calls::reusing(&store, &args.run_id, &args.store.store)) {
+            Ok(tape) => Some(tape),
+            Err(code) => return code,
+        }
+    } else {
+        None
+    };
+    let code =
+        continue_run(&rt, store, &args.store.store, &record, args.spec.as_deref(), args.json, false, tape.clone());
+    if let Some(tape) = tape {
+        let stats = tape.stats();
+        eprintln!("reused {} model call(s) of {}, made {}", stats.answered, args.run_id, stats.made);
+    }
+    code
 }
 
 /// Continues the run of `record` from its last checkpoint, rebuilding its spec (`spec`, else the one it was
 /// started from), and prints the outcome: what `resume` and `fork` do once they have the run. Returns the
 /// exit code.
+#[allow(clippy::too_many_arguments)]
 fn continue_run(
     rt: &tokio::runtime::Runtime,
     store: StoreRef,
@@ -205,6 +220,7 @@ fn continue_run(
     spec: Option<&std::path::Path>,
     json: bool,
     stream: bool,
+    tape: Option<std::sync::Arc<agentic_engine::CallTape>>,
 ) -> u8 {
     let run_id = &record.run_id;
     if record.status == RunStatus::Completed {
@@ -276,6 +292,9 @@ fn continue_run(
     if let Some(source) = &record.source {
         request = request.source(source.clone());
     }
+    if let Some(tape) = &tape {
+        request = request.call_tape(tape.clone());
+    }
     let progress = super::progress::Progress::start();
     let request = match &progress {
         Some(p) => request.listener(p.clone()),
@@ -293,6 +312,10 @@ fn continue_run(
             .store_ref(store.clone())
             .cancel_handle(cancel.clone())
             .drain_handle(interrupt.drain.clone());
+        let request = match &tape {
+            Some(tape) => request.call_tape(tape.clone()),
+            None => request,
+        };
         match &progress {
             Some(p) => request.listener(p.clone()),
             None => request,
@@ -435,7 +458,10 @@ async fn remote_fork(remote: &Remote, args: &ForkArgs) -> u8 {
         );
         return EXIT_USAGE;
     }
-    let body = json!({"at_seq": args.at, "run_id": args.memory_id});
+    let mut body = json!({"at_seq": args.at, "run_id": args.memory_id});
+    if args.reuse_calls {
+        body["reuse_calls"] = Value::Bool(true);
+    }
     let new_id = match remote.post(&format!("/api/v1/runs/{}/fork", segment(&args.run_id)), &body).await {
         Ok((201, answer)) => answer.get("run_id").and_then(Value::as_str).unwrap_or_default().to_string(),
         Ok((404, _)) => {

@@ -1,6 +1,7 @@
 //! Argument parsing and dispatch. Usage errors exit 64 (not clap's default 2, which means "suspended").
 
 mod args;
+mod calls;
 mod crash;
 mod durable;
 mod lease;
@@ -118,6 +119,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Fork(args) => durable::fork(args),
         Command::Runs(args) => durable::runs(args),
         Command::Show(args) => durable::show(args),
+        Command::Calls(args) => calls::calls(args),
         Command::Report(args) => report::report(args),
         Command::Serve(args) => serve::serve(args),
     };

@@ -129,6 +129,14 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         return EXIT_USAGE;
     }
     if let Some(remote) = remote {
+        if args.record.is_some() || args.replay.is_some() || args.replay_run.is_some() {
+            eprintln!(
+                "error: --record, --replay and --replay-run are not available through a server (`agentic serve` \
+                 holds the store {}): stop it, or run with another --store",
+                args.store.store.display()
+            );
+            return EXIT_USAGE;
+        }
         if args.stream {
             eprintln!(
                 "note: --stream is not available through a server (`agentic serve` holds the store): the output \
@@ -139,6 +147,10 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         let new_turn = existing.is_some();
         return runtime.block_on(remote_run(&remote, &args, &run_id, inputs, &topology, new_turn));
     }
+    let tape = match super::calls::tape_for_run(&runtime, &args, &store) {
+        Ok(tape) => tape,
+        Err(code) => return code,
+    };
     let topology = args.report.as_ref().map(|_| built.root.topology());
     let report_store = store.clone();
     // The run keeps this text whatever becomes of the file (SERVER.md §5).
@@ -170,6 +182,10 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         .run_name(built.name.clone())
         .cancel_handle(cancel.clone())
         .drain_handle(interrupt.drain.clone());
+    let request = match &tape {
+        Some(tape) => request.call_tape(tape.clone()),
+        None => request,
+    };
     let resume_store = store;
     let progress = super::progress::Progress::start();
     let request = match &progress {
@@ -188,6 +204,10 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             .store_ref(resume_store.clone())
             .cancel_handle(cancel.clone())
             .drain_handle(interrupt.drain.clone());
+        let request = match &tape {
+            Some(tape) => request.call_tape(tape.clone()),
+            None => request,
+        };
         match &progress {
             Some(p) => request.durability(args.durability.into()).listener(p.clone()),
             None => request.durability(args.durability.into()),
@@ -201,6 +221,10 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         lease.release(&runtime);
     }
     let code = report_outcome(&run_id, result, args.json);
+    let code = match super::calls::after_run(tape.as_deref(), args.record.as_deref()) {
+        Some(failed) => failed.max(code),
+        None => code,
+    };
     match (&args.report, &topology) {
         (Some(path), Some(topology)) => {
             let report_code = super::report::after_run(&runtime, &report_store, &run_id, topology, path);

@@ -28,6 +28,8 @@ fn turn0() -> CallEntry {
         turn: 0,
         model: "gpt-x".into(),
         request: vec![json!({"role": "user", "content": "charge 3, refund 5"})],
+        options: None,
+        purpose: None,
         response: json!({"message": {"role": "assistant", "content": "", "tool_calls": [
             {"id": "c0", "name": "charge", "arguments": {"amount": 3}},
             {"id": "c1", "name": "refund", "arguments": {"amount": 5}}]},

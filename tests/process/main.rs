@@ -45,6 +45,7 @@ mod limits_serve;
 mod mcp_peer;
 mod mcp_serve;
 mod operations;
+mod recordings;
 mod report_browser;
 mod report_topology;
 mod server_browser;

@@ -9,9 +9,29 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_engine::limits::CapacityPermit;
-use agentic_engine::{AgentError, InvocationContext, Stop};
+use agentic_engine::{AgentError, CallEntry, CallKind, InvocationContext, ModelTurnEntry, Stop, TapedCall};
+use serde_json::{Map, Value};
 
 use super::{ChatModelRef, ChatRequest, ChatResponse, ModelError};
+
+/// What `request` sets besides its messages, as recordings and the journal hold it: the provider-neutral
+/// request's members that are set (no `null`, no empty list), without `messages`.
+pub fn request_options(request: &ChatRequest) -> Map<String, Value> {
+    let mut options = match serde_json::to_value(request) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    options.remove("messages");
+    options.retain(|_, v| !(v.is_null() || v.as_array().is_some_and(Vec::is_empty)));
+    options
+}
+
+/// `request` to `model` as a recording holds it (SPEC.md §5): `{"model", "messages", ...the options set}` —
+/// what is sent, without transport details (the provider, the server, keys, streaming).
+pub fn recorded_request(model: &str, request: &ChatRequest) -> Value {
+    let messages: Vec<Value> = request.messages.iter().filter_map(|m| serde_json::to_value(m).ok()).collect();
+    agentic_engine::model_request(model, &messages, &request_options(request))
+}
 
 tokio::task_local! {
     /// Where the provider reports a 429 during the current call.
@@ -31,24 +51,50 @@ pub struct ModelCall<'a> {
     model: &'a ChatModelRef,
     permit: Option<CapacityPermit>,
     replayed: Option<ChatResponse>,
+    /// The call on the run's call tape (SPEC.md §5), when the run has one.
+    taped: Option<TapedCall>,
+    /// `replayed` came from the tape (a recording, a forked run's calls), not from a budget suspension: its
+    /// usage counts as a call's.
+    from_tape: bool,
     /// The invocation journals its model turns itself: a budget suspension keeps no answers.
     journaled: bool,
 }
 
 impl<'a> ModelCall<'a> {
-    /// Checks the budgets and waits for capacity.
+    /// Checks the budgets, numbers the call on the run's call tape (which may answer `request` from a
+    /// recording), and waits for capacity unless it answered.
     ///
     /// # Errors
-    /// A budget suspension or failure, the run's cancellation while waiting, or the limiter's store failing.
-    pub async fn begin(ctx: &'a InvocationContext, model: &'a ChatModelRef) -> Result<Self, Stop> {
-        if let Some(answer) = ctx.usage().before_model_call().await? {
-            let response: ChatResponse = serde_json::from_value(answer)
-                .map_err(|e| ctx.fail(format!("the kept answer of a model call cannot be read: {e}")))?;
-            return Ok(ModelCall { ctx, model, permit: None, replayed: Some(response), journaled: false });
-        }
+    /// A budget suspension or failure, the run's cancellation while waiting, the limiter's store failing, or
+    /// a strict replay whose recording differs ([`TapedCall::answer`]).
+    pub async fn begin(
+        ctx: &'a InvocationContext,
+        model: &'a ChatModelRef,
+        request: &ChatRequest,
+    ) -> Result<Self, Stop> {
+        let kept = ctx.usage().before_model_call().await?;
         let info = model.info();
-        let permit = ctx.usage().acquire_capacity(&info.provider, &info.server, &info.model, &info.limits).await?;
-        Ok(ModelCall { ctx, model, permit: Some(permit), replayed: None, journaled: false })
+        let taped = ctx.calls().taped(CallKind::Model, recorded_request(&info.model, request));
+        let mut call =
+            ModelCall { ctx, model, permit: None, replayed: None, taped, from_tape: false, journaled: false };
+        if let Some(answer) = kept {
+            call.replayed = Some(
+                serde_json::from_value(answer)
+                    .map_err(|e| ctx.fail(format!("the kept answer of a model call cannot be read: {e}")))?,
+            );
+            return Ok(call);
+        }
+        if let Some(answer) = call.taped.as_ref().map(TapedCall::answer).transpose()?.flatten() {
+            call.replayed =
+                Some(serde_json::from_value(answer).map_err(|e| {
+                    ctx.fail(format!("the recorded answer of model `{}` cannot be read: {e}", info.model))
+                })?);
+            call.from_tape = true;
+            return Ok(call);
+        }
+        call.permit =
+            Some(ctx.usage().acquire_capacity(&info.provider, &info.server, &info.model, &info.limits).await?);
+        Ok(call)
     }
 
     /// With `journaled`, the invocation journals its model turns (SPEC.md §4), so a budget suspension after
@@ -61,7 +107,8 @@ impl<'a> ModelCall<'a> {
         self
     }
 
-    /// The answer kept from before a budget suspension: use it instead of calling the model.
+    /// The answer kept from before a budget suspension, or the recorded one (a replay): use it instead of
+    /// calling the model.
     pub fn replayed(&mut self) -> Option<ChatResponse> {
         self.replayed.take()
     }
@@ -86,6 +133,11 @@ impl<'a> ModelCall<'a> {
         }
         let cost = info.prices.map(|p| p.cost(t.input, t.output));
         let journaled = self.journaled;
+        if let Some(taped) = self.taped {
+            taped.record(serde_json::to_value(response).unwrap_or(Value::Null));
+        }
+        // A recorded answer is this run's call: it counts against the budgets as the call it stands for.
+        let replayed = replayed && !self.from_tape;
         self.ctx
             .usage()
             .after_model_call(&info.model, t, cost, replayed, || {
@@ -98,24 +150,60 @@ impl<'a> ModelCall<'a> {
     }
 }
 
-/// One complete (not streamed) model call of `ctx`'s invocation under its budgets and rate limits; a
-/// [`ModelError`] becomes an [`AgentError`] through `failed`, and a spent budget may suspend it
-/// ([`Stop::Suspended`]).
+/// One complete (not streamed) model call of `ctx`'s invocation under its budgets and rate limits, for
+/// `purpose` (`summary`, `choose`, ...: a call that is not a turn of an agent's loop); a [`ModelError`]
+/// becomes an [`AgentError`] through `failed`, and a spent budget may suspend it ([`Stop::Suspended`]). The
+/// request and its answer are journaled with the invocation (SPEC.md §4: every model call is kept with the
+/// step).
 ///
 /// # Errors
-/// As [`ModelCall::begin`] and [`ModelCall::end`], and the model's error through `failed`.
+/// As [`ModelCall::begin`] and [`ModelCall::end`], the model's error through `failed`, or the journal write.
 pub async fn call_model(
     ctx: &InvocationContext,
     model: &ChatModelRef,
     request: ChatRequest,
+    purpose: &str,
     failed: impl FnOnce(ModelError) -> AgentError,
 ) -> Result<ChatResponse, Stop> {
-    let mut call = ModelCall::begin(ctx, model).await?;
-    if let Some(response) = call.replayed() {
-        call.end(&response, true).await?;
-        return Ok(response);
+    let mut call = ModelCall::begin(ctx, model, &request).await?;
+    let kept = call.replayed();
+    let entry = ctx.calls().journaled().then(|| {
+        let messages = request.messages.iter().filter_map(|m| serde_json::to_value(m).ok()).collect();
+        (messages, request_options(&request))
+    });
+    let response = match kept {
+        Some(response) => {
+            // Kept from before a budget suspension (which journaled nothing), or recorded.
+            call.end(&response, true).await?;
+            response
+        }
+        None => {
+            let response = call.run(model.chat(request)).await.map_err(failed)?;
+            call.end(&response, false).await?;
+            response
+        }
+    };
+    if let Some((messages, options)) = entry {
+        let info = model.info();
+        let t = response.usage;
+        let usage = agentic_engine::budget::Usage {
+            input_tokens: t.input,
+            output_tokens: t.output,
+            model_calls: 1,
+            cost_usd: info.prices.map(|p| p.cost(t.input, t.output)),
+            models: vec![info.model.clone()],
+        };
+        let entry = ModelTurnEntry {
+            turn: 0,
+            model: info.model.clone(),
+            request: messages,
+            options: (!options.is_empty()).then_some(options),
+            purpose: Some(purpose.to_string()),
+            response: serde_json::to_value(&response).unwrap_or(Value::Null),
+            usage,
+            at_us: agentic_engine::now_ms() * 1000,
+        };
+        ctx.calls().record(vec![CallEntry::Model(entry)], false).await?;
     }
-    let response = call.run(model.chat(request)).await.map_err(failed)?;
-    call.end(&response, false).await?;
     Ok(response)
 }

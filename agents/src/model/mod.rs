@@ -36,7 +36,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 pub(crate) use call::report_rate_limited;
-pub use call::{ModelCall, call_model};
+pub use call::{ModelCall, call_model, recorded_request, request_options};
 pub use error::ModelError;
 pub(crate) use error::shorten as shorten_text;
 pub use local::{

@@ -8,7 +8,7 @@ mod human;
 mod run;
 mod usage;
 
-pub use calls::CallsView;
+pub use calls::{CallsView, TapedCall};
 pub use human::HumanView;
 pub use run::RunView;
 pub use usage::UsageView;

@@ -209,6 +209,8 @@ pub struct InvokeRequest {
     pub(super) listeners: Vec<ListenerRef>,
     /// The W3C `traceparent` the run continues (valid, or none).
     pub(super) traceparent: Option<Arc<str>>,
+    /// What the run records its calls on and answers them from.
+    pub(super) tape: Option<Arc<crate::recording::CallTape>>,
 }
 
 impl AgentRef {
@@ -229,6 +231,7 @@ impl AgentRef {
             registry: None,
             listeners: Vec::new(),
             traceparent: None,
+            tape: None,
         }
     }
 
@@ -311,6 +314,14 @@ impl InvokeRequest {
     /// passes the spec's name.
     pub fn run_name(mut self, name: impl Into<String>) -> Self {
         self.run_name = Some(name.into());
+        self
+    }
+
+    /// Records the run's model and tool calls on `tape`, and answers them from it when it replays a recording
+    /// or reuses an earlier run's calls (SPEC.md §5; [`crate::CallTape`]). Agents reach it through
+    /// [`crate::CallsView::tape`].
+    pub fn call_tape(mut self, tape: Arc<crate::recording::CallTape>) -> Self {
+        self.tape = Some(tape);
         self
     }
 

@@ -220,6 +220,7 @@ impl RunSession {
             first_seq: image.seq,
             group: registry.actor_name(&run_id),
             traceparent: req.traceparent,
+            tape: req.tape,
             budgets,
             restoring,
         });

@@ -55,6 +55,8 @@ pub(crate) struct RunShared {
     pub(crate) traceparent: Option<Arc<str>>,
     /// Whether an agent of the run has a budget: only then do model calls ask the actor's ledger.
     pub(crate) budgets: bool,
+    /// What the run records its model and tool calls on and answers them from ([`crate::CallTape`]).
+    pub(crate) tape: Option<Arc<crate::recording::CallTape>>,
     /// Whether an async agent was started (the run's last step then cannot ride on its final commit).
     async_started: AtomicBool,
     /// Whether the actor may hold the saved state of composites in progress (a resume, a restart of the
@@ -78,6 +80,8 @@ pub(crate) struct HandleArgs {
     pub(crate) traceparent: Option<Arc<str>>,
     /// Whether an agent of the run has a budget (the actor holds the ledger).
     pub(crate) budgets: bool,
+    /// The run's call tape.
+    pub(crate) tape: Option<Arc<crate::recording::CallTape>>,
     /// Whether the actor was given composites or journaled calls to restore.
     pub(crate) restoring: bool,
 }
@@ -100,6 +104,7 @@ impl RunHandle {
             subscribers: Subscribers::new(setup.group),
             traceparent: setup.traceparent,
             budgets: setup.budgets,
+            tape: setup.tape,
             async_started: AtomicBool::new(false),
             may_restore: AtomicBool::new(setup.restoring),
         }))
