@@ -61,6 +61,10 @@ pub struct RecordedCall {
     /// What came back: a model's answer (`{"message", "usage", ...}`), a tool's `{"result": ..}` or
     /// `{"error": ".."}`.
     pub response: Value,
+    /// The evaluation case whose run made it (`agentic eval --record`: one recording for a whole dataset,
+    /// `<case id>` or `<case id>#k` for repeat k); absent in a single run's recording.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case: Option<String>,
 }
 
 /// The lowercase hex SHA-256 of the RFC 8785 canonical JSON of `request`: what a replayed call is matched on.
@@ -440,6 +444,7 @@ impl CallTape {
             request,
             request_hash: hash,
             response,
+            case: None,
         };
         lock(&self.state).recorded.push(call);
     }
@@ -504,6 +509,7 @@ pub fn recorded_calls(records: &[StepRecord], names: &std::collections::BTreeMap
                         request,
                         request_hash,
                         response: turn.response.clone(),
+                        case: None,
                     });
                     at.models += 1;
                 }
@@ -523,6 +529,7 @@ pub fn recorded_calls(records: &[StepRecord], names: &std::collections::BTreeMap
                         request,
                         request_hash,
                         response,
+                        case: None,
                     });
                 }
                 CallEntry::Tool(call) => at.tool_seen = at.tool_seen.max(call.n.saturating_add(1)),
@@ -551,6 +558,7 @@ mod tests {
             request_hash: request_hash(&request),
             request,
             response,
+            case: None,
         }
     }
 
