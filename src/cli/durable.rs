@@ -819,7 +819,8 @@ fn where_of(call: &Value, key: &str) -> String {
 
 /// One journaled call as `show --calls` prints it, columns padded to the widths given:
 /// `7  root/1  clerk  tool charge #0  finished  {"amount":3}  -> {"ok":true}  by token` or
-/// `5  root/1  clerk  model gpt-4o turn 0  calls charge`. Long values are cut unless `all`.
+/// `5  root/1  clerk  model gpt-4o turn 0  calls charge` (`model gpt-4o choose` for a call besides the agent's
+/// loop). Long values are cut unless `all`.
 fn call_line(call: &Value, all: bool, seq_w: usize, path_w: usize, agent_w: usize) -> String {
     let value = |v: &Value| if all { v.to_string() } else { shown_value(v) };
     let text = |v: &Value| match v {
@@ -856,7 +857,12 @@ fn call_line(call: &Value, all: bool, seq_w: usize, path_w: usize, agent_w: usiz
             }
         }
         Some("model") => {
-            line.push_str(&format!("model {} turn {}", call["model"].as_str().unwrap_or("?"), call["turn"]));
+            let model = call["model"].as_str().unwrap_or("?");
+            match call["purpose"].as_str() {
+                // A call besides the agent's loop: a summary, a supervisor's choice, a decision.
+                Some(purpose) => line.push_str(&format!("model {model} {purpose}")),
+                None => line.push_str(&format!("model {model} turn {}", call["turn"])),
+            }
             let message = &call["response"]["message"];
             match message["content"].as_str() {
                 Some(content) if !content.is_empty() => {

@@ -200,4 +200,26 @@ async fn a_fork_reusing_calls_asks_the_model_only_what_changed() {
     let o = run(&store, &["fork", &run_id, "--at", "1", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(seen.lock().unwrap().len(), 6);
+
+    // Over HTTP: `"reuse_calls": true` on the fork.
+    let served = crate::binary::Serve::on(&store).start();
+    let http = reqwest::Client::new();
+    for (reuse, requests) in [(true, 6), (false, 9)] {
+        let url = format!("{}/api/v1/runs/{run_id}/fork", served.url);
+        let response = http.post(url).json(&json!({"at_seq": 1, "reuse_calls": reuse})).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 201);
+        let fork = response.json::<Value>().await.unwrap()["run_id"].as_str().unwrap().to_string();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let run = loop {
+            let run: Value =
+                http.get(format!("{}/api/v1/runs/{fork}", served.url)).send().await.unwrap().json().await.unwrap();
+            if run["status"] == "completed" {
+                break run;
+            }
+            assert!(std::time::Instant::now() < deadline, "{run}");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        assert_eq!(run["output"], original["output"]);
+        assert_eq!(seen.lock().unwrap().len(), requests, "reuse_calls: {reuse}");
+    }
 }
