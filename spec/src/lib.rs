@@ -150,7 +150,7 @@ pub use model::{
     SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
 pub use model::{DeadlineDef, OnTimeoutDef, WaitDef};
-pub use models::{LOCAL_NOT_BUILT, decision_model_from_def, model_from_def};
+pub use models::{LOCAL_NOT_BUILT, decision_model_from_def, model_from_def, replay_stand_in};
 pub use node::Pos;
 pub use params::{InputError, ParamDef, ParamType};
 pub use pinned::{RunSpec, RunSpecError, check_structure, read_spec_file, run_spec, upgrade_run};
@@ -445,6 +445,23 @@ impl Spec {
             (d.name.clone(), agentic_agents::model::ChatModelRef::new(stand_in))
         });
         self.build_with(&BuildContext::new().models(stand_ins))
+    }
+
+    /// Builds the spec for a replay (SPEC.md §5): as [`Spec::build`], but a model this process cannot build (a
+    /// `provider: local` entry in a build without the provider) is a [`replay_stand_in`] reporting the name
+    /// the provider's model would, so a recording made with the real model answers the run.
+    ///
+    /// # Errors
+    /// As [`Spec::build`], but for the models' providers.
+    pub fn build_for_replay(&self) -> Result<BuiltSpec, SpecErrors> {
+        if let Ok(built) = self.build() {
+            return Ok(built);
+        }
+        let models = self.models.iter().map(|d| {
+            let model = model_from_def(d).unwrap_or_else(|_| replay_stand_in(d));
+            (d.name.clone(), model)
+        });
+        self.build_with(&BuildContext::new().models(models))
     }
 
     /// The path each agent reachable from the root will have in the built tree (`root`, `root/1/0`): a

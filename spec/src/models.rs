@@ -74,6 +74,38 @@ fn provider_model(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
     }
 }
 
+/// What stands in for the model of `def` in a replay (SPEC.md §5) when this process cannot build it (a
+/// `provider: local` entry in a build without the provider): a model that reports the name the provider's
+/// model would report — so that the requests it is asked match the recording's — with the entry's prices and
+/// limits, and answers nothing (a call the recording does not hold fails, saying the script is empty).
+pub fn replay_stand_in(def: &ModelDef) -> ChatModelRef {
+    let name = match &def.provider {
+        ModelProvider::OpenAi { model, .. } => model.clone().unwrap_or_else(|| DEFAULT_OPENAI_MODEL.to_string()),
+        ModelProvider::Scripted { .. } => def.name.clone(),
+        ModelProvider::Local { model_path } => match local_override() {
+            Some(_) => std::env::var("OPENAI_MODEL")
+                .ok()
+                .filter(|m| !m.trim().is_empty())
+                .unwrap_or_else(|| DEFAULT_OPENAI_MODEL.to_string()),
+            None => {
+                let path = model_path
+                    .as_deref()
+                    .map(std::path::PathBuf::from)
+                    .unwrap_or_else(agentic_agents::model::default_local_model_path);
+                path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+            }
+        },
+    };
+    let mut model = ChatModelRef::new(ScriptedModel::new(Vec::<&str>::new()).named(name));
+    if let Some(prices) = def.prices {
+        model = model.with_prices(prices);
+    }
+    if !def.limits.is_empty() {
+        model = model.with_limits(def.limits);
+    }
+    model
+}
+
 /// The decision model a `models.<name>` entry describes, when it is one of its own: a `scripted` entry with
 /// `decisions` is an [`agentic_agents::decision::ScriptedDecisionModel`] named after the entry, giving the decisions in
 /// order (each an object with one answer per question name, or the answer itself for a one-question

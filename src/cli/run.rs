@@ -19,7 +19,11 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     // A server holding the store builds the spec with its own models (its environment, not this one's): here
     // a build the models' providers fail is enough for the checks, unless this process runs the spec itself.
     let mut not_here = None;
-    let built = match spec.build() {
+    // A replay answers every model call from its recording: a model this binary cannot build (`provider:
+    // local` without the feature) stands in under the name it would report.
+    let replaying = args.replay.is_some() || args.replay_run.is_some();
+    let built = if replaying { spec.build_for_replay() } else { spec.build() };
+    let built = match built {
         Ok(built) => built,
         Err(errors) => match super::remote::Remote::find(&args.store.store).map(|_| spec.build_with_stand_ins()) {
             Some(Ok(built)) => {

@@ -38,6 +38,7 @@ mod planners_supervisor;
 mod planners_workflow;
 mod public_surface;
 mod rate_limits;
+mod recordings;
 mod report_run;
 mod spec_custom_kind;
 mod spec_error_handler;
