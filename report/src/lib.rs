@@ -42,12 +42,15 @@
 //! path.
 
 mod escape;
+mod eval;
 mod model;
 mod monitor;
 mod page;
 mod topology;
 
 use std::path::{Path, PathBuf};
+
+pub use eval::{RunLinks, eval_report, run_report_file};
 
 use agentic_engine::{AgentMonitor, MonitoredSession, RunRecord, StepRecord, StoreError, StoreRef, TopologyNode};
 
@@ -71,6 +74,23 @@ pub enum ReportError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// An evaluation's results document (`agentic eval --out`) lacks a field the page needs, or has it with
+    /// another type.
+    #[error(
+        "the evaluation results {}",
+        match .found {
+            Some(found) => format!("have `{field}` as {found}, not {expected}"),
+            None => format!("have no `{field}` ({expected})"),
+        }
+    )]
+    BadResults {
+        /// The field's path in the document, e.g. `cases[1].id` or `summary.pass_rate`.
+        field: String,
+        /// What it should be: `a string`, `a boolean`, `a number`, `an array`, `an object`.
+        expected: &'static str,
+        /// What it is instead, when it is there (`null` counts as absent).
+        found: Option<&'static str>,
+    },
     /// The report file could not be written.
     #[error("cannot write the report to {}: {source}", path.display())]
     Write {
