@@ -179,6 +179,8 @@ struct Counts {
     failed: usize,
     regressions: usize,
     flaky: usize,
+    /// The cases whose section is open at first (failed or flaky), when they are few.
+    attention: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -211,6 +213,10 @@ struct Case {
     pass_at_n: Option<String>,
     passed_share: Option<String>,
     repeats: Vec<Repeat>,
+    /// The columns of the repeats' table: the evaluators that judged this case or one of its repeats.
+    repeat_evaluators: Vec<Evaluator>,
+    /// How many repeats passed.
+    repeats_passed: usize,
 }
 
 /// One evaluator's result in a case (or a repeat).
@@ -634,10 +640,20 @@ fn build(doc: &Value, links: Option<&RunLinks>) -> Result<Page, ReportError> {
             opt(c, &at, "flaky", Kind::Bool)?.and_then(Value::as_bool).unwrap_or(false) || flaky_ids.contains(&id);
         let pass_at_n = match c.get("pass_at_n") {
             None | Some(Value::Null) => None,
-            Some(Value::Bool(b)) => Some(if *b { "passed".to_string() } else { "failed".to_string() }),
+            Some(Value::Bool(b)) => Some(if *b { "yes".to_string() } else { "no".to_string() }),
             Some(Value::Number(n)) => Some(n.as_f64().map(percent).unwrap_or_else(|| n.to_string())),
             Some(other) => Some(other.to_string()),
         };
+        // The repeats' columns: the evaluators that judged this case or one of its repeats.
+        let repeat_evaluators: Vec<Evaluator> = evaluators
+            .iter()
+            .filter(|e| {
+                let of = |rs: &[Verdict]| rs.iter().any(|r| r.evaluator == e.name);
+                of(&results) || repeats.iter().any(|r| of(&r.results))
+            })
+            .map(|e| Evaluator { name: e.name.clone(), kind: e.kind.clone() })
+            .collect();
+        let repeats_passed = repeats.iter().filter(|r| r.passed).count();
         let mut reps = Vec::with_capacity(repeats.len());
         for (k, Entry { obj: r, at: rat, passed: rpassed, results: rresults }) in repeats.into_iter().enumerate() {
             let rid = opt_str(r, &rat, "run_id")?;
@@ -646,7 +662,7 @@ fn build(doc: &Value, links: Option<&RunLinks>) -> Result<Page, ReportError> {
                 run_href: href(links, rid.as_deref()),
                 run_id: rid,
                 passed: rpassed,
-                cells: cells(&rresults, &evaluators),
+                cells: cells(&rresults, &repeat_evaluators),
                 output: r.get("output").filter(|v| !v.is_null()).map(|v| truncate(&shown(v), 400)),
                 error: error_of(r),
                 latency: opt_f64(r, &rat, "latency_ms")?.map(latency_ms),
@@ -672,6 +688,8 @@ fn build(doc: &Value, links: Option<&RunLinks>) -> Result<Page, ReportError> {
             pass_at_n,
             passed_share: opt_f64(c, &at, "passed_share")?.map(percent),
             repeats: reps,
+            repeat_evaluators,
+            repeats_passed,
             id,
         });
     }
@@ -729,6 +747,7 @@ fn build(doc: &Value, links: Option<&RunLinks>) -> Result<Page, ReportError> {
         failed: cases.iter().filter(|c| !c.passed).count(),
         regressions: cases.iter().filter(|c| c.regression).count(),
         flaky: cases.iter().filter(|c| c.flaky).count(),
+        attention: cases.iter().filter(|c| !c.passed || c.flaky).count(),
     };
     let name = header.spec.clone().or_else(|| header.eval_id.clone()).unwrap_or_else(|| "evaluation".into());
     Ok(Page {
@@ -912,10 +931,10 @@ mod tests {
         let html =
             eval_report(&three_cases(), Some(&RunLinks::Server { base: "http://127.0.0.1:8080/".into() })).unwrap();
         let section = &html[html.find(r#"id="case-3""#).unwrap()..];
-        assert!(section.contains("<h4>Repeats · pass@2 passed · 50% passed</h4>"));
+        assert!(section.contains("<h4>Repeats · 1 of 2 passed (50%) · pass@2: yes</h4>"));
         assert!(section.contains(concat!(
             r#"<tr class="repeat c-fail"><td class="num">2</td><td><span class="mark m-fail">failed</span></td>"#,
-            r#"<td class="ev ev-none">–</td><td class="ev ev-fail" title="no answer">✗ <span class="score">0.10</span></td>"#,
+            r#"<td class="ev ev-fail" title="no answer">✗ <span class="score">0.10</span></td>"#,
             r#"<td class="num">30.0 s</td><td class="rep-out"><span class="err-text">model timed out</span></td>"#,
             r#"<td class="run"><a href="http://127.0.0.1:8080/runs/eval%3Ae-42%3Agreeting%232" title="eval:e-42:greeting#2">report</a></td></tr>"#,
         )));

@@ -33,7 +33,20 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Every string that comes from a model, a human or the state is escaped: the page template is rendered by
+//! The page of an evaluation (`agentic eval --report`) comes from its results document, what
+//! `agentic eval --out` writes ([`eval_report`]): the pass rate, the regressions and flaky cases, a table of
+//! cases × evaluators with a filter, and per case its inputs, its output as a line diff against the expected
+//! value, its repeats and a link to its run's report ([`RunLinks`]).
+//!
+//! ```no_run
+//! # fn demo(results: serde_json::Value) -> Result<(), agentic_report::ReportError> {
+//! use agentic_report::{RunLinks, eval_report, write_report};
+//! let html = eval_report(&results, Some(&RunLinks::Files { dir: "runs".into() }))?;
+//! write_report("eval.html", &html)?;
+//! # Ok(()) }
+//! ```
+//!
+//! Every string that comes from a model, a human, a dataset or the state is escaped: the page template is rendered by
 //! minijinja with HTML auto-escaping, the SVG is built with explicit escaping, and the data the page's script
 //! reads is JSON inside `<script type="application/json">` with `<`, `>` and `&` escaped, displayed with
 //! `textContent` only.
