@@ -32,6 +32,8 @@ const MAX_DIFF_LINES: usize = 2_000;
 const DIFF_CONTEXT: usize = 4;
 /// The most characters of a value shown in full (inputs, a repeat's output).
 const MAX_VALUE_CHARS: usize = 20_000;
+/// The most characters of one line of a diff shown.
+const MAX_LINE_CHARS: usize = 2_000;
 
 /// How the evaluation page links each case's run to that run's report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -432,7 +434,7 @@ fn line_diff(expected: &str, output: &str) -> Vec<DiffLine> {
                     ChangeTag::Delete => "del",
                     ChangeTag::Insert => "add",
                 };
-                let text = change.value().trim_end_matches(['\n', '\r']).to_string();
+                let text = truncate(change.value().trim_end_matches(['\n', '\r']), MAX_LINE_CHARS);
                 lines.push(DiffLine { tag, text });
             }
             shown_to = op.old_range().end;
