@@ -33,7 +33,20 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Every string that comes from a model, a human or the state is escaped: the page template is rendered by
+//! The page of an evaluation (`agentic eval --report`) comes from its results document, what
+//! `agentic eval --out` writes ([`eval_report`]): the pass rate, the regressions and flaky cases, a table of
+//! cases × evaluators with a filter, and per case its inputs, its output as a line diff against the expected
+//! value, its repeats and a link to its run's report ([`RunLinks`]).
+//!
+//! ```no_run
+//! # fn demo(results: serde_json::Value) -> Result<(), agentic_report::ReportError> {
+//! use agentic_report::{RunLinks, eval_report, write_report};
+//! let html = eval_report(&results, Some(&RunLinks::Files { dir: "runs".into() }))?;
+//! write_report("eval.html", &html)?;
+//! # Ok(()) }
+//! ```
+//!
+//! Every string that comes from a model, a human, a dataset or the state is escaped: the page template is rendered by
 //! minijinja with HTML auto-escaping, the SVG is built with explicit escaping, and the data the page's script
 //! reads is JSON inside `<script type="application/json">` with `<`, `>` and `&` escaped, displayed with
 //! `textContent` only.
@@ -42,12 +55,15 @@
 //! path.
 
 mod escape;
+mod eval;
 mod model;
 mod monitor;
 mod page;
 mod topology;
 
 use std::path::{Path, PathBuf};
+
+pub use eval::{RunLinks, eval_report, run_report_file};
 
 use agentic_engine::{AgentMonitor, MonitoredSession, RunRecord, StepRecord, StoreError, StoreRef, TopologyNode};
 
@@ -71,6 +87,23 @@ pub enum ReportError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// An evaluation's results document (`agentic eval --out`) lacks a field the page needs, or has it with
+    /// another type.
+    #[error(
+        "the evaluation results {}",
+        match .found {
+            Some(found) => format!("have `{field}` as {found}, not {expected}"),
+            None => format!("have no `{field}` ({expected})"),
+        }
+    )]
+    BadResults {
+        /// The field's path in the document, e.g. `cases[1].id` or `summary.pass_rate`.
+        field: String,
+        /// What it should be: `a string`, `a boolean`, `a number`, `an array`, `an object`.
+        expected: &'static str,
+        /// What it is instead, when it is there (`null` counts as absent).
+        found: Option<&'static str>,
+    },
     /// The report file could not be written.
     #[error("cannot write the report to {}: {source}", path.display())]
     Write {

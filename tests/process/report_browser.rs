@@ -22,7 +22,7 @@ use serde_json::json;
 
 const PROBE: &str = r#"<img src=x onerror="document.body.dataset.xss=1">"#;
 
-fn chromium() -> Option<PathBuf> {
+pub(crate) fn chromium() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("AGENTIC_CHROMIUM") {
         return Some(PathBuf::from(p));
     }
@@ -40,7 +40,13 @@ fn chromium() -> Option<PathBuf> {
 }
 
 /// Runs headless Chromium on `page` with `extra` arguments; returns (stdout, stderr).
-fn run_chromium(browser: &Path, page: &Path, extra: &[&str]) -> (String, String) {
+pub(crate) fn run_chromium(browser: &Path, page: &Path, extra: &[&str]) -> (String, String) {
+    run_chromium_url(browser, &format!("file://{}", page.display()), extra)
+}
+
+/// Runs headless Chromium on the address `url` (e.g. a page's `file://` address with a `#fragment`) with
+/// `extra` arguments; returns (stdout, stderr).
+pub(crate) fn run_chromium_url(browser: &Path, url: &str, extra: &[&str]) -> (String, String) {
     let profile = tempfile::tempdir().unwrap();
     let mut child = Command::new(browser)
         .args([
@@ -59,7 +65,7 @@ fn run_chromium(browser: &Path, page: &Path, extra: &[&str]) -> (String, String)
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(extra)
-        .arg(format!("file://{}", page.display()))
+        .arg(url)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -76,7 +82,7 @@ fn run_chromium(browser: &Path, page: &Path, extra: &[&str]) -> (String, String)
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("chromium did not finish within 120 s on {}", page.display());
+            panic!("chromium did not finish within 120 s on {url}");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -84,13 +90,13 @@ fn run_chromium(browser: &Path, page: &Path, extra: &[&str]) -> (String, String)
 }
 
 /// Console errors Chromium logged (uncaught exceptions and `console.error`).
-fn console_errors(log: &str) -> Vec<&str> {
+pub(crate) fn console_errors(log: &str) -> Vec<&str> {
     log.lines()
         .filter(|l| l.contains("Uncaught") || (l.contains("CONSOLE") && (l.contains("Error") || l.contains("error"))))
         .collect()
 }
 
-fn out_dir() -> PathBuf {
+pub(crate) fn out_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("report");
     std::fs::create_dir_all(&dir).unwrap();
     dir
