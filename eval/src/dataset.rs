@@ -225,7 +225,7 @@ mod tests {
                 "d.jsonl: line 7: case `c`: `inputs` must be an object, found an array",
                 "d.jsonl: line 8: case `d`: `metadata` must be an object, found a string",
                 "d.jsonl: line 9: duplicate id `a` (first on line 1)",
-                "d.jsonl: line 10: invalid JSON: EOF while parsing an object",
+                "d.jsonl: line 10: invalid JSON: EOF while parsing a value",
             ]
         );
     }

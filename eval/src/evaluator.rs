@@ -864,3 +864,244 @@ fn distance(a: &str, b: &str) -> usize {
     }
     row[b.len()]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentic_agents::model::ScriptedModel;
+
+    const SPEC: &str = "version: 1\nroot: main\nmodels:\n  grader: { provider: scripted, replies: [] }\nagents:\n  main: { kind: sequence, agents: [classify, reply] }\n  classify: { kind: compute, value: \"'refund'\", output_key: category }\n  reply: { kind: compute, template: \"ok\", output_key: answer }\n";
+
+    /// The evaluators of `evals` (YAML, the list's items) under [`SPEC`], or the errors as text.
+    fn read(evals: &str) -> Result<Vec<Evaluator>, Vec<String>> {
+        let spec = Spec::parse(&format!("{SPEC}evals:\n{evals}"), "spec.yaml").map_err(|e| vec![e.to_string()])?;
+        Evaluator::of_spec(&spec).map_err(|e| e.iter().map(ToString::to_string).collect())
+    }
+
+    fn one(evals: &str) -> Evaluator {
+        read(evals).unwrap_or_else(|e| panic!("{e:?}")).remove(0)
+    }
+
+    fn seen(output: Value, expected: Option<Value>) -> Observation {
+        Observation {
+            output,
+            expected,
+            inputs: json!({"ticket": "my money back"}).as_object().cloned().unwrap_or_default(),
+            state: json!({"category": "refund"}).as_object().cloned().unwrap_or_default(),
+            trajectory: vec!["main".to_string(), "classify".to_string(), "reply".to_string()],
+            usage: RunUsage { input_tokens: 200, output_tokens: 100, model_calls: 2, cost_usd: Some(0.0015) },
+            latency_ms: 40,
+        }
+    }
+
+    async fn outcome(e: &Evaluator, seen: &Observation) -> (bool, f64, Option<String>) {
+        let r = e.evaluate(seen, &Judges::default()).await;
+        (r.passed, r.score, r.reason)
+    }
+
+    #[tokio::test]
+    async fn equals_compares_the_output_or_a_value_with_expected() {
+        let e = one("  - { kind: equals, name: category }\n");
+        assert_eq!(e.name, "category");
+        assert_eq!(outcome(&e, &seen(json!("refund"), Some(json!("refund")))).await, (true, 1.0, None));
+        assert_eq!(
+            outcome(&e, &seen(json!("billing"), Some(json!("refund")))).await,
+            (false, 0.0, Some(r#"output "billing" != expected "refund""#.to_string()))
+        );
+        assert_eq!(outcome(&e, &seen(json!({"n": 1}), Some(json!({"n": 1.0})))).await.0, true, "numbers by value");
+        assert_eq!(
+            outcome(&e, &seen(json!("x"), None)).await,
+            (false, 0.0, Some("the case has no `expected` to compare with".to_string()))
+        );
+        let v = one("  - { kind: equals, value: \"state.category | upper\" }\n");
+        assert_eq!(
+            outcome(&v, &seen(json!("x"), Some(json!("refund")))).await,
+            (false, 0.0, Some(r#"`state.category | upper` "REFUND" != expected "refund""#.to_string()))
+        );
+    }
+
+    #[tokio::test]
+    async fn contains_looks_for_the_expected_text_or_its_own() {
+        let e = one("  - { kind: contains }\n");
+        assert_eq!(outcome(&e, &seen(json!("We will refund you."), Some(json!("refund")))).await, (true, 1.0, None));
+        assert_eq!(
+            outcome(&e, &seen(json!("We will Refund you."), Some(json!("refund")))).await,
+            (false, 0.0, Some(r#"output "We will Refund you." does not contain "refund""#.to_string()))
+        );
+        let i = one("  - { kind: contains, text: \"{{ inputs.ticket | upper }}\", ignore_case: true }\n");
+        assert_eq!(outcome(&i, &seen(json!("about MY money back"), None)).await, (true, 1.0, None));
+        let j = one("  - { kind: contains, text: '\"a\":1' }\n");
+        assert_eq!(outcome(&j, &seen(json!({"a": 1}), None)).await.0, true, "a JSON output as its text");
+    }
+
+    #[tokio::test]
+    async fn regex_matches_the_output_as_text() {
+        let e = one("  - { kind: regex, pattern: '^(refund|billing)$' }\n");
+        assert_eq!(outcome(&e, &seen(json!("refund"), None)).await, (true, 1.0, None));
+        assert_eq!(
+            outcome(&e, &seen(json!("other"), None)).await,
+            (false, 0.0, Some(r#"output "other" does not match /^(refund|billing)$/"#.to_string()))
+        );
+    }
+
+    #[tokio::test]
+    async fn schema_validates_the_output() {
+        let e = one("  - kind: schema\n    schema: { type: object, required: [category], properties: { category: { enum: [refund, billing] } } }\n");
+        assert_eq!(outcome(&e, &seen(json!({"category": "refund"}), None)).await, (true, 1.0, None));
+        assert_eq!(
+            outcome(&e, &seen(json!({"category": "other"}), None)).await,
+            (false, 0.0, Some(r#"output does not match the schema at /category: "other" is not one of "refund" or "billing""#.to_string()))
+        );
+        let (passed, _, reason) = outcome(&e, &seen(json!("text"), None)).await;
+        assert_eq!((passed, reason.as_deref()), (false, Some(r#"output does not match the schema: "text" is not of type "object""#)));
+    }
+
+    #[tokio::test]
+    async fn expression_is_a_truth_or_a_score() {
+        let e = one("  - { kind: expression, check: \"output == expected and latency_ms < 1000 and usage.model_calls == 2\" }\n");
+        assert_eq!(outcome(&e, &seen(json!("a"), Some(json!("a")))).await, (true, 1.0, None));
+        assert_eq!(
+            outcome(&e, &seen(json!("a"), Some(json!("b")))).await,
+            (false, 0.0, Some("`output == expected and latency_ms < 1000 and usage.model_calls == 2` is false".to_string()))
+        );
+        let s = one("  - { kind: expression, check: \"(output | length) / 10\", threshold: 0.3 }\n");
+        assert_eq!(outcome(&s, &seen(json!("abcd"), None)).await, (true, 0.4, None));
+        assert_eq!(
+            outcome(&s, &seen(json!("ab"), None)).await,
+            (false, 0.2, Some("`(output | length) / 10` scored 0.2, below the threshold 0.3".to_string()))
+        );
+        let t = one("  - { kind: expression, check: \"trajectory | select('equalto', 'reply') | list\" }\n");
+        assert_eq!(outcome(&t, &seen(json!(null), None)).await, (true, 1.0, None));
+        let u = one("  - { kind: expression, check: \"output.missing.deeper\" }\n");
+        let (passed, score, reason) = outcome(&u, &seen(json!("x"), None)).await;
+        assert_eq!((passed, score), (false, 0.0));
+        assert!(reason.unwrap_or_default().starts_with("`output.missing.deeper` cannot be evaluated: "));
+    }
+
+    #[tokio::test]
+    async fn trajectory_checks_the_agents_that_ran() {
+        let e = one("  - { kind: trajectory, must_run: [classify], must_not_run: [reply], order: [reply, classify], max_steps: 2 }\n");
+        let (passed, score, reason) = outcome(&e, &seen(json!(null), None)).await;
+        assert_eq!((passed, score), (false, 0.0));
+        assert_eq!(
+            reason.as_deref(),
+            Some(
+                "agent `reply` ran; the agents did not run in the order reply → classify (ran: main, classify, reply); \
+                 3 steps, more than max_steps 2"
+            )
+        );
+        let ok = one("  - { kind: trajectory, must_run: [classify, reply], order: [classify, reply], max_steps: 3 }\n");
+        assert_eq!(outcome(&ok, &seen(json!(null), None)).await, (true, 1.0, None));
+    }
+
+    #[tokio::test]
+    async fn cost_holds_every_limit() {
+        let e = one("  - { kind: cost, max_tokens: 250, max_model_calls: 1, max_cost_usd: 0.001 }\n");
+        assert_eq!(
+            outcome(&e, &seen(json!(null), None)).await.2.as_deref(),
+            Some("300 tokens, more than max_tokens 250; 2 model calls, more than max_model_calls 1; cost $0.0015, more than max_cost_usd 0.001")
+        );
+        let ok = one("  - { kind: cost, max_tokens: 300, max_cost_usd: 0.01 }\n");
+        assert_eq!(outcome(&ok, &seen(json!(null), None)).await, (true, 1.0, None));
+        let mut unpriced = seen(json!(null), None);
+        unpriced.usage.cost_usd = None;
+        assert_eq!(
+            outcome(&ok, &unpriced).await.2.as_deref(),
+            Some("the cost is not known: the models called have no `prices`")
+        );
+    }
+
+    #[tokio::test]
+    async fn judge_asks_the_model_for_a_score() {
+        let e = one("  - { kind: judge, model: grader, rubric: \"Is {{ output }} polite?\", threshold: 0.7 }\n");
+        let model = ScriptedModel::new([
+            r#"{"score": 0.8, "reason": "polite"}"#,
+            "Here: {\"score\": 0.5, \"reason\": \"curt\"}",
+            "I like it",
+            r#"{"score": 3, "reason": "x"}"#,
+        ]);
+        let judges = Judges::default().with_model("grader", ChatModelRef::new(model.clone()));
+        let s = seen(json!("Thank you!"), None);
+        let r = e.evaluate(&s, &judges).await;
+        assert_eq!((r.passed, r.score, r.reason.as_deref()), (true, 0.8, Some("polite")));
+        let asked = model.requests();
+        assert_eq!(asked[0].messages.last().map(ChatMessage::text), Some("Is Thank you! polite?"));
+        let r = e.evaluate(&s, &judges).await;
+        assert_eq!((r.passed, r.score, r.reason.as_deref()), (false, 0.5, Some("score 0.5 is below the threshold 0.7: curt")));
+        let r = e.evaluate(&s, &judges).await;
+        assert_eq!(
+            (r.passed, r.reason.as_deref()),
+            (false, Some(r#"the judge model `grader` answered "I like it": no JSON object {"score", "reason"}"#))
+        );
+        let r = e.evaluate(&s, &judges).await;
+        assert_eq!(
+            (r.passed, r.reason.as_deref()),
+            (false, Some(r#"the judge model `grader` answered "{\"score\": 3, \"reason\": \"x\"}": the score 3 is not between 0 and 1"#))
+        );
+    }
+
+    #[test]
+    fn names_default_to_the_kind_then_numbered() {
+        let names: Vec<String> = read("  - { kind: equals }\n  - { kind: regex, pattern: x }\n  - { kind: equals, value: output }\n  - { kind: equals, name: third }\n")
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(names, ["equals", "regex", "equals#2", "third"]);
+        assert_eq!(
+            read("  - { kind: equals }\n  - { kind: regex, pattern: x, name: equals }\n").unwrap_err(),
+            ["spec.yaml:11:38: field `evals[1].name`: duplicate evaluator name `equals` (first at line 10, column 5); give each a `name`"]
+        );
+    }
+
+    #[test]
+    fn bad_entries_are_located() {
+        let errors = read(concat!(
+            "  - { kind: equal }\n",
+            "  - { kind: regex, pattern: '(' }\n",
+            "  - { kind: expression, check: 'output ==' }\n",
+            "  - { kind: judge, model: nobody, rubric: x }\n",
+            "  - { kind: contains, txt: x }\n",
+            "  - { kind: expression, check: ouput }\n",
+            "  - { kind: trajectory, must_run: [clasify] }\n",
+            "  - { kind: cost }\n",
+            "  - { name: x }\n",
+            "  - { kind: judge, model: grader, rubric: x, threshold: 2 }\n",
+            "  - { kind: schema, schema: { type: 12 } }\n",
+        ))
+        .unwrap_err();
+        assert_eq!(errors.len(), 11, "{errors:#?}");
+        let expected = [
+            "spec.yaml:10:13: field `evals[0].kind`: unknown evaluator kind `equal` (did you mean `equals`?), expected one of `equals`, `contains`, `regex`, `schema`, `expression`, `trajectory`, `judge`, `cost`",
+            "spec.yaml:11:29: field `evals[1].pattern`: invalid regular expression: regex parse error: ( ^ error: unclosed group",
+            "spec.yaml:12:32: field `evals[2].check`: invalid expression: ",
+            "spec.yaml:13:27: field `evals[3].model`: model `nobody` is not in `models` (the spec's models: `grader`)",
+            "spec.yaml:14:23: field `evals[4]`: unknown field `txt` of a `contains` evaluator (did you mean `text`?), expected one of `text`, `ignore_case`, `name`",
+            "spec.yaml:15:32: field `evals[5].check`: unknown variable `ouput` (did you mean `output`?); the variables are `output`, `expected`, `inputs`, `state`, `trajectory`, `usage`, `latency_ms`",
+            "spec.yaml:16:35: field `evals[6].must_run`: no agent `clasify` in the spec (did you mean `classify`?)",
+            "spec.yaml:17:5: field `evals[7]`: a `cost` evaluator needs `max_tokens`, `max_model_calls` or `max_cost_usd`",
+            "spec.yaml:18:5: field `evals[8]`: missing field `kind` (one of `equals`, `contains`, `regex`, `schema`, `expression`, `trajectory`, `judge`, `cost`)",
+            "spec.yaml:19:57: field `evals[9].threshold`: expected a number between 0 and 1, found 2",
+            "spec.yaml:20:29: field `evals[10].schema`: invalid JSON schema: 12 is not valid under any of the schemas listed in the 'anyOf' keyword",
+        ];
+        for (got, want) in errors.iter().zip(expected) {
+            assert!(got.starts_with(want), "\n got: {got}\nwant: {want}…");
+        }
+    }
+
+    #[test]
+    fn an_evaluators_file_is_a_list_or_a_mapping() {
+        let spec = Spec::parse(SPEC, "spec.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let dir = std::env::temp_dir().join(format!("agentic-eval-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_default();
+        let file = dir.join("evals.yaml");
+        std::fs::write(&file, "evals:\n  - { kind: regex, pattern: '[' }\n").unwrap_or_default();
+        let errors = Evaluator::from_file(&file, &spec).unwrap_err();
+        assert!(errors.to_string().starts_with(&format!("{}:2:29: field `evals[0].pattern`: invalid regular expression", file.display())), "{errors}");
+        std::fs::write(&file, "- { kind: equals }\n").unwrap_or_default();
+        assert_eq!(Evaluator::from_file(&file, &spec).map(|e| e.len()).unwrap_or_default(), 1);
+        let missing = Evaluator::from_file(&dir.join("none.yaml"), &spec).unwrap_err();
+        assert!(missing.to_string().starts_with(&format!("{}: cannot read the evaluators: ", dir.join("none.yaml").display())), "{missing}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
