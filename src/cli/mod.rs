@@ -3,6 +3,7 @@
 mod args;
 mod crash;
 mod durable;
+mod eval;
 mod lease;
 mod progress;
 mod remote;
@@ -120,6 +121,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Show(args) => durable::show(args),
         Command::Report(args) => report::report(args),
         Command::Serve(args) => serve::serve(args),
+        Command::Eval(args) => eval::eval(args),
     };
     ExitCode::from(code)
 }
