@@ -252,7 +252,7 @@ pub struct ExportFilter {
 }
 
 /// Stored runs as dataset lines (`agentic eval export`, SPEC.md §6): `{"id": <run id>, "inputs": <the run's
-/// inputs>, "expected": <its output>, "metadata": {"spec", "status", "created_at"}}`, oldest first. A run's
+/// inputs>, "expected": <its output>, "metadata": {"name", "status", "created_at"}}`, oldest first. A run's
 /// inputs are those of its first turn; a run that did not complete has no `expected`.
 ///
 /// # Errors
@@ -284,7 +284,7 @@ pub async fn export(store: &StoreRef, filter: &ExportFilter) -> Result<Vec<Value
             }
         }
         let metadata = json!({
-            "spec": run.name,
+            "name": run.name,
             "status": run.status.to_string(),
             "created_at": agentic_engine::rfc3339_ms(run.created_at_ms),
         });

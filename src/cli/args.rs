@@ -354,7 +354,7 @@ pub(crate) struct EvalArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum EvalCommand {
     /// Print stored runs as dataset lines: `{"id": <run id>, "inputs": .., "expected": <its output>,
-    /// "metadata": {"spec", "status", "created_at"}}`, oldest first.
+    /// "metadata": {"name", "status", "created_at"}}`, oldest first.
     Export(EvalExportArgs),
 }
 
