@@ -205,7 +205,7 @@ fn bad_input_is_a_usage_error_naming_the_line_or_the_field() {
     let wrong = TICKETS.replace("{ kind: contains, text: \"on it\" }", "{ kind: regex, pattern: \"(on it\" }");
     let spec = write(dir.path(), "wrong.yaml", &wrong);
     let cases = write(dir.path(), "cases.jsonl", CASES);
-    let located = format!("{spec}:19:35: field `evals[1].pattern`: invalid regular expression: ");
+    let located = format!("{spec}:18:29: field `evals[1].pattern`: invalid regular expression: ");
     let o = agentic(&store, &["eval", &spec, &cases]);
     assert_eq!(o.status.code(), Some(64));
     assert!(stderr(&o).starts_with(&located), "{}", stderr(&o));
@@ -215,7 +215,7 @@ fn bad_input_is_a_usage_error_naming_the_line_or_the_field() {
     let unknown = write(dir.path(), "unknown.yaml", &TICKETS.replace("kind: trajectory,", "kind: trajectry,"));
     let o = agentic(&store, &["validate", &unknown]);
     assert_eq!(o.status.code(), Some(64));
-    assert!(stderr(&o).contains(":20:13: field `evals[2].kind`: unknown evaluator kind `trajectry` (did you mean `trajectory`?)"), "{}", stderr(&o));
+    assert!(stderr(&o).contains(":19:13: field `evals[2].kind`: unknown evaluator kind `trajectry` (did you mean `trajectory`?)"), "{}", stderr(&o));
     let o = agentic(&store, &["validate", &write(dir.path(), "ok.yaml", TICKETS)]);
     assert_eq!((o.status.code(), stdout(&o)), (Some(0), "ok: tickets (3 agents)\n".to_string()), "{}", stderr(&o));
 }
