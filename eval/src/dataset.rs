@@ -132,11 +132,7 @@ impl Dataset {
                     .to_string(),
             });
         }
-        if errors.is_empty() {
-            Ok(Dataset { file: file.to_string(), cases })
-        } else {
-            Err(DatasetErrors { errors })
-        }
+        if errors.is_empty() { Ok(Dataset { file: file.to_string(), cases }) } else { Err(DatasetErrors { errors }) }
     }
 }
 

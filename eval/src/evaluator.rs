@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use agentic_agents::{Expression, Template};
 use agentic_agents::model::{ChatMessage, ChatModelRef, ChatRequest, ResponseFormat};
+use agentic_agents::{Expression, Template};
 use agentic_engine::ScopeView;
 use agentic_spec::{EvalEntry, EvalField, Pos, Spec, SpecError, SpecErrors};
 use serde_json::{Map, Value, json};
@@ -301,11 +301,8 @@ fn contains(text: Option<&Template>, ignore_case: bool, seen: &Observation) -> (
         },
     };
     let haystack = as_text(&seen.output);
-    let found = if ignore_case {
-        haystack.to_lowercase().contains(&needle.to_lowercase())
-    } else {
-        haystack.contains(&needle)
-    };
+    let found =
+        if ignore_case { haystack.to_lowercase().contains(&needle.to_lowercase()) } else { haystack.contains(&needle) };
     boolean(found, || format!("output {} does not contain {}", shown_text(&haystack), shown_text(&needle)))
 }
 
@@ -429,7 +426,8 @@ async fn judge(
             "required": ["score", "reason"],
             "additionalProperties": false,
         });
-        request = request.response_format(ResponseFormat::JsonSchema { name: "judgement".to_string(), schema, strict: true });
+        request =
+            request.response_format(ResponseFormat::JsonSchema { name: "judgement".to_string(), schema, strict: true });
     }
     let answer = match chat.chat(request).await {
         Ok(answer) => answer.text().to_string(),
@@ -437,7 +435,9 @@ async fn judge(
     };
     match judgement(&answer) {
         Ok((score, reason)) if score >= threshold => (true, score, Some(reason)),
-        Ok((score, reason)) => (false, score, Some(format!("score {score} is below the threshold {threshold}: {reason}"))),
+        Ok((score, reason)) => {
+            (false, score, Some(format!("score {score} is below the threshold {threshold}: {reason}")))
+        }
         Err(why) => (false, 0.0, Some(format!("the judge model `{model}` answered {}: {why}", shown_text(&answer)))),
     }
 }
@@ -580,7 +580,8 @@ impl Reader<'_> {
                 kind.clone()
             }
             Some(f) => {
-                let message = format!("expected a kind ({}), found {}", listed(&KINDS), crate::dataset::type_name(&f.value));
+                let message =
+                    format!("expected a kind ({}), found {}", listed(&KINDS), crate::dataset::type_name(&f.value));
                 self.err(f.value_pos, Some("kind"), message);
                 return None;
             }
@@ -593,7 +594,8 @@ impl Reader<'_> {
             }
             let hint = suggest(&f.key, own).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
             let all: Vec<&str> = own.iter().copied().chain(["name"]).collect();
-            let message = format!("unknown field `{}` of a `{kind}` evaluator{hint}, expected one of {}", f.key, listed(&all));
+            let message =
+                format!("unknown field `{}` of a `{kind}` evaluator{hint}, expected one of {}", f.key, listed(&all));
             self.err(f.key_pos, None, message);
         }
         let name = self.string("name");
@@ -608,13 +610,19 @@ impl Reader<'_> {
     fn check(&mut self, kind: &str) -> Option<Check> {
         Some(match kind {
             "equals" => Check::Equals { value: self.expression("value", false) },
-            "contains" => Check::Contains { text: self.template("text", false), ignore_case: self.boolean("ignore_case") },
+            "contains" => {
+                Check::Contains { text: self.template("text", false), ignore_case: self.boolean("ignore_case") }
+            }
             "regex" => {
                 let (pattern, pos) = self.required_string("pattern")?;
                 match regex::Regex::new(&pattern) {
                     Ok(pattern) => Check::Regex { pattern },
                     Err(e) => {
-                        self.err(pos, Some("pattern"), format!("invalid regular expression: {}", one_line(&e.to_string())));
+                        self.err(
+                            pos,
+                            Some("pattern"),
+                            format!("invalid regular expression: {}", one_line(&e.to_string())),
+                        );
                         return None;
                     }
                 }
@@ -633,10 +641,7 @@ impl Reader<'_> {
                     }
                 }
             }
-            "expression" => Check::Expression {
-                check: self.expression("check", true)?,
-                threshold: self.threshold()?,
-            },
+            "expression" => Check::Expression { check: self.expression("check", true)?, threshold: self.threshold()? },
             "trajectory" => {
                 let must_run = self.names("must_run");
                 let must_not_run = self.names("must_not_run");
@@ -644,7 +649,11 @@ impl Reader<'_> {
                 let max_steps = self.count("max_steps");
                 let given = ["must_run", "must_not_run", "order", "max_steps"].iter().any(|k| self.field(k).is_some());
                 if !given {
-                    self.err(self.entry.pos, None, "a `trajectory` evaluator needs `must_run`, `must_not_run`, `order` or `max_steps`");
+                    self.err(
+                        self.entry.pos,
+                        None,
+                        "a `trajectory` evaluator needs `must_run`, `must_not_run`, `order` or `max_steps`",
+                    );
                     return None;
                 }
                 Check::Trajectory { must_run, must_not_run, order, max_steps }
@@ -653,7 +662,11 @@ impl Reader<'_> {
                 let (model, pos) = self.required_string("model")?;
                 if !self.spec.models().iter().any(|m| m.name == model) {
                     let names: Vec<&str> = self.spec.models().iter().map(|m| m.name.as_str()).collect();
-                    let known = if names.is_empty() { "the spec has none".to_string() } else { format!("the spec's models: {}", listed(&names)) };
+                    let known = if names.is_empty() {
+                        "the spec has none".to_string()
+                    } else {
+                        format!("the spec's models: {}", listed(&names))
+                    };
                     self.err(pos, Some("model"), format!("model `{model}` is not in `models` ({known})"));
                     return None;
                 }
@@ -665,7 +678,11 @@ impl Reader<'_> {
                 let max_model_calls = self.count("max_model_calls");
                 let max_cost_usd = self.number("max_cost_usd");
                 if ["max_tokens", "max_model_calls", "max_cost_usd"].iter().all(|k| self.field(k).is_none()) {
-                    self.err(self.entry.pos, None, "a `cost` evaluator needs `max_tokens`, `max_model_calls` or `max_cost_usd`");
+                    self.err(
+                        self.entry.pos,
+                        None,
+                        "a `cost` evaluator needs `max_tokens`, `max_model_calls` or `max_cost_usd`",
+                    );
                     return None;
                 }
                 Check::Cost { max_tokens, max_model_calls, max_cost_usd }
@@ -826,7 +843,11 @@ impl Reader<'_> {
             None => true,
             Some(v) => {
                 let hint = suggest(v, &VARIABLES).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
-                self.err(pos, Some(key), format!("unknown variable `{v}`{hint}; the variables are {}", listed(&VARIABLES)));
+                self.err(
+                    pos,
+                    Some(key),
+                    format!("unknown variable `{v}`{hint}; the variables are {}", listed(&VARIABLES)),
+                );
                 false
             }
         }
@@ -946,23 +967,41 @@ mod tests {
 
     #[tokio::test]
     async fn schema_validates_the_output() {
-        let e = one("  - kind: schema\n    schema: { type: object, required: [category], properties: { category: { enum: [refund, billing] } } }\n");
+        let e = one(
+            "  - kind: schema\n    schema: { type: object, required: [category], properties: { category: { enum: [refund, billing] } } }\n",
+        );
         assert_eq!(outcome(&e, &seen(json!({"category": "refund"}), None)).await, (true, 1.0, None));
         assert_eq!(
             outcome(&e, &seen(json!({"category": "other"}), None)).await,
-            (false, 0.0, Some(r#"output does not match the schema at /category: "other" is not one of "refund" or "billing""#.to_string()))
+            (
+                false,
+                0.0,
+                Some(
+                    r#"output does not match the schema at /category: "other" is not one of "refund" or "billing""#
+                        .to_string()
+                )
+            )
         );
         let (passed, _, reason) = outcome(&e, &seen(json!("text"), None)).await;
-        assert_eq!((passed, reason.as_deref()), (false, Some(r#"output does not match the schema: "text" is not of type "object""#)));
+        assert_eq!(
+            (passed, reason.as_deref()),
+            (false, Some(r#"output does not match the schema: "text" is not of type "object""#))
+        );
     }
 
     #[tokio::test]
     async fn expression_is_a_truth_or_a_score() {
-        let e = one("  - { kind: expression, check: \"output == expected and latency_ms < 1000 and usage.model_calls == 2\" }\n");
+        let e = one(
+            "  - { kind: expression, check: \"output == expected and latency_ms < 1000 and usage.model_calls == 2\" }\n",
+        );
         assert_eq!(outcome(&e, &seen(json!("a"), Some(json!("a")))).await, (true, 1.0, None));
         assert_eq!(
             outcome(&e, &seen(json!("a"), Some(json!("b")))).await,
-            (false, 0.0, Some("`output == expected and latency_ms < 1000 and usage.model_calls == 2` is false".to_string()))
+            (
+                false,
+                0.0,
+                Some("`output == expected and latency_ms < 1000 and usage.model_calls == 2` is false".to_string())
+            )
         );
         let s = one("  - { kind: expression, check: \"(output | length) / 10\", threshold: 0.3 }\n");
         assert_eq!(outcome(&s, &seen(json!("abcd"), None)).await, (true, 0.4, None));
@@ -980,7 +1019,9 @@ mod tests {
 
     #[tokio::test]
     async fn trajectory_checks_the_agents_that_ran() {
-        let e = one("  - { kind: trajectory, must_run: [classify], must_not_run: [reply], order: [reply, classify], max_steps: 2 }\n");
+        let e = one(
+            "  - { kind: trajectory, must_run: [classify], must_not_run: [reply], order: [reply, classify], max_steps: 2 }\n",
+        );
         let (passed, score, reason) = outcome(&e, &seen(json!(null), None)).await;
         assert_eq!((passed, score), (false, 0.0));
         assert_eq!(
@@ -999,7 +1040,9 @@ mod tests {
         let e = one("  - { kind: cost, max_tokens: 250, max_model_calls: 1, max_cost_usd: 0.001 }\n");
         assert_eq!(
             outcome(&e, &seen(json!(null), None)).await.2.as_deref(),
-            Some("300 tokens, more than max_tokens 250; 2 model calls, more than max_model_calls 1; cost $0.0015, more than max_cost_usd 0.001")
+            Some(
+                "300 tokens, more than max_tokens 250; 2 model calls, more than max_model_calls 1; cost $0.0015, more than max_cost_usd 0.001"
+            )
         );
         let ok = one("  - { kind: cost, max_tokens: 300, max_cost_usd: 0.01 }\n");
         assert_eq!(outcome(&ok, &seen(json!(null), None)).await, (true, 1.0, None));
@@ -1027,7 +1070,10 @@ mod tests {
         let asked = model.requests();
         assert_eq!(asked[0].messages.last().map(ChatMessage::text), Some("Is Thank you! polite?"));
         let r = e.evaluate(&s, &judges).await;
-        assert_eq!((r.passed, r.score, r.reason.as_deref()), (false, 0.5, Some("score 0.5 is below the threshold 0.7: curt")));
+        assert_eq!(
+            (r.passed, r.score, r.reason.as_deref()),
+            (false, 0.5, Some("score 0.5 is below the threshold 0.7: curt"))
+        );
         let r = e.evaluate(&s, &judges).await;
         assert_eq!(
             (r.passed, r.reason.as_deref()),
@@ -1036,7 +1082,12 @@ mod tests {
         let r = e.evaluate(&s, &judges).await;
         assert_eq!(
             (r.passed, r.reason.as_deref()),
-            (false, Some(r#"the judge model `grader` answered "{\"score\": 3, \"reason\": \"x\"}": the score 3 is not between 0 and 1"#))
+            (
+                false,
+                Some(
+                    r#"the judge model `grader` answered "{\"score\": 3, \"reason\": \"x\"}": the score 3 is not between 0 and 1"#
+                )
+            )
         );
     }
 
@@ -1050,7 +1101,9 @@ mod tests {
         assert_eq!(names, ["equals", "regex", "equals#2", "third"]);
         assert_eq!(
             read("  - { kind: equals }\n  - { kind: regex, pattern: x, name: equals }\n").unwrap_err(),
-            ["spec.yaml:11:38: field `evals[1].name`: duplicate evaluator name `equals` (first at line 10, column 5); give each a `name`"]
+            [
+                "spec.yaml:11:38: field `evals[1].name`: duplicate evaluator name `equals` (first at line 10, column 5); give each a `name`"
+            ]
         );
     }
 
@@ -1097,11 +1150,21 @@ mod tests {
         let file = dir.join("evals.yaml");
         std::fs::write(&file, "evals:\n  - { kind: regex, pattern: '[' }\n").unwrap_or_default();
         let errors = Evaluator::from_file(&file, &spec).unwrap_err();
-        assert!(errors.to_string().starts_with(&format!("{}:2:29: field `evals[0].pattern`: invalid regular expression", file.display())), "{errors}");
+        assert!(
+            errors
+                .to_string()
+                .starts_with(&format!("{}:2:29: field `evals[0].pattern`: invalid regular expression", file.display())),
+            "{errors}"
+        );
         std::fs::write(&file, "- { kind: equals }\n").unwrap_or_default();
         assert_eq!(Evaluator::from_file(&file, &spec).map(|e| e.len()).unwrap_or_default(), 1);
         let missing = Evaluator::from_file(&dir.join("none.yaml"), &spec).unwrap_err();
-        assert!(missing.to_string().starts_with(&format!("{}: cannot read the evaluators: ", dir.join("none.yaml").display())), "{missing}");
+        assert!(
+            missing
+                .to_string()
+                .starts_with(&format!("{}: cannot read the evaluators: ", dir.join("none.yaml").display())),
+            "{missing}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

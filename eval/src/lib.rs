@@ -38,6 +38,7 @@ mod runner;
 pub use dataset::{Case, Dataset, DatasetError, DatasetErrors};
 pub use evaluator::{Check, DEFAULT_THRESHOLD, Evaluator, Judges, KINDS, Observation, VARIABLES};
 pub use results::{
-    Baseline, CaseResult, CaseRuns, EvalResult, EvalResults, Latency, RepeatResult, RunUsage, Summary, Tokens, summarize,
+    Baseline, CaseResult, CaseRuns, EvalResult, EvalResults, Latency, RepeatResult, RunUsage, Summary, Tokens,
+    summarize,
 };
 pub use runner::{ExportFilter, Progress, Runner, case_inputs, export, new_eval_id, run_name};

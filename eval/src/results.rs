@@ -191,7 +191,8 @@ impl CaseRuns {
         let n = self.runs.len();
         let passed_runs = self.runs.iter().filter(|(r, _, _)| r.passed).count();
         let chosen = self.runs.iter().position(|(r, _, _)| r.passed).unwrap_or(0);
-        let repeats: Vec<RepeatResult> = if n > 1 { self.runs.iter().map(|(r, _, _)| r.clone()).collect() } else { Vec::new() };
+        let repeats: Vec<RepeatResult> =
+            if n > 1 { self.runs.iter().map(|(r, _, _)| r.clone()).collect() } else { Vec::new() };
         let (run, status, usage) = self.runs.into_iter().nth(chosen).unwrap_or_else(|| {
             let none = RepeatResult {
                 run_id: String::new(),
@@ -226,16 +227,26 @@ impl CaseRuns {
 /// Sums up the cases: counts, pass rate, mean scores per evaluator (`evaluators`, in order) over every run,
 /// tokens, cost and latency over every run, and the flaky cases. `regressions` is left empty
 /// ([`EvalResults::compare`] fills it). `runs` holds every run's usage and latency.
-pub fn summarize(cases: &[CaseResult], runs: &[(RunUsage, u64)], evaluators: &[String], min_pass: Option<f64>) -> Summary {
+pub fn summarize(
+    cases: &[CaseResult],
+    runs: &[(RunUsage, u64)],
+    evaluators: &[String],
+    min_pass: Option<f64>,
+) -> Summary {
     let passed = cases.iter().filter(|c| c.passed).count();
     let mut mean_scores = Map::new();
     for name in evaluators {
         let scores: Vec<f64> = cases
             .iter()
             .flat_map(|c| {
-                let all: Vec<&Vec<EvalResult>> =
-                    if c.repeats.is_empty() { vec![&c.results] } else { c.repeats.iter().map(|r| &r.results).collect() };
-                all.into_iter().flat_map(|rs| rs.iter().filter(|r| r.evaluator == *name).map(|r| r.score)).collect::<Vec<_>>()
+                let all: Vec<&Vec<EvalResult>> = if c.repeats.is_empty() {
+                    vec![&c.results]
+                } else {
+                    c.repeats.iter().map(|r| &r.results).collect()
+                };
+                all.into_iter()
+                    .flat_map(|rs| rs.iter().filter(|r| r.evaluator == *name).map(|r| r.score))
+                    .collect::<Vec<_>>()
             })
             .collect();
         let mean = if scores.is_empty() { 0.0 } else { scores.iter().sum::<f64>() / scores.len() as f64 };
@@ -313,9 +324,14 @@ impl Baseline {
             .ok_or_else(|| format!("{file}: not a results document (no `cases` list)"))?;
         let mut out = Vec::with_capacity(cases.len());
         for (i, c) in cases.iter().enumerate() {
-            let id = c.get("id").and_then(Value::as_str).ok_or_else(|| format!("{file}: `cases[{i}].id` is not a string"))?;
-            let passed =
-                c.get("passed").and_then(Value::as_bool).ok_or_else(|| format!("{file}: `cases[{i}].passed` is not a boolean"))?;
+            let id = c
+                .get("id")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("{file}: `cases[{i}].id` is not a string"))?;
+            let passed = c
+                .get("passed")
+                .and_then(Value::as_bool)
+                .ok_or_else(|| format!("{file}: `cases[{i}].passed` is not a boolean"))?;
             out.push((id.to_string(), passed));
         }
         Ok(Baseline { file: file.to_string(), cases: out })
@@ -369,7 +385,11 @@ mod tests {
             error: None,
             latency_ms,
         };
-        (repeat, "completed".to_string(), RunUsage { input_tokens: 10, output_tokens: 5, model_calls: 1, cost_usd: None })
+        (
+            repeat,
+            "completed".to_string(),
+            RunUsage { input_tokens: 10, output_tokens: 5, model_calls: 1, cost_usd: None },
+        )
     }
 
     fn case(id: &str, runs: Vec<(RepeatResult, String, RunUsage)>) -> CaseResult {
@@ -397,8 +417,10 @@ mod tests {
             case("b", vec![run(false, "r2", 0.0, 30)]),
             case("c", vec![run(true, "r3", 1.0, 20)]),
         ];
-        let runs: Vec<(RunUsage, u64)> =
-            [10, 30, 20].iter().map(|l| (RunUsage { input_tokens: 10, output_tokens: 5, model_calls: 1, cost_usd: Some(0.001) }, *l)).collect();
+        let runs: Vec<(RunUsage, u64)> = [10, 30, 20]
+            .iter()
+            .map(|l| (RunUsage { input_tokens: 10, output_tokens: 5, model_calls: 1, cost_usd: Some(0.001) }, *l))
+            .collect();
         let s = summarize(&cases, &runs, &["category".to_string()], Some(0.5));
         assert_eq!((s.cases, s.passed, s.failed, s.pass_rate), (3, 2, 1, 0.6667));
         assert_eq!(s.mean_scores, json!({"category": 0.6667}).as_object().cloned().unwrap());
@@ -419,7 +441,9 @@ mod tests {
         results.summary.min_pass = Some(0.7);
         assert!(!results.gate_passes());
         results.summary.min_pass = Some(0.5);
-        let baseline = Baseline::parse(r#"{"cases": [{"id": "b", "passed": true}, {"id": "a", "passed": true}]}"#, "b.json").unwrap();
+        let baseline =
+            Baseline::parse(r#"{"cases": [{"id": "b", "passed": true}, {"id": "a", "passed": true}]}"#, "b.json")
+                .unwrap();
         results.compare(&baseline);
         assert_eq!(results.summary.regressions, ["b"]);
         assert!(!results.gate_passes(), "a regression fails the gate whatever the pass rate");
@@ -432,7 +456,9 @@ mod tests {
             Baseline::parse(r#"{"cases": [{"id": "a", "passed": "yes"}]}"#, "b.json").unwrap_err(),
             "b.json: `cases[0].passed` is not a boolean"
         );
-        assert!(Baseline::parse("nope", "b.json").unwrap_err().starts_with("b.json: not a results document (invalid JSON"));
+        assert!(
+            Baseline::parse("nope", "b.json").unwrap_err().starts_with("b.json: not a results document (invalid JSON")
+        );
     }
 
     #[test]

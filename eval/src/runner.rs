@@ -32,7 +32,11 @@ pub fn run_name(eval_id: &str, case_id: &str, k: u32) -> String {
 /// # Errors
 /// Every case whose inputs do not fit, naming the dataset's line: `tickets.jsonl: line 3: case `c3`: input
 /// `ticket`: missing (read by agent `classify`)`.
-pub fn case_inputs(spec: &Spec, built: &BuiltSpec, dataset: &Dataset) -> Result<Vec<Map<String, Value>>, DatasetErrors> {
+pub fn case_inputs(
+    spec: &Spec,
+    built: &BuiltSpec,
+    dataset: &Dataset,
+) -> Result<Vec<Map<String, Value>>, DatasetErrors> {
     let mut errors = Vec::new();
     let mut out = Vec::with_capacity(dataset.cases.len());
     for case in &dataset.cases {
@@ -113,7 +117,12 @@ impl Runner {
     /// Runs every case `repeat` times, `concurrency` runs at once, in dataset order (with `concurrency` 1,
     /// one after the other: case 1's repeats, then case 2's, ...); `inputs` are the cases' inputs
     /// ([`case_inputs`]). Calls `progress` as each run ends. Returns each case's runs, in dataset order.
-    pub async fn run(&self, cases: &[Case], inputs: &[Map<String, Value>], progress: impl Fn(Progress<'_>)) -> Vec<CaseRuns> {
+    pub async fn run(
+        &self,
+        cases: &[Case],
+        inputs: &[Map<String, Value>],
+        progress: impl Fn(Progress<'_>),
+    ) -> Vec<CaseRuns> {
         let repeat = self.repeat.max(1);
         let jobs: Vec<(usize, u32)> = (0..cases.len()).flat_map(|i| (1..=repeat).map(move |k| (i, k))).collect();
         let total = jobs.len();
@@ -173,7 +182,9 @@ impl Runner {
                 RunResult::Suspended { pending } => (Value::Null, Some(suspended(pending)), RunStatus::Suspended),
                 _ => (Value::Null, Some("the run was drained before it ended".to_string()), RunStatus::Running),
             },
-            Err(AgentError::Cancelled) => (Value::Null, Some("the run was cancelled".to_string()), RunStatus::Cancelled),
+            Err(AgentError::Cancelled) => {
+                (Value::Null, Some("the run was cancelled".to_string()), RunStatus::Cancelled)
+            }
             Err(e) => (Value::Null, Some(format!("the run failed: {e}")), RunStatus::Failed),
         };
         let (state, trajectory, usage) = self.read_back(&run_id).await;
@@ -216,10 +227,8 @@ impl Runner {
         let mut history: Vec<&agentic_engine::InvocationRecord> = image.history.iter().collect();
         history.sort_by_key(|r| r.started_at_us);
         let trajectory = history.iter().map(|r| r.agent.clone()).collect();
-        let total = agentic_engine::budget::usage_by_agent(&image, &pending)
-            .get("total")
-            .cloned()
-            .unwrap_or(Value::Null);
+        let total =
+            agentic_engine::budget::usage_by_agent(&image, &pending).get("total").cloned().unwrap_or(Value::Null);
         let usage = RunUsage {
             input_tokens: total.get("input_tokens").and_then(Value::as_u64).unwrap_or_default(),
             output_tokens: total.get("output_tokens").and_then(Value::as_u64).unwrap_or_default(),

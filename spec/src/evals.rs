@@ -105,7 +105,12 @@ pub fn read_evals(text: &str, file_name: &str) -> Result<Vec<EvalEntry>, SpecErr
         NodeValue::Map(pairs) => match pairs.iter().find(|(k, _)| k.key_text() == "evals") {
             Some((_, list)) => parse_entries(list, &mut sink),
             None => {
-                sink.push(tree.pos, None, None, "no `evals` key: expected a list of evaluators, or a mapping with `evals:`");
+                sink.push(
+                    tree.pos,
+                    None,
+                    None,
+                    "no `evals` key: expected a list of evaluators, or a mapping with `evals:`",
+                );
                 Vec::new()
             }
         },
@@ -129,7 +134,10 @@ mod tests {
         let list = read_evals("- kind: equals\n  name: category\n", "e.yaml").unwrap_or_default();
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].pos, Pos::new(1, 3));
-        assert_eq!(list[0].get("name").map(|f| (f.value.clone(), f.value_pos)), Some((json!("category"), Pos::new(2, 9))));
+        assert_eq!(
+            list[0].get("name").map(|f| (f.value.clone(), f.value_pos)),
+            Some((json!("category"), Pos::new(2, 9)))
+        );
         let map = read_evals("version: 1\nevals:\n  - kind: cost\n    max_tokens: 10\n", "e.yaml").unwrap_or_default();
         assert_eq!(map[0].get("max_tokens").map(|f| f.value.clone()), Some(json!(10)));
     }

@@ -200,7 +200,8 @@ fn prefixed(text: &str) -> String {
 /// The table: a block per case (its outcome and run id, then a line per evaluator: PASS/FAIL, score,
 /// reason), then the summary.
 fn print_table(results: &EvalResults, store: &Path) {
-    let width = results.cases.iter().flat_map(|c| c.results.iter().map(|r| r.evaluator.chars().count())).max().unwrap_or(0);
+    let width =
+        results.cases.iter().flat_map(|c| c.results.iter().map(|r| r.evaluator.chars().count())).max().unwrap_or(0);
     for case in &results.cases {
         let outcome = if case.passed { "PASS" } else { "FAIL" };
         let mut head = format!("{}  {outcome}", case.id);
@@ -234,11 +235,8 @@ fn print_table(results: &EvalResults, store: &Path) {
         s.pass_rate * 100.0,
         s.min_pass.map(|m| format!(" (--min-pass {:.1}%)", m * 100.0)).unwrap_or_default()
     ));
-    let means: Vec<String> = s
-        .mean_scores
-        .iter()
-        .map(|(name, score)| format!("{name} {:.2}", score.as_f64().unwrap_or_default()))
-        .collect();
+    let means: Vec<String> =
+        s.mean_scores.iter().map(|(name, score)| format!("{name} {:.2}", score.as_f64().unwrap_or_default())).collect();
     out(&format!("mean score: {}", means.join(", ")));
     let cost = s.cost_usd.map_or_else(|| "not counted (no prices)".to_string(), |c| format!("${c:.6}"));
     out(&format!("tokens: {} in, {} out; cost: {cost}", s.tokens.input, s.tokens.output));
@@ -292,8 +290,7 @@ fn export(args: &EvalExportArgs) -> u8 {
         Ok(store) => store,
         Err(code) => return code,
     };
-    let filter =
-        agentic_eval::ExportFilter { spec: args.spec.clone(), status: Some(args.status), limit: args.limit };
+    let filter = agentic_eval::ExportFilter { spec: args.spec.clone(), status: Some(args.status), limit: args.limit };
     match runtime.block_on(agentic_eval::export(&store, &filter)) {
         Ok(lines) => {
             for line in &lines {

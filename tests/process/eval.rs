@@ -57,7 +57,11 @@ fn eval_exit_codes_follow_the_gate() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let spec = write(dir.path(), "tickets.yaml", TICKETS);
-    let all_pass = write(dir.path(), "pass.jsonl", &CASES.replace(r#""expected": "refund", "metadata""#, r#""expected": "billing", "metadata""#));
+    let all_pass = write(
+        dir.path(),
+        "pass.jsonl",
+        &CASES.replace(r#""expected": "refund", "metadata""#, r#""expected": "billing", "metadata""#),
+    );
     let two_of_three = write(dir.path(), "cases.jsonl", CASES);
 
     let o = agentic(&store, &["eval", &spec, &all_pass]);
@@ -79,7 +83,11 @@ fn eval_exit_codes_follow_the_gate() {
     assert_eq!(o.status.code(), Some(0), "2/3 reaches --min-pass 0.5: {}", stderr(&o));
     let o = agentic(&store, &["eval", &spec, &two_of_three, "--min-pass", "0.9"]);
     assert_eq!(o.status.code(), Some(1), "2/3 is below --min-pass 0.9: {}", stderr(&o));
-    assert!(stderr(&o).contains("FAIL: 1 of 3 cases failed; the pass rate 0.6667 is below --min-pass 0.9"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("FAIL: 1 of 3 cases failed; the pass rate 0.6667 is below --min-pass 0.9"),
+        "{}",
+        stderr(&o)
+    );
     let o = agentic(&store, &["eval", &spec, &two_of_three, "--min-pass", "1.5"]);
     assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
 }
@@ -122,7 +130,10 @@ fn eval_json_is_the_results_document() {
     assert_eq!(c2["error"], Value::Null);
     assert_eq!(c2["status"], "completed");
     assert_eq!(c2["usage"], json!({"input_tokens": 0, "output_tokens": 0, "model_calls": 0, "cost_usd": null}));
-    assert_eq!((c2["pass_at_n"].clone(), c2["passed_share"].clone(), c2["flaky"].clone()), (json!(false), json!(0.0), json!(false)));
+    assert_eq!(
+        (c2["pass_at_n"].clone(), c2["passed_share"].clone(), c2["flaky"].clone()),
+        (json!(false), json!(0.0), json!(false))
+    );
     assert!(c2.get("repeats").is_none(), "no repeats without --repeat: {c2}");
     assert!(c2["latency_ms"].is_u64());
 
@@ -167,9 +178,15 @@ fn a_case_that_passed_in_the_baseline_and_fails_now_is_a_regression() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 
     // The spec changes: an invoice is now `refund` (c2 passes), money is `billing` (c1 regresses).
-    let changed = TICKETS.replace("'refund' if 'money' in ticket else ('billing' if", "'billing' if 'money' in ticket else ('refund' if");
+    let changed = TICKETS.replace(
+        "'refund' if 'money' in ticket else ('billing' if",
+        "'billing' if 'money' in ticket else ('refund' if",
+    );
     let spec = write(dir.path(), "tickets.yaml", &changed);
-    let o = agentic(&store, &["eval", &spec, &cases, "--min-pass", "0.5", "--baseline", baseline.to_str().unwrap(), "--json"]);
+    let o = agentic(
+        &store,
+        &["eval", &spec, &cases, "--min-pass", "0.5", "--baseline", baseline.to_str().unwrap(), "--json"],
+    );
     assert_eq!(o.status.code(), Some(1), "a regression fails whatever the pass rate: {}", stderr(&o));
     assert!(
         stderr(&o).contains(&format!("regression: case `c1` passed in {} and fails now", baseline.display())),
@@ -215,7 +232,12 @@ fn bad_input_is_a_usage_error_naming_the_line_or_the_field() {
     let unknown = write(dir.path(), "unknown.yaml", &TICKETS.replace("kind: trajectory,", "kind: trajectry,"));
     let o = agentic(&store, &["validate", &unknown]);
     assert_eq!(o.status.code(), Some(64));
-    assert!(stderr(&o).contains(":19:13: field `evals[2].kind`: unknown evaluator kind `trajectry` (did you mean `trajectory`?)"), "{}", stderr(&o));
+    assert!(
+        stderr(&o)
+            .contains(":19:13: field `evals[2].kind`: unknown evaluator kind `trajectry` (did you mean `trajectory`?)"),
+        "{}",
+        stderr(&o)
+    );
     let o = agentic(&store, &["validate", &write(dir.path(), "ok.yaml", TICKETS)]);
     assert_eq!((o.status.code(), stdout(&o)), (Some(0), "ok: tickets (3 agents)\n".to_string()), "{}", stderr(&o));
 }
@@ -289,7 +311,10 @@ evals:
     let doc = json_of(&o);
     assert_eq!(doc["repeat"], 3);
     let t1 = &doc["cases"][0];
-    assert_eq!((t1["passed"].clone(), t1["pass_at_n"].clone(), t1["flaky"].clone()), (json!(true), json!(true), json!(true)));
+    assert_eq!(
+        (t1["passed"].clone(), t1["pass_at_n"].clone(), t1["flaky"].clone()),
+        (json!(true), json!(true), json!(true))
+    );
     assert!((t1["passed_share"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-9, "{}", t1["passed_share"]);
     let repeats = t1["repeats"].as_array().unwrap();
     let outputs: Vec<&Value> = repeats.iter().map(|r| &r["output"]).collect();
@@ -305,7 +330,8 @@ evals:
 
     let eval_id = doc["eval_id"].as_str().unwrap();
     let runs = json_of(&agentic(&store, &["runs", "--json"]));
-    let mut names: Vec<String> = runs.as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_string()).collect();
+    let mut names: Vec<String> =
+        runs.as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_string()).collect();
     names.sort_unstable();
     let expected: Vec<String> =
         ["t1", "t1#2", "t1#3", "t2", "t2#2", "t2#3"].iter().map(|c| format!("eval:{eval_id}:{c}")).collect();
@@ -330,7 +356,8 @@ evals:
   - { kind: equals }
 "#,
     );
-    let cases = write(dir.path(), "cases.jsonl", "{\"id\": \"o1\", \"inputs\": {\"order\": \"A-1\"}, \"expected\": \"yes\"}\n");
+    let cases =
+        write(dir.path(), "cases.jsonl", "{\"id\": \"o1\", \"inputs\": {\"order\": \"A-1\"}, \"expected\": \"yes\"}\n");
     let o = agentic(&store, &["eval", &spec, &cases, "--json"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let case = &json_of(&o)["cases"][0];
