@@ -929,7 +929,7 @@ mod tests {
             outcome(&e, &seen(json!("billing"), Some(json!("refund")))).await,
             (false, 0.0, Some(r#"output "billing" != expected "refund""#.to_string()))
         );
-        assert_eq!(outcome(&e, &seen(json!({"n": 1}), Some(json!({"n": 1.0})))).await.0, true, "numbers by value");
+        assert!(outcome(&e, &seen(json!({"n": 1}), Some(json!({"n": 1.0})))).await.0, "numbers by value");
         assert_eq!(
             outcome(&e, &seen(json!("x"), None)).await,
             (false, 0.0, Some("the case has no `expected` to compare with".to_string()))
@@ -952,7 +952,7 @@ mod tests {
         let i = one("  - { kind: contains, text: \"{{ inputs.ticket | upper }}\", ignore_case: true }\n");
         assert_eq!(outcome(&i, &seen(json!("about MY money back"), None)).await, (true, 1.0, None));
         let j = one("  - { kind: contains, text: '\"a\":1' }\n");
-        assert_eq!(outcome(&j, &seen(json!({"a": 1}), None)).await.0, true, "a JSON output as its text");
+        assert!(outcome(&j, &seen(json!({"a": 1}), None)).await.0, "a JSON output as its text");
     }
 
     #[tokio::test]
