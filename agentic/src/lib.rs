@@ -44,6 +44,9 @@
 
 pub use agentic_agents as agents;
 pub use agentic_engine as engine;
+/// Evaluation of a spec over a dataset (`agentic eval`, docs/evaluation.md): datasets, evaluators, runs,
+/// results and baselines.
+pub use agentic_eval as eval;
 /// Declarative agents (docs/declarative.md): `#[agent]` on an async fn, `#[agents]` on a trait of LLM agents,
 /// human steps and composites (`#[human]`, `#[sequence]`, `#[looping]`, `#[parallel]`, `#[conditional]`,
 /// `#[supervisor]`, `#[decision_router]`, `#[bdi]` and the pattern planners' attributes on its methods).

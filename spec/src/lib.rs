@@ -41,6 +41,8 @@
 //!
 //! - YAML syntax, located; a tab in the indentation, a line indented out of line with its mapping or list and a
 //!   key without `: ` also get a [`SpecError::hint`].
+//! - The top-level `evals:` list (SPEC.md §6) is a list of mappings, kept as written ([`Spec::evals`]); the
+//!   crate `agentic-eval` checks what its entries say.
 //! - Unknown fields (top level, agents per kind, `error_handler`, branches, models per provider), with a
 //!   "did you mean" suggestion; a misspelt required field is reported once (not also as missing).
 //! - Unknown kinds (listing the valid kinds); known kinds this build does not support.
@@ -124,6 +126,7 @@
 
 mod build;
 mod error;
+mod evals;
 mod inputs;
 mod kind;
 mod model;
@@ -139,6 +142,7 @@ use std::path::Path;
 use agentic_engine::AgentRef;
 
 pub use error::{SpecError, SpecErrors};
+pub use evals::{EvalEntry, EvalField, read_evals};
 pub use inputs::{InputOrigin, RootInput};
 pub use kind::{
     Calls, CompositeParts, FieldError, FieldType, KindArgs, KindError, KindField, KindRef, ModelUse, PlannerKind,
@@ -167,6 +171,7 @@ pub struct Spec {
     models: Vec<ModelDef>,
     mcp_servers: Vec<McpServerEntry>,
     agents: Vec<AgentDef>,
+    evals: Vec<EvalEntry>,
 }
 
 impl Spec {
@@ -224,6 +229,7 @@ impl Spec {
                 models: parsed.models,
                 mcp_servers: parsed.mcp_servers,
                 agents: parsed.agents,
+                evals: parsed.evals,
             }),
             _ => {
                 if sink.is_empty() {
@@ -293,6 +299,12 @@ impl Spec {
     /// Every model definition, in file order.
     pub fn models(&self) -> &[ModelDef] {
         &self.models
+    }
+
+    /// The top-level `evals:` list (SPEC.md §6: the evaluators `agentic eval` applies), each entry as
+    /// written; empty without it. The crate `agentic-eval` reads them into evaluators and checks them.
+    pub fn evals(&self) -> &[EvalEntry] {
+        &self.evals
     }
 
     /// Every MCP server declared in `mcp_servers`, in file order.

@@ -19,7 +19,8 @@ pub(crate) const COMMON_FIELDS: &[&str] =
     &["kind", "description", "inputs", "output_key", "optional", "async", "timeout_ms", "budget"];
 /// Fields every composite takes besides the common ones.
 pub(crate) const COMPOSITE_FIELDS: &[&str] = &["output", "error_handler", "compensate_on_error"];
-const TOP_FIELDS: &[&str] = &["version", "name", "root", "params", "budget", "models", "mcp_servers", "agents"];
+const TOP_FIELDS: &[&str] =
+    &["version", "name", "root", "params", "budget", "models", "mcp_servers", "agents", "evals"];
 
 /// The top level of a spec, parsed (not yet cross-checked).
 pub(crate) struct Parsed {
@@ -38,6 +39,8 @@ pub(crate) struct Parsed {
     pub(crate) pos: Pos,
     /// The top-level `budget`: the root agent's.
     pub(crate) budget: Option<Located<agentic_engine::budget::Budget>>,
+    /// The top-level `evals` (SPEC.md §6), as written: `agentic eval` reads them (crate `agentic-eval`).
+    pub(crate) evals: Vec<crate::evals::EvalEntry>,
 }
 
 /// A mapping's entries after the duplicate check (first occurrence kept), in document order.
@@ -226,6 +229,7 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
         names: Vec::new(),
         pos: tree.pos,
         budget: None,
+        evals: Vec::new(),
     };
     if matches!(tree.value, NodeValue::Null) {
         cx.err(Pos::new(1, 1), None, "the spec is empty (expected `version`, `root` and `agents`)");
@@ -257,6 +261,9 @@ pub(crate) fn parse_tree(tree: &Node, sink: &mut Sink) -> Parsed {
         cx.nest_since(before, "params");
     }
     parsed.budget = top.get("budget").and_then(|node| parse_budget(node, &mut cx));
+    if let Some(evals) = top.get("evals") {
+        parsed.evals = crate::evals::parse_entries(evals, cx.sink);
+    }
     if let Some(models) = top.get("models")
         && !matches!(models.value, NodeValue::Null)
         && let Some(obj) = cx.obj(models, Some("models"), "model name")

@@ -64,6 +64,19 @@ pub(crate) enum Command {
     Report(ReportArgs),
     /// Check a spec: parse, validate and build it without running.
     Validate(ValidateArgs),
+    /// Evaluate a spec over a dataset: run each case, apply the evaluators, summarise, gate (SPEC.md §6).
+    ///
+    /// Each case (a line `{"id", "inputs", "expected", "metadata"}` of DATASET.jsonl) is an ordinary run in
+    /// the store, named `eval:<eval id>:<case id>` (`#k` for repeat k): `runs`, `show`, `report` and `fork`
+    /// work on it. The evaluators are the spec's `evals:` list, or those of --evals. Exit codes: 0 every case
+    /// passed (or the pass rate reached --min-pass) and no case regressed against --baseline; 1 otherwise; 64
+    /// bad input (the spec, its evaluators, a dataset line, the baseline).
+    #[command(
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true,
+        override_usage = "agentic eval <SPEC> <DATASET.jsonl> [OPTIONS]\n       agentic eval export [--spec NAME] [--status STATUS] [--limit N] [--store DIR]"
+    )]
+    Eval(EvalArgs),
     /// Host the store's runs behind an HTTP API and a web UI (docs/server.md): runs submitted over HTTP, live
     /// events, an inbox for human steps, schedules; in-flight runs resume at start.
     ///
@@ -343,6 +356,85 @@ pub(crate) struct ServeArgs {
     /// How long a run's lease lasts, in milliseconds (a PostgreSQL store shared by several servers).
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub(crate) lease_ms: u64,
+}
+
+/// `agentic eval`.
+#[derive(Debug, Args)]
+pub(crate) struct EvalArgs {
+    /// `agentic eval export`.
+    #[command(subcommand)]
+    pub(crate) command: Option<EvalCommand>,
+    /// The spec file (YAML or JSON).
+    #[arg(value_name = "SPEC", required = true)]
+    pub(crate) spec: Option<PathBuf>,
+    /// The dataset: JSON lines `{"id": .., "inputs": {..}, "expected": .., "metadata": {..}}`, one case a line.
+    #[arg(value_name = "DATASET.jsonl", required = true)]
+    pub(crate) dataset: Option<PathBuf>,
+    /// The evaluators: a YAML list (or a mapping with `evals:`), instead of the spec's `evals:`.
+    #[arg(long, value_name = "FILE.yaml")]
+    pub(crate) evals: Option<PathBuf>,
+    /// Run each case N times: a case passes when one of its runs passes (pass@N); one with some but not
+    /// all runs passing is reported flaky.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) repeat: u32,
+    /// Runs at once.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) concurrency: u32,
+    /// Pass (exit 0) when at least this share of the cases passes (0 to 1), instead of all of them.
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    pub(crate) min_pass: Option<f64>,
+    /// The results of an earlier evaluation (--out): a case that passed there and fails now is a
+    /// regression, named, and fails the evaluation (exit 1).
+    #[arg(long, value_name = "RESULTS.json")]
+    pub(crate) baseline: Option<PathBuf>,
+    /// Write the results document (what --json prints) to this file.
+    #[arg(long, value_name = "RESULTS.json")]
+    pub(crate) out: Option<PathBuf>,
+    /// Write an HTML page of the results.
+    #[arg(long, value_name = "FILE.html")]
+    pub(crate) report: Option<PathBuf>,
+    /// Print the results document as one JSON object on stdout instead of the table.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+}
+
+/// The subcommands of `agentic eval`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum EvalCommand {
+    /// Print stored runs as dataset lines: `{"id": <run id>, "inputs": .., "expected": <its output>,
+    /// "metadata": {"name", "status", "created_at"}}`, oldest first.
+    Export(EvalExportArgs),
+}
+
+/// `agentic eval export`.
+#[derive(Debug, Args)]
+pub(crate) struct EvalExportArgs {
+    /// Only the runs of the spec so named (`agentic runs` shows the names).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) spec: Option<String>,
+    /// Only the runs in this status: completed, failed, suspended, cancelled or running.
+    #[arg(long, value_name = "STATUS", default_value = "completed", value_parser = run_status)]
+    pub(crate) status: agentic_engine::RunStatus,
+    /// At most N runs, the most recent.
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<usize>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+}
+
+/// `--min-pass`: a number from 0 to 1.
+fn rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(format!("`{text}`: expected a share of the cases from 0 to 1 (e.g. 0.9)")),
+    }
+}
+
+/// `--status`: a run status by name.
+fn run_status(text: &str) -> Result<agentic_engine::RunStatus, String> {
+    text.parse::<agentic_engine::RunStatus>()
 }
 
 /// `agentic validate`.

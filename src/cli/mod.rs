@@ -4,6 +4,7 @@ mod args;
 mod calls;
 mod crash;
 mod durable;
+mod eval;
 mod lease;
 mod progress;
 mod remote;
@@ -122,6 +123,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Calls(args) => calls::calls(args),
         Command::Report(args) => report::report(args),
         Command::Serve(args) => serve::serve(args),
+        Command::Eval(args) => eval::eval(args),
     };
     ExitCode::from(code)
 }

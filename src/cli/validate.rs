@@ -5,7 +5,8 @@ use agentic_spec::Spec;
 use super::args::ValidateArgs;
 use super::{EXIT_OK, EXIT_USAGE};
 
-/// Prints `ok: <name> (<N> agents)` (exit 0) or every located error (exit 64). Agents not reachable from
+/// Prints `ok: <name> (<N> agents)` (exit 0) or every located error (exit 64), those of the `evals:` list
+/// included. Agents not reachable from
 /// the root are reported as warnings on stderr, and so are `local` models this binary cannot run (built
 /// without the cargo feature `local`), `registry` agents (only the Rust program that registers them can
 /// run the spec) and `mode: pending` human steps without a deadline (`agentic run` refuses them, with the
@@ -48,6 +49,8 @@ pub(crate) fn validate(args: &ValidateArgs) -> u8 {
         let context = agentic_spec::BuildContext::new().models(missing).registry(registry);
         spec.build_with(&context).map(|_| spec)
     });
+    // The evaluators of `evals:` (SPEC.md §6), checked as `agentic eval` reads them.
+    let built = built.and_then(|spec| agentic_eval::Evaluator::of_spec(&spec).map(|_| spec));
     match built {
         Ok(spec) => {
             for name in spec.unreachable_agents() {

@@ -14,6 +14,7 @@ const CRATES: &[(&str, &str, &[&str])] = &[
     ("store/src/lib.rs", "store", &["fuzzing"]),
     ("spec/src/lib.rs", "spec", &[]),
     ("report/src/lib.rs", "report", &[]),
+    ("eval/src/lib.rs", "eval", &[]),
     ("server/src/lib.rs", "server", &["fuzzing"]),
     ("macros/src/lib.rs", "macros", &[]),
     ("agentic/src/lib.rs", "", &["telemetry", "prelude", "__private"]),

@@ -121,7 +121,7 @@ fn unknown_top_level_field() {
     assert_eq!(
         e.to_string(),
         "spec.yaml:3:1: unknown field `agent` (did you mean `agents`?), expected one of `version`, `name`, `root`, \
-         `params`, `budget`, `models`, `mcp_servers`, `agents`"
+         `params`, `budget`, `models`, `mcp_servers`, `agents`, `evals`"
     );
 }
 

@@ -38,6 +38,7 @@ mod cli_store;
 mod cli_stream;
 mod cli_unknown_run;
 mod cli_validate;
+mod eval;
 mod eval_report_browser;
 mod examples_gallery;
 mod examples_no_model;
