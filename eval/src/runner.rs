@@ -3,10 +3,14 @@
 //! is read back from the store and handed to the evaluators. Also the cases' inputs checked against the
 //! spec ([`case_inputs`]) and stored runs written back as dataset lines ([`export`]).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use agentic_engine::{AgentError, Durability, PendingResponse, RunResult, RunStatus, StoreError, StoreRef};
+use agentic_engine::{
+    AgentError, CallTape, Durability, PendingResponse, RecordedCall, ReplayMode, RunResult, RunStatus, StoreError,
+    StoreRef,
+};
 use agentic_spec::{BuiltSpec, Spec};
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
@@ -75,6 +79,74 @@ pub struct Progress<'a> {
     pub passed: bool,
 }
 
+/// What the cases' model and tool calls are recorded on or answered from (SPEC.md §5 for a dataset:
+/// `agentic eval --record FILE` / `--replay FILE`). One recording holds every case's calls, each line naming
+/// its case (`<case id>`, `<case id>#k` for repeat k ≥ 2).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CaseCalls {
+    /// Each run records its calls ([`CaseCalls::recorded`]).
+    Record(Mutex<Vec<RecordedCall>>),
+    /// Each run is answered from the calls recorded for its case (repeat k from `<id>#k`, else from `<id>`); a
+    /// case the recording does not hold fails at its first call (strict) or calls for real (lenient).
+    Replay {
+        /// The recorded calls by case.
+        by_case: HashMap<String, Vec<RecordedCall>>,
+        /// What a call that differs does.
+        mode: ReplayMode,
+    },
+}
+
+impl CaseCalls {
+    /// Records every case's calls.
+    pub fn record() -> Self {
+        CaseCalls::Record(Mutex::new(Vec::new()))
+    }
+
+    /// Answers the cases from `calls` (a recording written by `--record`; a line without a case is no case's).
+    pub fn replay(calls: Vec<RecordedCall>, mode: ReplayMode) -> Self {
+        let mut by_case: HashMap<String, Vec<RecordedCall>> = HashMap::new();
+        for call in calls {
+            by_case.entry(call.case.clone().unwrap_or_default()).or_default().push(call);
+        }
+        CaseCalls::Replay { by_case, mode }
+    }
+
+    /// The tape of the run labelled `label` (`id` or `id#k`) of case `id`.
+    fn tape(&self, label: &str, id: &str) -> Arc<CallTape> {
+        match self {
+            CaseCalls::Record(_) => Arc::new(CallTape::recording()),
+            CaseCalls::Replay { by_case, mode } => {
+                let calls = by_case.get(label).or_else(|| by_case.get(id)).cloned().unwrap_or_default();
+                Arc::new(CallTape::replaying(calls, *mode))
+            }
+        }
+    }
+
+    /// Keeps what the run labelled `label` recorded on `tape`.
+    fn keep(&self, label: &str, tape: &CallTape) {
+        if let CaseCalls::Record(all) = self {
+            let mut calls = tape.recorded();
+            for call in &mut calls {
+                call.case = Some(label.to_string());
+            }
+            lock(all).extend(calls);
+        }
+    }
+
+    /// The calls recorded so far, each naming its case, in the order their runs ended.
+    pub fn recorded(&self) -> Vec<RecordedCall> {
+        match self {
+            CaseCalls::Record(all) => lock(all).clone(),
+            CaseCalls::Replay { .. } => Vec::new(),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Runs an evaluation's cases on a built spec, in a store.
 #[derive(Clone)]
 pub struct Runner {
@@ -98,6 +170,8 @@ pub struct Runner {
     pub spec_hash: Option<String>,
     /// The spec file's path, recorded with each run.
     pub source: Option<String>,
+    /// Where the runs' calls are recorded or answered from (`None`: every call is made).
+    pub calls: Option<Arc<CaseCalls>>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -173,8 +247,16 @@ impl Runner {
         if let Some(source) = &self.source {
             request = request.source(source.clone());
         }
+        let label = if k > 1 { format!("{}#{k}", case.id) } else { case.id.clone() };
+        let tape = self.calls.as_ref().map(|calls| calls.tape(&label, &case.id));
+        if let Some(tape) = &tape {
+            request = request.call_tape(tape.clone());
+        }
         let started = Instant::now();
         let result = request.await;
+        if let (Some(calls), Some(tape)) = (&self.calls, &tape) {
+            calls.keep(&label, tape);
+        }
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let (output, error, status) = match &result {
             Ok(outcome) => match &outcome.result {

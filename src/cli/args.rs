@@ -396,6 +396,17 @@ pub(crate) struct EvalArgs {
     /// Print the results document as one JSON object on stdout instead of the table.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Answer every case's model and tool calls from a recording written by `agentic eval --record` (each
+    /// line names its case): nothing is sent for a replayed call (docs/recordings.md).
+    #[arg(long, value_name = "FILE", conflicts_with = "record")]
+    pub(crate) replay: Option<PathBuf>,
+    /// Write every case's model and tool calls to FILE as JSON lines, each naming its case.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) record: Option<PathBuf>,
+    /// With --replay: strict (a call that differs fails its case, naming the agent, the call and the field) or
+    /// lenient (that call and its agent's later calls are made for real).
+    #[arg(long, value_enum, value_name = "MODE", default_value = "strict", requires = "replay")]
+    pub(crate) replay_mode: ReplayModeArg,
     #[command(flatten)]
     pub(crate) store: StoreArg,
 }

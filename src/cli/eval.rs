@@ -30,7 +30,10 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let built = match spec.build() {
+    // A replay answers every model call from its recording: a model this binary cannot build (`provider:
+    // local` without the feature) stands in under the name it would report.
+    let built = if args.replay.is_some() { spec.build_for_replay() } else { spec.build() };
+    let built = match built {
         Ok(built) => built,
         Err(errors) => {
             eprintln!("{errors}");
@@ -81,6 +84,22 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let calls = match (&args.replay, &args.record) {
+        (Some(path), _) => {
+            let read = std::fs::read_to_string(path)
+                .map_err(|e| e.to_string())
+                .and_then(|text| agentic_engine::RecordedCall::read_lines(&text).map_err(|e| e.to_string()));
+            match read {
+                Ok(recorded) => Some(Arc::new(agentic_eval::CaseCalls::replay(recorded, args.replay_mode.into()))),
+                Err(message) => {
+                    eprintln!("error: --replay {}: {message}", path.display());
+                    return EXIT_USAGE;
+                }
+            }
+        }
+        (None, Some(_)) => Some(Arc::new(agentic_eval::CaseCalls::record())),
+        (None, None) => None,
+    };
     let baseline = match args.baseline.as_deref().map(Baseline::read).transpose() {
         Ok(baseline) => baseline,
         Err(message) => {
@@ -124,6 +143,7 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         concurrency: args.concurrency as usize,
         spec_hash: Some(hash),
         source: Some(source.to_string_lossy().into_owned()),
+        calls: calls.clone(),
     };
     eprintln!(
         "eval: {} ({} case{} × {} on {}, {} at once)",
@@ -171,25 +191,75 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
             code = code.max(EXIT_FAILED);
         }
     }
+    if let (Some(path), Some(calls)) = (&args.record, &calls) {
+        let recorded = calls.recorded();
+        let text: String = recorded.iter().map(|c| c.to_line() + "\n").collect();
+        match std::fs::write(path, text) {
+            Ok(()) => eprintln!("recorded {} call(s) to {}", recorded.len(), path.display()),
+            Err(e) => {
+                eprintln!("error: --record {}: {e}", path.display());
+                code = code.max(EXIT_FAILED);
+            }
+        }
+    }
     if let Some(path) = &args.report {
-        code = code.max(write_report(path, &document));
+        let topology = runner.built.root.topology();
+        code = code.max(write_report(&runtime, &runner.store, &topology, path, &document));
     }
     code
 }
 
-/// `--report FILE.html`: the HTML page of the results.
-///
-/// TO CONNECT (the lead, once the report crate's evaluation page is merged): render the page with
-/// `agentic_report::eval_report(results, Some(&agentic_report::RunLinks::..))` and write it with
-/// `super::report::write(path, &page)`. Until then the page is not written and this says so (exit 1).
-fn write_report(path: &Path, results: &Value) -> u8 {
-    let _ = results;
-    eprintln!(
-        "error: --report {}: the evaluation page is not in this build yet (agentic_report::eval_report); the results \
-         are in --out / --json",
-        path.display()
-    );
-    EXIT_FAILED
+/// `--report FILE.html`: the HTML page of the results, and beside it, in `<FILE's stem>-runs/`, the report of
+/// each case's run (as `agentic report RUN_ID` writes it), which the page links to.
+fn write_report(
+    runtime: &tokio::runtime::Runtime,
+    store: &agentic_engine::StoreRef,
+    topology: &agentic_engine::TopologyNode,
+    path: &Path,
+    results: &Value,
+) -> u8 {
+    let stem = path.file_stem().map_or_else(|| "eval".to_string(), |s| s.to_string_lossy().into_owned());
+    let dir_name = format!("{stem}-runs");
+    let dir = path.parent().unwrap_or_else(|| Path::new("")).join(&dir_name);
+    let mut run_ids = Vec::new();
+    for case in results["cases"].as_array().into_iter().flatten() {
+        run_ids.extend(case["run_id"].as_str().map(str::to_string));
+        for repeat in case["repeats"].as_array().into_iter().flatten() {
+            run_ids.extend(repeat["run_id"].as_str().map(str::to_string));
+        }
+    }
+    run_ids.sort();
+    run_ids.dedup();
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("error: --report {}: {e}", dir.display());
+        return EXIT_FAILED;
+    }
+    for run_id in &run_ids {
+        let html = match runtime.block_on(agentic_report::load_run(store, run_id)) {
+            Ok((run, records)) => agentic_report::render_run(topology, &run, &records),
+            Err(e) => {
+                eprintln!("error: --report: the report of run {run_id}: {e}");
+                return EXIT_FAILED;
+            }
+        };
+        if let Err(e) = agentic_report::write_report(dir.join(agentic_report::run_report_file(run_id)), &html) {
+            eprintln!("error: --report: {e}");
+            return EXIT_FAILED;
+        }
+    }
+    let page = match agentic_report::eval_report(results, Some(&agentic_report::RunLinks::Files { dir: dir_name })) {
+        Ok(page) => page,
+        Err(e) => {
+            eprintln!("error: --report {}: {e}", path.display());
+            return EXIT_FAILED;
+        }
+    };
+    if let Err(e) = agentic_report::write_report(path, &page) {
+        eprintln!("error: --report: {e}");
+        return EXIT_FAILED;
+    }
+    eprintln!("report: {} (the runs' reports in {})", path.display(), dir.display());
+    EXIT_OK
 }
 
 /// Each line of a dataset error with `error: ` in front.

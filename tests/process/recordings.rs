@@ -223,3 +223,64 @@ async fn a_fork_reusing_calls_asks_the_model_only_what_changed() {
         assert_eq!(seen.lock().unwrap().len(), requests, "reuse_calls: {reuse}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evaluation_records_its_cases_calls_and_replays_them_without_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let (server, seen) = model().await;
+    let with_evals = |prefix: &str, uri: &str| {
+        let file = spec(dir.path(), uri, prefix);
+        let text = std::fs::read_to_string(&file).unwrap()
+            + "evals:\n  - {name: paid, kind: expression, check: \"'150' in output\"}\n";
+        std::fs::write(&file, text).unwrap();
+        file
+    };
+    let file = with_evals("", &server.uri());
+    let cases = dir.path().join("cases.jsonl");
+    std::fs::write(&cases, "{\"id\": \"a\", \"inputs\": {\"request\": \"where is A1\"}}\n{\"id\": \"b\", \"inputs\": {\"request\": \"and A1?\"}}\n").unwrap();
+    let rec = dir.path().join("cases-calls.jsonl");
+    let page = dir.path().join("eval.html");
+    let (spec_arg, cases_arg, rec_arg) = (file.to_str().unwrap(), cases.to_str().unwrap(), rec.to_str().unwrap());
+
+    let o =
+        run(&store, &["eval", spec_arg, cases_arg, "--record", rec_arg, "--json", "--report", page.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let first = json_out(&o);
+    assert_eq!(seen.lock().unwrap().len(), 6, "3 model calls a case");
+    let recorded = lines(&std::fs::read_to_string(&rec).unwrap());
+    let mut by_case: Vec<&str> = recorded.iter().map(|c| c["case"].as_str().unwrap()).collect();
+    by_case.sort();
+    assert_eq!(by_case, ["a", "a", "a", "a", "b", "b", "b", "b"]);
+    assert!(stderr(&o).contains(&format!("recorded 8 call(s) to {rec_arg}")), "{}", stderr(&o));
+    // The page links each case's run report, written beside it.
+    let html = std::fs::read_to_string(&page).unwrap();
+    for case in first["cases"].as_array().unwrap() {
+        let file = agentic::report::run_report_file(case["run_id"].as_str().unwrap());
+        assert!(dir.path().join("eval-runs").join(&file).is_file(), "{file}");
+        assert!(html.contains("eval-runs/"), "the page links the runs' reports");
+    }
+
+    // The model server stops: the replayed evaluation sends nothing and gives the same outputs.
+    drop(server);
+    let o = run(&store, &["eval", spec_arg, cases_arg, "--replay", rec_arg, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let again = json_out(&o);
+    let outputs =
+        |doc: &Value| doc["cases"].as_array().unwrap().iter().map(|c| c["output"].clone()).collect::<Vec<_>>();
+    assert_eq!(outputs(&again), outputs(&first));
+
+    // A changed prompt fails both cases, naming the agent and the field.
+    let (server, seen) = model().await;
+    let file = with_evals("Briefly: ", &server.uri());
+    let o = run(&store, &["eval", file.to_str().unwrap(), cases_arg, "--replay", rec_arg, "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let failed = json_out(&o);
+    let reason = failed["cases"][0]["results"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason
+            .contains("replay: model call 0 of `writer` at root/1 differs from the recording at `messages[0].content`"),
+        "{reason}"
+    );
+    assert_eq!(seen.lock().unwrap().len(), 0);
+}
