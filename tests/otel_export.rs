@@ -532,3 +532,70 @@ async fn agentic_serve_continues_the_trace_of_the_request_that_starts_a_run() {
     assert_eq!(served["traceId"], asking["traceId"], "the server's run continues the A2A agent's trace");
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_evaluation_result_is_a_genai_evaluation_event_on_the_case_span() {
+    use agentic::eval::{Dataset, Evaluator, Judges, Runner, case_inputs};
+    telemetry();
+    let spec = agentic::spec::Spec::parse(
+        "version: 1\nname: shouty\nroot: shout\nagents:\n  shout: {kind: compute, value: \"word | upper\", output_key: loud}\n\
+         evals:\n  - {name: same, kind: equals}\n  - {name: short, kind: expression, check: \"output | length < 4\"}\n",
+        "shouty.yaml",
+    )
+    .unwrap();
+    let built = spec.build().unwrap();
+    let dataset = Dataset::parse(
+        "{\"id\": \"otel-case\", \"inputs\": {\"word\": \"hello\"}, \"expected\": \"HELLO\"}\n",
+        "d.jsonl",
+    )
+    .unwrap();
+    let inputs = case_inputs(&spec, &built, &dataset).unwrap();
+    let evaluators = Evaluator::of_spec(&spec).unwrap();
+    let store: StoreRef = std::sync::Arc::new(MemoryStore::new());
+    let runner = Runner {
+        built,
+        store,
+        judges: Judges::for_spec(&spec, &evaluators).unwrap(),
+        evaluators: std::sync::Arc::new(evaluators),
+        eval_id: "otel-eval".to_string(),
+        repeat: 1,
+        concurrency: 1,
+        spec_hash: None,
+        source: None,
+        calls: None,
+    };
+    let runs = runner.run(&dataset.cases, &inputs, |_| {}).await;
+    let run_id = runs[0].runs[0].0.run_id.clone();
+    flush().await;
+
+    let (workflow, _) = trace_of(&run_id).await;
+    let case = eventually("the evaluate span", || {
+        spans()
+            .into_iter()
+            .find(|s| s["name"] == "evaluate otel-case" && text(s, "agentic.eval.id") == Some("otel-eval"))
+    })
+    .await;
+    assert_eq!(workflow["parentSpanId"], case["spanId"], "the case's run runs in its span");
+    assert_eq!(text(&case, "agentic.run_id"), Some(run_id.as_str()));
+    let results: Vec<(Option<&str>, Option<f64>, Option<&str>, Option<&str>)> = case["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "gen_ai.evaluation.result")
+        .map(|e| {
+            (
+                text(e, "gen_ai.evaluation.name"),
+                attr(e, "gen_ai.evaluation.score.value").and_then(|v| number(&v["doubleValue"])),
+                text(e, "gen_ai.evaluation.score.label"),
+                text(e, "agentic.eval.kind"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (Some("same"), Some(1.0), Some("pass"), Some("equals")),
+            (Some("short"), Some(0.0), Some("fail"), Some("expression")),
+        ]
+    );
+}

@@ -252,8 +252,19 @@ impl Runner {
         if let Some(tape) = &tape {
             request = request.call_tape(tape.clone());
         }
+        // The case's span: the parent of its run's `invoke_workflow` span, and where its evaluation results
+        // are reported (`gen_ai.evaluation.result` events).
+        let span = tracing::info_span!(
+            "evaluate",
+            "otel.name" = format_args!("evaluate {label}"),
+            "gen_ai.operation.name" = "evaluate",
+            "agentic.eval.id" = self.eval_id.as_str(),
+            "agentic.eval.case" = label.as_str(),
+            "agentic.run_id" = run_id.as_str(),
+            "agentic.eval.passed" = tracing::field::Empty,
+        );
         let started = Instant::now();
-        let result = request.await;
+        let result = tracing::Instrument::instrument(request.into_future(), span.clone()).await;
         if let (Some(calls), Some(tape)) = (&self.calls, &tape) {
             calls.keep(&label, tape);
         }
@@ -294,6 +305,20 @@ impl Runner {
             });
         }
         let passed = error.is_none() && results.iter().all(|r| r.passed);
+        if !span.is_disabled() {
+            for r in &results {
+                tracing::info!(
+                    parent: &span,
+                    gen_ai.evaluation.name = r.evaluator.as_str(),
+                    gen_ai.evaluation.score.value = r.score,
+                    gen_ai.evaluation.score.label = if r.passed { "pass" } else { "fail" },
+                    gen_ai.evaluation.explanation = r.reason.as_deref(),
+                    agentic.eval.kind = r.kind.as_str(),
+                    "gen_ai.evaluation.result"
+                );
+            }
+            span.record("agentic.eval.passed", passed);
+        }
         let repeat = RepeatResult { run_id, passed, results, output, error, latency_ms };
         (repeat, status.to_string(), usage)
     }
