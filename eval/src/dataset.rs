@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 /// The fields a dataset line may have.
-const FIELDS: [&str; 4] = ["id", "inputs", "expected", "metadata"];
+const FIELDS: [&str; 5] = ["id", "inputs", "expected", "metadata", "answers"];
 
 /// One case of a dataset: the inputs of a run and what its output should be.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,6 +20,10 @@ pub struct Case {
     pub expected: Option<Value>,
     /// Anything else the line carries about the case (not read by the run; kept in the results).
     pub metadata: Map<String, Value>,
+    /// Answers to the run's pending responses by response id (a `human` step's `response_id`, a tool call's
+    /// `tool:<path>:<n>`), used when the run asks, as `agentic respond` would give them: a workflow with a
+    /// person in it is evaluated to its end. Empty without `answers`.
+    pub answers: Map<String, Value>,
     /// The line of the dataset the case is on, 1-based.
     pub line: usize,
 }
@@ -147,7 +151,7 @@ fn parse_line(raw: &str, line: usize) -> Result<Case, String> {
         return Err(format!("expected a JSON object {{\"id\", \"inputs\", ..}}, found {}", type_name(&value)));
     };
     if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(format!("unknown field `{unknown}`, expected `id`, `inputs`, `expected` or `metadata`"));
+        return Err(format!("unknown field `{unknown}`, expected `id`, `inputs`, `expected`, `metadata` or `answers`"));
     }
     let id = match object.remove("id") {
         Some(Value::String(id)) if !id.trim().is_empty() => id,
@@ -162,7 +166,8 @@ fn parse_line(raw: &str, line: usize) -> Result<Case, String> {
     };
     let inputs = object_field(&mut object, "inputs")?;
     let metadata = object_field(&mut object, "metadata")?;
-    Ok(Case { id, inputs, expected: object.remove("expected"), metadata, line })
+    let answers = object_field(&mut object, "answers")?;
+    Ok(Case { id, inputs, expected: object.remove("expected"), metadata, answers, line })
 }
 
 /// A JSON value's type for messages: `a string`, `an array`, ...
@@ -217,7 +222,7 @@ mod tests {
                 "d.jsonl: line 3: `id` must be a non-empty string, found an empty one",
                 "d.jsonl: line 4: `id` must be a non-empty string, found a number",
                 "d.jsonl: line 5: missing `id` (a non-empty string naming the case)",
-                "d.jsonl: line 6: unknown field `input`, expected `id`, `inputs`, `expected` or `metadata`",
+                "d.jsonl: line 6: unknown field `input`, expected `id`, `inputs`, `expected`, `metadata` or `answers`",
                 "d.jsonl: line 7: case `c`: `inputs` must be an object, found an array",
                 "d.jsonl: line 8: case `d`: `metadata` must be an object, found a string",
                 "d.jsonl: line 9: duplicate id `a` (first on line 1)",

@@ -247,6 +247,9 @@ impl Runner {
         if let Some(source) = &self.source {
             request = request.source(source.clone());
         }
+        for (id, answer) in &case.answers {
+            request = request.answer(id.clone(), answer.clone());
+        }
         let label = if k > 1 { format!("{}#{k}", case.id) } else { case.id.clone() };
         let tape = self.calls.as_ref().map(|calls| calls.tape(&label, &case.id));
         if let Some(tape) = &tape {

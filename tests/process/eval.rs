@@ -349,9 +349,9 @@ fn a_run_that_suspends_fails_its_case_with_the_pending_response() {
 name: orders
 root: process
 agents:
-  process: { kind: sequence, agents: [approve_order, done] }
+  process: { kind: sequence, agents: [approve_order, done], output_key: result }
   approve_order: { kind: human, prompt: "Approve {{ order }}?", response_id: approve_order, output_key: approved }
-  done: { kind: compute, value: "approved" }
+  done: { kind: compute, value: "approved", output_key: result }
 evals:
   - { kind: equals }
 "#,
@@ -364,6 +364,17 @@ evals:
     assert_eq!(case["status"], "suspended");
     assert_eq!(case["error"], "the run suspended: pending response approve_order");
     assert_eq!(case["results"][0]["reason"], "the run suspended: pending response approve_order");
+
+    // With the person's answer in the case, the run goes to its end.
+    let answered = write(
+        dir.path(),
+        "answered.jsonl",
+        "{\"id\": \"o1\", \"inputs\": {\"order\": \"A-1\"}, \"expected\": \"yes\", \"answers\": {\"approve_order\": \"yes\"}}\n",
+    );
+    let o = agentic(&store, &["eval", &spec, &answered, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let case = &json_of(&o)["cases"][0];
+    assert_eq!((&case["status"], &case["output"]), (&json!("completed"), &json!("yes")));
 }
 
 #[test]
