@@ -13,7 +13,9 @@
 //! ```
 //!
 //! Each ticket is one run of the spec's root up to its human step (the run suspends there; nothing is sent).
-//! A labelled ticket is `{"id", "ticket", "customer": null|"..", "product": null|[".." accepted values],
+//! A labelled ticket is a dataset line of `agentic eval` (`{"id", "inputs": {"ticket"}, "expected": {"customer",
+//! "product", "category"}, "metadata": {"ambiguous"}}`, docs/evaluation.md) or, flat,
+//! `{"id", "ticket", "customer": null|"..", "product": null|[".." accepted values],
 //! "category", "ambiguous"}`; values compare trimmed and case-insensitively.
 
 use std::error::Error;
@@ -72,7 +74,19 @@ pub fn load(path: &Path) -> Result<Vec<Ticket>, Box<dyn Error>> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut tickets = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let v: Value = serde_json::from_str(line).map_err(|e| format!("{}:{}: {e}", path.display(), n + 1))?;
+        let line: Value = serde_json::from_str(line).map_err(|e| format!("{}:{}: {e}", path.display(), n + 1))?;
+        // A dataset line of `agentic eval` (`{"id", "inputs": {"ticket"}, "expected": {..}, "metadata":
+        // {"ambiguous"}}`) read as the flat labelled ticket it holds.
+        let mut v = line.get("expected").cloned().unwrap_or(Value::Null);
+        if let (Value::Object(flat), Some(inputs), Some(metadata)) = (&mut v, line.get("inputs"), line.get("metadata"))
+        {
+            flat.insert("ticket".into(), inputs.get("ticket").cloned().unwrap_or(Value::Null));
+            flat.insert("ambiguous".into(), metadata.get("ambiguous").cloned().unwrap_or(Value::Null));
+            let id = line.get("id").and_then(Value::as_str).and_then(|i| i.parse::<u64>().ok());
+            flat.insert("id".into(), id.map_or(Value::Null, Value::from));
+        } else {
+            v = line;
+        }
         let field = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
         let product = match v.get("product") {
             Some(Value::String(s)) => vec![s.clone()],
