@@ -56,6 +56,7 @@ mod server_scale_out;
 mod server_stream;
 mod showcase;
 mod showcase_demo;
+mod showcase_eval;
 mod showcase_measure;
 mod time_deadlines;
 mod tool_calls;
