@@ -99,7 +99,7 @@ pub use tool_call::{
     tool_args_hash,
 };
 pub use trace_context::current_traceparent;
-pub use value::{StateType, ValueType, json_type_name};
+pub use value::{StateType, ValueType, json_type_name, json_type_phrase};
 
 /// What the declarative agents' expansions name (`agentic-macros`): the typed-call helpers and the types they use.
 #[doc(hidden)]

@@ -201,6 +201,19 @@ pub fn json_type_name(value: &Value) -> &'static str {
     }
 }
 
+/// A JSON value's type as an error message says what it found: `null`, `a boolean`, `a number`, `a string`,
+/// `an array`, `an object`.
+pub fn json_type_phrase(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -148,7 +148,10 @@ fn parse_line(raw: &str, line: usize) -> Result<Case, String> {
         format!("invalid JSON: {message}")
     })?;
     let Value::Object(mut object) = value else {
-        return Err(format!("expected a JSON object {{\"id\", \"inputs\", ..}}, found {}", type_name(&value)));
+        return Err(format!(
+            "expected a JSON object {{\"id\", \"inputs\", ..}}, found {}",
+            agentic_engine::json_type_phrase(&value)
+        ));
     };
     if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(format!("unknown field `{unknown}`, expected `id`, `inputs`, `expected`, `metadata` or `answers`"));
@@ -156,30 +159,22 @@ fn parse_line(raw: &str, line: usize) -> Result<Case, String> {
     let id = match object.remove("id") {
         Some(Value::String(id)) if !id.trim().is_empty() => id,
         Some(Value::String(_)) => return Err("`id` must be a non-empty string, found an empty one".to_string()),
-        Some(other) => return Err(format!("`id` must be a non-empty string, found {}", type_name(&other))),
+        Some(other) => {
+            return Err(format!("`id` must be a non-empty string, found {}", agentic_engine::json_type_phrase(&other)));
+        }
         None => return Err("missing `id` (a non-empty string naming the case)".to_string()),
     };
     let object_field = |object: &mut Map<String, Value>, key: &str| match object.remove(key) {
         None => Ok(Map::new()),
         Some(Value::Object(map)) => Ok(map),
-        Some(other) => Err(format!("case `{id}`: `{key}` must be an object, found {}", type_name(&other))),
+        Some(other) => {
+            Err(format!("case `{id}`: `{key}` must be an object, found {}", agentic_engine::json_type_phrase(&other)))
+        }
     };
     let inputs = object_field(&mut object, "inputs")?;
     let metadata = object_field(&mut object, "metadata")?;
     let answers = object_field(&mut object, "answers")?;
     Ok(Case { id, inputs, expected: object.remove("expected"), metadata, answers, line })
-}
-
-/// A JSON value's type for messages: `a string`, `an array`, ...
-pub(crate) fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

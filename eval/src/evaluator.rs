@@ -580,8 +580,11 @@ impl Reader<'_> {
                 kind.clone()
             }
             Some(f) => {
-                let message =
-                    format!("expected a kind ({}), found {}", listed(&KINDS), crate::dataset::type_name(&f.value));
+                let message = format!(
+                    "expected a kind ({}), found {}",
+                    listed(&KINDS),
+                    agentic_engine::json_type_phrase(&f.value)
+                );
                 self.err(f.value_pos, Some("kind"), message);
                 return None;
             }
@@ -702,7 +705,7 @@ impl Reader<'_> {
                 None
             }
             other => {
-                let (pos, found) = (f.value_pos, crate::dataset::type_name(other));
+                let (pos, found) = (f.value_pos, agentic_engine::json_type_phrase(other));
                 self.err(pos, Some(key), format!("expected a string, found {found}"));
                 None
             }
@@ -727,7 +730,7 @@ impl Reader<'_> {
         match f.value {
             Value::Bool(b) => b,
             ref other => {
-                let (pos, found) = (f.value_pos, crate::dataset::type_name(other));
+                let (pos, found) = (f.value_pos, agentic_engine::json_type_phrase(other));
                 self.err(pos, Some(key), format!("expected true or false, found {found}"));
                 false
             }
@@ -781,7 +784,7 @@ impl Reader<'_> {
         let Some(f) = self.field(key) else { return Vec::new() };
         let pos = f.value_pos;
         let Value::Array(items) = &f.value else {
-            let found = crate::dataset::type_name(&f.value);
+            let found = agentic_engine::json_type_phrase(&f.value);
             self.err(pos, Some(key), format!("expected a list of agent names, found {found}"));
             return Vec::new();
         };
@@ -796,7 +799,7 @@ impl Reader<'_> {
                     self.err(pos, Some(key), format!("no agent `{name}` in the spec{hint}"));
                 }
                 None => {
-                    let found = crate::dataset::type_name(item);
+                    let found = agentic_engine::json_type_phrase(item);
                     self.err(pos, Some(key), format!("expected an agent name, found {found}"));
                 }
             }

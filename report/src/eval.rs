@@ -90,17 +90,14 @@ pub fn run_report_file(run_id: &str) -> String {
     out
 }
 
-/// Percent-encodes everything but the unreserved characters of RFC 3986, for one path segment.
-fn url_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+/// The characters of a URL path segment written `%XX`: all but RFC 3986's unreserved ones.
+const SEGMENT: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// `s` as one URL path segment (or query value): every byte but RFC 3986's unreserved characters written
+/// `%XX`, so `eval:e1:case/1#2` stays one segment.
+pub fn url_segment(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, SEGMENT).to_string()
 }
 
 /// Renders the HTML page of an evaluation from its results document (what `agentic eval --out` writes:
@@ -298,17 +295,6 @@ impl Kind {
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// `base.key` (or `key` at the top).
 fn join(base: &str, key: &str) -> String {
     if base.is_empty() { key.to_string() } else { format!("{base}.{key}") }
@@ -328,9 +314,11 @@ fn opt<'a>(obj: &'a Value, base: &str, key: &str, kind: Kind) -> Result<Option<&
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) if kind.matches(v) => Ok(Some(v)),
-        Some(v) => {
-            Err(ReportError::BadResults { field: join(base, key), expected: kind.name(), found: Some(type_name(v)) })
-        }
+        Some(v) => Err(ReportError::BadResults {
+            field: join(base, key),
+            expected: kind.name(),
+            found: Some(agentic_engine::json_type_phrase(v)),
+        }),
     }
 }
 
@@ -367,7 +355,7 @@ fn str_list(obj: &Value, base: &str, key: &str) -> Result<Vec<String>, ReportErr
             v.as_str().map(str::to_string).ok_or_else(|| ReportError::BadResults {
                 field: format!("{}[{i}]", join(base, key)),
                 expected: Kind::Str.name(),
-                found: Some(type_name(v)),
+                found: Some(agentic_engine::json_type_phrase(v)),
             })
         })
         .collect()
@@ -492,7 +480,7 @@ fn results_of(obj: &Value, base: &str) -> Result<Vec<Verdict>, ReportError> {
             return Err(ReportError::BadResults {
                 field: at,
                 expected: Kind::Object.name(),
-                found: Some(type_name(r)),
+                found: Some(agentic_engine::json_type_phrase(r)),
             });
         }
         out.push(Verdict {
@@ -549,7 +537,7 @@ impl<'a> Entry<'a> {
             return Err(ReportError::BadResults {
                 field: at,
                 expected: Kind::Object.name(),
-                found: Some(type_name(obj)),
+                found: Some(agentic_engine::json_type_phrase(obj)),
             });
         }
         let passed = req_bool(obj, &at, "passed")?;
@@ -564,7 +552,7 @@ fn build(doc: &Value, links: Option<&RunLinks>) -> Result<Page, ReportError> {
         return Err(ReportError::BadResults {
             field: "(the document)".into(),
             expected: Kind::Object.name(),
-            found: Some(type_name(doc)),
+            found: Some(agentic_engine::json_type_phrase(doc)),
         });
     }
     let raw_cases = req(doc, "", "cases", Kind::Array)?.as_array().map(Vec::as_slice).unwrap_or_default();
@@ -599,7 +587,7 @@ fn build(doc: &Value, links: Option<&RunLinks>) -> Result<Page, ReportError> {
                 v.as_f64().map(|x| (k.clone(), x)).ok_or_else(|| ReportError::BadResults {
                     field: format!("summary.mean_scores.{k}"),
                     expected: Kind::Num.name(),
-                    found: Some(type_name(v)),
+                    found: Some(agentic_engine::json_type_phrase(v)),
                 })
             })
             .collect::<Result<_, _>>()?,

@@ -63,7 +63,7 @@ mod topology;
 
 use std::path::{Path, PathBuf};
 
-pub use eval::{RunLinks, eval_report, run_report_file};
+pub use eval::{RunLinks, eval_report, run_report_file, url_segment};
 
 use agentic_engine::{AgentMonitor, MonitoredSession, RunRecord, StepRecord, StoreError, StoreRef, TopologyNode};
 

@@ -191,15 +191,7 @@ pub(crate) fn code_spans(s: &str) -> Vec<(String, bool)> {
 
 /// Percent-encodes `s` as one URL path segment (or query value): everything but the unreserved characters.
 pub(crate) fn path_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    agentic_report::url_segment(s)
 }
 
 /// `2025-01-02T03:04:05.678Z` → `2025-01-02 03:04:05Z`, as the script shows it too.

@@ -348,7 +348,7 @@ fn collect_inputs(args: &RunArgs, spec: &Spec) -> Result<Map<String, Value>, Str
                 return Err(format!(
                     "--inputs {}: expected a JSON object of inputs, found {}",
                     path.display(),
-                    json_type(&other)
+                    agentic_engine::json_type_phrase(&other)
                 ));
             }
             Err(e) => return Err(format!("--inputs {}: invalid JSON: {e}", path.display())),
@@ -364,17 +364,6 @@ fn collect_inputs(args: &RunArgs, spec: &Spec) -> Result<Map<String, Value>, Str
         inputs.insert(key.clone(), value);
     }
     Ok(inputs)
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// Writes a line to stdout; a closed pipe (`| head`) is not an error worth a panic.

@@ -39,7 +39,8 @@ fn the_showcase_replays_its_labelled_set_with_the_recorded_outcomes() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let now: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let recorded: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("tests/fixtures/tickets_results.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(fixture("tests/fixtures/tickets_results.json")).unwrap())
+            .unwrap();
     assert_eq!(now["summary"]["regressions"], serde_json::json!([]));
     // Every evaluator's verdict on every ticket is the recorded one (but `seconds`: a replay takes none).
     let verdicts = |doc: &Value| -> Vec<(String, String, bool, f64)> {
@@ -61,6 +62,7 @@ fn the_showcase_replays_its_labelled_set_with_the_recorded_outcomes() {
     };
     assert_eq!(verdicts(&now), verdicts(&recorded));
     assert_eq!(now["cases"].as_array().unwrap().len(), 30);
-    let outputs = |doc: &Value| doc["cases"].as_array().unwrap().iter().map(|c| c["output"].clone()).collect::<Vec<_>>();
+    let outputs =
+        |doc: &Value| doc["cases"].as_array().unwrap().iter().map(|c| c["output"].clone()).collect::<Vec<_>>();
     assert_eq!(outputs(&now), outputs(&recorded), "the final answers, word for word");
 }
