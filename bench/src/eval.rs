@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use agentic::agents::model::{ChatModelRef, ScriptedModel};
 use agentic::engine::{CallTape, Durability, RecordedCall, ReplayMode, RunResult, StoreRef};
 use agentic::eval::{
-    CaseCalls, CaseResult, Dataset, EvalResult, Evaluator, Judges, Observation, RunUsage, Runner, Summary,
-    case_inputs, run_name, summarize,
+    CaseCalls, CaseResult, Dataset, EvalResult, Evaluator, Judges, Observation, RunUsage, Runner, Summary, case_inputs,
+    run_name, summarize,
 };
 use agentic::spec::{BuiltSpec, Spec};
 use agentic::store::SledStore;
@@ -99,6 +99,8 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Timed) {
 pub struct Parts {
     /// Reading each run back (`load` + `run` records, trajectory, usage), C at once: wall per case.
     pub read_back: Duration,
+    /// Of which reading the run's record (`run_dyn`, for its pending responses) alone, C at once: per case.
+    pub run_record: Duration,
     /// The six evaluators on each case's observation, one case after the other: per case.
     pub evaluators: Duration,
     /// The cases' results and `summarize`: per case.
@@ -148,7 +150,9 @@ impl EvalBench {
         let mut replies = Vec::with_capacity(cases * 3);
         for i in 0..cases {
             let (category, ticket, answers) = case(i);
-            lines.push_str(&json!({"id": format!("c{i}"), "inputs": {"ticket": ticket}, "expected": category}).to_string());
+            lines.push_str(
+                &json!({"id": format!("c{i}"), "inputs": {"ticket": ticket}, "expected": category}).to_string(),
+            );
             lines.push('\n');
             replies.extend(answers);
         }
@@ -192,7 +196,9 @@ impl EvalBench {
                 (!r.passed).then(|| format!("{}: {:?} {:?}", c.id, r.error, r.results.iter().find(|e| !e.passed)))
             })
             .collect();
-        ensure(failed.is_empty(), || format!("recording: {} case(s) failed, first {:?}", failed.len(), failed.first()))?;
+        ensure(failed.is_empty(), || {
+            format!("recording: {} case(s) failed, first {:?}", failed.len(), failed.first())
+        })?;
         bench.recording = calls.recorded();
         ensure(bench.recording.len() == 3 * cases && bench.model.used() == 3 * cases, || {
             format!(
@@ -341,6 +347,15 @@ impl EvalBench {
                 .collect::<Vec<_>>(),
         );
         let read_back = t0.elapsed() / n;
+        let t0 = Instant::now();
+        let records: Vec<bool> = rt.block_on(
+            futures::stream::iter(run_ids)
+                .map(|id| async move { matches!(self.store.run_dyn(id).await, Ok(Some(_))) })
+                .buffered(self.concurrency)
+                .collect::<Vec<_>>(),
+        );
+        let run_record = t0.elapsed() / n;
+        ensure(records.iter().all(|r| *r), || "parts: a run has no record".to_string())?;
         let mut observations = Vec::with_capacity(seen.len());
         for (i, s) in seen.into_iter().enumerate() {
             let (state, trajectory, usage) = s.ctx(format!("reading run {} back", run_ids[i]))?;
@@ -401,7 +416,7 @@ impl EvalBench {
         let summary = summarize(&case_results, &runs, &self.names, None);
         let summary_t = t0.elapsed() / n;
         ensure(summary.passed == run_ids.len(), || format!("parts: {} cases passed", summary.passed))?;
-        Ok(Parts { read_back, evaluators, summary: summary_t })
+        Ok(Parts { read_back, run_record, evaluators, summary: summary_t })
     }
 }
 
