@@ -340,7 +340,7 @@ impl EvalBench {
     pub fn parts(&self, rt: &tokio::runtime::Runtime, run_ids: &[String]) -> Result<Parts> {
         let n = run_ids.len().max(1) as u32;
         let t0 = Instant::now();
-        let seen: Vec<Option<(Map<String, Value>, Vec<String>, RunUsage)>> = rt.block_on(
+        let seen: Vec<Option<ReadBack>> = rt.block_on(
             futures::stream::iter(run_ids)
                 .map(|id| read_back(&self.store, id))
                 .buffered(self.concurrency)
@@ -431,9 +431,12 @@ fn new_run_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
+/// A run read back: its final state, its trajectory, its usage.
+type ReadBack = (Map<String, Value>, Vec<String>, RunUsage);
+
 /// What the `Runner` reads back of a run: its final state, its trajectory (agents in the order they started)
 /// and its usage (`None` when the run cannot be read).
-async fn read_back(store: &StoreRef, run_id: &str) -> Option<(Map<String, Value>, Vec<String>, RunUsage)> {
+async fn read_back(store: &StoreRef, run_id: &str) -> Option<ReadBack> {
     let image = store.load_dyn(run_id).await.ok()?;
     let pending = match store.run_dyn(run_id).await {
         Ok(Some(record)) => record.pending,
