@@ -10,6 +10,7 @@
 //! nothing is re-exported at the root, so every item has one path (`agentic_bench::runner::Plan`).
 
 pub mod error;
+pub mod eval;
 pub mod langgraph;
 pub mod llm;
 pub mod pg;

@@ -19,7 +19,7 @@ struct Args {
     #[arg(long)]
     quick: bool,
     /// Run only these scenarios (repeatable or comma-separated): seq, fanout, resume, concurrent, disk, fsync,
-    /// llm, tools, serve, pg.
+    /// llm, tools, eval, serve, pg.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     scenario: Vec<String>,
     /// Also run the Python harness now, back to back (a virtualenv is created under the output directory from

@@ -16,8 +16,8 @@ use crate::table::{self, Row};
 use crate::{llm, proc, serve, tools};
 
 /// The scenarios, by the names `--scenario` takes.
-pub const SCENARIOS: [&str; 10] =
-    ["seq", "fanout", "resume", "concurrent", "disk", "fsync", "llm", "tools", "serve", "pg"];
+pub const SCENARIOS: [&str; 11] =
+    ["seq", "fanout", "resume", "concurrent", "disk", "fsync", "llm", "tools", "eval", "serve", "pg"];
 
 /// The LLM server's fixed latency.
 pub const LLM_LATENCY: Duration = Duration::from_millis(50);
@@ -49,6 +49,9 @@ pub struct Plan {
     pub serve: (usize, usize),
     /// Tools: (tool rounds per run, repetitions) of each tool effect and durability.
     pub tools: (usize, usize),
+    /// Eval: (replayed cases, runs at once, repetitions of each of the eval and the runs alone, interleaved
+    /// a/b, b/a, ...).
+    pub eval: (usize, usize, usize),
 }
 
 const SLED: [Backend; 3] =
@@ -97,6 +100,7 @@ impl Plan {
             llm_conc: (1000, 5, 3),
             serve: (1000, 50),
             tools: (3, 20),
+            eval: (1000, 8, 10),
         }
     }
 
@@ -126,6 +130,7 @@ impl Plan {
             llm_conc: (1000, 5, 1),
             serve: (300, 50),
             tools: (3, 5),
+            eval: (1000, 8, 3),
         }
     }
 
@@ -144,6 +149,7 @@ impl Plan {
             llm_conc: (5, 2, 1),
             serve: (20, 4),
             tools: (3, 1),
+            eval: (20, 8, 1),
         }
     }
 
@@ -285,6 +291,9 @@ pub fn run(setup: &Setup, lg: &Lg, rt: &tokio::runtime::Runtime) -> Result<Repor
     }
     if setup.on("tools") {
         run_tools(setup, rt, &mut report)?;
+    }
+    if setup.on("eval") {
+        run_eval(setup, rt, &mut report)?;
     }
     if setup.on("serve") {
         run_serve(setup, rt, &mut report)?;
@@ -882,6 +891,85 @@ fn run_tools(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -
          flushes (a counting StoreLayer); the loopback model answers at once."
             .into(),
     );
+    Ok(())
+}
+
+/// The eval machinery against the runs it evaluates (issue #44; [`crate::eval`]): N replayed cases of a
+/// 3-agent spec, C at once, evaluated by `agentic eval`'s `Runner` plus `summarize` (a), and the same runs alone
+/// (b), interleaved a/b, b/a, ... after a warm-up pair; medians. Then the pieces (a) adds, each timed on its own.
+fn run_eval(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -> Result<()> {
+    let (n, c, reps) = setup.plan.eval;
+    eprintln!("bench: eval, {n} replayed cases of a 3-agent spec, {c} at once (load {})", proc::loadavg());
+    let dir = tempfile::tempdir_in(&setup.work).ctx("temporary directory")?;
+    let t0 = Instant::now();
+    let mut bench = rt.block_on(crate::eval::EvalBench::prepare(n, c, dir.path()))?;
+    let recorded_in = t0.elapsed();
+    let calls = bench.model_calls();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let mut run_ids = Vec::new();
+    for rep in 0..=reps {
+        // a then b, then b then a: neither always runs right after the other's writes (sled flushes them
+        // in the background) nor always on the larger store.
+        let (ta, (ids, tb)) = if rep % 2 == 0 {
+            let (_, ta) = bench.eval(rt)?;
+            (ta, bench.runs_alone(rt)?)
+        } else {
+            let b = bench.runs_alone(rt)?;
+            (bench.eval(rt)?.1, b)
+        };
+        if rep > 0 {
+            a.push(ta);
+            b.push(tb);
+        }
+        run_ids = ids;
+    }
+    let replayed = bench.model_calls() - calls;
+    ensure(replayed == 0, || format!("eval: the replays called the model {replayed} times"))?;
+    let parts = bench.parts(rt, &run_ids)?;
+    let ratios: Vec<f64> = a.iter().zip(&b).map(|(a, b)| a.wall.as_secs_f64() / b.wall.as_secs_f64()).collect();
+    let med = |xs: Vec<Duration>| median(&mut xs.clone());
+    let (wa, wb) = (med(a.iter().map(|t| t.wall).collect()), med(b.iter().map(|t| t.wall).collect()));
+    let (ca, cb) = (med(a.iter().map(|t| t.cpu).collect()), med(b.iter().map(|t| t.cpu).collect()));
+    let per_case = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
+    let ratio = wa.as_secs_f64() / wb.as_secs_f64();
+    let over_us = per_case(wa) - per_case(wb);
+    let cpu_over_us = per_case(ca) - per_case(cb);
+    report.rows.push(Row {
+        scenario: format!(
+            "eval: {n} replayed cases of a 3-agent spec (3 llm agents, 6 evaluators), --concurrency {c}: cases/s \
+             (reference: the same runs alone, no read-back, evaluators or summary)"
+        ),
+        langgraph: format!(
+            "runs alone: {:.0} cases/s (cpu {}/case)",
+            n as f64 / wb.as_secs_f64(),
+            table::us(per_case(cb))
+        ),
+        ours: format!("eval: {:.0} cases/s (cpu {}/case)", n as f64 / wa.as_secs_f64(), table::us(per_case(ca))),
+        ratio: format!(
+            "{ratio:.3} × runs alone: +{}/case ({:+.1} %; cpu +{}/case)",
+            table::us(over_us),
+            (ratio - 1.0) * 100.0,
+            table::us(cpu_over_us)
+        ),
+        target: table::target("≤1.10 × runs alone", ratio <= 1.10),
+    });
+    report.counts.push(("eval cases passed".into(), n));
+    report.counts.push(("eval model calls in the replays".into(), replayed));
+    report.notes.push(format!(
+        "eval row: medians of {reps} repetitions each, interleaved (eval then runs alone, then the other way round) \
+         after a warm-up pair, one sled \
+         store (async durability) in this process; every case replayed strictly from one recording of {calls} \
+         calls (made in {:.2} s, one case at a time), no model called ({replayed}) and every case passed. Ratio = \
+         eval time ÷ runs-alone time (below 1.10 holds the target); per pair, in order: {}. The pieces the eval \
+         adds, each timed alone over the last {n} runs: read-back {} per case ({c} at once; the run's record \
+         alone {}), the 6 evaluators {}, the results and summary {}.",
+        recorded_in.as_secs_f64(),
+        ratios.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>().join(", "),
+        table::dur(parts.read_back),
+        table::dur(parts.run_record),
+        table::dur(parts.evaluators),
+        table::dur(parts.summary)
+    ));
     Ok(())
 }
 

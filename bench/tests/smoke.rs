@@ -101,14 +101,40 @@ fn every_scenario_runs_at_a_tiny_size() {
     assert_eq!(count("tools no effect exit commits per round"), 0);
     // 2 effects × 2 durabilities × 2 repetitions (a warm-up and one measured) × (1 request + 4 requests).
     assert_eq!(count("tools requests"), 2 * 2 * 2 * (1 + 4));
+    // The eval scenario: 20 replayed cases, every one passed, the model never called in a replay.
+    assert_eq!(count("eval cases passed"), 20);
+    assert_eq!(count("eval model calls in the replays"), 0);
     assert_eq!(count("serve runs completed (ours, sync)"), 20);
     assert!(report.rows.iter().any(|r| r.scenario.contains("submit latency p99")));
     assert!(report.rows.len() >= 10);
 }
 
+/// The eval scenario at 20 cases (issue #44): recorded once, then evaluated and run alone from the recording;
+/// every case passes, every evaluator too, and no replay calls the model.
+#[test]
+fn the_eval_scenario_replays_twenty_cases_that_all_pass_without_a_model_call() {
+    let rt = rt();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut bench = rt.block_on(agentic_bench::eval::EvalBench::prepare(20, 8, dir.path())).expect("record");
+    assert_eq!((bench.cases(), bench.model_calls(), bench.spec_name()), (20, 60, "eval_bench"));
+    for _ in 0..2 {
+        let (summary, _) = bench.eval(&rt).expect("eval");
+        assert_eq!((summary.cases, summary.passed, summary.failed), (20, 20, 0));
+        assert_eq!(summary.mean_scores.len(), 6);
+        assert!(summary.mean_scores.values().all(|s| s.as_f64() == Some(1.0)), "{:?}", summary.mean_scores);
+        // Three calls a case, each answered by the tape (runs_alone checks each tape: 3 answered, 0 made).
+        assert!(summary.tokens.output > 0 && summary.tokens.input > 0, "{:?}", summary.tokens);
+        let (ids, _) = bench.runs_alone(&rt).expect("runs alone");
+        assert_eq!(ids.len(), 20);
+        // Every run read back passes every evaluator.
+        bench.parts(&rt, &ids).expect("parts");
+    }
+    assert_eq!(bench.model_calls(), 60, "a replay called the model");
+}
+
 #[test]
 fn unknown_scenarios_are_refused() {
-    assert!(runner::check_scenarios(&["seq".into(), "llm".into(), "tools".into()]).is_ok());
+    assert!(runner::check_scenarios(&["seq".into(), "llm".into(), "tools".into(), "eval".into()]).is_ok());
     assert!(runner::check_scenarios(&["nope".into()]).is_err());
 }
 
