@@ -96,7 +96,9 @@ pub fn replay_stand_in(def: &ModelDef) -> ChatModelRef {
             }
         },
     };
-    let mut model = ChatModelRef::new(ScriptedModel::new(Vec::<&str>::new()).named(name));
+    // The capabilities of the local and OpenAI models: what an agent asks of the model depends on them.
+    let stand_in = ScriptedModel::new(Vec::<&str>::new()).named(name).capabilities(true, true);
+    let mut model = ChatModelRef::new(stand_in);
     if let Some(prices) = def.prices {
         model = model.with_prices(prices);
     }

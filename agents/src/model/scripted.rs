@@ -108,6 +108,17 @@ impl ScriptedModel {
         }
     }
 
+    /// Says whether the model honours JSON-schema answers and tool calls (default: no schema, tools): what an agent
+    /// asks of it follows (a JSON-schema response format rather than the schema in the prompt), as for the
+    /// model it stands in for.
+    pub fn capabilities(mut self, json_schema: bool, tools: bool) -> Self {
+        let mut info = (*self.info).clone();
+        info.json_schema = json_schema;
+        info.tools = tools;
+        self.info = Arc::new(info);
+        self
+    }
+
     /// Names the model (default `scripted`), for error messages.
     pub fn named(mut self, name: impl Into<String>) -> Self {
         let mut info = (*self.info).clone();
