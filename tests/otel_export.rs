@@ -577,7 +577,9 @@ async fn each_evaluation_result_is_a_genai_evaluation_event_on_the_case_span() {
     .await;
     assert_eq!(workflow["parentSpanId"], case["spanId"], "the case's run runs in its span");
     assert_eq!(text(&case, "agentic.run_id"), Some(run_id.as_str()));
-    let results: Vec<(Option<&str>, Option<f64>, Option<&str>, Option<&str>)> = case["events"]
+    // (name, score, label, kind) of each evaluation event.
+    type Verdict<'a> = (Option<&'a str>, Option<f64>, Option<&'a str>, Option<&'a str>);
+    let results: Vec<Verdict<'_>> = case["events"]
         .as_array()
         .unwrap()
         .iter()
