@@ -97,12 +97,25 @@ fn evaluate(
     }
 }
 
+impl Body {
+    /// The state keys the body reads (its variables).
+    fn reads(&self) -> Vec<String> {
+        match self {
+            Body::Expression(e) => e.variables(),
+            Body::Template(t) => t.variables(),
+        }
+    }
+}
+
 impl Agent for Compute {
     fn spec(&self) -> &AgentSpec {
         &self.spec
     }
 
     async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
+        // A key the body reads beyond its declared inputs (`inputs:` narrowed in a spec) may be still in the
+        // making by an async agent: its readers wait for it as for an input.
+        ctx.wait_for_keys(&self.body.reads()).await?;
         let view = ctx.view();
         let inputs = ctx.inputs().clone();
         let result = if self.spec.timeout.is_some() {

@@ -232,3 +232,23 @@ agents:
          supervisor chooses its sub-agents by name, so each must be another agent"
     );
 }
+
+/// A compute agent whose `inputs:` leave out a key its expression reads waits for the async agent producing
+/// it, as a declared input's reader does (the crash soak's workflow 2 read it undefined under load).
+#[tokio::test]
+async fn a_compute_agent_waits_for_an_async_key_it_reads_beyond_its_inputs() {
+    let registry = AgentRegistry::new();
+    let slow = FnAgent::from_async("slow_writer", |_| async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        Ok(json!("late"))
+    })
+    .build();
+    registry.register(slow).unwrap();
+    let yaml = "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [slow, reader], output_key: out }\n  \
+                slow: { kind: registry, name: slow_writer, output_key: k, async: true }\n  \
+                reader: { kind: compute, value: \"k ~ '!' ~ tag\", inputs: [tag], output_key: out }\n";
+    let spec = Spec::parse(yaml, "late.yaml").unwrap();
+    let built = spec.build_with(&BuildContext::new().registry(registry)).unwrap();
+    let out = built.root.invoke().input("tag", "t").await.unwrap();
+    assert_eq!(out.output(), Some(&json!("late!t")));
+}

@@ -85,6 +85,23 @@ impl InvocationContext {
         }
     }
 
+    /// Waits while an async agent is producing any of `keys` (as seen from this invocation's mapper item):
+    /// what an agent that reads state keys beyond its declared inputs (which are waited for before it starts)
+    /// calls before it reads them. Returns at once when none is in the making.
+    ///
+    /// # Errors
+    /// The error of the async agent that was producing one of them, with its original variant.
+    pub async fn wait_for_keys(&self, keys: &[String]) -> Result<(), AgentError> {
+        let layer = self.frame.layer.as_ref();
+        let view = self.handle.scope.view_at(layer);
+        for key in keys.iter().filter(|k| !self.inputs.contains_key(k.as_str())) {
+            if view.is_pending(key) || view.has_async_error(key) {
+                Box::pin(self.handle.scope.read_waiting_at(layer, key)).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// The resolved (coerced) value of input `key`.
     pub fn input(&self, key: &str) -> Option<&Value> {
         self.inputs.get(key)
