@@ -242,10 +242,12 @@ async fn a_compute_agent_waits_for_an_async_key_it_reads_beyond_its_inputs() {
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         Ok(json!("late"))
     })
+    .output_key("k")
+    .asynchronous(true)
     .build();
     registry.register(slow).unwrap();
     let yaml = "version: 1\nroot: main\nagents:\n  main: { kind: sequence, agents: [slow, reader], output_key: out }\n  \
-                slow: { kind: registry, name: slow_writer, output_key: k, async: true }\n  \
+                slow: { kind: registry, name: slow_writer }\n  \
                 reader: { kind: compute, value: \"k ~ '!' ~ tag\", inputs: [tag], output_key: out }\n";
     let spec = Spec::parse(yaml, "late.yaml").unwrap();
     let built = spec.build_with(&BuildContext::new().registry(registry)).unwrap();
