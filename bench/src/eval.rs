@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentic::agents::model::{ChatModelRef, ScriptedModel};
-use agentic::engine::{CallTape, Durability, RecordedCall, ReplayMode, RunResult, StoreRef};
+use agentic::engine::{CallTape, Durability, RecordedCall, ReplayMode, RunOutcome, RunResult, StoreRef};
 use agentic::eval::{
     CaseCalls, CaseResult, Dataset, EvalResult, Evaluator, Judges, Observation, RunUsage, Runner, Summary, case_inputs,
-    run_name, summarize,
+    observed, read_back, run_name, summarize,
 };
 use agentic::spec::{BuiltSpec, Spec};
 use agentic::store::SledStore;
@@ -97,10 +97,12 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Timed) {
 /// What the pieces (a) adds cost per case, each timed on its own over every case ([`EvalBench::parts`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Parts {
-    /// Reading each run back (`load` + `run` records, trajectory, usage), C at once: wall per case.
+    /// Observing each completed run from its scope (state, trajectory, usage: `agentic::eval::observed`), as
+    /// the `Runner` does: per case.
+    pub observe: Duration,
+    /// Reading each run back from the store instead (`agentic::eval::read_back`: what the `Runner` does for a run
+    /// that did not complete), C at once: wall per case.
     pub read_back: Duration,
-    /// Of which reading the run's record (`run_dyn`, for its pending responses) alone, C at once: per case.
-    pub run_record: Duration,
     /// The six evaluators on each case's observation, one case after the other: per case.
     pub evaluators: Duration,
     /// The cases' results and `summarize`: per case.
@@ -244,6 +246,17 @@ impl EvalBench {
         }
     }
 
+    /// Makes the store durable and lets its background work end, so that the next measurement does not pay
+    /// for the writes of the one before (sled flushes them in the background).
+    ///
+    /// # Errors
+    /// The store cannot be flushed.
+    pub fn settle(&self, rt: &tokio::runtime::Runtime) -> Result<()> {
+        rt.block_on(self.store.flush_dyn()).ctx("flushing the store")?;
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(())
+    }
+
     fn next_eval_id(&mut self, what: &str) -> String {
         self.evals += 1;
         format!("bench{what}{:04}", self.evals)
@@ -277,12 +290,12 @@ impl EvalBench {
 
     /// (b) The same runs without evaluation: the same invocations as the `Runner` makes (inputs, a fresh run id,
     /// async durability, the store, the run name, the spec's hash and source, a strict tape of the case's
-    /// calls), C at once; nothing read back, evaluated or summarised. Returns the run ids, in case order. Checks that each run
-    /// completed with the recorded output and that its tape answered its 3 calls and made none.
+    /// calls), C at once; nothing observed, evaluated or summarised. Returns the runs, in case order. Checks
+    /// that each run completed with the recorded output and that its tape answered its 3 calls and made none.
     ///
     /// # Errors
     /// A run that failed or gave another output.
-    pub fn runs_alone(&mut self, rt: &tokio::runtime::Runtime) -> Result<(Vec<String>, Timed)> {
+    pub fn runs_alone(&mut self, rt: &tokio::runtime::Runtime) -> Result<(Vec<RunOutcome>, Timed)> {
         let eval_id = self.next_eval_id("b");
         let this = &*self;
         let (results, t) = timed(|| {
@@ -316,49 +329,53 @@ impl EvalBench {
                     .collect::<Vec<_>>(),
             )
         });
-        let mut ids = vec![String::new(); results.len()];
+        let mut runs: Vec<Option<RunOutcome>> = results.iter().map(|_| None).collect();
         for (case, run_id, outcome, stats) in results {
             let i: usize = case.id[1..].parse().ctx("case id")?;
             let want = Value::String(case_reply(i));
-            match outcome {
-                Ok(o) if matches!(&o.result, RunResult::Completed(v) if *v == want) => {}
+            let outcome = match outcome {
+                Ok(o) if matches!(&o.result, RunResult::Completed(v) if *v == want) && o.run_id == run_id => o,
                 Ok(o) => return Err(crate::error::Error(format!("runs alone: case {}: {:?}", case.id, o.result))),
                 Err(e) => return Err(crate::error::Error(format!("runs alone: case {}: {e}", case.id))),
-            }
+            };
             ensure(stats.answered == 3 && stats.made == 0, || format!("runs alone: case {}: tape {stats:?}", case.id))?;
-            *ids.get_mut(i).ctx("case index")? = run_id;
+            *runs.get_mut(i).ctx("case index")? = Some(outcome);
         }
-        Ok((ids, t))
+        Ok((runs.into_iter().flatten().collect(), t))
     }
 
-    /// The pieces (a) adds to (b), each timed over the runs `run_ids` (from [`EvalBench::runs_alone`]):
-    /// reading each run back as the `Runner` does (C at once), the evaluators on each observation, the cases'
-    /// results and the summary.
+    /// The pieces (a) adds to (b), each timed over the runs `runs` (from [`EvalBench::runs_alone`]):
+    /// observing each run as the `Runner` does, the evaluators on each observation, the cases' results and the
+    /// summary; and, for comparison, reading each run back from the store (C at once). Checks that both give
+    /// the same state, trajectory and usage.
     ///
     /// # Errors
-    /// A run that cannot be read back, or an evaluator that fails.
-    pub fn parts(&self, rt: &tokio::runtime::Runtime, run_ids: &[String]) -> Result<Parts> {
-        let n = run_ids.len().max(1) as u32;
+    /// A run whose observation differs from what the store holds, or an evaluator that fails.
+    pub fn parts(&self, rt: &tokio::runtime::Runtime, runs: &[RunOutcome]) -> Result<Parts> {
+        let n = runs.len().max(1) as u32;
         let t0 = Instant::now();
-        let seen: Vec<Option<ReadBack>> = rt.block_on(
-            futures::stream::iter(run_ids)
-                .map(|id| read_back(&self.store, id))
+        let seen: Vec<ReadBack> = rt.block_on(async {
+            let mut seen = Vec::with_capacity(runs.len());
+            for run in runs {
+                seen.push(observed(run).await);
+            }
+            seen
+        });
+        let observe = t0.elapsed() / n;
+        let t0 = Instant::now();
+        let stored: Vec<ReadBack> = rt.block_on(
+            futures::stream::iter(runs)
+                .map(|run| read_back(&self.store, &run.run_id))
                 .buffered(self.concurrency)
                 .collect::<Vec<_>>(),
         );
         let read_back = t0.elapsed() / n;
-        let t0 = Instant::now();
-        let records: Vec<bool> = rt.block_on(
-            futures::stream::iter(run_ids)
-                .map(|id| async move { matches!(self.store.run_dyn(id).await, Ok(Some(_))) })
-                .buffered(self.concurrency)
-                .collect::<Vec<_>>(),
-        );
-        let run_record = t0.elapsed() / n;
-        ensure(records.iter().all(|r| *r), || "parts: a run has no record".to_string())?;
         let mut observations = Vec::with_capacity(seen.len());
-        for (i, s) in seen.into_iter().enumerate() {
-            let (state, trajectory, usage) = s.ctx(format!("reading run {} back", run_ids[i]))?;
+        for (i, (s, from_store)) in seen.into_iter().zip(stored).enumerate() {
+            ensure(s == from_store, || {
+                format!("parts: run {} observed {s:?}, the store holds {from_store:?}", runs[i].run_id)
+            })?;
+            let (state, trajectory, usage) = s;
             let case = self.dataset.cases.get(i).ctx("case")?;
             observations.push(Observation {
                 output: state.get("reply").cloned().unwrap_or_default(),
@@ -374,11 +391,7 @@ impl EvalBench {
         let results: Vec<Vec<EvalResult>> = rt.block_on(async {
             let mut all = Vec::with_capacity(observations.len());
             for seen in &observations {
-                let mut results = Vec::with_capacity(self.evaluators.len());
-                for e in self.evaluators.iter() {
-                    results.push(e.evaluate(seen, &self.judges).await);
-                }
-                all.push(results);
+                all.push(Evaluator::evaluate_all(&self.evaluators, seen, &self.judges).await);
             }
             all
         });
@@ -390,15 +403,15 @@ impl EvalBench {
             .into_iter()
             .zip(&observations)
             .zip(&self.dataset.cases)
-            .zip(run_ids)
-            .map(|(((results, seen), case), run_id)| {
+            .zip(runs)
+            .map(|(((results, seen), case), run)| {
                 agentic::eval::CaseRuns {
                     id: case.id.clone(),
                     inputs: case.inputs.clone(),
                     expected: case.expected.clone(),
                     runs: vec![(
                         agentic::eval::RepeatResult {
-                            run_id: run_id.clone(),
+                            run_id: run.run_id.clone(),
                             passed: true,
                             results,
                             output: seen.output.clone(),
@@ -415,8 +428,8 @@ impl EvalBench {
         let runs: Vec<(RunUsage, u64)> = observations.iter().map(|o| (o.usage.clone(), 1)).collect();
         let summary = summarize(&case_results, &runs, &self.names, None);
         let summary_t = t0.elapsed() / n;
-        ensure(summary.passed == run_ids.len(), || format!("parts: {} cases passed", summary.passed))?;
-        Ok(Parts { read_back, run_record, evaluators, summary: summary_t })
+        ensure(summary.passed == runs.len(), || format!("parts: {} cases passed", summary.passed))?;
+        Ok(Parts { observe, read_back, evaluators, summary: summary_t })
     }
 }
 
@@ -431,29 +444,8 @@ fn new_run_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-/// A run read back: its final state, its trajectory, its usage.
+/// What a run gave: its final state, its trajectory, its usage.
 type ReadBack = (Map<String, Value>, Vec<String>, RunUsage);
-
-/// What the `Runner` reads back of a run: its final state, its trajectory (agents in the order they started)
-/// and its usage (`None` when the run cannot be read).
-async fn read_back(store: &StoreRef, run_id: &str) -> Option<ReadBack> {
-    let image = store.load_dyn(run_id).await.ok()?;
-    let pending = match store.run_dyn(run_id).await {
-        Ok(Some(record)) => record.pending,
-        _ => Vec::new(),
-    };
-    let mut history: Vec<&agentic::engine::InvocationRecord> = image.history.iter().collect();
-    history.sort_by_key(|r| r.started_at_us);
-    let trajectory = history.iter().map(|r| r.agent.clone()).collect();
-    let total = agentic::engine::budget::usage_by_agent(&image, &pending).get("total").cloned().unwrap_or(Value::Null);
-    let usage = RunUsage {
-        input_tokens: total.get("input_tokens").and_then(Value::as_u64).unwrap_or_default(),
-        output_tokens: total.get("output_tokens").and_then(Value::as_u64).unwrap_or_default(),
-        model_calls: total.get("model_calls").and_then(Value::as_u64).unwrap_or_default(),
-        cost_usd: total.get("cost_usd").and_then(Value::as_f64),
-    };
-    Some((image.state, trajectory, usage))
-}
 
 #[cfg(test)]
 mod tests {

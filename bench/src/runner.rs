@@ -100,7 +100,7 @@ impl Plan {
             llm_conc: (1000, 5, 3),
             serve: (1000, 50),
             tools: (3, 20),
-            eval: (1000, 8, 10),
+            eval: (1000, 8, 30),
         }
     }
 
@@ -906,26 +906,31 @@ fn run_eval(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) ->
     let recorded_in = t0.elapsed();
     let calls = bench.model_calls();
     let (mut a, mut b) = (Vec::new(), Vec::new());
-    let mut run_ids = Vec::new();
+    let mut last_runs = Vec::new();
     for rep in 0..=reps {
         // a then b, then b then a: neither always runs right after the other's writes (sled flushes them
         // in the background) nor always on the larger store.
-        let (ta, (ids, tb)) = if rep % 2 == 0 {
+        // Each measurement starts on a settled store ([`crate::eval::EvalBench::settle`]).
+        let (ta, (runs, tb)) = if rep % 2 == 0 {
+            bench.settle(rt)?;
             let (_, ta) = bench.eval(rt)?;
+            bench.settle(rt)?;
             (ta, bench.runs_alone(rt)?)
         } else {
+            bench.settle(rt)?;
             let b = bench.runs_alone(rt)?;
+            bench.settle(rt)?;
             (bench.eval(rt)?.1, b)
         };
         if rep > 0 {
             a.push(ta);
             b.push(tb);
         }
-        run_ids = ids;
+        last_runs = runs;
     }
     let replayed = bench.model_calls() - calls;
     ensure(replayed == 0, || format!("eval: the replays called the model {replayed} times"))?;
-    let parts = bench.parts(rt, &run_ids)?;
+    let parts = bench.parts(rt, &last_runs)?;
     let ratios: Vec<f64> = a.iter().zip(&b).map(|(a, b)| a.wall.as_secs_f64() / b.wall.as_secs_f64()).collect();
     let med = |xs: Vec<Duration>| median(&mut xs.clone());
     let (wa, wb) = (med(a.iter().map(|t| t.wall).collect()), med(b.iter().map(|t| t.wall).collect()));
@@ -937,7 +942,7 @@ fn run_eval(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) ->
     report.rows.push(Row {
         scenario: format!(
             "eval: {n} replayed cases of a 3-agent spec (3 llm agents, 6 evaluators), --concurrency {c}: cases/s \
-             (reference: the same runs alone, no read-back, evaluators or summary)"
+             (reference: the same runs alone, nothing observed, evaluated or summarised)"
         ),
         langgraph: format!(
             "runs alone: {:.0} cases/s (cpu {}/case)",
@@ -957,16 +962,17 @@ fn run_eval(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) ->
     report.counts.push(("eval model calls in the replays".into(), replayed));
     report.notes.push(format!(
         "eval row: medians of {reps} repetitions each, interleaved (eval then runs alone, then the other way round) \
-         after a warm-up pair, one sled \
+         after a warm-up pair, each on a settled store (flushed, then 200 ms), one sled \
          store (async durability) in this process; every case replayed strictly from one recording of {calls} \
          calls (made in {:.2} s, one case at a time), no model called ({replayed}) and every case passed. Ratio = \
          eval time ÷ runs-alone time (below 1.10 holds the target); per pair, in order: {}. The pieces the eval \
-         adds, each timed alone over the last {n} runs: read-back {} per case ({c} at once; the run's record \
-         alone {}), the 6 evaluators {}, the results and summary {}.",
+         adds, each timed alone over the last {n} runs: observing the run (state, trajectory, usage from its \
+         scope) {} per case (reading it back from the store instead, as for a run that did not complete: {} per \
+         case, {c} at once; both gave the same for every run), the 6 evaluators {}, the results and summary {}.",
         recorded_in.as_secs_f64(),
         ratios.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>().join(", "),
+        table::dur(parts.observe),
         table::dur(parts.read_back),
-        table::dur(parts.run_record),
         table::dur(parts.evaluators),
         table::dur(parts.summary)
     ));

@@ -367,22 +367,7 @@ impl Ledger {
 /// `history` and the calls of invocations suspended at a budget (`pending`). What `show`, `GET /runs/{id}`
 /// and the report give (SPEC.md §3).
 pub fn usage_by_agent(image: &RunImage, pending: &[PendingResponse]) -> Value {
-    let history = &image.history;
-    let mut agents: Vec<(String, String, Usage)> = Vec::new();
-    let mut add = |agent: &str, path: &str, u: &Usage| match agents.iter_mut().find(|(_, p, _)| p == path) {
-        Some((_, _, acc)) => acc.add(u),
-        None => agents.push((agent.to_string(), path.to_string(), u.clone())),
-    };
-    for r in history {
-        if let Some(u) = &r.usage {
-            add(&r.agent, &r.path, u);
-        } else if let Some(t) = r.tokens {
-            add(&r.agent, &r.path, &Usage { input_tokens: t.input, output_tokens: t.output, ..Usage::default() });
-        }
-    }
-    for f in &image.failed_usage {
-        add(&f.agent, &f.path, &f.usage);
-    }
+    let mut rows = usage_rows(&image.history, &image.failed_usage);
     // Invocations still running (suspended at a tool call, a budget, a crash) count their journaled turns.
     for (key, calls) in &image.calls {
         let path = key.split('|').next().unwrap_or(key);
@@ -393,14 +378,59 @@ pub fn usage_by_agent(image: &RunImage, pending: &[PendingResponse]) -> Value {
                     || p.data.get("path").and_then(Value::as_str) == Some(path)
             })
             .map(|p| p.agent.clone())
-            .or_else(|| history.iter().find(|r| r.path == path).map(|r| r.agent.clone()))
+            .or_else(|| image.history.iter().find(|r| r.path == path).map(|r| r.agent.clone()))
             .unwrap_or_else(|| path.to_string());
         for call in calls {
             if let crate::tool_call::CallEntry::Model(turn) = call {
-                add(&agent, path, &turn.usage);
+                add_usage(&mut rows, &agent, path, &turn.usage);
             }
         }
     }
+    usage_json(with_pending(rows, pending))
+}
+
+/// What a run spent on models in all (the `total` of [`usage_by_agent`], with the models called), from its
+/// `history`, its failed attempts and the invocations suspended at a budget (`pending`): what the run's scope
+/// knows without the store. The cost is rounded as [`usage_by_agent`] rounds it.
+pub(crate) fn total_usage(history: &[InvocationRecord], failed: &[FailedUsage], pending: &[PendingResponse]) -> Usage {
+    let mut total = Usage::default();
+    for (_, _, u) in with_pending(usage_rows(history, failed), pending) {
+        total.add(&u);
+    }
+    total.cost_usd = total.cost_usd.map(rounded);
+    total
+}
+
+/// Per agent path, in the order first seen: (agent, path, usage).
+type UsageRows = Vec<(String, String, Usage)>;
+
+fn add_usage(rows: &mut UsageRows, agent: &str, path: &str, u: &Usage) {
+    match rows.iter_mut().find(|(_, p, _)| p == path) {
+        Some((_, _, acc)) => acc.add(u),
+        None => rows.push((agent.to_string(), path.to_string(), u.clone())),
+    }
+}
+
+/// The usage of the invocations that ended, failed attempts included.
+fn usage_rows(history: &[InvocationRecord], failed: &[FailedUsage]) -> UsageRows {
+    let mut agents = UsageRows::new();
+    let mut add = |agent: &str, path: &str, u: &Usage| add_usage(&mut agents, agent, path, u);
+    for r in history {
+        if let Some(u) = &r.usage {
+            add(&r.agent, &r.path, u);
+        } else if let Some(t) = r.tokens {
+            add(&r.agent, &r.path, &Usage { input_tokens: t.input, output_tokens: t.output, ..Usage::default() });
+        }
+    }
+    for f in failed {
+        add(&f.agent, &f.path, &f.usage);
+    }
+    agents
+}
+
+/// The rows with what invocations suspended at a budget spent (`pending`).
+fn with_pending(mut agents: UsageRows, pending: &[PendingResponse]) -> UsageRows {
+    let mut add = |agent: &str, path: &str, u: &Usage| add_usage(&mut agents, agent, path, u);
     for p in pending.iter().filter(|p| p.kind == PendingKind::Budget) {
         if p.data.get("journaled").and_then(Value::as_bool).unwrap_or(false) {
             continue;
@@ -410,6 +440,11 @@ pub fn usage_by_agent(image: &RunImage, pending: &[PendingResponse]) -> Value {
             add(&p.agent, path, &u);
         }
     }
+    agents
+}
+
+/// The rows and their total, as JSON.
+fn usage_json(agents: UsageRows) -> Value {
     let mut total = Usage::default();
     let rows: Vec<Value> = agents
         .iter()

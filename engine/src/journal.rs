@@ -63,6 +63,15 @@ impl InvocationRecord {
             .count();
         u32::try_from(n).unwrap_or(u32::MAX)
     }
+
+    /// The trajectory of a run (SPEC.md §6): the names of the agents whose invocations in `history` completed
+    /// without error (composites included), in the order they started. The same for a run's history in memory
+    /// (which holds its failed attempts too) and as the journal rebuilds it.
+    pub fn trajectory(history: &[InvocationRecord]) -> Vec<String> {
+        let mut started: Vec<&InvocationRecord> = history.iter().filter(|r| r.error.is_none()).collect();
+        started.sort_by_key(|r| r.started_at_us);
+        started.iter().map(|r| r.agent.clone()).collect()
+    }
 }
 
 /// A sub-agent call in flight, as journaled with its planner's state so a resume can dispatch it again.

@@ -230,9 +230,25 @@ impl Evaluator {
 
     /// Applies the evaluator to what a case's run gave; `judges` holds the models of `judge` evaluators.
     pub async fn evaluate(&self, seen: &Observation, judges: &Judges) -> EvalResult {
+        self.evaluate_with(&Variables::new(seen), judges).await
+    }
+
+    /// Applies each of `evaluators` to what a case's run gave, in order (the variables of their expressions and
+    /// templates made once for all of them).
+    pub async fn evaluate_all(evaluators: &[Evaluator], seen: &Observation, judges: &Judges) -> Vec<EvalResult> {
+        let vars = Variables::new(seen);
+        let mut results = Vec::with_capacity(evaluators.len());
+        for evaluator in evaluators {
+            results.push(evaluator.evaluate_with(&vars, judges).await);
+        }
+        results
+    }
+
+    async fn evaluate_with(&self, vars: &Variables<'_>, judges: &Judges) -> EvalResult {
+        let seen = vars.seen;
         let (passed, score, reason) = match &self.check {
-            Check::Equals { value } => equals(value.as_ref(), seen),
-            Check::Contains { text, ignore_case } => contains(text.as_ref(), *ignore_case, seen),
+            Check::Equals { value } => equals(value.as_ref(), vars),
+            Check::Contains { text, ignore_case } => contains(text.as_ref(), *ignore_case, vars),
             Check::Regex { pattern } => {
                 let text = as_text(&seen.output);
                 boolean(pattern.is_match(&text), || format!("output {} does not match /{pattern}/", shown_text(&text)))
@@ -245,11 +261,11 @@ impl Evaluator {
                     boolean(false, || format!("output does not match the schema{at}: {}", cut(&e.to_string())))
                 }
             },
-            Check::Expression { check, threshold } => expression(check, *threshold, seen),
+            Check::Expression { check, threshold } => expression(check, *threshold, vars),
             Check::Trajectory { must_run, must_not_run, order, max_steps } => {
                 trajectory(must_run, must_not_run, order, *max_steps, &seen.trajectory)
             }
-            Check::Judge { model, rubric, threshold } => judge(model, rubric, *threshold, seen, judges).await,
+            Check::Judge { model, rubric, threshold } => judge(model, rubric, *threshold, vars, judges).await,
             Check::Cost { max_tokens, max_model_calls, max_cost_usd } => {
                 cost(*max_tokens, *max_model_calls, *max_cost_usd, &seen.usage)
             }
@@ -258,18 +274,35 @@ impl Evaluator {
     }
 }
 
+/// An observation's variables ([`VARIABLES`]), made on first use and shared by the evaluators of a case.
+struct Variables<'a> {
+    seen: &'a Observation,
+    made: std::sync::OnceLock<Vec<(&'static str, Value)>>,
+}
+
+impl<'a> Variables<'a> {
+    fn new(seen: &'a Observation) -> Self {
+        Variables { seen, made: std::sync::OnceLock::new() }
+    }
+
+    fn get(&self) -> &[(&'static str, Value)] {
+        self.made.get_or_init(|| self.seen.variables())
+    }
+}
+
 /// A boolean evaluator's outcome: score 1 and no reason when it holds, else score 0 and `reason()`.
 fn boolean(ok: bool, reason: impl FnOnce() -> String) -> (bool, f64, Option<String>) {
     if ok { (true, 1.0, None) } else { (false, 0.0, Some(reason())) }
 }
 
-fn equals(value: Option<&Expression>, seen: &Observation) -> (bool, f64, Option<String>) {
+fn equals(value: Option<&Expression>, vars: &Variables<'_>) -> (bool, f64, Option<String>) {
+    let seen = vars.seen;
     let Some(expected) = &seen.expected else {
         return boolean(false, || "the case has no `expected` to compare with".to_string());
     };
     let (label, actual) = match value {
         None => ("output".to_string(), seen.output.clone()),
-        Some(e) => match e.eval(&ScopeView::default(), &seen.variables()) {
+        Some(e) => match e.eval(&ScopeView::default(), vars.get()) {
             Ok(v) => (format!("`{}`", e.source()), v),
             Err(why) => return boolean(false, || format!("`{}` cannot be evaluated: {why}", e.source())),
         },
@@ -289,9 +322,10 @@ fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn contains(text: Option<&Template>, ignore_case: bool, seen: &Observation) -> (bool, f64, Option<String>) {
+fn contains(text: Option<&Template>, ignore_case: bool, vars: &Variables<'_>) -> (bool, f64, Option<String>) {
+    let seen = vars.seen;
     let needle = match text {
-        Some(t) => match t.render(&ScopeView::default(), &seen.variables()) {
+        Some(t) => match t.render(&ScopeView::default(), vars.get()) {
             Ok(s) => s,
             Err(why) => return boolean(false, || format!("`text` cannot be rendered: {why}")),
         },
@@ -306,8 +340,8 @@ fn contains(text: Option<&Template>, ignore_case: bool, seen: &Observation) -> (
     boolean(found, || format!("output {} does not contain {}", shown_text(&haystack), shown_text(&needle)))
 }
 
-fn expression(check: &Expression, threshold: f64, seen: &Observation) -> (bool, f64, Option<String>) {
-    let value = match check.eval(&ScopeView::default(), &seen.variables()) {
+fn expression(check: &Expression, threshold: f64, vars: &Variables<'_>) -> (bool, f64, Option<String>) {
+    let value = match check.eval(&ScopeView::default(), vars.get()) {
         Ok(v) => v,
         Err(why) => return boolean(false, || format!("`{}` cannot be evaluated: {why}", check.source())),
     };
@@ -408,13 +442,13 @@ async fn judge(
     model: &str,
     rubric: &Template,
     threshold: f64,
-    seen: &Observation,
+    vars: &Variables<'_>,
     judges: &Judges,
 ) -> (bool, f64, Option<String>) {
     let Some(chat) = judges.models.get(model) else {
         return (false, 0.0, Some(format!("the judge model `{model}` is not built")));
     };
-    let prompt = match rubric.render(&ScopeView::default(), &seen.variables()) {
+    let prompt = match rubric.render(&ScopeView::default(), vars.get()) {
         Ok(p) => p,
         Err(why) => return (false, 0.0, Some(format!("the rubric cannot be rendered: {why}"))),
     };

@@ -41,4 +41,6 @@ pub use results::{
     Baseline, CaseResult, CaseRuns, EvalResult, EvalResults, Latency, RepeatResult, RunUsage, Summary, Tokens,
     summarize,
 };
-pub use runner::{CaseCalls, ExportFilter, Progress, Runner, case_inputs, export, new_eval_id, run_name};
+pub use runner::{
+    CaseCalls, ExportFilter, Progress, Runner, case_inputs, export, new_eval_id, observed, read_back, run_name,
+};

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use agentic_engine::{
-    AgentError, CallTape, Durability, PendingResponse, RecordedCall, ReplayMode, RunResult, RunStatus, StoreError,
-    StoreRef,
+    AgentError, CallTape, Durability, InvocationRecord, PendingResponse, RecordedCall, ReplayMode, RunOutcome,
+    RunResult, RunStatus, StoreError, StoreRef,
 };
 use agentic_spec::{BuiltSpec, Spec};
 use futures::StreamExt;
@@ -283,7 +283,12 @@ impl Runner {
             }
             Err(e) => (Value::Null, Some(format!("the run failed: {e}")), RunStatus::Failed),
         };
-        let (state, trajectory, usage) = self.read_back(&run_id).await;
+        // A completed run is observed from its scope; one that did not complete (its usage counts the calls of
+        // invocations it stopped in) from the store.
+        let (state, trajectory, usage) = match &result {
+            Ok(outcome) if error.is_none() => observed(outcome).await,
+            _ => read_back(&self.store, &run_id).await,
+        };
         let seen = Observation {
             output: output.clone(),
             expected: case.expected.clone(),
@@ -293,20 +298,21 @@ impl Runner {
             usage: usage.clone(),
             latency_ms,
         };
-        let mut results = Vec::with_capacity(self.evaluators.len());
-        for evaluator in self.evaluators.iter() {
-            results.push(match &error {
-                // A run that did not complete fails every evaluator, with its reason.
-                Some(why) => EvalResult {
+        let results = match &error {
+            None => Evaluator::evaluate_all(&self.evaluators, &seen, &self.judges).await,
+            // A run that did not complete fails every evaluator, with its reason.
+            Some(why) => self
+                .evaluators
+                .iter()
+                .map(|evaluator| EvalResult {
                     evaluator: evaluator.name.clone(),
                     kind: evaluator.check.kind().to_string(),
                     passed: false,
                     score: 0.0,
                     reason: Some(why.clone()),
-                },
-                None => evaluator.evaluate(&seen, &self.judges).await,
-            });
-        }
+                })
+                .collect(),
+        };
         let passed = error.is_none() && results.iter().all(|r| r.passed);
         if !span.is_disabled() {
             for r in &results {
@@ -325,27 +331,43 @@ impl Runner {
         let repeat = RepeatResult { run_id, passed, results, output, error, latency_ms };
         (repeat, status.to_string(), usage)
     }
+}
 
-    /// The final state, the trajectory (agent names in the order their invocations started) and the usage
-    /// of run `run_id`, from the store (empty when it cannot be read).
-    async fn read_back(&self, run_id: &str) -> (Map<String, Value>, Vec<String>, RunUsage) {
-        let Ok(image) = self.store.load_dyn(run_id).await else { return Default::default() };
-        let pending = match self.store.run_dyn(run_id).await {
-            Ok(Some(record)) => record.pending,
-            _ => Vec::new(),
-        };
-        let mut history: Vec<&agentic_engine::InvocationRecord> = image.history.iter().collect();
-        history.sort_by_key(|r| r.started_at_us);
-        let trajectory = history.iter().map(|r| r.agent.clone()).collect();
-        let total =
-            agentic_engine::budget::usage_by_agent(&image, &pending).get("total").cloned().unwrap_or(Value::Null);
-        let usage = RunUsage {
-            input_tokens: total.get("input_tokens").and_then(Value::as_u64).unwrap_or_default(),
-            output_tokens: total.get("output_tokens").and_then(Value::as_u64).unwrap_or_default(),
-            model_calls: total.get("model_calls").and_then(Value::as_u64).unwrap_or_default(),
-            cost_usd: total.get("cost_usd").and_then(Value::as_f64),
-        };
-        (image.state, trajectory, usage)
+/// The final state, the trajectory (agent names in the order their invocations started) and the usage of run
+/// `run_id`, from the store (empty when it cannot be read): what a case's run gave when it did not complete
+/// (its usage counts the calls of the invocations it stopped in).
+pub async fn read_back(store: &StoreRef, run_id: &str) -> (Map<String, Value>, Vec<String>, RunUsage) {
+    let Ok(image) = store.load_dyn(run_id).await else { return Default::default() };
+    let pending = match store.run_dyn(run_id).await {
+        Ok(Some(record)) => record.pending,
+        _ => Vec::new(),
+    };
+    let usage = agentic_engine::budget::usage_by_agent(&image, &pending);
+    (image.state, InvocationRecord::trajectory(&image.history), run_usage(&usage))
+}
+
+/// What a run gave, as [`read_back`] reads it from the store, from the run itself: its final state, trajectory
+/// and usage (the same values for a run that completed), without reading the store.
+pub async fn observed(outcome: &RunOutcome) -> (Map<String, Value>, Vec<String>, RunUsage) {
+    let trajectory = outcome.trajectory().await.unwrap_or_default();
+    let spent = outcome.usage().await.unwrap_or_default();
+    let usage = RunUsage {
+        input_tokens: spent.input_tokens,
+        output_tokens: spent.output_tokens,
+        model_calls: spent.model_calls,
+        cost_usd: spent.cost_usd,
+    };
+    (outcome.state().to_map(), trajectory, usage)
+}
+
+/// The total of a usage by agent ([`agentic_engine::budget::usage_by_agent`]).
+fn run_usage(usage: &Value) -> RunUsage {
+    let total = &usage["total"];
+    RunUsage {
+        input_tokens: total.get("input_tokens").and_then(Value::as_u64).unwrap_or_default(),
+        output_tokens: total.get("output_tokens").and_then(Value::as_u64).unwrap_or_default(),
+        model_calls: total.get("model_calls").and_then(Value::as_u64).unwrap_or_default(),
+        cost_usd: total.get("cost_usd").and_then(Value::as_f64),
     }
 }
 

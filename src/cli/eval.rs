@@ -107,12 +107,9 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match super::durable::runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return EXIT_FAILED;
-        }
+        Err(code) => return code,
     };
     let store = match super::open(&runtime, &args.store.store) {
         Ok(super::Opened::Local(store)) => store,
@@ -349,12 +346,9 @@ fn say_gate(results: &EvalResults, baseline: Option<&Baseline>) {
 
 /// `agentic eval export`: the stored runs as dataset lines on stdout.
 fn export(args: &EvalExportArgs) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match super::durable::runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return EXIT_FAILED;
-        }
+        Err(code) => return code,
     };
     let store = match super::open_store(&runtime, &args.store.store) {
         Ok(store) => store,

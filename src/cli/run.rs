@@ -54,12 +54,9 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         eprintln!("error: --memory-id: {e}");
         return EXIT_USAGE;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match super::durable::runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return EXIT_FAILED;
-        }
+        Err(code) => return code,
     };
     let opened = match super::open(&runtime, &args.store.store) {
         Ok(o) => o,

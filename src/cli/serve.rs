@@ -13,12 +13,9 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
         return EXIT_USAGE;
     }
     let token = std::env::var(&args.token_env).ok().filter(|t| !t.is_empty());
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match super::durable::runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return EXIT_FAILED;
-        }
+        Err(code) => return code,
     };
     let lease_time = std::time::Duration::from_millis(args.lease_ms);
     let shown = super::store_label(&dir);

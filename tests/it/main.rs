@@ -24,6 +24,7 @@ mod engine_errors;
 mod engine_fork;
 mod engine_journal;
 mod engine_typed_keys;
+mod eval_observe;
 mod idempotency;
 mod llm_agent;
 mod llm_specs;

@@ -115,6 +115,26 @@ impl RunOutcome {
         self.scope.history().await
     }
 
+    /// The run's trajectory: the names of the agents whose invocations completed, in the order they started
+    /// ([`InvocationRecord::trajectory`]).
+    ///
+    /// # Errors
+    /// None once the run has ended (kept fallible for scopes kept elsewhere).
+    pub async fn trajectory(&self) -> Result<Vec<String>, AgentError> {
+        self.scope.trajectory().await
+    }
+
+    /// What the run spent on models in all: tokens, calls, cost (rounded to a billionth of a dollar) and the
+    /// models called — the `total` that `agentic show` and `GET /runs/{id}` give
+    /// ([`crate::budget::usage_by_agent`]) — from the run's scope (the invocations that ended, failed attempts
+    /// included, and those suspended at a budget), without reading the store.
+    ///
+    /// # Errors
+    /// None once the run has ended (kept fallible for scopes kept elsewhere).
+    pub async fn usage(&self) -> Result<crate::usage::Usage, AgentError> {
+        self.scope.usage(self.pending()).await
+    }
+
     /// A request that continues this run (same system, memory id, store and durability). Add answers with
     /// [`InvokeRequest::answer`] before awaiting it.
     pub fn resume(&self) -> InvokeRequest {

@@ -196,8 +196,9 @@ impl RunSession {
         let calls: HashMap<_, _> =
             if resuming { std::mem::take(&mut image.calls).into_iter().collect() } else { HashMap::new() };
         let (budgets, restoring) = (ledger.is_some(), !restore.is_empty() || !calls.is_empty());
-        let parts =
-            RunParts { answers: Answers::new(answers, suspensions), ledger, restore, calls, ..RunParts::default() };
+        let failed_usage = std::mem::take(&mut image.failed_usage);
+        let answers = Answers::new(answers, suspensions);
+        let parts = RunParts { answers, ledger, restore, calls, failed_usage, ..RunParts::default() };
         let scope = ScopeHandle::spawn_named(name, &run_id, state, layers, history, parts).await?;
         // Stops the run's actors if this future is dropped before the run ends (the caller gave up).
         let scope_guard = StopOnDrop(Some((scope.actor().get_cell(), registry.actor_name(&run_id))));

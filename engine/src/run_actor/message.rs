@@ -42,6 +42,9 @@ pub(crate) enum ScopeMsg {
     FinishAsync(Box<FinishAsync>),
     /// The history so far.
     History(RpcReplyPort<Vec<InvocationRecord>>),
+    /// What the run spent on models so far in all, with what the invocations suspended at a budget
+    /// (`pending`) spent ([`crate::budget::total_usage`]).
+    Usage { pending: Vec<PendingResponse>, reply: RpcReplyPort<crate::usage::Usage> },
     /// How many invocations of an agent at a path, for a mapper item, completed so far
     /// ([`InvocationRecord::completed_in`]).
     Completed { agent: Arc<str>, path: Arc<str>, item: Option<Arc<str>>, reply: RpcReplyPort<u32> },

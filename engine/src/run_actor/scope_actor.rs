@@ -20,10 +20,11 @@ use super::answers::Answers;
 use super::async_agents::AsyncAgents;
 use super::compensations::{Compensations, run_compensations};
 use super::message::{ChildOutcome, FinishAsync, InvocationDone, Leftovers, Report, RootStart, ScopeMsg};
-use crate::budget::Ledger;
+use crate::budget::{Ledger, total_usage};
 use crate::error::AgentError;
-use crate::journal::InvocationRecord;
 use crate::journal::PlannerState;
+use crate::journal::{FailedUsage, InvocationRecord};
+use crate::pending::PendingResponse;
 use crate::scope::{ContextEntry, ScopeState, ScopeView, TypedKey};
 use crate::stop::Stop;
 
@@ -58,7 +59,11 @@ impl Drop for ScopeActorState {
     /// However the actor ends, the handles still held read the history it had, and subscribers that joined
     /// before the root started (a run abandoned or killed before it began) see their streams end.
     fn drop(&mut self) {
-        let _ = self.shared.history.set(std::mem::take(&mut self.scope.history));
+        let ended = Ended {
+            history: std::mem::take(&mut self.scope.history),
+            failed_usage: std::mem::take(&mut self.run.failed_usage),
+        };
+        let _ = self.shared.ended.set(ended);
         for subscriber in self.early_subscribers.drain(..) {
             subscriber.stop(None);
         }
@@ -83,13 +88,22 @@ pub(crate) struct RunParts {
     /// The calls journaled by the invocations in progress when the run was last checkpointed, by planner key
     /// (path and item layer); each taken once, when the invocation starts again (SPEC.md §4).
     pub(crate) calls: std::collections::HashMap<String, Vec<crate::tool_call::CallEntry>>,
+    /// What the failed attempts of the run's earlier turns spent on models (a resumed run's history holds
+    /// completions only; this turn's failed attempts are in its history, with their error).
+    pub(crate) failed_usage: Vec<FailedUsage>,
 }
 
 /// What the handles of a scope share with its actor.
 struct ScopeShared {
     memory_id: Arc<str>,
-    /// The history, once the actor has stopped.
-    history: OnceLock<Vec<InvocationRecord>>,
+    /// The history and what failed attempts spent, once the actor has stopped.
+    ended: OnceLock<Ended>,
+}
+
+/// What the handles of a scope still read once its actor has stopped.
+struct Ended {
+    history: Vec<InvocationRecord>,
+    failed_usage: Vec<FailedUsage>,
 }
 
 /// The arguments a scope actor starts with.
@@ -150,6 +164,9 @@ impl Actor for ScopeActor {
             }
             ScopeMsg::History(reply) => {
                 let _ = reply.send(state.scope.history.clone());
+            }
+            ScopeMsg::Usage { pending, reply } => {
+                let _ = reply.send(total_usage(&state.scope.history, &state.run.failed_usage, &pending));
             }
             ScopeMsg::Completed { agent, path, item, reply } => {
                 let _ =
@@ -336,7 +353,7 @@ impl ScopeHandle {
         run: RunParts,
     ) -> Result<Self, AgentError> {
         let (state, rx) = ScopeState::new(initial, layers, history);
-        let shared = Arc::new(ScopeShared { memory_id: Arc::from(memory_id), history: OnceLock::new() });
+        let shared = Arc::new(ScopeShared { memory_id: Arc::from(memory_id), ended: OnceLock::new() });
         // The previous run of this memory id may have been killed a moment ago (its caller gave up): its
         // actor frees the name as it stops. The registry's active mark already says no run of it is live.
         if let Some(name) = &name {
@@ -493,13 +510,43 @@ impl ScopeHandle {
     /// # Errors
     /// None once the run has ended (the history is kept); [`AgentError::Internal`] if the actor died.
     pub async fn history(&self) -> Result<Vec<InvocationRecord>, AgentError> {
-        if let Some(h) = self.shared.history.get() {
-            return Ok(h.clone());
+        if let Some(ended) = self.shared.ended.get() {
+            return Ok(ended.history.clone());
         }
         match self.ask(ScopeMsg::History).await {
             Ok(h) => Ok(h),
-            Err(e) => self.shared.history.get().cloned().ok_or(e),
+            Err(e) => self.shared.ended.get().map(|ended| ended.history.clone()).ok_or(e),
         }
+    }
+
+    /// What the run spent on models so far in all — the `total` of [`crate::budget::usage_by_agent`] over the
+    /// stored image, with the models called — from the invocations that ended (failed attempts included) and
+    /// those suspended at a budget among `pending` (the run's questions), without reading the store.
+    ///
+    /// # Errors
+    /// None once the run has ended; [`AgentError::Internal`] if the actor died.
+    pub async fn usage(&self, pending: &[PendingResponse]) -> Result<crate::usage::Usage, AgentError> {
+        let from_ended = |ended: &Ended| total_usage(&ended.history, &ended.failed_usage, pending);
+        if let Some(ended) = self.shared.ended.get() {
+            return Ok(from_ended(ended));
+        }
+        let asked = pending.to_vec();
+        match self.ask(|reply| ScopeMsg::Usage { pending: asked, reply }).await {
+            Ok(usage) => Ok(usage),
+            Err(e) => self.shared.ended.get().map(from_ended).ok_or(e),
+        }
+    }
+
+    /// The run's trajectory ([`InvocationRecord::trajectory`]), without copying the history once the run has
+    /// ended.
+    ///
+    /// # Errors
+    /// None once the run has ended; [`AgentError::Internal`] if the actor died.
+    pub async fn trajectory(&self) -> Result<Vec<String>, AgentError> {
+        if let Some(ended) = self.shared.ended.get() {
+            return Ok(InvocationRecord::trajectory(&ended.history));
+        }
+        Ok(InvocationRecord::trajectory(&self.history().await?))
     }
 
     /// How many invocations of `agent` at `path` for mapper item `item` completed without error so far
@@ -513,15 +560,15 @@ impl ScopeHandle {
         path: Arc<str>,
         item: Option<Arc<str>>,
     ) -> Result<u32, AgentError> {
-        if let Some(h) = self.shared.history.get() {
-            return Ok(InvocationRecord::completed_in(h, &agent, &path, item.as_deref()));
+        if let Some(ended) = self.shared.ended.get() {
+            return Ok(InvocationRecord::completed_in(&ended.history, &agent, &path, item.as_deref()));
         }
         let (a, p, i) = (agent.clone(), path.clone(), item.clone());
         match self.ask(|reply| ScopeMsg::Completed { agent: a, path: p, item: i, reply }).await {
             Ok(n) => Ok(n),
             Err(e) => {
-                let h = self.shared.history.get().ok_or(e)?;
-                Ok(InvocationRecord::completed_in(h, &agent, &path, item.as_deref()))
+                let ended = self.shared.ended.get().ok_or(e)?;
+                Ok(InvocationRecord::completed_in(&ended.history, &agent, &path, item.as_deref()))
             }
         }
     }
