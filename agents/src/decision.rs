@@ -520,22 +520,16 @@ impl DecisionModelRef {
         let value = serde_json::to_value(&response).unwrap_or(Value::Null);
         if ctx.calls().journaled() {
             let t = response.usage;
-            let entry = agentic_engine::ModelTurnEntry {
-                turn: 0,
-                model: self.name().to_string(),
-                request: Vec::new(),
-                options: Some(options),
-                purpose: Some("decide".to_string()),
-                response: value.clone(),
-                usage: agentic_engine::budget::Usage {
-                    input_tokens: t.input,
-                    output_tokens: t.output,
-                    model_calls: 1,
-                    cost_usd: None,
-                    models: vec![self.name().to_string()],
-                },
-                at_us: agentic_engine::now_ms() * 1000,
-            };
+            let (model, tokens) = (self.name(), (t.input, t.output));
+            let entry = agentic_engine::ModelTurnEntry::call(
+                "decide",
+                model,
+                Vec::new(),
+                Some(options),
+                value.clone(),
+                tokens,
+                None,
+            );
             ctx.calls().record(vec![agentic_engine::CallEntry::Model(entry)], false).await?;
         }
         if let Some(call) = taped {

@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentic::agents::model::{ChatModelRef, ScriptedModel};
-use agentic::engine::{CallTape, Durability, RecordedCall, ReplayMode, RunOutcome, RunResult, StoreRef};
+use agentic::engine::{CallTape, RecordedCall, ReplayMode, RunOutcome, RunResult, StoreRef};
 use agentic::eval::{
     CaseCalls, CaseResult, Dataset, EvalResult, Evaluator, Judges, Observation, RunUsage, Runner, Summary, case_inputs,
-    observed, read_back, run_name, summarize,
+    observed, read_back, summarize,
 };
 use agentic::spec::{BuiltSpec, Spec};
 use agentic::store::SledStore;
@@ -297,31 +297,20 @@ impl EvalBench {
     /// A run that failed or gave another output.
     pub fn runs_alone(&mut self, rt: &tokio::runtime::Runtime) -> Result<(Vec<RunOutcome>, Timed)> {
         let eval_id = self.next_eval_id("b");
+        let runner = self.runner(&eval_id, None);
         let this = &*self;
         let (results, t) = timed(|| {
             rt.block_on(
                 futures::stream::iter(this.dataset.cases.iter().zip(&this.inputs))
                     .map(|(case, inputs)| {
-                        let eval_id = &eval_id;
+                        let runner = &runner;
                         async move {
                             let tape = Arc::new(CallTape::replaying(
                                 this.by_case.get(&case.id).cloned().unwrap_or_default(),
                                 ReplayMode::Strict,
                             ));
                             let run_id = new_run_id();
-                            let outcome = this
-                                .built
-                                .root
-                                .invoke()
-                                .inputs(inputs.clone())
-                                .memory_id(run_id.clone())
-                                .durability(Durability::Async)
-                                .store_ref(this.store.clone())
-                                .run_name(run_name(eval_id, &case.id, 1))
-                                .spec_hash(this.spec_hash.clone())
-                                .source(FILE)
-                                .call_tape(tape.clone())
-                                .await;
+                            let outcome = runner.request(case, inputs, 1, &run_id).call_tape(tape.clone()).await;
                             (case, run_id, outcome, tape.stats())
                         }
                     })

@@ -196,6 +196,34 @@ pub struct ModelTurnEntry {
     pub at_us: u64,
 }
 
+impl ModelTurnEntry {
+    /// The entry of a model call besides the agent loop's turns, answered now: `purpose` (`summary`, `choose`,
+    /// `score`, `decide`), the model's name, all of the request's messages and what else it set (`options`,
+    /// none when empty), the answer, and what the call spent (`input`/`output` tokens, its cost when priced).
+    pub fn call(
+        purpose: &str,
+        model: &str,
+        request: Vec<Value>,
+        options: Option<Map<String, Value>>,
+        response: Value,
+        tokens: (u64, u64),
+        cost_usd: Option<f64>,
+    ) -> Self {
+        let mut usage = crate::usage::Usage::default();
+        usage.add_call(model, tokens.0, tokens.1, cost_usd);
+        ModelTurnEntry {
+            turn: 0,
+            model: model.to_string(),
+            request,
+            options: options.filter(|o| !o.is_empty()),
+            purpose: Some(purpose.to_string()),
+            response,
+            usage,
+            at_us: crate::now_ms() * 1000,
+        }
+    }
+}
+
 /// One entry of an invocation's call journal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

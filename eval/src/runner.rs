@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use agentic_engine::{
-    AgentError, CallTape, Durability, InvocationRecord, PendingResponse, RecordedCall, ReplayMode, RunOutcome,
-    RunResult, RunStatus, StoreError, StoreRef,
+    AgentError, CallTape, Durability, InvocationRecord, InvokeRequest, PendingResponse, RecordedCall, ReplayMode,
+    RunOutcome, RunResult, RunStatus, StoreError, StoreRef,
 };
 use agentic_spec::{BuiltSpec, Spec};
 use futures::StreamExt;
@@ -229,15 +229,16 @@ impl Runner {
             .collect()
     }
 
-    /// Repeat `k` of `case`: the run, what it gave, and what the evaluators say of it.
-    async fn run_once(&self, case: &Case, inputs: &Map<String, Value>, k: u32) -> (RepeatResult, String, RunUsage) {
-        let run_id = uuid::Uuid::new_v4().to_string();
+    /// The invocation of repeat `k` (1-based) of `case` with `inputs` ([`case_inputs`]) as run `run_id`: the
+    /// spec's root in the store, async durability, named [`run_name`], with the spec's hash and source and the
+    /// case's answers; its calls' tape is added by the caller.
+    pub fn request(&self, case: &Case, inputs: &Map<String, Value>, k: u32, run_id: &str) -> InvokeRequest {
         let mut request = self
             .built
             .root
             .invoke()
             .inputs(inputs.clone())
-            .memory_id(run_id.clone())
+            .memory_id(run_id)
             .durability(Durability::Async)
             .store_ref(self.store.clone())
             .run_name(run_name(&self.eval_id, &case.id, k));
@@ -250,6 +251,13 @@ impl Runner {
         for (id, answer) in &case.answers {
             request = request.answer(id.clone(), answer.clone());
         }
+        request
+    }
+
+    /// Repeat `k` of `case`: the run, what it gave, and what the evaluators say of it.
+    async fn run_once(&self, case: &Case, inputs: &Map<String, Value>, k: u32) -> (RepeatResult, String, RunUsage) {
+        let run_id = uuid::Uuid::new_v4().to_string();
+        let mut request = self.request(case, inputs, k, &run_id);
         let label = if k > 1 { format!("{}#{k}", case.id) } else { case.id.clone() };
         let tape = self.calls.as_ref().map(|calls| calls.tape(&label, &case.id));
         if let Some(tape) = &tape {

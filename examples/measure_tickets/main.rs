@@ -12,19 +12,25 @@
 //! cargo run --release --features local --example measure_tickets -- tests/fixtures/tickets_unseen.jsonl
 //! ```
 //!
-//! Each ticket is one run of the spec's root up to its human step (the run suspends there; nothing is sent).
-//! A labelled ticket is a dataset line of `agentic eval` (`{"id", "inputs": {"ticket"}, "expected": {"customer",
-//! "product", "category"}, "metadata": {"ambiguous"}}`, docs/evaluation.md) or, flat,
-//! `{"id", "ticket", "customer": null|"..", "product": null|[".." accepted values],
-//! "category", "ambiguous"}`; values compare trimmed and case-insensitively.
+//! A thin wrapper over `agentic eval`: each ticket is one case of `agentic::eval::Runner` (one at a time, as
+//! `agentic eval examples/specs/ticket_triage.yaml FILE --concurrency 1` runs them), judged by the spec's
+//! `evals:`; this program prints, besides the evaluators' verdicts, each ticket's line and the figures the
+//! evaluators do not break down (before and after the check, by field, the ambiguous tickets, the tickets no
+//! keyword rule matches). A labelled ticket is a dataset line of `agentic eval` (`{"id", "inputs": {"ticket"},
+//! "expected": {"customer", "product", "category"}, "metadata": {"ambiguous"}, "answers": {..}}`,
+//! docs/evaluation.md; its run goes on past the human step with the answer) or, flat, `{"id", "ticket",
+//! "customer": null|"..", "product": null|[".." accepted values], "category", "ambiguous"}` (its run suspends at
+//! the human step); values compare trimmed and case-insensitively.
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
+use agentic::eval::{Case, Dataset, EvalResult, Evaluator, Judges, Runner, case_inputs, new_eval_id, read_back};
 use agentic::prelude::*;
 use agentic::spec::Spec;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 /// One labelled ticket of the fixture file.
 #[derive(Debug, Clone)]
@@ -41,6 +47,9 @@ pub struct Ticket {
     pub category: String,
     /// Whether the ticket could fairly go to two categories (the label is the better one).
     pub ambiguous: bool,
+    /// The answers its run's pending responses get (a dataset line's `answers`; none in the flat form: the run
+    /// suspends at its human step).
+    pub answers: Map<String, Value>,
 }
 
 /// What one run of the spec gave for one ticket.
@@ -65,8 +74,10 @@ pub struct Measured {
     pub confidence: Option<f64>,
     /// The model's probability of each category (`guess_scores`), when the provider gives them.
     pub scores: Option<Value>,
-    /// How long the run took (two model calls).
+    /// How long the run took (two model calls), as `agentic eval` times it (`latency_ms`).
     pub took: Duration,
+    /// What the spec's evaluators (`evals:`) said of the run, in their order.
+    pub evals: Vec<EvalResult>,
 }
 
 /// Reads the labelled tickets (JSON lines).
@@ -78,6 +89,7 @@ pub fn load(path: &Path) -> Result<Vec<Ticket>, Box<dyn Error>> {
         // A dataset line of `agentic eval` (`{"id", "inputs": {"ticket"}, "expected": {..}, "metadata":
         // {"ambiguous"}}`) read as the flat labelled ticket it holds.
         let mut v = line.get("expected").cloned().unwrap_or(Value::Null);
+        let answers = line.get("answers").and_then(Value::as_object).cloned().unwrap_or_default();
         if let (Value::Object(flat), Some(inputs), Some(metadata)) = (&mut v, line.get("inputs"), line.get("metadata"))
         {
             flat.insert("ticket".into(), inputs.get("ticket").cloned().unwrap_or(Value::Null));
@@ -100,6 +112,7 @@ pub fn load(path: &Path) -> Result<Vec<Ticket>, Box<dyn Error>> {
             product,
             category: field("category").ok_or_else(|| format!("{}:{}: no `category`", path.display(), n + 1))?,
             ambiguous: v.get("ambiguous").and_then(Value::as_bool).unwrap_or(false),
+            answers,
         });
     }
     Ok(tickets)
@@ -113,8 +126,10 @@ pub fn spec_path() -> PathBuf {
     }
 }
 
-/// Runs the spec (its `default` model replaced by `model`) over `tickets`, one at a time, each up to its
-/// human step; `progress` is called after each.
+/// Runs the spec (its `default` model replaced by `model`) over `tickets` with `agentic eval`'s runner
+/// (`agentic::eval::Runner`, one case at a time, the runs in an in-memory store), each to its end when the
+/// ticket has its human step's answer (else up to its human step); `progress` is called after each. The spec's
+/// `evals:` judge each run, as `agentic eval SPEC FILE --concurrency 1` does.
 pub async fn measure(
     model: ChatModelRef,
     tickets: &[Ticket],
@@ -122,11 +137,28 @@ pub async fn measure(
 ) -> Result<Vec<Measured>, Box<dyn Error>> {
     let spec = Spec::from_path(&spec_path())?;
     let built = spec.build_with_models([("default".to_string(), model)])?;
+    let evaluators = Evaluator::of_spec(&spec)?;
+    let judges = Judges::for_spec(&spec, &evaluators)?;
+    let store = MemoryStore::new().store_ref();
+    let dataset = Dataset { file: "tickets".to_string(), cases: tickets.iter().enumerate().map(case).collect() };
+    let inputs = case_inputs(&spec, &built, &dataset)?;
+    let runner = Runner {
+        built,
+        store: store.clone(),
+        evaluators: Arc::new(evaluators),
+        judges,
+        eval_id: new_eval_id(),
+        repeat: 1,
+        concurrency: 1,
+        spec_hash: None,
+        source: None,
+        calls: None,
+    };
     let mut out = Vec::new();
-    for ticket in tickets {
-        let started = Instant::now();
-        let outcome = built.root.invoke().input("ticket", ticket.text.as_str()).await?;
-        let state = outcome.state();
+    for ((ticket, case), inputs) in tickets.iter().zip(&dataset.cases).zip(&inputs) {
+        let runs = runner.run(std::slice::from_ref(case), std::slice::from_ref(inputs), |_| {}).await;
+        let (run, _, _) = runs.first().and_then(|c| c.runs.first()).ok_or("the runner gave no run")?;
+        let (state, _, _) = read_back(&store, &run.run_id).await;
         let text = |k: &str| state.get(k).and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
         let m = Measured {
             ticket: ticket.clone(),
@@ -143,12 +175,30 @@ pub async fn measure(
             category: text("category"),
             confidence: state.get("guess_confidence").and_then(Value::as_f64),
             scores: state.get("guess_scores").cloned().filter(|v| v.is_object()),
-            took: started.elapsed(),
+            took: Duration::from_millis(run.latency_ms),
+            evals: run.results.clone(),
         };
         progress(&m);
         out.push(m);
     }
     Ok(out)
+}
+
+/// Ticket `i` as a dataset case: its text the input, its labels the expected value.
+fn case((i, t): (usize, &Ticket)) -> Case {
+    let mut inputs = Map::new();
+    inputs.insert("ticket".to_string(), Value::String(t.text.clone()));
+    let product = if t.product.is_empty() { Value::Null } else { json!(t.product) };
+    let mut metadata = Map::new();
+    metadata.insert("ambiguous".to_string(), Value::Bool(t.ambiguous));
+    Case {
+        id: t.id.to_string(),
+        inputs,
+        expected: Some(json!({"customer": t.customer, "product": product, "category": t.category})),
+        metadata,
+        answers: t.answers.clone(),
+        line: i + 1,
+    }
 }
 
 /// A field's value as extracted: a non-blank string, trimmed.
@@ -274,6 +324,21 @@ pub fn summary(results: &[Measured]) -> String {
     let rejected_runs = count(&|m| m.checked.get("rejected").and_then(Value::as_array).is_some_and(|r| !r.is_empty()));
     let problem_grounded = count(&|m| value(&m.checked, "problem").is_some());
     let total: Duration = results.iter().map(|m| m.took).sum();
+    // The spec's evaluators, in their order: how many runs each passed and its mean score (a measure that
+    // always passes, threshold 0, is read by its mean: the share).
+    let evals: Vec<String> = results
+        .first()
+        .map(|m| m.evals.iter().map(|e| e.evaluator.as_str()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let of = |m: &Measured| m.evals.get(i).cloned();
+            let passed = results.iter().filter(|m| of(m).is_some_and(|e| e.passed)).count();
+            let mean = results.iter().filter_map(|m| of(m).map(|e| e.score)).sum::<f64>() / n.max(1) as f64;
+            format!("{name} {passed}/{n} (mean {mean:.2})")
+        })
+        .collect();
     format!(
         "{n} tickets ({named} name a customer, {with_product} a product, {ambiguous} ambiguous)\n\
          extraction exact (customer and product): model {} / after the check {}  [customer {} / {}, product {} / {}]\n\
@@ -283,7 +348,8 @@ pub fn summary(results: &[Measured]) -> String {
          category accuracy: model alone {} (its answers before weighing: {}), rules alone {} (a rule matched \
          {rules_matched}/{n}), both {}; model alone where no rule matched: {model_unmatched}/{unmatched}\n\
          the model's guesses: {}\n\
-         time: {:.1}s in all, {:.1}s a ticket (two model calls)",
+         time: {:.1}s in all, {:.1}s a ticket (two model calls)\n\
+         the spec's evals (agentic eval): {}",
         both_exact(&raw),
         both_exact(&checked),
         exact(&raw, "customer"),
@@ -301,6 +367,7 @@ pub fn summary(results: &[Measured]) -> String {
         guesses.join(", "),
         total.as_secs_f64(),
         total.as_secs_f64() / n.max(1) as f64,
+        evals.join(", "),
     )
 }
 

@@ -82,6 +82,15 @@ async fn a_model_that_answers_the_labels_scores_full_marks() {
         ),
         "{text}"
     );
+    // The same figures from the spec's `evals:`, as `agentic eval` computes them on each run.
+    assert!(
+        text.ends_with(
+            "the spec's evals (agentic eval): category 27/30 (mean 0.90), fields_exact 30/30 (mean 1.00), \
+             nothing_invented 30/30 (mean 1.00), seconds 30/30 (mean 1.00), category_model 30/30 (mean 1.00), \
+             category_rules 30/30 (mean 0.83), model_grounded 30/30 (mean 1.00), to_human 30/30 (mean 0.00)"
+        ),
+        "{text}"
+    );
 }
 
 /// The failure of issue 16: a model that copies an example's customer and product on every ticket, and

@@ -186,23 +186,10 @@ pub async fn call_model(
     if let Some((messages, options)) = entry {
         let info = model.info();
         let t = response.usage;
-        let usage = agentic_engine::budget::Usage {
-            input_tokens: t.input,
-            output_tokens: t.output,
-            model_calls: 1,
-            cost_usd: info.prices.map(|p| p.cost(t.input, t.output)),
-            models: vec![info.model.clone()],
-        };
-        let entry = ModelTurnEntry {
-            turn: 0,
-            model: info.model.clone(),
-            request: messages,
-            options: (!options.is_empty()).then_some(options),
-            purpose: Some(purpose.to_string()),
-            response: serde_json::to_value(&response).unwrap_or(Value::Null),
-            usage,
-            at_us: agentic_engine::now_ms() * 1000,
-        };
+        let cost = info.prices.map(|p| p.cost(t.input, t.output));
+        let answer = serde_json::to_value(&response).unwrap_or(Value::Null);
+        let entry =
+            ModelTurnEntry::call(purpose, &info.model, messages, Some(options), answer, (t.input, t.output), cost);
         ctx.calls().record(vec![CallEntry::Model(entry)], false).await?;
     }
     Ok(response)
