@@ -124,10 +124,10 @@ fn the_eval_scenario_replays_twenty_cases_that_all_pass_without_a_model_call() {
         assert!(summary.mean_scores.values().all(|s| s.as_f64() == Some(1.0)), "{:?}", summary.mean_scores);
         // Three calls a case, each answered by the tape (runs_alone checks each tape: 3 answered, 0 made).
         assert!(summary.tokens.output > 0 && summary.tokens.input > 0, "{:?}", summary.tokens);
-        let (ids, _) = bench.runs_alone(&rt).expect("runs alone");
-        assert_eq!(ids.len(), 20);
-        // Every run read back passes every evaluator.
-        bench.parts(&rt, &ids).expect("parts");
+        let (runs, _) = bench.runs_alone(&rt).expect("runs alone");
+        assert_eq!(runs.len(), 20);
+        // Every run, observed from itself as the read back from the store, passes every evaluator.
+        bench.parts(&rt, &runs).expect("parts");
     }
     assert_eq!(bench.model_calls(), 60, "a replay called the model");
 }

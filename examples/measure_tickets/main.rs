@@ -135,6 +135,8 @@ pub async fn measure(
     tickets: &[Ticket],
     mut progress: impl FnMut(&Measured),
 ) -> Result<Vec<Measured>, Box<dyn Error>> {
+    // The model is made ready first (the local one loads its file), so that no ticket's time includes it.
+    model.prepare().await?;
     let spec = Spec::from_path(&spec_path())?;
     let built = spec.build_with_models([("default".to_string(), model)])?;
     let evaluators = Evaluator::of_spec(&spec)?;

@@ -154,7 +154,7 @@ pub use model::{
     SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
 pub use model::{DeadlineDef, OnTimeoutDef, WaitDef};
-pub use models::{LOCAL_NOT_BUILT, decision_model_from_def, model_from_def, replay_stand_in};
+pub use models::{LOCAL_NOT_BUILT, decision_model_from_def, model_from_def, prepare_models, replay_stand_in};
 pub use node::Pos;
 pub use params::{InputError, ParamDef, ParamType};
 pub use pinned::{RunSpec, RunSpecError, check_structure, read_spec_file, run_spec, upgrade_run};

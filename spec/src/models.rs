@@ -74,6 +74,20 @@ fn provider_model(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
     }
 }
 
+/// Gets the models of `defs` ready to answer before any run needs them ([`ChatModelRef::prepare`]): a `local`
+/// model loads its file, once for the process (the spec's agents share it), so that the first run's latency
+/// does not include the load. The others have nothing to prepare.
+///
+/// # Errors
+/// The first model that cannot be built or made ready, named: ``model `default`: <why>``.
+pub async fn prepare_models(defs: &[ModelDef]) -> Result<(), String> {
+    for def in defs {
+        let named = |e: ModelError| format!("model `{}`: {e}", def.name);
+        model_from_def(def).map_err(named)?.prepare().await.map_err(named)?;
+    }
+    Ok(())
+}
+
 /// What stands in for the model of `def` in a replay (SPEC.md §5) when this process cannot build it (a
 /// `provider: local` entry in a build without the provider): a model that reports the name the provider's
 /// model would report — so that the requests it is asked match the recording's — with the entry's prices and

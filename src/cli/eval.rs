@@ -151,6 +151,13 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         spec.name(),
         args.concurrency
     );
+    // The models are made ready first (a local model loads its file), so that no case's latency includes it;
+    // a replay calls none.
+    if !matches!(calls.as_deref(), Some(agentic_eval::CaseCalls::Replay { .. }))
+        && let Err(why) = runtime.block_on(agentic_spec::prepare_models(&runner.built.models))
+    {
+        eprintln!("eval: warning: {why}");
+    }
     let repeat = args.repeat;
     let case_runs = runtime.block_on(runner.run(&dataset.cases, &inputs, |p| {
         let label = if p.repeat > 1 { format!("{}#{}", p.case, p.repeat) } else { p.case.to_string() };

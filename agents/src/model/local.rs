@@ -620,6 +620,10 @@ mod imp {
             &self.info
         }
 
+        async fn prepare(&self) -> Result<(), ModelError> {
+            self.preload().await.map(|_| ())
+        }
+
         async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
             self.run(request, None).await
         }

@@ -114,6 +114,15 @@ pub trait ChatModel: Send + Sync + 'static {
     fn turn_replayed(&self, request: &ChatRequest) {
         let _ = request;
     }
+
+    /// Gets the model ready to answer, so that the first request does not pay for it: the local provider loads
+    /// its model file. Nothing by default.
+    ///
+    /// # Errors
+    /// [`ModelError`] when the model cannot be made ready (a missing model file), naming it.
+    fn prepare(&self) -> impl Future<Output = Result<(), ModelError>> + Send {
+        async { Ok(()) }
+    }
 }
 
 /// Object-safe companion of [`ChatModel`], implemented for every `ChatModel`.
@@ -129,6 +138,9 @@ pub trait DynChatModel: Send + Sync + 'static {
 
     /// [`ChatModel::turn_replayed`].
     fn turn_replayed_dyn(&self, request: &ChatRequest);
+
+    /// [`ChatModel::prepare`], boxed.
+    fn prepare_dyn(&self) -> BoxFuture<'_, Result<(), ModelError>>;
 }
 
 impl<M: ChatModel> DynChatModel for M {
@@ -146,6 +158,10 @@ impl<M: ChatModel> DynChatModel for M {
 
     fn turn_replayed_dyn(&self, request: &ChatRequest) {
         self.turn_replayed(request);
+    }
+
+    fn prepare_dyn(&self) -> BoxFuture<'_, Result<(), ModelError>> {
+        Box::pin(self.prepare())
     }
 }
 
@@ -169,6 +185,14 @@ impl ChatModelRef {
     /// What the model is and supports.
     pub fn info(&self) -> &ModelInfo {
         self.0.info()
+    }
+
+    /// Gets the model ready to answer ([`ChatModel::prepare`]): the local provider loads its model file.
+    ///
+    /// # Errors
+    /// [`ModelError`] when the model cannot be made ready, naming it.
+    pub async fn prepare(&self) -> Result<(), ModelError> {
+        self.0.prepare_dyn().await
     }
 
     /// Tells the model that one of its earlier answers was replayed from a run's journal
@@ -259,6 +283,10 @@ impl ChatModel for Described {
 
     fn turn_replayed(&self, request: &ChatRequest) {
         self.inner.turn_replayed(request);
+    }
+
+    fn prepare(&self) -> impl Future<Output = Result<(), ModelError>> + Send {
+        self.inner.0.prepare_dyn()
     }
 }
 
