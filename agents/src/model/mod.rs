@@ -295,3 +295,44 @@ impl<M: ChatModel> From<M> for ChatModelRef {
         ChatModelRef::new(model)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// A model that counts how often it was made ready.
+    struct Counting {
+        info: ModelInfo,
+        prepared: Arc<AtomicUsize>,
+    }
+
+    impl ChatModel for Counting {
+        fn info(&self) -> &ModelInfo {
+            &self.info
+        }
+
+        async fn chat(&self, _request: ChatRequest) -> Result<ChatResponse, ModelError> {
+            Err(ModelError::Unavailable { provider: "counting".into(), message: "no answers".into() })
+        }
+
+        async fn prepare(&self) -> Result<(), ModelError> {
+            self.prepared.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn preparing_a_model_with_prices_prepares_the_model_it_wraps() {
+        let prepared = Arc::new(AtomicUsize::new(0));
+        let info = ChatModel::info(&ScriptedModel::new(Vec::<&str>::new())).clone();
+        let model = ChatModelRef::new(Counting { info, prepared: prepared.clone() })
+            .with_prices(agentic_engine::budget::Prices::default());
+        model.prepare().await.expect("prepared");
+        assert_eq!(prepared.load(Ordering::SeqCst), 1);
+        // A model with nothing to prepare is ready at once.
+        ChatModelRef::new(ScriptedModel::new(["hi"])).prepare().await.expect("nothing to prepare");
+    }
+}
