@@ -367,6 +367,17 @@ impl Ledger {
 /// `history` and the calls of invocations suspended at a budget (`pending`). What `show`, `GET /runs/{id}`
 /// and the report give (SPEC.md §3).
 pub fn usage_by_agent(image: &RunImage, pending: &[PendingResponse]) -> Value {
+    usage_json(image_rows(image, pending))
+}
+
+/// What a run spent on models in all, from its stored `image` and its questions (`pending`): the `total` of
+/// [`usage_by_agent`], typed, with the models called (the cost rounded as there).
+pub fn usage_total(image: &RunImage, pending: &[PendingResponse]) -> Usage {
+    sum_rows(image_rows(image, pending))
+}
+
+/// The rows of [`usage_by_agent`].
+fn image_rows(image: &RunImage, pending: &[PendingResponse]) -> UsageRows {
     let mut rows = usage_rows(&image.history, &image.failed_usage);
     // Invocations still running (suspended at a tool call, a budget, a crash) count their journaled turns.
     for (key, calls) in &image.calls {
@@ -386,15 +397,20 @@ pub fn usage_by_agent(image: &RunImage, pending: &[PendingResponse]) -> Value {
             }
         }
     }
-    usage_json(with_pending(rows, pending))
+    with_pending(rows, pending)
 }
 
 /// What a run spent on models in all (the `total` of [`usage_by_agent`], with the models called), from its
 /// `history`, its failed attempts and the invocations suspended at a budget (`pending`): what the run's scope
 /// knows without the store. The cost is rounded as [`usage_by_agent`] rounds it.
 pub(crate) fn total_usage(history: &[InvocationRecord], failed: &[FailedUsage], pending: &[PendingResponse]) -> Usage {
+    sum_rows(with_pending(usage_rows(history, failed), pending))
+}
+
+/// The total of the rows, the cost rounded as [`usage_by_agent`] rounds it.
+fn sum_rows(rows: UsageRows) -> Usage {
     let mut total = Usage::default();
-    for (_, _, u) in with_pending(usage_rows(history, failed), pending) {
+    for (_, _, u) in rows {
         total.add(&u);
     }
     total.cost_usd = total.cost_usd.map(rounded);

@@ -35,6 +35,18 @@ pub struct RunUsage {
     pub cost_usd: Option<f64>,
 }
 
+impl From<&agentic_engine::budget::Usage> for RunUsage {
+    /// The tokens, calls and cost of a run's model usage.
+    fn from(u: &agentic_engine::budget::Usage) -> Self {
+        RunUsage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            model_calls: u.model_calls,
+            cost_usd: u.cost_usd,
+        }
+    }
+}
+
 impl RunUsage {
     /// The sum of `self` and `other`.
     pub fn plus(&self, other: &RunUsage) -> RunUsage {

@@ -350,33 +350,16 @@ pub async fn read_back(store: &StoreRef, run_id: &str) -> (Map<String, Value>, V
         Ok(Some(record)) => record.pending,
         _ => Vec::new(),
     };
-    let usage = agentic_engine::budget::usage_by_agent(&image, &pending);
-    (image.state, InvocationRecord::trajectory(&image.history), run_usage(&usage))
+    let usage = RunUsage::from(&agentic_engine::budget::usage_total(&image, &pending));
+    (image.state, InvocationRecord::trajectory(&image.history), usage)
 }
 
 /// What a run gave, as [`read_back`] reads it from the store, from the run itself: its final state, trajectory
 /// and usage (the same values for a run that completed), without reading the store.
 pub async fn observed(outcome: &RunOutcome) -> (Map<String, Value>, Vec<String>, RunUsage) {
     let trajectory = outcome.trajectory().await.unwrap_or_default();
-    let spent = outcome.usage().await.unwrap_or_default();
-    let usage = RunUsage {
-        input_tokens: spent.input_tokens,
-        output_tokens: spent.output_tokens,
-        model_calls: spent.model_calls,
-        cost_usd: spent.cost_usd,
-    };
+    let usage = RunUsage::from(&outcome.usage().await.unwrap_or_default());
     (outcome.state().to_map(), trajectory, usage)
-}
-
-/// The total of a usage by agent ([`agentic_engine::budget::usage_by_agent`]).
-fn run_usage(usage: &Value) -> RunUsage {
-    let total = &usage["total"];
-    RunUsage {
-        input_tokens: total.get("input_tokens").and_then(Value::as_u64).unwrap_or_default(),
-        output_tokens: total.get("output_tokens").and_then(Value::as_u64).unwrap_or_default(),
-        model_calls: total.get("model_calls").and_then(Value::as_u64).unwrap_or_default(),
-        cost_usd: total.get("cost_usd").and_then(Value::as_f64),
-    }
 }
 
 /// Why a suspended run fails its case: `the run suspended: pending response approve_order`.
