@@ -13,6 +13,11 @@
 //!   executing on A: every journaled step arrives once, in order, without gaps, live (the first long before
 //!   the last), with `id:` = its seq, and the stream ends with `completed`; a reconnect with `Last-Event-ID`
 //!   gets exactly the journaled steps after it, then `completed`.
+//! - `events_on_b_stay_in_order_while_the_run_moves_from_a_to_b`: B streams a 12 000-step run executing on A;
+//!   A is killed (SIGKILL) after 2 000 steps and B takes the run over (its steps after that, more than 5 s of
+//!   them, come from B itself): the stream holds every journaled step
+//!   once, in order (the counter's outputs 1..=12 000), the live events of both executors, and ends with
+//!   `completed`. `scripts/stream-stress.sh` runs both `events_*` tests under two CPU hogs.
 //! - `answer_to_next_step_through_another_server` (a measurement): 30 runs suspended on A are answered on B;
 //!   prints the median and p99 of the time from the answer's `202` to the model call of the step after the
 //!   human step (SERVER.md §4 asks for < 100 ms on a healthy cluster); asserts only that every run completes.
@@ -630,6 +635,79 @@ async fn events_on_b_follow_a_long_run_on_a() {
         );
     }
     drop(a);
+}
+
+/// Steps of the run of `events_on_b_stay_in_order_while_the_run_moves_from_a_to_b`.
+const MOVING_STEPS: u64 = 12_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_on_b_stay_in_order_while_the_run_moves_from_a_to_b() {
+    let _serial = SERIAL.lock().await;
+    let Some((a, b)) = cluster("events_on_b_stay_in_order_while_the_run_moves_from_a_to_b").await else { return };
+    let spec = format!(
+        "version: 1\nname: counter\nroot: main\nagents:\n\
+         \x20 main: {{ kind: loop, agents: [count], max_iterations: {MOVING_STEPS}, output: \"n\" }}\n\
+         \x20 count: {{ kind: compute, value: \"(n if n is defined else 0) + 1\", inputs: [], output_key: n }}\n"
+    );
+    let http = reqwest::Client::new();
+    create(&http, &a.url, &spec, json!({}), "moving").await;
+    let reader = tokio::spawn({
+        let (http, url) = (http.clone(), b.url.clone());
+        async move { read_events(&http, &url, "moving", None, Duration::from_secs(120)).await }
+    });
+
+    // A executes it and B streams it; then A is killed mid-run, and B takes it over once A's lease runs out.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = get(&http, &b.url, "moving").await;
+        assert_eq!(r["status"], "running", "{r}");
+        if r["steps"].as_u64().unwrap_or(0) >= 2000 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "fewer than 2000 steps after 60 s: {r}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(get(&http, &a.url, "moving").await["executing"], json!(true), "the run does not execute on A");
+    a.kill9();
+    let killed_at = Instant::now();
+    let (events, ended) = reader.await.unwrap();
+    assert!(ended, "the stream on B did not end; {} events, the last: {:?}", events.len(), events.last());
+    assert_eq!(get(&http, &b.url, "moving").await["status"], "completed");
+
+    // It ends with `completed` and the counter's last value, once.
+    let last = events.last().unwrap();
+    assert_eq!((last.name.as_str(), &last.data["output"]), ("completed", &json!(MOVING_STEPS)), "{last:?}");
+    let finals = events.iter().filter(|e| matches!(e.name.as_str(), "completed" | "failed" | "cancelled")).count();
+    assert_eq!(finals, 1);
+
+    // Every journaled step once, in order, across the move: the counter's outputs 1..=MOVING_STEPS.
+    let steps: Vec<&Sse> = events.iter().filter(|e| e.journaled()).collect();
+    let seqs: Vec<u64> = steps.iter().map(|e| e.seq().unwrap()).collect();
+    if let Some(at) = seqs.windows(2).position(|w| w[0] >= w[1]) {
+        panic!(
+            "seqs out of order or repeated at event {at}: {:?}",
+            &seqs[at.saturating_sub(3)..(at + 4).min(seqs.len())]
+        );
+    }
+    let counts: Vec<u64> =
+        steps.iter().filter(|e| e.data["agent"] == "count").map(|e| e.data["output"].as_u64().unwrap()).collect();
+    assert!(counts.iter().copied().eq(1..=MOVING_STEPS), "the counter's outputs are not 1..={MOVING_STEPS} in order");
+    assert_eq!(seqs, journaled_seqs(&http, &b.url, "moving").await, "the events are not the journal's steps");
+
+    // Live events came from both executors: A's before the kill, B's after it.
+    let started = |before: bool| {
+        events
+            .iter()
+            .filter(|e| e.name == "agent_started" && e.data["agent"] == "count" && (e.at < killed_at) == before)
+            .count()
+    };
+    eprintln!("live starts of the counter on B: {} from A, {} after the kill", started(true), started(false));
+    assert!(
+        started(true) > 0 && started(false) > 0,
+        "live starts: {} from A, {} after the kill",
+        started(true),
+        started(false)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -5,17 +5,27 @@
 //! - `agentic_cancel` (payload: a run id) — sent by the store in the transaction that records a cancel
 //!   ([`CheckpointStore::request_cancel`]); the server executing the run cancels it at once.
 //! - `agentic_watch` (payload: a run id) — a server streaming a run's events (`GET /events`) says so every
-//!   [`WATCH_EVERY`]; the server executing that run then publishes its live events for [`WATCH_TTL`].
-//! - `agentic_events` (payload: JSON `{"o": owner, "i": number, "r": run id, "n": name, "d": data}` for a
-//!   live event (`i` counts the sender's messages: PostgreSQL delivers identical payloads of one transaction
-//!   once),
-//!   `{"o", "r", "j": true}` once a step or a record of the run is committed) — read by the followers of
-//!   that run on the other servers.
+//!   [`WATCH_EVERY`]; the server executing that run then publishes its live events for [`WATCH_TTL`], and
+//!   answers each watch message with `{"o", "r", "p": 1}` (it executes the run and publishes).
+//! - `agentic_events` (payload: JSON `{"o": owner, "i": number, "r": run id, "n": name, "d": data, "a": seq}`
+//!   for a live event (`i` counts the sender's messages: PostgreSQL delivers identical payloads of one
+//!   transaction once; `a` is the last step of the run appended by the sender before the event, absent when
+//!   none), `{"o", "r", "j": seq}` once the run's steps up to `seq` are committed (`"s": true` added when its
+//!   execution there ended: read its record too) — read by the followers of that run on the other servers.
 //!
 //! A follower ([`Cluster::follow`]) feeds a run's local event channel from the store: the journaled events
-//! from the database (read when a commit is announced, and every [`POLL_EVERY`] as the safety net), the live
-//! ones from `agentic_events`, and the final event from the run's record. One store holds the whole truth;
-//! messages only make things fast, so a message lost (a connection cut) delays, never loses.
+//! from the database (read up to the step a commit announcement names), the live ones from `agentic_events`,
+//! and the final event from the run's record. The order is the executing server's: one task sends its
+//! messages in the order they happen, a live event comes after the steps up to its `a` (read first when not
+//! passed on yet) and before the later ones, and a step is passed on only once an announcement covers it, so
+//! no step overtakes a live event that precedes it. A live event that arrives after a later step was passed on
+//! (the stream began, or the store was read without an announcement) is dropped, never delivered out of
+//! order. The store is read without an announcement every [`POLL_EVERY`] only while no server says it
+//! publishes the run ([`PUBLISHER_TTL`] after the last message about it): when no one executes it, or its
+//! executor does not know of the watch yet, or died. While the run executes on the follower's own server, the
+//! follower stands by: that server's journal tap passes the steps on as they are appended, and the follower
+//! counts them as passed, so no step comes twice when a run moves here. One store holds the whole truth; messages only make
+//! things fast, so a message lost (a connection cut) delays, never loses.
 //!
 //! [`CheckpointStore::notify`]: agentic_engine::CheckpointStore::notify
 //! [`CheckpointStore::listen`]: agentic_engine::CheckpointStore::listen
@@ -43,18 +53,29 @@ const WATCH_EVERY: Duration = Duration::from_millis(1000);
 /// How long an executing server publishes a run's events after the last watch message: long enough that a
 /// busy server, whose watch messages queue up behind event messages, does not stop publishing meanwhile.
 const WATCH_TTL: Duration = Duration::from_secs(15);
-/// How often a follower reads the store without being told to (the safety net).
+/// How often a follower reads the store without being told to (the safety net), while no server publishes
+/// its run.
 const POLL_EVERY: Duration = Duration::from_millis(500);
+/// How long after the last message about its run from the server executing it a follower counts on that
+/// server's announcements instead of reading the store by itself: that server answers every watch message
+/// (one each [`WATCH_EVERY`]), so only a server that stopped executing the run, died, or lags by this much
+/// falls silent for so long.
+const PUBLISHER_TTL: Duration = Duration::from_secs(5);
 /// PostgreSQL refuses a `NOTIFY` payload of 8000 bytes or more; a live event larger than this is not sent
 /// (its journaled step still is, from the database).
 const MAX_PAYLOAD: usize = 7900;
 
 /// What a follower is told.
 enum ToFollower {
-    /// A live event of its run, from the server executing it.
-    Live(SseEvent),
+    /// A live event of its run from the server executing it, with the last step that server had appended
+    /// before it.
+    Live(SseEvent, Option<u64>),
     /// Something of its run was committed: read the store.
     Read(Read),
+    /// The server executing its run publishes its events.
+    Publishing,
+    /// This server listens again after its connection was lost: messages may be lost, read everything.
+    Reconnected,
 }
 
 /// What to read of a followed run.
@@ -99,7 +120,8 @@ struct Inner {
     /// Payloads for `agentic_events`, sent in order by one task.
     outbox: mpsc::UnboundedSender<String>,
     outbox_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
-    /// The last step appended of each watched run executing here (what a commit announcement names).
+    /// The last step appended of each run executing here (what a commit announcement names, and the `a` of
+    /// its live events), until its execution here ends.
     appended: Mutex<HashMap<String, u64>>,
     /// The followers running here, by run.
     followers: Mutex<HashMap<String, mpsc::UnboundedSender<ToFollower>>>,
@@ -150,7 +172,11 @@ impl Cluster {
         // `i` numbers the messages: PostgreSQL delivers identical payloads sent in one transaction once, and two
         // live events can be identical (a loop's `agent_started`, iteration after iteration).
         let i = self.inner.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let payload = json!({"o": self.inner.owner, "i": i, "r": run_id, "n": event.name, "d": event.data}).to_string();
+        let mut payload = json!({"o": self.inner.owner, "i": i, "r": run_id, "n": event.name, "d": event.data});
+        if let Some(seq) = locked(&self.inner.appended).get(run_id) {
+            payload["a"] = Value::from(*seq);
+        }
+        let payload = payload.to_string();
         if payload.len() > MAX_PAYLOAD {
             tracing::debug!(run_id, "a live `{}` event is too large to publish ({} bytes)", event.name, payload.len());
             return;
@@ -160,21 +186,26 @@ impl Cluster {
 
     /// Step `seq` of `run_id` (executing here) was appended: a later commit announcement names it, so that
     /// the followers read up to it and no further — steps committed after the live events not sent yet would
-    /// otherwise come before them.
+    /// otherwise come before them; the live events published from now on say they follow it.
     pub(crate) fn appended(&self, run_id: &str, seq: u64) {
-        if self.watched(run_id) {
+        if self.inner.shared {
             let mut appended = locked(&self.inner.appended);
-            let last = appended.entry(run_id.to_string()).or_default();
-            *last = (*last).max(seq);
+            match appended.get_mut(run_id) {
+                Some(last) => *last = (*last).max(seq),
+                None => {
+                    appended.insert(run_id.to_string(), seq);
+                }
+            }
         }
     }
 
-    /// Announces that `run_id`'s steps appended so far (and its record) are committed, if some server
-    /// streams it.
+    /// Announces that `run_id`'s steps appended so far are committed, if some server streams it (nothing
+    /// when none was appended here).
     pub(crate) fn committed(&self, run_id: &str) {
-        if self.watched(run_id) {
-            let seq = locked(&self.inner.appended).get(run_id).copied();
-            let message = json!({"o": self.inner.owner, "r": run_id, "j": seq.map_or(json!(true), Value::from)});
+        if self.watched(run_id)
+            && let Some(seq) = locked(&self.inner.appended).get(run_id).copied()
+        {
+            let message = json!({"o": self.inner.owner, "r": run_id, "j": seq});
             let _ = self.inner.outbox.send(message.to_string());
         }
     }
@@ -238,16 +269,14 @@ impl Cluster {
                 match notice {
                     Notice::Message { channel, payload } => match channel.as_str() {
                         CANCEL_CHANNEL => cancel(payload),
-                        WATCH_CHANNEL => {
-                            locked(&cluster.inner.watched).insert(payload, Instant::now() + WATCH_TTL);
-                        }
+                        WATCH_CHANNEL => cluster.watch(payload),
                         EVENTS_CHANNEL => cluster.received(&payload),
                         _ => {}
                     },
                     Notice::Reconnected => {
                         reconnected();
                         for tx in locked(&cluster.inner.followers).values() {
-                            let _ = tx.send(ToFollower::Read(Read::ALL));
+                            let _ = tx.send(ToFollower::Reconnected);
                         }
                     }
                     _ => {}
@@ -255,6 +284,21 @@ impl Cluster {
             }
         });
         Ok(())
+    }
+
+    /// The last step of `run_id` appended here, while it executes here (`None` when it does not, or has not
+    /// appended a step here yet).
+    fn appended_here(&self, run_id: &str) -> Option<u64> {
+        locked(&self.inner.appended).get(run_id).copied()
+    }
+
+    /// A watch message for `run_id`: its live events are published from now on; when it executes here, the
+    /// followers hear that it does ([`PUBLISHER_TTL`]).
+    fn watch(&self, run_id: String) {
+        if locked(&self.inner.appended).contains_key(&run_id) {
+            let _ = self.inner.outbox.send(json!({"o": self.inner.owner, "r": run_id, "p": 1}).to_string());
+        }
+        locked(&self.inner.watched).insert(run_id, Instant::now() + WATCH_TTL);
     }
 
     /// An `agentic_events` message: to the follower of its run, if one runs here.
@@ -270,8 +314,10 @@ impl Cluster {
         if let Some(j) = message.get("j") {
             let status = message.get("s").is_some();
             let _ = tx.send(ToFollower::Read(Read { to: j.as_u64(), status }));
+        } else if message.get("p").is_some() {
+            let _ = tx.send(ToFollower::Publishing);
         } else if let (Some(name), Some(data)) = (message["n"].as_str().and_then(live_event_name), message.get("d")) {
-            let _ = tx.send(ToFollower::Live(SseEvent { name, data: data.clone() }));
+            let _ = tx.send(ToFollower::Live(SseEvent { name, data: data.clone() }, message["a"].as_u64()));
         }
     }
 
@@ -296,7 +342,18 @@ impl Cluster {
             let status = store.run_dyn(&run_id).await.ok().flatten().map(|r| r.status);
             let ahead = std::collections::VecDeque::new();
             let names = crate::events::AgentNames::default();
-            let mut follower = Follower { store, hub, run_id, last, ahead, status, names };
+            let mut follower = Follower {
+                store,
+                hub,
+                cluster: cluster.clone(),
+                run_id,
+                last,
+                asked: last,
+                ahead,
+                status,
+                names,
+                heard: None,
+            };
             let mut watch_at = Instant::now();
             'follow: loop {
                 if watch_at <= Instant::now() {
@@ -305,14 +362,19 @@ impl Cluster {
                     watch_at = Instant::now() + WATCH_EVERY;
                 }
                 // The messages queued now (not those arriving meanwhile: the heartbeat must not wait for a
-                // quiet moment), or a read of everything after a quiet poll interval.
+                // quiet moment), or, after a quiet poll interval, a read of everything when no server says it
+                // publishes the run (its announcements would cover what is committed, in order).
                 let mut batch = Vec::new();
                 tokio::select! {
                     message = rx.recv() => match message {
                         Some(message) => batch.push(message),
                         None => break,
                     },
-                    () = tokio::time::sleep(POLL_EVERY) => batch.push(ToFollower::Read(Read::ALL)),
+                    () = tokio::time::sleep(POLL_EVERY) => {
+                        if follower.heard.is_none_or(|at| at.elapsed() >= PUBLISHER_TTL) && !follower.local() {
+                            batch.push(ToFollower::Read(Read::ALL));
+                        }
+                    }
                 };
                 for _ in 0..rx.len().min(4096) {
                     match rx.try_recv() {
@@ -324,20 +386,25 @@ impl Cluster {
                 let mut read: Option<Read> = None;
                 for message in batch {
                     match message {
-                        ToFollower::Read(more) => read = Some(read.map_or(more, |r| r.and(more))),
-                        ToFollower::Live(event) => {
+                        ToFollower::Read(more) => {
+                            follower.heard = Some(Instant::now());
+                            read = Some(read.map_or(more, |r| r.and(more)));
+                        }
+                        ToFollower::Publishing => follower.heard = Some(Instant::now()),
+                        ToFollower::Reconnected => {
+                            follower.heard = None;
+                            read = Some(Read::ALL);
+                        }
+                        ToFollower::Live(event, after) => {
+                            follower.heard = Some(Instant::now());
                             if let Some(bound) = read.take()
                                 && follower.read(bound).await
                             {
                                 break 'follow;
                             }
-                            if event.name == "agent_started"
-                                && let (Some(path), Some(agent)) =
-                                    (event.data["path"].as_str(), event.data["agent"].as_str())
-                            {
-                                follower.names.insert(path, agent);
+                            if follower.live(event, after).await {
+                                break 'follow;
                             }
-                            follower.hub.publish(&follower.run_id, event);
                         }
                     }
                 }
@@ -372,9 +439,16 @@ fn live_event_name(name: &str) -> Option<&'static str> {
 struct Follower {
     store: StoreRef,
     hub: EventHub,
+    /// This server's side (whether the run executes here now).
+    cluster: Cluster,
     run_id: String,
     /// The last journaled step passed on.
     last: u64,
+    /// The last step asked of the store so far (reads for live events do not ask twice).
+    asked: u64,
+    /// When the server executing the run last said something about it (`None`: not since the follower
+    /// began, or since messages may have been lost).
+    heard: Option<Instant>,
     /// Steps read from the store and not passed on yet (announced later, after live events that precede them):
     /// one query serves many announcements.
     ahead: std::collections::VecDeque<agentic_engine::StepRecord>,
@@ -386,10 +460,51 @@ struct Follower {
 }
 
 impl Follower {
+    /// Whether the run executes here now: its journal tap passes its steps on as they are appended, and the
+    /// follower stands by, counting them as passed (steps this server appended are never passed on twice).
+    fn local(&mut self) -> bool {
+        let Some(seq) = self.cluster.appended_here(&self.run_id) else { return false };
+        self.last = self.last.max(seq);
+        self.asked = self.asked.max(seq);
+        while self.ahead.front().is_some_and(|r| r.seq <= self.last) {
+            self.ahead.pop_front();
+        }
+        true
+    }
+
+    /// Passes on a live event that came after step `after` (of the server executing the run): first the steps
+    /// up to `after` not passed on yet, when committed; dropped when a later step was passed on already (it
+    /// would come out of order). Returns whether the run ended.
+    async fn live(&mut self, event: SseEvent, after: Option<u64>) -> bool {
+        if self.local() {
+            // A server that executed the run before this one took it over.
+            return false;
+        }
+        if let Some(after) = after {
+            if after < self.last {
+                tracing::trace!(run_id = self.run_id, after, last = self.last, "a late live `{}` dropped", event.name);
+                return false;
+            }
+            if after > self.asked && self.read(Read { to: Some(after), status: false }).await {
+                return true;
+            }
+        }
+        if event.name == "agent_started"
+            && let (Some(path), Some(agent)) = (event.data["path"].as_str(), event.data["agent"].as_str())
+        {
+            self.names.insert(path, agent);
+        }
+        self.hub.publish(&self.run_id, event);
+        false
+    }
+
     /// Passes on the steps committed after `last` that `read` asks for (from the store only when those read
     /// ahead do not reach that far), then, when asked and no step read is left, the final event if the run
     /// ended (or `suspended`); returns whether it ended.
     async fn read(&mut self, read: Read) -> bool {
+        if self.local() {
+            return false;
+        }
         let have = self.ahead.back().map_or(self.last, |r| r.seq);
         if read.to.is_none_or(|to| to > have) {
             match self.store.records_from_dyn(&self.run_id, have + 1).await {
@@ -397,11 +512,17 @@ impl Follower {
                     self.names.learn(&records, &[]);
                     self.names.complete(&self.store, &self.run_id, &records).await;
                     self.ahead.extend(records);
+                    let read_to = self.ahead.back().map_or(have, |r| r.seq);
+                    self.asked = self.asked.max(read.to.unwrap_or(read_to));
                 }
                 Err(e) => {
                     tracing::debug!(run_id = self.run_id, "cannot read the run's journal: {e}");
                     return false;
                 }
+            }
+            // The run began executing here during the read: the steps appended here are passed on already.
+            if self.local() {
+                return false;
             }
         }
         while let Some(record) = self.ahead.front() {
