@@ -11,6 +11,12 @@ Two measurements against one PostgreSQL server (the URL is the database to use; 
            (input = the run's number, node i writes k{i} = i) with `AsyncPostgresSaver` (a connection pool per
            process) and durability sync, C/K runs in flight per process (asyncio). Throughput = M / the wall
            time from the moment all workers are ready (connected, set up, warmed up) to the last one's end.
+  group    M runs of an N-step chain all in flight at once in one process (`AsyncPostgresSaver`, a pool of
+           --pool connections, durability sync; node i writes k{i} = i and notes when it starts): runs/s, the
+           step latency (one node's start to the next one's in the same run; median and p99), and what the
+           server committed meanwhile: write transactions (txid_current() before and after) and WAL flushes
+           (pg_stat_wal.wal_sync, read after the statistics settle). The `group` scenario of agentic-bench
+           counts its own runs the same way.
 
 Prints one JSON object on stdout; progress on stderr.
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -137,6 +144,73 @@ def workers(url: str, k: int, runs: int, concurrency: int) -> dict:
     return {"workers": k, "runs": runs, "concurrency": concurrency, "wall_s": wall, "runs_per_s": runs / wall}
 
 
+async def counters(url: str) -> tuple[int, int]:
+    """(txid_current(), pg_stat_wal.wal_sync), after 1.1 s: backends report their statistics once a second."""
+    import psycopg
+
+    await asyncio.sleep(1.1)
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute("SELECT txid_current()::bigint, (SELECT wal_sync FROM pg_stat_wal)::bigint")
+        xid, syncs = await cur.fetchone()
+    return int(xid), int(syncs)
+
+
+def quantile(sorted_values: list[float], q: float) -> float:
+    """The nearest-rank quantile (as agentic-bench's `serve::quantile`)."""
+    rank = min(max(1, math.ceil(q * len(sorted_values))), len(sorted_values))
+    return sorted_values[rank - 1]
+
+
+async def group_main(url: str, runs: int, steps: int, pool_size: int) -> dict:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    with PostgresSaver.from_conn_string(url) as saver:
+        saver.setup()
+    marks: dict[int, list[float]] = {}
+    fields = {"input": int, **{f"k{i}": int for i in range(steps)}}
+    State = TypedDict("State", fields, total=False)  # type: ignore[misc]
+
+    def make(i: int):
+        def node(state):
+            marks.setdefault(state["input"], []).append(time.perf_counter())
+            return {f"k{i}": i}
+
+        return node
+
+    g = StateGraph(State)
+    for i in range(steps):
+        g.add_node(f"n{i}", make(i))
+    g.add_edge(START, "n0")
+    for i in range(steps - 1):
+        g.add_edge(f"n{i}", f"n{i + 1}")
+    g.add_edge(f"n{steps - 1}", END)
+    async with AsyncConnectionPool(url, min_size=pool_size, max_size=pool_size, open=False,
+                                   kwargs={"autocommit": True, "prepare_threshold": 0,
+                                           "row_factory": dict_row}) as pool:
+        app = g.compile(checkpointer=AsyncPostgresSaver(pool))
+        tag = f"{os.getpid()}-{time.time_ns()}"
+        cfg = lambda i: {"configurable": {"thread_id": f"group-{tag}-{i}"}, "recursion_limit": steps + 10}
+        for w in range(3):
+            await app.ainvoke({"input": runs + w}, cfg(runs + w), durability="sync")
+        before = await counters(url)
+        t0 = time.perf_counter()
+        outs = await asyncio.gather(*(app.ainvoke({"input": i}, cfg(i), durability="sync") for i in range(runs)))
+        wall = time.perf_counter() - t0
+        after = await counters(url)
+    for i, out in enumerate(outs):
+        assert out["input"] == i and out[f"k{steps - 1}"] == steps - 1 and len(out) == steps + 1, out
+    lat = sorted(b - a for i in range(runs) for a, b in zip(marks[i], marks[i][1:]))
+    assert all(len(marks[i]) == steps for i in range(runs))
+    xacts, syncs = after[0] - before[0] - 1, after[1] - before[1]
+    print(f"langgraph pg group: {runs} x {steps} steps in {wall:.2f} s, {xacts} write transactions, "
+          f"{syncs} WAL flushes", file=sys.stderr, flush=True)
+    return {"runs": runs, "steps": steps, "pool": pool_size, "wall_s": wall, "runs_per_s": runs / wall,
+            "write_xacts": xacts, "wal_syncs": syncs, "step_p50_ms": quantile(lat, 0.5) * 1e3,
+            "step_p99_ms": quantile(lat, 0.99) * 1e3}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -150,6 +224,11 @@ def main() -> None:
     w.add_argument("--k", type=int, default=1)
     w.add_argument("--runs", type=int, default=300)
     w.add_argument("--concurrency", type=int, default=30)
+    gr = sub.add_parser("group")
+    gr.add_argument("--url", required=True)
+    gr.add_argument("--runs", type=int, default=1000)
+    gr.add_argument("--steps", type=int, default=10)
+    gr.add_argument("--pool", type=int, default=20)
     one = sub.add_parser("worker")
     one.add_argument("--url", required=True)
     one.add_argument("--first", type=int, required=True)
@@ -160,6 +239,8 @@ def main() -> None:
         result = seq(a.url, [int(x) for x in a.ns.split(",")], a.durabilities.split(","), a.reps)
     elif a.cmd == "workers":
         result = workers(a.url, a.k, a.runs, a.concurrency)
+    elif a.cmd == "group":
+        result = asyncio.run(group_main(a.url, a.runs, a.steps, a.pool))
     else:
         asyncio.run(worker_main(a.url, a.first, a.count, a.inflight))
         return

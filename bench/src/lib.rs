@@ -11,6 +11,8 @@
 
 pub mod error;
 pub mod eval;
+pub mod floor;
+pub mod group;
 pub mod langgraph;
 pub mod llm;
 pub mod pg;

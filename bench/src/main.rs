@@ -19,7 +19,7 @@ struct Args {
     #[arg(long)]
     quick: bool,
     /// Run only these scenarios (repeatable or comma-separated): seq, fanout, resume, concurrent, disk, fsync,
-    /// llm, tools, eval, serve, pg.
+    /// llm, tools, eval, serve, pg, group.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     scenario: Vec<String>,
     /// Also run the Python harness now, back to back (a virtualenv is created under the output directory from
@@ -211,8 +211,9 @@ fn main_inner(args: Args) -> Result<()> {
         notes.push("LangGraph column: the harness's recorded results-langgraph.md (run 3, same machine); pass --langgraph to re-run it back to back.".into());
     }
 
-    let pg_on = args.scenario.is_empty() || args.scenario.iter().any(|s| s == "pg");
-    let serve_on = pg_on || args.scenario.is_empty() || args.scenario.iter().any(|s| s == "serve");
+    let on = |name: &str| args.scenario.is_empty() || args.scenario.iter().any(|s| s == name);
+    let pg_on = on("pg") || on("group");
+    let serve_on = on("pg") || on("serve");
     let serve_cmd = if serve_on {
         let bin = serve::agentic_binary(&exe)?;
         vec![bin.display().to_string(), "serve".to_string()]

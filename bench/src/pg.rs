@@ -253,7 +253,7 @@ async fn journal_row_size(url: &str) -> Result<usize> {
 }
 
 /// Runs a peer command that prints one JSON object on its last stdout line.
-fn peer_json(cmd: &mut Command, what: &str) -> Result<Value> {
+pub(crate) fn peer_json(cmd: &mut Command, what: &str) -> Result<Value> {
     let out = cmd.stderr(Stdio::inherit()).output().ctx(format!("running {what}"))?;
     ensure(out.status.success(), || format!("{what} failed ({})", out.status))?;
     let text = String::from_utf8_lossy(&out.stdout);

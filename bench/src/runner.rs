@@ -16,8 +16,8 @@ use crate::table::{self, Row};
 use crate::{llm, proc, serve, tools};
 
 /// The scenarios, by the names `--scenario` takes.
-pub const SCENARIOS: [&str; 11] =
-    ["seq", "fanout", "resume", "concurrent", "disk", "fsync", "llm", "tools", "eval", "serve", "pg"];
+pub const SCENARIOS: [&str; 12] =
+    ["seq", "fanout", "resume", "concurrent", "disk", "fsync", "llm", "tools", "eval", "serve", "pg", "group"];
 
 /// The LLM server's fixed latency.
 pub const LLM_LATENCY: Duration = Duration::from_millis(50);
@@ -52,6 +52,8 @@ pub struct Plan {
     /// Eval: (replayed cases, runs at once, repetitions of each of the eval and the runs alone, interleaved
     /// a/b, b/a, ...).
     pub eval: (usize, usize, usize),
+    /// Group commit: (M concurrent runs, N steps each) under sync durability on sled and PostgreSQL.
+    pub group: (usize, usize),
 }
 
 const SLED: [Backend; 3] =
@@ -101,6 +103,7 @@ impl Plan {
             serve: (1000, 50),
             tools: (3, 20),
             eval: (1000, 8, 30),
+            group: (1000, 10),
         }
     }
 
@@ -131,6 +134,7 @@ impl Plan {
             serve: (300, 50),
             tools: (3, 5),
             eval: (1000, 8, 3),
+            group: (1000, 10),
         }
     }
 
@@ -150,6 +154,7 @@ impl Plan {
             serve: (20, 4),
             tools: (3, 1),
             eval: (20, 8, 1),
+            group: (20, 3),
         }
     }
 
@@ -298,6 +303,9 @@ pub fn run(setup: &Setup, lg: &Lg, rt: &tokio::runtime::Runtime) -> Result<Repor
     if setup.on("serve") {
         run_serve(setup, rt, &mut report)?;
     }
+    if setup.on("group") {
+        run_group(setup, rt, &mut report)?;
+    }
     if let Some(pg) = setup.pg.as_ref().filter(|_| setup.on("pg")) {
         crate::pg::run(pg, &setup.serve_cmd, &setup.work, rt, &mut report.rows, &mut report.notes)?;
     }
@@ -388,6 +396,13 @@ fn run_seq(
             let overwrite = scenarios::fdatasync_overwrite_probe(&setup.work, 100, samples)?;
             *floor = Some((raw, append, overwrite));
         }
+        // The actor runtime's floor right before the in-memory rows, on the same runtime.
+        let ring = if keys == Keys::Distinct && backend == Backend::Memory {
+            let rings = (100_000 / n.max(1)).clamp(reps, 2000);
+            Some((crate::floor::per_lap(rt, n as u64, rings)?, rings))
+        } else {
+            None
+        };
         let t = time_chain(rt, &system, (keys, n, backend, reps), sled.as_ref())?;
         report.counts.push((format!("seq {} {n} {} keys", keys.name(), backend.name()), n));
         let per_step = t.as_secs_f64() * 1e6 / n as f64;
@@ -418,6 +433,21 @@ fn run_seq(
         });
         if keys == Keys::Distinct && backend == Backend::Memory {
             memory_per_step.push((n, per_step));
+        }
+        if let Some((lap, rings)) = ring {
+            let floor = lap.as_secs_f64() * 1e6;
+            let r = per_step / floor;
+            report.rows.push(Row {
+                scenario: format!(
+                    "seq distinct N={n}, memory: per step ÷ the actor floor (three ractor actors pass one message \
+                     round, {n} laps per ring with its start and stop, median of {rings} rings; `--example actor_ring`)"
+                ),
+                langgraph: format!("floor {}", table::us(floor)),
+                ours: table::us(per_step),
+                ratio: format!("{r:.2} × floor"),
+                target: if n == 100 { table::target("≤2.0 × floor", r <= 2.0) } else { String::new() },
+            });
+            report.counts.push((format!("actor floor rings at N={n}"), rings));
         }
         if keys == Keys::Distinct
             && backend == Backend::Sled(Durability::Sync)
@@ -976,6 +1006,124 @@ fn run_eval(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) ->
         table::dur(parts.evaluators),
         table::dur(parts.summary)
     ));
+    Ok(())
+}
+
+/// Group commit ([`crate::group`]): M concurrent N-step runs under sync durability on sled, then on PostgreSQL
+/// beside LangGraph's `AsyncPostgresSaver` with the same M in flight.
+fn run_group(setup: &Setup, rt: &tokio::runtime::Runtime, report: &mut Report) -> Result<()> {
+    let (m, n) = setup.plan.group;
+    let per_step = |commits: f64, r: &crate::group::GroupResult| commits / r.total_steps() as f64;
+    let latency =
+        |r: &crate::group::GroupResult| format!("step p50 {} p99 {}", table::dur(r.step_p50), table::dur(r.step_p99));
+    eprintln!("bench: group commit, {m} concurrent {n}-step sync runs on sled (load {})", proc::loadavg());
+    let dir = tempfile::tempdir_in(&setup.work).ctx("temporary directory")?;
+    let sled = SledStore::open(dir.path().join("store")).ctx("opening the sled store")?;
+    // A lone run first, the reference for the latency a step pays without company.
+    rt.block_on(crate::group::warm_up(&sled, n, "group"))?;
+    let lone = rt.block_on(crate::group::run(&sled, 1, n, "lone"))?;
+    let syncs0 = sled.log_syncs();
+    let r = rt.block_on(crate::group::run(&sled, m, n, "group"))?;
+    let syncs = sled.log_syncs() - syncs0;
+    let cps = per_step(syncs as f64, &r);
+    report.rows.push(Row {
+        scenario: format!(
+            "group commit, sled sync: {m} concurrent {n}-step runs: fdatasyncs per step (the store's log syncs ÷ \
+             {} steps; a lone run: 1 per step); runs/s; step latency (one agent's start to the next's)",
+            r.total_steps()
+        ),
+        langgraph: format!("lone run: {}", latency(&lone)),
+        ours: format!("{cps:.3} syncs/step ({syncs}); {:.0} runs/s; {}", r.runs_per_s(), latency(&r)),
+        ratio: String::new(),
+        target: table::target("≤0.25 commits/step", cps <= 0.25),
+    });
+    report.counts.push(("group runs completed (sled)".into(), r.runs));
+    report.notes.push(format!(
+        "group rows: all {m} runs started at once in this process, each step durable before the next starts \
+         (sync); write transactions = the server's transaction-id counter's advance (read-only statements take \
+         none, so the probes count one each, left out); 3 runs one after the other first, and a lone run (its \
+         step latency in the rows)."
+    ));
+    drop(sled);
+    let Some(pg) = &setup.pg else {
+        report.notes.push("group: no PostgreSQL server, so no PostgreSQL rows (see the pg scenario's note).".into());
+        return Ok(());
+    };
+    let lg = match &pg.peers.langgraph {
+        Some((py, script)) => {
+            let url = rt.block_on(pg.server.database("bench_langgraph_group"))?;
+            eprintln!("bench: group commit, LangGraph AsyncPostgresSaver, {m} concurrent {n}-step sync runs");
+            let mut cmd = Command::new(py);
+            cmd.arg(script).args(["group", "--url", &url, "--runs", &m.to_string(), "--steps", &n.to_string()]);
+            match crate::pg::peer_json(&mut cmd, "bench_pg.py group") {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    report.notes.push(format!("group: LangGraph's run failed: {e}"));
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    eprintln!("bench: group commit, {m} concurrent {n}-step sync runs on PostgreSQL (load {})", proc::loadavg());
+    let url = rt.block_on(pg.server.database("bench_agentic_group"))?;
+    let store = rt.block_on(agentic::store::PgStore::connect(&url)).ctx("opening the PostgreSQL store")?;
+    rt.block_on(crate::group::warm_up(&store, n, "group"))?;
+    let lone = rt.block_on(crate::group::run(&store, 1, n, "lone"))?;
+    let before = rt.block_on(crate::group::PgCounters::read(&url))?;
+    let r = rt.block_on(crate::group::run(&store, m, n, "group"))?;
+    let after = rt.block_on(crate::group::PgCounters::read(&url))?;
+    drop(store);
+    let (xacts, wal) = before.since(after);
+    let cps = per_step(xacts as f64, &r);
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let lg_steps = lg.as_ref().map(|v| f(v, "runs") * f(v, "steps"));
+    report.rows.push(Row {
+        scenario: format!(
+            "group commit, PostgreSQL sync: {m} concurrent {n}-step runs: write transactions per step (txid \
+             advance ÷ {} steps; WAL flushes from pg_stat_wal); ours: PgStore (8 connections), LangGraph: \
+             AsyncPostgresSaver (20)",
+            r.total_steps()
+        ),
+        langgraph: match (&lg, lg_steps) {
+            (Some(v), Some(steps)) => format!(
+                "{:.3} xacts/step ({:.0}), {:.3} WAL flushes/step",
+                f(v, "write_xacts") / steps,
+                f(v, "write_xacts"),
+                f(v, "wal_syncs") / steps
+            ),
+            _ => String::new(),
+        },
+        ours: format!(
+            "{cps:.3} xacts/step ({xacts}), {:.3} WAL flushes/step ({wal})",
+            wal as f64 / r.total_steps() as f64
+        ),
+        ratio: String::new(),
+        target: table::target("≤0.25 commits/step", cps <= 0.25),
+    });
+    let lg_rps = lg.as_ref().map(|v| f(v, "runs_per_s"));
+    report.rows.push(Row {
+        scenario: format!(
+            "group commit, PostgreSQL sync: {m} concurrent {n}-step runs: runs/s; step latency (one agent's start \
+             to the next's; a lone run's: {})",
+            latency(&lone)
+        ),
+        langgraph: lg
+            .as_ref()
+            .map(|v| {
+                format!(
+                    "{:.0} runs/s; step p50 {:.2} ms p99 {:.2} ms",
+                    f(v, "runs_per_s"),
+                    f(v, "step_p50_ms"),
+                    f(v, "step_p99_ms")
+                )
+            })
+            .unwrap_or_default(),
+        ours: format!("{:.0} runs/s; {}", r.runs_per_s(), latency(&r)),
+        ratio: lg_rps.map(|l| table::ratio(r.runs_per_s() / l)).unwrap_or_default(),
+        target: lg_rps.map(|l| table::target("≥5x", r.runs_per_s() / l >= 5.0)).unwrap_or_default(),
+    });
+    report.counts.push(("group runs completed (PostgreSQL)".into(), r.runs));
     Ok(())
 }
 

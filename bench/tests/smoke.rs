@@ -105,6 +105,10 @@ fn every_scenario_runs_at_a_tiny_size() {
     assert_eq!(count("eval cases passed"), 20);
     assert_eq!(count("eval model calls in the replays"), 0);
     assert_eq!(count("serve runs completed (ours, sync)"), 20);
+    // Group commit: 20 concurrent 3-step sync runs on sled, each checked; the actor floor beside the memory row.
+    assert_eq!(count("group runs completed (sled)"), 20);
+    assert_eq!(count("actor floor rings at N=10"), 2000);
+    assert!(report.rows.iter().any(|r| r.scenario.contains("per step ÷ the actor floor")));
     assert!(report.rows.iter().any(|r| r.scenario.contains("submit latency p99")));
     assert!(report.rows.len() >= 10);
 }
@@ -157,6 +161,22 @@ fn the_pg_scenario_runs_the_chain_on_postgresql_with_every_durability() {
     let runs = rt.block_on(agentic::engine::CheckpointStore::runs(&store)).expect("runs");
     assert_eq!(runs.len(), 9);
     assert!(runs.iter().all(|r| r.status == agentic::engine::RunStatus::Completed), "{runs:?}");
+}
+
+/// Group commit on PostgreSQL: 20 concurrent 3-step sync runs, every final state checked; the server saw at
+/// least one write transaction and fewer than one per step.
+#[test]
+fn the_group_scenario_commits_concurrent_steps_together_on_postgresql() {
+    let rt = rt();
+    let Some(url) = rt.block_on(pg_support::fresh_database("bench group smoke")) else { return };
+    let store = rt.block_on(agentic::store::PgStore::connect(&url)).expect("store");
+    rt.block_on(agentic_bench::group::warm_up(&store, 3, "smoke")).expect("warm-up");
+    let before = rt.block_on(agentic_bench::group::PgCounters::read(&url)).expect("counters");
+    let r = rt.block_on(agentic_bench::group::run(&store, 20, 3, "smoke")).expect("runs");
+    let after = rt.block_on(agentic_bench::group::PgCounters::read(&url)).expect("counters");
+    assert_eq!((r.runs, r.total_steps()), (20, 60));
+    let (xacts, _) = before.since(after);
+    assert!((1..60).contains(&xacts), "{xacts} write transactions for 60 steps of 20 concurrent runs");
 }
 
 /// The profiling child: R runs of an N-step chain, each checked, with the per-step time as JSON; an unknown

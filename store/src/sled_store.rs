@@ -55,6 +55,48 @@ struct Inner {
     schedules: Tree,
     /// Held by a schedule change from its read to its write: changes of schedules are made one at a time.
     schedule_changes: tokio::sync::Mutex<()>,
+    /// Where the flushes stand: one flush syncs the log at a time (the leader), the others wait for it without
+    /// holding a thread ([`SledStore::flush`]).
+    sync_state: tokio::sync::watch::Sender<SyncState>,
+}
+
+/// The flushes' shared state ([`SledStore::flush`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct SyncState {
+    /// Every entry of the log up to this position is durable.
+    synced: u64,
+    /// A flush is syncing the log now.
+    busy: bool,
+}
+
+/// The leading flush's turn ([`SledStore::flush`]): when it ends, the next flush may sync, and the ones its
+/// sync covered are done.
+struct Leading<'a> {
+    state: &'a tokio::sync::watch::Sender<SyncState>,
+    /// The position the sync made durable (`None`: it failed or did not finish).
+    synced: Option<u64>,
+}
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        let synced = self.synced;
+        self.state.send_modify(|s| {
+            s.busy = false;
+            if let Some(end) = synced {
+                s.synced = s.synced.max(end);
+            }
+        });
+    }
+}
+
+/// What a flush does next ([`SledStore::flush`]).
+enum Turn {
+    /// Its entries are durable.
+    Done,
+    /// Sync the log (no flush is syncing).
+    Lead,
+    /// Wait for the flush that is syncing.
+    Wait,
 }
 
 impl Drop for Inner {
@@ -113,6 +155,33 @@ impl SledStore {
     /// Steps between compactions of a run's snapshot (0: never).
     pub fn snapshot_interval(&self) -> u64 {
         self.snapshot_interval
+    }
+
+    /// The `fdatasync`s this store has made since it was opened (of its write-ahead log, and of sled's log
+    /// at a checkpoint): the device waits its flushes cost. Under `sync` durability a lone run pays one per
+    /// step; concurrent runs whose steps are flushed together share one (group commit), so fewer than their
+    /// steps. Shared by the handles of one open store.
+    pub fn log_syncs(&self) -> u64 {
+        self.inner.wal.syncs()
+    }
+
+    /// Makes every entry of the log up to `target` durable ([`Wal::sync`]); returns the position synced.
+    async fn sync_log(&self, target: u64) -> Result<u64, StoreError> {
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let synced = if multi_thread {
+            // On this thread: the runtime hands this worker's other tasks to another thread while it blocks,
+            // off the critical path. A blocking-pool task instead costs two thread wake-ups per flush (there
+            // and back), each as long as the `fdatasync` itself on a fast disk.
+            tokio::task::block_in_place(|| self.inner.wal.sync(&self.inner.db, target))
+        } else {
+            // A current-thread runtime cannot hand its tasks over: the pool keeps them running meanwhile.
+            let inner = self.inner.clone();
+            tokio::task::spawn_blocking(move || inner.wal.sync(&inner.db, target))
+                .await
+                .map_err(|e| self.backend("flush", e))?
+        };
+        synced.map_err(|(what, e)| self.backend(&format!("flush: {what}"), e))
     }
 
     /// The store's directory.
@@ -405,6 +474,7 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
         specs,
         schedules,
         schedule_changes: tokio::sync::Mutex::new(()),
+        sync_state: tokio::sync::watch::Sender::new(SyncState::default()),
     })
 }
 
@@ -474,24 +544,42 @@ impl CheckpointStore for SledStore {
 
     async fn flush(&self) -> Result<(), StoreError> {
         // One device wait: the entries pushed so far are appended to the write-ahead log and it alone is
-        // `fdatasync`ed (sled's durable flush costs two: its `sync_file_range` and an `fdatasync` of its log),
-        // Concurrent flushes share one write and one `fdatasync` (group commit).
+        // `fdatasync`ed (sled's durable flush costs two: its `sync_file_range` and an `fdatasync` of its log).
+        // Group commit: one flush syncs at a time, taking every entry pushed until then; a flush that finds
+        // one syncing waits for it without holding a thread (so the runtime's threads keep running other runs,
+        // whose steps the next sync takes together), and syncs itself only when that one did not cover its
+        // entries. A lone flush syncs at once: no added wait.
         let target = self.inner.wal.end();
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        let synced = if multi_thread {
-            // On this thread: the runtime hands this worker's other tasks to another thread while it blocks,
-            // off the critical path. A blocking-pool task instead costs two thread wake-ups per flush (there
-            // and back), each as long as the `fdatasync` itself on a fast disk.
-            tokio::task::block_in_place(|| self.inner.wal.sync(&self.inner.db, target))
-        } else {
-            // A current-thread runtime cannot hand its tasks over: the pool keeps them running meanwhile.
-            let inner = self.inner.clone();
-            tokio::task::spawn_blocking(move || inner.wal.sync(&inner.db, target))
-                .await
-                .map_err(|e| self.backend("flush", e))?
-        };
-        synced.map_err(|(what, e)| self.backend(&format!("flush: {what}"), e))
+        let mut state = self.inner.sync_state.subscribe();
+        loop {
+            let mut turn = Turn::Wait;
+            self.inner.sync_state.send_if_modified(|s| {
+                turn = if s.synced >= target {
+                    Turn::Done
+                } else if s.busy {
+                    Turn::Wait
+                } else {
+                    s.busy = true;
+                    Turn::Lead
+                };
+                false
+            });
+            match turn {
+                Turn::Done => return Ok(()),
+                Turn::Wait => {
+                    // The sender lives as long as the store: `Err` cannot happen; the loop looks again.
+                    let _ = state.wait_for(|s| s.synced >= target || !s.busy).await;
+                }
+                Turn::Lead => {
+                    // Released however this ends (a flush dropped while it waits for the blocking pool too).
+                    let mut leading = Leading { state: &self.inner.sync_state, synced: None };
+                    let synced = self.sync_log(target).await;
+                    leading.synced = synced.as_ref().ok().copied();
+                    drop(leading);
+                    return synced.map(|_| ());
+                }
+            }
+        }
     }
 
     async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
@@ -662,6 +750,47 @@ mod tests {
             records.push(record);
         }
         records
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_flushes_share_an_fdatasync_and_each_returns_only_once_its_step_is_synced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SledStore::open(tmp.path()).unwrap();
+        // A lone flush syncs once; a flush with nothing pending does not sync.
+        let before = store.log_syncs();
+        store.append(step("lone", 1)).await.unwrap();
+        store.flush().await.unwrap();
+        assert_eq!(store.log_syncs() - before, 1);
+        store.flush().await.unwrap();
+        assert_eq!(store.log_syncs() - before, 1);
+
+        // 200 runs append a step and flush at once: every flush returns with its step on stable storage, and
+        // they share far fewer syncs than 200 (a flush waits for the one syncing, then the next takes all).
+        let before = store.log_syncs();
+        let tasks: Vec<_> = (0..200)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store.append(step(&format!("run-{i}"), 1)).await.unwrap();
+                    let mine = store.inner.wal.end();
+                    store.flush().await.unwrap();
+                    assert!(store.inner.wal.synced() >= mine, "run-{i}: flush returned before its step was synced");
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let syncs = store.log_syncs() - before;
+        assert!((1..=100).contains(&syncs), "{syncs} fdatasyncs for 200 concurrent flushes");
+
+        // All 201 steps come back after a reopen.
+        drop(store);
+        let store = SledStore::open(tmp.path()).unwrap();
+        for i in 0..200 {
+            assert_eq!(store.records(&format!("run-{i}")).await.unwrap(), vec![step(&format!("run-{i}"), 1)]);
+        }
+        assert_eq!(store.records("lone").await.unwrap().len(), 1);
     }
 
     #[tokio::test]

@@ -29,6 +29,7 @@ use std::fs::File;
 use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use sled::{Batch, Db, Tree};
@@ -154,6 +155,8 @@ pub(crate) struct Wal {
     runs: Tree,
     pending: Mutex<Pending>,
     writer: Mutex<Writer>,
+    /// `fdatasync`s made so far (of the log file and of sled's log): the device waits the flushes cost.
+    syncs: AtomicU64,
 }
 
 /// Entries pushed but not yet written to the file, and every entry sled does not hold yet.
@@ -257,6 +260,7 @@ impl Wal {
             pending: Mutex::new(Pending { buf: Vec::new(), end: 0, journal: BTreeMap::new(), runs: BTreeMap::new() }),
             // Until `replay` has read it, the whole file counts as entries (a checkpoint then truncates it).
             writer: Mutex::new(Writer { len, allocated: len, synced: 0, failed: false }),
+            syncs: AtomicU64::new(0),
         })
     }
 
@@ -323,6 +327,23 @@ impl Wal {
         lock(&self.pending).end
     }
 
+    /// `fdatasync`s `file` (the log or sled's), counted in [`Wal::syncs`].
+    fn sync_file(&self, file: &File) -> std::io::Result<()> {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        file.sync_data()
+    }
+
+    /// Every entry pushed up to this position is on stable storage.
+    #[cfg(test)]
+    pub(crate) fn synced(&self) -> u64 {
+        lock(&self.writer).synced
+    }
+
+    /// The `fdatasync`s made since the log was opened (of its file and of sled's log).
+    pub(crate) fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
+    }
+
     /// Writes the pending buffer to the file without `fdatasync`, unless a writer is busy (it will take the
     /// buffer). Keeps the buffer bounded while nothing flushes. Errors are remembered for the next sync.
     pub(crate) fn spill(&self) {
@@ -334,18 +355,20 @@ impl Wal {
 
     /// Makes every entry pushed up to `target` durable: unless another writer already did, appends all that
     /// is pending in one write and `fdatasync`s the file; checkpoints when the file exceeds
-    /// [`CHECKPOINT_BYTES`] or a previous write failed. Blocks: call it on a blocking thread.
-    pub(crate) fn sync(&self, db: &Db, target: u64) -> Result<(), WalError> {
+    /// [`CHECKPOINT_BYTES`] or a previous write failed. Returns the position up to which every entry is
+    /// durable (at least `target`). Blocks: call it on a blocking thread.
+    pub(crate) fn sync(&self, db: &Db, target: u64) -> Result<u64, WalError> {
         let mut writer = lock(&self.writer);
         if writer.synced >= target {
-            return Ok(());
+            return Ok(writer.synced);
         }
         if writer.failed {
-            return self.checkpoint_locked(db, &mut writer);
+            self.checkpoint_locked(db, &mut writer)?;
+            return Ok(writer.synced);
         }
         let (buf, end) = self.take();
         self.write(&mut writer, &buf)?;
-        if let Err(e) = self.file.sync_data() {
+        if let Err(e) = self.sync_file(&self.file) {
             writer.failed = true;
             return Err(("fdatasync the write-ahead log", e));
         }
@@ -353,7 +376,7 @@ impl Wal {
         if writer.len > CHECKPOINT_BYTES {
             self.checkpoint_locked(db, &mut writer)?;
         }
-        Ok(())
+        Ok(writer.synced)
     }
 
     /// Writes every unapplied entry to sled, makes sled durable (its flush, then `fdatasync` of its log) and
@@ -375,7 +398,7 @@ impl Wal {
         if writer.synced < end {
             let (buf, end) = self.take();
             self.write(&mut writer, &buf)?;
-            self.file.sync_data().map_err(|e| ("fdatasync the write-ahead log", e))?;
+            self.sync_file(&self.file).map_err(|e| ("fdatasync the write-ahead log", e))?;
             writer.synced = end;
         }
         if writer.allocated > writer.len {
@@ -415,11 +438,11 @@ impl Wal {
             self.runs.apply_batch(batch).map_err(|e| ("write the run records to sled", std::io::Error::from(e)))?;
         }
         db.flush().map_err(|e| ("flush sled", std::io::Error::from(e)))?;
-        self.sled_log.sync_data().map_err(|e| ("fdatasync sled's log", e))?;
+        self.sync_file(&self.sled_log).map_err(|e| ("fdatasync sled's log", e))?;
         if writer.allocated > 0 || writer.failed {
             self.file.set_len(0).map_err(|e| ("truncate the write-ahead log", e))?;
             // Durably empty: a stale entry replayed later could overwrite a newer run record.
-            self.file.sync_data().map_err(|e| ("fdatasync the write-ahead log", e))?;
+            self.sync_file(&self.file).map_err(|e| ("fdatasync the write-ahead log", e))?;
             writer.len = 0;
             writer.allocated = 0;
             writer.failed = false;
