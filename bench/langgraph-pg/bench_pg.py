@@ -10,7 +10,9 @@ Two measurements against one PostgreSQL server (the URL is the database to use; 
   workers  K worker processes on the same database, each running its share of M runs of the 5-step chain
            (input = the run's number, node i writes k{i} = i) with `AsyncPostgresSaver` (a connection pool per
            process) and durability sync, C/K runs in flight per process (asyncio). Throughput = M / the wall
-           time from the moment all workers are ready (connected, set up, warmed up) to the last one's end.
+           time from the moment all workers are ready (connected, set up, warmed up) to the last one's end;
+           CPU over the same span: the workers' own (each its process time from "go" to its end) and the
+           PostgreSQL server's (its postmaster and children, from /proc, when the server runs on this machine).
   group    M runs of an N-step chain all in flight at once in one process (`AsyncPostgresSaver`, a pool of
            --pool connections, durability sync; node i writes k{i} = i and notes when it starts): runs/s, the
            step latency (one node's start to the next one's in the same run; median and p99), and what the
@@ -106,8 +108,44 @@ async def worker_main(url: str, first: int, count: int, inflight: int) -> None:
                                         durability="sync")
                 assert out["input"] == i and out["k4"] == 4, out
 
+        cpu0 = time.process_time()
         await asyncio.gather(*(one(i) for i in range(first, first + count)))
-        print("done", flush=True)
+        print(f"done {time.process_time() - cpu0}", flush=True)
+
+
+def proc_ticks(pid: int) -> tuple[int, int, int] | None:
+    """(ppid, own CPU ticks, waited-for children's CPU ticks) of process `pid` from /proc, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+
+
+def postmaster_pid(url: str) -> int | None:
+    """The PostgreSQL server's postmaster, when it runs on this machine: the parent of a backend."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    ticks = proc_ticks(backend)
+    return ticks[0] if ticks else None
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of `pid` and its children (live ones and those it waited for), as agentic-bench counts."""
+    own = proc_ticks(pid)
+    if own is None:
+        return 0.0
+    ticks = own[1] + own[2]
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            t = proc_ticks(int(name))
+            if t and t[0] == pid:
+                ticks += t[1] + t[2]
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def workers(url: str, k: int, runs: int, concurrency: int) -> dict:
@@ -131,17 +169,23 @@ def workers(url: str, k: int, runs: int, concurrency: int) -> dict:
         line = p.stdout.readline().strip()
         if line != "ready":
             fail(f"a worker did not start (said {line!r}, exit {p.wait()})")
+    pm = postmaster_pid(url)
+    pg0 = tree_cpu_s(pm) if pm else None
     t0 = time.perf_counter()
     for p in procs:
         p.stdin.write("go\n")
         p.stdin.flush()
+    workers_cpu = 0.0
     for p in procs:
         line = p.stdout.readline().strip()
-        if line != "done" or p.wait() != 0:
+        if not line.startswith("done ") or p.wait() != 0:
             fail(f"a worker failed (said {line!r}, exit {p.wait()})")
+        workers_cpu += float(line.split()[1])
     wall = time.perf_counter() - t0
+    pg_cpu = tree_cpu_s(pm) - pg0 if pm and pg0 is not None else None
     print(f"langgraph pg: {k} worker(s), {runs} runs: {runs / wall:.0f} runs/s", file=sys.stderr, flush=True)
-    return {"workers": k, "runs": runs, "concurrency": concurrency, "wall_s": wall, "runs_per_s": runs / wall}
+    return {"workers": k, "runs": runs, "concurrency": concurrency, "wall_s": wall, "runs_per_s": runs / wall,
+            "workers_cpu_s": workers_cpu, "pg_cpu_s": pg_cpu}
 
 
 async def counters(url: str) -> tuple[int, int]:

@@ -14,7 +14,10 @@
 //!   serve scenario's 5-step chain (sync durability) from C clients, run i submitted to server i mod K and
 //!   awaited on it (its events stream); runs/s = M ÷ the wall time. LangGraph: K worker processes of its
 //!   library on one database (`bench_pg.py workers`: `AsyncPostgresSaver`, sync durability, C/K runs in flight
-//!   each; LangGraph's own server needs a licence to use PostgreSQL, so no HTTP in its figure).
+//!   each; LangGraph's own server needs a licence to use PostgreSQL, so no HTTP in its figure). The bar is the
+//!   CPU per run, what a user pays for on any machine: the servers' CPU time plus the PostgreSQL server's (its
+//!   postmaster's process tree from `/proc`, [`crate::proc::tree_cpu_time`]) over the measured runs ÷ M;
+//!   LangGraph's: its workers' process time plus the PostgreSQL server's, counted the same way.
 //!
 //! The server: `--pg-url` (or `AGENTIC_BENCH_PG_URL`), a database the bench may create databases in; else a
 //! throwaway cluster started with `scripts/pg-test-server.sh` **with fsync on** (`PG_TEST_FSYNC=on`: durable
@@ -83,6 +86,23 @@ impl PgServer {
         let url = var("AGENTIC_TEST_PG_URL").ctx("pg-test-server.sh printed no AGENTIC_TEST_PG_URL")?;
         let dir = var("AGENTIC_TEST_PG_DIR").ctx("pg-test-server.sh printed no AGENTIC_TEST_PG_DIR")?;
         Ok(PgServer { url, throwaway: Some((script.to_path_buf(), PathBuf::from(dir))) })
+    }
+
+    /// The server's postmaster process, when the server runs on this machine (the parent of a backend): its
+    /// process tree is the server's CPU ([`crate::proc::tree_cpu_time`]).
+    ///
+    /// # Errors
+    /// When the server refuses.
+    pub async fn postmaster(&self) -> Result<Option<u32>> {
+        let (client, conn) =
+            tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await.ctx("connecting to PostgreSQL")?;
+        let conn = tokio::spawn(conn);
+        let row = client.query_one("SELECT pg_backend_pid()", &[]).await.ctx("SELECT pg_backend_pid()")?;
+        let backend: i32 = row.get(0);
+        let parent = u32::try_from(backend).ok().and_then(crate::proc::parent_pid);
+        drop(client);
+        let _ = conn.await;
+        Ok(parent.filter(|p| crate::proc::tree_cpu_time(*p).is_some()))
     }
 
     /// Creates (dropping any earlier one) the database `name` and returns its URL.
@@ -393,6 +413,10 @@ fn run_workers(
 ) -> Result<()> {
     let (m, c) = setup.plan.workers;
     let mut first: Option<f64> = None;
+    let postmaster = rt.block_on(setup.server.postmaster())?;
+    if postmaster.is_none() {
+        notes.push("pg workers: the PostgreSQL server does not run on this machine: its CPU is not counted.".into());
+    }
     for k in 1..=3usize {
         let lg = match &setup.peers.langgraph {
             Some((py, script)) => {
@@ -412,7 +436,7 @@ fn run_workers(
                     ]),
                     "bench_pg.py workers",
                 ) {
-                    Ok(v) => v["runs_per_s"].as_f64(),
+                    Ok(v) => Some(v),
                     Err(e) => {
                         notes.push(format!("pg: LangGraph's {k}-worker run failed: {e}"));
                         None
@@ -431,8 +455,39 @@ fn run_workers(
         }
         eprintln!("bench: {m} runs from {c} clients over {k} agentic serve process(es) on one database");
         let refs: Vec<&ServerProcess> = servers.iter().collect();
-        let r = rt.block_on(serve::measure_many(&refs, m, c))?;
+        let also: Vec<u32> = postmaster.into_iter().collect();
+        let r = rt.block_on(serve::measure_many(&refs, m, c, &also))?;
         ensure(r.completed == m, || format!("pg workers: {} of {m} runs completed", r.completed))?;
+        // CPU per run, what a user pays for: the servers' and PostgreSQL's (ours), the library workers' and
+        // PostgreSQL's (LangGraph).
+        let per_run = |s: f64| s * 1e6 / m as f64;
+        let ours_cpu = per_run((r.server_cpu + r.also_cpu).as_secs_f64());
+        let lg_cpu = lg.as_ref().and_then(|v| Some(per_run(v["workers_cpu_s"].as_f64()? + v["pg_cpu_s"].as_f64()?)));
+        rows.push(Row {
+            scenario: format!(
+                "PostgreSQL, {k} worker(s), {m} runs of a 5-step chain, sync: CPU per run, the workers' + PostgreSQL's \
+                 (ours: `agentic serve` ×{k} [server / PostgreSQL]; LangGraph: {k} library process(es) [workers / \
+                 PostgreSQL])"
+            ),
+            langgraph: match (&lg, lg_cpu) {
+                (Some(v), Some(cpu)) => format!(
+                    "{} [{} / {}]",
+                    table::us(cpu),
+                    table::us(per_run(v["workers_cpu_s"].as_f64().unwrap_or(0.0))),
+                    table::us(per_run(v["pg_cpu_s"].as_f64().unwrap_or(0.0)))
+                ),
+                _ => String::new(),
+            },
+            ours: format!(
+                "{} [{} / {}]",
+                table::us(ours_cpu),
+                table::us(per_run(r.server_cpu.as_secs_f64())),
+                table::us(per_run(r.also_cpu.as_secs_f64()))
+            ),
+            ratio: lg_cpu.map(|l| table::ratio(l / ours_cpu)).unwrap_or_default(),
+            target: lg_cpu.map(|l| table::target("≥10x less", l / ours_cpu >= 10.0)).unwrap_or_default(),
+        });
+        let lg = lg.as_ref().and_then(|v| v["runs_per_s"].as_f64());
         let ours = r.runs_per_s();
         let scale = first.map(|f| format!(" ({:.2}× one worker)", ours / f)).unwrap_or_default();
         first.get_or_insert(ours);

@@ -43,14 +43,49 @@ pub fn pid_cpu_time(pid: u32) -> Option<Duration> {
 }
 
 fn stat_cpu_time(path: &str) -> Option<Duration> {
-    let stat = std::fs::read_to_string(path).ok()?;
-    // Fields after the command name (which may hold spaces) start at field 3; utime and stime are 14 and 15.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
     // USER_HZ is 100 on every Linux configuration in use.
-    Some(Duration::from_millis((utime + stime) * 10))
+    stat_ticks(path).map(|t| Duration::from_millis(t.cpu * 10))
+}
+
+/// CPU time (user + system) of process `pid` and its children so far: its own, its children's that it has
+/// waited for (`cutime`, `cstime`), and its live children's (with theirs): the whole of a PostgreSQL server
+/// from its postmaster (backends come and go, the postmaster reaps them). `None` when `pid` is gone or off
+/// Linux.
+pub fn tree_cpu_time(pid: u32) -> Option<Duration> {
+    let own = stat_ticks(&format!("/proc/{pid}/stat"))?;
+    let mut ticks = own.cpu + own.children;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if let Some(t) = stat_ticks(&format!("/proc/{child}/stat")).filter(|t| t.ppid == pid) {
+            ticks += t.cpu + t.children;
+        }
+    }
+    // USER_HZ is 100 on every Linux configuration in use.
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// The parent of process `pid`, from `/proc/PID/stat`.
+pub fn parent_pid(pid: u32) -> Option<u32> {
+    stat_ticks(&format!("/proc/{pid}/stat")).map(|t| t.ppid)
+}
+
+/// A process's parent and CPU ticks: its own (user + system) and its waited-for children's.
+struct StatTicks {
+    ppid: u32,
+    cpu: u64,
+    children: u64,
+}
+
+fn stat_ticks(path: &str) -> Option<StatTicks> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    // Fields after the command name start at field 3: ppid is 4, utime/stime 14/15, cutime/cstime 16/17.
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split_whitespace().collect();
+    let field = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    Some(StatTicks {
+        ppid: u32::try_from(field(1)?).ok()?,
+        cpu: field(11)? + field(12)?,
+        children: field(13)? + field(14)?,
+    })
 }
 
 /// CPU time (user + system) of this process's threads whose name starts with `prefix` (`llm-server`), from
@@ -122,5 +157,22 @@ mod tests {
         assert!(spun >= Duration::from_millis(30), "a spinning thread shows CPU time by name: {spun:?}");
         assert_eq!(threads_cpu_time("no-such-thread"), Duration::ZERO);
         assert_eq!(loadavg().split(' ').count(), 3);
+    }
+
+    #[test]
+    fn counts_a_process_tree_with_its_reaped_children() {
+        let me = std::process::id();
+        assert_eq!(parent_pid(me), Some(std::os::unix::process::parent_id()));
+        // A child that counts to 300 000 (a few hundred ms of CPU whatever the load), waited for: its time
+        // joins this process's tree (`cutime`).
+        let before = tree_cpu_time(me).expect("this process");
+        let status = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"])
+            .status()
+            .expect("sh");
+        assert!(status.success());
+        let after = tree_cpu_time(me).expect("this process");
+        assert!(after >= before + Duration::from_millis(50), "{before:?} → {after:?}");
+        assert_eq!(tree_cpu_time(u32::MAX), None);
     }
 }

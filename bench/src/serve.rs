@@ -66,6 +66,9 @@ pub struct ServeResult {
     pub peak_rss_kib: u64,
     /// The server's CPU time (user + system) during the measurement.
     pub server_cpu: Duration,
+    /// The CPU time of the other process trees measured with it ([`measure_many`]'s `also`: the
+    /// PostgreSQL server), during the measurement.
+    pub also_cpu: Duration,
 }
 
 impl ServeResult {
@@ -286,15 +289,22 @@ pub fn quantile(v: &[Duration], q: f64) -> Duration {
 /// # Errors
 /// When a request fails or a run's output is wrong.
 pub async fn measure(server: &ServerProcess, runs: usize, clients: usize) -> Result<ServeResult> {
-    measure_many(&[server], runs, clients).await
+    measure_many(&[server], runs, clients, &[]).await
 }
 
 /// [`measure`] over several servers sharing one store: run i goes to server i mod K (and is awaited there).
-/// RSS figures are the largest server's; the CPU time is the servers' sum.
+/// RSS figures are the largest server's; the CPU time is the servers' sum; `also` are process trees whose CPU
+/// time over the same span is [`ServeResult::also_cpu`] ([`proc::tree_cpu_time`]: the PostgreSQL server's
+/// postmaster).
 ///
 /// # Errors
 /// When a request fails, a run's output is wrong, or `servers` is empty.
-pub async fn measure_many(servers: &[&ServerProcess], runs: usize, clients: usize) -> Result<ServeResult> {
+pub async fn measure_many(
+    servers: &[&ServerProcess],
+    runs: usize,
+    clients: usize,
+    also: &[u32],
+) -> Result<ServeResult> {
     ensure(!servers.is_empty(), || "no server to measure".into())?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(clients.max(1))
@@ -308,7 +318,8 @@ pub async fn measure_many(servers: &[&ServerProcess], runs: usize, clients: usiz
     }
     let base_rss_kib = servers.iter().map(|s| proc::pid_status_kib(s.pid(), "VmRSS").unwrap_or(0)).max().unwrap_or(0);
     let cpu = || servers.iter().map(|s| proc::pid_cpu_time(s.pid()).unwrap_or_default()).sum::<Duration>();
-    let cpu0 = cpu();
+    let also_cpu = || also.iter().map(|p| proc::tree_cpu_time(*p).unwrap_or_default()).sum::<Duration>();
+    let (cpu0, also0) = (cpu(), also_cpu());
     let targets: Arc<Vec<(String, Kind)>> = Arc::new(servers.iter().map(|s| (s.url.clone(), s.kind)).collect());
     let next = Arc::new(AtomicUsize::new(0));
     let t0 = Instant::now();
@@ -334,6 +345,7 @@ pub async fn measure_many(servers: &[&ServerProcess], runs: usize, clients: usiz
     }
     let wall = t0.elapsed();
     let server_cpu = cpu().saturating_sub(cpu0);
+    let also_cpu = also_cpu().saturating_sub(also0);
     latencies.sort();
     Ok(ServeResult {
         completed: latencies.len(),
@@ -343,6 +355,7 @@ pub async fn measure_many(servers: &[&ServerProcess], runs: usize, clients: usiz
         base_rss_kib,
         peak_rss_kib: servers.iter().map(|s| proc::pid_status_kib(s.pid(), "VmHWM").unwrap_or(0)).max().unwrap_or(0),
         server_cpu,
+        also_cpu,
     })
 }
 
