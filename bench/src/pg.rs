@@ -387,14 +387,17 @@ pub fn run(
         for (payload, what) in [(16, "16 B".to_string()), (size, format!("{size} B, our journal row's mean size"))] {
             eprintln!("bench: the floor, {n} single-row INSERT + COMMIT of {payload} B");
             let floor = rt.block_on(floor_per_commit(&floor_url, n, payload, reps))?;
+            // The bars of issue #45: within 1.4 floors at N=10 (a run's start is a commit of its own), 1.2 at
+            // N=100.
+            let bar = if n <= 10 { 1.4 } else { 1.2 };
             rows.push(Row {
                 scenario: format!(
-                    "PostgreSQL, N={n}: ours sync per step vs the floor: one single-row INSERT + COMMIT ({what}; synchronous_commit on; column = floor)"
+                    "PostgreSQL, N={n}: ours sync per step ÷ the floor: one single-row INSERT + COMMIT ({what}; synchronous_commit on; column = floor)"
                 ),
-                langgraph: table::us(floor),
+                langgraph: format!("floor {}", table::us(floor)),
                 ours: table::us(sync),
-                ratio: table::ratio(floor / sync),
-                target: format!("≥ 0.67x (ours ≤ 1.5× the floor) {}", if sync <= 1.5 * floor { "✔" } else { "✘" }),
+                ratio: format!("{:.2} × floor", sync / floor),
+                target: table::target(&format!("≤{bar} × floor"), sync <= bar * floor),
             });
         }
     }

@@ -369,7 +369,7 @@ pub fn agentic_binary(bench_exe: &Path) -> Result<PathBuf> {
     let release = dir.file_name().is_some_and(|n| n == "release");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(&cargo);
-    cmd.args(["build", "--quiet", "-p", "agentic", "--bin", "agentic"]);
+    cmd.args(["build", "--quiet", "-p", "agentic-cli", "--bin", "agentic"]);
     if release {
         cmd.arg("--release");
     }
