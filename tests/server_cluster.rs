@@ -537,6 +537,16 @@ async fn a_cancel_posted_on_b_stops_a_long_run_on_a_within_a_second() {
 // ---------------------------------------------------------------------------------------------------------
 // 3. Events through another server
 
+/// A loop of `steps` iterations of one compute agent, `count`, whose output (`n`) is its iteration number:
+/// the run's output is `steps`.
+fn counter_spec(steps: u64) -> String {
+    format!(
+        "version: 1\nname: counter\nroot: main\nagents:\n\
+         \x20 main: {{ kind: loop, agents: [count], max_iterations: {steps}, output: \"n\" }}\n\
+         \x20 count: {{ kind: compute, value: \"(n if n is defined else 0) + 1\", inputs: [], output_key: n }}\n"
+    )
+}
+
 /// Steps of the long run of `events_on_b_follow_a_long_run_on_a`.
 const STEPS: u64 = 20_000;
 
@@ -544,11 +554,7 @@ const STEPS: u64 = 20_000;
 async fn events_on_b_follow_a_long_run_on_a() {
     let _serial = SERIAL.lock().await;
     let Some((a, b)) = cluster("events_on_b_follow_a_long_run_on_a").await else { return };
-    let spec = format!(
-        "version: 1\nname: counter\nroot: main\nagents:\n\
-         \x20 main: {{ kind: loop, agents: [count], max_iterations: {STEPS}, output: \"n\" }}\n\
-         \x20 count: {{ kind: compute, value: \"(n if n is defined else 0) + 1\", inputs: [], output_key: n }}\n"
-    );
+    let spec = counter_spec(STEPS);
     let http = reqwest::Client::new();
     let start = Instant::now();
     create(&http, &a.url, &spec, json!({}), "counter").await;
@@ -644,11 +650,7 @@ const MOVING_STEPS: u64 = 12_000;
 async fn events_on_b_stay_in_order_while_the_run_moves_from_a_to_b() {
     let _serial = SERIAL.lock().await;
     let Some((a, b)) = cluster("events_on_b_stay_in_order_while_the_run_moves_from_a_to_b").await else { return };
-    let spec = format!(
-        "version: 1\nname: counter\nroot: main\nagents:\n\
-         \x20 main: {{ kind: loop, agents: [count], max_iterations: {MOVING_STEPS}, output: \"n\" }}\n\
-         \x20 count: {{ kind: compute, value: \"(n if n is defined else 0) + 1\", inputs: [], output_key: n }}\n"
-    );
+    let spec = counter_spec(MOVING_STEPS);
     let http = reqwest::Client::new();
     create(&http, &a.url, &spec, json!({}), "moving").await;
     let reader = tokio::spawn({

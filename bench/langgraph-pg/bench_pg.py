@@ -39,12 +39,15 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.graph import END, START, StateGraph
 
 
-def build(n: int):
+def build(n: int, mark=None):
+    """The chain of N nodes, node i returning {k{i}: i}; `mark(state)` is called as each node starts."""
     fields = {"input": int, **{f"k{i}": int for i in range(n)}}
     State = TypedDict("State", fields, total=False)  # type: ignore[misc]
 
     def make(i: int):
         def node(state):
+            if mark is not None:
+                mark(state)
             return {f"k{i}": i}
 
         return node
@@ -213,23 +216,7 @@ async def group_main(url: str, runs: int, steps: int, pool_size: int) -> dict:
     with PostgresSaver.from_conn_string(url) as saver:
         saver.setup()
     marks: dict[int, list[float]] = {}
-    fields = {"input": int, **{f"k{i}": int for i in range(steps)}}
-    State = TypedDict("State", fields, total=False)  # type: ignore[misc]
-
-    def make(i: int):
-        def node(state):
-            marks.setdefault(state["input"], []).append(time.perf_counter())
-            return {f"k{i}": i}
-
-        return node
-
-    g = StateGraph(State)
-    for i in range(steps):
-        g.add_node(f"n{i}", make(i))
-    g.add_edge(START, "n0")
-    for i in range(steps - 1):
-        g.add_edge(f"n{i}", f"n{i + 1}")
-    g.add_edge(f"n{steps - 1}", END)
+    g = build(steps, lambda state: marks.setdefault(state["input"], []).append(time.perf_counter()))
     async with AsyncConnectionPool(url, min_size=pool_size, max_size=pool_size, open=False,
                                    kwargs={"autocommit": True, "prepare_threshold": 0,
                                            "row_factory": dict_row}) as pool:
