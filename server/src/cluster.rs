@@ -120,9 +120,9 @@ struct Inner {
     /// Payloads for `agentic_events`, sent in order by one task.
     outbox: mpsc::UnboundedSender<String>,
     outbox_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
-    /// The last step appended of each run executing here (what a commit announcement names, and the `a` of
-    /// its live events), until its execution here ends.
-    appended: Mutex<HashMap<String, u64>>,
+    /// The runs executing here ([`Cluster::began`] to [`Cluster::ended`]), with the last step each appended
+    /// here (what a commit announcement names, and the `a` of its live events; `None` before its first).
+    appended: Mutex<HashMap<String, Option<u64>>>,
     /// The followers running here, by run.
     followers: Mutex<HashMap<String, mpsc::UnboundedSender<ToFollower>>>,
 }
@@ -173,7 +173,7 @@ impl Cluster {
         // live events can be identical (a loop's `agent_started`, iteration after iteration).
         let i = self.inner.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut payload = json!({"o": self.inner.owner, "i": i, "r": run_id, "n": event.name, "d": event.data});
-        if let Some(seq) = locked(&self.inner.appended).get(run_id) {
+        if let Some(Some(seq)) = locked(&self.inner.appended).get(run_id) {
             payload["a"] = Value::from(*seq);
         }
         let payload = payload.to_string();
@@ -184,18 +184,22 @@ impl Cluster {
         let _ = self.inner.outbox.send(payload);
     }
 
+    /// `run_id` begins executing here: its steps are appended here until [`Cluster::ended`].
+    pub(crate) fn began(&self, run_id: &str) {
+        if self.inner.shared {
+            locked(&self.inner.appended).entry(run_id.to_string()).or_insert(None);
+        }
+    }
+
     /// Step `seq` of `run_id` (executing here) was appended: a later commit announcement names it, so that
     /// the followers read up to it and no further — steps committed after the live events not sent yet would
-    /// otherwise come before them; the live events published from now on say they follow it.
+    /// otherwise come before them; the live events published from now on say they follow it. (A step appended
+    /// for a run that does not execute here, a fork's copied steps, is not tracked.)
     pub(crate) fn appended(&self, run_id: &str, seq: u64) {
-        if self.inner.shared {
-            let mut appended = locked(&self.inner.appended);
-            match appended.get_mut(run_id) {
-                Some(last) => *last = (*last).max(seq),
-                None => {
-                    appended.insert(run_id.to_string(), seq);
-                }
-            }
+        if self.inner.shared
+            && let Some(last) = locked(&self.inner.appended).get_mut(run_id)
+        {
+            *last = Some(last.map_or(seq, |l| l.max(seq)));
         }
     }
 
@@ -203,7 +207,7 @@ impl Cluster {
     /// when none was appended here).
     pub(crate) fn committed(&self, run_id: &str) {
         if self.watched(run_id)
-            && let Some(seq) = locked(&self.inner.appended).get(run_id).copied()
+            && let Some(Some(seq)) = locked(&self.inner.appended).get(run_id).copied()
         {
             let message = json!({"o": self.inner.owner, "r": run_id, "j": seq});
             let _ = self.inner.outbox.send(message.to_string());
@@ -215,7 +219,8 @@ impl Cluster {
         if !self.inner.shared {
             return;
         }
-        let runs: Vec<String> = locked(&self.inner.appended).keys().cloned().collect();
+        let runs: Vec<String> =
+            locked(&self.inner.appended).iter().filter(|(_, seq)| seq.is_some()).map(|(r, _)| r.clone()).collect();
         for run_id in runs {
             self.committed(&run_id);
         }
@@ -227,7 +232,7 @@ impl Cluster {
         if !self.inner.shared {
             return;
         }
-        let seq = locked(&self.inner.appended).remove(run_id);
+        let seq = locked(&self.inner.appended).remove(run_id).flatten();
         if self.watched(run_id) {
             let j = seq.map_or(json!(true), Value::from);
             let _ = self.inner.outbox.send(json!({"o": self.inner.owner, "r": run_id, "j": j, "s": true}).to_string());
@@ -286,9 +291,8 @@ impl Cluster {
         Ok(())
     }
 
-    /// The last step of `run_id` appended here, while it executes here (`None` when it does not, or has not
-    /// appended a step here yet).
-    fn appended_here(&self, run_id: &str) -> Option<u64> {
+    /// Whether `run_id` executes here, and the last step it appended here.
+    fn appended_here(&self, run_id: &str) -> Option<Option<u64>> {
         locked(&self.inner.appended).get(run_id).copied()
     }
 
@@ -463,7 +467,8 @@ impl Follower {
     /// Whether the run executes here now: its journal tap passes its steps on as they are appended, and the
     /// follower stands by, counting them as passed (steps this server appended are never passed on twice).
     fn local(&mut self) -> bool {
-        let Some(seq) = self.cluster.appended_here(&self.run_id) else { return false };
+        let Some(appended) = self.cluster.appended_here(&self.run_id) else { return false };
+        let seq = appended.unwrap_or(0);
         self.last = self.last.max(seq);
         self.asked = self.asked.max(seq);
         while self.ahead.front().is_some_and(|r| r.seq <= self.last) {

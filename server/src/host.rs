@@ -286,6 +286,9 @@ impl RunHost {
             }
             executing.insert(run_id.clone(), cancel.clone());
         }
+        if let Some(cluster) = self.inner.hub.cluster() {
+            cluster.began(&run_id);
+        }
         let mut request = built
             .root
             .invoke()
@@ -527,6 +530,9 @@ impl RunHost {
                 return Ok(());
             }
             executing.insert(run_id.clone(), cancel.clone());
+        }
+        if let Some(cluster) = self.inner.hub.cluster() {
+            cluster.began(run_id);
         }
         let mut request = built
             .root
