@@ -31,8 +31,10 @@ use crate::sled_store::DEFAULT_SNAPSHOT_INTERVAL;
 /// `agentic_snapshots`, `agentic_snapshot_chunks`. Version 2: the spec archive `agentic_specs` and
 /// `agentic_runs.cancel_requested_at` (SERVER.md §4, §5). Version 3: the schedules, `agentic_schedules`
 /// (SERVER.md §6). Version 4: the model-call limiter every server shares (SPEC.md §3 `limits`),
-/// `agentic_capacity` and `agentic_capacity_slots`.
-pub const PG_SCHEMA_VERSION: i32 = 4;
+/// `agentic_capacity` and `agentic_capacity_slots`. Version 5: the partial index `agentic_runs_open` on the
+/// runs still `running` or `suspended`, which every server's take-over scan reads (without it the scan reads
+/// every run ever stored, each period).
+pub const PG_SCHEMA_VERSION: i32 = 5;
 
 /// The migrations, in order: `(version, SQL)`. Each runs once, in the transaction that records its version.
 const MIGRATIONS: &[(i32, &str)] = &[
@@ -99,6 +101,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
          expires_ms bigint NOT NULL DEFAULT 0,
          PRIMARY KEY (key, slot)
      );",
+    ),
+    (
+        5,
+        "CREATE INDEX agentic_runs_open ON agentic_runs (status, lease_expires_at)
+         WHERE status IN ('running', 'suspended');",
     ),
 ];
 

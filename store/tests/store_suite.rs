@@ -465,6 +465,34 @@ mod postgres_only {
                 "cancel_requested_at"
             ]
         );
+        // The take-over scan reads the open runs through the partial index of version 5, not the whole table
+        // (10 000 ended runs, 3 open ones).
+        client
+            .batch_execute(
+                "INSERT INTO agentic_runs (run_id, record, status, updated_at_ms)
+                 SELECT 'ended-' || i, '{}', 'completed', i FROM generate_series(1, 10000) AS i;
+                 INSERT INTO agentic_runs (run_id, record, status, updated_at_ms, lease_expires_at) VALUES
+                 ('open-1', '{}', 'running', 1, now()), ('open-2', '{}', 'suspended', 1, NULL),
+                 ('open-3', '{}', 'running', 1, now() + interval '1 hour');
+                 ANALYZE agentic_runs;",
+            )
+            .await
+            .unwrap();
+        let plan: Vec<String> = client
+            .query(
+                "EXPLAIN SELECT run_id FROM agentic_runs
+                 WHERE (status = 'running' AND lease_expires_at <= now())
+                    OR (status = 'suspended' AND (lease_expires_at IS NULL OR lease_expires_at <= now()))",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let plan = plan.join("\n");
+        assert!(plan.contains("agentic_runs_open") && !plan.contains("Seq Scan"), "the take-over scan's plan: {plan}");
+        client.batch_execute("DELETE FROM agentic_runs").await.unwrap();
         // An existing schema is used as it is.
         let store = PgStore::connect(&url).await.unwrap();
         store.put_run(run_record("r", RunStatus::Running, 1)).await.unwrap();
