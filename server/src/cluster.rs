@@ -76,6 +76,9 @@ enum ToFollower {
     Publishing,
     /// This server listens again after its connection was lost: messages may be lost, read everything.
     Reconnected,
+    /// Its run's execution here ended, its record written, after this server appended the steps up to this
+    /// one (passed on by its journal tap): read the rest and how it ended.
+    EndedHere(Option<u64>),
 }
 
 /// What to read of a followed run.
@@ -233,6 +236,9 @@ impl Cluster {
             return;
         }
         let seq = locked(&self.inner.appended).remove(run_id).flatten();
+        if let Some(tx) = locked(&self.inner.followers).get(run_id) {
+            let _ = tx.send(ToFollower::EndedHere(seq));
+        }
         if self.watched(run_id) {
             let j = seq.map_or(json!(true), Value::from);
             let _ = self.inner.outbox.send(json!({"o": self.inner.owner, "r": run_id, "j": j, "s": true}).to_string());
@@ -399,6 +405,12 @@ impl Cluster {
                             follower.heard = None;
                             read = Some(Read::ALL);
                         }
+                        ToFollower::EndedHere(seq) => {
+                            // Its steps appended here were passed on; the others (another server's, when the run
+                            // lost its lease here) and its end are read now.
+                            follower.passed_up_to(seq.unwrap_or(0));
+                            read = Some(read.map_or(Read::ALL, |r| r.and(Read::ALL)));
+                        }
                         ToFollower::Live(event, after) => {
                             follower.heard = Some(Instant::now());
                             if let Some(bound) = read.take()
@@ -468,13 +480,17 @@ impl Follower {
     /// follower stands by, counting them as passed (steps this server appended are never passed on twice).
     fn local(&mut self) -> bool {
         let Some(appended) = self.cluster.appended_here(&self.run_id) else { return false };
-        let seq = appended.unwrap_or(0);
+        self.passed_up_to(appended.unwrap_or(0));
+        true
+    }
+
+    /// The steps up to `seq` were passed on by this server's journal tap.
+    fn passed_up_to(&mut self, seq: u64) {
         self.last = self.last.max(seq);
         self.asked = self.asked.max(seq);
         while self.ahead.front().is_some_and(|r| r.seq <= self.last) {
             self.ahead.pop_front();
         }
-        true
     }
 
     /// Passes on a live event that came after step `after` (of the server executing the run): first the steps

@@ -413,6 +413,10 @@ impl RunHost {
             self.inner.next_timer_ms.fetch_min(due, Ordering::SeqCst);
         }
         match &record {
+            // On a shared store the follower of a streamed run passes on its end, after the steps another
+            // server journaled if the run lost its lease here, and reads it again if the store did not
+            // answer just now (`crate::cluster`).
+            _ if self.inner.store.shared_dyn() => {}
             Some(record) if record.status != RunStatus::Running => {
                 if record.status != RunStatus::Suspended
                     && let Some(event) = SseEvent::of_status(record, last_seq(record))
@@ -754,7 +758,10 @@ impl RunHost {
         let _deciding = self.inner.deciding.lock().await;
         let mut resumed = 0;
         for record in runs {
-            let interrupted = record.status == RunStatus::Running && record.pending.is_empty();
+            // Running with nothing pending, or with every pending response answered (it was resumed with
+            // those answers and its server stopped before its record changed again).
+            let interrupted = record.status == RunStatus::Running
+                && record.pending.iter().all(|p| record.answers.contains_key(&p.id));
             // A recorded cancel its server could not carry out (it died after answering `202`) is carried out
             // here, suspended runs included.
             let cancelled = record.cancel_requested;
