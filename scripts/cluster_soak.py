@@ -120,8 +120,9 @@ KNOWN = {
 }
 # Fixed on 2026-12-07 (server/src/cluster.rs: the follower learns the steps appended here when the run's execution
 # here ends, and passes on its end on a shared store; server/src/host.rs: a running run whose pending responses
-# are all answered is taken over). B3's budget case remains: see docs/reliability.md.
-FIXED = ("B1", "B2", "B4")
+# are all answered is taken over; engine/src/budget.rs: a budget response whose invocation completed since is not
+# read again when the run is taken over).
+FIXED = ("B1", "B2", "B3", "B4")
 
 KINDS = {  # kind: weight of new runs
     "chain": 3.0, "human": 3.0, "approve": 2.0, "retry": 1.5, "once": 1.5, "budget": 1.5, "deadline": 1.5,

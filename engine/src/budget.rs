@@ -340,7 +340,7 @@ impl Ledger {
                 }
             }
         }
-        for p in suspensions.iter().filter(|p| p.kind == PendingKind::Budget) {
+        for p in suspensions.iter().filter(|p| p.kind == PendingKind::Budget && !consumed(p, history)) {
             let data = &p.data;
             // An invocation that journals its model turns is counted from the journal (above).
             let journaled = data.get("journaled").and_then(Value::as_bool).unwrap_or(false);
@@ -361,6 +361,19 @@ impl Ledger {
         }
         Some(ledger)
     }
+}
+
+/// Whether the invocation that suspended at budget response `p` has completed since (`history` holds more
+/// completed invocations of its agent at its path than when it asked): the answer was taken, its spending is in
+/// its record and the raised limits in the state. A running run's record keeps the responses its resume was
+/// given until it suspends or ends, so a run taken over from a server that died holds such responses.
+fn consumed(p: &PendingResponse, history: &[InvocationRecord]) -> bool {
+    let (Some(path), Some(before)) = (p.data.get("path").and_then(Value::as_str), p.data.get("occurrence")) else {
+        return false;
+    };
+    let item = p.data.get("item").and_then(Value::as_str);
+    let done = InvocationRecord::completed_in(history, &p.agent, path, item);
+    before.as_u64().is_some_and(|n| u64::from(done) > n)
 }
 
 /// What a run spent on models, per agent (by path, in the order first seen) and in total: the journal's
@@ -501,6 +514,43 @@ mod tests {
         assert_eq!(b.crossed(&used), vec!["1001 tokens of 1000"]);
         used.add_call("m", 0, 0, None);
         assert_eq!(b.reached_names(&used), vec!["tokens", "model_calls"]);
+    }
+
+    /// A run taken over after its resume: the record still lists the budget response its resume answered.
+    #[test]
+    fn a_budget_response_whose_invocation_completed_since_neither_resets_limits_nor_counts_twice() {
+        let budget = Budget { tokens: Some(15), on_exceed: OnExceed::Suspend, ..Budget::default() };
+        let tracked = || vec![Tracked { path: "root".into(), agent: "main".into(), budget, used: Usage::default() }];
+        let mut spent = Usage::default();
+        spent.add_call("m", 5, 5, None);
+        let record = |agent: &str, path: &str| -> InvocationRecord {
+            serde_json::from_value(json!({"agent": agent, "path": path, "inputs": {}, "output": "ok",
+                "started_at_us": 1, "ended_at_us": 2, "attempt": 1, "usage": spent, "error": null}))
+            .unwrap()
+        };
+        let mut asked = PendingResponse::new("budget:root/1", "spent", "b2");
+        asked.kind = PendingKind::Budget;
+        asked.data = json!({"path": "root/1", "budget_path": "root", "limits": budget, "invocation_usage": spent,
+            "occurrence": 0});
+        let raised = json!({"_budget": {"root": {"tokens": 1000, "on_exceed": "suspend"}}});
+        let state = raised.as_object().unwrap().clone();
+        let none = std::collections::BTreeMap::new();
+
+        // b2 completed after the answer: its record counts its call once, the raise in the state holds.
+        let history = vec![record("b1", "root/0"), record("b2", "root/1")];
+        let ledger = Ledger::for_run(tracked(), &history, &[], &state, &[asked.clone()], &none).unwrap();
+        assert_eq!((ledger.budgets[0].budget.tokens, ledger.budgets[0].used.tokens()), (Some(1000), 20));
+
+        // b2 still suspended: its call counts from the response, the limits are those it was asked with.
+        let history = vec![record("b1", "root/0")];
+        let ledger = Ledger::for_run(tracked(), &history, &[], &state, &[asked.clone()], &none).unwrap();
+        assert_eq!((ledger.budgets[0].budget.tokens, ledger.budgets[0].used.tokens()), (Some(15), 20));
+
+        // In a loop, b2's earlier completed invocation at the same path is not the one that asked.
+        asked.data["occurrence"] = json!(1);
+        let history = vec![record("b1", "root/0"), record("b2", "root/1")];
+        let ledger = Ledger::for_run(tracked(), &history, &[], &state, &[asked], &none).unwrap();
+        assert_eq!((ledger.budgets[0].budget.tokens, ledger.budgets[0].used.tokens()), (Some(15), 30));
     }
 
     #[test]

@@ -64,6 +64,25 @@ impl RunView<'_> {
         self.ctx.handle.journal.last_seq()
     }
 
+    /// How many invocations of this agent at this path (and mapper item) completed before this one
+    /// ([`crate::InvocationRecord::completed_in`]), asked of the scope once per invocation: the same before and
+    /// after a resume, as this invocation had not completed.
+    ///
+    /// # Errors
+    /// [`AgentError::Internal`] if the run's scope actor died.
+    pub(crate) async fn occurrence(&self) -> Result<u32, AgentError> {
+        if let Some(n) = self.ctx.occurrence.get() {
+            return Ok(*n);
+        }
+        let n = self
+            .ctx
+            .handle
+            .scope
+            .completed(self.ctx.name.clone(), self.ctx.frame.path.clone(), self.ctx.frame.item.clone())
+            .await?;
+        Ok(*self.ctx.occurrence.get_or_init(|| n))
+    }
+
     /// `run id/agent path[item][@occurrence]/attempt`: a key for side-effecting tools to deduplicate
     /// at-least-once execution. `r1/root/0/1` the first time the agent at `root/0` runs, `r1/root/0@2/1` the
     /// second time (a loop's next iteration, a supervisor choosing it again), `r1/root/0#3/1` for the fourth item
@@ -75,18 +94,7 @@ impl RunView<'_> {
     /// # Errors
     /// [`AgentError::Internal`] if the run's scope actor died.
     pub async fn idempotency_key(&self) -> Result<String, AgentError> {
-        let n = match self.ctx.occurrence.get() {
-            Some(n) => *n,
-            None => {
-                let n = self
-                    .ctx
-                    .handle
-                    .scope
-                    .completed(self.ctx.name.clone(), self.ctx.frame.path.clone(), self.ctx.frame.item.clone())
-                    .await?;
-                *self.ctx.occurrence.get_or_init(|| n)
-            }
-        };
+        let n = self.occurrence().await?;
         let item = self.ctx.frame.item.as_deref().unwrap_or("");
         let (run, path, attempt) = (&self.ctx.handle.run_id, &self.ctx.frame.path, self.ctx.frame.attempt);
         Ok(match n {

@@ -178,7 +178,7 @@ impl UsageView<'_> {
             None
         });
         match spent.await.flatten() {
-            Some((t, names, reached)) => Err(self.over_budget(&t, names, &reached)),
+            Some((t, names, reached)) => Err(self.over_budget(&t, names, &reached).await),
             None => Ok(None),
         }
     }
@@ -307,7 +307,7 @@ impl UsageView<'_> {
                 "the budget of `{agent}` limits cost_usd, but model `{model}` has no prices (set its \
                  `prices: {{input_per_mtok, output_per_mtok}}`)"
             )))),
-            Charge::Crossed(t, names, crossed) => Err(self.over_budget(&t, names, &crossed)),
+            Charge::Crossed(t, names, crossed) => Err(self.over_budget(&t, names, &crossed).await),
         }
     }
 
@@ -371,7 +371,7 @@ impl UsageView<'_> {
     }
 
     /// What a spent budget `t` does to this invocation: a `budget` suspension or a failure.
-    fn over_budget(&self, t: &crate::budget::Tracked, names: Vec<String>, phrases: &[String]) -> Stop {
+    async fn over_budget(&self, t: &crate::budget::Tracked, names: Vec<String>, phrases: &[String]) -> Stop {
         let what = phrases.join(", ");
         match t.budget.on_exceed {
             crate::budget::OnExceed::Fail => {
@@ -391,6 +391,15 @@ impl UsageView<'_> {
                 let mut pending = self.ctx.human().question(id, prompt);
                 pending.kind = crate::PendingKind::Budget;
                 pending.data = t.pending_data(&self.ctx.frame.path, &names, calls, &usage, journaled);
+                // Which invocation of its path asked: once it completes, a run taken over while the record
+                // still lists this answered response neither counts its spending twice nor resets the limits.
+                match self.ctx.run().occurrence().await {
+                    Ok(n) => pending.data["occurrence"] = Value::from(n),
+                    Err(e) => return e.into(),
+                }
+                if let Some(item) = self.ctx.item() {
+                    pending.data["item"] = Value::from(item);
+                }
                 self.ctx.human().suspend_pending(pending)
             }
         }
