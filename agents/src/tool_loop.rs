@@ -21,7 +21,8 @@ pub(crate) struct CallState {
     pub(crate) awaiting: bool,
     /// It was sent.
     pub(crate) started: Option<ToolCallEntry>,
-    /// It is in doubt and that was journaled.
+    /// It is in doubt and that was journaled after its last start: the person's answer, when the run has one,
+    /// is for that start. A start journaled after an in-doubt entry is a resend its answer asked for.
     pub(crate) in_doubt: bool,
     /// Its result came back (or was given).
     pub(crate) finished: Option<ToolCallEntry>,
@@ -68,7 +69,10 @@ impl LoopJournal {
                         | ToolCallStatus::Edited
                         | ToolCallStatus::Rejected
                         | ToolCallStatus::Responded => state.decision = Some(call),
-                        ToolCallStatus::Started => state.started = Some(call),
+                        ToolCallStatus::Started => {
+                            state.started = Some(call);
+                            state.in_doubt = false;
+                        }
                         ToolCallStatus::InDoubt => state.in_doubt = true,
                         ToolCallStatus::Finished => state.finished = Some(call),
                         _ => {}
@@ -185,7 +189,11 @@ pub(crate) async fn resolve_in_doubt(
         return Ok(Doubt::Resend(None));
     }
     let id = agentic_engine::doubt_id(ctx.path(), ctx.item(), started.n);
-    if let Some(answer) = ctx.human().take(&id).await {
+    let answer = ctx.human().take(&id).await;
+    // An answer given before this start was asked about (its doubt not journaled since) answered an earlier
+    // doubt of the same call, and was acted on: the resend is this start. A run taken over while its record
+    // still holds that answer asks again rather than sending the call a third time.
+    if let Some(answer) = answer.filter(|_| journaled_in_doubt) {
         let by = agentic_engine::answered_by(&answer);
         return match agentic_engine::doubt_answer(&answer)
             .map_err(|e| ctx.fail(format!("the answer to `{id}`: {e}")))?

@@ -419,6 +419,11 @@ mod postgres_only {
         client
     }
 
+    /// The first column of every row `query` returns, as text.
+    async fn texts(client: &tokio_postgres::Client, query: &str) -> Vec<String> {
+        client.query(query, &[]).await.unwrap().iter().map(|r| r.get(0)).collect()
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn processes_starting_together_migrate_once_and_a_newer_schema_is_refused() {
         let Some(url) = pg::fresh_database("migrations").await else { return };
@@ -441,17 +446,12 @@ mod postgres_only {
             .collect();
         assert_eq!(versions, (1..=PG_SCHEMA_VERSION).collect::<Vec<_>>());
         // The lease columns are there for the next increment.
-        let columns: Vec<String> = client
-            .query(
-                "SELECT column_name::text FROM information_schema.columns WHERE table_name = 'agentic_runs' \
-                 ORDER BY ordinal_position",
-                &[],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        let columns = texts(
+            &client,
+            "SELECT column_name::text FROM information_schema.columns WHERE table_name = 'agentic_runs' \
+             ORDER BY ordinal_position",
+        )
+        .await;
         assert_eq!(
             columns,
             [
@@ -478,19 +478,14 @@ mod postgres_only {
             )
             .await
             .unwrap();
-        let plan: Vec<String> = client
-            .query(
-                "EXPLAIN SELECT run_id FROM agentic_runs
-                 WHERE (status = 'running' AND lease_expires_at <= now())
-                    OR (status = 'suspended' AND (lease_expires_at IS NULL OR lease_expires_at <= now()))",
-                &[],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        let plan = plan.join("\n");
+        let plan = texts(
+            &client,
+            "EXPLAIN SELECT run_id FROM agentic_runs
+             WHERE (status = 'running' AND lease_expires_at <= now())
+                OR (status = 'suspended' AND (lease_expires_at IS NULL OR lease_expires_at <= now()))",
+        )
+        .await
+        .join("\n");
         assert!(plan.contains("agentic_runs_open") && !plan.contains("Seq Scan"), "the take-over scan's plan: {plan}");
         client.batch_execute("DELETE FROM agentic_runs").await.unwrap();
         // An existing schema is used as it is.

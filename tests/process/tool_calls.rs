@@ -313,6 +313,61 @@ async fn a_kind_mcp_agent_cut_under_way_is_in_doubt_and_never_called_twice() {
     );
 }
 
+/// Starts `agentic ARGS..` with tool calls taking `slow_ms`, and kills it with SIGKILL once the ledger has
+/// `lines` lines (30 s at most).
+async fn killed_at_ledger(desk: &Desk, args: &[&str], slow_ms: u64, lines: usize) {
+    let mut child = desk.cli(args, slow_ms).spawn();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while desk.ledger().len() < lines {
+        assert!(child.try_wait().unwrap().is_none(), "`agentic {}` ended before the kill", args.join(" "));
+        assert!(Instant::now() < deadline, "the call was not made in 30 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// The record of a run killed while it executes keeps the answers its resume was given: the `retry` that
+/// resent an in-doubt call must not send it again when the resend is cut too (the cluster soak found a
+/// third call of an effect-once tool after a take-over).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_resent_as_answered_and_cut_again_is_in_doubt_again_not_sent_a_third_time() {
+    let Some(python) = peers_python() else { return };
+    let desk = Desk::new(python);
+    let spec = desk.dir.path().join("charge.yaml");
+    let text = format!(
+        "version: 1\nroot: charge\nmcp_servers:\n  ledger: {{command: ['{}', '{}', stdio]}}\nagents:\n  \
+         charge: {{kind: mcp, server: ledger, tool: slow_charge, output_key: charged}}\n",
+        desk.python.display(),
+        peer_script("mcp_ledger.py"),
+    );
+    std::fs::write(&spec, text).unwrap();
+    let run = ["run", spec.to_str().unwrap(), "--memory-id", "m2", "--input", "amount=30"];
+    killed_at_ledger(&desk, &run, FOREVER_MS, 1).await;
+    let o = desk.agentic(&["resume", "m2", "--json"]).await;
+    assert_eq!(o.status.code(), Some(2), "suspended: {}", stderr(&o));
+    assert_eq!(json_out(&o)["pending"][0]["id"], "doubt:root:0");
+    let o = desk.agentic(&["respond", "m2", "doubt:root:0", r#""retry""#]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // The resend is under way when this resume is killed too.
+    killed_at_ledger(&desk, &["resume", "m2"], FOREVER_MS, 2).await;
+    let o = desk.agentic(&["resume", "m2", "--json"]).await;
+    assert_eq!(o.status.code(), Some(2), "in doubt again, not sent again: {}", stderr(&o));
+    let out = json_out(&o);
+    assert_eq!(out["pending"][0]["id"], "doubt:root:0");
+    assert_eq!(out["pending"][0]["kind"], "in_doubt");
+    assert_eq!(desk.ledger().len(), 2, "the first call and the resend a person asked for");
+
+    let o = desk.agentic(&["respond", "m2", "doubt:root:0", r#"{"result": "charged 30"}"#]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = desk.agentic(&["resume", "m2"]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "charged 30\n");
+    let line = json!({"tool": "slow_charge", "args": {"amount": 30}, "idempotency_key": "m2/root/1"});
+    assert_eq!(desk.ledger(), [line.clone(), line], "called twice: once, and once more as answered");
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Approvals
 

@@ -25,13 +25,12 @@ use super::request::{CancelHandle, INPUTS_PATH, InvokeRequest, RunOutcome, RunRe
 use super::spawn::{spawn_invocation, tree_error};
 use crate::agent::AgentRef;
 use crate::agent_spec::TopologyNode;
-use crate::error::{AgentError, StoreError};
+use crate::error::AgentError;
 use crate::journal::AsyncInItem;
 use crate::listener::{ListenerRef, RunEvent};
 use crate::pending::PendingResponse;
 use crate::run_actor::Answers;
 use crate::run_actor::Frame;
-use crate::run_actor::WriterMsg;
 use crate::run_actor::now_us;
 use crate::run_actor::{ChildOutcome, Leftovers, Report, RootRun, RootStart, ScopeMsg};
 use crate::run_actor::{HandleArgs, RunHandle};
@@ -54,8 +53,6 @@ pub(crate) struct RunSession {
     scope: ScopeHandle,
     /// Stops the run's actors if the session is dropped before it closes (the caller gave up).
     scope_guard: StopOnDrop,
-    /// The async durability writer.
-    writer: Option<tokio::task::JoinHandle<Result<bool, StoreError>>>,
     /// Run-level events go to the run's listeners and to the root agent's own.
     run_listeners: Arc<[ListenerRef]>,
     /// The listeners every invocation inherits.
@@ -202,13 +199,6 @@ impl RunSession {
         let scope = ScopeHandle::spawn_named(name, &run_id, state, layers, history, parts).await?;
         // Stops the run's actors if this future is dropped before the run ends (the caller gave up).
         let scope_guard = StopOnDrop(Some((scope.actor().get_cell(), registry.actor_name(&run_id))));
-        let (writer_tx, writer) = match (&store, req.durability) {
-            (Some(s), Durability::Async) => {
-                let (tx, rx) = futures::channel::mpsc::unbounded::<WriterMsg>();
-                (Some(tx), Some(tokio::spawn(async_writer(s.clone(), run_id.clone(), rx))))
-            }
-            _ => (None, None),
-        };
         let run = RunHandle::new(HandleArgs {
             run_id: run_id.clone(),
             scope: scope.clone(),
@@ -217,7 +207,6 @@ impl RunSession {
             cancel: req.cancel.0.clone(),
             // Without a journal a drained run could not continue: it runs to its end.
             drain: req.drain.filter(|_| store.is_some()).map(|d| d.0),
-            async_writer: writer_tx,
             first_seq: image.seq,
             group: registry.actor_name(&run_id),
             traceparent: req.traceparent,
@@ -270,7 +259,6 @@ impl RunSession {
             run,
             scope,
             scope_guard,
-            writer,
             run_listeners,
             inherited,
             finished,
@@ -346,7 +334,6 @@ impl RunSession {
             run,
             scope,
             mut scope_guard,
-            writer,
             run_listeners,
             ..
         } = self;
@@ -354,13 +341,11 @@ impl RunSession {
         let buffered = run.journal.take_exit_buffer();
         let Leftovers { unused_answers, unresolved, timed_out } = run.leftovers().await;
         let last_seq = run.journal.last_seq();
-        // No more steps: the async writer ends once it has appended what it holds.
-        run.journal.close_writer();
         let mut flush_err = None;
-        // The writer leaves its last batch unflushed when it saw the run end: the final record's flush (or
-        // the one below, when there is no record) covers it.
+        // No more steps: async durability's flusher ends, and leaves the last steps uncommitted when it saw the
+        // run end: the final record's flush (or the one below, when there is no record) covers them.
         let mut unflushed = false;
-        if let Some(task) = writer {
+        if let Some(task) = run.journal.close_flusher() {
             match task.await {
                 Ok(Ok(left)) => unflushed = left,
                 Ok(Err(e)) => flush_err = Some(AgentError::internal(format!("journal write failed: {e}"))),
@@ -474,61 +459,6 @@ async fn finish_root(run: &RunHandle, outcome: ChildOutcome, final_record: bool)
         run.journal.completion("root", None, outcome.delta, outcome.record, outcome.calls).await?;
     }
     Ok(outcome.output)
-}
-
-/// The journal writer of async durability: appends the records as they come and flushes after each batch
-/// (the records that arrived while the previous flush waited), so that the flush of step i overlaps step i+1.
-/// A batch that ends with the run (the channel closed) is left for the caller's final flush, which the run
-/// record needs anyway: returns whether it did so.
-async fn async_writer(
-    store: StoreRef,
-    run_id: Arc<str>,
-    mut rx: futures::channel::mpsc::UnboundedReceiver<WriterMsg>,
-) -> Result<bool, crate::error::StoreError> {
-    use futures::StreamExt;
-    let mut barriers = Vec::new();
-    // The batch is taken off the channel before any await: no message is held across one (the task
-    // reserves the size of its largest state for each run's whole life).
-    let mut batch = Vec::new();
-    loop {
-        // `let … else`, not `while let` / `for`: their matched temporaries would live across the awaits.
-        let Some(first) = rx.next().await else { return Ok(false) };
-        let closed = take_batch(first, &mut rx, &mut batch, &mut barriers);
-        let mut records = std::mem::take(&mut batch).into_iter();
-        loop {
-            let Some(rec) = records.next() else { break };
-            store.append_dyn(rec).await?;
-        }
-        if closed {
-            return Ok(true);
-        }
-        for b in barriers.drain(..) {
-            let _ = b.send(());
-        }
-        store.flush_run_dyn(&run_id).await?;
-    }
-}
-
-/// Sorts `first` and what else the channel holds now into `batch` and `barriers`; true when the channel is
-/// closed (the run ended).
-fn take_batch(
-    first: WriterMsg,
-    rx: &mut futures::channel::mpsc::UnboundedReceiver<WriterMsg>,
-    batch: &mut Vec<StepRecord>,
-    barriers: &mut Vec<tokio::sync::oneshot::Sender<()>>,
-) -> bool {
-    let mut next = first;
-    loop {
-        match next {
-            WriterMsg::Record(rec) => batch.push(rec),
-            WriterMsg::Barrier(b) => barriers.push(b),
-        }
-        match rx.try_recv() {
-            Ok(more) => next = more,
-            Err(futures::channel::mpsc::TryRecvError::Closed) => return true,
-            Err(futures::channel::mpsc::TryRecvError::Empty) => return false,
-        }
-    }
 }
 
 /// Starts again an async agent that was running when the run stopped (under the run's scope actor), and waits

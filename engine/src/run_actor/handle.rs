@@ -13,7 +13,7 @@ use super::async_agents::{AsyncEnd, wait_ends};
 use super::compensations::{Compensation, run_compensations};
 use super::message::{Leftovers, ScopeMsg};
 use super::scope_actor::ScopeHandle;
-use super::step_journal::{StepJournal, WriterMsg};
+use super::step_journal::StepJournal;
 use super::subscribers::Subscribers;
 use super::util::now_us;
 use crate::budget::Ledger;
@@ -72,7 +72,6 @@ pub(crate) struct HandleArgs {
     pub(crate) durability: Durability,
     pub(crate) cancel: CancellationToken,
     pub(crate) drain: Option<CancellationToken>,
-    pub(crate) async_writer: Option<futures::channel::mpsc::UnboundedSender<WriterMsg>>,
     pub(crate) first_seq: u64,
     /// The run's process group of event subscribers.
     pub(crate) group: String,
@@ -90,13 +89,7 @@ impl RunHandle {
     /// The handle of a run starting with `setup`.
     pub(crate) fn new(setup: HandleArgs) -> Self {
         RunHandle(Arc::new(RunShared {
-            journal: StepJournal::new(
-                setup.run_id.clone(),
-                setup.store,
-                setup.durability,
-                setup.first_seq,
-                setup.async_writer,
-            ),
+            journal: StepJournal::new(setup.run_id.clone(), setup.store, setup.durability, setup.first_seq),
             run_id: setup.run_id,
             scope: setup.scope,
             cancel: setup.cancel,

@@ -26,7 +26,6 @@ pub(crate) use message::{
 };
 pub(crate) use scope_actor::RunParts;
 pub use scope_actor::{MAX_RESTARTS, ScopeHandle};
-pub(crate) use step_journal::WriterMsg;
 pub(crate) use subscribers::EventSubscriber;
 pub use subscribers::RunEvents;
 pub(crate) use util::now_us;

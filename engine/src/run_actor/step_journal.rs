@@ -1,24 +1,35 @@
 //! [`StepJournal`]: a run's steps on their way to its store — numbered gap-free, in order, and written as the
-//! durability mode says (sync: each step committed before the next; async: by a writer task; exit: when the
-//! run ends) — and the planners' states a restart of the actor tree resumes from.
+//! durability mode says (sync: each step committed before the next; async: appended at once and committed by a
+//! flusher task while the run goes on; exit: when the run ends) — and the planners' states a restart of the
+//! actor tree resumes from.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
-use tokio::sync::oneshot;
+use std::task::Poll;
 
-use crate::error::AgentError;
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::error::{AgentError, StoreError};
 use crate::lock::lock;
 use crate::store::{Durability, RunImage, StepRecord, StoreRef};
 
-/// What the async durability writer receives: records in order, and barriers that answer once every record
-/// before them was appended.
-// Barriers are rare (a restart); a record is what the channel carries.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum WriterMsg {
-    Record(StepRecord),
-    Barrier(oneshot::Sender<()>),
+/// What async durability's flusher watches: the last step appended, and whether the run has ended (no step
+/// follows).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Appended {
+    seq: u64,
+    ended: bool,
+}
+
+/// Async durability's flusher task, started at the first flush that did not complete at once: it commits what
+/// the run appended while the run goes on.
+struct Flusher {
+    appended: watch::Sender<Appended>,
+    task: JoinHandle<Result<bool, StoreError>>,
 }
 
 /// The journal of one run. See the module documentation.
@@ -30,30 +41,26 @@ pub(crate) struct StepJournal {
     /// Held while a step is numbered and handed to the store: steps reach it in their order, so a crash never
     /// leaves step n+1 journaled without step n (branches of one run journal concurrently).
     append_turn: tokio::sync::Mutex<()>,
-    /// Async durability: records go to a writer task in order. A linked-list channel (futures'), not tokio's:
-    /// tokio's preallocates a block of 32 records per channel (12 KiB per run), which dominated the memory
-    /// of many concurrent runs.
-    async_writer: Option<futures::channel::mpsc::UnboundedSender<WriterMsg>>,
+    /// Async durability: each step is appended to the store at once (a buffered write in every store), then
+    /// committed by a flush that completes at once (an in-memory store: no task at all) or else by this task,
+    /// which follows the run's appends. Nothing waits in a queue: 10 000 concurrent runs held 5 KiB each in the
+    /// channels of per-run writer tasks, and 3 KiB each in flusher tasks started for stores with nothing to
+    /// commit (docs/performance.md).
+    flusher: Mutex<Option<Flusher>>,
     /// Exit durability: records wait here until the run ends.
     exit_buffer: Mutex<Vec<StepRecord>>,
 }
 
 impl StepJournal {
     /// The journal of `run_id` into `store` (none: nothing is journaled), numbering from after `first_seq`.
-    pub(crate) fn new(
-        run_id: Arc<str>,
-        store: Option<StoreRef>,
-        durability: Durability,
-        first_seq: u64,
-        async_writer: Option<futures::channel::mpsc::UnboundedSender<WriterMsg>>,
-    ) -> Self {
+    pub(crate) fn new(run_id: Arc<str>, store: Option<StoreRef>, durability: Durability, first_seq: u64) -> Self {
         StepJournal {
             run_id,
             store,
             durability,
             step_seq: AtomicU64::new(first_seq),
             append_turn: tokio::sync::Mutex::new(()),
-            async_writer,
+            flusher: Mutex::new(None),
             exit_buffer: Mutex::new(Vec::new()),
         }
     }
@@ -87,12 +94,26 @@ impl StepJournal {
                 drop(turn);
                 store.flush_run_dyn(&run_id).await.map_err(failed)
             }
-            Durability::Async => match &self.async_writer {
-                Some(tx) => tx
-                    .unbounded_send(WriterMsg::Record(record))
-                    .map_err(|_| AgentError::internal("journal writer stopped")),
-                None => store.append_dyn(record).await.map_err(failed),
-            },
+            Durability::Async => {
+                let seq = record.seq;
+                store.append_dyn(record).await.map_err(failed)?;
+                if let Some(flusher) = lock(&self.flusher).as_ref() {
+                    flusher.appended.send_replace(Appended { seq, ended: false });
+                    return Ok(());
+                }
+                let (flushing, run_id) = (store.clone(), self.run_id.clone());
+                let mut flush: BoxFuture<'static, _> = Box::pin(async move { flushing.flush_run_dyn(&run_id).await });
+                match futures::poll!(flush.as_mut()) {
+                    Poll::Ready(done) => done.map_err(failed),
+                    Poll::Pending => {
+                        // Under the append turn: no other step starts a flusher meanwhile.
+                        let (appended, rx) = watch::channel(Appended { seq, ended: false });
+                        let task = tokio::spawn(flush_behind(store.clone(), self.run_id.clone(), rx, flush));
+                        *lock(&self.flusher) = Some(Flusher { appended, task });
+                        Ok(())
+                    }
+                }
+            }
             Durability::Exit => {
                 lock(&self.exit_buffer).push(record);
                 Ok(())
@@ -100,11 +121,13 @@ impl StepJournal {
         }
     }
 
-    /// Closes the async durability writer's channel: it ends once it has appended the records it holds.
-    pub(crate) fn close_writer(&self) {
-        if let Some(writer) = &self.async_writer {
-            writer.close_channel();
-        }
+    /// Tells async durability's flusher task, if one was started, that the run has ended, and returns it: it
+    /// stops without committing the steps appended since its last flush and says whether there are any (the
+    /// run's final record commits them), or the error of a flush that failed.
+    pub(crate) fn close_flusher(&self) -> Option<JoinHandle<Result<bool, StoreError>>> {
+        let flusher = lock(&self.flusher).take()?;
+        flusher.appended.send_modify(|a| a.ended = true);
+        Some(flusher.task)
     }
 
     /// Journals the completion of the invocation at `path` outside any composite's step (the root's, an
@@ -181,8 +204,8 @@ impl StepJournal {
     }
 
     /// The run as its journal has it, for a restart of its actor tree: everything journaled so far is made
-    /// readable (async durability's writer catches up; exit durability's buffer is appended, still unflushed),
-    /// and folded; the run's actor restores the composites in progress from its planners.
+    /// readable (exit durability's buffer is appended, still unflushed; the other modes appended each step at
+    /// once), and folded; the run's actor restores the composites in progress from its planners.
     ///
     /// # Errors
     /// [`AgentError::Run`] without a journal, or when the store fails.
@@ -192,16 +215,34 @@ impl StepJournal {
         for record in self.take_exit_buffer() {
             store.append_dyn(record).await.map_err(|e| run_err(e.to_string()))?;
         }
-        if let Some(writer) = &self.async_writer {
-            let (tx, rx) = oneshot::channel();
-            if writer.unbounded_send(WriterMsg::Barrier(tx)).is_ok() {
-                let _ = rx.await;
-            }
-        }
         let image = store.load_dyn(&self.run_id).await.map_err(|e| run_err(e.to_string()))?;
         self.step_seq.store(image.seq, Ordering::Relaxed);
         Ok(image)
     }
+}
+
+/// Async durability's flusher task: finishes `first` (the flush that did not complete at once), then commits
+/// the run's appends as `appended` reports them (each flush covers every step appended before it, so the
+/// flush of step i overlaps step i+1 and later ones). Ends when the run does, returning whether steps appended
+/// since its last flush are left for the run's final flush.
+async fn flush_behind(
+    store: StoreRef,
+    run_id: Arc<str>,
+    mut appended: watch::Receiver<Appended>,
+    first: BoxFuture<'static, Result<(), StoreError>>,
+) -> Result<bool, StoreError> {
+    let mut flushed = appended.borrow().seq;
+    first.await?;
+    while appended.changed().await.is_ok() {
+        let now = *appended.borrow_and_update();
+        if now.ended {
+            return Ok(now.seq != flushed);
+        }
+        store.flush_run_dyn(&run_id).await?;
+        flushed = now.seq;
+    }
+    // The journal went away without saying that the run ended.
+    Ok(appended.borrow().seq != flushed)
 }
 
 #[cfg(test)]
@@ -213,7 +254,7 @@ mod tests {
     use crate::store::CheckpointStore;
 
     fn journal(store: &EphemeralStore, durability: Durability) -> StepJournal {
-        StepJournal::new(Arc::from("j"), Some(Arc::new(store.clone())), durability, 0, None)
+        StepJournal::new(Arc::from("j"), Some(Arc::new(store.clone())), durability, 0)
     }
 
     fn step(path: &str) -> StepRecord {
@@ -248,9 +289,59 @@ mod tests {
         assert_eq!(j.next_seq(), 3);
     }
 
+    /// A store whose flushes each wait for a permit of `gate` (a disk's commit), counted in `flushes`.
+    struct SlowFlush {
+        inner: EphemeralStore,
+        gate: Arc<tokio::sync::Semaphore>,
+        flushes: Arc<AtomicU64>,
+    }
+
+    impl crate::store::StoreLayer for SlowFlush {
+        fn inner(&self) -> &dyn crate::store::DynCheckpointStore {
+            &self.inner
+        }
+
+        async fn flush_run(&self, run_id: &str) -> Result<(), StoreError> {
+            self.gate.acquire().await.map_err(|e| StoreError::backend(e.to_string()))?.forget();
+            self.flushes.fetch_add(1, Ordering::SeqCst);
+            crate::store::DynCheckpointStore::flush_run_dyn(&self.inner, run_id).await
+        }
+    }
+
+    #[tokio::test]
+    async fn async_durability_appends_each_step_at_once_and_flushes_inline_when_the_store_commits_at_once() {
+        let store = EphemeralStore::default();
+        let j = journal(&store, Durability::Async);
+        j.step(step("root/0")).await.unwrap();
+        j.step(step("root/1")).await.unwrap();
+        assert_eq!(store.records("j").await.unwrap().len(), 2, "appended before the step returned");
+        assert!(j.close_flusher().is_none(), "no task for a store whose flush completes at once");
+    }
+
+    #[tokio::test]
+    async fn async_durability_commits_behind_the_run_and_leaves_the_last_steps_to_the_final_flush() {
+        let (gate, flushes) = (Arc::new(tokio::sync::Semaphore::new(0)), Arc::new(AtomicU64::new(0)));
+        let store = SlowFlush { inner: EphemeralStore::default(), gate: gate.clone(), flushes: flushes.clone() };
+        let j = StepJournal::new(Arc::from("j"), Some(Arc::new(store)), Durability::Async, 0);
+        // The first step's flush waits: the steps go on without it.
+        for path in ["root/0", "root/1", "root/2"] {
+            j.step(step(path)).await.unwrap();
+        }
+        assert_eq!(flushes.load(Ordering::SeqCst), 0);
+        // Its commit done, the flusher commits the two steps appended meanwhile in one flush.
+        gate.add_permits(2);
+        while flushes.load(Ordering::SeqCst) < 2 {
+            tokio::task::yield_now().await;
+        }
+        j.step(step("root/3")).await.unwrap();
+        let task = j.close_flusher().expect("a flusher for a store whose flush waits");
+        assert!(task.await.unwrap().unwrap(), "step 4 is left for the final flush");
+        assert_eq!(flushes.load(Ordering::SeqCst), 2);
+    }
+
     #[tokio::test]
     async fn without_a_store_nothing_is_journaled_and_a_restart_is_refused() {
-        let j = StepJournal::new(Arc::from("j"), None, Durability::Sync, 0, None);
+        let j = StepJournal::new(Arc::from("j"), None, Durability::Sync, 0);
         assert!(!j.enabled());
         j.completion("root", None, vec![("k".into(), json!(1))], None, Vec::new()).await.unwrap();
         assert_eq!(j.last_seq(), 0);
