@@ -35,6 +35,11 @@ impl CheckpointStore for EphemeralStore {
         Ok(())
     }
 
+    /// Everything is in this process's memory: a flush waits for nothing.
+    fn in_memory(&self) -> bool {
+        true
+    }
+
     async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
         crate::lock::lock(&self.inner).runs.insert(run.run_id.clone(), run);
         Ok(())

@@ -275,6 +275,13 @@ pub trait CheckpointStore: Send + Sync + 'static {
         self.flush()
     }
 
+    /// Whether the store keeps everything in this process's memory, so that a flush has nothing to wait for
+    /// (no device, no server): async durability then flushes each step at once instead of by a task that
+    /// follows the run. Default: `false`.
+    fn in_memory(&self) -> bool {
+        false
+    }
+
     /// Whether other processes may execute this store's runs at the same time (a database server): then a
     /// host takes a lease before it executes a run, renews its leases ([`CheckpointStore::renew_leases`])
     /// and looks for runs to take over ([`CheckpointStore::takeover_candidates`]). Default: `false` (one
@@ -542,6 +549,7 @@ pub trait DynCheckpointStore: Send + Sync + 'static {
     fn records_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Vec<StepRecord>, StoreError>>;
     fn load_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<RunImage, StoreError>>;
     fn flush_run_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
+    fn in_memory_dyn(&self) -> bool;
     fn shared_dyn(&self) -> bool;
     fn acquire_lease_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Option<Lease>, StoreError>>;
     fn renew_leases_dyn(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
@@ -649,6 +657,11 @@ pub trait StoreLayer: Send + Sync + 'static {
     /// [`CheckpointStore::flush_run`]; by default the wrapped store's.
     fn flush_run(&self, run_id: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
         async move { self.inner().flush_run_dyn(run_id).await }
+    }
+
+    /// [`CheckpointStore::in_memory`]; by default the wrapped store's.
+    fn in_memory(&self) -> bool {
+        self.inner().in_memory_dyn()
     }
 
     /// [`CheckpointStore::shared`]; by default the wrapped store's.
@@ -781,6 +794,10 @@ impl<L: StoreLayer> CheckpointStore for L {
         StoreLayer::flush_run(self, run_id)
     }
 
+    fn in_memory(&self) -> bool {
+        StoreLayer::in_memory(self)
+    }
+
     fn shared(&self) -> bool {
         StoreLayer::shared(self)
     }
@@ -888,6 +905,9 @@ impl<S: CheckpointStore> DynCheckpointStore for S {
     }
     fn flush_run_dyn<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(self.flush_run(run_id))
+    }
+    fn in_memory_dyn(&self) -> bool {
+        self.in_memory()
     }
     fn shared_dyn(&self) -> bool {
         self.shared()

@@ -122,6 +122,11 @@ impl CheckpointStore for MemoryStore {
         Ok(())
     }
 
+    /// Everything is in this process's memory: a flush waits for nothing.
+    fn in_memory(&self) -> bool {
+        true
+    }
+
     async fn put_run(&self, run: RunRecord) -> Result<(), StoreError> {
         let mut runs = self.lock()?;
         let entry = runs.entry(run.run_id.clone()).or_default();

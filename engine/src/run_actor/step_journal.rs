@@ -6,9 +6,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use std::task::Poll;
-
-use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -25,8 +22,8 @@ struct Appended {
     ended: bool,
 }
 
-/// Async durability's flusher task, started at the first flush that did not complete at once: it commits what
-/// the run appended while the run goes on.
+/// Async durability's flusher task of a store that writes to a device or a server, started at the run's first
+/// step: it commits what the run appended while the run goes on.
 struct Flusher {
     appended: watch::Sender<Appended>,
     task: JoinHandle<Result<bool, StoreError>>,
@@ -42,10 +39,10 @@ pub(crate) struct StepJournal {
     /// leaves step n+1 journaled without step n (branches of one run journal concurrently).
     append_turn: tokio::sync::Mutex<()>,
     /// Async durability: each step is appended to the store at once (a buffered write in every store), then
-    /// committed by a flush that completes at once (an in-memory store: no task at all) or else by this task,
-    /// which follows the run's appends. Nothing waits in a queue: 10 000 concurrent runs held 5 KiB each in the
-    /// channels of per-run writer tasks, and 3 KiB each in flusher tasks started for stores with nothing to
-    /// commit (docs/performance.md).
+    /// flushed at once by a store that keeps everything in memory ([`crate::CheckpointStore::in_memory`]: no
+    /// task at all) or else committed by this task, started at the run's first step, which follows the run's
+    /// appends. Nothing waits in a queue: 10 000 concurrent runs held 5 KiB each in the channels of per-run
+    /// writer tasks, and 3 KiB each in flusher tasks of in-memory stores (docs/performance.md).
     flusher: Mutex<Option<Flusher>>,
     /// Exit durability: records wait here until the run ends.
     exit_buffer: Mutex<Vec<StepRecord>>,
@@ -96,23 +93,26 @@ impl StepJournal {
             }
             Durability::Async => {
                 let seq = record.seq;
+                let in_memory = store.in_memory_dyn();
                 store.append_dyn(record).await.map_err(failed)?;
-                if let Some(flusher) = lock(&self.flusher).as_ref() {
-                    flusher.appended.send_replace(Appended { seq, ended: false });
-                    return Ok(());
+                if in_memory {
+                    // Nothing to wait for: flushed at once, no task.
+                    return store.flush_run_dyn(&self.run_id).await.map_err(failed);
                 }
-                let (flushing, run_id) = (store.clone(), self.run_id.clone());
-                let mut flush: BoxFuture<'static, _> = Box::pin(async move { flushing.flush_run_dyn(&run_id).await });
-                match futures::poll!(flush.as_mut()) {
-                    Poll::Ready(done) => done.map_err(failed),
-                    Poll::Pending => {
-                        // Under the append turn: no other step starts a flusher meanwhile.
-                        let (appended, rx) = watch::channel(Appended { seq, ended: false });
-                        let task = tokio::spawn(flush_behind(store.clone(), self.run_id.clone(), rx, flush));
-                        *lock(&self.flusher) = Some(Flusher { appended, task });
-                        Ok(())
+                let mut flusher = lock(&self.flusher);
+                match flusher.as_ref() {
+                    Some(f) => {
+                        f.appended.send_replace(Appended { seq, ended: false });
+                    }
+                    // The first step: the run's flusher starts, with it to commit.
+                    None => {
+                        let (appended, rx) = watch::channel(Appended::default());
+                        appended.send_replace(Appended { seq, ended: false });
+                        let task = tokio::spawn(flush_behind(store.clone(), self.run_id.clone(), rx));
+                        *flusher = Some(Flusher { appended, task });
                     }
                 }
+                Ok(())
             }
             Durability::Exit => {
                 lock(&self.exit_buffer).push(record);
@@ -221,28 +221,29 @@ impl StepJournal {
     }
 }
 
-/// Async durability's flusher task: finishes `first` (the flush that did not complete at once), then commits
-/// the run's appends as `appended` reports them (each flush covers every step appended before it, so the
-/// flush of step i overlaps step i+1 and later ones). Ends when the run does, returning whether steps appended
-/// since its last flush are left for the run's final flush.
+/// Async durability's flusher task: commits the run's appends as `appended` reports them (each flush covers
+/// every step appended before it, so the flush of step i overlaps step i+1 and later ones). Ends when the run
+/// does, returning whether steps appended since its last flush are left for the run's final flush.
 async fn flush_behind(
     store: StoreRef,
     run_id: Arc<str>,
     mut appended: watch::Receiver<Appended>,
-    first: BoxFuture<'static, Result<(), StoreError>>,
 ) -> Result<bool, StoreError> {
-    let mut flushed = appended.borrow().seq;
-    first.await?;
-    while appended.changed().await.is_ok() {
+    let mut flushed = 0;
+    loop {
         let now = *appended.borrow_and_update();
         if now.ended {
             return Ok(now.seq != flushed);
         }
-        store.flush_run_dyn(&run_id).await?;
-        flushed = now.seq;
+        if now.seq != flushed {
+            store.flush_run_dyn(&run_id).await?;
+            flushed = now.seq;
+        }
+        if appended.changed().await.is_err() {
+            // The journal went away without saying that the run ended.
+            return Ok(appended.borrow().seq != flushed);
+        }
     }
-    // The journal went away without saying that the run ended.
-    Ok(appended.borrow().seq != flushed)
 }
 
 #[cfg(test)]
@@ -301,6 +302,11 @@ mod tests {
             &self.inner
         }
 
+        /// A disk's store, for the journal.
+        fn in_memory(&self) -> bool {
+            false
+        }
+
         async fn flush_run(&self, run_id: &str) -> Result<(), StoreError> {
             self.gate.acquire().await.map_err(|e| StoreError::backend(e.to_string()))?.forget();
             self.flushes.fetch_add(1, Ordering::SeqCst);
@@ -309,33 +315,46 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn async_durability_appends_each_step_at_once_and_flushes_inline_when_the_store_commits_at_once() {
+    async fn async_durability_appends_each_step_at_once_and_flushes_inline_when_the_store_keeps_it_in_memory() {
         let store = EphemeralStore::default();
         let j = journal(&store, Durability::Async);
         j.step(step("root/0")).await.unwrap();
         j.step(step("root/1")).await.unwrap();
         assert_eq!(store.records("j").await.unwrap().len(), 2, "appended before the step returned");
-        assert!(j.close_flusher().is_none(), "no task for a store whose flush completes at once");
+        assert!(j.close_flusher().is_none(), "no task for a store with nothing to wait for");
     }
 
     #[tokio::test]
     async fn async_durability_commits_behind_the_run_and_leaves_the_last_steps_to_the_final_flush() {
         let (gate, flushes) = (Arc::new(tokio::sync::Semaphore::new(0)), Arc::new(AtomicU64::new(0)));
-        let store = SlowFlush { inner: EphemeralStore::default(), gate: gate.clone(), flushes: flushes.clone() };
+        let inner = EphemeralStore::default();
+        let store = SlowFlush { inner: inner.clone(), gate: gate.clone(), flushes: flushes.clone() };
         let j = StepJournal::new(Arc::from("j"), Some(Arc::new(store)), Durability::Async, 0);
-        // The first step's flush waits: the steps go on without it.
+        let flushed = |n: u64| {
+            let flushes = flushes.clone();
+            async move {
+                while flushes.load(Ordering::SeqCst) < n {
+                    tokio::task::yield_now().await;
+                }
+            }
+        };
+        // The steps go on while the first flush waits for the disk.
         for path in ["root/0", "root/1", "root/2"] {
             j.step(step(path)).await.unwrap();
         }
+        tokio::task::yield_now().await;
         assert_eq!(flushes.load(Ordering::SeqCst), 0);
-        // Its commit done, the flusher commits the two steps appended meanwhile in one flush.
-        gate.add_permits(2);
-        while flushes.load(Ordering::SeqCst) < 2 {
-            tokio::task::yield_now().await;
-        }
+        assert_eq!(inner.records("j").await.unwrap().len(), 3, "appended before each step returned");
+        // One flush commits the three.
+        gate.add_permits(1);
+        flushed(1).await;
         j.step(step("root/3")).await.unwrap();
-        let task = j.close_flusher().expect("a flusher for a store whose flush waits");
-        assert!(task.await.unwrap().unwrap(), "step 4 is left for the final flush");
+        gate.add_permits(1);
+        flushed(2).await;
+        // The run ends right after its fifth step: the flusher leaves it to the run's final flush.
+        j.step(step("root/4")).await.unwrap();
+        let task = j.close_flusher().expect("a flusher for a store that writes to a disk");
+        assert!(task.await.unwrap().unwrap(), "step 5 is left for the final flush");
         assert_eq!(flushes.load(Ordering::SeqCst), 2);
     }
 

@@ -1,0 +1,1 @@
+INSERT INTO bench_floor (payload) VALUES ('{"p":"root/0","d":[["k0",42]],"s":[{"path":"root","state":{"next":0}}],"i":{"n":"a0","o":42,"t":1700000000000420,"u":5},"x":"padpadpadpadpadpadpadpadpadpadpadpadpadpadpad"}');
