@@ -10,11 +10,20 @@ use std::time::Instant;
 
 use agentic_bench::floor::ring;
 
+/// The bench binary's allocator, so that a profile of this example is a profile of the bench's row.
+#[cfg(not(feature = "system-alloc"))]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let laps: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(100);
     let rounds: u32 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(3000);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = std::env::var("RT_WORKERS").ok().and_then(|n| n.parse().ok()) {
+        builder.worker_threads(n);
+    }
+    let rt = builder.enable_all().build()?;
     let start = Instant::now();
     let spawned = std::env::var_os("RING_SPAWNED").is_some();
     for _ in 0..rounds {

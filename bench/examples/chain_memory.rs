@@ -9,6 +9,11 @@ use std::time::Instant;
 
 use agentic_bench::scenarios::{Backend, Keys, chain, run_chain};
 
+/// The bench binary's allocator, so that a profile of this example is a profile of the bench's row.
+#[cfg(not(feature = "system-alloc"))]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(100);
@@ -17,7 +22,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok("none") => Backend::None,
         _ => Backend::Memory,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = std::env::var("RT_WORKERS").ok().and_then(|n| n.parse().ok()) {
+        builder.worker_threads(n);
+    }
+    let rt = builder.enable_all().build()?;
     let system = chain(n, Keys::Distinct)?;
     let start = Instant::now();
     for i in 0..rounds {
