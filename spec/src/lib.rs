@@ -135,6 +135,7 @@ mod node;
 mod params;
 mod parse;
 mod pinned;
+mod secrets;
 mod validate;
 
 use std::path::Path;
@@ -158,6 +159,7 @@ pub use models::{LOCAL_NOT_BUILT, decision_model_from_def, model_from_def, prepa
 pub use node::Pos;
 pub use params::{InputError, ParamDef, ParamType};
 pub use pinned::{RunSpec, RunSpecError, check_structure, read_spec_file, run_spec, upgrade_run};
+pub use secrets::{MissingSecret, SECRET_ENV_PREFIX, Secrets, SecretsFileError, redact_secrets, secret_references};
 
 use error::Sink;
 

@@ -491,6 +491,9 @@ pub enum ModelProvider {
         model: Option<String>,
         /// `api_key_env`: environment variable holding the API key.
         api_key_env: Option<String>,
+        /// `api_key`: the API key as a secret's reference, `${secret:NAME}` (SERVER.md §8), resolved when the
+        /// model is built for a run ([`crate::Secrets`]); it takes precedence over `api_key_env`.
+        api_key: Option<String>,
         /// `temperature`.
         temperature: Option<f64>,
         /// `max_tokens`.

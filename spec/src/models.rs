@@ -3,6 +3,7 @@
 
 use agentic_agents::model::{ChatModelRef, DEFAULT_OPENAI_MODEL, ModelError, OpenAiModel, ScriptedModel};
 
+use crate::Secrets;
 use crate::model::{ModelDef, ModelProvider};
 
 /// What a `provider: local` model says in a build without the provider (the cargo feature `local`) when
@@ -13,8 +14,9 @@ pub const LOCAL_NOT_BUILT: &str = "the local provider is not built into this bin
 /// Builds the chat model a `models.<name>` entry describes, with its `prices` and `limits` (SPEC.md §3).
 ///
 /// - `openai`: [`OpenAiModel`] with the entry's `base_url` (default: `OPENAI_BASE_URL`, else the official
-///   API), `model` (default [`DEFAULT_OPENAI_MODEL`]), `api_key_env` (default `OPENAI_API_KEY`),
-///   `temperature` and `max_tokens`; the other settings at the builder's defaults.
+///   API), `model` (default [`DEFAULT_OPENAI_MODEL`]), the API key — the secret `api_key` refers to
+///   ([`Secrets::installed`]), else the variable `api_key_env` names (which must then be set), else
+///   `OPENAI_API_KEY` if set — `temperature` and `max_tokens`; the other settings at the builder's defaults.
 /// - `scripted`: [`ScriptedModel`] with the entry's `replies` (a reply written as
 ///   `{"tool_calls": [..]}` is a tool-call reply), named after the entry.
 /// - `local`: `agentic_agents::model::local_model` with the entry's `model_path` (default: the file
@@ -24,7 +26,8 @@ pub const LOCAL_NOT_BUILT: &str = "the local provider is not built into this bin
 ///   server: model `OPENAI_MODEL` (default [`DEFAULT_OPENAI_MODEL`]), API key from `OPENAI_API_KEY`.
 ///
 /// # Errors
-/// [`ModelError::Unavailable`] for `local` in a build without the provider and without `OPENAI_BASE_URL`: its
+/// [`ModelError::Unavailable`] for an `api_key` whose secret is not set or an `api_key_env` variable that is
+/// not set (naming it), and for `local` in a build without the provider and without `OPENAI_BASE_URL`: its
 /// message is [`LOCAL_NOT_BUILT`], the two ways out; [`ModelError::InvalidRequest`] when the OpenAI client cannot be created (e.g.
 /// an API key with characters an HTTP header cannot carry).
 pub fn model_from_def(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
@@ -41,12 +44,23 @@ pub fn model_from_def(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
 /// The provider's model of `def`, without its prices and limits.
 fn provider_model(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
     match &def.provider {
-        ModelProvider::OpenAi { base_url, model, api_key_env, temperature, max_tokens } => {
+        ModelProvider::OpenAi { base_url, model, api_key_env, api_key, temperature, max_tokens } => {
             let mut b = OpenAiModel::builder(model.clone().unwrap_or_else(|| DEFAULT_OPENAI_MODEL.to_string()));
             if let Some(url) = base_url {
                 b = b.base_url(url.clone());
             }
-            if let Some(var) = api_key_env {
+            let unavailable = |message: String| ModelError::Unavailable { provider: "openai".to_string(), message };
+            if let Some(reference) = api_key {
+                let key = Secrets::installed().resolve(reference).map_err(|e| unavailable(e.to_string()))?;
+                b = b.api_key(key);
+            } else if let Some(var) = api_key_env {
+                // Named by the spec, so the key is meant to be there: a call without it would go out
+                // unauthenticated and fail at the server, or worse, succeed against the wrong account.
+                if std::env::var(var).map_or(true, |v| v.trim().is_empty()) {
+                    return Err(unavailable(format!(
+                        "the environment variable `{var}` (its `api_key_env`) is not set: the API key is read from it"
+                    )));
+                }
                 b = b.api_key_env(var.clone());
             }
             if let Some(t) = temperature {

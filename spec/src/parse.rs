@@ -589,7 +589,17 @@ fn parse_model_fields(name: &str, pos: Pos, node: &Node, cx: &mut Cx<'_>) -> Opt
         return None;
     };
     let allowed: &[&str] = match provider_name {
-        "openai" => &["provider", "base_url", "model", "api_key_env", "temperature", "max_tokens", "prices", "limits"],
+        "openai" => &[
+            "provider",
+            "base_url",
+            "model",
+            "api_key",
+            "api_key_env",
+            "temperature",
+            "max_tokens",
+            "prices",
+            "limits",
+        ],
         "local" => &["provider", "model_path", "prices", "limits"],
         "scripted" => &["provider", "replies", "decisions", "prices", "limits"],
         other => {
@@ -612,6 +622,7 @@ fn parse_model_fields(name: &str, pos: Pos, node: &Node, cx: &mut Cx<'_>) -> Opt
             base_url: cx.nonempty(&obj, "base_url").map(|s| s.value),
             model: cx.nonempty(&obj, "model").map(|s| s.value),
             api_key_env: cx.nonempty(&obj, "api_key_env").map(|s| s.value),
+            api_key: parse_api_key(&obj, cx),
             temperature: cx.number(&obj, "temperature"),
             max_tokens: cx.int(&obj, "max_tokens", 1, u64::from(u32::MAX)).and_then(|v| u32::try_from(v).ok()),
         },
@@ -629,6 +640,23 @@ fn parse_model_fields(name: &str, pos: Pos, node: &Node, cx: &mut Cx<'_>) -> Opt
         }
     };
     Some(ModelDef { name: name.to_string(), pos, provider, prices, limits })
+}
+
+/// An `openai` model's `api_key`: a secret's reference and nothing else, so that no key is written in a spec
+/// the store archives with every run.
+fn parse_api_key(obj: &Obj<'_>, cx: &mut Cx<'_>) -> Option<String> {
+    let key = cx.nonempty(obj, "api_key")?;
+    let names = crate::secret_references(&key.value);
+    if names.len() == 1 && key.value.trim() == format!("${{secret:{}}}", names[0]) {
+        return Some(key.value.trim().to_string());
+    }
+    cx.err(
+        key.pos,
+        Some("api_key"),
+        "expected a secret's reference, `${secret:NAME}` (the value is given with --secrets FILE or \
+         AGENTIC_SECRET_NAME): a key written in the spec would be archived with every run",
+    );
+    None
 }
 
 fn scripted_list<'a>(obj: &Obj<'a>, field: &str, cx: &mut Cx<'_>) -> Vec<&'a Node> {

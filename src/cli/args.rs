@@ -18,6 +18,10 @@ pub(crate) struct Cli {
     /// The command.
     #[command(subcommand)]
     pub(crate) command: Command,
+    /// A YAML map of secret names to values: what `${secret:NAME}` in a spec refers to (a model's `api_key`).
+    /// A secret not in it is read from the environment variable AGENTIC_SECRET_<NAME>.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) secrets: Option<PathBuf>,
 }
 
 /// What `agentic --version` prints after the name: the version and the cargo features this binary was built

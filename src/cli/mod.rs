@@ -108,6 +108,15 @@ pub(crate) fn main() -> ExitCode {
             });
         }
     };
+    if let Some(file) = &cli.secrets {
+        match agentic_spec::Secrets::from_file(file) {
+            Ok(secrets) => secrets.install(),
+            Err(e) => {
+                eprintln!("error: --secrets: {e}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        }
+    }
     #[cfg(feature = "otel")]
     let _telemetry = init_tracing();
     #[cfg(not(feature = "otel"))]

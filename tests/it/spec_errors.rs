@@ -401,7 +401,8 @@ agents:
         errors(yaml),
         [
             "spec.yaml:4:27: field `models.m1`: unknown field `temprature` (did you mean `temperature`?), expected one \
-             of `provider`, `base_url`, `model`, `api_key_env`, `temperature`, `max_tokens`, `prices`, `limits`",
+             of `provider`, `base_url`, `model`, `api_key`, `api_key_env`, `temperature`, `max_tokens`, `prices`, \
+             `limits`",
             "spec.yaml:5:19: field `models.m2`: unknown provider `ollama`, expected one of `openai`, `local`, `scripted`",
             "spec.yaml:6:3: field `models.m3`: missing field `provider` (one of `openai`, `local`, `scripted`)",
             "spec.yaml:7:38: field `models.m4.replies`: expected a list, found a string",

@@ -390,6 +390,7 @@ agents:
             base_url: Some("http://127.0.0.1:8080/v1".into()),
             model: Some("gpt-4o-mini".into()),
             api_key_env: Some("OPENAI_API_KEY".into()),
+            api_key: None,
             temperature: Some(0.2),
             max_tokens: Some(256),
         }

@@ -50,6 +50,7 @@ mod operations;
 mod recordings;
 mod report_browser;
 mod report_topology;
+mod secrets;
 mod server_browser;
 mod server_crash;
 mod server_scale_out;
