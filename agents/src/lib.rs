@@ -44,7 +44,8 @@ pub use llm::{
 };
 #[cfg(feature = "mcp")]
 pub use mcp::{
-    McpAgent, McpAgentBuilder, McpClient, McpError, McpServer, McpTool, McpToolProvider, McpToolProviderBuilder,
+    McpAgent, McpAgentBuilder, McpClient, McpCredentials, McpError, McpServer, McpTool, McpToolProvider,
+    McpToolProviderBuilder,
 };
 pub use tools::{ApprovalRequest, Tool, ToolCallInfo, ToolProvider};
 pub use wait::{Wait, WaitBuilder, WaitUntil};

@@ -11,6 +11,7 @@
 //! with the tool's message; a server that cannot be reached or dies fails it naming the server.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use agentic_engine::{
@@ -41,6 +42,47 @@ pub enum McpServer {
         /// The endpoint's URL.
         url: String,
     },
+}
+
+/// What a connection to an MCP server carries besides its address: environment variables for a stdio
+/// server's process and HTTP headers for every request to a streamable HTTP server — credentials, usually
+/// (SERVER.md §8: a spec gives them as secrets' references, resolved before they get here). `Debug` shows
+/// the names, never a value.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct McpCredentials {
+    /// `(name, value)` set in a stdio server's environment (on top of this process's).
+    pub env: Vec<(String, String)>,
+    /// `(name, value)` sent as HTTP headers (`Authorization`, `X-Api-Key`, ...).
+    pub headers: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for McpCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |pairs: &[(String, String)]| pairs.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+        f.debug_struct("McpCredentials")
+            .field("env", &names(&self.env))
+            .field("headers", &names(&self.headers))
+            .finish()
+    }
+}
+
+impl McpCredentials {
+    /// The headers as the HTTP transport sends them.
+    ///
+    /// # Errors
+    /// The first header whose name or value HTTP cannot carry, named (never its value).
+    fn header_map(&self) -> Result<HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>, String> {
+        let mut map = HashMap::with_capacity(self.headers.len());
+        for (name, value) in &self.headers {
+            let key = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("header `{name}` is not an HTTP header name"))?;
+            let mut value = reqwest::header::HeaderValue::from_str(value)
+                .map_err(|_| format!("the value of header `{name}` holds characters an HTTP header cannot carry"))?;
+            value.set_sensitive(true);
+            map.insert(key, value);
+        }
+        Ok(map)
+    }
 }
 
 impl std::fmt::Display for McpServer {
@@ -181,6 +223,7 @@ type Connection = Arc<RunningService<RoleClient, ()>>;
 pub struct McpClient {
     name: String,
     server: McpServer,
+    credentials: McpCredentials,
     conn: Mutex<Option<Connection>>,
     tools: Mutex<Option<Arc<[McpTool]>>>,
 }
@@ -194,7 +237,13 @@ impl std::fmt::Debug for McpClient {
 impl McpClient {
     /// A client of `server`, called `name` in errors and reports.
     pub fn new(name: impl Into<String>, server: McpServer) -> Arc<McpClient> {
-        Arc::new(McpClient { name: name.into(), server, conn: Mutex::new(None), tools: Mutex::new(None) })
+        McpClient::with_credentials(name, server, McpCredentials::default())
+    }
+
+    /// A client of `server`, called `name`, whose connections carry `credentials` (a stdio server's
+    /// environment, an HTTP server's headers).
+    pub fn with_credentials(name: impl Into<String>, server: McpServer, credentials: McpCredentials) -> Arc<McpClient> {
+        Arc::new(McpClient { name: name.into(), server, credentials, conn: Mutex::new(None), tools: Mutex::new(None) })
     }
 
     /// A client of the stdio server started as `command` (program, then arguments).
@@ -241,27 +290,32 @@ impl McpClient {
         }
         // Connected in a task of its own: rmcp's service task keeps the span current when it starts, and the
         // connection outlives the invocation that opened it (its span would never end).
-        let server = self.server.clone();
-        let connect = tokio::spawn(async move { Self::connect(&server).await });
+        let (server, credentials) = (self.server.clone(), self.credentials.clone());
+        let connect = tokio::spawn(async move { Self::connect(&server, &credentials).await });
         let c = Arc::new(connect.await.map_err(|e| self.connect_error(e))?.map_err(|e| self.connect_error(e))?);
         *conn = Some(c.clone());
         Ok(c)
     }
 
     /// A new connection to `server`; the error says why not.
-    async fn connect(server: &McpServer) -> Result<RunningService<RoleClient, ()>, String> {
+    async fn connect(
+        server: &McpServer,
+        credentials: &McpCredentials,
+    ) -> Result<RunningService<RoleClient, ()>, String> {
         let service = match server {
             McpServer::Stdio { command } => {
                 let (program, args) = command.split_first().ok_or_else(|| "empty command".to_string())?;
                 let cmd = tokio::process::Command::new(program).configure(|c| {
                     c.args(args);
+                    c.envs(credentials.env.iter().map(|(n, v)| (n, v)));
                 });
                 let transport = TokioChildProcess::new(cmd).map_err(|e| e.to_string())?;
                 ().serve(transport).await.map_err(|e| e.to_string())?
             }
             McpServer::Http { url } => {
                 // rmcp's reqwest client, adding each call's `traceparent` as an HTTP header too.
-                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(credentials.header_map()?);
                 let transport = StreamableHttpClientTransport::with_client(TracingHttpClient::new(), config);
                 ().serve(transport).await.map_err(|e| e.to_string())?
             }

@@ -215,11 +215,9 @@ impl<'a> Builder<'a> {
             AgentKind::Mcp(mcp) => {
                 let client = match &mcp.server.value {
                     McpServerDef::Named { name } => self.mcp_client(name, mcp.server.pos, &def.name, "server")?,
-                    McpServerDef::Stdio { command } => {
-                        McpClient::new(def.name.clone(), McpServer::Stdio { command: command.clone() })
-                    }
-                    McpServerDef::Http { url } => {
-                        McpClient::new(def.name.clone(), McpServer::Http { url: url.clone() })
+                    _ => {
+                        let (server, credentials) = self.mcp_server(&mcp.server, Some(&def.name), "server")?;
+                        McpClient::with_credentials(def.name.clone(), server, credentials)
                     }
                 };
                 let mut b = McpAgent::builder(client).name(def.name.clone()).effect(mcp.effect);
@@ -229,9 +227,16 @@ impl<'a> Builder<'a> {
                 Ok(common(b, def).build_lazy())
             }
             AgentKind::A2a(a2a) => {
-                let mut b = A2aAgent::builder(A2aClient::new(def.name.clone(), a2a.url.value.clone()))
-                    .name(def.name.clone())
-                    .streaming(a2a.stream);
+                let headers = self.resolve_secrets(&a2a.headers, Some(&def.name), "headers")?;
+                let client = if headers.is_empty() {
+                    A2aClient::new(def.name.clone(), a2a.url.value.clone())
+                } else {
+                    A2aClient::with_headers(def.name.clone(), a2a.url.value.clone(), &headers).map_err(|e| {
+                        self.sink.push(a2a.url.pos, Some(&def.name), Some("headers"), e);
+                        Reported
+                    })?
+                };
+                let mut b = A2aAgent::builder(client).name(def.name.clone()).streaming(a2a.stream);
                 if let Some(t) = &a2a.tenant {
                     b = b.tenant(A2aTenant::Fixed(t.value.clone()));
                 }
@@ -672,18 +677,71 @@ impl Builder<'_> {
             self.sink.push(pos, Some(agent), Some(field), format!("unknown MCP server `{name}`"));
             return Err(Reported);
         };
-        let server = match &entry.server.value {
-            McpServerDef::Stdio { command } => McpServer::Stdio { command: command.clone() },
-            McpServerDef::Http { url } => McpServer::Http { url: url.clone() },
-            McpServerDef::Named { name: other } => {
-                let msg = format!("MCP server `{name}` is declared as another name (`{other}`)");
-                self.sink.push(entry.server.pos, Some(agent), Some(field), msg);
+        if let McpServerDef::Named { name: other } = &entry.server.value {
+            let msg = format!("MCP server `{name}` is declared as another name (`{other}`)");
+            self.sink.push(entry.server.pos, Some(agent), Some(field), msg);
+            return Err(Reported);
+        }
+        // Its errors are the entry's, wherever it is used.
+        let (server, credentials) = self.mcp_server(&entry.server, None, &format!("mcp_servers.{name}"))?;
+        let client = McpClient::with_credentials(name, server, credentials);
+        self.mcp_clients.insert(name.to_string(), client.clone());
+        Ok(client)
+    }
+
+    /// How to reach the MCP server `def` describes (not a [`McpServerDef::Named`] one) and what its
+    /// connections carry, its secrets resolved; errors are located at `field` (of `agent`, when the server is
+    /// written in an agent).
+    #[cfg(feature = "mcp")]
+    fn mcp_server(
+        &mut self,
+        def: &Located<McpServerDef>,
+        agent: Option<&str>,
+        field: &str,
+    ) -> Result<(McpServer, agentic_agents::McpCredentials), Reported> {
+        let mut credentials = agentic_agents::McpCredentials::default();
+        let server = match &def.value {
+            McpServerDef::Stdio { command, env } => {
+                credentials.env = self.resolve_secrets(env, agent, &format!("{field}.env"))?;
+                McpServer::Stdio { command: command.clone() }
+            }
+            McpServerDef::Http { url, headers } => {
+                credentials.headers = self.resolve_secrets(headers, agent, &format!("{field}.headers"))?;
+                McpServer::Http { url: url.clone() }
+            }
+            McpServerDef::Named { name } => {
+                let msg = format!("MCP server `{name}` is declared as another name");
+                self.sink.push(def.pos, agent, Some(field), msg);
                 return Err(Reported);
             }
         };
-        let client = McpClient::new(name, server);
-        self.mcp_clients.insert(name.to_string(), client.clone());
-        Ok(client)
+        Ok((server, credentials))
+    }
+
+    /// `pairs` with the secrets their values refer to (`${secret:NAME}`) resolved from the secrets of this
+    /// process ([`crate::Secrets::installed`]); a secret that is not set is an error located at its value,
+    /// naming it and `field.NAME` (of `agent`, if any).
+    fn resolve_secrets(
+        &mut self,
+        pairs: &[(String, Located<String>)],
+        agent: Option<&str>,
+        field: &str,
+    ) -> Result<Vec<(String, String)>, Reported> {
+        if pairs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let secrets = crate::Secrets::installed();
+        let mut out = Vec::with_capacity(pairs.len());
+        for (name, value) in pairs {
+            match secrets.resolve(&value.value) {
+                Ok(v) => out.push((name.clone(), v)),
+                Err(e) => {
+                    self.sink.push(value.pos, agent, Some(&format!("{field}.{name}")), e.to_string());
+                    return Err(Reported);
+                }
+            }
+        }
+        Ok(out)
     }
 
     pub(crate) fn with_models(

@@ -336,6 +336,9 @@ pub struct A2aDef {
     pub task_key: Option<Located<String>>,
     /// `stream`: stream when the card allows it and the run is observed (default true).
     pub stream: bool,
+    /// `headers`: HTTP headers every request to the agent carries, `(name, value)`; a value may hold secrets'
+    /// references (`Bearer ${secret:PEER_TOKEN}`), resolved when the spec is built for a run.
+    pub headers: Vec<(String, Located<String>)>,
 }
 
 /// An MCP server as a spec writes it: `{command: [program, args..]}` (stdio) or `{url: ..}` (streamable
@@ -347,11 +350,17 @@ pub enum McpServerDef {
     Stdio {
         /// Program and arguments.
         command: Vec<String>,
+        /// `env`: variables set in the process's environment, `(name, value)`; a value may hold secrets'
+        /// references, resolved when the spec is built for a run.
+        env: Vec<(String, Located<String>)>,
     },
     /// `url`: a streamable HTTP endpoint.
     Http {
         /// The endpoint.
         url: String,
+        /// `headers`: HTTP headers sent with every request, `(name, value)`; a value may hold secrets'
+        /// references (`Bearer ${secret:MCP_TOKEN}`), resolved when the spec is built for a run.
+        headers: Vec<(String, Located<String>)>,
     },
     /// A name in the spec's `mcp_servers` (an `mcp` agent's `server: calc`).
     Named {

@@ -429,7 +429,7 @@ fn parse_model_extras(
 fn parse_mcp_server(node: &Node, cx: &mut Cx<'_>, field: &str) -> Option<Located<McpServerDef>> {
     let obj = cx.obj(node, Some(field), "field")?;
     let before = cx.sink_len();
-    obj.check_fields(&["command", "url"], cx);
+    obj.check_fields(&["command", "url", "env", "headers"], cx);
     cx.nest_since(before, field);
     let sub = |name: &str| format!("{field}.{name}");
     match (obj.get("command"), obj.get("url")) {
@@ -463,7 +463,12 @@ fn parse_mcp_server(node: &Node, cx: &mut Cx<'_>, field: &str) -> Option<Located
                 cx.err(c.pos, Some(&sub("command")), "must name a program");
                 return None;
             }
-            Some(Located::new(McpServerDef::Stdio { command }, node.pos))
+            if let Some(h) = obj.get("headers") {
+                cx.err(h.pos, Some(&sub("headers")), "a stdio server (`command`) takes `env`, not HTTP `headers`");
+                return None;
+            }
+            let env = string_map(&obj, "env", &sub("env"), cx)?;
+            Some(Located::new(McpServerDef::Stdio { command, env }, node.pos))
         }
         (None, Some(_)) => {
             let url = cx.nonempty(&obj, "url")?;
@@ -475,7 +480,12 @@ fn parse_mcp_server(node: &Node, cx: &mut Cx<'_>, field: &str) -> Option<Located
                 );
                 return None;
             }
-            Some(Located::new(McpServerDef::Http { url: url.value }, node.pos))
+            if let Some(e) = obj.get("env") {
+                cx.err(e.pos, Some(&sub("env")), "an HTTP server (`url`) takes `headers`, not a process's `env`");
+                return None;
+            }
+            let headers = string_map(&obj, "headers", &sub("headers"), cx)?;
+            Some(Located::new(McpServerDef::Http { url: url.value, headers }, node.pos))
         }
         (Some(_), Some(u)) => {
             cx.err(u.pos, Some(field), "give either `command` (stdio) or `url` (streamable HTTP), not both");
@@ -492,6 +502,29 @@ fn parse_mcp_server(node: &Node, cx: &mut Cx<'_>, field: &str) -> Option<Located
             None
         }
     }
+}
+
+/// A map of names to strings at `obj`'s `key` (an MCP server's `env`, HTTP `headers`): empty when absent; its
+/// errors are located at `field.NAME`. A number or a boolean is taken as its text.
+fn string_map(obj: &Obj<'_>, key: &str, field: &str, cx: &mut Cx<'_>) -> Option<Vec<(String, Located<String>)>> {
+    let Some(node) = obj.get(key) else { return Some(Vec::new()) };
+    let map = cx.obj(node, Some(field), "name")?;
+    let mut out = Vec::with_capacity(map.entries.len());
+    for (name, _, value) in &map.entries {
+        let text = match &value.value {
+            NodeValue::Str(s) => s.clone(),
+            NodeValue::Int(_) | NodeValue::UInt(_) | NodeValue::Float(_) | NodeValue::Bool(_) => {
+                value.to_json().to_string()
+            }
+            _ => {
+                let msg = format!("expected a string, found {}", value.type_name());
+                cx.err(value.pos, Some(&format!("{field}.{name}")), msg);
+                return None;
+            }
+        };
+        out.push((name.clone(), Located::new(text, value.pos)));
+    }
+    Some(out)
 }
 
 /// `params: {name: TYPE | {type: TYPE, default: VALUE, description: TEXT}}`: the root's declared inputs.
@@ -734,7 +767,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
         "human" => &["prompt", "mode", "response_id", "deadline", "on_timeout"],
         "wait" => &["for", "until"],
         "mcp" => &["server", "tool", "effect"],
-        "a2a" => &["url", "tenant", "tenant_key", "message", "context_key", "task_key", "stream"],
+        "a2a" => &["url", "tenant", "tenant_key", "message", "context_key", "task_key", "stream", "headers"],
         "llm" => &[
             "model",
             "system",
@@ -928,6 +961,7 @@ fn parse_agent(name: &str, pos: Pos, node: &Node, sink: &mut Sink) -> Option<Age
                 context_key: cx.nonempty(&obj, "context_key"),
                 task_key: cx.nonempty(&obj, "task_key"),
                 stream,
+                headers: string_map(&obj, "headers", "headers", &mut cx)?,
             })
         }
         "llm" => AgentKind::Llm(Box::new(parse_llm(&obj, pos, &mut cx)?)),

@@ -1,8 +1,9 @@
 //! Secrets by reference (SERVER.md §8): a spec names a secret as `${secret:NAME}` where a credential goes (a
-//! model's `api_key`), and the value is looked up when the model is built for a run — from the secrets file
+//! model's `api_key`, an MCP server's `env` or `headers`, an A2A agent's `headers`), and the value is looked
+//! up when the spec is built for a run — from the secrets file
 //! given with `--secrets FILE` (a YAML map of names to strings), else from the environment variable
 //! `AGENTIC_SECRET_<NAME>`. The spec's text, which the store archives with every run, holds the reference
-//! only; where a value would be shown, [`redact_secrets`] shows `[secret:NAME]`.
+//! only, and the value goes only where it is used (an HTTP header, a child process's environment).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -192,21 +193,6 @@ pub fn secret_references(text: &str) -> Vec<&str> {
     names
 }
 
-/// `text` as it may be shown: each `${secret:NAME}` as `[secret:NAME]`.
-pub fn redact_secrets(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some((before, name, after)) = next_reference(rest) {
-        out.push_str(before);
-        out.push_str("[secret:");
-        out.push_str(name);
-        out.push(']');
-        rest = after;
-    }
-    out.push_str(rest);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -214,12 +200,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn references_are_found_resolved_and_redacted() {
+    fn references_are_found_and_resolved() {
         let text = "Bearer ${secret:ACME_KEY}-${secret:b2} and ${secret:not a name} ${secret:";
         assert_eq!(secret_references(text), vec!["ACME_KEY", "b2"]);
         let secrets = Secrets::new().with("ACME_KEY", "sk-1").with("b2", "x");
         assert_eq!(secrets.resolve(text).unwrap(), "Bearer sk-1-x and ${secret:not a name} ${secret:");
-        assert_eq!(redact_secrets(text), "Bearer [secret:ACME_KEY]-[secret:b2] and ${secret:not a name} ${secret:");
         assert_eq!(
             Secrets::new().resolve("${secret:NOWHERE_SET_42}").unwrap_err().to_string(),
             "secret `NOWHERE_SET_42` is not set: give it in the file of --secrets FILE (`NOWHERE_SET_42: <value>`) \

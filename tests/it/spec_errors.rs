@@ -504,3 +504,28 @@ fn human_agents_are_checked() {
     assert!(e.message.starts_with("invalid template:"), "{e}");
     assert_eq!(e.field.as_deref(), Some("prompt"));
 }
+
+#[test]
+fn credentials_of_mcp_servers_and_a2a_agents_are_maps_of_strings_where_their_transport_takes_them() {
+    let yaml = r#"
+version: 1
+root: a
+mcp_servers:
+  local: { command: [srv], headers: { Authorization: x } }
+  remote: { url: "http://127.0.0.1:1/mcp", env: { TOKEN: x } }
+  listed: { command: [srv], env: { TOKEN: [x] } }
+agents:
+  a: { kind: a2a, url: "http://127.0.0.1:1/chat", headers: [x] }
+"#;
+    assert_eq!(
+        errors(yaml),
+        [
+            "spec.yaml:5:37: field `mcp_servers.local.headers`: a stdio server (`command`) takes `env`, not HTTP \
+             `headers`",
+            "spec.yaml:6:49: field `mcp_servers.remote.env`: an HTTP server (`url`) takes `headers`, not a process's \
+             `env`",
+            "spec.yaml:7:43: field `mcp_servers.listed.env.TOKEN`: expected a string, found a list",
+            "spec.yaml:9:60: agent `a`: field `headers`: expected a mapping, found a list",
+        ]
+    );
+}

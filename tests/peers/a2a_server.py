@@ -14,9 +14,12 @@ Serves, on http://127.0.0.1:PORT, JSON-RPC with the 1.0 methods and the 0.3 name
 - `/slow`: works for 30 s unless its task is cancelled.
 
 The ids of the tasks `/travel` and `/slow` are asked to cancel are appended to CANCELLED_FILE, one a line.
+When `$HEADERS_FILE` is set, every request's path and `Authorization` header are appended to it, one
+`PATH authorization=VALUE` a line (what the world saw).
 - `/broken/.well-known/agent-card.json`: a card that does not parse (a JSON list).
 """
 import asyncio
+import os
 import sys
 
 import uvicorn
@@ -157,5 +160,25 @@ routes = [
     agent("/slow", Slow(), card("slow", "Works for 30 seconds unless cancelled.", "/slow")),
 ]
 
+
+
+class RecordHeaders:
+    """ASGI middleware appending each request's path and Authorization header to $HEADERS_FILE."""
+
+    def __init__(self, app, path: str) -> None:
+        self.app, self.path = app, path
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            value = headers.get(b"authorization", b"").decode("latin-1")
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(f"{scope['path']} authorization={value}\n")
+        await self.app(scope, receive, send)
+
+
 if __name__ == "__main__":
-    uvicorn.run(Starlette(routes=routes), host="127.0.0.1", port=PORT, log_level="warning")
+    app = Starlette(routes=routes)
+    if os.environ.get("HEADERS_FILE"):
+        app = RecordHeaders(app, os.environ["HEADERS_FILE"])
+    uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning")

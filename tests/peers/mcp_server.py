@@ -5,7 +5,9 @@
 
 Tools: generate_story (text), add (structured output), fail (a tool error), die (the process exits).
 `--only TOOL` offers that tool alone; `--only trace_context` offers the tool reporting the W3C `traceparent`
-the call carried, in its `_meta` and in its HTTP request's header (not among the default tools).
+the call carried, in its `_meta` and in its HTTP request's header, and `--only credentials` the tool writing
+what credentials the server was given — its environment's `PEER_TOKEN` and the call's `Authorization`
+header — to the file `$CREDENTIALS_FILE` (what the world saw; not among the default tools).
 """
 import os
 import sys
@@ -54,9 +56,19 @@ def trace_context(ctx: Context) -> TraceContext:
     return TraceContext(meta=meta.get("traceparent"), header=headers.get("traceparent"))
 
 
+def credentials(ctx: Context) -> str:
+    """Writes the credentials this server was given to $CREDENTIALS_FILE: its environment's PEER_TOKEN and the
+    call's Authorization header, one `name=value` a line."""
+    headers = ctx.headers or {}
+    with open(os.environ["CREDENTIALS_FILE"], "a", encoding="utf-8") as f:
+        f.write(f"env={os.environ.get('PEER_TOKEN', '')}\n")
+        f.write(f"authorization={headers.get('authorization', '')}\n")
+    return "noted"
+
+
 TOOLS = {f.__name__: f for f in (generate_story, add, fail, die)}
 # Offered only when named with `--only`.
-EXTRA = {f.__name__: f for f in (trace_context,)}
+EXTRA = {f.__name__: f for f in (trace_context, credentials)}
 
 if __name__ == "__main__":
     args = sys.argv[1:]

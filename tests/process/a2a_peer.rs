@@ -392,7 +392,7 @@ fn a2a_spec_errors_are_located() {
     assert_eq!(
         errors("{ kind: a2a, url: 'http://x', mesage: hi, inputs: [x] }"),
         [
-            "spec.yaml:4:36: agent `a`: unknown field `mesage` (did you mean `message`?), expected one of `kind`, `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `budget`, `url`, `tenant`, `tenant_key`, `message`, `context_key`, `task_key`, `stream`"
+            "spec.yaml:4:36: agent `a`: unknown field `mesage` (did you mean `message`?), expected one of `kind`, `description`, `inputs`, `output_key`, `optional`, `async`, `timeout_ms`, `budget`, `url`, `tenant`, `tenant_key`, `message`, `context_key`, `task_key`, `stream`, `headers`"
         ]
     );
     assert_eq!(

@@ -175,7 +175,7 @@ fn mcp_spec_errors_are_located() {
     assert_eq!(
         errors("{ kind: mcp, server: {comand: [x]} }"),
         [
-            "spec.yaml:4:28: agent `a`: field `server`: unknown field `comand` (did you mean `command`?), expected one of `command`, `url`"
+            "spec.yaml:4:28: agent `a`: field `server`: unknown field `comand` (did you mean `command`?), expected one of `command`, `url`, `env`, `headers`"
         ]
     );
     assert_eq!(

@@ -212,3 +212,93 @@ async fn a_served_run_sends_the_secret_and_its_record_events_and_report_do_not_h
     drop(served);
     assert_eq!(files_holding(&store, VALUE.as_bytes()), Vec::<String>::new());
 }
+
+/// The MCP peer's `credentials` tool over stdio (its `env`) or streamable HTTP (its `headers`), and an A2A peer
+/// (its `headers`), each given a secret: the peers record what they received (a file each); the value is
+/// sent and kept out of the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_servers_and_a2a_agents_receive_their_secrets_in_env_and_headers() {
+    let Some(python) = crate::common::peers_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (mcp_seen, a2a_seen) = (dir.path().join("mcp_seen.txt"), dir.path().join("a2a_seen.txt"));
+    let mcp_port = crate::common::free_port();
+    let _mcp_http = crate::common::KillOnDrop(
+        std::process::Command::new(&python)
+            .args([crate::common::peer_script("mcp_server.py"), "http".into(), mcp_port.to_string()])
+            .args(["--only", "credentials"])
+            .env("CREDENTIALS_FILE", &mcp_seen)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let a2a_port = crate::common::free_port();
+    let _a2a = crate::common::KillOnDrop(
+        std::process::Command::new(&python)
+            .args([crate::common::peer_script("a2a_server.py"), a2a_port.to_string()])
+            .env("HEADERS_FILE", &a2a_seen)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    crate::common::wait_port(mcp_port);
+    crate::common::wait_port(a2a_port);
+    let spec = format!(
+        "version: 1\nname: creds\nroot: main\n\
+         mcp_servers:\n  \
+           local:\n    command: ['{py}', '{script}', stdio, --only, credentials]\n    \
+             env: {{ PEER_TOKEN: '${{secret:PEER_TOKEN}}', CREDENTIALS_FILE: '{seen}' }}\n  \
+           remote:\n    url: 'http://127.0.0.1:{mcp_port}/mcp'\n    \
+             headers: {{ Authorization: 'Bearer ${{secret:PEER_TOKEN}}' }}\n\
+         agents:\n  \
+           main: {{ kind: sequence, agents: [by_env, by_header, chat], output_key: reply }}\n  \
+           by_env: {{ kind: mcp, server: local, tool: credentials, output_key: one }}\n  \
+           by_header: {{ kind: mcp, server: remote, tool: credentials, output_key: two }}\n  \
+           chat:\n    kind: a2a\n    url: 'http://127.0.0.1:{a2a_port}/chat'\n    inputs: [one]\n    \
+             headers: {{ Authorization: 'Bearer ${{secret:PEER_TOKEN}}' }}\n    output_key: reply\n",
+        py = python.display(),
+        script = crate::common::peer_script("mcp_server.py"),
+        seen = mcp_seen.display(),
+    );
+    let file = dir.path().join("creds.yaml");
+    std::fs::write(&file, spec).unwrap();
+    let store = dir.path().join("store");
+    let o = Cli::new(["run", file.to_str().unwrap(), "--memory-id", "c1"])
+        .store(&store)
+        .env("AGENTIC_SECRET_PEER_TOKEN", VALUE)
+        .output_async()
+        .await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("NOTED"), "{}", stdout(&o));
+    // The stdio server got it in its environment, the HTTP server in its header (and no header over stdio).
+    assert_eq!(
+        std::fs::read_to_string(&mcp_seen).unwrap(),
+        format!("env={VALUE}\nauthorization=\nenv=\nauthorization=Bearer {VALUE}\n")
+    );
+    // The A2A agent's card and its call both carried the header.
+    let a2a = std::fs::read_to_string(&a2a_seen).unwrap();
+    let lines: Vec<&str> = a2a.lines().collect();
+    assert!(lines.len() >= 2, "{a2a}");
+    assert!(lines.iter().all(|l| l.ends_with(&format!(" authorization=Bearer {VALUE}"))), "{a2a}");
+    assert!(lines.iter().any(|l| l.starts_with("/chat/.well-known/")), "{a2a}");
+    assert_eq!(files_holding(&store, VALUE.as_bytes()), Vec::<String>::new());
+
+    // Without the secret, the run is refused before any server is called, naming it where it is used.
+    let before = std::fs::read_to_string(&mcp_seen).unwrap();
+    let o = Cli::new(["run", file.to_str().unwrap()])
+        .store(&store)
+        .env_remove("AGENTIC_SECRET_PEER_TOKEN")
+        .output_async()
+        .await;
+    assert_eq!(o.status.code(), Some(64));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!(
+            "{}:7:24: field `mcp_servers.local.env.PEER_TOKEN`: secret `PEER_TOKEN` is not set",
+            file.display()
+        )) && err.contains("agent `chat`: field `headers.Authorization`: secret `PEER_TOKEN` is not set"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&mcp_seen).unwrap(), before);
+}

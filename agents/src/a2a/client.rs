@@ -136,6 +136,36 @@ impl A2aClient {
         Arc::new(A2aClient { name: name.into(), card_url: card_url(&url), url, http, card: Mutex::new(None) })
     }
 
+    /// A client like [`A2aClient::new`] whose every request (the card's and the calls') carries `headers`,
+    /// `(name, value)` — credentials, usually (`Authorization: Bearer ..`); they are marked sensitive, so
+    /// that no log of the HTTP client shows them.
+    ///
+    /// # Errors
+    /// The first header whose name or value HTTP cannot carry, named (never its value), or an HTTP client that
+    /// cannot be created.
+    pub fn with_headers(
+        name: impl Into<String>,
+        url: impl Into<String>,
+        headers: &[(String, String)],
+    ) -> Result<Arc<A2aClient>, String> {
+        let mut map = reqwest::header::HeaderMap::with_capacity(headers.len());
+        for (header, value) in headers {
+            let key = reqwest::header::HeaderName::from_bytes(header.as_bytes())
+                .map_err(|_| format!("header `{header}` is not an HTTP header name"))?;
+            let mut value = reqwest::header::HeaderValue::from_str(value)
+                .map_err(|_| format!("the value of header `{header}` holds characters an HTTP header cannot carry"))?;
+            value.set_sensitive(true);
+            map.insert(key, value);
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .default_headers(map)
+            .build()
+            .map_err(|e| format!("cannot create the HTTP client: {e}"))?;
+        let url = url.into();
+        Ok(Arc::new(A2aClient { name: name.into(), card_url: card_url(&url), url, http, card: Mutex::new(None) }))
+    }
+
     /// The client's name.
     pub fn name(&self) -> &str {
         &self.name
