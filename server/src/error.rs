@@ -50,6 +50,9 @@ pub enum ServeError {
     /// The HTTP server failed.
     #[error("http server: {0}")]
     Http(std::io::Error),
+    /// `--tls-cert`/`--tls-key` cannot be used (the message names the file and why).
+    #[error("tls: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// An error answered to one request: a status code and `{"error": "<what was wrong>"}` (SERVER.md §2), with

@@ -32,6 +32,7 @@ mod host;
 mod mcp;
 mod schedule;
 mod scheduler;
+mod tls;
 mod ui;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -45,6 +46,7 @@ use axum::extract::DefaultBodyLimit;
 use tokio_util::sync::CancellationToken;
 
 pub use error::ServeError;
+pub use tls::{HANDSHAKE_TIMEOUT, TlsError, TlsFiles};
 
 use events::{EventHub, JournalTap};
 use host::{RunHost, SpecCatalog};
@@ -59,7 +61,7 @@ pub const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 pub const DEFAULT_TOKEN_ENV: &str = "AGENTIC_TOKEN";
 
 /// The file a running server advertises itself in, inside its state directory (the sled store's
-/// directory): `{"url", "pid", "token_env"}`. The CLI finds the server there.
+/// directory): `{"url", "pid", "token_env", "tls_cert"}`. The CLI finds the server there.
 pub const SERVER_FILE: &str = "server.json";
 
 /// How to start a [`Server`]. Defaults: listen on [`DEFAULT_LISTEN`]; no specs offered by name; no token
@@ -75,6 +77,7 @@ pub struct ServerConfig {
     token: Option<String>,
     token_env: String,
     lease_time: Duration,
+    tls: Option<TlsFiles>,
 }
 
 /// How long a run's lease lasts unless [`ServerConfig::lease_time`] says otherwise (SERVER.md §4).
@@ -92,7 +95,14 @@ impl ServerConfig {
             token: None,
             token_env: DEFAULT_TOKEN_ENV.to_string(),
             lease_time: DEFAULT_LEASE_TIME,
+            tls: None,
         }
+    }
+
+    /// Serves HTTPS with the certificate chain and key of `files` (PEM) instead of HTTP.
+    pub fn tls(mut self, files: TlsFiles) -> Self {
+        self.tls = Some(files);
+        self
     }
 
     /// How long the leases of the store last (the store's own setting, e.g. `PgStore::with_lease`): on a
@@ -150,6 +160,8 @@ pub(crate) struct AppState {
 /// A running server. Drop it or call [`Server::shutdown`] to stop it.
 pub struct Server {
     addr: SocketAddr,
+    /// `https` under TLS, else `http`.
+    scheme: &'static str,
     host: RunHost,
     stop: CancellationToken,
     http: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -178,6 +190,8 @@ impl Server {
         if let Some(dir) = &config.specs {
             std::fs::read_dir(dir).map_err(|source| ServeError::Specs { dir: dir.clone(), source })?;
         }
+        // Read before anything starts: a certificate that cannot be served stops the server at once.
+        let tls = config.tls.as_ref().map(TlsFiles::server_config).transpose()?;
         let stop = CancellationToken::new();
         let (host, app) = application(&config, &stop).await?;
         if let Some(dir) = &config.specs {
@@ -205,29 +219,44 @@ impl Server {
             tokio::spawn(scheduler.run(scheduling.clone()))
         });
         let stopped = stop.clone();
-        // No Nagle: an event stream writes small frames one after another, which Nagle's algorithm would hold
-        // until the client's delayed acknowledgement (40 ms on Linux) — every live event would wait for it.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("cannot set TCP_NODELAY: {e}");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let http = match tls {
+            Some(config) => {
+                let listener =
+                    tls::TlsListener::new(listener, config).map_err(|source| ServeError::Bind { addr, source })?;
+                tokio::spawn(async move {
+                    axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await }).await
+                })
             }
-        });
-        let http = tokio::spawn(async move {
-            axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await }).await
-        });
+            None => {
+                // No Nagle: an event stream writes small frames one after another, which Nagle's algorithm
+                // would hold until the client's delayed acknowledgement (40 ms on Linux) — every live event
+                // would wait for it.
+                let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                    if let Err(e) = tcp.set_nodelay(true) {
+                        tracing::debug!("cannot set TCP_NODELAY: {e}");
+                    }
+                });
+                tokio::spawn(async move {
+                    axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await }).await
+                })
+            }
+        };
         let server_file = config.state_dir.as_ref().map(|d| d.join(SERVER_FILE));
         if let Some(file) = &server_file {
             let advert = serde_json::json!({
-                "url": format!("http://{addr}"),
+                "url": format!("{scheme}://{addr}"),
                 "pid": std::process::id(),
                 "token_env": config.token.as_ref().map(|_| config.token_env.clone()),
+                // The CLI on this store trusts it when it talks to the server.
+                "tls_cert": config.tls.as_ref().map(|t| t.cert.display().to_string()),
             });
             if let Err(e) = std::fs::write(file, advert.to_string()) {
                 tracing::warn!("cannot write {}: {e}; the CLI will not find this server", file.display());
             }
         }
         let _scheduling_on_drop = scheduling.clone().drop_guard();
-        Ok(Server { addr, host, stop, http, server_file, scheduling, scheduler, _scheduling_on_drop })
+        Ok(Server { addr, scheme, host, stop, http, server_file, scheduling, scheduler, _scheduling_on_drop })
     }
 
     /// The address the server listens on.
@@ -235,9 +264,9 @@ impl Server {
         self.addr
     }
 
-    /// The server's base URL (`http://127.0.0.1:7878`).
+    /// The server's base URL (`http://127.0.0.1:7878`, `https://..` under TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// Serves until `signal` completes, then shuts down ([`Server::shutdown`]).

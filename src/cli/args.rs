@@ -360,6 +360,12 @@ pub(crate) struct ServeArgs {
     /// How long a run's lease lasts, in milliseconds (a PostgreSQL store shared by several servers).
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub(crate) lease_ms: u64,
+    /// Serve HTTPS with this certificate chain (PEM, the server's certificate first); needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
 }
 
 /// `agentic eval`.

@@ -44,11 +44,18 @@ impl Remote {
         let token = token_env.as_deref().and_then(|name| std::env::var(name).ok()).filter(|t| !t.is_empty());
         // A server that accepts connections but does not answer (paused, overloaded) is "unavailable" after
         // a while, not a command that hangs: every call is a short API request (the CLI polls for outcomes).
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(request_timeout())
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new());
+        let mut builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(5)).timeout(request_timeout());
+        // A server on HTTPS advertises its certificate's file: trusted here, as the server's own (a self-signed
+        // certificate works on the machine that holds the store).
+        if let Some(cert) = advert.get("tls_cert").and_then(Value::as_str)
+            && let Ok(pem) = std::fs::read(cert)
+            && let Ok(certs) = reqwest::Certificate::from_pem_bundle(&pem)
+        {
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder.build().unwrap_or_else(|_| reqwest::Client::new());
         Some(Remote { url, token, token_env, http })
     }
 

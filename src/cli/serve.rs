@@ -59,6 +59,9 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
     if let Some(specs) = &args.specs {
         config = config.specs_dir(specs);
     }
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        config = config.tls(agentic_server::TlsFiles { cert: cert.clone(), key: key.clone() });
+    }
     runtime.block_on(async move {
         let server = match Server::start(config).await {
             Ok(s) => s,
@@ -66,7 +69,8 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
             Err(
                 e @ (agentic_server::ServeError::TokenRequired { .. }
                 | agentic_server::ServeError::Specs { .. }
-                | agentic_server::ServeError::Schedules { .. }),
+                | agentic_server::ServeError::Schedules { .. }
+                | agentic_server::ServeError::Tls(_)),
             ) => {
                 eprintln!("error: {e}");
                 return EXIT_USAGE;

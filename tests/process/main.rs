@@ -60,4 +60,5 @@ mod showcase_demo;
 mod showcase_eval;
 mod showcase_measure;
 mod time_deadlines;
+mod tls;
 mod tool_calls;
