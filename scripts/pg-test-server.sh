@@ -2,7 +2,7 @@
 # A throwaway PostgreSQL cluster for the PostgreSQL store's tests: `initdb` into a fresh temp dir, trust
 # auth for the user `agentic`, listening on a free loopback port (and a unix socket in the same dir).
 #
-#   eval "$(scripts/pg-test-server.sh start)"   # exports AGENTIC_TEST_PG_URL and AGENTIC_TEST_PG_DIR
+#   eval "$(scripts/pg-test-server.sh start)"   # exports AGENTIC_TEST_PG_URL, AGENTIC_TEST_PG_DIR and _CA
 #   cargo test -p agentic-store --features postgres
 #   scripts/pg-test-server.sh stop "$AGENTIC_TEST_PG_DIR"   # stops the server and deletes the dir
 #
@@ -15,7 +15,9 @@
 # `runuser -u USER --`, and the temp dir is given to that user.
 #
 # Settings for tests, not for data: fsync=off (a test never survives a power loss; set PG_TEST_FSYNC=on to
-# measure with it), max_connections=200 (tests run in parallel, each with its own pool).
+# measure with it), max_connections=200 (tests run in parallel, each with its own pool). TLS is on (ssl=on,
+# a certificate for 127.0.0.1 signed by a test authority made with `openssl`, whose certificate is exported
+# as AGENTIC_TEST_PG_CA); the role `agentic_tls` (which a test creates) may connect over TCP only with TLS.
 set -euo pipefail
 
 die() { echo "pg-test-server: $*" >&2; exit 1; }
@@ -51,16 +53,33 @@ start() {
   [ "$(id -u)" -ne 0 ] || chown "$OWNER" "$dir"
   as_owner "$bin/initdb" -D "$dir/data" -U agentic --auth=trust --encoding=UTF8 --no-sync >"$dir/initdb.log" 2>&1 \
     || { cat "$dir/initdb.log" >&2; die "initdb failed (log above)"; }
+  # TLS: a test authority (ca.crt, the tests' `sslrootcert`) and the server's certificate it signed, for
+  # 127.0.0.1 and localhost; the role `agentic_tls` may connect over TCP only with TLS (the first matching
+  # line of pg_hba.conf wins).
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n' >"$dir/server.ext"
+  { openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=agentic test authority" \
+      -keyout "$dir/ca.key" -out "$dir/ca.crt" \
+    && openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+      -keyout "$dir/data/server.key" -out "$dir/server.csr" \
+    && openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
+      -days 2 -extfile "$dir/server.ext" -out "$dir/data/server.crt"; } >"$dir/openssl.log" 2>&1 \
+    || { cat "$dir/openssl.log" >&2; die "openssl could not make the test certificates (log above)"; }
+  chmod 600 "$dir/data/server.key"
+  chmod 644 "$dir/ca.crt"
+  [ "$(id -u)" -ne 0 ] || chown "$OWNER" "$dir/data/server.key" "$dir/data/server.crt"
+  { printf 'hostnossl all agentic_tls 127.0.0.1/32 reject\n'; cat "$dir/data/pg_hba.conf"; } >"$dir/pg_hba.new"
+  as_owner cp "$dir/pg_hba.new" "$dir/data/pg_hba.conf"
   log="$dir/server.log"
   for tries in 1 2 3 4 5 6 7 8; do
     port=$(( 20000 + (RANDOM * 32768 + RANDOM) % 30000 ))
     port_in_use "$port" && continue
     if as_owner "$bin/pg_ctl" -D "$dir/data" -l "$log" -w -t 30 start -o \
-        "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c fsync=${PG_TEST_FSYNC:-off} -c max_connections=200" \
+        "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c fsync=${PG_TEST_FSYNC:-off} -c max_connections=200 -c ssl=on" \
         >/dev/null 2>&1; then
       echo "pg-test-server: PostgreSQL ($("$bin/postgres" --version)) on 127.0.0.1:$port, dir $dir, owner $OWNER" >&2
       echo "export AGENTIC_TEST_PG_URL='postgres://agentic@127.0.0.1:$port/postgres'"
       echo "export AGENTIC_TEST_PG_DIR='$dir'"
+      echo "export AGENTIC_TEST_PG_CA='$dir/ca.crt'"
       return
     fi
   done

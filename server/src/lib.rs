@@ -155,6 +155,8 @@ pub(crate) struct AppState {
     pub(crate) token: Option<Arc<str>>,
     /// The context ids A2A clients gave their tasks.
     pub(crate) a2a_contexts: a2a::Contexts,
+    /// Served over HTTPS: the sign-in cookie is `Secure` (sent back only over HTTPS).
+    pub(crate) tls: bool,
 }
 
 /// A running server. Drop it or call [`Server::shutdown`] to stop it.
@@ -352,6 +354,7 @@ async fn application(config: &ServerConfig, stop: &CancellationToken) -> Result<
         store_label: Arc::from(config.store_label.as_str()),
         token: config.token.as_deref().map(Arc::from),
         a2a_contexts: a2a::Contexts::default(),
+        tls: config.tls.is_some(),
     };
     // The MCP endpoint's sessions and streams end with the HTTP server (else they would hold its graceful
     // shutdown open).

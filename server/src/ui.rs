@@ -438,7 +438,8 @@ struct LoginForm {
     token: String,
 }
 
-/// `POST /login`: the right token sets the `agentic_token` cookie (HttpOnly, SameSite=Strict) and goes to
+/// `POST /login`: the right token sets the `agentic_token` cookie (HttpOnly, SameSite=Strict, and Secure
+/// over HTTPS) and goes to
 /// the runs; a wrong one shows the form again (`401`).
 async fn login_submit(State(app): State<AppState>, Form(form): Form<LoginForm>) -> Response {
     let Some(token) = app.token.as_deref() else {
@@ -449,7 +450,8 @@ async fn login_submit(State(app): State<AppState>, Form(form): Form<LoginForm>) 
         page.status = StatusCode::UNAUTHORIZED;
         return page.into_response();
     }
-    let cookie = format!("{}={token}; Path=/; HttpOnly; SameSite=Strict", crate::auth::COOKIE);
+    let secure = if app.tls { "; Secure" } else { "" };
+    let cookie = format!("{}={token}; Path=/; HttpOnly; SameSite=Strict{secure}", crate::auth::COOKIE);
     let cookie = token.bytes().all(cookie_octet).then(|| HeaderValue::from_str(&cookie).ok()).flatten();
     let Some(cookie) = cookie else {
         let mut page = login(Some(

@@ -29,6 +29,8 @@ mod memory;
 mod pg_capacity;
 #[cfg(feature = "postgres")]
 mod pg_listen;
+#[cfg(feature = "postgres")]
+mod pg_tls;
 mod pg_url;
 #[cfg(feature = "postgres")]
 mod postgres;

@@ -23,13 +23,24 @@ pub(crate) struct Listening {
     ended: oneshot::Receiver<String>,
 }
 
-/// Connects, starts forwarding notifications to `tx`, and listens to `channels` (checked identifiers).
-pub(crate) async fn connect(
-    config: &tokio_postgres::Config,
-    channels: &[String],
+/// How to open a connection of the store's database: its settings and, when the URL asks for TLS, the TLS
+/// connector ([`crate::pg_tls`]).
+#[derive(Clone)]
+pub(crate) struct Dial {
+    pub(crate) config: tokio_postgres::Config,
+    pub(crate) tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+}
+
+/// Drives `connection` in a task of its own, forwarding its notifications to `tx`; the receiver returned
+/// fires, with why, when the connection ends.
+fn forward<S, T>(
+    mut connection: tokio_postgres::Connection<S, T>,
     tx: UnboundedSender<Notice>,
-) -> Result<Listening, String> {
-    let (client, mut connection) = config.connect(NoTls).await.map_err(|e| e.to_string())?;
+) -> oneshot::Receiver<String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (ended_tx, ended) = oneshot::channel();
     tokio::spawn(async move {
         let why = loop {
@@ -47,6 +58,25 @@ pub(crate) async fn connect(
         };
         let _ = ended_tx.send(why);
     });
+    ended
+}
+
+/// Connects, starts forwarding notifications to `tx`, and listens to `channels` (checked identifiers).
+pub(crate) async fn connect(
+    dial: &Dial,
+    channels: &[String],
+    tx: UnboundedSender<Notice>,
+) -> Result<Listening, String> {
+    let (client, ended) = match &dial.tls {
+        Some(tls) => {
+            let (client, connection) = dial.config.connect(tls.clone()).await.map_err(|e| e.to_string())?;
+            (client, forward(connection, tx))
+        }
+        None => {
+            let (client, connection) = dial.config.connect(NoTls).await.map_err(|e| e.to_string())?;
+            (client, forward(connection, tx))
+        }
+    };
     let sql: String = channels.iter().map(|c| format!("LISTEN {c};")).collect();
     client.batch_execute(&sql).await.map_err(|e| e.to_string())?;
     Ok(Listening { client, ended })
@@ -54,7 +84,7 @@ pub(crate) async fn connect(
 
 /// Keeps listening until the receiver of `tx` is dropped: waits for the connection to end, then reconnects.
 pub(crate) async fn keep(
-    config: tokio_postgres::Config,
+    dial: Dial,
     channels: Vec<String>,
     tx: UnboundedSender<Notice>,
     first: Listening,
@@ -82,7 +112,7 @@ pub(crate) async fn keep(
             () = tx.closed() => return,
             () = tokio::time::sleep(backoff) => {}
         }
-        match connect(&config, &channels, tx.clone()).await {
+        match connect(&dial, &channels, tx.clone()).await {
             Ok(listening) => {
                 tracing::info!("store {shown}: listening again");
                 if tx.send(Notice::Reconnected).is_err() {

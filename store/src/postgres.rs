@@ -161,8 +161,8 @@ pub struct PgStore {
 
 struct Inner {
     pool: Pool,
-    /// The connection settings (for the listening connection, which is not the pool's).
-    config: tokio_postgres::Config,
+    /// The connection settings and TLS (for the listening connection, which is not the pool's).
+    dial: crate::pg_listen::Dial,
     /// The URL without its password, for messages.
     shown: String,
     /// This handle's lease owner id.
@@ -199,10 +199,10 @@ struct PendingRun {
 }
 
 impl Inner {
-    fn new(pool: Pool, config: tokio_postgres::Config, shown: String, owner: String, lease_time: Duration) -> Inner {
+    fn new(pool: Pool, dial: crate::pg_listen::Dial, shown: String, owner: String, lease_time: Duration) -> Inner {
         Inner {
             pool,
-            config,
+            dial,
             shown,
             owner,
             lease_time,
@@ -358,17 +358,23 @@ impl PgStore {
     /// libpq reads it: `host=/dir` for a unix socket, `connect_timeout=S`, `options=-csearch_path%3Dschema` for
     /// tables in another schema than `public`), and brings its schema to [`PG_SCHEMA_VERSION`]: creates the
     /// tables in an empty database, applies the missing migrations to an older schema, under an advisory lock
-    /// so that processes starting together apply them once. No TLS. Call it on the tokio runtime that will use
-    /// the store: the pool's connections run on it.
+    /// so that processes starting together apply them once. TLS as libpq's `sslmode` (`disable`, `prefer`,
+    /// `require`, `verify-ca`, `verify-full`) and `sslrootcert` ask for it: none without `sslmode`; `require`
+    /// encrypts without checking the server's certificate (with `sslrootcert`, as `verify-ca`); `verify-ca`
+    /// checks it was signed by `sslrootcert`, `verify-full` also that it names the URL's host. Call it on the
+    /// tokio runtime that will use the store: the pool's connections run on it.
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] naming the URL (its password hidden) when the server cannot be reached (refused,
     /// timed out, starting up or shutting down); [`StoreError::Backend`] naming it when the URL does not parse, the
     /// server refuses the login, a migration fails, or the database's schema is newer than this build (`schema
-    /// version N is newer than this agentic-store's (reads up to 1)`). Both keep the driver's error as source.
+    /// version N is newer than this agentic-store's (reads up to 1)`), or its `sslmode`/`sslrootcert` cannot be
+    /// used (an unknown mode, `verify-*` without a root, a root file that cannot be read). Both keep the
+    /// driver's error as source.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
         let shown = redact_url(url);
-        let mut config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
+        let tls = crate::pg_tls::pg_tls(url).map_err(|why| format::backend(format!("open store {shown}: {why}")))?;
+        let mut config: tokio_postgres::Config = tls.url.parse().map_err(|e: tokio_postgres::Error| {
             pg_store_error(format!("open store {shown}: not a PostgreSQL URL"), e)
         })?;
         if config.get_connect_timeout().is_none() {
@@ -377,13 +383,22 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("agentic");
         }
-        let manager =
-            Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let recycling = ManagerConfig { recycling_method: RecyclingMethod::Fast };
+        let manager = match &tls.connector {
+            Some(connector) => Manager::from_config(config.clone(), connector.clone(), recycling),
+            None => Manager::from_config(config.clone(), NoTls, recycling),
+        };
         let pool = Pool::builder(manager).max_size(POOL_SIZE).build().map_err(|e| {
             StoreError::backend_caused(format!("open store {shown}: cannot build the connection pool: {e}"), e)
         })?;
         let store = PgStore {
-            inner: Arc::new(Inner::new(pool, config, shown.clone(), new_owner_id(), DEFAULT_LEASE_TIME)),
+            inner: Arc::new(Inner::new(
+                pool,
+                crate::pg_listen::Dial { config, tls: tls.connector },
+                shown.clone(),
+                new_owner_id(),
+                DEFAULT_LEASE_TIME,
+            )),
             snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
         };
         store.migrate().await?;
@@ -449,7 +464,7 @@ impl PgStore {
         PgStore {
             inner: Arc::new(Inner::new(
                 self.inner.pool.clone(),
-                self.inner.config.clone(),
+                self.inner.dial.clone(),
                 self.inner.shown.clone(),
                 owner.into(),
                 lease_time,
@@ -1018,8 +1033,27 @@ fn unreachable(e: &tokio_postgres::Error) -> bool {
             let code = code.code();
             code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
         }
+        // A TLS handshake that failed on the server's certificate fails again: not a database that is away.
+        None if tls_refused(e) => false,
         None => e.is_closed() || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>()),
     }
+}
+
+/// Whether `e` is a TLS handshake refused by the certificate check (`sslmode=verify-ca|verify-full`): the
+/// driver reports it as an I/O error whose source is rustls's.
+fn tls_refused(e: &tokio_postgres::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        // An `io::Error`'s own `source` skips the error it wraps: look at that one.
+        let s = s.downcast_ref::<std::io::Error>().and_then(std::io::Error::get_ref).map_or(s, |inner| inner as _);
+        if let Some(rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented) =
+            s.downcast_ref::<rustls::Error>()
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// [`unreachable`] for an error getting a connection from the pool.
@@ -1375,10 +1409,10 @@ impl CheckpointStore for PgStore {
             check_channel(channel)?;
         }
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let first = crate::pg_listen::connect(&self.inner.config, &channels, tx.clone())
+        let first = crate::pg_listen::connect(&self.inner.dial, &channels, tx.clone())
             .await
             .map_err(|e| self.backend("listen", e))?;
-        tokio::spawn(crate::pg_listen::keep(self.inner.config.clone(), channels, tx, first, self.inner.shown.clone()));
+        tokio::spawn(crate::pg_listen::keep(self.inner.dial.clone(), channels, tx, first, self.inner.shown.clone()));
         Ok(Some(rx))
     }
 

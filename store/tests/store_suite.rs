@@ -516,7 +516,18 @@ mod postgres_only {
         assert!(!text.contains("secret"), "{text}");
         assert!(text.to_lowercase().contains("connect"), "{text}");
         let err = PgStore::connect("postgres://h/db?sslmode=bogus").await.unwrap_err();
-        assert!(err.to_string().contains("open store postgres://h/db?sslmode=bogus: not a PostgreSQL URL"), "{err}");
+        assert!(
+            err.to_string().contains(
+                "open store postgres://h/db?sslmode=bogus: sslmode=bogus is not one of disable, prefer, require, \
+                 verify-ca, verify-full"
+            ),
+            "{err}"
+        );
+        let err = PgStore::connect("postgres://h/db?channel_binding=bogus").await.unwrap_err();
+        assert!(
+            err.to_string().contains("open store postgres://h/db?channel_binding=bogus: not a PostgreSQL URL"),
+            "{err}"
+        );
         let Some(url) = pg::server_url("bad_url") else { return };
         let err = PgStore::connect(&pg::with_dbname(&url, "no_such_database_here")).await.unwrap_err();
         assert!(err.to_string().contains("no_such_database_here"), "{err}");

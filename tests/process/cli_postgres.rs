@@ -178,3 +178,68 @@ fn a_respond_to_a_run_whose_cli_was_killed_names_the_command_that_continues_it()
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&agentic(&url, None, &["resume", "orphan"])), "Final: PROCESSED: order 7 | yes\n");
 }
+
+/// TLS to the store (SERVER.md §8): the test server (`scripts/pg-test-server.sh`) takes the role
+/// `agentic_tls` over TCP only with TLS, and its certificate is `AGENTIC_TEST_PG_CA`. Without `sslmode` the
+/// server refuses the run's connection; `sslmode=require` connects; `verify-full` with the server's
+/// certificate as root connects, with another root it is refused naming the certificate.
+#[test]
+fn a_store_url_with_sslmode_connects_over_tls_and_checks_the_server_when_asked() {
+    let Some(url) = database("tls") else { return };
+    let Some(ca) = std::env::var_os("AGENTIC_TEST_PG_CA") else {
+        assert!(std::env::var_os("AGENTIC_REQUIRE_PG").is_none(), "AGENTIC_TEST_PG_CA is not set");
+        eprintln!("skipped: AGENTIC_TEST_PG_CA is not set (a server of an older scripts/pg-test-server.sh)");
+        return;
+    };
+    let ca = ca.to_str().unwrap().to_string();
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        let task = tokio::spawn(connection);
+        client
+            .batch_execute(
+                "DO $$ BEGIN CREATE ROLE agentic_tls LOGIN SUPERUSER; EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+            )
+            .await
+            .unwrap();
+        drop(client);
+        let _ = task.await;
+    });
+    let tls_url = url.replacen("postgres://agentic@", "postgres://agentic_tls@", 1);
+    assert_ne!(tls_url, url);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("greet.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1\nroot: hi\nagents:\n  hi: { kind: compute, template: \"hello {{ who }}\", output_key: greeting }\n",
+    )
+    .unwrap();
+    let run = |store: &str, id: &str| {
+        Cli::new(["run", spec.to_str().unwrap(), "--input", "who=Ada", "--memory-id", id, "--store", store]).output()
+    };
+
+    let o = run(&tls_url, "plain");
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("no encryption"), "{}", stderr(&o));
+
+    for (id, query) in [
+        ("required", "sslmode=require".to_string()),
+        ("verified", format!("sslmode=verify-full&sslrootcert={ca}")),
+        ("ca-only", format!("sslmode=verify-ca&sslrootcert={ca}")),
+    ] {
+        let o = run(&format!("{tls_url}?{query}"), id);
+        assert_eq!(o.status.code(), Some(0), "{query}: {}", stderr(&o));
+        assert_eq!(stdout(&o), "hello Ada\n");
+    }
+
+    // Another authority's certificate as the root: the server's is refused.
+    let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let other_ca = dir.path().join("other_ca.pem");
+    std::fs::write(&other_ca, other.cert.pem()).unwrap();
+    let o = run(&format!("{tls_url}?sslmode=verify-full&sslrootcert={}", other_ca.display()), "unverified");
+    // Refused for good (exit 1), not a store that is away (75).
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("invalid peer certificate: UnknownIssuer"), "{}", stderr(&o));
+    let o = run(&format!("{tls_url}?sslmode=verify-full"), "no-root");
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("sslmode=verify-full needs sslrootcert=FILE"), "{}", stderr(&o));
+}

@@ -82,3 +82,31 @@ fn a_certificate_or_key_that_cannot_be_served_is_a_usage_error_naming_the_file()
     assert_eq!(o.status.code(), Some(64));
     assert!(stderr(&o).contains("--tls-key <FILE>"), "{}", stderr(&o));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sign_in_cookie_is_secure_over_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key, pem) = certificate(dir.path());
+    let served = Serve::on(dir.path().join("store"))
+        .token(Some("s3cret"))
+        .arg("--tls-cert")
+        .arg(&cert)
+        .arg("--tls-key")
+        .arg(&key)
+        .start();
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).unwrap())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let signed_in = client
+        .post(format!("{}/login", served.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("token=s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status(), 303);
+    let cookie = signed_in.headers()["set-cookie"].to_str().unwrap();
+    assert_eq!(cookie, "agentic_token=s3cret; Path=/; HttpOnly; SameSite=Strict; Secure");
+}
