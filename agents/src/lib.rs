@@ -27,6 +27,7 @@ mod mcp;
 #[cfg(feature = "mcp")]
 mod mcp_trace;
 pub mod model;
+mod redact;
 mod text_filters;
 mod tool_loop;
 mod tools;
@@ -47,6 +48,7 @@ pub use mcp::{
     McpAgent, McpAgentBuilder, McpClient, McpCredentials, McpError, McpServer, McpTool, McpToolProvider,
     McpToolProviderBuilder,
 };
+pub use redact::{MIN_REDACTED_LEN, Redactions};
 pub use tools::{ApprovalRequest, Tool, ToolCallInfo, ToolProvider};
 pub use wait::{Wait, WaitBuilder, WaitUntil};
 

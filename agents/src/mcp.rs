@@ -48,12 +48,15 @@ pub enum McpServer {
 /// server's process and HTTP headers for every request to a streamable HTTP server — credentials, usually
 /// (SERVER.md §8: a spec gives them as secrets' references, resolved before they get here). `Debug` shows
 /// the names, never a value.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 pub struct McpCredentials {
     /// `(name, value)` set in a stdio server's environment (on top of this process's).
     pub env: Vec<(String, String)>,
     /// `(name, value)` sent as HTTP headers (`Authorization`, `X-Api-Key`, ...).
     pub headers: Vec<(String, String)>,
+    /// The secrets among the values, as the client's errors show them instead (a server may repeat a header
+    /// in its error).
+    pub redactions: crate::Redactions,
 }
 
 impl std::fmt::Debug for McpCredentials {
@@ -72,16 +75,7 @@ impl McpCredentials {
     /// # Errors
     /// The first header whose name or value HTTP cannot carry, named (never its value).
     fn header_map(&self) -> Result<HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>, String> {
-        let mut map = HashMap::with_capacity(self.headers.len());
-        for (name, value) in &self.headers {
-            let key = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("header `{name}` is not an HTTP header name"))?;
-            let mut value = reqwest::header::HeaderValue::from_str(value)
-                .map_err(|_| format!("the value of header `{name}` holds characters an HTTP header cannot carry"))?;
-            value.set_sensitive(true);
-            map.insert(key, value);
-        }
-        Ok(map)
+        Ok(crate::redact::sensitive_headers(&self.headers)?.into_iter().collect())
     }
 }
 
@@ -270,7 +264,7 @@ impl McpClient {
         McpError::Connect {
             server: self.name.clone(),
             at: self.server.to_string(),
-            message: tidy(&message.to_string()),
+            message: self.credentials.redactions.apply(&tidy(&message.to_string())),
         }
     }
 
@@ -279,7 +273,7 @@ impl McpClient {
             server: self.name.clone(),
             at: self.server.to_string(),
             what: what.to_string(),
-            message: tidy(&message.to_string()),
+            message: self.credentials.redactions.apply(&tidy(&message.to_string())),
         }
     }
 
@@ -449,7 +443,8 @@ impl McpClient {
             result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.as_str())).collect::<Vec<_>>().join("\n")
         };
         if result.is_error == Some(true) {
-            return Err(McpError::Tool { server: self.name.clone(), tool: tool.name.clone(), message: text() });
+            let message = self.credentials.redactions.apply(&text());
+            return Err(McpError::Tool { server: self.name.clone(), tool: tool.name.clone(), message });
         }
         match (&tool.output_schema, &result.structured_content) {
             (Some(schema), Some(structured)) => Ok(unwrap_result(schema, structured)),

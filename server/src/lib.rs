@@ -251,7 +251,10 @@ impl Server {
                 "pid": std::process::id(),
                 "token_env": config.token.as_ref().map(|_| config.token_env.clone()),
                 // The CLI on this store trusts it when it talks to the server.
-                "tls_cert": config.tls.as_ref().map(|t| t.cert.display().to_string()),
+                // Absolute: the CLI reads it from any directory.
+                "tls_cert": config.tls.as_ref().map(|t| {
+                    std::path::absolute(&t.cert).unwrap_or_else(|_| t.cert.clone()).display().to_string()
+                }),
             });
             if let Err(e) = std::fs::write(file, advert.to_string()) {
                 tracing::warn!("cannot write {}: {e}; the CLI will not find this server", file.display());

@@ -227,14 +227,16 @@ impl<'a> Builder<'a> {
                 Ok(common(b, def).build_lazy())
             }
             AgentKind::A2a(a2a) => {
-                let headers = self.resolve_secrets(&a2a.headers, Some(&def.name), "headers")?;
+                let (headers, redactions) = self.resolve_secrets(&a2a.headers, Some(&def.name), "headers")?;
                 let client = if headers.is_empty() {
                     A2aClient::new(def.name.clone(), a2a.url.value.clone())
                 } else {
-                    A2aClient::with_headers(def.name.clone(), a2a.url.value.clone(), &headers).map_err(|e| {
-                        self.sink.push(a2a.url.pos, Some(&def.name), Some("headers"), e);
-                        Reported
-                    })?
+                    A2aClient::with_headers(def.name.clone(), a2a.url.value.clone(), &headers, redactions).map_err(
+                        |e| {
+                            self.sink.push(a2a.url.pos, Some(&def.name), Some("headers"), e);
+                            Reported
+                        },
+                    )?
                 };
                 let mut b = A2aAgent::builder(client).name(def.name.clone()).streaming(a2a.stream);
                 if let Some(t) = &a2a.tenant {
@@ -702,11 +704,13 @@ impl Builder<'_> {
         let mut credentials = agentic_agents::McpCredentials::default();
         let server = match &def.value {
             McpServerDef::Stdio { command, env } => {
-                credentials.env = self.resolve_secrets(env, agent, &format!("{field}.env"))?;
+                (credentials.env, credentials.redactions) =
+                    self.resolve_secrets(env, agent, &format!("{field}.env"))?;
                 McpServer::Stdio { command: command.clone() }
             }
             McpServerDef::Http { url, headers } => {
-                credentials.headers = self.resolve_secrets(headers, agent, &format!("{field}.headers"))?;
+                (credentials.headers, credentials.redactions) =
+                    self.resolve_secrets(headers, agent, &format!("{field}.headers"))?;
                 McpServer::Http { url: url.clone() }
             }
             McpServerDef::Named { name } => {
@@ -719,29 +723,42 @@ impl Builder<'_> {
     }
 
     /// `pairs` with the secrets their values refer to (`${secret:NAME}`) resolved from the secrets of this
-    /// process ([`crate::Secrets::installed`]); a secret that is not set is an error located at its value,
-    /// naming it and `field.NAME` (of `agent`, if any).
+    /// process ([`crate::Secrets::installed`]), and the secrets used as a client's errors show them
+    /// (`[secret:NAME]`); a secret that is not set, or a text that looks like a reference but is not one, is
+    /// an error located at its value, naming it and `field.NAME` (of `agent`, if any).
     fn resolve_secrets(
         &mut self,
         pairs: &[(String, Located<String>)],
         agent: Option<&str>,
         field: &str,
-    ) -> Result<Vec<(String, String)>, Reported> {
+    ) -> Result<(Vec<(String, String)>, agentic_agents::Redactions), Reported> {
         if pairs.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), agentic_agents::Redactions::default()));
         }
         let secrets = crate::Secrets::installed();
         let mut out = Vec::with_capacity(pairs.len());
+        let mut shown = Vec::new();
         for (name, value) in pairs {
-            match secrets.resolve(&value.value) {
-                Ok(v) => out.push((name.clone(), v)),
+            let at = format!("{field}.{name}");
+            if let Some(bad) = crate::malformed_secret_reference(&value.value) {
+                let msg = format!(
+                    "`{bad}` is not a secret's reference: write `${{secret:NAME}}`, NAME of letters, digits and `_`"
+                );
+                self.sink.push(value.pos, agent, Some(&at), msg);
+                return Err(Reported);
+            }
+            match secrets.resolve_used(&value.value) {
+                Ok((v, used)) => {
+                    out.push((name.clone(), v));
+                    shown.extend(used.into_iter().map(|(n, v)| (v, format!("[secret:{n}]"))));
+                }
                 Err(e) => {
-                    self.sink.push(value.pos, agent, Some(&format!("{field}.{name}")), e.to_string());
+                    self.sink.push(value.pos, agent, Some(&at), e.to_string());
                     return Err(Reported);
                 }
             }
         }
-        Ok(out)
+        Ok((out, agentic_agents::Redactions::new(shown)))
     }
 
     pub(crate) fn with_models(

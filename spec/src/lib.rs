@@ -159,7 +159,9 @@ pub use models::{LOCAL_NOT_BUILT, decision_model_from_def, model_from_def, prepa
 pub use node::Pos;
 pub use params::{InputError, ParamDef, ParamType};
 pub use pinned::{RunSpec, RunSpecError, check_structure, read_spec_file, run_spec, upgrade_run};
-pub use secrets::{MissingSecret, SECRET_ENV_PREFIX, Secrets, SecretsFileError, secret_references};
+pub use secrets::{
+    MissingSecret, SECRET_ENV_PREFIX, Secrets, SecretsFileError, malformed_secret_reference, secret_references,
+};
 
 use error::Sink;
 

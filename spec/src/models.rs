@@ -51,8 +51,13 @@ fn provider_model(def: &ModelDef) -> Result<ChatModelRef, ModelError> {
             }
             let unavailable = |message: String| ModelError::Unavailable { provider: "openai".to_string(), message };
             if let Some(reference) = api_key {
-                let key = Secrets::installed().resolve(reference).map_err(|e| unavailable(e.to_string()))?;
-                b = b.api_key(key);
+                // One reference and nothing else (parsing refuses any other `api_key`).
+                let (key, used) =
+                    Secrets::installed().resolve_used(reference).map_err(|e| unavailable(e.to_string()))?;
+                b = match used.first() {
+                    Some((name, _)) => b.api_key_secret(name.clone(), key),
+                    None => b.api_key(key),
+                };
             } else if let Some(var) = api_key_env {
                 // Named by the spec, so the key is meant to be there: a call without it would go out
                 // unauthenticated and fail at the server, or worse, succeed against the wrong account.

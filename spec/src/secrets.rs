@@ -122,15 +122,26 @@ impl Secrets {
     /// # Errors
     /// [`MissingSecret`] naming the first reference nothing answers.
     pub fn resolve(&self, text: &str) -> Result<String, MissingSecret> {
+        self.resolve_used(text).map(|(resolved, _)| resolved)
+    }
+
+    /// [`Secrets::resolve`], with the secrets used: `(name, value)` in order of appearance.
+    ///
+    /// # Errors
+    /// [`MissingSecret`] naming the first reference nothing answers.
+    pub fn resolve_used(&self, text: &str) -> Result<(String, Vec<(String, String)>), MissingSecret> {
         let mut out = String::with_capacity(text.len());
+        let mut used = Vec::new();
         let mut rest = text;
         while let Some((before, name, after)) = next_reference(rest) {
             out.push_str(before);
-            out.push_str(&self.get(name).ok_or_else(|| MissingSecret { name: name.to_string() })?);
+            let value = self.get(name).ok_or_else(|| MissingSecret { name: name.to_string() })?;
+            out.push_str(&value);
+            used.push((name.to_string(), value));
             rest = after;
         }
         out.push_str(rest);
-        Ok(out)
+        Ok((out, used))
     }
 
     /// Makes these the secrets of this process: what models built from specs resolve their references with
@@ -182,6 +193,25 @@ fn next_reference(text: &str) -> Option<(&str, &str, &str)> {
     None
 }
 
+/// The first text of `text` that starts like a secret's reference (`${secret`) but is not one
+/// (`${secret:bad-name}`, `${secret: X}`, `${secrets:X}`, an unclosed `${secret:X`): what a located error
+/// quotes, so that a misspelt reference is not sent as it is written.
+pub fn malformed_secret_reference(text: &str) -> Option<String> {
+    let mut from = 0;
+    while let Some(at) = text[from..].find("${secret") {
+        let start = from + at;
+        let rest = &text[start..];
+        match next_reference(rest) {
+            Some(("", _, after)) => from = start + (rest.len() - after.len()),
+            _ => {
+                let end = rest.find('}').map_or(rest.len().min(24), |i| i + 1);
+                return Some(rest.chars().take(end).collect());
+            }
+        }
+    }
+    None
+}
+
 /// The names of the secrets `text` refers to (`${secret:NAME}`), in order of appearance.
 pub fn secret_references(text: &str) -> Vec<&str> {
     let mut names = Vec::new();
@@ -210,6 +240,23 @@ mod tests {
             "secret `NOWHERE_SET_42` is not set: give it in the file of --secrets FILE (`NOWHERE_SET_42: <value>`) \
              or in the environment variable AGENTIC_SECRET_NOWHERE_SET_42"
         );
+    }
+
+    #[test]
+    fn misspelt_references_are_found() {
+        for (text, found) in [
+            ("Bearer ${secret:bad-name}", Some("${secret:bad-name}")),
+            ("${secret: X}", Some("${secret: X}")),
+            ("x ${secrets:X} y", Some("${secrets:X}")),
+            ("${secret:X", Some("${secret:X")),
+            ("${secret:A} and ${secret:B}", None),
+            ("no reference", None),
+        ] {
+            assert_eq!(malformed_secret_reference(text).as_deref(), found, "{text}");
+        }
+        let (resolved, used) = Secrets::new().with("A", "aaaa").resolve_used("${secret:A}-${secret:A}").unwrap();
+        assert_eq!(resolved, "aaaa-aaaa");
+        assert_eq!(used, [("A".to_string(), "aaaa".to_string()), ("A".to_string(), "aaaa".to_string())]);
     }
 
     #[test]

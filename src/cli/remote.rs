@@ -76,6 +76,15 @@ impl Remote {
     /// [`RemoteError::Unreachable`] when the server does not answer, [`RemoteError::Refused`] for `401`.
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<(u16, Value), RemoteError> {
         let response = request.send().await.map_err(|e| {
+            if certificate_refused(&e) {
+                return RemoteError::Failed(format!(
+                    "the server at {} presents a certificate this command does not trust: {}; a self-signed \
+                     certificate must not be a CA's (openssl: -addext basicConstraints=critical,CA:FALSE) and the \
+                     server advertises its file in server.json",
+                    self.url,
+                    error_chain(&e)
+                ));
+            }
             let e = if e.is_timeout() {
                 format!("no answer within {} s ($AGENTIC_SERVER_TIMEOUT)", request_timeout().as_secs())
             } else {
@@ -290,4 +299,31 @@ impl CheckpointStore for RemoteStore {
         let found: Option<serde_json::Value> = self.0.get(&path).await.map_err(backend)?;
         Ok(found.and_then(|v| v["text"].as_str().map(str::to_string)))
     }
+}
+
+/// Whether `e` is a TLS handshake refused on the server's certificate: rustls says `invalid peer
+/// certificate` somewhere in the chain of sources (an I/O error's text shows the error it wraps).
+fn certificate_refused(e: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if s.to_string().contains("invalid peer certificate") {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// `e` and its sources, `: `-separated, each once.
+fn error_chain(e: &reqwest::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
 }

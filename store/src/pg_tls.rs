@@ -110,15 +110,18 @@ fn client_config(verify: &Verify) -> Result<rustls::ClientConfig, String> {
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
     let config = match verify {
-        Verify::Nothing => {
-            builder.dangerous().with_custom_certificate_verifier(Arc::new(Unchecked(provider))).with_no_client_auth()
-        }
         Verify::Full(file) => builder.with_root_certificates(roots(file)?).with_no_client_auth(),
-        Verify::Ca(file) => {
-            let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots(file)?), provider)
-                .build()
-                .map_err(|e| format!("sslrootcert={}: {e}", file.display()))?;
-            builder.dangerous().with_custom_certificate_verifier(Arc::new(AnyName(inner))).with_no_client_auth()
+        Verify::Nothing | Verify::Ca(_) => {
+            let roots = match verify {
+                Verify::Ca(file) => Some(
+                    WebPkiServerVerifier::builder_with_provider(Arc::new(roots(file)?), provider.clone())
+                        .build()
+                        .map_err(|e| format!("sslrootcert={}: {e}", file.display()))?,
+                ),
+                _ => None,
+            };
+            let lenient = Lenient { roots, provider };
+            builder.dangerous().with_custom_certificate_verifier(Arc::new(lenient)).with_no_client_auth()
         }
     };
     Ok(config)
@@ -139,52 +142,17 @@ fn roots(file: &Path) -> Result<RootCertStore, String> {
     Ok(store)
 }
 
-/// `sslmode=require` without a root: any certificate, the handshake's signatures still checked (the
-/// connection is encrypted, as libpq's `require` is, not authenticated).
+/// The server-certificate check of `require` without a root (`roots: None`: any certificate, the
+/// connection encrypted as libpq's `require` is, not authenticated) and of `verify-ca` (the chain must lead
+/// to a root of `sslrootcert`; the name the certificate gives is not compared with the host). The handshake's
+/// signatures are checked in both.
 #[derive(Debug)]
-struct Unchecked(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unchecked {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+struct Lenient {
+    roots: Option<Arc<WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
 }
 
-/// `verify-ca`: the chain must lead to a root of `sslrootcert`; the name the certificate gives is not
-/// compared with the host.
-#[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for AnyName {
+impl ServerCertVerifier for Lenient {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -193,7 +161,8 @@ impl ServerCertVerifier for AnyName {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+        let Some(roots) = &self.roots else { return Ok(ServerCertVerified::assertion()) };
+        match roots.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 rustls::CertificateError::NotValidForName | rustls::CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -207,7 +176,7 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
     fn verify_tls13_signature(
@@ -216,11 +185,11 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider.signature_verification_algorithms.supported_schemes()
     }
 }
 

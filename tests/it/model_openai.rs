@@ -275,7 +275,7 @@ async fn a_401_fails_at_once_naming_the_server_and_model() {
         e.to_string(),
         format!(
             "model `gpt-test` at {}/v1: authentication failed (HTTP 401): Incorrect API key provided (check the API \
-             key in the environment variable `OPENAI_API_KEY`)",
+             key in the key given to the model's builder)",
             server.uri()
         )
     );

@@ -19,18 +19,7 @@ const VALUE: &str = "sk-test-7f3c9e1d5b2a";
 
 /// A model server answering every chat completion with `Paris`.
 async fn model() -> MockServer {
-    let server = MockServer::start().await;
-    let completion = json!({
-        "id": "c", "object": "chat.completion", "created": 0, "model": "gpt-test",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Paris"}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
-    });
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion))
-        .mount(&server)
-        .await;
-    server
+    crate::echo_model::metered("Paris").await
 }
 
 /// A one-agent spec whose model's key is `key_field` (a YAML `key: value`).
@@ -301,4 +290,66 @@ async fn mcp_servers_and_a2a_agents_receive_their_secrets_in_env_and_headers() {
         "{err}"
     );
     assert_eq!(std::fs::read_to_string(&mcp_seen).unwrap(), before);
+}
+
+/// A model server that refuses the key and repeats it in its error, as some providers do.
+struct EchoesTheKey;
+
+impl wiremock::Respond for EchoesTheKey {
+    fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
+        let sent = request.headers.get("authorization").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+        let body = json!({"error": {"message": format!("Incorrect API key provided: {sent}"), "type": "invalid_request_error"}});
+        ResponseTemplate::new(401).set_body_json(body)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_the_server_repeats_in_its_error_is_shown_as_the_secrets_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start().await;
+    Mock::given(method("POST")).and(path("/v1/chat/completions")).respond_with(EchoesTheKey).mount(&server).await;
+    let spec = spec(dir.path(), &server, "api_key: ${secret:ACME_KEY}");
+    let store = dir.path().join("store");
+    let o = Cli::new(["run", &spec, "--memory-id", "e1"])
+        .store(&store)
+        .env("AGENTIC_SECRET_ACME_KEY", VALUE)
+        .output_async()
+        .await;
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "authentication failed (HTTP 401): Incorrect API key provided: Bearer [secret:ACME_KEY] (check the API \
+             key in the secret `ACME_KEY`)"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(authorizations(&server).await, [format!("Bearer {VALUE}")]);
+    assert_eq!(files_holding(&store, VALUE.as_bytes()), Vec::<String>::new());
+    for args in [vec!["show", "e1", "--all"], vec!["show", "e1", "--json"]] {
+        let o = Cli::new(&args).store(&store).output_async().await;
+        assert!(!stdout(&o).contains(VALUE) && stdout(&o).contains("[secret:ACME_KEY]"), "{args:?}: {}", stdout(&o));
+    }
+}
+
+#[test]
+fn a_misspelt_secret_reference_is_refused_where_it_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("creds.yaml");
+    std::fs::write(
+        &file,
+        "version: 1\nroot: a\nmcp_servers:\n  local:\n    command: [srv]\n    env: { TOKEN: '${secret:peer token}' }\n\
+         agents:\n  a: { kind: mcp, server: local, tool: t }\n",
+    )
+    .unwrap();
+    let o = Cli::new(["validate", file.to_str().unwrap()]).output();
+    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "{}:6:19: field `mcp_servers.local.env.TOKEN`: `${{secret:peer token}}` is not a secret's reference: \
+             write `${{secret:NAME}}`, NAME of letters, digits and `_`\n",
+            file.display()
+        )
+    );
 }

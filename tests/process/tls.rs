@@ -110,3 +110,24 @@ async fn the_sign_in_cookie_is_secure_over_https() {
     let cookie = signed_in.headers()["set-cookie"].to_str().unwrap();
     assert_eq!(cookie, "agentic_token=s3cret; Path=/; HttpOnly; SameSite=Strict; Secure");
 }
+
+/// What `openssl req -x509` makes by default: a self-signed certificate marked as an authority's, which a
+/// TLS client refuses as a server's own (`CaUsedAsEndEntity`): the CLI says so and how to make one it takes,
+/// exit 1, not "try again" (75).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_refuses_an_authoritys_certificate_as_the_servers_saying_how_to_make_one_it_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let (cert_file, key_file) = (dir.path().join("ca-cert.pem"), dir.path().join("ca-key.pem"));
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    let store = dir.path().join("store");
+    let _served = Serve::on(&store).arg("--tls-cert").arg(&cert_file).arg("--tls-key").arg(&key_file).start();
+    let o = Cli::new(["runs"]).store(&store).output_async().await;
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("presents a certificate this command does not trust"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("-addext basicConstraints=critical,CA:FALSE"), "{}", stderr(&o));
+}

@@ -116,6 +116,8 @@ pub struct A2aClient {
     card_url: String,
     http: reqwest::Client,
     card: Mutex<Option<Arc<AgentCard>>>,
+    /// The secrets among the headers, as errors show them instead (a remote agent may repeat a header).
+    redactions: crate::Redactions,
 }
 
 impl std::fmt::Debug for A2aClient {
@@ -133,12 +135,20 @@ impl A2aClient {
             .connect_timeout(Duration::from_secs(10))
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
-        Arc::new(A2aClient { name: name.into(), card_url: card_url(&url), url, http, card: Mutex::new(None) })
+        Arc::new(A2aClient {
+            name: name.into(),
+            card_url: card_url(&url),
+            url,
+            http,
+            card: Mutex::new(None),
+            redactions: crate::Redactions::default(),
+        })
     }
 
     /// A client like [`A2aClient::new`] whose every request (the card's and the calls') carries `headers`,
     /// `(name, value)` — credentials, usually (`Authorization: Bearer ..`); they are marked sensitive, so
-    /// that no log of the HTTP client shows them.
+    /// that no log of the HTTP client shows them, and the secrets among them are shown as `redactions` says
+    /// in every error (a remote agent may repeat a header in its answer).
     ///
     /// # Errors
     /// The first header whose name or value HTTP cannot carry, named (never its value), or an HTTP client that
@@ -147,23 +157,23 @@ impl A2aClient {
         name: impl Into<String>,
         url: impl Into<String>,
         headers: &[(String, String)],
+        redactions: crate::Redactions,
     ) -> Result<Arc<A2aClient>, String> {
-        let mut map = reqwest::header::HeaderMap::with_capacity(headers.len());
-        for (header, value) in headers {
-            let key = reqwest::header::HeaderName::from_bytes(header.as_bytes())
-                .map_err(|_| format!("header `{header}` is not an HTTP header name"))?;
-            let mut value = reqwest::header::HeaderValue::from_str(value)
-                .map_err(|_| format!("the value of header `{header}` holds characters an HTTP header cannot carry"))?;
-            value.set_sensitive(true);
-            map.insert(key, value);
-        }
+        let map: reqwest::header::HeaderMap = crate::redact::sensitive_headers(headers)?.into_iter().collect();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .default_headers(map)
             .build()
             .map_err(|e| format!("cannot create the HTTP client: {e}"))?;
         let url = url.into();
-        Ok(Arc::new(A2aClient { name: name.into(), card_url: card_url(&url), url, http, card: Mutex::new(None) }))
+        Ok(Arc::new(A2aClient {
+            name: name.into(),
+            card_url: card_url(&url),
+            url,
+            http,
+            card: Mutex::new(None),
+            redactions,
+        }))
     }
 
     /// The client's name.
@@ -182,7 +192,8 @@ impl A2aClient {
     }
 
     fn card_error(&self, message: impl std::fmt::Display) -> A2aError {
-        A2aError::Card { agent: self.name.clone(), url: self.card_url.clone(), message: message.to_string() }
+        let message = self.redactions.apply(&message.to_string());
+        A2aError::Card { agent: self.name.clone(), url: self.card_url.clone(), message }
     }
 
     fn request_error(&self, url: &str, method: &str, message: impl std::fmt::Display) -> A2aError {
@@ -190,7 +201,7 @@ impl A2aClient {
             agent: self.name.clone(),
             url: url.to_string(),
             method: method.to_string(),
-            message: message.to_string(),
+            message: self.redactions.apply(&message.to_string()),
         }
     }
 
@@ -271,7 +282,7 @@ impl A2aClient {
                 url: endpoint.url.clone(),
                 method: name.to_string(),
                 code: e.code,
-                message: e.message,
+                message: self.redactions.apply(&e.message),
             });
         }
         response
@@ -401,7 +412,7 @@ impl A2aClient {
             url,
             task_id: task.id.clone(),
             state: task.status.state,
-            message: task.status.message.as_ref().map(Message::text).unwrap_or_default(),
+            message: self.redactions.apply(&task.status.message.as_ref().map(Message::text).unwrap_or_default()),
         }
     }
 }

@@ -14,7 +14,7 @@ pub enum ModelError {
     /// HTTP 401 or 403: the API key is missing, wrong or not allowed to use the model. Never retried.
     #[error(
         "model `{model}` at {server}: authentication failed (HTTP {status}): {message} (check the API key in \
-         the environment variable `{api_key_env}`)"
+         {key_source})"
     )]
     Unauthorized {
         /// The server's base URL.
@@ -25,8 +25,9 @@ pub enum ModelError {
         status: u16,
         /// The server's message.
         message: String,
-        /// The environment variable the key is read from.
-        api_key_env: String,
+        /// Where the key comes from, as the message names it: ``the environment variable `OPENAI_API_KEY` ``,
+        /// ``the secret `ACME_KEY` ``.
+        key_source: String,
     },
     /// HTTP 404: the server does not know the model (or the base URL is wrong). Never retried.
     #[error("model `{model}` at {server}: not found (HTTP 404): {message}")]
@@ -126,6 +127,41 @@ pub enum ModelError {
 }
 
 impl ModelError {
+    /// The error with `redactions` applied to every text the server or the transport gave (messages, bodies):
+    /// a credential the server repeated in its answer is shown as its label, never as itself.
+    #[must_use]
+    pub fn redacted(self, redactions: &crate::Redactions) -> ModelError {
+        if redactions.is_empty() {
+            return self;
+        }
+        let r = |text: String| redactions.apply(&text);
+        match self {
+            ModelError::Unauthorized { server, model, status, message, key_source } => {
+                ModelError::Unauthorized { server: r(server), model, status, message: r(message), key_source }
+            }
+            ModelError::NotFound { server, model, message } => {
+                ModelError::NotFound { server: r(server), model, message: r(message) }
+            }
+            ModelError::Http { server, model, status, attempts, message, retry_after } => {
+                ModelError::Http { server: r(server), model, status, attempts, message: r(message), retry_after }
+            }
+            ModelError::Timeout { server, model, timeout } => ModelError::Timeout { server: r(server), model, timeout },
+            ModelError::Connection { server, model, message } => {
+                ModelError::Connection { server: r(server), model, message: r(message) }
+            }
+            ModelError::InvalidResponse { server, model, message, body } => {
+                ModelError::InvalidResponse { server: r(server), model, message: r(message), body: r(body) }
+            }
+            ModelError::Stream { server, model, message } => {
+                ModelError::Stream { server: r(server), model, message: r(message) }
+            }
+            ModelError::InvalidRequest { server, model, message } => {
+                ModelError::InvalidRequest { server: r(server), model, message: r(message) }
+            }
+            other @ (ModelError::ScriptExhausted { .. } | ModelError::Unavailable { .. }) => other,
+        }
+    }
+
     /// Whether the same call can succeed when made again: an authentication failure, an unknown model, a
     /// request the provider refuses (any 4xx but 408 and 429), an exhausted script or a missing provider is
     /// permanent; a timeout, a lost connection or stream, a 408, 429 or 5xx is transient; an unreadable answer
@@ -236,7 +272,7 @@ mod tests {
             model: "m".into(),
             status: 401,
             message: "bad key".into(),
-            api_key_env: "OPENAI_API_KEY".into(),
+            key_source: "the environment variable `OPENAI_API_KEY`".into(),
         };
         let transient = Transience::Transient { retry_after: None };
         let cases = [

@@ -50,6 +50,8 @@ pub struct OpenAiBuilder {
     base_url: Option<String>,
     api_key_env: String,
     api_key: Option<String>,
+    /// The secret the key is, when it is one (`api_key_secret`): its name.
+    key_secret: Option<String>,
     timeout: Duration,
     max_retries: u32,
     backoff: Duration,
@@ -75,6 +77,16 @@ impl OpenAiBuilder {
     /// Sets the API key directly instead of reading it from the environment.
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
         self.api_key = Some(key.into());
+        self.key_secret = None;
+        self
+    }
+
+    /// Sets the API key to the value of the secret `name` (SERVER.md §8): errors name the secret (``check the
+    /// API key in the secret `ACME_KEY` ``), and a server that repeats the key in an error has it shown as
+    /// `[secret:ACME_KEY]`.
+    pub fn api_key_secret(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.api_key = Some(value.into());
+        self.key_secret = Some(name.into());
         self
     }
 
@@ -134,16 +146,23 @@ impl OpenAiBuilder {
         let base = base.trim_end_matches('/').to_string();
         let invalid =
             |message: String| ModelError::InvalidRequest { server: base.clone(), model: self.model.clone(), message };
+        let given = self.api_key.is_some();
         let key = match self.api_key {
             Some(k) => k,
             None => std::env::var(&self.api_key_env).unwrap_or_default(),
         };
+        // Where the key comes from, as messages name it, and what an error shows instead of the key.
+        let (key_source, shown) = match (&self.key_secret, given) {
+            (Some(name), _) => (format!("the secret `{name}`"), format!("[secret:{name}]")),
+            (None, true) => ("the key given to the model's builder".to_string(), "[api key]".to_string()),
+            (None, false) => {
+                (format!("the environment variable `{}`", self.api_key_env), format!("[${}]", self.api_key_env))
+            }
+        };
         if key.chars().any(|c| !(' '..='~').contains(&c)) {
-            return Err(invalid(format!(
-                "the API key in `{}` holds characters an HTTP header cannot carry",
-                self.api_key_env
-            )));
+            return Err(invalid(format!("the API key in {key_source} holds characters an HTTP header cannot carry")));
         }
+        let redactions = crate::Redactions::new([(key.clone(), shown)]);
         let http = reqwest::Client::builder()
             .timeout(self.timeout)
             .connect_timeout(self.timeout.min(Duration::from_secs(30)))
@@ -183,6 +202,8 @@ impl OpenAiBuilder {
                 limits: Default::default(),
             },
             api_key_env: self.api_key_env,
+            key_source,
+            redactions,
             timeout: self.timeout,
             max_retries: self.max_retries,
             temperature: self.temperature,
@@ -206,6 +227,10 @@ pub struct OpenAiModel {
     authorization: reqwest::header::HeaderValue,
     info: ModelInfo,
     api_key_env: String,
+    /// Where the key comes from, as errors name it.
+    key_source: String,
+    /// The key, as errors show it instead (a server may repeat it in an error).
+    redactions: crate::Redactions,
     timeout: Duration,
     max_retries: u32,
     temperature: Option<f64>,
@@ -230,6 +255,7 @@ impl OpenAiModel {
             base_url: None,
             api_key_env: "OPENAI_API_KEY".to_string(),
             api_key: None,
+            key_secret: None,
             timeout: Duration::from_secs(300),
             max_retries: 3,
             backoff: Duration::from_millis(500),
@@ -297,13 +323,9 @@ impl OpenAiModel {
                 let status = status_code.as_u16();
                 let message = shorten(&api_error.message, 500);
                 match status {
-                    401 | 403 => ModelError::Unauthorized {
-                        server,
-                        model,
-                        status,
-                        message,
-                        api_key_env: self.api_key_env.clone(),
-                    },
+                    401 | 403 => {
+                        ModelError::Unauthorized { server, model, status, message, key_source: self.key_source.clone() }
+                    }
                     404 => ModelError::NotFound { server, model, message },
                     _ => {
                         let retried = status == 429 || status >= 500;
@@ -382,6 +404,33 @@ impl ChatModel for OpenAiModel {
     }
 
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+        self.chat_once(request).await.map_err(|e| e.redacted(&self.redactions))
+    }
+
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
+        let body = self.request_body(&request, true);
+        let stream = self
+            .client
+            .chat()
+            .create_stream_byot::<Value, Value>(body)
+            .await
+            .map_err(|e| self.map_error(e).redacted(&self.redactions))?;
+        let errors = ErrorContext {
+            server: self.info.server.clone(),
+            model: self.info.model.clone(),
+            key_source: self.key_source.clone(),
+            redactions: self.redactions.clone(),
+            timeout: self.timeout,
+            max_retries: self.max_retries,
+        };
+        Ok(assemble_stream(stream, errors))
+    }
+}
+
+impl OpenAiModel {
+    /// One chat completion, its errors as the server and the transport gave them ([`ChatModel::chat`]
+    /// redacts them).
+    async fn chat_once(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
         let body = serde_json::to_vec(&self.wire_request(&request, false))
             .map_err(|e| self.map_error(OpenAIError::InvalidArgument(format!("failed to serialize request: {e}"))))?;
         drop(request);
@@ -391,20 +440,6 @@ impl ChatModel for OpenAiModel {
         let bytes = response.bytes().await.map_err(|e| self.map_error(OpenAIError::Reqwest(e)))?;
         self.read_completion(&bytes)
     }
-
-    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
-        let body = self.request_body(&request, true);
-        let stream =
-            self.client.chat().create_stream_byot::<Value, Value>(body).await.map_err(|e| self.map_error(e))?;
-        let errors = ErrorContext {
-            server: self.info.server.clone(),
-            model: self.info.model.clone(),
-            api_key_env: self.api_key_env.clone(),
-            timeout: self.timeout,
-            max_retries: self.max_retries,
-        };
-        Ok(assemble_stream(stream, errors))
-    }
 }
 
 /// What the stream task needs to map errors without borrowing the model.
@@ -412,13 +447,19 @@ impl ChatModel for OpenAiModel {
 struct ErrorContext {
     server: String,
     model: String,
-    api_key_env: String,
+    key_source: String,
+    redactions: crate::Redactions,
     timeout: Duration,
     max_retries: u32,
 }
 
 impl ErrorContext {
+    /// A stream's error, redacted.
     fn map(&self, e: OpenAIError) -> ModelError {
+        self.map_raw(e).redacted(&self.redactions)
+    }
+
+    fn map_raw(&self, e: OpenAIError) -> ModelError {
         let server = self.server.clone();
         let model = self.model.clone();
         match e {
@@ -432,13 +473,9 @@ impl ErrorContext {
                 let status = status_code.as_u16();
                 let message = shorten(&api_error.message, 500);
                 match status {
-                    401 | 403 => ModelError::Unauthorized {
-                        server,
-                        model,
-                        status,
-                        message,
-                        api_key_env: self.api_key_env.clone(),
-                    },
+                    401 | 403 => {
+                        ModelError::Unauthorized { server, model, status, message, key_source: self.key_source.clone() }
+                    }
                     404 => ModelError::NotFound { server, model, message },
                     _ => ModelError::Http {
                         server,
