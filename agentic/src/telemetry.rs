@@ -192,8 +192,8 @@ where
 /// already installed.
 pub fn init_from_env() -> Result<Option<OtlpGuard>, TelemetryError> {
     let filter = || {
-        tracing_subscriber::EnvFilter::try_from_env("AGENTIC_LOG")
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=off"))
+        let user = std::env::var("AGENTIC_LOG").ok();
+        tracing_subscriber::EnvFilter::new(agentic_agents::log_directives(user.as_deref()))
     };
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)

@@ -48,7 +48,7 @@ pub use mcp::{
     McpAgent, McpAgentBuilder, McpClient, McpCredentials, McpError, McpServer, McpTool, McpToolProvider,
     McpToolProviderBuilder,
 };
-pub use redact::{MIN_REDACTED_LEN, Redactions};
+pub use redact::{MIN_REDACTED_LEN, Redactions, SDK_LOG_TARGETS, log_directives};
 pub use tools::{ApprovalRequest, Tool, ToolCallInfo, ToolProvider};
 pub use wait::{Wait, WaitBuilder, WaitUntil};
 

@@ -361,7 +361,11 @@ impl McpClient {
     /// [`McpError::UnknownTool`], [`McpError::ToolNotNamed`], or the errors of [`McpClient::tools`].
     pub async fn tool(&self, name: Option<&str>) -> Result<McpTool, McpError> {
         let tools = self.tools().await?;
-        let available = || tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ");
+        // The names come from the server: a hostile one could name a tool after a credential it was sent.
+        let available = || {
+            let names = tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ");
+            self.credentials.redactions.apply(&names)
+        };
         match name {
             Some(n) => tools.iter().find(|t| t.name == n).cloned().ok_or_else(|| McpError::UnknownTool {
                 server: self.name.clone(),

@@ -25,7 +25,18 @@ impl Redactions {
     /// Redactions of `pairs`, `(value, shown instead)`; longer values first, so that a value holding another
     /// is replaced whole.
     pub fn new(pairs: impl IntoIterator<Item = (String, String)>) -> Self {
-        let mut pairs: Vec<(String, String)> = pairs.into_iter().filter(|(v, _)| v.len() >= MIN_REDACTED_LEN).collect();
+        let mut pairs: Vec<(String, String)> = pairs
+            .into_iter()
+            .filter(|(v, _)| v.len() >= MIN_REDACTED_LEN)
+            // A server that repeats the value inside JSON escapes it (`"`, `\`, control characters, and `/` as
+            // `\/` for some encoders): those forms are the value too.
+            .flat_map(|(v, shown)| {
+                let json = serde_json::to_string(&v).map(|q| q[1..q.len() - 1].to_string()).unwrap_or_default();
+                let slashed = json.replace('/', "\\/");
+                let variants = [json, slashed].into_iter().filter(|e| !e.is_empty() && *e != v).collect::<Vec<_>>();
+                std::iter::once((v, shown.clone())).chain(variants.into_iter().map(move |e| (e, shown.clone())))
+            })
+            .collect();
         pairs.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
         pairs.dedup_by(|a, b| a.0 == b.0);
         Redactions(pairs.into())
@@ -54,6 +65,22 @@ impl Redactions {
     }
 }
 
+/// The log targets of the SDKs the clients use (the MCP SDK, the OpenAI client): their log lines carry a
+/// server's raw replies, which may repeat a credential, and their failures come back as the agents' errors.
+pub const SDK_LOG_TARGETS: [&str; 2] = ["rmcp", "async_openai"];
+
+/// The log filter's directives for `AGENTIC_LOG`'s value `user` (`None`: unset): `warn` by default, and each
+/// of [`SDK_LOG_TARGETS`] off unless `user` names it (`AGENTIC_LOG=debug,rmcp=debug` shows the MCP SDK's).
+pub fn log_directives(user: Option<&str>) -> String {
+    let mut directives = user.map(str::trim).filter(|u| !u.is_empty()).unwrap_or("warn").to_string();
+    for target in SDK_LOG_TARGETS {
+        if !directives.contains(target) {
+            directives.push_str(&format!(",{target}=off"));
+        }
+    }
+    directives
+}
+
 /// `headers`, `(name, value)`, as HTTP headers marked sensitive (no log of the HTTP client shows them).
 ///
 /// # Errors
@@ -79,6 +106,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_sdks_logs_stay_off_unless_named() {
+        assert_eq!(log_directives(None), "warn,rmcp=off,async_openai=off");
+        assert_eq!(log_directives(Some("debug")), "debug,rmcp=off,async_openai=off");
+        assert_eq!(log_directives(Some("debug,rmcp=trace")), "debug,rmcp=trace,async_openai=off");
+    }
+
+    #[test]
     fn values_are_shown_as_their_labels_the_longest_first() {
         let r = Redactions::new([
             ("sk-live-1".to_string(), "[secret:KEY]".to_string()),
@@ -90,6 +124,11 @@ mod tests {
             "Incorrect API key provided: Bearer [secret:LONG], then [secret:KEY]; ab stays"
         );
         assert_eq!(format!("{r:?}"), r#"["[secret:LONG]", "[secret:KEY]"]"#);
+        let slashed = Redactions::new([("sk/9q\"x".to_string(), "[secret:K]".to_string())]);
+        assert_eq!(
+            slashed.apply(r#"{"error": "bad key sk\/9q\"x"} or sk/9q\"x or {"k": "sk/9q\"x"}"#),
+            r#"{"error": "bad key [secret:K]"} or [secret:K] or {"k": "[secret:K]"}"#
+        );
         assert!(Redactions::default().is_empty());
     }
 }

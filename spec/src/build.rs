@@ -45,6 +45,9 @@ pub(crate) struct Builder<'a> {
     registry: Option<AgentRegistry>,
     /// Each spec agent's path in the built tree (`root/1/0`), for errors.
     paths: HashMap<String, String>,
+    /// Whether secrets' references are resolved (a build to run); else they are left as written (a build
+    /// for the topology, or for a server that runs the spec with its own secrets).
+    resolve: bool,
 }
 
 /// A failure already recorded in the sink.
@@ -72,7 +75,14 @@ impl<'a> Builder<'a> {
             mcp_clients: HashMap::new(),
             registry: None,
             paths: HashMap::new(),
+            resolve: true,
         }
+    }
+
+    /// Leaves secrets' references unresolved (`${secret:NAME}` as written): a build that runs nothing.
+    pub(crate) fn without_secrets(mut self, without: bool) -> Self {
+        self.resolve = !without;
+        self
     }
 
     /// Sets the registry `registry` agents are looked up in, and the spec agents' paths (for its errors).
@@ -734,6 +744,10 @@ impl Builder<'_> {
     ) -> Result<(Vec<(String, String)>, agentic_agents::Redactions), Reported> {
         if pairs.is_empty() {
             return Ok((Vec::new(), agentic_agents::Redactions::default()));
+        }
+        if !self.resolve {
+            let written = pairs.iter().map(|(name, value)| (name.clone(), value.value.clone())).collect();
+            return Ok((written, agentic_agents::Redactions::default()));
         }
         let secrets = crate::Secrets::installed();
         let mut out = Vec::with_capacity(pairs.len());

@@ -416,6 +416,7 @@ impl Spec {
             .with_decision_models(decision_models)
             .with_mcp_servers(&self.mcp_servers)
             .with_registry(context.registry.clone(), self.agent_paths())
+            .without_secrets(context.stand_ins)
             .build(&self.root, None);
         match root {
             Ok(root) if sink.is_empty() => {
@@ -449,9 +450,10 @@ impl Spec {
         self.build_with_stand_ins().map(|built| built.root.topology())
     }
 
-    /// The spec built with a stand-in, never called, for every `models` entry: its structure and inputs
-    /// without the models' providers (a client that hands the spec to a server, which builds it with its own
-    /// models). Not for running: a model call of the stand-ins fails.
+    /// The spec built with a stand-in, never called, for every `models` entry, and its secrets' references
+    /// left unresolved: its structure and inputs without the models' providers or the secrets (a client that
+    /// hands the spec to a server, which builds it with its own models and secrets). Not for running: a model
+    /// call of the stand-ins fails.
     ///
     /// # Errors
     /// Every located error [`Spec::build`] reports, but those of the models' providers.
@@ -460,7 +462,9 @@ impl Spec {
             let stand_in = agentic_agents::model::ScriptedModel::new(Vec::<&str>::new()).named(d.name.clone());
             (d.name.clone(), agentic_agents::model::ChatModelRef::new(stand_in))
         });
-        self.build_with(&BuildContext::new().models(stand_ins))
+        let mut context = BuildContext::new().models(stand_ins);
+        context.stand_ins = true;
+        self.build_with(&context)
     }
 
     /// Builds the spec for a replay (SPEC.md §5): as [`Spec::build`], but a model this process cannot build (a
@@ -508,6 +512,8 @@ impl Spec {
 pub struct BuildContext {
     models: Vec<(String, agentic_agents::model::ChatModelRef)>,
     registry: Option<agentic_engine::AgentRegistry>,
+    /// A build that runs nothing ([`Spec::build_with_stand_ins`]): secrets' references stay unresolved.
+    stand_ins: bool,
 }
 
 impl std::fmt::Debug for BuildContext {

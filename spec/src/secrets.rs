@@ -198,15 +198,19 @@ fn next_reference(text: &str) -> Option<(&str, &str, &str)> {
 /// quotes, so that a misspelt reference is not sent as it is written.
 pub fn malformed_secret_reference(text: &str) -> Option<String> {
     let mut from = 0;
-    while let Some(at) = text[from..].find("${secret") {
+    while let Some(at) = text[from..].find("${") {
         let start = from + at;
         let rest = &text[start..];
+        // `${secret`, `${SECRET`, `${ secret`: meant as a reference, in any case and spacing.
+        let word = rest[2..].trim_start();
+        let meant = word.get(..6).is_some_and(|w| w.eq_ignore_ascii_case("secret"));
         match next_reference(rest) {
             Some(("", _, after)) => from = start + (rest.len() - after.len()),
-            _ => {
+            _ if meant => {
                 let end = rest.find('}').map_or(rest.len().min(24), |i| i + 1);
                 return Some(rest.chars().take(end).collect());
             }
+            _ => from = start + 2,
         }
     }
     None
@@ -249,6 +253,9 @@ mod tests {
             ("${secret: X}", Some("${secret: X}")),
             ("x ${secrets:X} y", Some("${secrets:X}")),
             ("${secret:X", Some("${secret:X")),
+            ("${SECRET:X}", Some("${SECRET:X}")),
+            ("${ secret:X}", Some("${ secret:X}")),
+            ("${other} and ${secret:B}", None),
             ("${secret:A} and ${secret:B}", None),
             ("no reference", None),
         ] {

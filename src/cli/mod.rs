@@ -137,18 +137,15 @@ pub(crate) fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-/// The log filter without `AGENTIC_LOG`: warnings, but not the MCP SDK's nor the OpenAI client's (their
-/// failures come back as the errors of the agents, naming the server).
-#[cfg(not(feature = "otel"))]
-pub(crate) const DEFAULT_LOG: &str = "warn,rmcp=off,async_openai=off";
-
-/// Logs to stderr, filtered by `AGENTIC_LOG` (default `warn`, without the MCP SDK's); colours only on a terminal (a log file or a
+/// Logs to stderr, filtered by `AGENTIC_LOG` (default `warn`; the SDKs' lines only when named,
+/// [`agentic_agents::log_directives`]); colours only on a terminal (a log file or a
 /// journal gets plain text).
 #[cfg(not(feature = "otel"))]
 fn init_tracing() {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTIC_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
+    // Warnings by default; the SDKs' own lines (a server's raw replies, credentials included) only when named.
+    let user = std::env::var("AGENTIC_LOG").ok();
+    let filter = tracing_subscriber::EnvFilter::new(agentic_agents::log_directives(user.as_deref()));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -353,3 +353,23 @@ fn a_misspelt_secret_reference_is_refused_where_it_is_written() {
         )
     );
 }
+
+/// A build that runs nothing needs no secret: the topology of a spec whose MCP server takes one is drawn
+/// without it.
+#[test]
+fn the_topology_of_a_spec_is_drawn_without_its_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("creds.yaml");
+    std::fs::write(
+        &file,
+        "version: 1\nroot: a\nmcp_servers:\n  local:\n    command: [srv]\n    env: { TOKEN: '${secret:PEER_TOKEN}' }\n\
+         agents:\n  a: { kind: mcp, server: local, tool: t, output_key: out }\n",
+    )
+    .unwrap();
+    let html = dir.path().join("topology.html");
+    let o = Cli::new(["report", "--spec", file.to_str().unwrap(), "-o", html.to_str().unwrap()])
+        .env_remove("AGENTIC_SECRET_PEER_TOKEN")
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
+}

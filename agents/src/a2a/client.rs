@@ -199,7 +199,7 @@ impl A2aClient {
     fn request_error(&self, url: &str, method: &str, message: impl std::fmt::Display) -> A2aError {
         A2aError::Request {
             agent: self.name.clone(),
-            url: url.to_string(),
+            url: self.redactions.apply(url),
             method: method.to_string(),
             message: self.redactions.apply(&message.to_string()),
         }
@@ -218,7 +218,7 @@ impl A2aClient {
         let status = response.status();
         let body = response.text().await.map_err(|e| self.card_error(error_chain(&e)))?;
         if !status.is_success() {
-            return Err(self.card_error(format!("HTTP {status}: {}", snippet(&body))));
+            return Err(self.card_error(format!("HTTP {status}: {}", snippet(&self.redactions.apply(&body)))));
         }
         let card: AgentCard = serde_json::from_str(&body).map_err(|e| self.card_error(format!("not a card: {e}")))?;
         let card = Arc::new(card);
@@ -265,7 +265,11 @@ impl A2aClient {
         let status = response.status();
         if !status.is_success() {
             let body = response.text().await.unwrap_or_default();
-            return Err(self.request_error(&endpoint.url, name, format!("HTTP {status}: {}", snippet(&body))));
+            return Err(self.request_error(
+                &endpoint.url,
+                name,
+                format!("HTTP {status}: {}", snippet(&self.redactions.apply(&body))),
+            ));
         }
         Ok(response)
     }
@@ -274,12 +278,16 @@ impl A2aClient {
     fn result(&self, endpoint: &Endpoint, method: Method, body: &str) -> Result<Value, A2aError> {
         let name = method.name(endpoint.version);
         let response: JsonRpcResponse = serde_json::from_str(body).map_err(|e| {
-            self.request_error(&endpoint.url, name, format!("not a JSON-RPC response ({e}): {}", snippet(body)))
+            self.request_error(
+                &endpoint.url,
+                name,
+                format!("not a JSON-RPC response ({e}): {}", snippet(&self.redactions.apply(body))),
+            )
         })?;
         if let Some(e) = response.error {
             return Err(A2aError::Rpc {
                 agent: self.name.clone(),
-                url: endpoint.url.clone(),
+                url: self.redactions.apply(&endpoint.url),
                 method: name.to_string(),
                 code: e.code,
                 message: self.redactions.apply(&e.message),
@@ -409,8 +417,8 @@ impl A2aClient {
         };
         A2aError::Task {
             agent: self.name.clone(),
-            url,
-            task_id: task.id.clone(),
+            url: self.redactions.apply(&url),
+            task_id: self.redactions.apply(&task.id),
             state: task.status.state,
             message: self.redactions.apply(&task.status.message.as_ref().map(Message::text).unwrap_or_default()),
         }

@@ -321,7 +321,7 @@ impl OpenAiModel {
         match e {
             OpenAIError::ApiError(ApiErrorResponse { status_code, api_error }) => {
                 let status = status_code.as_u16();
-                let message = shorten(&api_error.message, 500);
+                let message = shorten(&self.redactions.apply(&api_error.message), 500);
                 match status {
                     401 | 403 => {
                         ModelError::Unauthorized { server, model, status, message, key_source: self.key_source.clone() }
@@ -339,9 +339,12 @@ impl OpenAiModel {
                 ModelError::Connection { server, model, message: error_chain(&e) }
             }
             OpenAIError::Reqwest(e) => ModelError::Connection { server, model, message: error_chain(&e) },
-            OpenAIError::JSONDeserialize(e, body) => {
-                ModelError::InvalidResponse { server, model, message: e.to_string(), body: shorten(&body, 500) }
-            }
+            OpenAIError::JSONDeserialize(e, body) => ModelError::InvalidResponse {
+                server,
+                model,
+                message: e.to_string(),
+                body: shorten(&self.redactions.apply(&body), 500),
+            },
             OpenAIError::StreamError(e) => ModelError::Stream { server, model, message: e.to_string() },
             other => ModelError::InvalidRequest { server, model, message: other.to_string() },
         }
@@ -352,7 +355,7 @@ impl OpenAiModel {
             server: self.info.server.clone(),
             model: self.info.model.clone(),
             message: message.into(),
-            body: shorten(&body.to_string(), 500),
+            body: shorten(&self.redactions.apply(&body.to_string()), 500),
         }
     }
 
@@ -372,7 +375,7 @@ impl OpenAiModel {
                         server: self.info.server.clone(),
                         model: self.info.model.clone(),
                         message: e.to_string(),
-                        body: shorten(&String::from_utf8_lossy(bytes), 500),
+                        body: shorten(&self.redactions.apply(&String::from_utf8_lossy(bytes)), 500),
                     },
                 });
             }
@@ -467,11 +470,14 @@ impl ErrorContext {
             OpenAIError::JSONDeserialize(e, body) => ModelError::Stream {
                 server,
                 model,
-                message: format!("unreadable event: {e}; the event was: {}", shorten(&body, 500)),
+                message: format!(
+                    "unreadable event: {e}; the event was: {}",
+                    shorten(&self.redactions.apply(&body), 500)
+                ),
             },
             OpenAIError::ApiError(ApiErrorResponse { status_code, api_error }) => {
                 let status = status_code.as_u16();
-                let message = shorten(&api_error.message, 500);
+                let message = shorten(&self.redactions.apply(&api_error.message), 500);
                 match status {
                     401 | 403 => {
                         ModelError::Unauthorized { server, model, status, message, key_source: self.key_source.clone() }
@@ -546,7 +552,10 @@ fn assemble_stream(
                         let err = ModelError::Stream {
                             server: st.errors.server.clone(),
                             model: st.errors.model.clone(),
-                            message: format!("unexpected event: {}", shorten(&chunk.to_string(), 500)),
+                            message: format!(
+                                "unexpected event: {}",
+                                shorten(&st.errors.redactions.apply(&chunk.to_string()), 500)
+                            ),
                         };
                         return Some((Err(err), st));
                     };
