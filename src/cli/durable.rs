@@ -145,7 +145,20 @@ pub(crate) fn fork(args: ForkArgs) -> u8 {
         Opened::Local(store) => store,
         Opened::Server(remote) => return rt.block_on(remote_fork(&remote, &args)),
     };
-    // A spec the fork could not move to is refused before the fork is written.
+    // A spec the fork could not run is refused before the fork is written: the one it moves to (`--spec`,
+    // below), else the source's own text, which must build here (its models, its secrets).
+    if args.spec.is_none() {
+        let source = match rt.block_on(run_record(&store, &args.run_id, &args.store.store)) {
+            Ok(r) => r,
+            Err(code) => return code,
+        };
+        if let Ok(pinned) = rt.block_on(agentic_spec::run_spec(&store, &source))
+            && let Err(e @ agentic_spec::RunSpecError::Invalid { .. }) = pinned.build(&source.run_id)
+        {
+            eprintln!("error: {e}\n{}", invalid_spec_hint(&source));
+            return EXIT_USAGE;
+        }
+    }
     if let Some(path) = args.spec.as_deref() {
         let source = match rt.block_on(run_record(&store, &args.run_id, &args.store.store)) {
             Ok(r) => r,

@@ -373,3 +373,30 @@ fn the_topology_of_a_spec_is_drawn_without_its_secrets() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
 }
+
+/// A fork whose spec cannot be built here (its secret is not set) is refused before it is written: no run
+/// is left behind listed as running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_without_the_secret_is_refused_and_writes_no_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = model().await;
+    let spec = spec(dir.path(), &server, "api_key: ${secret:ACME_KEY}");
+    let store = dir.path().join("store");
+    let o = Cli::new(["run", &spec, "--memory-id", "f1"])
+        .store(&store)
+        .env("AGENTIC_SECRET_ACME_KEY", VALUE)
+        .output_async()
+        .await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = Cli::new(["fork", "f1", "--at", "0", "--memory-id", "f2"])
+        .store(&store)
+        .env_remove("AGENTIC_SECRET_ACME_KEY")
+        .output_async()
+        .await;
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+    assert!(stderr(&o).contains("secret `ACME_KEY` is not set"), "{}", stderr(&o));
+    let o = Cli::new(["runs", "--json"]).store(&store).output_async().await;
+    let runs: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let ids: Vec<&str> = runs.as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["f1"]);
+}
