@@ -274,24 +274,9 @@ async fn a_call_of_effect_retry_cut_under_way_is_sent_again_with_the_same_idempo
 async fn a_kind_mcp_agent_cut_under_way_is_in_doubt_and_never_called_twice() {
     let Some(python) = peers_python() else { return };
     let desk = Desk::new(python);
-    let spec = desk.dir.path().join("charge.yaml");
-    let text = format!(
-        "version: 1\nroot: charge\nmcp_servers:\n  ledger: {{command: ['{}', '{}', stdio]}}\nagents:\n  \
-         charge: {{kind: mcp, server: ledger, tool: slow_charge, output_key: charged}}\n",
-        desk.python.display(),
-        peer_script("mcp_ledger.py"),
-    );
-    std::fs::write(&spec, text).unwrap();
+    let spec = charge_spec(&desk);
     let args = ["run", spec.to_str().unwrap(), "--memory-id", "m1", "--input", "amount=30"];
-    let mut child = desk.cli(&args, FOREVER_MS).spawn();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while desk.ledger().is_empty() {
-        assert!(child.try_wait().unwrap().is_none(), "the run ended before the kill");
-        assert!(Instant::now() < deadline, "the call was not made in 30 s");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    killed_at_ledger(&desk, &args, FOREVER_MS, 1).await;
 
     let o = desk.agentic(&["resume", "m1", "--json"]).await;
     assert_eq!(o.status.code(), Some(2), "suspended: {}", stderr(&o));
@@ -311,6 +296,20 @@ async fn a_kind_mcp_agent_cut_under_way_is_in_doubt_and_never_called_twice() {
         [json!({"tool": "slow_charge", "args": {"amount": 30}, "idempotency_key": "m1/root/1"})],
         "called once"
     );
+}
+
+/// A `kind: mcp` agent charging through the ledger peer's `slow_charge` (its `amount` from the input), written
+/// as `charge.yaml` in the desk's directory.
+fn charge_spec(desk: &Desk) -> std::path::PathBuf {
+    let spec = desk.dir.path().join("charge.yaml");
+    let text = format!(
+        "version: 1\nroot: charge\nmcp_servers:\n  ledger: {{command: ['{}', '{}', stdio]}}\nagents:\n  \
+         charge: {{kind: mcp, server: ledger, tool: slow_charge, output_key: charged}}\n",
+        desk.python.display(),
+        peer_script("mcp_ledger.py"),
+    );
+    std::fs::write(&spec, text).unwrap();
+    spec
 }
 
 /// Starts `agentic ARGS..` with tool calls taking `slow_ms`, and kills it with SIGKILL once the ledger has
@@ -334,14 +333,7 @@ async fn killed_at_ledger(desk: &Desk, args: &[&str], slow_ms: u64, lines: usize
 async fn a_call_resent_as_answered_and_cut_again_is_in_doubt_again_not_sent_a_third_time() {
     let Some(python) = peers_python() else { return };
     let desk = Desk::new(python);
-    let spec = desk.dir.path().join("charge.yaml");
-    let text = format!(
-        "version: 1\nroot: charge\nmcp_servers:\n  ledger: {{command: ['{}', '{}', stdio]}}\nagents:\n  \
-         charge: {{kind: mcp, server: ledger, tool: slow_charge, output_key: charged}}\n",
-        desk.python.display(),
-        peer_script("mcp_ledger.py"),
-    );
-    std::fs::write(&spec, text).unwrap();
+    let spec = charge_spec(&desk);
     let run = ["run", spec.to_str().unwrap(), "--memory-id", "m2", "--input", "amount=30"];
     killed_at_ledger(&desk, &run, FOREVER_MS, 1).await;
     let o = desk.agentic(&["resume", "m2", "--json"]).await;
