@@ -211,7 +211,7 @@ pub(crate) fn store_failed(store: &std::path::Path, e: &agentic_engine::StoreErr
 }
 
 /// `e` and its sources, `: `-separated, each said once (a driver's error often repeats its source's text).
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
     let mut next = e.source();
     while let Some(source) = next {

@@ -82,7 +82,7 @@ impl Remote {
                      certificate must not be a CA's (openssl: -addext basicConstraints=critical,CA:FALSE) and the \
                      server advertises its file in server.json",
                     self.url,
-                    error_chain(&e)
+                    super::error_chain(&e)
                 ));
             }
             let e = if e.is_timeout() {
@@ -312,18 +312,4 @@ fn certificate_refused(e: &reqwest::Error) -> bool {
         source = s.source();
     }
     false
-}
-
-/// `e` and its sources, `: `-separated, each once.
-fn error_chain(e: &reqwest::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
-    parts.join(": ")
 }
