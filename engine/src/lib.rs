@@ -26,6 +26,7 @@
 
 #![deny(unreachable_pub)]
 
+mod access;
 mod agent;
 mod agent_registry;
 mod agent_spec;
@@ -57,6 +58,7 @@ mod trace_context;
 mod usage;
 mod value;
 
+pub use access::{AuditEntry, KeyRecord, Role};
 pub use agent::{Agent, AgentRef, DynAgent, WITHDRAW_TIMEOUT};
 pub use agent_registry::AgentRegistry;
 pub use agent_spec::{AgentSpec, Declaration, InputSpec, KeyDecl, SpecBuilder, TopologyNode};

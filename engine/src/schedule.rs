@@ -135,6 +135,10 @@ pub struct ScheduleRecord {
     /// cleared by the next run started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The tenant the schedule belongs to (SERVER.md §8), and so the runs it starts: the tenant of the key
+    /// that created it; `None` for a tenant-less principal's and `schedules.yaml`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 impl ScheduleRecord {
@@ -165,6 +169,7 @@ impl ScheduleRecord {
             starts: Vec::new(),
             skipped: 0,
             last_error: None,
+            tenant: None,
         }
     }
 

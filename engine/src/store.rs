@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::access::{AuditEntry, KeyRecord};
 use crate::error::StoreError;
 pub use crate::journal::{
     CallRecord, CompletionRecord, Finish, InflightChange, PlannerState, RunImage, StepRecord, planner_key,
@@ -95,6 +96,11 @@ pub struct RunRecord {
     /// refused, saying it timed out and what was done instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timed_out: Vec<PendingResponse>,
+    /// The tenant the run belongs to (SERVER.md §8): the tenant of the API key that started it (a fork's, its
+    /// source's). `None`: a run started without a key (the CLI on the store, the server's `--token-env`
+    /// token), which only tenant-less principals see.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 impl RunRecord {
@@ -473,6 +479,43 @@ pub trait CheckpointStore: Send + Sync + 'static {
         let _ = (id, change);
         async { Err(StoreError::backend("this store keeps no schedules")) }
     }
+    /// Writes `key` (SERVER.md §8): a new key, or a key changed (revoked), replacing the one with its id, durably.
+    /// Default: refused with a backend error (this store keeps no keys).
+    ///
+    /// # Errors
+    /// The backend failed.
+    fn put_key(&self, key: KeyRecord) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = key;
+        async { Err(StoreError::backend("this store keeps no API keys")) }
+    }
+
+    /// Every API key the store keeps, revoked ones included, oldest first. Default: none.
+    ///
+    /// # Errors
+    /// The backend failed or a record is corrupt.
+    fn keys(&self) -> impl Future<Output = Result<Vec<KeyRecord>, StoreError>> + Send {
+        async { Ok(Vec::new()) }
+    }
+
+    /// Appends `entry` to the audit trail, durably. Default: refused with a backend error (this store keeps
+    /// no audit).
+    ///
+    /// # Errors
+    /// The backend failed.
+    fn append_audit(&self, entry: AuditEntry) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = entry;
+        async { Err(StoreError::backend("this store keeps no audit")) }
+    }
+
+    /// The latest `limit` entries of the audit trail, newest first. Default: none.
+    ///
+    /// # Errors
+    /// The backend failed or a record is corrupt.
+    fn audit(&self, limit: usize) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send {
+        let _ = limit;
+        async { Ok(Vec::new()) }
+    }
+
     /// Carries out one operation of the model-call limiter that every process sharing this store uses
     /// (SPEC.md §3 `limits`, [`crate::limits`]): `None` when the store shares no limiter (each process
     /// limits its own calls; the default). Each operation is atomic with respect to every process.
@@ -578,6 +621,10 @@ pub trait DynCheckpointStore: Send + Sync + 'static {
         &self,
         op: crate::capacity::CapacityOp,
     ) -> BoxFuture<'_, Result<Option<crate::capacity::CapacityAnswer>, StoreError>>;
+    fn put_key_dyn(&self, key: KeyRecord) -> BoxFuture<'_, Result<(), StoreError>>;
+    fn keys_dyn(&self) -> BoxFuture<'_, Result<Vec<KeyRecord>, StoreError>>;
+    fn append_audit_dyn(&self, entry: AuditEntry) -> BoxFuture<'_, Result<(), StoreError>>;
+    fn audit_dyn(&self, limit: usize) -> BoxFuture<'_, Result<Vec<AuditEntry>, StoreError>>;
 }
 
 /// A store that wraps another one and changes part of what it does (a decorator: an event tap, a test hook):
@@ -751,6 +798,26 @@ pub trait StoreLayer: Send + Sync + 'static {
         async move { self.inner().change_schedule_dyn(id, change).await }
     }
 
+    /// [`CheckpointStore::put_key`]; by default the wrapped store's.
+    fn put_key(&self, key: KeyRecord) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move { self.inner().put_key_dyn(key).await }
+    }
+
+    /// [`CheckpointStore::keys`]; by default the wrapped store's.
+    fn keys(&self) -> impl Future<Output = Result<Vec<KeyRecord>, StoreError>> + Send {
+        async move { self.inner().keys_dyn().await }
+    }
+
+    /// [`CheckpointStore::append_audit`]; by default the wrapped store's.
+    fn append_audit(&self, entry: AuditEntry) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move { self.inner().append_audit_dyn(entry).await }
+    }
+
+    /// [`CheckpointStore::audit`]; by default the wrapped store's.
+    fn audit(&self, limit: usize) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send {
+        async move { self.inner().audit_dyn(limit).await }
+    }
+
     /// [`CheckpointStore::capacity`]; by default the wrapped store's.
     fn capacity(
         &self,
@@ -870,6 +937,22 @@ impl<L: StoreLayer> CheckpointStore for L {
         StoreLayer::change_schedule(self, id, change)
     }
 
+    fn put_key(&self, key: KeyRecord) -> impl Future<Output = Result<(), StoreError>> + Send {
+        StoreLayer::put_key(self, key)
+    }
+
+    fn keys(&self) -> impl Future<Output = Result<Vec<KeyRecord>, StoreError>> + Send {
+        StoreLayer::keys(self)
+    }
+
+    fn append_audit(&self, entry: AuditEntry) -> impl Future<Output = Result<(), StoreError>> + Send {
+        StoreLayer::append_audit(self, entry)
+    }
+
+    fn audit(&self, limit: usize) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send {
+        StoreLayer::audit(self, limit)
+    }
+
     fn capacity(
         &self,
         op: crate::capacity::CapacityOp,
@@ -965,6 +1048,18 @@ impl<S: CheckpointStore> DynCheckpointStore for S {
         change: ScheduleChange,
     ) -> BoxFuture<'a, Result<Result<Option<ScheduleRecord>, String>, StoreError>> {
         Box::pin(self.change_schedule(id, change))
+    }
+    fn put_key_dyn(&self, key: KeyRecord) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.put_key(key))
+    }
+    fn keys_dyn(&self) -> BoxFuture<'_, Result<Vec<KeyRecord>, StoreError>> {
+        Box::pin(self.keys())
+    }
+    fn append_audit_dyn(&self, entry: AuditEntry) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.append_audit(entry))
+    }
+    fn audit_dyn(&self, limit: usize) -> BoxFuture<'_, Result<Vec<AuditEntry>, StoreError>> {
+        Box::pin(self.audit(limit))
     }
     fn capacity_dyn(
         &self,

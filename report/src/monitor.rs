@@ -78,6 +78,7 @@ pub(crate) fn run_of(
         milestones: session.milestones.clone(),
         forked_from: None,
         timed_out: Vec::new(),
+        tenant: None,
     };
     (run, records, iterations)
 }

@@ -31,7 +31,7 @@ use agentic_agents::a2a::{
 };
 use agentic_engine::{Durability, RunRecord, RunStatus};
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
@@ -41,6 +41,8 @@ use futures::stream::{self, Stream};
 use serde_json::{Map, Value, json};
 
 use crate::AppState;
+use crate::access::audit;
+use crate::auth::{Principal, Right};
 use crate::error::ApiError;
 use crate::host::{NewRun, SpecSource, traceparent};
 use crate::mcp::SpecTool;
@@ -189,23 +191,36 @@ fn rpc_error(code: i64, message: impl Into<String>) -> JsonRpcError {
 }
 
 /// `POST /a2a`: the spec comes from the request.
-async fn rpc_any(State(app): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
-    rpc(app, None, traceparent(&headers), body).await
+async fn rpc_any(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    rpc(app, principal, None, traceparent(&headers), body).await
 }
 
 /// `POST /a2a/{spec}`.
 async fn rpc_spec(
     State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    rpc(app, Some(name), traceparent(&headers), body).await
+    rpc(app, principal, Some(name), traceparent(&headers), body).await
 }
 
 /// One JSON-RPC request: parsed, dispatched, answered (errors as JSON-RPC errors with HTTP 200). A task it
-/// starts continues the request's trace (`traceparent`).
-async fn rpc(app: AppState, spec: Option<String>, traceparent: Option<String>, body: axum::body::Bytes) -> Response {
+/// starts continues the request's trace (`traceparent`) and belongs to the principal's tenant; another
+/// tenant's task is not found.
+async fn rpc(
+    app: AppState,
+    principal: Principal,
+    spec: Option<String>,
+    traceparent: Option<String>,
+    body: axum::body::Bytes,
+) -> Response {
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
@@ -229,7 +244,7 @@ async fn rpc(app: AppState, spec: Option<String>, traceparent: Option<String>, b
         );
     };
     let params = request.get("params").cloned().unwrap_or(Value::Null);
-    let a2a = A2a { app, version, traceparent };
+    let a2a = A2a { app, principal, version, traceparent };
     match method {
         Method::SendMessage => {
             let result = match parse::<SendMessageRequest>(params) {
@@ -287,6 +302,8 @@ fn reply(id: Value, result: Result<Value, JsonRpcError>) -> Response {
 /// One request's handler state.
 struct A2a {
     app: AppState,
+    /// Who sent the request: the tasks it reaches and what it may do to them.
+    principal: Principal,
     version: ProtocolVersion,
     /// The request's W3C `traceparent`: the remote parent of a run it starts.
     traceparent: Option<String>,
@@ -315,6 +332,7 @@ impl A2a {
             self.answer(&task, &message).await?;
             return Ok(task);
         }
+        self.principal.require(Right::Operate).map_err(forbidden)?;
         let name = self.spec_of(spec, req.tenant, req.metadata.as_ref(), message.metadata.as_ref())?;
         let tool = load(&self.app, &name)?;
         let inputs = inputs_of(&tool, &message)?;
@@ -325,6 +343,7 @@ impl A2a {
             durability: Durability::Sync,
             new_turn: false,
             traceparent: self.traceparent.clone(),
+            tenant: self.principal.tenant.clone(),
         };
         let run_id = self.app.host.start(new).await.map_err(refused)?;
         let context = message.context_id.filter(|c| !c.is_empty()).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
@@ -381,20 +400,25 @@ impl A2a {
             let text = message.text();
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         });
-        self.app.host.respond(task_id, &pending.id, value, crate::auth::principal(&self.app)).await.map_err(refused)
+        self.principal.may_answer(pending).map_err(forbidden)?;
+        self.app.host.respond(task_id, &pending.id, value, &self.principal.name).await.map_err(refused)?;
+        audit(&self.app, &self.principal, "answer", task_id, json!({"response_id": pending.id})).await;
+        Ok(())
     }
 
+    /// The record of task `task_id`, when the principal sees it (another tenant's is not found).
     async fn record(&self, task_id: &str) -> Result<RunRecord, JsonRpcError> {
         match self.app.host.store().run_dyn(task_id).await {
-            Ok(Some(r)) => Ok(r),
-            Ok(None) => Err(rpc_error(error_code::TASK_NOT_FOUND, format!("no task `{task_id}`"))),
+            Ok(Some(r)) if self.principal.sees(&r) => Ok(r),
+            Ok(_) => Err(rpc_error(error_code::TASK_NOT_FOUND, format!("no task `{task_id}`"))),
             Err(e) => Err(rpc_error(error_code::INTERNAL_ERROR, e.to_string())),
         }
     }
 
     /// `GetTask`.
     async fn get(&self, task_id: &str) -> Result<Task, JsonRpcError> {
-        if self.app.host.is_executing(task_id)
+        if let Some(tenant) = self.app.host.executing_tenant(task_id)
+            && self.principal.sees_tenant(tenant.as_deref())
             && let Ok(None) = self.app.host.store().run_dyn(task_id).await
         {
             return Ok(Task {
@@ -411,6 +435,7 @@ impl A2a {
     /// `CancelTask`: the run stops at its next step boundary; the task once it stopped.
     async fn cancel(&self, task_id: &str) -> Result<Task, JsonRpcError> {
         let record = self.record(task_id).await?;
+        self.principal.require(Right::Operate).map_err(forbidden)?;
         if matches!(record.status, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled) {
             return Err(rpc_error(
                 error_code::TASK_NOT_CANCELABLE,
@@ -418,6 +443,7 @@ impl A2a {
             ));
         }
         self.app.host.cancel(task_id).await.map_err(|e| rpc_error(error_code::TASK_NOT_CANCELABLE, e.message))?;
+        audit(&self.app, &self.principal, "cancel", task_id, Value::Null).await;
         match self.app.host.wait_stopped(task_id).await.map_err(internal)? {
             Some(r) => Ok(self.task(&r)),
             None => Err(rpc_error(error_code::TASK_NOT_FOUND, format!("no task `{task_id}`"))),
@@ -443,12 +469,13 @@ impl A2a {
             Err(e) => return reply(id, Err(e)),
         };
         let app = self.app.clone();
+        let principal = self.principal.clone();
         let version = self.version;
         let events = stream::once(async move { StreamResponse::Task(first) }).chain(
             stream::once(async move {
                 let record = app.host.wait_stopped(&run_id).await.ok().flatten();
                 let task = match record {
-                    Some(r) => A2a { app: app.clone(), version, traceparent: None }.task(&r),
+                    Some(r) => A2a { app: app.clone(), principal, version, traceparent: None }.task(&r),
                     None => Task { id: run_id.clone(), ..Task::default() },
                 };
                 let mut updates = Vec::new();
@@ -548,6 +575,11 @@ fn state_of(record: &RunRecord) -> TaskState {
 
 fn internal(e: ApiError) -> JsonRpcError {
     rpc_error(error_code::INTERNAL_ERROR, e.message)
+}
+
+/// A right the request's key does not give (an HTTP `403`): an invalid request, with the reason.
+fn forbidden(e: ApiError) -> JsonRpcError {
+    rpc_error(error_code::INVALID_REQUEST, e.message)
 }
 
 /// A refused start or answer by its kind: what the client sent does not fit (a 4xx: invalid params), or the

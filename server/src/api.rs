@@ -5,7 +5,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use agentic_engine::{Durability, RunRecord, RunStatus};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::extract::{Extension, FromRequest, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
 use axum::response::{Html, IntoResponse, Response};
@@ -18,6 +18,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::AppState;
+use crate::access::audit;
+use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::events::{AgentNames, SseEvent, pending_json};
 use crate::host::{NewRun, SpecSource, traceparent};
@@ -119,6 +121,7 @@ struct CreateRun {
 
 async fn create_run(
     State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
     headers: HeaderMap,
     StrictJson(body): StrictJson<CreateRun>,
 ) -> Result<Response, ApiError> {
@@ -158,6 +161,7 @@ async fn create_run(
         durability,
         new_turn: body.new_turn,
         traceparent: traceparent(&headers),
+        tenant: principal.tenant.clone(),
     };
     let run_id = app.host.start(new).await?;
     Ok((StatusCode::CREATED, Json(json!({"run_id": run_id, "status": "running"}))).into_response())
@@ -174,13 +178,21 @@ struct ListQuery {
 const DEFAULT_LIMIT: usize = 50;
 const MAX_LIMIT: usize = 1000;
 
-async fn list_runs(State(app): State<AppState>, Query(query): Query<ListQuery>) -> Result<Json<Value>, ApiError> {
-    list_json(&app, query.status.as_deref(), query.limit.as_deref(), query.cursor.as_deref()).await.map(Json)
+async fn list_runs(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    list_json(&app, &principal, query.status.as_deref(), query.limit.as_deref(), query.cursor.as_deref())
+        .await
+        .map(Json)
 }
 
-/// One page of runs as `GET /api/v1/runs` answers it (the query's `status`, `limit` and `cursor` as given).
+/// One page of the runs `principal` sees as `GET /api/v1/runs` answers it (the query's `status`, `limit` and
+/// `cursor` as given).
 pub(crate) async fn list_json(
     app: &AppState,
+    principal: &Principal,
     status: Option<&str>,
     limit: Option<&str>,
     cursor: Option<&str>,
@@ -201,7 +213,7 @@ pub(crate) async fn list_json(
         },
     };
     let mut runs = app.host.store().runs_dyn().await?;
-    runs.retain(|r| status.is_none_or(|s| r.status == s));
+    runs.retain(|r| principal.sees(r) && status.is_none_or(|s| r.status == s));
     // Newest first by creation, which never changes: a run updated while a client pages through the list keeps
     // its place, so every run is listed once. The cursor is the position of the last run of the previous page.
     runs.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
@@ -302,10 +314,12 @@ struct Answer {
 
 async fn respond(
     State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
     Path((id, response_id)): Path<(String, String)>,
     StrictJson(body): StrictJson<Answer>,
 ) -> Result<Response, ApiError> {
-    app.host.respond(&id, &response_id, body.value, crate::auth::principal(&app)).await?;
+    app.host.respond(&id, &response_id, body.value, &principal.name).await?;
+    audit(&app, &principal, "answer", &id, json!({"response_id": response_id})).await;
     Ok((StatusCode::ACCEPTED, Json(json!({"run_id": id, "response_id": response_id}))).into_response())
 }
 
@@ -342,8 +356,13 @@ pub(crate) async fn calls_json(app: &AppState, run_id: &str) -> Result<Value, Ap
     Ok(Value::Array(agentic_engine::calls_json(&records, &named)))
 }
 
-async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn cancel(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     app.host.cancel(&id).await?;
+    audit(&app, &principal, "cancel", &id, Value::Null).await;
     Ok((StatusCode::ACCEPTED, Json(json!({"run_id": id}))).into_response())
 }
 
@@ -359,10 +378,12 @@ struct Fork {
 
 async fn fork(
     State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     StrictJson(body): StrictJson<Fork>,
 ) -> Result<Response, ApiError> {
     let run_id = app.host.fork(&id, body.at_seq, body.run_id, body.reuse_calls).await?;
+    audit(&app, &principal, "fork", &id, json!({"run_id": run_id, "at_seq": body.at_seq})).await;
     Ok((StatusCode::CREATED, Json(json!({"run_id": run_id}))).into_response())
 }
 
@@ -378,6 +399,7 @@ struct Resume {
 /// naming the change.
 async fn resume(
     State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
@@ -394,25 +416,44 @@ async fn resume(
             (None, None) => None,
         }
     };
+    let upgrading = upgrade.is_some();
     if let Some(spec) = upgrade {
         app.host.upgrade(&id, spec).await?;
     }
     app.host.resume(&id).await?;
+    audit(&app, &principal, "resume", &id, json!({"upgraded": upgrading})).await;
     Ok((StatusCode::ACCEPTED, Json(json!({"run_id": id}))).into_response())
 }
 
 // The store as it is, read-only, for the CLI on a store this server holds (`agentic runs`, `show`, `report`
 // print exactly what they print without a server).
 
-async fn store_runs(State(app): State<AppState>) -> Result<Json<Vec<RunRecord>>, ApiError> {
-    Ok(Json(app.host.store().runs_dyn().await?))
+async fn store_runs(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+) -> Result<Json<Vec<RunRecord>>, ApiError> {
+    let mut runs = app.host.store().runs_dyn().await?;
+    runs.retain(|r| principal.sees(r));
+    Ok(Json(runs))
 }
 
 async fn store_run(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<RunRecord>, ApiError> {
     app.host.store().run_dyn(&id).await?.map(Json).ok_or_else(|| ApiError::no_run(&id))
 }
 
-async fn store_spec(State(app): State<AppState>, Path(hash): Path<String>) -> Result<Json<Value>, ApiError> {
+/// A spec of the archive, to a principal that sees a run of it (a tenant's key reads its own tenant's specs
+/// only; the archive is shared, the runs say whose a text is).
+async fn store_spec(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(hash): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if principal.tenant.is_some() {
+        let runs = app.host.store().runs_dyn().await?;
+        if !runs.iter().any(|r| principal.sees(r) && r.spec_hash.as_deref() == Some(hash.as_str())) {
+            return Err(ApiError::not_found(format!("no spec {hash} in the store's spec archive")));
+        }
+    }
     match app.host.store().spec_dyn(&hash).await? {
         Some(text) => Ok(Json(json!({"hash": hash, "text": text}))),
         None => Err(ApiError::not_found(format!("no spec {hash} in the store's spec archive"))),

@@ -49,6 +49,8 @@ pub(crate) struct NewRun {
     /// The W3C `traceparent` of the request that creates the run: the remote parent of its `invoke_workflow`
     /// span (docs/telemetry.md).
     pub(crate) traceparent: Option<String>,
+    /// The tenant the run belongs to (the starting key's, SERVER.md §8); `None` for a tenant-less principal.
+    pub(crate) tenant: Option<String>,
 }
 
 /// The W3C `traceparent` header of a request, if it has one (checked by the engine: an invalid one is ignored).
@@ -165,6 +167,9 @@ struct Inner {
     unresumable: Mutex<HashMap<String, (u64, String)>>,
     /// Runs executing in this process, with the handle that cancels them.
     executing: Mutex<HashMap<String, CancelHandle>>,
+    /// The tenants of the runs this process started and is executing: what a request about a run whose record
+    /// is not written yet is checked against.
+    tenants: Mutex<HashMap<String, Option<String>>>,
     /// Serialises the record changes that decide a resumption (answers, runs ending).
     deciding: tokio::sync::Mutex<()>,
     accepting: AtomicBool,
@@ -192,6 +197,7 @@ impl RunHost {
                 unresumable: Mutex::default(),
                 next_timer_ms: std::sync::atomic::AtomicU64::new(0),
                 executing: Mutex::default(),
+                tenants: Mutex::default(),
                 deciding: tokio::sync::Mutex::new(()),
                 accepting: AtomicBool::new(true),
                 drain: DrainHandle::new(),
@@ -226,6 +232,12 @@ impl RunHost {
     /// Whether this process is executing `run_id` now.
     pub(crate) fn is_executing(&self, run_id: &str) -> bool {
         self.executing().contains_key(run_id)
+    }
+
+    /// The tenant of `run_id` when this process started it and executes it now (`Some(None)`: tenant-less),
+    /// for a request about it before its record is written.
+    pub(crate) fn executing_tenant(&self, run_id: &str) -> Option<Option<String>> {
+        self.inner.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(run_id).cloned()
     }
 
     /// How many runs this process is executing.
@@ -286,6 +298,11 @@ impl RunHost {
             }
             executing.insert(run_id.clone(), cancel.clone());
         }
+        self.inner
+            .tenants
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(run_id.clone(), new.tenant.clone());
         if let Some(cluster) = self.inner.hub.cluster() {
             cluster.began(&run_id);
         }
@@ -306,6 +323,9 @@ impl RunHost {
         }
         if let Some(traceparent) = &new.traceparent {
             request = request.traceparent(traceparent);
+        }
+        if let Some(tenant) = &new.tenant {
+            request = request.tenant(tenant);
         }
         // Answer once the run's record is written (after its inputs are journaled, and flushed with sync
         // durability): a run the client was told about survives a crash from then on.
@@ -391,6 +411,7 @@ impl RunHost {
         self.inner.hub.forget_agents(run_id);
         let _deciding = self.inner.deciding.lock().await;
         self.executing().remove(run_id);
+        self.inner.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(run_id);
         // Its execution here ended (drained ones too: another server continues them at once).
         if let Err(e) = self.inner.store.release_lease_dyn(run_id).await {
             tracing::warn!(run_id, "cannot release the run's lease (it runs out by itself): {e}");

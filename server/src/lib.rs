@@ -23,12 +23,14 @@
 //! path; `fuzzing` (only with `cfg(fuzzing)`) is for the fuzz target, not an API.
 
 mod a2a;
+mod access;
 mod api;
 mod auth;
 mod cluster;
 mod error;
 mod events;
 mod host;
+mod keys;
 mod mcp;
 mod schedule;
 mod scheduler;
@@ -46,6 +48,7 @@ use axum::extract::DefaultBodyLimit;
 use tokio_util::sync::CancellationToken;
 
 pub use error::ServeError;
+pub use keys::{KEY_PREFIX, KeyError, NewKey, create_key, key_json, list_keys, revoke_key};
 pub use tls::{HANDSHAKE_TIMEOUT, TlsError, TlsFiles};
 
 use events::{EventHub, JournalTap};
@@ -157,6 +160,8 @@ pub(crate) struct AppState {
     pub(crate) a2a_contexts: a2a::Contexts,
     /// Served over HTTPS: the sign-in cookie is `Secure` (sent back only over HTTPS).
     pub(crate) tls: bool,
+    /// The API keys, as last read from the store.
+    pub(crate) keys: auth::KeyCache,
 }
 
 /// A running server. Drop it or call [`Server::shutdown`] to stop it.
@@ -358,6 +363,7 @@ async fn application(config: &ServerConfig, stop: &CancellationToken) -> Result<
         token: config.token.as_deref().map(Arc::from),
         a2a_contexts: a2a::Contexts::default(),
         tls: config.tls.is_some(),
+        keys: auth::KeyCache::default(),
     };
     // The MCP endpoint's sessions and streams end with the HTTP server (else they would hold its graceful
     // shutdown open).
@@ -448,12 +454,13 @@ fn router(state: AppState, protocols: Protocols) -> Router {
     Router::new()
         .merge(api::routes())
         .merge(schedule::routes())
+        .merge(access::routes())
         .merge(ui::routes())
         .route_service(mcp::PATH, protocols.mcp)
         .merge(a2a::routes())
         .fallback(ui::not_found)
         .method_not_allowed_fallback(api::method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_principal))
         .layer(DefaultBodyLimit::max(api::BODY_LIMIT))
         .layer(tower_http::compression::CompressionLayer::new())
         .layer(tower_http::trace::TraceLayer::new_for_http().on_failure(log_failure))

@@ -30,6 +30,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
+use crate::auth::{Principal, Right};
 use crate::error::{ApiError, Refused};
 use crate::host::{NewRun, SpecSource, traceparent};
 
@@ -110,6 +111,7 @@ impl SpecTools {
         name: &str,
         inputs: Map<String, Value>,
         traceparent: Option<String>,
+        principal: &Principal,
         ct: CancellationToken,
     ) -> CallToolResult {
         let host = &self.app.host;
@@ -120,6 +122,7 @@ impl SpecTools {
             durability: Durability::Sync,
             new_turn: false,
             traceparent,
+            tenant: principal.tenant.clone(),
         };
         let run_id = match host.start(new).await {
             Ok(id) => id,
@@ -176,6 +179,14 @@ impl ServerHandler for SpecTools {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        // The principal the HTTP layer identified (crate::auth): each call starts a run, an operator's right.
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let Some(principal) = parts.and_then(|p| p.extensions.get::<Principal>()).cloned() else {
+            return Err(ErrorData::internal_error("the request carries no principal", None));
+        };
+        if let Err(refused) = principal.require(Right::Operate) {
+            return Ok(tool_error(format!("tool `{name}`: {}", refused.message), None).into());
+        }
         let tool = match self.find(&name)? {
             Ok(tool) => tool,
             Err(error) => return Ok(error.into()),
@@ -192,7 +203,7 @@ impl ServerHandler for SpecTools {
             .or_else(|| context.meta.get_traceparent())
             .map(str::to_string)
             .or_else(|| context.extensions.get::<axum::http::request::Parts>().and_then(|p| traceparent(&p.headers)));
-        Ok(self.run(&name, inputs, traceparent, context.ct).await.into())
+        Ok(self.run(&name, inputs, traceparent, &principal, context.ct).await.into())
     }
 }
 

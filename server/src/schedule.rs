@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agentic_engine::{Overlap, ScheduleChange, ScheduleRecord, ScheduleSource};
-use axum::extract::{Path as UrlPath, State};
+use axum::extract::{Extension, Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -20,6 +20,7 @@ use serde_json::{Map, Value, json};
 
 use crate::AppState;
 use crate::api::{StrictJson, timestamp};
+use crate::auth::Principal;
 use crate::error::{ApiError, ServeError};
 use crate::host::RunHost;
 
@@ -226,9 +227,15 @@ pub(crate) fn routes() -> Router<AppState> {
 }
 
 /// `POST /api/v1/schedules`: `201` and the schedule; `409` when the id is taken.
-async fn create(State(app): State<AppState>, StrictJson(def): StrictJson<ScheduleDef>) -> Result<Response, ApiError> {
+async fn create(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    StrictJson(def): StrictJson<ScheduleDef>,
+) -> Result<Response, ApiError> {
     let now = now_ms();
-    let schedule = define(&app.host, def, ScheduleSource::Api, now)?;
+    let mut schedule = define(&app.host, def, ScheduleSource::Api, now)?;
+    // Its runs are the creator's tenant's.
+    schedule.tenant = principal.tenant.clone();
     let id = schedule.id.clone();
     let change: ScheduleChange = Box::new(move |current: &mut Option<ScheduleRecord>| {
         if current.is_some() {
@@ -247,26 +254,41 @@ async fn create(State(app): State<AppState>, StrictJson(def): StrictJson<Schedul
     }
 }
 
-/// `GET /api/v1/schedules`: `{"schedules": [..]}`, by id.
-async fn list(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
+/// `GET /api/v1/schedules`: `{"schedules": [..]}`, by id, those of the principal's tenant.
+async fn list(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+) -> Result<Json<Value>, ApiError> {
     let now = now_ms();
-    let schedules = app.host.store().schedules_dyn().await?;
+    let mut schedules = app.host.store().schedules_dyn().await?;
+    schedules.retain(|s| principal.sees_tenant(s.tenant.as_deref()));
     Ok(Json(json!({"schedules": schedules.iter().map(|s| schedule_json(s, now)).collect::<Vec<_>>()})))
 }
 
-/// `GET /api/v1/schedules/{id}`; `404` when unknown.
-async fn show(State(app): State<AppState>, UrlPath(id): UrlPath<String>) -> Result<Json<Value>, ApiError> {
+/// `GET /api/v1/schedules/{id}`; `404` when unknown or another tenant's.
+async fn show(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<Value>, ApiError> {
     match app.host.store().schedule_dyn(&id).await? {
-        Some(s) => Ok(Json(schedule_json(&s, now_ms()))),
-        None => Err(no_schedule(&id)),
+        Some(s) if principal.sees_tenant(s.tenant.as_deref()) => Ok(Json(schedule_json(&s, now_ms()))),
+        _ => Err(no_schedule(&id)),
     }
 }
 
 /// `DELETE /api/v1/schedules/{id}`: `200` and the schedule as it was; its queued ticks are dropped, its runs
-/// already started go on. `404` when unknown.
-async fn delete(State(app): State<AppState>, UrlPath(id): UrlPath<String>) -> Result<Json<Value>, ApiError> {
+/// already started go on. `404` when unknown or another tenant's.
+async fn delete(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<Value>, ApiError> {
     let (tx, rx) = std::sync::mpsc::channel();
     let change: ScheduleChange = Box::new(move |current: &mut Option<ScheduleRecord>| {
+        if current.as_ref().is_some_and(|s| !principal.sees_tenant(s.tenant.as_deref())) {
+            return Err(GONE.to_string());
+        }
         let removed = current.take().ok_or_else(|| GONE.to_string())?;
         let _ = tx.send(removed);
         Ok(())

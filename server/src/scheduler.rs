@@ -296,6 +296,7 @@ impl Scheduler {
             new_turn: false,
             // A tick starts a trace of its own.
             traceparent: None,
+            tenant: s.tenant.clone(),
         };
         let error = match self.host.start(new).await {
             Ok(_) => None,

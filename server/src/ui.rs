@@ -9,7 +9,7 @@
 use std::sync::LazyLock;
 
 use agentic_engine::{PendingKind, RunStatus, now_ms};
-use axum::extract::{Form, Path, Query, State};
+use axum::extract::{Extension, Form, Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::api::{list_json, run_json, timestamp};
+use crate::auth::Principal;
 use crate::error::ApiError;
 
 /// The script of every page.
@@ -212,13 +213,17 @@ struct RunsQuery {
 }
 
 /// `/`: the runs, newest first, with status filters; the script refreshes the first page every 2 s.
-async fn runs_page(State(app): State<AppState>, Query(query): Query<RunsQuery>) -> Page {
+async fn runs_page(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Query(query): Query<RunsQuery>,
+) -> Page {
     let status = query.status.unwrap_or_default();
-    let (runs, next_cursor, error) =
-        match list_json(&app, Some(&status), None, query.cursor.as_deref().filter(|c| !c.is_empty())).await {
-            Ok(page) => (page["runs"].clone(), page["next_cursor"].clone(), None),
-            Err(e) => (json!([]), Value::Null, Some(e.message)),
-        };
+    let cursor = query.cursor.as_deref().filter(|c| !c.is_empty());
+    let (runs, next_cursor, error) = match list_json(&app, &principal, Some(&status), None, cursor).await {
+        Ok(page) => (page["runs"].clone(), page["next_cursor"].clone(), None),
+        Err(e) => (json!([]), Value::Null, Some(e.message)),
+    };
     let live = query.cursor.is_none_or(|c| c.is_empty()) && error.is_none();
     let status = if error.is_some() { String::new() } else { status };
     render(
@@ -285,12 +290,13 @@ async fn run_page(State(app): State<AppState>, Path(id): Path<String>) -> Page {
 
 /// Every unanswered human step of every suspended run (and of every running run waiting in a `mode: pending`
 /// human step), every spent budget waiting for a new limit, and every tool call waiting for approval or left
-/// in doubt (SPEC.md §4), the longest waiting first.
-async fn inbox_items(app: &AppState) -> Result<Vec<Value>, ApiError> {
+/// in doubt (SPEC.md §4), the longest waiting first: of the runs `principal` sees, those it may answer.
+async fn inbox_items(app: &AppState, principal: &Principal) -> Result<Vec<Value>, ApiError> {
     let runs = app.host.store().runs_dyn().await?;
     // Suspended runs, and running ones whose `mode: pending` human steps wait for an answer.
     let mut waiting: Vec<_> = runs
         .into_iter()
+        .filter(|r| principal.sees(r))
         .filter(|r| r.status == RunStatus::Suspended || (r.status == RunStatus::Running && !r.pending.is_empty()))
         .collect();
     waiting.sort_by(|a, b| a.updated_at_ms.cmp(&b.updated_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
@@ -306,6 +312,7 @@ async fn inbox_items(app: &AppState) -> Result<Vec<Value>, ApiError> {
                     PendingKind::Human | PendingKind::Budget | PendingKind::ToolCall | PendingKind::InDoubt
                 ) && !r.answers.contains_key(&p.id)
                     && !p.timed_out(now)
+                    && principal.answers(p)
             };
             r.pending.iter().filter(open).map(|p| {
                 let shown = p.to_json();
@@ -331,8 +338,8 @@ fn time_left(ms: u64) -> String {
 }
 
 /// `/inbox`: the human steps waiting for an answer, each with its form; the script keeps the list current.
-async fn inbox_page(State(app): State<AppState>) -> Page {
-    match inbox_items(&app).await {
+async fn inbox_page(State(app): State<AppState>, Extension(principal): Extension<Principal>) -> Page {
+    match inbox_items(&app, &principal).await {
         Ok(items) => render(StatusCode::OK, "inbox.html", "inbox", json!({"items": items})),
         Err(e) => error_page(&e),
     }
@@ -343,17 +350,21 @@ async fn inbox_page(State(app): State<AppState>) -> Page {
 /// null without a deadline; `kind` `human`, `budget`, `tool_call` or `in_doubt`; `data` the pending response's
 /// data as the API shows it, null when it has none); unlike the API's `pending`, answered steps of a run still
 /// waiting for others are left out.
-async fn inbox_json(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
-    Ok(Json(json!({"items": inbox_items(&app).await?})))
+async fn inbox_json(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(json!({"items": inbox_items(&app, &principal).await?})))
 }
 
 /// `/schedules`: the store's schedules (as `GET /api/v1/schedules` gives them), their inputs shown as JSON.
-async fn schedules_page(State(app): State<AppState>) -> Page {
+async fn schedules_page(State(app): State<AppState>, Extension(principal): Extension<Principal>) -> Page {
     let now = crate::schedule::now_ms();
     let (schedules, error) = match app.host.store().schedules_dyn().await {
         Ok(list) => {
             let rows: Vec<Value> = list
                 .iter()
+                .filter(|s| principal.sees_tenant(s.tenant.as_deref()))
                 .map(|s| {
                     let mut row = crate::schedule::schedule_json(s, now);
                     row["inputs_text"] = json!(display(&row["inputs"]));
@@ -416,18 +427,18 @@ async fn new_page(State(app): State<AppState>) -> Page {
     render(StatusCode::OK, "new.html", "new", json!({"specs": specs}))
 }
 
-/// The login page shown to a browser without the token.
+/// The login page shown to a browser without a credential.
 pub(crate) fn login_page(wrong: bool) -> String {
-    login(wrong.then_some("That token is wrong.")).html
+    login(wrong.then_some("That key or token is wrong.")).html
 }
 
 fn login(message: Option<&str>) -> Page {
     render(StatusCode::OK, "login.html", "login", json!({"message": message}))
 }
 
-/// `GET /login`: the form (the front page when no token is configured).
+/// `GET /login`: the form (the front page when the server has neither a token nor a key).
 async fn login_form(State(app): State<AppState>) -> Response {
-    if app.token.is_none() {
+    if crate::auth::open(&app).await {
         return Redirect::to("/").into_response();
     }
     login(None).into_response()
@@ -438,17 +449,21 @@ struct LoginForm {
     token: String,
 }
 
-/// `POST /login`: the right token sets the `agentic_token` cookie (HttpOnly, SameSite=Strict, and Secure
-/// over HTTPS) and goes to
-/// the runs; a wrong one shows the form again (`401`).
+/// `POST /login`: an API key or the token sets the `agentic_token` cookie (HttpOnly, SameSite=Strict, and
+/// Secure over HTTPS) and goes to the runs; a wrong one shows the form again (`401`).
 async fn login_submit(State(app): State<AppState>, Form(form): Form<LoginForm>) -> Response {
-    let Some(token) = app.token.as_deref() else {
+    if crate::auth::open(&app).await {
         return Redirect::to("/").into_response();
-    };
-    if !crate::auth::same(form.token.trim(), token) {
-        let mut page = login(Some("That token is wrong."));
-        page.status = StatusCode::UNAUTHORIZED;
-        return page.into_response();
+    }
+    let token = form.token.trim();
+    match crate::auth::valid(&app, token).await {
+        Ok(true) => {}
+        Ok(false) => {
+            let mut page = login(Some("That key or token is wrong."));
+            page.status = StatusCode::UNAUTHORIZED;
+            return page.into_response();
+        }
+        Err(e) => return error_page(&e).into_response(),
     }
     let secure = if app.tls { "; Secure" } else { "" };
     let cookie = format!("{}={token}; Path=/; HttpOnly; SameSite=Strict{secure}", crate::auth::COOKIE);

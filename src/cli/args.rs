@@ -90,6 +90,78 @@ pub(crate) enum Command {
     /// SIGTERM or Ctrl-C drains (the steps in flight finish, at most 30 s) and says so; a second one stops at
     /// once.
     Serve(ServeArgs),
+    /// Create, list and revoke API keys (docs/security.md): each key has a tenant (whose runs it reaches) and
+    /// roles (viewer, approver, operator, admin). On the store directly, or through the server that holds it
+    /// (then with an admin's key in $AGENTIC_KEY, or the server's token).
+    Keys(KeysArgs),
+}
+
+/// `agentic keys`.
+#[derive(Debug, Args)]
+pub(crate) struct KeysArgs {
+    #[command(subcommand)]
+    pub(crate) command: KeysCommand,
+}
+
+/// `agentic keys create|list|revoke`.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum KeysCommand {
+    /// Create a key and print it (once: the store keeps only its hash).
+    ///
+    /// Prints the key alone on stdout (`agk_…`) and what it may do on stderr.
+    Create(KeysCreateArgs),
+    /// List the keys (revoked ones too), never their secrets.
+    List(KeysListArgs),
+    /// Revoke a key, by id or name: requests with it are refused from then on (within 1 s on every server of
+    /// a cluster).
+    Revoke(KeysRevokeArgs),
+}
+
+/// `agentic keys create`.
+#[derive(Debug, Args)]
+pub(crate) struct KeysCreateArgs {
+    /// A name people know the key by (`alice`, `ci-bot`): the audit and answers say who by it.
+    #[arg(long)]
+    pub(crate) name: String,
+    /// The tenant whose runs the key reaches and that the runs it starts belong to.
+    #[arg(long)]
+    pub(crate) tenant: String,
+    /// A role: viewer, approver, operator or admin (each includes the ones before it); repeat for several.
+    #[arg(long = "role", value_name = "ROLE", required = true)]
+    pub(crate) roles: Vec<agentic_engine::Role>,
+    /// For the approver role: the kinds of pending responses it may answer (comma-separated: human,
+    /// tool_call, budget, in_doubt). Default: every kind.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) kinds: Vec<String>,
+    /// For the approver role: the agents whose pending responses it may answer (comma-separated). Default:
+    /// every agent.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) agents: Vec<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+    /// Print the key and its fields as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `agentic keys list`.
+#[derive(Debug, Args)]
+pub(crate) struct KeysListArgs {
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `agentic keys revoke`.
+#[derive(Debug, Args)]
+pub(crate) struct KeysRevokeArgs {
+    /// The key's id (`k…`) or name.
+    #[arg(value_name = "ID_OR_NAME")]
+    pub(crate) key: String,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
 }
 
 /// The store directory when neither `--store` nor `$AGENTIC_STORE` names one.

@@ -5,6 +5,7 @@ mod calls;
 mod crash;
 mod durable;
 mod eval;
+mod keys;
 mod lease;
 mod progress;
 mod remote;
@@ -133,6 +134,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Report(args) => report::report(args),
         Command::Serve(args) => serve::serve(args),
         Command::Eval(args) => eval::eval(args),
+        Command::Keys(args) => keys::keys(args),
     };
     ExitCode::from(code)
 }

@@ -25,6 +25,9 @@ fn request_timeout() -> Duration {
         .map_or(REQUEST_TIMEOUT, Duration::from_secs)
 }
 
+/// The variable the CLI reads an API key from (SERVER.md §8): sent to the server instead of its token.
+pub(crate) const KEY_ENV: &str = "AGENTIC_KEY";
+
 /// A server holding a store, as its `server.json` advertises it.
 #[derive(Clone)]
 pub(crate) struct Remote {
@@ -41,7 +44,11 @@ impl Remote {
         let advert: Value = serde_json::from_str(&text).ok()?;
         let url = advert.get("url")?.as_str()?.trim_end_matches('/').to_string();
         let token_env = advert.get("token_env").and_then(Value::as_str).map(str::to_string);
-        let token = token_env.as_deref().and_then(|name| std::env::var(name).ok()).filter(|t| !t.is_empty());
+        // An API key in $AGENTIC_KEY, else the server's token from the variable it names.
+        let token = std::env::var(KEY_ENV)
+            .ok()
+            .filter(|k| !k.is_empty())
+            .or_else(|| token_env.as_deref().and_then(|name| std::env::var(name).ok()).filter(|t| !t.is_empty()));
         // A server that accepts connections but does not answer (paused, overloaded) is "unavailable" after
         // a while, not a command that hangs: every call is a short API request (the CLI polls for outcomes).
         let mut builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(5)).timeout(request_timeout());
@@ -93,11 +100,15 @@ impl Remote {
             RemoteError::Unreachable(format!("the server at {} does not answer: {e}", self.url))
         })?;
         let status = response.status().as_u16();
+        let key_set = std::env::var(KEY_ENV).is_ok_and(|k| !k.is_empty());
         if status == 401 {
             let how = match (&self.token_env, &self.token) {
+                _ if key_set => format!("it refuses the key in ${KEY_ENV} (unknown or revoked)"),
                 (Some(name), Some(_)) => format!("it refuses the token in ${name}; set ${name} to the server's token"),
-                (Some(name), None) => format!("it needs a token; set ${name} to the server's token"),
-                (None, _) => "it needs a token".to_string(),
+                (Some(name), None) => {
+                    format!("it needs a key or a token; set ${KEY_ENV} to an API key, or ${name} to the server's token")
+                }
+                (None, _) => format!("it needs an API key; set ${KEY_ENV} to one"),
             };
             return Err(RemoteError::Refused(format!("the server at {} refused the request: {how}", self.url)));
         }
@@ -105,6 +116,14 @@ impl Remote {
             .bytes()
             .await
             .map_err(|e| RemoteError::Unreachable(format!("reading the answer of {}: {e}", self.url)))?;
+        if status == 403 {
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            return Err(RemoteError::Refused(format!(
+                "the server at {} refused the request: {}",
+                self.url,
+                error_of(&body, status)
+            )));
+        }
         Ok((status, serde_json::from_slice(&body).unwrap_or(Value::Null)))
     }
 
@@ -118,6 +137,11 @@ impl Remote {
             404 => Ok(None),
             _ => Err(RemoteError::Failed(error_of(&body, status))),
         }
+    }
+
+    /// `DELETE path`: the status and the JSON answer.
+    pub(crate) async fn delete(&self, path: &str) -> Result<(u16, Value), RemoteError> {
+        self.send(self.request(reqwest::Method::DELETE, path)).await
     }
 
     /// `POST path` with `body`: the status and the JSON answer.

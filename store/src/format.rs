@@ -446,6 +446,26 @@ pub(crate) fn encode_schedule(schedule: &ScheduleRecord) -> Result<Vec<u8>, Stor
     Ok(with_version(json))
 }
 
+/// Encodes a record kept as JSON behind the version byte (API keys, audit entries); `op` names the write in
+/// the error.
+pub(crate) fn encode_json<T: serde::Serialize>(value: &T, op: &str) -> Result<Vec<u8>, StoreError> {
+    let json = serde_json::to_vec(value).map_err(|e| backend(format!("{op}: cannot encode the record: {e}")))?;
+    Ok(with_version(json))
+}
+
+/// Decodes a value [`encode_json`] wrote; `what` names it in the error (`key `k1``).
+pub(crate) fn decode_json<T: serde::de::DeserializeOwned>(what: &str, value: &[u8]) -> Result<T, StoreError> {
+    match value.split_first() {
+        Some((&VERSION_BYTE, json)) => {
+            serde_json::from_slice(json).map_err(|e| backend(format!("the store's {what} is corrupt: {e}")))
+        }
+        Some((v, _)) => {
+            Err(backend(format!("the store's {what} has format version {v}, this store reads {VERSION_BYTE}")))
+        }
+        None => Err(backend(format!("the store's {what} is empty"))),
+    }
+}
+
 /// Decodes the `schedules` value stored under `id`.
 pub(crate) fn decode_schedule(id: &str, value: &[u8]) -> Result<ScheduleRecord, StoreError> {
     let corrupt = |message: String| StoreError::CorruptSchedule { id: id.to_string(), message };
@@ -592,6 +612,7 @@ pub(crate) mod tests {
             milestones: Vec::new(),
             forked_from: None,
             timed_out: Vec::new(),
+            tenant: None,
         }
     }
 

@@ -9,7 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use agentic_engine::{CheckpointStore, RunRecord, ScheduleChange, ScheduleRecord, StepRecord, StoreError, StoreRef};
+use agentic_engine::{
+    AuditEntry, CheckpointStore, KeyRecord, RunRecord, ScheduleChange, ScheduleRecord, StepRecord, StoreError, StoreRef,
+};
 
 use crate::format::{apply_schedule_change, decode_step, encode_step};
 
@@ -36,6 +38,8 @@ pub struct MemoryStore {
     specs: Arc<Mutex<HashMap<String, Arc<str>>>>,
     /// The schedules, by id.
     schedules: Arc<Mutex<BTreeMap<String, ScheduleRecord>>>,
+    /// The API keys, oldest first, and the audit trail, oldest first (SERVER.md §8).
+    access: Arc<Mutex<(Vec<KeyRecord>, Vec<AuditEntry>)>>,
 }
 
 /// One run as the store keeps it: the run record, and the journal encoded record by record.
@@ -190,6 +194,29 @@ impl CheckpointStore for MemoryStore {
             None => schedules.remove(id),
         };
         Ok(Ok(written))
+    }
+
+    async fn put_key(&self, key: KeyRecord) -> Result<(), StoreError> {
+        let mut access = self.access.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match access.0.iter_mut().find(|k| k.id == key.id) {
+            Some(kept) => *kept = key,
+            None => access.0.push(key),
+        }
+        Ok(())
+    }
+
+    async fn keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
+        Ok(self.access.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0.clone())
+    }
+
+    async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        self.access.lock().unwrap_or_else(std::sync::PoisonError::into_inner).1.push(entry);
+        Ok(())
+    }
+
+    async fn audit(&self, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
+        let access = self.access.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Ok(access.1.iter().rev().take(limit).cloned().collect())
     }
 }
 

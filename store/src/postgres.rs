@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use agentic_engine::{
-    CheckpointStore, Lease, RunImage, RunRecord, RunUpdate, ScheduleChange, ScheduleRecord, StepRecord, StoreError,
-    StoreRef,
+    AuditEntry, CheckpointStore, KeyRecord, Lease, RunImage, RunRecord, RunUpdate, ScheduleChange, ScheduleRecord,
+    StepRecord, StoreError, StoreRef,
 };
 use bytes::BytesMut;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -33,8 +33,9 @@ use crate::sled_store::DEFAULT_SNAPSHOT_INTERVAL;
 /// (SERVER.md §6). Version 4: the model-call limiter every server shares (SPEC.md §3 `limits`),
 /// `agentic_capacity` and `agentic_capacity_slots`. Version 5: the partial index `agentic_runs_open` on the
 /// runs still `running` or `suspended`, which every server's take-over scan reads (without it the scan reads
-/// every run ever stored, each period).
-pub const PG_SCHEMA_VERSION: i32 = 5;
+/// every run ever stored, each period). Version 6: the API keys `agentic_keys` and the audit trail
+/// `agentic_audit` (SERVER.md §8).
+pub const PG_SCHEMA_VERSION: i32 = 6;
 
 /// The migrations, in order: `(version, SQL)`. Each runs once, in the transaction that records its version.
 const MIGRATIONS: &[(i32, &str)] = &[
@@ -106,6 +107,18 @@ const MIGRATIONS: &[(i32, &str)] = &[
         5,
         "CREATE INDEX agentic_runs_open ON agentic_runs (status, lease_expires_at)
          WHERE status IN ('running', 'suspended');",
+    ),
+    (
+        6,
+        "CREATE TABLE agentic_keys (
+         id text PRIMARY KEY,
+         record json NOT NULL
+     );
+     CREATE TABLE agentic_audit (
+         id bigserial PRIMARY KEY,
+         tenant text,
+         record json NOT NULL
+     );",
     ),
 ];
 
@@ -340,6 +353,11 @@ fn seq_i64(op: &str, run_id: &str, seq: u64) -> Result<i64, StoreError> {
 }
 
 /// The JSON of an encoded value (its version byte dropped).
+/// Decodes a JSON column read as text; `what` names the record in the error.
+fn decode_json_text<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| format::backend(format!("the store's {what} is corrupt: {e}")))
+}
+
 fn json_of(value: &[u8]) -> &[u8] {
     value.get(1..).unwrap_or_default()
 }
@@ -1486,6 +1504,61 @@ impl CheckpointStore for PgStore {
         }
         tx.commit().await.map_err(fail)?;
         Ok(Ok(written))
+    }
+
+    async fn put_key(&self, key: KeyRecord) -> Result<(), StoreError> {
+        let op = format!("put key `{}`", key.id);
+        let value = format::encode_json(&key, &op)?;
+        let client = self.client(&op).await?;
+        client
+            .execute_cached(
+                "INSERT INTO agentic_keys (id, record) VALUES ($1, $2)
+                 ON CONFLICT (id) DO UPDATE SET record = excluded.record",
+                &[&key.id, &JsonText(json_of(&value))],
+            )
+            .await
+            .map_err(|e| self.pg_error(&op, e))?;
+        Ok(())
+    }
+
+    async fn keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
+        let client = self.client("keys").await?;
+        let rows = client
+            .query_cached("SELECT id, record::text FROM agentic_keys", &[])
+            .await
+            .map_err(|e| self.pg_error("keys", e))?;
+        let mut keys = rows
+            .iter()
+            .map(|row| decode_json_text::<KeyRecord>(&format!("key `{}`", row.get::<_, String>(0)), row.get(1)))
+            .collect::<Result<Vec<_>, _>>()?;
+        keys.sort_by(|a, b| a.created_at_ms.cmp(&b.created_at_ms).then_with(|| a.id.cmp(&b.id)));
+        Ok(keys)
+    }
+
+    async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        let op = format!("append to the audit ({})", entry.action);
+        let value = format::encode_json(&entry, &op)?;
+        let client = self.client(&op).await?;
+        client
+            .execute_cached(
+                "INSERT INTO agentic_audit (tenant, record) VALUES ($1, $2)",
+                &[&entry.tenant, &JsonText(json_of(&value))],
+            )
+            .await
+            .map_err(|e| self.pg_error(&op, e))?;
+        Ok(())
+    }
+
+    async fn audit(&self, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
+        let client = self.client("audit").await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = client
+            .query_cached("SELECT id, record::text FROM agentic_audit ORDER BY id DESC LIMIT $1", &[&limit])
+            .await
+            .map_err(|e| self.pg_error("audit", e))?;
+        rows.iter()
+            .map(|row| decode_json_text::<AuditEntry>(&format!("audit entry {}", row.get::<_, i64>(0)), row.get(1)))
+            .collect()
     }
 
     /// One statement per operation on `agentic_capacity` / `agentic_capacity_slots` (a `Hold` that finds

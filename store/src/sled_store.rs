@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use agentic_engine::{
-    CheckpointStore, RunImage, RunRecord, ScheduleChange, ScheduleRecord, StepRecord, StoreError, StoreRef,
+    AuditEntry, CheckpointStore, KeyRecord, RunImage, RunRecord, ScheduleChange, ScheduleRecord, StepRecord,
+    StoreError, StoreRef,
 };
 use sled::{Batch, Db, Tree};
 
@@ -53,6 +54,11 @@ struct Inner {
     /// The schedules: id → version byte + JSON (written at once and fsynced, like the archive: a tick taken
     /// must stay taken).
     schedules: Tree,
+    /// The API keys (SERVER.md §8): key id → version byte + JSON (written at once and fsynced).
+    keys: Tree,
+    /// The audit trail (SERVER.md §8): a big-endian `u64` from sled's id generator → version byte + JSON
+    /// (written at once and fsynced: an answer's audit entry is durable when the answer is).
+    audit: Tree,
     /// Held by a schedule change from its read to its write: changes of schedules are made one at a time.
     schedule_changes: tokio::sync::Mutex<()>,
     /// Where the flushes stand: one flush syncs the log at a time (the leader), the others wait for it without
@@ -432,6 +438,7 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
             tree(db, "snapshots")?,
             tree(db, "specs")?,
             tree(db, "schedules")?,
+            (tree(db, "keys")?, tree(db, "audit")?),
         ))
     };
     let mut opened = trees(&db)?;
@@ -446,7 +453,7 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
         db = open_db(&config, &shown)?;
         opened = trees(&db)?;
     }
-    let (runs, journal, snapshots, specs, schedules) = opened;
+    let (runs, journal, snapshots, specs, schedules, (keys, audit)) = opened;
     let log = std::fs::File::open(dir.join("db")).map_err(|e| {
         StoreError::backend_caused(format!("open store {shown}: open the log file for fdatasync: {e}"), e)
     })?;
@@ -473,6 +480,8 @@ fn open_inner(dir: &Path) -> Result<Inner, StoreError> {
         snapshots,
         specs,
         schedules,
+        keys,
+        audit,
         schedule_changes: tokio::sync::Mutex::new(()),
         sync_state: tokio::sync::watch::Sender::new(SyncState::default()),
     })
@@ -514,6 +523,18 @@ fn open_error(dir: &str, e: sled::Error) -> StoreError {
             e,
         ),
         other => StoreError::backend_caused(format!("open store {dir}: {other}"), other),
+    }
+}
+
+impl SledStore {
+    /// Makes what was written to the tree `tree` durable (sled's own flush, on a blocking thread).
+    async fn fsync_tree(&self, op: &str, tree: fn(&Inner) -> &Tree) -> Result<(), StoreError> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || tree(&inner).flush())
+            .await
+            .map_err(|e| self.backend(op, e))?
+            .map_err(|e| self.backend(&format!("{op}: flush"), e))
+            .map(drop)
     }
 }
 
@@ -657,6 +678,41 @@ impl CheckpointStore for SledStore {
             .map_err(|e| self.backend(&op, e))?
             .map_err(|e| self.backend(&format!("{op}: flush"), e))?;
         Ok(Ok(written))
+    }
+
+    async fn put_key(&self, key: KeyRecord) -> Result<(), StoreError> {
+        let op = format!("put key `{}`", key.id);
+        self.inner.keys.insert(key.id.as_bytes(), format::encode_json(&key, &op)?).map_err(|e| self.backend(&op, e))?;
+        self.fsync_tree(&op, |inner| &inner.keys).await
+    }
+
+    async fn keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
+        let mut keys = Vec::new();
+        for entry in self.inner.keys.iter() {
+            let (id, value) = entry.map_err(|e| self.backend("keys", e))?;
+            keys.push(format::decode_json::<KeyRecord>(&format!("key `{}`", String::from_utf8_lossy(&id)), &value)?);
+        }
+        keys.sort_by(|a, b| a.created_at_ms.cmp(&b.created_at_ms).then_with(|| a.id.cmp(&b.id)));
+        Ok(keys)
+    }
+
+    async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        let op = format!("append to the audit ({})", entry.action);
+        let id = self.inner.db.generate_id().map_err(|e| self.backend(&op, e))?;
+        self.inner
+            .audit
+            .insert(id.to_be_bytes(), format::encode_json(&entry, &op)?)
+            .map_err(|e| self.backend(&op, e))?;
+        self.fsync_tree(&op, |inner| &inner.audit).await
+    }
+
+    async fn audit(&self, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
+        let mut entries = Vec::new();
+        for entry in self.inner.audit.iter().rev().take(limit) {
+            let (id, value) = entry.map_err(|e| self.backend("audit", e))?;
+            entries.push(format::decode_json::<AuditEntry>(&format!("audit entry {id:?}"), &value)?);
+        }
+        Ok(entries)
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {

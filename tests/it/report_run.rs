@@ -466,6 +466,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
         ],
         forked_from: None,
         timed_out: Vec::new(),
+        tenant: None,
     };
     (run, records)
 }

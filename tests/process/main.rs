@@ -25,6 +25,7 @@ mod pg;
 
 mod a2a_peer;
 mod a2a_serve;
+mod access;
 mod budgets;
 mod cli_crash;
 mod cli_durable;

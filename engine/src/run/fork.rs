@@ -90,6 +90,7 @@ pub async fn fork(
         milestones,
         forked_from: Some(ForkOrigin { run_id: run_id.to_string(), at_seq }),
         timed_out: Vec::new(),
+        tenant: origin.tenant,
     };
     // The journal first: a crash before the record leaves steps without a run, whose id stays taken, never
     // a run record over part of its journal.
@@ -155,6 +156,7 @@ mod tests {
                 ],
                 forked_from: None,
                 timed_out: Vec::new(),
+                tenant: None,
             })
             .await
             .unwrap();

@@ -224,6 +224,7 @@ pub struct InvokeRequest {
     pub(super) answers: BTreeMap<String, Value>,
     pub(super) source: Option<String>,
     pub(super) spec_hash: Option<String>,
+    pub(super) tenant: Option<String>,
     pub(super) run_name: Option<String>,
     pub(super) registry: Option<Registry>,
     pub(super) listeners: Vec<ListenerRef>,
@@ -247,6 +248,7 @@ impl AgentRef {
             answers: BTreeMap::new(),
             source: None,
             spec_hash: None,
+            tenant: None,
             run_name: None,
             registry: None,
             listeners: Vec::new(),
@@ -327,6 +329,13 @@ impl InvokeRequest {
     /// store ([`CheckpointStore::put_spec`]): resumes in any process rebuild the run from that text.
     pub fn spec_hash(mut self, hash: impl Into<String>) -> Self {
         self.spec_hash = Some(hash.into());
+        self
+    }
+
+    /// Records the tenant a new run belongs to ([`crate::RunRecord::tenant`], SERVER.md §8); a run that exists
+    /// keeps its own.
+    pub fn tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant = Some(tenant.into());
         self
     }
 

@@ -117,6 +117,7 @@ impl RunSession {
                         milestones: Vec::new(),
                         forked_from: None,
                         timed_out: Vec::new(),
+                        tenant: req.tenant.clone(),
                     })
                 }
             }

@@ -1,0 +1,284 @@
+//! Keys, roles, tenants and the audit (SERVER.md §8) on a real `agentic serve`, on sled and on PostgreSQL:
+//! keys made with `agentic keys create` (through the server on sled, on the database directly on PostgreSQL),
+//! another tenant's run `404` on every surface, each role's rights (`403` otherwise), an approver narrowed to
+//! tool calls refused a human step, the audit saying who answered, a revoked key refused.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::binary::{Cli, Serve, Served, stderr, stdout};
+
+const APPROVAL: &str = "version: 1
+root: approval
+agents:
+  approval: { kind: sequence, agents: [processor, review, finalizer], output_key: final }
+  processor: { kind: compute, template: \"PROCESSED: {{ input }}\", output_key: processed_data }
+  review: { kind: human, prompt: \"Approve {{ processed_data }}?\", response_id: human-review, output_key: approval }
+  finalizer: { kind: compute, template: \"Final: {{ processed_data }} | {{ approval }}\", output_key: final }
+";
+
+const TOKEN: &str = "root-token-for-tests";
+
+/// `agentic keys create` on `store` with the server's token in the environment; the key it prints.
+fn create_key(store: &std::path::Path, name: &str, tenant: &str, extra: &[&str]) -> String {
+    let mut args = vec!["keys", "create", "--name", name, "--tenant", tenant];
+    args.extend_from_slice(extra);
+    let o = Cli::new(args).store(store).env("AGENTIC_TOKEN", TOKEN).output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let key = stdout(&o).trim().to_string();
+    assert!(key.starts_with("agk_") && key.len() == 4 + 13 + 1 + 64, "{key}");
+    assert!(stderr(&o).contains(&format!("created key `{name}`")), "{}", stderr(&o));
+    key
+}
+
+async fn call(
+    served: &Served,
+    key: Option<&str>,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut request = reqwest::Client::new().request(method, format!("{}{path}", served.url));
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+async fn wait_status(served: &Served, key: &str, run_id: &str, status: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, run) = call(served, Some(key), Method::GET, &format!("/api/v1/runs/{run_id}"), None).await;
+        if code == StatusCode::OK && run["status"] == json!(status) {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "run {run_id} is not {status}: {code} {run}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The whole of SERVER.md §8's keys, roles and tenants against one server on `store`.
+async fn tenants_and_roles(store: &std::path::Path) {
+    let served = Serve::on(store).token(Some(TOKEN)).specs(&[("approval.yaml", APPROVAL)]).start();
+    let a_admin = create_key(store, "acme-admin", "acme", &["--role", "admin"]);
+    let a_viewer = create_key(store, "vic", "acme", &["--role", "viewer"]);
+    let a_tools = create_key(store, "tom", "acme", &["--role", "approver", "--kinds", "tool_call"]);
+    let a_human = create_key(store, "ann", "acme", &["--role", "approver", "--kinds", "human", "--agents", "review"]);
+    let a_op = create_key(store, "olga", "acme", &["--role", "operator"]);
+    let b_admin = create_key(store, "globex-admin", "globex", &["--role", "admin"]);
+
+    // Keys take effect on every server within a second (this one reads the store again).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while call(&served, Some(&b_admin), Method::GET, "/api/v1/runs", None).await.0 != StatusCode::OK {
+        assert!(Instant::now() < deadline, "the new keys are not accepted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let start = json!({"spec_name": "approval", "run_id": "order-1", "inputs": {"input": "data"}});
+    let (code, body) = call(&served, Some(&a_op), Method::POST, "/api/v1/runs", Some(start.clone())).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let run = wait_status(&served, &a_op, "order-1", "suspended").await;
+    let hash = run["spec"]["hash"].as_str().unwrap().to_string();
+
+    // Tenant B's admin: the run does not exist, on every surface.
+    let b = Some(b_admin.as_str());
+    let (code, list) = call(&served, b, Method::GET, "/api/v1/runs", None).await;
+    assert_eq!((code, list["runs"].clone()), (StatusCode::OK, json!([])));
+    let (code, list) = call(&served, b, Method::GET, "/api/v1/store/runs", None).await;
+    assert_eq!((code, list), (StatusCode::OK, json!([])));
+    for (method, path, body) in [
+        (Method::GET, "/api/v1/runs/order-1", None),
+        (Method::GET, "/api/v1/runs/order-1/events", None),
+        (Method::GET, "/api/v1/runs/order-1/report", None),
+        (Method::GET, "/api/v1/runs/order-1/calls", None),
+        (Method::GET, "/api/v1/store/runs/order-1", None),
+        (Method::GET, "/api/v1/store/runs/order-1/records", None),
+        (Method::GET, "/api/v1/store/runs/order-1/image", None),
+        (Method::GET, "/runs/order-1", None),
+        (Method::POST, "/api/v1/runs/order-1/responses/human-review", Some(json!({"value": "EVIL"}))),
+        (Method::POST, "/api/v1/runs/order-1/cancel", None),
+        (Method::POST, "/api/v1/runs/order-1/fork", Some(json!({"at_seq": 1}))),
+        (Method::POST, "/api/v1/runs/order-1/resume", None),
+    ] {
+        let (code, body) = call(&served, b, method.clone(), path, body).await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{method} {path}: {body}");
+    }
+    let (code, _) = call(&served, b, Method::GET, &format!("/api/v1/store/specs/{hash}"), None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let get = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "order-1"}});
+    let (code, answer) = call(&served, b, Method::POST, "/a2a/approval", Some(get)).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(answer["error"]["message"], json!("no task `order-1`"), "{answer}");
+    let (_, inbox) = call(&served, b, Method::GET, "/inbox.json", None).await;
+    assert_eq!(inbox["items"], json!([]));
+
+    // Tenant A: each role as the table says.
+    let (code, run) = call(&served, Some(&a_viewer), Method::GET, "/api/v1/runs/order-1", None).await;
+    assert_eq!((code, run["status"].clone()), (StatusCode::OK, json!("suspended")));
+    let answer = Some(json!({"value": "APPROVED"}));
+    for (key, method, path, body) in [
+        (&a_viewer, Method::POST, "/api/v1/runs/order-1/responses/human-review", answer.clone()),
+        (&a_viewer, Method::POST, "/api/v1/runs/order-1/cancel", None),
+        (&a_viewer, Method::POST, "/api/v1/runs", Some(start.clone())),
+        (&a_tools, Method::POST, "/api/v1/runs/order-1/cancel", None),
+        (&a_human, Method::POST, "/api/v1/runs/order-1/fork", Some(json!({"at_seq": 1}))),
+        (&a_op, Method::GET, "/api/v1/keys", None),
+        (&a_op, Method::GET, "/api/v1/audit", None),
+    ] {
+        let (code, body) = call(&served, Some(key), method.clone(), path, body).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{method} {path}: {body}");
+    }
+    let (code, body) =
+        call(&served, Some(&a_tools), Method::POST, "/api/v1/runs/order-1/responses/human-review", answer.clone())
+            .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(
+        body["error"],
+        json!("key:tom may answer pending responses of kind tool_call only; `human-review` is of kind human")
+    );
+    // The narrowed approver's inbox offers nothing it may not answer; the other approver's offers the step.
+    let (_, inbox) = call(&served, Some(&a_tools), Method::GET, "/inbox.json", None).await;
+    assert_eq!(inbox["items"], json!([]));
+    let (_, inbox) = call(&served, Some(&a_human), Method::GET, "/inbox.json", None).await;
+    assert_eq!(inbox["items"][0]["id"], json!("human-review"));
+
+    // No credential, or a wrong one: 401.
+    let (code, _) = call(&served, None, Method::GET, "/api/v1/runs", None).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    let last = if a_admin.ends_with('0') { '1' } else { '0' };
+    let forged = format!("{}{last}", &a_admin[..a_admin.len() - 1]);
+    let (code, _) = call(&served, Some(&forged), Method::GET, "/api/v1/runs", None).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+
+    let (code, body) =
+        call(&served, Some(&a_human), Method::POST, "/api/v1/runs/order-1/responses/human-review", answer).await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{body}");
+    let run = wait_status(&served, &a_viewer, "order-1", "completed").await;
+    assert_eq!(run["output"], json!("Final: PROCESSED: data | APPROVED"));
+    // The tenant-less token sees every tenant's runs.
+    let (code, _) = call(&served, Some(TOKEN), Method::GET, "/api/v1/runs/order-1", None).await;
+    assert_eq!(code, StatusCode::OK);
+
+    // The audit: tenant A's admin sees who answered; tenant B's sees none of it.
+    let (code, audit) = call(&served, Some(&a_admin), Method::GET, "/api/v1/audit", None).await;
+    assert_eq!(code, StatusCode::OK, "{audit}");
+    let entries = audit["entries"].as_array().unwrap();
+    let answered = entries.iter().find(|e| e["action"] == json!("answer")).unwrap();
+    assert_eq!(
+        (&answered["principal"], &answered["tenant"], &answered["run_id"], &answered["detail"]),
+        (&json!("key:ann"), &json!("acme"), &json!("order-1"), &json!({"response_id": "human-review"}))
+    );
+    let created: Vec<&Value> =
+        entries.iter().filter(|e| e["action"] == json!("key_create")).map(|e| &e["detail"]["name"]).collect();
+    assert_eq!(created, [&json!("olga"), &json!("ann"), &json!("tom"), &json!("vic"), &json!("acme-admin")]);
+    let (_, audit) = call(&served, b, Method::GET, "/api/v1/audit", None).await;
+    let seen: Vec<&Value> = audit["entries"].as_array().unwrap().iter().map(|e| &e["action"]).collect();
+    assert_eq!(seen, [&json!("key_create")], "{audit}");
+
+    // Keys are listed without their secrets or hashes; a tenant's admin lists its tenant's only.
+    let o = Cli::new(["keys", "list", "--json"]).store(store).env("AGENTIC_TOKEN", TOKEN).output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let listed: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 6);
+    assert!(!stdout(&o).contains(&a_admin[18..]) && !stdout(&o).contains("hash"), "{}", stdout(&o));
+    let (_, keys) = call(&served, b, Method::GET, "/api/v1/keys", None).await;
+    let names: Vec<&Value> = keys["keys"].as_array().unwrap().iter().map(|k| &k["name"]).collect();
+    assert_eq!(names, [&json!("globex-admin")]);
+    // Tenant B's admin cannot make a key of tenant A, nor revoke one.
+    let make = json!({"name": "mole", "tenant": "acme", "roles": ["admin"]});
+    let (code, _) = call(&served, b, Method::POST, "/api/v1/keys", Some(make)).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    let (code, _) = call(&served, b, Method::DELETE, "/api/v1/keys/vic", None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+
+    // A revoked key is refused (on every server within a second).
+    let o = Cli::new(["keys", "revoke", "vic"]).store(store).env("AGENTIC_TOKEN", TOKEN).output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("revoked key `vic` (k"), "{}", stderr(&o));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while call(&served, Some(&a_viewer), Method::GET, "/api/v1/runs", None).await.0 != StatusCode::UNAUTHORIZED {
+        assert!(Instant::now() < deadline, "the revoked key is still accepted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The CLI through the server with a viewer's key reads, and is refused what it may not do (exit 77).
+    if served.store.is_dir() {
+        let o = Cli::new(["runs", "--json"]).store(store).env("AGENTIC_KEY", &b_admin).output();
+        assert_eq!((o.status.code(), stdout(&o).trim()), (Some(0), "[]"), "{}", stderr(&o));
+        let o = Cli::new(["keys", "create", "--name", "x", "--tenant", "acme", "--role", "viewer"])
+            .store(store)
+            .env("AGENTIC_KEY", &a_op)
+            .output();
+        assert_eq!(o.status.code(), Some(77), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("key:olga (role operator) may not do this: it needs the role admin"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_roles_and_the_audit_on_sled() {
+    let dir = tempfile::tempdir().unwrap();
+    tenants_and_roles(&dir.path().join("store")).await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_roles_and_the_audit_on_postgres() {
+    let Some(url) = crate::pg::fresh_database("access_tenants").await else { return };
+    tenants_and_roles(std::path::Path::new(&url)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_a_token_asks_for_a_key_once_one_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let served = Serve::on(&store).start();
+    let (code, _) = call(&served, None, Method::GET, "/api/v1/runs", None).await;
+    assert_eq!(code, StatusCode::OK);
+    // The first key is made by whoever reaches the open server (on loopback: the machine's user).
+    let o =
+        Cli::new(["keys", "create", "--name", "root", "--tenant", "main", "--role", "admin"]).store(&store).output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let key = stdout(&o).trim().to_string();
+    let (code, body) = call(&served, None, Method::GET, "/api/v1/runs", None).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED, "{body}");
+    let (code, _) = call(&served, Some(&key), Method::GET, "/api/v1/runs", None).await;
+    assert_eq!(code, StatusCode::OK);
+    // The CLI without a key is refused, with what to do.
+    let o = Cli::new(["runs"]).store(&store).output();
+    assert_eq!(o.status.code(), Some(77), "{}", stderr(&o));
+    assert!(stderr(&o).contains("it needs an API key; set $AGENTIC_KEY to one"), "{}", stderr(&o));
+    // Usage errors name the field.
+    let o = Cli::new(["keys", "create", "--name", " ", "--tenant", "main", "--role", "viewer"])
+        .store(&store)
+        .env("AGENTIC_KEY", &key)
+        .output();
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+    assert!(stderr(&o).contains("refused: name: ` ` is not a key name"), "{}", stderr(&o));
+    // A tenant's admin makes keys of its own tenant only.
+    let o = Cli::new(["keys", "create", "--name", "x", "--tenant", "other", "--role", "viewer"])
+        .store(&store)
+        .env("AGENTIC_KEY", &key)
+        .output();
+    assert_eq!(o.status.code(), Some(77), "{}", stderr(&o));
+    assert!(stderr(&o).contains("tenant: key:root creates keys of tenant `main` only, not `other`"), "{}", stderr(&o));
+    let o = Cli::new(["keys", "create", "--name", "x", "--tenant", "a", "--role", "owner"]).store(&store).output();
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown role `owner` (expected viewer, approver, operator or admin)"),
+        "{}",
+        stderr(&o)
+    );
+}
