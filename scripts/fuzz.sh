@@ -16,7 +16,7 @@ secs="${1:-60}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(spec_yaml spec_json expression store_records wal_recovery a2a_messages http_api)
+  targets=(spec_yaml spec_json expression store_records wal_recovery a2a_messages http_api auth_tenants)
 fi
 if ! command -v cargo-fuzz >/dev/null; then
   cargo install cargo-fuzz --locked --version 0.13.2

@@ -71,12 +71,21 @@ pub(crate) struct Principal {
     /// The key's narrowing of answers, for a key whose most allowed role is approver.
     kinds: Vec<String>,
     agents: Vec<String>,
+    /// The CSRF token of the credential presented ([`csrf_token`]); empty for `anonymous`.
+    pub(crate) csrf: String,
 }
 
 impl Principal {
     /// The tenant-less admin a server without credentials, or its token, is.
     fn tenantless(name: &str) -> Self {
-        Principal { name: name.to_string(), tenant: None, role: Role::Admin, kinds: Vec::new(), agents: Vec::new() }
+        Principal {
+            name: name.to_string(),
+            tenant: None,
+            role: Role::Admin,
+            kinds: Vec::new(),
+            agents: Vec::new(),
+            csrf: String::new(),
+        }
     }
 
     fn of_key(key: &KeyRecord) -> Self {
@@ -88,6 +97,7 @@ impl Principal {
             role,
             kinds: if narrowed { key.kinds.clone() } else { Vec::new() },
             agents: if narrowed { key.agents.clone() } else { Vec::new() },
+            csrf: String::new(),
         }
     }
 
@@ -195,12 +205,12 @@ async fn identify(app: &AppState, credential: Option<&str>) -> Result<Option<Pri
     if let Some(token) = app.token.as_deref()
         && same(credential, token)
     {
-        return Ok(Some(Principal::tenantless("token")));
+        return Ok(Some(Principal { csrf: csrf_token(credential), ..Principal::tenantless("token") }));
     }
     if let Some(id) = crate::keys::key_id(credential) {
         let hash = crate::keys::hash(credential);
         let key = keys.iter().find(|k| k.id == id && k.revoked_at_ms.is_none() && same(&k.hash, &hash));
-        return Ok(key.map(Principal::of_key));
+        return Ok(key.map(|k| Principal { csrf: csrf_token(credential), ..Principal::of_key(k) }));
     }
     let open = app.token.is_none() && keys.iter().all(|k| k.revoked_at_ms.is_some());
     Ok(open.then(|| Principal::tenantless("anonymous")))
@@ -214,18 +224,37 @@ pub(crate) async fn require_principal(State(app): State<AppState>, mut request: 
     if path == "/login" || path.starts_with("/assets/") {
         return next.run(request).await;
     }
-    let principal = match identify(&app, presented(request.headers())).await {
+    let credential = presented(request.headers());
+    let principal = match identify(&app, credential.map(|(c, _)| c)).await {
         Ok(Some(principal)) => principal,
         Ok(None) => return unauthenticated(&path),
         Err(error) => return error.into_response(),
     };
+    // The sign-in cookie goes with every request the browser makes to this server, whoever made the page that
+    // sends it: a request that changes something must also carry the token only this server's pages hold.
+    let safe = matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if let Some((_, true)) = credential
+        && !safe
+        && !request
+            .headers()
+            .get(CSRF_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| !principal.csrf.is_empty() && same(t, &principal.csrf))
+    {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("missing or wrong CSRF token (header `{CSRF_HEADER}`): send the request from this server's pages"),
+        )
+        .into_response();
+    }
     if let Err(refused) = principal.require(required_right(request.method(), &path)) {
         return refused.into_response();
     }
     if let Some(run_id) = named_run(&path)
         && let Err(error) = check_run(&app, &principal, &run_id, request.method(), &path).await
     {
-        return error.into_response();
+        // A page of the web UI gets the UI's error page; everything else the API's JSON.
+        return if path.starts_with("/runs/") { crate::ui::error_response(&error) } else { error.into_response() };
     }
     request.extensions_mut().insert(principal);
     next.run(request).await
@@ -320,10 +349,11 @@ fn percent_decode(s: &str) -> Option<String> {
     percent_encoding::percent_decode_str(s).decode_utf8().ok().map(std::borrow::Cow::into_owned)
 }
 
-/// The credential a request presents: its bearer token, else the login cookie.
-pub(crate) fn presented(headers: &HeaderMap) -> Option<&str> {
+/// The credential a request presents, and whether it came in the sign-in cookie: its bearer token, else the
+/// cookie.
+pub(crate) fn presented(headers: &HeaderMap) -> Option<(&str, bool)> {
     if let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        return value.strip_prefix("Bearer ").map(str::trim);
+        return value.strip_prefix("Bearer ").map(|t| (t.trim(), false));
     }
     headers
         .get_all(header::COOKIE)
@@ -332,7 +362,16 @@ pub(crate) fn presented(headers: &HeaderMap) -> Option<&str> {
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value)
+        .map(|(_, value)| (value, true))
+}
+
+/// The header a page's script sends its CSRF token in.
+pub(crate) const CSRF_HEADER: &str = "x-csrf-token";
+
+/// The CSRF token of `credential`: the SHA-256 of a fixed prefix and the credential, 64 hex digits. The same on
+/// every server of a cluster (no session state), and it tells nothing of the credential.
+pub(crate) fn csrf_token(credential: &str) -> String {
+    crate::keys::hash(&format!("agentic-csrf\0{credential}"))
 }
 
 /// Compares in time independent of where the two differ.

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::api::{list_json, run_json, timestamp};
-use crate::auth::Principal;
+use crate::auth::{Principal, Right};
 use crate::error::ApiError;
 
 /// The script of every page.
@@ -110,9 +110,26 @@ impl IntoResponse for Page {
     }
 }
 
-/// Renders template `name` with `context` (plus `page`, the nav's current item).
+/// Renders template `name` for `who` (what its roles allow is shown: `can.answer`, `can.operate`,
+/// `can.admin`; its CSRF token `csrf`, which the page's script sends with every change; its name `who`).
+fn render_for(who: &Principal, status: StatusCode, name: &str, page: &str, mut context: Value) -> Page {
+    context["can"] = json!({"answer": who.can(Right::Answer), "operate": who.can(Right::Operate),
+                            "admin": who.can(Right::Admin)});
+    context["csrf"] = json!(who.csrf);
+    if who.name != "anonymous" {
+        let tenant = who.tenant.as_deref().map(|t| format!(" · {t}")).unwrap_or_default();
+        context["who"] = json!(format!("{}{tenant}", who.name));
+    }
+    render(status, name, page, context)
+}
+
+/// Renders template `name` with `context` (plus `page`, the nav's current item); a page rendered without a
+/// principal (sign-in, errors) offers no action.
 fn render(status: StatusCode, name: &str, page: &str, mut context: Value) -> Page {
     context["page"] = json!(page);
+    if context.get("can").is_none() {
+        context["can"] = json!({"answer": false, "operate": false, "admin": false});
+    }
     let rendered = TEMPLATES.get_template(name).and_then(|t| t.render(minijinja::value::Serde(&context)));
     match rendered {
         Ok(html) => Page { status, html },
@@ -126,6 +143,11 @@ fn render(status: StatusCode, name: &str, page: &str, mut context: Value) -> Pag
             }
         }
     }
+}
+
+/// The error page as a response (the auth layer's refusals of pages).
+pub(crate) fn error_response(error: &ApiError) -> Response {
+    error_page(error).into_response()
 }
 
 /// The error page (`404` for an unknown run, else what the API would answer).
@@ -226,7 +248,8 @@ async fn runs_page(
     };
     let live = query.cursor.is_none_or(|c| c.is_empty()) && error.is_none();
     let status = if error.is_some() { String::new() } else { status };
-    render(
+    render_for(
+        &principal,
         StatusCode::OK,
         "runs.html",
         "runs",
@@ -239,19 +262,28 @@ async fn runs_page(
 /// doubt's card: drawn by the script from the `data-call` the page carries), state; the script adds the live
 /// timeline and the tool calls' statuses from the run's events. A failed or cancelled run gets no answer form:
 /// the page lists the questions it had asked and says that resuming it asks them again.
-async fn run_page(State(app): State<AppState>, Path(id): Path<String>) -> Page {
+async fn run_page(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Page {
     let run = match run_json(&app, &id).await {
         Ok(run) => run,
         Err(e) => return error_page(&e),
     };
     // The answers already in (the run waits for the others; the API's `pending` does not say), and the
     // questions a failed or cancelled run had asked (the API offers none: they take no answer).
-    let (answered, withdrawn): (Vec<String>, Vec<Value>) = match app.host.store().run_dyn(&id).await {
-        Ok(Some(record)) => (
+    let record = app.host.store().run_dyn(&id).await.ok().flatten();
+    let (answered, withdrawn): (Vec<String>, Vec<Value>) = match &record {
+        Some(record) => (
             record.answers.keys().cloned().collect(),
             record.withdrawn_questions().iter().map(|p| json!({"id": p.id, "prompt": p.prompt})).collect(),
         ),
-        _ => (Vec::new(), Vec::new()),
+        None => (Vec::new(), Vec::new()),
+    };
+    // What the principal may answer (an approver narrowed by kinds or agents sees the others without a form).
+    let answerable = |id: &str| {
+        record.as_ref().and_then(|r| r.pending.iter().find(|p| p.id == id)).is_some_and(|p| principal.answers(p))
     };
     let pending: Vec<Value> = run["pending"]
         .as_array()
@@ -259,7 +291,9 @@ async fn run_page(State(app): State<AppState>, Path(id): Path<String>) -> Page {
             list.iter()
                 .map(|p| {
                     let done = p["id"].as_str().is_some_and(|id| answered.iter().any(|a| a == id));
+                    let may = p["id"].as_str().is_some_and(answerable);
                     json!({"id": p["id"], "prompt": p["prompt"], "agent": p["agent"], "answered": done,
+                           "answerable": may,
                            "kind": p["kind"].as_str().unwrap_or("human"), "data": p["data"]})
                 })
                 .collect()
@@ -278,7 +312,8 @@ async fn run_page(State(app): State<AppState>, Path(id): Path<String>) -> Page {
     }
     let optional = |v: &Value| if v.is_null() { Value::Null } else { json!(display(v)) };
     let active = matches!(run["status"].as_str(), Some("running" | "suspended"));
-    render(
+    render_for(
+        &principal,
         StatusCode::OK,
         "run.html",
         "run",
@@ -340,7 +375,7 @@ fn time_left(ms: u64) -> String {
 /// `/inbox`: the human steps waiting for an answer, each with its form; the script keeps the list current.
 async fn inbox_page(State(app): State<AppState>, Extension(principal): Extension<Principal>) -> Page {
     match inbox_items(&app, &principal).await {
-        Ok(items) => render(StatusCode::OK, "inbox.html", "inbox", json!({"items": items})),
+        Ok(items) => render_for(&principal, StatusCode::OK, "inbox.html", "inbox", json!({"items": items})),
         Err(e) => error_page(&e),
     }
 }
@@ -375,13 +410,19 @@ async fn schedules_page(State(app): State<AppState>, Extension(principal): Exten
         }
         Err(e) => (Vec::new(), Some(ApiError::from(e).message)),
     };
-    render(StatusCode::OK, "schedules.html", "schedules", json!({"schedules": schedules, "error": error}))
+    render_for(
+        &principal,
+        StatusCode::OK,
+        "schedules.html",
+        "schedules",
+        json!({"schedules": schedules, "error": error}),
+    )
 }
 
 /// `/new`: the new-run form for the specs of `--specs`, with each spec's inputs: its `params`, else those
 /// inferred from what its agents read (a spec that does not build shows why instead), the required ones
 /// marked.
-async fn new_page(State(app): State<AppState>) -> Page {
+async fn new_page(State(app): State<AppState>, Extension(principal): Extension<Principal>) -> Page {
     let specs: Vec<Value> = app
         .host
         .specs()
@@ -424,7 +465,7 @@ async fn new_page(State(app): State<AppState>) -> Page {
             }
         })
         .collect();
-    render(StatusCode::OK, "new.html", "new", json!({"specs": specs}))
+    render_for(&principal, StatusCode::OK, "new.html", "new", json!({"specs": specs}))
 }
 
 /// The login page shown to a browser without a credential.

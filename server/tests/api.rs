@@ -460,7 +460,10 @@ async fn a_token_is_required_when_configured() {
     let h = Harness::start_in(dir, Some("s3cret")).await;
     let (code, body) = h.get("/api/v1/runs").await;
     assert_eq!(code, StatusCode::UNAUTHORIZED);
-    assert_eq!(body["error"], "missing or wrong token: send the header `Authorization: Bearer <token>`");
+    assert_eq!(
+        body["error"],
+        "missing or wrong credential: send the header `Authorization: Bearer <API key or token>`"
+    );
     // The liveness probe answers without the token, and says nothing else; with it, the whole body.
     let wrong = h.http.get(format!("{}/healthz", h.base)).bearer_auth("nope").send().await.unwrap();
     assert_eq!(wrong.status(), StatusCode::OK);
@@ -471,7 +474,10 @@ async fn a_token_is_required_when_configured() {
     // Readiness needs the token.
     let (code, body) = h.get("/readyz").await;
     assert_eq!(code, StatusCode::UNAUTHORIZED);
-    assert_eq!(body["error"], "missing or wrong token: send the header `Authorization: Bearer <token>`");
+    assert_eq!(
+        body["error"],
+        "missing or wrong credential: send the header `Authorization: Bearer <API key or token>`"
+    );
     // A2A clients, as API clients, get the JSON answer and the challenge, not the browser's login form.
     for (post, path) in [(true, "/a2a"), (true, "/a2a/hello"), (false, "/.well-known/agent-card.json")] {
         let url = format!("{}{path}", h.base);
@@ -480,7 +486,10 @@ async fn a_token_is_required_when_configured() {
         assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{path}");
         assert_eq!(response.headers()["www-authenticate"], "Bearer", "{path}");
         let body = response.json::<Value>().await.unwrap();
-        assert_eq!(body["error"], "missing or wrong token: send the header `Authorization: Bearer <token>`");
+        assert_eq!(
+            body["error"],
+            "missing or wrong credential: send the header `Authorization: Bearer <API key or token>`"
+        );
     }
     h.stop().await;
 

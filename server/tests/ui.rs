@@ -398,7 +398,7 @@ async fn the_login_form_sets_an_http_only_strict_cookie() {
     };
     let wrong = login("nope").await.unwrap();
     assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
-    assert!(wrong.text().await.unwrap().contains("That token is wrong."));
+    assert!(wrong.text().await.unwrap().contains("That key or token is wrong."));
     let right = login("s3cret").await.unwrap();
     assert_eq!(right.status(), StatusCode::SEE_OTHER);
     assert_eq!(right.headers()[LOCATION], "/");

@@ -7,8 +7,8 @@
 #![allow(clippy::unwrap_used)]
 
 use agentic_engine::{
-    CheckpointStore, InvocationRecord, Overlap, RunImage, RunRecord, RunStatus, ScheduleChange, ScheduleRecord,
-    ScheduleSource, StepRecord,
+    AuditEntry, CheckpointStore, InvocationRecord, KeyRecord, Overlap, Role, RunImage, RunRecord, RunStatus,
+    ScheduleChange, ScheduleRecord, ScheduleSource, StepRecord,
 };
 use serde_json::{Map, json};
 
@@ -97,6 +97,7 @@ suite!(
     the_last_run_record_put_wins,
     schedules_are_created_changed_and_deleted_and_survive_a_reopen,
     concurrent_claims_of_a_tick_let_exactly_one_through,
+    keys_and_the_audit_are_kept_and_survive_a_reopen,
 );
 
 fn step(run_id: &str, seq: u64) -> StepRecord {
@@ -325,6 +326,56 @@ fn take_tick(tick_ms: u64) -> ScheduleChange {
         s.last_run_id = Some(s.run_id_at(tick_ms));
         Ok(())
     })
+}
+
+fn key(id: &str, name: &str, created_at_ms: u64) -> KeyRecord {
+    KeyRecord {
+        id: id.into(),
+        name: name.into(),
+        tenant: "acme".into(),
+        roles: vec![Role::Approver],
+        kinds: vec!["tool_call".into()],
+        agents: Vec::new(),
+        hash: "ab".repeat(32),
+        created_at_ms,
+        created_by: "token".into(),
+        revoked_at_ms: None,
+    }
+}
+
+fn entry(n: u64, tenant: Option<&str>) -> AuditEntry {
+    AuditEntry {
+        at_ms: 1_000 + n,
+        principal: "key:ann".into(),
+        tenant: tenant.map(str::to_string),
+        action: "answer".into(),
+        run_id: Some(format!("r{n}")),
+        detail: json!({"response_id": "q"}),
+    }
+}
+
+async fn keys_and_the_audit_are_kept_and_survive_a_reopen<B: Backend>(backend: B) {
+    {
+        let store = backend.open(0).await;
+        assert!(store.keys().await.unwrap().is_empty());
+        assert!(store.audit(10).await.unwrap().is_empty());
+        // Listed oldest first, whatever the order of their ids.
+        store.put_key(key("k2", "bob", 20)).await.unwrap();
+        store.put_key(key("k1", "ann", 10)).await.unwrap();
+        // A key put again replaces the one with its id (a revocation).
+        store.put_key(KeyRecord { revoked_at_ms: Some(30), ..key("k2", "bob", 20) }).await.unwrap();
+        for n in 0..5 {
+            store.append_audit(entry(n, if n % 2 == 0 { Some("acme") } else { None })).await.unwrap();
+        }
+    }
+    let store = backend.open(0).await;
+    assert_eq!(
+        store.keys().await.unwrap(),
+        [key("k1", "ann", 10), KeyRecord { revoked_at_ms: Some(30), ..key("k2", "bob", 20) }]
+    );
+    // The latest first, as many as asked.
+    assert_eq!(store.audit(3).await.unwrap(), [entry(4, Some("acme")), entry(3, None), entry(2, Some("acme"))]);
+    assert_eq!(store.audit(100).await.unwrap().len(), 5);
 }
 
 async fn schedules_are_created_changed_and_deleted_and_survive_a_reopen<B: Backend>(backend: B) {

@@ -295,7 +295,7 @@ async fn on_a_non_loopback_address_mcp_needs_the_token_as_the_api_does() {
     assert_eq!(refused.headers()["www-authenticate"], "Bearer");
     assert_eq!(
         refused.json::<Value>().await.unwrap(),
-        json!({"error": "missing or wrong token: send the header `Authorization: Bearer <token>`"})
+        json!({"error": "missing or wrong credential: send the header `Authorization: Bearer <API key or token>`"})
     );
     // The SDK's client without the token fails; with it, it lists and calls (any Host name is accepted, as
     // the token guards the server).

@@ -67,7 +67,7 @@ async fn healthz_answers_without_the_token_and_readyz_needs_it() {
     assert_eq!(refused.status().as_u16(), 401);
     assert_eq!(
         refused.json::<Value>().await.unwrap(),
-        json!({"error": "missing or wrong token: send the header `Authorization: Bearer <token>`"})
+        json!({"error": "missing or wrong credential: send the header `Authorization: Bearer <API key or token>`"})
     );
     let ready = http.get(format!("{}/readyz", served.url)).bearer_auth("s3cret").send().await.unwrap();
     assert_eq!(ready.status().as_u16(), 200);
@@ -293,7 +293,8 @@ async fn a_token_the_server_refuses_is_exit_77() {
     let served = Serve::on(&store).token(Some("s3cret")).start();
     let refused = |how: &str| format!("error: the server at {} refused the request: {how}\n", served.url);
     let wrong = refused("it refuses the token in $AGENTIC_TOKEN; set $AGENTIC_TOKEN to the server's token");
-    let unset = refused("it needs a token; set $AGENTIC_TOKEN to the server's token");
+    let unset =
+        refused("it needs a key or a token; set $AGENTIC_KEY to an API key, or $AGENTIC_TOKEN to the server's token");
     for args in [&["runs"][..], &["show", "r1"], &["respond", "r1", "yes"]] {
         let o = Cli::new(args).store(&store).env("AGENTIC_TOKEN", "wrong").output_async().await;
         assert_eq!((o.status.code(), stderr(&o)), (Some(77), wrong.clone()), "{args:?}");

@@ -763,3 +763,149 @@ async fn a_tool_call_is_approved_with_edits_on_its_inbox_card_in_chromium_and_it
     eprintln!("the tool call browser test took {took:?}");
     assert!(took < Duration::from_secs(60), "the tool call browser test took {took:?}");
 }
+
+/// A two-step approval (SERVER.md §8's browser checks): a human step between two computes.
+const KEYED_SPEC: &str = "version: 1
+root: approval
+agents:
+  approval: { kind: sequence, agents: [processor, review, finalizer], output_key: final }
+  processor: { kind: compute, template: \"PROCESSED: {{ input }}\", output_key: processed_data }
+  review: { kind: human, prompt: \"Approve {{ processed_data }}?\", response_id: human-review, output_key: approval }
+  finalizer: { kind: compute, template: \"Final: {{ processed_data }} | {{ approval }}\", output_key: final }
+";
+
+/// Signs the browser in at `/login` with `credential` and waits for the runs page.
+async fn sign_in(page: &Page, base: &str, credential: &str) {
+    page.goto(format!("{base}/login")).await.unwrap();
+    wait_page(page, "/login").await;
+    type_into(page, "input[name=token]", credential).await;
+    click(page, "form button[type=submit]").await;
+    wait_page(page, "/").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approvers_key_signs_in_answers_in_the_inbox_sees_no_cancel_button_and_a_forged_form_is_refused() {
+    let Some(chromium) = chromium_or_skip() else { return };
+    const ROOT: &str = "keyed-root-token";
+    let serve = Serve::fresh().specs(&[("approval.yaml", KEYED_SPEC)]).token(Some(ROOT)).start();
+    let base = serve.url.clone();
+    let http = reqwest::Client::new();
+    let key = |name: &'static str, tenant: &'static str, role: &'static str| {
+        let request = http
+            .post(format!("{base}/api/v1/keys"))
+            .bearer_auth(ROOT)
+            .json(&json!({"name": name, "tenant": tenant, "roles": [role]}));
+        async move {
+            let created = request.send().await.unwrap();
+            assert_eq!(created.status(), reqwest::StatusCode::CREATED);
+            created.json::<Value>().await.unwrap()["key"].as_str().unwrap().to_string()
+        }
+    };
+    let (ann, olga, gus) = (
+        key("ann", "acme", "approver").await,
+        key("olga", "acme", "operator").await,
+        key("gus", "globex", "viewer").await,
+    );
+    let created = http
+        .post(format!("{base}/api/v1/runs"))
+        .bearer_auth(&olga)
+        .json(&json!({"spec_name": "approval", "run_id": "order-1", "inputs": {"input": "data"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), reqwest::StatusCode::CREATED);
+    let deadline = Instant::now() + WAIT;
+    while http
+        .get(format!("{base}/api/v1/runs/order-1"))
+        .bearer_auth(&olga)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["status"]
+        != "suspended"
+    {
+        assert!(Instant::now() < deadline, "order-1 did not suspend");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let profile = tempfile::tempdir().unwrap();
+    let (mut browser, events) = launch(&chromium, profile.path()).await;
+    let page = browser.new_page("about:blank").await.unwrap();
+    let watch = Watch::attach(&page).await;
+    // A wrong key is refused by the form.
+    page.goto(format!("{base}/login")).await.unwrap();
+    wait_page(&page, "/login").await;
+    type_into(&page, "input[name=token]", &format!("{}0", &ann[..ann.len() - 1])).await;
+    click(&page, "form button[type=submit]").await;
+    wait_for(&page, "the refusal", "document.body.innerText.includes('That key or token is wrong.')").await;
+
+    sign_in(&page, &base, &ann).await;
+    assert_eq!(eval(&page, "document.querySelector('header .who').textContent").await, "key:ann · acme");
+    // An approver's navigation has no new-run link; its inbox offers the step.
+    assert_eq!(eval(&page, r#"document.querySelector('header nav a[href="/new"]') === null"#).await, true);
+    click(&page, r#"header nav a[href="/inbox"]"#).await;
+    wait_page(&page, "/inbox").await;
+    wait_for(&page, "the inbox item", "document.querySelector('li.inbox-item form.answer-form') !== null").await;
+
+    // The run page: the answer form, no cancel button.
+    page.goto(format!("{base}/runs/order-1")).await.unwrap();
+    wait_page(&page, "/runs/order-1").await;
+    assert_eq!(
+        eval(&page, "document.getElementById('cancel') === null").await,
+        true,
+        "a cancel button for an approver"
+    );
+    assert_eq!(eval(&page, "document.querySelector('#pending form.answer-form') !== null").await, true);
+
+    // A form of another page's making (no CSRF token), posted with the sign-in cookie: refused, nothing done.
+    let forged = eval(
+        &page,
+        "fetch('/api/v1/runs/order-1/responses/human-review', {method: 'POST', credentials: 'same-origin', \
+           headers: {'Content-Type': 'application/json'}, body: JSON.stringify({value: 'FORGED'})}) \
+           .then(r => r.json().then(b => [r.status, b.error]))",
+    )
+    .await;
+    assert_eq!(
+        forged,
+        json!([403, "missing or wrong CSRF token (header `x-csrf-token`): send the request from this server's pages"])
+    );
+    let html_form = eval(
+        &page,
+        "(function () { const f = document.createElement('form'); f.method = 'post'; \
+           f.action = '/api/v1/runs/order-1/cancel'; document.body.appendChild(f); f.submit(); return true; })()",
+    )
+    .await;
+    assert_eq!(html_form, true);
+    wait_for(
+        &page,
+        "the forged form's refusal",
+        "document.body && document.body.innerText.includes('missing or wrong CSRF token')",
+    )
+    .await;
+    let run: Value =
+        http.get(format!("{base}/api/v1/runs/order-1")).bearer_auth(&olga).send().await.unwrap().json().await.unwrap();
+    assert_eq!(run["status"], "suspended", "the forged requests changed the run");
+
+    // The page's own form carries the token: the answer goes through and the run completes.
+    page.goto(format!("{base}/runs/order-1")).await.unwrap();
+    wait_page(&page, "/runs/order-1").await;
+    type_into(&page, "#pending form.answer-form textarea", "APPROVED").await;
+    click(&page, "#pending form.answer-form button[type=submit]").await;
+    wait_for(&page, "the run to complete", "document.querySelector('#run-status').textContent.includes('completed')")
+        .await;
+    watch.assert_clean("the approver's pages");
+
+    // Another tenant's viewer: the run page is 404 and the run is not listed.
+    sign_in(&page, &base, &gus).await;
+    assert_eq!(eval(&page, "document.querySelectorAll('a[href=\"/runs/order-1\"]').length").await, 0);
+    page.goto(format!("{base}/runs/order-1")).await.unwrap();
+    let status = wait_for(&page, "the run page's status", "fetch(location.href).then(r => r.status)").await;
+    assert_eq!(status, 404);
+    wait_for(&page, "the not-found page", "document.body && document.body.innerText.includes('Not found')").await;
+
+    browser.close().await.unwrap();
+    let _ = browser.wait().await;
+    events.await.unwrap();
+}

@@ -71,8 +71,13 @@
   }
 
   // A call to the API: {status, ok, data}; a network failure is status 0.
+  // The page's CSRF token (the sign-in cookie alone does not let a request change anything).
+  var csrfMeta = document.querySelector('meta[name="csrf-token"]');
+  var CSRF = csrfMeta ? csrfMeta.content : '';
+
   function api(method, path, body) {
     var init = { method: method, headers: { Accept: 'application/json' }, credentials: 'same-origin' };
+    if (method !== 'GET' && CSRF) init.headers['X-CSRF-Token'] = CSRF;
     if (body !== undefined) {
       init.headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
@@ -523,8 +528,9 @@
       document.getElementById('state-hidden').hidden = keys.length === shownKeys.length;
       document.getElementById('state-hidden-count').textContent = String(keys.length - shownKeys.length);
       var active = run.status === 'running' || run.status === 'suspended';
-      cancel.hidden = !active;
-      if (!active) note.textContent = '';
+      // No button for a key that may not cancel (the page leaves it out).
+      if (cancel) cancel.hidden = !active;
+      if (!active && note) note.textContent = '';
     }
 
     var refreshing = false, again = false, soon = null;
@@ -572,7 +578,7 @@
       });
     });
 
-    cancel.addEventListener('click', function () {
+    if (cancel) cancel.addEventListener('click', function () {
       cancel.disabled = true;
       api('POST', base + '/cancel').then(function (r) {
         cancel.disabled = false;
