@@ -516,6 +516,15 @@ pub trait CheckpointStore: Send + Sync + 'static {
         async { Ok(Vec::new()) }
     }
 
+    /// A store for reading what `tenant` may see (SERVER.md §8), when the backend itself enforces tenants
+    /// (PostgreSQL's row-level security): reads through it return that tenant's runs, journals, specs,
+    /// schedules, keys and audit entries only. `None` (the default) when the backend does not: the server then
+    /// filters what it reads itself.
+    fn tenant_view(&self, tenant: &str) -> Option<StoreRef> {
+        let _ = tenant;
+        None
+    }
+
     /// Carries out one operation of the model-call limiter that every process sharing this store uses
     /// (SPEC.md §3 `limits`, [`crate::limits`]): `None` when the store shares no limiter (each process
     /// limits its own calls; the default). Each operation is atomic with respect to every process.
@@ -625,6 +634,7 @@ pub trait DynCheckpointStore: Send + Sync + 'static {
     fn keys_dyn(&self) -> BoxFuture<'_, Result<Vec<KeyRecord>, StoreError>>;
     fn append_audit_dyn(&self, entry: AuditEntry) -> BoxFuture<'_, Result<(), StoreError>>;
     fn audit_dyn(&self, limit: usize) -> BoxFuture<'_, Result<Vec<AuditEntry>, StoreError>>;
+    fn tenant_view_dyn(&self, tenant: &str) -> Option<StoreRef>;
 }
 
 /// A store that wraps another one and changes part of what it does (a decorator: an event tap, a test hook):
@@ -813,6 +823,11 @@ pub trait StoreLayer: Send + Sync + 'static {
         async move { self.inner().append_audit_dyn(entry).await }
     }
 
+    /// [`CheckpointStore::tenant_view`]; by default the wrapped store's.
+    fn tenant_view(&self, tenant: &str) -> Option<StoreRef> {
+        self.inner().tenant_view_dyn(tenant)
+    }
+
     /// [`CheckpointStore::audit`]; by default the wrapped store's.
     fn audit(&self, limit: usize) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send {
         async move { self.inner().audit_dyn(limit).await }
@@ -949,6 +964,10 @@ impl<L: StoreLayer> CheckpointStore for L {
         StoreLayer::append_audit(self, entry)
     }
 
+    fn tenant_view(&self, tenant: &str) -> Option<StoreRef> {
+        StoreLayer::tenant_view(self, tenant)
+    }
+
     fn audit(&self, limit: usize) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send {
         StoreLayer::audit(self, limit)
     }
@@ -1057,6 +1076,9 @@ impl<S: CheckpointStore> DynCheckpointStore for S {
     }
     fn append_audit_dyn(&self, entry: AuditEntry) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(self.append_audit(entry))
+    }
+    fn tenant_view_dyn(&self, tenant: &str) -> Option<StoreRef> {
+        self.tenant_view(tenant)
     }
     fn audit_dyn(&self, limit: usize) -> BoxFuture<'_, Result<Vec<AuditEntry>, StoreError>> {
         Box::pin(self.audit(limit))

@@ -92,7 +92,7 @@ async fn list(
     State(app): State<AppState>,
     Extension(principal): Extension<Principal>,
 ) -> Result<Json<Value>, ApiError> {
-    let keys = list_keys(app.host.store().as_ref(), principal.tenant.as_deref()).await.map_err(key_error)?;
+    let keys = list_keys(app.store_for(&principal).as_ref(), principal.tenant.as_deref()).await.map_err(key_error)?;
     Ok(Json(json!({"keys": keys.iter().map(key_json).collect::<Vec<_>>()})))
 }
 
@@ -132,7 +132,7 @@ async fn read_audit(
     };
     // A tenant's entries are among the latest of all: read more than asked, keep the tenant's.
     let read = if principal.tenant.is_some() { MAX_AUDIT_LIMIT } else { limit };
-    let entries = app.host.store().audit_dyn(read).await?;
+    let entries = app.store_for(&principal).audit_dyn(read).await?;
     let entries: Vec<Value> = entries
         .into_iter()
         .filter(|e| principal.sees_tenant(e.tenant.as_deref()))

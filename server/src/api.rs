@@ -212,7 +212,7 @@ pub(crate) async fn list_json(
             _ => return Err(ApiError::bad_request(format!("limit: `{l}` is not a number from 1 to {MAX_LIMIT}"))),
         },
     };
-    let mut runs = app.host.store().runs_dyn().await?;
+    let mut runs = app.store_for(principal).runs_dyn().await?;
     runs.retain(|r| principal.sees(r) && status.is_none_or(|s| r.status == s));
     // Newest first by creation, which never changes: a run updated while a client pages through the list keeps
     // its place, so every run is listed once. The cursor is the position of the last run of the previous page.
@@ -255,9 +255,10 @@ pub(crate) fn timestamp(ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
-/// The run as `GET /api/v1/runs/{id}` answers it.
-pub(crate) async fn run_json(app: &AppState, run_id: &str) -> Result<Value, ApiError> {
-    let Some(record) = app.host.store().run_dyn(run_id).await? else {
+/// The run as `GET /api/v1/runs/{id}` answers it, read as `principal` may see it.
+pub(crate) async fn run_json(app: &AppState, principal: &Principal, run_id: &str) -> Result<Value, ApiError> {
+    let store = app.store_for(principal);
+    let Some(record) = store.run_dyn(run_id).await?.filter(|r| principal.sees(r)) else {
         if app.host.is_executing(run_id) {
             // Started a moment ago: the engine has not written its record yet.
             return Ok(json!({"run_id": run_id, "name": null, "status": "running", "output": null,
@@ -266,7 +267,7 @@ pub(crate) async fn run_json(app: &AppState, run_id: &str) -> Result<Value, ApiE
         }
         return Err(ApiError::no_run(run_id));
     };
-    let image = app.host.store().load_dyn(run_id).await?;
+    let image = store.load_dyn(run_id).await?;
     let (output, error) = match record.status {
         RunStatus::Completed => (record.detail.clone(), Value::Null),
         RunStatus::Failed => (Value::Null, record.detail.clone()),
@@ -302,8 +303,12 @@ pub(crate) async fn run_json(app: &AppState, run_id: &str) -> Result<Value, ApiE
     }))
 }
 
-async fn get_run(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    run_json(&app, &id).await.map(Json)
+async fn get_run(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    run_json(&app, &principal, &id).await.map(Json)
 }
 
 #[derive(Deserialize)]
@@ -325,15 +330,19 @@ async fn respond(
 
 /// `GET /api/v1/runs/{id}/calls`: the run's journaled model turns and tool calls in journal order (SPEC.md
 /// §4), of a run in any status (failed and cancelled ones too), as [`calls_json`] gives them.
-async fn calls(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    calls_json(&app, &id).await.map(Json)
+async fn calls(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    calls_json(&app, &principal, &id).await.map(Json)
 }
 
 /// The JSON array of `GET /api/v1/runs/{id}/calls`: one `{seq, path, agent, item?, type, ...}` per journaled
 /// call entry ([`agentic_engine::calls_json`]); an unknown run is `404`.
-pub(crate) async fn calls_json(app: &AppState, run_id: &str) -> Result<Value, ApiError> {
-    let store = app.host.store();
-    let Some(record) = store.run_dyn(run_id).await? else {
+pub(crate) async fn calls_json(app: &AppState, principal: &Principal, run_id: &str) -> Result<Value, ApiError> {
+    let store = &app.store_for(principal);
+    let Some(record) = store.run_dyn(run_id).await?.filter(|r| principal.sees(r)) else {
         if app.host.is_executing(run_id) {
             // Started a moment ago: nothing journaled yet.
             return Ok(json!([]));
@@ -432,13 +441,18 @@ async fn store_runs(
     State(app): State<AppState>,
     Extension(principal): Extension<Principal>,
 ) -> Result<Json<Vec<RunRecord>>, ApiError> {
-    let mut runs = app.host.store().runs_dyn().await?;
+    let mut runs = app.store_for(&principal).runs_dyn().await?;
     runs.retain(|r| principal.sees(r));
     Ok(Json(runs))
 }
 
-async fn store_run(State(app): State<AppState>, Path(id): Path<String>) -> Result<Json<RunRecord>, ApiError> {
-    app.host.store().run_dyn(&id).await?.map(Json).ok_or_else(|| ApiError::no_run(&id))
+async fn store_run(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<RunRecord>, ApiError> {
+    let record = app.store_for(&principal).run_dyn(&id).await?.filter(|r| principal.sees(r));
+    record.map(Json).ok_or_else(|| ApiError::no_run(&id))
 }
 
 /// A spec of the archive, to a principal that sees a run of it (a tenant's key reads its own tenant's specs
@@ -448,13 +462,14 @@ async fn store_spec(
     Extension(principal): Extension<Principal>,
     Path(hash): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    let store = app.store_for(&principal);
     if principal.tenant.is_some() {
-        let runs = app.host.store().runs_dyn().await?;
+        let runs = store.runs_dyn().await?;
         if !runs.iter().any(|r| principal.sees(r) && r.spec_hash.as_deref() == Some(hash.as_str())) {
             return Err(ApiError::not_found(format!("no spec {hash} in the store's spec archive")));
         }
     }
-    match app.host.store().spec_dyn(&hash).await? {
+    match store.spec_dyn(&hash).await? {
         Some(text) => Ok(Json(json!({"hash": hash, "text": text}))),
         None => Err(ApiError::not_found(format!("no spec {hash} in the store's spec archive"))),
     }
@@ -462,25 +477,32 @@ async fn store_spec(
 
 async fn store_records(
     State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<Vec<agentic_engine::StepRecord>>, ApiError> {
-    Ok(Json(app.host.store().records_dyn(&id).await?))
+    Ok(Json(app.store_for(&principal).records_dyn(&id).await?))
 }
 
 async fn store_image(
     State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<agentic_engine::RunImage>, ApiError> {
-    Ok(Json(app.host.store().load_dyn(&id).await?))
+    Ok(Json(app.store_for(&principal).load_dyn(&id).await?))
 }
 
-async fn report(State(app): State<AppState>, Path(id): Path<String>) -> Result<Html<String>, ApiError> {
-    let (run, records) = match agentic_report::load_run(app.host.store(), &id).await {
+async fn report(
+    State(app): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Html<String>, ApiError> {
+    let store = app.store_for(&principal);
+    let (run, records) = match agentic_report::load_run(&store, &id).await {
         Ok(loaded) => loaded,
         Err(agentic_report::ReportError::NoRun(_)) => return Err(ApiError::no_run(&id)),
         Err(e) => return Err(ApiError::internal(e.to_string())),
     };
-    let html = match agentic_spec::run_topology(app.host.store(), &run).await {
+    let html = match agentic_spec::run_topology(&store, &run).await {
         Ok(topology) => agentic_report::render_run(&topology, &run, &records),
         Err(reason) => agentic_report::render_run_without_topology(&run, &records, &reason),
     };

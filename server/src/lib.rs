@@ -164,6 +164,19 @@ pub(crate) struct AppState {
     pub(crate) keys: auth::KeyCache,
 }
 
+impl AppState {
+    /// The store to read what `principal` may see through: on a backend that enforces tenants itself
+    /// (PostgreSQL's row-level security), a view of the principal's tenant only; else the whole store (the
+    /// handlers filter by [`auth::Principal::sees`]).
+    pub(crate) fn store_for(&self, principal: &auth::Principal) -> StoreRef {
+        principal
+            .tenant
+            .as_deref()
+            .and_then(|tenant| self.host.store().tenant_view_dyn(tenant))
+            .unwrap_or_else(|| self.host.store().clone())
+    }
+}
+
 /// A running server. Drop it or call [`Server::shutdown`] to stop it.
 pub struct Server {
     addr: SocketAddr,

@@ -260,7 +260,7 @@ async fn list(
     Extension(principal): Extension<Principal>,
 ) -> Result<Json<Value>, ApiError> {
     let now = now_ms();
-    let mut schedules = app.host.store().schedules_dyn().await?;
+    let mut schedules = app.store_for(&principal).schedules_dyn().await?;
     schedules.retain(|s| principal.sees_tenant(s.tenant.as_deref()));
     Ok(Json(json!({"schedules": schedules.iter().map(|s| schedule_json(s, now)).collect::<Vec<_>>()})))
 }
@@ -271,7 +271,7 @@ async fn show(
     Extension(principal): Extension<Principal>,
     UrlPath(id): UrlPath<String>,
 ) -> Result<Json<Value>, ApiError> {
-    match app.host.store().schedule_dyn(&id).await? {
+    match app.store_for(&principal).schedule_dyn(&id).await? {
         Some(s) if principal.sees_tenant(s.tenant.as_deref()) => Ok(Json(schedule_json(&s, now_ms()))),
         _ => Err(no_schedule(&id)),
     }

@@ -267,13 +267,13 @@ async fn run_page(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Page {
-    let run = match run_json(&app, &id).await {
+    let run = match run_json(&app, &principal, &id).await {
         Ok(run) => run,
         Err(e) => return error_page(&e),
     };
     // The answers already in (the run waits for the others; the API's `pending` does not say), and the
     // questions a failed or cancelled run had asked (the API offers none: they take no answer).
-    let record = app.host.store().run_dyn(&id).await.ok().flatten();
+    let record = app.store_for(&principal).run_dyn(&id).await.ok().flatten();
     let (answered, withdrawn): (Vec<String>, Vec<Value>) = match &record {
         Some(record) => (
             record.answers.keys().cloned().collect(),
@@ -327,7 +327,7 @@ async fn run_page(
 /// human step), every spent budget waiting for a new limit, and every tool call waiting for approval or left
 /// in doubt (SPEC.md §4), the longest waiting first: of the runs `principal` sees, those it may answer.
 async fn inbox_items(app: &AppState, principal: &Principal) -> Result<Vec<Value>, ApiError> {
-    let runs = app.host.store().runs_dyn().await?;
+    let runs = app.store_for(principal).runs_dyn().await?;
     // Suspended runs, and running ones whose `mode: pending` human steps wait for an answer.
     let mut waiting: Vec<_> = runs
         .into_iter()
@@ -395,7 +395,7 @@ async fn inbox_json(
 /// `/schedules`: the store's schedules (as `GET /api/v1/schedules` gives them), their inputs shown as JSON.
 async fn schedules_page(State(app): State<AppState>, Extension(principal): Extension<Principal>) -> Page {
     let now = crate::schedule::now_ms();
-    let (schedules, error) = match app.host.store().schedules_dyn().await {
+    let (schedules, error) = match app.store_for(&principal).schedules_dyn().await {
         Ok(list) => {
             let rows: Vec<Value> = list
                 .iter()

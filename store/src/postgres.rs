@@ -34,8 +34,14 @@ use crate::sled_store::DEFAULT_SNAPSHOT_INTERVAL;
 /// `agentic_capacity` and `agentic_capacity_slots`. Version 5: the partial index `agentic_runs_open` on the
 /// runs still `running` or `suspended`, which every server's take-over scan reads (without it the scan reads
 /// every run ever stored, each period). Version 6: the API keys `agentic_keys` and the audit trail
-/// `agentic_audit` (SERVER.md §8).
-pub const PG_SCHEMA_VERSION: i32 = 6;
+/// `agentic_audit` (SERVER.md §8). Version 7: tenants enforced by the database (SERVER.md §8): each table
+/// with run data gets row-level security (`FORCE`d, so the tables' owner is held to it too) with the policy
+/// `agentic_tenant`, which lets a connection see the rows of the scope in its setting `agentic.tenant`: `*`
+/// (every row: the processes that execute runs), or `tenant:<name>` (that tenant's runs, their journals,
+/// snapshots and specs, schedules, keys and audit entries); a connection without the setting sees nothing.
+/// `agentic_runs.tenant` and `.spec_hash`, `agentic_schedules.tenant` and `agentic_keys.tenant` are generated
+/// from their records.
+pub const PG_SCHEMA_VERSION: i32 = 7;
 
 /// The migrations, in order: `(version, SQL)`. Each runs once, in the transaction that records its version.
 const MIGRATIONS: &[(i32, &str)] = &[
@@ -120,6 +126,46 @@ const MIGRATIONS: &[(i32, &str)] = &[
          record json NOT NULL
      );",
     ),
+    (
+        7,
+        "ALTER TABLE agentic_runs ADD COLUMN tenant text GENERATED ALWAYS AS (record->>'tenant') STORED;
+     ALTER TABLE agentic_runs ADD COLUMN spec_hash text GENERATED ALWAYS AS (record->>'spec_hash') STORED;
+     CREATE INDEX agentic_runs_spec ON agentic_runs (spec_hash);
+     ALTER TABLE agentic_schedules ADD COLUMN tenant text GENERATED ALWAYS AS (record->>'tenant') STORED;
+     ALTER TABLE agentic_keys ADD COLUMN tenant text GENERATED ALWAYS AS (record->>'tenant') STORED;
+     CREATE FUNCTION agentic_scope() RETURNS text LANGUAGE sql STABLE
+         AS $$ SELECT coalesce(current_setting('agentic.tenant', true), '') $$;
+     CREATE FUNCTION agentic_sees(row_tenant text) RETURNS boolean LANGUAGE sql STABLE
+         AS $$ SELECT agentic_scope() = '*' OR agentic_scope() = 'tenant:' || row_tenant $$;
+     ALTER TABLE agentic_runs ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE agentic_runs FORCE ROW LEVEL SECURITY;
+     CREATE POLICY agentic_tenant ON agentic_runs USING (agentic_sees(tenant));
+     ALTER TABLE agentic_journal ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE agentic_journal FORCE ROW LEVEL SECURITY;
+     CREATE POLICY agentic_tenant ON agentic_journal USING (agentic_scope() = '*'
+         OR EXISTS (SELECT 1 FROM agentic_runs r WHERE r.run_id = agentic_journal.run_id));
+     ALTER TABLE agentic_snapshots ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE agentic_snapshots FORCE ROW LEVEL SECURITY;
+     CREATE POLICY agentic_tenant ON agentic_snapshots USING (agentic_scope() = '*'
+         OR EXISTS (SELECT 1 FROM agentic_runs r WHERE r.run_id = agentic_snapshots.run_id));
+     ALTER TABLE agentic_snapshot_chunks ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE agentic_snapshot_chunks FORCE ROW LEVEL SECURITY;
+     CREATE POLICY agentic_tenant ON agentic_snapshot_chunks USING (agentic_scope() = '*'
+         OR EXISTS (SELECT 1 FROM agentic_runs r WHERE r.run_id = agentic_snapshot_chunks.run_id));
+     ALTER TABLE agentic_specs ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE agentic_specs FORCE ROW LEVEL SECURITY;
+     CREATE POLICY agentic_tenant ON agentic_specs USING (agentic_scope() = '*'
+         OR EXISTS (SELECT 1 FROM agentic_runs r WHERE r.spec_hash = agentic_specs.hash));
+     ALTER TABLE agentic_schedules ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE agentic_schedules FORCE ROW LEVEL SECURITY;
+     CREATE POLICY agentic_tenant ON agentic_schedules USING (agentic_sees(tenant));
+     ALTER TABLE agentic_keys ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE agentic_keys FORCE ROW LEVEL SECURITY;
+     CREATE POLICY agentic_tenant ON agentic_keys USING (agentic_sees(tenant));
+     ALTER TABLE agentic_audit ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE agentic_audit FORCE ROW LEVEL SECURITY;
+     CREATE POLICY agentic_tenant ON agentic_audit USING (agentic_sees(tenant));",
+    ),
 ];
 
 /// The first key of the transaction-level advisory locks that serialise the changes of one schedule
@@ -193,7 +239,16 @@ struct Inner {
     /// The spec hashes this handle stored: the archive is content-addressed and never changes, so a spec is
     /// written once per handle, not once per run.
     specs_put: Mutex<std::collections::HashSet<String>>,
+    /// The read handles of one tenant each ([`PgStore::for_tenant`]), shared by the handles of one connect.
+    tenants: Arc<Mutex<HashMap<String, PgStore>>>,
 }
+
+/// The connection option that puts a connection in the system scope, which sees every tenant's rows
+/// (migration 7): the processes that execute runs work in it.
+const SYSTEM_SCOPE: &str = "-c agentic.tenant=*";
+
+/// Connections each tenant's read pool opens at most ([`PgStore::for_tenant`]).
+const TENANT_POOL_SIZE: usize = 2;
 
 /// Records buffered for the next flush, encoded (the sled store's values: a version byte, then the JSON).
 #[derive(Default)]
@@ -214,6 +269,7 @@ struct PendingRun {
 impl Inner {
     fn new(pool: Pool, dial: crate::pg_listen::Dial, shown: String, owner: String, lease_time: Duration) -> Inner {
         Inner {
+            tenants: Arc::default(),
             pool,
             dial,
             shown,
@@ -401,6 +457,12 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("agentic");
         }
+        // This handle executes any tenant's runs: its connections see every row (migration 7's policies).
+        let options = match config.get_options() {
+            Some(given) => format!("{given} {SYSTEM_SCOPE}"),
+            None => SYSTEM_SCOPE.to_string(),
+        };
+        config.options(&options);
         let recycling = ManagerConfig { recycling_method: RecyclingMethod::Fast };
         let manager = match &tls.connector {
             Some(connector) => Manager::from_config(config.clone(), connector.clone(), recycling),
@@ -479,16 +541,49 @@ impl PgStore {
     /// distinct from every other's: two handles with one id would not fence each other.
     #[must_use]
     pub fn with_lease(&self, owner: impl Into<String>, lease_time: Duration) -> Self {
-        PgStore {
-            inner: Arc::new(Inner::new(
-                self.inner.pool.clone(),
-                self.inner.dial.clone(),
-                self.inner.shown.clone(),
-                owner.into(),
-                lease_time,
-            )),
-            snapshot_interval: self.snapshot_interval,
+        let mut inner = Inner::new(
+            self.inner.pool.clone(),
+            self.inner.dial.clone(),
+            self.inner.shown.clone(),
+            owner.into(),
+            lease_time,
+        );
+        inner.tenants = self.inner.tenants.clone();
+        PgStore { inner: Arc::new(inner), snapshot_interval: self.snapshot_interval }
+    }
+
+    /// A handle for reading what tenant `tenant` may see, enforced by the database: its connections (a pool of
+    /// their own, at most 2, made once per tenant and shared by the handles of this connect) are in the scope
+    /// `tenant:<tenant>`, so the row-level security of migration 7 shows them that tenant's runs, journals,
+    /// snapshots, specs, schedules, keys and audit entries and nothing else, whatever the query. `None` for a
+    /// name that is not a tenant's (letters, digits, `_`, `-`, `.`; 1 to 128).
+    pub fn for_tenant(&self, tenant: &str) -> Option<PgStore> {
+        let valid = (1..=128).contains(&tenant.len())
+            && tenant.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !valid {
+            return None;
         }
+        let mut tenants = locked(&self.inner.tenants);
+        if let Some(store) = tenants.get(tenant) {
+            return Some(store.clone());
+        }
+        let mut config = self.inner.dial.config.clone();
+        let scope = format!("-c agentic.tenant=tenant:{tenant}");
+        let options = config.get_options().unwrap_or_default().replace(SYSTEM_SCOPE, &scope);
+        config.options(&options);
+        let recycling = ManagerConfig { recycling_method: RecyclingMethod::Fast };
+        let manager = match &self.inner.dial.tls {
+            Some(connector) => Manager::from_config(config.clone(), connector.clone(), recycling),
+            None => Manager::from_config(config.clone(), NoTls, recycling),
+        };
+        let pool = Pool::builder(manager).max_size(TENANT_POOL_SIZE).build().ok()?;
+        let dial = crate::pg_listen::Dial { config, tls: self.inner.dial.tls.clone() };
+        let store = PgStore {
+            inner: Arc::new(Inner::new(pool, dial, self.inner.shown.clone(), new_owner_id(), self.inner.lease_time)),
+            snapshot_interval: self.snapshot_interval,
+        };
+        tenants.insert(tenant.to_string(), store.clone());
+        Some(store)
     }
 
     /// This handle's lease owner id.
@@ -1504,6 +1599,11 @@ impl CheckpointStore for PgStore {
         }
         tx.commit().await.map_err(fail)?;
         Ok(Ok(written))
+    }
+
+    /// A handle whose connections are in the tenant's scope ([`PgStore::for_tenant`]).
+    fn tenant_view(&self, tenant: &str) -> Option<StoreRef> {
+        self.for_tenant(tenant).map(|s| s.store_ref())
     }
 
     async fn put_key(&self, key: KeyRecord) -> Result<(), StoreError> {

@@ -513,7 +513,9 @@ mod postgres_only {
                 "lease_owner",
                 "lease_expires_at",
                 "fencing_token",
-                "cancel_requested_at"
+                "cancel_requested_at",
+                "tenant",
+                "spec_hash"
             ]
         );
         // The take-over scan reads the open runs through the partial index of version 5, not the whole table

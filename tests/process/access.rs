@@ -282,3 +282,107 @@ async fn a_server_without_a_token_asks_for_a_key_once_one_exists() {
         stderr(&o)
     );
 }
+
+/// Rows of `table` the connection `client` sees, by whose they are (`owner` an SQL expression naming it).
+#[cfg(feature = "postgres")]
+async fn rows_by_owner(client: &tokio_postgres::Client, table: &str, owner: &str) -> Vec<(String, i64)> {
+    let sql = format!("SELECT coalesce({owner}, '-'), count(*) FROM {table} GROUP BY 1 ORDER BY 1");
+    let rows = client.query(&sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    rows.iter().map(|r| (r.get(0), r.get(1))).collect()
+}
+
+/// SERVER.md §8 on PostgreSQL: the database itself keeps tenants apart. The server runs as a role that is not a
+/// superuser (over TLS, `sslmode=require`); a connection of that role in tenant B's scope reads none of tenant
+/// A's rows from any table, and one that sets no tenant reads nothing at all.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_keeps_tenants_apart_without_the_servers_filter() {
+    let Some(admin_url) = crate::pg::server_url("rls") else { return };
+    let unique = format!(
+        "{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos()
+    );
+    let (role, db) = (format!("agentic_app_{unique}"), format!("agentic_rls_{unique}"));
+    let (admin, connection) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    admin.batch_execute(&format!("CREATE ROLE {role} LOGIN NOSUPERUSER NOBYPASSRLS")).await.unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {db} OWNER {role}")).await.unwrap();
+    let url = crate::pg::with_dbname(&admin_url.replacen("://agentic@", &format!("://{role}@"), 1), &db);
+    let server_url = format!("{url}?sslmode=require");
+
+    // Two tenants' runs (of two spec texts), schedules and keys, through the server.
+    let a_spec = format!("# acme's\n{APPROVAL}");
+    let served =
+        Serve::on(&server_url).token(Some(TOKEN)).specs(&[("approval.yaml", APPROVAL), ("acme.yaml", &a_spec)]).start();
+    let make = |name: &str, tenant: &str| json!({"name": name, "tenant": tenant, "roles": ["operator"]});
+    let (_, a) = call(&served, Some(TOKEN), Method::POST, "/api/v1/keys", Some(make("a-op", "acme"))).await;
+    let (_, b) = call(&served, Some(TOKEN), Method::POST, "/api/v1/keys", Some(make("b-op", "globex"))).await;
+    let (a, b) = (a["key"].as_str().unwrap().to_string(), b["key"].as_str().unwrap().to_string());
+    for (key, spec, run) in [(&a, "acme", "a-1"), (&b, "approval", "b-1")] {
+        let start = json!({"spec_name": spec, "run_id": run, "inputs": {"input": run}});
+        let (code, body) = call(&served, Some(key), Method::POST, "/api/v1/runs", Some(start)).await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+        wait_status(&served, key, run, "suspended").await;
+        let schedule =
+            json!({"id": format!("{run}-nightly"), "spec_name": spec, "cron": "0 2 * * *", "inputs": {"input": "x"}});
+        let (code, body) = call(&served, Some(key), Method::POST, "/api/v1/schedules", Some(schedule)).await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+    }
+    // Each reads its own run through the database's view of its tenant (state from the journal), not the other's.
+    let (code, run) = call(&served, Some(&a), Method::GET, "/api/v1/runs/a-1", None).await;
+    assert_eq!((code, run["state"]["processed_data"].clone()), (StatusCode::OK, json!("PROCESSED: a-1")));
+    let (code, _) = call(&served, Some(&b), Method::GET, "/api/v1/runs/a-1", None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+
+    // The server's role, on its own connection.
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let superuser: bool =
+        client.query_one("SELECT rolsuper FROM pg_roles WHERE rolname = current_user", &[]).await.unwrap().get(0);
+    assert!(!superuser);
+    // Snapshots of both runs (the short runs took none), written in the system scope.
+    client
+        .batch_execute(
+            "SET agentic.tenant = '*';
+         INSERT INTO agentic_snapshots (run_id, seq, history_len, head) VALUES ('a-1', 1, 0, '{}'), ('b-1', 1, 0, '{}');
+         INSERT INTO agentic_snapshot_chunks (run_id, seq, chunk) VALUES ('a-1', 1, '[]'), ('b-1', 1, '[]');",
+        )
+        .await
+        .unwrap();
+    let a_hash = run["spec"]["hash"].as_str().unwrap().to_string();
+    let owners = [
+        ("agentic_runs", "CASE WHEN run_id LIKE 'a-%' THEN 'acme' ELSE 'globex' END".to_string()),
+        ("agentic_journal", "CASE WHEN run_id LIKE 'a-%' THEN 'acme' ELSE 'globex' END".to_string()),
+        ("agentic_snapshots", "CASE WHEN run_id LIKE 'a-%' THEN 'acme' ELSE 'globex' END".to_string()),
+        ("agentic_snapshot_chunks", "CASE WHEN run_id LIKE 'a-%' THEN 'acme' ELSE 'globex' END".to_string()),
+        ("agentic_specs", format!("CASE WHEN hash = '{a_hash}' THEN 'acme' ELSE 'globex' END")),
+        ("agentic_schedules", "record->>'tenant'".to_string()),
+        ("agentic_keys", "record->>'tenant'".to_string()),
+        ("agentic_audit", "tenant".to_string()),
+    ];
+    for (table, owner) in &owners {
+        let all = rows_by_owner(&client, table, owner).await;
+        assert_eq!(
+            all.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(),
+            ["acme", "globex"],
+            "{table} in the system scope: {all:?}"
+        );
+    }
+    client.batch_execute("SET agentic.tenant = 'tenant:globex'").await.unwrap();
+    for (table, owner) in &owners {
+        let seen = rows_by_owner(&client, table, owner).await;
+        assert_eq!(
+            seen.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(),
+            ["globex"],
+            "{table} in tenant globex's scope: {seen:?}"
+        );
+    }
+    // A query that forgets the tenant returns nothing.
+    let (fresh, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    for (table, owner) in &owners {
+        assert_eq!(rows_by_owner(&fresh, table, owner).await, [], "{table} without a tenant");
+    }
+    drop(served);
+}
