@@ -101,6 +101,11 @@ pub struct RunRecord {
     /// token), which only tenant-less principals see.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+    /// Who gave each answer, by response id (`key:<name>`, `token`, `anonymous`, `cli:<user>`): set by
+    /// [`crate::respond_as`] and kept after the answer is used, so the run page and the report say who
+    /// answered. A response id asked again (a loop) shows its latest answerer.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub answered_by: BTreeMap<String, String>,
 }
 
 impl RunRecord {

@@ -965,7 +965,10 @@ impl TimeMap {
                             "resumed with {}",
                             m.answers
                                 .iter()
-                                .map(|(k, v)| format!("{k} = {}", value_json(v, 60)))
+                                .map(|(k, v)| match run.answered_by.get(k) {
+                                    Some(by) => format!("{k} = {} by {by}", value_json(v, 60)),
+                                    None => format!("{k} = {}", value_json(v, 60)),
+                                })
                                 .collect::<Vec<_>>()
                                 .join(", ")
                         )),

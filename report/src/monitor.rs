@@ -79,6 +79,7 @@ pub(crate) fn run_of(
         forked_from: None,
         timed_out: Vec::new(),
         tenant: None,
+        answered_by: BTreeMap::new(),
     };
     (run, records, iterations)
 }

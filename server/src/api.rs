@@ -297,6 +297,8 @@ pub(crate) async fn run_json(app: &AppState, principal: &Principal, run_id: &str
         "usage": agentic_engine::budget::usage_by_agent(&image, &record.pending),
         "decisions": image.decisions.iter().map(agentic_engine::DecisionRecord::to_json).collect::<Vec<_>>(),
         "spec": {"name": record.name, "hash": record.spec_hash},
+        // Who gave each answer (SERVER.md §8), by response id.
+        "answered_by": record.answered_by,
         "created_at": timestamp(record.created_at_ms),
         "updated_at": timestamp(record.updated_at_ms),
         "executing": app.host.is_executing(run_id),

@@ -274,6 +274,10 @@ async fn run_page(
     // The answers already in (the run waits for the others; the API's `pending` does not say), and the
     // questions a failed or cancelled run had asked (the API offers none: they take no answer).
     let record = app.store_for(&principal).run_dyn(&id).await.ok().flatten();
+    let answered_by: Vec<Value> = record
+        .as_ref()
+        .map(|r| r.answered_by.iter().map(|(id, by)| json!({"id": id, "by": by})).collect())
+        .unwrap_or_default();
     let (answered, withdrawn): (Vec<String>, Vec<Value>) = match &record {
         Some(record) => (
             record.answers.keys().cloned().collect(),
@@ -318,7 +322,7 @@ async fn run_page(
         "run.html",
         "run",
         json!({"run": run, "output": optional(&run["output"]), "error": optional(&run["error"]),
-               "pending": pending, "withdrawn": withdrawn, "state": state, "hidden_keys": hidden_keys,
+               "pending": pending, "withdrawn": withdrawn, "answered_by": answered_by, "state": state, "hidden_keys": hidden_keys,
                "active": active}),
     )
 }

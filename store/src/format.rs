@@ -613,6 +613,7 @@ pub(crate) mod tests {
             forked_from: None,
             timed_out: Vec::new(),
             tenant: None,
+            answered_by: std::collections::BTreeMap::new(),
         }
     }
 

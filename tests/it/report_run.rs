@@ -467,6 +467,7 @@ fn synthetic_run(n: u64) -> (RunRecord, Vec<StepRecord>) {
         forked_from: None,
         timed_out: Vec::new(),
         tenant: None,
+        answered_by: std::collections::BTreeMap::new(),
     };
     (run, records)
 }

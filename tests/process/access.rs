@@ -165,6 +165,13 @@ async fn tenants_and_roles(store: &std::path::Path) {
     assert_eq!(code, StatusCode::ACCEPTED, "{body}");
     let run = wait_status(&served, &a_viewer, "order-1", "completed").await;
     assert_eq!(run["output"], json!("Final: PROCESSED: data | APPROVED"));
+    // Who answered: on the run, its page and its report.
+    assert_eq!(run["answered_by"], json!({"human-review": "key:ann"}));
+    let (_, page) = call(&served, Some(&a_viewer), Method::GET, "/runs/order-1", None).await;
+    let page = page.as_str().unwrap().to_string();
+    assert!(page.contains(r#"response <code>human-review</code> by <span class="by">key:ann</span>"#), "{page}");
+    let (_, report) = call(&served, Some(&a_viewer), Method::GET, "/api/v1/runs/order-1/report", None).await;
+    assert!(report.as_str().unwrap().contains("by key:ann"), "the report does not say who answered");
     // The tenant-less token sees every tenant's runs.
     let (code, _) = call(&served, Some(TOKEN), Method::GET, "/api/v1/runs/order-1", None).await;
     assert_eq!(code, StatusCode::OK);

@@ -371,6 +371,7 @@ fn a_ten_thousand_step_report_stays_light_in_the_browser() {
         forked_from: None,
         timed_out: Vec::new(),
         tenant: None,
+        answered_by: std::collections::BTreeMap::new(),
     };
     let html = agentic_report::render_run_without_topology(&run, &records, "synthetic run");
     let page = out_dir().join("big.html");

@@ -91,6 +91,7 @@ pub async fn fork(
         forked_from: Some(ForkOrigin { run_id: run_id.to_string(), at_seq }),
         timed_out: Vec::new(),
         tenant: origin.tenant,
+        answered_by: BTreeMap::new(),
     };
     // The journal first: a crash before the record leaves steps without a run, whose id stays taken, never
     // a run record over part of its journal.
@@ -157,6 +158,7 @@ mod tests {
                 forked_from: None,
                 timed_out: Vec::new(),
                 tenant: None,
+                answered_by: BTreeMap::new(),
             })
             .await
             .unwrap();

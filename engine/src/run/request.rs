@@ -478,6 +478,9 @@ pub async fn respond_as(
             }
         }
         for id in ids {
+            if let Some(by) = &by {
+                rec.answered_by.insert(id.clone(), by.clone());
+            }
             rec.answers.insert(id, value.clone());
         }
         rec.updated_at_ms = now_us() / 1000;

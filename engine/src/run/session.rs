@@ -118,6 +118,7 @@ impl RunSession {
                         forked_from: None,
                         timed_out: Vec::new(),
                         tenant: req.tenant.clone(),
+                        answered_by: BTreeMap::new(),
                     })
                 }
             }
