@@ -144,7 +144,7 @@ impl Principal {
                 ),
             ));
         }
-        if !self.agents.is_empty() && !self.agents.iter().any(|a| *a == pending.agent) {
+        if !self.agents.is_empty() && !self.agents.contains(&pending.agent) {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 format!(
@@ -165,10 +165,13 @@ impl Principal {
     }
 }
 
+/// The keys read from the store, and when.
+type KeysRead = Option<(Instant, Arc<[KeyRecord]>)>;
+
 /// The keys a server read from its store, kept for [`KEYS_FRESH`].
 #[derive(Clone, Default)]
 pub(crate) struct KeyCache {
-    kept: Arc<Mutex<Option<(Instant, Arc<[KeyRecord]>)>>>,
+    kept: Arc<Mutex<KeysRead>>,
 }
 
 impl KeyCache {
@@ -189,7 +192,7 @@ impl KeyCache {
         *self.lock() = None;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Arc<[KeyRecord]>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, KeysRead> {
         self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

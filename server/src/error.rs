@@ -11,7 +11,7 @@ pub enum ServeError {
     /// The listen address is not a loopback address and no token is configured (SERVER.md §1).
     #[error(
         "refusing to listen on {addr} without a token: a non-loopback address needs one (set ${token_env}, or \
-         name the variable with --token-env)"
+         name the variable with --token-env), or an API key in the store (agentic keys create)"
     )]
     TokenRequired {
         /// The address asked for.

@@ -199,13 +199,18 @@ impl Server {
     /// starts serving and (with a specs directory) fires the ticks of the store's schedules.
     ///
     /// # Errors
-    /// [`ServeError::TokenRequired`] for a non-loopback address without a token; [`ServeError::Bind`];
+    /// [`ServeError::TokenRequired`] for a non-loopback address without a token or an active API key in the
+    /// store; [`ServeError::Bind`];
     /// [`ServeError::Specs`] when the specs directory cannot be read; [`ServeError::Schedules`] when its
     /// `schedules.yaml` is invalid; [`ServeError::Store`] when the runs cannot be listed or the schedules
     /// written.
     pub async fn start(config: ServerConfig) -> Result<Server, ServeError> {
         if !config.listen.ip().is_loopback() && config.token.is_none() {
-            return Err(ServeError::TokenRequired { addr: config.listen, token_env: config.token_env });
+            // API keys in the store guard it as a token does.
+            let keys = config.store.keys_dyn().await?;
+            if keys.iter().all(|k| k.revoked_at_ms.is_some()) {
+                return Err(ServeError::TokenRequired { addr: config.listen, token_env: config.token_env });
+            }
         }
         if let Some(dir) = &config.specs {
             std::fs::read_dir(dir).map_err(|source| ServeError::Specs { dir: dir.clone(), source })?;

@@ -511,8 +511,23 @@ async fn a_token_is_required_when_configured() {
     assert_eq!(
         err.to_string(),
         "refusing to listen on 0.0.0.0:0 without a token: a non-loopback address needs one (set $AGENTIC_TOKEN, \
-         or name the variable with --token-env)"
+         or name the variable with --token-env), or an API key in the store (agentic keys create)"
     );
+    // An API key in the store guards it as a token does.
+    let store = agentic_store::MemoryStore::new().store_ref();
+    let admin = agentic_server::NewKey {
+        name: "root".into(),
+        tenant: "main".into(),
+        roles: vec![agentic_engine::Role::Admin],
+        ..agentic_server::NewKey::default()
+    };
+    let (key, _) = agentic_server::create_key(store.as_ref(), admin, "test").await.unwrap();
+    let server = Server::start(ServerConfig::new(store).listen("0.0.0.0:0".parse().unwrap())).await.unwrap();
+    let url = format!("http://127.0.0.1:{}/api/v1/runs", server.local_addr().port());
+    let client = reqwest::Client::new();
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 401);
+    assert_eq!(client.get(&url).bearer_auth(&key).send().await.unwrap().status(), 200);
+    server.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

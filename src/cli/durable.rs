@@ -73,6 +73,7 @@ pub(crate) fn respond(args: RespondArgs) -> u8 {
     let by = cli_principal(|name| std::env::var(name).ok());
     match rt.block_on(agentic_engine::respond_as(&store, &args.run_id, response_id, value, Some(&by))) {
         Ok(id) => {
+            rt.block_on(audit(&store, &by, "answer", &record, serde_json::json!({"response_id": id})));
             eprintln!(
                 "answered `{id}` for run {}; continue it with: agentic resume {}{}",
                 args.run_id,
@@ -85,6 +86,23 @@ pub(crate) fn respond(args: RespondArgs) -> u8 {
         // A refused answer (the wrong shape, a stale `args_hash`, a second answer, a cancelled run, ...):
         // nothing was recorded.
         Err(e) => refused(&e, &args),
+    }
+}
+
+/// Appends to the store's audit that `by` did `action` to `run` (SERVER.md §8: the CLI on the store is
+/// audited as a server's principals are). A store that keeps no audit, or cannot take the entry, is told on
+/// stderr: the action is done.
+async fn audit(store: &StoreRef, by: &str, action: &str, run: &RunRecord, detail: Value) {
+    let entry = agentic_engine::AuditEntry {
+        at_ms: agentic_engine::now_ms(),
+        principal: by.to_string(),
+        tenant: run.tenant.clone(),
+        action: action.to_string(),
+        run_id: Some(run.run_id.clone()),
+        detail,
+    };
+    if let Err(e) = store.append_audit_dyn(entry).await {
+        tracing::warn!("cannot append the {action} of run `{}` to the audit: {e}", run.run_id);
     }
 }
 
@@ -102,7 +120,7 @@ fn refused(e: &agentic_engine::RespondError, args: &RespondArgs) -> u8 {
 /// Who answers from this process, as the run's journal records it (SPEC.md §4): `cli:<user>`, the user
 /// being `$USER`, else `$LOGNAME`, else `unknown` (`var` reads an environment variable; empty counts as
 /// unset).
-fn cli_principal(var: impl Fn(&str) -> Option<String>) -> String {
+pub(crate) fn cli_principal(var: impl Fn(&str) -> Option<String>) -> String {
     let user = ["USER", "LOGNAME"]
         .into_iter()
         .filter_map(|name| var(name).filter(|v| !v.trim().is_empty()))
@@ -127,6 +145,9 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     };
     // Once the run is known: an unknown id gets only its error.
     eprintln!("run: {}", args.run_id);
+    let by = cli_principal(|name| std::env::var(name).ok());
+    let upgraded = serde_json::json!({"upgraded": args.spec.is_some()});
+    rt.block_on(audit(&store, &by, "resume", &record, upgraded));
     continue_run(&rt, store, &args.store.store, &record, args.spec.as_deref(), args.json, args.stream, None)
 }
 
@@ -204,6 +225,10 @@ pub(crate) fn fork(args: ForkArgs) -> u8 {
     };
     eprintln!("run: {}", record.run_id);
     eprintln!("forked from {} at step {}", args.run_id, args.at);
+    let by = cli_principal(|name| std::env::var(name).ok());
+    let forked = serde_json::json!({"run_id": record.run_id, "at_seq": args.at});
+    let source = RunRecord { run_id: args.run_id.clone(), ..record.clone() };
+    rt.block_on(audit(&store, &by, "fork", &source, forked));
     let tape = if args.reuse_calls {
         match rt.block_on(super::calls::reusing(&store, &args.run_id, &args.store.store)) {
             Ok(tape) => Some(tape),

@@ -18,10 +18,9 @@ pub(crate) fn keys(args: KeysArgs) -> u8 {
     }
 }
 
-/// Who the CLI acts as on the store itself: `cli:<user>` (`$USER`, else `$LOGNAME`, else `unknown`).
+/// Who the CLI acts as on the store itself: `cli:<user>`.
 fn cli_principal() -> String {
-    let user = ["USER", "LOGNAME"].iter().find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()));
-    format!("cli:{}", user.as_deref().unwrap_or("unknown"))
+    super::durable::cli_principal(|name| std::env::var(name).ok())
 }
 
 fn create(args: KeysCreateArgs) -> u8 {

@@ -251,9 +251,25 @@ async fn tenants_roles_and_the_audit_on_postgres() {
 async fn a_server_without_a_token_asks_for_a_key_once_one_exists() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
+    // The CLI on the store answers a run itself: the audit says so, by the machine's user.
+    let spec = dir.path().join("approval.yaml");
+    std::fs::write(&spec, APPROVAL).unwrap();
+    let o = Cli::new(["run", spec.to_str().unwrap(), "--input", "input=x", "--memory-id", "local-1"])
+        .store(&store)
+        .output();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = Cli::new(["respond", "local-1", "OK"]).store(&store).env("USER", "carol").output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let served = Serve::on(&store).start();
     let (code, _) = call(&served, None, Method::GET, "/api/v1/runs", None).await;
     assert_eq!(code, StatusCode::OK);
+    let (_, audit) = call(&served, None, Method::GET, "/api/v1/audit", None).await;
+    let entry = &audit["entries"][0];
+    assert_eq!(
+        (&entry["principal"], &entry["action"], &entry["run_id"], &entry["detail"]),
+        (&json!("cli:carol"), &json!("answer"), &json!("local-1"), &json!({"response_id": "human-review"})),
+        "{audit}"
+    );
     // The first key is made by whoever reaches the open server (on loopback: the machine's user).
     let o =
         Cli::new(["keys", "create", "--name", "root", "--tenant", "main", "--role", "admin"]).store(&store).output();
