@@ -601,3 +601,50 @@ async fn each_evaluation_result_is_a_genai_evaluation_event_on_the_case_span() {
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_models_secret_key_reaches_the_model_server_but_no_span_or_metric() {
+    telemetry();
+    const SECRET: &str = "sk-otel-secret-4f9a7c21d8e3";
+    const MODEL: &str = "gpt-otel-secret";
+    agentic::spec::Secrets::installed().with("OTEL_MODEL_KEY", SECRET).install();
+    // The model server answers once, then refuses the key, repeating it in its error (as some servers do).
+    let server = MockServer::start().await;
+    let answer = json!({"role": "assistant", "content": "Paris"});
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion(MODEL, answer, "stop", (9, 1))))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    let refusal = json!({"error": {"message": format!("Incorrect API key provided: Bearer {SECRET}")}});
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(401).set_body_json(refusal))
+        .mount(&server)
+        .await;
+    let yaml = format!(
+        "version: 1\nname: capital\nroot: main\nmodels:\n  default:\n    provider: openai\n    base_url: \"{}/v1\"\n    \
+         model: {MODEL}\n    api_key: ${{secret:OTEL_MODEL_KEY}}\nagents:\n  main: {{ kind: sequence, agents: [ask, again], output_key: again }}\n  \
+         ask: {{ kind: llm, user: \"Capital of France?\", output_key: answer }}\n  \
+         again: {{ kind: llm, user: \"Sure?\", output_key: again }}\n",
+        server.uri()
+    );
+    let spec = agentic::spec::Spec::parse(&yaml, "capital.yaml").unwrap();
+    let built = spec.build().unwrap();
+    let err = built.root.invoke().memory_id("otel-secret").await.unwrap_err();
+    assert_eq!(err.kind(), "failed");
+    let received = server.received_requests().await.unwrap();
+    assert_eq!(received.len(), 2);
+    for request in &received {
+        assert_eq!(request.headers["authorization"], format!("Bearer {SECRET}").as_str());
+    }
+    // Every span of the run exported, its failed chat span too: nothing the collector received holds the key.
+    let (_, trace) = trace_of("otel-secret").await;
+    eventually("the failed chat span", || trace.iter().find(|s| text(s, "error.type") == Some("401")).cloned()).await;
+    flush().await;
+    let everything =
+        telemetry().collector.received.lock().unwrap().iter().map(|(_, b)| b.to_string()).collect::<String>();
+    assert!(everything.contains("otel-secret"), "the run's spans were exported");
+    assert!(!everything.contains(SECRET), "the secret's value reached the OTLP export");
+}

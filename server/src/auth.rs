@@ -200,10 +200,11 @@ impl KeyCache {
 /// Who presents `credential`, if anyone: the token's holder, or an active key's.
 async fn identify(app: &AppState, credential: Option<&str>) -> Result<Option<Principal>, ApiError> {
     let keys = app.keys.keys(app).await?;
+    // Nothing to check against (no token, no active key): a server of one user, whatever is presented.
+    let open = app.token.is_none() && keys.iter().all(|k| k.revoked_at_ms.is_some());
+    let anonymous = || open.then(|| Principal::tenantless("anonymous"));
     let Some(credential) = credential else {
-        // Nothing to check against: a server of one user.
-        let open = app.token.is_none() && keys.iter().all(|k| k.revoked_at_ms.is_some());
-        return Ok(open.then(|| Principal::tenantless("anonymous")));
+        return Ok(anonymous());
     };
     if let Some(token) = app.token.as_deref()
         && same(credential, token)
@@ -213,16 +214,42 @@ async fn identify(app: &AppState, credential: Option<&str>) -> Result<Option<Pri
     if let Some(id) = crate::keys::key_id(credential) {
         let hash = crate::keys::hash(credential);
         let key = keys.iter().find(|k| k.id == id && k.revoked_at_ms.is_none() && same(&k.hash, &hash));
-        return Ok(key.map(|k| Principal { csrf: csrf_token(credential), ..Principal::of_key(k) }));
+        if let Some(key) = key {
+            return Ok(Some(Principal { csrf: csrf_token(credential), ..Principal::of_key(key) }));
+        }
     }
-    let open = app.token.is_none() && keys.iter().all(|k| k.revoked_at_ms.is_some());
-    Ok(open.then(|| Principal::tenantless("anonymous")))
+    Ok(anonymous())
+}
+
+/// Whether a request that changes something comes from a page of another site: a browser says so in
+/// `Sec-Fetch-Site`, or sends an `Origin` other than the host asked (`Host`, or `X-Forwarded-Host` behind a
+/// proxy). Programs send neither. Such a request carries no credential of its own that a page could not
+/// forge (the cookie; on a server without credentials, nothing at all), so it is refused.
+fn cross_site(headers: &HeaderMap) -> bool {
+    let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(site) = value("sec-fetch-site") {
+        return !matches!(site, "same-origin" | "none");
+    }
+    let Some(origin) = value("origin") else { return false };
+    let authority = origin.split_once("://").map_or(origin, |(_, rest)| rest).trim_end_matches('/');
+    let asked = [value("x-forwarded-host"), value("host")];
+    !asked.into_iter().flatten().any(|host| host.eq_ignore_ascii_case(authority))
 }
 
 /// Authenticates the request, checks the right its method and path need and that a run it names is the
 /// principal's; puts the [`Principal`] in the request's extensions for the handlers.
 pub(crate) async fn require_principal(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
     let path = request.uri().path().to_string();
+    let safe = matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    // Before anything, the sign-in form included (another site signing a browser in with its own key).
+    if !safe && cross_site(request.headers()) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "a request from another site's page is refused: it may not change anything here (Origin or \
+             Sec-Fetch-Site; behind a proxy, pass the Host header through)",
+        )
+        .into_response();
+    }
     // The login form and the UI's static script and stylesheet (no run data) are open: the form needs them.
     if path == "/login" || path.starts_with("/assets/") {
         return next.run(request).await;
@@ -234,9 +261,10 @@ pub(crate) async fn require_principal(State(app): State<AppState>, mut request: 
         Err(error) => return error.into_response(),
     };
     // The sign-in cookie goes with every request the browser makes to this server, whoever made the page that
-    // sends it: a request that changes something must also carry the token only this server's pages hold.
-    let safe = matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    // sends it: a request that changes something must also carry the token only this server's pages hold (a
+    // cookie that identifies nobody on an open server is as good as none).
     if let Some((_, true)) = credential
+        && !principal.csrf.is_empty()
         && !safe
         && !request
             .headers()
@@ -292,7 +320,7 @@ fn unauthenticated(path: &str) -> Response {
 /// an approver's; starting, cancelling, forking, resuming and schedule changes an operator's; keys and the
 /// audit an admin's. MCP and A2A requests need reading here; what their calls do is checked where they act.
 pub(crate) fn required_right(method: &Method, path: &str) -> Right {
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match segments.as_slice() {
         ["api", "v1", "keys", ..] | ["api", "v1", "audit", ..] => Right::Admin,
         _ if method == Method::GET || method == Method::HEAD || method == Method::OPTIONS => Right::Read,
@@ -356,7 +384,9 @@ fn percent_decode(s: &str) -> Option<String> {
 /// cookie.
 pub(crate) fn presented(headers: &HeaderMap) -> Option<(&str, bool)> {
     if let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        return value.strip_prefix("Bearer ").map(|t| (t.trim(), false));
+        // The scheme's name is case-insensitive (RFC 9110 §11.1).
+        let (scheme, credential) = value.trim_start().split_once(' ')?;
+        return scheme.eq_ignore_ascii_case("bearer").then(|| (credential.trim(), false));
     }
     headers
         .get_all(header::COOKIE)
@@ -418,10 +448,41 @@ mod tests {
             (Method::POST, "/mcp", Right::Read),
             (Method::POST, "/a2a/hello", Right::Read),
             (Method::POST, "/nowhere", Right::Operate),
+            (Method::POST, "/api/v1/runs/r1/responses/q1/", Right::Answer),
         ];
         for (method, path, right) in cases {
             assert_eq!(required_right(&method, path), right, "{method} {path}");
         }
+    }
+
+    #[test]
+    fn a_page_of_another_site_is_told_by_sec_fetch_site_or_its_origin() {
+        let headers = |pairs: &[(&'static str, &str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.insert(*name, value.parse().unwrap());
+            }
+            map
+        };
+        assert!(!cross_site(&headers(&[])), "a program");
+        assert!(!cross_site(&headers(&[("sec-fetch-site", "same-origin"), ("origin", "http://x")])));
+        assert!(cross_site(&headers(&[("sec-fetch-site", "cross-site")])));
+        assert!(cross_site(&headers(&[("sec-fetch-site", "same-site")])));
+        assert!(!cross_site(&headers(&[("origin", "http://127.0.0.1:7878"), ("host", "127.0.0.1:7878")])));
+        assert!(cross_site(&headers(&[("origin", "https://evil.example"), ("host", "127.0.0.1:7878")])));
+        assert!(cross_site(&headers(&[("origin", "null"), ("host", "127.0.0.1:7878")])));
+        let proxied =
+            [("origin", "https://agentic.example"), ("host", "10.0.0.5:7878"), ("x-forwarded-host", "agentic.example")];
+        assert!(!cross_site(&headers(&proxied)));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_read_in_any_case() {
+        let mut map = HeaderMap::new();
+        map.insert(header::AUTHORIZATION, "bearer abc ".parse().unwrap());
+        assert_eq!(presented(&map), Some(("abc", false)));
+        map.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
+        assert_eq!(presented(&map), None);
     }
 
     #[test]

@@ -262,7 +262,16 @@ impl RunHost {
             }
             None => uuid::Uuid::new_v4().to_string(),
         };
+        // Another tenant's run is not this caller's to continue, nor to learn the status of: its id is taken,
+        // and that is all that is said (SERVER.md §8).
+        let foreign = |tenant: &Option<String>| new.tenant.is_some() && *tenant != new.tenant;
+        if self.executing_tenant(&run_id).is_some_and(|t| foreign(&t)) {
+            return Err(ApiError::conflict(format!("run_id: run `{run_id}` already exists")));
+        }
         match self.inner.store.run_dyn(&run_id).await? {
+            Some(existing) if foreign(&existing.tenant) => {
+                return Err(ApiError::conflict(format!("run_id: run `{run_id}` already exists")));
+            }
             // A new turn on a completed run continues on its state: its inputs are neither required nor
             // defaulted (as `agentic run --memory-id` of a completed run).
             Some(existing) if new.new_turn && existing.status == RunStatus::Completed => {}

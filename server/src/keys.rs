@@ -34,7 +34,7 @@ pub struct NewKey {
 #[non_exhaustive]
 pub enum KeyError {
     /// A field of the new key is wrong (the field as the API and the CLI name it: `name`, `tenant`, `roles`,
-    /// `kinds`, `agents`).
+    /// `kinds`, `agents`), or a key to revoke is named ambiguously (`key`: a name two tenants use).
     #[error("{field}: {message}")]
     Invalid {
         /// The field.
@@ -65,7 +65,8 @@ pub async fn create_key(
 ) -> Result<(String, KeyRecord), KeyError> {
     check(&new)?;
     let existing = store.keys_dyn().await?;
-    if existing.iter().any(|k| k.revoked_at_ms.is_none() && k.name == new.name) {
+    // Names are the tenant's own: another tenant's keys are neither seen nor in the way.
+    if existing.iter().any(|k| k.revoked_at_ms.is_none() && k.tenant == new.tenant && k.name == new.name) {
         return Err(KeyError::Invalid {
             field: "name",
             message: format!("a key named `{}` exists (revoke it first, or choose another name)", new.name),
@@ -106,11 +107,20 @@ pub async fn revoke_key(
     by: &str,
 ) -> Result<KeyRecord, KeyError> {
     let keys = list_keys(store, tenant).await?;
-    // An id names one key; a name, the active key that has it (else the latest revoked one).
+    // An id names one key; a name, the active key that has it (else the latest revoked one) — one per tenant, so
+    // across tenants (a tenant-less admin) a name two tenants use is refused.
+    let active: Vec<&KeyRecord> = keys.iter().filter(|k| k.name == key && k.revoked_at_ms.is_none()).collect();
+    if active.len() > 1 {
+        let tenants: Vec<&str> = active.iter().map(|k| k.tenant.as_str()).collect();
+        return Err(KeyError::Invalid {
+            field: "key",
+            message: format!("several keys are named `{key}` (tenants {}): give the key's id", tenants.join(", ")),
+        });
+    }
     let found = keys
         .iter()
         .find(|k| k.id == key)
-        .or_else(|| keys.iter().find(|k| k.name == key && k.revoked_at_ms.is_none()))
+        .or_else(|| active.first().copied())
         .or_else(|| keys.iter().rev().find(|k| k.name == key));
     let Some(found) = found else {
         return Err(KeyError::NotFound(key.to_string()));
@@ -192,12 +202,23 @@ fn check(new: &NewKey) -> Result<(), KeyError> {
     if new.roles.is_empty() {
         return invalid("roles", "a key needs at least one role (viewer, approver, operator, admin)".to_string());
     }
-    let narrowed = !new.kinds.is_empty() || !new.agents.is_empty();
-    if narrowed && !new.roles.contains(&Role::Approver) {
+    if key_id(&format!("{KEY_PREFIX}{}_{}", new.name, "0".repeat(64))).is_some() {
         return invalid(
-            if new.kinds.is_empty() { "agents" } else { "kinds" },
-            "narrows what the approver role may answer: give the approver role too".to_string(),
+            "name",
+            format!("`{}` has the shape of a key's id (`k` and 12 hex digits): choose another", new.name),
         );
+    }
+    let narrowed = !new.kinds.is_empty() || !new.agents.is_empty();
+    let field = if new.kinds.is_empty() { "agents" } else { "kinds" };
+    match new.roles.iter().max() {
+        Some(Role::Approver) => {}
+        Some(top) if narrowed && new.roles.contains(&Role::Approver) => {
+            return invalid(field, format!("narrows the approver role, but the key's {top} role answers everything"));
+        }
+        _ if narrowed => {
+            return invalid(field, "narrows what the approver role may answer: give the approver role too".to_string());
+        }
+        _ => {}
     }
     for kind in &new.kinds {
         let known =
@@ -282,6 +303,14 @@ mod tests {
                 "kinds: `wait` is not a kind of pending response",
             ),
             (NewKey { name: " ".into(), ..base.clone() }, "name: ` ` is not a key name"),
+            (
+                NewKey { name: "k0123456789ab".into(), ..base.clone() },
+                "name: `k0123456789ab` has the shape of a key's id",
+            ),
+            (
+                NewKey { roles: vec![Role::Approver, Role::Operator], kinds: vec!["human".into()], ..base.clone() },
+                "kinds: narrows the approver role, but the key's operator role answers everything",
+            ),
         ];
         for (new, expected) in cases {
             let message = check(&new).unwrap_err().to_string();

@@ -498,7 +498,13 @@ struct LoginForm {
 /// Secure over HTTPS) and goes to the runs; a wrong one shows the form again (`401`).
 async fn login_submit(State(app): State<AppState>, Form(form): Form<LoginForm>) -> Response {
     if crate::auth::open(&app).await {
-        return Redirect::to("/").into_response();
+        // Nothing to sign in to: a cookie of an earlier sign-in is dropped, or the browser would keep sending it.
+        let mut response = Redirect::to("/").into_response();
+        let cleared = format!("{}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict", crate::auth::COOKIE);
+        if let Ok(cleared) = HeaderValue::from_str(&cleared) {
+            response.headers_mut().insert(header::SET_COOKIE, cleared);
+        }
+        return response;
     }
     let token = form.token.trim();
     match crate::auth::valid(&app, token).await {

@@ -36,9 +36,14 @@ fn create(args: KeysCreateArgs) -> u8 {
         kinds: args.kinds,
         agents: args.agents,
     };
+    // Whether the store is left without an active admin key (said when it is: read on the store only).
+    let mut no_admin = None;
     let created = match opened {
         Opened::Local(store) => match rt.block_on(agentic_server::create_key(store.as_ref(), new, &cli_principal())) {
             Ok((key, record)) => {
+                let keys = rt.block_on(agentic_server::list_keys(store.as_ref(), None)).unwrap_or_default();
+                let admin = |k: &agentic_engine::KeyRecord| k.roles.contains(&agentic_engine::Role::Admin);
+                no_admin = Some(!keys.iter().any(|k| k.revoked_at_ms.is_none() && admin(k)));
                 let mut shown = agentic_server::key_json(&record);
                 shown["key"] = Value::String(key);
                 shown
@@ -55,11 +60,18 @@ fn create(args: KeysCreateArgs) -> u8 {
             }
         }
     };
+    let admin = strings(&created["roles"]).contains(&"admin");
     if args.json {
         print_json(&created);
         return EXIT_OK;
     }
     out(created["key"].as_str().unwrap_or_default());
+    if !admin && matches!(no_admin, Some(true)) {
+        eprintln!(
+            "warning: no key is an admin: once a server holds the store without a token, no one can manage keys \
+             through it (create one with --role admin)"
+        );
+    }
     eprintln!(
         "created key `{}` ({}): tenant {}, roles {}{}; it is shown once — keep it, the store keeps only its hash",
         created["name"].as_str().unwrap_or_default(),

@@ -115,6 +115,10 @@ async fn tenants_and_roles(store: &std::path::Path) {
     }
     let (code, _) = call(&served, b, Method::GET, &format!("/api/v1/store/specs/{hash}"), None).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
+    // Nor can B continue it, or learn its status, through a new run with its id.
+    let turn = json!({"spec_name": "approval", "run_id": "order-1", "new_turn": true, "inputs": {"input": "evil"}});
+    let (code, body) = call(&served, b, Method::POST, "/api/v1/runs", Some(turn.clone())).await;
+    assert_eq!((code, &body["error"]), (StatusCode::CONFLICT, &json!("run_id: run `order-1` already exists")));
     let get = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "order-1"}});
     let (code, answer) = call(&served, b, Method::POST, "/a2a/approval", Some(get)).await;
     assert_eq!(code, StatusCode::OK);
@@ -172,6 +176,9 @@ async fn tenants_and_roles(store: &std::path::Path) {
     assert!(page.contains(r#"response <code>human-review</code> by <span class="by">key:ann</span>"#), "{page}");
     let (_, report) = call(&served, Some(&a_viewer), Method::GET, "/api/v1/runs/order-1/report", None).await;
     assert!(report.as_str().unwrap().contains("by key:ann"), "the report does not say who answered");
+    // Completed, it takes no new turn from B either.
+    let (code, body) = call(&served, b, Method::POST, "/api/v1/runs", Some(turn)).await;
+    assert_eq!((code, &body["error"]), (StatusCode::CONFLICT, &json!("run_id: run `order-1` already exists")));
     // The tenant-less token sees every tenant's runs.
     let (code, _) = call(&served, Some(TOKEN), Method::GET, "/api/v1/runs/order-1", None).await;
     assert_eq!(code, StatusCode::OK);
@@ -192,24 +199,37 @@ async fn tenants_and_roles(store: &std::path::Path) {
     let seen: Vec<&Value> = audit["entries"].as_array().unwrap().iter().map(|e| &e["action"]).collect();
     assert_eq!(seen, [&json!("key_create")], "{audit}");
 
+    // Key names are each tenant's own.
+    let own = json!({"name": "vic", "roles": ["viewer"]});
+    let (code, body) = call(&served, b, Method::POST, "/api/v1/keys", Some(own)).await;
+    assert_eq!((code, &body["tenant"]), (StatusCode::CREATED, &json!("globex")), "{body}");
     // Keys are listed without their secrets or hashes; a tenant's admin lists its tenant's only.
     let o = Cli::new(["keys", "list", "--json"]).store(store).env("AGENTIC_TOKEN", TOKEN).output();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let listed: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(listed.as_array().unwrap().len(), 6);
+    assert_eq!(listed.as_array().unwrap().len(), 7);
     assert!(!stdout(&o).contains(&a_admin[18..]) && !stdout(&o).contains("hash"), "{}", stdout(&o));
     let (_, keys) = call(&served, b, Method::GET, "/api/v1/keys", None).await;
     let names: Vec<&Value> = keys["keys"].as_array().unwrap().iter().map(|k| &k["name"]).collect();
-    assert_eq!(names, [&json!("globex-admin")]);
+    assert_eq!(names, [&json!("globex-admin"), &json!("vic")]);
     // Tenant B's admin cannot make a key of tenant A, nor revoke one.
     let make = json!({"name": "mole", "tenant": "acme", "roles": ["admin"]});
     let (code, _) = call(&served, b, Method::POST, "/api/v1/keys", Some(make)).await;
     assert_eq!(code, StatusCode::FORBIDDEN);
-    let (code, _) = call(&served, b, Method::DELETE, "/api/v1/keys/vic", None).await;
+    let a_vic = listed.as_array().unwrap().iter().find(|k| k["name"] == "vic" && k["tenant"] == "acme").unwrap();
+    let a_vic = a_vic["id"].as_str().unwrap().to_string();
+    let (code, _) = call(&served, b, Method::DELETE, &format!("/api/v1/keys/{a_vic}"), None).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
 
-    // A revoked key is refused (on every server within a second).
+    // A revoked key is refused (on every server within a second). Two tenants' `vic`: the id says which.
     let o = Cli::new(["keys", "revoke", "vic"]).store(store).env("AGENTIC_TOKEN", TOKEN).output();
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("key: several keys are named `vic` (tenants acme, globex): give the key's id"),
+        "{}",
+        stderr(&o)
+    );
+    let o = Cli::new(["keys", "revoke", &a_vic]).store(store).env("AGENTIC_TOKEN", TOKEN).output();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).starts_with("revoked key `vic` (k"), "{}", stderr(&o));
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -263,6 +283,27 @@ async fn a_server_without_a_token_asks_for_a_key_once_one_exists() {
     let served = Serve::on(&store).start();
     let (code, _) = call(&served, None, Method::GET, "/api/v1/runs", None).await;
     assert_eq!(code, StatusCode::OK);
+    // Open to programs on this machine, not to other sites' pages: a browser says where a request comes from.
+    let start = json!({"spec": APPROVAL, "run_id": "evil-1", "inputs": {"input": "x"}});
+    for (header, value) in [("origin", "https://evil.example"), ("sec-fetch-site", "cross-site")] {
+        let response = reqwest::Client::new()
+            .post(format!("{}/api/v1/runs", served.url))
+            .header(header, value)
+            .header("content-type", "text/plain")
+            .body(start.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN, "{header}: {value}");
+    }
+    let same = reqwest::Client::new()
+        .post(format!("{}/api/v1/runs", served.url))
+        .header("origin", served.url.clone())
+        .json(&start)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(same.status(), StatusCode::CREATED);
     let (_, audit) = call(&served, None, Method::GET, "/api/v1/audit", None).await;
     let entry = &audit["entries"][0];
     assert_eq!(
