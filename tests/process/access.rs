@@ -12,14 +12,8 @@ use serde_json::{Value, json};
 
 use crate::binary::{Cli, Serve, Served, stderr, stdout};
 
-const APPROVAL: &str = "version: 1
-root: approval
-agents:
-  approval: { kind: sequence, agents: [processor, review, finalizer], output_key: final }
-  processor: { kind: compute, template: \"PROCESSED: {{ input }}\", output_key: processed_data }
-  review: { kind: human, prompt: \"Approve {{ processed_data }}?\", response_id: human-review, output_key: approval }
-  finalizer: { kind: compute, template: \"Final: {{ processed_data }} | {{ approval }}\", output_key: final }
-";
+/// A sequence of a compute, a human step (`human-review`) and a compute.
+const APPROVAL: &str = include_str!("../fixtures/approval.yaml");
 
 const TOKEN: &str = "root-token-for-tests";
 

@@ -592,11 +592,7 @@ async fn a_tool_call_is_approved_with_edits_on_its_inbox_card_in_chromium_and_it
     let (mut browser, events) = launch(&chromium, profile.path()).await;
     let page = browser.new_page("about:blank").await.unwrap();
     let watch = Watch::attach(&page).await;
-    page.goto(format!("{base}/login")).await.unwrap();
-    wait_page(&page, "/login").await;
-    type_into(&page, "input[name=token]", TOKEN).await;
-    click(&page, "form button[type=submit]").await;
-    wait_page(&page, "/").await;
+    sign_in(&page, &base, TOKEN).await;
 
     // The run page, open before the answer: its card, and the call's first status.
     let run_tab = browser.new_page(format!("{base}/runs/refund-1")).await.unwrap();
@@ -765,14 +761,7 @@ async fn a_tool_call_is_approved_with_edits_on_its_inbox_card_in_chromium_and_it
 }
 
 /// A two-step approval (SERVER.md §8's browser checks): a human step between two computes.
-const KEYED_SPEC: &str = "version: 1
-root: approval
-agents:
-  approval: { kind: sequence, agents: [processor, review, finalizer], output_key: final }
-  processor: { kind: compute, template: \"PROCESSED: {{ input }}\", output_key: processed_data }
-  review: { kind: human, prompt: \"Approve {{ processed_data }}?\", response_id: human-review, output_key: approval }
-  finalizer: { kind: compute, template: \"Final: {{ processed_data }} | {{ approval }}\", output_key: final }
-";
+const KEYED_SPEC: &str = include_str!("../fixtures/approval.yaml");
 
 /// Signs the browser in at `/login` with `credential` and waits for the runs page.
 async fn sign_in(page: &Page, base: &str, credential: &str) {
