@@ -36,6 +36,11 @@
 //!   75 ± 10 %. The arrivals are printed per server (the prompt names the run), per 10-s bucket, and the
 //!   fullest 60-s window.
 //!
+//! - `a_key_made_on_a_works_on_b_and_its_revocation_too` (SERVER.md §8): a key made on A is accepted by B
+//!   within a second; a run B's key-holder starts is its tenant's on A too (another tenant's key gets `404`
+//!   on A), its answer on A is in the audit read on B, and the key revoked on A is refused by B within a
+//!   second.
+//!
 //! The tests run one at a time (a lock): two of them measure times, which a 20 000-step run on the same two
 //! cores would distort.
 //!
@@ -1111,4 +1116,77 @@ async fn three_servers_share_sixty_requests_a_minute() {
     let n = in_span.len() as f64;
     assert!(n >= 0.9 * expected && n <= 1.1 * expected, "{n} calls in {expected} s: {times:?}");
     drop(model);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_made_on_a_works_on_b_and_its_revocation_too() {
+    let _serial = SERIAL.lock().await;
+    let Some(db) = pg::fresh_database("a_key_made_on_a_works_on_b").await else { return };
+    const ROOT: &str = "cluster-root-token";
+    let (a, b) = (configured(&db, &[]).token(Some(ROOT)).start(), configured(&db, &[]).token(Some(ROOT)).start());
+    let http = reqwest::Client::new();
+    let make = |tenant: &str, name: &str| json!({"name": name, "tenant": tenant, "roles": ["operator"]});
+    let mut keys = Vec::new();
+    for (tenant, name) in [("acme", "olga"), ("globex", "gus")] {
+        let made = http
+            .post(format!("{}/api/v1/keys", a.url))
+            .bearer_auth(ROOT)
+            .json(&make(tenant, name))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(made.status(), 201);
+        keys.push(made.json::<Value>().await.unwrap()["key"].as_str().unwrap().to_string());
+    }
+    let (olga, gus) = (&keys[0], &keys[1]);
+    // Accepted by B within a second (B reads the keys at most once a second).
+    let made_at = Instant::now();
+    while http.get(format!("{}/api/v1/runs", b.url)).bearer_auth(olga).send().await.unwrap().status() != 200 {
+        assert!(made_at.elapsed() < Duration::from_secs(3), "B does not take A's new key");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let spec = "version: 1\nroot: ask\nagents:\n  ask: { kind: human, prompt: \"Ship?\", response_id: ship, output_key: answer }\n";
+    let started = http
+        .post(format!("{}/api/v1/runs", b.url))
+        .bearer_auth(olga)
+        .json(&json!({"spec": spec, "run_id": "k-1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), 201);
+    // A holds it as acme's: gus (globex) does not see it there; olga answers it there.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let run = http.get(format!("{}/api/v1/runs/k-1", a.url)).bearer_auth(olga).send().await.unwrap();
+        if run.status() == 200 && run.json::<Value>().await.unwrap()["status"] == "suspended" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "k-1 does not suspend");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(http.get(format!("{}/api/v1/runs/k-1", a.url)).bearer_auth(gus).send().await.unwrap().status(), 404);
+    let answered = http
+        .post(format!("{}/api/v1/runs/k-1/responses/ship", a.url))
+        .bearer_auth(olga)
+        .json(&json!({"value": "yes"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 202);
+    let audit: Value =
+        http.get(format!("{}/api/v1/audit", b.url)).bearer_auth(ROOT).send().await.unwrap().json().await.unwrap();
+    let answer = audit["entries"].as_array().unwrap().iter().find(|e| e["action"] == "answer").unwrap().clone();
+    assert_eq!(
+        (&answer["principal"], &answer["tenant"], &answer["run_id"]),
+        (&json!("key:olga"), &json!("acme"), &json!("k-1"))
+    );
+    // Revoked on A: refused by B within a second.
+    let revoked = http.delete(format!("{}/api/v1/keys/olga", a.url)).bearer_auth(ROOT).send().await.unwrap();
+    assert_eq!(revoked.status(), 200);
+    let revoked_at = Instant::now();
+    while http.get(format!("{}/api/v1/runs", b.url)).bearer_auth(olga).send().await.unwrap().status() != 401 {
+        assert!(revoked_at.elapsed() < Duration::from_secs(3), "B still takes the revoked key");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("B refused the revoked key {:?} after the revocation's answer", revoked_at.elapsed());
 }
