@@ -392,6 +392,25 @@ async fn postgres_keeps_tenants_apart_without_the_servers_filter() {
     assert_eq!((code, run["state"]["processed_data"].clone()), (StatusCode::OK, json!("PROCESSED: a-1")));
     let (code, _) = call(&served, Some(&b), Method::GET, "/api/v1/runs/a-1", None).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
+    // Every read of a tenant's key goes through the database's view of its tenant: they all work.
+    let hash = run["spec"]["hash"].as_str().unwrap();
+    let (code, spec) = call(&served, Some(&a), Method::GET, &format!("/api/v1/store/specs/{hash}"), None).await;
+    assert_eq!((code, spec["text"].as_str().map(|t| t.starts_with("# acme's"))), (StatusCode::OK, Some(true)));
+    let (code, report) = call(&served, Some(&a), Method::GET, "/api/v1/runs/a-1/report", None).await;
+    let report = report.as_str().unwrap_or_default().to_string();
+    assert_eq!(code, StatusCode::OK);
+    assert!(report.contains("id=\"topology-svg\""), "the report draws the topology from the archived spec: {report}");
+    let (code, calls) = call(&served, Some(&a), Method::GET, "/api/v1/runs/a-1/calls", None).await;
+    assert_eq!((code, calls), (StatusCode::OK, json!([])));
+    let (_, schedules) = call(&served, Some(&a), Method::GET, "/api/v1/schedules", None).await;
+    let ids: Vec<&Value> = schedules["schedules"].as_array().unwrap().iter().map(|s| &s["id"]).collect();
+    assert_eq!(ids, [&json!("a-1-nightly")]);
+    let (_, inbox) = call(&served, Some(&a), Method::GET, "/inbox.json", None).await;
+    let waiting: Vec<&Value> = inbox["items"].as_array().unwrap().iter().map(|i| &i["run_id"]).collect();
+    assert_eq!(waiting, [&json!("a-1")]);
+    let (_, runs) = call(&served, Some(&b), Method::GET, "/api/v1/store/runs", None).await;
+    let ids: Vec<&Value> = runs.as_array().unwrap().iter().map(|r| &r["run_id"]).collect();
+    assert_eq!(ids, [&json!("b-1")]);
 
     // The server's role, on its own connection.
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
