@@ -162,6 +162,8 @@ pub(crate) struct AppState {
     pub(crate) tls: bool,
     /// The API keys, as last read from the store.
     pub(crate) keys: auth::KeyCache,
+    /// Who opened each MCP session.
+    pub(crate) mcp_sessions: mcp::SessionOwners,
 }
 
 impl AppState {
@@ -382,6 +384,7 @@ async fn application(config: &ServerConfig, stop: &CancellationToken) -> Result<
         a2a_contexts: a2a::Contexts::default(),
         tls: config.tls.is_some(),
         keys: auth::KeyCache::default(),
+        mcp_sessions: mcp::SessionOwners::default(),
     };
     // The MCP endpoint's sessions and streams end with the HTTP server (else they would hold its graceful
     // shutdown open).
@@ -474,7 +477,11 @@ fn router(state: AppState, protocols: Protocols) -> Router {
         .merge(schedule::routes())
         .merge(access::routes())
         .merge(ui::routes())
-        .route_service(mcp::PATH, protocols.mcp)
+        .merge(
+            Router::new()
+                .route_service(mcp::PATH, protocols.mcp)
+                .route_layer(axum::middleware::from_fn_with_state(state.clone(), mcp::bind_sessions)),
+        )
         .merge(a2a::routes())
         .fallback(ui::not_found)
         .method_not_allowed_fallback(api::method_not_allowed)

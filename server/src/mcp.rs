@@ -61,6 +61,55 @@ pub(crate) fn service(app: AppState, stop: CancellationToken, public: bool) -> M
     StreamableHttpService::new(move || Ok(tools.clone()), Arc::new(LocalSessionManager::default()), config)
 }
 
+/// The header naming an MCP session (streamable HTTP).
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Who opened each MCP session of this server, by session id: a session is its opener's alone (SERVER.md
+/// §8). Sessions live in this process (the SDK's local session manager); their owners with them.
+#[derive(Clone, Default)]
+pub(crate) struct SessionOwners(Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>);
+
+impl SessionOwners {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, String>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Who a principal is for a session: its name and tenant (two tenants may each have a key `ann`).
+fn owner_of(principal: Option<&Principal>) -> String {
+    principal.map_or_else(String::new, |p| format!("{}@{}", p.name, p.tenant.as_deref().unwrap_or("")))
+}
+
+/// Binds each MCP session to the principal that opened it: a request naming a session another principal
+/// opened is answered as one naming no session (`404`), so a session id seen elsewhere gives nothing. A
+/// session the server opens (its answer names it) is recorded; one deleted is forgotten.
+pub(crate) async fn bind_sessions(
+    axum::extract::State(app): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let who = owner_of(request.extensions().get::<Principal>());
+    let named = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
+    if let Some(id) = &named
+        && app.mcp_sessions.lock().get(id).is_some_and(|owner| *owner != who)
+    {
+        return (axum::http::StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+    }
+    let deleting = request.method() == axum::http::Method::DELETE;
+    let response = next.run(request).await;
+    match (&named, response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())) {
+        (None, Some(opened)) => {
+            app.mcp_sessions.lock().insert(opened.to_string(), who);
+        }
+        (Some(id), _) if deleting && response.status().is_success() => {
+            app.mcp_sessions.lock().remove(id);
+        }
+        _ => {}
+    }
+    response
+}
+
 /// The MCP server handler: the specs as tools.
 #[derive(Clone)]
 pub(crate) struct SpecTools {

@@ -463,3 +463,57 @@ async fn postgres_keeps_tenants_apart_without_the_servers_filter() {
     }
     drop(served);
 }
+
+/// One MCP request to `served` with `key` (and the session `session` when given): its status and the session
+/// its answer names.
+async fn mcp(
+    served: &Served,
+    key: &str,
+    method: Method,
+    session: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, Option<String>) {
+    let mut request = reqwest::Client::new()
+        .request(method, format!("{}/mcp", served.url))
+        .bearer_auth(key)
+        .header("accept", "application/json, text/event-stream");
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let opened = response.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_string());
+    (response.status(), opened)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_session_is_its_openers_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let served = Serve::on(&store).token(Some(TOKEN)).specs(&[("approval.yaml", APPROVAL)]).start();
+    let a_op = create_key(&store, "olga", "acme", &["--role", "operator"]);
+    let b_view = create_key(&store, "gus", "globex", &["--role", "viewer"]);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+                      "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}});
+    let (code, session) = mcp(&served, &a_op, Method::POST, None, Some(init)).await;
+    assert_eq!(code, StatusCode::OK);
+    let session = session.expect("a session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (code, _) = mcp(&served, &a_op, Method::POST, Some(&session), Some(initialized)).await;
+    assert!(code.is_success(), "{code}");
+    // Another principal naming the session finds none: it can neither use nor end it.
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let (code, _) = mcp(&served, &b_view, Method::POST, Some(&session), Some(list.clone())).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let (code, _) = mcp(&served, &b_view, Method::DELETE, Some(&session), None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let (code, _) = mcp(&served, TOKEN, Method::DELETE, Some(&session), None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "not even the token's holder");
+    // Its opener goes on, and ends it.
+    let (code, _) = mcp(&served, &a_op, Method::POST, Some(&session), Some(list)).await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _) = mcp(&served, &a_op, Method::DELETE, Some(&session), None).await;
+    assert!(code.is_success(), "{code}");
+}
