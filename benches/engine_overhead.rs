@@ -55,6 +55,7 @@ fn llm_chain(n: usize) -> AgentRef {
         tools: false,
         prices: None,
         limits: Default::default(),
+        name: None,
     };
     let model = ChatModelRef::new(Instant(info));
     let agents = (0..n).map(|i| {

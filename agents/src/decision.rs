@@ -453,6 +453,20 @@ pub trait DecisionModel: Send + Sync + 'static {
     /// # Errors
     /// [`DecisionError`]: the model failed or its answer cannot be read.
     fn decide(&self, request: DecisionRequest) -> BoxFuture<'_, Result<DecisionResponse, DecisionError>>;
+
+    /// The model that answers in `ctx`'s invocation when this one is chosen per invocation (SPEC.md §7;
+    /// [`DecisionModelRef::choosing`], or a [`ChatDecisionModel`] over [`ChatModelRef::choosing`]): the
+    /// choice's over the state. `None` — the default — for a model that answers itself.
+    ///
+    /// # Errors
+    /// The choice's ([`crate::model::ModelChoice::pick`]).
+    fn for_invocation<'a>(
+        &'a self,
+        ctx: &'a InvocationContext,
+    ) -> BoxFuture<'a, Result<Option<DecisionModelRef>, Stop>> {
+        let _ = ctx;
+        Box::pin(async { Ok(None) })
+    }
 }
 
 /// A shared decision model. Cloning is cheap. A chat model converts into one ([`ChatDecisionModel`] with
@@ -475,6 +489,13 @@ impl DecisionModelRef {
     /// The model's name.
     pub fn name(&self) -> &str {
         self.0.name()
+    }
+
+    /// A decision model chosen per invocation among `choice`'s models (SPEC.md §7): a router resolves it over
+    /// the state when it decides ([`DecisionModelRef::decide_in`]). Its name is the default's; asked without
+    /// being resolved ([`DecisionModelRef::decide`]) it fails with [`DecisionError::InvalidRequest`].
+    pub fn choosing(choice: crate::model::ModelChoice<DecisionModelRef>) -> Self {
+        DecisionModelRef::new(ChosenDecision { choice })
     }
 
     /// Validates `request`, asks the model and checks its answers against the request.
@@ -503,6 +524,10 @@ impl DecisionModelRef {
         request: DecisionRequest,
         failed: impl FnOnce(DecisionError) -> AgentError,
     ) -> Result<DecisionResponse, Stop> {
+        if let Some(chosen) = self.0.for_invocation(ctx).await? {
+            // Boxed: the chosen model is never itself a choice, so this recursion is one level deep.
+            return Box::pin(chosen.decide_in(ctx, request, failed)).await;
+        }
         let mut options = serde_json::Map::new();
         options.insert("decision".to_string(), serde_json::to_value(&request).unwrap_or(Value::Null));
         let recorded = agentic_engine::model_request(self.name(), &[], &options);
@@ -778,7 +803,7 @@ impl ChatDecisionModel {
     /// Decisions by `model`, with the defaults above.
     pub fn new(model: impl Into<ChatModelRef>) -> Self {
         let model = model.into();
-        let name = model.info().model.clone();
+        let name = model.info().label().to_string();
         ChatDecisionModel { model, top_logprobs: Some(5), max_retries: 2, name }
     }
 
@@ -964,9 +989,50 @@ pub(crate) fn distribution(tokens: &[TokenLogprob], text: &str, start: usize, al
     Some(mass.into_iter().map(|m| m / total).collect())
 }
 
+/// A decision model chosen per invocation ([`DecisionModelRef::choosing`]): it answers nothing itself.
+struct ChosenDecision {
+    choice: crate::model::ModelChoice<DecisionModelRef>,
+}
+
+impl DecisionModel for ChosenDecision {
+    fn name(&self) -> &str {
+        self.choice.default_name()
+    }
+
+    fn decide(&self, _request: DecisionRequest) -> BoxFuture<'_, Result<DecisionResponse, DecisionError>> {
+        let message = format!(
+            "the decision model is chosen per invocation among {}: it must be resolved over the state \
+             (`DecisionModelRef::decide_in`) before it is asked",
+            self.choice.names().join(", ")
+        );
+        Box::pin(async move { Err(DecisionError::InvalidRequest(message)) })
+    }
+
+    fn for_invocation<'a>(
+        &'a self,
+        ctx: &'a InvocationContext,
+    ) -> BoxFuture<'a, Result<Option<DecisionModelRef>, Stop>> {
+        Box::pin(async move { Ok(Some(self.choice.pick(ctx).await?.1)) })
+    }
+}
+
 impl DecisionModel for ChatDecisionModel {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn for_invocation<'a>(
+        &'a self,
+        ctx: &'a InvocationContext,
+    ) -> BoxFuture<'a, Result<Option<DecisionModelRef>, Stop>> {
+        Box::pin(async move {
+            if self.model.choice().is_none() {
+                return Ok(None);
+            }
+            let model = self.model.for_invocation(ctx).await?;
+            let name = model.info().label().to_string();
+            Ok(Some(DecisionModelRef::new(ChatDecisionModel { model, name, ..self.clone() })))
+        })
     }
 
     fn decide(&self, request: DecisionRequest) -> BoxFuture<'_, Result<DecisionResponse, DecisionError>> {
@@ -1176,6 +1242,7 @@ mod tests {
                 tools: false,
                 prices: None,
                 limits: Default::default(),
+                name: None,
             },
             reply: reply.to_string(),
             logprobs,

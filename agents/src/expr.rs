@@ -158,6 +158,13 @@ impl Expression {
         &self.optional
     }
 
+    /// The string constants it can evaluate to, in order of appearance: itself when it is one, those of
+    /// the branches of `a if c else b`, of `and` / `or` operands and of `default(..)` (a model choice's names,
+    /// checked by `validate`). A string computed any other way is not known.
+    pub fn result_strings(&self) -> Vec<String> {
+        crate::guarded::expression_results(&self.source)
+    }
+
     /// Evaluates over `view` plus `extra` variables.
     ///
     /// # Errors

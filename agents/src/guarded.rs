@@ -38,6 +38,49 @@ pub(crate) fn expression_optional(source: &str) -> HashSet<String> {
     }
 }
 
+/// The string constants expression `source` can evaluate to: the expression itself when it is one, and
+/// those of the branches of `a if c else b`, of the operands of `and` / `or` (which give an operand), and of
+/// `default(..)`'s argument and operand; empty when it does not parse. A value computed any other way
+/// (`name ~ "-large"`, a state key) is not known here.
+pub(crate) fn expression_results(source: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(expr) = minijinja::machinery::parse_expr(source) {
+        results(&expr, &mut out);
+    }
+    out
+}
+
+fn results(expr: &Expr<'_>, out: &mut Vec<String>) {
+    match expr {
+        Expr::Const(c) => {
+            if let Some(s) = c.value.as_str()
+                && !out.iter().any(|o| o == s)
+            {
+                out.push(s.to_string());
+            }
+        }
+        Expr::IfExpr(i) => {
+            results(&i.true_expr, out);
+            if let Some(e) = &i.false_expr {
+                results(e, out);
+            }
+        }
+        Expr::BinOp(b) if matches!(b.op, BinOpKind::ScAnd | BinOpKind::ScOr) => {
+            results(&b.left, out);
+            results(&b.right, out);
+        }
+        Expr::Filter(f) if matches!(f.name, "default" | "d") => {
+            if let Some(e) = &f.expr {
+                results(e, out);
+            }
+            if let Some(CallArg::Pos(e)) = f.args.first() {
+                results(e, out);
+            }
+        }
+        _ => {}
+    }
+}
+
 #[derive(Default)]
 struct Walk<'a> {
     /// Names the template assigns (`set`, loop targets, `with`), innermost scope last: not state variables.
@@ -278,6 +321,20 @@ mod tests {
         let mut v: Vec<String> = set.into_iter().collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn the_strings_an_expression_can_give_are_its_constants_in_result_position() {
+        let r = expression_results;
+        assert_eq!(r("'strong' if request | length > 200 else 'small'"), ["strong", "small"]);
+        assert_eq!(r("'tiny' if a else ('big' if b else none)"), ["tiny", "big"]);
+        assert_eq!(r("hint or 'small'"), ["small"]);
+        assert_eq!(r("tier | default('fast')"), ["fast"]);
+        assert_eq!(r("'only'"), ["only"]);
+        // Compared strings are no results; a computed name is not known.
+        assert_eq!(r("tier == 'gold'"), Vec::<String>::new());
+        assert_eq!(r("name ~ '-large'"), Vec::<String>::new());
+        assert_eq!(r("'x' if"), Vec::<String>::new());
     }
 
     #[test]

@@ -677,6 +677,8 @@ impl LlmAgent {
             let response: ChatResponse = serde_json::from_value(kept.response.clone())
                 .map_err(|e| ctx.fail(format!("the journaled answer of model turn {turn} cannot be read: {e}")))?;
             let kept_model = kept.model.clone();
+            // What the turn's usage called the model when it was answered (its label), else its request's name.
+            let used = kept.usage.models.first().cloned().unwrap_or_else(|| kept_model.clone());
             // The call keeps its number on the run's call tape (and is recorded with the answer it had).
             if let Some(taped) =
                 ctx.calls().taped(CallKind::Model, crate::model::recorded_request(&kept_model, &request))
@@ -688,7 +690,7 @@ impl LlmAgent {
             model.turn_replayed(&request);
             let t = response.usage;
             let cost = info.prices.map(|p| p.cost(t.input, t.output));
-            ctx.usage().after_model_call(&kept_model, t, cost, true, || Value::Null).await?;
+            ctx.usage().after_model_call(&used, t, cost, true, || Value::Null).await?;
             return Ok((response, None));
         }
         let added: Vec<Value> = if ctx.calls().journaled() {
@@ -706,6 +708,7 @@ impl LlmAgent {
         let changed = (journal.options != options).then(|| options.clone());
         journal.options = options;
         let model_name = info.model.clone();
+        let label = info.label().to_string();
         let prices = info.prices;
         let entry = |response: &ChatResponse| {
             ctx.calls().journaled().then(|| {
@@ -715,7 +718,8 @@ impl LlmAgent {
                     output_tokens: t.output,
                     model_calls: 1,
                     cost_usd: prices.map(|p| p.cost(t.input, t.output)),
-                    models: vec![model_name.clone()],
+                    models: vec![label.clone()],
+                    by_model: Vec::new(),
                 };
                 CallEntry::Model(ModelTurnEntry {
                     turn,
@@ -1206,8 +1210,20 @@ impl Agent for LlmAgent {
     }
 
     async fn invoke(&self, ctx: &InvocationContext) -> Result<Value, Stop> {
-        let view = ctx.view();
-        let model = self.selector.as_ref().and_then(|s| s(&view)).unwrap_or_else(|| self.model.clone());
+        let mut view = ctx.view();
+        let model = match self.selector.as_ref().and_then(|s| s(&view)) {
+            Some(selected) => selected,
+            None => self.model.clone(),
+        };
+        // A model chosen per invocation (SPEC.md §7) is resolved here, once for the whole invocation.
+        let model = if model.choice().is_some() {
+            drop(view);
+            let chosen = model.for_invocation(ctx).await?;
+            view = ctx.view();
+            chosen
+        } else {
+            model
+        };
         let info = model.info();
         let user = self.render(ctx, &self.user, "user")?;
         let mut messages = Vec::new();

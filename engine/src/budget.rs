@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 pub use crate::journal::FailedUsage;
-pub use crate::usage::{Prices, Usage};
+pub use crate::usage::{ModelUsage, Prices, Usage};
 
 use crate::journal::{InvocationRecord, RunImage};
 use crate::pending::{PendingKind, PendingResponse};
@@ -378,7 +378,10 @@ fn consumed(p: &PendingResponse, history: &[InvocationRecord]) -> bool {
 
 /// What a run spent on models, per agent (by path, in the order first seen) and in total: the journal's
 /// `history` and the calls of invocations suspended at a budget (`pending`). What `show`, `GET /runs/{id}`
-/// and the report give (SPEC.md §3).
+/// and the report give (SPEC.md §3): `{"agents": [{"agent", "path", "input_tokens", "output_tokens",
+/// "tokens", "model_calls", "cost_usd", "models"}], "total": {.. the same, "models"}, "by_model": [{"model",
+/// "input_tokens", "output_tokens", "tokens", "model_calls", "cost_usd"}]}` (`cost_usd` null when no call was
+/// priced; models by the names usage calls them: a spec's `models` entries).
 pub fn usage_by_agent(image: &RunImage, pending: &[PendingResponse]) -> Value {
     usage_json(image_rows(image, pending))
 }
@@ -484,10 +487,20 @@ fn usage_json(agents: UsageRows) -> Value {
                    "models": u.models})
         })
         .collect();
+    let by_model: Vec<Value> = total
+        .per_model()
+        .iter()
+        .map(|m| {
+            json!({"model": m.model, "input_tokens": m.input_tokens, "output_tokens": m.output_tokens,
+                   "tokens": m.input_tokens + m.output_tokens, "model_calls": m.model_calls,
+                   "cost_usd": m.cost_usd.map(rounded)})
+        })
+        .collect();
     json!({
         "agents": rows,
         "total": {"input_tokens": total.input_tokens, "output_tokens": total.output_tokens, "tokens": total.tokens(),
-                  "model_calls": total.model_calls, "cost_usd": total.cost_usd.map(rounded)},
+                  "model_calls": total.model_calls, "cost_usd": total.cost_usd.map(rounded), "models": total.models},
+        "by_model": by_model,
     })
 }
 

@@ -222,6 +222,15 @@ impl ModelTurnEntry {
             at_us: crate::now_ms() * 1000,
         }
     }
+
+    /// The entry with its usage naming the model `label` (what usage and reports call it, a spec's `models`
+    /// entry) rather than the name its request carries.
+    pub fn labelled(mut self, label: &str) -> Self {
+        if self.usage.models.iter().any(|m| m != label) {
+            self.usage.models = vec![label.to_string()];
+        }
+        self
+    }
 }
 
 /// One entry of an invocation's call journal.

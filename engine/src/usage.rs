@@ -37,6 +37,40 @@ pub struct Usage {
     /// The models called (`model` names), each once, in the order first called.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<String>,
+    /// What each model spent, in the order of `models`, kept only when more than one model was called (with
+    /// one, it is the whole usage): read it through [`Usage::per_model`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_model: Vec<ModelUsage>,
+}
+
+/// What the calls of one model spent (one row of [`Usage::per_model`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    /// The model's name, as [`Usage::models`] gives it.
+    pub model: String,
+    /// Input (prompt) tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output (completion) tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Model calls.
+    #[serde(default)]
+    pub model_calls: u64,
+    /// Cost in USD, `None` when no call of the model was priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl ModelUsage {
+    fn add(&mut self, other: &ModelUsage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.model_calls += other.model_calls;
+        if let Some(c) = other.cost_usd {
+            *self.cost_usd.get_or_insert(0.0) += c;
+        }
+    }
 }
 
 impl Usage {
@@ -50,8 +84,48 @@ impl Usage {
         self.input_tokens + self.output_tokens
     }
 
+    /// What each model spent, in the order first called: one row per name of [`Usage::models`] (with one
+    /// model, the whole usage; a record of an older version that called several models without the split
+    /// gives one row naming them all, `a + b`).
+    pub fn per_model(&self) -> Vec<ModelUsage> {
+        if !self.by_model.is_empty() {
+            return self.by_model.clone();
+        }
+        if self.models.is_empty() {
+            return Vec::new();
+        }
+        vec![ModelUsage {
+            model: self.models.join(" + "),
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            model_calls: self.model_calls,
+            cost_usd: self.cost_usd,
+        }]
+    }
+
     /// Adds `other` to this sum.
     pub fn add(&mut self, other: &Usage) {
+        // The split is kept only once two models were called; computed before the totals change.
+        let split = match (self.models.as_slice(), other.models.as_slice()) {
+            ([], _) | (_, []) => None,
+            ([a], [b]) if a == b => None,
+            _ => {
+                let mut rows = self.per_model();
+                for row in other.per_model() {
+                    match rows.iter_mut().find(|r| r.model == row.model) {
+                        Some(acc) => acc.add(&row),
+                        None => rows.push(row),
+                    }
+                }
+                Some(rows)
+            }
+        };
+        if self.models.is_empty() && other.models.len() > 1 {
+            self.by_model = other.by_model.clone();
+        }
+        if let Some(rows) = split {
+            self.by_model = rows;
+        }
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.model_calls += other.model_calls;
@@ -73,6 +147,7 @@ impl Usage {
             model_calls: 1,
             cost_usd,
             models: vec![model.to_string()],
+            by_model: Vec::new(),
         });
     }
 }

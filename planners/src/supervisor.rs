@@ -283,9 +283,11 @@ impl Agent for SupervisorPlannerAgent {
             ChatMessage::system(self.system_prompt(&context)),
             ChatMessage::user(self.user_prompt(&request, &summary, &history)),
         ];
+        // A model chosen per invocation (SPEC.md §7) is chosen once for every attempt.
+        let model = self.model.for_invocation(ctx).await?;
         let mut attempt = 0;
         let (name, arguments) = loop {
-            let response = call_model(ctx, &self.model, ChatRequest::new(messages.clone()), "choose", |e| {
+            let response = call_model(ctx, &model, ChatRequest::new(messages.clone()), "choose", |e| {
                 ctx.fail_with(Cause::from(e).context("supervisor model"))
             })
             .await?;
@@ -435,17 +437,18 @@ impl Agent for SupervisorScorerAgent {
         let mut messages = vec![ChatMessage::user(Self::prompt(&request, &last, &summary))];
         let schema = json!({"type": "object", "properties": {"last": {"type": "number"}, "summary": {"type": "number"}},
                             "required": ["last", "summary"], "additionalProperties": false});
+        let model = self.model.for_invocation(ctx).await?;
         let mut attempt = 0;
         loop {
             let mut request = ChatRequest::new(messages.clone());
-            if self.model.info().json_schema {
+            if model.info().json_schema {
                 request = request.response_format(ResponseFormat::JsonSchema {
                     name: "scores".to_string(),
                     schema: schema.clone(),
                     strict: true,
                 });
             }
-            let response = call_model(ctx, &self.model, request, "score", |e| {
+            let response = call_model(ctx, &model, request, "score", |e| {
                 ctx.fail_with(Cause::from(e).context("supervisor scorer model"))
             })
             .await?;

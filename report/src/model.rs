@@ -97,6 +97,8 @@ pub(crate) struct Summary {
     pub(crate) model_calls: u64,
     /// What they cost (`$0.0123`), empty when no model has prices.
     pub(crate) cost: String,
+    /// What each model spent, in the order first called.
+    pub(crate) by_model: Vec<ModelRow>,
     pub(crate) source: Option<String>,
     /// Where the data comes from when it is not a store (the in-process monitor).
     pub(crate) origin: Option<String>,
@@ -151,6 +153,19 @@ pub(crate) struct AgentRow {
     pub(crate) tokens_in: u64,
     pub(crate) tokens_out: u64,
     /// Model calls.
+    pub(crate) model_calls: u64,
+    /// Their cost (`$0.0123`), empty when not priced.
+    pub(crate) cost: String,
+    /// The models called, by the names usage gives them (`small, strong`).
+    pub(crate) models: String,
+}
+
+/// What one model spent in the run (the report's models table; SPEC.md §7).
+#[derive(Serialize)]
+pub(crate) struct ModelRow {
+    pub(crate) model: String,
+    pub(crate) tokens_in: u64,
+    pub(crate) tokens_out: u64,
     pub(crate) model_calls: u64,
     /// Their cost (`$0.0123`), empty when not priced.
     pub(crate) cost: String,
@@ -502,6 +517,11 @@ pub(crate) fn build_with(
                 if let Some(c) = u.cost_usd {
                     *acc.cost_usd.get_or_insert(0.0) += c;
                 }
+                for m in &u.models {
+                    if !acc.models.contains(m) {
+                        acc.models.push(m.clone());
+                    }
+                }
             }
             if acc.name.is_empty() {
                 acc.name = i.agent.clone();
@@ -732,6 +752,7 @@ struct AgentAcc {
     tokens_out: u64,
     model_calls: u64,
     cost_usd: Option<f64>,
+    models: Vec<String>,
 }
 
 impl AgentAcc {
@@ -749,6 +770,7 @@ impl AgentAcc {
             tokens_out: self.tokens_out,
             model_calls: self.model_calls,
             cost: self.cost_usd.map(agentic_engine::budget::usd).unwrap_or_default(),
+            models: self.models.join(", "),
         }
     }
 }
@@ -865,7 +887,23 @@ fn summary(run: &RunRecord, records: &[StepRecord], agents: &[AgentRow], mapping
         .filter_map(|r| r.invocation.as_ref().and_then(|i| i.usage.as_ref()))
         .map(|u| u.model_calls)
         .sum();
+    let mut used = agentic_engine::budget::Usage::default();
+    for u in records.iter().filter_map(|r| r.invocation.as_ref().and_then(|i| i.usage.as_ref())) {
+        used.add(u);
+    }
+    let by_model = used
+        .per_model()
+        .into_iter()
+        .map(|m| ModelRow {
+            model: m.model,
+            tokens_in: m.input_tokens,
+            tokens_out: m.output_tokens,
+            model_calls: m.model_calls,
+            cost: m.cost_usd.map(agentic_engine::budget::usd).unwrap_or_default(),
+        })
+        .collect();
     Summary {
+        by_model,
         model_calls,
         cost: if priced.is_empty() { String::new() } else { agentic_engine::budget::usd(priced.iter().sum()) },
         run_id: run.run_id.clone(),

@@ -20,10 +20,14 @@ use crate::kind::{FieldType, KindArgs, KindField, ModelUse};
 #[cfg(feature = "mcp")]
 use crate::model::McpServerDef;
 use crate::model::{
-    AgentDef, AgentKind, ApproveDef, ComputeBody, DeadlineDef, FieldValue, Located, McpServerEntry, OnTimeoutDef,
-    PlannerDef, WaitDef,
+    AgentDef, AgentKind, ApproveDef, ComputeBody, DeadlineDef, FieldValue, Located, McpServerEntry, ModelField,
+    OnTimeoutDef, PlannerDef, WaitDef,
 };
 use crate::validate::expr_message;
+
+/// The variable a `choose` expression reads the run's usage so far from (SPEC.md §7;
+/// [`agentic_agents::model::usage_value`]): `usage.cost_usd`, `usage.tokens`, `usage.by_model.strong.tokens`.
+pub const CHOICE_USAGE: &str = "usage";
 
 /// Builds agents by name, recursively; errors go to the sink at the agent's position.
 pub(crate) struct Builder<'a> {
@@ -402,17 +406,19 @@ impl<'a> Builder<'a> {
                         Some((FieldType::Model(used), _)) => used,
                         _ => ModelUse::Chat,
                     };
-                    args.set_value(field.clone(), Value::String(model.value.clone()));
+                    args.set_value(field.clone(), Value::String(model.name.value.clone()));
+                    // A decision model is one when any model it may be is a scripted decision model.
                     let decision = match used {
-                        ModelUse::Decision => self.decision_models.get(&model.value).cloned(),
-                        _ => None,
+                        ModelUse::Decision => self.decision_model(def, &path, model),
+                        _ => Ok(None),
                     };
                     match decision {
-                        Some(m) => args.set_decision_model(field.clone(), m),
-                        None => match self.chat_model(def, &path, model) {
+                        Ok(Some(m)) => args.set_decision_model(field.clone(), m),
+                        Ok(None) => match self.chat_model(def, &path, model) {
                             Ok(m) => args.set_chat_model(field.clone(), m),
                             Err(Reported) => built.failed = true,
                         },
+                        Err(Reported) => built.failed = true,
                     }
                 }
             }
@@ -980,7 +986,92 @@ impl<'a> Builder<'a> {
     }
 
     /// The chat model named `model`, or the error reported at the agent's field `field`.
+    /// The chat model of a `model` field: the named entry's, or a choice among every entry's (SPEC.md §7).
     fn chat_model(
+        &mut self,
+        def: &AgentDef,
+        field: &str,
+        model: &ModelField,
+    ) -> Result<agentic_agents::model::ChatModelRef, Reported> {
+        use agentic_agents::model::{ChatModelRef, ModelChoice};
+        let Some(choose) = &model.choose else { return self.named_chat_model(def, field, &model.name) };
+        let chooser = self.chooser(def, field, choose)?;
+        // The default must build; the others are there to be chosen when they build (a name whose model did not
+        // build is refused at run time, naming the models there are).
+        self.named_chat_model(def, field, &model.name)?;
+        let mut choice = ModelChoice::with(model.name.value.clone(), chooser.0, chooser.1);
+        let mut names: Vec<&String> = self.models.keys().collect();
+        names.sort();
+        for name in names {
+            if let Some(Ok(m)) = self.models.get(name) {
+                choice = choice.model(name.clone(), m.clone());
+            }
+        }
+        Ok(ChatModelRef::choosing(choice))
+    }
+
+    /// The decision model of a decision router's `model` field, when it is one: the named entry's when that
+    /// is a scripted decision model; for a choice, a choice among every entry (each a decision model, or a chat
+    /// model asked as one) when any of them is. `None`: the field's chat model is asked as a decision model.
+    fn decision_model(
+        &mut self,
+        def: &AgentDef,
+        field: &str,
+        model: &ModelField,
+    ) -> Result<Option<agentic_agents::decision::DecisionModelRef>, Reported> {
+        use agentic_agents::decision::DecisionModelRef;
+        use agentic_agents::model::ModelChoice;
+        let Some(choose) = &model.choose else { return Ok(self.decision_models.get(&model.name.value).cloned()) };
+        if self.decision_models.is_empty() {
+            return Ok(None);
+        }
+        let chooser = self.chooser(def, field, choose)?;
+        if !self.decision_models.contains_key(&model.name.value) {
+            self.named_chat_model(def, field, &model.name)?;
+        }
+        let mut choice = ModelChoice::with(model.name.value.clone(), chooser.0, chooser.1);
+        let mut names: Vec<&String> = self.models.keys().collect();
+        names.sort();
+        for name in names {
+            let decision = match (self.decision_models.get(name), self.models.get(name)) {
+                (Some(d), _) => d.clone(),
+                (None, Some(Ok(m))) => DecisionModelRef::from(m.clone()),
+                (None, _) => continue,
+            };
+            choice = choice.model(name.clone(), decision);
+        }
+        Ok(Some(DecisionModelRef::choosing(choice)))
+    }
+
+    /// The function of a `choose` expression (validated before the build) and whether it reads `usage`: its
+    /// value at each invocation is the model's name (`null`: the default).
+    fn chooser(
+        &mut self,
+        def: &AgentDef,
+        field: &str,
+        choose: &Located<String>,
+    ) -> Result<(bool, agentic_agents::model::ChooseFn), Reported> {
+        let expr = match Expression::compile(&choose.value) {
+            Ok(e) => Arc::new(e),
+            Err(e) => {
+                let msg = format!("invalid expression: {}", expr_message(&e));
+                self.sink.push(choose.pos, Some(&def.name), Some(&format!("{field}.choose")), msg);
+                return Err(Reported);
+            }
+        };
+        let reads_usage = expr.variables().iter().any(|v| v == CHOICE_USAGE);
+        let chooser: agentic_agents::model::ChooseFn = Arc::new(move |view, usage| {
+            let extra = if reads_usage { vec![(CHOICE_USAGE, usage.clone())] } else { Vec::new() };
+            match expr.eval(view, &extra)? {
+                Value::Null => Ok(None),
+                Value::String(name) => Ok(Some(name)),
+                other => Err(format!("`{}` gave {other}, not a model name", expr.source())),
+            }
+        });
+        Ok((reads_usage, chooser))
+    }
+
+    fn named_chat_model(
         &mut self,
         def: &AgentDef,
         field: &str,

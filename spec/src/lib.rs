@@ -125,6 +125,7 @@
 //! (`agentic_spec::SpecError`, `agentic_spec::ModelDef`, ...).
 
 mod build;
+pub use build::CHOICE_USAGE;
 mod error;
 mod evals;
 mod inputs;
@@ -151,8 +152,8 @@ pub use kind::{
 };
 pub use model::{
     A2aDef, AgentDef, AgentKind, ApproveDef, CompositeCommon, ComputeBody, EntryDef, ErrorHandlerDef, FieldValue,
-    LlmDef, Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, PlannerDef,
-    SUPPORTED_KINDS, UNSUPPORTED_KINDS,
+    LlmDef, Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelField, ModelProvider,
+    PlannerDef, SUPPORTED_KINDS, UNSUPPORTED_KINDS,
 };
 pub use model::{DeadlineDef, OnTimeoutDef, WaitDef};
 pub use models::{LOCAL_NOT_BUILT, decision_model_from_def, model_from_def, prepare_models, replay_stand_in};
@@ -404,6 +405,14 @@ impl Spec {
         let mut chat_models: std::collections::HashMap<String, Result<agentic_agents::model::ChatModelRef, String>> =
             self.models.iter().map(|d| (d.name.clone(), model_from_def(d).map_err(|e| e.to_string()))).collect();
         chat_models.extend(models.into_iter().map(|(name, m)| (name, Ok(m))));
+        // Usage, step records, reports and spans call each model by its entry's name.
+        for (name, model) in chat_models.iter_mut() {
+            if let Ok(m) = model
+                && m.info().name.as_deref() != Some(name.as_str())
+            {
+                *m = m.clone().named(name.clone());
+            }
+        }
         // A substituted model replaces the entry for decisions too (it is then a chat model used as one).
         let decision_models = self
             .models

@@ -260,8 +260,25 @@ pub enum FieldValue {
     List(Vec<EntryDef>),
     /// The name of one of the agents of another field of the kind ([`crate::FieldType::AgentOf`]).
     AgentOf(Located<String>),
-    /// A model's name in `models` ([`crate::FieldType::Model`]).
-    Model(Located<String>),
+    /// A model's name in `models`, or a choice per invocation ([`crate::FieldType::Model`]).
+    Model(ModelField),
+}
+
+/// A `model` field (SPEC.md §1, §7): a name in `models`, or `{choose: <expression>, default: <name>}` — the
+/// expression gives the model's name at each invocation (`null` or nothing: the default).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelField {
+    /// The model's name; for a choice, its `default`. Located where written (at the agent when left out).
+    pub name: Located<String>,
+    /// `choose`: the expression's source, for a choice.
+    pub choose: Option<Located<String>>,
+}
+
+impl ModelField {
+    /// A field naming model `name`.
+    pub fn named(name: Located<String>) -> Self {
+        ModelField { name, choose: None }
+    }
 }
 
 impl FieldValue {
@@ -284,9 +301,8 @@ impl FieldValue {
         match self {
             FieldValue::Agents(list) => list.first().map(|n| n.pos),
             FieldValue::List(entries) => entries.first().map(|e| e.pos),
-            FieldValue::Agent(v) | FieldValue::Expression(v) | FieldValue::AgentOf(v) | FieldValue::Model(v) => {
-                Some(v.pos)
-            }
+            FieldValue::Agent(v) | FieldValue::Expression(v) | FieldValue::AgentOf(v) => Some(v.pos),
+            FieldValue::Model(m) => Some(m.choose.as_ref().unwrap_or(&m.name).pos),
             FieldValue::Value(v) => Some(v.pos),
         }
     }
@@ -413,8 +429,9 @@ pub enum ApproveDef {
 /// The fields of an `llm` agent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmDef {
-    /// `model`: a name in `models` (default `default`, located at the agent when not written).
-    pub model: Located<String>,
+    /// `model`: a name in `models` (default `default`, located at the agent when not written), or a choice
+    /// per invocation.
+    pub model: ModelField,
     /// `system`: the system message template.
     pub system: Option<Located<String>>,
     /// `user`: the user message template (required).

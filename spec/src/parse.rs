@@ -8,8 +8,8 @@ use crate::error::{Sink, suggest};
 use crate::kind::{FieldType, KindField, KindRef};
 use crate::model::{
     A2aDef, AgentDef, AgentKind, ApproveDef, CompositeCommon, ComputeBody, DeadlineDef, EntryDef, ErrorHandlerDef,
-    FieldValue, Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelProvider, OnTimeoutDef,
-    PlannerDef, SUPPORTED_KINDS, UNSUPPORTED_KINDS, WaitDef,
+    FieldValue, Located, McpDef, McpServerDef, McpServerEntry, McpToolsDef, ModelDef, ModelField, ModelProvider,
+    OnTimeoutDef, PlannerDef, SUPPORTED_KINDS, UNSUPPORTED_KINDS, WaitDef,
 };
 use crate::node::{Node, NodeValue, Pos};
 use crate::params::{ParamDef, ParamType};
@@ -991,7 +991,8 @@ fn parse_fields(fields: &[KindField], obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) 
             if field.required {
                 cx.missing(obj.pos, name, format!("missing field `{name}` ({})", field.ty.described()));
             } else if let FieldType::Model(_) = field.ty {
-                out.push((name.to_string(), FieldValue::Model(Located::new("default".to_string(), pos))));
+                let default = ModelField::named(Located::new("default".to_string(), pos));
+                out.push((name.to_string(), FieldValue::Model(default)));
             }
             continue;
         };
@@ -1045,7 +1046,7 @@ fn parse_fields(fields: &[KindField], obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) 
             FieldType::Expression => cx.nonempty(obj, name).map(FieldValue::Expression),
             FieldType::List(inner) => parse_entries(field, inner, node, cx).map(FieldValue::List),
             FieldType::AgentOf(_) => cx.nonempty(obj, name).map(FieldValue::AgentOf),
-            FieldType::Model(_) => cx.nonempty(obj, name).map(FieldValue::Model),
+            FieldType::Model(_) => model_field(obj, name, pos, cx).map(FieldValue::Model),
             _ => located(node.to_json()),
         };
         if let Some(value) = value {
@@ -1224,12 +1225,35 @@ fn kinds_list() -> String {
     }
 }
 
+/// A `model` field (SPEC.md §1, §7) of `obj`: a name in `models`, or `{choose: <expression>, default:
+/// <name>}`; `default` (located at `pos`) when the field is left out.
+fn model_field(obj: &Obj<'_>, field: &str, pos: Pos, cx: &mut Cx<'_>) -> Option<ModelField> {
+    let Some(node) = obj.get(field) else {
+        return Some(ModelField::named(Located::new("default".to_string(), pos)));
+    };
+    if !matches!(node.value, NodeValue::Map(_)) {
+        if !matches!(node.value, NodeValue::Str(_)) {
+            let found = node.type_name();
+            let msg = format!("expected a model name or `{{choose: <expression>, default: <name>}}`, found {found}");
+            cx.err(node.pos, Some(field), msg);
+            return None;
+        }
+        return cx.nonempty(obj, field).map(ModelField::named);
+    }
+    let before = cx.sink_len();
+    let choice = cx.obj(node, Some(field), "field").and_then(|m| {
+        m.check_fields(&["choose", "default"], cx);
+        let choose = cx.required(&m, "choose");
+        let default = cx.required(&m, "default");
+        Some(ModelField { name: default?, choose: Some(choose?) })
+    });
+    cx.nest_since(before, field);
+    choice
+}
+
 /// The fields of an `llm` agent (SPEC.md, leaf kinds).
 fn parse_llm(obj: &Obj<'_>, pos: Pos, cx: &mut Cx<'_>) -> Option<crate::model::LlmDef> {
-    let model = match obj.get("model") {
-        None => Some(Located::new("default".to_string(), pos)),
-        Some(_) => cx.nonempty(obj, "model"),
-    };
+    let model = model_field(obj, "model", pos, cx);
     let system = cx.nonempty(obj, "system");
     let user = cx.required(obj, "user");
     let output = match obj.get("output") {

@@ -8,7 +8,7 @@ use agentic_agents::{Expression, Template};
 
 use crate::error::{Sink, suggest};
 use crate::kind::{FieldType, ModelUse};
-use crate::model::{AgentDef, AgentKind, ComputeBody, FieldValue, Located, ModelProvider};
+use crate::model::{AgentDef, AgentKind, ComputeBody, FieldValue, Located, ModelField, ModelProvider};
 use crate::node::Pos;
 
 /// Deepest nesting of composites a spec may use.
@@ -250,9 +250,10 @@ pub(crate) fn check_llm(agents: &[AgentDef], models: &[crate::model::ModelDef], 
     let model_names: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
     for agent in agents {
         let AgentKind::Llm(llm) = &agent.kind else { continue };
-        let name = llm.model.value.as_str();
+        check_choice(&llm.model, "model", &agent.name, &model_names, sink);
+        let name = llm.model.name.value.as_str();
         if !model_names.contains(&name) {
-            let defaulted = llm.model.pos == agent.pos;
+            let defaulted = llm.model.name.pos == agent.pos;
             let hint = match suggest(name, model_names.iter().copied()) {
                 Some(s) => format!(" (did you mean `{s}`?)"),
                 None => String::new(),
@@ -269,7 +270,8 @@ pub(crate) fn check_llm(agents: &[AgentDef], models: &[crate::model::ModelDef], 
             } else {
                 format!("unknown model `{name}`{hint}")
             };
-            sink.push(llm.model.pos, Some(&agent.name), Some("model"), format!("{what}; {defined}"));
+            let field = if llm.model.choose.is_some() { "model.default" } else { "model" };
+            sink.push(llm.model.name.pos, Some(&agent.name), Some(field), format!("{what}; {defined}"));
         }
         for c in &llm.context {
             if !names.contains(&c.value) {
@@ -284,6 +286,34 @@ pub(crate) fn check_llm(agents: &[AgentDef], models: &[crate::model::ModelDef], 
     }
 }
 
+/// Checks a `model` field's choice (SPEC.md §7): its `choose` expression compiles, and every name it can give
+/// as a literal ([`Expression::result_strings`]) is a model of the `models` section.
+fn check_choice(model: &ModelField, field: &str, agent: &str, model_names: &[&str], sink: &mut Sink) {
+    let Some(choose) = &model.choose else { return };
+    let at = format!("{field}.choose");
+    let expr = match Expression::compile(&choose.value) {
+        Ok(e) => e,
+        Err(e) => {
+            sink.push(choose.pos, Some(agent), Some(&at), format!("invalid expression: {}", expr_message(&e)));
+            return;
+        }
+    };
+    for name in expr.result_strings() {
+        if model_names.contains(&name.as_str()) {
+            continue;
+        }
+        let hint = match suggest(&name, model_names.iter().copied()) {
+            Some(s) => format!(" (did you mean `{s}`?)"),
+            None => String::new(),
+        };
+        let list = model_names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+        let defined =
+            if list.is_empty() { "no models are defined".to_string() } else { format!("defined models: {list}") };
+        let msg = format!("`choose` can give `{name}`, which is not a model{hint}; {defined}");
+        sink.push(choose.pos, Some(agent), Some(&at), msg);
+    }
+}
+
 /// Checks the model fields of the described kinds (a supervisor's, a decision router's `model`): each names a
 /// model of the `models` section, and one asked as a chat model is not a scripted decision model.
 pub(crate) fn check_kind_models(agents: &[AgentDef], models: &[crate::model::ModelDef], sink: &mut Sink) {
@@ -292,7 +322,10 @@ pub(crate) fn check_kind_models(agents: &[AgentDef], models: &[crate::model::Mod
         let AgentKind::Planner(planned) = &agent.kind else { continue };
         let kind = planned.kind.name();
         planned.visit(&mut |path, field, value, entry| {
-            let (FieldValue::Model(model), FieldType::Model(used)) = (value, field.ty) else { return };
+            let (FieldValue::Model(chosen), FieldType::Model(used)) = (value, field.ty) else { return };
+            check_choice(chosen, path, &agent.name, &model_names, sink);
+            let model = &chosen.name;
+            let path = &*if chosen.choose.is_some() { format!("{path}.default") } else { path.to_string() };
             let name = model.value.as_str();
             if let Some(def) = models.iter().find(|m| m.name == name) {
                 // A chat model is asked: a scripted entry with only `decisions` has no chat replies.

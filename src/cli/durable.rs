@@ -930,8 +930,8 @@ const KEPT: usize = 60;
 /// A state value as `show` prints it: its one-line JSON, or, when that is longer than [`LONG_VALUE`]
 /// characters, its start (trailing blanks dropped), an ellipsis and its length: `"Extract the fields of…" (2 431 chars)` for a
 /// string (the length of the string), `{"a":[1,2,…} (512 chars)` for anything else (the length of its JSON).
-/// The `usage:` section of `show`: tokens, model calls and cost per agent and in total (SPEC.md §3);
-/// nothing for a run that called no model.
+/// The `usage:` section of `show`: tokens, model calls and cost per agent (with the models it called) and in
+/// total, then per model (SPEC.md §3, §7); nothing for a run that called no model.
 fn print_usage(usage: &Value) {
     let rows = usage["agents"].as_array().cloned().unwrap_or_default();
     if rows.is_empty() {
@@ -952,11 +952,23 @@ fn print_usage(usage: &Value) {
         }
         text
     };
+    let models = |u: &Value| {
+        let names: Vec<&str> = u["models"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        if names.is_empty() { String::new() } else { format!(" [{}]", names.join(", ")) }
+    };
     out("usage:");
     for r in &rows {
-        out(&format!("  {} ({}): {}", r["agent"].as_str().unwrap_or(""), r["path"].as_str().unwrap_or(""), line(r)));
+        let (agent, path) = (r["agent"].as_str().unwrap_or(""), r["path"].as_str().unwrap_or(""));
+        out(&format!("  {agent} ({path}): {}{}", line(r), models(r)));
     }
     out(&format!("  total: {}", line(&usage["total"])));
+    let by_model = usage["by_model"].as_array().cloned().unwrap_or_default();
+    if !by_model.is_empty() {
+        out("usage by model:");
+        for m in &by_model {
+            out(&format!("  {}: {}", m["model"].as_str().unwrap_or(""), line(m)));
+        }
+    }
 }
 
 fn shown_value(v: &Value) -> String {

@@ -229,6 +229,7 @@ fn held() -> (Held, std::sync::Arc<tokio::sync::Notify>, std::sync::Arc<std::syn
         tools: false,
         prices: None,
         limits: Default::default(),
+        name: None,
     };
     (Held { info, release: release.clone(), dropped: dropped.clone() }, release, dropped)
 }

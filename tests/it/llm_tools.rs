@@ -391,6 +391,7 @@ impl Pieces {
             tools: false,
             prices: None,
             limits: Default::default(),
+            name: None,
         };
         Pieces { info, pieces }
     }

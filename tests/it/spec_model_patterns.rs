@@ -76,7 +76,7 @@ async fn a_supervisor_spec_transfers_100_eur_with_exchange_withdraw_credit_and_r
         (s.kind.name(), given),
         ("supervisor", vec!["agents", "model", "response_strategy", "supervisor_context"])
     );
-    assert!(matches!(s.field("model"), Some(FieldValue::Model(m)) if m.value == "planner"));
+    assert!(matches!(s.field("model"), Some(FieldValue::Model(m)) if m.name.value == "planner"));
     let built = spec.build().unwrap();
     assert_eq!(
         built.root.topology().details,
@@ -159,7 +159,7 @@ async fn a_decision_router_spec_runs_the_chosen_agent_only() {
     let spec = Spec::parse(&router("", "[medical]"), "router.yaml").unwrap();
     let AgentKind::Planner(router) = &spec.agent("router").unwrap().kind else { panic!("a described kind") };
     assert!(router.field("threshold").is_none());
-    assert!(matches!(router.field("model"), Some(FieldValue::Model(m)) if m.value == "decider"));
+    assert!(matches!(router.field("model"), Some(FieldValue::Model(m)) if m.name.value == "decider"));
 }
 
 #[tokio::test]

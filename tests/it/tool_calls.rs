@@ -33,6 +33,7 @@ impl Recorder {
             tools: true,
             prices: None,
             limits: Default::default(),
+            name: None,
         };
         Arc::new(Recorder { info, replies: Mutex::new(replies.into()), requests: Mutex::new(Vec::new()) })
     }

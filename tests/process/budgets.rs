@@ -92,7 +92,7 @@ async fn a_run_suspends_at_the_call_that_crosses_its_budget_and_completes_once_r
     let shown = agentic(&store, &["show", "book-1"]);
     let text = stdout(&shown);
     for (i, name) in ["one", "two", "three", "four", "five"].iter().enumerate() {
-        let line = format!("  {name} (root/{i}): 300 tokens (200 in, 100 out), 1 model call, $0.001500\n");
+        let line = format!("  {name} (root/{i}): 300 tokens (200 in, 100 out), 1 model call, $0.001500 [writer]\n");
         assert!(text.contains(&line), "{line} in\n{text}");
     }
     assert!(text.contains("  total: 1500 tokens (1000 in, 500 out), 5 model calls, $0.007500\n"), "{text}");

@@ -63,8 +63,10 @@ steps:   5
 spec:    capital b01b1151125f5eeb4a1a45aa1d568f7ae3fb6bada518ca2c485b4827e43843a5
 output:  "Paris"
 usage:
-  ask (root/2): 25 tokens (24 in, 1 out), 1 model call
+  ask (root/2): 25 tokens (24 in, 1 out), 1 model call [default]
   total: 25 tokens (24 in, 1 out), 1 model call
+usage by model:
+  default: 25 tokens (24 in, 1 out), 1 model call
 state:
   answer = "Paris"
   country = "France"

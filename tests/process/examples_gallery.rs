@@ -72,6 +72,7 @@ impl Keyed {
             tools: false,
             prices: None,
             limits: Default::default(),
+            name: None,
         };
         ChatModelRef::new(Keyed { info, replies: replies.to_vec() })
     }

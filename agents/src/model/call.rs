@@ -140,7 +140,7 @@ impl<'a> ModelCall<'a> {
         let replayed = replayed && !self.from_tape;
         self.ctx
             .usage()
-            .after_model_call(&info.model, t, cost, replayed, || {
+            .after_model_call(info.label(), t, cost, replayed, || {
                 if journaled {
                     return serde_json::Value::Null;
                 }
@@ -165,6 +165,7 @@ pub async fn call_model(
     purpose: &str,
     failed: impl FnOnce(ModelError) -> AgentError,
 ) -> Result<ChatResponse, Stop> {
+    let model = &model.for_invocation(ctx).await?;
     let mut call = ModelCall::begin(ctx, model, &request).await?;
     let kept = call.replayed();
     let entry = ctx.calls().journaled().then(|| {
@@ -189,7 +190,8 @@ pub async fn call_model(
         let cost = info.prices.map(|p| p.cost(t.input, t.output));
         let answer = serde_json::to_value(&response).unwrap_or(Value::Null);
         let entry =
-            ModelTurnEntry::call(purpose, &info.model, messages, Some(options), answer, (t.input, t.output), cost);
+            ModelTurnEntry::call(purpose, &info.model, messages, Some(options), answer, (t.input, t.output), cost)
+                .labelled(info.label());
         ctx.calls().record(vec![CallEntry::Model(entry)], false).await?;
     }
     Ok(response)

@@ -244,6 +244,7 @@ mod imp {
                     tools: true,
                     prices: None,
                     limits: Default::default(),
+                    name: None,
                 },
                 path,
                 stats: Arc::new(Mutex::new(LocalStats::default())),

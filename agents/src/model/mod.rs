@@ -22,6 +22,7 @@
 //! ```
 
 mod call;
+mod choice;
 mod error;
 mod local;
 mod openai;
@@ -32,11 +33,13 @@ mod types;
 use std::future::Future;
 use std::sync::Arc;
 
+use agentic_engine::{InvocationContext, Stop};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 pub(crate) use call::report_rate_limited;
 pub use call::{ModelCall, call_model, recorded_request, request_options};
+pub use choice::{ChooseFn, ModelChoice, usage_value};
 pub use error::ModelError;
 pub(crate) use error::shorten as shorten_text;
 pub use local::{
@@ -73,6 +76,18 @@ pub struct ModelInfo {
     pub prices: Option<agentic_engine::budget::Prices>,
     /// The rate limits of its endpoint (SPEC.md §3 `limits`; [`ChatModelRef::with_limits`]).
     pub limits: agentic_engine::limits::ModelLimits,
+    /// The name the program knows the model by, when it gives one ([`ChatModelRef::named`]): a spec's
+    /// `models` entry. What usage, step records, `show`, reports and the `chat` span call the model
+    /// ([`ModelInfo::label`]); requests still carry [`ModelInfo::model`].
+    pub name: Option<String>,
+}
+
+impl ModelInfo {
+    /// What records and reports call the model: its [`ModelInfo::name`] when it has one (a spec's `models`
+    /// entry), else the provider's model name.
+    pub fn label(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.model)
+    }
 }
 
 /// A chat model: messages in, an assistant message out.
@@ -123,6 +138,13 @@ pub trait ChatModel: Send + Sync + 'static {
     fn prepare(&self) -> impl Future<Output = Result<(), ModelError>> + Send {
         async { Ok(()) }
     }
+
+    /// The choice this model stands for when it is chosen per invocation ([`ChatModelRef::choosing`]): such a
+    /// model is resolved against the state before it is called ([`ChatModelRef::for_invocation`]). `None` —
+    /// the default — for every model that answers itself.
+    fn choice(&self) -> Option<&ModelChoice<ChatModelRef>> {
+        None
+    }
 }
 
 /// Object-safe companion of [`ChatModel`], implemented for every `ChatModel`.
@@ -141,6 +163,9 @@ pub trait DynChatModel: Send + Sync + 'static {
 
     /// [`ChatModel::prepare`], boxed.
     fn prepare_dyn(&self) -> BoxFuture<'_, Result<(), ModelError>>;
+
+    /// [`ChatModel::choice`].
+    fn choice_dyn(&self) -> Option<&ModelChoice<ChatModelRef>>;
 }
 
 impl<M: ChatModel> DynChatModel for M {
@@ -162,6 +187,10 @@ impl<M: ChatModel> DynChatModel for M {
 
     fn prepare_dyn(&self) -> BoxFuture<'_, Result<(), ModelError>> {
         Box::pin(self.prepare())
+    }
+
+    fn choice_dyn(&self) -> Option<&ModelChoice<ChatModelRef>> {
+        self.choice()
     }
 }
 
@@ -207,6 +236,48 @@ impl ChatModelRef {
         let mut info = self.info().clone();
         info.prices = Some(prices);
         ChatModelRef::new(Described { inner: self, info })
+    }
+
+    /// This model known by `name` ([`ModelInfo::name`]; a spec names each model after its `models` entry):
+    /// usage, step records, reports and the `chat` span call it so, requests still name the provider's model.
+    pub fn named(self, name: impl Into<String>) -> Self {
+        let mut info = self.info().clone();
+        info.name = Some(name.into());
+        ChatModelRef::new(Described { inner: self, info })
+    }
+
+    /// A model chosen per invocation among `choice`'s models (SPEC.md §7): agents holding it resolve it over
+    /// the state when they are invoked ([`ChatModelRef::for_invocation`]). It reports its default model's
+    /// [`ModelInfo`]; called without being resolved it fails with [`ModelError::InvalidRequest`].
+    pub fn choosing(choice: ModelChoice<ChatModelRef>) -> Self {
+        let info = choice.default_model().map(|m| m.info().clone()).unwrap_or_else(|| ModelInfo {
+            provider: "choice".to_string(),
+            server: "choice".to_string(),
+            model: choice.default_name().to_string(),
+            json_schema: false,
+            tools: true,
+            prices: None,
+            limits: Default::default(),
+            name: Some(choice.default_name().to_string()),
+        });
+        ChatModelRef::new(Chosen { choice, info })
+    }
+
+    /// The choice this model stands for, when it is chosen per invocation ([`ChatModelRef::choosing`]).
+    pub fn choice(&self) -> Option<&ModelChoice<ChatModelRef>> {
+        self.0.choice_dyn()
+    }
+
+    /// The model to call in `ctx`'s invocation: this one, or — for a model chosen per invocation — the one its
+    /// choice gives over the state ([`ModelChoice::pick`]).
+    ///
+    /// # Errors
+    /// As [`ModelChoice::pick`]: the choice's expression fails, or gives a name that is not among its models.
+    pub async fn for_invocation(&self, ctx: &InvocationContext) -> Result<ChatModelRef, Stop> {
+        match self.choice() {
+            None => Ok(self.clone()),
+            Some(choice) => Ok(choice.pick(ctx).await?.1),
+        }
     }
 
     /// This model under the rate limits of its endpoint (SPEC.md §3 `limits`), shared by every model of the
@@ -287,6 +358,55 @@ impl ChatModel for Described {
 
     fn prepare(&self) -> impl Future<Output = Result<(), ModelError>> + Send {
         self.inner.0.prepare_dyn()
+    }
+
+    fn choice(&self) -> Option<&ModelChoice<ChatModelRef>> {
+        self.inner.choice()
+    }
+}
+
+/// A model chosen per invocation ([`ChatModelRef::choosing`]): it answers nothing itself.
+struct Chosen {
+    choice: ModelChoice<ChatModelRef>,
+    info: ModelInfo,
+}
+
+impl Chosen {
+    fn unresolved(&self) -> ModelError {
+        ModelError::InvalidRequest {
+            server: self.info.server.clone(),
+            model: self.choice.default_name().to_string(),
+            message: format!(
+                "the model is chosen per invocation among {}: it must be resolved over the state \
+                 (`ChatModelRef::for_invocation`) before it is called",
+                self.choice.names().join(", ")
+            ),
+        }
+    }
+}
+
+impl ChatModel for Chosen {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    async fn chat(&self, _request: ChatRequest) -> Result<ChatResponse, ModelError> {
+        Err(self.unresolved())
+    }
+
+    async fn chat_stream(&self, _request: ChatRequest) -> Result<ChatStream, ModelError> {
+        Err(self.unresolved())
+    }
+
+    async fn prepare(&self) -> Result<(), ModelError> {
+        for (_, model) in self.choice.models() {
+            model.prepare().await?;
+        }
+        Ok(())
+    }
+
+    fn choice(&self) -> Option<&ModelChoice<ChatModelRef>> {
+        Some(&self.choice)
     }
 }
 

@@ -200,6 +200,7 @@ impl OpenAiBuilder {
                 tools: true,
                 prices: None,
                 limits: Default::default(),
+                name: None,
             },
             api_key_env: self.api_key_env,
             key_source,

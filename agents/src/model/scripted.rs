@@ -104,6 +104,7 @@ impl ScriptedModel {
                 tools: true,
                 prices: None,
                 limits: Default::default(),
+                name: None,
             }),
         }
     }

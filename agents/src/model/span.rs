@@ -2,7 +2,8 @@
 //! named and attributed as the OpenTelemetry GenAI conventions name an inference span: `chat {model}`,
 //! `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.*`, `server.address`/`server.port`, and
 //! once answered `gen_ai.usage.input_tokens`/`output_tokens` and `gen_ai.response.finish_reasons` (a string
-//! array, recorded with the cargo feature `otel`), or `error.type` with an error status.
+//! array, recorded with the cargo feature `otel`), or `error.type` with an error status; `agentic.model` is
+//! the name the program knows the model by (a spec's `models` entry: the one a choice picked).
 //!
 //! Nothing is formatted or parsed unless a subscriber wants the span: the field values are evaluated by
 //! `tracing` only for an enabled span, and the recordings check first.
@@ -21,6 +22,8 @@ pub(crate) fn chat_span(info: &ModelInfo, request: &ChatRequest, stream: bool) -
         "gen_ai.operation.name" = "chat",
         "gen_ai.provider.name" = info.provider.as_str(),
         "gen_ai.request.model" = info.model.as_str(),
+        // The name the program knows the model by (a spec's `models` entry), when it gives one.
+        "agentic.model" = info.name.as_deref(),
         // Integers as i64: `tracing-opentelemetry` exports unsigned ones as strings.
         "gen_ai.request.max_tokens" = request.max_tokens.map(i64::from),
         "gen_ai.request.temperature" = request.temperature,
@@ -145,6 +148,7 @@ mod tests {
             tools: true,
             prices: None,
             limits: Default::default(),
+            name: None,
         }
     }
 

@@ -32,6 +32,19 @@ impl UsageView<'_> {
         });
     }
 
+    /// Adds one call of `model` that used `usage` tokens and has no price, outside the budget checks of
+    /// [`UsageView::after_model_call`] (a decision model's answer): the invocation's usage counts the call and
+    /// names the model, and every budget over it is charged the tokens.
+    pub fn add_model_call(&self, model: &str, usage: TokenUsage) {
+        self.with_usage(|u| u.add_call(model, usage, None));
+        let path = self.ctx.frame.path.clone();
+        self.ctx.handle.charge(move |ledger| {
+            let spent =
+                crate::usage::Usage { input_tokens: usage.input, output_tokens: usage.output, ..Default::default() };
+            ledger.spend(&path, &spent);
+        });
+    }
+
     /// Waits until a model call on endpoint `provider` / `server` / `model` may start under `limits` (SPEC.md
     /// §3): a concurrency slot, then the endpoint's next start time, in this process's limiter or, on a
     /// store shared by several servers, the store's ([`crate::CheckpointStore::capacity`]). A wait is reported
