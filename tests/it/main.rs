@@ -30,6 +30,7 @@ mod llm_agent;
 mod llm_specs;
 mod llm_stream;
 mod llm_tools;
+mod model_choice;
 mod model_openai;
 mod observe_listeners;
 mod observe_trace_context;
