@@ -317,13 +317,15 @@ async fn a_run_with_a_model_and_a_tool_exports_workflow_agent_chat_and_tool_span
         b: i64,
     }
     let add = Tool::new("add", "Adds two integers", |x: AddArgs| async move { Ok(json!(x.a + x.b)) });
-    let calculator = LlmAgent::builder(model_at(&server, MODEL))
-        .name("calculator")
-        .user("What is {{ question }}?")
-        .tools([add])
-        .output_key("answer")
-        .build()
-        .unwrap();
+    // Known by a name of the program's (a spec's `models` entry): the span says which.
+    let calculator =
+        LlmAgent::builder(agentic::agents::model::ChatModelRef::new(model_at(&server, MODEL)).named("adder"))
+            .name("calculator")
+            .user("What is {{ question }}?")
+            .tools([add])
+            .output_key("answer")
+            .build()
+            .unwrap();
     let shout = Compute::expression("shout", "answer | upper").unwrap().output_key("loud").build();
     let system = Sequence::builder().name("math").sub_agents([calculator, shout]).output_key("loud").build().unwrap();
     let outcome = system.invoke().memory_id("otel-tools").input("question", "2 + 40").await.unwrap();
@@ -367,6 +369,7 @@ async fn a_run_with_a_model_and_a_tool_exports_workflow_agent_chat_and_tool_span
         assert_eq!(text(chat, "gen_ai.operation.name"), Some("chat"));
         assert_eq!(text(chat, "gen_ai.provider.name"), Some("openai"));
         assert_eq!(text(chat, "gen_ai.request.model"), Some(MODEL));
+        assert_eq!(text(chat, "agentic.model"), Some("adder"));
         assert_eq!(text(chat, "server.address"), Some("127.0.0.1"));
         assert_eq!(int(chat, "server.port"), Some(i64::from(port)));
         assert_eq!(int(chat, "gen_ai.usage.input_tokens"), Some(tokens.0));
@@ -427,6 +430,8 @@ async fn a_failed_model_call_is_an_error_span_with_its_http_status() {
     assert_eq!(text(&workflow, "error.type"), Some("failed"));
     let chat = one(&trace, &format!("chat {MODEL}"));
     assert_eq!(text(chat, "error.type"), Some("400"));
+    // A model the program gave no name: no `agentic.model`.
+    assert_eq!(attr(chat, "agentic.model"), None);
     assert_eq!(chat["status"]["code"], 2, "an error status");
     let agent = one(&trace, "invoke_agent refused");
     assert_eq!(text(agent, "error.type"), Some("failed"));

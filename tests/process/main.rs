@@ -47,6 +47,7 @@ mod journaled_calls;
 mod limits_serve;
 mod mcp_peer;
 mod mcp_serve;
+mod model_choice;
 mod operations;
 mod recordings;
 mod report_browser;
