@@ -88,6 +88,45 @@ pub mod __private {
         builder.returns::<T>()
     }
 
+    /// The model named `name` among the builder's `models` (`model = "name"` on `agent`'s method).
+    ///
+    /// # Errors
+    /// [`BuildError::Invalid`] naming the agent, the name and the models given, when no model has that name.
+    pub fn named_model(models: &[(String, ChatModelRef)], name: &str, agent: &str) -> Result<ChatModelRef, BuildError> {
+        match models.iter().find(|(n, _)| n == name) {
+            Some((_, m)) => Ok(m.clone()),
+            None => {
+                let given: Vec<&str> = models.iter().map(|(n, _)| n.as_str()).collect();
+                let given = if given.is_empty() { "none".to_string() } else { given.join(", ") };
+                Err(BuildError::Invalid {
+                    agent: agent.to_string(),
+                    message: format!(
+                        "`model = \"{name}\"`: no model of that name was given to the builder (`.model(\"{name}\", \
+                         ..)`); given: {given}"
+                    ),
+                })
+            }
+        }
+    }
+
+    /// A model chosen per invocation by `choose` among the builder's `models` and its model (`default`, what
+    /// `choose` giving `None` picks: `model = f` on a method).
+    pub fn chosen_model(
+        default: &ChatModelRef,
+        models: &[(String, ChatModelRef)],
+        choose: fn(&ScopeView) -> Option<String>,
+    ) -> ChatModelRef {
+        let default_name = default.info().name.clone().unwrap_or_else(|| "default".to_string());
+        let mut choice = crate::model::ModelChoice::new(default_name.clone(), choose);
+        for (name, model) in models {
+            choice = choice.model(name.clone(), model.clone());
+        }
+        if choice.get(&default_name).is_none() {
+            choice = choice.model(default_name, default.clone());
+        }
+        ChatModelRef::choosing(choice)
+    }
+
     /// The agent of a `#[human]` method, built (the builder cannot fail once the prompt compiled).
     pub fn human_build(builder: crate::human::HumanBuilder) -> Result<AgentRef, BuildError> {
         Ok(builder.build())

@@ -63,8 +63,10 @@ pub fn agent(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// Method attributes (each method has one):
 /// - `#[agent(user = "..", system = "..", output_key = "..", description = "..", name = "..", max_tokens = N,
-///   temperature = x, memory_window = N, streaming, optional, inputs("a", ..))]`: an LLM agent; `user` is
-///   required.
+///   temperature = x, memory_window = N, streaming, optional, inputs("a", ..), model = ..)]`: an LLM agent;
+///   `user` is required. `model = "name"` asks the model given to the builder as `.model("name", m)`;
+///   `model = f` (`fn(&ScopeView) -> Option<String>`) chooses among those models at each invocation, `None`
+///   meaning the builder's model (SPEC.md §7). `#[supervisor]` and `#[decision_router]` take `model` too.
 /// - `#[human(prompt = "..", output_key = "..", response_id = "..", inputs("a", ..), optional)]`: a human step;
 ///   the run suspends until the answer is given (a typed call returns `Stop::Suspended`).
 /// - `#[sequence(agents(a, b, ..), output_key = "..", output = f)]`,

@@ -206,3 +206,39 @@ async fn a_rust_agent_chooses_among_named_models() {
     assert_eq!((small.used(), strong.used()), (0, 1));
     assert_eq!(models_of(&out.scope().history().await.unwrap(), "answer"), [vec!["strong"]]);
 }
+
+/// The strong model for long requests, else the builder's model.
+fn by_length(view: &agentic::engine::ScopeView) -> Option<String> {
+    let long = view.get("request").and_then(|v| v.as_str()).is_some_and(|r| r.len() > 10);
+    long.then(|| "strong".to_string())
+}
+
+#[agentic::prelude::agents]
+trait Desk {
+    /// Answers, on the model the request's length picks.
+    #[agent(user = "{{ request }}", output_key = "answer", model = by_length)]
+    async fn answer(&self, request: String) -> String;
+
+    /// Reviews, always on the strong model.
+    #[agent(user = "Review: {{ answer }}", output_key = "review", model = "strong")]
+    async fn review(&self, answer: String) -> String;
+}
+
+#[tokio::test]
+async fn declared_agents_name_their_model_or_choose_it_per_invocation() {
+    let base = ScriptedModel::new(["base answer"]);
+    let strong = ScriptedModel::new(["strong answer", "strong review"]);
+    let desk = DeskAgents::builder(base.clone()).model("strong", strong.clone()).build().unwrap();
+    assert_eq!(desk.answer("short").await.unwrap(), "base answer");
+    assert_eq!(desk.answer("a long request indeed").await.unwrap(), "strong answer");
+    assert_eq!(desk.review("fine").await.unwrap(), "strong review");
+    assert_eq!((base.used(), strong.used()), (1, 2));
+
+    // A name no model was given under fails the build, naming it.
+    let err = DeskAgents::builder(base).build().err().expect("refused");
+    assert_eq!(
+        err.to_string(),
+        "`review`: `model = \"strong\"`: no model of that name was given to the builder (`.model(\"strong\", \
+         ..)`); given: none"
+    );
+}

@@ -57,7 +57,35 @@ pub(super) fn build_one(
     };
     let subs: Vec<TokenStream> = m.subs.iter().map(|s| sub_expr(s, var)).collect();
     let model = model_field(&m.ident);
-    let model = quote!(self.#model.clone().unwrap_or_else(|| self.model.clone()));
+    // `model = "name"`: a model given to the builder by name; `model = f`: chosen per invocation among them.
+    let chosen = match args.get_meta("model") {
+        None => quote!(self.model.clone()),
+        Some(Meta::NameValue(nv)) => match &nv.value {
+            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(named), .. }) => {
+                quote!(#private::named_model(&self.models, #named, #name)?)
+            }
+            syn::Expr::Path(f) => {
+                quote_spanned!(f.span()=> #private::chosen_model(&self.model, &self.models, #f))
+            }
+            other => {
+                return Err(error(
+                    other.span(),
+                    format!(
+                        "`#[{}]`: `model` takes a model's name (`model = \"strong\"`) or a function choosing one \
+                         (`model = route`, a `fn(&ScopeView) -> Option<String>`)",
+                        m.kind.name
+                    ),
+                ));
+            }
+        },
+        Some(other) => {
+            return Err(error(other.span(), format!("`#[{}]`: `model` takes a value: `model = ..`", m.kind.name)));
+        }
+    };
+    let model = quote!(match self.#model.clone() {
+        ::std::option::Option::Some(__m) => __m,
+        ::std::option::Option::None => #chosen,
+    });
     let head = match m.kind.builder {
         Builder::Human => {
             let prompt = args.text("prompt")?;

@@ -93,7 +93,17 @@ pub const KINDS: &[Kind] = &[
     Kind {
         name: "agent",
         planner: None,
-        keys: &["system", "user", "max_tokens", "temperature", "optional", "streaming", "memory_window", "inputs"],
+        keys: &[
+            "system",
+            "user",
+            "max_tokens",
+            "temperature",
+            "optional",
+            "streaming",
+            "memory_window",
+            "inputs",
+            "model",
+        ],
         required: &[("user", "`user = \"..\"`: the user message template")],
         fields: &[],
         subs: Subs::Leaf,
@@ -158,7 +168,7 @@ pub const KINDS: &[Kind] = &[
     Kind {
         name: "supervisor",
         planner: Some("supervisor"),
-        keys: &["agents", "max_invocations", "max_retries", "response", "context", "request_key"],
+        keys: &["agents", "max_invocations", "max_retries", "response", "context", "request_key", "model"],
         required: &[AGENTS],
         fields: &[
             ("agents", "agents"),
@@ -254,7 +264,7 @@ pub const KINDS: &[Kind] = &[
     Kind {
         name: "decision_router",
         planner: Some("decision_router"),
-        keys: &["agents", "threshold", "max_retries", "request_key", "output"],
+        keys: &["agents", "threshold", "max_retries", "request_key", "output", "model"],
         required: &[AGENTS],
         fields: &[("agents", "agents"), ("threshold", "threshold")],
         subs: Subs::Agents,

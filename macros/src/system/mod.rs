@@ -151,6 +151,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
         #[doc = #builder_doc]
         #vis struct #builder_ident {
             model: #private::ChatModelRef,
+            models: ::std::vec::Vec<(::std::string::String, #private::ChatModelRef)>,
             resources: #private::Resources,
             options: #private::CallOptions,
             #(#model_fields: ::std::option::Option<#private::ChatModelRef>,)*
@@ -161,6 +162,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
             #vis fn builder(model: impl ::std::convert::Into<#private::ChatModelRef>) -> #builder_ident {
                 #builder_ident {
                     model: model.into(),
+                    models: ::std::vec::Vec::new(),
                     resources: #private::Resources::new(),
                     options: ::std::default::Default::default(),
                     #(#model_fields: ::std::option::Option::None,)*
@@ -172,6 +174,21 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
 
         impl #builder_ident {
             #(#model_setters)*
+
+            /// Gives the builder a model named `name` (a later one of the same name replaces it): the agents
+            /// whose `model = "name"` names it ask it, and those with `model = f` may be given it by `f`.
+            /// Usage, step records and reports call it `name`.
+            #vis fn model(
+                mut self,
+                name: impl ::std::convert::Into<::std::string::String>,
+                model: impl ::std::convert::Into<#private::ChatModelRef>,
+            ) -> Self {
+                let name = name.into();
+                let model = model.into().named(name.clone());
+                self.models.retain(|(n, _)| *n != name);
+                self.models.push((name, model));
+                self
+            }
 
             /// Gives the `#[resource]` parameters of type `T` of the `#[agent]` functions this trait names as
             /// sub-agents (a ledger, a client): each agent gets a clone. Missing, `build` fails naming it.
