@@ -151,3 +151,54 @@ impl Usage {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(model: &str, input: u64, output: u64, calls: u64, cost: Option<f64>) -> ModelUsage {
+        ModelUsage {
+            model: model.to_string(),
+            input_tokens: input,
+            output_tokens: output,
+            model_calls: calls,
+            cost_usd: cost,
+        }
+    }
+
+    #[test]
+    fn one_model_keeps_no_split_and_two_keep_one_row_each_in_the_order_first_called() {
+        let mut u = Usage::default();
+        u.add_call("small", 10, 5, Some(0.5));
+        u.add_call("small", 1, 1, None);
+        assert!(u.by_model.is_empty(), "one model: the usage is its row");
+        assert_eq!(u.per_model(), [row("small", 11, 6, 2, Some(0.5))]);
+
+        u.add_call("strong", 100, 50, Some(2.0));
+        u.add_call("small", 4, 4, Some(0.25));
+        assert_eq!(u.per_model(), [row("small", 15, 10, 3, Some(0.75)), row("strong", 100, 50, 1, Some(2.0))]);
+        assert_eq!(u.models, ["small", "strong"]);
+        assert_eq!((u.input_tokens, u.output_tokens, u.model_calls, u.cost_usd), (115, 60, 4, Some(2.75)));
+
+        // Sums of sums keep the split; the JSON of a one-model usage has none.
+        let mut total = Usage::default();
+        total.add(&u);
+        let mut other = Usage::default();
+        other.add_call("strong", 1, 0, None);
+        total.add(&other);
+        assert_eq!(total.per_model(), [row("small", 15, 10, 3, Some(0.75)), row("strong", 101, 50, 2, Some(2.0))]);
+        let mut single = Usage::default();
+        single.add_call("small", 1, 2, None);
+        let json = serde_json::to_value(&single).expect("json");
+        assert_eq!(
+            json,
+            serde_json::json!({"input_tokens": 1, "output_tokens": 2, "model_calls": 1, "models": ["small"]})
+        );
+        // A record of several models written without the split reads as one row naming them all.
+        let old: Usage = serde_json::from_value(
+            serde_json::json!({"input_tokens": 3, "output_tokens": 1, "model_calls": 2, "models": ["a", "b"]}),
+        )
+        .expect("read");
+        assert_eq!(old.per_model(), [row("a + b", 3, 1, 2, None)]);
+    }
+}
