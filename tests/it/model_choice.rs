@@ -93,14 +93,14 @@ async fn the_choice_reads_the_runs_usage_and_falls_back_once_it_passes_a_thresho
 async fn a_name_that_is_not_a_model_fails_the_invocation_naming_the_value_and_the_models() {
     let yaml = LOOP.replace("\"'strong' if n >= 2 else 'small'\"", "wanted");
     let built = Spec::parse(&yaml, "rounds.yaml").unwrap().build().unwrap();
-    let err = built.root.invoke().input("wanted", "huge").await.err().expect("the run fails");
+    let Err(err) = built.root.invoke().input("wanted", "huge").await else { panic!("the run fails") };
     assert_eq!(
         err.to_string(),
         "agent `ask` (root/1) failed: the model choice gave `huge`, which is not one of the models it chooses from \
          (small, strong)"
     );
     // A value that is no name at all says what it was.
-    let err = built.root.invoke().input("wanted", 3).await.err().expect("the run fails");
+    let Err(err) = built.root.invoke().input("wanted", 3).await else { panic!("the run fails") };
     assert_eq!(
         err.to_string(),
         "agent `ask` (root/1) failed: the model choice failed: `wanted` gave 3, not a model name"
@@ -235,7 +235,7 @@ async fn declared_agents_name_their_model_or_choose_it_per_invocation() {
     assert_eq!((base.used(), strong.used()), (1, 2));
 
     // A name no model was given under fails the build, naming it.
-    let err = DeskAgents::builder(base).build().err().expect("refused");
+    let Err(err) = DeskAgents::builder(base).build() else { panic!("refused") };
     assert_eq!(
         err.to_string(),
         "`review`: `model = \"strong\"`: no model of that name was given to the builder (`.model(\"strong\", \
