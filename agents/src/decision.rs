@@ -554,7 +554,8 @@ impl DecisionModelRef {
                 value.clone(),
                 tokens,
                 None,
-            );
+            )
+            .labelled(&response.model);
             ctx.calls().record(vec![agentic_engine::CallEntry::Model(entry)], false).await?;
         }
         if let Some(call) = taped {
@@ -803,7 +804,8 @@ impl ChatDecisionModel {
     /// Decisions by `model`, with the defaults above.
     pub fn new(model: impl Into<ChatModelRef>) -> Self {
         let model = model.into();
-        let name = model.info().label().to_string();
+        // The provider's model name (what a topology's `decision_model` shows); answers name the label.
+        let name = model.info().model.clone();
         ChatDecisionModel { model, top_logprobs: Some(5), max_retries: 2, name }
     }
 
@@ -1030,7 +1032,7 @@ impl DecisionModel for ChatDecisionModel {
                 return Ok(None);
             }
             let model = self.model.for_invocation(ctx).await?;
-            let name = model.info().label().to_string();
+            let name = model.info().model.clone();
             Ok(Some(DecisionModelRef::new(ChatDecisionModel { model, name, ..self.clone() })))
         })
     }
@@ -1056,7 +1058,10 @@ impl DecisionModel for ChatDecisionModel {
                 usage.output += response.usage.output;
                 let reply = response.text().to_string();
                 match Self::read(&request, &reply, response.logprobs.as_deref()) {
-                    Ok(answers) => return Ok(DecisionResponse { answers, usage, model: self.name.clone() }),
+                    Ok(answers) => {
+                        let model = self.model.info().label().to_string();
+                        return Ok(DecisionResponse { answers, usage, model });
+                    }
                     Err((question, message)) if attempt >= self.max_retries => {
                         return Err(DecisionError::InvalidAnswer {
                             model: self.name.clone(),

@@ -224,9 +224,9 @@ impl ModelTurnEntry {
     }
 
     /// The entry with its usage naming the model `label` (what usage and reports call it, a spec's `models`
-    /// entry) rather than the name its request carries.
+    /// entry) rather than the name its request carries; an empty `label` changes nothing.
     pub fn labelled(mut self, label: &str) -> Self {
-        if self.usage.models.iter().any(|m| m != label) {
+        if !label.is_empty() && self.usage.models.iter().any(|m| m != label) {
             self.usage.models = vec![label.to_string()];
         }
         self
