@@ -103,8 +103,8 @@ async fn a_run_suspends_at_the_call_that_crosses_its_budget_and_completes_once_r
     let html = std::fs::read_to_string(&report).unwrap();
     let four = "\">four</td><td><code>root&#x2f;3</code></td><td>llm</td><td class=\"num\">1</td>";
     let row = html.split(four).nth(1).and_then(|rest| rest.split("</tr>").next()).unwrap_or_default();
-    let tail =
-        "<td class=\"num\">200</td><td class=\"num\">100</td><td class=\"num\">1</td><td class=\"num\">$0.001500</td>";
+    let tail = "<td class=\"num\">200</td><td class=\"num\">100</td><td class=\"num\">1</td><td class=\"num\">$0.001500</td>\
+         <td class=\"models\">writer</td>";
     assert!(row.ends_with(tail), "row of `four`: {row}");
     assert!(html.contains("<dd id=\"run-tokens\">1500</dd>"), "the run's tokens");
     assert!(html.contains("<dd id=\"run-cost\">$0.007500</dd>"), "the run's cost");
