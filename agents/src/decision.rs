@@ -319,6 +319,10 @@ pub struct DecisionResponse {
     /// The model that answered.
     #[serde(default)]
     pub model: String,
+    /// What the answer cost in USD, when the model has prices (a chat model asked as a decision model:
+    /// [`crate::model::ChatModelRef::with_prices`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 impl DecisionResponse {
@@ -388,6 +392,7 @@ impl DecisionResponse {
             question: question.to_string(),
             message,
             reply: serde_json::to_string(&self.answers).unwrap_or_default(),
+            spent: Spent::default(),
         };
         for (name, q) in &request.questions {
             let Some(a) = self.answers.get(name) else { return Err(invalid(name, "no answer".to_string())) };
@@ -398,6 +403,15 @@ impl DecisionResponse {
         }
         Ok(())
     }
+}
+
+/// What a decision model's failed attempts used ([`DecisionError::InvalidAnswer`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spent {
+    /// Tokens.
+    pub usage: TokenUsage,
+    /// Cost in USD, when the model has prices.
+    pub cost_usd: Option<f64>,
 }
 
 /// Why a decision failed.
@@ -419,6 +433,9 @@ pub enum DecisionError {
         message: String,
         /// The model's reply (or the scripted decision), as text.
         reply: String,
+        /// What the model's attempts used (tokens, and cost when the model has prices): paid for, though no
+        /// answer fits.
+        spent: Spent,
     },
     /// A response has no answer under that name.
     #[error("no answer to `{question}`")]
@@ -540,7 +557,18 @@ impl DecisionModelRef {
             Some(answer) => serde_json::from_value::<DecisionResponse>(answer).map_err(|e| {
                 ctx.fail(format!("the recorded answer of decision model `{}` cannot be read: {e}", self.name()))
             })?,
-            None => self.decide(request).await.map_err(failed)?,
+            None => match self.decide(request).await {
+                Ok(response) => response,
+                Err(e) => {
+                    // The failed attempts were paid for: their usage counts (SPEC.md §3).
+                    if let DecisionError::InvalidAnswer { model, spent, .. } = &e
+                        && (spent.usage.input > 0 || spent.usage.output > 0 || spent.cost_usd.is_some())
+                    {
+                        ctx.usage().add_model_call(model, spent.usage, spent.cost_usd);
+                    }
+                    return Err(failed(e).into());
+                }
+            },
         };
         let value = serde_json::to_value(&response).unwrap_or(Value::Null);
         if ctx.calls().journaled() {
@@ -778,8 +806,9 @@ impl DecisionModel for ScriptedDecisionModel {
                     question,
                     message,
                     reply: decision.to_string(),
+                    spent: Spent::default(),
                 })?;
-            Ok(DecisionResponse { answers, usage: TokenUsage::default(), model: self.name.to_string() })
+            Ok(DecisionResponse { answers, usage: TokenUsage::default(), model: self.name.to_string(), cost_usd: None })
         })
     }
 }
@@ -1043,9 +1072,10 @@ impl DecisionModel for ChatDecisionModel {
                 vec![ChatMessage::system(DECISION_SYSTEM_PROMPT), ChatMessage::user(Self::prompt(&request))];
             let mut usage = TokenUsage::default();
             let mut attempt = 0;
+            let info = self.model.info();
             loop {
                 let mut chat = ChatRequest::new(messages.clone()).temperature(0.0);
-                if self.model.info().json_schema {
+                if info.json_schema {
                     chat = chat.response_format(ResponseFormat::JsonSchema {
                         name: "decision".to_string(),
                         schema: Self::schema(&request),
@@ -1059,15 +1089,18 @@ impl DecisionModel for ChatDecisionModel {
                 let reply = response.text().to_string();
                 match Self::read(&request, &reply, response.logprobs.as_deref()) {
                     Ok(answers) => {
-                        let model = self.model.info().label().to_string();
-                        return Ok(DecisionResponse { answers, usage, model });
+                        let model = info.label().to_string();
+                        let cost_usd = info.prices.map(|p| p.cost(usage.input, usage.output));
+                        return Ok(DecisionResponse { answers, usage, model, cost_usd });
                     }
                     Err((question, message)) if attempt >= self.max_retries => {
+                        let cost_usd = info.prices.map(|p| p.cost(usage.input, usage.output));
                         return Err(DecisionError::InvalidAnswer {
-                            model: self.name.clone(),
+                            model: info.label().to_string(),
                             question,
                             message,
                             reply,
+                            spent: Spent { usage, cost_usd },
                         });
                     }
                     Err((question, message)) => {
@@ -1140,6 +1173,7 @@ mod tests {
             answers: BTreeMap::from([("urgent".to_string(), Answer::YesNo { probability: 0.5 })]),
             usage: TokenUsage::default(),
             model: "m".into(),
+            cost_usd: None,
         };
         assert_eq!(
             r.choice("urgent").expect_err("kind").to_string(),

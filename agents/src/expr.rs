@@ -79,9 +79,18 @@ fn context(view: &ScopeView, extra: &[(&str, Value)]) -> minijinja::Value {
 
 /// The context of an agent's resolved `inputs` over `view`. An input among `optional` the run lacks (resolved
 /// to `null`; the state holds no `null`) stays undefined, so `default(..)` and `is defined` see it missing.
-fn inputs_context(view: &ScopeView, inputs: &Map<String, Value>, optional: &[String]) -> minijinja::Value {
+fn inputs_context(
+    view: &ScopeView,
+    inputs: &Map<String, Value>,
+    optional: &[String],
+    extra: Vec<(String, Value)>,
+) -> minijinja::Value {
     let lacking = |k: &String, v: &Value| v.is_null() && optional.contains(k);
-    owned_context(view, inputs.iter().filter(|(k, v)| !lacking(k, v)).map(|(k, v)| (k.clone(), v.clone())).collect())
+    let mut vars: Vec<(String, Value)> =
+        inputs.iter().filter(|(k, v)| !lacking(k, v)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    // Looked up first to last: the extra variables come first.
+    vars.splice(0..0, extra);
+    owned_context(view, vars)
 }
 
 fn owned_context(view: &ScopeView, extra: Vec<(String, Value)>) -> minijinja::Value {
@@ -158,10 +167,10 @@ impl Expression {
         &self.optional
     }
 
-    /// The string constants it can evaluate to, in order of appearance: itself when it is one, those of
-    /// the branches of `a if c else b`, of `and` / `or` operands and of `default(..)` (a model choice's names,
-    /// checked by `validate`). A string computed any other way is not known.
-    pub fn result_strings(&self) -> Vec<String> {
+    /// The constants it can evaluate to (`none` left out), as JSON, in order of appearance: itself when it is
+    /// one, those of the branches of `a if c else b`, of `and` / `or` operands and of `default(..)` (a model
+    /// choice's names, checked by `validate`). A value computed any other way is not known.
+    pub fn result_constants(&self) -> Vec<Value> {
         crate::guarded::expression_results(&self.source)
     }
 
@@ -200,7 +209,20 @@ impl Expression {
     /// # Errors
     /// As [`Expression::eval`].
     pub fn eval_inputs(&self, view: &ScopeView, inputs: &Map<String, Value>) -> Result<Value, String> {
-        let v = self.compiled.eval(inputs_context(view, inputs, &self.optional)).map_err(|e| describe(&e))?;
+        self.eval_inputs_with(view, inputs, Vec::new())
+    }
+
+    /// As [`Expression::eval_inputs`], with `extra` variables besides (which take precedence over both).
+    ///
+    /// # Errors
+    /// As [`Expression::eval`].
+    pub fn eval_inputs_with(
+        &self,
+        view: &ScopeView,
+        inputs: &Map<String, Value>,
+        extra: Vec<(String, Value)>,
+    ) -> Result<Value, String> {
+        let v = self.compiled.eval(inputs_context(view, inputs, &self.optional, extra)).map_err(|e| describe(&e))?;
         to_json(&v)
     }
 }
@@ -271,7 +293,7 @@ impl Template {
     /// As [`Template::render`].
     pub fn render_inputs(&self, view: &ScopeView, inputs: &Map<String, Value>) -> Result<String, String> {
         let t = self.env.get_template(NAME).map_err(|e| describe(&e))?;
-        t.render(inputs_context(view, inputs, &self.optional)).map_err(|e| describe(&e))
+        t.render(inputs_context(view, inputs, &self.optional, Vec::new())).map_err(|e| describe(&e))
     }
 }
 

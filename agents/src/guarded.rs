@@ -38,11 +38,11 @@ pub(crate) fn expression_optional(source: &str) -> HashSet<String> {
     }
 }
 
-/// The string constants expression `source` can evaluate to: the expression itself when it is one, and
-/// those of the branches of `a if c else b`, of the operands of `and` / `or` (which give an operand), and of
-/// `default(..)`'s argument and operand; empty when it does not parse. A value computed any other way
-/// (`name ~ "-large"`, a state key) is not known here.
-pub(crate) fn expression_results(source: &str) -> Vec<String> {
+/// The constants expression `source` can evaluate to (`none` left out), as JSON: the expression itself when it
+/// is one, and those of the branches of `a if c else b`, of the operands of `and` / `or` (which give an
+/// operand), and of `default(..)`'s argument and operand; empty when it does not parse. A value computed any
+/// other way (`name ~ "-large"`, a state key) is not known here.
+pub(crate) fn expression_results(source: &str) -> Vec<serde_json::Value> {
     let mut out = Vec::new();
     if let Ok(expr) = minijinja::machinery::parse_expr(source) {
         results(&expr, &mut out);
@@ -50,13 +50,16 @@ pub(crate) fn expression_results(source: &str) -> Vec<String> {
     out
 }
 
-fn results(expr: &Expr<'_>, out: &mut Vec<String>) {
+fn results(expr: &Expr<'_>, out: &mut Vec<serde_json::Value>) {
     match expr {
         Expr::Const(c) => {
-            if let Some(s) = c.value.as_str()
-                && !out.iter().any(|o| o == s)
+            if c.value.is_none() || c.value.is_undefined() {
+                return;
+            }
+            if let Ok(v) = serde_json::to_value(&c.value)
+                && !out.contains(&v)
             {
-                out.push(s.to_string());
+                out.push(v);
             }
         }
         Expr::IfExpr(i) => {
@@ -324,13 +327,16 @@ mod tests {
     }
 
     #[test]
-    fn the_strings_an_expression_can_give_are_its_constants_in_result_position() {
-        let r = expression_results;
-        assert_eq!(r("'strong' if request | length > 200 else 'small'"), ["strong", "small"]);
-        assert_eq!(r("'tiny' if a else ('big' if b else none)"), ["tiny", "big"]);
-        assert_eq!(r("hint or 'small'"), ["small"]);
-        assert_eq!(r("tier | default('fast')"), ["fast"]);
-        assert_eq!(r("'only'"), ["only"]);
+    fn the_values_an_expression_can_give_are_its_constants_in_result_position() {
+        let r = |source: &str| {
+            expression_results(source).into_iter().map(|v| v.to_string()).collect::<Vec<String>>()
+        };
+        assert_eq!(r("'strong' if request | length > 200 else 'small'"), ["\"strong\"", "\"small\""]);
+        assert_eq!(r("'tiny' if a else ('big' if b else none)"), ["\"tiny\"", "\"big\""]);
+        assert_eq!(r("hint or 'small'"), ["\"small\""]);
+        assert_eq!(r("tier | default('fast')"), ["\"fast\""]);
+        assert_eq!(r("'only'"), ["\"only\""]);
+        assert_eq!(r("'a' if x else 7"), ["\"a\"", "7"]);
         // Compared strings are no results; a computed name is not known.
         assert_eq!(r("tier == 'gold'"), Vec::<String>::new());
         assert_eq!(r("name ~ '-large'"), Vec::<String>::new());

@@ -1215,10 +1215,19 @@ impl Agent for LlmAgent {
             Some(selected) => selected,
             None => self.model.clone(),
         };
-        // A model chosen per invocation (SPEC.md §7) is resolved here, once for the whole invocation.
+        // A model chosen per invocation (SPEC.md §7) is resolved here, once for the whole invocation; a resumed
+        // invocation keeps the model that answered its journaled turns.
+        let mut resumed = None;
         let model = if model.choice().is_some() {
             drop(view);
-            let chosen = model.for_invocation(ctx).await?;
+            let journal = LoopJournal::resume(ctx).await;
+            let used = journal.turn(0).and_then(|t| t.usage.models.first());
+            let kept = used.and_then(|name| model.choice().and_then(|c| c.get(name))).cloned();
+            let chosen = match kept {
+                Some(kept) => kept,
+                None => model.for_invocation(ctx).await?,
+            };
+            resumed = Some(journal);
             view = ctx.view();
             chosen
         } else {
@@ -1267,7 +1276,10 @@ impl Agent for LlmAgent {
 
         // A text answer always reads; any other type may be asked for again, which needs the request.
         let keep = !matches!(self.output, OutputType::String);
-        let mut journal = LoopJournal::resume(ctx).await;
+        let mut journal = match resumed {
+            Some(journal) => journal,
+            None => LoopJournal::resume(ctx).await,
+        };
         if ctx.calls().journaled() {
             // Before any budget is looked at: a suspension keeps no answers, a raise is journaled.
             ctx.usage().journaling();

@@ -67,7 +67,7 @@ impl Agent for RouterDeciderAgent {
             .decide_in(ctx, self.decision_request(request), |e| ctx.fail(format!("routing decision: {e}")))
             .await?;
         let model = if response.model.is_empty() { self.model.name() } else { response.model.as_str() };
-        ctx.usage().add_model_call(model, response.usage);
+        ctx.usage().add_model_call(model, response.usage, response.cost_usd);
         let Some(threshold) = self.threshold else {
             let name = response.choice(CHOICE_QUESTION_NAME).map_err(|e| ctx.fail(e.to_string()))?.to_string();
             let probabilities = response.choice_probabilities(CHOICE_QUESTION_NAME).cloned().unwrap_or_default();

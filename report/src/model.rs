@@ -99,6 +99,8 @@ pub(crate) struct Summary {
     pub(crate) cost: String,
     /// What each model spent, in the order first called.
     pub(crate) by_model: Vec<ModelRow>,
+    /// The models called, in the order first called (`strong, small`).
+    pub(crate) models: String,
     pub(crate) source: Option<String>,
     /// Where the data comes from when it is not a store (the in-process monitor).
     pub(crate) origin: Option<String>,
@@ -891,6 +893,7 @@ fn summary(run: &RunRecord, records: &[StepRecord], agents: &[AgentRow], mapping
     for u in records.iter().filter_map(|r| r.invocation.as_ref().and_then(|i| i.usage.as_ref())) {
         used.add(u);
     }
+    let models = used.models.join(", ");
     let by_model = used
         .per_model()
         .into_iter()
@@ -904,6 +907,7 @@ fn summary(run: &RunRecord, records: &[StepRecord], agents: &[AgentRow], mapping
         .collect();
     Summary {
         by_model,
+        models,
         model_calls,
         cost: if priced.is_empty() { String::new() } else { agentic_engine::budget::usd(priced.iter().sum()) },
         run_id: run.run_id.clone(),

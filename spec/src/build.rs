@@ -1060,9 +1060,9 @@ impl<'a> Builder<'a> {
             }
         };
         let reads_usage = expr.variables().iter().any(|v| v == CHOICE_USAGE);
-        let chooser: agentic_agents::model::ChooseFn = Arc::new(move |view, usage| {
-            let extra = if reads_usage { vec![(CHOICE_USAGE, usage.clone())] } else { Vec::new() };
-            match expr.eval(view, &extra)? {
+        let chooser: agentic_agents::model::ChooseFn = Arc::new(move |view, inputs, usage| {
+            let extra = if reads_usage { vec![(CHOICE_USAGE.to_string(), usage.clone())] } else { Vec::new() };
+            match expr.eval_inputs_with(view, inputs, extra)? {
                 Value::Null => Ok(None),
                 Value::String(name) => Ok(Some(name)),
                 other => Err(format!("`{}` gave {other}, not a model name", expr.source())),

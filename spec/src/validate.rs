@@ -287,7 +287,7 @@ pub(crate) fn check_llm(agents: &[AgentDef], models: &[crate::model::ModelDef], 
 }
 
 /// Checks a `model` field's choice (SPEC.md §7): its `choose` expression compiles, and every name it can give
-/// as a literal ([`Expression::result_strings`]) is a model of the `models` section.
+/// as a literal ([`Expression::result_constants`]) is a model of the `models` section.
 fn check_choice(model: &ModelField, field: &str, agent: &str, model_names: &[&str], sink: &mut Sink) {
     let Some(choose) = &model.choose else { return };
     let at = format!("{field}.choose");
@@ -298,11 +298,16 @@ fn check_choice(model: &ModelField, field: &str, agent: &str, model_names: &[&st
             return;
         }
     };
-    for name in expr.result_strings() {
-        if model_names.contains(&name.as_str()) {
+    for value in expr.result_constants() {
+        let Some(name) = value.as_str() else {
+            let msg = format!("`choose` can give {value}, which is not a model name (a string naming one of `models`)");
+            sink.push(choose.pos, Some(agent), Some(&at), msg);
+            continue;
+        };
+        if model_names.contains(&name) {
             continue;
         }
-        let hint = match suggest(&name, model_names.iter().copied()) {
+        let hint = match suggest(name, model_names.iter().copied()) {
             Some(s) => format!(" (did you mean `{s}`?)"),
             None => String::new(),
         };

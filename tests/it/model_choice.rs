@@ -129,6 +129,10 @@ fn validate_locates_a_literal_that_is_not_a_model_and_a_default_that_is_not_one(
     assert_eq!(at(&e), (12, 22, Some("ask"), Some("model.choose")));
     assert!(e.message.starts_with("invalid expression: "), "{}", e.message);
 
+    let e = one(&LOOP.replace("'strong' if n >= 2 else 'small'", "'strong' if n >= 2 else 7"));
+    assert_eq!(at(&e), (12, 22, Some("ask"), Some("model.choose")));
+    assert_eq!(e.message, "`choose` can give 7, which is not a model name (a string naming one of `models`)");
+
     let e = one(&LOOP.replace("model: { choose", "model: { chose"));
     assert_eq!(e.message, "unknown field `chose` (did you mean `choose`?), expected one of `choose`, `default`");
 }
@@ -241,4 +245,96 @@ async fn declared_agents_name_their_model_or_choose_it_per_invocation() {
         "`review`: `model = \"strong\"`: no model of that name was given to the builder (`.model(\"strong\", \
          ..)`); given: none"
     );
+}
+
+#[tokio::test]
+async fn a_mapper_item_is_what_the_choice_reads() {
+    let yaml = r#"
+version: 1
+root: each
+models:
+  small: { provider: scripted, replies: ["s1", "s2"] }
+  strong: { provider: scripted, replies: ["S1", "S2"] }
+agents:
+  each: { kind: parallel_mapper, agent: ask, items: questions, max_concurrency: 1, output_key: answers }
+  ask:
+    kind: llm
+    model: { choose: "'strong' if question | length > 5 else 'small'", default: small }
+    user: "{{ question }}"
+"#;
+    let built = Spec::parse(yaml, "each.yaml").unwrap().build().unwrap();
+    // A state key of the item's name is not what the choice reads: the item is.
+    let out = built.root.invoke().input("questions", json!(["hi", "a long one"])).input("question", "x").await.unwrap();
+    assert_eq!(out.output(), Some(&json!(["s1", "S1"])));
+}
+
+#[tokio::test]
+async fn a_resumed_invocation_keeps_the_model_its_journaled_turns_were_answered_by() {
+    let spec = |choose: &str| {
+        format!(
+            r#"
+version: 1
+root: desk
+models:
+  small: {{ provider: scripted, replies: ["small done"] }}
+  strong: {{ provider: scripted, replies: ['{{"tool_calls": [{{"name": "echo", "arguments": {{"x": "a"}}}}]}}', "strong done"] }}
+agents:
+  desk:
+    kind: llm
+    model: {{ choose: "{choose}", default: small }}
+    user: go
+    tools: [{{ name: echo, description: Echoes, parameters: {{ x: string }}, value: "x", approve: true }}]
+"#
+        )
+    };
+    let store = agentic::store::MemoryStore::new().store_ref();
+    let first = Spec::parse(&spec("'strong'"), "desk.yaml").unwrap().build().unwrap();
+    let out = first.root.invoke().memory_id("t1").store_ref(store.clone()).await.unwrap();
+    assert_eq!(out.pending()[0].id, "tool:root:0");
+    agentic::engine::respond(&store, "t1", Some("tool:root:0"), json!("approve")).await.unwrap();
+    // The choice now gives the small model: the invocation under way keeps the strong one.
+    let second = Spec::parse(&spec("'small'"), "desk.yaml").unwrap().build().unwrap();
+    let done = second.root.resume("t1").store_ref(store.clone()).await.unwrap();
+    assert_eq!(done.output(), Some(&json!("strong done")));
+    assert_eq!(models_of(&done.scope().history().await.unwrap(), "desk"), [vec!["strong"]]);
+}
+
+#[tokio::test]
+async fn a_chat_model_asked_as_a_decision_model_counts_its_cost_and_its_failed_attempts() {
+    let yaml = |replies: &str| {
+        format!(
+            r#"
+version: 1
+root: safe
+models:
+  chat: {{ provider: scripted, replies: {replies}, prices: {{ input_per_mtok: 1000, output_per_mtok: 1000 }} }}
+agents:
+  safe: {{ kind: sequence, agents: [triage], error_handler: {{ fallback: "'none'" }}, output_key: answer }}
+  triage:
+    kind: decision_router
+    agents: [legal, medical]
+    model: {{ choose: "'chat'", default: chat }}
+  legal: {{ kind: compute, description: Legal., template: "legal: {{{{ request }}}}", output_key: answer }}
+  medical: {{ kind: compute, description: Medical., template: "medical: {{{{ request }}}}", output_key: answer }}
+"#
+        )
+    };
+    let run = |yaml: String| async move {
+        let built = Spec::parse(&yaml, "triage.yaml").unwrap().build().unwrap();
+        built.root.invoke().input("request", "a contract").await.unwrap()
+    };
+    let out = run(yaml(r#"['{"agent": "legal"}']"#)).await;
+    assert_eq!(out.output(), Some(&json!("legal: a contract")));
+    let usage = out.scope().usage(&[]).await.unwrap();
+    // The scripted model counts words: the decision prompt's, and one word answered.
+    assert_eq!((usage.model_calls, usage.models.clone()), (1, vec!["chat".to_string()]));
+    let priced = (usage.input_tokens + usage.output_tokens) as f64 * 1000.0 / 1e6;
+    assert!(usage.cost_usd.is_some_and(|c| (c - priced).abs() < 1e-9), "{usage:?}");
+
+    // Three unreadable answers: the router fails, the fallback answers, and the three attempts are counted.
+    let out = run(yaml(r#"['{"pick": 1}', '{"pick": 2}', '{"pick": 3}']"#)).await;
+    assert_eq!(out.output(), Some(&json!("none")));
+    let usage = out.scope().usage(&[]).await.unwrap();
+    assert_eq!((usage.model_calls, usage.output_tokens), (1, 6), "{usage:?}");
+    assert!(usage.cost_usd.is_some_and(|c| c > 0.0), "{usage:?}");
 }

@@ -6,12 +6,14 @@
 use std::sync::Arc;
 
 use agentic_engine::{InvocationContext, ScopeView, Stop};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-/// What a [`ModelChoice`] asks of the state: `(view, usage)` → the name of the model to use, `None` for the
-/// default, or why no name can be given. `usage` is the run's usage so far ([`usage_value`]) when the choice
-/// reads it ([`ModelChoice::reads_usage`]), else `null`.
-pub type ChooseFn = Arc<dyn Fn(&ScopeView, &Value) -> Result<Option<String>, String> + Send + Sync>;
+/// What a [`ModelChoice`] asks of the state: `(view, inputs, usage)` → the name of the model to use, `None` for
+/// the default, or why no name can be given. `inputs` are the invocation's resolved inputs (a mapper's item
+/// among them), which take precedence over the state; `usage` is the run's usage so far ([`usage_value`]) when
+/// the choice reads it ([`ModelChoice::reads_usage`]), else `null`.
+pub type ChooseFn =
+    Arc<dyn Fn(&ScopeView, &Map<String, Value>, &Value) -> Result<Option<String>, String> + Send + Sync>;
 
 /// Models by name, a default among them, and the function that picks one per invocation.
 ///
@@ -65,7 +67,7 @@ impl<M: Clone> ModelChoice<M> {
         choose: impl Fn(&ScopeView) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
         ModelChoice {
-            choose: Arc::new(move |view, _| Ok(choose(view))),
+            choose: Arc::new(move |view, _, _| Ok(choose(view))),
             reads_usage: false,
             models: Vec::new(),
             default: default.into(),
@@ -121,14 +123,14 @@ impl<M> ModelChoice<M> {
         self.reads_usage
     }
 
-    /// The name the choice gives over `view` and `usage` (`null` when it does not read it), the default when
-    /// it gives none.
+    /// The name the choice gives over `view`, the invocation's `inputs` and `usage` (`null` when it does not
+    /// read it), the default when it gives none.
     ///
     /// # Errors
     /// The choice's own error, or a name that is not among the models — both as text naming the value and the
     /// models there are.
-    pub fn name_for(&self, view: &ScopeView, usage: &Value) -> Result<String, String> {
-        let name = (self.choose)(view, usage).map_err(|e| format!("the model choice failed: {e}"))?;
+    pub fn name_for(&self, view: &ScopeView, inputs: &Map<String, Value>, usage: &Value) -> Result<String, String> {
+        let name = (self.choose)(view, inputs, usage).map_err(|e| format!("the model choice failed: {e}"))?;
         let name = name.unwrap_or_else(|| self.default.clone());
         if self.get(&name).is_none() {
             return Err(format!(
@@ -141,8 +143,8 @@ impl<M> ModelChoice<M> {
 }
 
 impl<M: Clone> ModelChoice<M> {
-    /// The model to use in `ctx`'s invocation, with its name: the choice over the state (and the run's usage
-    /// when it reads it).
+    /// The model to use in `ctx`'s invocation, with its name: the choice over the invocation's inputs and the
+    /// state (and the run's usage when it reads it).
     ///
     /// # Errors
     /// [`Stop::Failed`] naming the value and the models ([`ModelChoice::name_for`]), or the run's scope
@@ -154,7 +156,7 @@ impl<M: Clone> ModelChoice<M> {
         } else {
             Value::Null
         };
-        let name = self.name_for(&ctx.view(), &usage).map_err(|e| ctx.fail(e))?;
+        let name = self.name_for(&ctx.view(), ctx.inputs(), &usage).map_err(|e| ctx.fail(e))?;
         match self.get(&name) {
             Some(model) => Ok((name, model.clone())),
             // `name_for` gave a name among the models.

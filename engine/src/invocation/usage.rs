@@ -32,15 +32,19 @@ impl UsageView<'_> {
         });
     }
 
-    /// Adds one call of `model` that used `usage` tokens and has no price, outside the budget checks of
-    /// [`UsageView::after_model_call`] (a decision model's answer): the invocation's usage counts the call and
-    /// names the model, and every budget over it is charged the tokens.
-    pub fn add_model_call(&self, model: &str, usage: TokenUsage) {
-        self.with_usage(|u| u.add_call(model, usage, None));
+    /// Adds one call of `model` that used `usage` tokens and cost `cost_usd` (USD, `None` for a model without
+    /// prices), outside the budget checks of [`UsageView::after_model_call`] (a decision model's answer): the
+    /// invocation's usage counts the call and names the model, and every budget over it is charged.
+    pub fn add_model_call(&self, model: &str, usage: TokenUsage, cost_usd: Option<f64>) {
+        self.with_usage(|u| u.add_call(model, usage, cost_usd));
         let path = self.ctx.frame.path.clone();
         self.ctx.handle.charge(move |ledger| {
-            let spent =
-                crate::usage::Usage { input_tokens: usage.input, output_tokens: usage.output, ..Default::default() };
+            let spent = crate::usage::Usage {
+                input_tokens: usage.input,
+                output_tokens: usage.output,
+                cost_usd,
+                ..Default::default()
+            };
             ledger.spend(&path, &spent);
         });
     }
