@@ -328,9 +328,7 @@ mod tests {
 
     #[test]
     fn the_values_an_expression_can_give_are_its_constants_in_result_position() {
-        let r = |source: &str| {
-            expression_results(source).into_iter().map(|v| v.to_string()).collect::<Vec<String>>()
-        };
+        let r = |source: &str| expression_results(source).into_iter().map(|v| v.to_string()).collect::<Vec<String>>();
         assert_eq!(r("'strong' if request | length > 200 else 'small'"), ["\"strong\"", "\"small\""]);
         assert_eq!(r("'tiny' if a else ('big' if b else none)"), ["\"tiny\"", "\"big\""]);
         assert_eq!(r("hint or 'small'"), ["\"small\""]);
