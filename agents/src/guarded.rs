@@ -72,6 +72,19 @@ fn results(expr: &Expr<'_>, out: &mut Vec<serde_json::Value>) {
             results(&b.left, out);
             results(&b.right, out);
         }
+        // No name either: a list, a mapping, a negated number (values of their own, shown as such).
+        Expr::List(l) => {
+            let items = l.items.iter().map(|i| constant(i).unwrap_or(serde_json::Value::Null)).collect();
+            out.push(serde_json::Value::Array(items));
+        }
+        Expr::Map(_) => out.push(serde_json::Value::Object(serde_json::Map::new())),
+        Expr::UnaryOp(u) if matches!(u.op, UnaryOpKind::Neg) => {
+            let negated = constant(&u.expr).and_then(|v| match v.as_i64() {
+                Some(i) => Some(serde_json::json!(-i)),
+                None => v.as_f64().map(|n| serde_json::json!(-n)),
+            });
+            out.push(negated.unwrap_or(serde_json::Value::Null));
+        }
         Expr::Filter(f) if matches!(f.name, "default" | "d") => {
             if let Some(e) = &f.expr {
                 results(e, out);
@@ -81,6 +94,14 @@ fn results(expr: &Expr<'_>, out: &mut Vec<serde_json::Value>) {
             }
         }
         _ => {}
+    }
+}
+
+/// The JSON of a constant expression, if it is one.
+fn constant(expr: &Expr<'_>) -> Option<serde_json::Value> {
+    match expr {
+        Expr::Const(c) => serde_json::to_value(&c.value).ok(),
+        _ => None,
     }
 }
 
@@ -335,6 +356,8 @@ mod tests {
         assert_eq!(r("tier | default('fast')"), ["\"fast\""]);
         assert_eq!(r("'only'"), ["\"only\""]);
         assert_eq!(r("'a' if x else 7"), ["\"a\"", "7"]);
+        assert_eq!(r("['small'] if x else -7"), ["[\"small\"]", "-7"]);
+        assert_eq!(r("{'a': 1}"), ["{}"]);
         // Compared strings are no results; a computed name is not known.
         assert_eq!(r("tier == 'gold'"), Vec::<String>::new());
         assert_eq!(r("name ~ '-large'"), Vec::<String>::new());

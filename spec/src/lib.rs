@@ -573,7 +573,7 @@ pub async fn run_topology(
     let loaded = run_spec(store, run).await.map_err(|e| e.to_string())?;
     let topology = loaded.topology(&run.run_id).map_err(|e| e.to_string())?;
     if topology.fingerprint() != run.fingerprint {
-        return Err(format!("the run's spec {} changed structure since the run", loaded.origin));
+        return Err(format!("the run's {} changed structure since the run", loaded.origin));
     }
     Ok(topology)
 }
