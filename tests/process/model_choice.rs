@@ -142,3 +142,55 @@ async fn the_worked_example_routes_by_length_and_falls_back_to_the_small_model_o
     assert_eq!(differs.status.code(), Some(1), "{}{}", stdout(&differs), stderr(&differs));
     assert!(stderr(&differs).contains("`model`"), "{}", stderr(&differs));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_router_on_a_chat_model_chooses_per_invocation_and_its_report_draws_the_diagram() {
+    // An OpenAI-compatible server deciding `legal`, reporting 40 input and 5 output tokens, priced.
+    let chat = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "id": "c", "object": "chat.completion", "created": 0, "model": "router-chat",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "{\"agent\": \"legal\"}"},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45}
+        })))
+        .mount(&chat)
+        .await;
+    let yaml = format!(
+        r#"version: 1
+name: desk
+root: router
+models:
+  quick: {{ provider: scripted, decisions: [medical] }}
+  chat: {{ provider: openai, base_url: "{}/v1", model: router-chat, prices: {{ input_per_mtok: 100, output_per_mtok: 200 }} }}
+agents:
+  router:
+    kind: decision_router
+    agents: [medical, legal]
+    model: {{ choose: "'chat' if request | length > 10 else 'quick'", default: quick }}
+  medical: {{ kind: compute, description: Medical., template: "medical: {{{{ request }}}}", output_key: answer }}
+  legal: {{ kind: compute, description: Legal., template: "legal: {{{{ request }}}}", output_key: answer }}
+"#,
+        chat.uri()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = dir.path().join("desk.yaml");
+    std::fs::write(&file, &yaml).unwrap();
+    let run = agentic(&store, &["run", file.to_str().unwrap(), "--input", "request=a lease contract", "--memory-id", "d1"]);
+    assert_eq!(run.status.code(), Some(0), "{}{}", stdout(&run), stderr(&run));
+    assert_eq!(stdout(&run), "legal: a lease contract\n");
+    let short = agentic(&store, &["run", file.to_str().unwrap(), "--input", "request=a fall", "--memory-id", "d2"]);
+    assert_eq!(stdout(&short), "medical: a fall\n", "{}", stderr(&short));
+    assert_eq!(chat.received_requests().await.unwrap_or_default().len(), 1, "the short request asked no server");
+
+    let shown = stdout(&agentic(&store, &["show", "d1"]));
+    // 40 × $100 + 5 × $200 per million tokens.
+    assert!(shown.contains("  router (root/2): 45 tokens (40 in, 5 out), 1 model call, $0.005000 [chat]\n"), "{shown}");
+
+    let report = dir.path().join("d1.html");
+    let made = agentic(&store, &["report", "d1", "-o", report.to_str().unwrap()]);
+    assert_eq!(stderr(&made), format!("report: {}\n", report.display()), "no warning: the diagram is there");
+    assert!(std::fs::read_to_string(&report).unwrap().contains("id=\"topology-svg\""));
+}
