@@ -833,9 +833,9 @@ impl ChatDecisionModel {
     /// Decisions by `model`, with the defaults above.
     pub fn new(model: impl Into<ChatModelRef>) -> Self {
         let model = model.into();
-        // The name the program knows the model by (a spec's `models` entry): what a topology's `decision_model`
-        // shows, the same whichever provider the entry is built with (a report's stand-ins, a substitute).
-        let name = model.info().label().to_string();
+        // The provider's model name: what a topology's `decision_model` shows (a stored run's fingerprint holds
+        // it); the answers name the model by its label.
+        let name = model.info().model.clone();
         ChatDecisionModel { model, top_logprobs: Some(5), max_retries: 2, name }
     }
 
@@ -1062,7 +1062,7 @@ impl DecisionModel for ChatDecisionModel {
                 return Ok(None);
             }
             let model = self.model.for_invocation(ctx).await?;
-            let name = model.info().label().to_string();
+            let name = model.info().model.clone();
             Ok(Some(DecisionModelRef::new(ChatDecisionModel { model, name, ..self.clone() })))
         })
     }

@@ -467,10 +467,9 @@ impl Spec {
     /// # Errors
     /// Every located error [`Spec::build`] reports, but those of the models' providers.
     pub fn build_with_stand_ins(&self) -> Result<BuiltSpec, SpecErrors> {
-        let stand_ins = self.models.iter().map(|d| {
-            let stand_in = agentic_agents::model::ScriptedModel::new(Vec::<&str>::new()).named(d.name.clone());
-            (d.name.clone(), agentic_agents::model::ChatModelRef::new(stand_in))
-        });
+        // Each stand-in reports the model name its provider's model would ([`replay_stand_in`]): a decision
+        // router's topology names its chat model by it.
+        let stand_ins = self.models.iter().map(|d| (d.name.clone(), replay_stand_in(d)));
         let mut context = BuildContext::new().models(stand_ins);
         context.stand_ins = true;
         self.build_with(&context)

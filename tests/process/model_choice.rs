@@ -178,7 +178,8 @@ agents:
     let store = dir.path().join("store");
     let file = dir.path().join("desk.yaml");
     std::fs::write(&file, &yaml).unwrap();
-    let run = agentic(&store, &["run", file.to_str().unwrap(), "--input", "request=a lease contract", "--memory-id", "d1"]);
+    let run =
+        agentic(&store, &["run", file.to_str().unwrap(), "--input", "request=a lease contract", "--memory-id", "d1"]);
     assert_eq!(run.status.code(), Some(0), "{}{}", stdout(&run), stderr(&run));
     assert_eq!(stdout(&run), "legal: a lease contract\n");
     let short = agentic(&store, &["run", file.to_str().unwrap(), "--input", "request=a fall", "--memory-id", "d2"]);
