@@ -120,6 +120,8 @@ fn worker(name: &str, sleep_ms: u64, input: &str, out: &str) -> AgentRef {
 /// parallel (one fails once and is retried), an editor answers, a compute step publishes.
 fn review_system() -> AgentRef {
     let model = ScriptedModel::new([format!("{PROBE} Dragons are misunderstood.")]);
+    // Known by a hostile name: the agents table's models column and the models table show it as text.
+    let model = agentic::agents::model::ChatModelRef::new(model).named(format!("writer{PROBE}"));
     let draft = LlmAgent::builder(model)
         .name("draft")
         .description("Drafts the article")
@@ -275,6 +277,12 @@ async fn the_report_renders_in_chromium_without_errors_and_escapes_everything() 
             assert!(dom.contains(r#"<span class="chip retry">attempt 2</span>"#));
             assert!(dom.contains(r#"<span class="chip iter">iteration 3</span>"#));
             assert!(dom.contains("waiting for <code>editor-approval</code>"));
+            let named = r#"writer&lt;img src=x onerror="document.body.dataset.xss=1"&gt;"#;
+            assert!(dom.contains(&format!(r#"<td class="models">{named}</td>"#)), "the model used, as text");
+            assert!(
+                dom.contains(&format!(r#"<tr><td>{named}</td><td class="num">"#)),
+                "the models table has the model's row"
+            );
             assert!(!dom.contains("<img"), "no image element was created from data");
         }
         if *name == "monitor" {
