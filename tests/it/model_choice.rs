@@ -338,3 +338,59 @@ agents:
     assert_eq!((usage.model_calls, usage.output_tokens), (1, 6), "{usage:?}");
     assert!(usage.cost_usd.is_some_and(|c| c > 0.0), "{usage:?}");
 }
+
+/// Echoes the request it is given.
+#[agentic::prelude::agent(output_key = "echoed", description = "Echoes the request")]
+async fn echo(request: String) -> String {
+    format!("echo: {request}")
+}
+
+/// Answers legal questions.
+#[agentic::prelude::agent(output_key = "answer", description = "Answers legal questions")]
+async fn legal(request: String) -> String {
+    format!("legal: {request}")
+}
+
+/// Answers medical questions.
+#[agentic::prelude::agent(output_key = "answer", description = "Answers medical questions")]
+async fn medical(request: String) -> String {
+    format!("medical: {request}")
+}
+
+/// The planner the request's length picks (`None`: the builder's model).
+fn planner_for(view: &agentic::engine::ScopeView) -> Option<String> {
+    by_length(view).map(|_| "deep".to_string())
+}
+
+#[agentic::prelude::agents]
+trait Office {
+    /// Plans on the named planner.
+    #[supervisor(agents(self::echo), model = "deep", output_key = "plan")]
+    async fn plan(&self, request: String) -> String;
+
+    /// Plans on the planner the request's length picks.
+    #[supervisor(agents(self::echo), model = planner_for, output_key = "plan")]
+    async fn triage_plan(&self, request: String) -> String;
+
+    /// Routes on the named decision model.
+    #[decision_router(agents(self::legal, self::medical), model = "router", output_key = "answer")]
+    async fn route(&self, request: String) -> String;
+}
+
+#[tokio::test]
+async fn declared_supervisors_and_routers_take_their_model_by_name_or_by_choice() {
+    let done = |said: &str| format!(r#"{{"agentName": "done", "arguments": {{"response": "{said}"}}}}"#);
+    let base = ScriptedModel::new([done("base plan")]);
+    let deep = ScriptedModel::new([done("deep plan"), done("deep triage")]);
+    let router = ScriptedModel::new([r#"{"agent": "medical"}"#]);
+    let office = OfficeAgents::builder(base.clone())
+        .model("deep", deep.clone())
+        .model("router", router.clone())
+        .build()
+        .unwrap();
+    assert_eq!(office.plan("x").await.unwrap(), "deep plan");
+    assert_eq!(office.triage_plan("short").await.unwrap(), "base plan");
+    assert_eq!(office.triage_plan("a long request indeed").await.unwrap(), "deep triage");
+    assert_eq!(office.route("a fall").await.unwrap(), "medical: a fall");
+    assert_eq!((base.used(), deep.used(), router.used()), (1, 2, 1));
+}
