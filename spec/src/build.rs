@@ -1000,12 +1000,8 @@ impl<'a> Builder<'a> {
         // build is refused at run time, naming the models there are).
         self.named_chat_model(def, field, &model.name)?;
         let mut choice = ModelChoice::with(model.name.value.clone(), chooser.0, chooser.1);
-        let mut names: Vec<&String> = self.models.keys().collect();
-        names.sort();
-        for name in names {
-            if let Some(Ok(m)) = self.models.get(name) {
-                choice = choice.model(name.clone(), m.clone());
-            }
+        for (name, m) in self.built_models() {
+            choice = choice.model(name, m);
         }
         Ok(ChatModelRef::choosing(choice))
     }
@@ -1030,17 +1026,22 @@ impl<'a> Builder<'a> {
             self.named_chat_model(def, field, &model.name)?;
         }
         let mut choice = ModelChoice::with(model.name.value.clone(), chooser.0, chooser.1);
-        let mut names: Vec<&String> = self.models.keys().collect();
-        names.sort();
-        for name in names {
-            let decision = match (self.decision_models.get(name), self.models.get(name)) {
-                (Some(d), _) => d.clone(),
-                (None, Some(Ok(m))) => DecisionModelRef::from(m.clone()),
-                (None, _) => continue,
+        for (name, m) in self.built_models() {
+            let decision = match self.decision_models.get(&name) {
+                Some(d) => d.clone(),
+                None => DecisionModelRef::from(m),
             };
-            choice = choice.model(name.clone(), decision);
+            choice = choice.model(name, decision);
         }
         Ok(Some(DecisionModelRef::choosing(choice)))
+    }
+
+    /// The spec's models that built, by name in name order: what a choice chooses among.
+    fn built_models(&self) -> Vec<(String, agentic_agents::model::ChatModelRef)> {
+        let mut built: Vec<(String, agentic_agents::model::ChatModelRef)> =
+            self.models.iter().filter_map(|(n, m)| m.as_ref().ok().map(|m| (n.clone(), m.clone()))).collect();
+        built.sort_by(|a, b| a.0.cmp(&b.0));
+        built
     }
 
     /// The function of a `choose` expression (validated before the build) and whether it reads `usage`: its
